@@ -1,0 +1,34 @@
+# preflab: the README's two commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of torch 2.13.0 lies on local disk on the project's machines.
+PIP_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+
+.PHONY: install demo test test-fast bench schemas lint clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(PIP_LINKS) -e ".[dev,postgres,train]"
+	touch $@
+
+demo: install  ## the main job on the embedded SQLite default
+	$(BIN)/preflab demo --dir demo-output
+
+test: install  ## the whole suite, SQLite and a throwaway PostgreSQL
+	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: install  ## skip the slow trainer tests
+	$(BIN)/python -m pytest -m "not train and not slow" $(PYTEST_ARGS)
+
+bench: install  ## every benchmark, figures printed
+	$(BIN)/python benchmarks/run_all.py
+
+schemas: install  ## regenerate schemas/*.schema.json from the pydantic models
+	$(BIN)/preflab schema export --out schemas
+
+clean:
+	rm -rf $(VENV) demo-output .pytest_cache

@@ -1,0 +1,104 @@
+"""Items to label: a prompt, one or more candidate answers, domain tags, hidden gold."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from .common import Identifier, Message, Prompt, StrictModel, content_hash, prompt_as_messages
+
+
+class Candidate(StrictModel):
+    """One answer to an item's prompt: plain ``text`` or a list of chat ``messages``."""
+
+    id: Identifier | None = None
+    text: str | None = None
+    messages: list[Message] | None = None
+    model: str | None = None
+    source: Literal["model", "human"] = "model"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_body_and_an_id(self) -> Candidate:
+        if (self.text is None) == (self.messages is None):
+            raise ValueError("a candidate needs exactly one of 'text' or 'messages'")
+        if self.id is None:
+            self.id = content_hash(self.body_json(), prefix="cand_", length=12)
+        return self
+
+    def body_json(self) -> Any:
+        if self.text is not None:
+            return self.text
+        return [m.model_dump(mode="json") for m in self.messages or []]
+
+    def as_text(self) -> str:
+        """The answer as text: the content of its assistant turns for a message list."""
+        if self.text is not None:
+            return self.text
+        return "\n\n".join(m.content for m in self.messages or [] if m.role == "assistant")
+
+
+class GoldAnswer(StrictModel):
+    """The expected judgment of a gold (qualification or honeypot) item. Never sent to raters."""
+
+    judgment: dict[str, Any] = Field(
+        description="The expected judgment body, in the shape of one judgment kind (with 'kind')."
+    )
+    explanation: str | None = None
+    #: For ordinal answers: how far from the expected value still counts as correct.
+    tolerance: float = 0.0
+
+
+class Item(StrictModel):
+    """A unit of work: one prompt and its candidate answers."""
+
+    id: Identifier | None = None
+    prompt: Prompt
+    candidates: list[Candidate] = Field(min_length=1)
+    domains: list[str] = Field(default_factory=list)
+    reference: str | None = Field(
+        default=None, description="Hidden reference answer (never shown to raters)."
+    )
+    gold: GoldAnswer | None = Field(
+        default=None, description="Hidden expected judgment for qualification / honeypot items."
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _ids(self) -> Item:
+        ids = [c.id for c in self.candidates]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"candidate ids must be unique within an item, got {ids}")
+        self.domains = sorted({d.strip().lower() for d in self.domains if d.strip()})
+        if self.id is None:
+            self.id = content_hash(self.content_key(), prefix="itm_", length=16)
+        return self
+
+    def content_key(self) -> dict[str, Any]:
+        """What identifies an item's content (used for its default id and idempotent import)."""
+        return {
+            "prompt": prompt_as_messages(self.prompt),
+            "candidates": [[c.id, c.body_json()] for c in self.candidates],
+        }
+
+    def content_hash(self) -> str:
+        return content_hash(self.model_dump(mode="json", exclude={"id"}), length=64)
+
+    def candidate(self, candidate_id: str) -> Candidate:
+        for c in self.candidates:
+            if c.id == candidate_id:
+                return c
+        raise KeyError(f"item {self.id!r} has no candidate {candidate_id!r}")
+
+    def public_view(self) -> dict[str, Any]:
+        """What a rater may see: no reference answer, no gold, no metadata."""
+        return {
+            "id": self.id,
+            "prompt": self.model_dump(mode="json")["prompt"],
+            "candidates": [
+                c.model_dump(mode="json", include={"id", "text", "messages"}, exclude_none=True)
+                for c in self.candidates
+            ],
+            "domains": list(self.domains),
+        }

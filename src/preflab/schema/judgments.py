@@ -1,0 +1,343 @@
+"""Judgment kinds. One class per kind, registered in :data:`JUDGMENT_KINDS`.
+
+Every judgment reduces to rows of the long label table (see :class:`LabelRow`) that the
+quality engine consumes; each kind says how in its ``label_rows`` method, so no other module
+needs an ``if kind == ...`` ladder.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from .common import Identifier, Message, StrictModel
+from .provenance import Provenance
+
+
+class LabelRow(BaseModel):
+    """One row of the long label table ``(unit, rater, dimension, value)``.
+
+    ``unit`` is what was labelled: an item, an item's candidate (``item::cand``), a candidate
+    pair (``item::a|b``, sorted ids) or a step (``item::cand::step3``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    item_id: str
+    unit: str
+    rater: str
+    dimension: str
+    value: float
+    kind: str
+
+
+def pair_unit(item_id: str, a: str, b: str) -> str:
+    lo, hi = sorted((a, b))
+    return f"{item_id}::{lo}|{hi}"
+
+
+class JudgmentBase(StrictModel):
+    kind: ClassVar[str]
+    item_id: Identifier
+    rationale: str | None = Field(default=None, max_length=20_000)
+    provenance: Provenance
+
+    def candidate_ids(self) -> list[str]:
+        """Candidates this judgment refers to (checked against the item on import/submit)."""
+        raise NotImplementedError
+
+    def label_rows(self) -> list[LabelRow]:
+        raise NotImplementedError
+
+    def _row(self, unit: str, dimension: str, value: float) -> LabelRow:
+        return LabelRow(
+            item_id=self.item_id,
+            unit=unit,
+            rater=self.provenance.rater_id,
+            dimension=dimension,
+            value=float(value),
+            kind=self.kind,
+        )
+
+
+STRENGTH_NAMES = {0: "tie", 1: "slightly better", 2: "better", 3: "much better"}
+
+
+class PairwiseJudgment(JudgmentBase):
+    """A vs B with a strength (0 tie, 1 slightly, 2 better, 3 much better).
+
+    ``shown_order`` is the order the rater saw: ``shown_order[0]`` was shown as A. The canonical
+    form is :attr:`pair` (sorted candidate ids) with :attr:`score` in -3..3, negative meaning
+    the first canonical candidate is better.
+
+    >>> j = PairwiseJudgment(item_id="i", shown_order=("y", "x"), winner="a", strength=2,
+    ...                      provenance={"rater_id": "r1"})
+    >>> j.pair, j.score, j.chosen
+    (('x', 'y'), 2, 'y')
+    """
+
+    kind: ClassVar[str] = "pairwise"
+    type: Literal["pairwise"] = Field(default="pairwise", alias="kind")
+    shown_order: tuple[Identifier, Identifier]
+    winner: Literal["a", "b", "tie"]
+    strength: int = Field(ge=0, le=3)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PairwiseJudgment:
+        if self.shown_order[0] == self.shown_order[1]:
+            raise ValueError("shown_order must name two different candidates")
+        if (self.winner == "tie") != (self.strength == 0):
+            raise ValueError("winner 'tie' goes with strength 0, and strength 0 with 'tie'")
+        return self
+
+    @classmethod
+    def from_canonical(
+        cls,
+        item_id: str,
+        pair: tuple[str, str],
+        score: int,
+        provenance: Provenance | dict[str, Any],
+        shown_order: tuple[str, str] | None = None,
+        rationale: str | None = None,
+    ) -> PairwiseJudgment:
+        """Build from the stored form: sorted ``pair`` and signed ``score``."""
+        lo, hi = sorted(pair)
+        shown = tuple(shown_order) if shown_order else (lo, hi)
+        if score == 0:
+            winner = "tie"
+        else:
+            better = lo if score < 0 else hi
+            winner = "a" if shown[0] == better else "b"
+        return cls(
+            item_id=item_id,
+            shown_order=shown,
+            winner=winner,
+            strength=abs(int(score)),
+            provenance=provenance,
+            rationale=rationale,
+        )
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        lo, hi = sorted(self.shown_order)
+        return (lo, hi)
+
+    @property
+    def chosen(self) -> str | None:
+        if self.winner == "tie":
+            return None
+        return self.shown_order[0] if self.winner == "a" else self.shown_order[1]
+
+    @property
+    def rejected(self) -> str | None:
+        if self.winner == "tie":
+            return None
+        return self.shown_order[1] if self.winner == "a" else self.shown_order[0]
+
+    @property
+    def score(self) -> int:
+        """Signed strength over the canonical pair: negative = ``pair[0]`` better."""
+        if self.winner == "tie":
+            return 0
+        return -self.strength if self.chosen == self.pair[0] else self.strength
+
+    @property
+    def first_shown_chosen(self) -> bool | None:
+        return None if self.winner == "tie" else self.winner == "a"
+
+    def candidate_ids(self) -> list[str]:
+        return list(self.shown_order)
+
+    def label_rows(self) -> list[LabelRow]:
+        unit = pair_unit(self.item_id, *self.pair)
+        sign = (self.score > 0) - (self.score < 0)
+        return [self._row(unit, "winner", sign), self._row(unit, "strength", self.score)]
+
+
+class RankingJudgment(JudgmentBase):
+    """An order over N candidates, best first; each entry is a group of tied candidates.
+
+    >>> j = RankingJudgment(item_id="i", order=[["b"], ["a", "c"]], provenance={"rater_id": "r"})
+    >>> j.induced_pairs()
+    [('a', 'b', 1), ('a', 'c', 0), ('b', 'c', -1)]
+    """
+
+    kind: ClassVar[str] = "ranking"
+    type: Literal["ranking"] = Field(default="ranking", alias="kind")
+    order: list[list[Identifier]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _groups(self) -> RankingJudgment:
+        flat = [c for group in self.order for c in group]
+        if any(len(g) == 0 for g in self.order):
+            raise ValueError("a ranking group cannot be empty")
+        if len(set(flat)) != len(flat):
+            raise ValueError("a candidate appears more than once in the ranking")
+        if len(flat) < 2:
+            raise ValueError("a ranking needs at least two candidates")
+        return self
+
+    def rank_of(self) -> dict[str, int]:
+        return {c: rank for rank, group in enumerate(self.order) for c in group}
+
+    def induced_pairs(self) -> list[tuple[str, str, int]]:
+        """``(lo, hi, sign)`` for every sorted pair: -1 lo better, 1 hi better, 0 tie."""
+        rank = self.rank_of()
+        ids = sorted(rank)
+        out = []
+        for i, lo in enumerate(ids):
+            for hi in ids[i + 1 :]:
+                diff = rank[lo] - rank[hi]
+                out.append((lo, hi, (diff > 0) - (diff < 0)))
+        return out
+
+    def candidate_ids(self) -> list[str]:
+        return [c for group in self.order for c in group]
+
+    def label_rows(self) -> list[LabelRow]:
+        return [
+            self._row(pair_unit(self.item_id, lo, hi), "winner", sign)
+            for lo, hi, sign in self.induced_pairs()
+        ]
+
+
+class RubricJudgment(JudgmentBase):
+    """A score per rubric dimension for one candidate, plus the veto criteria that failed."""
+
+    kind: ClassVar[str] = "rubric"
+    type: Literal["rubric"] = Field(default="rubric", alias="kind")
+    candidate_id: Identifier
+    scores: dict[str, float] = Field(min_length=1)
+    vetoes_failed: list[str] = Field(default_factory=list)
+
+    def candidate_ids(self) -> list[str]:
+        return [self.candidate_id]
+
+    def label_rows(self) -> list[LabelRow]:
+        unit = f"{self.item_id}::{self.candidate_id}"
+        return [self._row(unit, dim, value) for dim, value in sorted(self.scores.items())]
+
+
+class UnaryJudgment(JudgmentBase):
+    """Thumbs up (``True``) or down (``False``) on one candidate (KTO data)."""
+
+    kind: ClassVar[str] = "unary"
+    type: Literal["unary"] = Field(default="unary", alias="kind")
+    candidate_id: Identifier
+    label: bool
+
+    def candidate_ids(self) -> list[str]:
+        return [self.candidate_id]
+
+    def label_rows(self) -> list[LabelRow]:
+        return [self._row(f"{self.item_id}::{self.candidate_id}", "thumb", int(self.label))]
+
+
+class StepsJudgment(JudgmentBase):
+    """Process labels: one candidate split into steps, a verdict per step in {+1, 0, -1}.
+
+    Verdicts run up to and including the first error (-1); with no error, every step is labelled.
+    """
+
+    kind: ClassVar[str] = "steps"
+    type: Literal["steps"] = Field(default="steps", alias="kind")
+    candidate_id: Identifier
+    steps: list[str] = Field(min_length=1)
+    verdicts: list[Literal[-1, 0, 1]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _up_to_first_error(self) -> StepsJudgment:
+        if len(self.verdicts) > len(self.steps):
+            raise ValueError(f"{len(self.verdicts)} verdicts for {len(self.steps)} steps")
+        if -1 in self.verdicts:
+            first = self.verdicts.index(-1)
+            if len(self.verdicts) != first + 1:
+                raise ValueError(
+                    f"verdicts stop at the first error (step {first + 1}); "
+                    f"got {len(self.verdicts) - first - 1} more after it"
+                )
+        elif len(self.verdicts) != len(self.steps):
+            raise ValueError("with no error (-1), every step needs a verdict")
+        return self
+
+    @property
+    def first_error(self) -> int | None:
+        """0-based index of the first wrong step, or ``None``."""
+        return self.verdicts.index(-1) if -1 in self.verdicts else None
+
+    def candidate_ids(self) -> list[str]:
+        return [self.candidate_id]
+
+    def label_rows(self) -> list[LabelRow]:
+        unit = f"{self.item_id}::{self.candidate_id}"
+        rows = [
+            self._row(f"{unit}::step{i}", "step_verdict", v) for i, v in enumerate(self.verdicts)
+        ]
+        first = self.first_error
+        rows.append(self._row(unit, "first_error", len(self.steps) if first is None else first))
+        return rows
+
+
+class DemonstrationJudgment(JudgmentBase):
+    """An expert-written answer (SFT data) with its review status."""
+
+    kind: ClassVar[str] = "demonstration"
+    type: Literal["demonstration"] = Field(default="demonstration", alias="kind")
+    text: str | None = None
+    messages: list[Message] | None = None
+    status: Literal["pending", "accepted", "rejected"] = "pending"
+
+    @model_validator(mode="after")
+    def _one_body(self) -> DemonstrationJudgment:
+        if (self.text is None) == (self.messages is None):
+            raise ValueError("a demonstration needs exactly one of 'text' or 'messages'")
+        return self
+
+    def as_text(self) -> str:
+        if self.text is not None:
+            return self.text
+        return "\n\n".join(m.content for m in self.messages or [] if m.role == "assistant")
+
+    def candidate_ids(self) -> list[str]:
+        return []
+
+    def label_rows(self) -> list[LabelRow]:
+        return []
+
+
+JUDGMENT_KINDS: dict[str, type[JudgmentBase]] = {
+    cls.kind: cls
+    for cls in (
+        PairwiseJudgment,
+        RankingJudgment,
+        RubricJudgment,
+        UnaryJudgment,
+        StepsJudgment,
+        DemonstrationJudgment,
+    )
+}
+
+Judgment = Annotated[
+    Union[
+        PairwiseJudgment,
+        RankingJudgment,
+        RubricJudgment,
+        UnaryJudgment,
+        StepsJudgment,
+        DemonstrationJudgment,
+    ],
+    Field(discriminator="type"),
+]
+
+_JUDGMENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Judgment)
+
+
+def parse_judgment(data: dict[str, Any]) -> JudgmentBase:
+    """Validate a judgment dict (with a ``kind`` key) into its class."""
+    return _JUDGMENT_ADAPTER.validate_python(data)
+
+
+def dump_judgment(judgment: JudgmentBase) -> dict[str, Any]:
+    """A judgment as a JSON-ready dict, ``kind`` first."""
+    return judgment.model_dump(mode="json", by_alias=True, exclude_none=True)

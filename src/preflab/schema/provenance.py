@@ -1,0 +1,56 @@
+"""Provenance: who made a label, under which rubric, in which review pass, by what means."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from datetime import datetime
+from enum import IntEnum
+from typing import Literal
+
+from pydantic import Field
+
+from .common import Identifier, StrictModel
+
+
+class ReviewPass(IntEnum):
+    """Which pass produced a label. Higher passes override lower ones in exports."""
+
+    PRODUCTION = 0
+    REVIEW = 1
+    ADJUDICATION = 2
+
+
+LabelSource = Literal["human", "ai", "ai_assisted"]
+
+
+class Telemetry(StrictModel):
+    """A summary of how a judgment was entered (never keystroke content)."""
+
+    iki_cv: float | None = Field(default=None, ge=0, description="Coefficient of variation of inter-key intervals.")
+    revision_ratio: float | None = Field(default=None, ge=0, description="Deleted characters / typed characters.")
+    pasted_chars: int | None = Field(default=None, ge=0)
+    paste_count: int | None = Field(default=None, ge=0)
+    typed_chars: int | None = Field(default=None, ge=0)
+    active_ms: int | None = Field(default=None, ge=0)
+    focus_losses: int | None = Field(default=None, ge=0)
+
+
+class Provenance(StrictModel):
+    rater_id: Identifier
+    rater_hash: str | None = Field(default=None, description="HMAC-SHA256 of rater_id with the project secret.")
+    rubric_id: str | None = None
+    rubric_version: int | None = Field(default=None, ge=1)
+    review_pass: ReviewPass = ReviewPass.PRODUCTION
+    source: LabelSource = "human"
+    started_at: datetime | None = None
+    submitted_at: datetime | None = None
+    telemetry: Telemetry | None = None
+    idempotency_key: str | None = Field(default=None, max_length=200)
+
+
+def rater_hash(rater_id: str, secret: str | bytes) -> str:
+    """``hmac_sha256:<hex>`` of a rater id under a project secret: stable, not reversible."""
+    key = secret.encode() if isinstance(secret, str) else secret
+    digest = hmac.new(key, rater_id.encode(), hashlib.sha256).hexdigest()
+    return f"hmac_sha256:{digest}"

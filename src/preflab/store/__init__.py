@@ -1,0 +1,31 @@
+"""Persistence: SQLAlchemy models, Alembic migrations, engines and sessions."""
+
+from .db import default_url, make_engine, normalise_url, session_factory, transaction
+from .models import (
+    Base,
+    CandidateRow,
+    ExportLog,
+    ImportBatch,
+    ItemRow,
+    JudgmentRow,
+    Project,
+    Rater,
+    RubricVersion,
+)
+
+__all__ = [
+    "Base",
+    "CandidateRow",
+    "ExportLog",
+    "ImportBatch",
+    "ItemRow",
+    "JudgmentRow",
+    "Project",
+    "Rater",
+    "RubricVersion",
+    "default_url",
+    "make_engine",
+    "normalise_url",
+    "session_factory",
+    "transaction",
+]
