@@ -1,0 +1,1 @@
+"""Import and export: record formats, the streaming importer, exporters, manifests and cards."""

@@ -1,0 +1,108 @@
+"""Record formats the importer reads. One :class:`RecordFormat` per shape, in :data:`FORMATS`.
+
+A format turns one input record (a dict from a JSONL line, a JSON array element or a Parquet
+row) into items and judgments. Problems are raised as :class:`RecordError` with the field that
+is wrong, so the importer can report ``file:line: field: reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...schema import Item, JudgmentBase
+
+
+class RecordError(ValueError):
+    """What is wrong with one record: ``field`` (dotted path) and ``reason``."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass
+class Converted:
+    items: list[Item] = field(default_factory=list)
+    judgments: list[JudgmentBase] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RecordFormat:
+    name: str
+    description: str
+    #: True when a record has this format's shape (checked in registry order).
+    detect: Callable[[dict[str, Any]], bool]
+    convert: Callable[[dict[str, Any], ConvertOptions], Converted]
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Options every format receives."""
+
+    #: Unknown fields go into ``metadata`` instead of being an error.
+    keep_extra: bool = False
+    #: Source stated for imported judgments when the record does not say (``human``/``ai``).
+    default_source: str = "human"
+    #: Rater id for judgments whose record names none.
+    default_rater: str | None = None
+
+
+FORMATS: dict[str, RecordFormat] = {}
+
+
+def register(fmt: RecordFormat) -> RecordFormat:
+    if fmt.name in FORMATS:
+        raise ValueError(f"record format {fmt.name!r} registered twice")
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def detect_format(record: dict[str, Any]) -> RecordFormat:
+    for fmt in FORMATS.values():
+        if fmt.detect(record):
+            return fmt
+    keys = ", ".join(sorted(record)[:12])
+    raise RecordError(
+        "(record)",
+        f"unrecognised record shape (keys: {keys}); expected one of: "
+        + "; ".join(f"{f.name} ({f.description})" for f in FORMATS.values()),
+    )
+
+
+def require(record: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+    """``record[key]`` checked for presence and type, else a :class:`RecordError`."""
+    path = f"{where}{key}"
+    if key not in record or record[key] is None:
+        raise RecordError(path, "missing")
+    value = record[key]
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise RecordError(path, f"expected {_type_names(kind)}, got a boolean ({value!r})")
+    if not isinstance(value, kind):
+        raise RecordError(path, f"expected {_type_names(kind)}, got {type(value).__name__}")
+    return value
+
+
+def _type_names(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object", bool: "a boolean"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def check_unknown(record: dict[str, Any], known: set[str], options: ConvertOptions) -> dict[str, Any]:
+    """Unknown keys: an error, or (with ``keep_extra``) returned for the item's metadata."""
+    extra = {k: v for k, v in record.items() if k not in known}
+    if extra and not options.keep_extra:
+        first = sorted(extra)[0]
+        raise RecordError(
+            first,
+            f"unknown field (known: {', '.join(sorted(known))}); pass --keep-extra to keep "
+            "unknown fields in the item's metadata",
+        )
+    return extra
+
+
+# Registration order is detection order: specific shapes before generic ones.
+from . import shared_datasets as _shared_datasets  # noqa: E402,F401

@@ -1,0 +1,427 @@
+"""Persistence API shared by the importer, the exporter, the CLI and the server.
+
+Functions take an open :class:`~sqlalchemy.orm.Session` and never commit: the caller owns the
+transaction (imports are all-or-nothing; see :func:`preflab.store.db.transaction`).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from ..schema import (
+    JUDGMENT_KINDS,
+    Item,
+    JudgmentBase,
+    PairwiseJudgment,
+    Rubric,
+    content_hash,
+    dump_judgment,
+    parse_judgment,
+    rater_hash,
+)
+from .models import CandidateRow, ItemRow, JudgmentRow, Project, Rater, RubricVersion
+
+PROJECT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
+
+
+class StoreError(Exception):
+    """A request the store cannot honour; the message says what to do."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+class Conflict(StoreError):
+    pass
+
+
+# -- projects -----------------------------------------------------------------------------
+
+
+def create_project(
+    session: Session,
+    name: str,
+    *,
+    title: str = "",
+    kinds: Iterable[str] = ("pairwise",),
+    settings: dict[str, Any] | None = None,
+) -> Project:
+    if not PROJECT_NAME.match(name):
+        raise StoreError(
+            f"project name {name!r}: use 1-100 lowercase letters, digits, '-', '_' or '.', "
+            "starting with a letter or digit"
+        )
+    kinds = list(kinds)
+    unknown = sorted(set(kinds) - set(JUDGMENT_KINDS))
+    if unknown:
+        raise StoreError(f"unknown judgment kinds {unknown}; choose from {sorted(JUDGMENT_KINDS)}")
+    if session.scalar(select(Project).where(Project.name == name)) is not None:
+        raise Conflict(f"project {name!r} already exists")
+    project = Project(
+        name=name,
+        title=title or name,
+        secret=secrets.token_hex(32),
+        kinds=kinds,
+        settings=settings or {},
+    )
+    session.add(project)
+    session.flush()
+    return project
+
+
+def get_project(session: Session, name: str) -> Project:
+    project = session.scalar(select(Project).where(Project.name == name))
+    if project is None:
+        names = session.scalars(select(Project.name).order_by(Project.name)).all()
+        hint = f"; projects: {', '.join(names)}" if names else "; create one with `preflab project create`"
+        raise NotFound(f"no project {name!r}{hint}")
+    return project
+
+
+def list_projects(session: Session) -> list[Project]:
+    return list(session.scalars(select(Project).order_by(Project.name)))
+
+
+# -- rubrics ------------------------------------------------------------------------------
+
+
+def add_rubric(session: Session, project: Project, rubric: Rubric, *, make_current: bool = True) -> RubricVersion:
+    """Store a rubric. Same content as the latest version: returns it. Changed: a new version.
+
+    Versions are immutable: the stored ``version`` number is assigned here, whatever the file says.
+    """
+    latest = session.scalar(
+        select(RubricVersion)
+        .where(RubricVersion.project_pk == project.pk, RubricVersion.rubric_key == rubric.id)
+        .order_by(RubricVersion.version.desc())
+        .limit(1)
+    )
+    digest = rubric.content_hash()
+    if latest is not None and latest.content_hash == digest:
+        row = latest
+    else:
+        version = 1 if latest is None else latest.version + 1
+        stored = rubric.model_copy(update={"version": version})
+        row = RubricVersion(
+            project_pk=project.pk,
+            rubric_key=rubric.id,
+            version=version,
+            content=stored.model_dump(mode="json"),
+            content_hash=digest,
+        )
+        session.add(row)
+        session.flush()
+    if make_current:
+        project.rubric_key, project.rubric_version = row.rubric_key, row.version
+    return row
+
+
+def get_rubric(session: Session, project: Project, key: str | None = None, version: int | None = None) -> Rubric | None:
+    key = key or project.rubric_key
+    if key is None:
+        return None
+    stmt = select(RubricVersion).where(RubricVersion.project_pk == project.pk, RubricVersion.rubric_key == key)
+    stmt = stmt.where(RubricVersion.version == version) if version else stmt.order_by(RubricVersion.version.desc())
+    row = session.scalar(stmt.limit(1))
+    return None if row is None else Rubric.model_validate(row.content)
+
+
+# -- items --------------------------------------------------------------------------------
+
+
+def item_row_from_item(project: Project, item: Item, batch_pk: int | None = None) -> ItemRow:
+    row = ItemRow(
+        project_pk=project.pk,
+        item_key=item.id,
+        content_hash=item.content_hash(),
+        prompt=item.model_dump(mode="json")["prompt"],
+        domains=list(item.domains),
+        reference=item.reference,
+        gold=item.gold.model_dump(mode="json") if item.gold else None,
+        meta=item.metadata,
+        batch_pk=batch_pk,
+    )
+    row.candidates = [
+        CandidateRow(
+            candidate_key=c.id,
+            position=i,
+            text=c.text,
+            messages=[m.model_dump(mode="json") for m in c.messages] if c.messages else None,
+            model=c.model,
+            source=c.source,
+            meta=c.metadata,
+        )
+        for i, c in enumerate(item.candidates)
+    ]
+    return row
+
+
+def item_from_row(row: ItemRow) -> Item:
+    return Item.model_validate(
+        {
+            "id": row.item_key,
+            "prompt": row.prompt,
+            "candidates": [
+                {
+                    "id": c.candidate_key,
+                    **({"text": c.text} if c.messages is None else {"messages": c.messages}),
+                    "model": c.model,
+                    "source": c.source,
+                    "metadata": c.meta or {},
+                }
+                for c in row.candidates
+            ],
+            "domains": row.domains or [],
+            "reference": row.reference,
+            "gold": row.gold,
+            "metadata": row.meta or {},
+        }
+    )
+
+
+def add_item(session: Session, project: Project, item: Item, batch_pk: int | None = None) -> tuple[ItemRow, bool]:
+    """Insert an item; ``(row, created)``. Same id and same content: no-op. Different content: :class:`Conflict`."""
+    existing = session.scalar(
+        select(ItemRow).where(ItemRow.project_pk == project.pk, ItemRow.item_key == item.id)
+    )
+    if existing is not None:
+        if existing.content_hash != item.content_hash():
+            raise Conflict(f"item {item.id!r} already exists with different content")
+        return existing, False
+    row = item_row_from_item(project, item, batch_pk)
+    session.add(row)
+    session.flush()
+    return row, True
+
+
+def get_item(session: Session, project: Project, item_key: str) -> ItemRow:
+    row = session.scalar(
+        select(ItemRow)
+        .where(ItemRow.project_pk == project.pk, ItemRow.item_key == item_key)
+        .options(selectinload(ItemRow.candidates))
+    )
+    if row is None:
+        raise NotFound(f"project {project.name!r} has no item {item_key!r}")
+    return row
+
+
+# -- raters and judgments ----------------------------------------------------------------
+
+
+def get_or_create_rater(session: Session, project: Project, rater_key: str) -> Rater:
+    rater = session.scalar(select(Rater).where(Rater.project_pk == project.pk, Rater.rater_key == rater_key))
+    if rater is None:
+        rater = Rater(project_pk=project.pk, rater_key=rater_key, rater_hash=rater_hash(rater_key, project.secret))
+        session.add(rater)
+        session.flush()
+    return rater
+
+
+def judgment_content_hash(judgment: JudgmentBase) -> str:
+    """Identity of a judgment for idempotent import: everything but the idempotency key."""
+    data = dump_judgment(judgment)
+    data["provenance"].pop("idempotency_key", None)
+    data["provenance"].pop("rater_hash", None)
+    return content_hash(data, length=64)
+
+
+_BODY_EXCLUDE = {"item_id", "rationale", "provenance"}
+
+
+def judgment_row_from_judgment(
+    project: Project, item_row: ItemRow, rater: Rater, judgment: JudgmentBase, batch_pk: int | None = None
+) -> JudgmentRow:
+    prov = judgment.provenance
+    body = {k: v for k, v in dump_judgment(judgment).items() if k not in _BODY_EXCLUDE}
+    row = JudgmentRow(
+        project_pk=project.pk,
+        item_pk=item_row.pk,
+        rater_pk=rater.pk,
+        kind=judgment.kind,
+        body=body,
+        rationale=judgment.rationale,
+        rubric_key=prov.rubric_id,
+        rubric_version=prov.rubric_version,
+        review_pass=int(prov.review_pass),
+        source=prov.source,
+        started_at=prov.started_at,
+        submitted_at=prov.submitted_at,
+        telemetry=prov.telemetry.model_dump(mode="json", exclude_none=True) if prov.telemetry else None,
+        idempotency_key=prov.idempotency_key,
+        content_hash=judgment_content_hash(judgment),
+        batch_pk=batch_pk,
+    )
+    if isinstance(judgment, PairwiseJudgment):
+        row.pair_lo, row.pair_hi = judgment.pair
+        row.score = judgment.score
+        row.shown_order = list(judgment.shown_order)
+    return row
+
+
+def check_judgment_against_item(judgment: JudgmentBase, item: Item) -> list[str]:
+    """``field: reason`` problems of a judgment about this item (unknown candidates ...)."""
+    known = {c.id for c in item.candidates}
+    problems = []
+    for cid in judgment.candidate_ids():
+        if cid not in known:
+            problems.append(f"candidate {cid!r}: not a candidate of item {item.id!r} (has {sorted(known)})")
+    return problems
+
+
+def add_judgment(
+    session: Session,
+    project: Project,
+    judgment: JudgmentBase,
+    *,
+    item_row: ItemRow | None = None,
+    batch_pk: int | None = None,
+) -> tuple[JudgmentRow, bool]:
+    """Insert a judgment; ``(row, created)``. An identical judgment or idempotency key: the first row."""
+    if judgment.kind not in project.kinds:
+        raise StoreError(f"project {project.name!r} collects {project.kinds}, not {judgment.kind!r}")
+    item_row = item_row or get_item(session, project, judgment.item_id)
+    key = judgment.provenance.idempotency_key
+    if key is not None:
+        existing = session.scalar(
+            select(JudgmentRow).where(JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == key)
+        )
+        if existing is not None:
+            return existing, False
+    digest = judgment_content_hash(judgment)
+    existing = session.scalar(
+        select(JudgmentRow).where(JudgmentRow.project_pk == project.pk, JudgmentRow.content_hash == digest)
+    )
+    if existing is not None:
+        return existing, False
+    problems = check_judgment_against_item(judgment, item_from_row(item_row))
+    if problems:
+        raise StoreError("; ".join(problems))
+    rater = get_or_create_rater(session, project, judgment.provenance.rater_id)
+    row = judgment_row_from_judgment(project, item_row, rater, judgment, batch_pk)
+    session.add(row)
+    session.flush()
+    return row, True
+
+
+def judgment_from_row(row: JudgmentRow, *, with_rater_hash: str | None = None) -> JudgmentBase:
+    provenance: dict[str, Any] = {
+        "rater_id": row.rater.rater_key,
+        "rater_hash": with_rater_hash or row.rater.rater_hash,
+        "rubric_id": row.rubric_key,
+        "rubric_version": row.rubric_version,
+        "review_pass": row.review_pass,
+        "source": row.source,
+        "started_at": row.started_at,
+        "submitted_at": row.submitted_at,
+        "telemetry": row.telemetry,
+        "idempotency_key": row.idempotency_key,
+    }
+    data = {
+        **row.body,
+        "kind": row.kind,
+        "item_id": row.item.item_key,
+        "rationale": row.rationale,
+        "provenance": {k: v for k, v in provenance.items() if v is not None},
+    }
+    return parse_judgment(data)
+
+
+@dataclass
+class ItemWithJudgments:
+    """An item and its judgments, as exporters and the quality report consume them."""
+
+    item: Item
+    judgments: list[JudgmentBase] = field(default_factory=list)
+    #: parallel to ``judgments``: (judgment pk, batch pk, excluded, exclusion reason)
+    meta: list[dict[str, Any]] = field(default_factory=list)
+    batch_pk: int | None = None
+
+
+def iter_items_with_judgments(
+    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 500
+) -> Iterator[ItemWithJudgments]:
+    """Every item of a project with its judgments, in item order, ``chunk`` items per query."""
+    last_pk = 0
+    while True:
+        rows = session.scalars(
+            select(ItemRow)
+            .where(ItemRow.project_pk == project.pk, ItemRow.pk > last_pk)
+            .order_by(ItemRow.pk)
+            .limit(chunk)
+            .options(selectinload(ItemRow.candidates))
+        ).all()
+        if not rows:
+            return
+        last_pk = rows[-1].pk
+        by_item: dict[int, list[JudgmentRow]] = {r.pk: [] for r in rows}
+        jstmt = (
+            select(JudgmentRow)
+            .where(JudgmentRow.item_pk.in_(list(by_item)))
+            .order_by(JudgmentRow.pk)
+            .options(selectinload(JudgmentRow.rater), selectinload(JudgmentRow.item))
+        )
+        if not include_excluded:
+            jstmt = jstmt.where(JudgmentRow.excluded.is_(False))
+        for j in session.scalars(jstmt):
+            by_item[j.item_pk].append(j)
+        for r in rows:
+            js = by_item[r.pk]
+            yield ItemWithJudgments(
+                item=item_from_row(r),
+                judgments=[judgment_from_row(j) for j in js],
+                meta=[
+                    {"pk": j.pk, "batch_pk": j.batch_pk, "excluded": j.excluded, "exclusion_reason": j.exclusion_reason}
+                    for j in js
+                ],
+                batch_pk=r.batch_pk,
+            )
+
+
+def project_counts(session: Session, project: Project) -> dict[str, Any]:
+    """Counts for ``preflab status``: items, judgments per kind, per rater, per batch."""
+    items = session.scalar(select(func.count()).select_from(ItemRow).where(ItemRow.project_pk == project.pk))
+    per_kind = dict(
+        session.execute(
+            select(JudgmentRow.kind, func.count()).where(JudgmentRow.project_pk == project.pk).group_by(JudgmentRow.kind)
+        ).all()
+    )
+    per_rater = dict(
+        session.execute(
+            select(Rater.rater_key, func.count())
+            .join(JudgmentRow, JudgmentRow.rater_pk == Rater.pk)
+            .where(JudgmentRow.project_pk == project.pk)
+            .group_by(Rater.rater_key)
+            .order_by(func.count().desc())
+        ).all()
+    )
+    per_batch = {
+        (str(k) if k is not None else "none"): v
+        for k, v in session.execute(
+            select(JudgmentRow.batch_pk, func.count())
+            .where(JudgmentRow.project_pk == project.pk)
+            .group_by(JudgmentRow.batch_pk)
+        ).all()
+    }
+    per_source = dict(
+        session.execute(
+            select(JudgmentRow.source, func.count()).where(JudgmentRow.project_pk == project.pk).group_by(JudgmentRow.source)
+        ).all()
+    )
+    return {
+        "project": project.name,
+        "items": items,
+        "judgments": sum(per_kind.values()),
+        "per_kind": per_kind,
+        "per_source": per_source,
+        "per_rater": per_rater,
+        "per_batch": per_batch,
+        "raters": len(per_rater),
+    }
