@@ -1,0 +1,433 @@
+"""The ``preflab`` command line. Thin: parse, call the layers, print with Rich.
+
+Exit status: 0 success, 1 failure, 2 bad input (e.g. an import with invalid lines).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+from . import __version__
+
+app = typer.Typer(
+    name="preflab",
+    help="Auditable human feedback data for post-training: import, label, measure, export.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+project_app = typer.Typer(help="Create, list and inspect projects.", no_args_is_help=True)
+rubric_app = typer.Typer(help="Versioned rubrics.", no_args_is_help=True)
+schema_app = typer.Typer(help="JSON Schemas of the wire formats.", no_args_is_help=True)
+quality_app = typer.Typer(help="Agreement, gold, bias audits and the quality report.", no_args_is_help=True)
+app.add_typer(project_app, name="project")
+app.add_typer(rubric_app, name="rubric")
+app.add_typer(schema_app, name="schema")
+app.add_typer(quality_app, name="quality")
+
+out = Console()
+err = Console(stderr=True)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", envvar="PREFLAB_DB", help="Database URL or SQLite path [default: ./preflab.db]."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+
+
+def engine_for(db: str | None):  # noqa: ANN201
+    """An engine with the schema migrated to the latest revision."""
+    from .store.db import default_url, open_db
+
+    return open_db(db or default_url())
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"preflab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """preflab: preference data people can trust."""
+
+
+# -- database and projects ------------------------------------------------------------
+
+
+@app.command()
+def init(db: DbOption = None) -> None:
+    """Create the database (or migrate it to the latest schema)."""
+    from .store.db import current_revision
+
+    engine = engine_for(db)
+    out.print(f"database ready: {engine.url.render_as_string(hide_password=True)} "
+              f"(schema {current_revision(engine)})", highlight=False)
+
+
+@project_app.command("create")
+def project_create(
+    name: str,
+    kinds: Annotated[str, typer.Option(help="Comma-separated judgment kinds to collect.")] = "pairwise",
+    title: Annotated[str, typer.Option(help="Human-readable title.")] = "",
+    rubric: Annotated[Path | None, typer.Option(help="Rubric file (YAML or JSON).", exists=True, dir_okay=False)] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a project."""
+    from .schema import Rubric
+    from .store import repo, transaction
+
+    engine = engine_for(db)
+    try:
+        with transaction(engine) as session:
+            project = repo.create_project(session, name, title=title, kinds=[k.strip() for k in kinds.split(",") if k.strip()])
+            if rubric is not None:
+                repo.add_rubric(session, project, _load_rubric(rubric))
+            info = _project_info(project)
+    except repo.StoreError as exc:
+        fail(str(exc), 2)
+    if as_json:
+        print_json(info)
+    else:
+        out.print(f"created project [bold]{name}[/] collecting {', '.join(info['kinds'])}")
+
+
+def _load_rubric(path: Path):  # noqa: ANN202
+    from pydantic import ValidationError
+
+    from .schema import Rubric
+
+    try:
+        return Rubric.load(path)
+    except ValidationError as exc:
+        problems = "\n".join(f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        fail(f"invalid rubric\n{problems}", 2)
+    except (OSError, ValueError) as exc:
+        fail(f"{path}: {exc}", 2)
+
+
+def _project_info(project) -> dict[str, Any]:  # noqa: ANN001
+    return {
+        "name": project.name,
+        "title": project.title,
+        "kinds": list(project.kinds),
+        "rubric": None if project.rubric_key is None else f"{project.rubric_key} v{project.rubric_version}",
+        "settings": project.settings,
+        "created_at": project.created_at.isoformat() if project.created_at else None,
+    }
+
+
+@project_app.command("list")
+def project_list(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """List projects."""
+    from .store import repo, transaction
+
+    with transaction(engine_for(db)) as session:
+        infos = [_project_info(p) | repo.project_counts(session, p) for p in repo.list_projects(session)]
+    if as_json:
+        print_json(infos)
+        return
+    table = Table("project", "kinds", "rubric", "items", "judgments", "raters")
+    for i in infos:
+        table.add_row(i["name"], ", ".join(i["kinds"]), i["rubric"] or "-", str(i["items"]), str(i["judgments"]), str(i["raters"]))
+    out.print(table if infos else "no projects yet: `preflab project create NAME`")
+
+
+@project_app.command("show")
+def project_show(name: str, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Show a project's settings and counts."""
+    from .store import repo, transaction
+
+    try:
+        with transaction(engine_for(db)) as session:
+            project = repo.get_project(session, name)
+            info = _project_info(project) | repo.project_counts(session, project)
+    except repo.NotFound as exc:
+        fail(str(exc))
+    if as_json:
+        print_json(info)
+        return
+    for key in ("name", "title", "kinds", "rubric", "items", "judgments", "raters", "created_at"):
+        out.print(f"[bold]{key}[/]: {info[key] if not isinstance(info[key], list) else ', '.join(info[key])}", highlight=False)
+
+
+@rubric_app.command("add")
+def rubric_add(project: str, path: Annotated[Path, typer.Argument(exists=True, dir_okay=False)], db: DbOption = None) -> None:
+    """Add a rubric (a changed rubric becomes a new version; versions are immutable)."""
+    from .store import repo, transaction
+
+    rubric = _load_rubric(path)
+    try:
+        with transaction(engine_for(db)) as session:
+            row = repo.add_rubric(session, repo.get_project(session, project), rubric)
+            version = row.version
+    except repo.StoreError as exc:
+        fail(str(exc))
+    out.print(f"project {project}: rubric [bold]{rubric.id}[/] is now version {version}")
+
+
+# -- import, validate, export ---------------------------------------------------------
+
+
+def _byte_progress(paths: list[Path]) -> Progress:
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+def _report_problems(problems: list[Any], total: int) -> None:
+    for problem in problems:
+        err.print(str(problem), highlight=False, markup=False)
+    if total > len(problems):
+        err.print(f"... and {total - len(problems)} more", highlight=False)
+
+
+@app.command("import")
+def import_(
+    project: str,
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="JSONL, JSON, Parquet, optionally .gz")],
+    keep_extra: Annotated[bool, typer.Option(help="Keep unknown fields in item metadata instead of rejecting them.")] = False,
+    skip_invalid: Annotated[bool, typer.Option(help="Skip (and report) invalid records instead of failing the import.")] = False,
+    format: Annotated[str | None, typer.Option("--format", help="Force a record format instead of detecting it.")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import items and judgments. All-or-nothing and idempotent."""
+    from .io.importer import ImportFailed, ImportOptions, import_files
+    from .store.repo import StoreError
+
+    engine = engine_for(db)
+    options = ImportOptions(keep_extra=keep_extra, skip_invalid=skip_invalid, format=format)
+    total = sum(p.stat().st_size for p in files)
+    with _byte_progress(files) as progress:
+        task = progress.add_task("importing", total=total)
+        try:
+            report = import_files(engine, project, files, options, progress=lambda n: progress.advance(task, n))
+        except ImportFailed as exc:
+            progress.stop()
+            _report_problems(exc.problems, exc.total)
+            fail(f"import failed: {exc.total} problem(s); nothing was imported. Fix the lines above "
+                 "(or pass --skip-invalid to import the valid records only).", 2)
+        except StoreError as exc:
+            progress.stop()
+            fail(str(exc), 2)
+    data = report.__dict__ | {"skipped": [str(p) for p in report.skipped]}
+    if as_json:
+        print_json(data)
+        return
+    if report.already_imported:
+        out.print("these files were already imported; nothing changed")
+        return
+    out.print(
+        f"imported into [bold]{project}[/]: {report.items_added} items "
+        f"(+{report.items_existing} already present), {report.judgments_added} judgments "
+        f"(+{report.judgments_existing} already present); formats: "
+        + ", ".join(f"{k} x{v}" for k, v in report.formats.items()),
+        highlight=False,
+    )
+    if report.skipped:
+        err.print(f"skipped {len(report.skipped)} invalid record(s):", highlight=False)
+        _report_problems(report.skipped[:50], len(report.skipped))
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)],
+    keep_extra: Annotated[bool, typer.Option(help="Accept unknown fields (they would go to metadata).")] = False,
+    format: Annotated[str | None, typer.Option("--format", help="Force a record format.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check files without importing them (exit 2 when a record is invalid)."""
+    from .io.importer import ImportOptions, validate_files
+
+    report = validate_files(files, ImportOptions(keep_extra=keep_extra, format=format))
+    problems = list(report.problems)
+    if as_json:
+        print_json({"ok": not problems, "problems": [str(p) for p in problems], "counts": report.counts})
+    elif problems:
+        _report_problems(problems[:50], len(problems))
+    else:
+        out.print(f"ok: {report.counts}", highlight=False)
+    if problems:
+        raise typer.Exit(2)
+
+
+def _parse_gate(value: str | None) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in value.split(":"))
+    except ValueError:
+        fail(f"--length-gate {value!r}: expected MIN:MAX, e.g. 0.85:1.20", 2)
+    if not 0 < lo <= 1 <= hi:
+        fail(f"--length-gate {value!r}: need 0 < MIN <= 1 <= MAX", 2)
+    return (lo, hi)
+
+
+@app.command()
+def export(
+    project: str,
+    format: Annotated[str, typer.Option("--format", "-f", help="Target: trl-preference, trl-reward, trl-kto, trl-sft, trl-stepwise, openrlhf, verl, raw.")],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")],
+    file_format: Annotated[str, typer.Option(help="jsonl, parquet or hf (a datasets directory).")] = "jsonl",
+    conversational: Annotated[bool | None, typer.Option(help="Force chat-message rows (default: follow the prompts).")] = None,
+    length_gate: Annotated[str | None, typer.Option(help="Keep pairs with MIN <= len(chosen)/len(rejected) <= MAX, e.g. 0.85:1.20.")] = None,
+    include_ai: Annotated[bool, typer.Option(help="Include AI-sourced labels (never as human).")] = False,
+    include_rater_ids: Annotated[bool, typer.Option(help="Raw export: rater ids instead of HMAC hashes.")] = False,
+    min_raters: Annotated[int, typer.Option(help="Drop items judged by fewer raters.")] = 1,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Export a project for a trainer, with manifest.json and a dataset card."""
+    from .io.export import EXPORT_FORMATS, ExportOptions, export_project
+    from .store.repo import StoreError
+
+    if format not in EXPORT_FORMATS:
+        fail(f"unknown format {format!r}; choose from: {', '.join(EXPORT_FORMATS)}", 2)
+    options = ExportOptions(
+        format=format, out=out_path, file_format=file_format, conversational=conversational,
+        include_ai=include_ai, include_rater_ids=include_rater_ids,
+        length_gate=_parse_gate(length_gate), min_raters=min_raters,
+    )
+    try:
+        manifest = export_project(engine_for(db), project, options)
+    except (StoreError, ValueError) as exc:
+        fail(str(exc), 2)
+    if as_json:
+        print_json(manifest)
+        return
+    _print_manifest(manifest, out_path)
+
+
+def _print_manifest(manifest: dict[str, Any], out_path: Path) -> None:
+    rows = manifest.get("rows", {})
+    out.print(f"wrote [bold]{manifest.get('format')}[/] export to {out_path}: {rows}", highlight=False)
+    for gate, info in (manifest.get("gates") or {}).items():
+        out.print(f"  gate {gate}: {info}", highlight=False)
+    for f in manifest.get("files", []):
+        out.print(f"  {f.get('path')}  sha256:{str(f.get('sha256'))[:16]}…", highlight=False)
+
+
+@app.command()
+def status(project: str, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Counts per kind, per rater, per batch."""
+    from .store import repo, transaction
+
+    try:
+        with transaction(engine_for(db)) as session:
+            counts = repo.project_counts(session, repo.get_project(session, project))
+    except repo.NotFound as exc:
+        fail(str(exc))
+    if as_json:
+        print_json(counts)
+        return
+    _print_status(counts)
+
+
+def _print_status(counts: dict[str, Any]) -> None:
+    out.print(f"[bold]{counts['project']}[/]: {counts['items']} items, {counts['judgments']} judgments "
+              f"by {counts['raters']} raters", highlight=False)
+    for title, key in (("kind", "per_kind"), ("source", "per_source"), ("batch", "per_batch")):
+        table = Table(title, "judgments", title=f"per {title}", title_justify="left")
+        for k, v in counts[key].items():
+            table.add_row(str(k), str(v))
+        out.print(table)
+    table = Table("rater", "judgments", title="per rater (top 10)", title_justify="left")
+    for k, v in list(counts["per_rater"].items())[:10]:
+        table.add_row(str(k), str(v))
+    out.print(table)
+
+
+# -- quality --------------------------------------------------------------------------
+
+
+@quality_app.command("report")
+def quality_report(
+    source: Annotated[str, typer.Argument(help="A project name, or a JSONL of judgments (the raw export).")],
+    out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Agreement, rater table, bias audits and the adjudication queue."""
+    from .io.quality_source import load_for_report
+    from .quality.report import build_report, render_html
+
+    try:
+        judgments, items, batches = load_for_report(source, db)
+    except (LookupError, ValueError, OSError) as exc:
+        fail(str(exc), 2)
+    report = build_report(judgments, items=items, batches=batches)
+    if out_path is not None:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(render_html(report), encoding="utf-8")
+        err.print(f"wrote {out_path}", highlight=False)
+    if as_json or out_path is None:
+        print_json(report)
+
+
+# -- schemas and demo -----------------------------------------------------------------
+
+
+@schema_app.command("export")
+def schema_export(out_dir: Annotated[Path, typer.Option("--out", help="Directory for *.schema.json.")] = Path("schemas")) -> None:
+    """Write the JSON Schema of every wire format."""
+    from .schema.jsonschema import write_json_schemas
+
+    for path in write_json_schemas(out_dir):
+        out.print(f"wrote {path}", highlight=False)
+
+
+@app.command()
+def demo(
+    directory: Annotated[Path, typer.Option("--dir", help="Where the demo database and exports go.")] = Path("demo-output"),
+) -> None:
+    """The main job end to end on SQLite: project, real data, status, quality report, TRL export."""
+    from .demo import run_demo
+
+    run_demo(directory, out)
+
+
+def _mount_server_commands() -> None:
+    """Server commands (``serve``, ``user`` ...) live with the server package."""
+    import importlib.util
+
+    if importlib.util.find_spec("preflab.server.cli") is not None:
+        from .server.cli import register
+
+        register(app)
+
+
+_mount_server_commands()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
