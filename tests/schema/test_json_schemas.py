@@ -8,9 +8,9 @@ import pytest
 
 from preflab.schema.jsonschema import json_schemas
 
-from .test_trajectory import RECORD
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+RECORD = (Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json").read_text()
 
 
 def test_committed_schemas_are_up_to_date():

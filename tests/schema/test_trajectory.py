@@ -1,27 +1,14 @@
 """The RLHF-2026.11 trajectory record from the foundation issue must round-trip verbatim."""
 
+from pathlib import Path
+
 import orjson
 import pytest
 from pydantic import ValidationError
 
 from preflab.schema import Trajectory
 
-RECORD = (
-    '{"trajectory_id":"traj_swe_prm_9041","schema_version":"RLHF-2026.11","env":{"oci_image":'
-    '"ghcr.io/bestrlhfdata/swe-rust-tokio@sha256:3d91b8a4","net_ns":"CLONE_NEWNET","base_commit":'
-    '"a18f402d"},"turns":[{"turn":0,"role":"user","loss_mask":0,"content":"Fix lost wake-up in '
-    'BoundedMpsc::send_async when receiver drops concurrently with permit release."},{"turn":1,'
-    '"role":"assistant","loss_mask":1,"prm_steps":[{"step":1,"text":"Inspecting '
-    'src/channel/mpsc.rs atomic state flags around CLOSED_BIT and waker registration.","verdict":1},'
-    '{"step":2,"text":"Found race: rx_drop sets CLOSED_BIT with Ordering::Relaxed before reading '
-    'tx_waker; upgrading to AcqRel and re-checking state after waker.register().","verdict":1}],'
-    '"tool_call":{"name":"apply_patch_and_test","args":{"diff_lines":19}}},{"turn":2,"role":"tool",'
-    '"loss_mask":0,"content":"cargo test --test loom_mpsc_drop ... ok (482loom permutations passed, '
-    '0 failed)"}],"verifier":{"f2p_exit":0,"p2p_exit":0,"harness_sha256_verified":true,'
-    '"terminal_reward":0.98},"rubric":{"reasoning_validity":1.0,"constraint_obedience":1.0,'
-    '"verbosity_penalty":-0.02},"telemetry":{"annotator_hash":"hmac_sha256:77a1e09c","iki_cv":0.74,'
-    '"revision_ratio":0.165,"untrusted_paste_chars":0}}'
-)
+RECORD = (Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json").read_text()
 
 
 def test_reference_record_round_trips_without_loss():
