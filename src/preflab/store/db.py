@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -36,8 +37,15 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
     cursor.close()
 
 
+def _json_dumps(value: object) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def make_engine(url: str | None = None, **kwargs) -> Engine:  # noqa: ANN003
     url = normalise_url(url or default_url())
+    # orjson for JSON columns: several times faster than json.dumps on bulk imports.
+    kwargs.setdefault("json_serializer", _json_dumps)
+    kwargs.setdefault("json_deserializer", orjson.loads)
     if url.startswith("sqlite"):
         engine = create_engine(url, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
