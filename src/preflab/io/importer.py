@@ -27,6 +27,7 @@ Raises :class:`preflab.store.repo.NotFound` when the project does not exist.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 from sqlalchemy import Connection, Table, func, insert, select, text, update
 
@@ -212,6 +214,7 @@ class _Writer:
         self.conn = conn
         self.dialect = conn.dialect
         self.sqlite = conn.dialect.name == "sqlite"
+        self._datetime_proc = JUDGMENTS.c.started_at.type.dialect_impl(self.dialect).bind_processor(self.dialect)
         self._sql: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[int, Callable[[Any], Any]]]]] = {}
 
     def _prepare(
@@ -231,14 +234,23 @@ class _Writer:
         return self._sql[key]
 
     def insert(
-        self, table: Table, columns: tuple[str, ...], rows: list[tuple[Any, ...]], constants: tuple[str, ...] = ()
+        self,
+        table: Table,
+        columns: tuple[str, ...],
+        rows: list[tuple[Any, ...]],
+        constants: tuple[str, ...] = (),
+        processed: bool = False,
     ) -> None:
-        """Insert ``rows`` (tuples in ``columns`` order); ``constants`` hold :meth:`constant` values."""
+        """Insert ``rows`` (tuples in ``columns`` order); ``constants`` hold :meth:`constant` values.
+
+        ``processed``: JSON values went through :meth:`json` and datetimes through :meth:`constant`
+        or :meth:`datetime` already (the hot path builds its tuples that way).
+        """
         if not rows:
             return
         if self.sqlite:
             sql, procs = self._prepare(table, columns, constants)
-            if procs:
+            if procs and not processed:
                 converted = []
                 for row in rows:
                     values = list(row)
@@ -250,12 +262,23 @@ class _Writer:
         else:
             self.conn.execute(insert(table), [dict(zip(columns, row, strict=True)) for row in rows])
 
+    def json(self, value: Any) -> Any:
+        """A JSON column value ready for :meth:`insert` with ``processed=True``."""
+        if not self.sqlite or value is None:
+            return value
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
     def constant(self, table: Table, column: str, value: Any) -> Any:
         """A value bound once for every row (SQLite: processed here, not per row)."""
         if not self.sqlite:
             return value
         proc = table.c[column].type.dialect_impl(self.dialect).bind_processor(self.dialect)
         return proc(value) if proc else value
+
+    def datetime(self, value: Any) -> Any:
+        if value is None or not self.sqlite:
+            return value
+        return self._datetime_proc(value)
 
     def allocate_pks(self, table: Table, n: int) -> list[int]:
         """``n`` primary keys for rows about to be inserted by this transaction."""
@@ -516,28 +539,35 @@ class _Loader:
         item_rows_: list[tuple[Any, ...]] = []
         candidate_rows: list[tuple[Any, ...]] = []
         project_pk, batch_pk = self.project_pk, self.batch_pk
+        J = w.json  # noqa: N806
+        empty_list, empty_dict = J([]), J({})
         for pk, item in zip(pks, items.values(), strict=True):
             item_pks[item.key] = pk
             v = item.values
-            item_rows_.append((pk, project_pk, item.key, item.content_hash, v["prompt"], v["domains"], v["reference"],
-                               v["gold"], v["meta"], batch_pk, created))
+            item_rows_.append((pk, project_pk, item.key, item.content_hash, J(v["prompt"]),
+                               J(v["domains"]) if v["domains"] else empty_list, v["reference"],
+                               J(v["gold"]), J(v["meta"]) if v["meta"] else empty_dict, batch_pk, created))
             for c in item.candidates:
-                candidate_rows.append((pk, c["candidate_key"], c["position"], c["text"], c["messages"], c["model"],
-                                       c["source"], c["meta"]))
-        w.insert(ITEMS, ITEM_COLUMNS, item_rows_, constants=("created_at",))
-        w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows)
+                candidate_rows.append((pk, c["candidate_key"], c["position"], c["text"], J(c["messages"]), c["model"],
+                                       c["source"], J(c["meta"]) if c["meta"] else empty_dict))
+        w.insert(ITEMS, ITEM_COLUMNS, item_rows_, constants=("created_at",), processed=True)
+        w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
         if not judgments:
             return
         self._rater_pks({j.rater_key for j in judgments})
         excluded = w.constant(JUDGMENTS, "excluded", False)
         jcreated = w.constant(JUDGMENTS, "created_at", self.now)
+        started = self.writer.datetime
         rater_pks = self.rater_pks
         rows = []
         for j in judgments:
             v = j.values
-            rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key],
-                         *[v[k] for k in JUDGMENT_VALUE_KEYS], batch_pk, excluded, jcreated))
-        w.insert(JUDGMENTS, JUDGMENT_COLUMNS, rows, constants=("excluded", "created_at"))
+            rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], v["kind"], J(v["body"]),
+                         v["rationale"], v["pair_lo"], v["pair_hi"], v["score"], J(v["shown_order"]), v["rubric_key"],
+                         v["rubric_version"], v["review_pass"], v["source"], started(v["started_at"]),
+                         started(v["submitted_at"]), J(v["telemetry"]), v["idempotency_key"], v["content_hash"],
+                         batch_pk, excluded, jcreated))
+        w.insert(JUDGMENTS, JUDGMENT_COLUMNS, rows, constants=("excluded", "created_at"), processed=True)
 
 
 # -- the public API ------------------------------------------------------------------------------
@@ -570,8 +600,14 @@ def import_files(
         session.flush()
         report.batch_pk = batch.pk
         loader = _Loader(session, project, batch.pk, options, report)
-        for chunk in _chunks(_records(paths, options, progress), CHUNK):
-            loader.load(chunk)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # millions of short-lived dicts, no cycles: the collector only costs time here
+        try:
+            for chunk in _chunks(_records(paths, options, progress), CHUNK):
+                loader.load(chunk)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         if loader.problem_count and not options.skip_invalid:
             raise ImportFailed(loader.problems, loader.problem_count, options.max_errors)
         report.skipped_count = loader.problem_count if options.skip_invalid else 0

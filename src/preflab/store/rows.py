@@ -122,34 +122,53 @@ def text_item_rows(
     ``candidates`` are ``(id or None, text, model or None)``; ids must already satisfy
     :func:`check_identifier`. Raises ``ValueError`` where the model would (duplicate candidate ids).
     """
-    cands = []
-    for cid, text, model in candidates:
-        cands.append(
-            {
-                "id": cid if cid is not None else content_hash(text, prefix="cand_", length=12),
-                "text": text,
-                "messages": None,
-                "model": model,
-                "source": "model",
-                "metadata": {},
-            }
-        )
+    cands = [
+        {
+            "id": content_hash(text, prefix="cand_", length=12) if cid is None else cid,
+            "text": text,
+            "messages": None,
+            "model": model,
+            "source": "model",
+            "metadata": {},
+        }
+        for cid, text, model in candidates
+    ]
     ids = [c["id"] for c in cands]
     if len(set(ids)) != len(ids):
         raise ValueError(f"candidate ids must be unique within an item, got {ids}")
     if item_id is None:
         key = {"prompt": [{"role": "user", "content": prompt}], "candidates": [[c["id"], c["text"]] for c in cands]}
         item_id = content_hash(key, prefix="itm_", length=16)
-    data = {
-        "id": item_id,
-        "prompt": prompt,
-        "candidates": cands,
-        "domains": [],
-        "reference": None,
-        "gold": None,
-        "metadata": metadata or {},
-    }
-    return _item_rows_from_dump(data)
+    metadata = metadata or {}
+    digest = content_hash(
+        {"prompt": prompt, "candidates": cands, "domains": [], "reference": None, "gold": None, "metadata": metadata},
+        length=64,
+    )
+    return ItemRows(
+        key=item_id,
+        content_hash=digest,
+        values={
+            "item_key": item_id,
+            "content_hash": digest,
+            "prompt": prompt,
+            "domains": [],
+            "reference": None,
+            "gold": None,
+            "meta": metadata,
+        },
+        candidates=[
+            {
+                "candidate_key": c["id"],
+                "position": i,
+                "text": c["text"],
+                "messages": None,
+                "model": c["model"],
+                "source": "model",
+                "meta": {},
+            }
+            for i, c in enumerate(cands)
+        ],
+    )
 
 
 # -- judgments ----------------------------------------------------------------------------
@@ -249,14 +268,46 @@ def pairwise_rows(
         raise ValueError("rationale: at most 20,000 characters")
     if source not in _SOURCES:
         raise ValueError(f"source must be one of {list(_SOURCES)}, got {source!r}")
-    data: dict[str, Any] = {
+    a, b = shown_order
+    hashed: dict[str, Any] = {
         "item_id": item_key,
         "provenance": {"rater_id": rater_id, "review_pass": 0, "source": source},
         "kind": "pairwise",
-        "shown_order": [shown_order[0], shown_order[1]],
+        "shown_order": [a, b],
         "winner": winner,
         "strength": strength,
     }
     if rationale is not None:
-        data["rationale"] = rationale
-    return _judgment_rows_from_dump(data, candidate_ids=[shown_order[0], shown_order[1]])
+        hashed["rationale"] = rationale
+    digest = content_hash(hashed, length=64)
+    if winner == "tie":
+        score = 0
+    else:
+        chosen = a if winner == "a" else b
+        score = -strength if chosen == min(a, b) else strength
+    return JudgmentRows(
+        item_key=item_key,
+        rater_key=rater_id,
+        kind="pairwise",
+        content_hash=digest,
+        idempotency_key=None,
+        candidate_ids=[a, b],
+        values={
+            "kind": "pairwise",
+            "body": {"kind": "pairwise", "shown_order": [a, b], "winner": winner, "strength": strength},
+            "rationale": rationale,
+            "pair_lo": min(a, b),
+            "pair_hi": max(a, b),
+            "score": score,
+            "shown_order": [a, b],
+            "rubric_key": None,
+            "rubric_version": None,
+            "review_pass": 0,
+            "source": source,
+            "started_at": None,
+            "submitted_at": None,
+            "telemetry": None,
+            "idempotency_key": None,
+            "content_hash": digest,
+        },
+    )

@@ -245,6 +245,7 @@ PAIR = register(
 
 COMPARISON_KEYS = {"id", "prompt", "chosen", "rejected", "labeler", "source", "strength", "margin", "rationale",
                    "domains", "metadata"}
+FAST_COMPARISON_KEYS = {"prompt", "chosen", "rejected", "labeler", "source", "strength", "margin"}
 
 
 def _comparison_detect(record: dict[str, Any]) -> bool:
@@ -271,6 +272,34 @@ def _shared_prefix(chosen: list[Any], rejected: list[Any]) -> int:
 
 
 def _comparison_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    prompt, chosen, rejected = record.get("prompt"), record.get("chosen"), record.get("rejected")
+    if (
+        type(prompt) is str
+        and type(chosen) is str
+        and type(rejected) is str
+        and record.keys() <= FAST_COMPARISON_KEYS
+        and chosen != rejected
+    ):
+        # Fast path: plain text, no pydantic (store.rows builds exactly what the models would).
+        labeler = record.get("labeler")
+        if type(labeler) is str and 0 < len(labeler) <= 200 and labeler == labeler.strip():
+            rater = labeler
+        else:
+            rater = _rater(record, options)
+        try:
+            item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)])
+            c0, c1 = item.candidates[0]["candidate_key"], item.candidates[1]["candidate_key"]
+            shown = (c0, c1) if c0 < c1 else (c1, c0)
+            judgment = pairwise_rows(
+                item.key, shown, "a" if shown[0] == c0 else "b", _strength(record), rater, _source(record, options)
+            )
+        except ValueError as exc:
+            raise RecordError("(record)", str(exc)) from None
+        return Converted([item], [judgment])
+    return _comparison_convert_general(record, options)
+
+
+def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions) -> Converted:
     extra = check_unknown(record, COMPARISON_KEYS, options)
     chosen, rejected = record.get("chosen"), record.get("rejected")
     prompt = record.get("prompt")
