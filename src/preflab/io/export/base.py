@@ -9,7 +9,7 @@ building columns rather than row dicts keeps the Parquet path close to raw pyarr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -197,4 +197,3 @@ def pair_columns(
         yield batch
 
 
-LengthGate = Callable[[str, str], bool]

@@ -170,11 +170,14 @@ def revision_unit(judgment: JudgmentBase) -> tuple[str, ...]:
     return ("item",)
 
 
-def effective_judgments(judgments: Sequence[JudgmentBase], order: Sequence[int] | None = None) -> list[JudgmentBase]:
+def effective_judgments(
+    judgments: Sequence[JudgmentBase], order: Sequence[int] | None = None
+) -> list[tuple[int, JudgmentBase]]:
     """Steps 2-3 for one item: latest label per ``(kind, unit, rater)``, then pass-2 override.
 
-    ``order`` is each judgment's row order (database pk); by default its position. Demonstrations
-    are never overridden across authors: each author's latest demonstration stays.
+    ``order`` is each judgment's row order (database pk; by default its position). Returns
+    ``(order, judgment)`` in row order. Demonstrations are never overridden across authors:
+    each author's latest demonstration stays.
     """
     order = list(order) if order is not None else list(range(len(judgments)))
     groups: dict[tuple[Any, ...], list[tuple[int, JudgmentBase]]] = defaultdict(list)
@@ -187,8 +190,8 @@ def effective_judgments(judgments: Sequence[JudgmentBase], order: Sequence[int] 
         if int(j.provenance.review_pass) >= ADJUDICATION and not isinstance(j, DemonstrationJudgment)
     }
     return [
-        j
-        for _, j in latest
+        (pos, j)
+        for pos, j in latest
         if isinstance(j, DemonstrationJudgment)
         or (j.kind, revision_unit(j)) not in adjudicated
         or int(j.provenance.review_pass) >= ADJUDICATION
@@ -202,15 +205,15 @@ def _hash(j: JudgmentBase) -> str:
     return j.provenance.rater_hash or j.provenance.rater_id
 
 
-def pair_votes(judgments: Sequence[JudgmentBase], order: Sequence[int] | None = None) -> list[PairVote]:
+def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[PairVote]:
     """One vote per ``(pair, rater)`` from pairwise judgments and induced ranking pairs.
 
-    Call on the output of :func:`effective_judgments`. Applies the pass-2 override at the level
-    of the canonical pair (an adjudicator's pairwise label overrides production rankings).
+    Call on the output of :func:`effective_judgments` (``(row order, judgment)``). Applies the
+    pass-2 override at the level of the canonical pair (an adjudicator's pairwise label
+    overrides production rankings of the same pair).
     """
-    order = list(order) if order is not None else list(range(len(judgments)))
     votes: list[PairVote] = []
-    for pos, j in zip(order, judgments, strict=True):
+    for pos, j in labelled:
         key = (int(j.provenance.review_pass), _when(j), pos)
         if isinstance(j, PairwiseJudgment):
             lo, hi = j.pair
