@@ -400,3 +400,89 @@ def test_helpful_errors(engine, tmp_path):
     assert sorted(EXPORT_FORMATS) == ["openrlhf", "raw", "trl-kto", "trl-preference", "trl-reward", "trl-sft",
                                       "trl-stepwise", "verl"]
     assert all(e.description for e in EXPORT_FORMATS.values())
+
+
+# -- real data ------------------------------------------------------------------------------
+
+
+def converted(path: Path, fmt: str, records):
+    from preflab.io.formats import FORMATS, ConvertOptions, RecordError
+
+    items, judgments = [], []
+    for record in records:
+        try:
+            c = FORMATS[fmt].convert(record, ConvertOptions())
+        except RecordError:  # PandaLM has a few boolean responses: not our concern here
+            continue
+        items += c.items
+        judgments += c.judgments
+    return items, judgments
+
+
+def test_pandalm_three_raters_resolve_to_the_plurality(db_url, tmp_path, shared_data):
+    """PandaLM test set (Apache-2.0): 3 annotators per pair, 0 tie / 1 response1 / 2 response2."""
+    records = json.loads((shared_data / "pandalm-testset-v1.json").read_text())[:80]
+    items, judgments = converted(shared_data, "pandalm", records)
+    expected, reasons = [], {"tie": 0, "no-majority": 0}
+    by_id = {i.id: i for i in items}
+    for rec in records:
+        item = by_id.get(f"pandalm-{rec['idx']}")
+        if item is None:
+            continue
+        votes = [rec[f"annotator{n}"] for n in (1, 2, 3)]
+        counts = sorted(((votes.count(v), v) for v in (0, 1, 2)), reverse=True)
+        if counts[0][0] == counts[1][0]:
+            reasons["no-majority"] += 1
+        elif counts[0][1] == 0:
+            reasons["tie"] += 1
+        else:
+            win = counts[0][1]
+            expected.append((item.candidates[win - 1].text, item.candidates[2 - win].text, counts[0][0] / 3))
+    engine = build(db_url, "pandalm", items=items, judgments=judgments)
+    try:
+        out, manifest = export(engine, tmp_path, "trl-reward", name="pandalm", file_format="parquet")
+        rows = read_rows(out, "parquet")
+        assert [(r["chosen"], r["rejected"]) for r in rows] == [(c, r) for c, r, _ in expected]
+        assert {r["margin"] for r in rows} == {2.0}  # PandaLM has no strength: "better" (2)
+        assert manifest["gates"]["aggregation"]["reasons"] == {k: v for k, v in reasons.items() if v}
+        assert manifest["raters"] == {"in": 3, "out": 3}
+        assert len(rows) > 60
+    finally:
+        engine.dispose()
+
+
+def test_squality_rubric_grades_become_pairs(db_url, tmp_path, shared_data):
+    """SQuALITY human eval (CC BY): 3 workers grade each summary on 3 dimensions, 0-100."""
+    from preflab.io.formats.shared_datasets import SQUALITY_RUBRIC
+
+    records = [json.loads(line) for line in (shared_data / "squality-human-eval.jsonl").read_text().splitlines()[:2]]
+    items, judgments = converted(shared_data, "squality", records)
+    # independent reward: equal weights over 3 interval dimensions on [0, 100]
+    means: dict[tuple[str, str], list[float]] = {}
+    for j in judgments:
+        means.setdefault((j.item_id, j.candidate_id), []).append(sum(j.scores.values()) / 300)
+    expected = []
+    for item in items:
+        ids = sorted(c.id for c in item.candidates if (item.id, c.id) in means)
+        for k, a in enumerate(ids):
+            for b in ids[k + 1:]:
+                ma, mb = (sum(means[(item.id, x)]) / len(means[(item.id, x)]) for x in (a, b))
+                if ma != mb:
+                    expected.append((item.id, *((a, b) if ma > mb else (b, a))))
+    engine = make_engine(db_url)
+    Base.metadata.create_all(engine)
+    with transaction(engine) as s:
+        project = create_project(s, "squality", kinds=["rubric"])
+        add_rubric(s, project, SQUALITY_RUBRIC)
+        for item in items:
+            add_item(s, project, item)
+        for j in judgments:
+            add_judgment(s, project, j)
+    try:
+        out, manifest = export(engine, tmp_path, "trl-preference", name="squality")
+        rows = read_rows(out, "jsonl")
+        texts = {(i.id, c.id): c.text for i in items for c in i.candidates}
+        assert [(r["chosen"], r["rejected"]) for r in rows] == [(texts[(i, c)], texts[(i, r)]) for i, c, r in expected]
+        assert manifest["rubrics"][0]["id"] == "squality" and len(rows) >= 10
+    finally:
+        engine.dispose()
