@@ -8,11 +8,13 @@ kept). Replacing an older export swaps directories, then deletes the old one.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -28,7 +30,17 @@ CARD = "README.md"
 
 def batch_table(batch: Batch, schema: pa.Schema) -> pa.Table:
     """A batch of columns as an Arrow table with the explicit schema (no type inference)."""
-    return pa.Table.from_arrays([pa.array(batch[f.name], type=f.type) for f in schema], schema=schema)
+    return pa.Table.from_arrays([_array(batch[f.name], f.type) for f in schema], schema=schema)
+
+
+def _array(column, type_: pa.DataType) -> pa.Array:
+    if isinstance(column, (pa.Array, pa.ChunkedArray)):
+        return column if column.type == type_ else column.cast(type_)
+    return pa.array(column, type=type_)
+
+
+def _pylists(batch: Batch) -> Batch:
+    return {k: v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v for k, v in batch.items()}
 
 
 def write_jsonl(path: Path, batches: Iterator[Batch], schema: pa.Schema, exporter: Exporter) -> int:
@@ -37,6 +49,7 @@ def write_jsonl(path: Path, batches: Iterator[Batch], schema: pa.Schema, exporte
     dumps, record = orjson.dumps, exporter.json_record
     with path.open("wb") as f:
         for batch in batches:
+            batch = _pylists(batch)
             n = len(batch[names[0]])
             if n:
                 f.write(b"\n".join(dumps(record(batch, names, i)) for i in range(n)))
@@ -73,8 +86,31 @@ def write_hf(directory: Path, batches: Iterator[Batch], schema: pa.Schema, split
     return table.num_rows
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while columns are built.
+
+    Building columns allocates many short-lived objects; with millions of long-lived ones in
+    memory (items, resolved pairs) each full collection walks all of them, which made column
+    building 2-3x slower. Nothing built here forms reference cycles, so reference counting
+    frees it all.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def write_data(exporter: Exporter, data: ExportData, options: ExportOptions, directory: Path) -> dict[str, int]:
     """Write the exporter's rows into ``directory``; ``{relative file: rows}`` of data files."""
+    with gc_paused():
+        return _write_data(exporter, data, options, directory)
+
+
+def _write_data(exporter: Exporter, data: ExportData, options: ExportOptions, directory: Path) -> dict[str, int]:
     schema = exporter.schema(data, options)
     batches = exporter.batches(data, options)
     if options.file_format == "jsonl":
