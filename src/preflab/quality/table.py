@@ -36,7 +36,15 @@ def as_array(values: Any, name: str, n: int | None = None, dtype: Any = None) ->
 
 def factorize(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes ``0..k-1`` and the sorted unique values (``np.unique`` with inverse)."""
-    uniques, codes = np.unique(np.asarray(values), return_inverse=True)
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu" and len(arr) and arr.min() >= 0 and arr.max() < 4 * len(arr) + 1024:
+        # small non-negative integers: a presence table instead of a sort
+        present = np.zeros(int(arr.max()) + 1, dtype=bool)
+        present[arr] = True
+        uniques = np.flatnonzero(present).astype(arr.dtype)
+        lookup = np.cumsum(present) - 1
+        return lookup[arr].astype(np.int64), uniques
+    uniques, codes = np.unique(arr, return_inverse=True)
     return codes.reshape(-1).astype(np.int64, copy=False), uniques
 
 
