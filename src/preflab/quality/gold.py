@@ -110,7 +110,7 @@ class DriftResult:
 
 
 def cusum_drift(
-    correct: Sequence[bool], p0: float = 0.9, p1: float = 0.7, threshold: float = 4.0
+    correct: Sequence[bool], p0: float = 0.9, p1: float = 0.7, threshold: float = 7.0
 ) -> DriftResult:
     """Bernoulli CUSUM for a drop in gold accuracy from ``p0`` to ``p1``.
 
