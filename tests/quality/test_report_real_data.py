@@ -120,3 +120,17 @@ def test_report_on_hh_rlhf_length_bias(shared_data):
     assert 0.3 < report["length_bias"]["share_chosen_longer"] < 0.6
     assert report["position_bias"]["overall"]["share"] == 1.0
     assert "Length bias" in render_html(report)
+
+
+@pytest.mark.slow
+def test_benchmark_quick_runs():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_quality.py"
+    res = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["alpha"]["same_value"] and out["ds"]["same_labels_share"] >= 0.999
+    assert out["bt"]["spearman_vs_choix"] >= 0.999
