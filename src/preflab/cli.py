@@ -270,14 +270,19 @@ def validate(
     from .io.importer import ImportOptions, validate_files
 
     report = validate_files(files, ImportOptions(keep_extra=keep_extra, format=format))
-    problems = list(report.problems)
+    counts = {"records": report.records, "items": report.items, "judgments": report.judgments, "formats": report.formats}
     if as_json:
-        print_json({"ok": not problems, "problems": [str(p) for p in problems], "counts": report.counts})
-    elif problems:
-        _report_problems(problems[:50], len(problems))
+        print_json({"ok": report.ok, "problems": [str(p) for p in report.problems],
+                    "total_problems": report.total_problems, **counts})
+    elif not report.ok:
+        _report_problems(report.problems, report.total_problems)
     else:
-        out.print(f"ok: {report.counts}", highlight=False)
-    if problems:
+        out.print(
+            f"ok: {report.records} records, {report.items} items, {report.judgments} judgments; formats: "
+            + ", ".join(f"{k} x{v}" for k, v in report.formats.items()),
+            highlight=False,
+        )
+    if not report.ok:
         raise typer.Exit(2)
 
 
@@ -329,12 +334,17 @@ def export(
 
 
 def _print_manifest(manifest: dict[str, Any], out_path: Path) -> None:
-    rows = manifest.get("rows", {})
-    out.print(f"wrote [bold]{manifest.get('format')}[/] export to {out_path}: {rows}", highlight=False)
-    for gate, info in (manifest.get("gates") or {}).items():
-        out.print(f"  gate {gate}: {info}", highlight=False)
-    for f in manifest.get("files", []):
-        out.print(f"  {f.get('path')}  sha256:{str(f.get('sha256'))[:16]}…", highlight=False)
+    counts = manifest["counts"]
+    out.print(
+        f"wrote [bold]{manifest['format']}[/] export to {out_path}: {counts['rows_out']} rows "
+        f"from {counts['judgments_used']} judgments on {counts['items_in']} items",
+        highlight=False,
+    )
+    for gate, info in manifest["gates"].items():
+        if info.get("dropped"):
+            out.print(f"  gate {gate} dropped {info['dropped']}: {info['reasons']}", highlight=False)
+    for name, info in manifest["files"].items():
+        out.print(f"  {name}  {info['bytes']} bytes  sha256:{info['sha256'][:16]}…", highlight=False)
 
 
 @app.command()
@@ -420,7 +430,7 @@ def _mount_server_commands() -> None:
     """Server commands (``serve``, ``user`` ...) live with the server package."""
     import importlib.util
 
-    if importlib.util.find_spec("preflab.server.cli") is not None:
+    if importlib.util.find_spec("preflab.server") is not None:
         from .server.cli import register
 
         register(app)

@@ -67,11 +67,18 @@ def run_demo(directory: Path, console: Console) -> dict:
 
     out_dir = directory / "trl-preference"
     manifest = export_project(engine, DEMO_PROJECT, ExportOptions(format="trl-preference", out=out_dir))
-    console.print(f"5. TRL preference export: {out_dir} rows={manifest.get('rows')}", highlight=False)
-    for f in manifest.get("files", []):
-        console.print(f"   {f.get('path')} sha256:{str(f.get('sha256'))[:16]}…", highlight=False)
+    counts = manifest["counts"]
+    console.print(
+        f"5. TRL preference export: {out_dir}: {counts['rows_out']} pairs from {counts['judgments_used']} judgments",
+        highlight=False,
+    )
+    for gate, info in manifest["gates"].items():
+        if info.get("dropped"):
+            console.print(f"   gate {gate} dropped {info['dropped']}: {info['reasons']}", highlight=False)
+    for name, info in manifest["files"].items():
+        console.print(f"   {name} ({info['bytes']} bytes) sha256:{info['sha256'][:16]}…", highlight=False)
     console.rule("[bold green]done")
-    return {"db": db_url, "counts": counts, "manifest": manifest, "report": str(html_path)}
+    return {"db": db_url, "manifest": manifest, "report": str(html_path)}
 
 
 def _agreement_lines(report: dict) -> list[str]:
