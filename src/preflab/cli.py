@@ -309,6 +309,8 @@ def export(
     include_ai: Annotated[bool, typer.Option(help="Include AI-sourced labels (never as human).")] = False,
     include_rater_ids: Annotated[bool, typer.Option(help="Raw export: rater ids instead of HMAC hashes.")] = False,
     min_raters: Annotated[int, typer.Option(help="Drop items judged by fewer raters.")] = 1,
+    length_unit: Annotated[str, typer.Option(help="Length for the gate: words, chars or tokens.")] = "words",
+    tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -322,6 +324,7 @@ def export(
         format=format, out=out_path, file_format=file_format, conversational=conversational,
         include_ai=include_ai, include_rater_ids=include_rater_ids,
         length_gate=_parse_gate(length_gate), min_raters=min_raters,
+        length_unit=length_unit, tokenizer=tokenizer,
     )
     try:
         manifest = export_project(engine_for(db), project, options)

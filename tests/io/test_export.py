@@ -280,8 +280,8 @@ def test_min_raters_and_length_parity_gates(engine, tmp_path):
     out, manifest = export(engine, tmp_path, "trl-preference", sub="parity", length_gate=(0.85, 1.20))
     # p1 4 words vs 1: too long; p2 3 vs 1: too long; p3 equal lengths kept; p4 2 vs 2 kept
     assert [r["prompt"] for r in read_rows(out, "jsonl")] == ["Rank these.", "Rank these.", "Summarise."]
-    assert manifest["gates"]["length_parity"]["reasons"] == {"chosen-longer": 2}
-    assert manifest["gates"]["length_parity"]["length"] == "word_length"
+    assert manifest["gates"]["length_parity"]["reasons"] == {"chosen_too_long": 2}
+    assert manifest["gates"]["length_parity"]["length"] == "words"
     chars = export_project(engine, "demo", ExportOptions(format="trl-preference", out=tmp_path / "chars", length_gate=(0.5, 1.0)),
                            length_fn=len)
     assert chars["gates"]["length_parity"]["length"] == "len"

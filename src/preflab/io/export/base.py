@@ -60,6 +60,10 @@ class ExportOptions:
     include_ai: bool = False
     include_rater_ids: bool = False
     length_gate: tuple[float, float] | None = None
+    #: Length for the parity gate and verbosity penalties: ``words``, ``chars`` or ``tokens``
+    #: (``tokens`` needs ``tokenizer``: a local Hugging Face tokenizer directory).
+    length_unit: str = "words"
+    tokenizer: str | None = None
     min_raters: int = 1
     split: str = "train"
     params: dict[str, Any] = field(default_factory=dict)

@@ -17,6 +17,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from ...schema import Item, Rubric
+from ...quality.bias import length_function
+from ...quality.bias import length_parity_gate as quality_length_parity_gate
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
 from .base import DEFAULT_LENGTH_GATE, FILE_FORMATS, ExportData, Exporter, ExportError, ExportOptions
@@ -167,18 +169,19 @@ def length_parity_gate(data: ExportData, bounds: tuple[float, float] = DEFAULT_L
     """
     lo, hi = bounds
     length = data.length_fn
-    kept = []
+    chosen, rejected = [], []
     for p in data.pairs:
         item = data.items[p.item_id]
-        a = length(item.candidate(p.chosen_id).as_text())
-        b = length(item.candidate(p.rejected_id).as_text())
-        ratio = (1.0 if a == 0 else float("inf")) if b == 0 else a / b
-        if ratio < lo:
-            data.drops.drop("length_parity", "chosen-shorter", p.item_id)
-        elif ratio > hi:
-            data.drops.drop("length_parity", "chosen-longer", p.item_id)
-        else:
+        chosen.append(length(item.candidate(p.chosen_id).as_text()))
+        rejected.append(length(item.candidate(p.rejected_id).as_text()))
+    # One gate for audits and exports: the quality engine decides, the manifest records why.
+    result = quality_length_parity_gate(chosen, rejected, low=lo, high=hi)
+    kept = []
+    for p, keep, reason in zip(data.pairs, result.keep, result.reasons, strict=True):
+        if keep:
             kept.append(p)
+        else:
+            data.drops.drop("length_parity", str(reason).split(":")[0], p.item_id)
     return kept
 
 
@@ -240,7 +243,7 @@ def export_project(
     options: ExportOptions,
     *,
     aggregator: PairAggregator = aggregate_pairwise,
-    length_fn: LengthFn = word_length,
+    length_fn: LengthFn | None = None,
     formats: dict[str, Exporter] | None = None,
 ) -> dict[str, Any]:
     """Export a project to ``options.out`` (a directory) atomically; returns the manifest.
@@ -252,6 +255,11 @@ def export_project(
     from . import EXPORT_FORMATS
 
     exporter = check_options(options, formats or EXPORT_FORMATS)
+    length_name = _name(length_fn) if length_fn is not None else (
+        options.length_unit if options.tokenizer is None else f"tokens of {options.tokenizer}"
+    )
+    if length_fn is None:
+        length_fn = length_function(options.length_unit, options.tokenizer)
     with session_factory(engine)() as session:
         data, stats = collect(session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn)
         session.rollback()
@@ -260,7 +268,7 @@ def export_project(
     try:
         manifest = write_export(
             exporter, data, options, target.tmp, stats,
-            aggregator_name=_name(aggregator), length_fn_name=_name(length_fn),
+            aggregator_name=_name(aggregator), length_fn_name=length_name,
         )
         with transaction(engine) as session:
             project = get_project(session, project_name)

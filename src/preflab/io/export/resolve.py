@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ...quality.bias import word_length as _quality_word_length
 from ...schema import (
     DemonstrationJudgment,
     Item,
@@ -58,10 +59,9 @@ NEUTRAL_STEP_LABEL = True
 
 LengthFn = Callable[[str], int]
 
-
-def word_length(text: str) -> int:
-    """Whitespace-separated words: the default length for gates and verbosity penalties."""
-    return len(text.split())
+#: Whitespace-separated words: the default length for gates and verbosity penalties (one
+#: definition, shared with the quality engine's length-bias audit).
+word_length = _quality_word_length
 
 
 # -- the resolved records -------------------------------------------------------------------
