@@ -309,17 +309,20 @@ def export(
     include_ai: Annotated[bool, typer.Option(help="Include AI-sourced labels (never as human).")] = False,
     include_rater_ids: Annotated[bool, typer.Option(help="Raw export: rater ids instead of HMAC hashes.")] = False,
     min_raters: Annotated[int, typer.Option(help="Drop items judged by fewer raters.")] = 1,
+    aggregation: Annotated[str, typer.Option(help="Several raters per pair: majority (plurality) or dawid-skene.")] = "majority",
     length_unit: Annotated[str, typer.Option(help="Length for the gate: words, chars or tokens.")] = "words",
     tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Export a project for a trainer, with manifest.json and a dataset card."""
-    from .io.export import EXPORT_FORMATS, ExportOptions, export_project
+    from .io.export import AGGREGATORS, EXPORT_FORMATS, ExportOptions, export_project
     from .store.repo import StoreError
 
     if format not in EXPORT_FORMATS:
         fail(f"unknown format {format!r}; choose from: {', '.join(EXPORT_FORMATS)}", 2)
+    if aggregation not in AGGREGATORS:
+        fail(f"unknown aggregation {aggregation!r}; choose from: {', '.join(AGGREGATORS)}", 2)
     options = ExportOptions(
         format=format, out=out_path, file_format=file_format, conversational=conversational,
         include_ai=include_ai, include_rater_ids=include_rater_ids,
@@ -327,7 +330,7 @@ def export(
         length_unit=length_unit, tokenizer=tokenizer,
     )
     try:
-        manifest = export_project(engine_for(db), project, options)
+        manifest = export_project(engine_for(db), project, options, aggregator=AGGREGATORS[aggregation])
     except (StoreError, ValueError) as exc:
         fail(str(exc), 2)
     if as_json:

@@ -12,6 +12,7 @@ and returns the manifest. Label resolution (revisions, adjudication, aggregation
 
 from __future__ import annotations
 
+from .aggregators import AGGREGATORS, aggregate_pairwise_dawid_skene
 from .base import (
     DEFAULT_LENGTH_GATE,
     FILE_FORMATS,
@@ -49,6 +50,8 @@ EXPORT_FORMATS: dict[str, Exporter] = {
 }
 
 __all__ = [
+    "AGGREGATORS",
+    "aggregate_pairwise_dawid_skene",
     "DEFAULT_LENGTH_GATE",
     "EXPORT_FORMATS",
     "FILE_FORMATS",

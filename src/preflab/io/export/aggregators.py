@@ -1,0 +1,69 @@
+"""Model-based pair aggregators for exports, built on :mod:`preflab.quality.aggregation`.
+
+:func:`~.resolve.aggregate_pairwise` (plurality) is the default. Dawid-Skene (Dawid & Skene,
+1979) pools all of a project's votes to learn each rater's confusion matrix over
+{first better, tie, second better}, so a reliable rater outweighs two careless ones.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+import numpy as np
+
+from ...quality.aggregation.dawid_skene import dawid_skene
+from .resolve import DropLog, PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
+
+
+def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | None = None) -> list[ResolvedPair]:
+    """Winner per pair = the Dawid-Skene posterior mode; strength = median on the winning side.
+
+    ``agreement`` reports the posterior probability of the winning side. Units whose mode is a
+    tie are dropped as ``tie``, like the plurality rule.
+    """
+    votes = list(votes)
+    if not votes:
+        return []
+    units = [f"{v.item_id}\x1f{v.lo}\x1f{v.hi}" for v in votes]
+    signs = [int((v.score > 0) - (v.score < 0)) for v in votes]
+    # Only the classes that occur: an unused class (e.g. no rater ever said "tie") gives EM a
+    # degenerate direction to absorb probability mass into.
+    result = dawid_skene(units, [v.rater for v in votes], signs)
+    by_unit: dict[str, list[PairVote]] = {}
+    for unit, v in zip(units, votes, strict=True):
+        by_unit.setdefault(unit, []).append(v)
+    out: list[ResolvedPair] = []
+    for unit, posterior, label in zip(result.units.tolist(), result.posteriors, result.labels.tolist(), strict=True):
+        vs = by_unit[unit]
+        item_id, lo, hi = unit.split("\x1f")
+        side = int(label)
+        if side == 0:
+            if drops is not None:
+                drops.drop("aggregation", "tie", item_id)
+            continue
+        strengths = [abs(v.score) for v in vs if (v.score > 0) - (v.score < 0) == side]
+        if not strengths:  # the model overrode every vote on this unit: no strength to report
+            if drops is not None:
+                drops.drop("aggregation", "no-supporting-vote", item_id)
+            continue
+        chosen, rejected = (lo, hi) if side < 0 else (hi, lo)
+        out.append(
+            ResolvedPair(
+                item_id=item_id,
+                chosen_id=chosen,
+                rejected_id=rejected,
+                strength=float(statistics.median(strengths)),
+                n_raters=len(vs),
+                agreement=float(np.max(posterior)),
+                rater_hashes=tuple(sorted({v.rater_hash for v in vs})),
+                origin="+".join(sorted({v.origin for v in vs})),
+            )
+        )
+    return out
+
+
+AGGREGATORS: dict[str, PairAggregator] = {
+    "majority": aggregate_pairwise,
+    "dawid-skene": aggregate_pairwise_dawid_skene,
+}
