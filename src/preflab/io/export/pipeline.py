@@ -253,6 +253,9 @@ def export_project(
 
     exporter = check_options(options, formats or EXPORT_FORMATS)
     with session_factory(engine)() as session:
+        if engine.dialect.name == "postgresql":
+            # one snapshot for every chunked read (SQLite WAL readers see committed pages only)
+            session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         data, stats = collect(session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn)
         session.rollback()
     apply_gates(data, options)
