@@ -486,3 +486,15 @@ def test_squality_rubric_grades_become_pairs(db_url, tmp_path, shared_data):
         assert manifest["rubrics"][0]["id"] == "squality" and len(rows) >= 10
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("file_format", ["jsonl", "parquet", "hf"])
+def test_an_export_with_no_rows_is_still_a_valid_dataset(db_url, tmp_path, file_format):
+    engine = build(db_url, "empty", items=demo_items()[:2], judgments=[])
+    try:
+        out, manifest = export(engine, tmp_path, "trl-reward", name="empty", file_format=file_format)
+        assert read_rows(out, file_format) == [] and manifest["counts"]["rows_out"] == 0
+        if file_format == "parquet":
+            assert pq.read_schema(out / "train.parquet").names == ["prompt", "chosen", "rejected", "margin"]
+    finally:
+        engine.dispose()

@@ -48,7 +48,10 @@ class ExportOptions:
     ``out`` is a directory, created atomically: ``<split>.jsonl`` / ``<split>.parquet`` or a
     ``save_to_disk`` dataset (``hf``), plus ``manifest.json`` and ``README.md`` (dataset card).
     ``conversational``: ``None`` = chat format when any item's prompt is a message list.
-    ``length_gate``: ``(min_ratio, max_ratio)`` of chosen/rejected length (e.g. ``(0.85, 1.20)``).
+    ``length_gate``: ``(min_ratio, max_ratio)`` of chosen/rejected length (e.g. ``(0.85, 1.20)``);
+    off when ``None``. ``include_ai``: let ``source == "ai"`` labels through (never by default).
+    ``include_rater_ids``: raw export only; otherwise raters appear as ``rater_hash`` alone.
+    ``min_raters``: drop resolved pairs / thumbs / step labels with fewer raters.
     ``params``: format-specific knobs (see each exporter's ``params``), e.g.
     ``{"human_candidates": True}`` for ``trl-sft``.
     """

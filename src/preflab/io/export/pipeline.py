@@ -261,6 +261,9 @@ def export_project(
     if length_fn is None:
         length_fn = length_function(options.length_unit, options.tokenizer)
     with session_factory(engine)() as session:
+        if engine.dialect.name == "postgresql":
+            # one snapshot for every chunked read (SQLite WAL readers see committed pages only)
+            session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         data, stats = collect(session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn)
         session.rollback()
     apply_gates(data, options)

@@ -7,7 +7,8 @@ The policy, in the order it is applied to one item's judgments:
 2. **Revisions.** Per ``(kind, unit, rater)`` only the latest label counts: the highest review
    pass, then the latest ``submitted_at`` (when every revision has one), then row order.
    Units: the canonical pair (pairwise), the item (ranking), the candidate (rubric, unary,
-   steps), the item and author (demonstration).
+   steps), the item and author (demonstration). A review-pass (1) label by another rater is
+   simply one more vote.
 3. **Adjudication.** When any label of a unit comes from review pass 2 (adjudication), only
    pass-2 labels count for that unit; production and review labels are set aside entirely.
    For pairs the unit is the canonical candidate pair, whatever kind (pairwise judgment or

@@ -80,9 +80,13 @@ def write_hf(directory: Path, batches: Iterator[Batch], schema: pa.Schema, split
             "(or choose --file-format jsonl/parquet)"
         ) from exc
     tables = [batch_table(b, schema) for b in batches]
-    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    if not tables:  # one empty chunk: ``datasets`` cannot wrap a table with no chunks
+        tables = [pa.Table.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)]
+    table = pa.concat_tables(tables)
     dataset = datasets.Dataset(table, split=datasets.NamedSplit(split))
-    datasets.DatasetDict({split: dataset}).save_to_disk(str(directory))
+    # an explicit shard count: with 0 rows `datasets` would write no shard, and could not load it back
+    shards = max(1, -(-table.nbytes // (500 << 20)))  # ~500 MB shards, as `datasets` defaults
+    datasets.DatasetDict({split: dataset}).save_to_disk(str(directory), num_shards={split: shards})
     return table.num_rows
 
 
