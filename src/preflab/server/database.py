@@ -8,8 +8,9 @@ PostgreSQL: READ COMMITTED; the assignment engine takes row locks (``FOR UPDATE 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session, sessionmaker
@@ -39,6 +40,10 @@ class Database:
                 event.listen(engine, "begin", lambda conn, _b=begin: conn.exec_driver_sql(_b))
         else:
             self.write_engine = self.engine
+        # SQLite's busy handler sleeps and retries: many threads of one process contending for
+        # the write lock form a convoy (seconds of p99). Queue them on a process lock instead;
+        # the file lock + busy_timeout still serialise writers across processes.
+        self._write_lock = threading.Lock() if self.is_sqlite else nullcontext()
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
 
@@ -55,7 +60,7 @@ class Database:
     @contextmanager
     def writing(self) -> Iterator[Session]:
         """A write transaction: commit on success, roll back on any error."""
-        with self._write() as session, session.begin():
+        with self._write_lock, self._write() as session, session.begin():
             yield session
 
     def dispose(self) -> None:
