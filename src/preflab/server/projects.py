@@ -211,12 +211,24 @@ class ExporterMissing(RuntimeError):
     pass
 
 
-def export_project(db, project_name: str, fmt: str, out_dir: Path) -> dict[str, Any]:  # noqa: ANN001
-    """Run :func:`preflab.io.export.export_project`; the manifest comes back."""
+def export_project(db, project_name: str, fmt: str, out_dir: Path) -> tuple[int | None, dict[str, Any]]:  # noqa: ANN001
+    """Run :func:`preflab.io.export.export_project` (it writes the files, the manifest and the
+    ``ExportLog`` row); returns ``(export log pk, manifest)``."""
     try:
-        from ..io.export import ExportOptions, export_project as run_export  # type: ignore[attr-defined]
-    except ImportError as exc:
+        from ..io.export import ExportOptions
+        from ..io.export import export_project as run_export
+        from ..io.export.base import ExportError
+    except ImportError as exc:  # pragma: no cover
         raise ExporterMissing("the exporter (preflab.io.export) is not installed in this build") from exc
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifest = run_export(db.engine, project_name, ExportOptions(format=fmt, out=out_dir))
-    return _jsonable(manifest)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        manifest = run_export(db.engine, project_name, ExportOptions(format=fmt, out=out_dir))
+    except ExportError as exc:
+        from .judging import JudgingError
+
+        raise JudgingError(422, str(exc)) from None
+    with db.reading() as session:
+        from ..store.models import ExportLog
+
+        log_pk = session.scalar(select(ExportLog.pk).where(ExportLog.path == str(out_dir)).order_by(ExportLog.pk.desc()))
+    return log_pk, _jsonable(manifest)
