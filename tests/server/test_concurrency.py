@@ -21,6 +21,13 @@ RATERS = 100
 
 
 def rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, max_tasks: int = 50) -> None:
+    try:
+        _rater_loop(base, token, acked, errors, seed_, max_tasks)
+    except httpx.TransportError as exc:  # the server was killed (crash test): stop quietly
+        errors.append(("transport", type(exc).__name__))
+
+
+def _rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, max_tasks: int) -> None:
     rng = random.Random(seed_)
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
         for _ in range(max_tasks):
