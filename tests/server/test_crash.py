@@ -86,7 +86,7 @@ def crash_and_recover(url: str, tmp, workers: int) -> None:
         t.join(timeout=240)
     server2.kill()
     assert not errors2, errors2[:5]
-    figures = check_invariants(url, acked)  # every acknowledged judgment stored, none over k
+    figures = check_invariants(url, acked, exact=False)  # every acknowledged judgment stored, none over k
     assert all(acked[k] == v for k, v in snapshot.items())
     assert not figures["under"], f"items never handed out again: {list(figures['under'].items())[:5]}"
     assert dangling >= 0
