@@ -22,6 +22,7 @@ from .models import (
     Rater,
     RubricVersion,
 )
+from . import server_models  # noqa: F401  (registers the server tables on Base.metadata)
 
 __all__ = [
     "Base",

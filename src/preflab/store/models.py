@@ -145,6 +145,8 @@ class Rater(Base):
     rater_key: Mapped[str] = mapped_column(String(200))
     rater_hash: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # -- server (migration 0002_server): the account behind this rater id, if any ----------
+    user_pk: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
 
 
 class JudgmentRow(Base):

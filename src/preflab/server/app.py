@@ -1,0 +1,199 @@
+"""The FastAPI application factory. The app holds configuration and engines only, never
+business state, so any number of worker processes can serve the same database."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..store.repo import Conflict, NotFound, StoreError
+from .auth import AuthError, LoginLimit, RateLimited
+from .database import Database, init_schema
+from .judging import JudgingError
+from .projects import ExporterMissing
+
+CONFIG_ENV = "PREFLAB_SERVER_CONFIG"
+
+
+@dataclass
+class ServerConfig:
+    db_url: str = "sqlite:///preflab.db"
+    max_body_bytes: int = 2 * 1024 * 1024
+    session_ttl: timedelta = timedelta(hours=12)
+    login_limit: LoginLimit = field(default_factory=LoginLimit)
+    secure_cookies: bool = False
+    exports_dir: Path = Path("preflab-exports")
+    pool_size: int = 20
+
+    def to_env(self) -> str:
+        return json.dumps({"db_url": self.db_url, "max_body_bytes": self.max_body_bytes,
+                           "session_ttl_s": self.session_ttl.total_seconds(),
+                           "login_attempts": self.login_limit.attempts, "login_window_s": self.login_limit.window_s,
+                           "secure_cookies": self.secure_cookies, "exports_dir": str(self.exports_dir),
+                           "pool_size": self.pool_size})
+
+    @classmethod
+    def from_env(cls, raw: str) -> ServerConfig:
+        d = json.loads(raw)
+        return cls(db_url=d["db_url"], max_body_bytes=d["max_body_bytes"],
+                   session_ttl=timedelta(seconds=d["session_ttl_s"]),
+                   login_limit=LoginLimit(d["login_attempts"], d["login_window_s"]),
+                   secure_cookies=d["secure_cookies"], exports_dir=Path(d["exports_dir"]), pool_size=d["pool_size"])
+
+
+def _json(status: int, detail: Any, errors: list | None = None, headers: dict | None = None) -> Response:
+    body: dict[str, Any] = {"detail": detail}
+    if errors:
+        body["errors"] = errors
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with 413, declared or streamed (pure ASGI)."""
+
+    def __init__(self, app, limit: int) -> None:  # noqa: ANN001
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_big = _json(413, f"request body over {self.limit} bytes; send fewer items per request")
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = self.limit + 1
+                if declared > self.limit:
+                    return await too_big(scope, receive, send)
+        seen = 0
+        state = {"answered": False, "started": False}
+
+        async def guarded_send(message):  # noqa: ANN001, ANN202
+            if state["answered"]:
+                return  # we already refused the request; drop the app's late answer
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        async def limited_receive():  # noqa: ANN202
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit and not state["started"]:
+                    await too_big(scope, receive, send)
+                    state["answered"] = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        await self.app(scope, limited_receive, guarded_send)
+
+
+def create_app(db_url: str | None = None, *, config: ServerConfig | None = None, init: bool = False) -> FastAPI:
+    """Build the app. ``init=True`` creates/migrates the schema first (do it once, not per worker)."""
+    config = config or ServerConfig(db_url=db_url or os.environ.get("PREFLAB_DB", "sqlite:///preflab.db"))
+    if db_url:
+        config.db_url = db_url
+    if init:
+        init_schema(config.db_url)
+    app = FastAPI(
+        title="preflab collection server",
+        version=__version__,
+        description="Accounts, projects, assignments and judgments for auditable human preference data.",
+        openapi_url="/api/v1/openapi.json",
+        docs_url="/api/v1/docs",
+        redoc_url=None,
+    )
+    app.state.config = config
+    app.state.db = Database(config.db_url, pool_size=config.pool_size, max_overflow=config.pool_size)
+
+    from .api import router
+
+    app.include_router(router)
+
+    @app.on_event("startup")
+    async def _threads() -> None:
+        import anyio.to_thread
+
+        anyio.to_thread.current_default_thread_limiter().total_tokens = max(64, config.pool_size * 2)
+
+    @app.on_event("shutdown")
+    async def _dispose() -> None:
+        app.state.db.dispose()
+
+    @app.exception_handler(JudgingError)
+    async def _judging(_: Request, exc: JudgingError) -> Response:
+        return _json(exc.status, exc.message, exc.errors)
+
+    @app.exception_handler(RateLimited)
+    async def _limited(_: Request, exc: RateLimited) -> Response:
+        return _json(429, str(exc), headers={"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(AuthError)
+    async def _auth(_: Request, exc: AuthError) -> Response:
+        return _json(exc.status, str(exc))
+
+    @app.exception_handler(NotFound)
+    async def _missing(_: Request, exc: NotFound) -> Response:
+        return _json(404, str(exc))
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> Response:
+        return _json(409, str(exc))
+
+    @app.exception_handler(StoreError)
+    async def _store(_: Request, exc: StoreError) -> Response:
+        return _json(422, str(exc))
+
+    @app.exception_handler(ValidationError)
+    async def _invalid(_: Request, exc: ValidationError) -> Response:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                  for e in exc.errors(include_url=False, include_input=False)]
+        return _json(422, "invalid input", errors)
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_invalid(_: Request, exc: RequestValidationError) -> Response:
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+                  for e in exc.errors()]
+        return _json(422, "invalid request", errors)
+
+    @app.exception_handler(ExporterMissing)
+    async def _no_exporter(_: Request, exc: ExporterMissing) -> Response:
+        return _json(501, str(exc))
+
+    @app.exception_handler(IntegrityError)
+    async def _integrity(_: Request, exc: IntegrityError) -> Response:
+        # a concurrent request created the same thing first: the client may retry
+        return _json(409, "conflicting concurrent change; retry the request")
+
+    @app.exception_handler(OperationalError)
+    async def _busy(_: Request, exc: OperationalError) -> Response:
+        return _json(503, "the database is busy; retry shortly", headers={"Retry-After": "1"})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> Response:
+        return _json(exc.status_code, exc.detail, headers=getattr(exc, "headers", None))
+
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """Factory for uvicorn workers (``--factory``): configuration comes from the environment."""
+    raw = os.environ.get(CONFIG_ENV)
+    config = ServerConfig.from_env(raw) if raw else ServerConfig(db_url=os.environ.get("PREFLAB_DB", "sqlite:///preflab.db"))
+    return create_app(config=config)

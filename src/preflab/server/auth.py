@@ -1,0 +1,371 @@
+"""Accounts and credentials: users, argon2 passwords, browser sessions, API tokens, invites,
+login rate limiting and rater domain credentials.
+
+Secrets at rest: passwords as argon2id hashes; session cookies, API tokens and invite tokens
+as SHA-256 of a 256-bit random token (a database leak does not let anyone log in).
+Functions take an open session and never commit (the caller owns the transaction).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from ..store.models import Project, utcnow
+from ..store.server_models import (
+    PROJECT_ROLES,
+    ApiToken,
+    Credential,
+    Invite,
+    LoginAttempt,
+    Membership,
+    User,
+    WebSession,
+)
+
+USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
+DOMAIN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
+MIN_PASSWORD = 10
+
+_hasher = PasswordHasher()  # argon2id, library defaults (RFC 9106 second recommendation)
+
+
+class AuthError(Exception):
+    """Bad input for an account operation; the message says what to do."""
+
+    status = 400
+
+
+class NotAllowed(AuthError):
+    status = 403
+
+
+class BadCredentials(AuthError):
+    status = 401
+
+
+class Missing(AuthError):
+    status = 404
+
+
+class Taken(AuthError):
+    status = 409
+
+
+class Gone(AuthError):
+    status = 410
+
+
+class RateLimited(AuthError):
+    status = 429
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def hash_password(password: str) -> str:
+    return _hasher.hash(password)
+
+
+def verify_password(stored: str | None, password: str) -> bool:
+    if not stored:
+        return False
+    try:
+        return _hasher.verify(stored, password)
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+
+
+def generate_password() -> str:
+    """A random password for ``preflab user create`` (printed once, never stored in clear)."""
+    return secrets.token_urlsafe(18)
+
+
+def check_password_strength(password: str) -> None:
+    if len(password) < MIN_PASSWORD:
+        raise AuthError(f"password: use at least {MIN_PASSWORD} characters")
+    if len(password) > 1000:
+        raise AuthError("password: at most 1000 characters")
+
+
+# -- users --------------------------------------------------------------------------------
+
+
+def create_user(
+    session: Session,
+    username: str,
+    *,
+    password: str | None = None,
+    is_admin: bool = False,
+    display_name: str = "",
+    email: str | None = None,
+) -> tuple[User, str]:
+    """Create an account; returns ``(user, password)``.
+
+    There is no default password: without ``password`` one is generated and returned so the
+    caller (the CLI) can print it once.
+    """
+    if not USERNAME.match(username):
+        raise AuthError(
+            f"username {username!r}: 1-100 letters, digits, '_', '.', '@' or '-', starting with a letter or digit"
+        )
+    if session.scalar(select(User.pk).where(func.lower(User.username) == username.lower())) is not None:
+        raise Taken(f"user {username!r} already exists")
+    password = password if password is not None else generate_password()
+    check_password_strength(password)
+    user = User(
+        username=username,
+        display_name=display_name or username,
+        email=email,
+        password_hash=hash_password(password),
+        is_admin=is_admin,
+    )
+    session.add(user)
+    session.flush()
+    return user, password
+
+
+def get_user(session: Session, username: str) -> User:
+    user = session.scalar(select(User).where(User.username == username))
+    if user is None:
+        raise Missing(f"no user {username!r}")
+    return user
+
+
+def set_password(session: Session, user: User, password: str) -> None:
+    check_password_strength(password)
+    user.password_hash = hash_password(password)
+    # a new password ends every browser session of the account
+    for ws in session.scalars(select(WebSession).where(WebSession.user_pk == user.pk)):
+        ws.revoked = True
+
+
+# -- login and rate limiting -----------------------------------------------------------------
+
+
+@dataclass
+class LoginLimit:
+    attempts: int = 10
+    window_s: int = 60
+
+
+def _attempt_key(username: str, ip: str) -> str:
+    return sha256(f"{username.lower()}|{ip}")
+
+
+def authenticate(session: Session, username: str, password: str, ip: str, limit: LoginLimit) -> User:
+    """The user for valid credentials; failed attempts are counted per account and address.
+
+    Counting lives in the database so the limit holds across worker processes.
+    """
+    key = _attempt_key(username, ip)
+    now = utcnow()
+    since = now - timedelta(seconds=limit.window_s)
+    failures = session.scalar(
+        select(func.count()).select_from(LoginAttempt).where(LoginAttempt.key == key, LoginAttempt.at > since)
+    )
+    if failures >= limit.attempts:
+        raise RateLimited(
+            f"too many failed logins for {username!r} from this address; wait {limit.window_s} s",
+            retry_after=limit.window_s,
+        )
+    user = session.scalar(select(User).where(User.username == username))
+    ok = user is not None and user.is_active and verify_password(user.password_hash, password)
+    if not ok:
+        if user is None:
+            verify_password(_DUMMY_HASH, password)  # same time whether or not the user exists
+        raise BadCredentials("wrong username or password")
+    session.execute(delete(LoginAttempt).where(LoginAttempt.key == key))
+    if _hasher.check_needs_rehash(user.password_hash):
+        user.password_hash = hash_password(password)
+    return user
+
+
+def record_failed_login(session: Session, username: str, ip: str) -> None:
+    """Count a failed login (in its own transaction: the refusal must not roll it back)."""
+    now = utcnow()
+    session.add(LoginAttempt(key=_attempt_key(username, ip), at=now))
+    session.execute(delete(LoginAttempt).where(LoginAttempt.at < now - timedelta(days=1)))
+
+
+_DUMMY_HASH = _hasher.hash("not-a-real-password-" + secrets.token_hex(8))
+
+
+# -- browser sessions -----------------------------------------------------------------------
+
+
+def create_web_session(session: Session, user: User, *, ttl: timedelta, ip: str | None) -> tuple[str, WebSession]:
+    """A new session; returns the cookie value (only its hash is stored) and the row."""
+    token = secrets.token_urlsafe(32)
+    row = WebSession(
+        token_hash=sha256(token),
+        user_pk=user.pk,
+        csrf_token=secrets.token_urlsafe(32),
+        expires_at=utcnow() + ttl,
+        ip=ip,
+    )
+    session.add(row)
+    session.flush()
+    return token, row
+
+
+def end_web_session(session: Session, session_pk: int) -> None:
+    row = session.get(WebSession, session_pk)
+    if row is not None:
+        row.revoked = True
+
+
+# -- API tokens -----------------------------------------------------------------------------
+
+TOKEN_PREFIX = "plt_"
+
+
+def create_api_token(
+    session: Session, user: User, *, name: str = "", ttl: timedelta | None = None
+) -> tuple[str, ApiToken]:
+    """A new bearer token; the clear value is returned once and never stored."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = ApiToken(
+        token_hash=sha256(token),
+        prefix=token[:12],
+        user_pk=user.pk,
+        name=name,
+        expires_at=(utcnow() + ttl) if ttl else None,
+    )
+    session.add(row)
+    session.flush()
+    return token, row
+
+
+def revoke_api_token(session: Session, user: User, token_pk: int, *, as_admin: bool = False) -> ApiToken:
+    row = session.get(ApiToken, token_pk)
+    if row is None or (row.user_pk != user.pk and not as_admin):
+        raise Missing(f"no API token {token_pk} of yours")
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+    return row
+
+
+# -- memberships and invites ------------------------------------------------------------------
+
+
+def check_role(role: str) -> str:
+    if role not in PROJECT_ROLES:
+        raise AuthError(f"role {role!r}: choose one of {', '.join(PROJECT_ROLES)}")
+    return role
+
+
+def set_membership(session: Session, project: Project, user: User, role: str) -> Membership:
+    check_role(role)
+    row = session.scalar(
+        select(Membership).where(Membership.project_pk == project.pk, Membership.user_pk == user.pk)
+    )
+    if row is None:
+        row = Membership(project_pk=project.pk, user_pk=user.pk, role=role)
+        session.add(row)
+    else:
+        row.role = role
+    session.flush()
+    return row
+
+
+def remove_membership(session: Session, project: Project, user: User) -> None:
+    session.execute(
+        delete(Membership).where(Membership.project_pk == project.pk, Membership.user_pk == user.pk)
+    )
+
+
+def create_invite(
+    session: Session,
+    project: Project | None,
+    *,
+    role: str = "rater",
+    created_by: User | None,
+    ttl: timedelta = timedelta(days=7),
+    email: str | None = None,
+) -> tuple[str, Invite]:
+    check_role(role)
+    token = secrets.token_urlsafe(32)
+    row = Invite(
+        token_hash=sha256(token),
+        project_pk=project.pk if project else None,
+        role=role,
+        email=email,
+        created_by=created_by.pk if created_by else None,
+        expires_at=utcnow() + ttl,
+    )
+    session.add(row)
+    session.flush()
+    return token, row
+
+
+def accept_invite(session: Session, token: str, username: str, password: str) -> User:
+    """Redeem an invite: creates the account and the project membership, once, before expiry."""
+    row = session.scalar(select(Invite).where(Invite.token_hash == sha256(token)))
+    if row is None:
+        raise Missing("unknown invite link; ask a project admin for a new one")
+    if row.used_at is not None:
+        raise Gone("this invite link was already used; ask a project admin for a new one")
+    if _aware(row.expires_at) <= utcnow():
+        raise Gone("this invite link has expired; ask a project admin for a new one")
+    user, _ = create_user(session, username, password=password, email=row.email)
+    if row.project_pk is not None:
+        project = session.get(Project, row.project_pk)
+        set_membership(session, project, user, row.role)
+    row.used_at, row.used_by = utcnow(), user.pk
+    return user
+
+
+# -- domain credentials -------------------------------------------------------------------------
+
+
+def claim_credential(session: Session, user: User, domain: str, evidence: str = "") -> Credential:
+    domain = domain.strip().lower()
+    if not DOMAIN.match(domain):
+        raise AuthError(f"domain {domain!r}: lowercase letters, digits, '_', '.', '-'")
+    row = session.scalar(select(Credential).where(Credential.user_pk == user.pk, Credential.domain == domain))
+    if row is None:
+        row = Credential(user_pk=user.pk, domain=domain, evidence=evidence)
+        session.add(row)
+    else:
+        row.evidence = evidence or row.evidence
+    session.flush()
+    return row
+
+
+def verify_credential(session: Session, user: User, domain: str, verifier: User, verified: bool = True) -> Credential:
+    row = session.scalar(select(Credential).where(Credential.user_pk == user.pk, Credential.domain == domain))
+    if row is None:
+        raise Missing(f"user {user.username!r} has not claimed the domain {domain!r}")
+    row.verified = verified
+    row.verified_by = verifier.pk if verified else None
+    row.verified_at = utcnow() if verified else None
+    return row
+
+
+def verified_domains(session: Session, user_pk: int) -> list[str]:
+    return sorted(
+        session.scalars(
+            select(Credential.domain).where(Credential.user_pk == user_pk, Credential.verified.is_(True))
+        )
+    )
+
+
+def _aware(dt: datetime) -> datetime:
+    """SQLite returns naive datetimes; every stored time is UTC."""
+    from datetime import UTC
+
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)

@@ -1,0 +1,99 @@
+"""CLI of the server: ``preflab serve`` and ``preflab user ...``.
+
+Main's ``preflab/cli.py`` mounts these: ``app.add_typer(user_app, name="user")`` and
+``app.command("serve")(serve)``. Thin: parse, call :mod:`preflab.server.auth`, print.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import typer
+
+from ..store import default_url
+from .app import CONFIG_ENV, ServerConfig
+from .database import Database, init_schema
+
+user_app = typer.Typer(help="Accounts of the collection server.", no_args_is_help=True)
+
+
+def _db(db: str | None) -> Database:
+    url = db or default_url()
+    init_schema(url)
+    return Database(url, pool_size=2, max_overflow=2)
+
+
+@user_app.command("create")
+def user_create(
+    username: str,
+    admin: bool = typer.Option(False, "--admin", help="Site administrator."),
+    password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from stdin."),
+    email: str | None = typer.Option(None, "--email"),
+    db: str | None = typer.Option(None, "--db", help="Database URL or SQLite path (default $PREFLAB_DB)."),
+) -> None:
+    """Create an account. There is no default password: one is generated and printed once,
+    or read from stdin with --password-stdin."""
+    from .auth import AuthError, create_user
+
+    password = sys.stdin.readline().rstrip("\n") if password_stdin else None
+    database = _db(db)
+    try:
+        with database.writing() as s:
+            user, pw = create_user(s, username, password=password, is_admin=admin, email=email)
+    except AuthError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"created {'admin' if admin else 'user'} {user.username}")
+    if password is None:
+        typer.echo(f"password: {pw}")
+        typer.echo("(shown once; change it after the first login)")
+
+
+@user_app.command("token")
+def user_token(
+    username: str,
+    name: str = typer.Option("cli", "--name"),
+    db: str | None = typer.Option(None, "--db"),
+) -> None:
+    """Create an API token for a user (printed once)."""
+    from .auth import AuthError, create_api_token, get_user
+
+    database = _db(db)
+    try:
+        with database.writing() as s:
+            token, _ = create_api_token(s, get_user(s, username), name=name)
+    except AuthError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(token)
+
+
+def serve(
+    db: str | None = typer.Option(None, "--db", help="Database URL or SQLite path (default $PREFLAB_DB or ./preflab.db)."),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port"),
+    workers: int = typer.Option(1, "--workers", min=1, max=64),
+    exports_dir: Path = typer.Option(Path("preflab-exports"), "--exports-dir"),
+    session_hours: float = typer.Option(12.0, "--session-hours"),
+    secure_cookies: bool = typer.Option(False, "--secure-cookies", help="Set when served over HTTPS."),
+    max_body_mb: float = typer.Option(2.0, "--max-body-mb"),
+    log_level: str = typer.Option("warning", "--log-level"),
+) -> None:
+    """Run the collection server (uvicorn). The schema is brought up to date once, here."""
+    import uvicorn
+
+    config = ServerConfig(db_url=db or default_url(), exports_dir=exports_dir.resolve(),
+                          session_ttl=timedelta(hours=session_hours), secure_cookies=secure_cookies,
+                          max_body_bytes=int(max_body_mb * 1024 * 1024))
+    init_schema(config.db_url)
+    os.environ[CONFIG_ENV] = config.to_env()
+    uvicorn.run("preflab.server.app:app_from_env", factory=True, host=host, port=port, workers=workers,
+                log_level=log_level, access_log=False, timeout_keep_alive=30)
+
+
+serve_app = typer.Typer(add_completion=False)
+serve_app.command("serve")(serve)
+serve_app.add_typer(user_app, name="user")

@@ -1,0 +1,76 @@
+"""The server's view of the database: a read engine and a write engine.
+
+SQLite: writes run in ``BEGIN IMMEDIATE`` transactions, so the assignment engine's
+read-count-insert is serialised across threads *and* processes (the file lock), and a
+reader never has to upgrade to a writer mid-transaction (the classic ``database is locked``).
+PostgreSQL: READ COMMITTED; the assignment engine takes row locks (``FOR UPDATE [SKIP LOCKED]``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+
+from sqlalchemy import event
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..store import make_engine, normalise_url
+
+
+def _autocommit_driver(dbapi_connection, _record) -> None:  # noqa: ANN001
+    # pysqlite's own transaction handling would BEGIN lazily (DEFERRED); we emit BEGIN ourselves.
+    dbapi_connection.isolation_level = None
+
+
+class Database:
+    """Engines and transaction helpers; holds no business state (safe with many workers)."""
+
+    def __init__(self, url: str, *, pool_size: int = 20, max_overflow: int = 20) -> None:
+        self.url = normalise_url(url)
+        self.is_sqlite = self.url.startswith("sqlite")
+        kwargs = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_timeout": 60}
+        if self.is_sqlite and ":memory:" in self.url:
+            raise ValueError("the server needs a SQLite file (several connections), not :memory:")
+        self.engine = make_engine(self.url, **kwargs)
+        if self.is_sqlite:
+            self.write_engine = make_engine(self.url, **kwargs)
+            for engine, begin in ((self.engine, "BEGIN"), (self.write_engine, "BEGIN IMMEDIATE")):
+                event.listen(engine, "connect", _autocommit_driver)
+                event.listen(engine, "begin", lambda conn, _b=begin: conn.exec_driver_sql(_b))
+        else:
+            self.write_engine = self.engine
+        # SQLite's busy handler sleeps and retries: many threads of one process contending for
+        # the write lock form a convoy (seconds of p99). Queue them on a process lock instead;
+        # the file lock + busy_timeout still serialise writers across processes.
+        self.write_lock = threading.Lock() if self.is_sqlite else nullcontext()
+        self._read = sessionmaker(self.engine, expire_on_commit=False)
+        self._write = sessionmaker(self.write_engine, expire_on_commit=False)
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A read-only unit of work (rolled back at the end)."""
+        with self._read() as session:
+            session.begin()
+            try:
+                yield session
+            finally:
+                session.rollback()
+
+    @contextmanager
+    def writing(self) -> Iterator[Session]:
+        """A write transaction: commit on success, roll back on any error."""
+        with self.write_lock, self._write() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        if self.write_engine is not self.engine:
+            self.write_engine.dispose()
+
+
+def init_schema(url: str) -> None:
+    """Bring the schema to the newest Alembic revision (``0002_server`` adds the server tables)."""
+    from ..store.db import open_db
+
+    open_db(url).dispose()

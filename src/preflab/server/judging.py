@@ -1,0 +1,335 @@
+"""Submitting, scoring, reviewing and revising judgments.
+
+A submission must match the rater's live lease; it is validated against the project's kinds,
+the item's candidates, the shown order and the current rubric version; retried submissions
+(same idempotency key, or the same lease) return the first result and store nothing twice.
+Gold is scored on submit: during qualification the response explains the expected answer;
+in production it is silent, and a rolling accuracy credibly below the bar suspends the rater
+(evidence kept, their labels excluded with the reason, their items returned to the pool).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from ..schema import PairwiseJudgment, RubricJudgment, parse_judgment
+from ..store import repo
+from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
+from ..store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatus, ReviewRequest
+from .assign import aware, lock_rater_status
+from .gold import expected_judgment, score_gold
+from .permissions import ProjectRef
+from .policy import Policy, settings_of
+from .quality_adapter import drift_alarm, qualification_decision, wilson_interval
+
+
+class JudgingError(Exception):
+    """A refused submission: ``status`` is the HTTP code, ``errors`` field-by-field problems."""
+
+    def __init__(self, status: int, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.errors = status, message, errors or []
+
+
+def _field_errors(exc: ValidationError, prefix: tuple = ("body", "judgment")) -> list[dict[str, Any]]:
+    return [
+        {"loc": [*prefix, *[str(p) for p in e["loc"]]], "msg": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+def _problem(loc: str, msg: str) -> dict[str, Any]:
+    return {"loc": ["body", "judgment", *loc.split(".")], "msg": msg, "type": "value_error"}
+
+
+def build_judgment(
+    session: Session,
+    project: Project,
+    item_row: ItemRow,
+    username: str,
+    data: dict[str, Any],
+    *,
+    shown_order: list[str] | None,
+    started_at: datetime | None,
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+):  # noqa: ANN201
+    """Validate a submitted judgment body into its schema class (422 field-by-field)."""
+    if not isinstance(data, dict):
+        raise JudgingError(422, "judgment must be an object", [_problem("judgment", "expected an object")])
+    data = dict(data)
+    kind = data.get("kind")
+    if kind not in project.kinds:
+        raise JudgingError(422, f"this project collects {project.kinds}, not {kind!r}",
+                           [_problem("kind", f"must be one of {project.kinds}")])
+    if "item_id" in data and data["item_id"] != item_row.item_key:
+        raise JudgingError(422, "item_id does not match the assignment",
+                           [_problem("item_id", f"this assignment is for item {item_row.item_key!r}")])
+    if "provenance" in data:
+        raise JudgingError(422, "provenance is set by the server",
+                           [_problem("provenance", "do not send provenance; send telemetry beside the judgment")])
+    data["item_id"] = item_row.item_key
+    if kind == "pairwise" and "shown_order" not in data and shown_order and len(shown_order) == 2:
+        data["shown_order"] = list(shown_order)
+    data["provenance"] = {
+        "rater_id": username,
+        "rubric_id": project.rubric_key,
+        "rubric_version": project.rubric_version,
+        "source": "human",
+        "started_at": aware(started_at).isoformat() if started_at else None,
+        "submitted_at": utcnow().isoformat(),
+        "telemetry": telemetry,
+        "idempotency_key": idempotency_key,
+    }
+    try:
+        judgment = parse_judgment(data)
+    except ValidationError as exc:
+        raise JudgingError(422, "the judgment is not valid", _field_errors(exc)) from None
+    problems = []
+    known = [c.candidate_key for c in item_row.candidates]
+    for cid in judgment.candidate_ids():
+        if cid not in known:
+            problems.append(_problem("candidates", f"{cid!r} is not a candidate of this item (has {known})"))
+    if isinstance(judgment, PairwiseJudgment) and shown_order and not problems:
+        seen = [c for c in shown_order if c in judgment.shown_order]
+        if seen != list(judgment.shown_order):
+            problems.append(_problem("shown_order", f"must follow the order you were shown: {shown_order}"))
+    if isinstance(judgment, RubricJudgment):
+        rubric = repo.get_rubric(session, project)
+        if rubric is None:
+            problems.append(_problem("scores", "this project has no rubric yet; ask an admin to add one"))
+        else:
+            problems += [_problem(p.split(":")[0], p.split(": ", 1)[-1]) for p in rubric.check_scores(
+                judgment.scores, judgment.vetoes_failed)]
+    if problems:
+        raise JudgingError(422, "the judgment does not fit this item or rubric", problems)
+    return judgment
+
+
+def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterStatus | None = None,
+            gold_possible: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "judgment_id": row.pk,
+        "item_id": session.get(ItemRow, row.item_pk).item_key,
+        "kind": row.kind,
+        "created": created,
+        "replayed": not created,
+        "submitted_at": aware(row.submitted_at).isoformat() if row.submitted_at else None,
+    }
+    outcome = (session.scalar(select(GoldOutcome).where(GoldOutcome.judgment_pk == row.pk))
+               if gold_possible else None)
+    if outcome is not None and outcome.phase == "qualification":
+        item = session.get(ItemRow, row.item_pk)
+        expected = expected_judgment(item.item_key, item.gold)
+        body = expected.model_dump(mode="json", by_alias=True, exclude_none=True,
+                                   exclude={"provenance", "item_id", "rationale"})
+        out["gold"] = {"correct": outcome.correct, "expected": body, "explanation": (item.gold or {}).get("explanation")}
+        record = qualification_record(session, row.project_pk, outcome.user_pk)
+        st = status or session.scalar(select(RaterStatus).where(
+            RaterStatus.project_pk == row.project_pk, RaterStatus.user_pk == outcome.user_pk))
+        out["qualification"] = {"status": st.status if st else "qualifying", "answered": len(record),
+                                "correct": sum(record)}
+    return out
+
+
+def qualification_record(session: Session, project_pk: int, user_pk: int) -> list[bool]:
+    return list(session.scalars(
+        select(GoldOutcome.correct).where(GoldOutcome.project_pk == project_pk, GoldOutcome.user_pk == user_pk,
+                                          GoldOutcome.phase == "qualification").order_by(GoldOutcome.pk)
+    ))
+
+
+def submit(
+    db,  # noqa: ANN001
+    project_ref: ProjectRef,
+    user_pk: int,
+    username: str,
+    *,
+    assignment_id: str,
+    judgment: dict[str, Any],
+    idempotency_key: str | None = None,
+    telemetry: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    policy = settings_of(project_ref.settings).policy
+    with db.writing() as session:
+        project = session.get(Project, project_ref.pk)
+        if idempotency_key:
+            first = session.scalar(select(JudgmentRow).where(
+                JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == idempotency_key))
+            if first is not None:
+                if session.get(Rater, first.rater_pk).rater_key != username:
+                    raise JudgingError(409, "this idempotency key was already used by someone else; use a fresh one")
+                return _result(session, first, created=False)
+        status = lock_rater_status(session, project.pk, user_pk, policy)
+        lease = session.scalar(
+            select(Assignment).where(Assignment.lease_id == assignment_id, Assignment.project_pk == project.pk)
+            .with_for_update().execution_options(populate_existing=True)
+        )
+        if lease is None or lease.user_pk != user_pk:
+            raise JudgingError(404, f"no assignment {assignment_id!r} of yours in this project; "
+                                    "get one with POST .../assignments/next")
+        pool = session.scalar(select(PoolEntry).where(PoolEntry.item_pk == lease.item_pk)
+                              .with_for_update().execution_options(populate_existing=True))
+        item_row = session.get(ItemRow, lease.item_pk)
+        if lease.status == "submitted":
+            first = session.get(JudgmentRow, lease.judgment_pk)
+            if first is not None and _same_answer(first, judgment):
+                return _result(session, first, created=False)
+            raise JudgingError(409, "this assignment was already submitted with a different answer; "
+                                    "ask a reviewer to send it back if you want to revise it")
+        if lease.status == "released":
+            raise JudgingError(409, "you released this assignment; get a new one with POST .../assignments/next")
+        if status.status == "suspended":
+            raise JudgingError(403, f"you are suspended from this project: {status.reason}")
+        now = utcnow()
+        if aware(lease.expires_at) <= now:
+            raise JudgingError(410, f"assignment {assignment_id} expired at {aware(lease.expires_at).isoformat()}; "
+                                    "its item went back to the pool; get a new task with POST .../assignments/next")
+        parsed = build_judgment(session, project, item_row, username, judgment, shown_order=list(lease.shown_order),
+                                started_at=lease.created_at, idempotency_key=idempotency_key, telemetry=telemetry)
+        # validated above (kind, candidates, shown order, rubric); the unique constraints on
+        # (project, idempotency key) and (project, content hash) still guard against doubles
+        rater = repo.get_or_create_rater(session, project, username)
+        if rater.user_pk is None:
+            rater.user_pk = user_pk
+        row, created = repo.judgment_row_from_judgment(project, item_row, rater, parsed), True
+        session.add(row)
+        session.flush()
+        lease.status, lease.judgment_pk = "submitted", row.pk
+        if pool is not None and pool.role == "production":
+            pool.filled += 1
+        if pool is not None and pool.role in ("gold", "qualification") and item_row.gold:
+            _score(session, project, policy, status, user_pk, item_row, row, parsed, pool.role, now)
+        session.flush()
+        return _result(session, row, created=created, status=status,
+                       gold_possible=pool is not None and pool.role != "production")
+
+
+def _same_answer(row: JudgmentRow, data: dict[str, Any]) -> bool:
+    body = {k: v for k, v in (data or {}).items() if k not in ("item_id", "rationale", "provenance")}
+    stored = {k: v for k, v in row.body.items() if k in body}
+    return stored == body and (data or {}).get("rationale") == row.rationale
+
+
+def _score(session, project, policy: Policy, status: RaterStatus, user_pk: int, item_row: ItemRow,  # noqa: ANN001
+           row: JudgmentRow, parsed, role: str, now) -> None:  # noqa: ANN001
+    correct = score_gold(parsed, item_row.item_key, item_row.gold)
+    if correct is None:
+        return
+    phase = "qualification" if role == "qualification" else "production"
+    session.add(GoldOutcome(project_pk=project.pk, user_pk=user_pk, item_pk=item_row.pk, judgment_pk=row.pk,
+                            phase=phase, correct=correct))
+    session.flush()
+    if phase == "qualification":
+        if status.status != "qualifying":
+            return
+        q = policy.qualification
+        record = qualification_record(session, project.pk, user_pk)
+        decision = qualification_decision(record, q.pass_bar, q.min_items, q.confidence)
+        if decision != "continue":
+            status.status = "qualified" if decision == "pass" else "failed"
+            lo, hi = wilson_interval(sum(record), len(record), q.confidence)
+            status.reason = f"qualification: {sum(record)}/{len(record)} correct, Wilson [{lo:.3f}, {hi:.3f}] vs bar {q.pass_bar}"
+            status.evidence = {"phase": "qualification", "outcomes": record, "wilson": [lo, hi], "bar": q.pass_bar}
+            status.updated_at = now
+        return
+    d = policy.drift
+    if not d.enabled or status.status != "qualified":
+        return
+    recent = list(reversed(session.scalars(
+        select(GoldOutcome.correct).where(GoldOutcome.project_pk == project.pk, GoldOutcome.user_pk == user_pk,
+                                          GoldOutcome.phase == "production")
+        .order_by(GoldOutcome.pk.desc()).limit(d.window)
+    ).all()))
+    evidence = drift_alarm(recent, d.bar or policy.qualification.pass_bar, d.min_items, d.confidence)
+    if evidence is not None:
+        suspend(session, project, user_pk, status, evidence, now)
+
+
+def suspend(session: Session, project: Project, user_pk: int, status: RaterStatus, evidence: dict, now) -> int:  # noqa: ANN001
+    """Suspend a rater: keep the evidence, exclude their labels (with the reason), free their leases."""
+    reason = (f"gold accuracy drift: {evidence['correct']}/{evidence['n']} correct in the last "
+              f"{evidence['n']} production gold items, below the bar {evidence['bar']}")
+    status.status, status.reason, status.updated_at = "suspended", reason, now
+    status.evidence = {**evidence, "suspended_at": now.isoformat()}
+    rater_pks = list(session.scalars(select(Rater.pk).where(Rater.project_pk == project.pk, Rater.user_pk == user_pk)))
+    excluded = list(session.execute(
+        select(JudgmentRow.pk, JudgmentRow.item_pk).where(
+            JudgmentRow.project_pk == project.pk, JudgmentRow.rater_pk.in_(rater_pks),
+            JudgmentRow.excluded.is_(False))
+    ).all())
+    if excluded:
+        session.execute(update(JudgmentRow).where(JudgmentRow.pk.in_([j.pk for j in excluded]))
+                        .values(excluded=True, exclusion_reason=f"rater suspended: {reason}"))
+        # excluded production labels no longer count towards their item's target
+        for item_pk in sorted({j.item_pk for j in excluded}):
+            n = sum(1 for j in excluded if j.item_pk == item_pk)
+            session.execute(update(PoolEntry).where(PoolEntry.item_pk == item_pk, PoolEntry.role == "production")
+                            .values(filled=PoolEntry.filled - n))
+    session.execute(update(Assignment).where(Assignment.project_pk == project.pk, Assignment.user_pk == user_pk,
+                                             Assignment.status == "active").values(status="released"))
+    return len(excluded)
+
+
+def reinstate(session: Session, project_pk: int, user_pk: int, note: str) -> RaterStatus:
+    status = session.scalar(select(RaterStatus).where(RaterStatus.project_pk == project_pk,
+                                                      RaterStatus.user_pk == user_pk).with_for_update())
+    if status is None:
+        raise JudgingError(404, "this user has no rater record in the project")
+    status.status, status.reason, status.updated_at = "qualified", f"reinstated: {note}", utcnow()
+    return status
+
+
+# -- review -----------------------------------------------------------------------------------
+
+
+def send_back(session: Session, project_pk: int, judgment_pk: int, reviewer_pk: int, note: str) -> ReviewRequest:
+    row = session.get(JudgmentRow, judgment_pk)
+    if row is None or row.project_pk != project_pk:
+        raise JudgingError(404, f"no judgment {judgment_pk} in this project")
+    if session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk)) is not None:
+        raise JudgingError(409, "this judgment was already revised; send back the revision instead")
+    if session.scalar(select(ReviewRequest.pk).where(ReviewRequest.judgment_pk == judgment_pk,
+                                                    ReviewRequest.status == "open")) is not None:
+        raise JudgingError(409, "this judgment is already waiting for a revision")
+    req = ReviewRequest(project_pk=project_pk, judgment_pk=judgment_pk, reviewer_pk=reviewer_pk, note=note)
+    session.add(req)
+    session.flush()
+    return req
+
+
+def revise(
+    db, project_ref: ProjectRef, user_pk: int, username: str, judgment_pk: int, data: dict[str, Any],  # noqa: ANN001
+    *, idempotency_key: str | None = None, telemetry: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    with db.writing() as session:
+        project = session.get(Project, project_ref.pk)
+        if idempotency_key:
+            first = session.scalar(select(JudgmentRow).where(
+                JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == idempotency_key))
+            if first is not None:
+                if session.get(Rater, first.rater_pk).rater_key != username:
+                    raise JudgingError(409, "this idempotency key was already used by someone else")
+                return _result(session, first, created=False)
+        lock_rater_status(session, project.pk, user_pk, settings_of(project_ref.settings).policy)
+        old = session.get(JudgmentRow, judgment_pk)
+        if old is None or old.project_pk != project.pk or session.get(Rater, old.rater_pk).user_pk != user_pk:
+            raise JudgingError(404, f"no judgment {judgment_pk} of yours in this project")
+        req = session.scalar(select(ReviewRequest).where(ReviewRequest.judgment_pk == judgment_pk,
+                                                        ReviewRequest.status == "open").with_for_update())
+        if req is None:
+            raise JudgingError(409, "this judgment was not sent back to you; only sent-back judgments can be revised")
+        item_row = session.get(ItemRow, old.item_pk)
+        parsed = build_judgment(session, project, item_row, username, data, shown_order=old.shown_order,
+                                started_at=None, idempotency_key=idempotency_key, telemetry=telemetry)
+        row = repo.judgment_row_from_judgment(project, item_row, session.get(Rater, old.rater_pk), parsed)
+        row.supersedes_pk = old.pk
+        session.add(row)
+        session.flush()
+        req.status, req.revision_pk, req.resolved_at = "resolved", row.pk, utcnow()
+        return _result(session, row, created=True)

@@ -1,0 +1,74 @@
+"""A project's collection policy (stored in ``Project.settings['policy']``, versioned)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Qualification(BaseModel):
+    """Qualification on gold items before production work (decided by a Wilson interval).
+
+    ``n_items`` 0 means no qualification: raters start on production directly.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_items: int = Field(default=0, ge=0, le=1000, description="Size of the qualification set (gold items).")
+    pass_bar: float = Field(default=0.8, gt=0, le=1, description="Accuracy a rater must reach.")
+    min_items: int = Field(default=5, ge=1, le=1000, description="Answers needed before any decision.")
+    confidence: float = Field(default=0.9, gt=0.5, lt=1, description="Confidence of the Wilson rule.")
+
+
+class Drift(BaseModel):
+    """Production gold accuracy watch: below the bar -> suspended, labels excluded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    window: int = Field(default=20, ge=2, le=1000, description="Most recent production gold outcomes considered.")
+    min_items: int = Field(default=8, ge=1, le=1000)
+    bar: float | None = Field(default=None, gt=0, le=1, description="Default: the qualification pass bar.")
+    confidence: float = Field(default=0.9, gt=0.5, lt=1)
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    overlap_share: float = Field(default=0.0, ge=0, le=1, description="Share of items labelled by k raters.")
+    overlap_k: int = Field(default=2, ge=2, le=50, description="Labels per overlap item (k >= 2).")
+    gold_rate: float = Field(default=0.0, ge=0, le=0.5, description="Share of production tasks that are gold.")
+    qualification: Qualification = Field(default_factory=Qualification)
+    drift: Drift = Field(default_factory=Drift)
+    required_domains: list[str] = Field(
+        default_factory=list, description="Verified domains every rater of the project needs."
+    )
+    domain_match: Literal["all", "any"] = Field(
+        default="all", description="An item with domains needs all (or any) of them verified for the rater."
+    )
+    randomise_order: bool = Field(default=True, description="Shuffle candidates per task (stored as shown_order).")
+    max_items_per_rater: int | None = Field(default=None, ge=1)
+    blind: bool = Field(default=True, description="Reviewers see rater hashes, not usernames.")
+    lease_seconds: int = Field(default=900, ge=1, le=7 * 24 * 3600)
+
+    @field_validator("required_domains")
+    @classmethod
+    def _lower(cls, v: list[str]) -> list[str]:
+        return sorted({d.strip().lower() for d in v if d.strip()})
+
+
+class Settings(BaseModel):
+    """Everything about a project a settings change may touch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(default="", max_length=300)
+    guidelines: str = Field(default="", max_length=200_000, description="Markdown shown to raters.")
+    policy: Policy = Field(default_factory=Policy)
+
+
+def settings_of(raw: dict) -> Settings:
+    data = dict(raw or {})
+    data.pop("version", None)
+    return Settings.model_validate({k: v for k, v in data.items() if k in Settings.model_fields})

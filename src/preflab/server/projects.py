@@ -1,0 +1,234 @@
+"""Projects on the server: creation with a policy, versioned settings, the task pool, and the
+adapters to the importer and exporter (owned by :mod:`preflab.io`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from ..schema import Item
+from ..store import repo
+from ..store.models import ItemRow, JudgmentRow, Project
+from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
+from .policy import Policy, Settings, settings_of
+
+
+def insert_ignore(session: Session, table, rows: list[dict[str, Any]], index: list[str]) -> None:  # noqa: ANN001
+    """INSERT ... ON CONFLICT DO NOTHING on both SQLite and PostgreSQL (idempotent, race-safe)."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    ins = (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
+    session.execute(ins.on_conflict_do_nothing(index_elements=index), rows)
+
+
+def create_project(
+    session: Session,
+    name: str,
+    *,
+    title: str = "",
+    kinds: list[str] | None = None,
+    guidelines: str = "",
+    policy: Policy | dict | None = None,
+    created_by: int | None = None,
+) -> Project:
+    pol = policy if isinstance(policy, Policy) else Policy.model_validate(policy or {})
+    settings = Settings(title=title or name, guidelines=guidelines, policy=pol)
+    project = repo.create_project(
+        session, name, title=title, kinds=kinds or ["pairwise"], settings=_stored(settings, 1)
+    )
+    session.add(SettingsVersion(project_pk=project.pk, version=1, changed_by=created_by, before=None,
+                                after=_stored(settings, 1), note="created"))
+    session.flush()
+    return project
+
+
+def _stored(settings: Settings, version: int) -> dict[str, Any]:
+    data = settings.model_dump(mode="json")
+    data.pop("title", None)
+    return {"version": version, **data}
+
+
+def current_settings(project: Project) -> Settings:
+    s = settings_of(project.settings or {})
+    return s.model_copy(update={"title": project.title})
+
+
+def update_settings(
+    session: Session, project: Project, changes: dict[str, Any], *, changed_by: int | None, note: str = ""
+) -> tuple[int, Settings]:
+    """Apply a partial change (``policy`` merged key by key); audited as a new version."""
+    before = current_settings(project)
+    merged = before.model_dump(mode="json")
+    for key, value in changes.items():
+        if key == "policy" and isinstance(value, dict):
+            policy = merged["policy"]
+            for pkey, pvalue in value.items():
+                if isinstance(pvalue, dict) and isinstance(policy.get(pkey), dict):
+                    policy[pkey] = {**policy[pkey], **pvalue}
+                else:
+                    policy[pkey] = pvalue
+        else:
+            merged[key] = value
+    after = Settings.model_validate(merged)
+    version = int((project.settings or {}).get("version", 1)) + 1
+    before_stored = {"title": project.title, **(project.settings or {})}
+    project.title = after.title or project.name
+    project.settings = _stored(after, version)
+    session.add(SettingsVersion(project_pk=project.pk, version=version, changed_by=changed_by,
+                                before=before_stored, after={"title": project.title, **project.settings}, note=note))
+    if before.policy.overlap_share != after.policy.overlap_share or before.policy.overlap_k != after.policy.overlap_k:
+        retarget_pool(session, project, after.policy)
+    session.flush()
+    return version, after
+
+
+def settings_history(session: Session, project_pk: int) -> list[SettingsVersion]:
+    return list(
+        session.scalars(
+            select(SettingsVersion).where(SettingsVersion.project_pk == project_pk).order_by(SettingsVersion.version)
+        )
+    )
+
+
+# -- the task pool ---------------------------------------------------------------------------
+
+
+def _unit(content_hash: str, offset: int) -> float:
+    return int(content_hash[offset : offset + 8], 16) / 2**32
+
+
+def production_target(content_hash: str, policy: Policy) -> int:
+    """k for the overlap share of items (chosen by content hash: stable, reproducible), else 1."""
+    return policy.overlap_k if _unit(content_hash, 0) < policy.overlap_share else 1
+
+
+def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
+    """Add pool rows for items that have none (imported by any route); returns how many."""
+    rows = session.execute(
+        select(ItemRow.pk, ItemRow.content_hash, ItemRow.gold, ItemRow.meta, ItemRow.domains)
+        .outerjoin(PoolEntry, PoolEntry.item_pk == ItemRow.pk)
+        .where(ItemRow.project_pk == project_pk, PoolEntry.pk.is_(None))
+        .order_by(ItemRow.pk)
+    ).all()
+    if not rows:
+        return 0
+    n_qual = session.scalar(
+        select(func.count()).select_from(PoolEntry).where(
+            PoolEntry.project_pk == project_pk, PoolEntry.role == "qualification"
+        )
+    )
+    existing = dict(
+        session.execute(
+            select(JudgmentRow.item_pk, func.count())
+            .where(JudgmentRow.item_pk.in_([r.pk for r in rows]), JudgmentRow.excluded.is_(False),
+                   JudgmentRow.supersedes_pk.is_(None))
+            .group_by(JudgmentRow.item_pk)
+        ).all()
+    )
+    entries, domains = [], []
+    for r in rows:
+        if r.gold:
+            flagged = bool((r.meta or {}).get("qualification"))
+            if flagged or n_qual < policy.qualification.n_items:
+                role, n_qual = "qualification", n_qual + 1
+            else:
+                role = "gold"
+            target = 0
+        else:
+            role, target = "production", production_target(r.content_hash, policy)
+        entries.append({"project_pk": project_pk, "item_pk": r.pk, "role": role, "target": target,
+                        "filled": int(existing.get(r.pk, 0)), "order_key": int(r.content_hash[8:15], 16)})
+        domains += [{"item_pk": r.pk, "domain": d} for d in (r.domains or [])]
+    insert_ignore(session, PoolEntry.__table__, entries, ["item_pk"])
+    insert_ignore(session, PoolDomain.__table__, domains, ["item_pk", "domain"])
+    return len(entries)
+
+
+def retarget_pool(session: Session, project: Project, policy: Policy) -> None:
+    rows = session.execute(
+        select(PoolEntry.pk, ItemRow.content_hash)
+        .join(ItemRow, ItemRow.pk == PoolEntry.item_pk)
+        .where(PoolEntry.project_pk == project.pk, PoolEntry.role == "production")
+    ).all()
+    for pk, digest in rows:
+        session.execute(update(PoolEntry).where(PoolEntry.pk == pk).values(target=production_target(digest, policy)))
+
+
+# -- importer / exporter adapters ----------------------------------------------------------------
+
+
+def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: ANN001
+    """Import items through :func:`preflab.io.importer.import_files` when available (all or
+    nothing, idempotent); otherwise validate and insert them in one transaction."""
+    validated = [Item.model_validate(d) for d in items]  # ValidationError -> 422 upstream
+    try:
+        from ..io.importer import ImportFailed, ImportOptions, import_files
+    except ImportError:  # pragma: no cover - the importer ships with preflab; kept for partial builds
+        import_files = None
+    if import_files is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "items.jsonl"
+            with path.open("w") as fh:
+                for item in validated:
+                    fh.write(json.dumps(item.model_dump(mode="json")) + "\n")
+            try:
+                with db.write_lock:
+                    report = import_files(db.write_engine, project_name, [path], ImportOptions())
+            except ImportFailed as exc:
+                from .judging import JudgingError
+
+                raise JudgingError(422, str(exc).replace(str(path), "items")) from None
+        summary = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else {"report": str(report)}
+        summary.pop("files", None)
+    else:
+        created = 0
+        with db.writing() as session:
+            project = repo.get_project(session, project_name)
+            for item in validated:
+                _, new = repo.add_item(session, project, item)
+                created += int(new)
+        summary = {"items": len(validated), "created": created, "unchanged": len(validated) - created}
+    with db.writing() as session:
+        project = repo.get_project(session, project_name)
+        summary["pooled"] = sync_pool(session, project.pk, current_settings(project).policy)
+    return _jsonable(summary)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+class ExporterMissing(RuntimeError):
+    pass
+
+
+def export_project(db, project_name: str, fmt: str, out_dir: Path) -> tuple[int | None, dict[str, Any]]:  # noqa: ANN001
+    """Run :func:`preflab.io.export.export_project` (it writes the files, the manifest and the
+    ``ExportLog`` row); returns ``(export log pk, manifest)``."""
+    try:
+        from ..io.export import ExportOptions
+        from ..io.export import export_project as run_export
+        from ..io.export.base import ExportError
+    except ImportError as exc:  # pragma: no cover
+        raise ExporterMissing("the exporter (preflab.io.export) is not installed in this build") from exc
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        manifest = run_export(db.engine, project_name, ExportOptions(format=fmt, out=out_dir))
+    except ExportError as exc:
+        from .judging import JudgingError
+
+        raise JudgingError(422, str(exc)) from None
+    with db.reading() as session:
+        from ..store.models import ExportLog
+
+        log_pk = session.scalar(select(ExportLog.pk).where(ExportLog.path == str(out_dir)).order_by(ExportLog.pk.desc()))
+    return log_pk, _jsonable(manifest)

@@ -1,0 +1,274 @@
+"""Tables of the collection server (``preflab serve``): accounts, memberships, sessions,
+API tokens, invites, login attempts, domain credentials, project settings history, the
+assignment engine's pool and leases, rater status, gold outcomes and review requests.
+
+They share :class:`~preflab.store.models.Base`, so ``Base.metadata`` holds them too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .models import PK, Base, JSONType, utcnow
+
+#: Roles within a project. Site administrators (``User.is_admin``) may act as any of them.
+PROJECT_ROLES = ("admin", "reviewer", "rater")
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    username: Mapped[str] = mapped_column(String(100), unique=True)
+    display_name: Mapped[str] = mapped_column(String(200), default="")
+    email: Mapped[str | None] = mapped_column(String(320))
+    #: argon2id hash; ``None`` until a password is set (invite not yet accepted).
+    password_hash: Mapped[str | None] = mapped_column(String(200))
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Membership(Base):
+    __tablename__ = "memberships"
+    __table_args__ = (UniqueConstraint("project_pk", "user_pk"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WebSession(Base):
+    """A browser session: the cookie carries a random token, the row its SHA-256."""
+
+    __tablename__ = "web_sessions"
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"), index=True)
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    ip: Mapped[str | None] = mapped_column(String(64))
+
+
+class ApiToken(Base):
+    """A bearer token for scripts and the Python client; only its SHA-256 is stored."""
+
+    __tablename__ = "api_tokens"
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Invite(Base):
+    """An invite link: a random token (only its SHA-256 stored) that expires."""
+
+    __tablename__ = "invites"
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    project_pk: Mapped[int | None] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(20), default="rater")
+    email: Mapped[str | None] = mapped_column(String(320))
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    used_by: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
+
+
+class LoginAttempt(Base):
+    """Failed logins, per account and client address: the rate limiter reads them."""
+
+    __tablename__ = "login_attempts"
+    __table_args__ = (Index("ix_login_attempts_key_at", "key", "at"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Credential(Base):
+    """A rater's claimed domain expertise (``medicine``, ``law`` ...); counts once verified."""
+
+    __tablename__ = "credentials"
+    __table_args__ = (UniqueConstraint("user_pk", "domain"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"))
+    domain: Mapped[str] = mapped_column(String(100))
+    evidence: Mapped[str] = mapped_column(Text, default="")
+    verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    verified_by: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
+    verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SettingsVersion(Base):
+    """Every change of a project's settings: who, when, before and after."""
+
+    __tablename__ = "project_settings_versions"
+    __table_args__ = (UniqueConstraint("project_pk", "version"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    changed_by: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    after: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    note: Mapped[str] = mapped_column(Text, default="")
+
+
+class PoolEntry(Base):
+    """An item as the assignment engine sees it: its role, label target and filled count.
+
+    ``role``: ``production``, ``gold`` (production honeypot) or ``qualification``.
+    The row is what concurrent assigners lock (``FOR UPDATE SKIP LOCKED`` on PostgreSQL).
+    """
+
+    __tablename__ = "task_pool"
+    __table_args__ = (
+        UniqueConstraint("item_pk"),
+        Index("ix_task_pool_pick", "project_pk", "role", "filled"),
+    )
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    item_pk: Mapped[int] = mapped_column(ForeignKey("items.pk", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(20), default="production")
+    target: Mapped[int] = mapped_column(Integer, default=1)
+    filled: Mapped[int] = mapped_column(Integer, default=0)
+    #: A stable pseudo-random order (from the item hash) so raters spread over the pool.
+    order_key: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class PoolDomain(Base):
+    """The domains an item requires (one row each), for portable SQL domain matching."""
+
+    __tablename__ = "task_pool_domains"
+    __table_args__ = (UniqueConstraint("item_pk", "domain"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    item_pk: Mapped[int] = mapped_column(ForeignKey("items.pk", ondelete="CASCADE"))
+    domain: Mapped[str] = mapped_column(String(100))
+
+
+class Assignment(Base):
+    """A lease of one item to one rater. A rater is never handed the same item twice.
+
+    ``status``: ``active`` (live until ``expires_at``), ``submitted``, ``released``.
+    An active lease past ``expires_at`` no longer counts and its item returns to the pool.
+    """
+
+    __tablename__ = "assignments"
+    __table_args__ = (
+        UniqueConstraint("item_pk", "user_pk"),
+        Index("ix_assignments_item_status", "item_pk", "status"),
+        Index("ix_assignments_user_status", "project_pk", "user_pk", "status"),
+    )
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    lease_id: Mapped[str] = mapped_column(String(64), unique=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    item_pk: Mapped[int] = mapped_column(ForeignKey("items.pk", ondelete="CASCADE"))
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(12), default="active")
+    shown_order: Mapped[list[Any]] = mapped_column(JSONType)
+    settings_version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    judgment_pk: Mapped[int | None] = mapped_column(ForeignKey("judgments.pk", ondelete="SET NULL"))
+
+
+class RaterStatus(Base):
+    """A rater's standing in a project: ``qualifying``, ``qualified``, ``failed``, ``suspended``."""
+
+    __tablename__ = "rater_status"
+    __table_args__ = (UniqueConstraint("project_pk", "user_pk"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(12), default="qualifying")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class GoldOutcome(Base):
+    """Whether a judgment of a gold item matched the expected answer (kept as evidence)."""
+
+    __tablename__ = "gold_outcomes"
+    __table_args__ = (Index("ix_gold_outcomes_rater", "project_pk", "user_pk", "phase"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"))
+    item_pk: Mapped[int] = mapped_column(ForeignKey("items.pk", ondelete="CASCADE"))
+    judgment_pk: Mapped[int] = mapped_column(ForeignKey("judgments.pk", ondelete="CASCADE"), unique=True)
+    phase: Mapped[str] = mapped_column(String(20))
+    correct: Mapped[bool] = mapped_column(Boolean)
+    score: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ReviewRequest(Base):
+    """A reviewer sent a judgment back to its rater with a note; a revision resolves it."""
+
+    __tablename__ = "review_requests"
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    judgment_pk: Mapped[int] = mapped_column(ForeignKey("judgments.pk", ondelete="CASCADE"), index=True)
+    reviewer_pk: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
+    note: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(12), default="open")
+    revision_pk: Mapped[int | None] = mapped_column(ForeignKey("judgments.pk", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+__all__ = [
+    "PROJECT_ROLES",
+    "ApiToken",
+    "Assignment",
+    "Credential",
+    "GoldOutcome",
+    "Invite",
+    "LoginAttempt",
+    "Membership",
+    "PoolDomain",
+    "PoolEntry",
+    "RaterStatus",
+    "ReviewRequest",
+    "SettingsVersion",
+    "User",
+    "WebSession",
+]
