@@ -433,13 +433,11 @@ def demo(
 
 
 def _mount_server_commands() -> None:
-    """Server commands (``serve``, ``user`` ...) live with the server package."""
-    import importlib.util
+    """``preflab serve`` and ``preflab user ...`` live with the server package."""
+    from .server.cli import serve, user_app
 
-    if importlib.util.find_spec("preflab.server") is not None:
-        from .server.cli import register
-
-        register(app)
+    app.add_typer(user_app, name="user")
+    app.command("serve")(serve)
 
 
 _mount_server_commands()
