@@ -682,6 +682,8 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
+    const auto = $("[autofocus]");
+    if (auto && document.activeElement !== auto) auto.focus();
     initCommon();
     initLabel();
     initReview();
