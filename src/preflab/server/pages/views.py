@@ -30,6 +30,37 @@ env.filters["markdown"] = markdown
 env.filters["steps"] = steps_of
 env.globals["version"] = __version__
 
+
+def pretty_call(call: Any) -> str:
+    """A tool call as readable JSON (a JSON-string ``arguments`` decoded); escaped by Jinja."""
+    import json
+
+    def decode(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: (_maybe_json(x) if k == "arguments" else decode(x)) for k, x in v.items()}
+        return v
+
+    def _maybe_json(x: Any) -> Any:
+        try:
+            return json.loads(x) if isinstance(x, str) else x
+        except ValueError:
+            return x
+
+    return json.dumps(decode(call), indent=2, ensure_ascii=False, default=str)
+
+
+env.filters["pretty_call"] = pretty_call
+
+
+def answer_text(candidate: dict[str, Any]) -> str:
+    """A candidate's answer as raw text (assistant turns of a conversation), for step splitting."""
+    if candidate.get("text") is not None:
+        return candidate["text"]
+    return "\n\n".join(m.get("content") or "" for m in candidate.get("messages") or [] if m.get("role") == "assistant")
+
+
+env.filters["answer_text"] = answer_text
+
 PAIRWISE_SCALE = [  # key, winner, strength, label
     (1, "a", 3, "A much better"), (2, "a", 2, "A better"), (3, "a", 1, "A slightly better"), (4, "tie", 0, "Tie"),
     (5, "b", 1, "B slightly better"), (6, "b", 2, "B better"), (7, "b", 3, "B much better"),
