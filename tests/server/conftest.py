@@ -94,8 +94,9 @@ def seed(url: str, *, project: str = "demo", n_items: int = 20, raters: int = 3,
 class Server:
     """``python -m preflab.server serve`` on a free loopback port; killed afterwards."""
 
-    def __init__(self, url: str, *, workers: int = 1, tmp: Path, env: dict[str, str] | None = None) -> None:
-        self.url, self.workers, self.tmp, self.env = url, workers, tmp, env or {}
+    def __init__(self, url: str, *, workers: int = 1, tmp: Path, env: dict[str, str] | None = None,
+                 args: list[str] | None = None) -> None:
+        self.url, self.workers, self.tmp, self.env, self.args = url, workers, tmp, env or {}, args or []
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -105,7 +106,7 @@ class Server:
         self.log = open(self.tmp / f"server-{self.port}-{time.time_ns()}.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "preflab.server", "serve", "--db", self.url, "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", str(self.workers), "--exports-dir", str(self.tmp / "exports")],
+             "--port", str(self.port), "--workers", str(self.workers), "--exports-dir", str(self.tmp / "exports"), *self.args],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + timeout

@@ -48,7 +48,7 @@ def test_rater_labels_items_and_retries_are_idempotent(db_url, start_server):
 def test_qualification_feedback_then_production_gold_is_silent(db_url, start_server):
     items = [pairwise_item(i, gold=-1, qualification=True, prefix="q") for i in range(4)]
     items += [pairwise_item(i, gold=-1, prefix="g") for i in range(3)]
-    items += [pairwise_item(i) for i in range(6)]
+    items += [pairwise_item(i) for i in range(30)]
     policy = {"qualification": {"n_items": 4, "pass_bar": 0.5, "min_items": 3, "confidence": 0.6},
               "gold_rate": 0.5, "randomise_order": True}
     seeded = seed(db_url, items=items, raters=1, policy=policy)
@@ -67,7 +67,7 @@ def test_qualification_feedback_then_production_gold_is_silent(db_url, start_ser
             statuses.append(out["qualification"]["status"])
         assert statuses[-1] == "qualified"
         keys_prod, gold_seen = set(), 0
-        for _ in range(9):
+        for _ in range(40):
             r = c.post("/api/v1/projects/demo/assignments/next").json()
             task = r["task"]
             if task is None:
@@ -80,7 +80,9 @@ def test_qualification_feedback_then_production_gold_is_silent(db_url, start_ser
             out = c.post("/api/v1/projects/demo/judgments", json=answer(task)).json()
             assert "gold" not in out and "qualification" not in out
             keys_prod.add(task["item"]["id"])
-        assert len(keys_prod) == 9 and gold_seen == 3
+        # gold comes only mixed into production (never once production has run out); with 30
+        # production items at rate 0.5 all three gold items are met long before that
+        assert len(keys_prod) == 33 and gold_seen == 3
 
 
 def test_drift_suspends_and_excludes(db_url, start_server):

@@ -133,7 +133,8 @@ class NoteIn(Strict):
 
 
 class ExportIn(Strict):
-    format: str = Field(default="jsonl", min_length=1, max_length=50)
+    format: str = Field(default="raw", min_length=1, max_length=50,
+                        description="trl-preference, trl-reward, trl-kto, trl-sft, trl-stepwise, openrlhf, verl, raw")
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -623,13 +624,9 @@ def reinstate(request: Request, project: str, username: str, body: NoteIn, ctx: 
 @router.post("/projects/{project}/exports", tags=["exports"], status_code=201)
 def export(request: Request, project: str, body: ExportIn, ctx: Ctx = guard("project.manage")) -> Response:
     """Run the exporter; the manifest (files, SHA-256, gates) comes back."""
-    out_dir = request.app.state.config.exports_dir / ctx.project.name / utcnow().strftime("%Y%m%dT%H%M%S%f")
-    manifest = projects.export_project(_db(request), ctx.project.name, body.format, out_dir)
-    with _db(request).writing() as s:
-        log = ExportLog(project_pk=ctx.project.pk, format=body.format, path=str(out_dir), manifest=manifest)
-        s.add(log)
-        s.flush()
-        return ok({"export_id": log.pk, "manifest": manifest}, 201)
+    out_dir = (request.app.state.config.exports_dir / ctx.project.name / utcnow().strftime("%Y%m%dT%H%M%S%f")).resolve()
+    export_id, manifest = projects.export_project(_db(request), ctx.project.name, body.format, out_dir)
+    return ok({"export_id": export_id, "manifest": manifest}, 201)
 
 
 @router.get("/projects/{project}/exports/{export_id}/files/{filename}", tags=["exports"])

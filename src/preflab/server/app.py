@@ -80,24 +80,27 @@ class BodyLimit:
                 if declared > self.limit:
                     return await too_big(scope, receive, send)
         seen = 0
+        state = {"answered": False, "started": False}
+
+        async def guarded_send(message):  # noqa: ANN001, ANN202
+            if state["answered"]:
+                return  # we already refused the request; drop the app's late answer
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
 
         async def limited_receive():  # noqa: ANN202
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooBig
+                if seen > self.limit and not state["started"]:
+                    await too_big(scope, receive, send)
+                    state["answered"] = True
+                    return {"type": "http.disconnect"}
             return message
 
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooBig:
-            await too_big(scope, receive, send)
-
-
-class _TooBig(Exception):
-    pass
+        await self.app(scope, limited_receive, guarded_send)
 
 
 def create_app(db_url: str | None = None, *, config: ServerConfig | None = None, init: bool = False) -> FastAPI:

@@ -8,13 +8,14 @@ PostgreSQL: READ COMMITTED; the assignment engine takes row locks (``FOR UPDATE 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
-from sqlalchemy import event, inspect
+from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..store import Base, make_engine, normalise_url
+from ..store import make_engine, normalise_url
 
 
 def _autocommit_driver(dbapi_connection, _record) -> None:  # noqa: ANN001
@@ -39,6 +40,10 @@ class Database:
                 event.listen(engine, "begin", lambda conn, _b=begin: conn.exec_driver_sql(_b))
         else:
             self.write_engine = self.engine
+        # SQLite's busy handler sleeps and retries: many threads of one process contending for
+        # the write lock form a convoy (seconds of p99). Queue them on a process lock instead;
+        # the file lock + busy_timeout still serialise writers across processes.
+        self.write_lock = threading.Lock() if self.is_sqlite else nullcontext()
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
 
@@ -55,7 +60,7 @@ class Database:
     @contextmanager
     def writing(self) -> Iterator[Session]:
         """A write transaction: commit on success, roll back on any error."""
-        with self._write() as session, session.begin():
+        with self.write_lock, self._write() as session, session.begin():
             yield session
 
     def dispose(self) -> None:
@@ -65,19 +70,7 @@ class Database:
 
 
 def init_schema(url: str) -> None:
-    """Bring the schema up to date: Alembic migrations when the store has them, else create_all."""
-    try:
-        from ..store.db import upgrade  # the importer branch provides migrations
-    except ImportError:
-        upgrade = None
-    engine = make_engine(url)
-    try:
-        if upgrade is not None:
-            upgrade(url)
-        else:
-            Base.metadata.create_all(engine)
-        missing = set(Base.metadata.tables) - set(inspect(engine).get_table_names())
-        if missing:
-            Base.metadata.create_all(engine)
-    finally:
-        engine.dispose()
+    """Bring the schema to the newest Alembic revision (``0002_server`` adds the server tables)."""
+    from ..store.db import open_db
+
+    open_db(url).dispose()

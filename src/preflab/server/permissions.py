@@ -176,3 +176,21 @@ def guard(action: str):  # noqa: ANN201
 
     dependency.preflab_action = action  # type: ignore[attr-defined]
     return Depends(dependency)
+
+
+def iter_api_routes(routes):  # noqa: ANN001, ANN201
+    """Every APIRoute of an app, also inside included routers (FastAPI >= 0.1xx wraps them)."""
+    from fastapi.routing import APIRoute
+
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from iter_api_routes(inner.routes)
+
+
+def route_action(route) -> str | None:  # noqa: ANN001
+    actions = [getattr(d.call, "preflab_action", None) for d in route.dependant.dependencies]
+    actions = [a for a in actions if a]
+    return actions[0] if len(actions) == 1 else None

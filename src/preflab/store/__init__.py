@@ -1,6 +1,16 @@
 """Persistence: SQLAlchemy models, Alembic migrations, engines and sessions."""
 
-from .db import default_url, make_engine, normalise_url, session_factory, transaction
+from .db import (
+    current_revision,
+    default_url,
+    downgrade,
+    make_engine,
+    normalise_url,
+    open_db,
+    session_factory,
+    transaction,
+    upgrade,
+)
 from .models import (
     Base,
     CandidateRow,
@@ -24,9 +34,13 @@ __all__ = [
     "Project",
     "Rater",
     "RubricVersion",
+    "current_revision",
     "default_url",
+    "downgrade",
     "make_engine",
     "normalise_url",
+    "open_db",
     "session_factory",
     "transaction",
+    "upgrade",
 ]

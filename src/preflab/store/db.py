@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -36,8 +37,15 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
     cursor.close()
 
 
+def _json_dumps(value: object) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def make_engine(url: str | None = None, **kwargs) -> Engine:  # noqa: ANN003
     url = normalise_url(url or default_url())
+    # orjson for JSON columns: several times faster than json.dumps on bulk imports.
+    kwargs.setdefault("json_serializer", _json_dumps)
+    kwargs.setdefault("json_deserializer", orjson.loads)
     if url.startswith("sqlite"):
         engine = create_engine(url, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -55,3 +63,77 @@ def transaction(engine: Engine) -> Iterator[Session]:
     """One unit of work: commit on success, roll back everything on any error."""
     with session_factory(engine)() as session, session.begin():
         yield session
+
+
+# -- schema migrations (Alembic, run programmatically) -----------------------------------
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def alembic_config(url: str | None = None):  # noqa: ANN201
+    """An Alembic ``Config`` pointing at the migrations shipped inside the package."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("path_separator", "os")
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def _as_engine(engine_or_url: Engine | str) -> tuple[Engine, bool]:
+    if isinstance(engine_or_url, Engine):
+        return engine_or_url, False
+    return make_engine(engine_or_url), True
+
+
+def upgrade(engine_or_url: Engine | str, revision: str = "head") -> None:
+    """Bring the schema up to ``revision`` (default: the newest)."""
+    _run(engine_or_url, "upgrade", revision)
+
+
+def downgrade(engine_or_url: Engine | str, revision: str = "base") -> None:
+    """Take the schema down to ``revision`` (``"base"``: no tables at all)."""
+    _run(engine_or_url, "downgrade", revision)
+
+
+def _run(engine_or_url: Engine | str, direction: str, revision: str) -> None:
+    from alembic import command
+
+    engine, owned = _as_engine(engine_or_url)
+    try:
+        with engine.begin() as connection:
+            config = alembic_config()
+            config.attributes["connection"] = connection
+            getattr(command, direction)(config, revision)
+    finally:
+        if owned:
+            engine.dispose()
+
+
+def current_revision(engine: Engine | str) -> str | None:
+    """The schema's Alembic revision, or ``None`` for an empty (or pre-Alembic) database."""
+    from alembic.runtime.migration import MigrationContext
+
+    engine, owned = _as_engine(engine)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        if owned:
+            engine.dispose()
+
+
+def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def open_db(url: str | None = None, **kwargs) -> Engine:  # noqa: ANN003
+    """An engine on ``url`` (default :func:`default_url`) whose schema is at the newest revision."""
+    engine = make_engine(url, **kwargs)
+    if current_revision(engine) != head_revision():
+        upgrade(engine)
+    return engine

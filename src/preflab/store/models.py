@@ -28,7 +28,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-JSONType = JSON().with_variant(JSONB(), "postgresql")
+#: ``none_as_null``: Python ``None`` is stored as SQL NULL (not the JSON text ``null``), so
+#: ``ItemRow.gold.is_(None)`` finds items without gold.
+JSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 PK = BigInteger().with_variant(Integer(), "sqlite")  # INTEGER PRIMARY KEY is the rowid on SQLite
 
 

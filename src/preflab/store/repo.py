@@ -19,14 +19,12 @@ from ..schema import (
     JUDGMENT_KINDS,
     Item,
     JudgmentBase,
-    PairwiseJudgment,
     Rubric,
-    content_hash,
-    dump_judgment,
     parse_judgment,
     rater_hash,
 )
 from .models import CandidateRow, ItemRow, JudgmentRow, Project, Rater, RubricVersion
+from .rows import ItemRows, JudgmentRows, as_utc, item_rows, judgment_rows
 
 PROJECT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
 
@@ -137,30 +135,11 @@ def get_rubric(session: Session, project: Project, key: str | None = None, versi
 # -- items --------------------------------------------------------------------------------
 
 
-def item_row_from_item(project: Project, item: Item, batch_pk: int | None = None) -> ItemRow:
-    row = ItemRow(
-        project_pk=project.pk,
-        item_key=item.id,
-        content_hash=item.content_hash(),
-        prompt=item.model_dump(mode="json")["prompt"],
-        domains=list(item.domains),
-        reference=item.reference,
-        gold=item.gold.model_dump(mode="json") if item.gold else None,
-        meta=item.metadata,
-        batch_pk=batch_pk,
-    )
-    row.candidates = [
-        CandidateRow(
-            candidate_key=c.id,
-            position=i,
-            text=c.text,
-            messages=[m.model_dump(mode="json") for m in c.messages] if c.messages else None,
-            model=c.model,
-            source=c.source,
-            meta=c.metadata,
-        )
-        for i, c in enumerate(item.candidates)
-    ]
+def item_row_from_item(project: Project, item: Item | ItemRows, batch_pk: int | None = None) -> ItemRow:
+    """An ORM row (with candidates) for an item; the bulk importer writes the same values."""
+    rows = item if isinstance(item, ItemRows) else item_rows(item)
+    row = ItemRow(project_pk=project.pk, batch_pk=batch_pk, **rows.values)
+    row.candidates = [CandidateRow(**c) for c in rows.candidates]
     return row
 
 
@@ -227,43 +206,21 @@ def get_or_create_rater(session: Session, project: Project, rater_key: str) -> R
 
 def judgment_content_hash(judgment: JudgmentBase) -> str:
     """Identity of a judgment for idempotent import: everything but the idempotency key."""
-    data = dump_judgment(judgment)
-    data["provenance"].pop("idempotency_key", None)
-    data["provenance"].pop("rater_hash", None)
-    return content_hash(data, length=64)
-
-
-_BODY_EXCLUDE = {"item_id", "rationale", "provenance"}
+    return judgment_rows(judgment).content_hash
 
 
 def judgment_row_from_judgment(
-    project: Project, item_row: ItemRow, rater: Rater, judgment: JudgmentBase, batch_pk: int | None = None
+    project: Project,
+    item_row: ItemRow,
+    rater: Rater,
+    judgment: JudgmentBase | JudgmentRows,
+    batch_pk: int | None = None,
 ) -> JudgmentRow:
-    prov = judgment.provenance
-    body = {k: v for k, v in dump_judgment(judgment).items() if k not in _BODY_EXCLUDE}
-    row = JudgmentRow(
-        project_pk=project.pk,
-        item_pk=item_row.pk,
-        rater_pk=rater.pk,
-        kind=judgment.kind,
-        body=body,
-        rationale=judgment.rationale,
-        rubric_key=prov.rubric_id,
-        rubric_version=prov.rubric_version,
-        review_pass=int(prov.review_pass),
-        source=prov.source,
-        started_at=prov.started_at,
-        submitted_at=prov.submitted_at,
-        telemetry=prov.telemetry.model_dump(mode="json", exclude_none=True) if prov.telemetry else None,
-        idempotency_key=prov.idempotency_key,
-        content_hash=judgment_content_hash(judgment),
-        batch_pk=batch_pk,
+    """An ORM row for a judgment; the bulk importer writes the same values."""
+    rows = judgment if isinstance(judgment, JudgmentRows) else judgment_rows(judgment)
+    return JudgmentRow(
+        project_pk=project.pk, item_pk=item_row.pk, rater_pk=rater.pk, batch_pk=batch_pk, **rows.values
     )
-    if isinstance(judgment, PairwiseJudgment):
-        row.pair_lo, row.pair_hi = judgment.pair
-        row.score = judgment.score
-        row.shown_order = list(judgment.shown_order)
-    return row
 
 
 def check_judgment_against_item(judgment: JudgmentBase, item: Item) -> list[str]:
@@ -295,9 +252,9 @@ def add_judgment(
         )
         if existing is not None:
             return existing, False
-    digest = judgment_content_hash(judgment)
+    rows = judgment_rows(judgment)
     existing = session.scalar(
-        select(JudgmentRow).where(JudgmentRow.project_pk == project.pk, JudgmentRow.content_hash == digest)
+        select(JudgmentRow).where(JudgmentRow.project_pk == project.pk, JudgmentRow.content_hash == rows.content_hash)
     )
     if existing is not None:
         return existing, False
@@ -305,7 +262,7 @@ def add_judgment(
     if problems:
         raise StoreError("; ".join(problems))
     rater = get_or_create_rater(session, project, judgment.provenance.rater_id)
-    row = judgment_row_from_judgment(project, item_row, rater, judgment, batch_pk)
+    row = judgment_row_from_judgment(project, item_row, rater, rows, batch_pk)
     session.add(row)
     session.flush()
     return row, True
@@ -319,8 +276,8 @@ def judgment_from_row(row: JudgmentRow, *, with_rater_hash: str | None = None) -
         "rubric_version": row.rubric_version,
         "review_pass": row.review_pass,
         "source": row.source,
-        "started_at": row.started_at,
-        "submitted_at": row.submitted_at,
+        "started_at": as_utc(row.started_at),
+        "submitted_at": as_utc(row.submitted_at),
         "telemetry": row.telemetry,
         "idempotency_key": row.idempotency_key,
     }

@@ -11,7 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...schema import Item, JudgmentBase
+from pydantic import ValidationError
+
+from ...schema import Item, JudgmentBase, Rubric
+from ...store.rows import ItemRows, JudgmentRows
 
 
 class RecordError(ValueError):
@@ -25,8 +28,10 @@ class RecordError(ValueError):
 
 @dataclass
 class Converted:
-    items: list[Item] = field(default_factory=list)
-    judgments: list[JudgmentBase] = field(default_factory=list)
+    """What one record holds. Fast paths may give pre-built rows (:mod:`preflab.store.rows`)."""
+
+    items: list[Item | ItemRows] = field(default_factory=list)
+    judgments: list[JudgmentBase | JudgmentRows] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class RecordFormat:
     #: True when a record has this format's shape (checked in registry order).
     detect: Callable[[dict[str, Any]], bool]
     convert: Callable[[dict[str, Any], ConvertOptions], Converted]
+    #: Rubrics the judgments of this format refer to; the importer stores them in the project.
+    rubrics: tuple[Rubric, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,5 +111,35 @@ def check_unknown(record: dict[str, Any], known: set[str], options: ConvertOptio
     return extra
 
 
+def error_path(loc: tuple[Any, ...], prefix: str = "") -> str:
+    """A pydantic error location as a dotted path: ``candidates[1].text``."""
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f"{'.' if out else ''}{part}"
+    return out or "(record)"
+
+
+def from_validation_error(exc: ValidationError, prefix: str = "") -> RecordError:
+    """The first problem of a pydantic error as a :class:`RecordError` (with a count of the rest)."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    # Discriminated unions and model validators put the model name in the path; drop it.
+    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p[:1].isupper() or p in JUDGMENT_TAGS))
+    reason = first["msg"]
+    if first["type"] == "extra_forbidden":
+        reason = "unknown field; remove it (or check its spelling)"
+    if "input" in first and first["type"] not in ("missing", "extra_forbidden") and not isinstance(first["input"], dict | list):
+        reason += f" (got {first['input']!r:.60})"
+    if len(errors) > 1:
+        reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} in this record)"
+    return RecordError(error_path(loc, prefix), reason)
+
+
+JUDGMENT_TAGS = {"pairwise", "ranking", "rubric", "unary", "steps", "demonstration"}
+
 # Registration order is detection order: specific shapes before generic ones.
 from . import shared_datasets as _shared_datasets  # noqa: E402,F401
+from . import generic as _generic  # noqa: E402,F401

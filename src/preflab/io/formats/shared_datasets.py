@@ -282,5 +282,11 @@ def _squality_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
 
 
 SQUALITY = register(
-    RecordFormat("squality", "SQuALITY human eval: passage-id, questions.*.reviews", _squality_detect, _squality_convert)
+    RecordFormat(
+        "squality",
+        "SQuALITY human eval: passage-id, questions.*.reviews",
+        _squality_detect,
+        _squality_convert,
+        rubrics=(SQUALITY_RUBRIC,),
+    )
 )

@@ -1,0 +1,144 @@
+"""Import speed and memory against a floor: ``python benchmarks/bench_import.py [--rows N]``.
+
+Generates N comparison rows ``{"prompt", "chosen", "rejected", "labeler"}`` into a temporary
+JSONL file, then in two child processes (each timed, and its peak RSS read with ``wait4``):
+
+- **baseline**: ``orjson.loads`` every line + ``executemany`` of the four strings into a bare
+  SQLite table (no indexes, no validation), chunks of 2,000 rows: the floor for reading the
+  file and writing the same bytes into SQLite;
+- **import**: :func:`preflab.io.importer.import_files` into a fresh SQLite database (validation,
+  content hashes, idempotency lookups; each row becomes an item, two candidates and a pairwise
+  judgment).
+
+Targets (foundation issue): >= 50,000 rows/s, <= 3x the baseline's time, peak RSS <= 500 MB at
+1,000,000 rows. Prints one JSON line of results last (``--json`` prints only that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+
+
+def generate(path: Path, rows: int, raters: int = 200) -> None:
+    with open(path, "wb") as f:
+        for i in range(rows):
+            record = {
+                "prompt": f"Question {i}: explain step {i % 997} of the procedure in two sentences, please.",
+                "chosen": f"Step {i % 997} prepares the input; it checks the size and splits it into parts ({i}).",
+                "rejected": f"I am not sure what step {i % 997} does, maybe it does something with the data ({i}).",
+                "labeler": f"rater-{i % raters}",
+            }
+            f.write(orjson.dumps(record) + b"\n")
+
+
+def child_baseline(data: Path, db: Path) -> dict:
+    import sqlite3
+
+    start = time.perf_counter()
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE comparisons (prompt TEXT, chosen TEXT, rejected TEXT, labeler TEXT)")
+    rows: list[tuple[str, str, str, str]] = []
+    n = 0
+    with open(data, "rb") as f:
+        for line in f:
+            r = orjson.loads(line)
+            rows.append((r["prompt"], r["chosen"], r["rejected"], r["labeler"]))
+            if len(rows) >= 2000:
+                conn.executemany("INSERT INTO comparisons VALUES (?, ?, ?, ?)", rows)
+                n += len(rows)
+                rows = []
+    conn.executemany("INSERT INTO comparisons VALUES (?, ?, ?, ?)", rows)
+    n += len(rows)
+    conn.commit()
+    conn.close()
+    return {"rows": n, "seconds": time.perf_counter() - start}
+
+
+def child_import(data: Path, db: Path) -> dict:
+    from preflab.io.importer import import_files
+    from preflab.store import db as store_db
+    from preflab.store import repo, transaction
+
+    engine = store_db.open_db(f"sqlite:///{db}")
+    with transaction(engine) as s:
+        repo.create_project(s, "bench", kinds=["pairwise"])
+    start = time.perf_counter()
+    report = import_files(engine, "bench", [data])
+    seconds = time.perf_counter() - start
+    engine.dispose()
+    return {"rows": report.judgments_added, "items": report.items_added, "seconds": seconds}
+
+
+def run_child(kind: str, data: Path, db: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", kind, "--data", str(data), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} child failed with exit code {proc.returncode}")
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024  # kilobytes on Linux
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--json", action="store_true", help="print only the JSON result line")
+    parser.add_argument("--child", choices=["baseline", "import"], help=argparse.SUPPRESS)
+    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        result = (child_baseline if args.child == "baseline" else child_import)(args.data, args.db)
+        print(json.dumps(result))
+        return result
+
+    say = (lambda *a: None) if args.json else print
+    with tempfile.TemporaryDirectory(prefix="preflab-bench-") as tmp:
+        data = Path(tmp) / "comparisons.jsonl"
+        t = time.perf_counter()
+        generate(data, args.rows)
+        say(f"generated {args.rows:,} rows ({data.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f}s")
+        baseline = run_child("baseline", data, Path(tmp) / "baseline.db")
+        say(f"baseline: {baseline['rows'] / baseline['seconds']:,.0f} rows/s ({baseline['seconds']:.1f}s)")
+        imported = run_child("import", data, Path(tmp) / "preflab.db")
+        assert imported["rows"] == args.rows, imported
+        rate = imported["rows"] / imported["seconds"]
+        ratio = imported["seconds"] / baseline["seconds"]
+        say(f"import:   {rate:,.0f} rows/s ({imported['seconds']:.1f}s), {ratio:.2f}x the baseline's time, "
+            f"peak RSS {imported['peak_rss_mb']:.0f} MB")
+        result = {
+            "rows": args.rows,
+            "import_rows_per_s": round(rate),
+            "baseline_rows_per_s": round(baseline["rows"] / baseline["seconds"]),
+            "ratio_to_baseline": round(ratio, 2),
+            "import_peak_rss_mb": round(imported["peak_rss_mb"], 1),
+            "baseline_peak_rss_mb": round(baseline["peak_rss_mb"], 1),
+        }
+        print(json.dumps(result))
+        return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""What every exporter shares: options, the resolved data it reads, the exporter interface.
+
+An exporter is a small object with a ``name``, a ``description``, the resolved data it
+``needs`` and two methods: :meth:`Exporter.schema` (an explicit Arrow schema) and
+:meth:`Exporter.batches` (columns, ``{name: list}``, a batch at a time). Writers
+(:mod:`.writers`) turn batches into JSONL, Parquet or a Hugging Face ``datasets`` directory;
+building columns rather than row dicts keeps the Parquet path close to raw pyarrow speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from ...schema import Candidate, Item, JudgmentBase, Rubric
+from .resolve import (
+    DropLog,
+    LengthFn,
+    ResolvedPair,
+    ResolvedSteps,
+    ResolvedUnary,
+    word_length,
+)
+
+FILE_FORMATS = ("jsonl", "parquet", "hf")
+BATCH_ROWS = 65_536
+
+Batch = dict[str, list[Any]]
+
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
+MESSAGES = pa.list_(MESSAGE)
+
+
+class ExportError(Exception):
+    """An export that cannot be done as asked; the message says what to do instead."""
+
+
+@dataclass
+class ExportOptions:
+    """How to export a project (the CLI and the server build one of these).
+
+    ``out`` is a directory, created atomically: ``<split>.jsonl`` / ``<split>.parquet`` or a
+    ``save_to_disk`` dataset (``hf``), plus ``manifest.json`` and ``README.md`` (dataset card).
+    ``conversational``: ``None`` = chat format when any item's prompt is a message list.
+    ``length_gate``: ``(min_ratio, max_ratio)`` of chosen/rejected length (e.g. ``(0.85, 1.20)``).
+    ``params``: format-specific knobs (see each exporter's ``params``), e.g.
+    ``{"human_candidates": True}`` for ``trl-sft``.
+    """
+
+    format: str
+    out: Path
+    file_format: str = "jsonl"
+    conversational: bool | None = None
+    include_ai: bool = False
+    include_rater_ids: bool = False
+    length_gate: tuple[float, float] | None = None
+    min_raters: int = 1
+    split: str = "train"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+#: The length-parity gate's default bounds when it is switched on without bounds.
+DEFAULT_LENGTH_GATE = (0.85, 1.20)
+
+
+@dataclass
+class ExportData:
+    """Resolved labels of one project, ready for an exporter (built by :mod:`.pipeline`)."""
+
+    project: str
+    items: dict[str, Item]
+    conversational: bool = False
+    pairs: list[ResolvedPair] = field(default_factory=list)
+    unary: list[ResolvedUnary] = field(default_factory=list)
+    steps: list[ResolvedSteps] = field(default_factory=list)
+    #: accepted demonstrations (item order)
+    demonstrations: list[JudgmentBase] = field(default_factory=list)
+    #: every judgment passing the source/exclusion filters, with its rater hash (raw export)
+    judgments: list[JudgmentBase] = field(default_factory=list)
+    rubrics: dict[tuple[str, int], Rubric] = field(default_factory=dict)
+    drops: DropLog = field(default_factory=DropLog)
+    length_fn: LengthFn = word_length
+
+
+class Exporter:
+    """Base of every export target. Subclasses set the class attributes and ``batches``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    #: resolved data the pipeline must build: "pairs", "unary", "steps", "demonstrations", "judgments"
+    needs: ClassVar[frozenset[str]] = frozenset()
+    #: where the format is documented (cited in the dataset card)
+    reference: ClassVar[str] = ""
+    #: format-specific options accepted in ``ExportOptions.params``, with their defaults
+    params: ClassVar[dict[str, Any]] = {}
+    #: Hugging Face task categories for the dataset card
+    task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
+
+    def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
+        raise NotImplementedError
+
+    def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
+        raise NotImplementedError
+
+    def json_record(self, batch: Batch, names: list[str], i: int) -> dict[str, Any]:
+        """One JSONL record of a batch (raw overrides this to nest the item)."""
+        return {name: batch[name][i] for name in names}
+
+    def param(self, options: ExportOptions, name: str) -> Any:
+        return options.params.get(name, self.params[name])
+
+    def check_params(self, options: ExportOptions) -> None:
+        unknown = sorted(set(options.params) - set(self.params))
+        if unknown:
+            known = ", ".join(sorted(self.params)) or "none"
+            raise ExportError(f"format {self.name!r} takes no option {unknown[0]!r} (options: {known})")
+
+
+# -- shared column helpers ------------------------------------------------------------------
+
+
+class TextCache:
+    """Prompt and candidate bodies per item, converted once (a pair shares its item's prompt)."""
+
+    def __init__(self, items: dict[str, Item], conversational: bool) -> None:
+        self.items = items
+        self.conversational = conversational
+        self._prompts: dict[str, Any] = {}
+        self._cands: dict[tuple[str, str], Any] = {}
+
+    def prompt(self, item_id: str) -> Any:
+        value = self._prompts.get(item_id)
+        if value is None:
+            value = self._prompts[item_id] = prompt_value(self.items[item_id].prompt, self.conversational)
+        return value
+
+    def completion(self, item_id: str, candidate_id: str) -> Any:
+        key = (item_id, candidate_id)
+        value = self._cands.get(key)
+        if value is None:
+            cand = self.items[item_id].candidate(candidate_id)
+            value = self._cands[key] = completion_value(cand, self.conversational)
+        return value
+
+
+def _messages(messages: Any) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def prompt_value(prompt: Any, conversational: bool) -> str | list[dict[str, str]]:
+    """A prompt as text (standard) or a list of ``{role, content}`` messages (conversational)."""
+    if conversational:
+        return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _messages(prompt)
+    if isinstance(prompt, str):
+        return prompt
+    return "\n\n".join(f"{m.role}: {m.content}" for m in prompt)
+
+
+def completion_value(candidate: Candidate | Any, conversational: bool) -> str | list[dict[str, str]]:
+    """An answer as text, or (conversational) its messages / one assistant message."""
+    if not conversational:
+        return candidate.as_text()
+    if candidate.messages is not None:
+        return _messages(candidate.messages)
+    return [{"role": "assistant", "content": candidate.text}]
+
+
+def text_type(conversational: bool) -> pa.DataType:
+    return MESSAGES if conversational else pa.string()
+
+
+def chunked(n: int, size: int = BATCH_ROWS) -> Iterator[range]:
+    for start in range(0, n, size):
+        yield range(start, min(n, start + size))
+
+
+def pair_columns(
+    data: ExportData, *, margin: bool, size: int = BATCH_ROWS
+) -> Iterator[Batch]:
+    """``prompt, chosen, rejected`` (+ ``margin``) columns of the resolved pairs, in batches."""
+    cache = TextCache(data.items, data.conversational)
+    prompt, completion = cache.prompt, cache.completion
+    pairs = data.pairs
+    for rows in chunked(len(pairs), size):
+        batch_pairs = pairs[rows.start : rows.stop]
+        batch: Batch = {
+            "prompt": [prompt(p.item_id) for p in batch_pairs],
+            "chosen": [completion(p.item_id, p.chosen_id) for p in batch_pairs],
+            "rejected": [completion(p.item_id, p.rejected_id) for p in batch_pairs],
+        }
+        if margin:
+            batch["margin"] = [float(p.strength) for p in batch_pairs]
+        yield batch
+
+

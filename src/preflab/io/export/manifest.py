@@ -1,0 +1,206 @@
+"""The export manifest (``manifest.json``) and the dataset card (``README.md``).
+
+The manifest makes an export reproducible and auditable: version, project, format, options,
+creation time, row counts in and out, what each gate dropped and why (counts and sample item
+ids), rubric versions, rater counts, and the SHA-256 of every file written (the manifest
+itself excepted).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import yaml
+
+from ... import __version__
+from .base import ExportData, Exporter, ExportOptions
+
+AGGREGATION_POLICY = (
+    "Per rater, the latest label per unit (review pass, then submission time, then row order); "
+    "adjudicated labels (review pass 2) replace all other labels of their unit; one vote per "
+    "rater and candidate pair (rankings expand to induced pairs); plurality over "
+    "{first better, second better, tie}: a shared top count is dropped as 'no-majority', a "
+    "winning tie as 'tie'; strength = median strength of the winning side (0..3). Rubric grades: "
+    "Rubric.reward (weighted, vetoes gate to 0, verbosity penalty) averaged over raters per "
+    "candidate, pairs ordered by it, equal means dropped. Thumbs: majority per candidate. "
+    "Steps: majority per step, up to and including the first error; neutral (0) counts as correct."
+)
+
+
+def size_category(n: int) -> str:
+    """Hugging Face ``size_categories`` bucket."""
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+                         (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")):
+        if n < limit:
+            return label
+    return "10M<n<100M"
+
+
+def build_manifest(
+    *,
+    exporter: Exporter,
+    data: ExportData,
+    options: ExportOptions,
+    stats: dict[str, Any],
+    rows_out: dict[str, int],
+    files: dict[str, dict[str, Any]],
+    aggregator_name: str,
+    length_fn_name: str,
+    created_at: datetime | None = None,
+) -> dict[str, Any]:
+    created = (created_at or datetime.now(UTC)).isoformat()
+    opts = {
+        "format": options.format,
+        "out": str(options.out),
+        "file_format": options.file_format,
+        "conversational": options.conversational,
+        "include_ai": options.include_ai,
+        "include_rater_ids": options.include_rater_ids,
+        "length_gate": list(options.length_gate) if options.length_gate else None,
+        "min_raters": options.min_raters,
+        "split": options.split,
+        "params": {**exporter.params, **options.params},
+    }
+    gates = data.drops.summary()
+    for gate in ("excluded", "source", "aggregation", "min_raters", "length_parity"):
+        gates.setdefault(gate, {"dropped": 0, "reasons": {}, "sample_item_ids": {}})
+    gates["min_raters"]["threshold"] = options.min_raters
+    gates["length_parity"]["enabled"] = options.length_gate is not None
+    if options.length_gate is not None:
+        gates["length_parity"]["bounds"] = list(options.length_gate)
+        gates["length_parity"]["length"] = length_fn_name
+    gates["source"]["include_ai"] = options.include_ai
+    return {
+        "preflab_version": __version__,
+        "project": data.project,
+        "format": exporter.name,
+        "format_reference": exporter.reference,
+        "file_format": options.file_format,
+        "split": options.split,
+        "conversational": data.conversational,
+        "created_at": created,
+        "options": opts,
+        "filter": {
+            "exclude_flagged": True,
+            "include_ai": options.include_ai,
+            "min_raters": options.min_raters,
+            "length_gate": opts["length_gate"],
+        },
+        "aggregation": {"function": aggregator_name, "policy": AGGREGATION_POLICY},
+        "counts": {
+            "items_in": stats["items_in"],
+            "judgments_in": stats["judgments_in"],
+            "judgments_in_by_kind": dict(sorted(stats["judgments_in_by_kind"].items())),
+            "judgments_used": stats["judgments_used"],
+            "judgments_used_by_kind": dict(sorted(stats["judgments_used_by_kind"].items())),
+            "judgments_used_by_source": dict(sorted(stats["judgments_used_by_source"].items())),
+            "rows_out": sum(rows_out.values()),
+            "rows_out_by_file": rows_out,
+            "resolved": stats["resolved"],
+        },
+        "gates": gates,
+        "flags": {"ai_assisted_judgments": stats["judgments_used_by_source"].get("ai_assisted", 0)},
+        "rubrics": [
+            {"id": key, "version": version, "content_hash": rubric.content_hash()}
+            for (key, version), rubric in sorted(data.rubrics.items())
+        ],
+        "raters": {"in": stats["raters_in"], "out": stats["raters_out"]},
+        "schema": {f.name: str(f.type) for f in exporter.schema(data, options)},
+        "files": files,
+    }
+
+
+def dump_manifest(manifest: dict[str, Any]) -> bytes:
+    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[str]) -> str:
+    """A Hugging Face dataset card: YAML front matter, then what, where from, how made, how to load."""
+    rows = manifest["counts"]["rows_out"]
+    split = manifest["split"]
+    file_format = manifest["file_format"]
+    front: dict[str, Any] = {
+        "license": "other",
+        "pretty_name": f"{manifest['project']} ({exporter.name})",
+        "task_categories": list(exporter.task_categories),
+        "size_categories": [size_category(rows)],
+        "tags": ["preflab", "human-feedback", "rlhf", exporter.name],
+    }
+    if file_format in ("jsonl", "parquet"):
+        front["configs"] = [
+            {"config_name": "default", "data_files": [{"split": split, "path": f"{split}.{file_format}"}]}
+        ]
+    yaml_text = yaml.safe_dump(front, sort_keys=False, allow_unicode=True)
+    counts = manifest["counts"]
+    lines = [
+        "---",
+        "# license: placeholder, set the licence of your data (and of its sources) before publishing",
+        yaml_text.rstrip(),
+        "---",
+        "",
+        f"# {manifest['project']}: {exporter.name}",
+        "",
+        f"{exporter.description}. Exported by preflab {manifest['preflab_version']} on "
+        f"{manifest['created_at']}: {rows} rows in split `{split}` ({file_format}"
+        f"{', conversational' if manifest['conversational'] else ''}).",
+        f"Format reference: {exporter.reference or 'see preflab documentation'}.",
+        "",
+        "## Columns",
+        "",
+        *[f"- `{name}`: `{type_}`" for name, type_ in manifest["schema"].items()],
+        "",
+        "## Sources",
+        "",
+        *([f"- {src}: {n} items" for src, n in sorted(sources.items())] or ["- (no items)"]),
+        "",
+        "## Labels",
+        "",
+        f"- items read: {counts['items_in']}; judgments read: {counts['judgments_in']}; "
+        f"judgments used: {counts['judgments_used']}",
+        *[f"- {kind}: {n} judgments used" for kind, n in counts["judgments_used_by_kind"].items()],
+        *[f"- source {src}: {n}" for src, n in counts["judgments_used_by_source"].items()],
+        f"- raters: {manifest['raters']['in']} contributed labels, {manifest['raters']['out']} "
+        "behind exported rows",
+        "",
+        "## Rubric versions",
+        "",
+        *([f"- `{r['id']}` v{r['version']} (sha256 {r['content_hash'][:16]}...)" for r in manifest["rubrics"]]
+          or ["- none"]),
+        "",
+        "## Aggregation",
+        "",
+        manifest["aggregation"]["policy"],
+        "",
+        "## Gates",
+        "",
+        "| gate | dropped | reasons |",
+        "|---|---|---|",
+        *[
+            f"| {gate} | {info['dropped']} | "
+            f"{', '.join(f'{r}: {n}' for r, n in info['reasons'].items()) or '-'} |"
+            for gate, info in manifest["gates"].items()
+        ],
+        "",
+        "## Loading",
+        "",
+        "```python",
+        *_load_snippet(file_format, split),
+        "```",
+        "",
+        "Every file's SHA-256 is in `manifest.json` (with the options, gates and counts of this export).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _load_snippet(file_format: str, split: str) -> list[str]:
+    if file_format == "hf":
+        return ["from datasets import load_from_disk", f'ds = load_from_disk("path/to/export")["{split}"]']
+    builder = "json" if file_format == "jsonl" else "parquet"
+    return [
+        "from datasets import load_dataset",
+        f'ds = load_dataset("{builder}", data_files="path/to/export/{split}.{file_format}", split="train")',
+    ]

@@ -1,0 +1,278 @@
+"""From the database to an export directory: read, filter, resolve, gate, write, record.
+
+:func:`collect` reads a project once (item by item, in item order) into :class:`ExportData`;
+:func:`apply_gates` applies the pair/row gates; :func:`write_export` writes data files,
+card and manifest into a directory; :func:`export_project` does all of it atomically and
+records an :class:`~preflab.store.ExportLog` row.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from ...schema import Item, Rubric
+from ...store import ExportLog, session_factory, transaction
+from ...store.repo import get_project, get_rubric, iter_items_with_judgments
+from .base import DEFAULT_LENGTH_GATE, FILE_FORMATS, ExportData, Exporter, ExportError, ExportOptions
+from .manifest import build_manifest, dump_manifest, render_card
+from .resolve import (
+    LengthFn,
+    PairAggregator,
+    accepted_demonstrations,
+    aggregate_pairwise,
+    effective_judgments,
+    pair_votes,
+    resolve_steps,
+    resolve_unary,
+    rubric_pairs,
+    word_length,
+)
+from .writers import CARD, MANIFEST, AtomicDir, file_hashes, write_data
+
+SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_options(options: ExportOptions, formats: dict[str, Exporter]) -> Exporter:
+    if options.format not in formats:
+        raise ExportError(f"unknown export format {options.format!r}; choose one of: {', '.join(sorted(formats))}")
+    if options.file_format not in FILE_FORMATS:
+        raise ExportError(f"unknown file format {options.file_format!r}; choose one of: {', '.join(FILE_FORMATS)}")
+    if options.min_raters < 1:
+        raise ExportError(f"min_raters must be at least 1, got {options.min_raters}")
+    if options.length_gate is not None:
+        lo, hi = options.length_gate
+        if not 0 < lo <= hi:
+            raise ExportError(f"length gate needs 0 < min_ratio <= max_ratio, got {lo}, {hi}")
+    if not SPLIT_NAME.match(options.split):
+        raise ExportError(f"split {options.split!r}: use letters, digits, '_', '-' or '.'")
+    exporter = formats[options.format]
+    exporter.check_params(options)
+    return exporter
+
+
+def _is_chat(item: Item) -> bool:
+    return isinstance(item.prompt, list) or any(c.messages is not None for c in item.candidates)
+
+
+def collect(
+    session: Any,
+    project_name: str,
+    exporter: Exporter,
+    options: ExportOptions,
+    *,
+    aggregator: PairAggregator = aggregate_pairwise,
+    length_fn: LengthFn = word_length,
+) -> tuple[ExportData, dict[str, Any]]:
+    """Read a project and resolve what ``exporter`` needs; ``(data, stats)``."""
+    project = get_project(session, project_name)
+    needs = exporter.needs
+    data = ExportData(project=project.name, items={}, length_fn=length_fn)
+    rubric_cache: dict[tuple[str | None, int | None], Rubric | None] = {}
+
+    def rubric_for(key: str | None, version: int | None) -> Rubric | None:
+        if (key, version) not in rubric_cache:
+            rubric = get_rubric(session, project, key, version) if key else None
+            rubric_cache[(key, version)] = rubric
+            if rubric is not None:
+                data.rubrics[(rubric.id, rubric.version)] = rubric
+        return rubric_cache[(key, version)]
+
+    stats: dict[str, Any] = {
+        "items_in": 0, "judgments_in": 0, "judgments_in_by_kind": Counter(),
+        "judgments_used": 0, "judgments_used_by_kind": Counter(), "judgments_used_by_source": Counter(),
+    }
+    raters_in: set[str] = set()
+    votes = []
+    rubric_resolved = []
+    chat = False
+    for iwj in iter_items_with_judgments(session, project, include_excluded=True):
+        item = iwj.item
+        data.items[item.id] = item
+        stats["items_in"] += 1
+        chat = chat or _is_chat(item)
+        kept, order = [], []
+        for j, meta in zip(iwj.judgments, iwj.meta, strict=True):
+            stats["judgments_in"] += 1
+            stats["judgments_in_by_kind"][j.kind] += 1
+            if meta.get("excluded"):
+                data.drops.drop("excluded", meta.get("exclusion_reason") or "excluded", item.id)
+                continue
+            if j.provenance.source == "ai" and not options.include_ai:
+                data.drops.drop("source", "ai", item.id)
+                continue
+            kept.append(j)
+            order.append(meta["pk"])
+            stats["judgments_used"] += 1
+            stats["judgments_used_by_kind"][j.kind] += 1
+            stats["judgments_used_by_source"][j.provenance.source] += 1
+            raters_in.add(j.provenance.rater_id)
+        if "judgments" in needs:
+            data.judgments.extend(kept)
+        if not kept or not (needs - {"judgments"}):
+            continue
+        effective = effective_judgments(kept, order)
+        plain = [j for _, j in effective]
+        if "pairs" in needs:
+            votes.extend(pair_votes(effective))
+            rubric_resolved.extend(rubric_pairs(item, plain, rubric_for, length_fn, data.drops))
+        if "unary" in needs:
+            data.unary.extend(resolve_unary(plain, data.drops))
+        if "steps" in needs:
+            data.steps.extend(resolve_steps(plain, data.drops))
+        if "demonstrations" in needs:
+            demos = accepted_demonstrations(plain)
+            data.demonstrations.extend(demos)
+            chat = chat or any(d.messages is not None for d in demos)
+    if "pairs" in needs:
+        position = {item_id: i for i, item_id in enumerate(data.items)}
+        pairs = list(aggregator(votes, data.drops)) + rubric_resolved
+        pairs.sort(key=lambda p: (position[p.item_id], min(p.chosen_id, p.rejected_id), max(p.chosen_id, p.rejected_id)))
+        data.pairs = pairs
+    # Rubric versions used: also those of rubric judgments not resolved into pairs (raw export).
+    for j in data.judgments:
+        if j.provenance.rubric_id:
+            rubric_for(j.provenance.rubric_id, j.provenance.rubric_version)
+    data.conversational = chat if options.conversational is None else options.conversational
+    stats["raters_in"] = len(raters_in)
+    return data, stats
+
+
+def apply_gates(data: ExportData, options: ExportOptions) -> None:
+    """Min-raters (pairs, thumbs, steps) and, when asked, length parity (pairs)."""
+    n = options.min_raters
+    if n > 1:
+        reason = f"fewer-than-{n}-raters"
+        for name in ("pairs", "unary", "steps"):
+            rows = getattr(data, name)
+            kept = [r for r in rows if r.n_raters >= n]
+            for r in rows:
+                if r.n_raters < n:
+                    data.drops.drop("min_raters", reason, r.item_id)
+            setattr(data, name, kept)
+    if options.length_gate is not None and data.pairs:
+        data.pairs = length_parity_gate(data, options.length_gate)
+
+
+def length_parity_gate(data: ExportData, bounds: tuple[float, float] = DEFAULT_LENGTH_GATE) -> list:
+    """Keep pairs with ``min_ratio <= len(chosen) / len(rejected) <= max_ratio``.
+
+    Lengths come from ``data.length_fn`` (words by default; pass a tokenizer-based one to
+    :func:`export_project`). A zero-length rejected answer passes only against an empty chosen.
+    """
+    lo, hi = bounds
+    length = data.length_fn
+    kept = []
+    for p in data.pairs:
+        item = data.items[p.item_id]
+        a = length(item.candidate(p.chosen_id).as_text())
+        b = length(item.candidate(p.rejected_id).as_text())
+        ratio = (1.0 if a == 0 else float("inf")) if b == 0 else a / b
+        if ratio < lo:
+            data.drops.drop("length_parity", "chosen-shorter", p.item_id)
+        elif ratio > hi:
+            data.drops.drop("length_parity", "chosen-longer", p.item_id)
+        else:
+            kept.append(p)
+    return kept
+
+
+def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -> dict[str, Any]:
+    raters_out: set[str] = set()
+    for rows in (
+        data.pairs if "pairs" in exporter.needs else (),
+        data.unary if "unary" in exporter.needs else (),
+        data.steps if "steps" in exporter.needs else (),
+    ):
+        for r in rows:
+            raters_out.update(r.rater_hashes)
+    if "demonstrations" in exporter.needs:
+        raters_out.update(d.provenance.rater_hash or d.provenance.rater_id for d in data.demonstrations)
+    if "judgments" in exporter.needs:
+        raters_out.update(j.provenance.rater_hash or j.provenance.rater_id for j in data.judgments)
+    return {
+        "raters_out": len(raters_out),
+        "resolved": {
+            "pairs": len(data.pairs),
+            "unary": len(data.unary),
+            "steps": len(data.steps),
+            "demonstrations": len(data.demonstrations),
+        },
+    }
+
+
+def write_export(
+    exporter: Exporter,
+    data: ExportData,
+    options: ExportOptions,
+    directory: Path,
+    stats: dict[str, Any],
+    *,
+    aggregator_name: str = "aggregate_pairwise",
+    length_fn_name: str = "word_length",
+) -> dict[str, Any]:
+    """Write data files, ``README.md`` and ``manifest.json`` into an existing ``directory``."""
+    rows_out = write_data(exporter, data, options, directory)
+    stats = {**stats, **output_stats(data, exporter, options)}
+    manifest = build_manifest(
+        exporter=exporter, data=data, options=options, stats=stats, rows_out=rows_out, files={},
+        aggregator_name=aggregator_name, length_fn_name=length_fn_name,
+    )
+    sources = Counter(str(i.metadata.get("source") or data.project) for i in data.items.values())
+    (directory / CARD).write_text(render_card(manifest, exporter, sources), encoding="utf-8")
+    manifest["files"] = file_hashes(directory)
+    (directory / MANIFEST).write_bytes(dump_manifest(manifest))
+    return manifest
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def export_project(
+    engine: Engine,
+    project_name: str,
+    options: ExportOptions,
+    *,
+    aggregator: PairAggregator = aggregate_pairwise,
+    length_fn: LengthFn = word_length,
+    formats: dict[str, Exporter] | None = None,
+) -> dict[str, Any]:
+    """Export a project to ``options.out`` (a directory) atomically; returns the manifest.
+
+    Writes the data file(s), ``README.md`` (dataset card) and ``manifest.json``, then records
+    an ``ExportLog`` row. On any error nothing is left at ``options.out`` (a previous export
+    there is kept) and no log row is written.
+    """
+    from . import EXPORT_FORMATS
+
+    exporter = check_options(options, formats or EXPORT_FORMATS)
+    with session_factory(engine)() as session:
+        data, stats = collect(session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn)
+        session.rollback()
+    apply_gates(data, options)
+    target = AtomicDir(Path(options.out))
+    try:
+        manifest = write_export(
+            exporter, data, options, target.tmp, stats,
+            aggregator_name=_name(aggregator), length_fn_name=_name(length_fn),
+        )
+        with transaction(engine) as session:
+            project = get_project(session, project_name)
+            session.add(ExportLog(project_pk=project.pk, format=exporter.name, path=str(target.target), manifest=manifest))
+            session.flush()
+            target.publish()
+    except BaseException:
+        target.abort()
+        raise
+    target.finish()
+    return manifest
+
+
+def formats_table(formats: Iterable[Exporter]) -> list[tuple[str, str]]:
+    return [(e.name, e.description) for e in formats]

@@ -1,0 +1,78 @@
+"""``raw``: every judgment with full provenance, one JSON object per judgment with its item.
+
+This is the input format of the quality report: each JSONL line is a judgment dict exactly as
+:func:`preflab.schema.parse_judgment` accepts it, plus an ``"item"`` key holding the
+:class:`~preflab.schema.Item` (reference and gold included: this export is for data teams)::
+
+    rec = orjson.loads(line); item = Item.model_validate(rec.pop("item")); j = parse_judgment(rec)
+
+Raters appear only as ``rater_hash`` (HMAC-SHA256 under the project secret): ``rater_id`` is
+replaced by the hash unless ``include_rater_ids``. Labels are not resolved (revisions and
+production labels under adjudication are all present); excluded judgments are left out, AI
+labels too unless ``include_ai``. ``ai_assisted`` labels are kept and flagged by their
+``provenance.source`` (counted in the manifest). In Parquet and ``datasets`` output the
+judgment and the item are JSON strings beside flat provenance columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from ...schema import dump_judgment
+from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
+
+
+class Raw(Exporter):
+    name = "raw"
+    description = "every judgment with provenance and its item (quality-report input)"
+    needs = frozenset({"judgments"})
+    reference = "preflab.schema.parse_judgment (one judgment per line, plus 'item')"
+
+    def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
+        return pa.schema(
+            [
+                ("kind", pa.string()),
+                ("item_id", pa.string()),
+                ("rater_hash", pa.string()),
+                ("source", pa.string()),
+                ("review_pass", pa.int8()),
+                ("judgment", pa.string()),
+                ("item", pa.string()),
+            ]
+        )
+
+    def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
+        item_cache: dict[str, tuple[dict[str, Any], str]] = {}
+        names = ["kind", "item_id", "rater_hash", "source", "review_pass", "judgment", "item", "_judgment", "_item"]
+        batch: Batch = {n: [] for n in names}
+        for j in data.judgments:
+            record = dump_judgment(j)
+            prov = record["provenance"]
+            rater_hash = prov.get("rater_hash") or ""
+            if not options.include_rater_ids and rater_hash:
+                prov["rater_id"] = rater_hash
+            if j.item_id not in item_cache:
+                item_dict = data.items[j.item_id].model_dump(mode="json")
+                item_cache = {j.item_id: (item_dict, orjson.dumps(item_dict).decode())}
+            item_dict, item_json = item_cache[j.item_id]
+            batch["kind"].append(j.kind)
+            batch["item_id"].append(j.item_id)
+            batch["rater_hash"].append(rater_hash)
+            batch["source"].append(prov.get("source", "human"))
+            batch["review_pass"].append(int(prov.get("review_pass", 0)))
+            batch["judgment"].append(orjson.dumps(record).decode())
+            batch["item"].append(item_json)
+            batch["_judgment"].append(record)
+            batch["_item"].append(item_dict)
+            if len(batch["kind"]) >= BATCH_ROWS:
+                yield batch
+                batch = {n: [] for n in names}
+        if batch["kind"]:
+            yield batch
+
+    def json_record(self, batch: Batch, names: list[str], i: int) -> dict[str, Any]:
+        return {**batch["_judgment"][i], "item": batch["_item"][i]}

@@ -1,0 +1,67 @@
+"""``trl-sft``: supervised fine-tuning data for TRL's ``SFTTrainer``.
+
+Formats (TRL docs: https://huggingface.co/docs/trl/dataset_formats#language-modeling and
+#prompt-completion): conversational ``{"messages": [...prompt turns, assistant answer]}``, or
+standard ``{"prompt": str, "completion": str}``.
+
+Rows: accepted demonstrations (latest status per author), and, with
+``params={"human_candidates": True}``, candidates written by people (``source == "human"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
+
+
+class TRLSFT(Exporter):
+    name = "trl-sft"
+    description = "TRL SFT (messages, or prompt/completion) from accepted demonstrations: SFTTrainer"
+    needs = frozenset({"demonstrations"})
+    reference = "https://huggingface.co/docs/trl/dataset_formats#language-modeling"
+    params = {"human_candidates": False}
+
+    def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
+        if data.conversational:
+            return pa.schema([("messages", MESSAGES)])
+        return pa.schema([("prompt", pa.string()), ("completion", pa.string())])
+
+    def _answers(self, data: ExportData, options: ExportOptions) -> list[tuple[str, Any]]:
+        """``(item_id, answer)`` where an answer is a demonstration or a candidate."""
+        by_item: dict[str, list[Any]] = {}
+        for demo in data.demonstrations:
+            by_item.setdefault(demo.item_id, []).append(demo)
+        if self.param(options, "human_candidates"):
+            for item in data.items.values():
+                for cand in item.candidates:
+                    if cand.source == "human":
+                        by_item.setdefault(item.id, []).append(cand)
+        return [(item_id, a) for item_id in data.items for a in by_item.get(item_id, ())]
+
+    def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
+        answers = self._answers(data, options)
+        for rows in chunked(len(answers)):
+            part = answers[rows.start : rows.stop]
+            if data.conversational:
+                yield {"messages": [_conversation(data, item_id, a) for item_id, a in part]}
+            else:
+                yield {
+                    "prompt": [prompt_value(data.items[item_id].prompt, False) for item_id, _ in part],
+                    "completion": [a.as_text() for _, a in part],
+                }
+
+
+def _conversation(data: ExportData, item_id: str, answer: Any) -> list[dict[str, str]]:
+    turns = list(prompt_value(data.items[item_id].prompt, True))
+    if answer.messages is not None:
+        turns.extend({"role": m.role, "content": m.content} for m in answer.messages)
+    else:
+        turns.append({"role": "assistant", "content": answer.text})
+    return turns
+
+
+

@@ -1,0 +1,66 @@
+"""``verl``: RL prompts for verl's ``RLHFDataset`` (PPO/GRPO), one row per item.
+
+Format (verl docs, "Prepare Data for Post-Training":
+https://verl.readthedocs.io/en/latest/preparation/prepare_data.html, and
+``verl/utils/dataset/README.md``)::
+
+    {"data_source": str, "prompt": [chat messages], "ability": str,
+     "reward_model": {"style": "rule" | "model", "ground_truth": str | None},
+     "extra_info": {"split": str, "index": int, "item_id": str}}
+
+``style`` is ``"rule"`` with the item's hidden ``reference`` as ``ground_truth`` when it has
+one, else ``"model"`` (a reward model scores the rollout; ``ground_truth`` is null).
+``data_source`` is the item's ``metadata.source`` or the project name (verl picks the reward
+function by it); ``ability`` the item's first domain, else ``"general"``. With
+``params={"require_reference": True}`` only items with a reference are exported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
+
+REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
+EXTRA_INFO = pa.struct([("split", pa.string()), ("index", pa.int64()), ("item_id", pa.string())])
+
+
+class Verl(Exporter):
+    name = "verl"
+    description = "verl RL prompts (data_source, prompt, ability, reward_model, extra_info): PPO/GRPO"
+    needs = frozenset()
+    reference = "https://verl.readthedocs.io/en/latest/preparation/prepare_data.html"
+    params = {"require_reference": False}
+    task_categories = ("reinforcement-learning", "text-generation")
+
+    def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
+        return pa.schema(
+            [
+                ("data_source", pa.string()),
+                ("prompt", MESSAGES),
+                ("ability", pa.string()),
+                ("reward_model", REWARD_MODEL),
+                ("extra_info", EXTRA_INFO),
+            ]
+        )
+
+    def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
+        items = list(data.items.values())
+        if self.param(options, "require_reference"):
+            items = [i for i in items if i.reference is not None]
+        for rows in chunked(len(items)):
+            part = items[rows.start : rows.stop]
+            yield {
+                "data_source": [str(i.metadata.get("source") or data.project) for i in part],
+                "prompt": [prompt_value(i.prompt, True) for i in part],
+                "ability": [i.domains[0] if i.domains else "general" for i in part],
+                "reward_model": [
+                    {"style": "rule" if i.reference is not None else "model", "ground_truth": i.reference}
+                    for i in part
+                ],
+                "extra_info": [
+                    {"split": options.split, "index": rows.start + k, "item_id": i.id} for k, i in enumerate(part)
+                ],
+            }

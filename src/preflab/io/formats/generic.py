@@ -1,0 +1,411 @@
+"""Generic record shapes: items to label, existing comparisons (TRL and friends), trajectories,
+and preflab's own item and judgment records.
+
+| format | record | becomes |
+|---|---|---|
+| ``trajectory`` | ``{"schema_version": "RLHF-2026.11", "trajectory_id", "turns", ...}`` | item (prompt = turns before the first assistant turn; one candidate with the rest as ``messages``; the record verbatim in ``metadata.trajectory``) + a ``steps`` judgment from the ``prm_steps`` verdicts |
+| ``judgment`` | ``{"kind": "pairwise", "item_id", "provenance", ...}`` (any kind) | a judgment of an item imported before or earlier in the same import |
+| ``item`` | ``{"prompt", "candidates": [str or Candidate, ...], "id"?, "domains"?, "reference"?, "gold"?, "metadata"?}`` | an item to label |
+| ``pair`` | ``{"prompt", "answer_a", "answer_b", "model_a"?, "model_b"?, ...}`` | an item with two candidates |
+| ``comparison`` | ``{"prompt", "chosen", "rejected", "labeler"?, "source"?, "strength"?, "margin"?}``; TRL standard (strings) and conversational (message lists, also without ``prompt``: the shared prefix of ``chosen`` and ``rejected``) | an item + a pairwise judgment |
+| ``unpaired`` | TRL ``{"prompt", "completion", "label": bool}`` | an item + a unary judgment |
+
+Choices where the source says nothing: a comparison without ``strength`` gets strength 2
+("better"); a TRL ``margin`` becomes the strength ``round(|margin|)`` clipped to 1..3; the
+rater is ``labeler``, else ``--default-rater``, else ``"anonymous"``. The pair of a comparison is
+stored in sorted candidate-id order (no order was shown to anyone), so position-bias audits on
+imported comparisons measure nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from ...schema import (
+    JUDGMENT_KINDS,
+    TRAJECTORY_SCHEMA_VERSION,
+    Item,
+    PairwiseJudgment,
+    StepsJudgment,
+    Trajectory,
+    UnaryJudgment,
+    parse_judgment,
+)
+from ...store.rows import check_identifier, pairwise_rows, text_item_rows
+from . import (
+    ConvertOptions,
+    Converted,
+    RecordError,
+    RecordFormat,
+    check_unknown,
+    from_validation_error,
+    register,
+    require,
+)
+
+UNKNOWN_STRENGTH = 2
+ANONYMOUS = "anonymous"
+SOURCES = ("human", "ai", "ai_assisted")
+
+
+def _identifier(value: Any, field: str) -> str:
+    try:
+        return check_identifier(value, field)
+    except ValueError as exc:
+        raise RecordError(field, str(exc).split(": ", 1)[1]) from None
+
+
+def _rater(record: dict[str, Any], options: ConvertOptions, key: str = "labeler") -> str:
+    value = record.get(key)
+    if value is None:
+        return options.default_rater or ANONYMOUS
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return _identifier(value, key)
+
+
+def _source(record: dict[str, Any], options: ConvertOptions) -> str:
+    source = record.get("source", options.default_source)
+    if source not in SOURCES:
+        raise RecordError("source", f"expected one of {', '.join(SOURCES)}, got {source!r}")
+    return source
+
+
+def _metadata(record: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    meta = record.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise RecordError("metadata", f"expected an object, got {type(meta).__name__}")
+    return {**meta, **extra} if extra else meta
+
+
+def _item(data: dict[str, Any]) -> Item:
+    try:
+        return Item.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+
+
+# -- trajectories ------------------------------------------------------------------------
+
+TRAJECTORY_RATER = "trajectory:annotator"
+
+
+def _trajectory_detect(record: dict[str, Any]) -> bool:
+    return record.get("schema_version") == TRAJECTORY_SCHEMA_VERSION or (
+        "trajectory_id" in record and "turns" in record
+    )
+
+
+def _trajectory_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    try:
+        traj = Trajectory.model_validate(record)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    prompt = traj.prompt_messages()
+    if not prompt:
+        raise RecordError("turns", "no user turn before the first assistant turn: nothing to use as the prompt")
+    messages = []
+    for turn in traj.turns[len(prompt) :]:
+        content = turn.content
+        if content is None and turn.prm_steps:
+            content = "\n\n".join(s.text for s in turn.prm_steps)
+        message: dict[str, Any] = {"role": turn.role, "content": content or ""}
+        if turn.tool_call is not None:
+            message["tool_call"] = turn.tool_call.model_dump(mode="json", exclude_unset=True)
+        messages.append(message)
+    if not messages:
+        raise RecordError("turns", "no assistant turn: a trajectory needs at least one")
+    item = _item(
+        {
+            "id": traj.trajectory_id,
+            "prompt": prompt,
+            "candidates": [{"id": "trajectory", "messages": messages}],
+            "metadata": {"trajectory": record},
+        }
+    )
+    out = Converted([item], [])
+    steps = [s for _, turn_steps in traj.step_labels() for s in turn_steps]
+    verdicts = []
+    for s in steps:
+        if s.verdict is None:
+            break
+        verdicts.append(s.verdict)
+        if s.verdict == -1:  # labels stop at the first error
+            break
+    if steps and verdicts and (verdicts[-1] == -1 or len(verdicts) == len(steps)):
+        telemetry = traj.telemetry
+        rater = (telemetry.annotator_hash if telemetry else None) or options.default_rater or TRAJECTORY_RATER
+        prov: dict[str, Any] = {"rater_id": rater, "source": options.default_source}
+        if telemetry is not None:
+            summary = {
+                "iki_cv": telemetry.iki_cv,
+                "revision_ratio": telemetry.revision_ratio,
+                "pasted_chars": telemetry.untrusted_paste_chars,
+            }
+            summary = {k: v for k, v in summary.items() if v is not None}
+            if summary:
+                prov["telemetry"] = summary
+        try:
+            out.judgments.append(
+                StepsJudgment(
+                    item_id=item.id,
+                    candidate_id="trajectory",
+                    steps=[s.text for s in steps],
+                    verdicts=verdicts,
+                    provenance=prov,
+                )
+            )
+        except ValidationError as exc:
+            raise from_validation_error(exc, "prm_steps") from None
+    return out
+
+
+TRAJECTORY = register(
+    RecordFormat(
+        "trajectory",
+        f"trajectory {TRAJECTORY_SCHEMA_VERSION}: trajectory_id, turns, prm_steps",
+        _trajectory_detect,
+        _trajectory_convert,
+    )
+)
+
+# -- preflab judgments ---------------------------------------------------------------------
+
+
+def _judgment_detect(record: dict[str, Any]) -> bool:
+    return record.get("kind") in JUDGMENT_KINDS and "item_id" in record
+
+
+def _judgment_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    prov = record.get("provenance")
+    if isinstance(prov, dict) and "source" not in prov:
+        record = {**record, "provenance": {**prov, "source": options.default_source}}
+    try:
+        return Converted([], [parse_judgment(record)])
+    except ValidationError as exc:
+        err = from_validation_error(exc)
+        if err.reason.startswith("unknown field") and options.keep_extra:
+            err = RecordError(err.field, err.reason + "; judgments have no metadata, so --keep-extra cannot keep it")
+        raise err from None
+
+
+JUDGMENT = register(
+    RecordFormat("judgment", "preflab judgment: kind, item_id, provenance, ...", _judgment_detect, _judgment_convert)
+)
+
+# -- items to label ------------------------------------------------------------------------
+
+ITEM_KEYS = {"id", "prompt", "candidates", "domains", "reference", "gold", "metadata"}
+
+
+def _item_detect(record: dict[str, Any]) -> bool:
+    return "prompt" in record and "candidates" in record
+
+
+def _item_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    extra = check_unknown(record, ITEM_KEYS, options)
+    candidates = require(record, "candidates", list)
+    data = {k: v for k, v in record.items() if k in ITEM_KEYS}
+    data["candidates"] = [{"text": c} if isinstance(c, str) else c for c in candidates]
+    data["metadata"] = _metadata(record, extra)
+    return Converted([_item(data)], [])
+
+
+ITEM = register(
+    RecordFormat("item", "items to label: prompt, candidates (strings or objects), id?, domains?, gold?", _item_detect, _item_convert)
+)
+
+PAIR_KEYS = {"id", "prompt", "answer_a", "answer_b", "model_a", "model_b", "domains", "reference", "gold", "metadata"}
+
+
+def _pair_detect(record: dict[str, Any]) -> bool:
+    return "prompt" in record and "answer_a" in record and "answer_b" in record
+
+
+def _pair_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    extra = check_unknown(record, PAIR_KEYS, options)
+    candidates = []
+    for side in ("a", "b"):
+        answer = require(record, f"answer_{side}", (str, list))
+        body = {"text": answer} if isinstance(answer, str) else {"messages": answer}
+        candidates.append({**body, "model": record.get(f"model_{side}")})
+    data = {k: v for k, v in record.items() if k in PAIR_KEYS and not k.startswith(("answer_", "model_"))}
+    data["candidates"] = candidates
+    data["metadata"] = _metadata(record, extra)
+    return Converted([_item(data)], [])
+
+
+PAIR = register(
+    RecordFormat("pair", "a pair to label: prompt, answer_a, answer_b", _pair_detect, _pair_convert)
+)
+
+# -- existing comparisons --------------------------------------------------------------------
+
+COMPARISON_KEYS = {"id", "prompt", "chosen", "rejected", "labeler", "source", "strength", "margin", "rationale",
+                   "domains", "metadata"}
+FAST_COMPARISON_KEYS = {"prompt", "chosen", "rejected", "labeler", "source", "strength", "margin"}
+
+
+def _comparison_detect(record: dict[str, Any]) -> bool:
+    return "chosen" in record and "rejected" in record and ("prompt" in record or isinstance(record["chosen"], list))
+
+
+def _strength(record: dict[str, Any]) -> int:
+    if record.get("strength") is not None:
+        strength = require(record, "strength", int)
+        if not 1 <= strength <= 3:
+            raise RecordError("strength", f"expected 1 (slightly better), 2 (better) or 3 (much better), got {strength}")
+        return strength
+    if record.get("margin") is not None:
+        margin = require(record, "margin", (int, float))
+        return min(3, max(1, round(abs(margin))))
+    return UNKNOWN_STRENGTH
+
+
+def _shared_prefix(chosen: list[Any], rejected: list[Any]) -> int:
+    n = 0
+    while n < min(len(chosen), len(rejected)) and chosen[n] == rejected[n]:
+        n += 1
+    return n
+
+
+def _comparison_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    prompt, chosen, rejected = record.get("prompt"), record.get("chosen"), record.get("rejected")
+    if (
+        type(prompt) is str
+        and type(chosen) is str
+        and type(rejected) is str
+        and record.keys() <= FAST_COMPARISON_KEYS
+        and chosen != rejected
+    ):
+        # Fast path: plain text, no pydantic (store.rows builds exactly what the models would).
+        labeler = record.get("labeler")
+        if type(labeler) is str and 0 < len(labeler) <= 200 and labeler == labeler.strip():
+            rater = labeler
+        else:
+            rater = _rater(record, options)
+        try:
+            item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)])
+            c0, c1 = item.candidates[0]["candidate_key"], item.candidates[1]["candidate_key"]
+            shown = (c0, c1) if c0 < c1 else (c1, c0)
+            judgment = pairwise_rows(
+                item.key, shown, "a" if shown[0] == c0 else "b", _strength(record), rater, _source(record, options)
+            )
+        except ValueError as exc:
+            raise RecordError("(record)", str(exc)) from None
+        return Converted([item], [judgment])
+    return _comparison_convert_general(record, options)
+
+
+def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    extra = check_unknown(record, COMPARISON_KEYS, options)
+    chosen, rejected = record.get("chosen"), record.get("rejected")
+    prompt = record.get("prompt")
+    rater = _rater(record, options)
+    source = _source(record, options)
+    strength = _strength(record)
+    rationale = record.get("rationale")
+    if rationale is not None and not isinstance(rationale, str):
+        raise RecordError("rationale", f"expected a string, got {type(rationale).__name__}")
+    item_id = None if record.get("id") is None else _identifier(record["id"], "id")
+    meta = _metadata(record, extra)
+
+    if isinstance(prompt, str) and isinstance(chosen, str) and isinstance(rejected, str) and not record.get("domains"):
+        # Fast path: plain text, no pydantic (store.rows builds exactly what the models would).
+        if chosen == rejected:
+            raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+        try:
+            item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)], meta, item_id)
+            ids = item.candidate_keys
+            shown = (ids[0], ids[1]) if ids[0] < ids[1] else (ids[1], ids[0])
+            judgment = pairwise_rows(
+                item.key, shown, "a" if shown[0] == ids[0] else "b", strength, rater, source, rationale
+            )
+        except ValueError as exc:
+            raise RecordError("(record)", str(exc)) from None
+        return Converted([item], [judgment])
+
+    # Message lists (TRL conversational), with or without an explicit prompt.
+    for key, value in (("chosen", chosen), ("rejected", rejected)):
+        if not isinstance(value, str | list):
+            raise RecordError(key, f"expected a string or a list of messages, got {type(value).__name__}")
+    if prompt is None:
+        if not (isinstance(chosen, list) and isinstance(rejected, list)):
+            raise RecordError("prompt", "missing (without a prompt, 'chosen' and 'rejected' must be message lists)")
+        n = _shared_prefix(chosen, rejected)
+        if n == 0:
+            raise RecordError("rejected", "shares no leading messages with 'chosen': cannot tell the prompt")
+        prompt, chosen, rejected = chosen[:n], chosen[n:], rejected[n:]
+        if not chosen or not rejected:
+            raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+    elif not isinstance(prompt, str | list):
+        raise RecordError("prompt", f"expected a string or a list of messages, got {type(prompt).__name__}")
+    if chosen == rejected:
+        raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+    bodies = [{"text": c} if isinstance(c, str) else {"messages": c} for c in (chosen, rejected)]
+    data = {"id": item_id, "prompt": prompt, "candidates": bodies, "metadata": meta}
+    if record.get("domains") is not None:
+        data["domains"] = record["domains"]
+    item = _item(data)
+    good, bad = item.candidates[0].id, item.candidates[1].id
+    shown = tuple(sorted((good, bad)))
+    try:
+        judgment = PairwiseJudgment(
+            item_id=item.id,
+            shown_order=shown,
+            winner="a" if shown[0] == good else "b",
+            strength=strength,
+            rationale=rationale,
+            provenance={"rater_id": rater, "source": source},
+        )
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    return Converted([item], [judgment])
+
+
+COMPARISON = register(
+    RecordFormat(
+        "comparison",
+        "existing comparisons / TRL preference rows: prompt?, chosen, rejected, labeler?, source?, strength?",
+        _comparison_detect,
+        _comparison_convert,
+    )
+)
+
+# -- TRL unpaired preference ------------------------------------------------------------------
+
+UNPAIRED_KEYS = {"id", "prompt", "completion", "label", "labeler", "source", "rationale", "domains", "metadata"}
+
+
+def _unpaired_detect(record: dict[str, Any]) -> bool:
+    return "prompt" in record and "completion" in record and "label" in record
+
+
+def _unpaired_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    extra = check_unknown(record, UNPAIRED_KEYS, options)
+    label = require(record, "label", bool)
+    completion = require(record, "completion", (str, list))
+    body = {"text": completion} if isinstance(completion, str) else {"messages": completion}
+    data = {"id": record.get("id"), "prompt": require(record, "prompt", (str, list)), "candidates": [body],
+            "metadata": _metadata(record, extra)}
+    if record.get("domains") is not None:
+        data["domains"] = record["domains"]
+    item = _item(data)
+    try:
+        judgment = UnaryJudgment(
+            item_id=item.id,
+            candidate_id=item.candidates[0].id,
+            label=label,
+            rationale=record.get("rationale"),
+            provenance={"rater_id": _rater(record, options), "source": _source(record, options)},
+        )
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    return Converted([item], [judgment])
+
+
+UNPAIRED = register(
+    RecordFormat("unpaired", "TRL unpaired preference: prompt, completion, label (bool)", _unpaired_detect, _unpaired_convert)
+)

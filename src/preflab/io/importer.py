@@ -1,0 +1,684 @@
+"""Import records into a project: streamed, validated, all-or-nothing, idempotent.
+
+>>> report = import_files(engine, "demo", [Path("to_label.jsonl")])      # doctest: +SKIP
+>>> report.items_added, report.judgments_added                           # doctest: +SKIP
+
+How it works:
+
+1. The files' bytes are hashed (SHA-256). A project that already has an import batch with that
+   hash has seen these files: nothing is read, ``already_imported=True``.
+2. Records are streamed (:mod:`preflab.io.readers`), each converted by the first record format
+   that recognises it (:mod:`preflab.io.formats`) into item and judgment rows
+   (:mod:`preflab.store.rows`).
+3. Every ``CHUNK`` records, existing items, judgments and raters are looked up with ``IN``
+   queries, each record is checked (conflicting item ids, unknown items or candidates, judgment
+   kinds the project does not collect, rubric scores), and the accepted rows are written with
+   ``executemany``.
+4. Everything happens in one transaction. Any problem fails the whole import and changes nothing
+   (:class:`ImportFailed` lists ``file:line: field: reason``), unless ``skip_invalid``: then bad
+   records are left out and listed in the report and in the batch's ``counts``.
+
+Identity: an item is its ``id`` (derived from the content when the record has none); the same id
+with the same content is counted as existing, with different content it is a problem. A judgment
+is its content hash (or its idempotency key): importing it again adds nothing.
+
+Raises :class:`preflab.store.repo.NotFound` when the project does not exist.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from sqlalchemy import Connection, Table, func, insert, select, text, update
+
+from ..schema import Rubric, rater_hash
+from ..store import repo
+from ..store.db import transaction
+from ..store.models import CandidateRow, ImportBatch, ItemRow, JudgmentRow, Project, Rater, utcnow
+from ..store.rows import ItemRows, JudgmentRows, item_rows, judgment_rows
+from .formats import FORMATS, ConvertOptions, RecordError, RecordFormat, detect_format, from_validation_error
+from .readers import DEFAULT_MAX_LINE_BYTES, ReadProblem, read_records
+
+#: Records per database round (lookups + inserts).
+CHUNK = 2000
+#: Keys per ``IN (...)`` list (SQLite allows 32,766 parameters; PostgreSQL 65,535).
+IN_CHUNK = 900
+#: Skipped-record problems kept in the batch's ``counts`` (the report keeps up to MAX_SKIPPED).
+SKIPPED_IN_COUNTS = 200
+MAX_SKIPPED = 10_000
+
+
+@dataclass
+class ImportOptions:
+    #: Unknown fields go into the item's metadata instead of failing the record.
+    keep_extra: bool = False
+    #: Leave bad records out (listed in the report) instead of failing the whole import.
+    skip_invalid: bool = False
+    #: Force a record format by name (see :data:`preflab.io.formats.FORMATS`); default: detect.
+    format: str | None = None
+    #: Source of imported judgments whose record does not say: ``human``, ``ai`` or ``ai_assisted``.
+    default_source: str = "human"
+    #: Problems listed in the :class:`ImportFailed` message (all are counted).
+    max_errors: int = 50
+    #: Longest JSONL line accepted.
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+
+@dataclass
+class Problem:
+    file: str
+    line: int | None
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.field}: {self.reason}"
+
+
+@dataclass
+class ImportReport:
+    batch_pk: int | None
+    files: list[str]
+    formats: dict[str, int]
+    items_added: int = 0
+    items_existing: int = 0
+    judgments_added: int = 0
+    judgments_existing: int = 0
+    skipped: list[Problem] = field(default_factory=list)
+    already_imported: bool = False
+    #: All skipped records (``skipped`` keeps the first MAX_SKIPPED).
+    skipped_count: int = 0
+
+
+class ImportFailed(Exception):
+    """The import changed nothing. ``problems``: the first ``max_errors``; ``total``: all of them."""
+
+    def __init__(self, problems: list[Problem], total: int, max_errors: int = 50) -> None:
+        self.problems = problems
+        self.total = total
+        shown = problems[:max_errors]
+        lines = [str(p) for p in shown]
+        if total > len(shown):
+            lines.append(f"... and {total - len(shown)} more")
+        hint = "nothing was imported; fix these records, or pass --skip-invalid to import the rest"
+        super().__init__(f"{total} problem{'s' if total != 1 else ''} ({hint}):\n" + "\n".join(lines))
+
+
+@dataclass
+class ValidationReport:
+    files: list[str]
+    formats: dict[str, int]
+    records: int = 0
+    items: int = 0
+    judgments: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    total_problems: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.total_problems == 0
+
+
+# -- converting records ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Record:
+    file: str
+    line: int | None
+    format: str | None = None
+    items: list[ItemRows] = field(default_factory=list)
+    judgments: list[JudgmentRows] = field(default_factory=list)
+    #: ``(field, reason)`` found while reading or converting.
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _convert_options(options: ImportOptions) -> ConvertOptions:
+    return ConvertOptions(keep_extra=options.keep_extra, default_source=options.default_source)
+
+
+def _forced_format(options: ImportOptions) -> RecordFormat | None:
+    if options.format is None:
+        return None
+    if options.format not in FORMATS:
+        raise ValueError(f"unknown record format {options.format!r}; choose from {', '.join(FORMATS)}")
+    return FORMATS[options.format]
+
+
+def _records(
+    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None
+) -> Iterator[_Record]:
+    forced = _forced_format(options)
+    copts = _convert_options(options)
+    for path in paths:
+        name = str(path)
+        for line, raw in read_records(path, max_line_bytes=options.max_line_bytes, progress=progress):
+            if isinstance(raw, ReadProblem):
+                yield _Record(name, raw.line, problems=[(raw.field, raw.reason)])
+                continue
+            rec = _Record(name, line)
+            try:
+                fmt = forced or detect_format(raw)
+                rec.format = fmt.name
+                converted = fmt.convert(raw, copts)
+                rec.items = [i if isinstance(i, ItemRows) else item_rows(i) for i in converted.items]
+                rec.judgments = [j if isinstance(j, JudgmentRows) else judgment_rows(j) for j in converted.judgments]
+            except RecordError as exc:
+                rec.problems.append((exc.field, exc.reason))
+            except ValidationError as exc:
+                err = from_validation_error(exc)
+                rec.problems.append((err.field, err.reason))
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                rec.problems.append(("(record)", f"{type(exc).__name__}: {exc}"))
+            yield rec
+
+
+def _chunks(records: Iterable[_Record], size: int) -> Iterator[list[_Record]]:
+    chunk: list[_Record] = []
+    for rec in records:
+        chunk.append(rec)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def files_hash(paths: Sequence[Path]) -> str:
+    """SHA-256 over the files' bytes (each prefixed by its length), in the order given."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.stat().st_size.to_bytes(8, "big"))
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+class _Writer:
+    """Bulk inserts: raw ``executemany`` on SQLite (the fast path), Core ``insert()`` elsewhere."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.dialect = conn.dialect
+        self.sqlite = conn.dialect.name == "sqlite"
+        self._datetime_proc = JUDGMENTS.c.started_at.type.dialect_impl(self.dialect).bind_processor(self.dialect)
+        self._sql: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[int, Callable[[Any], Any]]]]] = {}
+
+    def _prepare(
+        self, table: Table, columns: tuple[str, ...], constants: tuple[str, ...]
+    ) -> tuple[str, list[tuple[int, Callable[[Any], Any]]]]:
+        key = (table.name, columns, constants)
+        if key not in self._sql:
+            procs = []
+            for i, name in enumerate(columns):
+                if name in constants:
+                    continue
+                proc = table.c[name].type.dialect_impl(self.dialect).bind_processor(self.dialect)
+                if proc is not None:
+                    procs.append((i, proc))
+            sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+            self._sql[key] = (sql, procs)
+        return self._sql[key]
+
+    def insert(
+        self,
+        table: Table,
+        columns: tuple[str, ...],
+        rows: list[tuple[Any, ...]],
+        constants: tuple[str, ...] = (),
+        processed: bool = False,
+    ) -> None:
+        """Insert ``rows`` (tuples in ``columns`` order); ``constants`` hold :meth:`constant` values.
+
+        ``processed``: JSON values went through :meth:`json` and datetimes through :meth:`constant`
+        or :meth:`datetime` already (the hot path builds its tuples that way).
+        """
+        if not rows:
+            return
+        if self.sqlite:
+            sql, procs = self._prepare(table, columns, constants)
+            if procs and not processed:
+                converted = []
+                for row in rows:
+                    values = list(row)
+                    for i, proc in procs:
+                        values[i] = proc(values[i])
+                    converted.append(tuple(values))
+                rows = converted
+            self.conn.exec_driver_sql(sql, rows)  # type: ignore[arg-type]
+        else:
+            self.conn.execute(insert(table), [dict(zip(columns, row, strict=True)) for row in rows])
+
+    def json(self, value: Any) -> Any:
+        """A JSON column value ready for :meth:`insert` with ``processed=True``."""
+        if not self.sqlite or value is None:
+            return value
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+    def constant(self, table: Table, column: str, value: Any) -> Any:
+        """A value bound once for every row (SQLite: processed here, not per row)."""
+        if not self.sqlite:
+            return value
+        proc = table.c[column].type.dialect_impl(self.dialect).bind_processor(self.dialect)
+        return proc(value) if proc else value
+
+    def datetime(self, value: Any) -> Any:
+        if value is None or not self.sqlite:
+            return value
+        return self._datetime_proc(value)
+
+    def allocate_pks(self, table: Table, n: int) -> list[int]:
+        """``n`` primary keys for rows about to be inserted by this transaction."""
+        if n == 0:
+            return []
+        if self.sqlite:
+            # This transaction already wrote (the batch row), so it holds SQLite's single write
+            # lock: nobody else can insert until it commits.
+            start = self.conn.execute(select(func.coalesce(func.max(table.c.pk), 0))).scalar_one()
+            return list(range(start + 1, start + 1 + n))
+        rows = self.conn.execute(
+            text(f"SELECT nextval(pg_get_serial_sequence('{table.name}', 'pk')) FROM generate_series(1, :n)"),
+            {"n": n},
+        ).scalars()
+        return list(rows)
+
+
+ITEMS: Table = ItemRow.__table__  # type: ignore[assignment]
+CANDIDATES: Table = CandidateRow.__table__  # type: ignore[assignment]
+JUDGMENTS: Table = JudgmentRow.__table__  # type: ignore[assignment]
+RATERS: Table = Rater.__table__  # type: ignore[assignment]
+
+ITEM_COLUMNS = ("pk", "project_pk", "item_key", "content_hash", "prompt", "domains", "reference", "gold",
+                "metadata", "batch_pk", "created_at")
+CANDIDATE_COLUMNS = ("item_pk", "candidate_key", "position", "text", "messages", "model", "source", "metadata")
+JUDGMENT_VALUE_KEYS = ("kind", "body", "rationale", "pair_lo", "pair_hi", "score", "shown_order", "rubric_key",
+                       "rubric_version", "review_pass", "source", "started_at", "submitted_at", "telemetry",
+                       "idempotency_key", "content_hash")
+JUDGMENT_COLUMNS = ("project_pk", "item_pk", "rater_pk", *JUDGMENT_VALUE_KEYS, "batch_pk", "excluded", "created_at")
+
+
+def _in_chunks(values: Iterable[Any]) -> Iterator[list[Any]]:
+    values = list(values)
+    for i in range(0, len(values), IN_CHUNK):
+        yield values[i : i + IN_CHUNK]
+
+
+_PAIR_FIELD = {"pairwise": "shown_order", "ranking": "order"}
+
+
+class _Loader:
+    """Checks chunks of converted records against the database and writes the accepted rows."""
+
+    def __init__(self, session: Any, project: Project, batch_pk: int, options: ImportOptions, report: ImportReport):
+        self.session = session
+        self.conn: Connection = session.connection()
+        self.writer = _Writer(self.conn)
+        self.project = project
+        self.project_pk = project.pk
+        self.batch_pk = batch_pk
+        self.options = options
+        self.report = report
+        self.kinds = set(project.kinds)
+        self.rater_pks: dict[str, int] = {}
+        self.rubrics: dict[tuple[str, int | None], Rubric | None] = {}
+        self.formats_seen: set[str] = set()
+        self.problems: list[Problem] = []
+        self.problem_count = 0
+        self.now = utcnow()
+
+    # -- problems
+
+    def _problem(self, rec: _Record, field: str, reason: str) -> None:
+        problem = Problem(rec.file, rec.line, field, reason)
+        self.problem_count += 1
+        if self.options.skip_invalid:
+            if len(self.report.skipped) < MAX_SKIPPED:
+                self.report.skipped.append(problem)
+        elif len(self.problems) < max(self.options.max_errors, 1):
+            self.problems.append(problem)
+
+    # -- lookups
+
+    def _existing_items(self, keys: set[str]) -> dict[str, tuple[int, str]]:
+        found: dict[str, tuple[int, str]] = {}
+        for part in _in_chunks(keys):
+            for key, pk, digest in self.conn.execute(
+                select(ITEMS.c.item_key, ITEMS.c.pk, ITEMS.c.content_hash).where(
+                    ITEMS.c.project_pk == self.project_pk, ITEMS.c.item_key.in_(part)
+                )
+            ):
+                found[key] = (pk, digest)
+        return found
+
+    def _candidate_keys(self, item_pks: dict[str, int]) -> dict[str, set[str]]:
+        by_pk: dict[int, set[str]] = {pk: set() for pk in item_pks.values()}
+        for part in _in_chunks(by_pk):
+            for pk, key in self.conn.execute(
+                select(CANDIDATES.c.item_pk, CANDIDATES.c.candidate_key).where(CANDIDATES.c.item_pk.in_(part))
+            ):
+                by_pk[pk].add(key)
+        return {key: by_pk[pk] for key, pk in item_pks.items()}
+
+    def _existing(self, column: Any, values: set[str]) -> set[str]:
+        found: set[str] = set()
+        for part in _in_chunks(values):
+            found.update(
+                self.conn.execute(
+                    select(column).where(JUDGMENTS.c.project_pk == self.project_pk, column.in_(part))
+                ).scalars()
+            )
+        return found
+
+    def _rubric(self, key: str, version: int | None) -> Rubric | None:
+        if (key, version) not in self.rubrics:
+            self.rubrics[(key, version)] = repo.get_rubric(self.session, self.project, key, version)
+        return self.rubrics[(key, version)]
+
+    def _register_rubrics(self, chunk: list[_Record]) -> None:
+        for rec in chunk:
+            if rec.format and rec.format not in self.formats_seen:
+                self.formats_seen.add(rec.format)
+                for rubric in FORMATS[rec.format].rubrics:
+                    repo.add_rubric(self.session, self.project, rubric, make_current=self.project.rubric_key is None)
+                    self.rubrics.clear()
+
+    def _rater_pks(self, keys: set[str]) -> None:
+        missing = keys - self.rater_pks.keys()
+        for part in _in_chunks(missing):
+            for key, pk in self.conn.execute(
+                select(RATERS.c.rater_key, RATERS.c.pk).where(
+                    RATERS.c.project_pk == self.project_pk, RATERS.c.rater_key.in_(part)
+                )
+            ):
+                self.rater_pks[key] = pk
+        new = sorted(keys - self.rater_pks.keys())
+        if new:
+            pks = self.writer.allocate_pks(RATERS, len(new))
+            created = self.writer.constant(RATERS, "created_at", self.now)
+            self.writer.insert(
+                RATERS,
+                ("pk", "project_pk", "rater_key", "rater_hash", "created_at"),
+                [(pk, self.project_pk, key, rater_hash(key, self.project.secret), created) for pk, key in zip(pks, new, strict=True)],
+                constants=("created_at",),
+            )
+            self.rater_pks.update(zip(new, pks, strict=True))
+
+    # -- one chunk
+
+    def load(self, chunk: list[_Record]) -> None:
+        self._register_rubrics(chunk)
+        item_keys = {i.key for r in chunk for i in r.items}
+        referenced = {j.item_key for r in chunk for j in r.judgments}
+        existing_items = self._existing_items(item_keys | referenced)
+        # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
+        outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
+        outside_candidates = self._candidate_keys(outside) if outside else {}
+        existing_hashes = self._existing(JUDGMENTS.c.content_hash, {j.content_hash for r in chunk for j in r.judgments})
+        idem = {j.idempotency_key for r in chunk for j in r.judgments if j.idempotency_key}
+        existing_idem = self._existing(JUDGMENTS.c.idempotency_key, idem) if idem else set()
+
+        accepted_items: dict[str, ItemRows] = {}  # new in this chunk
+        known: dict[str, tuple[str, set[str]]] = {}  # key -> (content hash, candidate keys) seen in this chunk
+        new_judgments: list[JudgmentRows] = []
+        seen_hashes: set[str] = set()
+        seen_idem: set[str] = set()
+        report = self.report
+        for rec in chunk:
+            if rec.problems:
+                for fld, reason in rec.problems:
+                    self._problem(rec, fld, reason)
+                continue
+            problems: list[tuple[str, str]] = []
+            rec_new: list[ItemRows] = []
+            rec_existing = 0
+            rec_known: dict[str, tuple[str, set[str]]] = {}
+            for item in rec.items:
+                prior = known.get(item.key) or rec_known.get(item.key)
+                if prior is None and item.key in existing_items:
+                    prior = (existing_items[item.key][1], set(item.candidate_keys))
+                    rec_known[item.key] = prior
+                    if prior[0] == item.content_hash:
+                        rec_existing += 1
+                        continue
+                if prior is not None:
+                    if prior[0] != item.content_hash:
+                        problems.append(
+                            ("id", f"item {item.key!r} already exists with different content; give the new version "
+                                   "another id (or leave 'id' out to derive one from the content)")
+                        )
+                    else:
+                        rec_existing += 1
+                    continue
+                rec_new.append(item)
+                rec_known[item.key] = (item.content_hash, set(item.candidate_keys))
+            rec_judgments: list[JudgmentRows] = []
+            rec_judgments_existing = 0
+            rec_hashes: set[str] = set()
+            for j in rec.judgments:
+                if j.kind not in self.kinds:
+                    problems.append(
+                        ("kind", f"project {self.project.name!r} collects {sorted(self.kinds)}, not {j.kind!r}; "
+                                 "add the kind to the project or leave these judgments out")
+                    )
+                    continue
+                entry = rec_known.get(j.item_key) or known.get(j.item_key)
+                candidates = entry[1] if entry else outside_candidates.get(j.item_key)
+                if candidates is None:
+                    problems.append(
+                        ("item_id", f"no item {j.item_key!r} in project {self.project.name!r} or earlier in this "
+                                    "import; import the item before its judgments")
+                    )
+                    continue
+                unknown = [c for c in j.candidate_ids if c not in candidates]
+                if unknown:
+                    problems.append(
+                        (_PAIR_FIELD.get(j.kind, "candidate_id"),
+                         f"{unknown[0]!r} is not a candidate of item {j.item_key!r} (it has {', '.join(sorted(candidates))})")
+                    )
+                    continue
+                if j.rubric is not None:
+                    rkey, rversion, scores, vetoes = j.rubric
+                    rubric = self._rubric(rkey, rversion)
+                    if rubric is None:
+                        problems.append(
+                            ("provenance.rubric_id", f"project {self.project.name!r} has no rubric {rkey!r}"
+                             + (f" version {rversion}" if rversion else "") + "; add the rubric first")
+                        )
+                        continue
+                    for p in rubric.check_scores(scores, vetoes):
+                        fld, _, reason = p.partition(": ")
+                        problems.append((fld, reason))
+                if (
+                    j.content_hash in existing_hashes
+                    or j.content_hash in seen_hashes
+                    or j.content_hash in rec_hashes
+                    or (j.idempotency_key and (j.idempotency_key in existing_idem or j.idempotency_key in seen_idem))
+                ):
+                    rec_judgments_existing += 1
+                    continue
+                rec_hashes.add(j.content_hash)
+                rec_judgments.append(j)
+            if problems:
+                for fld, reason in problems:
+                    self._problem(rec, fld, reason)
+                continue
+            for item in rec_new:
+                accepted_items[item.key] = item
+            known.update(rec_known)
+            new_judgments.extend(rec_judgments)
+            seen_hashes |= rec_hashes
+            seen_idem.update(j.idempotency_key for j in rec_judgments if j.idempotency_key)
+            report.items_added += len(rec_new)
+            report.items_existing += rec_existing
+            report.judgments_added += len(rec_judgments)
+            report.judgments_existing += rec_judgments_existing
+            if rec.format:
+                report.formats[rec.format] = report.formats.get(rec.format, 0) + 1
+        self._write(accepted_items, new_judgments, existing_items)
+
+    def _write(
+        self, items: dict[str, ItemRows], judgments: list[JudgmentRows], existing_items: dict[str, tuple[int, str]]
+    ) -> None:
+        w = self.writer
+        item_pks = {key: pk for key, (pk, _) in existing_items.items()}
+        pks = w.allocate_pks(ITEMS, len(items))
+        created = w.constant(ITEMS, "created_at", self.now)
+        item_rows_: list[tuple[Any, ...]] = []
+        candidate_rows: list[tuple[Any, ...]] = []
+        project_pk, batch_pk = self.project_pk, self.batch_pk
+        J = w.json  # noqa: N806
+        empty_list, empty_dict = J([]), J({})
+        for pk, item in zip(pks, items.values(), strict=True):
+            item_pks[item.key] = pk
+            v = item.values
+            item_rows_.append((pk, project_pk, item.key, item.content_hash, J(v["prompt"]),
+                               J(v["domains"]) if v["domains"] else empty_list, v["reference"],
+                               J(v["gold"]), J(v["meta"]) if v["meta"] else empty_dict, batch_pk, created))
+            for c in item.candidates:
+                candidate_rows.append((pk, c["candidate_key"], c["position"], c["text"], J(c["messages"]), c["model"],
+                                       c["source"], J(c["meta"]) if c["meta"] else empty_dict))
+        w.insert(ITEMS, ITEM_COLUMNS, item_rows_, constants=("created_at",), processed=True)
+        w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
+        if not judgments:
+            return
+        self._rater_pks({j.rater_key for j in judgments})
+        excluded = w.constant(JUDGMENTS, "excluded", False)
+        jcreated = w.constant(JUDGMENTS, "created_at", self.now)
+        started = self.writer.datetime
+        rater_pks = self.rater_pks
+        rows = []
+        for j in judgments:
+            v = j.values
+            rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], v["kind"], J(v["body"]),
+                         v["rationale"], v["pair_lo"], v["pair_hi"], v["score"], J(v["shown_order"]), v["rubric_key"],
+                         v["rubric_version"], v["review_pass"], v["source"], started(v["started_at"]),
+                         started(v["submitted_at"]), J(v["telemetry"]), v["idempotency_key"], v["content_hash"],
+                         batch_pk, excluded, jcreated))
+        w.insert(JUDGMENTS, JUDGMENT_COLUMNS, rows, constants=("excluded", "created_at"), processed=True)
+
+
+# -- the public API ------------------------------------------------------------------------------
+
+
+def import_files(
+    engine: Any,
+    project_name: str,
+    paths: Sequence[Path],
+    options: ImportOptions = ImportOptions(),  # noqa: B008 - a frozen-by-convention default
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import ``paths`` into project ``project_name`` in one transaction; see the module doc."""
+    paths = [Path(p) for p in paths]
+    _forced_format(options)
+    digest = files_hash(paths)
+    report = ImportReport(batch_pk=None, files=[str(p) for p in paths], formats={})
+    with transaction(engine) as session:
+        project = repo.get_project(session, project_name)
+        previous = session.scalar(
+            select(ImportBatch).where(ImportBatch.project_pk == project.pk, ImportBatch.content_hash == digest)
+        )
+        if previous is not None:
+            report.batch_pk = previous.pk
+            report.already_imported = True
+            report.formats = dict(previous.counts.get("formats", {}))
+            return report
+        batch = ImportBatch(project_pk=project.pk, content_hash=digest, sources=report.files, format="", counts={})
+        session.add(batch)
+        session.flush()
+        report.batch_pk = batch.pk
+        loader = _Loader(session, project, batch.pk, options, report)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # millions of short-lived dicts, no cycles: the collector only costs time here
+        try:
+            for chunk in _chunks(_records(paths, options, progress), CHUNK):
+                loader.load(chunk)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        if loader.problem_count and not options.skip_invalid:
+            raise ImportFailed(loader.problems, loader.problem_count, options.max_errors)
+        report.skipped_count = loader.problem_count if options.skip_invalid else 0
+        counts = {
+            "items_added": report.items_added,
+            "items_existing": report.items_existing,
+            "judgments_added": report.judgments_added,
+            "judgments_existing": report.judgments_existing,
+            "formats": report.formats,
+            "skipped": report.skipped_count,
+            "skipped_problems": [str(p) for p in report.skipped[:SKIPPED_IN_COUNTS]],
+        }
+        fmt = ",".join(sorted(report.formats)) or "none"
+        session.execute(
+            update(ImportBatch).where(ImportBatch.pk == batch.pk).values(format=fmt[:50], counts=counts)
+        )
+        session.expire(batch)
+    return report
+
+
+def validate_files(paths: Sequence[Path], options: ImportOptions = ImportOptions()) -> ValidationReport:  # noqa: B008
+    """The record checks of :func:`import_files` without a database.
+
+    Checks everything a file says about itself: reading, formats, types, unknown fields, item ids
+    reused with different content, judgments naming candidates their item (when in these files)
+    does not have. Not checked: items in the database, judgment kinds a project collects, rubrics.
+    """
+    paths = [Path(p) for p in paths]
+    _forced_format(options)
+    report = ValidationReport(files=[str(p) for p in paths], formats={})
+    formats: Counter[str] = Counter()
+    items: dict[str, tuple[str, frozenset[str]]] = {}
+
+    def problem(rec: _Record, fld: str, reason: str) -> None:
+        report.total_problems += 1
+        if len(report.problems) < max(options.max_errors, 1):
+            report.problems.append(Problem(rec.file, rec.line, fld, reason))
+
+    for rec in _records(paths, options, None):
+        if rec.problems:
+            for fld, reason in rec.problems:
+                problem(rec, fld, reason)
+            continue
+        report.records += 1
+        formats[rec.format or "?"] += 1
+        for item in rec.items:
+            report.items += 1
+            prior = items.get(item.key)
+            if prior is not None and prior[0] != item.content_hash:
+                problem(rec, "id", f"item {item.key!r} already exists with different content (earlier in these files)")
+            elif prior is None:
+                items[item.key] = (item.content_hash, frozenset(item.candidate_keys))
+        for j in rec.judgments:
+            report.judgments += 1
+            entry = items.get(j.item_key)
+            if entry is not None:
+                unknown = [c for c in j.candidate_ids if c not in entry[1]]
+                if unknown:
+                    problem(rec, _PAIR_FIELD.get(j.kind, "candidate_id"),
+                            f"{unknown[0]!r} is not a candidate of item {j.item_key!r}")
+    report.formats = dict(formats)
+    return report
+
+
+__all__ = [
+    "ImportFailed",
+    "ImportOptions",
+    "ImportReport",
+    "Problem",
+    "ValidationReport",
+    "files_hash",
+    "import_files",
+    "validate_files",
+]

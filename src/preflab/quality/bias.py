@@ -1,0 +1,212 @@
+"""Goodhart audits of preference data: length, position and formatting bias, sycophancy markers,
+and the length-parity export gate.
+
+Raters (and reward models trained on them) tend to prefer longer, more formatted, more
+flattering answers, and the first one shown. These functions measure that on chosen/rejected
+pairs; the results are evidence to look at, not verdicts.
+
+* Length bias: share of pairs where the chosen answer is longer (pairs of equal length are left
+  out of the denominator), the distribution of ``len(chosen)/len(rejected)``, and a logistic fit
+  of "first candidate chosen" on ``log(len_first/len_second)`` (slope with a Wald interval;
+  Singhal et al. 2023, *A long way to go: investigating length correlations in RLHF*).
+* Position bias: share of non-tied pairwise judgments where the first-shown answer won, per
+  rater and overall, with an exact two-sided binomial test against 1/2.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.stats import binomtest, norm
+
+from preflab.schema import PairwiseJudgment
+
+Length = Callable[[str], int]
+
+
+def word_length(text: str) -> int:
+    return len(str(text).split())
+
+
+def length_function(unit: str = "words", tokenizer: Any = None) -> Length:
+    """``"words"`` (default), ``"chars"``, ``"tokens"`` (needs ``tokenizer``: a callable
+    ``str -> int`` or list, or a local Hugging Face tokenizer path loaded with ``transformers``)."""
+    if unit == "words":
+        return word_length
+    if unit == "chars":
+        return lambda t: len(str(t))
+    if unit == "tokens":
+        if tokenizer is None:
+            raise ValueError("length in tokens needs a tokenizer: a callable or a local tokenizer path")
+        if callable(tokenizer) and not isinstance(tokenizer, str):
+            def count(t: str) -> int:
+                out = tokenizer(t)
+                return out if isinstance(out, int) else len(out)
+            return count
+        from transformers import AutoTokenizer  # optional dependency (train extra)
+
+        tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
+        return lambda t: len(tok.encode(str(t), add_special_tokens=False))
+    raise ValueError(f"unit must be 'words', 'chars' or 'tokens', got {unit!r}")
+
+
+def _logistic_slope(x: np.ndarray, y: np.ndarray, confidence: float) -> dict[str, float]:
+    """ML logistic regression ``P(y=1) = sigmoid(a + b x)`` with a Wald interval on ``b``."""
+    X = np.column_stack([np.ones_like(x), x])
+
+    def f(beta: np.ndarray) -> tuple[float, np.ndarray]:
+        z = X @ beta
+        p = 1 / (1 + np.exp(-z))
+        loss = -np.sum(y * z - np.logaddexp(0, z))
+        return float(loss), X.T @ (p - y)
+
+    res = minimize(f, np.zeros(2), jac=True, method="BFGS")
+    p = 1 / (1 + np.exp(-(X @ res.x)))
+    info = X.T @ (X * (p * (1 - p))[:, None])
+    try:
+        se = float(np.sqrt(np.linalg.inv(info)[1, 1]))
+    except np.linalg.LinAlgError:
+        se = float("nan")
+    z = norm.ppf(1 - (1 - confidence) / 2)
+    b = float(res.x[1])
+    return {"intercept": float(res.x[0]), "slope": b, "slope_low": b - z * se, "slope_high": b + z * se, "se": se}
+
+
+def length_bias(
+    chosen_lengths: Sequence[float], rejected_lengths: Sequence[float], confidence: float = 0.95, seed: int = 0
+) -> dict[str, Any]:
+    """Length bias of chosen vs rejected.
+
+    ``share_chosen_longer`` counts pairs with different lengths only (ties in length say nothing
+    about a length preference). The logistic fit orders each pair at random (seeded) into
+    first/second, so that the outcome "first chosen" is not constant, and regresses it on the
+    log length ratio: a positive slope means longer answers are preferred.
+    """
+    c = np.asarray(chosen_lengths, dtype=float)
+    r = np.asarray(rejected_lengths, dtype=float)
+    if len(c) != len(r):
+        raise ValueError(f"{len(c)} chosen lengths but {len(r)} rejected lengths: pass one per pair")
+    differ = c != r
+    out: dict[str, Any] = {
+        "n_pairs": int(len(c)),
+        "n_differ": int(differ.sum()),
+        "share_chosen_longer": float(np.mean(c[differ] > r[differ])) if differ.any() else float("nan"),
+    }
+    ok = (c > 0) & (r > 0)
+    ratio = c[ok] / r[ok]
+    if len(ratio):
+        qs = np.percentile(ratio, [5, 25, 50, 75, 95])
+        out["ratio_quantiles"] = dict(zip(["p5", "p25", "p50", "p75", "p95"], map(float, qs)))
+        out["ratio_histogram"] = np.histogram(np.log2(ratio), bins=np.linspace(-3, 3, 25))[0].tolist()
+        rng = np.random.default_rng(seed)
+        flip = rng.random(len(ratio)) < 0.5
+        x = np.log(np.where(flip, 1 / ratio, ratio))
+        y = (~flip).astype(float)  # first = chosen when not flipped
+        if len(np.unique(y)) == 2:
+            out["logistic"] = _logistic_slope(x, y, confidence)
+    return out
+
+
+@dataclass
+class GateResult:
+    keep: np.ndarray
+    reasons: list[str | None]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for r in self.reasons:
+            if r is not None:
+                out[r.split(":")[0]] += 1
+        return dict(out)
+
+
+def length_parity_gate(
+    chosen_lengths: Sequence[float], rejected_lengths: Sequence[float], low: float = 0.85, high: float = 1.20
+) -> GateResult:
+    """Keep pairs with ``low <= len(chosen)/len(rejected) <= high``; the rest get a reason
+    (``"chosen_too_long: ratio 1.53 > 1.20"``) that an exporter records in its manifest."""
+    c = np.asarray(chosen_lengths, dtype=float)
+    r = np.asarray(rejected_lengths, dtype=float)
+    if len(c) != len(r):
+        raise ValueError(f"{len(c)} chosen lengths but {len(r)} rejected lengths: pass one per pair")
+    keep = np.zeros(len(c), dtype=bool)
+    reasons: list[str | None] = []
+    for k, (a, b) in enumerate(zip(c, r)):
+        if b <= 0:
+            reasons.append("empty_rejected: rejected answer has length 0")
+            continue
+        ratio = a / b
+        if ratio > high:
+            reasons.append(f"chosen_too_long: ratio {ratio:.2f} > {high:.2f}")
+        elif ratio < low:
+            reasons.append(f"chosen_too_short: ratio {ratio:.2f} < {low:.2f}")
+        else:
+            keep[k] = True
+            reasons.append(None)
+    return GateResult(keep, reasons)
+
+
+def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) -> dict[str, Any]:
+    """Share of non-tied pairwise judgments where the first-shown answer won, per rater and
+    overall, with an exact two-sided binomial test against 1/2 (``flagged`` when p < alpha)."""
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for j in judgments:
+        if not isinstance(j, PairwiseJudgment) or j.first_shown_chosen is None:
+            continue
+        s = per[j.provenance.rater_id]
+        s[0] += int(j.first_shown_chosen)
+        s[1] += 1
+
+    def stats(k: int, n: int) -> dict[str, Any]:
+        p = binomtest(k, n, 0.5).pvalue if n else 1.0
+        return {"first_chosen": k, "n": n, "share": k / n if n else float("nan"), "p_value": float(p), "flagged": bool(p < alpha)}
+
+    total_k = sum(v[0] for v in per.values())
+    total_n = sum(v[1] for v in per.values())
+    return {"overall": stats(total_k, total_n), "per_rater": {r: stats(*v) for r, v in sorted(per.items())}}
+
+
+_FEATURES = {
+    "headers": re.compile(r"^\s{0,3}#{1,6}\s", re.M),
+    "bullets": re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.M),
+    "bold": re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__"),
+}
+SYCOPHANCY = re.compile(
+    r"\b(great question|excellent question|you'?re (absolutely|totally) right|i apologi[sz]e|"
+    r"happy to help|what a (great|wonderful)|you are correct|good point)\b",
+    re.I,
+)
+
+
+def text_features(text: str) -> dict[str, int]:
+    t = str(text)
+    out = {name: len(rx.findall(t)) for name, rx in _FEATURES.items()}
+    out["sycophancy"] = len(SYCOPHANCY.findall(t))
+    return out
+
+
+def formatting_bias(chosen_texts: Sequence[str], rejected_texts: Sequence[str]) -> dict[str, dict[str, float]]:
+    """For each feature (headers, bullets, bold, sycophancy markers): the share of chosen and of
+    rejected answers that have it, and the share of pairs that differ where the chosen has more."""
+    if len(chosen_texts) != len(rejected_texts):
+        raise ValueError("pass one chosen and one rejected text per pair")
+    fc = [text_features(t) for t in chosen_texts]
+    fr = [text_features(t) for t in rejected_texts]
+    out = {}
+    for name in ["headers", "bullets", "bold", "sycophancy"]:
+        a = np.array([f[name] for f in fc])
+        b = np.array([f[name] for f in fr])
+        differ = a != b
+        out[name] = {
+            "chosen_share": float(np.mean(a > 0)) if len(a) else float("nan"),
+            "rejected_share": float(np.mean(b > 0)) if len(b) else float("nan"),
+            "n_differ": int(differ.sum()),
+            "chosen_more_share": float(np.mean(a[differ] > b[differ])) if differ.any() else float("nan"),
+        }
+    return out

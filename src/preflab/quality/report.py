@@ -1,0 +1,298 @@
+"""Quality report: one JSON-able dict and a self-contained HTML page (inline SVG, no network).
+
+``build_report(judgments, items=None, batches=None, gold=None)`` computes agreement per batch and
+dimension (with bootstrap CIs), a rater table (labels, gold accuracy, leave-one-out agreement
+with the others' consensus, median active time, flags), confusion matrices of each rater
+against the consensus, length and position bias, telemetry flags and the adjudication queue.
+``render_html(report)`` draws it; every piece of text is HTML-escaped (model outputs and ids are
+untrusted).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from preflab.schema import Item, JudgmentBase, PairwiseJudgment, parse_judgment
+
+from .adjudication import AdjudicationSettings, route_for_adjudication
+from .agreement.cohen import confusion_table
+from .agreement.preference import agreement_summary, intransitive_triads
+from .bias import length_bias, position_bias, word_length
+from .gold import gold_accuracy, leave_one_out_agreement
+from .table import LabelTable
+from .telemetry import telemetry_flags
+
+
+def load_judgments_jsonl(path: str | Path) -> tuple[list[JudgmentBase], dict[str, Item]]:
+    """Judgments from JSONL (one judgment dict per line, as ``parse_judgment`` accepts); a line
+    may carry its ``"item"`` (an Item dict), collected by id. Errors say ``file:line: reason``."""
+    judgments, items = [], {}
+    with open(path, "rb") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                data = orjson.loads(line)
+                item = data.pop("item", None)
+                j = parse_judgment(data)
+                if item is not None:
+                    it = Item.model_validate(item)
+                    items[it.id] = it
+            except Exception as exc:  # report where, then re-raise as a clear error
+                raise ValueError(f"{path}:{n}: {exc}") from exc
+            judgments.append(j)
+    return judgments, items
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, (np.floating,)):
+        return _clean(float(x))
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def build_report(
+    judgments: Iterable[JudgmentBase],
+    items: Mapping[str, Item] | Iterable[Item] | None = None,
+    batches: Mapping[str, Any] | None = None,
+    gold: Mapping[str, Mapping[str, Iterable[bool]]] | Mapping[str, Iterable[bool]] | None = None,
+    metrics: Mapping[str, str] | None = None,
+    n_boot: int = 200,
+    adjudication: AdjudicationSettings | None = None,
+    max_queue: int = 200,
+) -> dict[str, Any]:
+    """The report dict. ``gold`` maps a rater to their gold outcomes (bools, in time order)."""
+    js = list(judgments)
+    if items is not None and not isinstance(items, Mapping):
+        items = {it.id: it for it in items}
+    table = LabelTable.from_judgments(js, batches)
+    agreement = agreement_summary(table, metrics=metrics, n_boot=n_boot) if len(table) else []
+
+    # consensus-based rater stats on the main nominal dimension of each kind
+    raters: dict[str, dict[str, Any]] = defaultdict(lambda: {"labels": 0})
+    for j in js:
+        raters[j.provenance.rater_id]["labels"] += 1
+    times: dict[str, list[float]] = defaultdict(list)
+    for j in js:
+        p = j.provenance
+        ms = None
+        if p.telemetry is not None and p.telemetry.active_ms is not None:
+            ms = p.telemetry.active_ms
+        elif p.started_at and p.submitted_at:
+            ms = (p.submitted_at - p.started_at).total_seconds() * 1000
+        if ms is not None:
+            times[p.rater_id].append(ms)
+    for r, ts in times.items():
+        raters[r]["median_seconds"] = float(np.median(ts)) / 1000
+    confusions = {}
+    main = table.where(np.isin(table.dimensions.astype(str), ["winner", "thumb"]))
+    if len(main):
+        loo = leave_one_out_agreement(main.units, main.raters, main.values)
+        for r, v in loo.items():
+            raters[r]["consensus_agreement"] = v["agreement"]
+            raters[r]["consensus_n"] = v["n"]
+        # each rater vs the majority of the others
+        by_unit: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        for u, r, v in zip(main.units, main.raters, main.values):
+            by_unit[u].append((r, v))
+        pairs: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+        for labels in by_unit.values():
+            for r, v in labels:
+                others = [w for s, w in labels if s != r]
+                if not others:
+                    continue
+                vals, counts = np.unique(others, return_counts=True)
+                if (counts == counts.max()).sum() == 1:
+                    pairs[r][0].append(v)
+                    pairs[r][1].append(vals[np.argmax(counts)])
+        cats = np.unique(main.values[~np.isnan(main.values)])
+        for r, (mine, cons) in pairs.items():
+            tab, _ = confusion_table(mine, cons, cats)
+            confusions[r] = {"categories": cats.tolist(), "table": tab.astype(int).tolist()}
+    if gold:
+        for r, outcomes in gold.items():
+            raters[r]["gold"] = gold_accuracy(list(outcomes)).as_dict()
+    pairwise = [j for j in js if isinstance(j, PairwiseJudgment)]
+    pos = position_bias(pairwise) if pairwise else None
+    if pos:
+        for r, s in pos["per_rater"].items():
+            raters[r]["first_shown_share"] = s["share"]
+    length = None
+    text_len = None
+    if items and pairwise:
+        lens = {}
+        for it in items.values():
+            for c in it.candidates:
+                lens[(it.id, c.id)] = word_length(c.as_text())
+        ch, rj = [], []
+        for j in pairwise:
+            if j.chosen is None:
+                continue
+            key_c, key_r = (j.item_id, j.chosen), (j.item_id, j.rejected)
+            if key_c in lens and key_r in lens:
+                ch.append(lens[key_c])
+                rj.append(lens[key_r])
+        if ch:
+            length = length_bias(ch, rj)
+
+        def text_len(j: JudgmentBase) -> int:
+            return sum(lens.get((j.item_id, c), 0) for c in j.candidate_ids())
+
+    flags = telemetry_flags(js, text_len)
+    for f in flags:
+        raters[f["rater"]].setdefault("flags", defaultdict(int))[f["flag"]] += 1
+    triads = intransitive_triads(table)
+    for r, t in triads.items():
+        if t["triads"]:
+            raters[r]["intransitive_rate"] = t["rate"]
+    queue = route_for_adjudication(table, adjudication)
+    report = {
+        "n_judgments": len(js),
+        "n_labels": len(table),
+        "n_raters": len(raters),
+        "kinds": sorted({j.kind for j in js}),
+        "agreement": agreement,
+        "raters": {r: dict(v) for r, v in sorted(raters.items())},
+        "confusion": confusions,
+        "position_bias": pos,
+        "length_bias": length,
+        "telemetry_flags": flags[:1000],
+        "adjudication_queue": queue[:max_queue],
+        "adjudication_total": len(queue),
+    }
+    return _clean(report)
+
+
+# ---------------------------------------------------------------- HTML
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return _e(x)
+
+
+def _bar_svg(values: list[tuple[str, float, float | None, float | None]], lo: float = -0.2, hi: float = 1.0) -> str:
+    """Horizontal bars with optional CI whiskers, in [lo, hi]."""
+    w, row, left = 520, 22, 220
+    h = row * len(values) + 30
+    scale = lambda v: left + (w - left - 10) * (min(max(v, lo), hi) - lo) / (hi - lo)  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">']
+    zero = scale(0.0)
+    parts.append(f'<line x1="{zero:.1f}" y1="0" x2="{zero:.1f}" y2="{h - 20}" stroke="#999"/>')
+    for k, (label, v, a, b) in enumerate(values):
+        y = k * row + 5
+        parts.append(f'<text x="0" y="{y + 13}" font-size="11">{_e(label)[:40]}</text>')
+        if v is None or not math.isfinite(v):
+            continue
+        x0, x1 = sorted((zero, scale(v)))
+        parts.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 1):.1f}" height="14" fill="#4a7ab5"/>')
+        if a is not None and b is not None:
+            parts.append(f'<line x1="{scale(a):.1f}" y1="{y + 7}" x2="{scale(b):.1f}" y2="{y + 7}" stroke="#000"/>')
+    for t in np.linspace(lo, hi, 7):
+        parts.append(f'<text x="{scale(t):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">{t:.1f}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _hist_svg(counts: list[int], label: str) -> str:
+    w, h = 520, 140
+    m = max(counts) if counts and max(counts) > 0 else 1
+    bw = (w - 20) / max(len(counts), 1)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">']
+    for k, c in enumerate(counts):
+        bh = (h - 30) * c / m
+        parts.append(f'<rect x="{10 + k * bw:.1f}" y="{h - 20 - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" fill="#b5744a"/>')
+    mid = 10 + bw * len(counts) / 2
+    parts.append(f'<line x1="{mid:.1f}" y1="0" x2="{mid:.1f}" y2="{h - 20}" stroke="#333" stroke-dasharray="3"/>')
+    parts.append(f'<text x="10" y="{h - 5}" font-size="10">{_e(label)}</text></svg>')
+    return "".join(parts)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(report: Mapping[str, Any], title: str = "preflab quality report") -> str:
+    """A self-contained HTML page of a :func:`build_report` dict (no scripts, no network)."""
+    out = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{_e(title)}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}"
+        "th{background:#eee}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f"<p>{_e(report.get('n_judgments'))} judgments, {_e(report.get('n_labels'))} labels, "
+        f"{_e(report.get('n_raters'))} raters; kinds: {_e(', '.join(report.get('kinds', [])))}</p>",
+        "<h2>Agreement per batch and dimension</h2>",
+    ]
+    ag = report.get("agreement") or []
+    out.append(_table(
+        ["batch", "kind", "dimension", "level", "alpha", "low", "high", "% agree", "Gwet AC", "units", "raters"],
+        [[a["batch"], a["kind"], a["dimension"], a["level"], a["alpha"], a["alpha_low"], a["alpha_high"],
+          a["percent_agreement"], a["gwet_ac"], a["n_units"], a["n_raters"]] for a in ag],
+    ))
+    out.append(_bar_svg([(f"{a['batch']} {a['kind']}.{a['dimension']}", a["alpha"], a["alpha_low"], a["alpha_high"]) for a in ag]))
+    out.append("<h2>Raters</h2>")
+    rows = []
+    for r, s in (report.get("raters") or {}).items():
+        g = s.get("gold") or {}
+        flags = ", ".join(f"{k}×{v}" for k, v in (s.get("flags") or {}).items())
+        rows.append([r, s.get("labels"), g.get("accuracy"), s.get("consensus_agreement"), s.get("median_seconds"),
+                     s.get("first_shown_share"), flags])
+    out.append(_table(["rater", "labels", "gold acc.", "agreement w/ others", "median s", "first-shown share", "flags"], rows))
+    conf = report.get("confusion") or {}
+    if conf:
+        out.append("<h2>Confusion vs consensus of the others</h2>")
+        for r, c in list(conf.items())[:50]:
+            cats = [str(x) for x in c["categories"]]
+            out.append(f"<h3>{_e(r)}</h3>")
+            out.append(_table(["rater \\ consensus", *cats], [[cats[i], *row] for i, row in enumerate(c["table"])]))
+    pos = report.get("position_bias")
+    if pos:
+        out.append("<h2>Position bias (share of first-shown chosen)</h2>")
+        vals = [("overall", pos["overall"]["share"], None, None)] + [
+            (r, s["share"], None, None) for r, s in list(pos["per_rater"].items())[:40]
+        ]
+        out.append(_bar_svg(vals, 0.0, 1.0))
+        out.append(_table(["rater", "first chosen", "n", "share", "p", "flagged"],
+                          [[r, s["first_chosen"], s["n"], s["share"], s["p_value"], s["flagged"]] for r, s in pos["per_rater"].items()]))
+    lb = report.get("length_bias")
+    if lb:
+        out.append("<h2>Length bias</h2>")
+        out.append(f"<p>Chosen longer in {_fmt(lb.get('share_chosen_longer'))} of {_e(lb.get('n_differ'))} pairs with different lengths.</p>")
+        if lb.get("ratio_histogram"):
+            out.append(_hist_svg(lb["ratio_histogram"], "log2(len chosen / len rejected), -3 … 3"))
+        if lb.get("logistic"):
+            lg = lb["logistic"]
+            out.append(f"<p>Logistic slope on log length ratio: {_fmt(lg['slope'])} [{_fmt(lg['slope_low'])}, {_fmt(lg['slope_high'])}]</p>")
+    q = report.get("adjudication_queue") or []
+    out.append(f"<h2>Adjudication queue ({_e(report.get('adjudication_total', len(q)))})</h2>")
+    out.append(_table(["item", "unit", "kind", "labels", "reasons"], [[r["item_id"], r["unit"], r["kind"], r["n_labels"], "; ".join(r["reasons"])] for r in q]))
+    fl = report.get("telemetry_flags") or []
+    if fl:
+        out.append("<h2>Telemetry flags (evidence, not verdicts)</h2>")
+        out.append(_table(["item", "rater", "flag", "evidence"], [[f["item_id"], f["rater"], f["flag"], orjson.dumps(f["evidence"]).decode()] for f in fl[:300]]))
+    out.append("</body></html>")
+    return "".join(out)

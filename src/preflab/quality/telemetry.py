@@ -1,0 +1,123 @@
+"""Telemetry flags on how judgments were entered. Flags are evidence for a reviewer, not verdicts.
+
+* ``paste_dominant``: pasted characters are most of the rationale input.
+* ``too_fast``: active time below a reading speed floor for the text length (default: faster
+  than 1,000 words a minute, i.e. 60 ms a word, which skimming alone rarely beats).
+* ``machine_typing``: coefficient of variation of inter-key intervals below ``min_iki_cv``
+  (human typing is bursty, CV typically > 0.3; scripts are regular).
+* ``near_duplicate_rationale``: rationales of *different* raters whose character 5-gram Jaccard
+  similarity, estimated by MinHash (Broder 1997), is at least ``min_jaccard``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from preflab.schema import JudgmentBase
+
+
+@dataclass
+class TelemetrySettings:
+    paste_share: float = 0.8
+    min_ms_per_word: float = 60.0
+    min_iki_cv: float = 0.15
+    min_jaccard: float = 0.8
+    shingle: int = 5
+    num_perm: int = 64
+
+
+def shingles(text: str, k: int = 5) -> set[str]:
+    t = " ".join(str(text).lower().split())
+    return {t[i : i + k] for i in range(max(1, len(t) - k + 1))}
+
+
+def minhash_signature(text: str, k: int = 5, num_perm: int = 64, seed: int = 1) -> np.ndarray:
+    """MinHash of the character k-shingles: ``num_perm`` minima of salted 64-bit hashes."""
+    sh = shingles(text, k)
+    base = np.array([int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little") for s in sh], dtype=np.uint64)
+    rng = np.random.default_rng(seed)
+    a = rng.integers(1, 2**61 - 1, num_perm, dtype=np.uint64) | np.uint64(1)
+    b = rng.integers(0, 2**61 - 1, num_perm, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        hashed = base[None, :] * a[:, None] + b[:, None]
+    return hashed.min(axis=1)
+
+
+def jaccard(a: str, b: str, k: int = 5) -> float:
+    sa, sb = shingles(a, k), shingles(b, k)
+    return len(sa & sb) / len(sa | sb) if sa | sb else 1.0
+
+
+def near_duplicate_pairs(
+    texts: Sequence[str], owners: Sequence[Any], min_jaccard: float = 0.8, k: int = 5, num_perm: int = 64
+) -> list[tuple[int, int, float]]:
+    """Index pairs of texts by different owners with MinHash-estimated Jaccard >= ``min_jaccard``
+    (candidates from LSH banding, then confirmed with the exact Jaccard)."""
+    if len(texts) != len(owners):
+        raise ValueError(f"{len(texts)} texts but {len(owners)} owners")
+    sigs = [minhash_signature(t, k, num_perm) for t in texts]
+    bands, rows = 16, num_perm // 16
+    buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)
+    for i, s in enumerate(sigs):
+        for b in range(bands):
+            buckets[(b, s[b * rows : (b + 1) * rows].tobytes())].append(i)
+    seen, out = set(), []
+    for members in buckets.values():
+        for x in range(len(members)):
+            for y in range(x + 1, len(members)):
+                i, j = members[x], members[y]
+                if (i, j) in seen or owners[i] == owners[j]:
+                    continue
+                seen.add((i, j))
+                sim = jaccard(texts[i], texts[j], k)
+                if sim >= min_jaccard:
+                    out.append((i, j, sim))
+    return sorted(out)
+
+
+def telemetry_flags(
+    judgments: Iterable[JudgmentBase],
+    text_length: Callable[[JudgmentBase], int] | None = None,
+    settings: TelemetrySettings | None = None,
+) -> list[dict[str, Any]]:
+    """One entry per flagged judgment: ``{"index", "item_id", "rater", "flag", "evidence"}``.
+
+    ``text_length(judgment)`` gives the words the rater had to read (for ``too_fast``); without
+    it that check is skipped.
+    """
+    cfg = settings or TelemetrySettings()
+    js = list(judgments)
+    flags: list[dict[str, Any]] = []
+
+    def flag(i: int, j: JudgmentBase, name: str, evidence: dict[str, Any]) -> None:
+        flags.append({"index": i, "item_id": j.item_id, "rater": j.provenance.rater_id, "flag": name, "evidence": evidence})
+
+    for i, j in enumerate(js):
+        tel = j.provenance.telemetry
+        if tel is None:
+            continue
+        pasted, typed = tel.pasted_chars or 0, tel.typed_chars or 0
+        if pasted + typed > 0 and pasted / (pasted + typed) >= cfg.paste_share:
+            flag(i, j, "paste_dominant", {"pasted_chars": pasted, "typed_chars": typed})
+        if text_length is not None and tel.active_ms is not None:
+            words = text_length(j)
+            if words > 0 and tel.active_ms / words < cfg.min_ms_per_word:
+                flag(i, j, "too_fast", {"active_ms": tel.active_ms, "words": words, "ms_per_word": tel.active_ms / words})
+        if tel.iki_cv is not None and (tel.typed_chars or 0) >= 20 and tel.iki_cv < cfg.min_iki_cv:
+            flag(i, j, "machine_typing", {"iki_cv": tel.iki_cv})
+    with_text = [(i, j) for i, j in enumerate(js) if j.rationale and len(j.rationale) >= 20]
+    dups = near_duplicate_pairs(
+        [j.rationale or "" for _, j in with_text], [j.provenance.rater_id for _, j in with_text],
+        cfg.min_jaccard, cfg.shingle, cfg.num_perm,
+    )
+    for a, b, sim in dups:
+        (ia, ja), (ib, jb) = with_text[a], with_text[b]
+        flag(ia, ja, "near_duplicate_rationale", {"other_index": ib, "other_rater": jb.provenance.rater_id, "jaccard": sim})
+        flag(ib, jb, "near_duplicate_rationale", {"other_index": ia, "other_rater": ja.provenance.rater_id, "jaccard": sim})
+    return flags
