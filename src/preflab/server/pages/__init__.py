@@ -66,14 +66,19 @@ def mount(app: FastAPI) -> None:
     api_handler = app.exception_handlers.get(StarletteHTTPException)
 
     async def html_errors(request: Request, exc: StarletteHTTPException) -> Response:
-        """JSON for the API (the server's own handler); for pages, a login redirect or a page."""
-        if request.url.path.startswith(("/api/", "/static/")) and api_handler is not None:
+        """The API's JSON for API paths and non-browser clients; for a browser asking for a page,
+        a login redirect (401) or an error page, keeping the guard's headers."""
+        wants_html = "text/html" in request.headers.get("accept", "")
+        if api_handler is not None and (request.url.path.startswith(("/api/", "/static/")) or not wants_html):
             return await api_handler(request, exc)
+        headers = {k: v for k, v in (getattr(exc, "headers", None) or {}).items() if k.lower() != "www-authenticate"}
         if exc.status_code == 401:
-            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             from urllib.parse import quote
 
-            return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
-        return views.error_page(request, exc.status_code, str(exc.detail))
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303, headers=headers)
+        page = views.error_page(request, exc.status_code, str(exc.detail))
+        page.headers.update(headers)
+        return page
 
     app.add_exception_handler(StarletteHTTPException, html_errors)

@@ -100,7 +100,8 @@ def _local(target: str | None) -> str:
 
 
 @router.get("/login")
-def login_page(request: Request, next: str | None = Query(default=None, max_length=2000)) -> Response:  # noqa: A002
+def login_page(request: Request, next: str | None = Query(default=None, max_length=2000),  # noqa: A002
+               ctx: Ctx = guard("public")) -> Response:
     with _db(request).reading() as s:
         try:
             actor = _authenticate(request, s) if request.cookies.get(SESSION_COOKIE) else None
