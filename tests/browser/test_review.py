@@ -3,6 +3,8 @@ the final label (review pass 2) and sends a judgment back; the rater revises it.
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from playwright.sync_api import expect
@@ -53,10 +55,11 @@ def test_disagreement_adjudication_and_send_back(site, new_page):
     expect(page.locator("main")).to_contain_text("y is the better answer, says bob.")
     shot(page, "31-review-item")
 
-    # the final label, with the keyboard: A (= x, the item's own order) much better
+    # the final label, with the keyboard: B (= y in the item's own order) much better. Bob later
+    # revises to x, so the raters end up agreeing on x: the export must still follow the reviewer.
     page.locator("body").click(position={"x": 5, "y": 300})
-    page.keyboard.press("1")
-    page.locator("#adjudicate-note").fill("x gives a correct definition with an example.")
+    page.keyboard.press("7")
+    page.locator("#adjudicate-note").fill("y is what our guidelines ask for: short, with a source.")
     with page.expect_navigation():
         page.get_by_role("button", name="Record final label").click()
     expect(page.locator("article.judgment.pass-2")).to_have_count(1)
@@ -64,8 +67,8 @@ def test_disagreement_adjudication_and_send_back(site, new_page):
     assert len(final) == 1
     body = final[0]["body"]
     chosen = body["shown_order"][0] if body["winner"] == "a" else body["shown_order"][1]
-    assert chosen == "x" and body["strength"] == 3
-    assert final[0]["rationale"] == "x gives a correct definition with an example."
+    assert chosen == "y" and body["strength"] == 3
+    assert final[0]["rationale"] == "y is what our guidelines ask for: short, with a source."
 
     # send bob's judgment back with an issue
     bob_card = page.locator("article.judgment", has_text="says bob")
@@ -95,19 +98,20 @@ def test_disagreement_adjudication_and_send_back(site, new_page):
     bp.guard.assert_clean()
 
 
-def test_export_uses_the_adjudicated_label_or_says_the_exporter_is_missing(site, new_page):
+def test_export_uses_the_adjudicated_label(site, new_page):
     page = new_page(site)
     login(page, "root", next_path="/admin/p/ovl/export")
-    with httpx.Client(base_url=site.base, headers={"Authorization": f"Bearer {site.admin_token}"}) as c:
-        probe = c.post("/api/v1/projects/ovl/exports", json={"format": "jsonl"})
+    page.locator("#format").select_option("trl-preference")
     page.get_by_role("button", name="Export").click()
     result = page.locator("#export-result")
-    if probe.status_code == 501:
-        # preflab.io.export is on its own branch; the page reports it. Checking that the export
-        # carries the pass-2 label is left to the integration suite once both are merged.
-        expect(result).to_contain_text("exporter")
-        page.guard.console_errors = [e for e in page.guard.console_errors if "501" not in e]
-    else:
-        expect(result).to_contain_text("manifest")
+    expect(result).to_contain_text("manifest")
+    expect(result.locator("ul.export-files a").first).to_be_visible()
     shot(page, "33-export")
+    href = result.locator("ul.export-files a", has_text="train").first.get_attribute("href")
+    with httpx.Client(base_url=site.base, headers={"Authorization": f"Bearer {site.admin_token}"}) as c:
+        rows = [json.loads(x) for x in c.get(href).text.splitlines() if x.strip()]
+    # alice said x, bob said y then revised to x; the reviewer's final label is y: the export uses it
+    assert len(rows) == 1
+    assert rows[0]["chosen"].startswith("Recursion means *repeating*")
+    assert rows[0]["rejected"].startswith("Recursion is when a function calls itself")
     page.guard.assert_clean()

@@ -621,11 +621,13 @@
       const h = document.createElement("h3");
       h.textContent = "Export " + r.data.export_id + ": manifest";
       out.appendChild(h);
-      const files = (r.data.manifest && r.data.manifest.files) || [];
+      let files = (r.data.manifest && r.data.manifest.files) || [];
+      if (!Array.isArray(files)) files = Object.entries(files).map(([name, f]) => Object.assign({ name }, f));
       if (files.length) {
         const ul = document.createElement("ul");
+        ul.className = "export-files";
         files.forEach((f) => {
-          const name = typeof f === "string" ? f : (f.path || f.name || "");
+          const name = typeof f === "string" ? f : (f.name || f.path || "");
           const li = document.createElement("li");
           const a = document.createElement("a");
           a.href = exp.dataset.url + "/" + r.data.export_id + "/files/" + encodeURIComponent(name.split("/").pop());
