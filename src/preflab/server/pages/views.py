@@ -61,6 +61,16 @@ def answer_text(candidate: dict[str, Any]) -> str:
 
 env.filters["answer_text"] = answer_text
 
+
+def num(value: Any, fmt: str = "%.3f") -> str:
+    """A statistic for display: '—' when undefined (None or NaN)."""
+    import math
+
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt % value
+
+
+env.filters["num"] = num
+
 PAIRWISE_SCALE = [  # key, winner, strength, label
     (1, "a", 3, "A much better"), (2, "a", 2, "A better"), (3, "a", 1, "A slightly better"), (4, "tie", 0, "Tie"),
     (5, "b", 1, "B slightly better"), (6, "b", 2, "B better"), (7, "b", 3, "B much better"),
