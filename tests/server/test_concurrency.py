@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import uuid
 from collections import Counter
 
@@ -21,8 +22,30 @@ RATERS = 100
 
 
 def rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, max_tasks: int = 50) -> None:
+    try:
+        _rater_loop(base, token, acked, errors, seed_, max_tasks)
+    except httpx.TransportError as exc:  # the server was killed (crash test): stop quietly
+        errors.append(("transport", type(exc).__name__))
+
+
+class _Retrying(httpx.Client):
+    """Retries a request after a dropped connection (keep-alive races): both calls are safe to
+    repeat — ``next`` resumes the live lease, a submission carries its idempotency key."""
+
+    def post(self, *args, **kw):  # noqa: ANN002, ANN003, ANN201
+        for attempt in range(3):
+            try:
+                return super().post(*args, **kw)
+            except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError):
+                if attempt == 2:
+                    raise
+                time.sleep(0.2)
+        raise AssertionError("unreachable")
+
+
+def _rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, max_tasks: int) -> None:
     rng = random.Random(seed_)
-    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
+    with _Retrying(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
         for _ in range(max_tasks):
             r = c.post("/api/v1/projects/load/assignments/next")
             if r.status_code != 200:
@@ -51,7 +74,9 @@ def rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, max
             acked[key] = ids.pop()
 
 
-def check_invariants(url: str, acked: dict) -> dict:
+def check_invariants(url: str, acked: dict, *, exact: bool = True) -> dict:
+    """``exact``: every stored judgment was acknowledged too (false after a crash, when a
+    judgment can commit while its response dies with the server)."""
     from preflab.store.models import ItemRow, JudgmentRow, Rater
     from preflab.store.server_models import Assignment, PoolEntry
 
@@ -80,7 +105,8 @@ def check_invariants(url: str, acked: dict) -> dict:
     assert not dup_pairs, f"a rater labelled an item twice: {dup_pairs}"
     assert not dup_assign, f"a rater was handed an item twice: {dup_assign}"
     assert not missing, f"acknowledged judgments missing: {list(missing.items())[:5]}"
-    assert total == len(acked), f"{total} stored, {len(acked)} acknowledged"
+    if exact:
+        assert total == len(acked), f"{total} stored, {len(acked)} acknowledged"
     return {"under": under, "total": total, "items": n_items, "raters": n_raters, "targets": sum(targets.values())}
 
 

@@ -47,6 +47,14 @@ def aware(dt: datetime) -> datetime:
 
 def lock_rater_status(session: Session, project_pk: int, user_pk: int, policy: Policy) -> RaterStatus:
     """The rater's status row, created on first use and locked for this transaction."""
+    row = session.scalar(
+        select(RaterStatus)
+        .where(RaterStatus.project_pk == project_pk, RaterStatus.user_pk == user_pk)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if row is not None:
+        return row
     insert_ignore(
         session,
         RaterStatus.__table__,

@@ -96,7 +96,7 @@ def serve(
     init_schema(config.db_url)
     os.environ[CONFIG_ENV] = config.to_env()
     uvicorn.run("preflab.server.app:app_from_env", factory=True, host=host, port=port, workers=workers,
-                log_level=log_level, access_log=False)
+                log_level=log_level, access_log=False, timeout_keep_alive=30)
 
 
 serve_app = typer.Typer(add_completion=False)

@@ -115,7 +115,8 @@ def build_judgment(
     return judgment
 
 
-def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterStatus | None = None) -> dict[str, Any]:
+def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterStatus | None = None,
+            gold_possible: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {
         "judgment_id": row.pk,
         "item_id": session.get(ItemRow, row.item_pk).item_key,
@@ -124,7 +125,8 @@ def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterS
         "replayed": not created,
         "submitted_at": aware(row.submitted_at).isoformat() if row.submitted_at else None,
     }
-    outcome = session.scalar(select(GoldOutcome).where(GoldOutcome.judgment_pk == row.pk))
+    outcome = (session.scalar(select(GoldOutcome).where(GoldOutcome.judgment_pk == row.pk))
+               if gold_possible else None)
     if outcome is not None and outcome.phase == "qualification":
         item = session.get(ItemRow, row.item_pk)
         expected = expected_judgment(item.item_key, item.gold)
@@ -194,17 +196,22 @@ def submit(
                                     "its item went back to the pool; get a new task with POST .../assignments/next")
         parsed = build_judgment(session, project, item_row, username, judgment, shown_order=list(lease.shown_order),
                                 started_at=lease.created_at, idempotency_key=idempotency_key, telemetry=telemetry)
-        row, created = repo.add_judgment(session, project, parsed, item_row=item_row)
-        rater = session.get(Rater, row.rater_pk)
+        # validated above (kind, candidates, shown order, rubric); the unique constraints on
+        # (project, idempotency key) and (project, content hash) still guard against doubles
+        rater = repo.get_or_create_rater(session, project, username)
         if rater.user_pk is None:
             rater.user_pk = user_pk
+        row, created = repo.judgment_row_from_judgment(project, item_row, rater, parsed), True
+        session.add(row)
+        session.flush()
         lease.status, lease.judgment_pk = "submitted", row.pk
         if pool is not None and pool.role == "production":
             pool.filled += 1
         if pool is not None and pool.role in ("gold", "qualification") and item_row.gold:
             _score(session, project, policy, status, user_pk, item_row, row, parsed, pool.role, now)
         session.flush()
-        return _result(session, row, created=created, status=status)
+        return _result(session, row, created=created, status=status,
+                       gold_possible=pool is not None and pool.role != "production")
 
 
 def _same_answer(row: JudgmentRow, data: dict[str, Any]) -> bool:

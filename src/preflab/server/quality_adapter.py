@@ -58,4 +58,11 @@ def drift_alarm(recent: Sequence[bool], bar: float, min_items: int, confidence: 
 
         p0 = min(0.99, bar + (1 - bar) / 2)
         evidence["cusum"] = cusum_drift(list(recent), p0=p0, p1=bar).as_dict()
-    return evidence
+    return _plain(evidence)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars to Python numbers, so the evidence stores as JSON."""
+    import json
+
+    return json.loads(json.dumps(value, default=lambda v: v.item() if hasattr(v, "item") else str(v)))
