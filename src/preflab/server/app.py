@@ -189,6 +189,11 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         return _json(exc.status_code, exc.detail, headers=getattr(exc, "headers", None))
 
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+
+    # -- web UI (webui branch): pages, static files, CSP; see preflab.server.pages -------------
+    from .pages import mount as mount_pages
+
+    mount_pages(app)
     return app
 
 

@@ -81,8 +81,13 @@ def serve(
     secure_cookies: bool = typer.Option(False, "--secure-cookies", help="Set when served over HTTPS."),
     max_body_mb: float = typer.Option(2.0, "--max-body-mb"),
     log_level: str = typer.Option("warning", "--log-level"),
+    demo: bool = typer.Option(False, "--demo", help="Serve a fresh demo (PandaLM data, demo accounts) on SQLite."),
 ) -> None:
     """Run the collection server (uvicorn). The schema is brought up to date once, here."""
+    if demo:  # webui branch: see preflab.server.webdemo
+        from .webdemo import serve_demo
+
+        return serve_demo(host, port, Path("preflab-demo"))
     import uvicorn
 
     config = ServerConfig(db_url=db or default_url(), exports_dir=exports_dir.resolve(),

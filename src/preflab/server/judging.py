@@ -106,6 +106,10 @@ def build_judgment(
         else:
             problems += [_problem(p.split(":")[0], p.split(": ", 1)[-1]) for p in rubric.check_scores(
                 judgment.scores, judgment.vetoes_failed)]
+    # webui branch: the project's minimum rationale length (Policy.min_rationale_chars)
+    min_chars = settings_of(project.settings or {}).policy.min_rationale_chars
+    if min_chars and len((judgment.rationale or "").strip()) < min_chars:
+        problems.append(_problem("rationale", f"write at least {min_chars} characters explaining your judgment"))
     if problems:
         raise JudgingError(422, "the judgment does not fit this item or rubric", problems)
     return judgment

@@ -1,0 +1,84 @@
+"""The web UI: server-rendered Jinja2 pages and a little vanilla JavaScript (no build step,
+nothing from a CDN).
+
+Pages are thin. A page handler authenticates with the same ``guard`` as the REST API, reads
+through the same functions (often by calling the REST handler itself), and renders. Every change
+a page makes goes through the REST API from JavaScript, with the session's CSRF token.
+
+Security headers: a strict Content-Security-Policy (no inline scripts, no foreign hosts, no
+images from anywhere but this server) on every page; model output is rendered by
+:mod:`preflab.server.pages.render`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+HERE = Path(__file__).resolve().parent.parent
+STATIC = HERE / "static"
+TEMPLATES = HERE / "templates"
+
+CSP = ("default-src 'self'; script-src 'self'; object-src 'none'; img-src 'self'; base-uri 'none'; "
+       "frame-ancestors 'none'; form-action 'self'")
+#: Swagger UI (``/api/v1/docs``) loads its assets from a CDN; it keeps FastAPI's defaults.
+CSP_EXEMPT = ("/api/v1/docs",)
+
+
+class SecurityHeaders:
+    """Pure ASGI middleware adding CSP and friends to every response."""
+
+    def __init__(self, app) -> None:  # noqa: ANN001
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+        if scope["type"] != "http" or scope.get("path", "").startswith(CSP_EXEMPT):
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message) -> None:  # noqa: ANN001
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _ in headers}
+                for k, v in ((b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
+                             (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY")):
+                    if k not in names:
+                        headers.append((k, v))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def mount(app: FastAPI) -> None:
+    """Add the web UI to the app: pages, the review/admin API additions, static files, headers."""
+    from .. import webapi
+    from . import views
+
+    app.include_router(webapi.router)
+    app.include_router(views.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(SecurityHeaders)
+
+    api_handler = app.exception_handlers.get(StarletteHTTPException)
+
+    async def html_errors(request: Request, exc: StarletteHTTPException) -> Response:
+        """The API's JSON for API paths and non-browser clients; for a browser asking for a page,
+        a login redirect (401) or an error page, keeping the guard's headers."""
+        wants_html = "text/html" in request.headers.get("accept", "")
+        if api_handler is not None and (request.url.path.startswith(("/api/", "/static/")) or not wants_html):
+            return await api_handler(request, exc)
+        headers = {k: v for k, v in (getattr(exc, "headers", None) or {}).items() if k.lower() != "www-authenticate"}
+        if exc.status_code == 401:
+            from urllib.parse import quote
+
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303, headers=headers)
+        page = views.error_page(request, exc.status_code, str(exc.detail))
+        page.headers.update(headers)
+        return page
+
+    app.add_exception_handler(StarletteHTTPException, html_errors)

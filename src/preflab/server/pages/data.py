@@ -1,0 +1,131 @@
+"""Read-only helpers the pages need that the REST API does not expose as a function.
+
+Nothing here decides anything: the statistics come from :mod:`preflab.quality` (``QUALITY
+HOOK``); without it the dashboard shows what the server itself exposes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ...schema import PairwiseJudgment
+from ...store.models import JudgmentRow, utcnow
+from ...store.server_models import Assignment, PoolEntry, RaterStatus
+from .. import assign, webapi
+from ..permissions import ProjectRef
+
+
+def live_task(session: Session, project: ProjectRef, user_pk: int) -> dict[str, Any] | None:
+    """The rater's live lease as the assignment engine shows it, or ``None`` (no side effect)."""
+    lease = session.scalar(
+        select(Assignment).where(Assignment.project_pk == project.pk, Assignment.user_pk == user_pk,
+                                 Assignment.status == "active", Assignment.expires_at > utcnow()).limit(1))
+    return None if lease is None else assign.task_payload(session, project, lease)
+
+
+def project_progress(session: Session, project_pk: int, user_pk: int) -> dict[str, Any]:
+    """Pool progress of the project and the caller's own count and standing."""
+    target, filled = session.execute(
+        select(func.coalesce(func.sum(PoolEntry.target), 0), func.coalesce(func.sum(PoolEntry.filled), 0))
+        .where(PoolEntry.project_pk == project_pk, PoolEntry.role == "production")).one()
+    mine = session.scalar(select(func.count()).select_from(Assignment).where(
+        Assignment.project_pk == project_pk, Assignment.user_pk == user_pk, Assignment.status == "submitted"))
+    st = session.scalar(select(RaterStatus).where(RaterStatus.project_pk == project_pk,
+                                                  RaterStatus.user_pk == user_pk))
+    return {"target": int(target), "filled": int(min(filled, target)), "mine": int(mine),
+            "status": st.status if st else "new",
+            "share": (filled / target) if target else 0.0}
+
+
+def _svg_bars(values: list[tuple[str, float]], *, lo: float = 0.0, hi: float = 1.0, ref: float | None = None,
+              width: int = 420, bar_h: int = 22) -> dict[str, Any]:
+    """Geometry for a horizontal bar chart drawn by the template as inline SVG (no scripts)."""
+    label_w, plot_w = 140, width - 150
+    bars = []
+    for i, (label, v) in enumerate(values):
+        frac = 0.0 if v is None or math.isnan(v) else max(0.0, min(1.0, (v - lo) / (hi - lo)))
+        bars.append({"label": label, "value": v, "x": label_w, "y": 8 + i * (bar_h + 6), "w": round(frac * plot_w, 1),
+                     "h": bar_h})
+    ref_x = None if ref is None else label_w + (ref - lo) / (hi - lo) * plot_w
+    return {"bars": bars, "width": width, "height": 16 + len(values) * (bar_h + 6), "ref_x": ref_x,
+            "label_w": label_w}
+
+
+def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]) -> dict[str, Any]:
+    """Throughput, per-rater timing and flags, and the quality engine's panels when installed."""
+    rows = webapi.active_judgments(session, project.pk)
+    parsed = webapi._parsed(rows)
+    flags = webapi.telemetry_flags(parsed)
+    now = utcnow()
+    per_day: Counter[str] = Counter()
+    last_24h = 0
+    times: dict[str, list[float]] = defaultdict(list)
+    flag_count: Counter[str] = Counter()
+    user_of_rater = {}
+    for i, r in enumerate(rows):
+        if r.review_pass != 0:
+            continue
+        if r.submitted_at is not None:
+            sub = r.submitted_at if r.submitted_at.tzinfo else r.submitted_at.replace(tzinfo=now.tzinfo)
+            per_day[sub.date().isoformat()] += 1
+            if now - sub < timedelta(hours=24):
+                last_24h += 1
+            if r.started_at is not None:
+                start = r.started_at if r.started_at.tzinfo else r.started_at.replace(tzinfo=now.tzinfo)
+                times[r.rater.rater_key].append((sub - start).total_seconds())
+        flag_count[r.rater.rater_key] += len(flags.get(i, []))
+        user_of_rater[r.rater.rater_key] = r.rater.user_pk
+    days = sorted(per_day)[-14:]
+    per_rater = []
+    for rater in quality_api.get("raters", []):
+        name = rater["username"]
+        t = times.get(name, [])
+        per_rater.append({**rater, "median_s": statistics.median(t) if t else None, "flags": flag_count.get(name, 0)})
+    out: dict[str, Any] = {
+        "throughput": {"last_24h": last_24h, "per_day": [(d, per_day[d]) for d in days],
+                       "chart": _svg_bars([(d, per_day[d]) for d in days], hi=max([1, *per_day.values()]))},
+        "per_rater": per_rater,
+        "quality": _quality_panels([j for j, r in zip(parsed, rows) if j is not None and r.review_pass == 0],
+                                   {r.item.item_key: str(r.item.batch_pk or "none") for r in rows}),
+    }
+    return out
+
+
+def _quality_panels(judgments: list[Any], batch_of: dict[str, str]) -> dict[str, Any]:
+    """QUALITY HOOK: agreement per batch and dimension with CIs, agreement with consensus,
+    length and position bias, from :mod:`preflab.quality` (branch ``quality``)."""
+    try:
+        from ... import quality as q  # type: ignore[attr-defined]
+
+        table_cls = q.LabelTable
+    except (ImportError, AttributeError):
+        return {"available": False,
+                "reason": "the quality engine (preflab.quality) is not installed in this build; "
+                          "agreement, consensus and bias panels appear once it is merged"}
+    out: dict[str, Any] = {"available": True, "agreement": [], "consensus": {}, "position": None, "length": None}
+    try:
+        table = table_cls.from_judgments(judgments, batches=batch_of)
+        for batch, kind, dim in table.groups():
+            sub = table.select(kind=kind, dimension=dim, batch=batch)
+            level = "ordinal" if dim in ("strength", "first_error") else "nominal"
+            ci = q.krippendorff_alpha_ci(sub.units, sub.values, level=level, n_boot=200)
+            out["agreement"].append({"batch": batch, "kind": kind, "dimension": dim, "alpha": ci.estimate,
+                                     "low": ci.low, "high": ci.high, "labels": len(sub)})
+        main = table.select(dimension="winner") if "winner" in set(table.dimensions.tolist()) else table
+        if len(main):
+            out["consensus"] = q.leave_one_out_agreement(main.units, main.raters, main.values)
+        pairwise = [j for j in judgments if isinstance(j, PairwiseJudgment)]
+        if pairwise:
+            pb = q.position_bias(pairwise)
+            out["position"] = {**pb, "chart": _svg_bars(
+                [(r, v["share"]) for r, v in pb["per_rater"].items()] + [("overall", pb["overall"]["share"])], ref=0.5)}
+    except Exception as exc:  # noqa: BLE001 - a panel failing must not take the dashboard down
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out

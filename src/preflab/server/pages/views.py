@@ -1,0 +1,287 @@
+"""Page handlers. Each one: the REST API's guard, a read through the API's own handler or a
+service function, a template. Changes happen in the browser through the REST API."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from sqlalchemy import select
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from ... import __version__
+from ...schema import JUDGMENT_KINDS
+from ...store import repo
+from ...store.models import Project
+from .. import api, webapi
+from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
+from ..policy import settings_of
+from . import TEMPLATES, data
+from .render import markdown, steps_of
+
+router = APIRouter(include_in_schema=False)
+
+env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html"]),
+                  trim_blocks=True, lstrip_blocks=True)
+env.filters["markdown"] = markdown
+env.filters["steps"] = steps_of
+env.globals["version"] = __version__
+
+
+def pretty_call(call: Any) -> str:
+    """A tool call as readable JSON (a JSON-string ``arguments`` decoded); escaped by Jinja."""
+    import json
+
+    def decode(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: (_maybe_json(x) if k == "arguments" else decode(x)) for k, x in v.items()}
+        return v
+
+    def _maybe_json(x: Any) -> Any:
+        try:
+            return json.loads(x) if isinstance(x, str) else x
+        except ValueError:
+            return x
+
+    return json.dumps(decode(call), indent=2, ensure_ascii=False, default=str)
+
+
+env.filters["pretty_call"] = pretty_call
+
+
+def answer_text(candidate: dict[str, Any]) -> str:
+    """A candidate's answer as raw text (assistant turns of a conversation), for step splitting."""
+    if candidate.get("text") is not None:
+        return candidate["text"]
+    return "\n\n".join(m.get("content") or "" for m in candidate.get("messages") or [] if m.get("role") == "assistant")
+
+
+env.filters["answer_text"] = answer_text
+
+
+def num(value: Any, fmt: str = "%.3f") -> str:
+    """A statistic for display: '—' when undefined (None or NaN)."""
+    import math
+
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt % value
+
+
+env.filters["num"] = num
+
+PAIRWISE_SCALE = [  # key, winner, strength, label
+    (1, "a", 3, "A much better"), (2, "a", 2, "A better"), (3, "a", 1, "A slightly better"), (4, "tie", 0, "Tie"),
+    (5, "b", 1, "B slightly better"), (6, "b", 2, "B better"), (7, "b", 3, "B much better"),
+]
+env.globals["PAIRWISE_SCALE"] = PAIRWISE_SCALE
+
+
+def render(request: Request, template: str, ctx: Ctx | None = None, http_status: int = 200, **values: Any) -> HTMLResponse:
+    actor = ctx.actor if ctx else None
+    html = env.get_template(template).render(request=request, user=actor, csrf=actor.csrf_token if actor else "",
+                                             **values)
+    return HTMLResponse(html, status_code=http_status, headers={"Cache-Control": "no-store"})
+
+
+def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
+    return render(request, "error.html", None, http_status=status, status_code=status, detail=detail)
+
+
+def call(handler, request: Request, ctx: Ctx, **kw: Any) -> Any:  # noqa: ANN001
+    """Run a REST handler with the page's context and return its JSON body (one code path)."""
+    resp = handler(request, ctx=ctx, **kw)
+    return orjson.loads(resp.body) if resp.status_code < 400 else None
+
+
+def _db(request: Request):  # noqa: ANN202
+    return request.app.state.db
+
+
+def _local(target: str | None) -> str:
+    """Only same-site paths after login (no open redirect)."""
+    if not target or not target.startswith("/") or target.startswith("//") or urlsplit(target).netloc:
+        return "/"
+    return target
+
+
+# -- public ---------------------------------------------------------------------------------------
+
+
+@router.get("/login")
+def login_page(request: Request, next: str | None = Query(default=None, max_length=2000),  # noqa: A002
+               ctx: Ctx = guard("public")) -> Response:
+    with _db(request).reading() as s:
+        try:
+            actor = _authenticate(request, s) if request.cookies.get(SESSION_COOKIE) else None
+        except Exception:  # noqa: BLE001 - an expired cookie: log in again
+            actor = None
+    if actor is not None:
+        return RedirectResponse(_local(next), status_code=303)
+    resp = render(request, "login.html", None, next=_local(next))
+    if request.cookies.get(SESSION_COOKIE):
+        resp.delete_cookie(SESSION_COOKIE, path="/")  # a stale cookie would block the login call
+    return resp
+
+
+@router.get("/invite/{token}")
+def invite_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Response:
+    return render(request, "invite.html", None, token=token)
+
+
+# -- everyone ----------------------------------------------------------------------------------------
+
+
+@router.get("/")
+def home(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
+    projects = call(api.list_projects, request, ctx) or []
+    with _db(request).reading() as s:
+        for p in projects:
+            pk = s.scalar(select(Project.pk).where(Project.name == p["name"]))
+            p["progress"] = data.project_progress(s, pk, ctx.user.user_pk)
+    return render(request, "home.html", ctx, projects=projects)
+
+
+@router.get("/account")
+def account(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
+    me = call(api.me, request, ctx)
+    creds = call(api.my_credentials, request, ctx)
+    return render(request, "account.html", ctx, me=me, credentials=creds)
+
+
+def _project_bits(request: Request, ctx: Ctx) -> dict[str, Any]:
+    project = call(api.get_project, request, ctx, project=ctx.project.name)
+    rubric = call(api.get_rubric, request, ctx, project=ctx.project.name, version=None)
+    if rubric is not None and "dimensions" not in rubric:
+        rubric = None
+    return {"project": project, "rubric": rubric, "policy": settings_of(ctx.project.settings).policy}
+
+
+@router.get("/p/{project}")
+def project_page(request: Request, project: str, ctx: Ctx = guard("project.view")) -> Response:
+    bits = _project_bits(request, ctx)
+    status = revisions = None
+    if ctx.role == "rater":
+        status = call(api.my_status, request, ctx, project=project)
+        revisions = call(api.my_revisions, request, ctx, project=project)
+    with _db(request).reading() as s:
+        progress = data.project_progress(s, ctx.project.pk, ctx.user.user_pk)
+    return render(request, "project.html", ctx, role=ctx.role, status=status, revisions=revisions or [],
+                  progress=progress, **bits)
+
+
+@router.get("/p/{project}/label")
+def label_page(request: Request, project: str, kind: str | None = Query(default=None, max_length=40),
+               ctx: Ctx = guard("project.label")) -> Response:
+    bits = _project_bits(request, ctx)
+    with _db(request).reading() as s:
+        task = data.live_task(s, ctx.project, ctx.user.user_pk)
+    kinds = ctx.project.kinds
+    kind = kind if kind in kinds else kinds[0]
+    status = call(api.my_status, request, ctx, project=project)
+    return render(request, "label.html", ctx, task=task, kind=kind, kinds=kinds, status=status, mode="label",
+                  initial=None, **bits)
+
+
+@router.get("/p/{project}/revise/{judgment_id}")
+def revise_page(request: Request, project: str, judgment_id: int, ctx: Ctx = guard("project.label")) -> Response:
+    bits = _project_bits(request, ctx)
+    revisions = call(api.my_revisions, request, ctx, project=project) or []
+    rev = next((r for r in revisions if r["judgment_id"] == judgment_id), None)
+    if rev is None:
+        return error_page(request, 404, f"judgment {judgment_id} is not waiting for a revision of yours")
+    task = {"item": rev["item"], "shown_order": rev["shown_order"] or [c["id"] for c in rev["item"]["candidates"]],
+            "phase": "revision", "judgment_id": judgment_id, "note": rev["note"]}
+    by_id = {c["id"]: c for c in rev["item"]["candidates"]}
+    task["item"]["candidates"] = [by_id[c] for c in task["shown_order"] if c in by_id]
+    kind = rev["your_judgment"].get("kind", ctx.project.kinds[0])
+    status = call(api.my_status, request, ctx, project=project)
+    return render(request, "label.html", ctx, task=task, kind=kind, kinds=[kind], status=status, mode="revise",
+                  initial=rev["your_judgment"], **bits)
+
+
+@router.get("/p/{project}/qualification")
+def qualification_page(request: Request, project: str, ctx: Ctx = guard("project.label")) -> Response:
+    status = call(api.my_status, request, ctx, project=project)
+    return render(request, "qualification.html", ctx, project=call(api.get_project, request, ctx, project=project),
+                  status=status)
+
+
+# -- reviewers -----------------------------------------------------------------------------------------
+
+
+@router.get("/p/{project}/review")
+def review_page(request: Request, project: str, share: float | None = Query(default=None, ge=0, le=1),
+                ctx: Ctx = guard("project.review")) -> Response:
+    with _db(request).reading() as s:
+        queues = webapi.review_queues(s, ctx.project, share=share)
+    return render(request, "review.html", ctx, project=call(api.get_project, request, ctx, project=project),
+                  queues=queues)
+
+
+@router.get("/p/{project}/review/item/{item_id}")
+def review_item_page(request: Request, project: str, item_id: str, ctx: Ctx = guard("project.review")) -> Response:
+    bits = _project_bits(request, ctx)
+    with _db(request).reading() as s:
+        review = webapi.item_review(s, ctx.project, item_id)
+    item = review["item"]
+    order = [c["id"] for c in item["candidates"]]
+    task = {"item": item, "shown_order": order, "phase": "adjudication"}
+    kind = next((j["kind"] for j in review["judgments"]), ctx.project.kinds[0])
+    names = {c: "AB"[i] if len(order) == 2 else str(i + 1) for i, c in enumerate(order)}
+    return render(request, "review_item.html", ctx, review=review, task=task, kind=kind, kinds=[kind],
+                  mode="adjudicate", initial=None, names=names, **bits)
+
+
+# -- admins ---------------------------------------------------------------------------------------------
+
+
+@router.get("/admin")
+def admin_page(request: Request, ctx: Ctx = guard("site.admin")) -> Response:
+    projects = call(api.list_projects, request, ctx) or []
+    users = call(api.list_users, request, ctx) or []
+    for u in users:
+        u["credentials"] = call(api.user_credentials, request, ctx, username=u["username"]) or []
+    return render(request, "admin.html", ctx, projects=projects, users=users, kinds=list(JUDGMENT_KINDS))
+
+
+@router.get("/admin/p/{project}")
+def admin_project_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
+    bits = _project_bits(request, ctx)
+    members = call(api.list_members, request, ctx, project=project) or []
+    history = call(api.settings_history, request, ctx, project=project) or []
+    with _db(request).reading() as s:
+        versions = webapi.rubric_versions(s, ctx.project.pk)
+    policy_json = orjson.dumps(bits["policy"].model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode()
+    return render(request, "admin_project.html", ctx, members=members, history=list(reversed(history))[:20],
+                  versions=versions, policy_json=policy_json, **bits)
+
+
+@router.get("/admin/p/{project}/import")
+def admin_import_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
+    return render(request, "admin_import.html", ctx, project=call(api.get_project, request, ctx, project=project))
+
+
+@router.get("/admin/p/{project}/dashboard")
+def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+    q = call(api.quality, request, ctx, project=project)
+    with _db(request).reading() as s:
+        dash = data.dashboard(s, ctx.project, q)
+    return render(request, "dashboard.html", ctx, project=call(api.get_project, request, ctx, project=project),
+                  q=q, dash=dash, can_manage=ctx.user.is_admin or ctx.role == "admin")
+
+
+@router.get("/admin/p/{project}/export")
+def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
+    try:
+        from ...io.export import EXPORT_FORMATS
+
+        choices = [(name, getattr(e, "description", "")) for name, e in sorted(EXPORT_FORMATS.items())]
+    except ImportError:  # EXPORTER HOOK: the page still renders; the API answers 501
+        choices = []
+    return render(request, "export.html", ctx, project=call(api.get_project, request, ctx, project=project),
+                  formats=choices)
+
+
+_ = repo

@@ -1,0 +1,694 @@
+/* preflab web UI: small vanilla JS, no build step. Every change goes through the REST API
+   with the session's CSRF token (meta[name=csrf-token]). */
+"use strict";
+
+(function () {
+  const $ = (sel, root) => (root || document).querySelector(sel);
+  const $$ = (sel, root) => Array.from((root || document).querySelectorAll(sel));
+  const csrf = () => ($('meta[name="csrf-token"]') || {}).content || "";
+
+  async function api(method, url, body, raw) {
+    const headers = { "X-CSRF-Token": csrf() };
+    let payload;
+    if (raw !== undefined) {
+      payload = raw;
+      headers["Content-Type"] = "application/octet-stream";
+    } else if (body !== undefined) {
+      payload = JSON.stringify(body);
+      headers["Content-Type"] = "application/json";
+    }
+    const resp = await fetch(url, { method, headers, body: payload, credentials: "same-origin" });
+    let data = null;
+    try { data = await resp.json(); } catch (e) { data = null; }
+    return { ok: resp.ok, status: resp.status, data };
+  }
+
+  function problemText(data) {
+    if (!data) return "request failed";
+    const parts = [typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)];
+    (data.errors || []).forEach((e) => parts.push((e.loc || []).filter((x) => x !== "body").join(".") + ": " + e.msg));
+    return parts.join(" · ");
+  }
+
+  function toast(msg) {
+    const t = $("#toast");
+    if (!t) return;
+    t.textContent = msg;
+    t.hidden = false;
+    clearTimeout(toast._t);
+    toast._t = setTimeout(() => { t.hidden = true; }, 4000);
+  }
+
+  function showError(el, msg) {
+    if (!el) { toast(msg); return; }
+    el.textContent = msg;
+    el.hidden = !msg;
+  }
+
+  const typing = (el) => el && (el.tagName === "TEXTAREA" || el.tagName === "SELECT" ||
+    (el.tagName === "INPUT" && !["radio", "checkbox", "button", "submit"].includes(el.type)) || el.isContentEditable);
+
+  function uuid() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    return "id-" + Date.now().toString(36) + Math.random().toString(36).slice(2);
+  }
+
+  /* ---------------------------------------------------------------- common: login, logout, help */
+
+  function initCommon() {
+    $$('[data-action="logout"]').forEach((b) => b.addEventListener("click", async () => {
+      await api("POST", "/api/v1/auth/logout");
+      location.href = "/login";
+    }));
+
+    const login = $("#login-form");
+    if (login) login.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const r = await api("POST", "/api/v1/auth/login", { username: login.username.value, password: login.password.value });
+      if (r.ok) location.href = login.dataset.next || "/";
+      else showError($("#login-error"), problemText(r.data));
+    });
+
+    const invite = $("#invite-form");
+    if (invite) invite.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const body = { username: invite.username.value, password: invite.password.value };
+      const r = await api("POST", "/api/v1/invites/" + encodeURIComponent(invite.dataset.token) + "/accept", body);
+      if (!r.ok) { showError($("#invite-error"), problemText(r.data)); return; }
+      const l = await api("POST", "/api/v1/auth/login", body);
+      location.href = l.ok ? "/" : "/login";
+    });
+
+    const claim = $("#claim-form");
+    if (claim) claim.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const r = await api("POST", "/api/v1/me/credentials", { domain: claim.domain.value, evidence: claim.evidence.value });
+      if (r.ok) location.reload(); else toast(problemText(r.data));
+    });
+
+    const help = $("#help");
+    const openHelp = () => { if (help && !help.open) { help.showModal(); } };
+    $$('[data-action="help"]').forEach((b) => b.addEventListener("click", openHelp));
+    $$('[data-action="close-help"]').forEach((b) => b.addEventListener("click", () => help.close()));
+    document.addEventListener("keydown", (ev) => {
+      if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
+      if (ev.key === "?" || ev.key === "g") { if (help) { ev.preventDefault(); openHelp(); } }
+    });
+  }
+
+  /* ---------------------------------------------------------------- telemetry (summary only) */
+
+  // Counts and timings only; never the characters typed.
+  function Telemetry() {
+    const t = { intervals: [], lastKey: 0, typed: 0, deleted: 0, pasted: 0, pastes: 0, focusLosses: 0,
+                activeMs: 0, lastActive: performance.now(), focused: document.hasFocus() };
+    const IDLE_MS = 60000;
+    const tick = () => {
+      const now = performance.now();
+      if (t.focused && !document.hidden) t.activeMs += Math.min(now - t.lastActive, IDLE_MS);
+      t.lastActive = now;
+    };
+    ["keydown", "pointerdown", "scroll", "pointermove"].forEach((e) =>
+      document.addEventListener(e, tick, { passive: true, capture: true }));
+    window.addEventListener("blur", () => { tick(); t.focused = false; t.focusLosses += 1; });
+    window.addEventListener("focus", () => { t.focused = true; t.lastActive = performance.now(); });
+    document.addEventListener("visibilitychange", () => { tick(); });
+
+    t.watch = (el) => {
+      if (!el) return;
+      el.addEventListener("keydown", (ev) => {
+        if (ev.key.length !== 1 && ev.key !== "Backspace" && ev.key !== "Delete" && ev.key !== "Enter") return;
+        const now = performance.now();
+        if (t.lastKey && now - t.lastKey < 5000) t.intervals.push(now - t.lastKey);
+        t.lastKey = now;
+      });
+      el.addEventListener("beforeinput", (ev) => {
+        const type = ev.inputType || "";
+        if (type === "insertFromPaste" || type === "insertFromDrop") return; // counted by paste
+        if (type.startsWith("insert")) t.typed += (ev.data || "\n").length;
+        else if (type.startsWith("delete")) {
+          const sel = el.selectionEnd - el.selectionStart;
+          t.deleted += sel > 0 ? sel : 1;
+        }
+      });
+      el.addEventListener("paste", (ev) => {
+        const text = (ev.clipboardData && ev.clipboardData.getData("text")) || "";
+        t.pasted += text.length;
+        t.pastes += 1;
+      });
+    };
+    t.summary = () => {
+      tick();
+      const out = { pasted_chars: t.pasted, paste_count: t.pastes, typed_chars: t.typed,
+                    active_ms: Math.round(t.activeMs), focus_losses: t.focusLosses };
+      if (t.intervals.length >= 2) {
+        const n = t.intervals.length;
+        const mean = t.intervals.reduce((a, b) => a + b, 0) / n;
+        const sd = Math.sqrt(t.intervals.reduce((a, b) => a + (b - mean) * (b - mean), 0) / (n - 1));
+        if (mean > 0) out.iki_cv = Math.round((sd / mean) * 10000) / 10000;
+      }
+      if (t.typed > 0) out.revision_ratio = Math.round((t.deleted / t.typed) * 10000) / 10000;
+      return out;
+    };
+    return t;
+  }
+
+  /* ---------------------------------------------------------------- kind widgets */
+
+  const widgets = {
+    pairwise: {
+      init(root, initial) {
+        const radios = $$('input[name="pairwise"]', root);
+        if (initial && initial.winner) {
+          const r = radios.find((x) => x.dataset.winner === initial.winner && +x.dataset.strength === initial.strength);
+          if (r) r.checked = true;
+        }
+        return (ev) => {
+          if (/^[1-7]$/.test(ev.key)) {
+            const r = radios[+ev.key - 1];
+            r.checked = true;
+            r.focus();
+            return true;
+          }
+          return false;
+        };
+      },
+      read(root, task) {
+        const r = $('input[name="pairwise"]:checked', root);
+        if (!r) return { error: "choose a point on the scale (keys 1–7)" };
+        return { body: { kind: "pairwise", shown_order: task.shown_order, winner: r.dataset.winner,
+                         strength: +r.dataset.strength } };
+      },
+    },
+
+    ranking: {
+      init(root, initial) {
+        const list = $("#ranking", root);
+        const live = $("#ranking-live", root);
+        const items = () => $$(".rank-item", list);
+        const refresh = () => {
+          let rank = 0;
+          items().forEach((li, i) => {
+            if (i === 0) li.dataset.tied = "0";
+            if (li.dataset.tied !== "1") rank += 1;
+            $(".rank-pos", li).textContent = "#" + rank;
+            $(".tie-mark", li).hidden = li.dataset.tied !== "1";
+            li.classList.toggle("tied", li.dataset.tied === "1");
+          });
+        };
+        const announce = (li, what) => {
+          const pos = items().indexOf(li) + 1;
+          live.textContent = li.getAttribute("aria-label") + " " + what + ", now at position " + pos;
+        };
+        const move = (li, dir) => {
+          if (dir < 0 && li.previousElementSibling) list.insertBefore(li, li.previousElementSibling);
+          else if (dir > 0 && li.nextElementSibling) list.insertBefore(li.nextElementSibling, li);
+          li.dataset.tied = "0";
+          refresh();
+          li.focus();
+          announce(li, "moved");
+        };
+        if (initial && initial.order) {
+          initial.order.forEach((group) => group.forEach((cid, j) => {
+            const li = items().find((x) => x.dataset.candidate === cid);
+            if (li) { list.appendChild(li); li.dataset.tied = j > 0 ? "1" : "0"; }
+          }));
+        }
+        list.addEventListener("keydown", (ev) => {
+          const li = ev.target.closest(".rank-item");
+          if (!li || ev.target !== li) return;
+          if (ev.altKey && ev.key === "ArrowUp") { ev.preventDefault(); move(li, -1); }
+          else if (ev.altKey && ev.key === "ArrowDown") { ev.preventDefault(); move(li, 1); }
+          else if (!ev.altKey && ev.key === "ArrowUp" && li.previousElementSibling) { ev.preventDefault(); li.previousElementSibling.focus(); }
+          else if (!ev.altKey && ev.key === "ArrowDown" && li.nextElementSibling) { ev.preventDefault(); li.nextElementSibling.focus(); }
+          else if (ev.key === "t" && li.previousElementSibling) { ev.preventDefault(); li.dataset.tied = "1"; refresh(); announce(li, "tied with the answer above"); }
+          else if (ev.key === "u") { ev.preventDefault(); li.dataset.tied = "0"; refresh(); announce(li, "untied"); }
+          else return;
+          ev.stopPropagation();
+        });
+        list.addEventListener("click", (ev) => {
+          const b = ev.target.closest("button[data-move]");
+          if (!b) return;
+          const li = b.closest(".rank-item");
+          if (b.dataset.move === "up") move(li, -1);
+          else if (b.dataset.move === "down") move(li, 1);
+          else if (li.previousElementSibling) { li.dataset.tied = li.dataset.tied === "1" ? "0" : "1"; refresh(); }
+        });
+        let dragged = null;
+        list.addEventListener("dragstart", (ev) => {
+          dragged = ev.target.closest(".rank-item");
+          if (!dragged) return;
+          dragged.classList.add("dragging");
+          ev.dataTransfer.effectAllowed = "move";
+          ev.dataTransfer.setData("text/plain", dragged.dataset.candidate);
+        });
+        list.addEventListener("dragend", () => { if (dragged) dragged.classList.remove("dragging"); dragged = null; refresh(); });
+        list.addEventListener("dragover", (ev) => {
+          if (!dragged) return;
+          ev.preventDefault();
+          const over = ev.target.closest(".rank-item");
+          if (!over || over === dragged) return;
+          const box = over.getBoundingClientRect();
+          const after = ev.clientY > box.top + box.height / 2;
+          list.insertBefore(dragged, after ? over.nextElementSibling : over);
+          dragged.dataset.tied = "0";
+        });
+        list.addEventListener("drop", (ev) => { ev.preventDefault(); refresh(); });
+        refresh();
+        list.dataset.touched = "0";
+        return null;
+      },
+      read(root) {
+        const order = [];
+        $$(".rank-item", root).forEach((li, i) => {
+          if (i > 0 && li.dataset.tied === "1") order[order.length - 1].push(li.dataset.candidate);
+          else order.push([li.dataset.candidate]);
+        });
+        return { body: { kind: "ranking", order } };
+      },
+    },
+
+    rubric: {
+      init(root) {
+        return null;
+      },
+      read(root) {
+        const scores = {};
+        const missing = [];
+        $$("tr[data-dimension]", root).forEach((tr) => {
+          const dim = tr.dataset.dimension;
+          const num = $('input[type="number"]', tr);
+          if (num) {
+            if (num.value === "") missing.push(dim); else scores[dim] = +num.value;
+          } else {
+            const r = $("input:checked", tr);
+            if (!r) missing.push(dim); else scores[dim] = +r.value;
+          }
+        });
+        if (missing.length) return { error: "score every dimension: " + missing.join(", ") + " missing" };
+        const vetoes = $$('input[name="veto"]:checked', root).map((c) => c.value);
+        const cand = $(".answer[data-candidate]", root).dataset.candidate;
+        return { body: { kind: "rubric", candidate_id: cand, scores, vetoes_failed: vetoes } };
+      },
+    },
+
+    unary: {
+      init(root, initial) {
+        if (initial && typeof initial.label === "boolean") {
+          $('input[name="thumb"][value="' + (initial.label ? "up" : "down") + '"]', root).checked = true;
+        }
+        return (ev) => {
+          const v = ev.key === "+" || ev.key === "=" ? "up" : ev.key === "-" ? "down" : null;
+          if (!v) return false;
+          const r = $('input[name="thumb"][value="' + v + '"]', root);
+          r.checked = true;
+          r.focus();
+          return true;
+        };
+      },
+      read(root) {
+        const r = $('input[name="thumb"]:checked', root);
+        if (!r) return { error: "thumbs up or down (keys + and −)" };
+        return { body: { kind: "unary", candidate_id: $(".answer[data-candidate]", root).dataset.candidate,
+                         label: r.value === "up" } };
+      },
+    },
+
+    steps: {
+      init(root) {
+        const steps = $$(".step", root);
+        const set = (li, v) => { const r = $('input[value="' + v + '"]', li); r.checked = true; update(); };
+        const update = () => {
+          const err = steps.findIndex((li) => { const r = $("input:checked", li); return r && r.value === "-1"; });
+          steps.forEach((li, i) => {
+            const after = err >= 0 && i > err;
+            li.classList.toggle("after-error", after);
+            $$("input", li).forEach((x) => { x.disabled = after; if (after) x.checked = false; });
+          });
+        };
+        const firstError = (li) => {
+          const idx = steps.indexOf(li);
+          steps.forEach((s, i) => {
+            if (i < idx && !$("input:checked", s)) $('input[value="1"]', s).checked = true;
+          });
+          $$("input", li).forEach((x) => { x.disabled = false; });
+          set(li, "-1");
+        };
+        root.addEventListener("change", update);
+        root.addEventListener("click", (ev) => {
+          const b = ev.target.closest('[data-action="first-error"]');
+          if (b) firstError(b.closest(".step"));
+        });
+        root.addEventListener("keydown", (ev) => {
+          const li = ev.target.closest(".step");
+          if (!li || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+          const i = steps.indexOf(li);
+          if (ev.key === "j" || ev.key === "ArrowDown") { if (steps[i + 1]) steps[i + 1].focus(); }
+          else if (ev.key === "k" || ev.key === "ArrowUp") { if (steps[i - 1]) steps[i - 1].focus(); }
+          else if (ev.key === "+" || ev.key === "=" || ev.key === "1") { if (!li.classList.contains("after-error")) { set(li, "1"); if (steps[i + 1]) steps[i + 1].focus(); } }
+          else if (ev.key === "0") { if (!li.classList.contains("after-error")) { set(li, "0"); if (steps[i + 1]) steps[i + 1].focus(); } }
+          else if (ev.key === "-") { set(li, "-1"); }
+          else if (ev.key === "e") { firstError(li); }
+          else return;
+          ev.preventDefault();
+          ev.stopPropagation();
+        });
+        return null;
+      },
+      read(root) {
+        const steps = $$(".step", root);
+        const texts = steps.map((li) => li.dataset.text);
+        const verdicts = [];
+        for (const li of steps) {
+          const r = $("input:checked", li);
+          if (!r) break;
+          verdicts.push(+r.value);
+          if (r.value === "-1") break;
+        }
+        if (verdicts.length === 0 || (verdicts[verdicts.length - 1] !== -1 && verdicts.length < steps.length)) {
+          return { error: "label every step up to the first error" };
+        }
+        return { body: { kind: "steps", candidate_id: $("#steps", root).dataset.candidate, steps: texts, verdicts } };
+      },
+    },
+
+    demonstration: {
+      init(root, initial, telemetry) {
+        const ed = $("#demo-text", root);
+        if (initial && initial.text) ed.value = initial.text;
+        telemetry.watch(ed);
+        return null;
+      },
+      read(root) {
+        const text = $("#demo-text", root).value;
+        if (!text.trim()) return { error: "write the expert answer" };
+        return { body: { kind: "demonstration", text } };
+      },
+    },
+  };
+
+  /* ---------------------------------------------------------------- the label page */
+
+  function describeExpected(expected, task) {
+    if (!expected) return "";
+    if (expected.kind === "pairwise") {
+      if (expected.winner === "tie") return "Tie.";
+      const chosen = expected.winner === "a" ? expected.shown_order[0] : expected.shown_order[1];
+      const shown = task.shown_order.indexOf(chosen) === 0 ? "A" : "B";
+      const words = { 1: "slightly better", 2: "better", 3: "much better" }[expected.strength] || "better";
+      return "Answer " + shown + " " + words + ".";
+    }
+    if (expected.kind === "unary") return expected.label ? "Thumbs up." : "Thumbs down.";
+    if (expected.kind === "ranking") {
+      return "Ranking: " + expected.order.map((g) => g.map((c) => "answer " + (task.shown_order.indexOf(c) + 1)).join(" = ")).join(" > ");
+    }
+    if (expected.kind === "steps") return "Step verdicts: " + expected.verdicts.join(", ");
+    if (expected.kind === "rubric") return "Scores: " + Object.entries(expected.scores).map(([k, v]) => k + " " + v).join(", ");
+    return JSON.stringify(expected);
+  }
+
+  function initLabel() {
+    const app = $("#label-app");
+    if (!app) return initNoTask();
+    const task = JSON.parse($("#task-data").textContent);
+    const kind = app.dataset.kind;
+    const root = $(".widget", app);
+    const telemetry = Telemetry();
+    const rationale = $("#rationale");
+    telemetry.watch(rationale);
+    const count = $("#rationale-count");
+    const minChars = +app.dataset.minRationale || 0;
+    const updateCount = () => { count.textContent = rationale.value.length + (minChars ? " / " + minChars : ""); };
+    rationale.addEventListener("input", updateCount);
+    updateCount();
+    const w = widgets[kind];
+    const onKey = w.init(root, task.initial, telemetry);
+    const idem = uuid();
+    let busy = false, done = false;
+    const mode = app.dataset.mode;
+    const project = app.dataset.project;
+    const err = $("#submit-error");
+
+    async function nextTask() {
+      const r = await api("POST", "/api/v1/projects/" + project + "/assignments/next");
+      if (r.ok && r.data.task) location.replace("/p/" + project + "/label");
+      else if (r.ok && r.data.reason === "not_qualified") location.replace("/p/" + project + "/qualification");
+      else location.replace("/p/" + project + "/label?done=1");
+    }
+
+    async function submit() {
+      if (busy || done) return;
+      const got = w.read(root, task);
+      if (got.error) { showError(err, got.error); return; }
+      const text = rationale.value;
+      if (minChars && text.trim().length < minChars) {
+        showError(err, "the rationale needs at least " + minChars + " characters");
+        rationale.focus();
+        return;
+      }
+      const body = Object.assign({}, got.body, text.trim() ? { rationale: text } : {});
+      busy = true;
+      let r;
+      if (mode === "revise") {
+        r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + app.dataset.judgmentId + "/revise",
+          { judgment: body, telemetry: telemetry.summary(), idempotency_key: idem });
+      } else {
+        r = await api("POST", "/api/v1/projects/" + project + "/judgments",
+          { assignment_id: app.dataset.assignment, judgment: body, telemetry: telemetry.summary(), idempotency_key: idem });
+      }
+      busy = false;
+      if (!r.ok) { showError(err, problemText(r.data)); return; }
+      done = true;
+      showError(err, "");
+      if (mode === "revise") { location.href = "/p/" + project; return; }
+      if (r.data.gold) {
+        const fb = $("#feedback");
+        const g = r.data.gold;
+        $("#feedback-title").textContent = g.correct ? "Correct" : "Not what we expected";
+        fb.classList.toggle("correct", !!g.correct);
+        fb.classList.toggle("wrong", !g.correct);
+        const body = $("#feedback-body");
+        body.textContent = "";
+        const p1 = document.createElement("p");
+        p1.textContent = "Expected: " + describeExpected(g.expected, task);
+        body.appendChild(p1);
+        if (g.explanation) {
+          const p2 = document.createElement("p");
+          p2.textContent = "Why: " + g.explanation;
+          body.appendChild(p2);
+        }
+        const q = r.data.qualification || {};
+        const p3 = document.createElement("p");
+        p3.className = "muted";
+        p3.textContent = "Qualification: " + q.correct + " of " + q.answered + " correct so far.";
+        body.appendChild(p3);
+        fb.hidden = false;
+        fb.dataset.status = q.status || "qualifying";
+        fb.focus();
+        return;
+      }
+      await nextTask();
+    }
+
+    $('[data-action="submit"]', app).addEventListener("click", submit);
+    $('[data-action="next"]', app).addEventListener("click", () => {
+      const st = $("#feedback").dataset.status;
+      if (st === "qualified" || st === "failed") location.href = "/p/" + project + "/qualification";
+      else nextTask();
+    });
+    document.addEventListener("keydown", (ev) => {
+      if ((ev.ctrlKey || ev.metaKey) && ev.key === "Enter") { ev.preventDefault(); submit(); return; }
+      const fb = $("#feedback");
+      if (!fb.hidden && ev.key === "Enter") { ev.preventDefault(); $('[data-action="next"]', app).click(); return; }
+      if (ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target) || ($("#help") || {}).open) return;
+      if (ev.key === "r") { ev.preventDefault(); rationale.focus(); return; }
+      if (onKey && onKey(ev)) ev.preventDefault();
+    });
+  }
+
+  function initNoTask() {
+    const box = $("#no-task");
+    if (!box) return;
+    const project = box.dataset.project;
+    const msg = $("#no-task-message");
+    const get = async () => {
+      const r = await api("POST", "/api/v1/projects/" + project + "/assignments/next");
+      if (r.ok && r.data.task) { location.replace("/p/" + project + "/label"); return; }
+      if (r.ok && r.data.reason === "not_qualified") { location.replace("/p/" + project + "/qualification"); return; }
+      msg.textContent = r.ok ? (r.data.detail || "No task right now.") : problemText(r.data);
+    };
+    $('[data-action="get-task"]', box).addEventListener("click", get);
+    if (!/[?&]done=1/.test(location.search) && /[?&]auto=1/.test(location.search)) get();
+  }
+
+  /* ---------------------------------------------------------------- reviewer pages */
+
+  function initReview() {
+    const page = $("#review-item");
+    if (!page) return;
+    const project = page.dataset.project;
+    const item = page.dataset.item;
+    const root = $(".widget", page);
+    const task = JSON.parse($("#task-data").textContent);
+    const w = root ? widgets[root.dataset.widget] : null;
+    if (w) {
+      const onKey = w.init(root, null, Telemetry());
+      document.addEventListener("keydown", (ev) => {
+        if (ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target) || ($("#help") || {}).open) return;
+        if (onKey && onKey(ev)) ev.preventDefault();
+      });
+    }
+    const idem = uuid();
+    const adj = $('[data-action="adjudicate"]', page);
+    if (adj) adj.addEventListener("click", async () => {
+      const got = w.read(root, task);
+      const err = $("#adjudicate-error");
+      if (got.error) { showError(err, got.error); return; }
+      const note = $("#adjudicate-note").value;
+      if (!note.trim()) { showError(err, "write a note explaining the final label"); $("#adjudicate-note").focus(); return; }
+      const r = await api("POST", "/api/v1/projects/" + project + "/items/" + encodeURIComponent(item) + "/adjudicate",
+        { judgment: got.body, note, idempotency_key: idem });
+      if (r.ok) { toast("Final label recorded"); location.reload(); } else showError(err, problemText(r.data));
+    });
+    $$("form.send-back", page).forEach((f) => f.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + f.dataset.judgment + "/send-back",
+        { note: f.note.value });
+      if (r.ok) { toast("Sent back to the rater"); location.reload(); } else showError($(".error", f), problemText(r.data));
+    }));
+  }
+
+  /* ---------------------------------------------------------------- admin pages */
+
+  function formJSON(form) {
+    const out = {};
+    $$("[name]", form).forEach((el) => {
+      if (el.type === "checkbox") { if (el.dataset.list) { (out[el.name] = out[el.name] || []); if (el.checked) out[el.name].push(el.value); } else out[el.name] = el.checked; }
+      else if (el.type === "radio") { if (el.checked) out[el.name] = el.value; }
+      else if (el.value !== "" || el.dataset.keepEmpty) out[el.name] = el.dataset.type === "number" ? +el.value : el.dataset.type === "json" ? JSON.parse(el.value) : el.value;
+    });
+    return out;
+  }
+
+  function initAdmin() {
+    // <form data-api="METHOD url" data-result="#sel" data-reload>
+    $$("form[data-api]").forEach((form) => form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const [method, url] = form.dataset.api.split(" ");
+      let body;
+      try { body = formJSON(form); } catch (e) { showError($(".error", form), "invalid JSON: " + e.message); return; }
+      const target = url.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(body[k] || ""));
+      if (form.dataset.drop) form.dataset.drop.split(",").forEach((k) => delete body[k]);
+      const r = await api(method, target, body);
+      const res = form.dataset.result ? $(form.dataset.result) : null;
+      if (!r.ok) { showError($(".error", form), problemText(r.data)); return; }
+      showError($(".error", form), "");
+      if (res) {
+        res.hidden = false;
+        res.textContent = form.dataset.show ? form.dataset.show.split(",").map((k) => k + ": " + (r.data[k] === undefined ? "" : (k === "path" ? location.origin + r.data[k].replace("/api/v1/invites/", "/invite/").replace(/\/accept$/, "") : r.data[k]))).join("\n") : JSON.stringify(r.data, null, 2);
+      }
+      if (form.dataset.reload !== undefined) location.reload();
+      else toast("Saved");
+    }));
+
+    $$("button[data-post]").forEach((b) => b.addEventListener("click", async () => {
+      const [method, url] = b.dataset.post.split(" ");
+      const body = b.dataset.body ? JSON.parse(b.dataset.body) : (b.dataset.note ? { note: prompt(b.dataset.note) || "" } : undefined);
+      const r = await api(method, url, body);
+      if (r.ok) location.reload(); else toast(problemText(r.data));
+    }));
+
+    // file uploads: <form data-upload="url?filename=" data-result="#sel">
+    $$("form[data-upload]").forEach((form) => form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const file = $('input[type="file"]', form).files[0];
+      const out = $(form.dataset.result);
+      if (!file) { showError($(".error", form), "choose a file"); return; }
+      const r = await api("POST", form.dataset.upload + encodeURIComponent(file.name), undefined, await file.arrayBuffer());
+      renderUpload(out, r, form.dataset.reload !== undefined);
+    }));
+
+    const exp = $("#export-form");
+    if (exp) exp.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const out = $("#export-result");
+      out.hidden = false;
+      out.textContent = "Exporting…";
+      const r = await api("POST", exp.dataset.url, { format: exp.format.value });
+      if (!r.ok) { out.textContent = "Export failed: " + problemText(r.data); out.classList.add("error"); return; }
+      out.classList.remove("error");
+      out.textContent = "";
+      const h = document.createElement("h3");
+      h.textContent = "Export " + r.data.export_id + ": manifest";
+      out.appendChild(h);
+      let files = (r.data.manifest && r.data.manifest.files) || [];
+      if (!Array.isArray(files)) files = Object.entries(files).map(([name, f]) => Object.assign({ name }, f));
+      if (files.length) {
+        const ul = document.createElement("ul");
+        ul.className = "export-files";
+        files.forEach((f) => {
+          const name = typeof f === "string" ? f : (f.name || f.path || "");
+          const li = document.createElement("li");
+          const a = document.createElement("a");
+          a.href = exp.dataset.url + "/" + r.data.export_id + "/files/" + encodeURIComponent(name.split("/").pop());
+          a.textContent = name;
+          li.appendChild(a);
+          if (f.sha256) { const c = document.createElement("code"); c.textContent = " sha256 " + f.sha256; li.appendChild(c); }
+          ul.appendChild(li);
+        });
+        out.appendChild(ul);
+      }
+      const pre = document.createElement("pre");
+      pre.textContent = JSON.stringify(r.data.manifest, null, 2);
+      out.appendChild(pre);
+    });
+  }
+
+  function renderUpload(out, r, reload) {
+    out.hidden = false;
+    out.textContent = "";
+    const d = r.data || {};
+    const h = document.createElement("h3");
+    if (r.ok && d.ok !== false) {
+      h.textContent = "Imported";
+      out.className = "card upload-result ok";
+      out.appendChild(h);
+      const p = document.createElement("p");
+      p.textContent = d.id ? ("Rubric " + d.id + " version " + d.version) :
+        ("Items added: " + d.items_added + " · already there: " + d.items_existing + " · added to the task pool: " + d.pooled +
+         (d.already_imported ? " · this file was imported before" : ""));
+      out.appendChild(p);
+      if (reload) setTimeout(() => location.reload(), 600);
+      return;
+    }
+    out.className = "card upload-result fail";
+    h.textContent = d.problems ? ("Nothing was imported: " + d.total + " problem" + (d.total === 1 ? "" : "s")) : "Upload refused";
+    out.appendChild(h);
+    if (d.problems) {
+      const ol = document.createElement("ol");
+      ol.className = "problems";
+      d.problems.forEach((p) => {
+        const li = document.createElement("li");
+        const loc = document.createElement("code");
+        loc.textContent = p.file + (p.line ? ":" + p.line : "");
+        li.appendChild(loc);
+        li.appendChild(document.createTextNode(" " + p.field + ": " + p.reason));
+        ol.appendChild(li);
+      });
+      out.appendChild(ol);
+    } else {
+      const p = document.createElement("p");
+      p.textContent = problemText(d);
+      out.appendChild(p);
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const auto = $("[autofocus]");
+    if (auto && document.activeElement !== auto) auto.focus();
+    initCommon();
+    initLabel();
+    initReview();
+    initAdmin();
+  });
+})();

@@ -1,0 +1,126 @@
+"""``preflab serve --demo``: the server on a fresh SQLite file with a ready demo project built
+from real PandaLM human preference data, and demo accounts with generated passwords.
+
+Data: the bundled ``preflab/data/pandalm-sample.jsonl`` (importer branch) when present, else the
+PandaLM test set beside the checkout (``../shared/data/pandalm-testset-v1.json``). Records are
+turned into items and imported through the server's own import function; items on which all
+three PandaLM annotators agree become the qualification set, with that agreement as the
+explanation.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+DEMO_PROJECT = "pandalm-demo"
+ACCOUNTS = (("admin", True, None), ("reviewer", False, "reviewer"), ("rater1", False, "rater"), ("rater2", False, "rater"))
+GUIDELINES = """# PandaLM pairwise comparison
+
+Each task shows an **instruction** (sometimes with an input) and two model answers.
+
+1. Read the instruction first, then both answers in full.
+2. Prefer the answer that follows the instruction, is correct, and is concise.
+3. Use *tie* only when neither answer is better.
+4. Explain your choice in a sentence or two.
+
+Press `?` at any time for these guidelines and the keys.
+"""
+
+
+def pandalm_records(limit: int = 200) -> tuple[list[dict[str, Any]], str]:
+    """Up to ``limit`` PandaLM records and where they came from."""
+    try:
+        bundled = resources.files("preflab").joinpath("data/pandalm-sample.jsonl")
+        if bundled.is_file():
+            lines = bundled.read_text(encoding="utf-8").splitlines()
+            return [json.loads(x) for x in lines if x.strip()][:limit], "preflab/data/pandalm-sample.jsonl"
+    except (ModuleNotFoundError, FileNotFoundError):
+        pass
+    here = Path(__file__).resolve()
+    for base in here.parents:
+        shared = base / "shared" / "data" / "pandalm-testset-v1.json"
+        if shared.is_file():
+            return json.loads(shared.read_text(encoding="utf-8"))[:limit], str(shared)
+    raise FileNotFoundError("no PandaLM data: expected preflab/data/pandalm-sample.jsonl or "
+                            "../shared/data/pandalm-testset-v1.json")
+
+
+def pandalm_item(rec: dict[str, Any], *, gold: bool = False) -> dict[str, Any]:
+    """A PandaLM record as a preflab item (annotator labels: 0 tie, 1 first better, 2 second better)."""
+    prompt = rec["instruction"] + (f"\n\n{rec['input']}" if rec.get("input") else "")
+    models = str(rec.get("cmp_key", "_")).split("_", 1) + ["", ""]
+    item: dict[str, Any] = {
+        "id": f"pandalm-{rec['idx']}",
+        "prompt": prompt,
+        "candidates": [{"id": "r1", "text": rec["response1"], "model": models[0] or None},
+                       {"id": "r2", "text": rec["response2"], "model": models[1] or None}],
+        "metadata": {"source": "PandaLM test set v1", "motivation_app": rec.get("motivation_app")},
+    }
+    if gold:
+        vote = rec["annotator1"]
+        item["gold"] = {"judgment": {"kind": "pairwise", "shown_order": ["r1", "r2"],
+                                     "winner": "a" if vote == 1 else "b", "strength": 2},
+                        "explanation": f"All three PandaLM annotators preferred response {vote} "
+                                       f"({'the first' if vote == 1 else 'the second'} one in the data set)."}
+        item["metadata"]["qualification"] = True
+    return item
+
+
+def build_demo(db_url: str, *, n_items: int = 40, n_qualification: int = 5) -> dict[str, Any]:
+    """Create the schema, demo accounts (generated passwords) and the demo project."""
+    from . import projects
+    from .auth import create_user, get_user, set_membership
+    from .database import Database, init_schema
+
+    records, source = pandalm_records()
+    unanimous = [r for r in records if r["annotator1"] == r["annotator2"] == r["annotator3"] != 0]
+    qual_ids = {r["idx"] for r in unanimous[:n_qualification]}
+    items = [pandalm_item(r, gold=True) for r in records if r["idx"] in qual_ids]
+    items += [pandalm_item(r) for r in records if r["idx"] not in qual_ids][:n_items]
+    init_schema(db_url)
+    db = Database(db_url, pool_size=2, max_overflow=2)
+    passwords: dict[str, str] = {}
+    try:
+        with db.writing() as s:
+            project = projects.create_project(
+                s, DEMO_PROJECT, title="PandaLM demo: which answer is better?", kinds=["pairwise"],
+                guidelines=GUIDELINES,
+                policy={"qualification": {"n_items": len(qual_ids), "min_items": 3, "pass_bar": 0.6},
+                        "overlap_share": 0.5, "overlap_k": 2, "min_rationale_chars": 0, "blind": True})
+            for name, admin, role in ACCOUNTS:
+                user, passwords[name] = create_user(s, name, is_admin=admin)
+                if role:
+                    set_membership(s, project, get_user(s, name), role)
+        summary = projects.import_items(db, DEMO_PROJECT, items)
+    finally:
+        db.dispose()
+    return {"project": DEMO_PROJECT, "source": source, "items": len(items), "qualification": len(qual_ids),
+            "passwords": passwords, "import": summary}
+
+
+def serve_demo(host: str = "127.0.0.1", port: int = 8000, directory: Path = Path("preflab-demo")) -> None:
+    """Build the demo in a fresh SQLite file under ``directory`` and serve it (blocking)."""
+    import os
+
+    import uvicorn
+
+    from .app import CONFIG_ENV, ServerConfig
+
+    directory.mkdir(parents=True, exist_ok=True)
+    db_file = directory / "demo.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db_file) + suffix).unlink(missing_ok=True)
+    url = f"sqlite:///{db_file.resolve()}"
+    demo = build_demo(url)
+    config = ServerConfig(db_url=url, exports_dir=(directory / "exports").resolve())
+    os.environ[CONFIG_ENV] = config.to_env()
+    print(f"preflab demo: {demo['items']} PandaLM items ({demo['qualification']} for qualification) from {demo['source']}")
+    print(f"open http://{host}:{port}/  (project {demo['project']})")
+    print("demo accounts (passwords generated now, shown once):")
+    for name, admin, role in ACCOUNTS:
+        print(f"  {name:<9} {demo['passwords'][name]}   {'site admin' if admin else role}")
+    uvicorn.run("preflab.server.app:app_from_env", factory=True, host=host, port=port, log_level="warning",
+                access_log=False)
