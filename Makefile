@@ -15,8 +15,8 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q $(PIP_LINKS) -e ".[dev,postgres,train]"
 	touch $@
 
-demo: install  ## the main job on the embedded SQLite default
-	$(BIN)/preflab demo --dir demo-output
+demo: install  ## the main job on the embedded SQLite default, then the web app (Ctrl+C stops it)
+	$(BIN)/preflab demo --dir demo-output --serve
 
 test: install  ## the whole suite, SQLite and a throwaway PostgreSQL
 	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)

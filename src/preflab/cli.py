@@ -425,11 +425,23 @@ def schema_export(out_dir: Annotated[Path, typer.Option("--out", help="Directory
 @app.command()
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="Where the demo database and exports go.")] = Path("demo-output"),
+    serve: Annotated[bool, typer.Option("--serve", help="Then start the web app with a demo labelling project.")] = False,
+    host: Annotated[str, typer.Option(help="With --serve: address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="With --serve: port.")] = 8000,
 ) -> None:
-    """The main job end to end on SQLite: project, real data, status, quality report, TRL export."""
+    """The main job end to end on SQLite: project, real data, status, quality report, TRL export.
+
+    With --serve, then the collection server on SQLite with a ready PandaLM labelling project and
+    demo accounts (admin, reviewer, rater1, rater2) whose generated passwords are printed.
+    """
     from .demo import run_demo
 
     run_demo(directory, out)
+    if serve:
+        from .server.webdemo import serve_demo
+
+        out.rule("[bold]web app")
+        serve_demo(host, port, directory / "server")
 
 
 def _mount_server_commands() -> None:

@@ -49,19 +49,15 @@ def pandalm_records(limit: int = 200) -> tuple[list[dict[str, Any]], str]:
 
 
 def pandalm_item(rec: dict[str, Any], *, gold: bool = False) -> dict[str, Any]:
-    """A PandaLM record as a preflab item (annotator labels: 0 tie, 1 first better, 2 second better)."""
-    prompt = rec["instruction"] + (f"\n\n{rec['input']}" if rec.get("input") else "")
-    models = str(rec.get("cmp_key", "_")).split("_", 1) + ["", ""]
-    item: dict[str, Any] = {
-        "id": f"pandalm-{rec['idx']}",
-        "prompt": prompt,
-        "candidates": [{"id": "r1", "text": rec["response1"], "model": models[0] or None},
-                       {"id": "r2", "text": rec["response2"], "model": models[1] or None}],
-        "metadata": {"source": "PandaLM test set v1", "motivation_app": rec.get("motivation_app")},
-    }
+    """A PandaLM record as a preflab item, through the importer's own PandaLM record format;
+    a unanimous record can carry its agreed label as the hidden gold answer."""
+    from ..io.formats import ConvertOptions
+    from ..io.formats.shared_datasets import PANDALM
+
+    item = PANDALM.convert(rec, ConvertOptions()).items[0].model_dump(mode="json", exclude_none=True)
     if gold:
         vote = rec["annotator1"]
-        item["gold"] = {"judgment": {"kind": "pairwise", "shown_order": ["r1", "r2"],
+        item["gold"] = {"judgment": {"kind": "pairwise", "shown_order": ["response1", "response2"],
                                      "winner": "a" if vote == 1 else "b", "strength": 2},
                         "explanation": f"All three PandaLM annotators preferred response {vote} "
                                        f"({'the first' if vote == 1 else 'the second'} one in the data set)."}
