@@ -40,7 +40,7 @@ def integrity(url: str) -> None:
 def crash_and_recover(url: str, tmp, workers: int) -> None:
     from preflab.store.server_models import Assignment
 
-    items = [pairwise_item(i) for i in range(60)]
+    items = [pairwise_item(i) for i in range(40)]
     seeded = seed(url, project="load", items=items, raters=RATERS, extra_roles=False,
                   policy={"overlap_share": 0.5, "overlap_k": 3, "lease_seconds": 3})
     server = Server(url, tmp=tmp, workers=workers).start()
