@@ -96,7 +96,6 @@ def project_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a project."""
-    from .schema import Rubric
     from .store import repo, transaction
 
     engine = engine_for(db)

@@ -17,7 +17,7 @@ def test_rater_labels_items_and_retries_are_idempotent(db_url, start_server):
     with server.client(seeded.tokens["rater000"]) as c:
         seen = set()
         for _ in range(5):
-            r = c.post(f"/api/v1/projects/demo/assignments/next")
+            r = c.post("/api/v1/projects/demo/assignments/next")
             assert r.status_code == 200, r.text
             task = r.json()["task"]
             assert task is not None
@@ -25,7 +25,7 @@ def test_rater_labels_items_and_retries_are_idempotent(db_url, start_server):
             assert task["item"]["id"] not in seen
             seen.add(task["item"]["id"])
             # resuming returns the same lease
-            again = c.post(f"/api/v1/projects/demo/assignments/next").json()
+            again = c.post("/api/v1/projects/demo/assignments/next").json()
             assert again["task"]["assignment_id"] == task["assignment_id"] and again["resumed"]
             body = {**answer(task), "idempotency_key": f"k-{task['assignment_id']}"}
             first = c.post("/api/v1/projects/demo/judgments", json=body)

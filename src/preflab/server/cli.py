@@ -14,13 +14,16 @@ from pathlib import Path
 import typer
 
 from ..store import default_url
-from .app import CONFIG_ENV, ServerConfig
-from .database import Database, init_schema
+
+# The app and database modules import FastAPI and friends: loaded inside the commands, so that
+# mounting these commands keeps `preflab --help` fast.
 
 user_app = typer.Typer(help="Accounts of the collection server.", no_args_is_help=True)
 
 
-def _db(db: str | None) -> Database:
+def _db(db: str | None):  # noqa: ANN202
+    from .database import Database, init_schema
+
     url = db or default_url()
     init_schema(url)
     return Database(url, pool_size=2, max_overflow=2)
@@ -89,6 +92,9 @@ def serve(
 
         return serve_demo(host, port, Path("preflab-demo"))
     import uvicorn
+
+    from .app import CONFIG_ENV, ServerConfig
+    from .database import init_schema
 
     config = ServerConfig(db_url=db or default_url(), exports_dir=exports_dir.resolve(),
                           session_ttl=timedelta(hours=session_hours), secure_cookies=secure_cookies,

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ...schema import PairwiseJudgment
-from ...store.models import JudgmentRow, utcnow
+from ...store.models import utcnow
 from ...store.server_models import Assignment, PoolEntry, RaterStatus
 from .. import assign, webapi
 from ..permissions import ProjectRef
