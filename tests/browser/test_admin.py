@@ -119,6 +119,10 @@ def test_dashboard(site, new_page):
     login(page, "root", next_path="/admin/p/base/dashboard")
     expect(page.locator("table.raters")).to_contain_text("alice")
     expect(page.locator("main")).to_contain_text("judgments in the last 24 hours")
+    # the Goodhart panels come from preflab.quality: position bias and length bias of the pair
+    expect(page.locator("main")).to_contain_text("Position bias")
+    expect(page.locator("main")).to_contain_text("Length bias")
+    expect(page.locator("main")).to_contain_text("decided pairs with different lengths")
     shot(page, "44-dashboard")
     page.goto("/p/base/review")
     shot(page, "45-review-spot")

@@ -93,22 +93,34 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
                        "chart": _svg_bars([(d, per_day[d]) for d in days], hi=max([1, *per_day.values()]))},
         "per_rater": per_rater,
         "quality": _quality_panels([j for j, r in zip(parsed, rows) if j is not None and r.review_pass == 0],
-                                   {r.item.item_key: str(r.item.batch_pk or "none") for r in rows}),
+                                   {r.item.item_key: str(r.item.batch_pk or "none") for r in rows},
+                                   _candidate_lengths(rows)),
     }
     return out
 
 
-def _quality_panels(judgments: list[Any], batch_of: dict[str, str]) -> dict[str, Any]:
-    """QUALITY HOOK: agreement per batch and dimension with CIs, agreement with consensus,
-    length and position bias, from :mod:`preflab.quality` (branch ``quality``)."""
-    try:
-        from ... import quality as q  # type: ignore[attr-defined]
+def _candidate_lengths(rows: list[Any]) -> dict[tuple[str, str], int]:
+    """Length in words of every candidate the judgments refer to (for the length-bias panel)."""
+    from ...quality.bias import word_length
 
-        table_cls = q.LabelTable
-    except (ImportError, AttributeError):
-        return {"available": False,
-                "reason": "the quality engine (preflab.quality) is not installed in this build; "
-                          "agreement, consensus and bias panels appear once it is merged"}
+    out: dict[tuple[str, str], int] = {}
+    for r in rows:
+        for c in r.item.candidates:
+            key = (r.item.item_key, c.candidate_key)
+            if key not in out:
+                text = c.text if c.text is not None else " ".join(
+                    m.get("content", "") for m in (c.messages or []) if m.get("role") == "assistant")
+                out[key] = word_length(text)
+    return out
+
+
+def _quality_panels(judgments: list[Any], batch_of: dict[str, str],
+                    lengths: dict[tuple[str, str], int] | None = None) -> dict[str, Any]:
+    """Agreement per batch and dimension with CIs, agreement with consensus, length and position
+    bias, from :mod:`preflab.quality`."""
+    from ... import quality as q
+
+    table_cls = q.LabelTable
     out: dict[str, Any] = {"available": True, "agreement": [], "consensus": {}, "position": None, "length": None}
     try:
         table = table_cls.from_judgments(judgments, batches=batch_of)
@@ -126,6 +138,15 @@ def _quality_panels(judgments: list[Any], batch_of: dict[str, str]) -> dict[str,
             pb = q.position_bias(pairwise)
             out["position"] = {**pb, "chart": _svg_bars(
                 [(r, v["share"]) for r, v in pb["per_rater"].items()] + [("overall", pb["overall"]["share"])], ref=0.5)}
+            decided = [j for j in pairwise if j.chosen is not None]
+            if lengths and decided:
+                lb = q.length_bias([lengths.get((j.item_id, j.chosen), 0) for j in decided],
+                                   [lengths.get((j.item_id, j.rejected), 0) for j in decided])
+                hist = lb.get("ratio_histogram") or []
+                edges = [2 ** (-3 + 0.25 * k) for k in range(len(hist) + 1)]
+                # Coarse bins (x0.25 .. x8) keep the chart readable; the JSON API has the full detail.
+                coarse = [(f"x{edges[k]:.2g}-{edges[k + 4]:.2g}", sum(hist[k:k + 4])) for k in range(0, len(hist), 4)]
+                out["length"] = {**lb, "chart": _svg_bars(coarse, hi=max([1, *(v for _, v in coarse)]))}
     except Exception as exc:  # noqa: BLE001 - a panel failing must not take the dashboard down
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out
