@@ -55,11 +55,12 @@ ARENA_SCALE = 400.0 / np.log(10.0)
 # Newton stops once no strength moves by more than this (natural-log units). Its convergence is
 # quadratic, so the remaining error is far below the last step; 1e-9 is ~2e-7 Elo points.
 FIT_TOL = 1e-9
-# Bootstrap replicates stop at 1e-5 (0.002 Elo points). The percentile bounds themselves carry a
-# Monte-Carlo error of roughly 0.1-0.3 standard errors at a few hundred replicates (and a
-# standard error is >= ~1 Elo point even with 10^5 comparisons per item), so optimisation error
-# this small cannot move a reported bound.
-BOOT_TOL = 1e-5
+# Bootstrap replicates stop once their estimated optimisation error is below 1% of the smallest
+# standard error (1 / sqrt(H_kk) at the full fit, which never exceeds an item's actual standard
+# error). A percentile bound from B replicates has a Monte-Carlo error of about
+# sqrt(0.025 * 0.975 / B) / phi(1.96) standard errors: 0.27 at B = 100, 0.085 at B = 1000, so
+# an optimisation error 10-30x smaller cannot move a reported bound.
+BOOT_TOL_SE = 0.01
 
 
 def arena_ratings(strengths: Any, base: float = 1000.0) -> np.ndarray:
@@ -138,16 +139,22 @@ def aggregate_pairs(first: np.ndarray, second: np.ndarray, score: np.ndarray, n_
     return pc
 
 
-def _pcg(matvec: Callable[[np.ndarray], np.ndarray], b: np.ndarray, dinv: np.ndarray, rtol: float, maxiter: int) -> np.ndarray:
+def _pcg(
+    matvec: Callable[[np.ndarray], np.ndarray], b: np.ndarray, dinv: np.ndarray, rtol: float, maxiter: int, centre: bool,
+) -> np.ndarray:
     """Conjugate gradients for ``H x = b`` with the Jacobi preconditioner ``dinv = 1 / diag(H)``.
 
-    Hand-written rather than ``scipy.sparse.linalg.cg`` because H is singular without ``l2``
-    (constant shifts): CG still converges on this consistent system, and here it stops on the
-    preconditioned residual and gives up quietly on a non-positive curvature instead of raising.
+    Hand-written rather than ``scipy.sparse.linalg.cg`` because without ``l2`` H is singular
+    (shifting all strengths changes nothing) and b sums to zero: CG converges on such a
+    consistent system, but rounding would let x drift along the constant vector over many
+    iterations, so with ``centre`` the preconditioned residual is kept mean-zero (a projected
+    Jacobi preconditioner). It also stops quietly on non-positive curvature instead of raising.
     """
     x = np.zeros_like(b)
     r = b.copy()
     z = dinv * r
+    if centre:
+        z -= z.mean()
     p = z.copy()
     rz = r @ z
     stop = rtol * rtol * rz
@@ -162,59 +169,114 @@ def _pcg(matvec: Callable[[np.ndarray], np.ndarray], b: np.ndarray, dinv: np.nda
         x += alpha * p
         r -= alpha * q
         z = dinv * r
+        if centre:
+            z -= z.mean()
         rz, rz_old = r @ z, rz
         p = z + (rz / rz_old) * p
     return x
 
 
-def _newton(
-    pc: PairCounts, w: np.ndarray, n: np.ndarray, l2: float, s: np.ndarray, tol: float, maxiter: int = 100,
-) -> tuple[np.ndarray, bool, int]:
-    """Damped Newton from ``s`` for pair scores ``w`` out of ``n``: ``(s, converged, iterations)``."""
-    i, j, m = pc.i, pc.j, pc.n_items
-    # Everything that does not depend on s, computed once: observed scores (the gradient is
-    # expected minus observed score), the linear part of the loss, and the Hessian's sparsity
-    # pattern (upper triangle in CSR order, which is exactly the pairs' (i, j) sort order).
-    observed = np.bincount(i, weights=w, minlength=m) + np.bincount(j, weights=n - w, minlength=m)
-    lin = np.bincount(i, weights=n - w, minlength=m) - np.bincount(j, weights=n - w, minlength=m)
-    upper = sparse.csr_matrix((np.zeros(len(i)), j, np.r_[0, np.cumsum(np.bincount(i, minlength=m))]), shape=(m, m))
-    upper_t = upper.T  # a CSC view sharing upper.data
+class _Newton:
+    """Damped Newton on the loss for one fixed set of pairs, any pair weights ``(w, n)``.
 
-    def evaluate(s: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        p = expit(s[i] - s[j])
-        # -[w log p + (n - w) log(1 - p)] = -n log p + (n - w)(s_i - s_j), since log(1 - p) =
-        # log p - d. log(expit) is ~3x faster than log_expit; its floor matters only for |d| > 690.
-        loss = lin @ s - n @ np.log(np.maximum(p, 1e-300)) + 0.5 * l2 * (s @ s)
-        expected_i = n * p
-        grad = np.bincount(i, weights=expected_i, minlength=m) + np.bincount(j, weights=n - expected_i, minlength=m)
-        return float(loss), grad - observed + l2 * s, p
+    The Hessian is the weighted graph Laplacian (+ ``l2 I``) with edge weights
+    ``n p (1 - p)``. Its sparsity pattern, the upper triangle in CSR form (the pairs' ``(i, j)``
+    sort order is CSR order), is built once and shared by the full fit and every bootstrap
+    replicate; each Newton step only refills the values.
+    """
 
-    s = s.astype(float, copy=True)
-    loss, grad, p = evaluate(s)
-    for it in range(1, maxiter + 1):
-        # Hessian = weighted graph Laplacian (+ l2 I), edge weights n p (1 - p)
-        c = n * p * (1.0 - p)
-        upper.data[:] = c
-        diag = np.bincount(i, weights=c, minlength=m) + np.bincount(j, weights=c, minlength=m) + l2
-        # an item without comparisons (possible with ``items=``) has a zero row: leave it alone
-        dinv = np.divide(1.0, diag, out=np.zeros(m), where=diag > 0)
-        # Inexact Newton (Eisenstat-Walker style): solve loosely far from the optimum, tightly
-        # near it; max |g_i| / H_ii is about the size of the Newton step.
-        rtol = min(0.1, max(1e-12, float(np.sqrt(np.max(np.abs(grad) * dinv, initial=0.0)))))
-        step = _pcg(lambda v: diag * v - upper @ v - upper_t @ v, -grad, dinv, rtol, maxiter=min(m, 1000))
-        slope = float(grad @ step)
-        t = 1.0
-        for _ in range(40):  # backtracking line search (Armijo); full steps near the optimum
-            trial = s + t * step
-            new_loss, new_grad, new_p = evaluate(trial)
-            # the second term absorbs rounding in a sum over ~10^6 terms once steps are tiny
-            if new_loss <= loss + 1e-4 * t * slope + 1e-12 * abs(loss):
-                break
-            t *= 0.5
-        s, loss, grad, p = trial, new_loss, new_grad, new_p
-        if t * np.max(np.abs(step), initial=0.0) < tol:
-            return s, True, it
-    return s, False, maxiter
+    def __init__(self, pc: PairCounts, l2: float) -> None:
+        self.i, self.j, self.m, self.l2 = pc.i, pc.j, pc.n_items, l2
+        indptr = np.r_[0, np.cumsum(np.bincount(pc.i, minlength=self.m))]
+        self.upper = sparse.csr_matrix((np.zeros(len(pc.i)), pc.j, indptr), shape=(self.m, self.m))
+        self.upper_t = self.upper.T  # a CSC view sharing upper.data
+
+    def p(self, s: np.ndarray) -> np.ndarray:
+        """P(i beats j) per pair."""
+        return expit(s[self.i] - s[self.j])
+
+    def solve(
+        self, w: np.ndarray, n: np.ndarray, s: np.ndarray, tol: float, maxiter: int = 100, p: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, bool, int]:
+        """Minimise from ``s`` (``p`` = ``self.p(s)`` if known): ``(s, converged, iterations)``.
+
+        ``tol`` bounds the estimated remaining error of every strength (natural-log units).
+        """
+        i, j, m, l2, upper, upper_t = self.i, self.j, self.m, self.l2, self.upper, self.upper_t
+        # the gradient is expected minus observed score per item; the observed part is fixed
+        observed = np.bincount(i, weights=w, minlength=m) + np.bincount(j, weights=n - w, minlength=m)
+        lin = None
+
+        def gradient(s: np.ndarray, p: np.ndarray) -> np.ndarray:
+            expected_i = n * p
+            grad = np.bincount(i, weights=expected_i, minlength=m) + np.bincount(j, weights=n - expected_i, minlength=m)
+            return grad - observed + l2 * s
+
+        def loss(s: np.ndarray, p: np.ndarray) -> float:
+            # -[w log p + (n - w) log(1 - p)] = -n log p + (n - w)(s_i - s_j) as log(1 - p) = log p - d,
+            # and sum (n - w)(s_i - s_j) = lin @ s. log(expit) is ~3x faster than log_expit; its floor
+            # matters only beyond |d| > 690.
+            nonlocal lin
+            if lin is None:  # most solves never evaluate the loss
+                lin = np.bincount(i, weights=n - w, minlength=m) - np.bincount(j, weights=n - w, minlength=m)
+            return float(lin @ s - n @ np.log(np.maximum(p, 1e-300)) + 0.5 * l2 * (s @ s))
+
+        s = np.array(s, dtype=float)
+        p = self.p(s) if p is None else p
+        grad = gradient(s, p)
+        f = None  # the loss costs a log per pair: computed only when a step needs checking
+        previous = np.inf  # size of the last full Newton step
+        for it in range(1, maxiter + 1):
+            c = n * p * (1.0 - p)
+            upper.data[:] = c
+            diag = np.bincount(i, weights=c, minlength=m) + np.bincount(j, weights=c, minlength=m) + l2
+            # an item without comparisons (possible with ``items=``) has a zero row: leave it alone
+            dinv = np.divide(1.0, diag, out=np.zeros(m), where=diag > 0)
+
+            def hess(v: np.ndarray) -> np.ndarray:
+                return diag * v - upper @ v - upper_t @ v
+
+            # Inexact Newton: max |g_k| / H_kk is about the size of the step still to go; solving to
+            # that relative accuracy keeps convergence quadratic while early solves stay cheap.
+            rtol = min(0.1, max(1e-10, float(np.max(np.abs(grad) * dinv, initial=0.0))))
+            step = _pcg(hess, -grad, dinv, rtol, maxiter=min(m, 1000), centre=l2 == 0)
+            slope = float(grad @ step)
+            # Full-step certificate: d/dd log(p (1 - p)) = 1 - 2p lies in [-1, 1], so along the
+            # step a pair's curvature c grows at most like c e^{tau |a|} (a = step_i - step_j).
+            # Integrating twice, loss(s + step) <= loss(s) + slope + sum c (e^|a| - 1 - |a|)
+            # <= loss(s) + slope + g(max |a|) sum c a^2, with g(x) = (e^x - 1 - x) / x^2 rising
+            # from 1/2. When that already shows sufficient decrease (always near the optimum, and
+            # usually on a bootstrap replicate's first step) the loss, a log per pair, is skipped.
+            da = step[i] - step[j]
+            amax = float(np.max(np.abs(da), initial=0.0))
+            g = (np.expm1(amax) - amax) / amax**2 if amax > 1e-4 else 0.5 + amax / 6
+            bound = g * float(c @ (da * da)) + 0.5 * l2 * float(step @ step)
+            if amax < 20 and slope + bound <= 1e-4 * slope:
+                t = 1.0
+                s = s + step
+                p = f = None  # computed below unless this was the last step
+            else:  # backtracking (Armijo) line search
+                f = loss(s, p) if f is None else f
+                t = 1.0
+                for _ in range(40):
+                    trial = s + t * step
+                    p_trial = self.p(trial)
+                    f_trial = loss(trial, p_trial)
+                    # the second term absorbs rounding in a sum over ~10^6 terms once steps are tiny
+                    if f_trial <= f + 1e-4 * t * slope + 1e-12 * abs(f):
+                        break
+                    t *= 0.5
+                s, p, f = trial, p_trial, f_trial
+            # Stop when the error left is below tol. After a full Newton step it is about
+            # C * size^2 (quadratic convergence), and C can be read off the last two steps:
+            # C ~ size / previous^2. Damped steps give no such estimate, so size itself must be < tol.
+            size = t * float(np.max(np.abs(step), initial=0.0))
+            if size < tol or (t == 1.0 and size < previous < np.inf and size**3 < tol * previous**2):
+                return s, True, it
+            previous = size if t == 1.0 else np.inf
+            p = self.p(s) if p is None else p
+            grad = gradient(s, p)
+        return s, False, maxiter
 
 
 def _codes(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -274,18 +336,23 @@ def bradley_terry(
     won = np.bincount(pc.i, weights=pc.w, minlength=n_items) + np.bincount(pc.j, weights=pc.n - pc.w, minlength=n_items)
     played = np.bincount(pc.i, weights=pc.n, minlength=n_items) + np.bincount(pc.j, weights=pc.n, minlength=n_items)
     start = np.log((won + 0.5) / (played - won + 0.5))
-    s, ok, nit = _newton(pc, pc.w, pc.n, l2, start - start.mean(), FIT_TOL)
+    newton = _Newton(pc, l2)
+    s, ok, nit = newton.solve(pc.w, pc.n, start - start.mean(), FIT_TOL)
     if l2 == 0:
         s = s - s.mean()
     result = BTResult(labels, s, arena_ratings(s), len(a), ok, nit)
     if n_boot > 0:
         rng = np.random.default_rng(seed)
         probs = pc.cell_count / pc.cell_count.sum()
+        p_hat = newton.p(s)  # every replicate starts at s, so its pair probabilities are shared
+        c_hat = pc.n * p_hat * (1 - p_hat)
+        info = np.bincount(pc.i, weights=c_hat, minlength=n_items) + np.bincount(pc.j, weights=c_hat, minlength=n_items) + l2
+        tol = BOOT_TOL_SE / np.sqrt(info.max()) if info.max() > 0 else FIT_TOL
         boots = np.empty((n_boot, n_items))
         for t in range(n_boot):
             w, n = pc.weights(rng.multinomial(len(a), probs).astype(float))
             # Items missing from a replicate keep the warm start (no information moves them).
-            boots[t], _, _ = _newton(pc, w, n, l2, s, BOOT_TOL, maxiter=50)
+            boots[t], _, _ = newton.solve(w, n, s, tol, maxiter=50, p=p_hat)
             if l2 == 0:
                 boots[t] -= boots[t].mean()
         tail = (1 - confidence) / 2 * 100
