@@ -19,8 +19,9 @@ that are reasonably connected CG needs a handful of sparse products, and Newton 
 handful of steps from the log-odds start ``log((wins + 1/2) / (losses + 1/2))``.
 
 Strengths are centred (mean 0): without ``l2`` they are defined only up to a shift, and an item
-that never lost (or never won) has no finite ML strength (the fit then stops at the iteration
-cap and reports ``converged=False``); use ``l2 > 0`` for such data.
+that never lost (or never won), or more generally a comparison graph that is not strongly
+connected (Ford 1957, see :func:`mle_exists`), has no finite unique ML strength; the fit then
+reports ``converged=False``. Use ``l2 > 0`` for such data.
 
 Bootstrap. A replicate resamples the comparisons with replacement (Efron's nonparametric
 bootstrap). That is a multinomial draw of ``N`` comparisons over the distinct
@@ -46,6 +47,7 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 
 from ..table import as_array, factorize
@@ -279,6 +281,21 @@ class _Newton:
         return s, False, maxiter
 
 
+def mle_exists(pc: PairCounts) -> bool:
+    """Whether the unpenalised ML strengths are finite and unique up to a shift.
+
+    Ford, L. R. (1957), Solution of a ranking problem from binary comparisons, *American
+    Mathematical Monthly* 64(8): exactly when, however the items are split in two, some item of
+    each part has beaten (or tied) some item of the other, i.e. when the directed graph
+    "j -> i if i scored against j" is strongly connected.
+    """
+    fwd, back = pc.w > 0, pc.n - pc.w > 0
+    rows = np.concatenate([pc.j[fwd], pc.i[back]])
+    cols = np.concatenate([pc.i[fwd], pc.j[back]])
+    graph = sparse.csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(pc.n_items, pc.n_items))
+    return connected_components(graph, directed=True, connection="strong")[0] == 1
+
+
 def _codes(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Positions of ``values`` in the sorted ``labels``; unknown values are an error."""
     if values.dtype.kind in "iu" and labels.dtype.kind in "iu" and len(labels) and len(values):
@@ -340,6 +357,9 @@ def bradley_terry(
     s, ok, nit = newton.solve(pc.w, pc.n, start - start.mean(), FIT_TOL)
     if l2 == 0:
         s = s - s.mean()
+        # Without a finite MLE Newton walks an unbeaten item off to infinity until the gradient
+        # underflows, which can look like convergence: check the data, not the iterates.
+        ok = ok and mle_exists(pc)
     result = BTResult(labels, s, arena_ratings(s), len(a), ok, nit)
     if n_boot > 0:
         rng = np.random.default_rng(seed)
