@@ -206,6 +206,7 @@ class TestBradleyTerry:
             w, l, true = bt_data(10, 1000, seed=100 + seed)
             fit = bradley_terry(w, l, items=np.arange(10), n_boot=200, seed=seed)
             target = 1000 + 400 / np.log(10) * (true - true.mean())
+            assert fit.boot_unconverged == 0
             hits.append((fit.low <= target) & (target <= fit.high))
         assert np.mean(hits) >= 0.90
 

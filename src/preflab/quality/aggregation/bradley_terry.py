@@ -106,6 +106,7 @@ class BTResult:
     n_iter: int
     low: np.ndarray | None = None
     high: np.ndarray | None = None
+    boot_unconverged: int = 0  # bootstrap replicates cut off at the iteration cap (see bradley_terry)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -118,6 +119,7 @@ class BTResult:
         if self.low is not None and self.high is not None:
             out["ratings_low"] = self.low.tolist()
             out["ratings_high"] = self.high.tolist()
+            out["boot_unconverged"] = self.boot_unconverged
         return out
 
 
@@ -331,7 +333,10 @@ def bradley_terry(
     ``first`` is the winner). ``items`` fixes the item set (default: those that occur).
     With ``n_boot > 0``, percentile intervals of the arena ratings from ``n_boot`` bootstrap
     replicates that resample the comparisons with replacement (multinomial weights on the
-    collapsed pairs; each replicate warm-starts from the full fit).
+    collapsed pairs; each replicate warm-starts from the full fit). ``boot_unconverged`` counts
+    replicates without a finite MLE (in practice): if it is more than a few percent of
+    ``n_boot``, the intervals of the items that go unbeaten or winless in resamples are really
+    unbounded on that side; fit with ``l2 > 0`` instead.
     """
     a = as_array(first, "first")
     b = as_array(second, "second", len(a))
@@ -371,8 +376,12 @@ def bradley_terry(
         boots = np.empty((n_boot, n_items))
         for t in range(n_boot):
             w, n = pc.weights(rng.multinomial(len(a), probs).astype(float))
-            # Items missing from a replicate keep the warm start (no information moves them).
-            boots[t], _, _ = newton.solve(w, n, s, tol, maxiter=50, p=p_hat)
+            # Without l2, an item missing from a replicate keeps its warm start (nothing moves it).
+            # From the warm start Newton settles in 3-5 steps when the replicate has a finite MLE;
+            # one that has not settled in 10 almost always has none (an item unbeaten or winless
+            # in the resample) and would only walk that item further off, so stop and count it.
+            boots[t], ok_t, _ = newton.solve(w, n, s, tol, maxiter=10, p=p_hat)
+            result.boot_unconverged += not ok_t
             if l2 == 0:
                 boots[t] -= boots[t].mean()
         tail = (1 - confidence) / 2 * 100
