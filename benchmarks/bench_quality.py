@@ -1,10 +1,12 @@
 """Benchmarks of preflab.quality against the reference packages, timed in the same run.
 
-    python benchmarks/bench_quality.py [--quick] [--repeat N]
+    python benchmarks/bench_quality.py [--quick] [--repeat N] [--groups bt,ds] [--skip-ref] [--boot N]
 
 Each case runs in its own subprocess so its peak RSS (``ru_maxrss`` of the child) is honest.
 Cases: Krippendorff alpha (ours vs ``krippendorff.alpha``), Dawid-Skene (ours vs crowd-kit, same
-iterations), Bradley-Terry (fit, Spearman vs choix ML, bootstrap rounds).
+iterations), Bradley-Terry (fit, Spearman vs choix ML, bootstrap rounds). Times are medians over
+``--repeat`` runs, wall-clock and CPU (the CPU time is what a shared machine's load cannot
+inflate). ``--skip-ref`` times only our side (choix's ML fit takes minutes at 10^6 comparisons).
 """
 
 from __future__ import annotations
@@ -88,13 +90,16 @@ def case(name, size, quick):
         if name == "bt_ours":
             from preflab.quality import bradley_terry
 
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             r = bradley_terry(w, l, items=np.arange(n_items))
             out["seconds"] = time.perf_counter() - t
+            out["cpu_seconds"] = time.process_time() - c
+            out["converged"] = r.converged
             np.save(os.environ["BENCH_TMP"] + "/bt_ours.npy", r.strengths)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             bradley_terry(w, l, items=np.arange(n_items), n_boot=n_boot)
             out["bootstrap_seconds"] = time.perf_counter() - t - out["seconds"]
+            out["bootstrap_cpu_seconds"] = time.process_time() - c - out["cpu_seconds"]
             out["bootstrap_rounds"] = n_boot
         else:
             import choix
@@ -120,6 +125,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     ap.add_argument("--repeat", type=int, default=None)
+    ap.add_argument("--groups", default="alpha,ds,bt", help="comma-separated subset of alpha,ds,bt")
+    ap.add_argument("--skip-ref", action="store_true", help="time only our implementation")
+    ap.add_argument("--boot", type=int, default=None, help="bootstrap rounds for bt (default 100)")
     ap.add_argument("--case")
     ap.add_argument("--size")
     args = ap.parse_args()
@@ -137,30 +145,39 @@ def main():
         "ds": [2000, 50, 5, 20] if args.quick else [200_000, 500, 5, 100],
         "bt": [20_000, 500, 5] if args.quick else [1_000_000, 10_000, 100],
     }
+    if args.boot is not None:
+        sizes["bt"][2] = args.boot
+    groups = args.groups.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["BENCH_TMP"] = tmp
         results = {}
         for group, ours, ref in [("alpha", "alpha_ours", "alpha_ref"), ("ds", "ds_ours", "ds_ref"), ("bt", "bt_ours", "bt_ref")]:
-            runs = {k: [run(k, sizes[group], args.quick) for _ in range(repeat if k == ours else 1)] for k in (ours, ref)}
+            if group not in groups:
+                continue
+            names = (ours,) if args.skip_ref else (ours, ref)
+            runs = {k: [run(k, sizes[group], args.quick) for _ in range(repeat if k == ours else 1)] for k in names}
             med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
-            row = {
-                "size": sizes[group],
-                "ours_median_s": med[ours],
-                "ref_s": med[ref],
-                "speedup": med[ref] / med[ours],
-                "ours_peak_rss_mb": max(r["peak_rss_mb"] for r in runs[ours]),
-                "ref_peak_rss_mb": max(r["peak_rss_mb"] for r in runs[ref]),
-            }
-            if group == "alpha":
+            row = {"size": sizes[group], "ours_median_s": med[ours]}
+            if "cpu_seconds" in runs[ours][0]:
+                row["ours_median_cpu_s"] = statistics.median(r["cpu_seconds"] for r in runs[ours])
+            row["ours_peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs[ours])
+            if not args.skip_ref:
+                row["ref_s"] = med[ref]
+                row["speedup"] = med[ref] / med[ours]
+                row["ref_peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs[ref])
+            if group == "alpha" and not args.skip_ref:
                 row["same_value"] = abs(runs[ours][0]["value"] - runs[ref][0]["value"]) < 1e-9
-            if group == "ds":
+            if group == "ds" and not args.skip_ref:
                 a, b = np.load(tmp + "/ds_ours.npy"), np.load(tmp + "/ds_ref.npy")
                 row["same_labels_share"] = float(np.mean(a == b))
                 row["ref_iterations"] = runs[ref][0]["iterations"]
             if group == "bt":
-                a, b = np.load(tmp + "/bt_ours.npy"), np.load(tmp + "/bt_ref.npy")
-                row["spearman_vs_choix"] = float(spearmanr(a, b)[0])
+                if not args.skip_ref:
+                    a, b = np.load(tmp + "/bt_ours.npy"), np.load(tmp + "/bt_ref.npy")
+                    row["spearman_vs_choix"] = float(spearmanr(a, b)[0])
+                row["converged"] = all(r["converged"] for r in runs[ours])
                 row["bootstrap_s"] = statistics.median(r["bootstrap_seconds"] for r in runs[ours])
+                row["bootstrap_cpu_s"] = statistics.median(r["bootstrap_cpu_seconds"] for r in runs[ours])
                 row["bootstrap_rounds"] = sizes[group][2]
             results[group] = row
             print(f"{group:6s} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import choix
 import numpy as np
 import pandas as pd
@@ -30,6 +32,16 @@ def simulate(n_units=1500, n_raters=40, k=3, per=5, seed=0, spammers=0):
     ok = rng.random(len(units)) < acc[raters]
     labels = np.where(ok, truth[units], rng.integers(0, k, len(units)))
     return units, raters, labels, truth, acc
+
+
+def bt_data(n, m, seed=0):
+    """``m`` comparisons between random distinct items of ``n`` with N(0, 1) true strengths."""
+    rng = np.random.default_rng(seed)
+    true = rng.normal(size=n)
+    a = rng.integers(0, n, m)
+    b = (a + rng.integers(1, n, m)) % n
+    win = rng.random(m) < 1 / (1 + np.exp(-(true[a] - true[b])))
+    return np.where(win, a, b), np.where(win, b, a), true
 
 
 def crowd_df(units, raters, labels):
@@ -135,6 +147,86 @@ class TestBradleyTerry:
         b = (a + rng.integers(1, 5, 800)) % 5
         fit = bradley_terry(a, b, (rng.random(800) < 0.5 + 0.1 * (a - b)).astype(float) * 1.0, n_boot=30)
         assert np.all(fit.low <= fit.ratings + 1e-9) and np.all(fit.ratings <= fit.high + 1e-9)
+
+    def test_sparse_graph_matches_choix(self):
+        # many items, ~40 comparisons each: the regime where the Newton system's conjugate-gradient
+        # solve has the most to do. (The 10^6-comparison check vs choix is in the benchmark.)
+        w, l, _ = bt_data(800, 16_000, seed=2)
+        fit = bradley_terry(w, l, items=np.arange(800))
+        ref = choix.ilsr_pairwise(800, np.stack([w, l], 1), tol=1e-12, max_iter=10000)
+        assert fit.converged
+        np.testing.assert_allclose(fit.strengths, ref - ref.mean(), atol=1e-6)
+        assert spearmanr(fit.strengths, ref)[0] >= 0.9999
+
+    def test_chain_with_ties_matches_choix(self):
+        # a path graph is the worst-conditioned connected design; ties count as half wins
+        n = 60
+        rng = np.random.default_rng(5)
+        a = np.repeat(np.arange(n - 1), 6)
+        out = rng.choice([0.0, 0.5, 1.0], len(a))
+        out[::6], out[1::6] = 1.0, 0.0  # every link has a win each way, so the MLE exists
+        fit = bradley_terry(a, a + 1, out)
+        # choix has no ties. Doubling every comparison leaves the MLE unchanged; then a doubled
+        # tie is one win each way.
+        win, loss = np.where(out == 1, a, a + 1), np.where(out == 1, a + 1, a)
+        dec = out != 0.5
+        ref_data = np.concatenate([
+            np.repeat(np.stack([win[dec], loss[dec]], 1), 2, axis=0),
+            np.stack([a[~dec], a[~dec] + 1], 1),
+            np.stack([a[~dec] + 1, a[~dec]], 1),
+        ])
+        ref = choix.ilsr_pairwise(n, ref_data, tol=1e-13, max_iter=100_000)
+        assert fit.converged
+        np.testing.assert_allclose(fit.strengths, ref - ref.mean(), atol=1e-5)
+
+    def test_bootstrap_replicate_equals_fit_on_resampled_comparisons(self):
+        # a replicate is a weight vector on the collapsed (pair, outcome) cells; solved from the
+        # full-data fit, it must give the fit of the explicitly resampled comparison list
+        w, l, _ = bt_data(12, 600, seed=3)
+        out = np.where(np.arange(600) % 7 == 0, 0.5, 1.0)
+        rows = np.random.default_rng(9).integers(0, 600, 600)
+        explicit = bradley_terry(w[rows], l[rows], out[rows], items=np.arange(12))
+
+        bt = sys.modules["preflab.quality.aggregation.bradley_terry"]
+        pc = bt.aggregate_pairs(w, l, out, 12)
+        cell_keys = (pc.i[pc.cell_pair] * 12 + pc.j[pc.cell_pair]) * 3 + np.rint(2 * (1 - pc.cell_score))
+        score_of_low = np.where(w < l, out, 1 - out)  # the score of the lower-numbered item
+        row_keys = (np.minimum(w, l) * 12 + np.maximum(w, l)) * 3 + np.rint(2 * (1 - score_of_low))
+        counts = np.bincount(np.searchsorted(cell_keys, row_keys[rows]), minlength=len(cell_keys))
+        full = bradley_terry(w, l, out, items=np.arange(12))
+        s, ok, _ = bt._Newton(pc, 0.0).solve(*pc.weights(counts.astype(float)), full.strengths, 1e-10)
+        assert ok
+        np.testing.assert_allclose(s - s.mean(), explicit.strengths, atol=1e-8)
+
+    def test_bootstrap_intervals_cover_true_strengths(self):
+        # percentile intervals from the fast replicates (warm start, loose tolerance) still have
+        # their nominal coverage: >= 90% of 95% intervals cover the true (centred) strengths
+        hits = []
+        for seed in range(30):
+            w, l, true = bt_data(10, 1000, seed=100 + seed)
+            fit = bradley_terry(w, l, items=np.arange(10), n_boot=200, seed=seed)
+            target = 1000 + 400 / np.log(10) * (true - true.mean())
+            assert fit.boot_unconverged == 0
+            hits.append((fit.low <= target) & (target <= fit.high))
+        assert np.mean(hits) >= 0.90
+
+    def test_no_finite_mle_is_reported_not_raised(self):
+        # item 0 never loses: its ML strength is infinite without l2
+        fit = bradley_terry([0, 0, 1, 2], [1, 2, 2, 1])
+        assert not fit.converged and fit.strengths[0] == fit.strengths.max()
+        assert bradley_terry([0, 0, 1, 2], [1, 2, 2, 1], l2=0.5).converged
+        # two groups never compared: strengths exist but their offset is arbitrary
+        assert not bradley_terry([0, 1, 2, 3], [1, 0, 3, 2]).converged
+        assert bradley_terry([0, 1, 2, 3, 1], [1, 0, 3, 2, 2], [1, 1, 1, 1, 0.5]).converged
+
+    def test_items_argument(self):
+        # an item without comparisons keeps strength 0 under l2; unknown items are an error
+        fit = bradley_terry(["a", "b"], ["b", "c"], items=["a", "b", "c", "d"], l2=0.1)
+        assert fit.items.tolist() == ["a", "b", "c", "d"] and fit.strengths[3] == 0.0
+        with pytest.raises(ValueError, match="not among items"):
+            bradley_terry([0, 5], [1, 1], items=[0, 1])
+        with pytest.raises(ValueError, match="not among items"):
+            bradley_terry(["a", "z"], ["b", "b"], items=["a", "b"])
 
     def test_bad_outcome_is_reported(self):
         with pytest.raises(ValueError, match="outcome must be"):
