@@ -605,6 +605,7 @@ def import_files(
         try:
             for chunk in _chunks(_records(paths, options, progress), CHUNK):
                 loader.load(chunk)
+                gc.collect(1)  # the young generations only: frees any cycles, keeps memory flat
         finally:
             if gc_was_enabled:
                 gc.enable()
