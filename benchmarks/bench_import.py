@@ -97,6 +97,9 @@ def run_child(kind: str, data: Path, db: Path) -> dict:
         raise SystemExit(f"{kind} child failed with exit code {proc.returncode}")
     result = json.loads(out.decode().strip().splitlines()[-1])
     result["peak_rss_mb"] = usage.ru_maxrss / 1024  # kilobytes on Linux
+    # CPU time of the whole child (start-up included): other processes loading the machine
+    # stretch the wall time, not this.
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     return result
 
 
@@ -121,18 +124,26 @@ def main(argv: list[str] | None = None) -> dict:
         generate(data, args.rows)
         say(f"generated {args.rows:,} rows ({data.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f}s")
         baseline = run_child("baseline", data, Path(tmp) / "baseline.db")
-        say(f"baseline: {baseline['rows'] / baseline['seconds']:,.0f} rows/s ({baseline['seconds']:.1f}s)")
+        say(f"baseline: {baseline['rows'] / baseline['seconds']:,.0f} rows/s ({baseline['seconds']:.1f}s, "
+            f"CPU {baseline['cpu_seconds']:.1f}s)")
         imported = run_child("import", data, Path(tmp) / "preflab.db")
         assert imported["rows"] == args.rows, imported
         rate = imported["rows"] / imported["seconds"]
         ratio = imported["seconds"] / baseline["seconds"]
+        cpu_rate = imported["rows"] / imported["cpu_seconds"]
+        cpu_ratio = imported["cpu_seconds"] / baseline["cpu_seconds"]
         say(f"import:   {rate:,.0f} rows/s ({imported['seconds']:.1f}s), {ratio:.2f}x the baseline's time, "
             f"peak RSS {imported['peak_rss_mb']:.0f} MB")
+        say(f"          by CPU time: {cpu_rate:,.0f} rows/s ({imported['cpu_seconds']:.1f}s), "
+            f"{cpu_ratio:.2f}x the baseline's CPU time")
         result = {
             "rows": args.rows,
             "import_rows_per_s": round(rate),
             "baseline_rows_per_s": round(baseline["rows"] / baseline["seconds"]),
             "ratio_to_baseline": round(ratio, 2),
+            "import_rows_per_cpu_s": round(cpu_rate),
+            "baseline_rows_per_cpu_s": round(baseline["rows"] / baseline["cpu_seconds"]),
+            "cpu_ratio_to_baseline": round(cpu_ratio, 2),
             "import_peak_rss_mb": round(imported["peak_rss_mb"], 1),
             "baseline_peak_rss_mb": round(baseline["peak_rss_mb"], 1),
         }
