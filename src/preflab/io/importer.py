@@ -30,8 +30,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
-import queue
-import threading
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -232,70 +230,6 @@ def files_hash(paths: Sequence[Path]) -> str:
             while block := f.read(1 << 20):
                 digest.update(block)
     return digest.hexdigest()
-
-
-#: Chunks the reader thread may have ready ahead of the writer (memory: a few MB per chunk).
-READ_AHEAD = 2
-
-
-@contextmanager
-def _read_ahead(
-    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None
-) -> Iterator[Callable[[], list[_Record | _Pair] | None]]:
-    """``next_chunk()``: the next ``CHUNK`` converted records, or ``None`` after the last.
-
-    A thread reads, parses and converts (all Python) up to ``READ_AHEAD`` chunks ahead while the
-    caller checks and writes: SQLite releases the GIL while it executes a statement, so on two
-    cores the inserts of one chunk overlap the reading and hashing of the next. The thread never
-    touches the database. ``progress`` is called in the caller's thread, as chunks are taken.
-    Errors in the thread are raised by ``next_chunk()``; leaving the context stops the thread.
-    """
-    ready: queue.Queue[tuple[list[_Record | _Pair] | None, int] | BaseException] = queue.Queue(READ_AHEAD)
-    stop = threading.Event()
-
-    def put(item: tuple[list[_Record | _Pair] | None, int] | BaseException) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def read() -> None:
-        read_bytes = 0
-
-        def count(n: int) -> None:  # called in this thread only, by the readers
-            nonlocal read_bytes
-            read_bytes += n
-
-        try:
-            records = _records(paths, options, count if progress is not None else None)
-            while chunk := list(islice(records, CHUNK)):
-                done, read_bytes = read_bytes, 0
-                if not put((chunk, done)):
-                    return
-                del chunk
-            put((None, read_bytes))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            put(exc)
-
-    def next_chunk() -> list[_Record | _Pair] | None:
-        item = ready.get()
-        if isinstance(item, BaseException):
-            raise item
-        chunk, done = item
-        if done and progress is not None:
-            progress(done)
-        return chunk
-
-    thread = threading.Thread(target=read, name="preflab-import-reader", daemon=True)
-    thread.start()
-    try:
-        yield next_chunk
-    finally:
-        stop.set()
-        thread.join()
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -800,8 +734,9 @@ def import_files(
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
         try:
-            with _read_ahead(paths, options, progress) as next_chunk, _import_cache(loader.conn):
-                while (chunk := next_chunk()) is not None:
+            records = _records(paths, options, progress)
+            with _import_cache(loader.conn):
+                while chunk := list(islice(records, CHUNK)):
                     loader.load(chunk)
                     del chunk  # freed before the collection, not traversed by it
                     gc.collect(0)  # the youngest generation only: frees any cycles, keeps memory flat
