@@ -208,8 +208,8 @@ def test_pair_rows_equal_the_other_paths(prompt, pair, rater, strength, source):
     assert (lean.item_key, lean.item_hash, lean.content_hash) == (item.key, item.content_hash, judgment.content_hash)
     # the column values the importer writes from the lean rows, as the generic rows serialise
     assert lean.prompt_json == orjson.dumps(prompt).decode()
-    assert lean.body_json() == orjson.dumps(judgment.values["body"]).decode()
-    assert lean.shown_order_json() == orjson.dumps(judgment.values["shown_order"]).decode()
+    assert lean.body_json == orjson.dumps(judgment.values["body"]).decode()
+    assert lean.shown_order_json == orjson.dumps(judgment.values["shown_order"]).decode()
     assert lean.score == judgment.values["score"]
 
 

@@ -458,10 +458,10 @@ class _Loader:
         hashes: set[str] = set()
         idem: set[str] = set()
         referenced: set[str] = set()  # items judged by generic records
+        pairs: list[PairRows] = []
         for rec in chunk:
             if type(rec) is _Pair:
-                item_keys.add(rec.rows.item_key)
-                hashes.add(rec.rows.content_hash)
+                pairs.append(rec.rows)
                 continue
             item_keys.update(i.key for i in rec.items)
             for j in rec.judgments:
@@ -469,7 +469,12 @@ class _Loader:
                 hashes.add(j.content_hash)
                 if j.idempotency_key:
                     idem.add(j.idempotency_key)
-        existing_items = self._existing_items(item_keys | referenced)
+        existing_items = self._existing_items(item_keys | referenced | {p.item_key for p in pairs})
+        # A judgment's content hash covers its item's key, and judgments are stored with their
+        # item: one of an item the project does not have is not in the database either. So only
+        # the judgments of existing items are looked up (a fresh import: none). Should a row
+        # break that rule, the unique constraint fails the import; it cannot go wrong silently.
+        hashes.update(p.content_hash for p in pairs if p.item_key in existing_items)
         # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
         outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
         state = _ChunkState(
@@ -650,10 +655,9 @@ class _Loader:
         rows = []
         for j in judgments:
             if type(j) is PairRows:
-                lo, hi = j.shown_order
-                rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], "pairwise", j.body_json(),
-                             None, lo, hi, j.score, j.shown_order_json(), None, None, 0, j.source, None, None, None,
-                             None, j.content_hash, batch_pk, excluded, jcreated))
+                rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], "pairwise", j.body_json,
+                             None, j.pair_lo, j.pair_hi, j.score, j.shown_order_json, None, None, 0, j.source, None,
+                             None, None, None, j.content_hash, batch_pk, excluded, jcreated))
                 continue
             v = j.values
             rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], v["kind"], J(v["body"]),

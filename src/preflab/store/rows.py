@@ -330,8 +330,8 @@ class PairRows:
     comparisons spends its time here. ``prompt_json`` is the prompt as its JSON column holds it.
     """
 
-    __slots__ = ("item_key", "item_hash", "prompt", "prompt_json", "texts", "candidate_keys",
-                 "rater_key", "source", "winner", "strength", "score", "content_hash")
+    __slots__ = ("item_key", "item_hash", "prompt", "prompt_json", "texts", "candidate_keys", "rater_key", "source",
+                 "winner", "strength", "score", "content_hash", "pair_lo", "pair_hi", "body_json", "shown_order_json")
 
     def __init__(self, item_key: str, item_hash: str, prompt: str, prompt_json: str, texts: tuple[str, str],
                  candidate_keys: tuple[str, str], rater_key: str, source: str, winner: str, strength: int,
@@ -348,21 +348,16 @@ class PairRows:
         self.strength = strength
         self.score = score
         self.content_hash = judgment_hash
+        # The pair in sorted candidate-id order (no order was shown to anyone), and the JSON
+        # columns as orjson.dumps writes the values of judgment_rows() (ids need no escaping).
+        a, b = candidate_keys
+        self.pair_lo, self.pair_hi = lo, hi = (a, b) if a < b else (b, a)
+        self.shown_order_json = f'["{lo}","{hi}"]'
+        self.body_json = f'{{"kind":"pairwise","shown_order":["{lo}","{hi}"],"winner":"{winner}","strength":{strength}}}'
 
     @property
     def shown_order(self) -> tuple[str, str]:
-        """The pair in sorted candidate-id order (no order was shown to anyone)."""
-        a, b = self.candidate_keys
-        return (a, b) if a < b else (b, a)
-
-    def body_json(self) -> str:
-        """The judgment's ``body`` column as ``orjson.dumps`` writes the dict of :meth:`judgment_rows`."""
-        a, b = self.shown_order
-        return f'{{"kind":"pairwise","shown_order":["{a}","{b}"],"winner":"{self.winner}","strength":{self.strength}}}'
-
-    def shown_order_json(self) -> str:
-        a, b = self.shown_order
-        return f'["{a}","{b}"]'
+        return self.pair_lo, self.pair_hi
 
     def item_rows(self) -> ItemRows:
         """The same item as :func:`text_item_rows` builds it."""
