@@ -411,10 +411,6 @@ class PairRows:
         )
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: int, source: str) -> PairRows:
     """Leanest path for a plain-text comparison: ``prompt`` with candidates ``chosen`` (better by
     ``strength``, 1-3) and ``rejected``, shown in sorted candidate-id order, judged by ``rater_id``.
@@ -428,29 +424,30 @@ def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: 
     constant keys in sorted order instead of building dicts and serialising them again. The
     identifiers spliced in unquoted (``cand_``/``itm_`` + hex) need no escaping.
     """
-    pj, cj, rj = orjson.dumps(prompt), orjson.dumps(chosen), orjson.dumps(rejected)
-    c0 = "cand_" + _sha256(cj)[:12]
-    c1 = "cand_" + _sha256(rj)[:12]
+    sha256, dumps = hashlib.sha256, orjson.dumps
+    pj, cj, rj = dumps(prompt), dumps(chosen), dumps(rejected)
+    c0 = "cand_" + sha256(cj).hexdigest()[:12]
+    c1 = "cand_" + sha256(rj).hexdigest()[:12]
     b0, b1 = c0.encode(), c1.encode()
     # content_hash({"prompt": [{"role": "user", "content": prompt}], "candidates": [[id, text], ...]})
-    item_key = "itm_" + _sha256(
+    item_key = "itm_" + sha256(
         b'{"candidates":[["%s",%s],["%s",%s]],"prompt":[{"content":%s,"role":"user"}]}' % (b0, cj, b1, rj, pj)
-    )[:16]
+    ).hexdigest()[:16]
     # content_hash of the item's dump without "id" (Item.content_hash)
-    item_hash = _sha256(
+    item_hash = sha256(
         b'{"candidates":[{"id":"%s","messages":null,"metadata":{},"model":null,"source":"model","text":%s},'
         b'{"id":"%s","messages":null,"metadata":{},"model":null,"source":"model","text":%s}],'
         b'"domains":[],"gold":null,"metadata":{},"prompt":%s,"reference":null}' % (b0, cj, b1, rj, pj)
-    )
+    ).hexdigest()
     if c0 < c1:
         lo, hi, winner, score = b0, b1, b"a", -strength
     else:
         lo, hi, winner, score = b1, b0, b"b", strength
     # content_hash of the judgment's dump without the idempotency key (see pairwise_rows)
-    judgment_hash = _sha256(
+    judgment_hash = sha256(
         b'{"item_id":"%s","kind":"pairwise","provenance":{"rater_id":%s,"review_pass":0,"source":"%s"},'
         b'"shown_order":["%s","%s"],"strength":%d,"winner":"%s"}'
-        % (item_key.encode(), orjson.dumps(rater_id), source.encode(), lo, hi, strength, winner)
-    )
+        % (item_key.encode(), dumps(rater_id), source.encode(), lo, hi, strength, winner)
+    ).hexdigest()
     return PairRows(item_key, item_hash, prompt, pj.decode(), (chosen, rejected), (c0, c1), rater_id, source,
                     winner.decode(), strength, score, judgment_hash)
