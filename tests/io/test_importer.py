@@ -420,7 +420,7 @@ def _rows(engine, project: str) -> dict[str, list[tuple]]:
 def test_lean_path_writes_what_the_generic_path_writes(engine, tmp_path, monkeypatch):
     records = [
         {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "ann"},
-        {"prompt": "caf\u00e9 \"quoted\"\n\\", "chosen": "\u2603 snow", "rejected": "\x00 nul", "source": "ai"},
+        {"prompt": "caf\u00e9 \"quoted\"\n\\", "chosen": "\u2603 snow", "rejected": "\x1f control", "source": "ai"},
         {"prompt": "", "chosen": "a", "rejected": "b", "labeler": 7, "strength": 3},
         {"prompt": "m", "chosen": "x", "rejected": "y", "margin": -0.4, "labeler": " padded "},
         {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "ann"},  # the same again: nothing new
