@@ -374,3 +374,100 @@ def test_validate_files_without_a_database(tmp_path):
     bad = validate_files([FIXTURES / "pandalm-bad.json"])
     assert not bad.ok and bad.total_problems == 1 and bad.problems[0].field == "response1"
     assert bad.records == 3
+
+
+# -- the lean path for plain comparisons ---------------------------------------------------------
+
+
+def test_no_earlier_format_takes_the_lean_comparison_shape():
+    from itertools import combinations
+
+    from preflab.io.formats import detect_format
+    from preflab.io.formats.generic import COMPARISON, FAST_COMPARISON_KEYS
+
+    values = {"prompt": "p", "chosen": "c", "rejected": "r", "labeler": "l", "source": "human", "strength": 1,
+              "margin": 1.0}
+    optional = sorted(FAST_COMPARISON_KEYS - {"prompt", "chosen", "rejected"})
+    for n in range(len(optional) + 1):
+        for extra in combinations(optional, n):
+            record = {k: values[k] for k in ("prompt", "chosen", "rejected", *extra)}
+            assert detect_format(record) is COMPARISON, record
+
+
+def _rows(engine, project: str) -> dict[str, list[tuple]]:
+    """Every row an import wrote for ``project``, without keys that differ between projects."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        ppk = conn.execute(text("SELECT pk FROM projects WHERE name = :n"), {"n": project}).scalar_one()
+        items = conn.execute(text(
+            "SELECT item_key, content_hash, prompt, domains, reference, gold, metadata FROM items "
+            "WHERE project_pk = :p ORDER BY item_key"), {"p": ppk}).all()
+        cands = conn.execute(text(
+            "SELECT i.item_key, c.candidate_key, c.position, c.text, c.messages, c.model, c.source, c.metadata "
+            "FROM candidates c JOIN items i ON i.pk = c.item_pk WHERE i.project_pk = :p "
+            "ORDER BY i.item_key, c.position"), {"p": ppk}).all()
+        judgments = conn.execute(text(
+            "SELECT i.item_key, r.rater_key, j.kind, j.body, j.rationale, j.pair_lo, j.pair_hi, j.score, "
+            "j.shown_order, j.rubric_key, j.rubric_version, j.review_pass, j.source, j.started_at, j.submitted_at, "
+            "j.telemetry, j.idempotency_key, j.content_hash, j.excluded FROM judgments j "
+            "JOIN items i ON i.pk = j.item_pk JOIN raters r ON r.pk = j.rater_pk WHERE j.project_pk = :p "
+            "ORDER BY j.content_hash"), {"p": ppk}).all()
+    return {"items": items, "candidates": cands, "judgments": judgments}
+
+
+def test_lean_path_writes_what_the_generic_path_writes(engine, tmp_path, monkeypatch):
+    records = [
+        {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "ann"},
+        {"prompt": "caf\u00e9 \"quoted\"\n\\", "chosen": "\u2603 snow", "rejected": "\x1f control", "source": "ai"},
+        {"prompt": "", "chosen": "a", "rejected": "b", "labeler": 7, "strength": 3},
+        {"prompt": "m", "chosen": "x", "rejected": "y", "margin": -0.4, "labeler": " padded "},
+        {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "ann"},  # the same again: nothing new
+        {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "bob"},  # known item, new judgment
+    ]
+    path = jsonl(tmp_path, "cmp.jsonl", *records)
+    with transaction(engine) as s:
+        repo.create_project(s, "generic", kinds=["pairwise"])
+    lean = import_files(engine, "pairs", [path])
+    monkeypatch.setattr("preflab.io.importer.comparison_pair", lambda record, options: None)
+    monkeypatch.setattr("preflab.io.formats.generic.comparison_pair", lambda record, options: None)
+    generic = import_files(engine, "generic", [path])
+    assert (lean.items_added, lean.items_existing, lean.judgments_added, lean.judgments_existing) == (4, 2, 5, 1)
+    assert (generic.items_added, generic.items_existing, generic.judgments_added, generic.judgments_existing) == (
+        4, 2, 5, 1)
+    assert lean.formats == generic.formats == {"comparison": 6}
+    assert _rows(engine, "pairs") == _rows(engine, "generic")
+
+
+def test_lean_path_problems_match_the_generic_path(engine, tmp_path, monkeypatch):
+    good = {"prompt": "q", "chosen": "a", "rejected": "b"}
+    records = [
+        good,
+        {"prompt": "q", "chosen": "a", "rejected": "b", "source": "robot"},
+        {"prompt": "q", "chosen": "a", "rejected": "c", "strength": 9},
+        {"prompt": "q", "chosen": "a", "rejected": "d", "strength": True, "source": "robot"},
+        {"prompt": "q", "chosen": "a", "rejected": "e", "labeler": ""},
+        {"prompt": "q", "chosen": "a", "rejected": "a"},
+    ]
+    path = jsonl(tmp_path, "bad.jsonl", *records)
+    lean = fails(engine, "pairs", [path])
+    monkeypatch.setattr("preflab.io.importer.comparison_pair", lambda record, options: None)
+    monkeypatch.setattr("preflab.io.formats.generic.comparison_pair", lambda record, options: None)
+    generic = fails(engine, "pairs", [path])
+    assert [str(p) for p in lean.problems] == [str(p) for p in generic.problems]
+    assert [p.field for p in lean.problems] == ["source", "strength", "source", "labeler", "rejected"]
+
+
+def test_lean_path_against_existing_items(engine, tmp_path):
+    first = jsonl(tmp_path, "a.jsonl", {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "ann"})
+    import_files(engine, "pairs", [first])
+    # the same item again with another rater: the item exists, the judgment is new
+    second = jsonl(tmp_path, "b.jsonl", {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "bob"},
+                   {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "ann"})
+    report = import_files(engine, "pairs", [second])
+    assert (report.items_added, report.items_existing, report.judgments_added, report.judgments_existing) == (
+        0, 2, 1, 1)
+    with transaction(engine) as s:
+        repo.create_project(s, "units", kinds=["unary"])
+    problem = one_problem(engine, "units", [first])
+    assert problem.field == "kind" and problem.line == 1

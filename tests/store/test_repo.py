@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from preflab.schema import (
 )
 from preflab.store import db, repo, transaction
 from preflab.store.models import ItemRow, RubricVersion
-from preflab.store.rows import item_rows, judgment_rows, pairwise_rows, text_item_rows
+from preflab.store.rows import item_rows, judgment_rows, pair_rows, pairwise_rows, text_item_rows
 
 ALL_KINDS = ("pairwise", "ranking", "rubric", "unary", "steps", "demonstration")
 
@@ -189,6 +190,27 @@ def test_pairwise_rows_equal_the_model(pair, winner, strength, rater, source, ra
     assert fast == judgment_rows(j)
     assert fast.content_hash == repo.judgment_content_hash(j)
     assert fast.values["score"] == j.score
+
+
+@settings(max_examples=300, deadline=None)
+@given(prompt=st.text(max_size=40), pair=st.lists(st.text(max_size=40), min_size=2, max_size=2, unique=True),
+       rater=st.text(min_size=1, max_size=20).filter(lambda r: r == r.strip()), strength=st.integers(1, 3),
+       source=st.sampled_from(["human", "ai", "ai_assisted"]))
+def test_pair_rows_equal_the_other_paths(prompt, pair, rater, strength, source):
+    chosen, rejected = pair
+    lean = pair_rows(prompt, chosen, rejected, rater, strength, source)
+    item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)])
+    c0, c1 = item.candidate_keys
+    shown = (c0, c1) if c0 < c1 else (c1, c0)
+    judgment = pairwise_rows(item.key, shown, "a" if shown[0] == c0 else "b", strength, rater, source)
+    assert lean.item_rows() == item
+    assert lean.judgment_rows() == judgment
+    assert (lean.item_key, lean.item_hash, lean.content_hash) == (item.key, item.content_hash, judgment.content_hash)
+    # the column values the importer writes from the lean rows, as the generic rows serialise
+    assert lean.prompt_json == orjson.dumps(prompt).decode()
+    assert lean.body_json == orjson.dumps(judgment.values["body"]).decode()
+    assert lean.shown_order_json == orjson.dumps(judgment.values["shown_order"]).decode()
+    assert lean.score == judgment.values["score"]
 
 
 def test_datetimes_are_stored_as_utc():

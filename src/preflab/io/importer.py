@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +46,14 @@ from ..schema import Rubric, rater_hash
 from ..store import repo
 from ..store.db import transaction
 from ..store.models import CandidateRow, ImportBatch, ItemRow, JudgmentRow, Project, Rater, utcnow
-from ..store.rows import ItemRows, JudgmentRows, item_rows, judgment_rows
+from ..store.rows import ItemRows, JudgmentRows, PairRows, item_rows, judgment_rows
 from .formats import FORMATS, ConvertOptions, RecordError, RecordFormat, detect_format, from_validation_error
+from .formats.generic import COMPARISON, comparison_pair
 from .readers import DEFAULT_MAX_LINE_BYTES, ReadProblem, read_records
 
 #: Records per database round (lookups + inserts).
-CHUNK = 2000
-#: Keys per ``IN (...)`` list (SQLite allows 32,766 parameters; PostgreSQL 65,535).
+CHUNK = 10_000
+#: Keys per ``IN (...)`` list on SQLite (old builds allow 999 parameters; PostgreSQL gets one array).
 IN_CHUNK = 900
 #: Skipped-record problems kept in the batch's ``counts`` (the report keeps up to MAX_SKIPPED).
 SKIPPED_IN_COUNTS = 200
@@ -154,17 +158,52 @@ def _forced_format(options: ImportOptions) -> RecordFormat | None:
     return FORMATS[options.format]
 
 
+class _Pair:
+    """A plain-text comparison record on the lean path: its rows without dicts or pydantic.
+
+    Bulk imports are mostly this shape (TRL-style ``{"prompt", "chosen", "rejected"}`` rows), so it
+    skips format detection, :class:`_Record` and the generic row objects; anything unusual about
+    it in the database (its item exists, the project does not collect pairwise judgments) turns it
+    back into a :class:`_Record` (:meth:`as_record`) for the generic checks.
+    """
+
+    __slots__ = ("file", "line", "rows")
+    format = COMPARISON.name
+    problems: tuple[tuple[str, str], ...] = ()
+
+    def __init__(self, file: str, line: int | None, rows: PairRows) -> None:
+        self.file = file
+        self.line = line
+        self.rows = rows
+
+    def as_record(self) -> _Record:
+        return _Record(self.file, self.line, self.format, [self.rows.item_rows()], [self.rows.judgment_rows()])
+
+
 def _records(
-    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None
-) -> Iterator[_Record]:
+    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None, lean: bool = True
+) -> Iterator[_Record | _Pair]:
+    """Every record converted, or with its problems; ``lean``: plain comparisons as :class:`_Pair`."""
     forced = _forced_format(options)
     copts = _convert_options(options)
+    # No format before ``comparison`` recognises the shape comparison_pair takes, so it may run
+    # before detection.
+    lean = lean and (forced is None or forced is COMPARISON)
     for path in paths:
         name = str(path)
         for line, raw in read_records(path, max_line_bytes=options.max_line_bytes, progress=progress):
             if isinstance(raw, ReadProblem):
                 yield _Record(name, raw.line, problems=[(raw.field, raw.reason)])
                 continue
+            if lean:
+                try:
+                    pair = comparison_pair(raw, copts)
+                except RecordError as exc:
+                    yield _Record(name, line, COMPARISON.name, problems=[(exc.field, exc.reason)])
+                    continue
+                if pair is not None:
+                    yield _Pair(name, line, pair)
+                    continue
             rec = _Record(name, line)
             try:
                 fmt = forced or detect_format(raw)
@@ -180,17 +219,6 @@ def _records(
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 rec.problems.append(("(record)", f"{type(exc).__name__}: {exc}"))
             yield rec
-
-
-def _chunks(records: Iterable[_Record], size: int) -> Iterator[list[_Record]]:
-    chunk: list[_Record] = []
-    for rec in records:
-        chunk.append(rec)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 def files_hash(paths: Sequence[Path]) -> str:
@@ -352,16 +380,28 @@ class _Loader:
 
     # -- lookups
 
-    def _existing_items(self, keys: set[str]) -> dict[str, tuple[int, str]]:
-        found: dict[str, tuple[int, str]] = {}
-        for part in _in_chunks(keys):
-            for key, pk, digest in self.conn.execute(
-                select(ITEMS.c.item_key, ITEMS.c.pk, ITEMS.c.content_hash).where(
-                    ITEMS.c.project_pk == self.project_pk, ITEMS.c.item_key.in_(part)
+    def _select_in(self, sql: str, values: set[str]) -> Iterator[Any]:
+        """Rows of ``sql`` for every value: its ``{values}`` is an ``IN`` list (SQLite, in parts)
+        or ``= ANY`` of one array (PostgreSQL); its one other parameter is the project's pk.
+
+        Raw driver SQL: a SQLAlchemy ``select`` with an expanding ``IN`` is compiled on every
+        call, which cost more than the lookup itself.
+        """
+        if not values:
+            return
+        if self.writer.sqlite:
+            for part in _in_chunks(values):
+                yield from self.conn.exec_driver_sql(
+                    sql.format(param="?", values=f"IN ({', '.join('?' * len(part))})"), (self.project_pk, *part)
                 )
-            ):
-                found[key] = (pk, digest)
-        return found
+        else:
+            yield from self.conn.exec_driver_sql(
+                sql.format(param="%s", values="= ANY(%s)"), (self.project_pk, list(values))
+            )
+
+    def _existing_items(self, keys: set[str]) -> dict[str, tuple[int, str]]:
+        sql = "SELECT item_key, pk, content_hash FROM items WHERE project_pk = {param} AND item_key {values}"
+        return {key: (pk, digest) for key, pk, digest in self._select_in(sql, keys)}
 
     def _candidate_keys(self, item_pks: dict[str, int]) -> dict[str, set[str]]:
         by_pk: dict[int, set[str]] = {pk: set() for pk in item_pks.values()}
@@ -372,15 +412,9 @@ class _Loader:
                 by_pk[pk].add(key)
         return {key: by_pk[pk] for key, pk in item_pks.items()}
 
-    def _existing(self, column: Any, values: set[str]) -> set[str]:
-        found: set[str] = set()
-        for part in _in_chunks(values):
-            found.update(
-                self.conn.execute(
-                    select(column).where(JUDGMENTS.c.project_pk == self.project_pk, column.in_(part))
-                ).scalars()
-            )
-        return found
+    def _existing(self, column: str, values: set[str]) -> set[str]:
+        sql = f"SELECT {column} FROM judgments WHERE project_pk = {{param}} AND {column} {{values}}"
+        return {value for (value,) in self._select_in(sql, values)}
 
     def _rubric(self, key: str, version: int | None) -> Rubric | None:
         if (key, version) not in self.rubrics:
@@ -418,121 +452,172 @@ class _Loader:
 
     # -- one chunk
 
-    def load(self, chunk: list[_Record]) -> None:
+    def load(self, chunk: list[_Record | _Pair]) -> None:
         self._register_rubrics(chunk)
-        item_keys = {i.key for r in chunk for i in r.items}
-        referenced = {j.item_key for r in chunk for j in r.judgments}
-        existing_items = self._existing_items(item_keys | referenced)
+        item_keys: set[str] = set()
+        hashes: set[str] = set()
+        idem: set[str] = set()
+        referenced: set[str] = set()  # items judged by generic records
+        pairs: list[PairRows] = []
+        for rec in chunk:
+            if type(rec) is _Pair:
+                pairs.append(rec.rows)
+                continue
+            item_keys.update(i.key for i in rec.items)
+            for j in rec.judgments:
+                referenced.add(j.item_key)
+                hashes.add(j.content_hash)
+                if j.idempotency_key:
+                    idem.add(j.idempotency_key)
+        existing_items = self._existing_items(item_keys | referenced | {p.item_key for p in pairs})
+        # A judgment's content hash covers its item's key, and judgments are stored with their
+        # item: one of an item the project does not have is not in the database either. So only
+        # the judgments of existing items are looked up (a fresh import: none). Should a row
+        # break that rule, the unique constraint fails the import; it cannot go wrong silently.
+        hashes.update(p.content_hash for p in pairs if p.item_key in existing_items)
         # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
         outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
-        outside_candidates = self._candidate_keys(outside) if outside else {}
-        existing_hashes = self._existing(JUDGMENTS.c.content_hash, {j.content_hash for r in chunk for j in r.judgments})
-        idem = {j.idempotency_key for r in chunk for j in r.judgments if j.idempotency_key}
-        existing_idem = self._existing(JUDGMENTS.c.idempotency_key, idem) if idem else set()
-
-        accepted_items: dict[str, ItemRows] = {}  # new in this chunk
-        known: dict[str, tuple[str, set[str]]] = {}  # key -> (content hash, candidate keys) seen in this chunk
-        new_judgments: list[JudgmentRows] = []
-        seen_hashes: set[str] = set()
-        seen_idem: set[str] = set()
+        state = _ChunkState(
+            existing_items=existing_items,
+            outside_candidates=self._candidate_keys(outside) if outside else {},
+            existing_hashes=self._existing("content_hash", hashes),
+            existing_idem=self._existing("idempotency_key", idem),
+        )
         report = self.report
+        formats = report.formats
+        known, accepted_items, new_judgments, seen_hashes = (
+            state.known, state.accepted_items, state.new_judgments, state.seen_hashes)
+        existing_hashes = state.existing_hashes
+        pairwise = "pairwise" in self.kinds
         for rec in chunk:
-            if rec.problems:
-                for fld, reason in rec.problems:
-                    self._problem(rec, fld, reason)
-                continue
-            problems: list[tuple[str, str]] = []
-            rec_new: list[ItemRows] = []
-            rec_existing = 0
-            rec_known: dict[str, tuple[str, set[str]]] = {}
-            for item in rec.items:
-                prior = known.get(item.key) or rec_known.get(item.key)
-                if prior is None and item.key in existing_items:
-                    prior = (existing_items[item.key][1], set(item.candidate_keys))
-                    rec_known[item.key] = prior
-                    if prior[0] == item.content_hash:
-                        rec_existing += 1
-                        continue
-                if prior is not None:
-                    if prior[0] != item.content_hash:
-                        problems.append(
-                            ("id", f"item {item.key!r} already exists with different content; give the new version "
-                                   "another id (or leave 'id' out to derive one from the content)")
-                        )
+            if type(rec) is _Pair:
+                p = rec.rows
+                key = p.item_key
+                if pairwise and key not in known and key not in existing_items:
+                    # The common case, decided here as _check would decide it: a new item, and a
+                    # judgment of its own candidates, new unless its hash is known.
+                    known[key] = (p.item_hash, p.candidate_keys)
+                    accepted_items[key] = p
+                    report.items_added += 1
+                    h = p.content_hash
+                    if h in existing_hashes or h in seen_hashes:
+                        report.judgments_existing += 1
                     else:
-                        rec_existing += 1
+                        seen_hashes.add(h)
+                        new_judgments.append(p)
+                        report.judgments_added += 1
+                    formats[rec.format] = formats.get(rec.format, 0) + 1
                     continue
-                rec_new.append(item)
-                rec_known[item.key] = (item.content_hash, set(item.candidate_keys))
-            rec_judgments: list[JudgmentRows] = []
-            rec_judgments_existing = 0
-            rec_hashes: set[str] = set()
-            for j in rec.judgments:
-                if j.kind not in self.kinds:
+                rec = rec.as_record()
+            self._check(rec, state)
+        self._write(state.accepted_items, state.new_judgments, existing_items)
+
+    def _check(self, rec: _Record, state: _ChunkState) -> None:
+        """Check one record against the database and the chunk so far; accept it or list its problems."""
+        if rec.problems:
+            for fld, reason in rec.problems:
+                self._problem(rec, fld, reason)
+            return
+        report = self.report
+        known, existing_items = state.known, state.existing_items
+        problems: list[tuple[str, str]] = []
+        rec_new: list[ItemRows] = []
+        rec_existing = 0
+        rec_known: dict[str, tuple[str, Collection[str]]] = {}
+        for item in rec.items:
+            prior = known.get(item.key) or rec_known.get(item.key)
+            if prior is None and item.key in existing_items:
+                prior = (existing_items[item.key][1], set(item.candidate_keys))
+                rec_known[item.key] = prior
+                if prior[0] == item.content_hash:
+                    rec_existing += 1
+                    continue
+            if prior is not None:
+                if prior[0] != item.content_hash:
                     problems.append(
-                        ("kind", f"project {self.project.name!r} collects {sorted(self.kinds)}, not {j.kind!r}; "
-                                 "add the kind to the project or leave these judgments out")
+                        ("id", f"item {item.key!r} already exists with different content; give the new version "
+                               "another id (or leave 'id' out to derive one from the content)")
                     )
-                    continue
-                entry = rec_known.get(j.item_key) or known.get(j.item_key)
-                candidates = entry[1] if entry else outside_candidates.get(j.item_key)
-                if candidates is None:
-                    problems.append(
-                        ("item_id", f"no item {j.item_key!r} in project {self.project.name!r} or earlier in this "
-                                    "import; import the item before its judgments")
-                    )
-                    continue
-                unknown = [c for c in j.candidate_ids if c not in candidates]
-                if unknown:
-                    problems.append(
-                        (_PAIR_FIELD.get(j.kind, "candidate_id"),
-                         f"{unknown[0]!r} is not a candidate of item {j.item_key!r} (it has {', '.join(sorted(candidates))})")
-                    )
-                    continue
-                if j.rubric is not None:
-                    rkey, rversion, scores, vetoes = j.rubric
-                    rubric = self._rubric(rkey, rversion)
-                    if rubric is None:
-                        problems.append(
-                            ("provenance.rubric_id", f"project {self.project.name!r} has no rubric {rkey!r}"
-                             + (f" version {rversion}" if rversion else "") + "; add the rubric first")
-                        )
-                        continue
-                    for p in rubric.check_scores(scores, vetoes):
-                        fld, _, reason = p.partition(": ")
-                        problems.append((fld, reason))
-                if (
-                    j.content_hash in existing_hashes
-                    or j.content_hash in seen_hashes
-                    or j.content_hash in rec_hashes
-                    or (j.idempotency_key and (j.idempotency_key in existing_idem or j.idempotency_key in seen_idem))
-                ):
-                    rec_judgments_existing += 1
-                    continue
-                rec_hashes.add(j.content_hash)
-                rec_judgments.append(j)
-            if problems:
-                for fld, reason in problems:
-                    self._problem(rec, fld, reason)
+                else:
+                    rec_existing += 1
                 continue
-            for item in rec_new:
-                accepted_items[item.key] = item
-            known.update(rec_known)
-            new_judgments.extend(rec_judgments)
-            seen_hashes |= rec_hashes
-            seen_idem.update(j.idempotency_key for j in rec_judgments if j.idempotency_key)
-            report.items_added += len(rec_new)
-            report.items_existing += rec_existing
-            report.judgments_added += len(rec_judgments)
-            report.judgments_existing += rec_judgments_existing
-            if rec.format:
-                report.formats[rec.format] = report.formats.get(rec.format, 0) + 1
-        self._write(accepted_items, new_judgments, existing_items)
+            rec_new.append(item)
+            rec_known[item.key] = (item.content_hash, set(item.candidate_keys))
+        rec_judgments: list[JudgmentRows] = []
+        rec_judgments_existing = 0
+        rec_hashes: set[str] = set()
+        for j in rec.judgments:
+            if j.kind not in self.kinds:
+                problems.append(
+                    ("kind", f"project {self.project.name!r} collects {sorted(self.kinds)}, not {j.kind!r}; "
+                             "add the kind to the project or leave these judgments out")
+                )
+                continue
+            entry = rec_known.get(j.item_key) or known.get(j.item_key)
+            candidates = entry[1] if entry else state.outside_candidates.get(j.item_key)
+            if candidates is None:
+                problems.append(
+                    ("item_id", f"no item {j.item_key!r} in project {self.project.name!r} or earlier in this "
+                                "import; import the item before its judgments")
+                )
+                continue
+            unknown = [c for c in j.candidate_ids if c not in candidates]
+            if unknown:
+                problems.append(
+                    (_PAIR_FIELD.get(j.kind, "candidate_id"),
+                     f"{unknown[0]!r} is not a candidate of item {j.item_key!r} (it has {', '.join(sorted(candidates))})")
+                )
+                continue
+            if j.rubric is not None:
+                rkey, rversion, scores, vetoes = j.rubric
+                rubric = self._rubric(rkey, rversion)
+                if rubric is None:
+                    problems.append(
+                        ("provenance.rubric_id", f"project {self.project.name!r} has no rubric {rkey!r}"
+                         + (f" version {rversion}" if rversion else "") + "; add the rubric first")
+                    )
+                    continue
+                for p in rubric.check_scores(scores, vetoes):
+                    fld, _, reason = p.partition(": ")
+                    problems.append((fld, reason))
+            if (
+                j.content_hash in state.existing_hashes
+                or j.content_hash in state.seen_hashes
+                or j.content_hash in rec_hashes
+                or (j.idempotency_key and (j.idempotency_key in state.existing_idem
+                                           or j.idempotency_key in state.seen_idem))
+            ):
+                rec_judgments_existing += 1
+                continue
+            rec_hashes.add(j.content_hash)
+            rec_judgments.append(j)
+        if problems:
+            for fld, reason in problems:
+                self._problem(rec, fld, reason)
+            return
+        for item in rec_new:
+            state.accepted_items[item.key] = item
+        known.update(rec_known)
+        state.new_judgments.extend(rec_judgments)
+        state.seen_hashes |= rec_hashes
+        state.seen_idem.update(j.idempotency_key for j in rec_judgments if j.idempotency_key)
+        report.items_added += len(rec_new)
+        report.items_existing += rec_existing
+        report.judgments_added += len(rec_judgments)
+        report.judgments_existing += rec_judgments_existing
+        if rec.format:
+            report.formats[rec.format] = report.formats.get(rec.format, 0) + 1
 
     def _write(
-        self, items: dict[str, ItemRows], judgments: list[JudgmentRows], existing_items: dict[str, tuple[int, str]]
+        self,
+        items: dict[str, ItemRows | PairRows],
+        judgments: list[JudgmentRows | PairRows],
+        existing_items: dict[str, tuple[int, str]],
     ) -> None:
         w = self.writer
+        if not w.sqlite:  # the lean rows are for SQLite's raw executemany; elsewhere the generic ones
+            items = {k: i.item_rows() if type(i) is PairRows else i for k, i in items.items()}
+            judgments = [j.judgment_rows() if type(j) is PairRows else j for j in judgments]
         item_pks = {key: pk for key, (pk, _) in existing_items.items()}
         pks = w.allocate_pks(ITEMS, len(items))
         created = w.constant(ITEMS, "created_at", self.now)
@@ -541,10 +626,17 @@ class _Loader:
         project_pk, batch_pk = self.project_pk, self.batch_pk
         J = w.json  # noqa: N806
         empty_list, empty_dict = J([]), J({})
-        for pk, item in zip(pks, items.values(), strict=True):
-            item_pks[item.key] = pk
+        for pk, (key, item) in zip(pks, items.items(), strict=True):
+            item_pks[key] = pk
+            if type(item) is PairRows:
+                item_rows_.append((pk, project_pk, key, item.item_hash, item.prompt_json, empty_list, None, None,
+                                   empty_dict, batch_pk, created))
+                (c0, c1), (t0, t1) = item.candidate_keys, item.texts
+                candidate_rows.append((pk, c0, 0, t0, None, None, "model", empty_dict))
+                candidate_rows.append((pk, c1, 1, t1, None, None, "model", empty_dict))
+                continue
             v = item.values
-            item_rows_.append((pk, project_pk, item.key, item.content_hash, J(v["prompt"]),
+            item_rows_.append((pk, project_pk, key, item.content_hash, J(v["prompt"]),
                                J(v["domains"]) if v["domains"] else empty_list, v["reference"],
                                J(v["gold"]), J(v["meta"]) if v["meta"] else empty_dict, batch_pk, created))
             for c in item.candidates:
@@ -552,6 +644,7 @@ class _Loader:
                                        c["source"], J(c["meta"]) if c["meta"] else empty_dict))
         w.insert(ITEMS, ITEM_COLUMNS, item_rows_, constants=("created_at",), processed=True)
         w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
+        del item_rows_, candidate_rows
         if not judgments:
             return
         self._rater_pks({j.rater_key for j in judgments})
@@ -561,6 +654,11 @@ class _Loader:
         rater_pks = self.rater_pks
         rows = []
         for j in judgments:
+            if type(j) is PairRows:
+                rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], "pairwise", j.body_json,
+                             None, j.pair_lo, j.pair_hi, j.score, j.shown_order_json, None, None, 0, j.source, None,
+                             None, None, None, j.content_hash, batch_pk, excluded, jcreated))
+                continue
             v = j.values
             rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], v["kind"], J(v["body"]),
                          v["rationale"], v["pair_lo"], v["pair_hi"], v["score"], J(v["shown_order"]), v["rubric_key"],
@@ -568,6 +666,43 @@ class _Loader:
                          started(v["submitted_at"]), J(v["telemetry"]), v["idempotency_key"], v["content_hash"],
                          batch_pk, excluded, jcreated))
         w.insert(JUDGMENTS, JUDGMENT_COLUMNS, rows, constants=("excluded", "created_at"), processed=True)
+
+
+@dataclass(slots=True)
+class _ChunkState:
+    """What the checks of one chunk share: the database's answers and what the chunk accepted so far."""
+
+    existing_items: dict[str, tuple[int, str]]
+    outside_candidates: dict[str, set[str]]
+    existing_hashes: set[str]
+    existing_idem: set[str]
+    #: item key -> (content hash, candidate keys) of the items seen in this chunk
+    known: dict[str, tuple[str, Collection[str]]] = field(default_factory=dict)
+    accepted_items: dict[str, ItemRows | PairRows] = field(default_factory=dict)
+    new_judgments: list[JudgmentRows | PairRows] = field(default_factory=list)
+    seen_hashes: set[str] = field(default_factory=set)
+    seen_idem: set[str] = field(default_factory=set)
+
+
+#: SQLite page cache for an import (KiB). A large import inserts into two indexes at random
+#: places (items by key, judgments by content hash); once they outgrow the default 2 MB cache,
+#: every insert reads and rewrites a page. The cache is allocated as it fills, so small imports
+#: do not pay for it.
+IMPORT_CACHE_KIB = int(os.environ.get("PREFLAB_IMPORT_CACHE_KIB", 192 * 1024))
+
+
+@contextmanager
+def _import_cache(conn: Connection) -> Iterator[None]:
+    """SQLite: a larger page cache for this import's connection, restored afterwards."""
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    before = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
+    conn.exec_driver_sql(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
 
 
 # -- the public API ------------------------------------------------------------------------------
@@ -601,10 +736,14 @@ def import_files(
         report.batch_pk = batch.pk
         loader = _Loader(session, project, batch.pk, options, report)
         gc_was_enabled = gc.isenabled()
-        gc.disable()  # millions of short-lived dicts, no cycles: the collector only costs time here
+        gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
         try:
-            for chunk in _chunks(_records(paths, options, progress), CHUNK):
-                loader.load(chunk)
+            records = _records(paths, options, progress)
+            with _import_cache(loader.conn):
+                while chunk := list(islice(records, CHUNK)):
+                    loader.load(chunk)
+                    del chunk  # freed before the collection, not traversed by it
+                    gc.collect(0)  # the youngest generation only: frees any cycles, keeps memory flat
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -646,7 +785,8 @@ def validate_files(paths: Sequence[Path], options: ImportOptions = ImportOptions
         if len(report.problems) < max(options.max_errors, 1):
             report.problems.append(Problem(rec.file, rec.line, fld, reason))
 
-    for rec in _records(paths, options, None):
+    for rec in _records(paths, options, None, lean=False):
+        assert isinstance(rec, _Record)
         if rec.problems:
             for fld, reason in rec.problems:
                 problem(rec, fld, reason)

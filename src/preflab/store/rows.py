@@ -4,17 +4,23 @@
 :mod:`preflab.io.importer` into bulk ``executemany`` batches, so both write byte-identical rows
 and compute identical content hashes.
 
-Two ways in: from the pydantic wire models (:func:`item_rows`, :func:`judgment_rows`: every
-shape, full validation) and a fast path for the hot shapes of a bulk import
+Three ways in: from the pydantic wire models (:func:`item_rows`, :func:`judgment_rows`: every
+shape, full validation); a fast path for the hot shapes of a bulk import
 (:func:`text_item_rows`, :func:`pairwise_rows`: plain-text items, pairwise judgments) that skips
-pydantic but produces exactly what the slow path would (a property test holds them equal).
+pydantic but produces exactly what the slow path would (a property test holds them equal); and
+the leanest, :func:`pair_rows`, for the commonest record of all (a plain-text comparison: one
+item with two candidates and one pairwise judgment), which builds no dicts at all (property
+tests hold it equal to the other two).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from ..schema import Item, JudgmentBase, content_hash, dump_judgment
 
@@ -311,3 +317,137 @@ def pairwise_rows(
             "content_hash": digest,
         },
     )
+
+
+# -- the leanest path: a plain-text comparison ------------------------------------------------
+
+
+class PairRows:
+    """A plain-text item with two candidates and one pairwise judgment of it, as bare values.
+
+    What :func:`text_item_rows` + :func:`pairwise_rows` would build for the same record (see
+    :meth:`item_rows`, :meth:`judgment_rows`), without the dicts: a bulk import of millions of
+    comparisons spends its time here. ``prompt_json`` is the prompt as its JSON column holds it.
+    """
+
+    __slots__ = ("item_key", "item_hash", "prompt", "prompt_json", "texts", "candidate_keys", "rater_key", "source",
+                 "winner", "strength", "score", "content_hash", "pair_lo", "pair_hi", "body_json", "shown_order_json")
+
+    def __init__(self, item_key: str, item_hash: str, prompt: str, prompt_json: str, texts: tuple[str, str],
+                 candidate_keys: tuple[str, str], rater_key: str, source: str, winner: str, strength: int,
+                 score: int, judgment_hash: str) -> None:
+        self.item_key = item_key
+        self.item_hash = item_hash
+        self.prompt = prompt
+        self.prompt_json = prompt_json
+        self.texts = texts
+        self.candidate_keys = candidate_keys
+        self.rater_key = rater_key
+        self.source = source
+        self.winner = winner
+        self.strength = strength
+        self.score = score
+        self.content_hash = judgment_hash
+        # The pair in sorted candidate-id order (no order was shown to anyone), and the JSON
+        # columns as orjson.dumps writes the values of judgment_rows() (ids need no escaping).
+        a, b = candidate_keys
+        self.pair_lo, self.pair_hi = lo, hi = (a, b) if a < b else (b, a)
+        self.shown_order_json = f'["{lo}","{hi}"]'
+        self.body_json = f'{{"kind":"pairwise","shown_order":["{lo}","{hi}"],"winner":"{winner}","strength":{strength}}}'
+
+    @property
+    def shown_order(self) -> tuple[str, str]:
+        return self.pair_lo, self.pair_hi
+
+    def item_rows(self) -> ItemRows:
+        """The same item as :func:`text_item_rows` builds it."""
+        return ItemRows(
+            key=self.item_key,
+            content_hash=self.item_hash,
+            values={
+                "item_key": self.item_key,
+                "content_hash": self.item_hash,
+                "prompt": self.prompt,
+                "domains": [],
+                "reference": None,
+                "gold": None,
+                "meta": {},
+            },
+            candidates=[
+                {"candidate_key": key, "position": i, "text": text, "messages": None, "model": None,
+                 "source": "model", "meta": {}}
+                for i, (key, text) in enumerate(zip(self.candidate_keys, self.texts, strict=True))
+            ],
+        )
+
+    def judgment_rows(self) -> JudgmentRows:
+        """The same judgment as :func:`pairwise_rows` builds it."""
+        a, b = self.shown_order
+        return JudgmentRows(
+            item_key=self.item_key,
+            rater_key=self.rater_key,
+            kind="pairwise",
+            content_hash=self.content_hash,
+            idempotency_key=None,
+            candidate_ids=[a, b],
+            values={
+                "kind": "pairwise",
+                "body": {"kind": "pairwise", "shown_order": [a, b], "winner": self.winner, "strength": self.strength},
+                "rationale": None,
+                "pair_lo": a,
+                "pair_hi": b,
+                "score": self.score,
+                "shown_order": [a, b],
+                "rubric_key": None,
+                "rubric_version": None,
+                "review_pass": 0,
+                "source": self.source,
+                "started_at": None,
+                "submitted_at": None,
+                "telemetry": None,
+                "idempotency_key": None,
+                "content_hash": self.content_hash,
+            },
+        )
+
+
+def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: int, source: str) -> PairRows:
+    """Leanest path for a plain-text comparison: ``prompt`` with candidates ``chosen`` (better by
+    ``strength``, 1-3) and ``rejected``, shown in sorted candidate-id order, judged by ``rater_id``.
+
+    Equals ``text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)])`` and the
+    :func:`pairwise_rows` of its judgment. The arguments must already be valid (``chosen !=
+    rejected``, ``rater_id`` per :func:`check_identifier`, ``source`` one of the sources).
+
+    Why it is fast: each string is serialised once (``orjson.dumps`` of a string is its canonical
+    JSON), and the canonical JSON of the hashed objects is assembled from those bytes around
+    constant keys in sorted order instead of building dicts and serialising them again. The
+    identifiers spliced in unquoted (``cand_``/``itm_`` + hex) need no escaping.
+    """
+    sha256, dumps = hashlib.sha256, orjson.dumps
+    pj, cj, rj = dumps(prompt), dumps(chosen), dumps(rejected)
+    c0 = "cand_" + sha256(cj).hexdigest()[:12]
+    c1 = "cand_" + sha256(rj).hexdigest()[:12]
+    b0, b1 = c0.encode(), c1.encode()
+    # content_hash({"prompt": [{"role": "user", "content": prompt}], "candidates": [[id, text], ...]})
+    item_key = "itm_" + sha256(
+        b'{"candidates":[["%s",%s],["%s",%s]],"prompt":[{"content":%s,"role":"user"}]}' % (b0, cj, b1, rj, pj)
+    ).hexdigest()[:16]
+    # content_hash of the item's dump without "id" (Item.content_hash)
+    item_hash = sha256(
+        b'{"candidates":[{"id":"%s","messages":null,"metadata":{},"model":null,"source":"model","text":%s},'
+        b'{"id":"%s","messages":null,"metadata":{},"model":null,"source":"model","text":%s}],'
+        b'"domains":[],"gold":null,"metadata":{},"prompt":%s,"reference":null}' % (b0, cj, b1, rj, pj)
+    ).hexdigest()
+    if c0 < c1:
+        lo, hi, winner, score = b0, b1, b"a", -strength
+    else:
+        lo, hi, winner, score = b1, b0, b"b", strength
+    # content_hash of the judgment's dump without the idempotency key (see pairwise_rows)
+    judgment_hash = sha256(
+        b'{"item_id":"%s","kind":"pairwise","provenance":{"rater_id":%s,"review_pass":0,"source":"%s"},'
+        b'"shown_order":["%s","%s"],"strength":%d,"winner":"%s"}'
+        % (item_key.encode(), dumps(rater_id), source.encode(), lo, hi, strength, winner)
+    ).hexdigest()
+    return PairRows(item_key, item_hash, prompt, pj.decode(), (chosen, rejected), (c0, c1), rater_id, source,
+                    winner.decode(), strength, score, judgment_hash)

@@ -33,7 +33,7 @@ from ...schema import (
     UnaryJudgment,
     parse_judgment,
 )
-from ...store.rows import check_identifier, pairwise_rows, text_item_rows
+from ...store.rows import PairRows, check_identifier, pair_rows, pairwise_rows, text_item_rows
 from . import (
     ConvertOptions,
     Converted,
@@ -245,7 +245,9 @@ PAIR = register(
 
 COMPARISON_KEYS = {"id", "prompt", "chosen", "rejected", "labeler", "source", "strength", "margin", "rationale",
                    "domains", "metadata"}
-FAST_COMPARISON_KEYS = {"prompt", "chosen", "rejected", "labeler", "source", "strength", "margin"}
+#: Keys of the plain shape handled by :func:`comparison_pair`.
+FAST_COMPARISON_KEYS = frozenset({"prompt", "chosen", "rejected", "labeler", "source", "strength", "margin"})
+PLAIN_COMPARISON_KEYS = frozenset({"prompt", "chosen", "rejected", "labeler", "source"})
 
 
 def _comparison_detect(record: dict[str, Any]) -> bool:
@@ -271,31 +273,41 @@ def _shared_prefix(chosen: list[Any], rejected: list[Any]) -> int:
     return n
 
 
-def _comparison_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+def comparison_pair(record: dict[str, Any], options: ConvertOptions) -> PairRows | None:
+    """The rows of a plain-text comparison (the commonest record of a bulk import), or ``None``.
+
+    ``None`` when the record is not of the plain shape (string prompt, chosen and rejected that
+    differ; no keys beyond :data:`FAST_COMPARISON_KEYS`): :func:`_comparison_convert` then takes
+    the general route. Raises :class:`RecordError` as the general route does (same field, reason
+    and order of checks) for a bad labeler, source, strength or margin. No record of this shape is recognised by a format registered
+    before ``comparison`` (a test holds that), so the importer may call this before detection.
+    """
     prompt, chosen, rejected = record.get("prompt"), record.get("chosen"), record.get("rejected")
-    if (
+    if not (
         type(prompt) is str
         and type(chosen) is str
         and type(rejected) is str
         and record.keys() <= FAST_COMPARISON_KEYS
         and chosen != rejected
     ):
-        # Fast path: plain text, no pydantic (store.rows builds exactly what the models would).
-        labeler = record.get("labeler")
-        if type(labeler) is str and 0 < len(labeler) <= 200 and labeler == labeler.strip():
-            rater = labeler
-        else:
-            rater = _rater(record, options)
-        try:
-            item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)])
-            c0, c1 = item.candidates[0]["candidate_key"], item.candidates[1]["candidate_key"]
-            shown = (c0, c1) if c0 < c1 else (c1, c0)
-            judgment = pairwise_rows(
-                item.key, shown, "a" if shown[0] == c0 else "b", _strength(record), rater, _source(record, options)
-            )
-        except ValueError as exc:
-            raise RecordError("(record)", str(exc)) from None
-        return Converted([item], [judgment])
+        return None
+    labeler = record.get("labeler")
+    if type(labeler) is str and 0 < len(labeler) <= 200 and labeler == labeler.strip():
+        rater = labeler
+    else:
+        rater = _rater(record, options)
+    source = record.get("source", options.default_source)
+    if source not in SOURCES:
+        source = _source(record, options)  # raises the general route's error
+    strength = UNKNOWN_STRENGTH if record.keys() <= PLAIN_COMPARISON_KEYS else _strength(record)
+    # store.rows.pair_rows builds exactly what text_item_rows + pairwise_rows (and so the models) would.
+    return pair_rows(prompt, chosen, rejected, rater, strength, source)
+
+
+def _comparison_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    pair = comparison_pair(record, options)
+    if pair is not None:
+        return Converted([pair.item_rows()], [pair.judgment_rows()])
     return _comparison_convert_general(record, options)
 
 
