@@ -339,17 +339,12 @@ def export(
 
 
 def _print_manifest(manifest: dict[str, Any], out_path: Path) -> None:
-    counts = manifest["counts"]
-    out.print(
-        f"wrote [bold]{manifest['format']}[/] export to {out_path}: {counts['rows_out']} rows "
-        f"from {counts['judgments_used']} judgments on {counts['items_in']} items",
-        highlight=False,
-    )
-    for gate, info in manifest["gates"].items():
-        if info.get("dropped"):
-            out.print(f"  gate {gate} dropped {info['dropped']}: {info['reasons']}", highlight=False)
-    for name, info in manifest["files"].items():
-        out.print(f"  {name}  {info['bytes']} bytes  sha256:{info['sha256'][:16]}…", highlight=False)
+    from .io.export.manifest import manifest_summary
+
+    first, *rest = manifest_summary(manifest)
+    out.print(f"wrote [bold]{manifest['format']}[/] export to {out_path}: {first}", highlight=False)
+    for line in rest:
+        out.print(f"  {line}", highlight=False)
 
 
 @app.command()

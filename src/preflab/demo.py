@@ -22,6 +22,7 @@ def bundled_sample() -> Path:
 
 def run_demo(directory: Path, console: Console) -> dict:
     from .io.export import ExportOptions, export_project
+    from .io.export.manifest import manifest_summary
     from .io.importer import ImportOptions, import_files
     from .io.quality_source import load_project
     from .quality.report import build_report, render_html
@@ -67,16 +68,10 @@ def run_demo(directory: Path, console: Console) -> dict:
 
     out_dir = directory / "trl-preference"
     manifest = export_project(engine, DEMO_PROJECT, ExportOptions(format="trl-preference", out=out_dir))
-    counts = manifest["counts"]
-    console.print(
-        f"5. TRL preference export: {out_dir}: {counts['rows_out']} pairs from {counts['judgments_used']} judgments",
-        highlight=False,
-    )
-    for gate, info in manifest["gates"].items():
-        if info.get("dropped"):
-            console.print(f"   gate {gate} dropped {info['dropped']}: {info['reasons']}", highlight=False)
-    for name, info in manifest["files"].items():
-        console.print(f"   {name} ({info['bytes']} bytes) sha256:{info['sha256'][:16]}…", highlight=False)
+    first, *rest = manifest_summary(manifest)
+    console.print(f"5. TRL preference export: {out_dir}: {first}", highlight=False)
+    for line in rest:
+        console.print(f"   {line}", highlight=False)
     console.rule("[bold green]done")
     return {"db": db_url, "manifest": manifest, "report": str(html_path)}
 

@@ -7,13 +7,12 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 
 import numpy as np
 
 from ...quality.aggregation.dawid_skene import dawid_skene
-from .resolve import DropLog, PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
+from .resolve import DropLog, PairAggregator, PairVote, ResolvedPair, aggregate_pairwise, resolved_pair
 
 
 def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | None = None) -> list[ResolvedPair]:
@@ -47,19 +46,7 @@ def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | N
             if drops is not None:
                 drops.drop("aggregation", "no-supporting-vote", item_id)
             continue
-        chosen, rejected = (lo, hi) if side < 0 else (hi, lo)
-        out.append(
-            ResolvedPair(
-                item_id=item_id,
-                chosen_id=chosen,
-                rejected_id=rejected,
-                strength=float(statistics.median(strengths)),
-                n_raters=len(vs),
-                agreement=float(np.max(posterior)),
-                rater_hashes=tuple(sorted({v.rater_hash for v in vs})),
-                origin="+".join(sorted({v.origin for v in vs})),
-            )
-        )
+        out.append(resolved_pair(item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior))))
     return out
 
 

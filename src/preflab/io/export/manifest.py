@@ -204,3 +204,15 @@ def _load_snippet(file_format: str, split: str) -> list[str]:
         "from datasets import load_dataset",
         f'ds = load_dataset("{builder}", data_files="path/to/export/{split}.{file_format}", split="train")',
     ]
+
+
+def manifest_summary(manifest: dict[str, Any]) -> list[str]:
+    """Human-readable lines about an export: rows, what each gate dropped, files and hashes."""
+    counts = manifest["counts"]
+    lines = [f"{counts['rows_out']} rows from {counts['judgments_used']} judgments on {counts['items_in']} items"]
+    for gate, info in manifest["gates"].items():
+        if info.get("dropped"):
+            lines.append(f"gate {gate} dropped {info['dropped']}: {info['reasons']}")
+    for name, info in manifest["files"].items():
+        lines.append(f"{name}  {info['bytes']} bytes  sha256:{info['sha256'][:16]}…")
+    return lines

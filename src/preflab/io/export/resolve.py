@@ -281,20 +281,25 @@ def aggregate_pairwise(votes: Iterable[PairVote], drops: DropLog | None = None) 
             if drops is not None:
                 drops.drop("aggregation", "tie", item_id)
             continue
-        chosen, rejected = (lo, hi) if side < 0 else (hi, lo)
-        out.append(
-            ResolvedPair(
-                item_id=item_id,
-                chosen_id=chosen,
-                rejected_id=rejected,
-                strength=float(statistics.median(sides[side])),
-                n_raters=len(vs),
-                agreement=top / len(vs),
-                rater_hashes=tuple(sorted({v.rater_hash for v in vs})),
-                origin="+".join(sorted({v.origin for v in vs})),
-            )
-        )
+        out.append(resolved_pair(item_id, lo, hi, side, vs, sides[side], agreement=top / len(vs)))
     return out
+
+
+def resolved_pair(
+    item_id: str, lo: str, hi: str, side: int, votes: Sequence[PairVote], strengths: Sequence[float], agreement: float
+) -> ResolvedPair:
+    """The exported pair for a unit an aggregator decided: ``side`` < 0 means ``lo`` won."""
+    chosen, rejected = (lo, hi) if side < 0 else (hi, lo)
+    return ResolvedPair(
+        item_id=item_id,
+        chosen_id=chosen,
+        rejected_id=rejected,
+        strength=float(statistics.median(strengths)),
+        n_raters=len(votes),
+        agreement=agreement,
+        rater_hashes=tuple(sorted({v.rater_hash for v in votes})),
+        origin="+".join(sorted({v.origin for v in votes})),
+    )
 
 
 # -- rubric grades --------------------------------------------------------------------------
