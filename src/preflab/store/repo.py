@@ -23,6 +23,7 @@ from ..schema import (
     parse_judgment,
     rater_hash,
 )
+from . import trusted
 from .models import CandidateRow, ItemRow, JudgmentRow, Project, Rater, RubricVersion
 from .rows import ItemRows, JudgmentRows, as_utc, item_rows, judgment_rows
 
@@ -303,9 +304,83 @@ class ItemWithJudgments:
 
 
 def iter_items_with_judgments(
+    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 1000
+) -> Iterator[ItemWithJudgments]:
+    """Every item of a project with its judgments, in item order, ``chunk`` items at a time.
+
+    Yields exactly what :func:`iter_items_with_judgments_validated` does, several times faster
+    (an export of 10,000 items x 3 raters spent most of its time there): Core selects of just
+    the needed columns instead of ORM rows, and the schema objects are built from the stored
+    values without validating them again (:mod:`preflab.store.trusted`). Three queries per
+    chunk, all on indexes: items by keyset (``pk > last``), their candidates, their judgments
+    joined to raters. Reads happen in the caller's transaction (the exporter's PostgreSQL
+    REPEATABLE READ snapshot).
+    """
+    items, cands, judgments, raters = (
+        ItemRow.__table__.c, CandidateRow.__table__.c, JudgmentRow.__table__.c, Rater.__table__.c
+    )
+    item_stmt = select(
+        items.pk, items.item_key, items.prompt, items.domains, items.reference, items.gold,
+        items["metadata"].label("meta"), items.batch_pk,
+    ).where(items.project_pk == project.pk).order_by(items.pk).limit(chunk)
+    cand_stmt = (
+        select(cands.item_pk, cands.candidate_key, cands.text, cands.messages, cands.model, cands.source,
+               cands["metadata"])
+        .join(ItemRow.__table__, items.pk == cands.item_pk)
+        .where(items.project_pk == project.pk)
+        .order_by(cands.item_pk, cands.position)
+    )
+    judg_stmt = (
+        select(judgments.pk, judgments.item_pk, judgments.kind, judgments.body, judgments.rationale,
+               raters.rater_key, raters.rater_hash, judgments.rubric_key, judgments.rubric_version,
+               judgments.review_pass, judgments.source, judgments.started_at, judgments.submitted_at,
+               judgments.telemetry, judgments.idempotency_key, judgments.batch_pk, judgments.excluded,
+               judgments.exclusion_reason)
+        .join(Rater.__table__, raters.pk == judgments.rater_pk)
+        # every writer sets a judgment's project to its item's: this is the (project_pk, item_pk) index
+        .where(judgments.project_pk == project.pk)
+        .order_by(judgments.pk)
+    )
+    if not include_excluded:
+        judg_stmt = judg_stmt.where(judgments.excluded.is_(False))
+    last_pk = 0
+    while True:
+        rows = session.execute(item_stmt.where(items.pk > last_pk)).all()
+        if not rows:
+            return
+        first_pk, last_pk = rows[0].pk, rows[-1].pk
+        # the chunk is every item of the project with first_pk <= pk <= last_pk: a range, no IN list
+        candidates: dict[int, list[Any]] = {r.pk: [] for r in rows}
+        for c in session.execute(cand_stmt.where(cands.item_pk.between(first_pk, last_pk))):
+            candidates[c.item_pk].append(trusted.candidate(*c[1:]))
+        keys = {r.pk: r.item_key for r in rows}
+        by_item: dict[int, list[Any]] = {r.pk: [] for r in rows}
+        for j in session.execute(judg_stmt.where(judgments.item_pk.between(first_pk, last_pk))):
+            by_item[j.item_pk].append(j)
+        for r in rows:
+            js = by_item[r.pk]
+            key = keys[r.pk]
+            yield ItemWithJudgments(
+                item=trusted.item(key, r.prompt, candidates[r.pk], r.domains, r.reference, r.gold, r.meta),
+                judgments=[
+                    trusted.judgment(j.kind, j.body, key, j.rationale, trusted.provenance(*j[5:15])) for j in js
+                ],
+                meta=[
+                    {"pk": j.pk, "batch_pk": j.batch_pk, "excluded": j.excluded, "exclusion_reason": j.exclusion_reason}
+                    for j in js
+                ],
+                batch_pk=r.batch_pk,
+            )
+
+
+def iter_items_with_judgments_validated(
     session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 500
 ) -> Iterator[ItemWithJudgments]:
-    """Every item of a project with its judgments, in item order, ``chunk`` items per query."""
+    """:func:`iter_items_with_judgments` through ORM rows and full pydantic validation.
+
+    The reference the fast reader is held equal to (``tests/store/test_fast_read.py``) and the
+    "before" of ``benchmarks/bench_read.py``; several times slower.
+    """
     last_pk = 0
     while True:
         rows = session.scalars(
