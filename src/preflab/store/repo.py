@@ -351,11 +351,11 @@ def iter_items_with_judgments(
         first_pk, last_pk = rows[0].pk, rows[-1].pk
         # the chunk is every item of the project with first_pk <= pk <= last_pk: a range, no IN list
         candidates: dict[int, list[Any]] = {r.pk: [] for r in rows}
-        for c in session.execute(cand_stmt.where(cands.item_pk.between(first_pk, last_pk))):
+        for c in session.execute(cand_stmt.where(cands.item_pk.between(first_pk, last_pk))).all():
             candidates[c.item_pk].append(trusted.candidate(*c[1:]))
         keys = {r.pk: r.item_key for r in rows}
         by_item: dict[int, list[Any]] = {r.pk: [] for r in rows}
-        for j in session.execute(judg_stmt.where(judgments.item_pk.between(first_pk, last_pk))):
+        for j in session.execute(judg_stmt.where(judgments.item_pk.between(first_pk, last_pk))).all():
             by_item[j.item_pk].append(j)
         for r in rows:
             js = by_item[r.pk]

@@ -9,8 +9,9 @@ same input (``tests/store/test_fast_read.py`` holds the two paths equal on every
 
 Why not ``Model.model_construct``: it is the public way to do this, but it is a Python loop
 over every field with alias lookups, measured at about twice the time of a full validation
-for a judgment. :func:`construct` does what its last step does, for models that need nothing
-more (no private attributes, no ``model_post_init``; checked at import time).
+for a judgment. :func:`_new` does what its last step does, for models that need nothing more
+(no private attributes, no ``model_post_init``; checked at import time), and the builders
+below write each model's fields out directly.
 
 What validation would change is done here by hand, and only that: JSON lists that the models
 hold as tuples (``shown_order``), nested models (messages, candidates, gold, provenance,
@@ -33,12 +34,10 @@ from ..schema import (
     Item,
     JudgmentBase,
     Message,
-    PairwiseJudgment,
     Provenance,
     ReviewPass,
     Telemetry,
 )
-from ..schema.judgments import DemonstrationJudgment
 from .rows import as_utc
 
 M = TypeVar("M", bound=BaseModel)
@@ -46,18 +45,39 @@ M = TypeVar("M", bound=BaseModel)
 _set = object.__setattr__  # pydantic models refuse plain attribute setting of these
 
 
-def _defaults(cls: type[BaseModel]) -> dict[str, Callable[[], Any]]:
-    """Per field in declaration order: a function returning its default (a fresh one for factories)."""
-    out: dict[str, Callable[[], Any]] = {}
+def _new(cls: type[M], fields: dict[str, Any], fields_set: set[str], extra: dict[str, Any] | None = None) -> M:
+    """``cls`` holding ``fields`` (every field, in declaration order), as validation leaves it:
+    ``fields_set`` the fields the input had (extras included), ``extra`` the extras of an
+    ``extra="allow"`` model (a dict, maybe empty) and ``None`` for the others."""
+    obj = cls.__new__(cls)
+    _set(obj, "__dict__", fields)
+    _set(obj, "__pydantic_fields_set__", fields_set)
+    _set(obj, "__pydantic_extra__", extra)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+_TRUSTED = (Message, Candidate, GoldAnswer, Item, Telemetry, Provenance, *JUDGMENT_KINDS.values())
+for _cls in _TRUSTED:
+    # _new() sets __dict__ and friends only: a model that needs more cannot come through it.
+    if _cls.__pydantic_post_init__ is not None or _cls.__private_attributes__ or _cls.__pydantic_root_model__:
+        raise TypeError(f"{_cls.__name__} needs model_post_init or private attributes: _new() cannot build it")
+
+
+def _defaults(cls: type[BaseModel], skip: tuple[str, ...] = ()) -> tuple[tuple[str, Callable[[], Any]], ...]:
+    """``(field, default)`` in declaration order; ``default()`` gives a fresh value (factories
+    are called each time, as validation does) or raises for a required field."""
+    out = []
     for name, info in cls.model_fields.items():
+        if name in skip:
+            continue
         if info.is_required():
-            out[name] = _required(cls, name)
+            out.append((name, _required(cls, name)))
         elif info.default_factory is not None:
-            out[name] = info.default_factory  # type: ignore[assignment]
+            out.append((name, info.default_factory))
         else:
-            default = info.default
-            out[name] = lambda default=default: default
-    return out
+            out.append((name, lambda default=info.default: default))
+    return tuple(out)
 
 
 def _required(cls: type[BaseModel], name: str) -> Callable[[], Any]:
@@ -67,39 +87,28 @@ def _required(cls: type[BaseModel], name: str) -> Callable[[], Any]:
     return missing
 
 
-_TRUSTED = (Message, Candidate, GoldAnswer, Item, Telemetry, Provenance, *JUDGMENT_KINDS.values())
-for _cls in _TRUSTED:
-    # construct() sets __dict__ and friends only: a model that needs more cannot come through it.
-    if _cls.__pydantic_post_init__ is not None or _cls.__private_attributes__ or _cls.__pydantic_root_model__:
-        raise TypeError(f"{_cls.__name__} needs model_post_init or private attributes: construct() cannot build it")
-_DEFAULTS = {cls: _defaults(cls) for cls in _TRUSTED}
+def construct(cls: type[M], values: dict[str, Any]) -> M:
+    """``cls`` from trusted ``values`` (a stored dump): what validating them would give.
 
-
-def construct(cls: type[M], values: dict[str, Any], extra: dict[str, Any] | None = None) -> M:
-    """``cls`` holding ``values`` (trusted): what validating ``{**values, **extra}`` would give.
-
-    Fields missing from ``values`` get their defaults and, as with validation, are not in
-    ``model_fields_set``. ``extra``: the extras of an ``extra="allow"`` model (a dict, maybe
-    empty, for messages); ``None`` for the others, as validation leaves it.
+    Missing fields get their defaults and, as with validation, are not in ``model_fields_set``.
+    For small nested models read as JSON (gold answers, telemetry); the hot ones have their own
+    builders below.
     """
-    fields = {name: values[name] if name in values else default() for name, default in _DEFAULTS[cls].items()}
-    obj = cls.__new__(cls)
-    _set(obj, "__dict__", fields)
-    # validation counts extras as set too
-    _set(obj, "__pydantic_fields_set__", set(values) | set(extra) if extra else set(values))
-    _set(obj, "__pydantic_extra__", extra)
-    _set(obj, "__pydantic_private__", None)
-    return obj
+    fields = {name: values[name] if name in values else default() for name, default in _DEFAULTS[cls]}
+    return _new(cls, fields, set(values))
+
+
+_DEFAULTS = {cls: _defaults(cls) for cls in (GoldAnswer, Telemetry)}
 
 
 # -- items ----------------------------------------------------------------------------------
 
 
 def message(data: dict[str, Any]) -> Message:
-    if len(data) == 2 and "role" in data and "content" in data:
-        return construct(Message, data, {})
-    extra = {k: v for k, v in data.items() if k not in ("role", "content")}
-    return construct(Message, {"role": data["role"], "content": data["content"]}, extra)
+    if len(data) == 2:  # role and content only: the common case
+        return _new(Message, {"role": data["role"], "content": data["content"]}, {"role", "content"}, {})
+    extra = {k: v for k, v in data.items() if k != "role" and k != "content"}
+    return _new(Message, {"role": data["role"], "content": data["content"]}, set(data), extra)
 
 
 def messages(data: list[dict[str, Any]] | None) -> list[Message] | None:
@@ -111,16 +120,16 @@ def candidate(
     meta: dict[str, Any] | None,
 ) -> Candidate:
     """A candidate from its columns (as :func:`preflab.store.repo.item_from_row` reads them)."""
-    values: dict[str, Any] = {"id": key}
-    # the stored form has exactly one body; validation sees only that key (fields-set alike)
+    # the stored form has exactly one body; item_from_row passes only that key to validation
     if msgs is None:
-        values["text"] = text
-    else:
-        values["messages"] = messages(msgs)
-    values["model"] = model
-    values["source"] = source
-    values["metadata"] = meta or {}
-    return construct(Candidate, values)
+        fields = {"id": key, "text": text, "messages": None, "model": model, "source": source, "metadata": meta or {}}
+        return _new(Candidate, fields, {"id", "text", "model", "source", "metadata"})
+    fields = {"id": key, "text": None, "messages": messages(msgs), "model": model, "source": source,
+              "metadata": meta or {}}
+    return _new(Candidate, fields, {"id", "messages", "model", "source", "metadata"})
+
+
+_ITEM_FIELDS = frozenset(Item.model_fields)
 
 
 def item(
@@ -128,7 +137,7 @@ def item(
     gold: dict[str, Any] | None, meta: dict[str, Any] | None,
 ) -> Item:
     """An item from its columns and its candidates (already in position order)."""
-    return construct(Item, {
+    fields = {
         "id": key,
         "prompt": prompt if isinstance(prompt, str) else messages(prompt),
         "candidates": candidates,
@@ -137,28 +146,11 @@ def item(
         "reference": reference,
         "gold": None if gold is None else construct(GoldAnswer, gold),
         "metadata": meta or {},
-    })
+    }
+    return _new(Item, fields, set(_ITEM_FIELDS))  # item_from_row passes every field
 
 
 # -- judgments ------------------------------------------------------------------------------
-
-
-def _pairwise(body: dict[str, Any]) -> dict[str, Any]:
-    body["shown_order"] = tuple(body["shown_order"])  # a JSON list; the model holds a tuple
-    return body
-
-
-def _demonstration(body: dict[str, Any]) -> dict[str, Any]:
-    if body.get("messages") is not None:
-        body["messages"] = messages(body["messages"])
-    return body
-
-
-#: Kind-specific conversions of the stored body (a fresh dict, may be changed in place).
-_BODY: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    PairwiseJudgment.kind: _pairwise,
-    DemonstrationJudgment.kind: _demonstration,
-}
 
 _REVIEW_PASSES = {int(p): p for p in ReviewPass}
 
@@ -168,7 +160,7 @@ def provenance(
     source: str, started_at: datetime | None, submitted_at: datetime | None, telemetry: dict[str, Any] | None,
     idempotency_key: str | None,
 ) -> Provenance:
-    values = {
+    fields = {
         "rater_id": rater_key,
         "rater_hash": rater_hash,
         "rubric_id": rubric_key,
@@ -180,19 +172,26 @@ def provenance(
         "telemetry": None if telemetry is None else construct(Telemetry, telemetry),
         "idempotency_key": idempotency_key,
     }
-    # judgment_from_row leaves out None values before validating: not in fields-set either
-    return construct(Provenance, {k: v for k, v in values.items() if v is not None})
+    # judgment_from_row leaves None values out of what it validates: not in fields-set either
+    return _new(Provenance, fields, {k for k, v in fields.items() if v is not None})
+
+
+_BASE_FIELDS = ("item_id", "rationale", "provenance", "type")
+#: Per kind: its own fields (after the base ones), with defaults for those a stored body lacks.
+_BODY_FIELDS = {kind: _defaults(cls, skip=_BASE_FIELDS) for kind, cls in JUDGMENT_KINDS.items()}
 
 
 def judgment(kind: str, body: dict[str, Any], item_key: str, rationale: str | None, prov: Provenance) -> JudgmentBase:
     """A judgment from its stored ``body`` (the kind's fields, ``kind`` included) and columns."""
-    cls = JUDGMENT_KINDS[kind]
-    values = {k: v for k, v in body.items() if k != "kind"}
-    convert = _BODY.get(kind)
-    if convert is not None:
-        values = convert(values)
-    values["type"] = kind  # the discriminator field, ``kind`` on the wire
-    values["item_id"] = item_key
-    values["rationale"] = rationale
-    values["provenance"] = prov
-    return construct(cls, values)
+    fields = {"item_id": item_key, "rationale": rationale, "provenance": prov, "type": kind}
+    for name, default in _BODY_FIELDS[kind]:
+        fields[name] = body[name] if name in body else default()
+    if kind == "pairwise":
+        fields["shown_order"] = tuple(fields["shown_order"])  # a JSON list; the model holds a tuple
+    elif kind == "demonstration" and fields["messages"] is not None:
+        fields["messages"] = messages(fields["messages"])
+    # validation sees the body's keys (``kind`` is the alias of ``type``) and the base fields
+    fields_set = set(body)
+    fields_set.discard("kind")
+    fields_set.update(_BASE_FIELDS)
+    return _new(JUDGMENT_KINDS[kind], fields, fields_set)
