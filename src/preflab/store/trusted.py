@@ -173,7 +173,15 @@ def provenance(
         "idempotency_key": idempotency_key,
     }
     # judgment_from_row leaves None values out of what it validates: not in fields-set either
-    return _new(Provenance, fields, {k for k, v in fields.items() if v is not None})
+    # (rater, hash, pass and source are NOT NULL columns)
+    fields_set = {"rater_id", "rater_hash", "review_pass", "source"}
+    for name in _OPTIONAL_PROVENANCE:
+        if fields[name] is not None:
+            fields_set.add(name)
+    return _new(Provenance, fields, fields_set)
+
+
+_OPTIONAL_PROVENANCE = ("rubric_id", "rubric_version", "started_at", "submitted_at", "telemetry", "idempotency_key")
 
 
 _BASE_FIELDS = ("item_id", "rationale", "provenance", "type")
