@@ -96,6 +96,12 @@ def collect(
     votes = []
     rubric_resolved = []
     chat = False
+    # locals, not stats[...] lookups: this loop runs once per judgment of the project
+    in_by_kind: Counter[str] = stats["judgments_in_by_kind"]
+    used_by_kind: Counter[str] = stats["judgments_used_by_kind"]
+    used_by_source: Counter[str] = stats["judgments_used_by_source"]
+    resolving = bool(needs - {"judgments"})
+    include_ai = options.include_ai
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
         data.items[item.id] = item
@@ -103,23 +109,22 @@ def collect(
         chat = chat or _is_chat(item)
         kept, order = [], []
         for j, meta in zip(iwj.judgments, iwj.meta, strict=True):
-            stats["judgments_in"] += 1
-            stats["judgments_in_by_kind"][j.kind] += 1
+            in_by_kind[j.kind] += 1
             if meta.get("excluded"):
                 data.drops.drop("excluded", meta.get("exclusion_reason") or "excluded", item.id)
                 continue
-            if j.provenance.source == "ai" and not options.include_ai:
+            source = j.provenance.source
+            if source == "ai" and not include_ai:
                 data.drops.drop("source", "ai", item.id)
                 continue
             kept.append(j)
             order.append(meta["pk"])
-            stats["judgments_used"] += 1
-            stats["judgments_used_by_kind"][j.kind] += 1
-            stats["judgments_used_by_source"][j.provenance.source] += 1
+            used_by_kind[j.kind] += 1
+            used_by_source[source] += 1
             raters_in.add(j.provenance.rater_id)
         if "judgments" in needs:
             data.judgments.extend(kept)
-        if not kept or not (needs - {"judgments"}):
+        if not kept or not resolving:
             continue
         effective = effective_judgments(kept, order)
         plain = [j for _, j in effective]
@@ -144,6 +149,8 @@ def collect(
         if j.provenance.rubric_id:
             rubric_for(j.provenance.rubric_id, j.provenance.rubric_version)
     data.conversational = chat if options.conversational is None else options.conversational
+    stats["judgments_in"] = sum(in_by_kind.values())
+    stats["judgments_used"] = sum(used_by_kind.values())
     stats["raters_in"] = len(raters_in)
     return data, stats
 
