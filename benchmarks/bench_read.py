@@ -10,7 +10,8 @@ strength) and bulk-imported with :func:`preflab.io.importer.import_files` into a
 file (not timed). Then ``export_project(format="trl-reward", file_format="parquet")`` runs
 ``--repeats`` times per variant, variants alternating (so drifting machine load hits all
 alike), each export in a fresh child process; reported: median wall time and median CPU time
-(user + system of the child, around ``export_project`` only).
+(user + system of the child, around ``export_project`` only; library imports, such as the
+pandas that pyarrow pulls in on first use, happen before).
 
 Variants:
 
@@ -99,6 +100,11 @@ def build(workdir: Path, n_items: int) -> tuple[str, float]:
 def child(src: str, url: str, out: str, reader: str) -> None:
     """One export in this (fresh) process; prints ``{"wall", "cpu", "sha256", "rows_out"}``."""
     sys.path.insert(0, src)
+    import pyarrow.compute  # noqa: F401
+    try:  # pyarrow imports pandas on first use when it is installed (~0.5 s): a cost of the process
+        import pandas  # noqa: F401
+    except ImportError:
+        pass
     from preflab.io.export import ExportOptions, export_project, pipeline
     from preflab.store import db as store_db
     from preflab.store import repo

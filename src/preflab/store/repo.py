@@ -304,7 +304,7 @@ class ItemWithJudgments:
 
 
 def iter_items_with_judgments(
-    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 900
+    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 1000
 ) -> Iterator[ItemWithJudgments]:
     """Every item of a project with its judgments, in item order, ``chunk`` items at a time.
 
@@ -314,25 +314,26 @@ def iter_items_with_judgments(
     values without validating them again (:mod:`preflab.store.trusted`). Reads happen in the
     caller's transaction (the exporter's PostgreSQL REPEATABLE READ snapshot).
 
-    Queries, each on an index whatever the planner knows: the project's item pks once (the
-    ``(project_pk, item_key)`` index), then per chunk of pks the items and their candidates
-    (``IN``: primary key and ``(item_pk, candidate_key)``), and their judgments joined to raters
-    (a ``(project_pk, item_pk)`` range). Not ``pk > last ORDER BY pk LIMIT n`` per chunk: on
-    SQLite that takes the ``(project_pk, item_key)`` index, so every chunk reads and sorts all
-    the items after it (quadratic in the project's size).
+    Queries: the project's item pks once (the ``(project_pk, item_key)`` index), then per chunk
+    of consecutive pks ``first..last`` three range scans: items by primary key, candidates by
+    ``(item_pk, candidate_key)``, judgments (joined to raters) by ``(project_pk, item_pk)``.
+    Items and candidates are not filtered by project in SQL: with ``project_pk = ?`` SQLite's
+    planner takes the ``(project_pk, item_key)`` index instead, reading and sorting every item
+    of the project for each chunk (quadratic, as ``pk > last ORDER BY pk LIMIT n`` keyset
+    pages are there). Rows of other projects' items inside a range are skipped here; each row
+    of the table is read at most once.
     """
     items, cands, judgments, raters = (
         ItemRow.__table__.c, CandidateRow.__table__.c, JudgmentRow.__table__.c, Rater.__table__.c
     )
     item_stmt = select(
-        items.pk, items.item_key, items.prompt, items.domains, items.reference, items.gold,
-        items["metadata"].label("meta"), items.batch_pk,
+        items.pk, items.project_pk, items.item_key, items.prompt, items.domains, items.reference, items.gold,
+        items["metadata"], items.batch_pk,
     ).order_by(items.pk)
     cand_stmt = select(
         cands.item_pk, cands.candidate_key, cands.text, cands.messages, cands.model, cands.source, cands["metadata"]
     ).order_by(cands.item_pk, cands.position)
     judg_stmt = (
-        # positional below (j[0] ...): the hot loop of the reader
         select(judgments.pk, judgments.item_pk, judgments.kind, judgments.body, judgments.rationale,
                raters.rater_key, raters.rater_hash, judgments.rubric_key, judgments.rubric_version,
                judgments.review_pass, judgments.source, judgments.started_at, judgments.submitted_at,
@@ -347,28 +348,36 @@ def iter_items_with_judgments(
         judg_stmt = judg_stmt.where(judgments.excluded.is_(False))
     all_pks = session.scalars(select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)).all()
     for start in range(0, len(all_pks), chunk):
-        pks = all_pks[start : start + chunk]
-        rows = session.execute(item_stmt.where(items.pk.in_(pks))).all()
-        candidates: dict[int, list[Any]] = {r.pk: [] for r in rows}
-        for c in session.execute(cand_stmt.where(cands.item_pk.in_(pks))).all():
-            candidates[c[0]].append(trusted.candidate(c[1], c[2], c[3], c[4], c[5], c[6]))
-        keys = {r.pk: r.item_key for r in rows}
+        first, last = all_pks[start], all_pks[min(start + chunk, len(all_pks)) - 1]
+        # rows unpacked into names: several times cheaper than indexing them column by column
+        rows = [r for r in session.execute(item_stmt.where(items.pk.between(first, last))).all()
+                if r[1] == project.pk]
+        keys = {pk: key for pk, _, key, *_ in rows}
+        candidates: dict[int, list[Any]] = {pk: [] for pk in keys}
+        for item_pk, key, text, msgs, model, source, meta in session.execute(
+            cand_stmt.where(cands.item_pk.between(first, last))
+        ).all():
+            if item_pk in candidates:
+                candidates[item_pk].append(trusted.candidate(key, text, msgs, model, source, meta))
         # per item: (judgments, meta), filled in judgment pk order
-        judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {r.pk: ([], []) for r in rows}
-        for j in session.execute(judg_stmt.where(judgments.item_pk.between(pks[0], pks[-1]))).all():
-            if j[1] not in judged:  # an item added to the range since the pks were read (SQLite: no snapshot)
+        judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {pk: ([], []) for pk in keys}
+        for (pk, item_pk, kind, body, rationale, rater_key, rater_hash, rubric_key, rubric_version, review_pass,
+             source, started_at, submitted_at, telemetry, idempotency_key, batch_pk, excluded, exclusion_reason,
+             ) in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
+            if item_pk not in judged:  # an item added to the range since the pks were read (SQLite: no snapshot)
                 continue
-            prov = trusted.provenance(j[5], j[6], j[7], j[8], j[9], j[10], j[11], j[12], j[13], j[14])
-            js, meta = judged[j[1]]
-            js.append(trusted.judgment(j[2], j[3], keys[j[1]], j[4], prov))
-            meta.append({"pk": j[0], "batch_pk": j[15], "excluded": j[16], "exclusion_reason": j[17]})
-        for r in rows:
-            js, meta = judged[r.pk]
+            prov = trusted.provenance(rater_key, rater_hash, rubric_key, rubric_version, review_pass, source,
+                                      started_at, submitted_at, telemetry, idempotency_key)
+            js, meta = judged[item_pk]
+            js.append(trusted.judgment(kind, body, keys[item_pk], rationale, prov))
+            meta.append({"pk": pk, "batch_pk": batch_pk, "excluded": excluded, "exclusion_reason": exclusion_reason})
+        for pk, _, key, prompt, domains, reference, gold, item_meta, batch_pk in rows:
+            js, meta = judged[pk]
             yield ItemWithJudgments(
-                item=trusted.item(r.item_key, r.prompt, candidates[r.pk], r.domains, r.reference, r.gold, r.meta),
+                item=trusted.item(key, prompt, candidates[pk], domains, reference, gold, item_meta),
                 judgments=js,
                 meta=meta,
-                batch_pk=r.batch_pk,
+                batch_pk=batch_pk,
             )
 
 
