@@ -45,7 +45,9 @@ M = TypeVar("M", bound=BaseModel)
 _set = object.__setattr__  # pydantic models refuse plain attribute setting of these
 
 
-def _new(cls: type[M], fields: dict[str, Any], fields_set: set[str], extra: dict[str, Any] | None = None) -> M:
+def _new(
+    cls: type[M], fields: dict[str, Any], fields_set: set[str], extra: dict[str, Any] | None = None, _set=_set
+) -> M:
     """``cls`` holding ``fields`` (every field, in declaration order), as validation leaves it:
     ``fields_set`` the fields the input had (extras included), ``extra`` the extras of an
     ``extra="allow"`` model (a dict, maybe empty) and ``None`` for the others."""
@@ -167,21 +169,27 @@ def provenance(
         "rubric_version": rubric_version,
         "review_pass": _REVIEW_PASSES[review_pass],
         "source": source,
-        "started_at": as_utc(started_at),
-        "submitted_at": as_utc(submitted_at),
+        "started_at": None if started_at is None else as_utc(started_at),
+        "submitted_at": None if submitted_at is None else as_utc(submitted_at),
         "telemetry": None if telemetry is None else construct(Telemetry, telemetry),
         "idempotency_key": idempotency_key,
     }
     # judgment_from_row leaves None values out of what it validates: not in fields-set either
-    # (rater, hash, pass and source are NOT NULL columns)
+    # (rater, hash, pass and source are NOT NULL columns; the rest is mostly NULL)
     fields_set = {"rater_id", "rater_hash", "review_pass", "source"}
-    for name in _OPTIONAL_PROVENANCE:
-        if fields[name] is not None:
-            fields_set.add(name)
+    if rubric_key is not None:
+        fields_set.add("rubric_id")
+    if rubric_version is not None:
+        fields_set.add("rubric_version")
+    if started_at is not None:
+        fields_set.add("started_at")
+    if submitted_at is not None:
+        fields_set.add("submitted_at")
+    if telemetry is not None:
+        fields_set.add("telemetry")
+    if idempotency_key is not None:
+        fields_set.add("idempotency_key")
     return _new(Provenance, fields, fields_set)
-
-
-_OPTIONAL_PROVENANCE = ("rubric_id", "rubric_version", "started_at", "submitted_at", "telemetry", "idempotency_key")
 
 
 _BASE_FIELDS = ("item_id", "rationale", "provenance", "type")

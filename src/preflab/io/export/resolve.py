@@ -227,17 +227,21 @@ def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[PairVote]:
     """
     votes: list[PairVote] = []
     for pos, j in labelled:
+        if not isinstance(j, (PairwiseJudgment, RankingJudgment)):
+            continue
         key = (int(j.provenance.review_pass), _when(j), pos)
         if isinstance(j, PairwiseJudgment):
             lo, hi = j.pair
             votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j), float(j.score),
                                   "pairwise", key[0], key))
-        elif isinstance(j, RankingJudgment):
+        else:
             rank = j.rank_of()
             for lo, hi, sign in j.induced_pairs():
                 strength = min(3, abs(rank[lo] - rank[hi]))
                 votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j),
                                       float(sign * strength), "ranking", key[0], key))
+    if len(votes) <= 1:  # nothing to override or deduplicate
+        return votes
     by_pair: dict[tuple[str, str], list[PairVote]] = defaultdict(list)
     for v in votes:
         by_pair[(v.lo, v.hi)].append(v)
