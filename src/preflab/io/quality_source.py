@@ -28,11 +28,13 @@ def load_for_report(source: str, db: str | None) -> tuple[list[JudgmentBase], di
 def load_project(name: str, db: str | None) -> tuple[list[JudgmentBase], dict[str, Item], dict[int, Any]]:
     from ..store import repo, transaction
     from ..store.db import default_url, open_db
+    from .export.writers import gc_paused
 
     judgments: list[JudgmentBase] = []
     items: dict[str, Item] = {}
     batches: dict[int, Any] = {}
-    with transaction(open_db(db or default_url())) as session:
+    # gc paused: every item and judgment stays alive, full collections would walk them over and over
+    with transaction(open_db(db or default_url())) as session, gc_paused():
         try:
             project = repo.get_project(session, name)
         except repo.NotFound as exc:

@@ -23,6 +23,7 @@ from ..schema import (
     parse_judgment,
     rater_hash,
 )
+from . import trusted
 from .models import CandidateRow, ItemRow, JudgmentRow, Project, Rater, RubricVersion
 from .rows import ItemRows, JudgmentRows, as_utc, item_rows, judgment_rows
 
@@ -303,9 +304,91 @@ class ItemWithJudgments:
 
 
 def iter_items_with_judgments(
+    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 1000
+) -> Iterator[ItemWithJudgments]:
+    """Every item of a project with its judgments, in item order, ``chunk`` items at a time.
+
+    Yields exactly what :func:`iter_items_with_judgments_validated` does, several times faster
+    (an export of 10,000 items x 3 raters spent most of its time there): Core selects of just
+    the needed columns instead of ORM rows, and the schema objects are built from the stored
+    values without validating them again (:mod:`preflab.store.trusted`). Reads happen in the
+    caller's transaction (the exporter's PostgreSQL REPEATABLE READ snapshot).
+
+    Queries: the project's item pks once (the ``(project_pk, item_key)`` index), then per chunk
+    of consecutive pks ``first..last`` three range scans: items by primary key, candidates by
+    ``(item_pk, candidate_key)``, judgments (joined to raters) by ``(project_pk, item_pk)``.
+    Items and candidates are not filtered by project in SQL: with ``project_pk = ?`` SQLite's
+    planner takes the ``(project_pk, item_key)`` index instead, reading and sorting every item
+    of the project for each chunk (quadratic, as ``pk > last ORDER BY pk LIMIT n`` keyset
+    pages are there). Rows of other projects' items inside a range are skipped here; each row
+    of the table is read at most once.
+    """
+    items, cands, judgments, raters = (
+        ItemRow.__table__.c, CandidateRow.__table__.c, JudgmentRow.__table__.c, Rater.__table__.c
+    )
+    item_stmt = select(
+        items.pk, items.project_pk, items.item_key, items.prompt, items.domains, items.reference, items.gold,
+        items["metadata"], items.batch_pk,
+    ).order_by(items.pk)
+    cand_stmt = select(
+        cands.item_pk, cands.candidate_key, cands.text, cands.messages, cands.model, cands.source, cands["metadata"]
+    ).order_by(cands.item_pk, cands.position)
+    judg_stmt = (
+        select(judgments.pk, judgments.item_pk, judgments.kind, judgments.body, judgments.rationale,
+               raters.rater_key, raters.rater_hash, judgments.rubric_key, judgments.rubric_version,
+               judgments.review_pass, judgments.source, judgments.started_at, judgments.submitted_at,
+               judgments.telemetry, judgments.idempotency_key, judgments.batch_pk, judgments.excluded,
+               judgments.exclusion_reason)
+        .join(Rater.__table__, raters.pk == judgments.rater_pk)
+        # every writer sets a judgment's project to its item's: this is the (project_pk, item_pk) index
+        .where(judgments.project_pk == project.pk)
+        .order_by(judgments.pk)
+    )
+    if not include_excluded:
+        judg_stmt = judg_stmt.where(judgments.excluded.is_(False))
+    all_pks = session.scalars(select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)).all()
+    for start in range(0, len(all_pks), chunk):
+        first, last = all_pks[start], all_pks[min(start + chunk, len(all_pks)) - 1]
+        # rows unpacked into names: several times cheaper than indexing them column by column
+        rows = [r for r in session.execute(item_stmt.where(items.pk.between(first, last))).all()
+                if r[1] == project.pk]
+        keys = {pk: key for pk, _, key, *_ in rows}
+        candidates: dict[int, list[Any]] = {pk: [] for pk in keys}
+        for item_pk, key, text, msgs, model, source, meta in session.execute(
+            cand_stmt.where(cands.item_pk.between(first, last))
+        ).all():
+            if item_pk in candidates:
+                candidates[item_pk].append(trusted.candidate(key, text, msgs, model, source, meta))
+        # per item: (judgments, meta), filled in judgment pk order
+        judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {pk: ([], []) for pk in keys}
+        for (pk, item_pk, kind, body, rationale, rater_key, rater_hash, rubric_key, rubric_version, review_pass,
+             source, started_at, submitted_at, telemetry, idempotency_key, batch_pk, excluded, exclusion_reason,
+             ) in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
+            if item_pk not in judged:  # an item added to the range since the pks were read (SQLite: no snapshot)
+                continue
+            prov = trusted.provenance(rater_key, rater_hash, rubric_key, rubric_version, review_pass, source,
+                                      started_at, submitted_at, telemetry, idempotency_key)
+            js, meta = judged[item_pk]
+            js.append(trusted.judgment(kind, body, keys[item_pk], rationale, prov))
+            meta.append({"pk": pk, "batch_pk": batch_pk, "excluded": excluded, "exclusion_reason": exclusion_reason})
+        for pk, _, key, prompt, domains, reference, gold, item_meta, batch_pk in rows:
+            js, meta = judged[pk]
+            yield ItemWithJudgments(
+                item=trusted.item(key, prompt, candidates[pk], domains, reference, gold, item_meta),
+                judgments=js,
+                meta=meta,
+                batch_pk=batch_pk,
+            )
+
+
+def iter_items_with_judgments_validated(
     session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 500
 ) -> Iterator[ItemWithJudgments]:
-    """Every item of a project with its judgments, in item order, ``chunk`` items per query."""
+    """:func:`iter_items_with_judgments` through ORM rows and full pydantic validation.
+
+    The reference the fast reader is held equal to (``tests/store/test_fast_read.py``) and the
+    "before" of ``benchmarks/bench_read.py``; several times slower.
+    """
     last_pk = 0
     while True:
         rows = session.scalars(

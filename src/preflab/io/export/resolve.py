@@ -36,6 +36,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any, Protocol
 
 from ...quality.bias import word_length as _quality_word_length
@@ -181,20 +182,31 @@ def effective_judgments(
     each author's latest demonstration stays.
     """
     order = list(order) if order is not None else list(range(len(judgments)))
-    groups: dict[tuple[Any, ...], list[tuple[int, JudgmentBase]]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[tuple[int, JudgmentBase]]] = {}
     for pos, j in zip(order, judgments, strict=True):
-        groups[(j.kind, revision_unit(j), j.provenance.rater_id)].append((pos, j))
-    latest = sorted((_latest(g) for g in groups.values()), key=lambda pj: pj[0])
+        key = (j.kind, revision_unit(j), j.provenance.rater_id)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [(pos, j)]
+        else:
+            group.append((pos, j))
+    latest: list[tuple[int, JudgmentBase, tuple[Any, ...]]] = []  # (pos, judgment, (kind, unit))
+    for key, group in groups.items():
+        pos, j = group[0] if len(group) == 1 else _latest(group)  # mostly one label: no choice to make
+        latest.append((pos, j, key[:2]))
+    latest.sort(key=itemgetter(0))
     adjudicated = {
-        (j.kind, revision_unit(j))
-        for _, j in latest
+        unit
+        for _, j, unit in latest
         if int(j.provenance.review_pass) >= ADJUDICATION and not isinstance(j, DemonstrationJudgment)
     }
+    if not adjudicated:  # the common case
+        return [(pos, j) for pos, j, _ in latest]
     return [
         (pos, j)
-        for pos, j in latest
+        for pos, j, unit in latest
         if isinstance(j, DemonstrationJudgment)
-        or (j.kind, revision_unit(j)) not in adjudicated
+        or unit not in adjudicated
         or int(j.provenance.review_pass) >= ADJUDICATION
     ]
 
@@ -215,17 +227,21 @@ def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[PairVote]:
     """
     votes: list[PairVote] = []
     for pos, j in labelled:
+        if not isinstance(j, (PairwiseJudgment, RankingJudgment)):
+            continue
         key = (int(j.provenance.review_pass), _when(j), pos)
         if isinstance(j, PairwiseJudgment):
             lo, hi = j.pair
             votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j), float(j.score),
                                   "pairwise", key[0], key))
-        elif isinstance(j, RankingJudgment):
+        else:
             rank = j.rank_of()
             for lo, hi, sign in j.induced_pairs():
                 strength = min(3, abs(rank[lo] - rank[hi]))
                 votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j),
                                       float(sign * strength), "ranking", key[0], key))
+    if len(votes) <= 1:  # nothing to override or deduplicate
+        return votes
     by_pair: dict[tuple[str, str], list[PairVote]] = defaultdict(list)
     for v in votes:
         by_pair[(v.lo, v.hi)].append(v)
@@ -239,6 +255,9 @@ def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[PairVote]:
             per_rater[v.rater].append(v)
         for rater in sorted(per_rater):
             group = per_rater[rater]
+            if len(group) == 1:  # the common case: one vote, nothing to choose
+                out.append(group[0])
+                continue
             timed = all(v.order[1] is not None for v in group)
             out.append(max(group, key=lambda v: (v.order[0], v.order[1] if timed else 0, v.order[2])))
     return out

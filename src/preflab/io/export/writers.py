@@ -92,7 +92,7 @@ def write_hf(directory: Path, batches: Iterator[Batch], schema: pa.Schema, split
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while columns are built.
+    """Pause the cyclic garbage collector while columns are built (or a project is read).
 
     Building columns allocates many short-lived objects; with millions of long-lived ones in
     memory (items, resolved pairs) each full collection walks all of them, which made column
