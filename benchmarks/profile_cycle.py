@@ -35,7 +35,7 @@ def direct(app, tokens: list[str], cycles: int, prof: cProfile.Profile) -> int: 
         req = SimpleNamespace(app=app, headers={"authorization": f"Bearer {tokens[i % len(tokens)]}"}, cookies={},
                               path_params={"project": "bench"}, method="POST")
         ctx = dep(req)
-        task = assign.next_task(app.state.db, ctx.project, ctx.user.user_pk)["task"]
+        task = assign.next_task_fast(app.state.db, ctx.project, ctx.user.user_pk)["task"]
         ctx = dep(req)
         judging.submit(app.state.db, ctx.project, ctx.user.user_pk, ctx.user.username,
                        assignment_id=task["assignment_id"], idempotency_key=uuid.uuid4().hex,

@@ -371,7 +371,7 @@ def next_task(request: Request, project: str, ctx: Ctx = guard("project.label"))
     """The next task for the caller (a lease), or ``{"task": null, "reason": ...}``.
 
     While a lease is live the same task comes back (``resumed``: true)."""
-    return ok(assign.next_task(_db(request), ctx.project, ctx.user.user_pk))
+    return ok(assign.next_task_fast(_db(request), ctx.project, ctx.user.user_pk))
 
 
 @router.post("/projects/{project}/assignments/{assignment_id}/release", tags=["labelling"])
