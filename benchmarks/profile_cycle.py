@@ -43,7 +43,7 @@ def direct(app, tokens: list[str], cycles: int, prof: cProfile.Profile) -> int: 
                                  "rationale": "The chosen answer is correct and more concise."},
                        telemetry={"active_ms": 5000, "typed_chars": 46})
     prof.disable()
-    pstats.Stats(prof).sort_stats("cumulative").print_stats(60)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(40)
     return 0
 
 

@@ -105,11 +105,11 @@ def _pick(
         stmt = stmt.where(
             PoolEntry.filled < PoolEntry.target,
             PoolEntry.filled + live_lease_count(PoolEntry.item_pk, now) < PoolEntry.target,
-        ).order_by(PoolEntry.filled.desc(), PoolEntry.order_key, PoolEntry.pk)
+        ).order_by(PoolEntry.filled.desc(), PoolEntry.order_key.desc(), PoolEntry.pk.desc())
     elif role == "qualification":
         stmt = stmt.order_by(PoolEntry.pk)
     else:
-        stmt = stmt.order_by(PoolEntry.order_key, PoolEntry.pk)
+        stmt = stmt.order_by(PoolEntry.order_key.desc(), PoolEntry.pk.desc())
     tried: list[int] = []
     for _ in range(8):
         batch_stmt = stmt.where(PoolEntry.pk.not_in(tried)) if tried else stmt
@@ -391,9 +391,9 @@ def _build_pick(role: str, match: str, retry: bool):  # noqa: ANN202
     )
     if role == "production":
         stmt = stmt.where(_P.c.filled < _P.c.target, _P.c.filled + live < _P.c.target).order_by(
-            _P.c.filled.desc(), _P.c.order_key, _P.c.pk)
+            _P.c.filled.desc(), _P.c.order_key.desc(), _P.c.pk.desc())
     else:
-        stmt = stmt.order_by(_P.c.order_key, _P.c.pk)
+        stmt = stmt.order_by(_P.c.order_key.desc(), _P.c.pk.desc())
     if retry:
         stmt = stmt.where(_P.c.pk.not_in(bindparam("tried", expanding=True)))
     return stmt.limit(bindparam("n")).with_for_update(skip_locked=True, of=_P)
