@@ -100,6 +100,24 @@ async def rater(base: str, token: str, state: dict, lat_submit: list, lat_cycle:
                 state["errors"] += 1
 
 
+def server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of the server process and its worker processes."""
+    try:
+        import psutil
+    except ImportError:
+        return float("nan")
+    procs = [psutil.Process(pid)]
+    procs += procs[0].children(recursive=True)
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -147,7 +165,14 @@ def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path) -> 
             except httpx.HTTPError:
                 time.sleep(0.2)
         time.sleep(0.5 * workers)
+        server_cpu0, client_cpu0 = server_cpu_s(proc.pid), time.process_time()
         figures = asyncio.run(drive(base, tokens, submissions))
+        server_cpu, client_cpu = server_cpu_s(proc.pid) - server_cpu0, time.process_time() - client_cpu0
+        if figures["submissions"]:
+            # CPU per fetch+submit cycle: wall figures on a shared 2-core box depend on what else
+            # runs; CPU time per cycle does much less.
+            figures["server_cpu_ms_per_cycle"] = round(server_cpu / figures["submissions"] * 1000, 2)
+            figures["client_cpu_ms_per_cycle"] = round(client_cpu / figures["submissions"] * 1000, 2)
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
@@ -173,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{r['db']:>10} raters={r['raters']:>4} workers={r['workers']} "
                       f"{r['submissions']} submissions in {r['seconds']} s: {r['submissions_per_s']}/s, "
                       f"submit p50 {r['submit_p50_ms']} ms p99 {r['submit_p99_ms']} ms, "
-                      f"cycle p50 {r['cycle_p50_ms']} ms p99 {r['cycle_p99_ms']} ms, errors {r['errors']}",
+                      f"cycle p50 {r['cycle_p50_ms']} ms p99 {r['cycle_p99_ms']} ms, errors {r['errors']}, "
+                      f"CPU ms/cycle server {r.get('server_cpu_ms_per_cycle')} client {r.get('client_cpu_ms_per_cycle')}",
                       flush=True)
     if args.json:
         print(json.dumps(rows, indent=2))

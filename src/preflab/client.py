@@ -8,11 +8,13 @@
 
 Errors raise :class:`ApiError` with the HTTP status and the server's message, which says what
 to do next. Submissions carry an idempotency key (generated when not given), and transport
-errors on submit are retried with the same key, so a flaky network never stores a label twice.
+errors and "database busy" answers (503, ``Retry-After``) on submit are retried with the same key, so a
+flaky network or a contended database never stores a label twice.
 """
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from typing import Any
@@ -22,19 +24,39 @@ import httpx
 API = "/api/v1"
 
 
+#: Answers that mean "send the same request again shortly": the server rolled the transaction
+#: back whole (serialization failure, deadlock, database locked, overloaded).
+RETRYABLE = frozenset({503})
+
+
 class ApiError(Exception):
-    def __init__(self, status: int, detail: Any, errors: list | None = None) -> None:
+    def __init__(self, status: int, detail: Any, errors: list | None = None,
+                 retry_after: float | None = None) -> None:
         self.status, self.detail, self.errors = status, detail, errors or []
+        self.retry_after = retry_after
         lines = [f"HTTP {status}: {detail}"] + [f"  {'.'.join(map(str, e.get('loc', [])))}: {e.get('msg')}"
                                                  for e in self.errors]
         super().__init__("\n".join(lines))
+
+
+def _retry_after(r: httpx.Response) -> float | None:
+    value = r.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:  # an HTTP date: not sent by this server
+        return None
 
 
 class Client:
     """A small, typed wrapper over httpx; one instance per user (token or login session)."""
 
     def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None, retries: int = 4,
+                 max_retry_wait: float = 10.0) -> None:
+        """``retries``: how often a retryable answer (503) to a safe request is retried —
+        reads, ``next_task`` (it resumes the live lease) and ``submit`` (same idempotency
+        key) — honouring ``Retry-After`` up to ``max_retry_wait`` seconds."""
+        self.retries, self.max_retry_wait = retries, max_retry_wait
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
         self._csrf: str | None = None
@@ -49,20 +71,39 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def request(self, method: str, path: str, **kw: Any) -> Any:
+    def request(self, method: str, path: str, *, retry: bool | None = None, **kw: Any) -> Any:
+        """One API call. ``retry``: retry retryable answers (default: only for GET/HEAD; pass
+        ``True`` for writes that are safe to repeat)."""
         headers = kw.pop("headers", {})
         if self._csrf and method not in ("GET", "HEAD", "OPTIONS"):
             headers["X-CSRF-Token"] = self._csrf
-        r = self._http.request(method, API + path, headers=headers, **kw)
+        if retry is None:
+            retry = method in ("GET", "HEAD")
+        attempt = 0
+        while True:
+            r = self._http.request(method, API + path, headers=headers, **kw)
+            if r.status_code in RETRYABLE and retry and attempt < self.retries:
+                time.sleep(self._retry_wait(r, attempt))
+                attempt += 1
+                continue
+            break
         if r.status_code >= 400:
             try:
                 body = r.json()
             except ValueError:
                 body = {"detail": r.text}
-            raise ApiError(r.status_code, body.get("detail"), body.get("errors"))
+            raise ApiError(r.status_code, body.get("detail"), body.get("errors"), _retry_after(r))
         if r.headers.get("content-type", "").startswith("application/json"):
             return r.json()
         return r.content
+
+    def _retry_wait(self, r: httpx.Response, attempt: int) -> float:
+        """The server's ``Retry-After`` when given, else exponential backoff; with jitter so
+        many clients refused at once do not come back at once."""
+        base = _retry_after(r)
+        if base is None:
+            base = 0.2 * 2**attempt
+        return min(self.max_retry_wait, base) * random.uniform(0.5, 1.0)
 
     # -- auth ------------------------------------------------------------------------------------
     def login(self, username: str, password: str) -> dict:
@@ -167,25 +208,27 @@ class Client:
         return self.next_task_raw(project)["task"]
 
     def next_task_raw(self, project: str) -> dict:
-        return self.request("POST", f"/projects/{project}/assignments/next")
+        # safe to repeat: while a lease is live the same task comes back
+        return self.request("POST", f"/projects/{project}/assignments/next", retry=True)
 
     def release(self, project: str, assignment_id: str) -> dict:
         return self.request("POST", f"/projects/{project}/assignments/{assignment_id}/release")
 
     def submit(self, project: str, assignment_id: str, judgment: dict, *, rationale: str | None = None,
                telemetry: dict | None = None, idempotency_key: str | None = None, retries: int = 3) -> dict:
-        """Submit a judgment for a live assignment; transport errors are retried with the same key."""
+        """Submit a judgment for a live assignment; dropped connections and 503s are retried with the same key."""
         body_j = dict(judgment)
         if rationale is not None:
             body_j["rationale"] = rationale
         body = {"assignment_id": assignment_id, "judgment": body_j, "telemetry": telemetry,
                 "idempotency_key": idempotency_key or uuid.uuid4().hex}
+        # Safe to repeat with the same idempotency key: the first stored answer comes back.
+        # 503s are retried inside request(); dropped connections here.
         for attempt in range(retries + 1):
             try:
-                return self.request("POST", f"/projects/{project}/judgments", json=body)
-            except (httpx.TransportError, ApiError) as exc:
-                retryable = isinstance(exc, httpx.TransportError) or exc.status == 503
-                if not retryable or attempt == retries:
+                return self.request("POST", f"/projects/{project}/judgments", json=body, retry=True)
+            except httpx.TransportError:
+                if attempt == retries:
                     raise
                 time.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")

@@ -54,6 +54,20 @@ class ServerConfig:
                    secure_cookies=d["secure_cookies"], exports_dir=Path(d["exports_dir"]), pool_size=d["pool_size"])
 
 
+def db_error_kind(exc: Exception) -> str:
+    """A short, safe name for a retryable database error (no SQL or parameters leak out)."""
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "sqlstate", None) or getattr(getattr(orig, "diag", None), "sqlstate", None)
+    if code == "40001":
+        return "serialization failure"
+    if code == "40P01":
+        return "deadlock"
+    text = str(orig or exc).lower()
+    if "locked" in text or "busy" in text:
+        return "database is locked"
+    return "operational error"
+
+
 def _json(status: int, detail: Any, errors: list | None = None, headers: dict | None = None) -> Response:
     body: dict[str, Any] = {"detail": detail}
     if errors:
@@ -182,7 +196,12 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
 
     @app.exception_handler(OperationalError)
     async def _busy(_: Request, exc: OperationalError) -> Response:
-        return _json(503, "the database is busy; retry shortly", headers={"Retry-After": "1"})
+        # Serialization failures and deadlocks (PostgreSQL 40001/40P01), SQLite's "database is
+        # locked" after the busy timeout, a dropped connection: the transaction was rolled back
+        # whole, so the same request may simply be sent again (a submission with the same
+        # idempotency key; ``next`` resumes the live lease). preflab.client retries these.
+        return _json(503, f"the database is busy ({db_error_kind(exc)}); retry shortly",
+                     headers={"Retry-After": "1"})
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> Response:

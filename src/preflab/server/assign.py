@@ -105,11 +105,11 @@ def _pick(
         stmt = stmt.where(
             PoolEntry.filled < PoolEntry.target,
             PoolEntry.filled + live_lease_count(PoolEntry.item_pk, now) < PoolEntry.target,
-        ).order_by(PoolEntry.filled.desc(), PoolEntry.order_key, PoolEntry.pk)
+        ).order_by(PoolEntry.filled.desc(), PoolEntry.order_key.desc(), PoolEntry.pk.desc())
     elif role == "qualification":
         stmt = stmt.order_by(PoolEntry.pk)
     else:
-        stmt = stmt.order_by(PoolEntry.order_key, PoolEntry.pk)
+        stmt = stmt.order_by(PoolEntry.order_key.desc(), PoolEntry.pk.desc())
     tried: list[int] = []
     for _ in range(8):
         batch_stmt = stmt.where(PoolEntry.pk.not_in(tried)) if tried else stmt
@@ -298,3 +298,226 @@ def expired_leases(session: Session, project_pk: int) -> int:
             and_(Assignment.project_pk == project_pk, Assignment.status == "active", Assignment.expires_at <= utcnow())
         )
     )
+
+
+# -- the hot path in SQLAlchemy Core -------------------------------------------------------------
+#
+# ``next_task`` above is the reference implementation (ORM). Most requests are a qualified
+# rater asking for a production (or gold) task; ``next_task_fast`` serves those with a few
+# prebuilt Core statements and hands every other case (new rater, qualification, suspended,
+# empty pool, ...) to ``next_task``. Statements are built once at import with bind parameters,
+# so a request pays neither statement construction nor ORM bookkeeping.
+
+from sqlalchemy import bindparam, insert  # noqa: E402
+
+from ..store.models import CandidateRow  # noqa: E402
+from ..store.server_models import Credential  # noqa: E402
+from .policy import policy_of  # noqa: E402
+
+_A, _P, _PD = Assignment.__table__, PoolEntry.__table__, PoolDomain.__table__
+_I, _C, _RS, _CR = ItemRow.__table__, CandidateRow.__table__, RaterStatus.__table__, Credential.__table__
+
+#: The rater's status row, locked: serialises one rater's requests (PostgreSQL; on SQLite the
+#: BEGIN IMMEDIATE of the write transaction already serialises every writer).
+_LOCK_STATUS = (
+    select(_RS.c.status)
+    .where(_RS.c.project_pk == bindparam("project_pk"), _RS.c.user_pk == bindparam("user_pk"))
+    .with_for_update()
+)
+
+#: A live lease of this rater (resume it: one live lease per rater).
+_LIVE_LEASE = (
+    select(_A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at)
+    .where(_A.c.project_pk == bindparam("project_pk"), _A.c.user_pk == bindparam("user_pk"),
+           _A.c.status == "active", _A.c.expires_at > bindparam("now"))
+    .limit(1)
+)
+
+_VERIFIED_DOMAINS = select(_CR.c.domain).where(_CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True))
+
+_DONE_COUNT = select(func.count()).select_from(_A).where(
+    _A.c.project_pk == bindparam("project_pk"), _A.c.user_pk == bindparam("user_pk"),
+    _A.c.role != "qualification", _A.c.status == "submitted",
+)
+
+#: The item and its candidates in one round trip (one row per candidate, in item order).
+_ITEM_VIEW = (
+    select(_I.c.item_key, _I.c.content_hash, _I.c.prompt, _I.c.domains, _I.c.reference, _I.c.gold, _I.c["metadata"].label("meta"),
+           _C.c.candidate_key, _C.c.text, _C.c.messages, _C.c.model, _C.c.source, _C.c["metadata"].label("cmeta"))
+    .join(_C, _C.c.item_pk == _I.c.pk)
+    .where(_I.c.pk == bindparam("item_pk"))
+    .order_by(_C.c.position)
+)
+
+_INSERT_LEASE = insert(_A)
+
+#: Live leases of the locked candidates, counted again after the lock (PostgreSQL only).
+_RECOUNT = (
+    select(_A.c.item_pk, func.count())
+    .where(_A.c.item_pk.in_(bindparam("item_pks", expanding=True)), _A.c.status == "active",
+           _A.c.expires_at > bindparam("now"))
+    .group_by(_A.c.item_pk)
+)
+
+
+def _build_pick(role: str, match: str, retry: bool):  # noqa: ANN202
+    """The candidate query for one role: eligibility, counts and order in a single statement.
+
+    * ``NOT EXISTS`` a lease of this rater on the item: never the same item twice (any status);
+    * domains compared in SQL against the rater's verified credentials (a subquery), so the
+      credentials need no round trip of their own;
+    * production: submitted labels + live leases below the target, as a correlated count —
+      the exact-k rule; fuller items first so overlap items reach k;
+    * ``FOR UPDATE OF task_pool SKIP LOCKED`` on PostgreSQL (no-op on SQLite, where BEGIN
+      IMMEDIATE serialises writers): concurrent assigners skip each other's candidates.
+    """
+    item = _P.c.item_pk
+    mine = select(_CR.c.domain).where(_CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True))
+    has_any = exists().where(_PD.c.item_pk == item)
+    if match == "any":
+        domain_ok = or_(~has_any, exists().where(_PD.c.item_pk == item, _PD.c.domain.in_(mine)))
+    else:
+        domain_ok = ~exists().where(_PD.c.item_pk == item, _PD.c.domain.not_in(mine))
+    live = (
+        select(func.count()).select_from(_A)
+        .where(_A.c.item_pk == item, _A.c.status == "active", _A.c.expires_at > bindparam("now"))
+        .scalar_subquery()
+    )
+    stmt = select(_P.c.pk, _P.c.item_pk, _P.c.role, _P.c.filled, _P.c.target).where(
+        _P.c.project_pk == bindparam("project_pk"),
+        _P.c.role == role,
+        ~exists().where(_A.c.item_pk == item, _A.c.user_pk == bindparam("user_pk")),
+        domain_ok,
+    )
+    if role == "production":
+        stmt = stmt.where(_P.c.filled < _P.c.target, _P.c.filled + live < _P.c.target).order_by(
+            _P.c.filled.desc(), _P.c.order_key.desc(), _P.c.pk.desc())
+    else:
+        stmt = stmt.order_by(_P.c.order_key.desc(), _P.c.pk.desc())
+    if retry:
+        stmt = stmt.where(_P.c.pk.not_in(bindparam("tried", expanding=True)))
+    return stmt.limit(bindparam("n")).with_for_update(skip_locked=True, of=_P)
+
+
+_PICKS = {(role, match, retry): _build_pick(role, match, retry)
+          for role in ("production", "gold") for match in ("any", "all") for retry in (False, True)}
+
+#: Public views of items by (pk, content hash): items are immutable once imported (same id
+#: with other content is refused), and the hash guards against a reused primary key.
+_VIEWS: dict[tuple[int, str], tuple[dict[str, Any], list[str]]] = {}
+
+
+def _item_view(conn, item_pk: int) -> tuple[dict[str, Any], list[str]]:  # noqa: ANN001
+    rows = conn.execute(_ITEM_VIEW, {"item_pk": item_pk}).all()
+    key = (item_pk, rows[0].content_hash)
+    hit = _VIEWS.get(key)
+    if hit is not None:
+        return hit
+    first = rows[0]
+    from ..schema import Item
+
+    item = Item.model_validate({
+        "id": first.item_key, "prompt": first.prompt,
+        "candidates": [{"id": r.candidate_key, **({"text": r.text} if r.messages is None else {"messages": r.messages}),
+                        "model": r.model, "source": r.source, "metadata": r.cmeta or {}} for r in rows],
+        "domains": first.domains or [], "reference": first.reference, "gold": first.gold,
+        "metadata": first.meta or {},
+    })
+    if len(_VIEWS) > 20_000:
+        _VIEWS.clear()
+    hit = _VIEWS[key] = (item.public_view(), [r.candidate_key for r in rows])
+    return hit
+
+
+def _payload(project: ProjectRef, view: dict[str, Any], lease_id: str, role: str, shown: list[str],
+             expires_at: datetime) -> dict[str, Any]:
+    """Same shape as :func:`task_payload`."""
+    by_id = {c["id"]: c for c in view["candidates"]}
+    settings = project.settings or {}
+    return {
+        "assignment_id": lease_id,
+        "project": project.name,
+        "phase": "qualification" if role == "qualification" else "production",
+        "kinds": list(project.kinds),
+        "rubric": {"id": project.rubric_key, "version": project.rubric_version} if project.rubric_key else None,
+        "item": {**view, "candidates": [by_id[c] for c in shown]},
+        "shown_order": list(shown),
+        "expires_at": aware(expires_at).isoformat(),
+        "settings_version": int(settings.get("version", 1)),
+    }
+
+
+def _pick_fast(conn, params: dict[str, Any], role: str, policy: Policy, is_pg: bool) -> Any:  # noqa: ANN001, ANN401
+    if not is_pg:
+        # SQLite: BEGIN IMMEDIATE holds the write lock for the whole transaction, so the counts
+        # in the candidate query are current; the first eligible row is the answer.
+        return conn.execute(_PICKS[(role, policy.domain_match, False)], {**params, "n": 1}).first()
+    tried: list[int] = []
+    for _ in range(8):
+        stmt = _PICKS[(role, policy.domain_match, bool(tried))]
+        rows = conn.execute(stmt, {**params, "n": PICK_BATCH, "tried": tried}).all()
+        if not rows:
+            return None
+        if role != "production":
+            return rows[0]
+        # PostgreSQL READ COMMITTED: the subquery's snapshot may predate a lease committed by
+        # another worker just before we locked the row; recount the locked rows (one query).
+        live = dict(conn.execute(_RECOUNT, {"item_pks": [r.item_pk for r in rows], "now": params["now"]}).all())
+        for row in rows:
+            if row.filled + live.get(row.item_pk, 0) < row.target:
+                return row
+            tried.append(row.pk)
+    return None
+
+
+def next_task_fast(db, project: ProjectRef, user_pk: int, *, rng: random.Random | None = None) -> dict[str, Any]:  # noqa: ANN001
+    """:func:`next_task` for the common case (a qualified rater); anything else goes there."""
+    rng = rng or random.Random()
+    policy = policy_of(project.settings)
+    is_pg = not db.is_sqlite
+    with db.write_conn() as conn:
+        now = utcnow()
+        params = {"project_pk": project.pk, "user_pk": user_pk, "now": now}
+        status = conn.execute(_LOCK_STATUS, params).scalar()
+        if status != "qualified":
+            result = None  # new, qualifying, failed or suspended: the reference path decides
+        else:
+            live = conn.execute(_LIVE_LEASE, params).first()
+            if live is not None:
+                view, _ = _item_view(conn, live.item_pk)
+                return {"task": _payload(project, view, live.lease_id, live.role, live.shown_order, live.expires_at),
+                        "resumed": True}
+            result = _lease_fast(conn, project, user_pk, policy, params, rng, is_pg)
+    if result is not None:
+        return result
+    return next_task(db, project, user_pk, rng=rng)
+
+
+def _lease_fast(conn, project: ProjectRef, user_pk: int, policy: Policy, params: dict[str, Any],  # noqa: ANN001
+                rng: random.Random, is_pg: bool) -> dict[str, Any] | None:
+    if policy.required_domains:
+        domains = set(conn.execute(_VERIFIED_DOMAINS, params).scalars())
+        if set(policy.required_domains) - domains:
+            return None  # the reference path explains which domains are missing
+    if policy.max_items_per_rater is not None and conn.execute(_DONE_COUNT, params).scalar() >= policy.max_items_per_rater:
+        return None
+    roles = ["gold", "production"] if policy.gold_rate > 0 and rng.random() < policy.gold_rate else ["production"]
+    for role in roles:
+        entry = _pick_fast(conn, params, role, policy, is_pg)
+        if entry is None:
+            continue
+        view, ids = _item_view(conn, entry.item_pk)
+        ids = list(ids)
+        if policy.randomise_order:
+            rng.shuffle(ids)
+        lease_id = "asg_" + secrets.token_urlsafe(16)
+        now = params["now"]
+        expires = now + timedelta(seconds=policy.lease_seconds)
+        conn.execute(_INSERT_LEASE, {
+            "lease_id": lease_id, "project_pk": project.pk, "item_pk": entry.item_pk, "user_pk": user_pk,
+            "role": entry.role, "status": "active", "shown_order": ids,
+            "settings_version": int((project.settings or {}).get("version", 1)), "created_at": now,
+            "expires_at": expires,
+        })
+        return {"task": _payload(project, view, lease_id, entry.role, ids, expires)}
+    return None

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select, update
+from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
 from ..schema import PairwiseJudgment, RubricJudgment, parse_judgment
@@ -24,7 +24,7 @@ from ..store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatu
 from .assign import aware, lock_rater_status
 from .gold import expected_judgment, score_gold
 from .permissions import ProjectRef
-from .policy import Policy, settings_of
+from .policy import Policy, policy_of, settings_of
 from .quality_adapter import drift_alarm, qualification_decision, wilson_interval
 
 
@@ -50,7 +50,7 @@ def _problem(loc: str, msg: str) -> dict[str, Any]:
 def build_judgment(
     session: Session,
     project: Project,
-    item_row: ItemRow,
+    item_row: ItemRow | None,
     username: str,
     data: dict[str, Any],
     *,
@@ -58,8 +58,17 @@ def build_judgment(
     started_at: datetime | None,
     idempotency_key: str | None,
     telemetry: dict[str, Any] | None,
+    item_key: str | None = None,
+    candidate_keys: list[str] | None = None,
 ):  # noqa: ANN201
-    """Validate a submitted judgment body into its schema class (422 field-by-field)."""
+    """Validate a submitted judgment body into its schema class (422 field-by-field).
+
+    ``project`` needs ``kinds``, ``rubric_key``, ``rubric_version`` and ``settings`` (a
+    :class:`ProjectRef` will do unless the judgment is a rubric one); the item comes as an
+    ``ItemRow`` or as ``item_key`` + ``candidate_keys`` (the hot path has no ORM rows).
+    """
+    if item_row is not None:
+        item_key, candidate_keys = item_row.item_key, [c.candidate_key for c in item_row.candidates]
     if not isinstance(data, dict):
         raise JudgingError(422, "judgment must be an object", [_problem("judgment", "expected an object")])
     data = dict(data)
@@ -67,13 +76,13 @@ def build_judgment(
     if kind not in project.kinds:
         raise JudgingError(422, f"this project collects {project.kinds}, not {kind!r}",
                            [_problem("kind", f"must be one of {project.kinds}")])
-    if "item_id" in data and data["item_id"] != item_row.item_key:
+    if "item_id" in data and data["item_id"] != item_key:
         raise JudgingError(422, "item_id does not match the assignment",
-                           [_problem("item_id", f"this assignment is for item {item_row.item_key!r}")])
+                           [_problem("item_id", f"this assignment is for item {item_key!r}")])
     if "provenance" in data:
         raise JudgingError(422, "provenance is set by the server",
                            [_problem("provenance", "do not send provenance; send telemetry beside the judgment")])
-    data["item_id"] = item_row.item_key
+    data["item_id"] = item_key
     if kind == "pairwise" and "shown_order" not in data and shown_order and len(shown_order) == 2:
         data["shown_order"] = list(shown_order)
     data["provenance"] = {
@@ -91,7 +100,7 @@ def build_judgment(
     except ValidationError as exc:
         raise JudgingError(422, "the judgment is not valid", _field_errors(exc)) from None
     problems = []
-    known = [c.candidate_key for c in item_row.candidates]
+    known = list(candidate_keys or [])
     for cid in judgment.candidate_ids():
         if cid not in known:
             problems.append(_problem("candidates", f"{cid!r} is not a candidate of this item (has {known})"))
@@ -107,7 +116,7 @@ def build_judgment(
             problems += [_problem(p.split(":")[0], p.split(": ", 1)[-1]) for p in rubric.check_scores(
                 judgment.scores, judgment.vetoes_failed)]
     # webui branch: the project's minimum rationale length (Policy.min_rationale_chars)
-    min_chars = settings_of(project.settings or {}).policy.min_rationale_chars
+    min_chars = policy_of(project.settings or {}).min_rationale_chars
     if min_chars and len((judgment.rationale or "").strip()) < min_chars:
         problems.append(_problem("rationale", f"write at least {min_chars} characters explaining your judgment"))
     if problems:
@@ -148,7 +157,7 @@ def qualification_record(session: Session, project_pk: int, user_pk: int) -> lis
     ))
 
 
-def submit(
+def submit_reference(
     db,  # noqa: ANN001
     project_ref: ProjectRef,
     user_pk: int,
@@ -212,6 +221,109 @@ def submit(
         session.flush()
         return _result(session, row, created=created, status=status,
                        gold_possible=pool is not None and pool.role != "production")
+
+
+# -- the hot path in SQLAlchemy Core -------------------------------------------------------------
+#
+# ``submit_reference`` above handles every case with the ORM. The common case — a qualified
+# rater submits a valid judgment of a production item on their live lease, with a fresh
+# idempotency key — is served by ``submit`` below in one short transaction: lock the rater,
+# read (and lock) the lease with everything needed to validate, insert, update two rows.
+# Anything else (replays, gold scoring, first submission of a rater, expired or foreign
+# leases, rubric judgments) is rolled back untouched and redone by ``submit_reference``,
+# which re-checks everything under its own locks.
+
+from sqlalchemy import bindparam, insert  # noqa: E402
+
+from ..store.models import CandidateRow  # noqa: E402
+from ..store.rows import judgment_rows  # noqa: E402
+from .assign import _LOCK_STATUS  # noqa: E402
+
+_A, _P, _I, _C = Assignment.__table__, PoolEntry.__table__, ItemRow.__table__, CandidateRow.__table__
+_J, _R = JudgmentRow.__table__, Rater.__table__
+
+#: The lease, its pool row and item, the item's candidate ids (one row per candidate), the
+#: caller's rater row and whether the idempotency key is taken — one round trip.
+#: ``FOR UPDATE OF assignments, task_pool`` (PostgreSQL): the pool row is locked before the
+#: lease is checked, the same order as the assigner, so an expired lease re-assigned to
+#: someone else can never land as a (k+1)-th label. The outer joins are on unlocked tables.
+_LEASE = (
+    select(
+        _A.c.pk, _A.c.user_pk, _A.c.item_pk, _A.c.role, _A.c.status, _A.c.shown_order, _A.c.created_at,
+        _A.c.expires_at, _P.c.pk.label("pool_pk"), _P.c.role.label("pool_role"), _I.c.item_key,
+        _C.c.candidate_key, _R.c.pk.label("rater_pk"), _R.c.user_pk.label("rater_user_pk"),
+        select(_J.c.pk).where(_J.c.project_pk == bindparam("project_pk"),
+                              _J.c.idempotency_key == bindparam("idem")).scalar_subquery().label("idem_pk"),
+    )
+    .join(_P, _P.c.item_pk == _A.c.item_pk)
+    .join(_I, _I.c.pk == _A.c.item_pk)
+    .join(_C, _C.c.item_pk == _A.c.item_pk)
+    .outerjoin(_R, and_(_R.c.project_pk == _A.c.project_pk, _R.c.rater_key == bindparam("username")))
+    .where(_A.c.lease_id == bindparam("lease_id"), _A.c.project_pk == bindparam("project_pk"))
+    .order_by(_C.c.position)
+    .with_for_update(of=[_A, _P])
+)
+
+_INSERT_JUDGMENT = insert(_J).returning(_J.c.pk)
+_CLOSE_LEASE = (
+    update(_A).where(_A.c.pk == bindparam("a_pk")).values(status="submitted", judgment_pk=bindparam("j_pk"))
+)
+_FILL = update(_P).where(_P.c.pk == bindparam("p_pk")).values(filled=_P.c.filled + 1)
+
+
+class _Fallback(Exception):
+    """Not the common case: roll back and let the reference path handle it."""
+
+
+def submit(
+    db,  # noqa: ANN001
+    project_ref: ProjectRef,
+    user_pk: int,
+    username: str,
+    *,
+    assignment_id: str,
+    judgment: dict[str, Any],
+    idempotency_key: str | None = None,
+    telemetry: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    kwargs = {"assignment_id": assignment_id, "judgment": judgment, "idempotency_key": idempotency_key,
+              "telemetry": telemetry}
+    if not isinstance(judgment, dict) or judgment.get("kind") == "rubric":  # rubric checks need the ORM
+        return submit_reference(db, project_ref, user_pk, username, **kwargs)
+    try:
+        return _submit_fast(db, project_ref, user_pk, username, **kwargs)
+    except _Fallback:
+        return submit_reference(db, project_ref, user_pk, username, **kwargs)
+
+
+def _submit_fast(db, project: ProjectRef, user_pk: int, username: str, *, assignment_id: str,  # noqa: ANN001
+                 judgment: dict[str, Any], idempotency_key: str | None, telemetry: dict[str, Any] | None,
+                 ) -> dict[str, Any]:
+    with db.write_conn() as conn:
+        params = {"project_pk": project.pk, "user_pk": user_pk}
+        if conn.execute(_LOCK_STATUS, params).scalar() != "qualified":
+            raise _Fallback
+        rows = conn.execute(_LEASE, {"project_pk": project.pk, "lease_id": assignment_id, "username": username,
+                                     "idem": idempotency_key}).all()
+        if not rows:
+            raise _Fallback
+        lease = rows[0]
+        now = utcnow()
+        if (lease.user_pk != user_pk or lease.status != "active" or lease.pool_role != "production"
+                or lease.idem_pk is not None or lease.rater_pk is None or lease.rater_user_pk is None
+                or aware(lease.expires_at) <= now):
+            raise _Fallback
+        parsed = build_judgment(None, project, None, username, judgment, shown_order=list(lease.shown_order),
+                                started_at=lease.created_at, idempotency_key=idempotency_key, telemetry=telemetry,
+                                item_key=lease.item_key, candidate_keys=[r.candidate_key for r in rows])
+        values = judgment_rows(parsed).values
+        j_pk = conn.execute(_INSERT_JUDGMENT, {"project_pk": project.pk, "item_pk": lease.item_pk,
+                                               "rater_pk": lease.rater_pk, "batch_pk": None, **values}).scalar_one()
+        conn.execute(_CLOSE_LEASE, {"a_pk": lease.pk, "j_pk": j_pk})
+        conn.execute(_FILL, {"p_pk": lease.pool_pk})
+        submitted = values.get("submitted_at")
+        return {"judgment_id": j_pk, "item_id": lease.item_key, "kind": values["kind"], "created": True,
+                "replayed": False, "submitted_at": aware(submitted).isoformat() if submitted else None}
 
 
 def _same_answer(row: JudgmentRow, data: dict[str, Any]) -> bool:

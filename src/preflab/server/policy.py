@@ -77,3 +77,24 @@ def settings_of(raw: dict) -> Settings:
     data = dict(raw or {})
     data.pop("version", None)
     return Settings.model_validate({k: v for k, v in data.items() if k in Settings.model_fields})
+
+
+_POLICY_CACHE: dict[bytes, Policy] = {}
+
+
+def policy_of(raw: dict) -> Policy:
+    """``settings_of(raw).policy``, memoised on the settings' content.
+
+    The hot paths need the policy on every request; validating it with pydantic each time
+    costs more than the SQL. Keyed on the serialised settings (not on the version number), so
+    any change of content is a new entry. Treat the result as read-only.
+    """
+    import orjson
+
+    key = orjson.dumps(raw or {}, option=orjson.OPT_SORT_KEYS)
+    policy = _POLICY_CACHE.get(key)
+    if policy is None:
+        if len(_POLICY_CACHE) > 256:
+            _POLICY_CACHE.clear()
+        policy = _POLICY_CACHE[key] = settings_of(raw).policy
+    return policy

@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -156,6 +157,12 @@ class PoolEntry(Base):
     __table_args__ = (
         UniqueConstraint("item_pk"),
         Index("ix_task_pool_pick", "project_pk", "role", "filled"),
+        # The assigner's candidate order (fuller first, then the pseudo-random order_key), over
+        # open items only: the pick walks it and stops at the first eligible row instead of
+        # sorting the whole pool (3.3 ms -> < 0.1 ms per pick at 2,500 items, and it stays flat
+        # as items complete). Queries must spell the condition ``filled < target`` exactly.
+        Index("ix_task_pool_open", "project_pk", "role", "filled", "order_key", "pk",
+              sqlite_where=text("filled < target"), postgresql_where=text("filled < target")),
     )
 
     pk: Mapped[int] = mapped_column(PK, primary_key=True)

@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from ... import __version__
+from ..api import DbId
 from ...schema import JUDGMENT_KINDS
 from ...store import repo
 from ...store.models import Project
@@ -185,7 +186,7 @@ def label_page(request: Request, project: str, kind: str | None = Query(default=
 
 
 @router.get("/p/{project}/revise/{judgment_id}")
-def revise_page(request: Request, project: str, judgment_id: int, ctx: Ctx = guard("project.label")) -> Response:
+def revise_page(request: Request, project: str, judgment_id: DbId, ctx: Ctx = guard("project.label")) -> Response:
     bits = _project_bits(request, ctx)
     revisions = call(api.my_revisions, request, ctx, project=project) or []
     rev = next((r for r in revisions if r["judgment_id"] == judgment_id), None)
