@@ -110,7 +110,7 @@ def check_invariants(url: str, acked: dict, *, exact: bool = True) -> dict:
     return {"under": under, "total": total, "items": n_items, "raters": n_raters, "targets": sum(targets.values())}
 
 
-def run_load(db_url: str, start_server, workers: int) -> None:
+def run_load(db_url: str, start_server, workers: int) -> dict:
     items = [pairwise_item(i) for i in range(100)]
     seeded = seed(db_url, project="load", items=items, raters=RATERS, extra_roles=False,
                   policy={"overlap_share": 0.5, "overlap_k": 3, "lease_seconds": 600})
@@ -129,11 +129,14 @@ def run_load(db_url: str, start_server, workers: int) -> None:
     assert not figures["under"], f"items left short of their target: {list(figures['under'].items())[:5]}"
     assert figures["total"] == figures["targets"]
     assert figures["total"] > 100
+    return figures
 
 
 def test_hundred_raters_sqlite(sqlite_url, start_server):
-    run_load(sqlite_url, start_server, workers=2)
+    figures = run_load(sqlite_url, start_server, workers=2)
+    assert figures["total"] == figures["targets"]
 
 
 def test_hundred_raters_postgres(pg_url, start_server):
-    run_load(pg_url, start_server, workers=4)
+    figures = run_load(pg_url, start_server, workers=4)
+    assert figures["total"] == figures["targets"]

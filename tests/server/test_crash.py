@@ -37,7 +37,7 @@ def integrity(url: str) -> None:
     engine.dispose()
 
 
-def crash_and_recover(url: str, tmp, workers: int) -> None:
+def crash_and_recover(url: str, tmp, workers: int) -> dict:
     from preflab.store.server_models import Assignment
 
     items = [pairwise_item(i) for i in range(40)]
@@ -91,11 +91,14 @@ def crash_and_recover(url: str, tmp, workers: int) -> None:
     assert not figures["under"], f"items never handed out again: {list(figures['under'].items())[:5]}"
     assert dangling >= 0
     integrity(url)
+    return figures
 
 
 def test_kill_9_and_restart_sqlite(sqlite_url, tmp_path):
-    crash_and_recover(sqlite_url, tmp_path, workers=2)
+    figures = crash_and_recover(sqlite_url, tmp_path, workers=2)
+    assert not figures["under"]
 
 
 def test_kill_9_and_restart_postgres(pg_url, tmp_path):
-    crash_and_recover(pg_url, tmp_path, workers=4)
+    figures = crash_and_recover(pg_url, tmp_path, workers=4)
+    assert not figures["under"]
