@@ -119,3 +119,20 @@ def test_demo_runs_end_to_end(tmp_path: Path):
     assert "done" in out
     assert (tmp_path / "demo" / "trl-preference" / "train.jsonl").stat().st_size > 0
     assert (tmp_path / "demo" / "quality-report.html").is_file()
+
+
+def test_quality_report_per_import_batch_and_per_time_window(db: str, tmp_path: Path):
+    """Agreement is reported per import batch by default, per time window on request."""
+    run("project", "create", "mix", "--kinds", "pairwise,unary", "--db", db)
+    run("import", "mix", str(DATA / "pandalm-60.json"), "--db", db)
+    # Tulu-1 rows carry evaluators and timestamps (May 2023); its two blank rows are skipped
+    run("import", "mix", str(DATA / "tulu1-sample.jsonl"), "--db", db, "--skip-invalid")
+    report = run_json("quality", "report", "mix", "--db", db)
+    batches = {a["batch"] for a in report["agreement"]}
+    assert batches == {"batch 1", "batch 2"}, batches
+
+    weekly = run_json("quality", "report", "mix", "--db", db, "--window-days", "7")
+    windows = {a["batch"] for a in weekly["agreement"]}
+    assert "undated" in windows  # PandaLM records carry no time
+    dated = windows - {"undated"}
+    assert dated and all(w.startswith("2023-") and "/" in w for w in dated), windows

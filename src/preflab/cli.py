@@ -384,6 +384,7 @@ def _print_status(counts: dict[str, Any]) -> None:
 def quality_report(
     source: Annotated[str, typer.Argument(help="A project name, or a JSONL of judgments (the raw export).")],
     out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")] = None,
+    window_days: Annotated[float | None, typer.Option(help="Report agreement per time window of this many days (by submission time) instead of per import batch.")] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -395,6 +396,14 @@ def quality_report(
         judgments, items, batches = load_for_report(source, db)
     except (LookupError, ValueError, OSError) as exc:
         fail(str(exc), 2)
+    if window_days is not None:
+        from datetime import timedelta
+
+        from .quality.table import time_window_batches
+
+        if window_days <= 0:
+            fail("--window-days must be positive", 2)
+        batches = time_window_batches(timedelta(days=window_days))
     report = build_report(judgments, items=items, batches=batches)
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)

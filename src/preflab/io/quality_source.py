@@ -8,8 +8,8 @@ from typing import Any
 from ..schema import Item, JudgmentBase
 
 
-def load_for_report(source: str, db: str | None) -> tuple[list[JudgmentBase], dict[str, Item], dict[int, Any]]:
-    """``(judgments, items by id, batch per judgment index)`` for :func:`preflab.quality.report.build_report`.
+def load_for_report(source: str, db: str | None) -> tuple[list[JudgmentBase], dict[str, Item], dict[str, Any]]:
+    """``(judgments, items by id, import batch per item id)`` for :func:`preflab.quality.report.build_report`.
 
     ``source`` is a path to a JSONL of judgments (each line as ``parse_judgment`` accepts, with an
     optional ``"item"``), or else the name of a project in the database ``db``.
@@ -25,14 +25,14 @@ def load_for_report(source: str, db: str | None) -> tuple[list[JudgmentBase], di
     return load_project(source, db)
 
 
-def load_project(name: str, db: str | None) -> tuple[list[JudgmentBase], dict[str, Item], dict[int, Any]]:
+def load_project(name: str, db: str | None) -> tuple[list[JudgmentBase], dict[str, Item], dict[str, Any]]:
     from ..store import repo, transaction
     from ..store.db import default_url, open_db
     from .export.writers import gc_paused
 
     judgments: list[JudgmentBase] = []
     items: dict[str, Item] = {}
-    batches: dict[int, Any] = {}
+    batches: dict[str, Any] = {}
     # gc paused: every item and judgment stays alive, full collections would walk them over and over
     with transaction(open_db(db or default_url())) as session, gc_paused():
         try:
@@ -41,7 +41,7 @@ def load_project(name: str, db: str | None) -> tuple[list[JudgmentBase], dict[st
             raise LookupError(f"{exc} (or give a path to a JSONL of judgments)") from None
         for record in repo.iter_items_with_judgments(session, project):
             items[record.item.id] = record.item
-            for judgment, meta in zip(record.judgments, record.meta, strict=True):
-                batches[len(judgments)] = meta.get("batch_pk")
-                judgments.append(judgment)
+            # agreement is reported per import batch of the item (the quality engine's `batches`)
+            batches[record.item.id] = f"batch {record.batch_pk}" if record.batch_pk is not None else "none"
+            judgments.extend(record.judgments)
     return judgments, items, batches

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ def _clean(x: Any) -> Any:
 def build_report(
     judgments: Iterable[JudgmentBase],
     items: Mapping[str, Item] | Iterable[Item] | None = None,
-    batches: Mapping[str, Any] | None = None,
+    batches: Mapping[str, Any] | Callable[[JudgmentBase], Any] | None = None,
     gold: Mapping[str, Mapping[str, Iterable[bool]]] | Mapping[str, Iterable[bool]] | None = None,
     metrics: Mapping[str, str] | None = None,
     n_boot: int = 200,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -190,3 +191,31 @@ def matrix_to_long(data: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(f"reliability data must be a raters x units matrix, got shape {mat.shape}")
     r, u = np.nonzero(~np.isnan(mat))
     return u, r, mat[r, u]
+
+
+def time_window_batches(window: timedelta) -> Callable[[JudgmentBase], str]:
+    """Batch judgments by the time window their submission falls in, for ``from_judgments``.
+
+    Windows are aligned to the Unix epoch in UTC (``window=timedelta(days=7)`` gives fixed weekly
+    windows), labelled ``"<start>/<end>"`` in ISO 8601; judgments without ``submitted_at`` go to
+    ``"undated"``.
+
+    >>> from preflab.schema import UnaryJudgment
+    >>> j = UnaryJudgment(item_id="i", candidate_id="a", label=True,
+    ...                   provenance={"rater_id": "r", "submitted_at": "2026-01-02T10:00:00Z"})
+    >>> time_window_batches(timedelta(days=1))(j)
+    '2026-01-02T00:00:00+00:00/2026-01-03T00:00:00+00:00'
+    """
+    if window <= timedelta(0):
+        raise ValueError(f"window must be positive, got {window}")
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+
+    def batch(judgment: JudgmentBase) -> str:
+        at = judgment.provenance.submitted_at
+        if at is None:
+            return "undated"
+        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+        start = epoch + window * ((at - epoch) // window)
+        return f"{start.isoformat()}/{(start + window).isoformat()}"
+
+    return batch
