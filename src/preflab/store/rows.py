@@ -16,6 +16,7 @@ tests hold it equal to the other two).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -358,6 +359,22 @@ class PairRows:
     @property
     def shown_order(self) -> tuple[str, str]:
         return self.pair_lo, self.pair_hi
+
+    def state(self) -> tuple[Any, ...]:
+        """Every attribute, in :attr:`__slots__` order: plain strings, ints and tuples of them, so
+        ``marshal`` can carry it between processes (see :meth:`from_state`)."""
+        return (self.item_key, self.item_hash, self.prompt, self.prompt_json, self.texts, self.candidate_keys,
+                self.rater_key, self.source, self.winner, self.strength, self.score, self.content_hash,
+                self.pair_lo, self.pair_hi, self.body_json, self.shown_order_json)
+
+    @classmethod
+    def from_state(cls, state: Sequence[Any]) -> PairRows:
+        """The object :meth:`state` describes, without recomputing anything."""
+        obj = object.__new__(cls)
+        (obj.item_key, obj.item_hash, obj.prompt, obj.prompt_json, obj.texts, obj.candidate_keys, obj.rater_key,
+         obj.source, obj.winner, obj.strength, obj.score, obj.content_hash, obj.pair_lo, obj.pair_hi,
+         obj.body_json, obj.shown_order_json) = state
+        return obj
 
     def item_rows(self) -> ItemRows:
         """The same item as :func:`text_item_rows` builds it."""

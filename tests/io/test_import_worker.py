@@ -1,0 +1,122 @@
+"""Large imports convert records in a second process: same rows, same problems, same failures.
+
+``PREFLAB_IMPORT_WORKER=1|0`` forces the converting process on or off whatever the file size,
+so every case here runs both ways and compares what ends up in the database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+from preflab.io import importer
+from preflab.io.importer import ImportFailed, ImportOptions, WorkerFailed, import_files
+from preflab.store import db, repo, transaction
+from preflab.store.models import CandidateRow, ItemRow, JudgmentRow, Rater
+
+FIXTURES = Path(__file__).resolve().parent.parent / "data"
+
+
+def mixed_file(tmp_path: Path, n: int = 2500) -> Path:
+    """Plain comparisons (the lean path) mixed with other shapes, a repeat and a chat prompt."""
+    lines = []
+    for i in range(n):
+        lines.append({"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}", "labeler": f"r{i % 7}"})
+        if i % 100 == 0:
+            lines.append({"prompt": f"rank {i}", "candidates": [f"x{i}", f"y{i}", f"z{i}"]})
+            lines.append({"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}", "labeler": f"r{i % 7}"})
+            lines.append({"prompt": [{"role": "user", "content": f"chat {i}"}],
+                          "chosen": [{"role": "assistant", "content": f"c{i}"}],
+                          "rejected": [{"role": "assistant", "content": f"d{i}"}]})
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in lines))
+    return path
+
+
+def snapshot(engine) -> dict[str, list[tuple]]:
+    """Every row that matters, without surrogate keys or timestamps."""
+    with engine.connect() as conn:
+        items = conn.execute(
+            select(ItemRow.item_key, ItemRow.content_hash, ItemRow.prompt).order_by(ItemRow.item_key)
+        ).all()
+        candidates = conn.execute(
+            select(ItemRow.item_key, CandidateRow.candidate_key, CandidateRow.position, CandidateRow.text)
+            .join(ItemRow, ItemRow.pk == CandidateRow.item_pk)
+            .order_by(ItemRow.item_key, CandidateRow.position)
+        ).all()
+        judgments = conn.execute(
+            select(ItemRow.item_key, Rater.rater_key, JudgmentRow.kind, JudgmentRow.body, JudgmentRow.score,
+                   JudgmentRow.content_hash, JudgmentRow.rationale, JudgmentRow.idempotency_key)
+            .join(ItemRow, ItemRow.pk == JudgmentRow.item_pk)
+            .join(Rater, Rater.pk == JudgmentRow.rater_pk)
+            .order_by(JudgmentRow.content_hash)
+        ).all()
+    return {"items": [tuple(r) for r in items], "candidates": [tuple(r) for r in candidates],
+            "judgments": [tuple(r) for r in judgments]}
+
+
+def fresh(tmp_path: Path, name: str):
+    engine = db.open_db(f"sqlite:///{tmp_path / name}")
+    with transaction(engine) as s:
+        repo.create_project(s, "p", kinds=["pairwise", "ranking"])
+    return engine
+
+
+@pytest.mark.parametrize("skip_invalid", [False, True])
+def test_second_process_writes_what_the_first_would(tmp_path, monkeypatch, skip_invalid):
+    path = mixed_file(tmp_path)
+    reports, snaps = [], []
+    for worker in ("0", "1"):
+        monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
+        engine = fresh(tmp_path, f"w{worker}.db")
+        reports.append(import_files(engine, "p", [path], ImportOptions(skip_invalid=skip_invalid)))
+        snaps.append(snapshot(engine))
+        engine.dispose()
+    (inline, child), (inline_rows, child_rows) = reports, snaps
+    assert inline.items_added == child.items_added == 2500 + 25 * 2
+    assert inline.judgments_added == child.judgments_added == 2500 + 25
+    assert inline.judgments_existing == child.judgments_existing == 25
+    assert inline.formats == child.formats
+    assert inline_rows == child_rows
+    assert len(child_rows["judgments"]) == 2525
+
+
+def test_second_process_reports_the_same_problems_by_line(tmp_path, monkeypatch):
+    path = mixed_file(tmp_path, n=300)
+    with path.open("ab") as f:
+        f.write(b'{"prompt": "q", "chosen": "same", "rejected": "same"}\n')
+        f.write(b"{not json\n")
+        f.write(b'{"prompt": "q", "chosen": "a", "rejected": "b", "strength": 9}\n')
+    messages = []
+    for worker in ("0", "1"):
+        monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
+        engine = fresh(tmp_path, f"bad{worker}.db")
+        with pytest.raises(ImportFailed) as info:
+            import_files(engine, "p", [path])
+        assert snapshot(engine) == {"items": [], "candidates": [], "judgments": []}, "nothing half-written"
+        engine.dispose()
+        messages.append([str(p) for p in info.value.problems])
+    assert messages[0] == messages[1]
+    assert len(messages[1]) == 3
+    assert messages[1][0].startswith(f"{path}:310: rejected:")
+
+
+def test_a_failing_converter_fails_the_import_and_says_why(tmp_path):
+    """The child raises (here: a format name it cannot know); the parent raises WorkerFailed."""
+    path = mixed_file(tmp_path, n=10)
+    with pytest.raises(WorkerFailed, match="unknown record format 'no-such-format'"):
+        with importer._worker_chunks([path], ImportOptions(format="no-such-format"), None) as chunks:
+            list(chunks)
+
+
+def test_the_second_process_is_used_for_large_files_only(tmp_path, monkeypatch):
+    small = mixed_file(tmp_path, n=10)
+    monkeypatch.delenv("PREFLAB_IMPORT_WORKER", raising=False)
+    assert importer._use_worker([small]) is False
+    monkeypatch.setattr(importer, "PARALLEL_MIN_BYTES", small.stat().st_size)
+    assert importer._use_worker([small]) is ((importer.os.cpu_count() or 1) >= 2)
+    monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "0")
+    assert importer._use_worker([small]) is False
