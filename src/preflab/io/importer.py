@@ -30,9 +30,10 @@ from __future__ import annotations
 import gc
 import hashlib
 import marshal
-import multiprocessing
 import os
 import pickle
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 from pydantic import ValidationError
@@ -231,6 +232,8 @@ def _records(
 #: checks and writes: on a multi-core machine the two halves of an import overlap. Below it the
 #: process start (~0.3 s) costs more than it saves. ``PREFLAB_IMPORT_WORKER=0|1`` forces it off/on.
 PARALLEL_MIN_BYTES = 16 * 2**20
+#: Where the ``preflab`` package lives, for the child's import path.
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _use_worker(paths: Sequence[Path]) -> bool:
@@ -271,9 +274,28 @@ def _decode_chunk(files: list[str], pairs_blob: bytes, others: list[tuple[int, _
     return chunk
 
 
-def _convert_worker(paths: list[Path], options: ImportOptions, conn: Any) -> None:  # noqa: ANN401
-    """The child process: read and convert every record, send them in chunks, then ``None``."""
+def _send(out: BinaryIO, message: bytes) -> None:
+    out.write(len(message).to_bytes(8, "little"))
+    out.write(message)
+    out.flush()
+
+
+def _receive(src: BinaryIO) -> bytes | None:
+    """One message, or ``None`` at the end of the stream (a short read: the writer is gone)."""
+    head = src.read(8)
+    if len(head) < 8:
+        return None
+    size = int.from_bytes(head, "little")
+    message = src.read(size)
+    return message if len(message) == size else None
+
+
+def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """The converting process (``python -m preflab.io.convert_worker``): reads the pickled
+    ``(paths, options)`` from ``stdin``, writes its chunks to ``stdout``, then a ``done`` (or an
+    ``error``) message."""
     gc.disable()
+    paths, options = pickle.loads(stdin.read())  # noqa: S301 -- written by our own parent process
     read = 0
 
     def progress(n: int) -> None:
@@ -286,13 +308,68 @@ def _convert_worker(paths: list[Path], options: ImportOptions, conn: Any) -> Non
             message = _encode_chunk(chunk, read)
             read = 0
             del chunk
-            conn.send_bytes(message)
-        conn.send_bytes(pickle.dumps(("done", read)))
-    except BaseException as exc:  # noqa: BLE001 -- reported to the parent, which raises it
-        with suppress(OSError):  # the parent stopped listening: it failed already
-            conn.send_bytes(pickle.dumps(("error", f"{type(exc).__name__}: {exc}")))
+            _send(stdout, message)
+        _send(stdout, pickle.dumps(("done", read)))
+    except BrokenPipeError:
+        return  # the parent stopped listening: it failed already and reports why
+    except Exception as exc:  # noqa: BLE001 -- reported to the parent, which raises it
+        _send(stdout, pickle.dumps(("error", f"{type(exc).__name__}: {exc}")))
+
+
+class WorkerFailed(RuntimeError):
+    """The converting process stopped without finishing (the import changed nothing)."""
+
+
+@contextmanager
+def _worker_chunks(
+    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None
+) -> Iterator[Iterator[list[_Record | _Pair]]]:
+    """Chunks of converted records from a second process, in file order.
+
+    The child is a fresh interpreter started with ``python -m preflab.io.convert_worker``:
+    nothing of this process (database connections, threads, the caller's ``__main__``) is copied
+    into it. Its chunks come over a pipe that holds about one of them, so it converts at most a
+    chunk or two ahead of what this process has written and memory stays flat.
+    """
+    worker = subprocess.Popen(  # noqa: S603 -- our own module, by the running interpreter
+        [sys.executable, "-m", "preflab.io.convert_worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))},
+    )
+    assert worker.stdin is not None and worker.stdout is not None
+    try:
+        worker.stdin.write(pickle.dumps(([Path(p) for p in paths], options)))
+        worker.stdin.close()
+    except BrokenPipeError:
+        pass  # it died at once: reported below by the missing messages
+
+    def chunks() -> Iterator[list[_Record | _Pair]]:
+        assert worker.stdout is not None
+        while True:
+            message = _receive(worker.stdout)
+            if message is None:
+                code = worker.wait()
+                raise WorkerFailed(f"the converting process stopped with exit code {code} before the end of "
+                                   "the files; nothing was imported (see its message above)")
+            tag, *body = pickle.loads(message)  # noqa: S301 -- from our own child process
+            if tag == "error":
+                raise WorkerFailed(f"converting the records failed: {body[0]}")
+            if progress is not None and body[0]:
+                progress(body[0])
+            if tag == "done":
+                return
+            yield _decode_chunk(*body[1:])
+
+    try:
+        yield chunks()
     finally:
-        conn.close()
+        worker.stdout.close()
+        try:
+            worker.wait(5)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
 
 
 @contextmanager
@@ -307,53 +384,6 @@ def _chunks(
         return
     records = _records(paths, options, progress)
     yield iter(lambda: list(islice(records, CHUNK)), [])
-
-
-class WorkerFailed(RuntimeError):
-    """The converting process stopped without finishing (the import changed nothing)."""
-
-
-@contextmanager
-def _worker_chunks(
-    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None
-) -> Iterator[Iterator[list[_Record | _Pair]]]:
-    """Chunks of converted records from a second process, in file order.
-
-    The pipe holds one message at a time: the child converts at most a chunk ahead of what this
-    process has written, so memory stays flat. The child is a fresh interpreter (``spawn``):
-    nothing of this process (database connections, threads) is copied into it.
-    """
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    worker = ctx.Process(target=_convert_worker, args=(list(paths), options, send), daemon=True,
-                         name="preflab-import-convert")
-    worker.start()
-    send.close()
-
-    def chunks() -> Iterator[list[_Record | _Pair]]:
-        while True:
-            try:
-                message = receive.recv_bytes()
-            except EOFError:
-                worker.join(5)
-                raise WorkerFailed(f"the converting process exited with code {worker.exitcode}") from None
-            tag, *body = pickle.loads(message)  # noqa: S301 -- from our own child process
-            if tag == "error":
-                raise WorkerFailed(f"converting the records failed: {body[0]}")
-            if progress is not None and body[0]:
-                progress(body[0])
-            if tag == "done":
-                return
-            yield _decode_chunk(*body[1:])
-
-    try:
-        yield chunks()
-    finally:
-        receive.close()
-        worker.join(1)
-        if worker.is_alive():
-            worker.terminate()
-            worker.join()
 
 
 def files_hash(paths: Sequence[Path]) -> str:
@@ -577,6 +607,14 @@ class _Loader:
                 by_pk[pk].add(key)
         return {key: by_pk[pk] for key, pk in item_pks.items()}
 
+    def _hashes_of_items(self, item_pks: set[int]) -> set[str]:
+        """Content hashes of the judgments of these items (served by ``uq_judgments_item_content``)."""
+        found: set[str] = set()
+        for part in _in_chunks(item_pks):
+            found.update(self.conn.execute(
+                select(JUDGMENTS.c.content_hash).where(JUDGMENTS.c.item_pk.in_(part))).scalars())
+        return found
+
     def _existing(self, column: str, values: set[str]) -> set[str]:
         sql = f"SELECT {column} FROM judgments WHERE project_pk = {{param}} AND {column} {{values}}"
         return {value for (value,) in self._select_in(sql, values)}
@@ -620,7 +658,6 @@ class _Loader:
     def load(self, chunk: list[_Record | _Pair]) -> None:
         self._register_rubrics(chunk)
         item_keys: set[str] = set()
-        hashes: set[str] = set()
         idem: set[str] = set()
         referenced: set[str] = set()  # items judged by generic records
         pairs: list[PairRows] = []
@@ -631,21 +668,21 @@ class _Loader:
             item_keys.update(i.key for i in rec.items)
             for j in rec.judgments:
                 referenced.add(j.item_key)
-                hashes.add(j.content_hash)
                 if j.idempotency_key:
                     idem.add(j.idempotency_key)
         existing_items = self._existing_items(item_keys | referenced | {p.item_key for p in pairs})
         # A judgment's content hash covers its item's key, and judgments are stored with their
-        # item: one of an item the project does not have is not in the database either. So only
-        # the judgments of existing items are looked up (a fresh import: none). Should a row
-        # break that rule, the unique constraint fails the import; it cannot go wrong silently.
-        hashes.update(p.content_hash for p in pairs if p.item_key in existing_items)
+        # item (unique per item_pk and hash): one of an item the project does not have is not in
+        # the database either. So only the judgments of existing items are looked up (a fresh
+        # import: none), by item.
+        judged = {existing_items[p.item_key][0] for p in pairs if p.item_key in existing_items}
+        judged.update(existing_items[k][0] for k in referenced if k in existing_items)
         # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
         outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
         state = _ChunkState(
             existing_items=existing_items,
             outside_candidates=self._candidate_keys(outside) if outside else {},
-            existing_hashes=self._existing("content_hash", hashes),
+            existing_hashes=self._hashes_of_items(judged),
             existing_idem=self._existing("idempotency_key", idem),
         )
         report = self.report

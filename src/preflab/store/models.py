@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -157,7 +158,9 @@ class JudgmentRow(Base):
 
     __tablename__ = "judgments"
     __table_args__ = (
-        UniqueConstraint("project_pk", "content_hash"),
+        # The content hash covers the item's id, so unique per item is unique per project; per
+        # item, an import appends to this index instead of writing at a random place (0004).
+        Index("uq_judgments_item_content", "item_pk", "content_hash", unique=True),
         Index("ix_judgments_project_item", "project_pk", "item_pk"),
         Index("ix_judgments_project_rater", "project_pk", "rater_pk"),
         Index(
@@ -165,6 +168,8 @@ class JudgmentRow(Base):
             "project_pk",
             "idempotency_key",
             unique=True,
+            sqlite_where=text("idempotency_key IS NOT NULL"),
+            postgresql_where=text("idempotency_key IS NOT NULL"),
         ),
     )
 

@@ -255,7 +255,7 @@ def add_judgment(
             return existing, False
     rows = judgment_rows(judgment)
     existing = session.scalar(
-        select(JudgmentRow).where(JudgmentRow.project_pk == project.pk, JudgmentRow.content_hash == rows.content_hash)
+        select(JudgmentRow).where(JudgmentRow.item_pk == item_row.pk, JudgmentRow.content_hash == rows.content_hash)
     )
     if existing is not None:
         return existing, False
