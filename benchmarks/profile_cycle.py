@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 BODY = {"kind": "pairwise", "winner": "a", "strength": 2, "rationale": "The chosen answer is correct and more concise."}
 
 
-def asgi_driver(app, tokens: list[str]):  # noqa: ANN001, ANN201
+def asgi_driver(app, tokens: list[str]):
     """``cycle(i)`` through the ASGI app on a private event loop."""
     loop = asyncio.new_event_loop()
 
@@ -48,7 +48,7 @@ def asgi_driver(app, tokens: list[str]):  # noqa: ANN001, ANN201
         sent = False
         out: dict = {"status": 0, "body": b""}
 
-        async def receive():  # noqa: ANN202
+        async def receive():
             nonlocal sent
             if not sent:
                 sent = True
@@ -56,7 +56,7 @@ def asgi_driver(app, tokens: list[str]):  # noqa: ANN001, ANN201
             await asyncio.sleep(3600)
             return {"type": "http.disconnect"}
 
-        async def send(message) -> None:  # noqa: ANN001
+        async def send(message) -> None:
             if message["type"] == "http.response.start":
                 out["status"] = message["status"]
             elif message["type"] == "http.response.body":
@@ -78,10 +78,10 @@ def asgi_driver(app, tokens: list[str]):  # noqa: ANN001, ANN201
     async def lifespan(kind: str) -> None:
         msgs = [{"type": f"lifespan.{kind}"}]
 
-        async def receive():  # noqa: ANN202
+        async def receive():
             return msgs.pop() if msgs else (await asyncio.sleep(3600))
 
-        async def send(message) -> None:  # noqa: ANN001
+        async def send(message) -> None:
             raise _Done
 
         class _Done(Exception):
@@ -96,7 +96,7 @@ def asgi_driver(app, tokens: list[str]):  # noqa: ANN001, ANN201
     return (lambda i: loop.run_until_complete(acycle(i))), loop
 
 
-def testclient_driver(app, tokens: list[str]):  # noqa: ANN001, ANN201
+def testclient_driver(app, tokens: list[str]):
     from fastapi.testclient import TestClient
 
     c = TestClient(app)

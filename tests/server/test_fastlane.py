@@ -17,7 +17,7 @@ from .conftest import pairwise_item, seed
 RATIONALE = "B is right"
 
 
-def _cycle(c: TestClient, h: dict, **judgment) -> tuple[dict, dict]:  # noqa: ANN003
+def _cycle(c: TestClient, h: dict, **judgment) -> tuple[dict, dict]:
     task = c.post("/api/v1/projects/demo/assignments/next", headers=h)
     assert task.status_code == 200, task.text
     t = task.json()["task"]
@@ -38,7 +38,7 @@ def _rows(url: str) -> list[dict]:
     return rows, leases
 
 
-def _run(url: str, lane: bool, monkeypatch) -> tuple[list, list, dict]:  # noqa: ANN001
+def _run(url: str, lane: bool, monkeypatch) -> tuple[list, list, dict]:
     from preflab.server import fastlane
     from preflab.server.app import create_app
 

@@ -98,7 +98,7 @@ class _Sql:
 
     __slots__ = ("defaults", "names", "sql")
 
-    def __init__(self, stmt) -> None:  # noqa: ANN001
+    def __init__(self, stmt) -> None:
         compiled = stmt.compile(dialect=_DIALECT)
         self.sql = compiled.string
         self.names = tuple(compiled.positiontup)
@@ -113,7 +113,7 @@ _U, _T, _PJ, _M, _RS, _A = (User.__table__, ApiToken.__table__, Project.__table_
                             RaterStatus.__table__, Assignment.__table__)
 
 
-def _auth_stmt(with_live: bool):  # noqa: ANN202
+def _auth_stmt(with_live: bool):
     """The guard's token check (permissions._BY_TOKEN), the project and the caller's role in it
     (permissions._PROJECT) and the rater's status, in one statement; ``with_live``: also the
     caller's live lease (assign._LIVE_LEASE), if any."""
@@ -183,12 +183,12 @@ class _Pass(Exception):
 Fallback = judging._Fallback  # the engine's "not the common case: use the reference path"
 
 
-def _ident(value: Any) -> bool:  # noqa: ANN401
+def _ident(value: Any) -> bool:
     """Already a valid ``Identifier`` (a string of 1-200 characters, nothing to strip)."""
     return type(value) is str and 1 <= len(value) <= 200 and value == value.strip()
 
 
-def telemetry_fast(raw: Any) -> dict[str, Any] | None:  # noqa: ANN401
+def telemetry_fast(raw: Any) -> dict[str, Any] | None:
     """``Telemetry.model_validate(raw).model_dump(mode="json", exclude_none=True)`` for plain
     values (ints where ints go, floats where floats go, all >= 0); raises ``_Pass`` otherwise."""
     if raw is None:
@@ -351,7 +351,7 @@ def _item_view(cur: sqlite3.Cursor, item_pk: int, content_hash: str | None) -> t
         return hit
     from ..schema import Item
 
-    def j(v: Any) -> Any:  # noqa: ANN401
+    def j(v: Any) -> Any:
         return orjson.loads(v) if v is not None else None
 
     first = rows[0]
@@ -548,14 +548,14 @@ class LaneEndpoint:
     Runs inside the app's exception handling: an error raised by the engine functions is
     answered by the app's handlers exactly as for the FastAPI route."""
 
-    def __init__(self, shared: _Shared, kind: int, route) -> None:  # noqa: ANN001
+    def __init__(self, shared: _Shared, kind: int, route) -> None:
         self.shared, self.kind, self.route = shared, kind, route
 
-    async def _framework(self, scope, receive, send) -> None:  # noqa: ANN001
+    async def _framework(self, scope, receive, send) -> None:
         scope["endpoint"], scope["route"] = self.route.endpoint, self.route
         await self.route.handle(scope, receive, send)
 
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+    async def __call__(self, scope, receive, send) -> None:
         auth = ctype = idem_h = None
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -610,7 +610,7 @@ class LaneEndpoint:
                     "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": body})
 
-    def _run(self, token_hash: str, project_name: str, submit) -> dict[str, Any]:  # noqa: ANN001
+    def _run(self, token_hash: str, project_name: str, submit) -> dict[str, Any]:
         shared = self.shared
         if not shared.lock.acquire(blocking=False):
             raise _Pass("busy (this process)")
@@ -639,7 +639,7 @@ class LaneEndpoint:
         finally:
             shared.lock.release()
 
-    def _work(self, cur: sqlite3.Cursor, token_hash: str, project_name: str, submit) -> dict[str, Any]:  # noqa: ANN001
+    def _work(self, cur: sqlite3.Cursor, token_hash: str, project_name: str, submit) -> dict[str, Any]:
         db = self.shared.db
         now = utcnow()
         now_s = _DT(now)
@@ -671,12 +671,12 @@ class LaneEndpoint:
 class _Reference(Exception):
     """Roll back, then run the reference implementation (ORM) in a worker thread."""
 
-    def __init__(self, fn, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+    def __init__(self, fn, *args, **kwargs) -> None:
         super().__init__(fn.__name__)
         self.call = functools.partial(fn, *args, **kwargs)
 
 
-def install(app) -> None:  # noqa: ANN001
+def install(app) -> None:
     """Put the lane in front of the two hot FastAPI routes (same paths, POST only)."""
     from starlette.routing import Route
 
@@ -689,7 +689,7 @@ def install(app) -> None:  # noqa: ANN001
     app.router.routes[0:0] = lanes
 
 
-def _api_routes(app):  # noqa: ANN001, ANN202
+def _api_routes(app):
     from .permissions import iter_api_routes
 
     return list(iter_api_routes(app.router.routes))
@@ -699,11 +699,11 @@ def _project_policy(project: ProjectRef) -> Policy:
     return policy_of(project.settings)
 
 
-def _replay(body: bytes, receive):  # noqa: ANN001, ANN202
+def _replay(body: bytes, receive):
     """A ``receive`` that hands out the already-read body once, then defers to the server's."""
     sent = False
 
-    async def replay():  # noqa: ANN202
+    async def replay():
         nonlocal sent
         if not sent:
             sent = True
