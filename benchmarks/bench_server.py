@@ -2,12 +2,36 @@
 
     python benchmarks/bench_server.py                       # SQLite, 50 and 200 raters
     python benchmarks/bench_server.py --db postgres         # needs PREFLAB_TEST_PG_URL (admin URL)
-    python benchmarks/bench_server.py --raters 50 200 --submissions 2000 --workers 1
+    python benchmarks/bench_server.py --raters 50 200 --submissions 5000 --rate 500 --workers 1
 
-A real ``preflab serve`` on 127.0.0.1 and N concurrent simulated raters (asyncio + httpx) on
-the same machine; each fetches a task and submits a pairwise judgment with a rationale, until
-a fixed number of submissions is reached. Reports submissions/s and p50/p99 latency of the
-submit request and of the whole fetch+submit cycle.
+A real ``preflab serve`` on 127.0.0.1 and N simulated raters on the same machine. Each rater
+is one keep-alive HTTP/1.1 connection that fetches a task (``POST .../assignments/next``) and
+submits a pairwise judgment with a rationale (``POST .../judgments``): one *cycle*. Every
+response is checked (status code, the assignment id in the task, the judgment id in the
+answer); any other answer counts as an error and the command exits non-zero.
+
+Two runs per rater count, each on a fresh database:
+
+* **open loop** (``mode=open``, wrk2 style): cycles start on a fixed schedule that offers
+  ``--rate`` cycles/s across the N raters (rater *i* starts a cycle every N/rate seconds,
+  the raters staggered evenly). A rater still busy at its next start time starts late, but
+  latency is measured from the *scheduled* start, so a stalled server shows up in the
+  percentiles instead of silently lowering the offered load (coordinated omission).
+* **closed loop** (``mode=closed``): every rater starts its next cycle as soon as the
+  previous one ends (zero think time) — the saturation throughput.
+
+Why both, and why the target is stated on the open loop (Little's law, L = λ·W): with N
+raters always in the system (closed loop, zero think time) the mean cycle latency is
+W = N / λ. At N = 200 and λ = 500 cycles/s, W = 400 ms — a p99 of 100 ms is arithmetically
+impossible in a closed loop at that concurrency, however fast the server. Real raters read
+and think between tasks (tens of seconds), so 200 of them offer a rate and only a few
+requests are in flight at once; the open loop reproduces that: 200 connections, 500
+cycles/s offered, and the latency each cycle sees.
+
+The load generator is lean on purpose (raw asyncio streams, request bytes built once,
+a minimal response parser): it shares the machine with the server, and an httpx client cost
+8–11 ms CPU per cycle, more than the server itself. Server and load generator are pinned to
+different cores (``--no-pin`` to turn that off); the output says which.
 """
 
 from __future__ import annotations
@@ -18,7 +42,6 @@ import json
 import os
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,10 +49,10 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+RATIONALE = "The chosen answer is correct and more concise."
 
 
 def free_port() -> int:
@@ -74,40 +97,143 @@ def seed(url: str, raters: int, items: int) -> list[str]:
     return tokens
 
 
-async def rater(base: str, token: str, state: dict, lat_submit: list, lat_cycle: list, rng: random.Random) -> None:
-    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
-        while state["left"] > 0:
-            state["left"] -= 1
-            t0 = time.perf_counter()
-            r = await c.post("/api/v1/projects/bench/assignments/next")
-            task = r.json().get("task") if r.status_code == 200 else None
-            if task is None:
-                state["errors"] += r.status_code != 200
-                state["empty"] += 1
-                return
-            body = {"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex,
-                    "judgment": {"kind": "pairwise", "winner": rng.choice("ab"), "strength": rng.randint(1, 3),
-                                 "rationale": "The chosen answer is correct and more concise."},
-                    "telemetry": {"active_ms": rng.randint(2000, 60000), "typed_chars": 46}}
-            t1 = time.perf_counter()
-            s = await c.post("/api/v1/projects/bench/judgments", json=body)
-            t2 = time.perf_counter()
-            if s.status_code in (200, 201):
-                state["ok"] += 1
-                lat_submit.append(t2 - t1)
-                lat_cycle.append(t2 - t0)
-            else:
-                state["errors"] += 1
+# -- the lean HTTP/1.1 client -----------------------------------------------------------------
 
 
-def server_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) of the server process and its worker processes."""
-    try:
-        import psutil
-    except ImportError:
+class BadResponse(Exception):
+    pass
+
+
+class Rater:
+    """One rater: one keep-alive connection, request bytes prepared once."""
+
+    def __init__(self, host: str, port: int, token: str, project: str, rng: random.Random) -> None:
+        self.host, self.port, self.rng = host, port, rng
+        auth = f"Authorization: Bearer {token}\r\n"
+        self.next_req = (f"POST /api/v1/projects/{project}/assignments/next HTTP/1.1\r\nHost: {host}\r\n{auth}"
+                         "Content-Length: 0\r\n\r\n").encode()
+        self.submit_head = (f"POST /api/v1/projects/{project}/judgments HTTP/1.1\r\nHost: {host}\r\n{auth}"
+                            "Content-Type: application/json\r\nContent-Length: ").encode()
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            try:
+                await self.writer.wait_closed()
+            except (ConnectionError, OSError):
+                pass
+
+    async def _response(self) -> tuple[int, bytes]:
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        i = head.find(b"content-length:")
+        if i < 0:
+            i = head.lower().find(b"content-length:")
+            if i < 0:
+                raise BadResponse(f"no content-length: {head[:200]!r}")
+        length = int(head[i + 15:head.index(b"\r\n", i)])
+        body = await self.reader.readexactly(length) if length else b""
+        return status, body
+
+    async def cycle(self) -> tuple[float, float, float]:
+        """Fetch + submit; returns (start, after fetch, end) perf_counter times."""
+        t0 = time.perf_counter()
+        self.writer.write(self.next_req)
+        status, body = await self._response()
+        if status != 200:
+            raise BadResponse(f"next: {status} {body[:300]!r}")
+        i = body.find(b'"assignment_id":"')
+        if i < 0:
+            raise BadResponse(f"next: no task: {body[:300]!r}")
+        lease = body[i + 17:body.index(b'"', i + 17)]
+        t1 = time.perf_counter()
+        rng = self.rng
+        payload = (b'{"assignment_id":"' + lease + b'","idempotency_key":"' + uuid.uuid4().hex.encode()
+                   + b'","judgment":{"kind":"pairwise","winner":"' + rng.choice((b"a", b"b"))
+                   + b'","strength":' + str(rng.randint(1, 3)).encode() + b',"rationale":"' + RATIONALE.encode()
+                   + b'"},"telemetry":{"active_ms":' + str(rng.randint(2000, 60000)).encode()
+                   + b',"typed_chars":46}}')
+        self.writer.write(self.submit_head + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+        status, body = await self._response()
+        if status != 201 or not body.startswith(b'{"judgment_id":') or not body[15:16].isdigit():
+            raise BadResponse(f"submit: {status} {body[:300]!r}")
+        return t0, t1, time.perf_counter()
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
         return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))] * 1000
+
+
+def _figures(ok: int, elapsed: float, lat_fetch: list, lat_submit: list, lat_cycle: list, errors: list) -> dict:
+    return {"submissions": ok, "errors": len(errors), "seconds": round(elapsed, 2),
+            "submissions_per_s": round(ok / elapsed, 1) if elapsed > 0 else 0.0,
+            "fetch_p50_ms": round(pct(lat_fetch, 0.5), 1), "fetch_p99_ms": round(pct(lat_fetch, 0.99), 1),
+            "submit_p50_ms": round(pct(lat_submit, 0.5), 1), "submit_p99_ms": round(pct(lat_submit, 0.99), 1),
+            "cycle_p50_ms": round(pct(lat_cycle, 0.5), 1), "cycle_p99_ms": round(pct(lat_cycle, 0.99), 1),
+            "cycle_max_ms": round(max(lat_cycle) * 1000, 1) if lat_cycle else None,
+            "first_error": errors[0] if errors else None}
+
+
+async def drive(host: str, port: int, tokens: list[str], submissions: int, mode: str, rate: float) -> dict:
+    """``submissions`` measured cycles after one warm-up cycle per rater."""
+    raters = [Rater(host, port, t, "bench", random.Random(i)) for i, t in enumerate(tokens)]
+    for r in raters:  # connect one at a time (a burst of 200 SYNs can overflow the backlog)
+        await r.connect()
+    errors: list[str] = []
+    try:
+        await asyncio.gather(*(r.cycle() for r in raters))  # warm-up: item views, statement caches
+    except Exception as exc:  # noqa: BLE001
+        return _figures(0, 0.0, [], [], [], [f"warm-up: {exc!r}"])
+    lat_fetch: list[float] = []
+    lat_submit: list[float] = []
+    lat_cycle: list[float] = []
+    n = len(raters)
+    per_rater = [submissions // n + (1 if i < submissions % n else 0) for i in range(n)]
+    period = n / rate if mode == "open" else 0.0
+
+    async def run(i: int, r: Rater, start: float) -> None:
+        for k in range(per_rater[i]):
+            scheduled = start + i * (period / n) + k * period
+            if mode == "open":
+                delay = scheduled - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            try:
+                t0, t1, t2 = await r.cycle()
+            except (BadResponse, OSError, asyncio.IncompleteReadError, ValueError) as exc:
+                errors.append(repr(exc)[:400])
+                return
+            began = scheduled if mode == "open" else t0
+            lat_fetch.append(t1 - began)
+            lat_submit.append(t2 - t1)
+            lat_cycle.append(t2 - began)
+
+    t_start = time.perf_counter() + 0.05
+    await asyncio.gather(*(run(i, r, t_start) for i, r in enumerate(raters)))
+    elapsed = time.perf_counter() - t_start
+    for r in raters:
+        await r.close()
+    return _figures(len(lat_cycle), elapsed, lat_fetch, lat_submit, lat_cycle, errors)
+
+
+def cpu_s(pid: int, children: bool = True) -> float:
+    """CPU seconds (user + system) of a process and (optionally) its children."""
+    import psutil
+
     procs = [psutil.Process(pid)]
-    procs += procs[0].children(recursive=True)
+    if children:
+        procs += procs[0].children(recursive=True)
     total = 0.0
     for p in procs:
         try:
@@ -118,30 +244,27 @@ def server_cpu_s(pid: int) -> float:
     return total
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] * 1000
+def _wait_healthy(host: str, port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    req = f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited early")
+        try:
+            with socket.create_connection((host, port), timeout=1) as s:
+                s.sendall(req)
+                if s.recv(64).startswith(b"HTTP/1.1 200"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("server did not start")
 
 
-async def drive(base: str, tokens: list[str], submissions: int) -> dict:
-    state = {"left": submissions, "ok": 0, "errors": 0, "empty": 0}
-    lat_submit: list[float] = []
-    lat_cycle: list[float] = []
-    t0 = time.perf_counter()
-    await asyncio.gather(*(rater(base, t, state, lat_submit, lat_cycle, random.Random(i)) for i, t in enumerate(tokens)))
-    elapsed = time.perf_counter() - t0
-    return {"submissions": state["ok"], "errors": state["errors"], "seconds": round(elapsed, 2),
-            "submissions_per_s": round(state["ok"] / elapsed, 1),
-            "submit_p50_ms": round(pct(lat_submit, 0.5), 1), "submit_p99_ms": round(pct(lat_submit, 0.99), 1),
-            "cycle_p50_ms": round(pct(lat_cycle, 0.5), 1), "cycle_p99_ms": round(pct(lat_cycle, 0.99), 1),
-            "mean_submit_ms": round(statistics.fmean(lat_submit) * 1000, 1) if lat_submit else None}
-
-
-def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path) -> dict:
+def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path, mode: str, rate: float,
+            pin: bool) -> dict:
     if db == "sqlite":
-        url = f"sqlite:///{tmp / f'bench-{raters}.db'}"
+        url = f"sqlite:///{tmp / f'bench-{mode}-{raters}.db'}"
     elif db == "postgres":
         admin = os.environ.get("PREFLAB_TEST_PG_URL")
         if not admin:
@@ -149,61 +272,82 @@ def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path) -> 
         url = fresh_pg_database(admin)
     else:
         url = db
-    tokens = seed(url, raters, items=max(submissions, 100))
+    tokens = seed(url, raters, items=submissions + raters + 100)
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cores = sorted(os.sched_getaffinity(0))
+    server_cores, client_cores = (cores[:-1], cores[-1:]) if pin and len(cores) > 1 else (cores, cores)
     log = open(tmp / f"server-{port}.log", "w")  # noqa: SIM115
+    own_affinity = os.sched_getaffinity(0)
+    if pin:  # the server (and the workers it forks) inherit this
+        os.sched_setaffinity(0, server_cores)
     proc = subprocess.Popen([sys.executable, "-m", "preflab.server", "serve", "--db", url, "--host", "127.0.0.1",
                              "--port", str(port), "--workers", str(workers)], env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    os.sched_setaffinity(0, own_affinity)
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(base + "/api/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        _wait_healthy("127.0.0.1", port, proc)
         time.sleep(0.5 * workers)
-        server_cpu0, client_cpu0 = server_cpu_s(proc.pid), time.process_time()
-        figures = asyncio.run(drive(base, tokens, submissions))
-        server_cpu, client_cpu = server_cpu_s(proc.pid) - server_cpu0, time.process_time() - client_cpu0
-        if figures["submissions"]:
+        if pin:
+            os.sched_setaffinity(0, client_cores)
+        server_cpu0, client_cpu0 = cpu_s(proc.pid), time.process_time()
+        load0 = os.getloadavg()[0]
+        figures = asyncio.run(drive("127.0.0.1", port, tokens, submissions, mode, rate))
+        server_cpu, client_cpu = cpu_s(proc.pid) - server_cpu0, time.process_time() - client_cpu0
+        done = figures["submissions"] + (raters if figures["submissions"] else 0)  # + warm-up cycles
+        if done:
             # CPU per fetch+submit cycle: wall figures on a shared 2-core box depend on what else
             # runs; CPU time per cycle does much less.
-            figures["server_cpu_ms_per_cycle"] = round(server_cpu / figures["submissions"] * 1000, 2)
-            figures["client_cpu_ms_per_cycle"] = round(client_cpu / figures["submissions"] * 1000, 2)
+            figures["server_cpu_ms_per_cycle"] = round(server_cpu / done * 1000, 3)
+            figures["client_cpu_ms_per_cycle"] = round(client_cpu / done * 1000, 3)
+        figures["loadavg_1m"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     finally:
+        os.sched_setaffinity(0, own_affinity)
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
         log.close()
-    return {"db": db.split("://")[0], "raters": raters, "workers": workers, **figures}
+    return {"db": db.split("://")[0], "mode": mode, "raters": raters, "workers": workers,
+            "offered_per_s": rate if mode == "open" else None,
+            "pinned": f"server cpus {server_cores}, load generator cpus {client_cores}" if pin else "no", **figures}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", default="sqlite", help="sqlite, postgres, or a database URL")
     ap.add_argument("--raters", type=int, nargs="+", default=[50, 200])
-    ap.add_argument("--submissions", type=int, default=2000)
+    ap.add_argument("--submissions", type=int, default=5000, help="measured cycles per run")
+    ap.add_argument("--rate", type=float, default=500.0, help="offered cycles/s of the open-loop run")
+    ap.add_argument("--modes", nargs="+", choices=["open", "closed"], default=["open", "closed"])
     ap.add_argument("--workers", type=int, default=None, help="default: 1 on SQLite, 2 on PostgreSQL")
+    ap.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin server and client to cores")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
     workers = args.workers or (1 if args.db == "sqlite" else 2)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.raters:
-            rows.append(run_one(args.db, n, args.submissions, workers, Path(tmp)))
-            if not args.json:
-                r = rows[-1]
-                print(f"{r['db']:>10} raters={r['raters']:>4} workers={r['workers']} "
-                      f"{r['submissions']} submissions in {r['seconds']} s: {r['submissions_per_s']}/s, "
-                      f"submit p50 {r['submit_p50_ms']} ms p99 {r['submit_p99_ms']} ms, "
-                      f"cycle p50 {r['cycle_p50_ms']} ms p99 {r['cycle_p99_ms']} ms, errors {r['errors']}, "
-                      f"CPU ms/cycle server {r.get('server_cpu_ms_per_cycle')} client {r.get('client_cpu_ms_per_cycle')}",
-                      flush=True)
+            for mode in args.modes:
+                rows.append(run_one(args.db, n, args.submissions, workers, Path(tmp), mode, args.rate, args.pin))
+                if not args.json:
+                    r = rows[-1]
+                    offered = f" offered {r['offered_per_s']:.0f}/s" if r["mode"] == "open" else ""
+                    print(f"{r['db']:>8} {r['mode']:>6}{offered} raters={r['raters']:>4} workers={r['workers']} "
+                          f"{r['submissions']} submissions in {r['seconds']} s: {r['submissions_per_s']}/s, "
+                          f"cycle p50 {r['cycle_p50_ms']} ms p99 {r['cycle_p99_ms']} ms max {r['cycle_max_ms']} ms, "
+                          f"submit p50 {r['submit_p50_ms']} p99 {r['submit_p99_ms']} ms, errors {r['errors']}, "
+                          f"CPU ms/cycle server {r.get('server_cpu_ms_per_cycle')} client {r.get('client_cpu_ms_per_cycle')}, "
+                          f"load {r['loadavg_1m']}, pinned: {r['pinned']}", flush=True)
+                    if r["first_error"]:
+                        print(f"    first error: {r['first_error']}", flush=True)
     if args.json:
         print(json.dumps(rows, indent=2))
-    return 0 if all(r["errors"] == 0 for r in rows) else 1
+    return 0 if all(r["errors"] == 0 and r["submissions"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -1,50 +1,117 @@
 """Profile fetch+submit cycles in-process: SQL statements per cycle and CPU ms per cycle.
 
-    python benchmarks/profile_cycle.py [--cycles 300] [--raters 20] [--cprofile]
+    python benchmarks/profile_cycle.py [--cycles 300] [--raters 20] [--cprofile] [--driver asgi|testclient]
 
-Runs the real app (TestClient, SQLite file) without a network or load generator in the way,
-so the numbers are the server's own cost per cycle (auth + next + submit).
+Runs the real app on a SQLite file without a network or load generator in the way, so the
+numbers are the server's own cost per cycle (auth + next + submit), HTTP parsing excluded.
+
+``--driver asgi`` (default) calls the ASGI app directly with prepared scopes on one event loop
+(what uvicorn does after parsing a request); ``--driver testclient`` goes through Starlette's
+TestClient, whose own overhead (httpx, a thread portal) is counted in the CPU figure.
+
+Statements are counted by SQLite itself (``set_trace_callback`` on every connection the
+server opens, the fast lane's included), so BEGIN/COMMIT count too.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import pstats
+import sqlite3
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+import orjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+BODY = {"kind": "pairwise", "winner": "a", "strength": 2, "rationale": "The chosen answer is correct and more concise."}
 
-def direct(app, tokens: list[str], cycles: int, prof: cProfile.Profile) -> int:  # noqa: ANN001
-    """The hot path without HTTP: guard (auth + project) -> next task -> submit."""
-    from types import SimpleNamespace
 
-    from preflab.server import assign, judging
-    from preflab.server.permissions import guard
+def asgi_driver(app, tokens: list[str]):
+    """``cycle(i)`` through the ASGI app on a private event loop."""
+    loop = asyncio.new_event_loop()
 
-    dep = guard("project.label").dependency
-    prof.enable()
-    for i in range(cycles):
-        req = SimpleNamespace(app=app, headers={"authorization": f"Bearer {tokens[i % len(tokens)]}"}, cookies={},
-                              path_params={"project": "bench"}, method="POST")
-        ctx = dep(req)
-        task = assign.next_task_fast(app.state.db, ctx.project, ctx.user.user_pk)["task"]
-        ctx = dep(req)
-        judging.submit(app.state.db, ctx.project, ctx.user.user_pk, ctx.user.username,
-                       assignment_id=task["assignment_id"], idempotency_key=uuid.uuid4().hex,
-                       judgment={"kind": "pairwise", "winner": "a", "strength": 2,
-                                 "rationale": "The chosen answer is correct and more concise."},
-                       telemetry={"active_ms": 5000, "typed_chars": 46})
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(40)
-    return 0
+    async def call(path: str, token: str, body: bytes) -> tuple[int, bytes]:
+        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+                 "root_path": "", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5000),
+                 "headers": [(b"host", b"127.0.0.1:8000"), (b"authorization", f"Bearer {token}".encode()),
+                             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+        sent = False
+        out: dict = {"status": 0, "body": b""}
+
+        async def receive():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.sleep(3600)
+            return {"type": "http.disconnect"}
+
+        async def send(message) -> None:
+            if message["type"] == "http.response.start":
+                out["status"] = message["status"]
+            elif message["type"] == "http.response.body":
+                out["body"] += message.get("body", b"")
+
+        await app(scope, receive, send)
+        return out["status"], out["body"]
+
+    async def acycle(i: int) -> None:
+        token = tokens[i % len(tokens)]
+        status, body = await call("/api/v1/projects/bench/assignments/next", token, b"")
+        assert status == 200, body
+        task = orjson.loads(body)["task"]
+        payload = orjson.dumps({"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex,
+                                "judgment": BODY, "telemetry": {"active_ms": 5000, "typed_chars": 46}})
+        status, body = await call("/api/v1/projects/bench/judgments", token, payload)
+        assert status == 201, body
+
+    async def lifespan(kind: str) -> None:
+        msgs = [{"type": f"lifespan.{kind}"}]
+
+        async def receive():
+            return msgs.pop() if msgs else (await asyncio.sleep(3600))
+
+        async def send(message) -> None:
+            raise _Done
+
+        class _Done(Exception):
+            pass
+
+        try:
+            await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+        except _Done:
+            pass
+
+    loop.run_until_complete(lifespan("startup"))
+    return (lambda i: loop.run_until_complete(acycle(i))), loop
+
+
+def testclient_driver(app, tokens: list[str]):
+    from fastapi.testclient import TestClient
+
+    c = TestClient(app)
+    c.__enter__()
+
+    def cycle(i: int) -> None:
+        h = {"Authorization": f"Bearer {tokens[i % len(tokens)]}"}
+        r = c.post("/api/v1/projects/bench/assignments/next", headers=h)
+        task = r.json()["task"]
+        body = {"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex, "judgment": BODY,
+                "telemetry": {"active_ms": 5000, "typed_chars": 46}}
+        s = c.post("/api/v1/projects/bench/judgments", json=body, headers=h)
+        assert s.status_code == 201, s.text
+
+    return cycle, c
 
 
 def main() -> int:
@@ -52,51 +119,58 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=300)
     ap.add_argument("--raters", type=int, default=20)
     ap.add_argument("--cprofile", action="store_true")
-    ap.add_argument("--db", default=None)
+    ap.add_argument("--driver", choices=["asgi", "testclient"], default="asgi")
+    ap.add_argument("--no-fastlane", action="store_true", help="the framework path only (for comparison)")
+    ap.add_argument("--repeat", type=int, default=3, help="measure this many times, report the median")
     args = ap.parse_args()
     from bench_server import seed
-    from fastapi.testclient import TestClient
     from sqlalchemy import event
 
+    from preflab.server import fastlane
     from preflab.server.app import create_app
 
-    with tempfile.TemporaryDirectory() as tmp:
-        url = args.db or f"sqlite:///{Path(tmp) / 'p.db'}"
-        tokens = seed(url, args.raters, items=args.cycles * 2 + 100)
-        app = create_app(url)
-        count = [0]
-        for engine in {app.state.db.engine, app.state.db.write_engine}:
-            event.listen(engine, "before_cursor_execute", lambda *a, **k: count.__setitem__(0, count[0] + 1))
-        with TestClient(app) as c:
-            def cycle(i: int) -> None:
-                h = {"Authorization": f"Bearer {tokens[i % len(tokens)]}"}
-                r = c.post("/api/v1/projects/bench/assignments/next", headers=h)
-                task = r.json()["task"]
-                body = {"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex,
-                        "judgment": {"kind": "pairwise", "winner": "a", "strength": 2,
-                                     "rationale": "The chosen answer is correct and more concise."},
-                        "telemetry": {"active_ms": 5000, "typed_chars": 46}}
-                s = c.post("/api/v1/projects/bench/judgments", json=body, headers=h)
-                assert s.status_code == 201, s.text
+    count = [0]
 
-            for i in range(20):  # warm up
-                cycle(i)
+    def trace(_sql: str) -> None:
+        count[0] += 1
+
+    fastlane.TRACE = trace
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'p.db'}"
+        total = args.cycles * args.repeat + 100
+        tokens = seed(url, args.raters, items=total + 100)
+        app = create_app(url)
+        if args.no_fastlane:
+            fastlane.ENABLED = False
+        for engine in {app.state.db.engine, app.state.db.write_engine}:
+            event.listen(engine, "connect", lambda dbapi, _rec: dbapi.set_trace_callback(trace)
+                         if isinstance(dbapi, sqlite3.Connection) else None)
+        cycle, handle = (asgi_driver if args.driver == "asgi" else testclient_driver)(app, tokens)
+        for i in range(40):  # warm up: connections, statement caches, item views
+            cycle(i)
+        figures = []
+        for rep in range(args.repeat):
             count[0] = 0
-            prof = cProfile.Profile() if args.cprofile else None
-            if prof:  # the app runs handlers in worker threads: profile the engine calls directly
-                return direct(app, tokens, args.cycles, prof)
+            fastlane.STATS.clear()
+            prof = cProfile.Profile() if args.cprofile and rep == args.repeat - 1 else None
             t0, c0 = time.perf_counter(), time.process_time()
             if prof:
                 prof.enable()
             for i in range(args.cycles):
-                cycle(i)
+                cycle(40 + rep * args.cycles + i)
             if prof:
                 prof.disable()
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        print(f"statements/cycle {count[0] / args.cycles:.1f}  CPU ms/cycle {cpu / args.cycles * 1000:.2f}  "
-              f"wall ms/cycle {wall / args.cycles * 1000:.2f} (incl. TestClient overhead)")
+            figures.append((cpu / args.cycles * 1000, wall / args.cycles * 1000, count[0] / args.cycles))
+        figures.sort()
+        cpu_ms, wall_ms, stmts = figures[len(figures) // 2]
+        print(f"driver {args.driver}{' (no fast lane)' if args.no_fastlane else ''}: statements/cycle {stmts:.1f}  "
+              f"CPU ms/cycle {cpu_ms:.3f} (median of {args.repeat}: {', '.join(f'{f[0]:.3f}' for f in figures)})  "
+              f"wall ms/cycle {wall_ms:.3f}  fast lane: {dict(fastlane.STATS)}")
         if prof:
-            pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
+            pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+        if args.driver == "testclient":
+            handle.__exit__(None, None, None)
     return 0
 
 

@@ -138,6 +138,10 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
     from .api import router
 
     app.include_router(router)
+    # The common case of the two hot routes on SQLite, in front of them (preflab.server.fastlane).
+    from .fastlane import install as install_fast_lane
+
+    install_fast_lane(app)
 
     @app.on_event("startup")
     async def _threads() -> None:

@@ -470,8 +470,17 @@ def _pick_fast(conn, params: dict[str, Any], role: str, policy: Policy, is_pg: b
     return None
 
 
-def next_task_fast(db, project: ProjectRef, user_pk: int, *, rng: random.Random | None = None) -> dict[str, Any]:  # noqa: ANN001
-    """:func:`next_task` for the common case (a qualified rater); anything else goes there."""
+def next_task_fast(db, project: ProjectRef, user_pk: int, *, rng: random.Random | None = None,  # noqa: ANN001
+                   lane=None) -> dict[str, Any]:  # noqa: ANN001
+    """:func:`next_task` for the common case (a qualified rater); anything else goes there.
+
+    ``lane``: called by :mod:`preflab.server.fastlane` inside its own SQLite transaction; the
+    same decisions on the DBAPI connection, raising ``judging._Fallback`` where this function
+    would call :func:`next_task` (the lane does that after its rollback)."""
+    if lane is not None:
+        from .fastlane import next_in_lane
+
+        return next_in_lane(lane, project, user_pk)
     rng = rng or random.Random()
     policy = policy_of(project.settings)
     is_pg = not db.is_sqlite
