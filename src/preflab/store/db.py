@@ -28,11 +28,12 @@ def normalise_url(url: str) -> str:
     return url
 
 
-#: Page size of a new SQLite database (bytes; an existing file keeps its own). SQLite's default
-#: is 4096; bulk imports of long texts into several indexed tables run ~25% faster on 16 KiB
-#: pages (fewer page splits and WAL frames; see docs/benchmarks.md), while a small server
-#: transaction writes a few pages more to the WAL. ``$PREFLAB_SQLITE_PAGE_SIZE`` overrides it.
-SQLITE_PAGE_SIZE = int(os.environ.get("PREFLAB_SQLITE_PAGE_SIZE", 16384))
+#: Page size of a new SQLite database (bytes; an existing file keeps its own). 4096 is SQLite's
+#: default and the right one for the collection server: every small transaction writes whole
+#: pages to the WAL, and 16 KiB pages cost a fetch+submit cycle ~20% more CPU (measured with
+#: ``benchmarks/profile_cycle.py``). A store used mostly for bulk imports of long texts may set
+#: ``$PREFLAB_SQLITE_PAGE_SIZE`` (e.g. 16384) before the file is created: fewer page splits.
+SQLITE_PAGE_SIZE = int(os.environ.get("PREFLAB_SQLITE_PAGE_SIZE", 4096))
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
