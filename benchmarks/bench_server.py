@@ -316,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--db", default="sqlite", help="sqlite, postgres, or a database URL")
     ap.add_argument("--raters", type=int, nargs="+", default=[50, 200])
     ap.add_argument("--submissions", type=int, default=5000, help="measured cycles per run")
-    ap.add_argument("--rate", type=float, default=500.0, help="offered cycles/s of the open-loop run")
+    ap.add_argument("--rate", type=float, default=525.0,
+                    help="offered cycles/s of the open-loop run (a little over the 500/s target: a finite "
+                         "schedule ends with its last cycle in flight, so exactly 500 offered reads 499.9)")
     ap.add_argument("--modes", nargs="+", choices=["open", "closed"], default=["open", "closed"])
     ap.add_argument("--workers", type=int, default=None, help="default: 1 on SQLite, 2 on PostgreSQL")
     ap.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin server and client to cores")
@@ -345,8 +347,15 @@ def main(argv: list[str] | None = None) -> int:
                           f"load {r['loadavg_1m']}, pinned: {r['pinned']}", flush=True)
                     if r["first_error"]:
                         print(f"    first error: {r['first_error']}", flush=True)
+    target = [r for r in rows if r["db"] == "sqlite" and r["mode"] == "open" and r["raters"] == 200]
     if args.json:
         print(json.dumps(rows, indent=2))
+    elif target:
+        r = target[0]
+        met = r["submissions_per_s"] >= 500 and r["cycle_p99_ms"] <= 100
+        print(f"target (>= 500 submissions/s with p99 <= 100 ms at 200 raters on SQLite, open loop): "
+              f"{r['submissions_per_s']}/s, cycle p99 {r['cycle_p99_ms']} ms, submit p99 {r['submit_p99_ms']} ms: "
+              f"{'met' if met else 'NOT met'}")
     return 0 if all(r["errors"] == 0 and r["submissions"] for r in rows) else 1
 
 
