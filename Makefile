@@ -27,6 +27,9 @@ test-fast: install  ## skip the slow trainer tests
 bench: install  ## every benchmark, figures printed
 	$(BIN)/python benchmarks/run_all.py
 
+lint: install  ## ruff over the code, tests and benchmarks
+	$(BIN)/ruff check src tests benchmarks
+
 schemas: install  ## regenerate schemas/*.schema.json from the pydantic models
 	$(BIN)/preflab schema export --out schemas
 

@@ -41,6 +41,7 @@ from preflab.io.export.resolve import ResolvedPair  # noqa: E402
 from preflab.io.export.writers import PARQUET_COMPRESSION, write_data  # noqa: E402
 from preflab.schema import Item, PairwiseJudgment  # noqa: E402
 
+
 def _vocabulary(n: int = 20_000, seed: int = 42) -> list[str]:
     """Pseudo-words with Zipf-like reuse below: text that compresses like prose, not like a loop."""
     rng = random.Random(seed)
@@ -142,7 +143,12 @@ def bench_writer(n_pairs: int, repeats: int, workdir: Path) -> dict:
 def bench_end_to_end(n_pairs: int, workdir: Path) -> dict:
     from preflab.schema import JUDGMENT_KINDS
     from preflab.store import Base, make_engine, transaction
-    from preflab.store.repo import create_project, get_or_create_rater, item_row_from_item, judgment_row_from_judgment
+    from preflab.store.repo import (
+        create_project,
+        get_or_create_rater,
+        item_row_from_item,
+        judgment_row_from_judgment,
+    )
 
     rng = random.Random(1)
     engine = make_engine(f"sqlite:///{workdir / 'bench.db'}")

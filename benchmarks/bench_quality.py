@@ -86,18 +86,18 @@ def case(name, size, quick):
         a = rng.integers(0, n_items, n_cmp)
         b = (a + rng.integers(1, n_items, n_cmp)) % n_items
         win = rng.random(n_cmp) < 1 / (1 + np.exp(-(true[a] - true[b])))
-        w, l = np.where(win, a, b), np.where(win, b, a)
+        w, lo = np.where(win, a, b), np.where(win, b, a)
         if name == "bt_ours":
             from preflab.quality import bradley_terry
 
             t, c = time.perf_counter(), time.process_time()
-            r = bradley_terry(w, l, items=np.arange(n_items))
+            r = bradley_terry(w, lo, items=np.arange(n_items))
             out["seconds"] = time.perf_counter() - t
             out["cpu_seconds"] = time.process_time() - c
             out["converged"] = r.converged
             np.save(os.environ["BENCH_TMP"] + "/bt_ours.npy", r.strengths)
             t, c = time.perf_counter(), time.process_time()
-            bradley_terry(w, l, items=np.arange(n_items), n_boot=n_boot)
+            bradley_terry(w, lo, items=np.arange(n_items), n_boot=n_boot)
             out["bootstrap_seconds"] = time.perf_counter() - t - out["seconds"]
             out["bootstrap_cpu_seconds"] = time.process_time() - c - out["cpu_seconds"]
             out["bootstrap_rounds"] = n_boot
@@ -105,7 +105,7 @@ def case(name, size, quick):
             import choix
 
             t = time.perf_counter()
-            s = choix.ilsr_pairwise(n_items, np.stack([w, l], 1), tol=1e-10, max_iter=500)
+            s = choix.ilsr_pairwise(n_items, np.stack([w, lo], 1), tol=1e-10, max_iter=500)
             out["seconds"] = time.perf_counter() - t
             np.save(os.environ["BENCH_TMP"] + "/bt_ref.npy", s)
     import resource

@@ -118,11 +118,11 @@ class TestBradleyTerry:
         a = rng.integers(0, n, m)
         b = (a + rng.integers(1, n, m)) % n
         win = rng.random(m) < 1 / (1 + np.exp(-(true[a] - true[b])))
-        w, l = np.where(win, a, b), np.where(win, b, a)
-        fit = bradley_terry(w, l, items=np.arange(n))
-        ref = choix.ilsr_pairwise(n, np.stack([w, l], 1), tol=1e-12, max_iter=10000)
+        w, lo = np.where(win, a, b), np.where(win, b, a)
+        fit = bradley_terry(w, lo, items=np.arange(n))
+        ref = choix.ilsr_pairwise(n, np.stack([w, lo], 1), tol=1e-12, max_iter=10000)
         np.testing.assert_allclose(fit.strengths, ref - ref.mean(), atol=1e-5)
-        df = pd.DataFrame({"worker": 0, "left": w, "right": l, "label": w})
+        df = pd.DataFrame({"worker": 0, "left": w, "right": lo, "label": w})
         # crowd-kit's BT stops after 2 iterations when tol > 0; tol=0 runs all of them
         ck = BradleyTerry(n_iter=5000, tol=0).fit(df).scores_.reindex(np.arange(n)).to_numpy()
         ck_s = np.log(ck) - np.log(ck).mean()
@@ -151,9 +151,9 @@ class TestBradleyTerry:
     def test_sparse_graph_matches_choix(self):
         # many items, ~40 comparisons each: the regime where the Newton system's conjugate-gradient
         # solve has the most to do. (The 10^6-comparison check vs choix is in the benchmark.)
-        w, l, _ = bt_data(800, 16_000, seed=2)
-        fit = bradley_terry(w, l, items=np.arange(800))
-        ref = choix.ilsr_pairwise(800, np.stack([w, l], 1), tol=1e-12, max_iter=10000)
+        w, lo, _ = bt_data(800, 16_000, seed=2)
+        fit = bradley_terry(w, lo, items=np.arange(800))
+        ref = choix.ilsr_pairwise(800, np.stack([w, lo], 1), tol=1e-12, max_iter=10000)
         assert fit.converged
         np.testing.assert_allclose(fit.strengths, ref - ref.mean(), atol=1e-6)
         assert spearmanr(fit.strengths, ref)[0] >= 0.9999
@@ -182,18 +182,18 @@ class TestBradleyTerry:
     def test_bootstrap_replicate_equals_fit_on_resampled_comparisons(self):
         # a replicate is a weight vector on the collapsed (pair, outcome) cells; solved from the
         # full-data fit, it must give the fit of the explicitly resampled comparison list
-        w, l, _ = bt_data(12, 600, seed=3)
+        w, lo, _ = bt_data(12, 600, seed=3)
         out = np.where(np.arange(600) % 7 == 0, 0.5, 1.0)
         rows = np.random.default_rng(9).integers(0, 600, 600)
-        explicit = bradley_terry(w[rows], l[rows], out[rows], items=np.arange(12))
+        explicit = bradley_terry(w[rows], lo[rows], out[rows], items=np.arange(12))
 
         bt = sys.modules["preflab.quality.aggregation.bradley_terry"]
-        pc = bt.aggregate_pairs(w, l, out, 12)
+        pc = bt.aggregate_pairs(w, lo, out, 12)
         cell_keys = (pc.i[pc.cell_pair] * 12 + pc.j[pc.cell_pair]) * 3 + np.rint(2 * (1 - pc.cell_score))
-        score_of_low = np.where(w < l, out, 1 - out)  # the score of the lower-numbered item
-        row_keys = (np.minimum(w, l) * 12 + np.maximum(w, l)) * 3 + np.rint(2 * (1 - score_of_low))
+        score_of_low = np.where(w < lo, out, 1 - out)  # the score of the lower-numbered item
+        row_keys = (np.minimum(w, lo) * 12 + np.maximum(w, lo)) * 3 + np.rint(2 * (1 - score_of_low))
         counts = np.bincount(np.searchsorted(cell_keys, row_keys[rows]), minlength=len(cell_keys))
-        full = bradley_terry(w, l, out, items=np.arange(12))
+        full = bradley_terry(w, lo, out, items=np.arange(12))
         s, ok, _ = bt._Newton(pc, 0.0).solve(*pc.weights(counts.astype(float)), full.strengths, 1e-10)
         assert ok
         np.testing.assert_allclose(s - s.mean(), explicit.strengths, atol=1e-8)
@@ -203,8 +203,8 @@ class TestBradleyTerry:
         # their nominal coverage: >= 90% of 95% intervals cover the true (centred) strengths
         hits = []
         for seed in range(30):
-            w, l, true = bt_data(10, 1000, seed=100 + seed)
-            fit = bradley_terry(w, l, items=np.arange(10), n_boot=200, seed=seed)
+            w, lo, true = bt_data(10, 1000, seed=100 + seed)
+            fit = bradley_terry(w, lo, items=np.arange(10), n_boot=200, seed=seed)
             target = 1000 + 400 / np.log(10) * (true - true.mean())
             assert fit.boot_unconverged == 0
             hits.append((fit.low <= target) & (target <= fit.high))

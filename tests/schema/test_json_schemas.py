@@ -8,7 +8,6 @@ import pytest
 
 from preflab.schema.jsonschema import json_schemas
 
-
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 RECORD = (Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json").read_text()
 

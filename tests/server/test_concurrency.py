@@ -77,10 +77,9 @@ def _rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, ma
 def check_invariants(url: str, acked: dict, *, exact: bool = True) -> dict:
     """``exact``: every stored judgment was acknowledged too (false after a crash, when a
     judgment can commit while its response dies with the server)."""
+    from preflab.store import normalise_url
     from preflab.store.models import ItemRow, JudgmentRow, Rater
     from preflab.store.server_models import Assignment, PoolEntry
-
-    from preflab.store import normalise_url
 
     engine = create_engine(normalise_url(url))
     with engine.connect() as conn:

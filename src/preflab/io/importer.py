@@ -36,7 +36,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import itemgetter
@@ -52,7 +52,14 @@ from ..store import repo
 from ..store.db import transaction
 from ..store.models import CandidateRow, ImportBatch, ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.rows import ItemRows, JudgmentRows, PairRows, item_rows, judgment_rows
-from .formats import FORMATS, ConvertOptions, RecordError, RecordFormat, detect_format, from_validation_error
+from .formats import (
+    FORMATS,
+    ConvertOptions,
+    RecordError,
+    RecordFormat,
+    detect_format,
+    from_validation_error,
+)
 from .formats.generic import COMPARISON, comparison_pair
 from .readers import DEFAULT_MAX_LINE_BYTES, ReadProblem, read_records
 

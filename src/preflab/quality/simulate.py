@@ -11,7 +11,7 @@ reading speed (telemetry ``active_ms``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
@@ -40,7 +40,7 @@ def simulate_pairwise(
     names = sorted(raters)
     done = {r: 0 for r in names}
     items, judgments, truth = [], [], {}
-    t0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
     for i in range(n_items):
         lengths = rng.integers(20, 400, 2)
         cands = [{"id": c, "text": " ".join(["word"] * int(n))} for c, n in zip(("x", "y"), lengths)]

@@ -1,6 +1,13 @@
 """Wire formats of preflab (pydantic v2). Imports nothing else of preflab."""
 
-from .common import Message, Prompt, canonical_json, content_hash, prompt_as_messages, prompt_as_text
+from .common import (
+    Message,
+    Prompt,
+    canonical_json,
+    content_hash,
+    prompt_as_messages,
+    prompt_as_text,
+)
 from .item import Candidate, GoldAnswer, Item
 from .judgments import (
     JUDGMENT_KINDS,

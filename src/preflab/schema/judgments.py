@@ -7,7 +7,7 @@ needs an ``if kind == ...`` ladder.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -319,14 +319,7 @@ JUDGMENT_KINDS: dict[str, type[JudgmentBase]] = {
 }
 
 Judgment = Annotated[
-    Union[
-        PairwiseJudgment,
-        RankingJudgment,
-        RubricJudgment,
-        UnaryJudgment,
-        StepsJudgment,
-        DemonstrationJudgment,
-    ],
+    PairwiseJudgment | RankingJudgment | RubricJudgment | UnaryJudgment | StepsJudgment | DemonstrationJudgment,
     Field(discriminator="type"),
 ]
 

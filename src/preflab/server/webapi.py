@@ -313,7 +313,7 @@ def parse_rubric_file(filename: str, raw: bytes) -> Rubric:
     try:
         data = yaml.safe_load(raw) if suffix in (".yaml", ".yml") else json.loads(raw)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise JudgingError(422, f"{filename}: not valid {'YAML' if suffix in ('.yaml', '.yml') else 'JSON'}: {exc}")
+        raise JudgingError(422, f"{filename}: not valid {'YAML' if suffix in ('.yaml', '.yml') else 'JSON'}: {exc}") from exc
     return Rubric.model_validate(data)
 
 

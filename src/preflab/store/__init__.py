@@ -1,5 +1,6 @@
 """Persistence: SQLAlchemy models, Alembic migrations, engines and sessions."""
 
+from . import server_models  # noqa: F401  (registers the server tables on Base.metadata)
 from .db import (
     current_revision,
     default_url,
@@ -22,7 +23,6 @@ from .models import (
     Rater,
     RubricVersion,
 )
-from . import server_models  # noqa: F401  (registers the server tables on Base.metadata)
 
 __all__ = [
     "Base",

@@ -361,12 +361,12 @@ def iter_items_with_judgments(
                 candidates[item_pk].append(trusted.candidate(key, text, msgs, model, source, meta))
         # per item: (judgments, meta), filled in judgment pk order
         judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {pk: ([], []) for pk in keys}
-        for (pk, item_pk, kind, body, rationale, rater_key, rater_hash, rubric_key, rubric_version, review_pass,
+        for (pk, item_pk, kind, body, rationale, rater_key, stored_hash, rubric_key, rubric_version, review_pass,
              source, started_at, submitted_at, telemetry, idempotency_key, batch_pk, excluded, exclusion_reason,
              ) in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
             if item_pk not in judged:  # an item added to the range since the pks were read (SQLite: no snapshot)
                 continue
-            prov = trusted.provenance(rater_key, rater_hash, rubric_key, rubric_version, review_pass, source,
+            prov = trusted.provenance(rater_key, stored_hash, rubric_key, rubric_version, review_pass, source,
                                       started_at, submitted_at, telemetry, idempotency_key)
             js, meta = judged[item_pk]
             js.append(trusted.judgment(kind, body, keys[item_pk], rationale, prov))

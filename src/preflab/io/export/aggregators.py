@@ -12,7 +12,14 @@ from collections.abc import Iterable
 import numpy as np
 
 from ...quality.aggregation.dawid_skene import dawid_skene
-from .resolve import DropLog, PairAggregator, PairVote, ResolvedPair, aggregate_pairwise, resolved_pair
+from .resolve import (
+    DropLog,
+    PairAggregator,
+    PairVote,
+    ResolvedPair,
+    aggregate_pairwise,
+    resolved_pair,
+)
 
 
 def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | None = None) -> list[ResolvedPair]:

@@ -16,12 +16,19 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from ...schema import Item, Rubric
 from ...quality.bias import length_function
 from ...quality.bias import length_parity_gate as quality_length_parity_gate
+from ...schema import Item, Rubric
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
-from .base import DEFAULT_LENGTH_GATE, FILE_FORMATS, ExportData, Exporter, ExportError, ExportOptions
+from .base import (
+    DEFAULT_LENGTH_GATE,
+    FILE_FORMATS,
+    ExportData,
+    Exporter,
+    ExportError,
+    ExportOptions,
+)
 from .manifest import build_manifest, dump_manifest, render_card
 from .resolve import (
     LengthFn,

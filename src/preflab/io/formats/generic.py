@@ -35,8 +35,8 @@ from ...schema import (
 )
 from ...store.rows import PairRows, check_identifier, pair_rows, pairwise_rows, text_item_rows
 from . import (
-    ConvertOptions,
     Converted,
+    ConvertOptions,
     RecordError,
     RecordFormat,
     check_unknown,

@@ -27,7 +27,7 @@ from ...schema import (
     UnaryJudgment,
     content_hash,
 )
-from . import ConvertOptions, Converted, RecordError, RecordFormat, check_unknown, register, require
+from . import Converted, ConvertOptions, RecordError, RecordFormat, check_unknown, register, require
 
 UNKNOWN_STRENGTH = 2
 

@@ -237,7 +237,7 @@ class _Newton:
             # an item without comparisons (possible with ``items=``) has a zero row: leave it alone
             dinv = np.divide(1.0, diag, out=np.zeros(m), where=diag > 0)
 
-            def hess(v: np.ndarray) -> np.ndarray:
+            def hess(v: np.ndarray, diag: np.ndarray = diag) -> np.ndarray:
                 return diag * v - upper @ v - upper_t @ v
 
             # Inexact Newton: max |g_k| / H_kk is about the size of the step still to go; solving to

@@ -69,7 +69,7 @@ def dawid_skene(
     pi = confusion_m_step(design, post, n_r, k, observed)
     history: list[float] = []
     it = 0
-    for it in range(1, n_iter + 1):
+    for it in range(1, n_iter + 1):  # noqa: B007 -- the count is reported after the loop
         post, unit_ll = em_e_step(design, np.log(np.maximum(priors, EPS)), log_pi_matrix(pi))
         priors = post.mean(axis=0)
         pi = confusion_m_step(design, post, n_r, k, observed)

@@ -51,7 +51,7 @@ def mace(
     history: list[float] = []
     it = 0
     post = np.full((n_u, k), 1.0 / k)
-    for it in range(1, n_iter + 1):
+    for it in range(1, n_iter + 1):  # noqa: B007 -- the count is reported after the loop
         post, unit_ll = em_e_step(design, log_prior, log_pi_matrix(mace_confusion(theta, xi)))
         # P(knows | truth = given label) for each label row, weighted by P(truth = given label)
         th, x = theta[enc.r], xi[enc.r, enc.c]

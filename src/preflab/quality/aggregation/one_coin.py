@@ -47,7 +47,7 @@ def one_coin_dawid_skene(
     priors = post.mean(axis=0)
     history: list[float] = []
     it = 0
-    for it in range(1, n_iter + 1):
+    for it in range(1, n_iter + 1):  # noqa: B007 -- the count is reported after the loop
         pi = one_coin_confusion(accuracy, k)
         post, unit_ll = em_e_step(design, np.log(np.maximum(priors, EPS)), log_pi_matrix(pi))
         priors = post.mean(axis=0)

@@ -1,6 +1,12 @@
 """Agreement measures, one per module (crowd-kit style)."""
 
-from .cohen import cohens_kappa, cohens_kappa_table, confusion_table, mean_pairwise_kappa, pairwise_cohens_kappa
+from .cohen import (
+    cohens_kappa,
+    cohens_kappa_table,
+    confusion_table,
+    mean_pairwise_kappa,
+    pairwise_cohens_kappa,
+)
 from .fleiss import category_counts, fleiss_kappa, fleiss_kappa_long
 from .gwet import gwet_ac
 from .krippendorff import (

@@ -7,17 +7,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from sqlalchemy import select
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from sqlalchemy import select
 
 from ... import __version__
-from ..api import DbId
 from ...schema import JUDGMENT_KINDS
 from ...store import repo
 from ...store.models import Project
 from .. import api, webapi
+from ..api import DbId
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
 from . import TEMPLATES, data

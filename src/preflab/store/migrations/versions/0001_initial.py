@@ -2,7 +2,7 @@
 judgments, export log.
 
 Revision ID: 0001_initial
-Revises: 
+Revises:
 Create Date: 2026-11-30
 
 Types are spelled out here (not imported from ``models``) so this revision never changes
