@@ -112,11 +112,40 @@ def test_a_failing_converter_fails_the_import_and_says_why(tmp_path):
             list(chunks)
 
 
-def test_the_second_process_is_used_for_large_files_only(tmp_path, monkeypatch):
+def test_the_second_process_is_used_for_large_files_and_a_free_core_only(tmp_path, monkeypatch):
     small = mixed_file(tmp_path, n=10)
     monkeypatch.delenv("PREFLAB_IMPORT_WORKER", raising=False)
-    assert importer._use_worker([small]) is False
+    monkeypatch.setattr(importer, "_idle_cores", lambda: 1.0)
+    assert importer._use_worker([small]) is False  # too small to pay for a process
     monkeypatch.setattr(importer, "PARALLEL_MIN_BYTES", small.stat().st_size)
-    assert importer._use_worker([small]) is ((importer.os.cpu_count() or 1) >= 2)
+    assert importer._use_worker([small]) is True
+    monkeypatch.setattr(importer, "_idle_cores", lambda: 0.3)
+    assert importer._use_worker([small]) is False  # no core to spare
+    monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "1")
+    assert importer._use_worker([small]) is True
     monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "0")
     assert importer._use_worker([small]) is False
+
+
+def test_idle_cores_reads_the_machine():
+    """A busy loop in this process takes most of one core: fewer idle cores than there are."""
+    import threading
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    cores = len(importer.os.sched_getaffinity(0))
+    quiet = importer._idle_cores(0.2)
+    worker = threading.Thread(target=spin)
+    worker.start()
+    try:
+        busy = importer._idle_cores(0.2)
+    finally:
+        stop.set()
+        worker.join()
+    assert 0.0 <= busy <= cores and 0.0 <= quiet <= cores
+    if cores == importer.os.cpu_count():  # (a process pinned to some of the cores cannot tell which are idle)
+        assert busy <= cores - 0.5, (busy, quiet)
