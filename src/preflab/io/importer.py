@@ -474,7 +474,7 @@ class _Writer:
         if not rows:
             return
         if self.sqlite:
-            sql, procs = self._prepare(table, columns, constants)
+            _, procs = self._prepare(table, columns, constants)
             if procs and not processed:
                 converted = []
                 for row in rows:
@@ -483,7 +483,7 @@ class _Writer:
                         values[i] = proc(values[i])
                     converted.append(tuple(values))
                 rows = converted
-            columns, rows = _without_null_columns(columns, rows)
+            columns, rows = _without_null_columns(columns, rows)  # the statement names the rest
             sql, _ = self._prepare(table, columns, constants)
             self.conn.exec_driver_sql(sql, rows)  # type: ignore[arg-type]
         else:
