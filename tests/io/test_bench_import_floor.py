@@ -71,4 +71,4 @@ def test_every_child_runs_and_the_bound_is_printed(bench, capsys):
     for kind in bench.CHILDREN:
         assert result[f"{kind}_seconds"] > 0
     out = capsys.readouterr().out
-    assert "lower bound with the minimal layout" in out and "with the stripped layout" in out and "lower bound with the preflab layout" in out
+    assert "lower bound with the minimal layout" in out and "with the stripped layout" in out and "SQLite alone in the writer" in out and "lower bound with the preflab layout" in out
