@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -34,15 +35,16 @@ JUDGMENTS = ("SELECT i.item_key, r.rater_key, j.kind, j.body, j.rationale, j.pai
 
 
 def _rows(db: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         return conn.execute(sql).fetchall()
 
 
 def test_preflab_child_writes_what_the_importer_writes(bench, tmp_path):
     data = tmp_path / "rows.jsonl"
     bench.bench_import.generate(data, 600, raters=7)
-    floor_db, import_db = tmp_path / "floor.db", tmp_path / "import.db"
+    floor_db, staged_db, import_db = tmp_path / "floor.db", tmp_path / "staged.db", tmp_path / "import.db"
     assert bench.child_preflab(data, floor_db)["rows"] == 600
+    assert bench.child_preflab_c(data, staged_db)["rows"] == 600  # the same rows by INSERT ... SELECT
 
     engine = store_db.open_db(f"sqlite:///{import_db}")
     with transaction(engine) as s:
@@ -55,13 +57,18 @@ def test_preflab_child_writes_what_the_importer_writes(bench, tmp_path):
         imported = _rows(import_db, sql)
         assert len(imported) >= 600
         assert _rows(floor_db, sql) == imported
+        assert _rows(staged_db, sql) == imported
 
-    # The minimal layout holds the same items and one judgment each.
-    minimal_db = tmp_path / "minimal.db"
+    # The minimal layout holds the same items and one judgment each, written either way.
+    minimal_db, minimal_c_db = tmp_path / "minimal.db", tmp_path / "minimal_c.db"
     assert bench.child_minimal(data, minimal_db)["rows"] == 600
+    assert bench.child_minimal_c(data, minimal_c_db)["rows"] == 600
     keys = "SELECT item_key FROM items ORDER BY pk"
     assert _rows(minimal_db, keys) == _rows(import_db, keys)
     assert _rows(minimal_db, "SELECT count(*) FROM judgments") == [(600,)]
+    for table in ("items", "judgments"):
+        assert _rows(minimal_c_db, f"SELECT * FROM {table} ORDER BY pk") == _rows(
+            minimal_db, f"SELECT * FROM {table} ORDER BY pk")
 
 
 @pytest.mark.slow
@@ -71,4 +78,6 @@ def test_every_child_runs_and_the_bound_is_printed(bench, capsys):
     for kind in bench.CHILDREN:
         assert result[f"{kind}_seconds"] > 0
     out = capsys.readouterr().out
-    assert "lower bound with the minimal layout" in out and "with the stripped layout" in out and "SQLite alone in the writer" in out and "lower bound with the preflab layout" in out
+    for line in ("lower bound with the stripped layout", "lower bound with the minimal layout",
+                 "lower bound with the preflab layout", "lower bound with the minimal layout, SQLite alone"):
+        assert line in out
