@@ -77,10 +77,10 @@ def _timed_write(conn, statements: list[tuple[str, list[tuple]]]) -> float:  # n
     start = time.perf_counter()
     conn.execute("BEGIN")
     total = len(statements[0][1])
+    per_item = [len(rows) // total for _, rows in statements]  # e.g. two candidates an item
     for i in range(0, total, CHUNK):
-        for sql, rows in statements:
-            per_item = len(rows) // total
-            conn.executemany(sql, rows[i * per_item : (i + CHUNK) * per_item])
+        for (sql, rows), k in zip(statements, per_item, strict=True):
+            conn.executemany(sql, rows[i * k : (i + CHUNK) * k])
     conn.execute("COMMIT")
     conn.close()
     return time.perf_counter() - start
