@@ -33,6 +33,7 @@ from ...schema import (
     UnaryJudgment,
     parse_judgment,
 )
+from ...schema.identity import normal_answer
 from ...store.rows import PairRows, check_identifier, pair_rows, pairwise_rows, text_item_rows
 from . import (
     Converted,
@@ -46,6 +47,8 @@ from . import (
 )
 
 UNKNOWN_STRENGTH = 2
+IDENTICAL = ("identical to 'chosen' (compared after normalisation: Unicode NFC, surrounding whitespace, "
+             "one assistant message = its text); a comparison needs two different answers")
 ANONYMOUS = "anonymous"
 SOURCES = ("human", "ai", "ai_assisted")
 
@@ -301,7 +304,10 @@ def comparison_pair(record: dict[str, Any], options: ConvertOptions) -> PairRows
         source = _source(record, options)  # raises the general route's error
     strength = UNKNOWN_STRENGTH if record.keys() <= PLAIN_COMPARISON_KEYS else _strength(record)
     # store.rows.pair_rows builds exactly what text_item_rows + pairwise_rows (and so the models) would.
-    return pair_rows(prompt, chosen, rejected, rater, strength, source)
+    try:
+        return pair_rows(prompt, chosen, rejected, rater, strength, source)
+    except ValueError:
+        return None  # the same answer twice after normalisation: the general route says so
 
 
 def _comparison_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
@@ -326,8 +332,8 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
 
     if isinstance(prompt, str) and isinstance(chosen, str) and isinstance(rejected, str) and not record.get("domains"):
         # Fast path: plain text, no pydantic (store.rows builds exactly what the models would).
-        if chosen == rejected:
-            raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+        if normal_answer(chosen) == normal_answer(rejected):
+            raise RecordError("rejected", IDENTICAL)
         try:
             item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)], meta, item_id)
             ids = item.candidate_keys
@@ -351,11 +357,11 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
             raise RecordError("rejected", "shares no leading messages with 'chosen': cannot tell the prompt")
         prompt, chosen, rejected = chosen[:n], chosen[n:], rejected[n:]
         if not chosen or not rejected:
-            raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+            raise RecordError("rejected", IDENTICAL)
     elif not isinstance(prompt, str | list):
         raise RecordError("prompt", f"expected a string or a list of messages, got {type(prompt).__name__}")
-    if chosen == rejected:
-        raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+    if normal_answer(chosen) == normal_answer(rejected):
+        raise RecordError("rejected", IDENTICAL)
     bodies = [{"text": c} if isinstance(c, str) else {"messages": c} for c in (chosen, rejected)]
     data = {"id": item_id, "prompt": prompt, "candidates": bodies, "metadata": meta}
     if record.get("domains") is not None:
