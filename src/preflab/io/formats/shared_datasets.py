@@ -28,6 +28,7 @@ from ...schema import (
 )
 from ...schema.identity import candidate_key
 from . import Converted, ConvertOptions, RecordError, RecordFormat, check_unknown, register, require
+from .generic import labeler_source
 
 UNKNOWN_STRENGTH = 2
 
@@ -209,13 +210,13 @@ def _hh_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
         metadata={"source": "hh-rlhf"},
     )
     shown = tuple(sorted(ids.values()))
+    rater = record.get("labeler") or options.default_rater or "hh-rlhf:crowd"
     judgment = PairwiseJudgment(
         item_id=item.id,
         shown_order=shown,
         winner="a" if shown[0] == ids["chosen"] else "b",
         strength=UNKNOWN_STRENGTH,
-        provenance={"rater_id": record.get("labeler") or options.default_rater or "hh-rlhf:crowd",
-                    "source": "human"},
+        provenance={"rater_id": rater, "source": labeler_source(rater, "human", options, said=False)},
     )
     return Converted([item], [judgment])
 
