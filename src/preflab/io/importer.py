@@ -18,9 +18,12 @@ How it works:
    (:class:`ImportFailed` lists ``file:line: field: reason``), unless ``skip_invalid``: then bad
    records are left out and listed in the report and in the batch's ``counts``.
 
-Identity: an item is its ``id`` (derived from the content when the record has none); the same id
-with the same content is counted as existing, with different content it is a problem. A judgment
-is its content hash (or its idempotency key): importing it again adds nothing.
+Identity: an item is its ``id``, derived when the record has none from its prompt and the *set* of
+its answers after the normalisation of :mod:`preflab.schema.identity` (NFC, surrounding
+whitespace, one-message chats = their text), so the same pair written in any shape or judged in
+either direction is one item. The same id with the same (normalised) content is counted as
+existing, with different content it is a problem. A judgment is its content hash (or its
+idempotency key): importing it again adds nothing.
 
 Raises :class:`preflab.store.repo.NotFound` when the project does not exist.
 """
