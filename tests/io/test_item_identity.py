@@ -261,3 +261,18 @@ def test_every_shape_and_writing_of_a_pair_is_one_item_and_every_label_is_kept(d
             assert all(len(keys) == 1 for keys in by_prompt.values())
         finally:
             engine.dispose()
+
+
+def test_five_raters_of_one_pair_written_five_ways_pass_min_raters_2(engine, tmp_path):
+    # before: five items of one rater each, and --min-raters 2 dropped all five
+    from preflab.io.export import ExportOptions, export_project
+
+    prompt, good, bad = "Qu'est-ce qu'un café ?", "Un café.", "Une boisson."
+    rows = [(prompt, good, bad), (unicodedata.normalize("NFD", prompt), good, bad), (prompt + "\n", good, bad),
+            (prompt, good + "\n", bad), (prompt, " " + good, bad)]
+    records = [{"prompt": p, "chosen": c, "rejected": r, "labeler": f"r{n}"} for n, (p, c, r) in enumerate(rows)]
+    import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", *records)])
+    out = tmp_path / "out"
+    export_project(engine, "p", ExportOptions(format="trl-preference", out=out, min_raters=2))
+    exported = [orjson.loads(line) for line in (out / "train.jsonl").read_bytes().splitlines()]
+    assert [(r["prompt"], r["chosen"], r["rejected"]) for r in exported] == [(prompt, good, bad)]
