@@ -63,7 +63,7 @@ JUDGMENTS = sa.table("judgments", sa.column("pk"), sa.column("item_pk"), sa.colu
                      sa.column("started_at", TZ), sa.column("submitted_at", TZ), sa.column("telemetry", JSON),
                      sa.column("idempotency_key"), sa.column("content_hash"), sa.column("excluded"),
                      sa.column("exclusion_reason"), sa.column("batch_pk"))
-RATERS = sa.table("raters", sa.column("pk"), sa.column("rater_key"))
+RATERS = sa.table("raters", sa.column("pk"), sa.column("project_pk"), sa.column("rater_key"))
 POOL = sa.table("task_pool", sa.column("pk"), sa.column("item_pk"), sa.column("target"), sa.column("filled"))
 POOL_DOMAINS = sa.table("task_pool_domains", sa.column("pk"), sa.column("item_pk"), sa.column("domain"))
 ASSIGNMENTS = sa.table("assignments", sa.column("pk"), sa.column("item_pk"), sa.column("user_pk"),
@@ -142,14 +142,28 @@ def _judgment_hash(j: Any, body: dict[str, Any], key: str, rater: str) -> str:
     return judgment_rows(parse_judgment(data)).content_hash
 
 
+def _by_pk(table: sa.TableClause, **columns: str) -> sa.Update:
+    """``UPDATE table SET column = :b_column ... WHERE pk = :b_pk``, for executemany."""
+    return sa.update(table).where(table.c.pk == sa.bindparam("b_pk")).values(
+        {name: sa.bindparam(f"b_{name}") for name in columns})
+
+
+def _run(conn: sa.Connection, statement: sa.Executable, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(statement, rows)
+
+
+def _of_project(table: sa.TableClause, project_pk: int) -> sa.Select:
+    """Rows of ``table`` (which has ``item_pk``) whose item is in the project (no long IN lists)."""
+    return sa.select(table).join(ITEMS, ITEMS.c.pk == table.c.item_pk).where(ITEMS.c.project_pk == project_pk)
+
+
 def _merge_project(conn: sa.Connection, project_pk: int) -> None:
     items = {r.pk: r for r in conn.execute(sa.select(ITEMS).where(ITEMS.c.project_pk == project_pk))}
     if not items:
         return
     cands: dict[int, list[Any]] = defaultdict(list)
-    for c in conn.execute(sa.select(CANDIDATES).join(ITEMS, ITEMS.c.pk == CANDIDATES.c.item_pk)
-                          .where(ITEMS.c.project_pk == project_pk).order_by(CANDIDATES.c.item_pk,
-                                                                            CANDIDATES.c.position)):
+    for c in conn.execute(_of_project(CANDIDATES, project_pk).order_by(CANDIDATES.c.item_pk, CANDIDATES.c.position)):
         cands[c.item_pk].append(c)
     plans = {pk: _plan_item(item, cands[pk]) for pk, item in items.items()}
     groups: dict[str, list[int]] = defaultdict(list)
@@ -158,49 +172,48 @@ def _merge_project(conn: sa.Connection, project_pk: int) -> None:
     survivor = {pk: group[0] for group in groups.values() for pk in group}
     touched = {pk for pk, (key, _, remap) in plans.items()
                if key != items[pk].item_key or remap or survivor[pk] != pk}
-    _move_judgments(conn, plans, survivor, touched)
-    _move_server_rows(conn, plans, survivor)
+    _move_judgments(conn, project_pk, plans, survivor, touched)
+    _move_server_rows(conn, project_pk, plans, survivor)
     victims = [pk for pk in sorted(items) if survivor[pk] != pk]
     merged: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for pk in victims:
         merged[survivor[pk]].append({"item_key": items[pk].item_key, "metadata": items[pk].metadata or {}})
-    if victims:
-        conn.execute(sa.delete(CANDIDATES).where(CANDIDATES.c.item_pk.in_(victims)))
-        conn.execute(sa.delete(ITEMS).where(ITEMS.c.pk.in_(victims)))
+    delete = [{"b_pk": pk} for pk in victims]
+    _run(conn, sa.delete(CANDIDATES).where(CANDIDATES.c.item_pk == sa.bindparam("b_pk")), delete)
+    _run(conn, sa.delete(ITEMS).where(ITEMS.c.pk == sa.bindparam("b_pk")), delete)
     kept = [pk for pk in sorted(items) if survivor[pk] == pk]
     # two steps, so a new key never meets an old one on the unique (project, key) index
+    _run(conn, _by_pk(ITEMS, item_key=""), [{"b_pk": pk, "b_item_key": f"~0005~{pk}"} for pk in kept
+                                            if plans[pk][0] != items[pk].item_key])
+    _run(conn, _by_pk(ITEMS, item_key="", content_hash=""),
+         [{"b_pk": pk, "b_item_key": plans[pk][0], "b_content_hash": plans[pk][1]} for pk in kept])
+    metadata = []
     for pk in kept:
-        if plans[pk][0] != items[pk].item_key:
-            conn.execute(sa.update(ITEMS).where(ITEMS.c.pk == pk).values(item_key=f"~0005~{pk}"))
-    for pk in kept:
-        key, digest, remap = plans[pk]
-        values: dict[str, Any] = {"item_key": key, "content_hash": digest}
         if merged[pk]:
             meta = items[pk].metadata or {}
-            values["metadata"] = {**meta, "merged_items": [*meta.get("merged_items", []), *merged[pk]]}
-        conn.execute(sa.update(ITEMS).where(ITEMS.c.pk == pk).values(**values))
-        for c in cands[pk]:
-            if c.candidate_key in remap:
-                conn.execute(sa.update(CANDIDATES).where(CANDIDATES.c.pk == c.pk)
-                             .values(candidate_key=f"~0005~{c.pk}"))
-        for c in cands[pk]:
-            if c.candidate_key in remap:
-                conn.execute(sa.update(CANDIDATES).where(CANDIDATES.c.pk == c.pk)
-                             .values(candidate_key=remap[c.candidate_key]))
+            metadata.append({"b_pk": pk, "b_metadata": {**meta, "merged_items": [*meta.get("merged_items", []),
+                                                                                   *merged[pk]]}})
+    _run(conn, sa.update(ITEMS).where(ITEMS.c.pk == sa.bindparam("b_pk"))
+         .values(metadata=sa.bindparam("b_metadata", type_=JSON)), metadata)
+    renamed = [(c.pk, plans[pk][2][c.candidate_key]) for pk in kept for c in cands[pk]
+               if c.candidate_key in plans[pk][2]]
+    _run(conn, _by_pk(CANDIDATES, candidate_key=""), [{"b_pk": c, "b_candidate_key": f"~0005~{c}"} for c, _ in renamed])
+    _run(conn, _by_pk(CANDIDATES, candidate_key=""), [{"b_pk": c, "b_candidate_key": key} for c, key in renamed])
 
 
-def _move_judgments(conn: sa.Connection, plans: dict[int, Any], survivor: dict[int, int],
+def _move_judgments(conn: sa.Connection, project_pk: int, plans: dict[int, Any], survivor: dict[int, int],
                     touched: set[int]) -> None:
     if not touched:
         return
-    raters = dict(conn.execute(sa.select(RATERS.c.pk, RATERS.c.rater_key)).all())
-    rows = conn.execute(sa.select(JUDGMENTS).where(JUDGMENTS.c.item_pk.in_(sorted(touched)))
-                        .order_by(JUDGMENTS.c.pk)).all()
+    raters = dict(conn.execute(sa.select(RATERS.c.pk, RATERS.c.rater_key)
+                               .where(RATERS.c.project_pk == project_pk)).all())
     targets = {survivor[pk] for pk in touched}
-    hashes: dict[int, set[str]] = defaultdict(set)
-    for pk, digest in conn.execute(sa.select(JUDGMENTS.c.item_pk, JUDGMENTS.c.content_hash)
-                                   .where(JUDGMENTS.c.item_pk.in_(sorted(targets - touched)))):
-        hashes[pk].add(digest)
+    rows, hashes = [], defaultdict(set)
+    for j in conn.execute(_of_project(JUDGMENTS, project_pk).order_by(JUDGMENTS.c.pk)):
+        if j.item_pk in touched:
+            rows.append(j)
+        elif j.item_pk in targets:
+            hashes[j.item_pk].add(j.content_hash)
     updates = []
     for j in rows:
         key, _, remap = plans[j.item_pk]
@@ -208,60 +221,84 @@ def _move_judgments(conn: sa.Connection, plans: dict[int, Any], survivor: dict[i
         body = _rename(j.body, remap)
         if j.kind == "pairwise":
             body = _imported_order(j, body)
-        values: dict[str, Any] = {"pk": j.pk, "item_pk": target, "body": body,
-                                  "shown_order": body["shown_order"] if j.kind == "pairwise"
+        values: dict[str, Any] = {"b_pk": j.pk, "b_item_pk": target, "b_body": body,
+                                  "b_shown_order": body["shown_order"] if j.kind == "pairwise"
                                   else _rename(j.shown_order, remap),
-                                  "pair_lo": j.pair_lo, "pair_hi": j.pair_hi, "score": j.score,
-                                  "excluded": j.excluded, "exclusion_reason": j.exclusion_reason}
+                                  "b_pair_lo": j.pair_lo, "b_pair_hi": j.pair_hi, "b_score": j.score,
+                                  "b_excluded": j.excluded, "b_exclusion_reason": j.exclusion_reason}
         if j.kind == "pairwise":
-            values["pair_lo"], values["pair_hi"], values["score"] = _canonical_pair(body)
+            values["b_pair_lo"], values["b_pair_hi"], values["b_score"] = _canonical_pair(body)
         digest = _judgment_hash(j, body, key, raters[j.rater_pk])
         if digest in hashes[target]:
             # the same judgment twice once the items are one: kept, but not counted twice
-            values["excluded"] = True
-            values["exclusion_reason"] = (f"duplicate after the item merge of migration 0005 "
-                                          f"(same rater, same verdict; was content hash {j.content_hash})")
+            values["b_excluded"] = True
+            values["b_exclusion_reason"] = (f"duplicate after the item merge of migration 0005 "
+                                            f"(same rater, same verdict; was content hash {j.content_hash})")
             digest = hashlib.sha256(f"{digest}:duplicate:{j.pk}".encode()).hexdigest()
         hashes[target].add(digest)
-        values["content_hash"] = digest
+        values["b_content_hash"] = digest
         updates.append(values)
     # a temporary hash first: the (item, content hash) index must not see two rows at once
-    for v in updates:
-        conn.execute(sa.update(JUDGMENTS).where(JUDGMENTS.c.pk == v["pk"]).values(content_hash=f"~0005~{v['pk']}"))
-    for v in updates:
-        conn.execute(sa.update(JUDGMENTS).where(JUDGMENTS.c.pk == v["pk"])
-                     .values(**{k: val for k, val in v.items() if k != "pk"}))
+    _run(conn, _by_pk(JUDGMENTS, content_hash=""), [{"b_pk": v["b_pk"], "b_content_hash": f"~0005~{v['b_pk']}"}
+                                                    for v in updates])
+    columns = [k[2:] for k in updates[0] if k != "b_pk"] if updates else []
+    statement = sa.update(JUDGMENTS).where(JUDGMENTS.c.pk == sa.bindparam("b_pk")).values(
+        {c: sa.bindparam(f"b_{c}", type_=JUDGMENTS.c[c].type) for c in columns})
+    _run(conn, statement, updates)
 
 
-def _move_server_rows(conn: sa.Connection, plans: dict[int, Any], survivor: dict[int, int]) -> None:
+def _move_server_rows(conn: sa.Connection, project_pk: int, plans: dict[int, Any], survivor: dict[int, int]) -> None:
     """Pool entries, pool domains, assignments and gold outcomes of merged items follow them."""
-    for pk, (_, _, remap) in plans.items():
-        if remap:
-            for a in conn.execute(sa.select(ASSIGNMENTS.c.pk, ASSIGNMENTS.c.shown_order)
-                                  .where(ASSIGNMENTS.c.item_pk == pk)):
-                conn.execute(sa.update(ASSIGNMENTS).where(ASSIGNMENTS.c.pk == a.pk)
-                             .values(shown_order=_rename(a.shown_order, remap)))
-    for victim, target in sorted(survivor.items()):
-        if victim == target:
+    moved = {pk for pk, target in survivor.items() if pk != target}
+    assignments = conn.execute(_of_project(ASSIGNMENTS, project_pk)).all()
+    _run(conn, sa.update(ASSIGNMENTS).where(ASSIGNMENTS.c.pk == sa.bindparam("b_pk"))
+         .values(shown_order=sa.bindparam("b_shown_order", type_=JSON)),
+         [{"b_pk": a.pk, "b_shown_order": _rename(a.shown_order, plans[a.item_pk][2])}
+          for a in assignments if plans[a.item_pk][2]])
+    if not moved:
+        return
+    pool = {r.item_pk: r for r in conn.execute(_of_project(POOL, project_pk))}
+    sums: dict[int, tuple[int, int]] = {}
+    for victim in sorted(moved & pool.keys()):
+        target = survivor[victim]
+        base = sums.get(target) or ((pool[target].filled, pool[target].target) if target in pool else None)
+        if base is None:  # the target had no entry: the victim's becomes its entry
+            sums[target] = (pool[victim].filled, pool[victim].target)
+            pool[target] = pool[victim]
             continue
-        pool = {r.item_pk: r for r in conn.execute(sa.select(POOL).where(POOL.c.item_pk.in_([victim, target])))}
-        if victim in pool and target in pool:
-            conn.execute(sa.update(POOL).where(POOL.c.pk == pool[target].pk).values(
-                filled=pool[target].filled + pool[victim].filled,
-                target=max(pool[target].target, pool[victim].target)))
-            conn.execute(sa.delete(POOL).where(POOL.c.pk == pool[victim].pk))
-        elif victim in pool:
-            conn.execute(sa.update(POOL).where(POOL.c.pk == pool[victim].pk).values(item_pk=target))
-        have = set(conn.execute(sa.select(POOL_DOMAINS.c.domain).where(POOL_DOMAINS.c.item_pk == target)).scalars())
-        conn.execute(sa.delete(POOL_DOMAINS).where(POOL_DOMAINS.c.item_pk == victim,
-                                                   POOL_DOMAINS.c.domain.in_(sorted(have))))
-        conn.execute(sa.update(POOL_DOMAINS).where(POOL_DOMAINS.c.item_pk == victim).values(item_pk=target))
-        users = set(conn.execute(sa.select(ASSIGNMENTS.c.user_pk).where(ASSIGNMENTS.c.item_pk == target)).scalars())
-        # a rater leased both halves: the lease of the merged-away half goes (its judgment stays)
-        conn.execute(sa.delete(ASSIGNMENTS).where(ASSIGNMENTS.c.item_pk == victim,
-                                                  ASSIGNMENTS.c.user_pk.in_(sorted(users))))
-        conn.execute(sa.update(ASSIGNMENTS).where(ASSIGNMENTS.c.item_pk == victim).values(item_pk=target))
-        conn.execute(sa.update(GOLD_OUTCOMES).where(GOLD_OUTCOMES.c.item_pk == victim).values(item_pk=target))
+        sums[target] = (base[0] + pool[victim].filled, max(base[1], pool[victim].target))
+    delete_pool = [{"b_pk": pool[v].pk} for v in moved & pool.keys() if pool[survivor[v]].pk != pool[v].pk]
+    _run(conn, sa.delete(POOL).where(POOL.c.pk == sa.bindparam("b_pk")), delete_pool)
+    _run(conn, _by_pk(POOL, item_pk="", filled="", target=""),
+         [{"b_pk": pool[t].pk, "b_item_pk": t, "b_filled": f, "b_target": n} for t, (f, n) in sums.items()])
+    domains = defaultdict(set)
+    stale, repoint = [], []
+    for d in sorted(conn.execute(_of_project(POOL_DOMAINS, project_pk)), key=lambda d: (d.item_pk in moved, d.pk)):
+        target = survivor[d.item_pk]
+        if d.domain in domains[target]:
+            stale.append({"b_pk": d.pk})
+        else:
+            domains[target].add(d.domain)
+            if target != d.item_pk:
+                repoint.append({"b_pk": d.pk, "b_item_pk": target})
+    _run(conn, sa.delete(POOL_DOMAINS).where(POOL_DOMAINS.c.pk == sa.bindparam("b_pk")), stale)
+    _run(conn, _by_pk(POOL_DOMAINS, item_pk=""), repoint)
+    users = defaultdict(set)
+    stale, repoint = [], []
+    # a rater leased both halves: the lease of the merged-away half goes (its judgment stays)
+    for a in sorted(assignments, key=lambda a: (a.item_pk in moved, a.pk)):
+        target = survivor[a.item_pk]
+        if a.user_pk in users[target]:
+            stale.append({"b_pk": a.pk})
+        else:
+            users[target].add(a.user_pk)
+            if target != a.item_pk:
+                repoint.append({"b_pk": a.pk, "b_item_pk": target})
+    _run(conn, sa.delete(ASSIGNMENTS).where(ASSIGNMENTS.c.pk == sa.bindparam("b_pk")), stale)
+    _run(conn, _by_pk(ASSIGNMENTS, item_pk=""), repoint)
+    _run(conn, _by_pk(GOLD_OUTCOMES, item_pk=""),
+         [{"b_pk": g.pk, "b_item_pk": survivor[g.item_pk]} for g in conn.execute(_of_project(GOLD_OUTCOMES, project_pk))
+          if g.item_pk in moved])
 
 
 def upgrade() -> None:
