@@ -211,6 +211,8 @@ def _hh_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
     )
     shown = tuple(sorted(ids.values()))
     rater = record.get("labeler") or options.default_rater or "hh-rlhf:crowd"
+    if not isinstance(rater, str):
+        raise RecordError("labeler", f"expected a string, got {type(rater).__name__}")
     judgment = PairwiseJudgment(
         item_id=item.id,
         shown_order=shown,
