@@ -223,6 +223,9 @@ def import_(
     keep_extra: Annotated[bool, typer.Option(help="Keep unknown fields in item metadata instead of rejecting them.")] = False,
     skip_invalid: Annotated[bool, typer.Option(help="Skip (and report) invalid records instead of failing the import.")] = False,
     format: Annotated[str | None, typer.Option("--format", help="Force a record format instead of detecting it.")] = None,
+    ai_labeler: Annotated[list[str] | None, typer.Option(
+        "--ai-labeler", help="A 'labeler' name that is a model (stored as source 'ai'); repeatable. Built in: "
+                             "gpt-*, claude*, gemini*, llama*, model:*, ai, ...")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -231,7 +234,8 @@ def import_(
     from .store.repo import StoreError
 
     engine = engine_for(db)
-    options = ImportOptions(keep_extra=keep_extra, skip_invalid=skip_invalid, format=format)
+    options = ImportOptions(keep_extra=keep_extra, skip_invalid=skip_invalid, format=format,
+                            ai_labelers=tuple(ai_labeler or ()))
     total = sum(p.stat().st_size for p in files)
     with _byte_progress(files) as progress:
         task = progress.add_task("importing", total=total)

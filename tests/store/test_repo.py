@@ -18,6 +18,7 @@ from preflab.schema import (
     dump_judgment,
     parse_judgment,
 )
+from preflab.schema.identity import normal_text
 from preflab.store import db, repo, transaction
 from preflab.store.models import ItemRow, RubricVersion
 from preflab.store.rows import item_rows, judgment_rows, pair_rows, pairwise_rows, text_item_rows
@@ -161,7 +162,7 @@ ids = st.text(alphabet="abcxyz_-0123456789", min_size=1, max_size=12)
 
 
 @settings(max_examples=200, deadline=None)
-@given(prompt=texts, bodies=st.lists(texts, min_size=1, max_size=4, unique=True),
+@given(prompt=texts, bodies=st.lists(texts, min_size=1, max_size=4, unique_by=normal_text),
        with_ids=st.booleans(), models=st.lists(st.none() | ids, min_size=4, max_size=4),
        meta=st.dictionaries(ids, st.integers(-(2**63), 2**63 - 1) | texts | st.none(), max_size=3), item_id=st.none() | ids)
 def test_text_item_rows_equal_the_model(prompt, bodies, with_ids, models, meta, item_id):
@@ -193,7 +194,7 @@ def test_pairwise_rows_equal_the_model(pair, winner, strength, rater, source, ra
 
 
 @settings(max_examples=300, deadline=None)
-@given(prompt=st.text(max_size=40), pair=st.lists(st.text(max_size=40), min_size=2, max_size=2, unique=True),
+@given(prompt=st.text(max_size=40), pair=st.lists(st.text(max_size=40), min_size=2, max_size=2, unique_by=normal_text),
        rater=st.text(min_size=1, max_size=20).filter(lambda r: r == r.strip()), strength=st.integers(1, 3),
        source=st.sampled_from(["human", "ai", "ai_assisted"]))
 def test_pair_rows_equal_the_other_paths(prompt, pair, rater, strength, source):

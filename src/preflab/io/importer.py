@@ -18,15 +18,19 @@ How it works:
    (:class:`ImportFailed` lists ``file:line: field: reason``), unless ``skip_invalid``: then bad
    records are left out and listed in the report and in the batch's ``counts``.
 
-Identity: an item is its ``id`` (derived from the content when the record has none); the same id
-with the same content is counted as existing, with different content it is a problem. A judgment
-is its content hash (or its idempotency key): importing it again adds nothing.
+Identity: an item is its ``id``, derived when the record has none from its prompt and the *set* of
+its answers after the normalisation of :mod:`preflab.schema.identity` (NFC, surrounding
+whitespace, one-message chats = their text), so the same pair written in any shape or judged in
+either direction is one item. The same id with the same (normalised) content is counted as
+existing, with different content it is a problem. A judgment is its content hash (or its
+idempotency key): importing it again adds nothing.
 
 Raises :class:`preflab.store.repo.NotFound` when the project does not exist.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import marshal
@@ -87,6 +91,9 @@ class ImportOptions:
     max_errors: int = 50
     #: Longest JSONL line accepted.
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: ``labeler`` names that are models (stored as ``source: ai``) besides the built-in patterns;
+    #: :func:`import_files` adds the project's ``policy.ai_labelers`` setting.
+    ai_labelers: tuple[str, ...] = ()
 
 
 @dataclass
@@ -160,7 +167,8 @@ class _Record:
 
 
 def _convert_options(options: ImportOptions) -> ConvertOptions:
-    return ConvertOptions(keep_extra=options.keep_extra, default_source=options.default_source)
+    return ConvertOptions(keep_extra=options.keep_extra, default_source=options.default_source,
+                          ai_labelers=frozenset(options.ai_labelers))
 
 
 def _forced_format(options: ImportOptions) -> RecordFormat | None:
@@ -968,6 +976,7 @@ def import_files(
         session.add(batch)
         session.flush()
         report.batch_pk = batch.pk
+        options = _with_project_ai_labelers(options, project)
         loader = _Loader(session, project, batch.pk, options, report)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
@@ -998,6 +1007,16 @@ def import_files(
         )
         session.expire(batch)
     return report
+
+
+def _with_project_ai_labelers(options: ImportOptions, project: Project) -> ImportOptions:
+    """``options`` with the project's ``policy.ai_labelers`` setting added (read raw: io does not
+    import the server, whose ``Policy`` model validates the setting when it is changed)."""
+    policy = (project.settings or {}).get("policy") or {}
+    names = tuple(str(n) for n in policy.get("ai_labelers") or ())
+    if not names:
+        return options
+    return dataclasses.replace(options, ai_labelers=tuple(options.ai_labelers) + names)
 
 
 def validate_files(paths: Sequence[Path], options: ImportOptions = ImportOptions()) -> ValidationReport:  # noqa: B008

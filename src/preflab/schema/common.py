@@ -51,9 +51,12 @@ def prompt_as_messages(prompt: Prompt) -> list[dict[str, Any]]:
 
 
 def prompt_as_text(prompt: Prompt) -> str:
-    """A prompt flattened to text (for length audits and non-chat exports)."""
+    """A prompt flattened to text (for length audits and non-chat exports). A one-message user
+    chat is its text, as it is the same prompt as that text (see :mod:`.identity`)."""
     if isinstance(prompt, str):
         return prompt
+    if len(prompt) == 1 and prompt[0].role == "user":
+        return prompt[0].content
     return "\n\n".join(f"{m.role}: {m.content}" for m in prompt)
 
 

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from .common import Identifier, Message, Prompt, StrictModel, content_hash, prompt_as_messages
+from .common import Identifier, Message, Prompt, StrictModel, content_hash
+from .identity import candidate_key, identity, item_content, item_key
 
 
 class Candidate(StrictModel):
@@ -24,7 +25,7 @@ class Candidate(StrictModel):
         if (self.text is None) == (self.messages is None):
             raise ValueError("a candidate needs exactly one of 'text' or 'messages'")
         if self.id is None:
-            self.id = content_hash(self.body_json(), prefix="cand_", length=12)
+            self.id = candidate_key(self.body_json())
         return self
 
     def body_json(self) -> Any:
@@ -72,18 +73,20 @@ class Item(StrictModel):
             raise ValueError(f"candidate ids must be unique within an item, got {ids}")
         self.domains = sorted({d.strip().lower() for d in self.domains if d.strip()})
         if self.id is None:
-            self.id = content_hash(self.content_key(), prefix="itm_", length=16)
+            self.id = item_key(self.prompt, self._bodies())
         return self
 
+    def _bodies(self) -> list[tuple[str, Any]]:
+        return [(c.id or "", c.body_json()) for c in self.candidates]
+
     def content_key(self) -> dict[str, Any]:
-        """What identifies an item's content (used for its default id and idempotent import)."""
-        return {
-            "prompt": prompt_as_messages(self.prompt),
-            "candidates": [[c.id, c.body_json()] for c in self.candidates],
-        }
+        """What identifies an item's content: its default id hashes this (see :mod:`.identity`)."""
+        return identity(self.prompt, self._bodies())
 
     def content_hash(self) -> str:
-        return content_hash(self.model_dump(mode="json", exclude={"id"}), length=64)
+        """Hash of what a rater sees and grading uses, normalised (see :mod:`.identity`): the same
+        pair written another way has the same hash, so importing it again adds nothing."""
+        return content_hash(item_content(self.model_dump(mode="json", exclude={"id"})), length=64)
 
     def candidate(self, candidate_id: str) -> Candidate:
         for c in self.candidates:

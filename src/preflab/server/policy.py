@@ -56,6 +56,12 @@ class Policy(BaseModel):
                                      description="Shortest rationale accepted with a judgment (0: optional).")
     spot_review_share: float = Field(default=0.05, ge=0, le=1,
                                      description="Share of unflagged judgments shown in the spot-review queue.")
+    # -- identity branch: imported labels by models ---------------------------------------------
+    ai_labelers: list[str] = Field(
+        default_factory=list, max_length=1000,
+        description="Imported 'labeler' names that are models (stored as source 'ai'), besides the built-in "
+                    "patterns (gpt-*, claude*, gemini*, llama*, model:*, ai ...; see preflab.io.formats.generic).",
+    )
 
     @field_validator("required_domains")
     @classmethod

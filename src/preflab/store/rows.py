@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from ..schema import Item, JudgmentBase, content_hash, dump_judgment
+from ..schema.identity import candidate_key, item_content, item_key, normal_text
 
 _BODY_EXCLUDE = {"item_id", "rationale", "provenance"}
 _SOURCES = ("human", "ai", "ai_assisted")
@@ -75,7 +76,7 @@ class JudgmentRows:
 
 
 def _item_rows_from_dump(data: dict[str, Any]) -> ItemRows:
-    digest = content_hash({k: v for k, v in data.items() if k != "id"}, length=64)
+    digest = content_hash(item_content(data), length=64)
     return ItemRows(
         key=data["id"],
         content_hash=digest,
@@ -131,7 +132,7 @@ def text_item_rows(
     """
     cands = [
         {
-            "id": content_hash(text, prefix="cand_", length=12) if cid is None else cid,
+            "id": candidate_key(text) if cid is None else cid,
             "text": text,
             "messages": None,
             "model": model,
@@ -144,11 +145,10 @@ def text_item_rows(
     if len(set(ids)) != len(ids):
         raise ValueError(f"candidate ids must be unique within an item, got {ids}")
     if item_id is None:
-        key = {"prompt": [{"role": "user", "content": prompt}], "candidates": [[c["id"], c["text"]] for c in cands]}
-        item_id = content_hash(key, prefix="itm_", length=16)
+        item_id = item_key(prompt, [(c["id"], c["text"]) for c in cands])
     metadata = metadata or {}
     digest = content_hash(
-        {"prompt": prompt, "candidates": cands, "domains": [], "reference": None, "gold": None, "metadata": metadata},
+        item_content({"prompt": prompt, "candidates": cands, "domains": [], "reference": None, "gold": None}),
         length=64,
     )
     return ItemRows(
@@ -443,18 +443,27 @@ def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: 
     """
     sha256, dumps = hashlib.sha256, orjson.dumps
     pj, cj, rj = dumps(prompt), dumps(chosen), dumps(rejected)
-    c0 = "cand_" + sha256(cj).hexdigest()[:12]
-    c1 = "cand_" + sha256(rj).hexdigest()[:12]
+    # The identity uses the normalised texts (preflab.schema.identity); most are normal already,
+    # and then their JSON is the one just made.
+    np_, nc, nr = normal_text(prompt), normal_text(chosen), normal_text(rejected)
+    npj = pj if np_ is prompt else dumps(np_)
+    ncj = cj if nc is chosen else dumps(nc)
+    nrj = rj if nr is rejected else dumps(nr)
+    c0 = "cand_" + sha256(ncj).hexdigest()[:12]
+    c1 = "cand_" + sha256(nrj).hexdigest()[:12]
+    if c0 == c1:
+        raise ValueError("'chosen' and 'rejected' are the same answer (after normalisation)")
     b0, b1 = c0.encode(), c1.encode()
-    # content_hash({"prompt": [{"role": "user", "content": prompt}], "candidates": [[id, text], ...]})
-    item_key = "itm_" + sha256(
-        b'{"candidates":[["%s",%s],["%s",%s]],"prompt":[{"content":%s,"role":"user"}]}' % (b0, cj, b1, rj, pj)
+    # Candidates in sorted id order: the identity is the set of answers, not their order.
+    (k0, j0), (k1, j1) = ((b0, ncj), (b1, nrj)) if c0 < c1 else ((b1, nrj), (b0, ncj))
+    # content_hash(identity(prompt, candidates)): {"prompt": [user message], "candidates": [[id, text], ...]}
+    item_key_ = "itm_" + sha256(
+        b'{"candidates":[["%s",%s],["%s",%s]],"prompt":[{"content":%s,"role":"user"}]}' % (k0, j0, k1, j1, npj)
     ).hexdigest()[:16]
-    # content_hash of the item's dump without "id" (Item.content_hash)
+    # content_hash(item_content(dump)) (Item.content_hash)
     item_hash = sha256(
-        b'{"candidates":[{"id":"%s","messages":null,"metadata":{},"model":null,"source":"model","text":%s},'
-        b'{"id":"%s","messages":null,"metadata":{},"model":null,"source":"model","text":%s}],'
-        b'"domains":[],"gold":null,"metadata":{},"prompt":%s,"reference":null}' % (b0, cj, b1, rj, pj)
+        b'{"candidates":[{"body":%s,"id":"%s"},{"body":%s,"id":"%s"}],'
+        b'"domains":[],"gold":null,"prompt":[{"content":%s,"role":"user"}],"reference":null}' % (j0, k0, j1, k1, npj)
     ).hexdigest()
     if c0 < c1:
         lo, hi, winner, score = b0, b1, b"a", -strength
@@ -464,7 +473,7 @@ def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: 
     judgment_hash = sha256(
         b'{"item_id":"%s","kind":"pairwise","provenance":{"rater_id":%s,"review_pass":0,"source":"%s"},'
         b'"shown_order":["%s","%s"],"strength":%d,"winner":"%s"}'
-        % (item_key.encode(), dumps(rater_id), source.encode(), lo, hi, strength, winner)
+        % (item_key_.encode(), dumps(rater_id), source.encode(), lo, hi, strength, winner)
     ).hexdigest()
-    return PairRows(item_key, item_hash, prompt, pj.decode(), (chosen, rejected), (c0, c1), rater_id, source,
+    return PairRows(item_key_, item_hash, prompt, pj.decode(), (chosen, rejected), (c0, c1), rater_id, source,
                     winner.decode(), strength, score, judgment_hash)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from ...schema import Candidate, Item, JudgmentBase, Rubric
+from ...schema import Candidate, Item, JudgmentBase, Rubric, prompt_as_text
 from .resolve import (
     DropLog,
     LengthFn,
@@ -164,9 +164,7 @@ def prompt_value(prompt: Any, conversational: bool) -> str | list[dict[str, str]
     """A prompt as text (standard) or a list of ``{role, content}`` messages (conversational)."""
     if conversational:
         return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _messages(prompt)
-    if isinstance(prompt, str):
-        return prompt
-    return "\n\n".join(f"{m.role}: {m.content}" for m in prompt)
+    return prompt_as_text(prompt)  # one rule: "Q" and [user: Q] are the same prompt, exported alike
 
 
 def completion_value(candidate: Candidate | Any, conversational: bool) -> str | list[dict[str, str]]:

@@ -55,6 +55,10 @@ class ConvertOptions:
     default_source: str = "human"
     #: Rater id for judgments whose record names none.
     default_rater: str | None = None
+    #: ``labeler`` names stored as ``source: ai`` besides the built-in patterns
+    #: (:func:`preflab.io.formats.generic.labeler_source`): ``--ai-labeler`` and the project's
+    #: ``policy.ai_labelers`` setting.
+    ai_labelers: frozenset[str] = frozenset()
 
 
 FORMATS: dict[str, RecordFormat] = {}

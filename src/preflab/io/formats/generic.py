@@ -10,6 +10,10 @@ and preflab's own item and judgment records.
 | ``comparison`` | ``{"prompt", "chosen", "rejected", "labeler"?, "source"?, "strength"?, "margin"?}``; TRL standard (strings) and conversational (message lists, also without ``prompt``: the shared prefix of ``chosen`` and ``rejected``) | an item + a pairwise judgment |
 | ``unpaired`` | TRL ``{"prompt", "completion", "label": bool}`` | an item + a unary judgment |
 
+Sources: a ``labeler`` that names a model is an AI label, stored as ``source: ai`` and never as a
+human rater (see :func:`labeler_source` for the names); a record that says ``"source": "human"``
+for such a labeler is an error.
+
 Choices where the source says nothing: a comparison without ``strength`` gets strength 2
 ("better"); a TRL ``margin`` becomes the strength ``round(|margin|)`` clipped to 1..3; the
 rater is ``labeler``, else ``--default-rater``, else ``"anonymous"``. The pair of a comparison is
@@ -33,6 +37,7 @@ from ...schema import (
     UnaryJudgment,
     parse_judgment,
 )
+from ...schema.identity import normal_answer
 from ...store.rows import PairRows, check_identifier, pair_rows, pairwise_rows, text_item_rows
 from . import (
     Converted,
@@ -46,6 +51,8 @@ from . import (
 )
 
 UNKNOWN_STRENGTH = 2
+IDENTICAL = ("identical to 'chosen' (compared after normalisation: Unicode NFC, surrounding whitespace, "
+             "one assistant message = its text); a comparison needs two different answers")
 ANONYMOUS = "anonymous"
 SOURCES = ("human", "ai", "ai_assisted")
 
@@ -66,10 +73,40 @@ def _rater(record: dict[str, Any], options: ConvertOptions, key: str = "labeler"
     return _identifier(value, key)
 
 
-def _source(record: dict[str, Any], options: ConvertOptions) -> str:
+#: ``labeler`` values that name a model (compared in lower case): exactly one of
+#: :data:`AI_LABELER_NAMES`, or starting with one of :data:`AI_LABELER_PREFIXES`.
+AI_LABELER_NAMES = frozenset({"ai", "model", "llm", "gpt4", "gpt-4", "chatgpt"})
+AI_LABELER_PREFIXES = (
+    "model:", "ai:", "llm:", "gpt-", "gpt4", "chatgpt", "claude", "gemini", "palm-", "llama", "mistral", "mixtral",
+    "qwen", "deepseek", "phi-", "gemma", "command-r", "o1-", "o3-", "o4-",
+)
+
+
+def is_ai_labeler(labeler: str, extra: frozenset[str] = frozenset()) -> bool:
+    """Whether ``labeler`` names a model: a built-in pattern or one of ``extra`` (exact names)."""
+    if labeler in extra:
+        return True
+    name = labeler.lower()
+    return name in AI_LABELER_NAMES or name.startswith(AI_LABELER_PREFIXES)
+
+
+def labeler_source(rater: str, stated: str, options: ConvertOptions, said: bool) -> str:
+    """The source of a judgment by ``rater``: ``ai`` when the rater is a model (see
+    :func:`is_ai_labeler`), else ``stated``. ``said``: the record stated ``source`` itself."""
+    if stated == "ai" or not is_ai_labeler(rater, options.ai_labelers):
+        return stated
+    if said and stated == "human":
+        raise RecordError("source", f"'human', but labeler {rater!r} names a model; a model's label is source 'ai' "
+                                    "(remove 'source', or rename the labeler if it is a person)")
+    return "ai"
+
+
+def _source(record: dict[str, Any], options: ConvertOptions, rater: str | None = None) -> str:
     source = record.get("source", options.default_source)
     if source not in SOURCES:
         raise RecordError("source", f"expected one of {', '.join(SOURCES)}, got {source!r}")
+    if rater is not None:
+        return labeler_source(rater, source, options, "source" in record)
     return source
 
 
@@ -299,9 +336,14 @@ def comparison_pair(record: dict[str, Any], options: ConvertOptions) -> PairRows
     source = record.get("source", options.default_source)
     if source not in SOURCES:
         source = _source(record, options)  # raises the general route's error
+    if source != "ai" and is_ai_labeler(rater, options.ai_labelers):
+        source = labeler_source(rater, source, options, "source" in record)
     strength = UNKNOWN_STRENGTH if record.keys() <= PLAIN_COMPARISON_KEYS else _strength(record)
     # store.rows.pair_rows builds exactly what text_item_rows + pairwise_rows (and so the models) would.
-    return pair_rows(prompt, chosen, rejected, rater, strength, source)
+    try:
+        return pair_rows(prompt, chosen, rejected, rater, strength, source)
+    except ValueError:
+        return None  # the same answer twice after normalisation: the general route says so
 
 
 def _comparison_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
@@ -316,7 +358,7 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
     chosen, rejected = record.get("chosen"), record.get("rejected")
     prompt = record.get("prompt")
     rater = _rater(record, options)
-    source = _source(record, options)
+    source = _source(record, options, rater)
     strength = _strength(record)
     rationale = record.get("rationale")
     if rationale is not None and not isinstance(rationale, str):
@@ -326,8 +368,8 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
 
     if isinstance(prompt, str) and isinstance(chosen, str) and isinstance(rejected, str) and not record.get("domains"):
         # Fast path: plain text, no pydantic (store.rows builds exactly what the models would).
-        if chosen == rejected:
-            raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+        if normal_answer(chosen) == normal_answer(rejected):
+            raise RecordError("rejected", IDENTICAL)
         try:
             item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)], meta, item_id)
             ids = item.candidate_keys
@@ -351,11 +393,11 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
             raise RecordError("rejected", "shares no leading messages with 'chosen': cannot tell the prompt")
         prompt, chosen, rejected = chosen[:n], chosen[n:], rejected[n:]
         if not chosen or not rejected:
-            raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+            raise RecordError("rejected", IDENTICAL)
     elif not isinstance(prompt, str | list):
         raise RecordError("prompt", f"expected a string or a list of messages, got {type(prompt).__name__}")
-    if chosen == rejected:
-        raise RecordError("rejected", "identical to 'chosen'; a comparison needs two different answers")
+    if normal_answer(chosen) == normal_answer(rejected):
+        raise RecordError("rejected", IDENTICAL)
     bodies = [{"text": c} if isinstance(c, str) else {"messages": c} for c in (chosen, rejected)]
     data = {"id": item_id, "prompt": prompt, "candidates": bodies, "metadata": meta}
     if record.get("domains") is not None:
@@ -411,7 +453,7 @@ def _unpaired_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
             candidate_id=item.candidates[0].id,
             label=label,
             rationale=record.get("rationale"),
-            provenance={"rater_id": _rater(record, options), "source": _source(record, options)},
+            provenance={"rater_id": (rater := _rater(record, options)), "source": _source(record, options, rater)},
         )
     except ValidationError as exc:
         raise from_validation_error(exc) from None

@@ -25,9 +25,10 @@ from ...schema import (
     Rubric,
     RubricJudgment,
     UnaryJudgment,
-    content_hash,
 )
+from ...schema.identity import candidate_key
 from . import Converted, ConvertOptions, RecordError, RecordFormat, check_unknown, register, require
+from .generic import labeler_source
 
 UNKNOWN_STRENGTH = 2
 
@@ -200,22 +201,24 @@ def _hh_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
     if [m.model_dump() for m in rejected[:-1]] != [m.model_dump() for m in prompt]:
         raise RecordError("rejected", "the conversation before the final reply differs from 'chosen'")
     good, bad = chosen[-1].content, rejected[-1].content
-    if good == bad:
-        raise RecordError("rejected", "the final reply is identical to the chosen one")
-    ids = {"chosen": content_hash(good, "cand_", 12), "rejected": content_hash(bad, "cand_", 12)}
+    ids = {"chosen": candidate_key(good), "rejected": candidate_key(bad)}
+    if ids["chosen"] == ids["rejected"]:
+        raise RecordError("rejected", "the final reply is identical to the chosen one (after normalisation)")
     item = Item(
         prompt=prompt,
         candidates=[{"id": ids["chosen"], "text": good}, {"id": ids["rejected"], "text": bad}],
         metadata={"source": "hh-rlhf"},
     )
     shown = tuple(sorted(ids.values()))
+    rater = record.get("labeler") or options.default_rater or "hh-rlhf:crowd"
+    if not isinstance(rater, str):
+        raise RecordError("labeler", f"expected a string, got {type(rater).__name__}")
     judgment = PairwiseJudgment(
         item_id=item.id,
         shown_order=shown,
         winner="a" if shown[0] == ids["chosen"] else "b",
         strength=UNKNOWN_STRENGTH,
-        provenance={"rater_id": record.get("labeler") or options.default_rater or "hh-rlhf:crowd",
-                    "source": "human"},
+        provenance={"rater_id": rater, "source": labeler_source(rater, "human", options, said=False)},
     )
     return Converted([item], [judgment])
 
