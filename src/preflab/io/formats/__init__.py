@@ -143,3 +143,4 @@ JUDGMENT_TAGS = {"pairwise", "ranking", "rubric", "unary", "steps", "demonstrati
 # Registration order is detection order: specific shapes before generic ones.
 from . import generic as _generic  # noqa: E402,F401
 from . import shared_datasets as _shared_datasets  # noqa: E402,F401
+from . import evaluation as _evaluation  # noqa: E402,F401
