@@ -23,7 +23,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from ...schema import PairwiseJudgment
-from . import Converted, ConvertOptions, RecordError, RecordFormat, check_unknown, from_validation_error, register
+from . import (
+    Converted,
+    ConvertOptions,
+    RecordError,
+    RecordFormat,
+    check_unknown,
+    from_validation_error,
+    register,
+)
 from .generic import UNKNOWN_STRENGTH, _identifier, _item, _rater, _source
 
 ROLLOUT_KEYS = {"id", "prompt", "response", "reward", "model", "domains", "metadata"}
