@@ -121,8 +121,15 @@ def report(
     reward model against people."""
     from ..store.repo import StoreError
     from .outputs import OutputsInvalid
-    from .report import RATING_HEADER, build_report, load_verdicts, rating_rows, read_rm_scores, render_html, \
-        write_human_eval
+    from .report import (
+        RATING_HEADER,
+        build_report,
+        load_verdicts,
+        rating_rows,
+        read_rm_scores,
+        render_html,
+        write_human_eval,
+    )
 
     if bootstrap < 0:
         fail("--bootstrap must be 0 or more", 2)
