@@ -2,7 +2,7 @@
 
 >>> from preflab.io.export import EXPORT_FORMATS, ExportOptions, export_project
 >>> sorted(EXPORT_FORMATS)
-['openrlhf', 'raw', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-stepwise', 'verl']
+['openrlhf', 'raw', 'to-label', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-stepwise', 'verl']
 
 ``export_project(engine, "my-project", ExportOptions(format="trl-preference", out=Path("out")))``
 writes ``out/train.jsonl``, ``out/README.md`` (dataset card) and ``out/manifest.json`` atomically
@@ -24,6 +24,7 @@ from .base import (
 from .openrlhf import OpenRLHF
 from .pipeline import apply_gates, collect, export_project, length_parity_gate, write_export
 from .raw import Raw
+from .to_label import ToLabel
 from .resolve import (
     DropLog,
     PairAggregator,
@@ -46,7 +47,7 @@ from .verl import Verl
 
 EXPORT_FORMATS: dict[str, Exporter] = {
     e.name: e
-    for e in (TRLPreference(), TRLReward(), TRLKTO(), TRLSFT(), TRLStepwise(), OpenRLHF(), Verl(), Raw())
+    for e in (TRLPreference(), TRLReward(), TRLKTO(), TRLSFT(), TRLStepwise(), OpenRLHF(), Verl(), Raw(), ToLabel())
 }
 
 __all__ = [
