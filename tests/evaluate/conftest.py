@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
+
+
+def _server_suite():  # noqa: ANN202
+    """The server suite's fixtures module (a real ``preflab serve`` and a seeded database)."""
+    path = Path(__file__).resolve().parents[1] / "server" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("_preflab_server_fixtures", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_server = _server_suite()
+seed = _server.seed
+start_server = _server.start_server  # a fixture: pytest finds it here too
 
 V1, V2, V3 = "acme-secret-v1", "acme-secret-v2", "acme-secret-v3"
 

@@ -7,11 +7,12 @@ import json
 from collections import Counter
 
 import pytest
-from .conftest import V1, V2, V3, outputs, write_outputs
 
 from preflab.evaluate.create import create_evaluation, plan_evaluation
 from preflab.evaluate.outputs import OutputsInvalid, read_all_outputs, read_outputs
 from preflab.store import open_db, repo, transaction
+
+from .conftest import V1, V2, V3, outputs, write_outputs
 
 
 def test_order_is_randomised_per_item_reproducibly_and_stored(two_models):
@@ -84,6 +85,11 @@ def test_create_writes_the_project_in_one_transaction(two_models, sqlite_url):
         stored = [i.item for i in repo.iter_items_with_judgments(s, project)]
     planned = plan_evaluation(read_all_outputs([(None, p) for p in two_models]), seed=5).items
     assert [[c.model for c in i.candidates] for i in stored] == [[c.model for c in i.candidates] for i in planned]
-    assert {d for i in stored for d in i.domains} == {"general", "physics"}
+    # domain tags are topics for the report, not routing (raters need no credentials) ...
+    assert all(i.domains == [] for i in stored)
+    assert {d for i in stored for d in i.metadata["evaluation"]["domains"]} == {"general", "physics"}
+    # ... unless asked
+    routed = plan_evaluation(read_all_outputs([(None, p) for p in two_models]), route_by_domain=True).items
+    assert {d for i in routed for d in i.domains} == {"general", "physics"}
     with pytest.raises(repo.Conflict):  # a second create never mixes two evaluations
         create_evaluation(engine, "blind", read_all_outputs([(None, p) for p in two_models]))

@@ -69,6 +69,8 @@ def create(
     seed: Annotated[int, typer.Option(help="Seed of the per-item answer order.")] = 0,
     raters_per_item: Annotated[int, typer.Option(help="People per item (>= 2: every item overlapped).")] = 1,
     title: Annotated[str, typer.Option(help="Title raters see (name no model here).")] = "",
+    route_by_domain: Annotated[bool, typer.Option(help="Make the outputs' domain tags item domains: only raters "
+                                                  "verified in them get the item (default: tags for the report).")] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -84,7 +86,7 @@ def create(
     try:
         outputs = read_all_outputs(sources)
         summary = create_evaluation(engine_for(db), project, outputs, seed=seed, raters_per_item=raters_per_item,
-                                    title=title)
+                                    title=title, route_by_domain=route_by_domain)
     except OutputsInvalid as exc:
         for p in exc.problems[:50]:
             err.print(str(p), highlight=False, markup=False)

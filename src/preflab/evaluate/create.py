@@ -9,6 +9,11 @@ which the rater's views never include (:meth:`preflab.schema.Item.public_view`);
 content hashes, so they name no model either. Overlap, gold and qualification are the project
 policy's business, as for any other project.
 
+Domain tags of the outputs are topics for the report's per-domain breakdown
+(``metadata.evaluation.domains``); with ``route_by_domain`` they become the items' ``domains``
+instead, which the assignment engine uses to send items only to raters with verified credentials
+in those domains (``policy.domain_match``).
+
 Skipped, and counted in the summary: prompts only some models answered, and pairs whose two answers
 are the same text (people cannot prefer one of two identical answers).
 """
@@ -57,7 +62,7 @@ def _candidate(model: str, body: Any) -> dict[str, Any]:
     return {**({"text": body} if isinstance(body, str) else {"messages": body}), "model": model}
 
 
-def plan_evaluation(models: list[ModelOutputs], *, seed: int = 0) -> EvalPlan:
+def plan_evaluation(models: list[ModelOutputs], *, seed: int = 0, route_by_domain: bool = False) -> EvalPlan:
     """One item per model pair and shared prompt, in the files' order; see the module doc."""
     rng = random.Random(seed)
     plan = EvalPlan()
@@ -77,11 +82,14 @@ def plan_evaluation(models: list[ModelOutputs], *, seed: int = 0) -> EvalPlan:
             if rng.random() < 0.5:
                 sides.reverse()
             plan.first_shown[sides[0][0]] += 1
-            evaluation = {"prompt_id": a.id or b.id} if (a.id or b.id) else {}
+            domains = sorted(set(a.domains) | set(b.domains))
+            evaluation: dict[str, Any] = {"prompt_id": a.id or b.id} if (a.id or b.id) else {}
+            if domains and not route_by_domain:
+                evaluation["domains"] = domains
             plan.items.append(Item.model_validate({
                 "prompt": a.prompt,
                 "candidates": [_candidate(name, r.response) for name, r in sides],
-                "domains": sorted(set(a.domains) | set(b.domains)),
+                "domains": domains if route_by_domain else [],
                 "metadata": {"evaluation": evaluation},
             }))
             counts["items"] += 1
@@ -114,11 +122,12 @@ def create_evaluation(
     seed: int = 0,
     raters_per_item: int = 1,
     title: str = "",
+    route_by_domain: bool = False,
 ) -> dict[str, Any]:
     """Create the comparison project and its items in one transaction; returns a summary."""
     if raters_per_item < 1:
         raise ValueError(f"raters per item must be at least 1, got {raters_per_item}")
-    plan = plan_evaluation(models, seed=seed)
+    plan = plan_evaluation(models, seed=seed, route_by_domain=route_by_domain)
     if not plan.items:
         raise ValueError("no prompt was answered differently by two models: nothing to compare "
                          f"(per pair: {plan.pairs})")
@@ -131,6 +140,7 @@ def create_evaluation(
         "project": project_name,
         "seed": seed,
         "raters_per_item": raters_per_item,
+        "route_by_domain": route_by_domain,
         "models": [{"name": m.name, "file": str(m.path), "sha256": _sha256(m.path), "answers": len(m.answers)}
                    for m in models],
         **plan.summary(),

@@ -8,7 +8,8 @@ out, and so are AI-sourced ones unless asked. One rater's verdict on one item is
 model shown first being ``model_a``.
 
 The report (one JSON-able dict, :func:`build_report`): per model pair win/tie/loss with Wilson
-intervals, Arena ratings with bootstrap intervals (:mod:`.arena`), the same per domain tag, and,
+intervals, Arena ratings with bootstrap intervals (:mod:`.arena`), the same per domain tag (the
+item's ``domains`` and ``metadata.evaluation.domains``), and,
 given reward-model scores for the same answers (``rollouts.jsonl`` from ``preflab rm score``),
 how often the answer the reward model scores higher is the one people prefer.
 """
@@ -75,6 +76,8 @@ def _verdicts_of(item: Item, judgments: list[Any], order: list[int], include_ai:
         skipped["items not comparing two models"] += 1
         return []
     prompt = item.model_dump(mode="json")["prompt"]
+    evaluation = item.metadata.get("evaluation") if isinstance(item.metadata.get("evaluation"), dict) else {}
+    topics = tuple(sorted(set(item.domains) | set(evaluation.get("domains") or ())))
     out = []
     for _, j in effective_judgments(judgments, order):
         if not isinstance(j, PairwiseJudgment):
@@ -89,7 +92,7 @@ def _verdicts_of(item: Item, judgments: list[Any], order: list[int], include_ai:
             answers=(_body(item.candidate(first)), _body(item.candidate(second))),
             models=(models[first], models[second]),
             winner={"a": "model_a", "b": "model_b", "tie": "tie"}[j.winner],
-            domains=tuple(item.domains), rater_hash=j.provenance.rater_hash or j.provenance.rater_id,
+            domains=topics, rater_hash=j.provenance.rater_hash or j.provenance.rater_id,
         ))
     return out
 
