@@ -24,7 +24,6 @@ from .base import (
 from .openrlhf import OpenRLHF
 from .pipeline import apply_gates, collect, export_project, length_parity_gate, write_export
 from .raw import Raw
-from .to_label import ToLabel
 from .resolve import (
     DropLog,
     PairAggregator,
@@ -38,6 +37,7 @@ from .resolve import (
     rubric_pairs,
     word_length,
 )
+from .to_label import ToLabel
 from .trl_kto import TRLKTO
 from .trl_preference import TRLPreference
 from .trl_reward import TRLReward
