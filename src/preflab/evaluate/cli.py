@@ -89,7 +89,7 @@ def create(
                                     title=title, route_by_domain=route_by_domain)
     except OutputsInvalid as exc:
         for p in exc.problems[:50]:
-            err.print(str(p), highlight=False, markup=False)
+            err.print(str(p), highlight=False, markup=False, soft_wrap=True)
         fail(f"{len(exc.problems)} problem(s) in the model outputs; nothing was created. Fix the lines above "
              "(`preflab validate FILE` checks a file alone).", 2)
     except (StoreError, ValueError) as exc:
@@ -140,7 +140,7 @@ def report(
         data = load_verdicts(engine_for(db), project, include_ai=include_ai)
     except OutputsInvalid as exc:
         for p in exc.problems[:50]:
-            err.print(str(p), highlight=False, markup=False)
+            err.print(str(p), highlight=False, markup=False, soft_wrap=True)
         fail(f"{len(exc.problems)} problem(s) in --rm-scores {rm_scores}", 2)
     except StoreError as exc:
         fail(str(exc), 2)

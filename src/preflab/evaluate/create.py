@@ -68,6 +68,11 @@ def plan_evaluation(models: list[ModelOutputs], *, seed: int = 0, route_by_domai
     plan = EvalPlan()
     every = set.intersection(*(set(m.answers) for m in models))
     plan.unmatched = {m.name: len(set(m.answers) - every) for m in models}
+    # a prompt's topics are the same whichever two models answer it: the union over every file
+    topics: dict[str, set[str]] = {}
+    for m in models:
+        for key, answer in m.answers.items():
+            topics.setdefault(key, set()).update(answer.domains)
     for left, right in combinations(models, 2):
         counts = {"items": 0, "identical_skipped": 0, "prompts_in_one_only": 0}
         for key, a in left.answers.items():
@@ -82,7 +87,7 @@ def plan_evaluation(models: list[ModelOutputs], *, seed: int = 0, route_by_domai
             if rng.random() < 0.5:
                 sides.reverse()
             plan.first_shown[sides[0][0]] += 1
-            domains = sorted(set(a.domains) | set(b.domains))
+            domains = sorted(topics[key])
             evaluation: dict[str, Any] = {"prompt_id": a.id or b.id} if (a.id or b.id) else {}
             if domains and not route_by_domain:
                 evaluation["domains"] = domains
