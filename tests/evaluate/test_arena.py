@@ -72,7 +72,7 @@ def test_ratings_equal_fastchat_compute_mle_elo_on_a_fixed_battle_set():
     # the unanchored reference is centred at 1000 as well (its gradient keeps sum(coef) = 0)
     assert np.mean(list(reference.values())) == pytest.approx(1000, abs=1e-6)
     for model, rating in reference.items():
-        assert ours[model] == pytest.approx(rating, abs=1e-4), model
+        assert ours[model] == pytest.approx(rating, abs=1e-6), model
 
 
 def test_two_models_closed_form():
