@@ -22,7 +22,7 @@ def jsonl(path: Path, rows: list) -> Path:
 def test_rollouts_and_human_eval_validate_line_by_line(tmp_path):
     path = jsonl(tmp_path / "mixed.jsonl", [
         {"prompt": "Hi", "response": "Hello", "reward": 1.5, "model": "v1"},
-        {"prompt": "Hi", "response": "", "model": "v1"},
+        {"prompt": " ", "response": "", "model": "v1"},
         {"prompt": "Hi", "response": "Yo", "reward": "high"},
         {"prompt": "Hi", "response": "Yo", "reward": 1, "scores": [1]},
         {"prompt": "Q", "answer_1": "A", "answer_2": "B", "human_prefers": "tie", "model_1": "v1", "model_2": "v2"},
@@ -31,7 +31,7 @@ def test_rollouts_and_human_eval_validate_line_by_line(tmp_path):
     ])
     report = validate_files([path], ImportOptions())
     assert [str(p) for p in report.problems] == [
-        f"{path}:2: response: empty; expected the text (or a list of chat messages)",
+        f"{path}:2: prompt: empty; expected the text (or a list of chat messages)",
         f"{path}:3: reward: expected a number, got str",
         f"{path}:4: scores: unknown field (known: domains, id, metadata, model, prompt, response, reward); "
         "pass --keep-extra to keep unknown fields in the item's metadata",
@@ -47,16 +47,20 @@ def test_rollouts_import_as_one_answer_items_and_human_eval_as_verdicts(tmp_path
         repo.create_project(s, "p", kinds=["pairwise", "unary"])
     path = jsonl(tmp_path / "in.jsonl", [
         {"prompt": "Hi", "response": "Hello", "reward": 1.5, "model": "v1"},
+        {"prompt": "Hi", "response": "Hello", "reward": 1.5, "model": "v2"},  # same answer, another model
+        {"prompt": "Hi", "response": "", "model": "v3"},  # an empty answer is an answer
         {"prompt": "Q", "answer_1": "A", "answer_2": "B", "human_prefers": "tie", "model_1": "v1", "model_2": "v2",
          "labeler": "carol"},
     ])
     report = import_files(engine, "p", [path])
-    assert (report.items_added, report.judgments_added) == (2, 1)
+    assert (report.items_added, report.judgments_added) == (4, 1)
     with transaction(engine) as s:
-        got = {i.item.prompt: i for i in repo.iter_items_with_judgments(s, repo.get_project(s, "p"))}
-    rollout = got["Hi"].item
-    assert [(c.text, c.model) for c in rollout.candidates] == [("Hello", "v1")]
-    assert rollout.metadata == {"reward": 1.5}
+        stored = list(repo.iter_items_with_judgments(s, repo.get_project(s, "p")))
+    got = {i.item.prompt: i for i in stored}
+    rollouts = [i.item for i in stored if i.item.prompt == "Hi"]
+    assert [(r.candidates[0].text, r.candidates[0].model, r.metadata) for r in rollouts] == [
+        ("Hello", "v1", {"reward": 1.5}), ("Hello", "v2", {"reward": 1.5}), ("", "v3", {})]
+    assert import_files(engine, "p", [path]).already_imported
     pair = got["Q"]
     assert [(c.text, c.model) for c in pair.item.candidates] == [("A", "v1"), ("B", "v2")]
     (j,) = pair.judgments
@@ -89,3 +93,22 @@ def test_to_label_writes_unlabelled_pairs_blind_and_reimports_as_the_same_items(
         original = {i.item.id: i.item for i in repo.iter_items_with_judgments(s, repo.get_project(s, "p"))}
     for r in rows:
         assert [c.text for c in copied[r["id"]].candidates] == [c.text for c in original[r["id"]].candidates]
+
+
+def test_rollouts_export_writes_every_answer_once_with_model_and_reward(tmp_path, sqlite_url):
+    engine = open_db(sqlite_url)
+    with transaction(engine) as s:
+        repo.create_project(s, "p")
+    rows = [{"prompt": "Q1", "answer_a": "A", "answer_b": "B", "model_a": "v1", "model_b": "v2"},
+            {"id": "again", "prompt": "Q1", "answer_a": "A", "answer_b": "C", "model_a": "v1", "model_b": "v3"},
+            {"prompt": "Q2", "response": "R", "reward": 0.25, "model": "v1"}]
+    import_files(engine, "p", [jsonl(tmp_path / "in.jsonl", rows)])
+    export_project(engine, "p", ExportOptions(format="rollouts", out=tmp_path / "out"))
+    out = [orjson.loads(x) for x in (tmp_path / "out" / "train.jsonl").read_bytes().splitlines()]
+    assert sorted(out, key=lambda r: (r["prompt"], r["response"])) == [
+        {"prompt": "Q1", "response": "A", "reward": None, "model": "v1"},  # on two items, written once
+        {"prompt": "Q1", "response": "B", "reward": None, "model": "v2"},
+        {"prompt": "Q1", "response": "C", "reward": None, "model": "v3"},
+        {"prompt": "Q2", "response": "R", "reward": 0.25, "model": "v1"},
+    ]
+    assert validate_files([tmp_path / "out" / "train.jsonl"], ImportOptions()).formats == {"rollout": 4}

@@ -3,7 +3,7 @@ two models' answers (``human_eval.jsonl``).
 
 | format | record | becomes |
 |---|---|---|
-| ``rollout`` | ``{"prompt", "response", "reward"?, "model"?, "id"?, "domains"?}`` (written by ``preflab rm score``; one model's answer to one prompt) | an item with one candidate (its ``model``); the reward in ``metadata.reward`` |
+| ``rollout`` | ``{"prompt", "response", "reward"?, "model"?, "id"?, "domains"?}`` (written by ``preflab rm score``; one model's answer to one prompt; an empty answer is an answer) | an item with one candidate (its ``model``), id from prompt, response and model unless given; the reward in ``metadata.reward`` |
 | ``human_eval`` | ``{"prompt", "answer_1", "answer_2", "human_prefers", "model_1", "model_2", "labeler"?, "id"?, "domains"?}`` (written by ``preflab eval report``) | an item with the two answers (models kept on the candidates, never shown to raters) + a pairwise judgment in the order ``answer_1``, ``answer_2`` |
 
 ``human_prefers`` is ``"answer_1"``, ``"answer_2"`` or ``"tie"`` (also accepted: ``1``, ``2``,
@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ...schema import PairwiseJudgment
+from ...schema.common import content_hash
 from . import (
     Converted,
     ConvertOptions,
@@ -54,9 +55,9 @@ class RolloutFields:
     extra: dict[str, Any]
 
 
-def _body(value: Any, key: str) -> str | list[dict[str, Any]]:
+def _body(value: Any, key: str, *, may_be_empty: bool = False) -> str | list[dict[str, Any]]:
     if isinstance(value, str):
-        if not value.strip():
+        if not value.strip() and not may_be_empty:
             raise RecordError(key, "empty; expected the text (or a list of chat messages)")
         return value
     if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
@@ -95,7 +96,7 @@ def rollout_fields(record: dict[str, Any], options: ConvertOptions = ConvertOpti
     item_id = None if record.get("id") is None else _identifier(record["id"], "id")
     return RolloutFields(
         prompt=_body(record.get("prompt"), "prompt"),
-        response=_body(record.get("response"), "response"),
+        response=_body(record.get("response"), "response", may_be_empty=True),
         reward=None if reward is None else float(reward),
         model=_optional_str(record, "model"),
         id=item_id,
@@ -127,7 +128,11 @@ def _rollout_convert(record: dict[str, Any], options: ConvertOptions) -> Convert
     meta = _metadata(record, r.extra)
     if r.reward is not None:
         meta["reward"] = r.reward
-    item = _item({"id": r.id, "prompt": r.prompt, "candidates": [_candidate(r.response, r.model)],
+    # Two models may give the same answer: a rollout is one model's output, so its model is part
+    # of what identifies it (else the second model's row would clash with the first's item).
+    item_id = r.id or content_hash({"prompt": r.prompt, "response": r.response, "model": r.model},
+                                   prefix="itm_", length=16)
+    item = _item({"id": item_id, "prompt": r.prompt, "candidates": [_candidate(r.response, r.model)],
                   "domains": r.domains, "metadata": meta})
     return Converted([item], [])
 
@@ -147,7 +152,7 @@ def _human_eval_detect(record: dict[str, Any]) -> bool:
 def _human_eval_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
     extra = check_unknown(record, HUMAN_EVAL_KEYS, options)
     prompt = _body(record.get("prompt"), "prompt")
-    answers = [_body(record.get(k), k) for k in ("answer_1", "answer_2")]
+    answers = [_body(record.get(k), k, may_be_empty=True) for k in ("answer_1", "answer_2")]
     if answers[0] == answers[1]:
         raise RecordError("answer_2", "identical to 'answer_1'; a comparison needs two different answers")
     prefers = record.get("human_prefers")
