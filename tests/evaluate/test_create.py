@@ -93,3 +93,14 @@ def test_create_writes_the_project_in_one_transaction(two_models, sqlite_url):
     assert {d for i in routed for d in i.domains} == {"general", "physics"}
     with pytest.raises(repo.Conflict):  # a second create never mixes two evaluations
         create_evaluation(engine, "blind", read_all_outputs([(None, p) for p in two_models]))
+
+
+def test_a_project_name_or_title_that_names_a_model_is_refused(two_models, sqlite_url):
+    engine = open_db(sqlite_url)
+    models = read_all_outputs([(None, p) for p in two_models])
+    with pytest.raises(ValueError, match="names the model 'acme-secret-v2', and raters see it"):
+        create_evaluation(engine, "acme-secret-v2-check", models)
+    with pytest.raises(ValueError, match="the title 'Is ACME-SECRET-V1 better"):
+        create_evaluation(engine, "eval-1", models, title="Is ACME-SECRET-V1 better?")
+    with transaction(engine) as s:
+        assert repo.list_projects(s) == []

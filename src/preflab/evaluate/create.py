@@ -119,6 +119,15 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def check_blind(project_name: str, title: str, names: list[str]) -> None:
+    """Raters see the project's name and title: neither may name a model."""
+    for label, text in (("project name", project_name), ("title", title)):
+        named = [n for n in names if n.lower() in text.lower()]
+        if named:
+            raise ValueError(f"the {label} {text!r} names the model {named[0]!r}, and raters see it; "
+                             "choose a name and title that do not (e.g. 'eval-2026-11')")
+
+
 def create_evaluation(
     engine: Engine,
     project_name: str,
@@ -132,12 +141,14 @@ def create_evaluation(
     """Create the comparison project and its items in one transaction; returns a summary."""
     if raters_per_item < 1:
         raise ValueError(f"raters per item must be at least 1, got {raters_per_item}")
+    title = title or f"Blind evaluation {project_name}"
+    check_blind(project_name, title, [m.name for m in models])
     plan = plan_evaluation(models, seed=seed, route_by_domain=route_by_domain)
     if not plan.items:
         raise ValueError("no prompt was answered differently by two models: nothing to compare "
                          f"(per pair: {plan.pairs})")
     with transaction(engine) as session:
-        project = repo.create_project(session, project_name, title=title or f"Blind evaluation {project_name}",
+        project = repo.create_project(session, project_name, title=title,
                                       kinds=["pairwise"], settings=settings_for(raters_per_item))
         for item in plan.items:
             repo.add_item(session, project, item)
