@@ -104,3 +104,5 @@ def test_a_project_name_or_title_that_names_a_model_is_refused(two_models, sqlit
         create_evaluation(engine, "eval-1", models, title="Is ACME-SECRET-V1 better?")
     with transaction(engine) as s:
         assert repo.list_projects(s) == []
+    short = read_all_outputs([("a", two_models[0]), ("b", two_models[1])])
+    assert create_evaluation(engine, "eval-abba", short)["items"] == 11  # "a" as a word only

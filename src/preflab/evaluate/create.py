@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -122,7 +123,8 @@ def _sha256(path: Path) -> str:
 def check_blind(project_name: str, title: str, names: list[str]) -> None:
     """Raters see the project's name and title: neither may name a model."""
     for label, text in (("project name", project_name), ("title", title)):
-        named = [n for n in names if n.lower() in text.lower()]
+        # as a word (a model called "a" does not make "eval" a leak)
+        named = [n for n in names if re.search(rf"(?<![a-z0-9]){re.escape(n.lower())}(?![a-z0-9])", text.lower())]
         if named:
             raise ValueError(f"the {label} {text!r} names the model {named[0]!r}, and raters see it; "
                              "choose a name and title that do not (e.g. 'eval-2026-11')")
