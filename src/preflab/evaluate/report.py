@@ -275,8 +275,10 @@ def leaderboard_svg(ratings: dict[str, Any] | None, width: int = 640) -> str:
         return left + (v - lo) / (hi - lo) * (right - left)
 
     height = step * len(rows) + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="leaderboard-plot" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="ratings with confidence intervals">']
+    # width 100% of the container, at most its natural size: the viewBox scales it down on phones
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="leaderboard-plot" width="100%" '
+             f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
+             'aria-label="ratings with confidence intervals">']
     for i, m in enumerate(rows):
         y = 20 + i * step
         parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="12">{_e(m["model"])}</text>')
