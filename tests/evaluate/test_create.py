@@ -64,7 +64,8 @@ def test_bad_model_outputs_are_named_line_by_line(tmp_path):
     assert problems[:3] == [
         f"{bad}:2: model: 'someone-else' differs from '{V1}' on line 1; one file holds one model's outputs "
         "(split it, or name it with --model NAME=FILE)",
-        f"{bad}:4: prompt: answered twice (first on line 1); keep one answer per prompt and model",
+        f"{bad}:4: prompt: {V1} answered it already on line 1; keep one answer per prompt and model (or pass "
+        "--first-answer to use the first)",
         f"{bad}:5: response: expected a string or a non-empty list of messages, got int",
     ]
     assert problems[3].startswith(f"{bad}:6: (line): invalid JSON: ") and len(problems) == 4
@@ -106,3 +107,17 @@ def test_a_project_name_or_title_that_names_a_model_is_refused(two_models, sqlit
         assert repo.list_projects(s) == []
     short = read_all_outputs([("a", two_models[0]), ("b", two_models[1])])
     assert create_evaluation(engine, "eval-abba", short)["items"] == 11  # "a" as a word only
+
+
+def test_one_file_with_several_models_and_several_answers_per_prompt(tmp_path):
+    rows = outputs(V1, 3) + outputs(V2, 3, better=True) + [{"prompt": "Question 0: why is the sky blue?",
+                                                            "response": "a second sample", "model": V2}]
+    mixed = write_outputs(tmp_path / "rollouts.jsonl", rows)
+    with pytest.raises(OutputsInvalid, match=f"rollouts.jsonl:7: prompt: {V2} answered it already on line 4"):
+        read_all_outputs([], [mixed])
+    models = read_all_outputs([], [mixed], first_answer=True)
+    assert [(m.name, len(m.answers), m.extra_answers) for m in models] == [(V1, 3, 0), (V2, 3, 1)]
+    assert plan_evaluation(models).pairs[f"{V1} vs {V2}"]["items"] == 3
+    unnamed = write_outputs(tmp_path / "unnamed.jsonl", [{"prompt": "Q", "response": "R"}])
+    with pytest.raises(OutputsInvalid, match="unnamed.jsonl:1: model: missing: rows of a file with several models"):
+        read_all_outputs([], [unnamed])

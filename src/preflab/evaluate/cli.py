@@ -42,7 +42,8 @@ def engine_for(db: str | None):  # noqa: ANN201
 
 eval_app = typer.Typer(help="Blind side-by-side evaluation of model versions by people.", no_args_is_help=True)
 
-def _sources(model_a: Path | None, model_b: Path | None, models: list[str]) -> list[tuple[str | None, Path]]:
+def _sources(model_a: Path | None, model_b: Path | None, models: list[str],
+             mixed: int = 0) -> list[tuple[str | None, Path]]:
     sources: list[tuple[str | None, Path]] = [(None, p) for p in (model_a, model_b) if p is not None]
     for spec in models:
         name, sep, path = spec.partition("=")
@@ -51,9 +52,9 @@ def _sources(model_a: Path | None, model_b: Path | None, models: list[str]) -> l
         if not Path(path).is_file():
             fail(f"--model {spec!r}: no file {path}", 2)
         sources.append((name.strip(), Path(path)))
-    if len(sources) < 2:
+    if len(sources) < 2 and not mixed:
         fail("an evaluation needs the outputs of at least two models: --model-a FILE --model-b FILE "
-             "(or --model NAME=FILE, repeated)", 2)
+             "(or --model NAME=FILE, repeated; or --outputs FILE with several models)", 2)
     return sources
 
 
@@ -66,6 +67,11 @@ def create(
                                                  dir_okay=False)] = None,
     models: Annotated[list[str] | None, typer.Option("--model", help="NAME=FILE: another model's outputs "
                                                      "(repeatable).")] = None,
+    mixed: Annotated[list[Path] | None, typer.Option("--outputs", help="A file with several models' outputs, split "
+                                                     "by each row's 'model' (e.g. `export -f rollouts`; repeatable).",
+                                                     exists=True, dir_okay=False)] = None,
+    first_answer: Annotated[bool, typer.Option(help="A model with several answers to a prompt: use the first "
+                                               "(default: an error).")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the per-item answer order.")] = 0,
     raters_per_item: Annotated[int, typer.Option(help="People per item (>= 2: every item overlapped).")] = 1,
     title: Annotated[str, typer.Option(help="Title raters see (name no model here).")] = "",
@@ -80,11 +86,11 @@ def create(
     from .create import create_evaluation
     from .outputs import OutputsInvalid, read_all_outputs
 
-    sources = _sources(model_a, model_b, models or [])
+    sources = _sources(model_a, model_b, models or [], len(mixed or []))
     if raters_per_item < 1 or raters_per_item > 50:
         fail(f"--raters-per-item {raters_per_item}: choose 1 to 50", 2)
     try:
-        outputs = read_all_outputs(sources)
+        outputs = read_all_outputs(sources, mixed or [], first_answer=first_answer)
         summary = create_evaluation(engine_for(db), project, outputs, seed=seed, raters_per_item=raters_per_item,
                                     title=title, route_by_domain=route_by_domain)
     except OutputsInvalid as exc:

@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from ..schema import Item
+from ..schema.common import content_hash
 from ..store import repo, transaction
 from .outputs import ModelOutputs, answer_key
 
@@ -92,7 +93,14 @@ def plan_evaluation(models: list[ModelOutputs], *, seed: int = 0, route_by_domai
             evaluation: dict[str, Any] = {"prompt_id": a.id or b.id} if (a.id or b.id) else {}
             if domains and not route_by_domain:
                 evaluation["domains"] = domains
+            # Two models may write the same answer: the item of (bloom, llama) must not clash with
+            # the item of (opt, llama) on the same texts, so the models are part of the id (hashed:
+            # the id names no model).
+            item_id = content_hash({"prompt": key, "answers": sorted([name, answer_key(r.response)]
+                                                                     for name, r in sides)},
+                                   prefix="itm_", length=16)
             plan.items.append(Item.model_validate({
+                "id": item_id,
                 "prompt": a.prompt,
                 "candidates": [_candidate(name, r.response) for name, r in sides],
                 "domains": domains if route_by_domain else [],
@@ -159,7 +167,7 @@ def create_evaluation(
         "seed": seed,
         "raters_per_item": raters_per_item,
         "route_by_domain": route_by_domain,
-        "models": [{"name": m.name, "file": str(m.path), "sha256": _sha256(m.path), "answers": len(m.answers)}
-                   for m in models],
+        "models": [{"name": m.name, "file": str(m.path), "sha256": _sha256(m.path), "answers": len(m.answers),
+                    "extra_answers_left_out": m.extra_answers} for m in models],
         **plan.summary(),
     }
