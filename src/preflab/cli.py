@@ -468,5 +468,15 @@ def _mount_server_commands() -> None:
 _mount_server_commands()
 
 
+def _mount_evaluate_commands() -> None:
+    """``preflab eval ...`` lives with the evaluation package."""
+    from .evaluate.cli import eval_app
+
+    app.add_typer(eval_app, name="eval")
+
+
+_mount_evaluate_commands()
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -2,7 +2,7 @@
 
 >>> from preflab.io.export import EXPORT_FORMATS, ExportOptions, export_project
 >>> sorted(EXPORT_FORMATS)
-['openrlhf', 'raw', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-stepwise', 'verl']
+['openrlhf', 'raw', 'rollouts', 'to-label', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-stepwise', 'verl']
 
 ``export_project(engine, "my-project", ExportOptions(format="trl-preference", out=Path("out")))``
 writes ``out/train.jsonl``, ``out/README.md`` (dataset card) and ``out/manifest.json`` atomically
@@ -37,6 +37,8 @@ from .resolve import (
     rubric_pairs,
     word_length,
 )
+from .rollouts import Rollouts
+from .to_label import ToLabel
 from .trl_kto import TRLKTO
 from .trl_preference import TRLPreference
 from .trl_reward import TRLReward
@@ -46,7 +48,7 @@ from .verl import Verl
 
 EXPORT_FORMATS: dict[str, Exporter] = {
     e.name: e
-    for e in (TRLPreference(), TRLReward(), TRLKTO(), TRLSFT(), TRLStepwise(), OpenRLHF(), Verl(), Raw())
+    for e in (TRLPreference(), TRLReward(), TRLKTO(), TRLSFT(), TRLStepwise(), OpenRLHF(), Verl(), Raw(), ToLabel(), Rollouts())
 }
 
 __all__ = [

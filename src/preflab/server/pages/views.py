@@ -286,3 +286,22 @@ def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage
 
 
 _ = repo
+
+
+# -- blind evaluation (preflab.evaluate) ----------------------------------------------------------------
+
+
+@router.get("/admin/p/{project}/leaderboard")
+def leaderboard_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
+    """Model ratings and win rates of a blind evaluation; names models, so admins only."""
+    from markupsafe import Markup
+
+    from ...evaluate import report as ev
+
+    report = ev.build_report(ev.load_verdicts(_db(request).engine, ctx.project.name))
+    domains = [(d, v["battles"], ev.pair_rows(v["pairs"])) for d, v in report["domains"].items()]
+    return render(request, "admin_leaderboard.html", ctx, project=call(api.get_project, request, ctx, project=project),
+                  report=report, svg=Markup(ev.leaderboard_svg(report["ratings"])),  # noqa: S704 - escaped inside
+                  rating_header=ev.RATING_HEADER, rating_table=ev.rating_rows(report["ratings"]),
+                  pair_header=ev.PAIR_HEADER, pair_table=ev.pair_rows(report["pairs"]),
+                  domain_tables=domains if len(domains) > 1 or ev.NO_DOMAIN not in report["domains"] else [])

@@ -1,0 +1,58 @@
+"""``rollouts``: every answer of a project as ``rollouts.jsonl`` rows, the input of ``preflab rm
+score`` and of ``preflab eval create``.
+
+Rows ``{"prompt", "response", "reward", "model"}``, one per candidate of every item (item order,
+then candidate order; a model's answer that appears on several items once), labelled or not: ``model`` is the candidate's model (``null`` when
+unknown), ``reward`` the item's ``metadata.reward`` for a one-answer item imported from a
+``rollouts.jsonl`` (``null`` otherwise, until ``preflab rm score`` fills it in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions, TextCache, text_type
+
+
+def _reward(metadata: dict[str, Any], n_candidates: int) -> float | None:
+    value = metadata.get("reward")
+    if n_candidates != 1 or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+class Rollouts(Exporter):
+    name = "rollouts"
+    description = "every answer as rollouts.jsonl: prompt, response, reward, model (input of rm score / eval create)"
+    reference = "preflab rollouts.jsonl: {prompt, response, reward, model}"
+
+    def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
+        t = text_type(data.conversational)
+        return pa.schema([("prompt", t), ("response", t), ("reward", pa.float64()), ("model", pa.string())])
+
+    def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
+        text = TextCache(data.items, data.conversational)
+        names = ("prompt", "response", "reward", "model")
+        batch: Batch = {n: [] for n in names}
+        seen: set[tuple[str, str, str | None]] = set()
+        for item_id, item in data.items.items():
+            reward = _reward(item.metadata, len(item.candidates))
+            for cand in item.candidates:
+                key = (orjson.dumps(item.model_dump(mode="json")["prompt"]).decode(),
+                       orjson.dumps(cand.body_json()).decode(), cand.model)
+                if key in seen:  # the same model's same answer on two items: one row
+                    continue
+                seen.add(key)
+                batch["prompt"].append(text.prompt(item_id))
+                batch["response"].append(text.completion(item_id, cand.id))
+                batch["reward"].append(reward)
+                batch["model"].append(cand.model)
+            if len(batch["prompt"]) >= BATCH_ROWS:
+                yield batch
+                batch = {n: [] for n in names}
+        if batch["prompt"]:
+            yield batch
