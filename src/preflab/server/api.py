@@ -75,6 +75,8 @@ class UserPatchIn(Strict):
     is_active: bool | None = None
     is_admin: bool | None = None
     password: str | None = Field(default=None, max_length=1000)
+    keep_api_tokens: bool = Field(default=False, description="With a new password: leave the user's API tokens "
+                                  "valid (by default a password reset revokes them).")
 
 
 class CredentialIn(Strict):
@@ -319,7 +321,7 @@ def patch_user(request: Request, username: str, body: UserPatchIn, ctx: Ctx = gu
         if body.is_admin is not None:
             user.is_admin = body.is_admin
         if body.password is not None:
-            auth.set_password(s, user, body.password)
+            auth.set_password(s, user, body.password, keep_api_tokens=body.keep_api_tokens)
         return ok(_user_out(user))
 
 

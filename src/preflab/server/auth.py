@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from ..store.models import Project, utcnow
@@ -145,12 +145,16 @@ def get_user(session: Session, username: str) -> User:
     return user
 
 
-def set_password(session: Session, user: User, password: str) -> None:
+def set_password(session: Session, user: User, password: str, *, keep_api_tokens: bool = False) -> None:
+    """A new password ends every browser session of the account and, unless
+    ``keep_api_tokens``, revokes its API tokens: a reset after a suspected compromise must
+    not leave a stolen token working."""
     check_password_strength(password)
     user.password_hash = hash_password(password)
-    # a new password ends every browser session of the account
-    for ws in session.scalars(select(WebSession).where(WebSession.user_pk == user.pk)):
-        ws.revoked = True
+    session.execute(update(WebSession).where(WebSession.user_pk == user.pk).values(revoked=True))
+    if not keep_api_tokens:
+        session.execute(update(ApiToken).where(ApiToken.user_pk == user.pk, ApiToken.revoked_at.is_(None))
+                        .values(revoked_at=utcnow()))
 
 
 # -- login and rate limiting -----------------------------------------------------------------
@@ -202,6 +206,24 @@ def record_failed_login(session: Session, username: str, ip: str) -> None:
 
 
 _DUMMY_HASH = _hasher.hash("not-a-real-password-" + secrets.token_hex(8))
+
+
+# -- where to go after login ----------------------------------------------------------------------
+
+
+def safe_redirect_path(target: str | None) -> str:
+    r"""``target`` if it is a path on this site, else ``/`` (no open redirect after login).
+
+    Browsers read ``\`` as ``/`` and drop tabs and newlines from URLs, so ``/\evil.example``
+    or ``/<TAB>/evil.example`` would leave the site although neither starts with ``//``. Only
+    a single ``/`` followed by printable ASCII other than ``\`` passes; ``static/app.js``
+    applies the same rule before it navigates.
+    """
+    if not target or not target.startswith("/") or target[1:2] == "/":
+        return "/"
+    if any(not 0x21 <= ord(ch) <= 0x7E or ch == "\\" for ch in target):
+        return "/"
+    return target
 
 
 # -- browser sessions -----------------------------------------------------------------------

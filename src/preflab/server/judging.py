@@ -172,11 +172,9 @@ def submit_reference(
     with db.writing() as session:
         project = session.get(Project, project_ref.pk)
         if idempotency_key:
-            first = session.scalar(select(JudgmentRow).where(
-                JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == idempotency_key))
+            first = _replay_of(session, project.pk, username, idempotency_key, judgment,
+                               lease_id=assignment_id)
             if first is not None:
-                if session.get(Rater, first.rater_pk).rater_key != username:
-                    raise JudgingError(409, "this idempotency key was already used by someone else; use a fresh one")
                 return _result(session, first, created=False)
         status = lock_rater_status(session, project.pk, user_pk, policy)
         lease = session.scalar(
@@ -331,6 +329,29 @@ def _submit_fast(db, project: ProjectRef, user_pk: int, username: str, *, assign
                 "replayed": False, "submitted_at": aware(submitted).isoformat() if submitted else None}
 
 
+def _replay_of(session: Session, project_pk: int, username: str, key: str, data: dict[str, Any], *,
+               lease_id: str | None = None, revises: int | None = None) -> JudgmentRow | None:
+    """The judgment stored under idempotency ``key`` if this request repeats it, ``None`` if
+    the key is new; 409 if the key was used for another request (someone else's, another
+    assignment or judgment, or a different answer): a retry must send the same body."""
+    first = session.scalar(select(JudgmentRow).where(JudgmentRow.project_pk == project_pk,
+                                                     JudgmentRow.idempotency_key == key))
+    if first is None:
+        return None
+    if session.get(Rater, first.rater_pk).rater_key != username:
+        raise JudgingError(409, "this idempotency key was already used by someone else; use a fresh one")
+    if lease_id is not None:
+        same_target = session.scalar(select(Assignment.lease_id).where(Assignment.judgment_pk == first.pk)) == lease_id
+    else:
+        same_target = first.supersedes_pk == revises
+    if not same_target or not _same_answer(first, data):
+        raise JudgingError(409, f"idempotency key {key!r} was already used for a different submission; "
+                                "send the same body to get the first result again, or a fresh key for a new answer",
+                           [{"loc": ["body", "idempotency_key"], "msg": "already used with a different body",
+                             "type": "idempotency_conflict"}])
+    return first
+
+
 def _same_answer(row: JudgmentRow, data: dict[str, Any]) -> bool:
     body = {k: v for k, v in (data or {}).items() if k not in ("item_id", "rationale", "provenance")}
     stored = {k: v for k, v in row.body.items() if k in body}
@@ -431,11 +452,8 @@ def revise(
     with db.writing() as session:
         project = session.get(Project, project_ref.pk)
         if idempotency_key:
-            first = session.scalar(select(JudgmentRow).where(
-                JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == idempotency_key))
+            first = _replay_of(session, project.pk, username, idempotency_key, data, revises=judgment_pk)
             if first is not None:
-                if session.get(Rater, first.rater_pk).rater_key != username:
-                    raise JudgingError(409, "this idempotency key was already used by someone else")
                 return _result(session, first, created=False)
         lock_rater_status(session, project.pk, user_pk, settings_of(project_ref.settings).policy)
         old = session.get(JudgmentRow, judgment_pk)
