@@ -144,3 +144,91 @@ def test_idempotency_key_reused_with_another_answer_is_409(db_url, lane, monkeyp
         assert fresh.status_code == 201
         mine = c.get("/api/v1/projects/demo/my/judgments", headers=h).json()
         assert [j["body"]["winner"] for j in mine] == ["b", "b"]
+
+
+# -- 1. single-use secrets under concurrency ----------------------------------------------------------
+
+
+def _invite(url: str) -> str:
+    from preflab.server.auth import create_invite
+    from preflab.server.database import Database
+    from preflab.store import repo
+
+    db = Database(url, pool_size=1, max_overflow=1)
+    with db.writing() as s:
+        token, _ = create_invite(s, repo.get_project(s, "demo"), role="rater", created_by=None)
+    db.dispose()
+    return token
+
+
+def _accounts_and_members(url: str) -> tuple[int, int]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        users = conn.execute(text("SELECT count(*) FROM users WHERE username LIKE 'joiner%'")).scalar()
+        members = conn.execute(text("SELECT count(*) FROM memberships m JOIN users u ON u.pk = m.user_pk "
+                                    "WHERE u.username LIKE 'joiner%'")).scalar()
+    engine.dispose()
+    return users, members
+
+
+def test_an_invite_is_redeemed_once_by_20_concurrent_threads(db_url, monkeypatch):
+    """20 threads, each its own transaction, all holding the invite before anyone commits."""
+    import threading
+
+    from preflab.server import auth
+    from preflab.server.database import Database
+
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    token = _invite(db_url)
+
+    def hash_slowly(password: str) -> str:  # widen the window between the check and the commit
+        import time
+
+        time.sleep(0.3)
+        return "$argon2id$not-a-real-hash"
+
+    monkeypatch.setattr(auth, "hash_password", hash_slowly)
+    db = Database(db_url, pool_size=20, max_overflow=5)
+    barrier, outcomes, lock = threading.Barrier(20), [], threading.Lock()
+
+    def redeem(i: int) -> None:
+        barrier.wait()
+        try:
+            with db.writing() as s:
+                auth.accept_invite(s, token, f"joiner{i:02d}", "a long enough password")
+            result = 201
+        except auth.AuthError as exc:
+            result = exc.status
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=redeem, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    db.dispose()
+    assert sorted(outcomes) == [201] + [410] * 19
+    assert _accounts_and_members(db_url) == (1, 1)
+
+
+def test_an_invite_is_redeemed_once_over_http_by_20_concurrent_requests(db_url, start_server):
+    import concurrent.futures
+
+    import httpx
+
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    token = _invite(db_url)
+    server = start_server(db_url, workers=2)
+
+    def redeem(i: int) -> int:
+        r = httpx.post(f"{server.base}/api/v1/invites/{token}/accept", timeout=60,
+                       json={"username": f"joiner{i:02d}", "password": "a long enough password"})
+        return r.status_code
+
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        codes = sorted(pool.map(redeem, range(20)))
+    assert codes == [201] + [410] * 19
+    assert _accounts_and_members(db_url) == (1, 1)

@@ -335,19 +335,31 @@ def create_invite(
 
 
 def accept_invite(session: Session, token: str, username: str, password: str) -> User:
-    """Redeem an invite: creates the account and the project membership, once, before expiry."""
-    row = session.scalar(select(Invite).where(Invite.token_hash == sha256(token)))
-    if row is None:
-        raise Missing("unknown invite link; ask a project admin for a new one")
-    if row.used_at is not None:
-        raise Gone("this invite link was already used; ask a project admin for a new one")
-    if _aware(row.expires_at) <= utcnow():
+    """Redeem an invite: creates the account and the project membership, once, before expiry.
+
+    The invite is claimed by one conditional ``UPDATE ... WHERE used_at IS NULL``: of any
+    number of concurrent redemptions (any worker, any host) exactly one changes the row; the
+    others change nothing and get 410. A failure later (the username is taken) rolls the
+    claim back with the rest of the transaction.
+    """
+    now = utcnow()
+    claimed = session.execute(
+        update(Invite)
+        .where(Invite.token_hash == sha256(token), Invite.used_at.is_(None), Invite.expires_at > now)
+        .values(used_at=now)
+        .returning(Invite.pk, Invite.project_pk, Invite.role, Invite.email)
+    ).first()
+    if claimed is None:
+        row = session.scalar(select(Invite).where(Invite.token_hash == sha256(token)))
+        if row is None:
+            raise Missing("unknown invite link; ask a project admin for a new one")
+        if row.used_at is not None:
+            raise Gone("this invite link was already used; ask a project admin for a new one")
         raise Gone("this invite link has expired; ask a project admin for a new one")
-    user, _ = create_user(session, username, password=password, email=row.email)
-    if row.project_pk is not None:
-        project = session.get(Project, row.project_pk)
-        set_membership(session, project, user, row.role)
-    row.used_at, row.used_by = utcnow(), user.pk
+    user, _ = create_user(session, username, password=password, email=claimed.email)
+    if claimed.project_pk is not None:
+        set_membership(session, session.get(Project, claimed.project_pk), user, claimed.role)
+    session.execute(update(Invite).where(Invite.pk == claimed.pk).values(used_by=user.pk))
     return user
 
 
