@@ -232,3 +232,40 @@ def test_an_invite_is_redeemed_once_over_http_by_20_concurrent_requests(db_url, 
         codes = sorted(pool.map(redeem, range(20)))
     assert codes == [201] + [410] * 19
     assert _accounts_and_members(db_url) == (1, 1)
+
+
+# -- 3. NUL characters and out-of-range numbers are 422s naming the field ---------------------------------
+
+
+def _refused(r, *loc) -> None:
+    assert r.status_code == 422, (r.status_code, r.text)
+    errors = r.json()["errors"]
+    assert any(tuple(e["loc"][-len(loc):]) == loc for e in errors), errors
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "no-lane"])
+def test_nul_and_huge_numbers_are_refused_where_they_arrive(db_url, lane, monkeypatch):
+    s = seed(db_url, n_items=2, raters=1)
+    rater, admin, reviewer = bearer(s.tokens["rater000"]), bearer(s.admin_token), bearer(s.tokens["reviewer"])
+    with app_client(db_url, lane=lane, monkeypatch=monkeypatch) as c:
+        _refused(c.post("/api/v1/auth/login", json={"username": "ali\x00ce", "password": "x" * 12}), "username")
+        task = c.post("/api/v1/projects/demo/assignments/next", headers=rater).json()["task"]
+        body = submit_body(task)
+        body["judgment"]["rationale"] = "fine\x00print"
+        _refused(c.post("/api/v1/projects/demo/judgments", json=body, headers=rater), "judgment", "rationale")
+        body = submit_body(task, key="key\x00one")
+        _refused(c.post("/api/v1/projects/demo/judgments", json=body, headers=rater), "idempotency_key")
+        body = {**submit_body(task), "telemetry": {"active_ms": 2**70}}
+        _refused(c.post("/api/v1/projects/demo/judgments", json=body, headers=rater), "telemetry", "active_ms")
+        # nothing was stored; the lease is still open and takes a clean answer
+        assert c.post("/api/v1/projects/demo/judgments", json=submit_body(task), headers=rater).status_code == 201
+        _refused(c.get("/api/v1/projects/demo/judgments?item_id=item%0000001", headers=reviewer), "item_id")
+        bad_item = {**pairwise_item(99), "prompt": "who\x00 wins?"}
+        _refused(c.post("/api/v1/projects/demo/items", json={"items": [bad_item]}, headers=admin),
+                 "items", 0, "prompt")
+        _refused(c.post("/api/v1/projects/demo/items/file?filename=up%00load.jsonl", content=b"{}",
+                        headers=admin), "filename")
+        _refused(c.get("/api/v1/projects/demo/exports/1/files/data%00.jsonl", headers=admin), "path")
+        _refused(c.patch("/api/v1/users/rater%00000", json={"is_active": True}, headers=admin), "path")
+        listed = c.get("/api/v1/projects/demo/items", headers=reviewer).json()
+        assert len(listed) == 2  # the refused import stored nothing

@@ -13,7 +13,7 @@ import orjson
 from fastapi import APIRouter, Body, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from sqlalchemy import func, select
 
 from ..schema import Rubric, Telemetry
@@ -34,6 +34,7 @@ from . import assign, auth, judging, projects
 from .permissions import SESSION_COOKIE, Ctx, guard
 from .policy import Policy
 from .quality_adapter import wilson_interval
+from .wire import WireModel, check_wire
 
 router = APIRouter(prefix="/api/v1")
 
@@ -46,8 +47,19 @@ def ok(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+#: Every request body: unknown fields refused, and the wire rules (no NUL, 64-bit integers,
+#: finite numbers) checked anywhere in the body before the fields (preflab.server.wire).
+Strict = WireModel
+
+
+class RubricIn(Rubric):
+    """A rubric body under the same wire rules."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire_rules(cls, data: Any) -> Any:  # noqa: ANN401
+        check_wire(data, "Rubric")
+        return data
 
 
 # -- request bodies -------------------------------------------------------------------------------
@@ -608,7 +620,7 @@ def create_invite(request: Request, project: str, body: InviteIn, ctx: Ctx = gua
 
 
 @router.post("/projects/{project}/rubrics", tags=["rubrics"], status_code=201)
-def add_rubric(request: Request, project: str, body: Rubric, ctx: Ctx = guard("project.manage")) -> Response:
+def add_rubric(request: Request, project: str, body: RubricIn, ctx: Ctx = guard("project.manage")) -> Response:
     """Store a rubric; changed content becomes a new immutable version, made current."""
     with _db(request).writing() as s:
         row = repo.add_rubric(s, s.get(Project, ctx.project.pk), body)

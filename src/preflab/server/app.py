@@ -24,6 +24,7 @@ from .auth import AuthError, LoginLimit, RateLimited
 from .database import Database, init_schema
 from .judging import JudgingError
 from .projects import ExporterMissing
+from .wire import RejectNulInUrl
 
 CONFIG_ENV = "PREFLAB_SERVER_CONFIG"
 
@@ -212,6 +213,7 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         return _json(exc.status_code, exc.detail, headers=getattr(exc, "headers", None))
 
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(RejectNulInUrl)
 
     # -- web UI (webui branch): pages, static files, CSP; see preflab.server.pages -------------
     from .pages import mount as mount_pages

@@ -63,6 +63,7 @@ from ..store.server_models import ApiToken, Assignment, Membership, RaterStatus,
 from . import assign, judging
 from .permissions import ProjectRef
 from .policy import Policy, policy_of
+from .wire import wire_problems
 
 log = logging.getLogger("preflab.server.fastlane")
 
@@ -464,6 +465,8 @@ def parse_submit(body: bytes, header_idem: str | None) -> tuple[str, dict[str, A
         raise _Pass("body") from None
     if type(data) is not dict or not data.keys() <= _SUBMIT_KEYS:
         raise _Pass("body")
+    if wire_problems(data):
+        raise _Pass("wire rules")  # the framework's models answer the 422, field by field
     lease_id, judgment = data.get("assignment_id"), data.get("judgment")
     if type(lease_id) is not str or not 1 <= len(lease_id) <= 64 or type(judgment) is not dict:
         raise _Pass("body")

@@ -20,7 +20,7 @@ import orjson
 import yaml
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
@@ -32,6 +32,7 @@ from . import projects
 from .judging import JudgingError, build_judgment
 from .permissions import Ctx, ProjectRef, guard
 from .policy import settings_of
+from .wire import WireModel
 
 router = APIRouter(prefix="/api/v1")
 
@@ -329,8 +330,7 @@ def rubric_versions(session: Session, project_pk: int) -> list[dict[str, Any]]:
 # -- REST routes -------------------------------------------------------------------------------------------
 
 
-class AdjudicateIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AdjudicateIn(WireModel):  # the wire rules of every request body (preflab.server.wire)
 
     judgment: dict[str, Any]
     note: str = Field(min_length=1, max_length=5000)
