@@ -200,19 +200,15 @@ def health(request: Request, ctx: Ctx = guard("public")) -> dict:
 def login(request: Request, body: LoginIn, ctx: Ctx = guard("public")) -> Response:
     """Start a browser session: an HttpOnly, SameSite=Lax cookie, plus the CSRF token."""
     cfg = request.app.state.config
-    try:
-        with _db(request).writing() as s:
-            user = auth.authenticate(s, body.username, body.password, _client_ip(request), cfg.login_limit)
-            token, ws = auth.create_web_session(s, user, ttl=cfg.session_ttl, ip=_client_ip(request))
-            data = {"username": user.username, "is_admin": user.is_admin, "csrf_token": ws.csrf_token,
-                    "expires_at": ws.expires_at.isoformat()}
-    except auth.BadCredentials:
-        with _db(request).writing() as s:  # the refusal rolled back; count the failure on its own
-            auth.record_failed_login(s, body.username, _client_ip(request))
-        raise
+    user = auth.login(_db(request), body.username, body.password, _client_ip(request), cfg.login_limit,
+                      request.app.state.password_gate)
+    with _db(request).writing() as s:
+        token, ws = auth.create_web_session(s, user, ttl=cfg.session_ttl, ip=_client_ip(request))
+        data = {"username": user.username, "is_admin": user.is_admin, "csrf_token": ws.csrf_token,
+                "expires_at": ws.expires_at.isoformat()}
     resp = ok(data)
     resp.set_cookie(SESSION_COOKIE, token, max_age=int(cfg.session_ttl.total_seconds()), httponly=True,
-                    samesite="lax", secure=cfg.secure_cookies, path="/")
+                    samesite="lax", path="/")  # Secure: transport.TransportSecurity (HTTPS or configured)
     return resp
 
 
