@@ -269,3 +269,172 @@ def test_nul_and_huge_numbers_are_refused_where_they_arrive(db_url, lane, monkey
         _refused(c.patch("/api/v1/users/rater%00000", json={"is_active": True}, headers=admin), "path")
         listed = c.get("/api/v1/projects/demo/items", headers=reviewer).json()
         assert len(listed) == 2  # the refused import stored nothing
+
+
+# -- 4. login as a CPU drain ----------------------------------------------------------------------------------
+
+
+def _config(**login) -> dict:
+    from preflab.server.auth import LoginLimit
+
+    return {"login_limit": LoginLimit(**login)}
+
+
+def test_concurrent_wrong_passwords_are_evaluated_at_most_the_limit(db_url, monkeypatch):
+    """40 threads try wrong passwords for one account at once: at most 10 are checked."""
+    import threading
+
+    from preflab.server import auth
+    from preflab.server.database import Database
+
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    add_password_user(db_url, "alice")
+    checked = []
+
+    def slow_verify(stored, password):  # noqa: ANN001, ANN202 - a slow hash widens the race window
+        import time
+
+        checked.append(password)
+        time.sleep(0.2)
+        return False
+
+    monkeypatch.setattr(auth, "verify_password", slow_verify)
+    db = Database(db_url, pool_size=40, max_overflow=10)
+    limit, gate = auth.LoginLimit(attempts=10, per_address=1000, concurrent=64), auth.PasswordGate(64)
+    barrier, codes, lock = threading.Barrier(40), [], threading.Lock()
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            auth.login(db, "alice", f"wrong password {i}", "10.0.0.1", limit, gate)
+            code = 200
+        except auth.AuthError as exc:
+            code = exc.status
+        with lock:
+            codes.append(code)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    db.dispose()
+    assert len(checked) <= 10 and codes.count(401) == len(checked)
+    assert codes.count(429) == 40 - len(checked)
+
+
+def test_unknown_usernames_and_addresses_are_rate_limited(db_url):
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    cfg = _config(attempts=3, per_address=5, window_s=60)
+    with app_client(db_url, config_changes=cfg) as c:
+        codes = [c.post("/api/v1/auth/login", json={"username": "ghost", "password": "x" * 12}).status_code
+                 for _ in range(4)]
+        assert codes == [401, 401, 401, 429]  # the account does not exist: limited all the same
+        # the same address trying other names: its own limit (5 failures per window)
+        codes = [c.post("/api/v1/auth/login", json={"username": f"ghost{i}", "password": "x" * 12}).status_code
+                 for i in range(3)]
+        assert codes == [401, 401, 429]
+
+
+def test_password_checks_beyond_the_concurrency_bound_get_429(db_url):
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    add_password_user(db_url, "alice")
+    with app_client(db_url, config_changes=_config(concurrent=1)) as c:
+        gate = c.app.state.password_gate
+        with gate.slot():  # another login is being checked right now
+            busy = c.post("/api/v1/auth/login", json={"username": "alice", "password": PASSWORD})
+        assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
+        # the refused attempt did not count as a failure, and the slot is free again
+        assert c.post("/api/v1/auth/login", json={"username": "alice", "password": PASSWORD}).status_code == 200
+
+
+def _session_ips(url: str) -> list[str]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        ips = [r[0] for r in conn.execute(text("SELECT ip FROM web_sessions ORDER BY pk"))]
+    engine.dispose()
+    return ips
+
+
+def test_forwarded_headers_count_only_from_configured_proxies(db_url, start_server):
+    import httpx
+
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    add_password_user(db_url, "alice")
+    spoof = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
+    direct = start_server(db_url)
+    r = httpx.post(direct.base + "/api/v1/auth/login", json={"username": "alice", "password": PASSWORD},
+                   headers=spoof)
+    assert r.status_code == 200
+    assert "secure" not in r.headers["set-cookie"].lower() and "strict-transport-security" not in r.headers
+    behind_proxy = start_server(db_url, args=["--trusted-proxy", "127.0.0.1"])
+    r = httpx.post(behind_proxy.base + "/api/v1/auth/login", json={"username": "alice", "password": PASSWORD},
+                   headers=spoof)
+    assert r.status_code == 200
+    assert "; secure" in r.headers["set-cookie"].lower() and "max-age=" in r.headers["strict-transport-security"]
+    assert _session_ips(db_url) == ["127.0.0.1", "203.0.113.9"]
+
+
+# -- 8. HTTPS, slow clients, the docs page --------------------------------------------------------------------
+
+
+def test_over_https_cookies_are_secure_and_hsts_is_sent(db_url):
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    add_password_user(db_url, "alice")
+    with app_client(db_url, base_url="https://testserver") as c:
+        r = c.post("/api/v1/auth/login", json={"username": "alice", "password": PASSWORD})
+        assert r.status_code == 200
+        assert "; secure" in r.headers["set-cookie"].lower()
+        assert r.headers["strict-transport-security"].startswith("max-age=")
+        assert c.get("/api/v1/health").headers["strict-transport-security"]
+    with app_client(db_url) as c:  # plain HTTP: no HSTS (a browser would ignore it anyway)
+        assert "strict-transport-security" not in c.get("/api/v1/health").headers
+
+
+def test_the_docs_page_has_a_content_security_policy(db_url):
+    import base64
+    import hashlib
+    import re
+
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    with app_client(db_url) as c:
+        r = c.get("/api/v1/docs")
+    assert r.status_code == 200 and "swagger" in r.text.lower()
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    for script in re.findall(r"<script>(.*?)</script>", r.text, flags=re.S):  # each inline script allowed by hash
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in csp
+
+
+def test_slow_clients_are_disconnected_when_their_headers_are_late(db_url, start_server):
+    import socket
+    import time
+
+    import httpx
+
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    server = start_server(db_url, args=["--header-timeout", "1"])
+    socks = []
+    for i in range(60):
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        if i % 3:  # a partial request head; every third connection sends nothing at all
+            s.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        socks.append(s)
+    started = time.monotonic()
+    for s in socks:
+        s.settimeout(max(0.1, started + 6 - time.monotonic()))
+        try:
+            assert s.recv(1024) == b""  # closed by the server, nothing answered
+        finally:
+            s.close()
+    assert time.monotonic() - started < 6
+    # a client that sends its headers in time is served as before, also slowly within the bound
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        time.sleep(0.4)
+        s.sendall(b"Connection: close\r\n\r\n")
+        assert s.recv(1024).startswith(b"HTTP/1.1 200")
+    assert httpx.get(server.base + "/api/v1/health").status_code == 200
