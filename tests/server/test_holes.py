@@ -438,3 +438,44 @@ def test_slow_clients_are_disconnected_when_their_headers_are_late(db_url, start
         s.sendall(b"Connection: close\r\n\r\n")
         assert s.recv(1024).startswith(b"HTTP/1.1 200")
     assert httpx.get(server.base + "/api/v1/health").status_code == 200
+
+
+# -- 9. an item no kind of the project fits -------------------------------------------------------------------
+
+
+def _one_answer_item(i: int) -> dict:
+    item = pairwise_item(i, prefix="solo")
+    item["candidates"] = item["candidates"][:1]
+    return item
+
+
+def test_a_one_answer_item_is_refused_by_a_pairwise_project_at_import(db_url):
+    s = seed(db_url, n_items=1, raters=1)
+    admin = bearer(s.admin_token)
+    with app_client(db_url) as c:
+        r = c.post("/api/v1/projects/demo/items", headers=admin,
+                   json={"items": [pairwise_item(7), _one_answer_item(8), pairwise_item(9)]})
+        assert r.status_code == 422, r.text
+        (problem,) = r.json()["errors"]
+        assert problem["loc"] == ["body", "items", 1, "candidates"]
+        assert problem["msg"].startswith("items:2: candidates: item 'solo-00008' has 1 answer(s)")
+        assert "pairwise needs exactly 2 answers" in problem["msg"]
+        assert len(c.get("/api/v1/projects/demo/items", headers=admin).json()) == 1  # all or nothing
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "no-lane"])
+def test_a_one_answer_item_imported_another_way_is_never_assigned(db_url, lane, monkeypatch):
+    s = seed(db_url, n_items=1, raters=1, extra_roles=False, policy={"overlap_share": 0.0})
+    import orjson
+
+    upload = b"\n".join(orjson.dumps(i) for i in [_one_answer_item(1), _one_answer_item(2)])
+    rater = bearer(s.tokens["rater000"])
+    with app_client(db_url, lane=lane, monkeypatch=monkeypatch) as c:
+        r = c.post("/api/v1/projects/demo/items/file?filename=more.jsonl", content=upload,
+                   headers=bearer(s.admin_token))
+        assert r.status_code == 200 and r.json()["pooled"] == 0, r.text
+        task = c.post("/api/v1/projects/demo/assignments/next", headers=rater).json()["task"]
+        assert task["item"]["id"] == "item-00000"
+        assert c.post("/api/v1/projects/demo/judgments", json=submit_body(task), headers=rater).status_code == 201
+        after = c.post("/api/v1/projects/demo/assignments/next", headers=rater).json()
+        assert after["task"] is None and after["reason"] == "no_items"
