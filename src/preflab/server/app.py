@@ -161,8 +161,17 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
 
         anyio.to_thread.current_default_thread_limiter().total_tokens = max(64, config.pool_size * 2)
 
+    @app.on_event("startup")
+    async def _gold_scorer() -> None:
+        from .judging import start_gold_scorer
+
+        start_gold_scorer(app.state.db)  # sweeps gold judgments a crash left unscored
+
     @app.on_event("shutdown")
     async def _dispose() -> None:
+        from .judging import stop_gold_scorer
+
+        stop_gold_scorer(app.state.db)
         app.state.db.dispose()
 
     @app.exception_handler(JudgingError)

@@ -10,6 +10,11 @@ in production it is silent, and a rolling accuracy credibly below the bar suspen
 
 from __future__ import annotations
 
+import logging
+import queue
+import random
+import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -169,6 +174,17 @@ def submit_reference(
     telemetry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     policy = settings_of(project_ref.settings).policy
+    deferred: list[int] = []
+    out = _submit_reference(db, project_ref, policy, user_pk, username, assignment_id, judgment, idempotency_key,
+                            telemetry, deferred)
+    for judgment_pk in deferred:  # after the commit: the scorer reads the committed row
+        defer_gold_scoring(db, judgment_pk)
+    return out
+
+
+def _submit_reference(db, project_ref: ProjectRef, policy: Policy, user_pk: int, username: str,  # noqa: ANN001
+                      assignment_id: str, judgment: dict[str, Any], idempotency_key: str | None,
+                      telemetry: dict[str, Any] | None, deferred: list[int]) -> dict[str, Any]:
     with db.writing() as session:
         project = session.get(Project, project_ref.pk)
         if idempotency_key:
@@ -214,11 +230,14 @@ def submit_reference(
         lease.status, lease.judgment_pk = "submitted", row.pk
         if pool is not None and pool.role == "production":
             pool.filled += 1
-        if pool is not None and pool.role in ("gold", "qualification") and item_row.gold:
+        if pool is not None and pool.role == "qualification" and item_row.gold:
+            # qualification answers are explained at once (the rater knows these are tests)
             _score(session, project, policy, status, user_pk, item_row, row, parsed, pool.role, now)
+        elif pool is not None and pool.role == "gold":
+            deferred.append(row.pk)  # production gold: scored after the response, see below
         session.flush()
         return _result(session, row, created=created, status=status,
-                       gold_possible=pool is not None and pool.role != "production")
+                       gold_possible=pool is not None and pool.role == "qualification")
 
 
 # -- the hot path in SQLAlchemy Core -------------------------------------------------------------
@@ -231,7 +250,7 @@ def submit_reference(
 # leases, rubric judgments) is rolled back untouched and redone by ``submit_reference``,
 # which re-checks everything under its own locks.
 
-from sqlalchemy import bindparam, insert  # noqa: E402
+from sqlalchemy import bindparam, case, insert  # noqa: E402
 
 from ..store.models import CandidateRow  # noqa: E402
 from ..store.rows import judgment_rows  # noqa: E402
@@ -266,7 +285,13 @@ _INSERT_JUDGMENT = insert(_J).returning(_J.c.pk)
 _CLOSE_LEASE = (
     update(_A).where(_A.c.pk == bindparam("a_pk")).values(status="submitted", judgment_pk=bindparam("j_pk"))
 )
-_FILL = update(_P).where(_P.c.pk == bindparam("p_pk")).values(filled=_P.c.filled + 1)
+#: Production labels count towards the item's target; gold rows run the same statement unchanged.
+_FILL = update(_P).where(_P.c.pk == bindparam("p_pk")).values(
+    filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
+
+#: Pool roles the fast paths submit: production and production gold look and cost the same,
+#: gold being scored after the response (:func:`defer_gold_scoring`).
+SCORED_LATER = frozenset({"production", "gold"})
 
 
 class _Fallback(Exception):
@@ -312,7 +337,7 @@ def _submit_fast(db, project: ProjectRef, user_pk: int, username: str, *, assign
             raise _Fallback
         lease = rows[0]
         now = utcnow()
-        if (lease.user_pk != user_pk or lease.status != "active" or lease.pool_role != "production"
+        if (lease.user_pk != user_pk or lease.status != "active" or lease.pool_role not in SCORED_LATER
                 or lease.idem_pk is not None or lease.rater_pk is None or lease.rater_user_pk is None
                 or aware(lease.expires_at) <= now):
             raise _Fallback
@@ -325,8 +350,16 @@ def _submit_fast(db, project: ProjectRef, user_pk: int, username: str, *, assign
         conn.execute(_CLOSE_LEASE, {"a_pk": lease.pk, "j_pk": j_pk})
         conn.execute(_FILL, {"p_pk": lease.pool_pk})
         submitted = values.get("submitted_at")
-        return {"judgment_id": j_pk, "item_id": lease.item_key, "kind": values["kind"], "created": True,
-                "replayed": False, "submitted_at": aware(submitted).isoformat() if submitted else None}
+        out = {"judgment_id": j_pk, "item_id": lease.item_key, "kind": values["kind"], "created": True,
+               "replayed": False, "submitted_at": aware(submitted).isoformat() if submitted else None}
+    after_submit(db, lease.pool_role, j_pk)
+    return out
+
+
+def after_submit(db, pool_role: str, judgment_pk: int) -> None:  # noqa: ANN001
+    """Every submit path calls this after its commit: production gold goes to the scorer."""
+    if pool_role == "gold":
+        defer_gold_scoring(db, judgment_pk)
 
 
 def _replay_of(session: Session, project_pk: int, username: str, key: str, data: dict[str, Any], *,
@@ -416,6 +449,140 @@ def suspend(session: Session, project: Project, user_pk: int, status: RaterStatu
     session.execute(update(Assignment).where(Assignment.project_pk == project.pk, Assignment.user_pk == user_pk,
                                              Assignment.status == "active").values(status="released"))
     return len(excluded)
+
+
+# -- production gold, scored after the response ------------------------------------------------------
+#
+# A submission for a production gold item must not be told apart from any other: same
+# statements, same answer, same time. So every submit path stores it like a production label
+# and hands the judgment to a per-process scorer thread after its commit; the scorer records
+# the outcome and runs the drift rule (suspension) in its own short transaction, under the
+# rater's status lock. Nothing is lost in a crash: a gold judgment without an outcome is found
+# again by the sweep at start-up and whenever the scorer is idle.
+
+SWEEP_EVERY_S = 30.0
+#: A production gold judgment is scored this many seconds (uniformly random) after it arrives.
+SCORING_DELAY_S = (0.2, 1.0)
+_RNG = random.SystemRandom()
+log = logging.getLogger("preflab.server.judging")
+
+
+def score_production_gold(db, judgment_pk: int) -> bool:  # noqa: ANN001
+    """Score one production gold judgment (idempotent); whether an outcome was recorded."""
+    with db.writing() as session:
+        row = session.get(JudgmentRow, judgment_pk)
+        lease = session.scalar(select(Assignment).where(Assignment.judgment_pk == judgment_pk))
+        if row is None or lease is None or lease.role != "gold":
+            return False
+        project = session.get(Project, row.project_pk)
+        policy = settings_of(project.settings or {}).policy
+        status = lock_rater_status(session, project.pk, lease.user_pk, policy)
+        if session.scalar(select(GoldOutcome.pk).where(GoldOutcome.judgment_pk == judgment_pk)) is not None:
+            return False  # another process scored it first
+        item_row = session.get(ItemRow, row.item_pk)
+        if not item_row.gold:
+            return False
+        _score(session, project, policy, status, lease.user_pk, item_row, row, repo.judgment_from_row(row),
+               "gold", utcnow())
+        return True
+
+
+def unscored_gold(db) -> list[int]:  # noqa: ANN001
+    """Production gold judgments with no outcome yet (left by a crash or another process)."""
+    with db.reading() as session:
+        return list(session.scalars(
+            select(Assignment.judgment_pk).where(
+                Assignment.role == "gold", Assignment.status == "submitted", Assignment.judgment_pk.is_not(None),
+                ~select(GoldOutcome.pk).where(GoldOutcome.judgment_pk == Assignment.judgment_pk).exists())
+            .order_by(Assignment.judgment_pk)))
+
+
+class GoldScorer(threading.Thread):
+    """One per database per process: scores what the submit paths hand it, and sweeps."""
+
+    def __init__(self, db) -> None:  # noqa: ANN001
+        super().__init__(name="preflab-gold-scorer", daemon=True)
+        self.db, self.jobs = db, queue.Queue()
+
+    def run(self) -> None:
+        self._sweep()
+        while True:
+            try:
+                batch = [self.jobs.get(timeout=SWEEP_EVERY_S)]
+            except queue.Empty:
+                self._sweep()
+                continue
+            if batch[0] is not None:
+                # Wait a random while, gathering more: the scoring's CPU and write lock then
+                # fall at a moment unrelated to the gold submission (scoring at once would slow
+                # the response or the rater's next request, which tells gold apart again).
+                time.sleep(_RNG.uniform(*SCORING_DELAY_S))
+            while True:
+                try:
+                    batch.append(self.jobs.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                for job in batch:
+                    if job is not None:
+                        self._score(job)
+            finally:
+                for _ in batch:
+                    self.jobs.task_done()
+            if None in batch:
+                return
+
+    def _score(self, judgment_pk: int) -> None:
+        for attempt in range(3):
+            try:
+                score_production_gold(self.db, judgment_pk)
+                return
+            except Exception:  # noqa: BLE001 - busy database and the like: the sweep retries later
+                if attempt == 2:
+                    log.exception("gold scoring of judgment %s failed; the next sweep retries", judgment_pk)
+                time.sleep(0.05 * (attempt + 1))
+
+    def _sweep(self) -> None:
+        try:
+            for judgment_pk in unscored_gold(self.db):
+                self._score(judgment_pk)
+        except Exception:  # noqa: BLE001
+            log.exception("gold scoring sweep failed; retrying in %s s", SWEEP_EVERY_S)
+
+
+_SCORERS: dict[int, GoldScorer] = {}
+_SCORERS_LOCK = threading.Lock()
+
+
+def start_gold_scorer(db) -> GoldScorer:  # noqa: ANN001
+    """The database's scorer in this process (started on first use; sweeps at once)."""
+    with _SCORERS_LOCK:
+        scorer = _SCORERS.get(id(db))
+        if scorer is None or scorer.db is not db or not scorer.is_alive():
+            scorer = _SCORERS[id(db)] = GoldScorer(db)
+            scorer.start()
+        return scorer
+
+
+def defer_gold_scoring(db, judgment_pk: int) -> None:  # noqa: ANN001
+    start_gold_scorer(db).jobs.put(judgment_pk)
+
+
+def stop_gold_scorer(db, timeout: float = 10.0) -> None:  # noqa: ANN001
+    """Score what is queued, then stop (the app's shutdown, before the engines close)."""
+    with _SCORERS_LOCK:
+        scorer = _SCORERS.pop(id(db), None)
+    if scorer is not None and scorer.is_alive():
+        scorer.jobs.put(None)
+        scorer.join(timeout)
+
+
+def wait_for_gold_scoring(db) -> None:  # noqa: ANN001
+    """Block until every judgment handed to the scorer so far is scored (tests, shutdown)."""
+    with _SCORERS_LOCK:
+        scorer = _SCORERS.get(id(db))
+    if scorer is not None:
+        scorer.jobs.join()
 
 
 def reinstate(session: Session, project_pk: int, user_pk: int, note: str) -> RaterStatus:
