@@ -531,3 +531,63 @@ def test_gold_and_production_submissions_take_the_same_time(db_url, lane, monkey
                                         "status = 'submitted'")).scalar()
     engine.dispose()
     assert scored == gold_labels >= len(gold)
+
+
+# -- 2 (continued): the login page's script, in Chromium ----------------------------------------------------------
+
+SCRIPT_PAYLOADS = ["/\\evil.example/x", "//evil.example/x", "/\t/evil.example/x", "https://evil.example/x",
+                   "javascript:location='https://evil.example/'"]
+
+
+@pytest.fixture
+def chromium_page():
+    import shutil
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("Chromium not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+
+        def new_page(base: str, seen: list[str]):
+            context = browser.new_context()
+            page = context.new_page()
+
+            def only_this_site(route) -> None:  # noqa: ANN001 - record and block every other host
+                if route.request.url.startswith(base):
+                    route.continue_()
+                else:
+                    seen.append(route.request.url)
+                    route.abort()
+
+            page.route("**/*", only_this_site)
+            return page
+
+        yield new_page
+        browser.close()
+
+
+def test_the_login_script_never_leaves_the_site(sqlite_url, start_server, chromium_page):
+    seed(sqlite_url, n_items=1, raters=0, extra_roles=False)
+    add_password_user(sqlite_url, "alice")
+    server = start_server(sqlite_url)
+    for query, planted in [("?next=/%5Cevil.example/x", None), ("?next=/p/demo", None),
+                           *[("", p) for p in SCRIPT_PAYLOADS]]:
+        seen: list[str] = []
+        page = chromium_page(server.base, seen)
+        page.goto(server.base + "/login" + query)
+        if planted is not None:  # the script's own check, whatever the page says
+            page.evaluate("next => { document.querySelector('#login-form').dataset.next = next; }", planted)
+        page.fill("#username", "alice")
+        page.fill("#password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(lambda url: "/login" not in url, timeout=20_000)
+        page.wait_for_load_state("load")
+        assert page.url.startswith(server.base + "/"), (query, planted, page.url)
+        assert seen == [], (query, planted, seen)
+        if query == "?next=/p/demo":
+            assert page.url.startswith(server.base + "/p/demo")
+        page.context.close()
