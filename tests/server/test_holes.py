@@ -265,6 +265,10 @@ def test_nul_and_huge_numbers_are_refused_where_they_arrive(db_url, lane, monkey
                  "items", 0, "prompt")
         _refused(c.post("/api/v1/projects/demo/items/file?filename=up%00load.jsonl", content=b"{}",
                         headers=admin), "filename")
+        upload = b'{"id": "ok-1", "prompt": "fine", "candidates": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]}\n'
+        upload += b'{"id": "bad-2", "prompt": "who\\u0000 wins?", "candidates": [{"id": "a", "text": "x"}]}\n'
+        r = c.post("/api/v1/projects/demo/items/file?filename=more.jsonl", content=upload, headers=admin)
+        assert r.status_code == 422 and r.json()["problems"][0]["text"].startswith("more.jsonl:2: prompt: contains a NUL")
         _refused(c.get("/api/v1/projects/demo/exports/1/files/data%00.jsonl", headers=admin), "path")
         _refused(c.patch("/api/v1/users/rater%00000", json={"is_active": True}, headers=admin), "path")
         listed = c.get("/api/v1/projects/demo/items", headers=reviewer).json()

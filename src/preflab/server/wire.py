@@ -13,6 +13,7 @@ too and hands anything it flags to the framework, which answers the 422.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -50,6 +51,23 @@ def wire_problems(value: Any, loc: tuple = ()) -> list[tuple[tuple, str, str]]: 
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
             out += wire_problems(v, (*loc, i))
+    return out
+
+
+def jsonl_problems(raw: bytes) -> list[tuple[int, str, str]]:
+    """``(line, field, message)`` for wire problems in JSON Lines (or one JSON document) text;
+    lines that are not JSON are left to the importer, which reports them its own way."""
+    if b"\\u0000" not in raw and b"\x00" not in raw and not re.search(rb"\d{19}", raw):
+        return []  # the common case: nothing to look at closely
+    out = []
+    for n, line in enumerate(raw.splitlines(), start=1):
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if b"\x00" in line:
+                out.append((n, "line", NUL_MESSAGE))
+            continue
+        out += [(n, ".".join(str(p) for p in loc) or "record", message) for loc, _, message in wire_problems(value)]
     return out
 
 
