@@ -327,6 +327,27 @@ def test_concurrent_wrong_passwords_are_evaluated_at_most_the_limit(db_url, monk
     assert codes.count(429) == 40 - len(checked)
 
 
+def test_40_concurrent_wrong_passwords_over_http_are_not_all_evaluated(db_url, start_server):
+    """The reported symptom, against a real server with two workers: 40 concurrent wrong
+    passwords for one account were all checked (40 x 401). Now at most the limit (10) are."""
+    import concurrent.futures
+
+    import httpx
+
+    seed(db_url, n_items=1, raters=0, extra_roles=False)
+    add_password_user(db_url, "alice")
+    server = start_server(db_url, workers=2)
+
+    def attempt(i: int) -> int:
+        return httpx.post(server.base + "/api/v1/auth/login", timeout=60,
+                          json={"username": "alice", "password": f"wrong password {i}"}).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(40) as pool:
+        codes = list(pool.map(attempt, range(40)))
+    assert set(codes) <= {401, 429} and codes.count(401) <= 10, codes
+    assert codes.count(429) >= 30
+
+
 def test_unknown_usernames_and_addresses_are_rate_limited(db_url):
     seed(db_url, n_items=1, raters=0, extra_roles=False)
     cfg = _config(attempts=3, per_address=5, window_s=60)
