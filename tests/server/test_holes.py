@@ -616,3 +616,30 @@ def test_the_login_script_never_leaves_the_site(sqlite_url, start_server, chromi
         if query == "?next=/p/demo":
             assert page.url.startswith(server.base + "/p/demo")
         page.context.close()
+
+
+def test_gold_left_unscored_by_a_crash_is_scored_at_the_next_start(db_url, monkeypatch):
+    from sqlalchemy import create_engine, text
+
+    from preflab.server import judging
+
+    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(8)] + [pairwise_item(i) for i in range(8)]
+    policy = {"gold_rate": 0.5, "qualification": {"n_items": 0}, "drift": {"enabled": False}}
+    s = seed(db_url, items=items, raters=1, extra_roles=False, policy=policy)
+    h = bearer(s.tokens["rater000"])
+    monkeypatch.setattr(judging, "defer_gold_scoring", lambda db, pk: None)  # the process dies first
+    with app_client(db_url) as c:
+        n_gold = len(_submit_times(c, h, 16)[0])
+    assert n_gold > 0
+    monkeypatch.undo()
+    engine = create_engine(db_url)
+
+    def outcomes() -> int:
+        with engine.connect() as conn:
+            return conn.execute(text("SELECT count(*) FROM gold_outcomes")).scalar()
+
+    assert outcomes() == 0
+    with app_client(db_url) as c:  # start-up sweep
+        judging.stop_gold_scorer(c.app.state.db)  # finishes the sweep it started with
+    assert outcomes() == n_gold
+    engine.dispose()

@@ -110,7 +110,6 @@ def _protocol_class():  # noqa: ANN202
 
         return HeaderDeadlineProtocol
 
-    import h11  # pragma: no cover
     from uvicorn.protocols.http.h11_impl import H11Protocol  # pragma: no cover
 
     class HeaderDeadlineH11Protocol(_HeaderDeadline, H11Protocol):  # pragma: no cover
@@ -119,8 +118,7 @@ def _protocol_class():  # noqa: ANN202
             self._arm()
 
         def data_received(self, data: bytes) -> None:
-            if self.conn.our_state in (h11.IDLE, h11.DONE) and self.cycle is None or (
-                    self.cycle is not None and self.cycle.response_complete):
+            if self.cycle is None or self.cycle.response_complete:  # bytes of a new request's head
                 self._arm()
             super().data_received(data)
 
