@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from .conftest import pairwise_item, seed
 
 
@@ -100,7 +102,14 @@ def test_drift_suspends_and_excludes(db_url, start_server):
             task = r["task"]
             wrong = "b" if task["shown_order"][0] == "a" else "a"  # always contradict gold
             c.post("/api/v1/projects/demo/judgments", json=answer(task, winner=wrong))
+        # production gold is scored after the response (judging.defer_gold_scoring, within ~1 s)
+        deadline = time.monotonic() + 10
+        while not suspended and time.monotonic() < deadline:
+            suspended = c.get("/api/v1/projects/demo/my/status").json()["status"] == "suspended"
+            time.sleep(0.1)
         assert suspended
+        refused = c.post("/api/v1/projects/demo/assignments/next").json()
+        assert refused["task"] is None and refused["reason"] == "suspended"
     with server.client(seeded.tokens["reviewer"]) as rv:
         raters = rv.get("/api/v1/projects/demo/raters").json()
         assert raters[0]["status"] == "suspended" and raters[0]["evidence"]["rule"]

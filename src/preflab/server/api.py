@@ -13,7 +13,7 @@ import orjson
 from fastapi import APIRouter, Body, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from sqlalchemy import func, select
 
 from ..schema import Rubric, Telemetry
@@ -34,6 +34,7 @@ from . import assign, auth, judging, projects
 from .permissions import SESSION_COOKIE, Ctx, guard
 from .policy import Policy
 from .quality_adapter import wilson_interval
+from .wire import WireModel, check_wire
 
 router = APIRouter(prefix="/api/v1")
 
@@ -46,8 +47,19 @@ def ok(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+#: Every request body: unknown fields refused, and the wire rules (no NUL, 64-bit integers,
+#: finite numbers) checked anywhere in the body before the fields (preflab.server.wire).
+Strict = WireModel
+
+
+class RubricIn(Rubric):
+    """A rubric body under the same wire rules."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire_rules(cls, data: Any) -> Any:  # noqa: ANN401
+        check_wire(data, "Rubric")
+        return data
 
 
 # -- request bodies -------------------------------------------------------------------------------
@@ -75,6 +87,8 @@ class UserPatchIn(Strict):
     is_active: bool | None = None
     is_admin: bool | None = None
     password: str | None = Field(default=None, max_length=1000)
+    keep_api_tokens: bool = Field(default=False, description="With a new password: leave the user's API tokens "
+                                  "valid (by default a password reset revokes them).")
 
 
 class CredentialIn(Strict):
@@ -186,19 +200,15 @@ def health(request: Request, ctx: Ctx = guard("public")) -> dict:
 def login(request: Request, body: LoginIn, ctx: Ctx = guard("public")) -> Response:
     """Start a browser session: an HttpOnly, SameSite=Lax cookie, plus the CSRF token."""
     cfg = request.app.state.config
-    try:
-        with _db(request).writing() as s:
-            user = auth.authenticate(s, body.username, body.password, _client_ip(request), cfg.login_limit)
-            token, ws = auth.create_web_session(s, user, ttl=cfg.session_ttl, ip=_client_ip(request))
-            data = {"username": user.username, "is_admin": user.is_admin, "csrf_token": ws.csrf_token,
-                    "expires_at": ws.expires_at.isoformat()}
-    except auth.BadCredentials:
-        with _db(request).writing() as s:  # the refusal rolled back; count the failure on its own
-            auth.record_failed_login(s, body.username, _client_ip(request))
-        raise
+    user = auth.login(_db(request), body.username, body.password, _client_ip(request), cfg.login_limit,
+                      request.app.state.password_gate)
+    with _db(request).writing() as s:
+        token, ws = auth.create_web_session(s, user, ttl=cfg.session_ttl, ip=_client_ip(request))
+        data = {"username": user.username, "is_admin": user.is_admin, "csrf_token": ws.csrf_token,
+                "expires_at": ws.expires_at.isoformat()}
     resp = ok(data)
     resp.set_cookie(SESSION_COOKIE, token, max_age=int(cfg.session_ttl.total_seconds()), httponly=True,
-                    samesite="lax", secure=cfg.secure_cookies, path="/")
+                    samesite="lax", path="/")  # Secure: transport.TransportSecurity (HTTPS or configured)
     return resp
 
 
@@ -319,7 +329,7 @@ def patch_user(request: Request, username: str, body: UserPatchIn, ctx: Ctx = gu
         if body.is_admin is not None:
             user.is_admin = body.is_admin
         if body.password is not None:
-            auth.set_password(s, user, body.password)
+            auth.set_password(s, user, body.password, keep_api_tokens=body.keep_api_tokens)
         return ok(_user_out(user))
 
 
@@ -606,7 +616,7 @@ def create_invite(request: Request, project: str, body: InviteIn, ctx: Ctx = gua
 
 
 @router.post("/projects/{project}/rubrics", tags=["rubrics"], status_code=201)
-def add_rubric(request: Request, project: str, body: Rubric, ctx: Ctx = guard("project.manage")) -> Response:
+def add_rubric(request: Request, project: str, body: RubricIn, ctx: Ctx = guard("project.manage")) -> Response:
     """Store a rubric; changed content becomes a new immutable version, made current."""
     with _db(request).writing() as s:
         row = repo.add_rubric(s, s.get(Project, ctx.project.pk), body)

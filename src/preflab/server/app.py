@@ -3,6 +3,7 @@ business state, so any number of worker processes can serve the same database.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -20,10 +21,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..store.repo import Conflict, NotFound, StoreError
-from .auth import AuthError, LoginLimit, RateLimited
+from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
 from .judging import JudgingError
 from .projects import ExporterMissing
+from .transport import TransportSecurity, docs_page
+from .wire import RejectNulInUrl
 
 CONFIG_ENV = "PREFLAB_SERVER_CONFIG"
 
@@ -34,24 +37,31 @@ class ServerConfig:
     max_body_bytes: int = 2 * 1024 * 1024
     session_ttl: timedelta = timedelta(hours=12)
     login_limit: LoginLimit = field(default_factory=LoginLimit)
+    #: ``Secure`` on cookies always (else: when the request came over HTTPS).
     secure_cookies: bool = False
     exports_dir: Path = Path("preflab-exports")
     pool_size: int = 20
+    #: Addresses/networks of reverse proxies whose ``X-Forwarded-For``/``-Proto`` are believed;
+    #: empty (the default): nobody's, the peer address is the client.
+    trusted_proxies: list[str] = field(default_factory=list)
+    #: Seconds a client has to send a request's headers before the connection is closed.
+    header_timeout_s: float = 10.0
 
     def to_env(self) -> str:
         return json.dumps({"db_url": self.db_url, "max_body_bytes": self.max_body_bytes,
                            "session_ttl_s": self.session_ttl.total_seconds(),
-                           "login_attempts": self.login_limit.attempts, "login_window_s": self.login_limit.window_s,
+                           "login_limit": dataclasses.asdict(self.login_limit),
                            "secure_cookies": self.secure_cookies, "exports_dir": str(self.exports_dir),
-                           "pool_size": self.pool_size})
+                           "pool_size": self.pool_size, "trusted_proxies": self.trusted_proxies,
+                           "header_timeout_s": self.header_timeout_s})
 
     @classmethod
     def from_env(cls, raw: str) -> ServerConfig:
         d = json.loads(raw)
         return cls(db_url=d["db_url"], max_body_bytes=d["max_body_bytes"],
-                   session_ttl=timedelta(seconds=d["session_ttl_s"]),
-                   login_limit=LoginLimit(d["login_attempts"], d["login_window_s"]),
-                   secure_cookies=d["secure_cookies"], exports_dir=Path(d["exports_dir"]), pool_size=d["pool_size"])
+                   session_ttl=timedelta(seconds=d["session_ttl_s"]), login_limit=LoginLimit(**d["login_limit"]),
+                   secure_cookies=d["secure_cookies"], exports_dir=Path(d["exports_dir"]), pool_size=d["pool_size"],
+                   trusted_proxies=list(d["trusted_proxies"]), header_timeout_s=d["header_timeout_s"])
 
 
 def db_error_kind(exc: Exception) -> str:
@@ -129,11 +139,13 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         version=__version__,
         description="Accounts, projects, assignments and judgments for auditable human preference data.",
         openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        docs_url=None,  # served by transport.docs_page, with a CSP
         redoc_url=None,
     )
     app.state.config = config
     app.state.db = Database(config.db_url, pool_size=config.pool_size, max_overflow=config.pool_size)
+    app.state.password_gate = PasswordGate(config.login_limit.concurrent)
+    docs_page(app, "/api/v1/docs")
 
     from .api import router
 
@@ -149,8 +161,17 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
 
         anyio.to_thread.current_default_thread_limiter().total_tokens = max(64, config.pool_size * 2)
 
+    @app.on_event("startup")
+    async def _gold_scorer() -> None:
+        from .judging import start_gold_scorer
+
+        start_gold_scorer(app.state.db)  # sweeps gold judgments a crash left unscored
+
     @app.on_event("shutdown")
     async def _dispose() -> None:
+        from .judging import stop_gold_scorer
+
+        stop_gold_scorer(app.state.db)
         app.state.db.dispose()
 
     @app.exception_handler(JudgingError)
@@ -212,6 +233,15 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         return _json(exc.status_code, exc.detail, headers=getattr(exc, "headers", None))
 
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(RejectNulInUrl)
+    app.add_middleware(TransportSecurity, secure_cookies=config.secure_cookies)
+    if config.trusted_proxies:
+        # The client's address and scheme from X-Forwarded-For/-Proto, believed only when the
+        # peer is a configured proxy (uvicorn's own middleware; ``serve`` turns off uvicorn's
+        # default, which trusts 127.0.0.1). Outermost, so every layer sees the real client.
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.trusted_proxies))
 
     # -- web UI (webui branch): pages, static files, CSP; see preflab.server.pages -------------
     from .pages import mount as mount_pages

@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from ..store.models import Project, utcnow
@@ -145,12 +148,16 @@ def get_user(session: Session, username: str) -> User:
     return user
 
 
-def set_password(session: Session, user: User, password: str) -> None:
+def set_password(session: Session, user: User, password: str, *, keep_api_tokens: bool = False) -> None:
+    """A new password ends every browser session of the account and, unless
+    ``keep_api_tokens``, revokes its API tokens: a reset after a suspected compromise must
+    not leave a stolen token working."""
     check_password_strength(password)
     user.password_hash = hash_password(password)
-    # a new password ends every browser session of the account
-    for ws in session.scalars(select(WebSession).where(WebSession.user_pk == user.pk)):
-        ws.revoked = True
+    session.execute(update(WebSession).where(WebSession.user_pk == user.pk).values(revoked=True))
+    if not keep_api_tokens:
+        session.execute(update(ApiToken).where(ApiToken.user_pk == user.pk, ApiToken.revoked_at.is_(None))
+                        .values(revoked_at=utcnow()))
 
 
 # -- login and rate limiting -----------------------------------------------------------------
@@ -158,50 +165,111 @@ def set_password(session: Session, user: User, password: str) -> None:
 
 @dataclass
 class LoginLimit:
+    """Failed logins allowed per window, per username (whether or not the account exists) and
+    per source address; ``concurrent``: password checks running at once in one process."""
+
     attempts: int = 10
     window_s: int = 60
+    per_address: int = 30
+    concurrent: int = 4
 
 
-def _attempt_key(username: str, ip: str) -> str:
-    return sha256(f"{username.lower()}|{ip}")
+class PasswordGate:
+    """Bounds the argon2 checks running at once in this process (each costs ~0.2 s of CPU and
+    64 MiB): a login that finds every slot taken is refused with 429 at once, not queued."""
+
+    def __init__(self, slots: int) -> None:
+        self._slots = threading.BoundedSemaphore(max(1, slots))
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        if not self._slots.acquire(blocking=False):
+            raise RateLimited("the server is busy checking other logins; try again in a second", retry_after=1)
+        try:
+            yield
+        finally:
+            self._slots.release()
 
 
-def authenticate(session: Session, username: str, password: str, ip: str, limit: LoginLimit) -> User:
-    """The user for valid credentials; failed attempts are counted per account and address.
+def _user_key(username: str) -> str:
+    return sha256(f"user|{username.lower()}")
 
-    Counting lives in the database so the limit holds across worker processes.
+
+def _address_key(ip: str) -> str:
+    return sha256(f"addr|{ip}")
+
+
+def login(db, username: str, password: str, ip: str, limit: LoginLimit, gate: PasswordGate) -> User:  # noqa: ANN001
+    """The user for valid credentials, or ``BadCredentials`` / ``RateLimited``.
+
+    Atomic across threads, workers and hosts: an attempt is first *recorded* (one row per
+    username and one per address, committed), then the rows in the window are counted, and
+    only then is the password checked. Of any number of concurrent attempts, the last one to
+    commit sees all the others' rows, so at most ``attempts`` (``per_address``) are ever
+    evaluated in a window. A refused attempt's rows are removed (it cost no hashing); a
+    failed one's stay as the count; success clears the username's count.
     """
-    key = _attempt_key(username, ip)
     now = utcnow()
-    since = now - timedelta(seconds=limit.window_s)
-    failures = session.scalar(
-        select(func.count()).select_from(LoginAttempt).where(LoginAttempt.key == key, LoginAttempt.at > since)
-    )
-    if failures >= limit.attempts:
-        raise RateLimited(
-            f"too many failed logins for {username!r} from this address; wait {limit.window_s} s",
-            retry_after=limit.window_s,
-        )
-    user = session.scalar(select(User).where(User.username == username))
-    ok = user is not None and user.is_active and verify_password(user.password_hash, password)
-    if not ok:
-        if user is None:
-            verify_password(_DUMMY_HASH, password)  # same time whether or not the user exists
-        raise BadCredentials("wrong username or password")
-    session.execute(delete(LoginAttempt).where(LoginAttempt.key == key))
-    if _hasher.check_needs_rehash(user.password_hash):
-        user.password_hash = hash_password(password)
-    return user
-
-
-def record_failed_login(session: Session, username: str, ip: str) -> None:
-    """Count a failed login (in its own transaction: the refusal must not roll it back)."""
-    now = utcnow()
-    session.add(LoginAttempt(key=_attempt_key(username, ip), at=now))
-    session.execute(delete(LoginAttempt).where(LoginAttempt.at < now - timedelta(days=1)))
+    keys = (_user_key(username), _address_key(ip))
+    with db.writing() as s:
+        rows = [LoginAttempt(key=k, at=now) for k in keys]
+        s.add_all(rows)
+        s.flush()
+        mine = [r.pk for r in rows]
+        s.execute(delete(LoginAttempt).where(LoginAttempt.at < now - timedelta(days=1)))
+    try:
+        with db.reading() as s:
+            since = now - timedelta(seconds=limit.window_s)
+            per_user, per_address = (s.scalar(select(func.count()).select_from(LoginAttempt).where(
+                LoginAttempt.key == k, LoginAttempt.at > since)) for k in keys)
+        if per_user > limit.attempts:
+            raise RateLimited(f"too many failed logins for {username!r}; wait {limit.window_s} s",
+                              retry_after=limit.window_s)
+        if per_address > limit.per_address:
+            raise RateLimited(f"too many failed logins from this address; wait {limit.window_s} s",
+                              retry_after=limit.window_s)
+        with gate.slot():  # the hashing runs outside any transaction (SQLite: no write lock held)
+            with db.reading() as s:
+                user = s.scalar(select(User).where(User.username == username))
+                if user is not None:
+                    s.expunge(user)  # keep its loaded values past the read's rollback
+            # the dummy hash: the same time whether or not the user exists
+            ok = verify_password(user.password_hash if user else _DUMMY_HASH, password)
+            if not (ok and user is not None and user.is_active):
+                raise BadCredentials("wrong username or password")
+            rehash = hash_password(password) if _hasher.check_needs_rehash(user.password_hash) else None
+        with db.writing() as s:
+            s.execute(delete(LoginAttempt).where((LoginAttempt.key == keys[0]) | (LoginAttempt.pk == mine[1])))
+            if rehash:
+                s.execute(update(User).where(User.pk == user.pk).values(password_hash=rehash))
+        return user
+    except BadCredentials:
+        raise  # the attempt's rows stay: they are the failure count
+    except BaseException:
+        with db.writing() as s:  # refused before any password check: it does not count
+            s.execute(delete(LoginAttempt).where(LoginAttempt.pk.in_(mine)))
+        raise
 
 
 _DUMMY_HASH = _hasher.hash("not-a-real-password-" + secrets.token_hex(8))
+
+
+# -- where to go after login ----------------------------------------------------------------------
+
+
+def safe_redirect_path(target: str | None) -> str:
+    r"""``target`` if it is a path on this site, else ``/`` (no open redirect after login).
+
+    Browsers read ``\`` as ``/`` and drop tabs and newlines from URLs, so ``/\evil.example``
+    or ``/<TAB>/evil.example`` would leave the site although neither starts with ``//``. Only
+    a single ``/`` followed by printable ASCII other than ``\`` passes; ``static/app.js``
+    applies the same rule before it navigates.
+    """
+    if not target or not target.startswith("/") or target[1:2] == "/":
+        return "/"
+    if any(not 0x21 <= ord(ch) <= 0x7E or ch == "\\" for ch in target):
+        return "/"
+    return target
 
 
 # -- browser sessions -----------------------------------------------------------------------
@@ -313,19 +381,31 @@ def create_invite(
 
 
 def accept_invite(session: Session, token: str, username: str, password: str) -> User:
-    """Redeem an invite: creates the account and the project membership, once, before expiry."""
-    row = session.scalar(select(Invite).where(Invite.token_hash == sha256(token)))
-    if row is None:
-        raise Missing("unknown invite link; ask a project admin for a new one")
-    if row.used_at is not None:
-        raise Gone("this invite link was already used; ask a project admin for a new one")
-    if _aware(row.expires_at) <= utcnow():
+    """Redeem an invite: creates the account and the project membership, once, before expiry.
+
+    The invite is claimed by one conditional ``UPDATE ... WHERE used_at IS NULL``: of any
+    number of concurrent redemptions (any worker, any host) exactly one changes the row; the
+    others change nothing and get 410. A failure later (the username is taken) rolls the
+    claim back with the rest of the transaction.
+    """
+    now = utcnow()
+    claimed = session.execute(
+        update(Invite)
+        .where(Invite.token_hash == sha256(token), Invite.used_at.is_(None), Invite.expires_at > now)
+        .values(used_at=now)
+        .returning(Invite.pk, Invite.project_pk, Invite.role, Invite.email)
+    ).first()
+    if claimed is None:
+        row = session.scalar(select(Invite).where(Invite.token_hash == sha256(token)))
+        if row is None:
+            raise Missing("unknown invite link; ask a project admin for a new one")
+        if row.used_at is not None:
+            raise Gone("this invite link was already used; ask a project admin for a new one")
         raise Gone("this invite link has expired; ask a project admin for a new one")
-    user, _ = create_user(session, username, password=password, email=row.email)
-    if row.project_pk is not None:
-        project = session.get(Project, row.project_pk)
-        set_membership(session, project, user, row.role)
-    row.used_at, row.used_by = utcnow(), user.pk
+    user, _ = create_user(session, username, password=password, email=claimed.email)
+    if claimed.project_pk is not None:
+        set_membership(session, session.get(Project, claimed.project_pk), user, claimed.role)
+    session.execute(update(Invite).where(Invite.pk == claimed.pk).values(used_by=user.pk))
     return user
 
 
@@ -362,10 +442,3 @@ def verified_domains(session: Session, user_pk: int) -> list[str]:
             select(Credential.domain).where(Credential.user_pk == user_pk, Credential.verified.is_(True))
         )
     )
-
-
-def _aware(dt: datetime) -> datetime:
-    """SQLite returns naive datetimes; every stored time is UTC."""
-    from datetime import UTC
-
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)

@@ -9,7 +9,8 @@ apply) and serves the *common case* of those two requests directly:
 * a bearer token (cookie sessions, with their CSRF check, go the ordinary way);
 * a rater whose status in the project is ``qualified``;
 * ``next``: a live lease to resume, or a production/gold item to lease;
-* ``submit``: a plain pairwise judgment on the caller's live, unexpired production lease,
+* ``submit``: a plain pairwise judgment on the caller's live, unexpired production (or
+  production gold: scored after the response, :func:`judging.defer_gold_scoring`) lease,
   with a fresh idempotency key.
 
 Everything else — a bad or revoked token, a non-member, a missing project, a qualifying,
@@ -63,6 +64,7 @@ from ..store.server_models import ApiToken, Assignment, Membership, RaterStatus,
 from . import assign, judging
 from .permissions import ProjectRef
 from .policy import Policy, policy_of
+from .wire import wire_problems
 
 log = logging.getLogger("preflab.server.fastlane")
 
@@ -377,11 +379,12 @@ def _parse_dt(value: str) -> datetime:
 class Lane:
     """The lane's open SQLite write transaction and what the guard query found."""
 
-    __slots__ = ("cur", "live_pk", "now", "now_s", "status")
+    __slots__ = ("after_commit", "cur", "live_pk", "now", "now_s", "status")
 
     def __init__(self, cur: sqlite3.Cursor, now: datetime, now_s: str, status: str | None,
-                 live_pk: int | None) -> None:
+                 live_pk: int | None, after_commit: list) -> None:
         self.cur, self.now, self.now_s, self.status, self.live_pk = cur, now, now_s, status, live_pk
+        self.after_commit = after_commit  # (pool role, judgment pk) for judging.after_submit
 
 
 def next_in_lane(lane: Lane, project: ProjectRef, user_pk: int) -> dict[str, Any]:
@@ -438,7 +441,7 @@ def submit_in_lane(lane: Lane, project: ProjectRef, user_pk: int, username: str,
         raise Fallback
     (a_pk, a_user, item_pk, _role, status, shown, created, expires, pool_pk, pool_role, item_key, _c, rater_pk,
      rater_user_pk, idem_pk) = rows[0]
-    if (a_user != user_pk or status != "active" or pool_role != "production" or idem_pk is not None
+    if (a_user != user_pk or status != "active" or pool_role not in judging.SCORED_LATER or idem_pk is not None
             or rater_pk is None or rater_user_pk is None or _parse_dt(expires) <= now.replace(tzinfo=None)):
         raise Fallback  # replays, expiry, gold, first label of a rater: the reference path
     try:
@@ -452,6 +455,7 @@ def submit_in_lane(lane: Lane, project: ProjectRef, user_pk: int, username: str,
     j_pk = _insert_judgment(cur, project.pk, item_pk, rater_pk, values, now)
     cur.execute(_CLOSE_LEASE.sql, _CLOSE_LEASE.args({"a_pk": a_pk, "j_pk": j_pk}))
     cur.execute(_FILL.sql, _FILL.args({"p_pk": pool_pk}))
+    lane.after_commit.append((pool_role, j_pk))
     return {"judgment_id": j_pk, "item_id": item_key, "kind": "pairwise", "created": True, "replayed": False,
             "submitted_at": now.isoformat()}
 
@@ -464,6 +468,8 @@ def parse_submit(body: bytes, header_idem: str | None) -> tuple[str, dict[str, A
         raise _Pass("body") from None
     if type(data) is not dict or not data.keys() <= _SUBMIT_KEYS:
         raise _Pass("body")
+    if wire_problems(data):
+        raise _Pass("wire rules")  # the framework's models answer the 422, field by field
     lease_id, judgment = data.get("assignment_id"), data.get("judgment")
     if type(lease_id) is not str or not 1 <= len(lease_id) <= 64 or type(judgment) is not dict:
         raise _Pass("body")
@@ -621,9 +627,12 @@ class LaneEndpoint:
             except sqlite3.OperationalError:
                 raise _Pass("busy (another process)") from None
             try:
-                out = self._work(cur, token_hash, project_name, submit)
+                after_commit: list = []
+                out = self._work(cur, token_hash, project_name, submit, after_commit)
                 cur.execute("COMMIT")
                 shared.checkpointer.dirty.set()
+                for pool_role, judgment_pk in after_commit:
+                    judging.after_submit(shared.db, pool_role, judgment_pk)
                 return out
             except BaseException as exc:
                 try:
@@ -639,7 +648,8 @@ class LaneEndpoint:
         finally:
             shared.lock.release()
 
-    def _work(self, cur: sqlite3.Cursor, token_hash: str, project_name: str, submit) -> dict[str, Any]:
+    def _work(self, cur: sqlite3.Cursor, token_hash: str, project_name: str, submit,
+              after_commit: list) -> dict[str, Any]:
         db = self.shared.db
         now = utcnow()
         now_s = _DT(now)
@@ -651,7 +661,7 @@ class LaneEndpoint:
             raise _Pass("not a rater here")  # 404, or 403 (e.g. a site admin without the rater role)
         user_pk, username = row[0], row[1]
         project = _project(*row[2:9])
-        lane = Lane(cur, now, now_s, row[10], row[11] if self.kind == _NEXT else None)
+        lane = Lane(cur, now, now_s, row[10], row[11] if self.kind == _NEXT else None, after_commit)
         if self.kind == _NEXT:
             try:
                 return assign.next_task_fast(db, project, user_pk, lane=lane)

@@ -10,6 +10,11 @@ in production it is silent, and a rolling accuracy credibly below the bar suspen
 
 from __future__ import annotations
 
+import logging
+import queue
+import random
+import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -169,14 +174,23 @@ def submit_reference(
     telemetry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     policy = settings_of(project_ref.settings).policy
+    deferred: list[int] = []
+    out = _submit_reference(db, project_ref, policy, user_pk, username, assignment_id, judgment, idempotency_key,
+                            telemetry, deferred)
+    for judgment_pk in deferred:  # after the commit: the scorer reads the committed row
+        defer_gold_scoring(db, judgment_pk)
+    return out
+
+
+def _submit_reference(db, project_ref: ProjectRef, policy: Policy, user_pk: int, username: str,  # noqa: ANN001
+                      assignment_id: str, judgment: dict[str, Any], idempotency_key: str | None,
+                      telemetry: dict[str, Any] | None, deferred: list[int]) -> dict[str, Any]:
     with db.writing() as session:
         project = session.get(Project, project_ref.pk)
         if idempotency_key:
-            first = session.scalar(select(JudgmentRow).where(
-                JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == idempotency_key))
+            first = _replay_of(session, project.pk, username, idempotency_key, judgment,
+                               lease_id=assignment_id)
             if first is not None:
-                if session.get(Rater, first.rater_pk).rater_key != username:
-                    raise JudgingError(409, "this idempotency key was already used by someone else; use a fresh one")
                 return _result(session, first, created=False)
         status = lock_rater_status(session, project.pk, user_pk, policy)
         lease = session.scalar(
@@ -216,11 +230,14 @@ def submit_reference(
         lease.status, lease.judgment_pk = "submitted", row.pk
         if pool is not None and pool.role == "production":
             pool.filled += 1
-        if pool is not None and pool.role in ("gold", "qualification") and item_row.gold:
+        if pool is not None and pool.role == "qualification" and item_row.gold:
+            # qualification answers are explained at once (the rater knows these are tests)
             _score(session, project, policy, status, user_pk, item_row, row, parsed, pool.role, now)
+        elif pool is not None and pool.role == "gold":
+            deferred.append(row.pk)  # production gold: scored after the response, see below
         session.flush()
         return _result(session, row, created=created, status=status,
-                       gold_possible=pool is not None and pool.role != "production")
+                       gold_possible=pool is not None and pool.role == "qualification")
 
 
 # -- the hot path in SQLAlchemy Core -------------------------------------------------------------
@@ -233,7 +250,7 @@ def submit_reference(
 # leases, rubric judgments) is rolled back untouched and redone by ``submit_reference``,
 # which re-checks everything under its own locks.
 
-from sqlalchemy import bindparam, insert  # noqa: E402
+from sqlalchemy import bindparam, case, insert  # noqa: E402
 
 from ..store.models import CandidateRow  # noqa: E402
 from ..store.rows import judgment_rows  # noqa: E402
@@ -268,7 +285,13 @@ _INSERT_JUDGMENT = insert(_J).returning(_J.c.pk)
 _CLOSE_LEASE = (
     update(_A).where(_A.c.pk == bindparam("a_pk")).values(status="submitted", judgment_pk=bindparam("j_pk"))
 )
-_FILL = update(_P).where(_P.c.pk == bindparam("p_pk")).values(filled=_P.c.filled + 1)
+#: Production labels count towards the item's target; gold rows run the same statement unchanged.
+_FILL = update(_P).where(_P.c.pk == bindparam("p_pk")).values(
+    filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
+
+#: Pool roles the fast paths submit: production and production gold look and cost the same,
+#: gold being scored after the response (:func:`defer_gold_scoring`).
+SCORED_LATER = frozenset({"production", "gold"})
 
 
 class _Fallback(Exception):
@@ -314,7 +337,7 @@ def _submit_fast(db, project: ProjectRef, user_pk: int, username: str, *, assign
             raise _Fallback
         lease = rows[0]
         now = utcnow()
-        if (lease.user_pk != user_pk or lease.status != "active" or lease.pool_role != "production"
+        if (lease.user_pk != user_pk or lease.status != "active" or lease.pool_role not in SCORED_LATER
                 or lease.idem_pk is not None or lease.rater_pk is None or lease.rater_user_pk is None
                 or aware(lease.expires_at) <= now):
             raise _Fallback
@@ -327,8 +350,39 @@ def _submit_fast(db, project: ProjectRef, user_pk: int, username: str, *, assign
         conn.execute(_CLOSE_LEASE, {"a_pk": lease.pk, "j_pk": j_pk})
         conn.execute(_FILL, {"p_pk": lease.pool_pk})
         submitted = values.get("submitted_at")
-        return {"judgment_id": j_pk, "item_id": lease.item_key, "kind": values["kind"], "created": True,
-                "replayed": False, "submitted_at": aware(submitted).isoformat() if submitted else None}
+        out = {"judgment_id": j_pk, "item_id": lease.item_key, "kind": values["kind"], "created": True,
+               "replayed": False, "submitted_at": aware(submitted).isoformat() if submitted else None}
+    after_submit(db, lease.pool_role, j_pk)
+    return out
+
+
+def after_submit(db, pool_role: str, judgment_pk: int) -> None:  # noqa: ANN001
+    """Every submit path calls this after its commit: production gold goes to the scorer."""
+    if pool_role == "gold":
+        defer_gold_scoring(db, judgment_pk)
+
+
+def _replay_of(session: Session, project_pk: int, username: str, key: str, data: dict[str, Any], *,
+               lease_id: str | None = None, revises: int | None = None) -> JudgmentRow | None:
+    """The judgment stored under idempotency ``key`` if this request repeats it, ``None`` if
+    the key is new; 409 if the key was used for another request (someone else's, another
+    assignment or judgment, or a different answer): a retry must send the same body."""
+    first = session.scalar(select(JudgmentRow).where(JudgmentRow.project_pk == project_pk,
+                                                     JudgmentRow.idempotency_key == key))
+    if first is None:
+        return None
+    if session.get(Rater, first.rater_pk).rater_key != username:
+        raise JudgingError(409, "this idempotency key was already used by someone else; use a fresh one")
+    if lease_id is not None:
+        same_target = session.scalar(select(Assignment.lease_id).where(Assignment.judgment_pk == first.pk)) == lease_id
+    else:
+        same_target = first.supersedes_pk == revises
+    if not same_target or not _same_answer(first, data):
+        raise JudgingError(409, f"idempotency key {key!r} was already used for a different submission; "
+                                "send the same body to get the first result again, or a fresh key for a new answer",
+                           [{"loc": ["body", "idempotency_key"], "msg": "already used with a different body",
+                             "type": "idempotency_conflict"}])
+    return first
 
 
 def _same_answer(row: JudgmentRow, data: dict[str, Any]) -> bool:
@@ -397,6 +451,140 @@ def suspend(session: Session, project: Project, user_pk: int, status: RaterStatu
     return len(excluded)
 
 
+# -- production gold, scored after the response ------------------------------------------------------
+#
+# A submission for a production gold item must not be told apart from any other: same
+# statements, same answer, same time. So every submit path stores it like a production label
+# and hands the judgment to a per-process scorer thread after its commit; the scorer records
+# the outcome and runs the drift rule (suspension) in its own short transaction, under the
+# rater's status lock. Nothing is lost in a crash: a gold judgment without an outcome is found
+# again by the sweep at start-up and whenever the scorer is idle.
+
+SWEEP_EVERY_S = 30.0
+#: A production gold judgment is scored this many seconds (uniformly random) after it arrives.
+SCORING_DELAY_S = (0.2, 1.0)
+_RNG = random.SystemRandom()
+log = logging.getLogger("preflab.server.judging")
+
+
+def score_production_gold(db, judgment_pk: int) -> bool:  # noqa: ANN001
+    """Score one production gold judgment (idempotent); whether an outcome was recorded."""
+    with db.writing() as session:
+        row = session.get(JudgmentRow, judgment_pk)
+        lease = session.scalar(select(Assignment).where(Assignment.judgment_pk == judgment_pk))
+        if row is None or lease is None or lease.role != "gold":
+            return False
+        project = session.get(Project, row.project_pk)
+        policy = settings_of(project.settings or {}).policy
+        status = lock_rater_status(session, project.pk, lease.user_pk, policy)
+        if session.scalar(select(GoldOutcome.pk).where(GoldOutcome.judgment_pk == judgment_pk)) is not None:
+            return False  # another process scored it first
+        item_row = session.get(ItemRow, row.item_pk)
+        if not item_row.gold:
+            return False
+        _score(session, project, policy, status, lease.user_pk, item_row, row, repo.judgment_from_row(row),
+               "gold", utcnow())
+        return True
+
+
+def unscored_gold(db) -> list[int]:  # noqa: ANN001
+    """Production gold judgments with no outcome yet (left by a crash or another process)."""
+    with db.reading() as session:
+        return list(session.scalars(
+            select(Assignment.judgment_pk).where(
+                Assignment.role == "gold", Assignment.status == "submitted", Assignment.judgment_pk.is_not(None),
+                ~select(GoldOutcome.pk).where(GoldOutcome.judgment_pk == Assignment.judgment_pk).exists())
+            .order_by(Assignment.judgment_pk)))
+
+
+class GoldScorer(threading.Thread):
+    """One per database per process: scores what the submit paths hand it, and sweeps."""
+
+    def __init__(self, db) -> None:  # noqa: ANN001
+        super().__init__(name="preflab-gold-scorer", daemon=True)
+        self.db, self.jobs = db, queue.Queue()
+
+    def run(self) -> None:
+        self._sweep()
+        while True:
+            try:
+                batch = [self.jobs.get(timeout=SWEEP_EVERY_S)]
+            except queue.Empty:
+                self._sweep()
+                continue
+            if batch[0] is not None:
+                # Wait a random while, gathering more: the scoring's CPU and write lock then
+                # fall at a moment unrelated to the gold submission (scoring at once would slow
+                # the response or the rater's next request, which tells gold apart again).
+                time.sleep(_RNG.uniform(*SCORING_DELAY_S))
+            while True:
+                try:
+                    batch.append(self.jobs.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                for job in batch:
+                    if job is not None:
+                        self._score(job)
+            finally:
+                for _ in batch:
+                    self.jobs.task_done()
+            if None in batch:
+                return
+
+    def _score(self, judgment_pk: int) -> None:
+        for attempt in range(3):
+            try:
+                score_production_gold(self.db, judgment_pk)
+                return
+            except Exception:  # noqa: BLE001 - busy database and the like: the sweep retries later
+                if attempt == 2:
+                    log.exception("gold scoring of judgment %s failed; the next sweep retries", judgment_pk)
+                time.sleep(0.05 * (attempt + 1))
+
+    def _sweep(self) -> None:
+        try:
+            for judgment_pk in unscored_gold(self.db):
+                self._score(judgment_pk)
+        except Exception:  # noqa: BLE001
+            log.exception("gold scoring sweep failed; retrying in %s s", SWEEP_EVERY_S)
+
+
+_SCORERS: dict[int, GoldScorer] = {}
+_SCORERS_LOCK = threading.Lock()
+
+
+def start_gold_scorer(db) -> GoldScorer:  # noqa: ANN001
+    """The database's scorer in this process (started on first use; sweeps at once)."""
+    with _SCORERS_LOCK:
+        scorer = _SCORERS.get(id(db))
+        if scorer is None or scorer.db is not db or not scorer.is_alive():
+            scorer = _SCORERS[id(db)] = GoldScorer(db)
+            scorer.start()
+        return scorer
+
+
+def defer_gold_scoring(db, judgment_pk: int) -> None:  # noqa: ANN001
+    start_gold_scorer(db).jobs.put(judgment_pk)
+
+
+def stop_gold_scorer(db, timeout: float = 10.0) -> None:  # noqa: ANN001
+    """Score what is queued, then stop (the app's shutdown, before the engines close)."""
+    with _SCORERS_LOCK:
+        scorer = _SCORERS.pop(id(db), None)
+    if scorer is not None and scorer.is_alive():
+        scorer.jobs.put(None)
+        scorer.join(timeout)
+
+
+def wait_for_gold_scoring(db) -> None:  # noqa: ANN001
+    """Block until every judgment handed to the scorer so far is scored (tests, shutdown)."""
+    with _SCORERS_LOCK:
+        scorer = _SCORERS.get(id(db))
+    if scorer is not None:
+        scorer.jobs.join()
+
+
 def reinstate(session: Session, project_pk: int, user_pk: int, note: str) -> RaterStatus:
     status = session.scalar(select(RaterStatus).where(RaterStatus.project_pk == project_pk,
                                                       RaterStatus.user_pk == user_pk).with_for_update())
@@ -431,11 +619,8 @@ def revise(
     with db.writing() as session:
         project = session.get(Project, project_ref.pk)
         if idempotency_key:
-            first = session.scalar(select(JudgmentRow).where(
-                JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == idempotency_key))
+            first = _replay_of(session, project.pk, username, idempotency_key, data, revises=judgment_pk)
             if first is not None:
-                if session.get(Rater, first.rater_pk).rater_key != username:
-                    raise JudgingError(409, "this idempotency key was already used by someone else")
                 return _result(session, first, created=False)
         lock_rater_status(session, project.pk, user_pk, settings_of(project_ref.settings).policy)
         old = session.get(JudgmentRow, judgment_pk)

@@ -14,9 +14,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from ..schema import Item
+from ..schema import JUDGMENT_KINDS, Item, describe_need, kinds_for_item
 from ..store import repo
-from ..store.models import ItemRow, JudgmentRow, Project
+from ..store.models import CandidateRow, ItemRow, JudgmentRow, Project
 from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
 from .policy import Policy, Settings, settings_of
 
@@ -113,12 +113,18 @@ def production_target(content_hash: str, policy: Policy) -> int:
 
 def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
     """Add pool rows for items that have none (imported by any route); returns how many."""
+    n_candidates = select(func.count()).where(CandidateRow.item_pk == ItemRow.pk).scalar_subquery()
     rows = session.execute(
-        select(ItemRow.pk, ItemRow.content_hash, ItemRow.gold, ItemRow.meta, ItemRow.domains)
+        select(ItemRow.pk, ItemRow.content_hash, ItemRow.gold, ItemRow.meta, ItemRow.domains,
+               n_candidates.label("n_candidates"))
         .outerjoin(PoolEntry, PoolEntry.item_pk == ItemRow.pk)
         .where(ItemRow.project_pk == project_pk, PoolEntry.pk.is_(None))
         .order_by(ItemRow.pk)
     ).all()
+    # never hand out an item no kind of the project fits (imported by a route that could not
+    # refuse it, e.g. a file in another format): every submission for it would be refused
+    kinds = list(session.scalar(select(Project.kinds).where(Project.pk == project_pk)) or [])
+    rows = [r for r in rows if item_kinds(kinds, r.n_candidates, r.meta)]
     if not rows:
         return 0
     n_qual = session.scalar(
@@ -170,6 +176,9 @@ def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str
     """Import items through :func:`preflab.io.importer.import_files` when available (all or
     nothing, idempotent); otherwise validate and insert them in one transaction."""
     validated = [Item.model_validate(d) for d in items]  # ValidationError -> 422 upstream
+    with db.reading() as session:
+        kinds = list(repo.get_project(session, project_name).kinds)
+    check_items_fit(validated, kinds)
     try:
         from ..io.importer import ImportFailed, ImportOptions, import_files
     except ImportError:  # pragma: no cover - the importer ships with preflab; kept for partial builds
@@ -201,6 +210,31 @@ def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str
         project = repo.get_project(session, project_name)
         summary["pooled"] = sync_pool(session, project.pk, current_settings(project).policy)
     return _jsonable(summary)
+
+
+def item_kinds(kinds: list[str], n_candidates: int, metadata: dict[str, Any] | None) -> list[str]:
+    """The project's kinds this item can be labelled with (the schema's rule, ``kinds_for_item``)."""
+    declared = (metadata or {}).get("kinds")
+    return kinds_for_item(kinds, n_candidates, declared if isinstance(declared, list) else None)
+
+
+def check_items_fit(items: list[Item], kinds: list[str]) -> None:
+    """422 listing every item no kind of the project fits (a one-answer item in a pairwise-only
+    project was handed to raters, whose every submission was then refused), as
+    ``items:LINE: candidates: reason``; nothing is imported then."""
+    problems = []
+    for line, item in enumerate(items, start=1):
+        if not item_kinds(kinds, len(item.candidates), item.metadata):
+            need = "; ".join(f"{k} needs {describe_need(k)}" for k in kinds if k in JUDGMENT_KINDS)
+            problems.append({"loc": ["body", "items", line - 1, "candidates"], "type": "value_error",
+                             "msg": f"items:{line}: candidates: item {item.id!r} has {len(item.candidates)} "
+                                    f"answer(s), which no kind of this project fits ({need}); fix the item "
+                                    "or add a kind that fits it to the project"})
+    if problems:
+        from .judging import JudgingError
+
+        raise JudgingError(422, f"{len(problems)} item(s) cannot be labelled in this project; nothing was imported",
+                           problems)
 
 
 def _jsonable(value: Any) -> Any:

@@ -20,7 +20,7 @@ import orjson
 import yaml
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
@@ -32,6 +32,7 @@ from . import projects
 from .judging import JudgingError, build_judgment
 from .permissions import Ctx, ProjectRef, guard
 from .policy import settings_of
+from .wire import WireModel, jsonl_problems
 
 router = APIRouter(prefix="/api/v1")
 
@@ -277,6 +278,10 @@ def import_file(db, project_name: str, filename: str, raw: bytes) -> dict[str, A
     """Import one uploaded file, all or nothing. ``{"ok": False, "problems": [...]}`` lists every
     bad line as ``file:line: field: reason``; nothing is imported then."""
     name = Path(filename or "upload.jsonl").name or "upload.jsonl"
+    if Path(name).suffix.lower() in (".jsonl", ".json", ".ndjson"):  # the wire rules (preflab.server.wire)
+        bad = [_problem(name, n, field, reason) for n, field, reason in jsonl_problems(raw)]
+        if bad:
+            return {"ok": False, "total": len(bad), "problems": bad}
     try:  # the importer branch: every record format, streamed, idempotent
         from ..io.importer import ImportFailed, import_files  # type: ignore[attr-defined]
     except ImportError:
@@ -329,8 +334,7 @@ def rubric_versions(session: Session, project_pk: int) -> list[dict[str, Any]]:
 # -- REST routes -------------------------------------------------------------------------------------------
 
 
-class AdjudicateIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AdjudicateIn(WireModel):  # the wire rules of every request body (preflab.server.wire)
 
     judgment: dict[str, Any]
     note: str = Field(min_length=1, max_length=5000)

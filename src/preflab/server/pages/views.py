@@ -4,7 +4,6 @@ service function, a template. Changes happen in the browser through the REST API
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 from fastapi import APIRouter, Query, Request
@@ -101,10 +100,10 @@ def _db(request: Request):  # noqa: ANN202
 
 
 def _local(target: str | None) -> str:
-    """Only same-site paths after login (no open redirect)."""
-    if not target or not target.startswith("/") or target.startswith("//") or urlsplit(target).netloc:
-        return "/"
-    return target
+    """Only same-site paths after login (no open redirect): the rule is auth's."""
+    from ..auth import safe_redirect_path
+
+    return safe_redirect_path(target)
 
 
 # -- public ---------------------------------------------------------------------------------------

@@ -55,6 +55,15 @@
 
   /* ---------------------------------------------------------------- common: login, logout, help */
 
+  /* Where to go after login: a path on this site, else "/" -- the server's rule (auth.safe_redirect_path):
+     one "/", then printable ASCII and no backslash, since browsers read "/" + backslash + "x" and
+     "/<TAB>/x" as "//x", another site. */
+  function sameSitePath(target) {
+    if (typeof target !== "string" || target[0] !== "/" || target[1] === "/") return "/";
+    if (!/^[\x21-\x7e]*$/.test(target) || target.indexOf("\\") !== -1) return "/";
+    return target;
+  }
+
   function initCommon() {
     $$('[data-action="logout"]').forEach((b) => b.addEventListener("click", async () => {
       await api("POST", "/api/v1/auth/logout");
@@ -65,7 +74,7 @@
     if (login) login.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const r = await api("POST", "/api/v1/auth/login", { username: login.username.value, password: login.password.value });
-      if (r.ok) location.href = login.dataset.next || "/";
+      if (r.ok) location.href = sameSitePath(login.dataset.next);
       else showError($("#login-error"), problemText(r.data));
     });
 
