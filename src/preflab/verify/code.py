@@ -18,8 +18,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from xml.etree import ElementTree
 
 from .digest import diff, pytest_entry_digests, tree_digests
@@ -83,7 +84,22 @@ def read_results(document: bytes, nonce: str) -> dict[tuple[str, str], Outcome]:
     return outcomes
 
 
-def _prepare(task: CodeTask, solution: str, work: Path, uid: int | None) -> tuple[Path, Path]:
+def solution_files(task: CodeTask, solution: str | Mapping[str, str]) -> dict[str, str]:
+    """A solution is one module's text (written to ``task.solution_path``) or several files."""
+    if isinstance(solution, str):
+        return {task.solution_path: solution}
+    return {_relative(path): text for path, text in solution.items()}
+
+
+def _relative(path: str) -> str:
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        raise ValueError(f"solution file {path!r} must be a relative path without '..'")
+    return str(pure)
+
+
+def _prepare(task: CodeTask, solution: Mapping[str, str], work: Path,
+             uid: int | None) -> tuple[Path, Path]:
     box = work / "box"
     if task.harness_dir:
         shutil.copytree(task.harness_dir, box, symlinks=False)
@@ -96,9 +112,10 @@ def _prepare(task: CodeTask, solution: str, work: Path, uid: int | None) -> tupl
     shutil.copyfile(RUNNER, box / "_preflab_runner.py")
     solution_dir = box / "solution"
     solution_dir.mkdir()
-    target = solution_dir / task.solution_path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(solution, encoding="utf-8")
+    for rel, text in solution.items():
+        target = solution_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
     os.chmod(work, 0o711)
     for path in [box, *box.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
@@ -115,18 +132,21 @@ def _env(solution_dir: Path) -> dict[str, str]:
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
-def verify_code(task: CodeTask, solution: str, *, limits: Limits | None = None) -> Verdict:
+def verify_code(task: CodeTask, solution: str | Mapping[str, str], *,
+                limits: Limits | None = None) -> Verdict:
     limits = limits or Limits(wall_s=task.timeout_s, cpu_s=int(task.timeout_s) + 1)
     uid = sandbox_uid() if os.geteuid() == 0 else None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preflab-verify-") as tmp:
         work = Path(tmp)
-        box, solution_dir = _prepare(task, solution, work, uid)
+        box, solution_dir = _prepare(task, solution_files(task, solution), work, uid)
         before = {**tree_digests(box, skip=(solution_dir,)), **pytest_entry_digests()}
         nonce = secrets.token_hex(16)
-        expected = list(dict.fromkeys([*task.f2p, *task.p2p]))
+        # whole test files, not node ids: a candidate that breaks collection then shows as a
+        # collection error of the module (its tests failed) rather than as a usage error
+        test_files = list(dict.fromkeys(n.split("::", 1)[0] for n in [*task.f2p, *task.p2p]))
         command = [sys.executable, "-I", "-B", str(box / "_preflab_runner.py"), str(box),
-                   str(solution_dir), *expected]
+                   str(solution_dir), *test_files]
         run = run_sandboxed(command, workdir=work, cwd=solution_dir, limits=limits,
                             uid=uid if uid is not None else os.getuid(), env=_env(solution_dir),
                             secret=nonce.encode())
@@ -142,8 +162,8 @@ def _judge(task: CodeTask, run, nonce: str, changes: list[str]) -> Verdict:
         problems.append("harness changed: " + "; ".join(changes[:5]))
     if run.timed_out:
         problems.append(f"timed out after {task.timeout_s:g}s (process group killed)")
-    elif run.returncode not in (0, 1):
-        problems.append(f"pytest exited with {run.returncode}, not 0 or 1")
+    elif run.returncode not in (0, 1, 2):  # 2: a collection error, seen in the document
+        problems.append(f"pytest exited with {run.returncode}, not 0, 1 or 2")
     if run.leftovers:
         problems.append(f"{len(run.leftovers)} processes outlived the run (killed)")
     try:
@@ -151,7 +171,7 @@ def _judge(task: CodeTask, run, nonce: str, changes: list[str]) -> Verdict:
     except ResultDocumentError as e:
         problems.append(str(e))
         outcomes = {}
-    tests = {n: _outcome_name(outcomes.get(junit_address(n))) for n in [*task.f2p, *task.p2p]}
+    tests = {n: _outcome_name(_lookup(outcomes, n)) for n in [*task.f2p, *task.p2p]}
     missing = [n for n, o in tests.items() if o in ("not run", "skipped")]
     if missing and outcomes:
         problems.append("expected tests did not run: " + ", ".join(missing[:5]))
@@ -167,6 +187,15 @@ def _judge(task: CodeTask, run, nonce: str, changes: list[str]) -> Verdict:
     return Verdict(task_id=task.task_id, kind="code", reward=reward, reason=reason,
                    f2p_exit=f2p_exit, p2p_exit=p2p_exit, harness_sha256_verified=verified,
                    tests=tests)
+
+
+def _lookup(outcomes: dict[tuple[str, str], Outcome], nodeid: str) -> Outcome | None:
+    """A test's outcome; a test whose module failed to import or was skipped whole takes the
+    module's outcome (pytest reports only the module then)."""
+    found = outcomes.get(junit_address(nodeid))
+    if found is None:
+        return outcomes.get(junit_address(nodeid.split("::", 1)[0]))
+    return found
 
 
 def _outcome_name(outcome: Outcome | None) -> str:

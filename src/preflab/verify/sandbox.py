@@ -191,15 +191,27 @@ def run_sandboxed(command: list[str], *, workdir: Path, cwd: Path, limits: Limit
         timed_out = True
     _kill_group(proc.pid)
     proc.wait()
-    leftovers = _processes_of(uid) if os.geteuid() == 0 else []
-    for pid in leftovers:
-        _kill(pid)
+    # after a normal exit the kernel has already reaped the PID namespace; after a kill it
+    # tears it down asynchronously, so survivors only count when nothing was killed
+    survivors = _reap_uid(uid) if os.geteuid() == 0 else []
+    leftovers = [] if timed_out else survivors
     reader.join(timeout=5)
     tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
     log_path.unlink()
     return SandboxRun(returncode=None if timed_out else proc.returncode, timed_out=timed_out,
                       wall_s=time.monotonic() - started, channel=bytes(received),
                       output_tail=tail, leftovers=leftovers)
+
+
+def _reap_uid(uid: int, grace_s: float = 10.0) -> list[int]:
+    """SIGKILL every process of the sandbox uid until none is left; the first ones found."""
+    first = _processes_of(uid)
+    deadline = time.monotonic() + grace_s
+    while (pids := _processes_of(uid)) and time.monotonic() < deadline:
+        for pid in pids:
+            _kill(pid)
+        time.sleep(0.02)
+    return first
 
 
 def _move_fds(fds: dict[int, int]) -> None:
