@@ -397,7 +397,7 @@ def test_helpful_errors(engine, tmp_path):
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ExportError, match="not a preflab export"):
         export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "busy"))
-    assert sorted(EXPORT_FORMATS) == ["openrlhf", "raw", "trl-kto", "trl-preference", "trl-reward", "trl-sft",
+    assert sorted(EXPORT_FORMATS) == ["openrlhf", "raw", "rlhf-2026.11", "trl-kto", "trl-preference", "trl-reward", "trl-sft",
                                       "trl-stepwise", "verl"]
     assert all(e.description for e in EXPORT_FORMATS.values())
 

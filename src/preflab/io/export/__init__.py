@@ -2,7 +2,7 @@
 
 >>> from preflab.io.export import EXPORT_FORMATS, ExportOptions, export_project
 >>> sorted(EXPORT_FORMATS)
-['openrlhf', 'raw', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-stepwise', 'verl']
+['openrlhf', 'raw', 'rlhf-2026.11', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-stepwise', 'verl']
 
 ``export_project(engine, "my-project", ExportOptions(format="trl-preference", out=Path("out")))``
 writes ``out/train.jsonl``, ``out/README.md`` (dataset card) and ``out/manifest.json`` atomically
@@ -37,6 +37,7 @@ from .resolve import (
     rubric_pairs,
     word_length,
 )
+from .rlhf_trajectory import RLHFTrajectory
 from .trl_kto import TRLKTO
 from .trl_preference import TRLPreference
 from .trl_reward import TRLReward
@@ -48,6 +49,7 @@ EXPORT_FORMATS: dict[str, Exporter] = {
     e.name: e
     for e in (TRLPreference(), TRLReward(), TRLKTO(), TRLSFT(), TRLStepwise(), OpenRLHF(), Verl(), Raw())
 }
+EXPORT_FORMATS[RLHFTrajectory.name] = RLHFTrajectory()
 
 __all__ = [
     "AGGREGATORS",
