@@ -387,7 +387,7 @@ def test_a_failing_log_write_unpublishes_the_export(engine, tmp_path, monkeypatc
 
 
 def test_helpful_errors(engine, tmp_path):
-    with pytest.raises(ExportError, match="choose one of: openrlhf, raw, trl-kto"):
+    with pytest.raises(ExportError, match="choose one of: openrlhf, raw, rlhf-2026.11, trl-kto"):
         export_project(engine, "demo", ExportOptions(format="dpo", out=tmp_path / "x"))
     with pytest.raises(ExportError, match="jsonl, parquet, hf"):
         export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "x", file_format="csv"))
