@@ -53,6 +53,45 @@ def run(
     _summary(verdicts, elapsed, workers, out)
 
 
+@verify_app.command("trajectories")
+def trajectories(
+    tasks_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="tasks JSONL"),
+    trajectories_file: Path = typer.Argument(..., exists=True, dir_okay=False,
+                                             help="RLHF-2026.11 trajectories JSONL"),
+    out: Path = typer.Option(..., "--out", "-o", help="trajectories JSONL with verifier blocks"),
+) -> None:
+    """Verify each trajectory's last answer against its task and fill its ``verifier`` block
+    (f2p_exit, p2p_exit, harness_sha256_verified, terminal_reward); others pass unchanged."""
+    from pydantic import ValidationError
+
+    from .tasks import read_jsonl
+    from .trajectories import verify_trajectory
+
+    try:
+        tasks = load_tasks(tasks_file)
+        rows = read_jsonl(trajectories_file)
+    except TaskFileError as e:
+        console.print(str(e), style="red", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from e
+    lines, verified, errors = [], 0, []
+    for number, record in rows:
+        try:
+            filled, verdict = verify_trajectory(record, tasks)
+        except (ValidationError, ValueError) as e:
+            errors.append(f"{trajectories_file}:{number}: (record): {e}")
+            continue
+        verified += verdict is not None
+        lines.append(orjson.dumps(filled) + b"\n")
+    if errors:
+        console.print("\n".join(errors) + "\nnothing was written", style="red", markup=False,
+                      highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    tmp = out.with_name(out.name + ".partial")
+    tmp.write_bytes(b"".join(lines))
+    tmp.replace(out)
+    console.print(f"{verified} of {len(lines)} trajectories verified -> {out}")
+
+
 def _summary(verdicts, elapsed: float, workers: int, out: Path) -> None:
     by_kind: dict[str, list] = defaultdict(list)
     for v in verdicts:
