@@ -105,3 +105,26 @@ def test_a_trajectory_whose_verifier_failed_gives_no_all_correct_step_labels(eng
     export_project(engine, "agents", ExportOptions(format="trl-stepwise", out=out))
     assert len(rows(out)) == (1 if exported else 0)
     assert bool(truth_drops(out)) is (not exported)
+
+
+def test_verl_rows_of_verifiable_items_are_rule_rows_the_verifier_scores(tmp_path, sqlite_url):
+    from preflab.verify.adapters import compute_score
+
+    engine = db.open_db(sqlite_url)
+    task = {"task_id": "half", "kind": "math", "answer": r"\frac{1}{2}"}
+    with transaction(engine) as s:
+        project = create_project(s, "rl", kinds=["pairwise"])
+        add_item(s, project, Item(id="m", prompt="half of one?", candidates=[{"id": "c", "text": "1/2"}],
+                                  metadata={"verifiable": "math", "verify_task": task}))
+        add_item(s, project, Item(id="plain", prompt="a poem", candidates=[{"id": "c", "text": "roses"}]))
+    out = tmp_path / "verl"
+    export_project(engine, "rl", ExportOptions(format="verl", out=out))
+    by_id = {r["extra_info"]["item_id"]: r for r in rows(out)}
+    assert by_id["m"]["reward_model"] == {"style": "rule", "ground_truth": r"\frac{1}{2}"}
+    assert by_id["m"]["extra_info"]["verifier"] == "preflab.verify:math"
+    assert by_id["plain"]["reward_model"] == {"style": "model", "ground_truth": None}
+    assert list(by_id["plain"]["extra_info"]) == ["split", "index", "item_id"]
+    row = by_id["m"]  # verl calls the reward function with the row's fields
+    assert compute_score(row["data_source"], r"\boxed{0.5}", row["reward_model"]["ground_truth"],
+                         row["extra_info"])["score"] == 1.0
+    engine.dispose()
