@@ -18,7 +18,12 @@ VERIFIABLE_ROUTES = ("code", "sql", "math")
 
 
 def verifiable_route(item: Item) -> str | None:
-    route = (item.metadata or {}).get("verifiable")
+    return route_of_metadata(item.metadata)
+
+
+def route_of_metadata(metadata: dict[str, Any] | None) -> str | None:
+    """The route from an item's metadata (the store keeps it as a JSON column)."""
+    route = (metadata or {}).get("verifiable")
     return route if route in VERIFIABLE_ROUTES else None
 
 
