@@ -398,7 +398,7 @@ def test_helpful_errors(engine, tmp_path):
     with pytest.raises(ExportError, match="not a preflab export"):
         export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "busy"))
     assert sorted(EXPORT_FORMATS) == ["openrlhf", "raw", "rlhf-2026.11", "trl-kto", "trl-preference", "trl-reward", "trl-sft",
-                                      "trl-stepwise", "verl"]
+                                      "trl-sft-agent", "trl-stepwise", "verl"]
     assert all(e.description for e in EXPORT_FORMATS.values())
 
 
