@@ -114,3 +114,36 @@ def test_sft_trainer_trains_on_the_export(exported, tmp_path):
     assert labels[0] == -100 and any(label != -100 for label in labels)
     trainer.train()
     assert trainer.state.global_step == 2
+
+
+STEPPED = {
+    "trajectory_id": "stepped", "schema_version": "RLHF-2026.11",
+    "turns": [
+        {"turn": 0, "role": "user", "loss_mask": 0, "content": "Find and fix the leak."},
+        {"turn": 1, "role": "assistant", "loss_mask": 1, "prm_steps": [
+            {"step": 1, "text": "Run the profiler.", "verdict": 1}],
+         "tool_call": {"name": "profile", "args": {"target": "server"}}},
+        {"turn": 2, "role": "tool", "loss_mask": 0, "content": "cache grows without bound"},
+        {"turn": 3, "role": "assistant", "loss_mask": 1, "prm_steps": [
+            {"step": 1, "text": "Bound the cache with an LRU.", "verdict": 1},
+            {"step": 2, "text": "Delete the cache entirely.", "verdict": -1}]},
+    ],
+}
+
+
+def test_stepwise_rows_take_every_prior_turn_as_the_prompt(sqlite_url, tmp_path):
+    engine = db.open_db(sqlite_url)
+    with transaction(engine) as s:
+        repo.create_project(s, "agents", kinds=["steps"])
+    source = tmp_path / "t.jsonl"
+    source.write_bytes(orjson.dumps(STEPPED) + b"\n")
+    import_files(engine, "agents", [source])
+    out = tmp_path / "steps"
+    export_project(engine, "agents", ExportOptions(format="trl-stepwise", out=out))
+    engine.dispose()
+    first, second = rows(out)
+    assert first == {"prompt": "user: Find and fix the leak.", "completions": ["Run the profiler."], "labels": [True]}
+    assert second["prompt"] == ("user: Find and fix the leak.\n\nassistant: Run the profiler.\n"
+                                '[tool call profile {"target":"server"}]\n\ntool: cache grows without bound')
+    assert second["completions"] == ["Bound the cache with an LRU.", "Delete the cache entirely."]
+    assert second["labels"] == [True, False]

@@ -127,4 +127,11 @@ def test_verl_rows_of_verifiable_items_are_rule_rows_the_verifier_scores(tmp_pat
     row = by_id["m"]  # verl calls the reward function with the row's fields
     assert compute_score(row["data_source"], r"\boxed{0.5}", row["reward_model"]["ground_truth"],
                          row["extra_info"])["score"] == 1.0
+    parquet = tmp_path / "verl-parquet"
+    export_project(engine, "rl", ExportOptions(format="verl", out=parquet, file_format="parquet"))
+    import pyarrow.parquet as pq
+
+    [data_file] = parquet.glob("*.parquet")
+    infos = {r["item_id"]: r for r in pq.read_table(data_file).column("extra_info").to_pylist()}
+    assert (infos["m"]["verifier"], infos["plain"]["verifier"]) == ("preflab.verify:math", None)
     engine.dispose()

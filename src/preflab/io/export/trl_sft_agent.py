@@ -87,3 +87,30 @@ class TRLSFTAgent(Exporter):
 
     def json_record(self, batch: Batch, names: list[str], i: int) -> dict[str, Any]:
         return batch["_row"][i]
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A chat message flattened to text (``role: content``), its tool calls spelled out."""
+    text = f"{message['role']}: {message['content']}"
+    for call in message.get("tool_calls", ()):
+        function = call["function"]
+        text += f"\n[tool call {function['name']} {orjson.dumps(function['arguments']).decode()}]"
+    return text
+
+
+def trajectory_step_rows(trajectory: Trajectory, labels: list[bool]) -> list[tuple[str, list[str], list[bool]]]:
+    """Stepwise rows of a trajectory: one per assistant turn carrying ``prm_steps``, its prompt
+    every prior turn as text (tool calls and tool outputs included), its steps that turn's.
+    ``labels`` are the resolved labels of all steps in order (they stop at the first error),
+    consumed turn by turn."""
+    rows, messages, last_tool, at = [], [], None, 0
+    for turn in trajectory.turns:
+        if turn.prm_steps and at < len(labels):
+            taken = labels[at : at + len(turn.prm_steps)]
+            rows.append(("\n\n".join(message_text(m) for m in messages),
+                         [s.text for s in turn.prm_steps[: len(taken)]], list(taken)))
+            at += len(taken)
+        messages.append(chat_message(turn, last_tool))
+        if turn.tool_call is not None:
+            last_tool = turn.tool_call.name
+    return rows

@@ -27,8 +27,9 @@ from ...schema.routing import rule_ground_truth, verifiable_route
 from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
-EXTRA_INFO = pa.struct([("split", pa.string()), ("index", pa.int64()), ("item_id", pa.string()),
-                        ("verifier", pa.string())])
+EXTRA_INFO = pa.struct([("split", pa.string()), ("index", pa.int64()), ("item_id", pa.string())])
+#: with verifiable items in the export, ``extra_info`` also names the verifier (null elsewhere)
+EXTRA_INFO_VERIFIED = pa.struct([*EXTRA_INFO, ("verifier", pa.string())])
 
 
 class Verl(Exporter):
@@ -46,7 +47,7 @@ class Verl(Exporter):
                 ("prompt", MESSAGES),
                 ("ability", pa.string()),
                 ("reward_model", REWARD_MODEL),
-                ("extra_info", EXTRA_INFO),
+                ("extra_info", EXTRA_INFO_VERIFIED if _any_verifiable(data) else EXTRA_INFO),
             ]
         )
 
@@ -71,6 +72,10 @@ def _reward_model(item) -> dict:
     if verifiable_route(item) is not None:
         return {"style": "rule", "ground_truth": rule_ground_truth(item)}
     return {"style": "rule" if item.reference is not None else "model", "ground_truth": item.reference}
+
+
+def _any_verifiable(data: ExportData) -> bool:
+    return any(verifiable_route(i) is not None for i in data.items.values())
 
 
 def _extra_info(item, split: str, index: int) -> dict:
