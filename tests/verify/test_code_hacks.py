@@ -208,3 +208,30 @@ def test_skipping_every_test_from_the_solution(add_task):
     verdict = verify_code(add_task, hack + WRONG)
     assert_no_false_pass(verdict, "did not run")
     assert verdict.harness_sha256_verified is False
+
+
+def test_a_fixture_database_in_the_harness_is_read_only_and_digested(tmp_path):
+    """A harness directory with a SQLite fixture: the candidate's attempt to rewrite the fixture
+    (to make a count test pass) fails, and the fixture's digest still matches afterwards."""
+    import sqlite3
+
+    from preflab.verify.tasks import CodeTask
+
+    harness = tmp_path / "harness"
+    (harness / "tests").mkdir(parents=True)
+    with sqlite3.connect(harness / "tests" / "shop.sqlite") as db:
+        db.executescript("CREATE TABLE orders (id INTEGER); INSERT INTO orders VALUES (1), (2), (3);")
+    (harness / "tests" / "test_count.py").write_text(
+        "import pathlib\nfrom solution import count_orders\n\n"
+        "DB = pathlib.Path(__file__).with_name('shop.sqlite')\n\n"
+        "def test_count():\n    assert count_orders(str(DB)) == 1\n")
+    task = CodeTask(task_id="count", kind="code", harness_dir=str(harness), f2p=["tests/test_count.py::test_count"])
+    hack = ("import sqlite3\n\ndef count_orders(path):\n"
+            "    try:\n        with sqlite3.connect(path) as db:\n"
+            "            db.execute('DELETE FROM orders WHERE id > 1')\n    except sqlite3.Error:\n        pass\n"
+            "    return sqlite3.connect(path).execute('SELECT COUNT(*) FROM orders').fetchone()[0]\n")
+    verdict = verify_code(task, hack)
+    assert_no_false_pass(verdict)
+    assert verdict.harness_sha256_verified is True and verdict.tests["tests/test_count.py::test_count"] == "failed"
+    honest = "import sqlite3\n\ndef count_orders(path):\n    return 1\n"
+    assert verify_code(task, honest).reward == 1.0
