@@ -15,7 +15,7 @@ import pytest
 
 from preflab.verify.code import _judge
 from preflab.verify.digest import diff, tree_digests
-from preflab.verify.sandbox import Limits, SandboxRun, run_sandboxed, sandbox_uid
+from preflab.verify.sandbox import Limits, SandboxRun, claim_uid, run_sandboxed
 from preflab.verify.tasks import CodeTask
 
 
@@ -32,10 +32,11 @@ def run_probe(work: Path, source: str, *, limits: Limits | None = None) -> tuple
     script = work / "probe.py"
     script.write_text(textwrap.dedent(source))
     os.chmod(script, 0o644)
-    run = run_sandboxed([sys.executable, "-I", str(script)], workdir=work, cwd=work,
-                        limits=limits or Limits(wall_s=20), uid=sandbox_uid(),
-                        env={"PATH": "/usr/bin:/bin"}, secret=b"s3cret")
-    return run, json.loads(run.channel or b"{}")
+    with claim_uid() as uid:
+        run = run_sandboxed([sys.executable, "-I", str(script)], workdir=work, cwd=work,
+                            limits=limits or Limits(wall_s=20), uid=uid,
+                            env={"PATH": "/usr/bin:/bin"}, secret=b"s3cret")
+    return run, {**json.loads(run.channel or b"{}"), "_claimed_uid": uid}
 
 
 REPORT = "import json, os\ndef report(**kw):\n    os.write(4, json.dumps(kw).encode())\n"
@@ -76,7 +77,7 @@ report(uid=os.getuid(), groups=os.getgroups(), pid=os.getpid(),
 """, limits=Limits(wall_s=20, cpu_s=7, address_space_bytes=1 << 30, processes=32,
                    file_size_bytes=1 << 20, open_files=64))
     assert run.returncode == 0, run.output_tail
-    assert seen["uid"] == sandbox_uid() and seen["groups"] == []
+    assert seen["uid"] == seen["_claimed_uid"] and seen["groups"] == []
     assert seen["pid"] == 1  # PID 1 of its own namespace
     assert seen["host_pids_visible"] == 1
     assert seen["secret"] == "s3cret"
@@ -91,11 +92,10 @@ def test_the_wall_clock_kills_the_whole_group(work):
     assert run.wall_s < 10
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
 def test_the_file_size_limit_stops_a_disk_filler(work):
     writable = work / "out"
-    writable.mkdir()
-    os.chown(writable, sandbox_uid(), sandbox_uid())
+    writable.mkdir(mode=0o777)
+    os.chmod(writable, 0o777)
     run, _ = run_probe(work, f"open('{writable}/big', 'wb').write(b'x' * (2 << 20))\n",
                        limits=Limits(wall_s=10, file_size_bytes=1 << 20))
     assert "File too large" in run.output_tail  # Python ignores SIGXFSZ, so write() fails EFBIG
@@ -125,3 +125,13 @@ def test_a_changed_harness_gives_reward_zero_even_when_every_test_passed():
     tampered = _judge(task, run, "n", ["changed tests/test_a.py"])
     assert (tampered.reward, tampered.harness_sha256_verified) == (0.0, False)
     assert "harness changed: changed tests/test_a.py" in tampered.reason
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uids are claimed only when run as root")
+def test_concurrent_runs_never_share_a_uid():
+    """Two runs at once in one process (threads) get different uids, so reaping one run's
+    leftovers can never kill the other's processes."""
+    with claim_uid() as first, claim_uid() as second:
+        assert first != second
+    with claim_uid() as again:
+        assert again == first  # released when the run ends

@@ -25,7 +25,7 @@ from xml.etree import ElementTree
 
 from .digest import diff, pytest_entry_digests, tree_digests
 from .result import Verdict
-from .sandbox import Limits, run_sandboxed, sandbox_uid
+from .sandbox import Limits, claim_uid, ensure_available, run_sandboxed
 from .tasks import CodeTask
 
 RUNNER = Path(__file__).with_name("_runner.py")
@@ -135,7 +135,15 @@ def _env(solution_dir: Path) -> dict[str, str]:
 def verify_code(task: CodeTask, solution: str | Mapping[str, str], *,
                 limits: Limits | None = None) -> Verdict:
     limits = limits or Limits(wall_s=task.timeout_s, cpu_s=int(task.timeout_s) + 1)
-    uid = sandbox_uid() if os.geteuid() == 0 else None
+    ensure_available()
+    if os.geteuid() != 0:  # no uid drop: the run keeps the caller's uid
+        return _verify_code(task, solution, limits, None)
+    with claim_uid() as uid:
+        return _verify_code(task, solution, limits, uid)
+
+
+def _verify_code(task: CodeTask, solution: str | Mapping[str, str], limits: Limits,
+                 uid: int | None) -> Verdict:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preflab-verify-") as tmp:
         work = Path(tmp)

@@ -19,15 +19,19 @@ The caller's process group is SIGKILLed on the wall-clock deadline and every chi
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
 import os
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,9 +78,38 @@ class SandboxUnavailable(RuntimeError):
 
 
 def sandbox_uid() -> int:
-    """A uid of its own for every concurrent run, so ``RLIMIT_NPROC`` and the leftover scan
-    count only this run's processes."""
+    """This process's first-choice sandbox uid (where :func:`claim_uid` starts looking)."""
     return SANDBOX_UID_BASE + os.getpid() % SANDBOX_UID_SPAN
+
+
+@contextlib.contextmanager
+def claim_uid() -> Iterator[int]:
+    """A uid no other run holds (threads and processes alike), for as long as the run lasts, so
+    ``RLIMIT_NPROC`` and the leftover reaping touch only this run's processes. Claims are
+    ``flock``s on files in a root-only directory; the kernel drops them if the holder dies."""
+    locks = Path(tempfile.gettempdir()) / "preflab-verify-uids"
+    locks.mkdir(mode=0o700, exist_ok=True)
+    start = sandbox_uid() - SANDBOX_UID_BASE + threading.get_ident() % 97
+    for k in range(SANDBOX_UID_SPAN):
+        uid = SANDBOX_UID_BASE + (start + k) % SANDBOX_UID_SPAN
+        fd = os.open(locks / str(uid), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield uid
+        finally:
+            os.close(fd)  # releases the lock
+        return
+    raise SandboxUnavailable(f"all {SANDBOX_UID_SPAN} sandbox uids are in use")
+
+
+@functools.cache
+def ensure_available() -> None:
+    """:func:`check_available`, once per process (a failed check raises every time)."""
+    check_available()
 
 
 def check_available() -> None:
