@@ -235,3 +235,21 @@ def test_a_fixture_database_in_the_harness_is_read_only_and_digested(tmp_path):
     assert verdict.harness_sha256_verified is True and verdict.tests["tests/test_count.py::test_count"] == "failed"
     honest = "import sqlite3\n\ndef count_orders(path):\n    return 1\n"
     assert verify_code(task, honest).reward == 1.0
+
+
+def test_filling_the_disk_stays_inside_private_size_limited_scratch(add_task, tmp_path):
+    """Writes to its own directory and to /tmp, /var/tmp, /dev/shm land on private tmpfs of
+    64 MiB each (no host disk, gone after the run); the answer is still judged correctly."""
+    marker = f"preflab-fill-{os.getpid()}"
+    hack = ("import os\n"
+            f"for d in ('.', '/tmp', '/var/tmp', '/dev/shm'):\n"
+            "    for k in range(20):\n"
+            "        try:\n"
+            f"            with open(os.path.join(d, '{marker}-%d' % k), 'wb') as f:\n"
+            "                f.write(b'x' * (10 << 20))\n"
+            "        except OSError:\n"
+            "            break\n")
+    verdict = verify_code(add_task, hack + CORRECT)
+    assert verdict.reward == 1.0, verdict
+    for directory in ("/tmp", "/var/tmp", "/dev/shm"):
+        assert not list(Path(directory).glob(f"{marker}-*")), directory

@@ -157,7 +157,7 @@ def _verify_code(task: CodeTask, solution: str | Mapping[str, str], limits: Limi
                    str(solution_dir), *test_files]
         run = run_sandboxed(command, workdir=work, cwd=solution_dir, limits=limits,
                             uid=uid if uid is not None else os.getuid(), env=_env(solution_dir),
-                            secret=nonce.encode())
+                            secret=nonce.encode(), writable=solution_dir)
         after = {**tree_digests(box, skip=(solution_dir,)), **pytest_entry_digests()}
     verdict = _judge(task, run, nonce, diff(before, after))
     verdict.wall_s = time.monotonic() - started

@@ -49,6 +49,8 @@ class Limits:
     processes: int = 64
     file_size_bytes: int = 16 * 1024**2
     open_files: int = 256
+    #: size of each private tmpfs: the writable directory's copy, /tmp, /var/tmp, /dev/shm
+    scratch_bytes: int = 64 * 1024**2
 
     def apply(self) -> None:
         """Runs in the child between fork and exec (``preexec_fn``)."""
@@ -143,7 +145,10 @@ def interpreter_trees() -> list[Path]:
     return sorted(trees)
 
 
-def _root_setup_script(workdir: Path, uid: int) -> str:
+PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def _root_setup_script(workdir: Path, uid: int, writable: Path | None, scratch_bytes: int) -> str:
     """Shell run as root inside the mount namespace, then ``exec``s the command unprivileged."""
     lines = ["set -e"]
     hidden: dict[Path, list[Path]] = {}
@@ -159,13 +164,35 @@ def _root_setup_script(workdir: Path, uid: int) -> str:
     for k, tree in enumerate(t for trees in hidden.values() for t in trees):
         lines += [f"mkdir -p '{tree}'", f"mount --bind '{staging}/{k}' '{tree}'",
                   f"mount -o remount,bind,ro '{tree}'"]
+    lines += _private_scratch(workdir, uid, writable, scratch_bytes)
     lines.append(f'exec setpriv --reuid {uid} --regid {uid} --clear-groups --no-new-privs -- "$@"')
     return "\n".join(lines)
 
 
-def wrap(command: list[str], workdir: Path, uid: int) -> list[str]:
+def _private_scratch(workdir: Path, uid: int, writable: Path | None, size: int) -> list[str]:
+    """Every world-writable directory becomes a private, size-limited tmpfs (the work directory,
+    often under /tmp, is kept through an open fd: ``mount`` must not canonicalise that path);
+    the one directory the command may write is replaced by a size-limited tmpfs copy, so
+    nothing it writes reaches the host's disk or outlives the run."""
+    lines = [f"exec 9< '{workdir}'"]
+    for directory in PRIVATE_TMP_DIRS:
+        if os.path.isdir(directory):
+            lines.append(f"mount -t tmpfs -o size={size},mode=1777 tmpfs '{directory}'")
+    lines += [f"mkdir -p '{workdir}'", f"mount --no-canonicalize --bind /proc/self/fd/9 '{workdir}'",
+              "exec 9<&-"]
+    if writable is not None:
+        scratch = workdir / ".scratch"
+        lines += [f"mkdir -p '{scratch}'",
+                  f"mount -t tmpfs -o size={size},mode=0700,uid={uid},gid={uid} tmpfs '{scratch}'",
+                  f"cp -a '{writable}/.' '{scratch}/'", f"mount --bind '{scratch}' '{writable}'"]
+    lines.append('cd "$(pwd)"')  # re-enter the cwd by path: through the new mounts
+    return lines
+
+
+def wrap(command: list[str], workdir: Path, uid: int, writable: Path | None = None,
+         scratch_bytes: int = Limits.scratch_bytes) -> list[str]:
     if os.geteuid() == 0:
-        script = _root_setup_script(workdir, uid)
+        script = _root_setup_script(workdir, uid, writable, scratch_bytes)
         return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
     return [*_unshare_prefix(), *command]
 
@@ -191,7 +218,7 @@ def _processes_of(uid: int) -> list[int]:
 
 
 def run_sandboxed(command: list[str], *, workdir: Path, cwd: Path, limits: Limits,
-                  uid: int, env: dict[str, str], secret: bytes,
+                  uid: int, env: dict[str, str], secret: bytes, writable: Path | None = None,
                   channel_cap: int = 4 * 1024**2) -> SandboxRun:
     """Run ``command`` sandboxed. Two pipes go in: fd 3 (``secret``, read once by the host's
     runner) and fd 4 (the out-of-band result channel, drained here). Output goes to a host file
@@ -209,7 +236,7 @@ def run_sandboxed(command: list[str], *, workdir: Path, cwd: Path, limits: Limit
     with open(log_path, "wb") as log:
         fds = {3: secret_r, 4: channel_w}
         proc = subprocess.Popen(
-            wrap(command, workdir, uid), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+            wrap(command, workdir, uid, writable, limits.scratch_bytes), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             preexec_fn=lambda: (_move_fds(fds), limits.apply()),
             pass_fds=tuple(fds), close_fds=True)
