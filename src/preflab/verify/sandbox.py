@@ -10,7 +10,9 @@ and in most container images; bubblewrap is not installed here, so it is not req
   harness, the host's files and the interpreter are read-only to it and ``RLIMIT_NPROC``
   applies (root is exempt from it). Directories the interpreter lives under that the uid cannot
   enter (``/root`` with pyenv) are replaced in the sandbox's mount namespace by a tmpfs holding
-  only a read-only bind of the interpreter tree, which also hides the rest of them.
+  only a read-only bind of the interpreter tree, which also hides the rest of them; ``/tmp``,
+  ``/var/tmp``, ``/dev/shm``, ``/run/lock`` and the command's own writable directory become
+  private, size-limited tmpfs (see :func:`_private_scratch`).
 * not as root, ``--map-root-user`` makes the namespaces unprivileged ones; the command keeps
   the caller's uid (the digest check in :mod:`preflab.verify.code` is then what catches writes).
 
