@@ -253,3 +253,14 @@ def test_filling_the_disk_stays_inside_private_size_limited_scratch(add_task, tm
     assert verdict.reward == 1.0, verdict
     for directory in ("/tmp", "/var/tmp", "/dev/shm"):
         assert not list(Path(directory).glob(f"{marker}-*")), directory
+
+
+def test_a_harness_setting_plain_attributes_is_not_taken_for_tampering():
+    """``unittest.TestCase.maxDiff = None`` in a harness is common; only behaviour is watched."""
+    from preflab.verify.tasks import CodeTask
+
+    tests = ("import unittest\nfrom solution import add\n\nunittest.TestCase.maxDiff = None\n\n"
+             "class TestAdd(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n")
+    task = CodeTask(task_id="t", kind="code", files={"tests/test_u.py": tests}, f2p=["tests/test_u.py::TestAdd::test_add"])
+    verdict = verify_code(task, CORRECT)
+    assert (verdict.reward, verdict.harness_sha256_verified) == (1.0, True), verdict

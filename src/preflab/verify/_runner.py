@@ -20,6 +20,10 @@ WATCHED_MODULES = ("_pytest.runner", "_pytest.python", "_pytest.reports", "_pyte
                    "_pytest.assertion.rewrite", "_pytest.assertion.util", "_pytest.unittest")
 
 
+def _behaviour(value):
+    return callable(value) or isinstance(value, (property, classmethod, staticmethod))
+
+
 def _watched():
     import builtins
     import unittest
@@ -27,10 +31,13 @@ def _watched():
     import _pytest.junitxml
     import _pytest.reports
 
-    seen = {f"builtins.{k}": v for k, v in vars(builtins).items()}
+    # behaviour only (functions, classes, descriptors): a harness setting a plain attribute such
+    # as ``unittest.TestCase.maxDiff`` is no tampering
+    seen = {f"builtins.{k}": v for k, v in vars(builtins).items() if _behaviour(v)}
     for cls in (unittest.TestCase, unittest.TestResult, _pytest.reports.TestReport,
                 _pytest.junitxml.LogXML, _pytest.junitxml._NodeReporter):
-        seen.update({f"{cls.__module__}.{cls.__qualname__}.{k}": v for k, v in vars(cls).items()})
+        seen.update({f"{cls.__module__}.{cls.__qualname__}.{k}": v
+                     for k, v in vars(cls).items() if _behaviour(v)})
     for name in WATCHED_MODULES:
         module = sys.modules.get(name)
         if module is not None:
