@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from preflab.verify.sandbox import SandboxUnavailable, check_available
@@ -36,16 +38,19 @@ CORRECT = "def add(a, b):\n    return a + b\n"
 WRONG = "def add(a, b):\n    return 0\n"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _sandbox_available():
+@pytest.fixture(scope="session")
+def sandbox():
+    """Code verification needs namespaces: skipped on a laptop without them, a failure in CI."""
     try:
         check_available()
     except SandboxUnavailable as e:
-        pytest.fail(f"the verifier sandbox cannot run here: {e}")
+        if os.environ.get("CI"):
+            pytest.fail(f"the verifier sandbox is required in CI but cannot run: {e}")
+        pytest.skip(f"the verifier sandbox cannot run here: {e}")
 
 
 @pytest.fixture
-def add_task() -> CodeTask:
+def add_task(sandbox) -> CodeTask:
     return CodeTask(
         task_id="add", kind="code", timeout_s=20,
         files={"tests/test_add.py": ADD_TESTS, "tests/test_add_unittest.py": ADD_UNITTEST},

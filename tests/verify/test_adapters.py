@@ -16,6 +16,8 @@ from preflab.verify.adapters import task_from_label
 
 from .conftest import ADD_TESTS, CORRECT
 
+pytestmark = pytest.mark.usefixtures("sandbox")  # code verification runs sandboxed
+
 ADAPTERS_FILE = Path(adapters.__file__)
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from preflab.cli import app
+
+pytestmark = pytest.mark.usefixtures("sandbox")  # code verification runs sandboxed
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "verify"
 

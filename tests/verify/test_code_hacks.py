@@ -9,10 +9,14 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from preflab.verify.code import verify_code
 from preflab.verify.sandbox import SANDBOX_UID_BASE, SANDBOX_UID_SPAN
 
 from .conftest import CORRECT, WRONG
+
+pytestmark = pytest.mark.usefixtures("sandbox")  # code verification runs sandboxed
 
 
 def assert_no_false_pass(verdict, why: str = ""):

@@ -18,6 +18,8 @@ from preflab.verify.digest import diff, tree_digests
 from preflab.verify.sandbox import Limits, SandboxRun, claim_uid, run_sandboxed
 from preflab.verify.tasks import CodeTask
 
+pytestmark = pytest.mark.usefixtures("sandbox")  # code verification runs sandboxed
+
 
 @pytest.fixture
 def work() -> Path:

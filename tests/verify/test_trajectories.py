@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from preflab.cli import app
@@ -14,6 +15,8 @@ from preflab.verify import MathTask, Verdict, fill_verifier_block
 from preflab.verify.trajectories import verify_trajectory
 
 from .conftest import ADD_TESTS, CORRECT
+
+pytestmark = pytest.mark.usefixtures("sandbox")  # code verification runs sandboxed
 
 NORMATIVE = Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json"
 
