@@ -478,5 +478,15 @@ def _mount_evaluate_commands() -> None:
 _mount_evaluate_commands()
 
 
+def _mount_verify_commands() -> None:
+    """``preflab verify ...`` lives with the verifiers."""
+    from .verify.cli import verify_app
+
+    app.add_typer(verify_app, name="verify")
+
+
+_mount_verify_commands()
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -387,7 +387,7 @@ def test_a_failing_log_write_unpublishes_the_export(engine, tmp_path, monkeypatc
 
 
 def test_helpful_errors(engine, tmp_path):
-    with pytest.raises(ExportError, match="choose one of: openrlhf, raw, rollouts, to-label, trl-kto"):
+    with pytest.raises(ExportError, match="choose one of: openrlhf, raw, rlhf-2026.11, rollouts, to-label, trl-kto"):
         export_project(engine, "demo", ExportOptions(format="dpo", out=tmp_path / "x"))
     with pytest.raises(ExportError, match="jsonl, parquet, hf"):
         export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "x", file_format="csv"))
@@ -397,8 +397,8 @@ def test_helpful_errors(engine, tmp_path):
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ExportError, match="not a preflab export"):
         export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "busy"))
-    assert sorted(EXPORT_FORMATS) == ["openrlhf", "raw", "rollouts", "to-label", "trl-kto", "trl-preference", "trl-reward", "trl-sft",
-                                      "trl-stepwise", "verl"]
+    assert sorted(EXPORT_FORMATS) == ["openrlhf", "raw", "rlhf-2026.11", "rollouts", "to-label", "trl-kto", "trl-preference",
+                                      "trl-reward", "trl-sft", "trl-sft-agent", "trl-stepwise", "verl"]
     assert all(e.description for e in EXPORT_FORMATS.values())
 
 

@@ -51,6 +51,9 @@ class Policy(BaseModel):
     max_items_per_rater: int | None = Field(default=None, ge=1)
     blind: bool = Field(default=True, description="Reviewers see rater hashes, not usernames.")
     lease_seconds: int = Field(default=900, ge=1, le=7 * 24 * 3600)
+    verifiable_to_raters: bool = Field(
+        default=False, description="Also send items a verifier scores (metadata.verifiable: code / sql / "
+                                   "math) to raters; by default the verifier scores them instead.")
     # -- webui branch: rationale length and reviewer spot checks ------------------------------
     min_rationale_chars: int = Field(default=0, ge=0, le=20_000,
                                      description="Shortest rationale accepted with a judgment (0: optional).")

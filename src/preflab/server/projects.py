@@ -15,6 +15,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from ..schema import JUDGMENT_KINDS, Item, describe_need, kinds_for_item
+from ..schema.routing import route_of_metadata
 from ..store import repo
 from ..store.models import CandidateRow, ItemRow, JudgmentRow, Project
 from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
@@ -106,8 +107,11 @@ def _unit(content_hash: str, offset: int) -> float:
     return int(content_hash[offset : offset + 8], 16) / 2**32
 
 
-def production_target(content_hash: str, policy: Policy) -> int:
-    """k for the overlap share of items (chosen by content hash: stable, reproducible), else 1."""
+def production_target(content_hash: str, policy: Policy, meta: dict | None = None) -> int:
+    """k for the overlap share of items (chosen by content hash: stable, reproducible), else 1;
+    0 for items a verifier scores (the routing rule) unless the project sends them to raters."""
+    if route_of_metadata(meta) is not None and not policy.verifiable_to_raters:
+        return 0
     return policy.overlap_k if _unit(content_hash, 0) < policy.overlap_share else 1
 
 
@@ -150,7 +154,7 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
                 role = "gold"
             target = 0
         else:
-            role, target = "production", production_target(r.content_hash, policy)
+            role, target = "production", production_target(r.content_hash, policy, r.meta)
         entries.append({"project_pk": project_pk, "item_pk": r.pk, "role": role, "target": target,
                         "filled": int(existing.get(r.pk, 0)), "order_key": int(r.content_hash[8:15], 16)})
         domains += [{"item_pk": r.pk, "domain": d} for d in (r.domains or [])]
@@ -161,12 +165,13 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
 
 def retarget_pool(session: Session, project: Project, policy: Policy) -> None:
     rows = session.execute(
-        select(PoolEntry.pk, ItemRow.content_hash)
+        select(PoolEntry.pk, ItemRow.content_hash, ItemRow.meta)
         .join(ItemRow, ItemRow.pk == PoolEntry.item_pk)
         .where(PoolEntry.project_pk == project.pk, PoolEntry.role == "production")
     ).all()
-    for pk, digest in rows:
-        session.execute(update(PoolEntry).where(PoolEntry.pk == pk).values(target=production_target(digest, policy)))
+    for pk, digest, meta in rows:
+        session.execute(update(PoolEntry).where(PoolEntry.pk == pk)
+                        .values(target=production_target(digest, policy, meta)))
 
 
 # -- importer / exporter adapters ----------------------------------------------------------------

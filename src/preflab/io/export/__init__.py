@@ -2,7 +2,7 @@
 
 >>> from preflab.io.export import EXPORT_FORMATS, ExportOptions, export_project
 >>> sorted(EXPORT_FORMATS)
-['openrlhf', 'raw', 'rollouts', 'to-label', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-stepwise', 'verl']
+['openrlhf', 'raw', 'rlhf-2026.11', 'rollouts', 'to-label', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-sft-agent', 'trl-stepwise', 'verl']
 
 ``export_project(engine, "my-project", ExportOptions(format="trl-preference", out=Path("out")))``
 writes ``out/train.jsonl``, ``out/README.md`` (dataset card) and ``out/manifest.json`` atomically
@@ -37,12 +37,14 @@ from .resolve import (
     rubric_pairs,
     word_length,
 )
+from .rlhf_trajectory import RLHFTrajectory
 from .rollouts import Rollouts
 from .to_label import ToLabel
 from .trl_kto import TRLKTO
 from .trl_preference import TRLPreference
 from .trl_reward import TRLReward
 from .trl_sft import TRLSFT
+from .trl_sft_agent import TRLSFTAgent
 from .trl_stepwise import TRLStepwise
 from .verl import Verl
 
@@ -50,6 +52,8 @@ EXPORT_FORMATS: dict[str, Exporter] = {
     e.name: e
     for e in (TRLPreference(), TRLReward(), TRLKTO(), TRLSFT(), TRLStepwise(), OpenRLHF(), Verl(), Raw(), ToLabel(), Rollouts())
 }
+EXPORT_FORMATS[RLHFTrajectory.name] = RLHFTrajectory()
+EXPORT_FORMATS[TRLSFTAgent.name] = TRLSFTAgent()
 
 __all__ = [
     "AGGREGATORS",

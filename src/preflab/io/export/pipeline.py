@@ -42,6 +42,7 @@ from .resolve import (
     rubric_pairs,
     word_length,
 )
+from .truth import truth_gate
 from .writers import CARD, MANIFEST, AtomicDir, file_hashes, gc_paused, write_data
 
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -163,7 +164,9 @@ def collect(
 
 
 def apply_gates(data: ExportData, options: ExportOptions) -> None:
-    """Min-raters (pairs, thumbs, steps) and, when asked, length parity (pairs)."""
+    """Truth (verifier failures), min-raters (pairs, thumbs, steps) and, when asked, length
+    parity (pairs)."""
+    truth_gate(data)
     n = options.min_raters
     if n > 1:
         reason = f"fewer-than-{n}-raters"

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
+from .truth import GATE, candidate_failure
 
 
 class TRLSFT(Exporter):
@@ -38,8 +39,12 @@ class TRLSFT(Exporter):
         if self.param(options, "human_candidates"):
             for item in data.items.values():
                 for cand in item.candidates:
-                    if cand.source == "human":
-                        by_item.setdefault(item.id, []).append(cand)
+                    if cand.source != "human":
+                        continue
+                    if reason := candidate_failure(item, cand.id):  # the truth gate
+                        data.drops.drop(GATE, f"SFT answer: {reason}", item.id)
+                        continue
+                    by_item.setdefault(item.id, []).append(cand)
         return [(item_id, a) for item_id in data.items for a in by_item.get(item_id, ())]
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:

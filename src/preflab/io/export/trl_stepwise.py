@@ -6,7 +6,9 @@ Format (TRL docs, stepwise supervision: https://huggingface.co/docs/trl/dataset_
 Steps run up to and including the first error (the last label is then ``False``). Verdict
 mapping: +1 -> ``True``, -1 -> ``False``, 0 (neutral) -> ``True`` (not an error; see
 :data:`.resolve.NEUTRAL_STEP_LABEL`). Several raters: majority per step (:func:`.resolve.resolve_steps`).
-TRL documents this type in standard form only, so a chat prompt is flattened to text.
+TRL documents this type in standard form only, so a chat prompt is flattened to text. A
+trajectory gives one row per assistant turn carrying ``prm_steps``, the prompt holding every
+prior turn (earlier assistant turns, tool calls and tool outputs included).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from ...schema.trajectory import Trajectory
 from .base import Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
+from .trl_sft_agent import trajectory_step_rows
+from .truth import TRAJECTORY_CANDIDATE
 
 
 class TRLStepwise(Exporter):
@@ -31,10 +36,20 @@ class TRLStepwise(Exporter):
         )
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
-        for rows in chunked(len(data.steps)):
-            steps = data.steps[rows.start : rows.stop]
+        rows = [row for s in data.steps for row in _rows(data, s)]
+        for part in chunked(len(rows)):
+            chunk = rows[part.start : part.stop]
             yield {
-                "prompt": [prompt_value(data.items[s.item_id].prompt, False) for s in steps],
-                "completions": [list(s.steps) for s in steps],
-                "labels": [list(s.labels) for s in steps],
+                "prompt": [prompt for prompt, _, _ in chunk],
+                "completions": [steps for _, steps, _ in chunk],
+                "labels": [labels for _, _, labels in chunk],
             }
+
+
+def _rows(data: ExportData, s) -> list[tuple[str, list[str], list[bool]]]:
+    """A trajectory's steps give a row per assistant turn, with every prior turn as the prompt;
+    other items one row with the item's prompt."""
+    stored = data.items[s.item_id].metadata.get("trajectory")
+    if s.candidate_id == TRAJECTORY_CANDIDATE and isinstance(stored, dict):
+        return trajectory_step_rows(Trajectory.model_validate(stored), list(s.labels))
+    return [(prompt_value(data.items[s.item_id].prompt, False), list(s.steps), list(s.labels))]

@@ -8,8 +8,10 @@ https://verl.readthedocs.io/en/latest/preparation/prepare_data.html, and
      "reward_model": {"style": "rule" | "model", "ground_truth": str | None},
      "extra_info": {"split": str, "index": int, "item_id": str}}
 
-``style`` is ``"rule"`` with the item's hidden ``reference`` as ``ground_truth`` when it has
-one, else ``"model"`` (a reward model scores the rollout; ``ground_truth`` is null).
+``style`` is ``"rule"`` for verifiable items (``metadata.verifiable``: code / sql / math) with
+the verifier's ground truth (the math answer, or the task's JSON) and ``extra_info.verifier``
+naming the verifier; else ``"rule"`` with the item's hidden ``reference`` as ``ground_truth``
+when it has one, else ``"model"`` (a reward model scores the rollout; ``ground_truth`` is null).
 ``data_source`` is the item's ``metadata.source`` or the project name (verl picks the reward
 function by it); ``ability`` the item's first domain, else ``"general"``. With
 ``params={"require_reference": True}`` only items with a reference are exported.
@@ -21,10 +23,13 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from ...schema.routing import rule_ground_truth, verifiable_route
 from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
 EXTRA_INFO = pa.struct([("split", pa.string()), ("index", pa.int64()), ("item_id", pa.string())])
+#: with verifiable items in the export, ``extra_info`` also names the verifier (null elsewhere)
+EXTRA_INFO_VERIFIED = pa.struct([*EXTRA_INFO, ("verifier", pa.string())])
 
 
 class Verl(Exporter):
@@ -42,7 +47,7 @@ class Verl(Exporter):
                 ("prompt", MESSAGES),
                 ("ability", pa.string()),
                 ("reward_model", REWARD_MODEL),
-                ("extra_info", EXTRA_INFO),
+                ("extra_info", EXTRA_INFO_VERIFIED if _any_verifiable(data) else EXTRA_INFO),
             ]
         )
 
@@ -56,11 +61,26 @@ class Verl(Exporter):
                 "data_source": [str(i.metadata.get("source") or data.project) for i in part],
                 "prompt": [prompt_value(i.prompt, True) for i in part],
                 "ability": [i.domains[0] if i.domains else "general" for i in part],
-                "reward_model": [
-                    {"style": "rule" if i.reference is not None else "model", "ground_truth": i.reference}
-                    for i in part
-                ],
-                "extra_info": [
-                    {"split": options.split, "index": rows.start + k, "item_id": i.id} for k, i in enumerate(part)
-                ],
+                "reward_model": [_reward_model(i) for i in part],
+                "extra_info": [_extra_info(i, options.split, rows.start + k) for k, i in enumerate(part)],
             }
+
+
+def _reward_model(item) -> dict:
+    """Verifiable items (see :mod:`preflab.schema.routing`) are scored by their verifier: rule
+    style with the verifier's ground truth; else rule with the hidden reference, else a model."""
+    if verifiable_route(item) is not None:
+        return {"style": "rule", "ground_truth": rule_ground_truth(item)}
+    return {"style": "rule" if item.reference is not None else "model", "ground_truth": item.reference}
+
+
+def _any_verifiable(data: ExportData) -> bool:
+    return any(verifiable_route(i) is not None for i in data.items.values())
+
+
+def _extra_info(item, split: str, index: int) -> dict:
+    info = {"split": split, "index": index, "item_id": item.id}
+    route = verifiable_route(item)
+    if route is not None:  # names the verifier; compute_score reads the task from ground_truth
+        info["verifier"] = f"preflab.verify:{route}"
+    return info

@@ -1,0 +1,108 @@
+"""``preflab verify ...``: run the verifiers from the command line."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
+
+from .pool import default_workers, load_solutions, result_row, verify_many
+from .sandbox import SandboxUnavailable, check_available
+from .tasks import CodeTask, TaskFileError, load_tasks
+
+verify_app = typer.Typer(help="Score code, SQL and math completions with sandboxed verifiers.",
+                         no_args_is_help=True)
+console = Console(stderr=True)
+
+
+@verify_app.command("run")
+def run(
+    tasks_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="tasks JSONL"),
+    solutions_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="solutions JSONL"),
+    out: Path = typer.Option(Path("verify-results.jsonl"), "--out", "-o", help="results JSONL"),
+    workers: int = typer.Option(default_workers(), "--workers", "-w", min=1, help="worker processes"),
+) -> None:
+    """Verify every solution against its task; write one JSON result per line to OUT."""
+    try:
+        tasks = load_tasks(tasks_file)
+        submissions = load_solutions(solutions_file, tasks)
+        if any(isinstance(tasks[s.task_id], CodeTask) for s in submissions):
+            check_available()
+    except (TaskFileError, SandboxUnavailable) as e:
+        console.print(str(e), style="red", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from e
+    started = time.monotonic()
+    progress = Progress("[progress.description]{task.description}", BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+    with progress:
+        bar = progress.add_task("verifying", total=len(submissions))
+        verdicts = verify_many(tasks, submissions, workers=workers,
+                               on_done=lambda _: progress.advance(bar))
+    elapsed = time.monotonic() - started
+    tmp = out.with_name(out.name + ".partial")
+    with open(tmp, "wb") as f:  # written whole, then renamed: never a half-written results file
+        for verdict, sub in zip(verdicts, submissions, strict=True):
+            f.write(orjson.dumps(result_row(verdict, sub)) + b"\n")
+    tmp.replace(out)
+    _summary(verdicts, elapsed, workers, out)
+
+
+@verify_app.command("trajectories")
+def trajectories(
+    tasks_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="tasks JSONL"),
+    trajectories_file: Path = typer.Argument(..., exists=True, dir_okay=False,
+                                             help="RLHF-2026.11 trajectories JSONL"),
+    out: Path = typer.Option(..., "--out", "-o", help="trajectories JSONL with verifier blocks"),
+) -> None:
+    """Verify each trajectory's last answer against its task and fill its ``verifier`` block
+    (f2p_exit, p2p_exit, harness_sha256_verified, terminal_reward); others pass unchanged."""
+    from pydantic import ValidationError
+
+    from .tasks import read_jsonl
+    from .trajectories import verify_trajectory
+
+    try:
+        tasks = load_tasks(tasks_file)
+        rows = read_jsonl(trajectories_file)
+    except TaskFileError as e:
+        console.print(str(e), style="red", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from e
+    lines, verified, errors = [], 0, []
+    for number, record in rows:
+        try:
+            filled, verdict = verify_trajectory(record, tasks)
+        except (ValidationError, ValueError) as e:
+            errors.append(f"{trajectories_file}:{number}: (record): {e}")
+            continue
+        verified += verdict is not None
+        lines.append(orjson.dumps(filled) + b"\n")
+    if errors:
+        console.print("\n".join(errors) + "\nnothing was written", style="red", markup=False,
+                      highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    tmp = out.with_name(out.name + ".partial")
+    tmp.write_bytes(b"".join(lines))
+    tmp.replace(out)
+    console.print(f"{verified} of {len(lines)} trajectories verified -> {out}")
+
+
+def _summary(verdicts, elapsed: float, workers: int, out: Path) -> None:
+    by_kind: dict[str, list] = defaultdict(list)
+    for v in verdicts:
+        by_kind[v.kind].append(v)
+    table = Table(title=f"{len(verdicts)} verifications in {elapsed:.2f}s "
+                        f"({len(verdicts) / max(elapsed, 1e-9):.1f}/s, {workers} workers)")
+    for column in ("kind", "solutions", "reward 1", "reward 0", "harness not verified"):
+        table.add_column(column)
+    for kind, group in sorted(by_kind.items()):
+        passed = sum(v.reward > 0 for v in group)
+        tampered = sum(v.harness_sha256_verified is False for v in group)
+        table.add_row(kind, str(len(group)), str(passed), str(len(group) - passed), str(tampered))
+    Console().print(table)
+    console.print(f"results: {out}")

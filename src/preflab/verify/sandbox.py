@@ -1,0 +1,299 @@
+"""Run one command in a throwaway sandbox: no network, rlimits, a wall clock, nothing left behind.
+
+Isolation comes from Linux namespaces through util-linux ``unshare`` (present on every Debian
+and in most container images; bubblewrap is not installed here, so it is not required):
+
+* ``--net``: a new network namespace holding only a downed loopback, so every connect fails;
+* ``--pid --fork --kill-child --mount-proc``: the command is PID 1 of a new PID namespace, so
+  when it exits (or is killed) the kernel SIGKILLs every process it left behind, daemons included;
+* as root, the command then drops to an unprivileged uid of its own (``setpriv``), so the
+  harness, the host's files and the interpreter are read-only to it and ``RLIMIT_NPROC``
+  applies (root is exempt from it). Directories the interpreter lives under that the uid cannot
+  enter (``/root`` with pyenv) are replaced in the sandbox's mount namespace by a tmpfs holding
+  only a read-only bind of the interpreter tree, which also hides the rest of them; ``/tmp``,
+  ``/var/tmp``, ``/dev/shm``, ``/run/lock`` and the command's own writable directory become
+  private, size-limited tmpfs (see :func:`_private_scratch`).
+* not as root, ``--map-root-user`` makes the namespaces unprivileged ones; the command keeps
+  the caller's uid (the digest check in :mod:`preflab.verify.code` is then what catches writes).
+
+The caller's process group is SIGKILLed on the wall-clock deadline and every child is reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SANDBOX_UID_BASE = 61000
+SANDBOX_UID_SPAN = 4000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-run resource limits (``setrlimit``), applied before the namespace is entered."""
+
+    wall_s: float = 30.0
+    cpu_s: int = 30
+    address_space_bytes: int = 2 * 1024**3
+    processes: int = 64
+    file_size_bytes: int = 16 * 1024**2
+    open_files: int = 256
+    #: size of each private tmpfs: the writable directory's copy, /tmp, /var/tmp, /dev/shm
+    scratch_bytes: int = 64 * 1024**2
+
+    def apply(self) -> None:
+        """Runs in the child between fork and exec (``preexec_fn``)."""
+        for limit, value in (
+            (resource.RLIMIT_CPU, self.cpu_s),
+            (resource.RLIMIT_AS, self.address_space_bytes),
+            (resource.RLIMIT_NPROC, self.processes),
+            (resource.RLIMIT_FSIZE, self.file_size_bytes),
+            (resource.RLIMIT_NOFILE, self.open_files),
+            (resource.RLIMIT_CORE, 0),
+        ):
+            resource.setrlimit(limit, (value, value))
+
+
+@dataclass
+class SandboxRun:
+    returncode: int | None
+    timed_out: bool
+    wall_s: float
+    channel: bytes = b""
+    output_tail: str = ""
+    leftovers: list[int] = field(default_factory=list)
+
+
+class SandboxUnavailable(RuntimeError):
+    pass
+
+
+def sandbox_uid() -> int:
+    """This process's first-choice sandbox uid (where :func:`claim_uid` starts looking)."""
+    return SANDBOX_UID_BASE + os.getpid() % SANDBOX_UID_SPAN
+
+
+@contextlib.contextmanager
+def claim_uid() -> Iterator[int]:
+    """A uid no other run holds (threads and processes alike), for as long as the run lasts, so
+    ``RLIMIT_NPROC`` and the leftover reaping touch only this run's processes. Claims are
+    ``flock``s on files in a root-only directory; the kernel drops them if the holder dies."""
+    locks = Path(tempfile.gettempdir()) / "preflab-verify-uids"
+    locks.mkdir(mode=0o700, exist_ok=True)
+    start = sandbox_uid() - SANDBOX_UID_BASE + threading.get_ident() % 97
+    for k in range(SANDBOX_UID_SPAN):
+        uid = SANDBOX_UID_BASE + (start + k) % SANDBOX_UID_SPAN
+        fd = os.open(locks / str(uid), os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield uid
+        finally:
+            os.close(fd)  # releases the lock
+        return
+    raise SandboxUnavailable(f"all {SANDBOX_UID_SPAN} sandbox uids are in use")
+
+
+@functools.cache
+def ensure_available() -> None:
+    """:func:`check_available`, once per process (a failed check raises every time)."""
+    check_available()
+
+
+def check_available() -> None:
+    if not shutil.which("unshare"):
+        raise SandboxUnavailable("`unshare` (util-linux) is not installed; install util-linux")
+    probe = subprocess.run([*_unshare_prefix(), "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise SandboxUnavailable(
+            f"cannot create namespaces ({probe.stderr.strip()}); run as root or enable "
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
+
+
+def _unshare_prefix() -> list[str]:
+    flags = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    if os.geteuid() != 0:
+        flags.insert(0, "--map-root-user")
+    return ["unshare", *flags, "--"]
+
+
+def _blocking_ancestor(path: Path) -> Path | None:
+    """The highest ancestor of ``path`` that other users may not enter, if any."""
+    for parent in reversed(path.parents):
+        if parent != Path("/") and not os.stat(parent).st_mode & 0o001:
+            return parent
+    return None
+
+
+def interpreter_trees() -> list[Path]:
+    trees = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+             Path(sys.executable).resolve().parent.parent}
+    return sorted(trees)
+
+
+PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def _root_setup_script(workdir: Path, uid: int, writable: Path | None, scratch_bytes: int) -> str:
+    """Shell run as root inside the mount namespace, then ``exec``s the command unprivileged."""
+    lines = ["set -e"]
+    hidden: dict[Path, list[Path]] = {}
+    for tree in interpreter_trees():
+        blocker = _blocking_ancestor(tree)
+        if blocker is not None:
+            hidden.setdefault(blocker, []).append(tree)
+    staging = workdir / ".mnt"
+    for k, tree in enumerate(t for trees in hidden.values() for t in trees):
+        lines += [f"mkdir -p '{staging}/{k}'", f"mount --bind '{tree}' '{staging}/{k}'"]
+    for blocker in hidden:
+        lines.append(f"mount -t tmpfs -o mode=0755,size=1m tmpfs '{blocker}'")
+    for k, tree in enumerate(t for trees in hidden.values() for t in trees):
+        lines += [f"mkdir -p '{tree}'", f"mount --bind '{staging}/{k}' '{tree}'",
+                  f"mount -o remount,bind,ro '{tree}'"]
+    lines += _private_scratch(workdir, uid, writable, scratch_bytes)
+    lines.append(f'exec setpriv --reuid {uid} --regid {uid} --clear-groups --no-new-privs -- "$@"')
+    return "\n".join(lines)
+
+
+def _private_scratch(workdir: Path, uid: int, writable: Path | None, size: int) -> list[str]:
+    """Every world-writable directory becomes a private, size-limited tmpfs (the work directory,
+    often under /tmp, is kept through an open fd: ``mount`` must not canonicalise that path);
+    the one directory the command may write is replaced by a size-limited tmpfs copy, so
+    nothing it writes reaches the host's disk or outlives the run."""
+    lines = [f"exec 9< '{workdir}'"]
+    for directory in PRIVATE_TMP_DIRS:
+        if os.path.isdir(directory):
+            lines.append(f"mount -t tmpfs -o size={size},mode=1777 tmpfs '{directory}'")
+    lines += [f"mkdir -p '{workdir}'", f"mount --no-canonicalize --bind /proc/self/fd/9 '{workdir}'",
+              "exec 9<&-"]
+    if writable is not None:
+        scratch = workdir / ".scratch"
+        lines += [f"mkdir -p '{scratch}'",
+                  f"mount -t tmpfs -o size={size},mode=0700,uid={uid},gid={uid} tmpfs '{scratch}'",
+                  f"cp -a '{writable}/.' '{scratch}/'", f"mount --bind '{scratch}' '{writable}'"]
+    lines.append('cd "$(pwd)"')  # re-enter the cwd by path: through the new mounts
+    return lines
+
+
+def wrap(command: list[str], workdir: Path, uid: int, writable: Path | None = None,
+         scratch_bytes: int = Limits.scratch_bytes) -> list[str]:
+    if os.geteuid() == 0:
+        script = _root_setup_script(workdir, uid, writable, scratch_bytes)
+        return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
+    return [*_unshare_prefix(), *command]
+
+
+def _drain(fd: int, sink: bytearray, cap: int) -> None:
+    """Read a pipe to EOF, keeping at most ``cap`` bytes (a flood cannot exhaust host memory)."""
+    with os.fdopen(fd, "rb", buffering=0) as stream:
+        while chunk := stream.read(65536):
+            if len(sink) < cap:
+                sink.extend(chunk[: cap - len(sink)])
+
+
+def _processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except FileNotFoundError:
+                continue
+    return found
+
+
+def run_sandboxed(command: list[str], *, workdir: Path, cwd: Path, limits: Limits,
+                  uid: int, env: dict[str, str], secret: bytes, writable: Path | None = None,
+                  channel_cap: int = 4 * 1024**2) -> SandboxRun:
+    """Run ``command`` sandboxed. Two pipes go in: fd 3 (``secret``, read once by the host's
+    runner) and fd 4 (the out-of-band result channel, drained here). Output goes to a host file
+    of which only a tail is kept for diagnostics; it is never parsed."""
+    secret_r, secret_w = os.pipe()
+    channel_r, channel_w = os.pipe()
+    if os.geteuid() == 0:
+        # pytest reopens the pipe as /dev/fd/4, which checks the pipe's owner (root, 0600)
+        os.fchown(channel_w, uid, uid)
+    os.write(secret_w, secret)
+    os.close(secret_w)
+    received = bytearray()
+    log_path = workdir / "output.log"
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        fds = {3: secret_r, 4: channel_w}
+        proc = subprocess.Popen(
+            wrap(command, workdir, uid, writable, limits.scratch_bytes), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=lambda: (_move_fds(fds), limits.apply()),
+            pass_fds=tuple(fds), close_fds=True)
+    os.close(secret_r)
+    os.close(channel_w)
+    reader = threading.Thread(target=_drain, args=(channel_r, received, channel_cap), daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=limits.wall_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    _kill_group(proc.pid)
+    proc.wait()
+    # after a normal exit the kernel has already reaped the PID namespace; after a kill it
+    # tears it down asynchronously, so survivors only count when nothing was killed
+    survivors = _reap_uid(uid) if os.geteuid() == 0 else []
+    leftovers = [] if timed_out else survivors
+    reader.join(timeout=5)
+    tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
+    log_path.unlink()
+    return SandboxRun(returncode=None if timed_out else proc.returncode, timed_out=timed_out,
+                      wall_s=time.monotonic() - started, channel=bytes(received),
+                      output_tail=tail, leftovers=leftovers)
+
+
+def _reap_uid(uid: int, grace_s: float = 10.0) -> list[int]:
+    """SIGKILL every process of the sandbox uid until none is left; the first ones found."""
+    first = _processes_of(uid)
+    deadline = time.monotonic() + grace_s
+    while (pids := _processes_of(uid)) and time.monotonic() < deadline:
+        for pid in pids:
+            _kill(pid)
+        time.sleep(0.02)
+    return first
+
+
+def _move_fds(fds: dict[int, int]) -> None:
+    """Put the pipes at fixed numbers 3 and 4 in the child. Each goes through a high number
+    first, so one pipe already sitting at 3 or 4 is not overwritten by the other."""
+    high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 10) for target, source in fds.items()}
+    for target, source in high.items():
+        os.dup2(source, target)
+        os.close(source)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

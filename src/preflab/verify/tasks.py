@@ -1,0 +1,144 @@
+"""Verifiable tasks (code, SQL, math) and their JSONL file format.
+
+One task per line, ``kind`` chooses the verifier::
+
+    {"task_id": "add", "kind": "code", "files": {"tests/test_add.py": "..."},
+     "f2p": ["tests/test_add.py::test_add"], "p2p": [], "solution_path": "solution.py"}
+    {"task_id": "top", "kind": "sql", "fixture": "shop.sqlite",
+     "reference_query": "SELECT ...", "ordered": false}
+    {"task_id": "half", "kind": "math", "answer": "\\\\frac{1}{2}", "tolerance": 1e-6}
+
+Paths (``fixture``, ``harness_dir``) are relative to the tasks file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+
+class _Task(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: str = Field(min_length=1)
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
+
+
+def _safe_relative(path: str) -> str:
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        raise ValueError(f"{path!r} must be a relative path inside the task, without '..'")
+    return str(pure)
+
+
+class CodeTask(_Task):
+    kind: Literal["code"]
+    files: dict[str, str] = Field(default_factory=dict)
+    harness_dir: str | None = None
+    f2p: list[str] = Field(min_length=1)
+    p2p: list[str] = Field(default_factory=list)
+    solution_path: str = "solution.py"
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, files: dict[str, str]) -> dict[str, str]:
+        return {_safe_relative(k): v for k, v in files.items()}
+
+    @field_validator("solution_path")
+    @classmethod
+    def _solution(cls, path: str) -> str:
+        return _safe_relative(path)
+
+    @field_validator("f2p", "p2p")
+    @classmethod
+    def _nodeids(cls, ids: list[str]) -> list[str]:
+        for nodeid in ids:
+            _safe_relative(nodeid.split("::", 1)[0])
+        return ids
+
+
+class SqlTask(_Task):
+    kind: Literal["sql"]
+    fixture: str
+    reference_query: str | None = None
+    expected_rows: list[list[Any]] | None = None
+    ordered: bool = False
+
+
+class MathTask(_Task):
+    kind: Literal["math"]
+    answer: str = Field(min_length=1)
+    tolerance: float | None = Field(default=None, ge=0)
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+
+Task = Annotated[CodeTask | SqlTask | MathTask, Field(discriminator="kind")]
+TASK = TypeAdapter(Task)
+
+
+class TaskFileError(ValueError):
+    """Bad input, with ``file:line: field: reason`` for every problem found."""
+
+
+def parse_task(data: dict[str, Any], *, base_dir: Path | None = None) -> CodeTask | SqlTask | MathTask:
+    task = TASK.validate_python(data)
+    if base_dir is not None:
+        task = _resolve_paths(task, base_dir)
+    if isinstance(task, SqlTask) and (task.reference_query is None) == (task.expected_rows is None):
+        raise ValueError("sql task needs exactly one of reference_query or expected_rows")
+    return task
+
+
+def _resolve_paths(task, base_dir: Path):
+    if isinstance(task, SqlTask):
+        return task.model_copy(update={"fixture": str((base_dir / task.fixture).resolve())})
+    if isinstance(task, CodeTask) and task.harness_dir:
+        return task.model_copy(update={"harness_dir": str((base_dir / task.harness_dir).resolve())})
+    return task
+
+
+def _errors(where: str, exc: ValidationError | ValueError) -> list[str]:
+    if isinstance(exc, ValidationError):
+        return [f"{where}: {'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}"
+                for e in exc.errors()]
+    return [f"{where}: (record): {exc}"]
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    rows, errors = [], []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as e:
+                errors.append(f"{path}:{number}: (line): invalid JSON: {e.msg}")
+                continue
+            if not isinstance(value, dict):
+                errors.append(f"{path}:{number}: (line): expected a JSON object")
+                continue
+            rows.append((number, value))
+    if errors:
+        raise TaskFileError("\n".join(errors))
+    return rows
+
+
+def load_tasks(path: Path) -> dict[str, CodeTask | SqlTask | MathTask]:
+    """All tasks of a JSONL file, or a :class:`TaskFileError` listing every bad line."""
+    tasks, errors = {}, []
+    for number, data in read_jsonl(path):
+        where = f"{path}:{number}"
+        try:
+            task = parse_task(data, base_dir=path.parent)
+        except (ValidationError, ValueError) as e:
+            errors.extend(_errors(where, e))
+            continue
+        if task.task_id in tasks:
+            errors.append(f"{where}: task_id: duplicate task id {task.task_id!r}")
+        tasks[task.task_id] = task
+    if errors:
+        raise TaskFileError("\n".join(errors) + "\nfix these lines and run again; nothing was verified")
+    return tasks
