@@ -36,10 +36,9 @@ from .resolve import (
     accepted_demonstrations,
     aggregate_pairwise,
     effective_judgments,
-    pair_votes,
+    item_pair_votes,
     resolve_steps,
     resolve_unary,
-    rubric_pairs,
     word_length,
 )
 from .writers import CARD, MANIFEST, AtomicDir, file_hashes, gc_paused, write_data
@@ -136,8 +135,9 @@ def collect(
         effective = effective_judgments(kept, order)
         plain = [j for _, j in effective]
         if "pairs" in needs:
-            votes.extend(pair_votes(effective))
-            rubric_resolved.extend(rubric_pairs(item, plain, rubric_for, length_fn, data.drops))
+            item_votes, rubric_only = item_pair_votes(item, effective, rubric_for, length_fn, data.drops)
+            votes.extend(item_votes)
+            rubric_resolved.extend(rubric_only)
         if "unary" in needs:
             data.unary.extend(resolve_unary(plain, data.drops))
         if "steps" in needs:
