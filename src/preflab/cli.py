@@ -313,8 +313,9 @@ def export(
     length_gate: Annotated[str | None, typer.Option(help="Keep pairs with MIN <= len(chosen)/len(rejected) <= MAX, e.g. 0.85:1.20.")] = None,
     include_ai: Annotated[bool, typer.Option(help="Include AI-sourced labels (never as human).")] = False,
     include_rater_ids: Annotated[bool, typer.Option(help="Raw export: rater ids instead of HMAC hashes.")] = False,
-    min_raters: Annotated[int, typer.Option(help="Drop items judged by fewer raters.")] = 1,
-    aggregation: Annotated[str, typer.Option(help="Several raters per pair: majority (plurality) or dawid-skene.")] = "majority",
+    include_gold: Annotated[bool, typer.Option(help="Include gold (qualification / honeypot) items in a training export.")] = False,
+    min_raters: Annotated[int, typer.Option(help="Drop pairs / thumbs / step labels judged by fewer distinct raters (all label kinds together).")] = 1,
+    aggregation: Annotated[str, typer.Option(help="Several raters per pair: majority (plurality) or dawid-skene; undecided pairs are dropped, never broken by candidate order.")] = "majority",
     length_unit: Annotated[str, typer.Option(help="Length for the gate: words, chars or tokens.")] = "words",
     tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
     db: DbOption = None,
@@ -330,7 +331,7 @@ def export(
         fail(f"unknown aggregation {aggregation!r}; choose from: {', '.join(AGGREGATORS)}", 2)
     options = ExportOptions(
         format=format, out=out_path, file_format=file_format, conversational=conversational,
-        include_ai=include_ai, include_rater_ids=include_rater_ids,
+        include_ai=include_ai, include_rater_ids=include_rater_ids, include_gold=include_gold,
         length_gate=_parse_gate(length_gate), min_raters=min_raters,
         length_unit=length_unit, tokenizer=tokenizer,
     )

@@ -108,10 +108,19 @@ def collect(
     used_by_source: Counter[str] = stats["judgments_used_by_source"]
     resolving = bool(needs - {"judgments"})
     include_ai = options.include_ai
+    keep_gold = options.include_gold or not exporter.training
+    stats["gold_items"] = 0
+    stats["aggregation_margin"] = getattr(aggregator, "margin", None)
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
-        data.items[item.id] = item
         stats["items_in"] += 1
+        if item.gold is not None:
+            stats["gold_items"] += 1
+            if not keep_gold:  # qualification / honeypot items are tests of raters, not training data
+                data.drops.drop("gold", "gold-item", item.id)
+                in_by_kind.update(j.kind for j in iwj.judgments)
+                continue
+        data.items[item.id] = item
         chat = chat or _is_chat(item)
         kept, order = [], []
         for j, meta in zip(iwj.judgments, iwj.meta, strict=True):

@@ -30,6 +30,7 @@ class Raw(Exporter):
     name = "raw"
     description = "every judgment with provenance and its item (quality-report input)"
     needs = frozenset({"judgments"})
+    training = False
     reference = "preflab.schema.parse_judgment (one judgment per line, plus 'item')"
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:

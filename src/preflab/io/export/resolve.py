@@ -315,6 +315,9 @@ def aggregate_pairwise(votes: Iterable[PairVote], drops: DropLog | None = None) 
     return out
 
 
+aggregate_pairwise.margin = "strict plurality: the winning side has more votes than any other side"  # type: ignore[attr-defined]
+
+
 def resolved_pair(
     item_id: str, lo: str, hi: str, side: int, votes: Sequence[PairVote], strengths: Sequence[float], agreement: float
 ) -> ResolvedPair:
