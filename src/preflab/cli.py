@@ -392,10 +392,11 @@ def quality_report(
     source: Annotated[str, typer.Argument(help="A project name, or a JSONL of judgments (the raw export).")],
     out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")] = None,
     window_days: Annotated[float | None, typer.Option(help="Report agreement per time window of this many days (by submission time) instead of per import batch.")] = None,
+    include_ai: Annotated[bool, typer.Option(help="Measure AI-sourced labels too (left out by default, as in exports).")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Agreement, rater table, bias audits and the adjudication queue."""
+    """Agreement, rater table, bias audits and the adjudication queue, over the labels exports use."""
     from .io.quality_source import load_for_report
     from .quality.report import build_report, render_html
 
@@ -411,7 +412,7 @@ def quality_report(
         if window_days <= 0:
             fail("--window-days must be positive", 2)
         batches = time_window_batches(timedelta(days=window_days))
-    report = build_report(judgments, items=items, batches=batches)
+    report = build_report(judgments, items=items, batches=batches, include_ai=include_ai)
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(render_html(report), encoding="utf-8")

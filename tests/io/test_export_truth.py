@@ -19,7 +19,8 @@ from preflab.schema import (
     VerbosityPenalty,
     Veto,
 )
-from preflab.store import Base, make_engine, transaction
+from preflab.store import transaction
+from preflab.store.db import open_db
 from preflab.store.repo import add_item, add_judgment, add_rubric, create_project
 
 #: Issue 17 §2: one 5-point dimension, a veto and a verbosity penalty (5 free words, 0.1 a word, max 1.0).
@@ -53,8 +54,7 @@ def grade(item, cand, score, rater, rubric=SAFE, vetoes=()):
 
 
 def build(url: str, items, judgments):
-    engine = make_engine(url)
-    Base.metadata.create_all(engine)
+    engine = open_db(url)  # migrated to head, as the CLI and the report open it
     with transaction(engine) as s:
         project = create_project(s, "p", kinds=list(JUDGMENT_KINDS))
         add_rubric(s, project, SAFE)
@@ -178,3 +178,35 @@ def test_gold_items_never_reach_a_training_export_unless_asked(db_url, tmp_path,
     rows, manifest = export(engine, tmp_path, fmt, include_gold=True)
     assert len(rows) == (2 if fmt != "trl-kto" else 4)
     assert manifest["gates"]["gold"]["dropped"] == 0 and manifest["gates"]["gold"]["gold_items"] == 1
+
+
+# -- §6 the report measures what the export ships ------------------------------------------
+
+
+def test_the_report_from_the_project_and_from_the_raw_export_measure_the_labels_the_export_used(sqlite_url, tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from preflab.io.quality_source import load_for_report
+    from preflab.quality import build_report
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    judgments = [
+        pw("i1", "x", "y", 2, "alice", submitted_at=t0),
+        pw("i1", "y", "x", 2, "alice", submitted_at=t0 + timedelta(minutes=3)),  # alice changed her mind
+        pw("i1", "y", "x", 1, "bob", submitted_at=t0),
+        pw("i1", "x", "y", 3, "gpt-judge", source="ai", submitted_at=t0),
+    ]
+    engine = build(sqlite_url, [pair_item()], judgments)
+    rows, manifest = export(engine, tmp_path, "trl-preference")
+    assert [(r["chosen"], r["rejected"]) for r in rows] == [(Y_TEXT, X_TEXT)]
+    raw_dir = tmp_path / "raw"
+    export_project(engine, "p", ExportOptions(format="raw", out=raw_dir, include_rater_ids=True))
+    from_project = build_report(*load_for_report("p", sqlite_url)[:2], n_boot=10)
+    from_raw = build_report(*load_for_report(str(raw_dir / "train.jsonl"), None)[:2], n_boot=10)
+    for report in (from_project, from_raw):
+        assert sorted(report["raters"]) == ["alice", "bob"]
+        assert report["raters"]["alice"]["labels"] == 1
+        assert report["raters"]["alice"]["consensus_agreement"] == 1.0  # her latest label agrees with bob
+        assert report["label_set"]["judgments_used"] == 2
+    assert from_project["label_set"]["set_aside"] == {"revised": 1, "source-ai": 1}
+    assert from_raw["label_set"]["set_aside"] == {"revised": 1}  # the raw export already left the AI label out

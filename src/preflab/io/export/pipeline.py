@@ -35,6 +35,7 @@ from .resolve import (
     PairAggregator,
     accepted_demonstrations,
     aggregate_pairwise,
+    counts_as_label,
     effective_judgments,
     item_pair_votes,
     resolve_steps,
@@ -129,7 +130,7 @@ def collect(
                 data.drops.drop("excluded", meta.get("exclusion_reason") or "excluded", item.id)
                 continue
             source = j.provenance.source
-            if source == "ai" and not include_ai:
+            if not counts_as_label(j, include_ai):
                 data.drops.drop("source", "ai", item.id)
                 continue
             kept.append(j)

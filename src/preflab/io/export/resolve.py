@@ -1,6 +1,7 @@
 """Label resolution: which labels count when several raters (and passes) judged an item.
 
-The policy, in the order it is applied to one item's judgments:
+The policy, in the order it is applied to one item's judgments (steps 1-3 are the resolved
+label set of :mod:`preflab.quality.labels`, shared with the quality report and dashboard):
 
 1. **Source.** ``source == "ai"`` labels never pass as human: dropped unless ``include_ai``
    (done by the caller, which logs the drop). ``ai_assisted`` labels are kept.
@@ -44,11 +45,16 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from operator import itemgetter
 from typing import Any, Protocol
 
 from ...quality.bias import word_length as _quality_word_length
+from ...quality.labels import (  # noqa: F401 - re-exported: the export's steps 1-3
+    ADJUDICATION,
+    counts_as_label,
+    effective_judgments,
+    revision_unit,
+    submitted_at,
+)
 from ...schema import (
     DemonstrationJudgment,
     Item,
@@ -60,8 +66,6 @@ from ...schema import (
     StepsJudgment,
     UnaryJudgment,
 )
-
-ADJUDICATION = 2
 
 #: How a neutral (0) step verdict is exported in stepwise labels. PRM800K calls 0 "neutral":
 #: reasonable but not advancing; it is not an error, so it becomes ``True`` (only -1 is an
@@ -153,71 +157,9 @@ class DropLog:
         }
 
 
-# -- steps 2 and 3: revisions and adjudication ---------------------------------------------
+# -- steps 1-3: the resolved label set, shared with the quality report (one rule) -----------
 
-
-def _when(judgment: JudgmentBase) -> datetime | None:
-    ts = judgment.provenance.submitted_at
-    if ts is not None and ts.tzinfo is None:
-        ts = ts.replace(tzinfo=UTC)
-    return ts
-
-
-def _latest(group: Sequence[tuple[int, JudgmentBase]]) -> tuple[int, JudgmentBase]:
-    """The latest of one rater's labels on one unit: pass, then time (if all have one), then row."""
-    timed = all(_when(j) is not None for _, j in group)
-    return max(
-        group,
-        key=lambda pj: (int(pj[1].provenance.review_pass), _when(pj[1]) if timed else 0, pj[0]),
-    )
-
-
-def revision_unit(judgment: JudgmentBase) -> tuple[str, ...]:
-    """What a revision replaces (see the module docstring)."""
-    if isinstance(judgment, PairwiseJudgment):
-        return ("pair", *judgment.pair)
-    if isinstance(judgment, (RubricJudgment, UnaryJudgment, StepsJudgment)):
-        return ("candidate", judgment.candidate_id)
-    return ("item",)
-
-
-def effective_judgments(
-    judgments: Sequence[JudgmentBase], order: Sequence[int] | None = None
-) -> list[tuple[int, JudgmentBase]]:
-    """Steps 2-3 for one item: latest label per ``(kind, unit, rater)``, then pass-2 override.
-
-    ``order`` is each judgment's row order (database pk; by default its position). Returns
-    ``(order, judgment)`` in row order. Demonstrations are never overridden across authors:
-    each author's latest demonstration stays.
-    """
-    order = list(order) if order is not None else list(range(len(judgments)))
-    groups: dict[tuple[Any, ...], list[tuple[int, JudgmentBase]]] = {}
-    for pos, j in zip(order, judgments, strict=True):
-        key = (j.kind, revision_unit(j), j.provenance.rater_id)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [(pos, j)]
-        else:
-            group.append((pos, j))
-    latest: list[tuple[int, JudgmentBase, tuple[Any, ...]]] = []  # (pos, judgment, (kind, unit))
-    for key, group in groups.items():
-        pos, j = group[0] if len(group) == 1 else _latest(group)  # mostly one label: no choice to make
-        latest.append((pos, j, key[:2]))
-    latest.sort(key=itemgetter(0))
-    adjudicated = {
-        unit
-        for _, j, unit in latest
-        if int(j.provenance.review_pass) >= ADJUDICATION and not isinstance(j, DemonstrationJudgment)
-    }
-    if not adjudicated:  # the common case
-        return [(pos, j) for pos, j, _ in latest]
-    return [
-        (pos, j)
-        for pos, j, unit in latest
-        if isinstance(j, DemonstrationJudgment)
-        or unit not in adjudicated
-        or int(j.provenance.review_pass) >= ADJUDICATION
-    ]
+_when = submitted_at
 
 
 # -- step 4: votes --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ...quality.labels import resolve_labels
 from ...schema import PairwiseJudgment
 from ...store.models import utcnow
 from ...store.server_models import Assignment, PoolEntry, RaterStatus
@@ -92,7 +93,8 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
         "throughput": {"last_24h": last_24h, "per_day": [(d, per_day[d]) for d in days],
                        "chart": _svg_bars([(d, per_day[d]) for d in days], hi=max([1, *per_day.values()]))},
         "per_rater": per_rater,
-        "quality": _quality_panels([j for j, r in zip(parsed, rows) if j is not None and r.review_pass == 0],
+        # the labels the report and exports measure: one rule (preflab.quality.labels)
+        "quality": _quality_panels(resolve_labels([j for j in parsed if j is not None]).judgments,
                                    {r.item.item_key: str(r.item.batch_pk or "none") for r in rows},
                                    _candidate_lengths(rows)),
     }
