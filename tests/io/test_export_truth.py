@@ -210,3 +210,58 @@ def test_the_report_from_the_project_and_from_the_raw_export_measure_the_labels_
         assert report["label_set"]["judgments_used"] == 2
     assert from_project["label_set"]["set_aside"] == {"revised": 1, "source-ai": 1}
     assert from_raw["label_set"]["set_aside"] == {"revised": 1}  # the raw export already left the AI label out
+
+
+# -- §7 the raw export re-imports ----------------------------------------------------------
+
+
+def mixed_project_judgments():
+    from datetime import UTC, datetime
+
+    from preflab.schema import RankingJudgment, UnaryJudgment
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    return [
+        pw("i1", "x", "y", 2, "alice", submitted_at=t0),
+        pw("i1", "y", "x", 1, "bob"),
+        RankingJudgment(item_id="i2", order=[["y"], ["x"]], provenance={"rater_id": "carol"}),
+        grade("i1", "x", 4, "dave", PLAIN),
+        grade("i1", "y", 2, "dave", PLAIN, vetoes=["unsafe"]),
+        UnaryJudgment(item_id="i2", candidate_id="x", label=True, provenance={"rater_id": "erin", "source": "ai_assisted"}),
+        pw("g1", "x", "y", 3, "alice", review_pass=1),
+    ]
+
+
+def raw_round_trip(db_url, tmp_path, include_rater_ids):
+    from preflab.io.importer import import_files
+
+    items = [pair_item("i1"), pair_item("i2"), pair_item("g1", gold=GOLD)]
+    engine = build(db_url, items, mixed_project_judgments())
+    first, second = tmp_path / "first", tmp_path / "second"
+    export_project(engine, "p", ExportOptions(format="raw", out=first, include_rater_ids=include_rater_ids))
+    with transaction(engine) as s:
+        copy = create_project(s, "copy", kinds=list(JUDGMENT_KINDS))
+        add_rubric(s, copy, SAFE)
+        add_rubric(s, copy, PLAIN)
+    report = import_files(engine, "copy", [first / "train.jsonl"])
+    assert (report.items_added, report.judgments_added) == (3, 7)
+    export_project(engine, "copy", ExportOptions(format="raw", out=second, include_rater_ids=include_rater_ids))
+    return (first / "train.jsonl").read_bytes(), (second / "train.jsonl").read_bytes()
+
+
+def test_a_raw_export_reimports_into_a_fresh_project_and_exports_identically(db_url, tmp_path):
+    first, second = raw_round_trip(db_url, tmp_path, include_rater_ids=False)
+    assert second == first
+
+
+def test_a_raw_export_with_rater_ids_reimports_identically_but_for_the_fresh_projects_rater_hashes(sqlite_url, tmp_path):
+    # rater_hash is keyed by the project secret: a fresh project does not link its raters to the old one's
+    first, second = raw_round_trip(sqlite_url, tmp_path, include_rater_ids=True)
+
+    def without_hashes(data):
+        records = [orjson.loads(line) for line in data.splitlines()]
+        hashes = {r["provenance"].pop("rater_hash") for r in records}
+        return records, hashes
+
+    (old, old_hashes), (new, new_hashes) = without_hashes(first), without_hashes(second)
+    assert new == old and old_hashes.isdisjoint(new_hashes)
