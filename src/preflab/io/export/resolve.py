@@ -456,6 +456,8 @@ def item_pair_votes(
     Returns ``(votes, pairs)``: ``pairs`` are the rubric-only pairs nobody voted on
     (:func:`rubric_mean_pairs`).
     """
+    if not any(isinstance(j, RubricJudgment) for _, j in labelled):  # the common case: no grades
+        return pair_votes(labelled), []
     grades = rubric_grades(item, labelled, rubric_for, length_fn, drops)
     votes = pair_votes(labelled, rubric_votes(item.id, grades))
     voted = {(v.lo, v.hi) for v in votes}
