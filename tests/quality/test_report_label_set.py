@@ -51,3 +51,26 @@ def test_adjudication_replaces_the_production_labels_of_its_unit():
     assert labels.describe()["set_aside"] == {"adjudicated": 2}
     report = build_report(judgments, items=[ITEM], n_boot=10)
     assert report["adjudication_total"] == 0  # the unit is decided: nothing left to adjudicate
+
+
+def test_the_dashboard_measures_the_same_label_set(tmp_path):
+    """The dashboard's agreement panels (server/pages/data.py) see alice once and no AI judge."""
+    from preflab.server.pages import data
+    from preflab.server.permissions import ProjectRef
+    from preflab.store import transaction
+    from preflab.store.db import open_db
+    from preflab.store.repo import add_item, add_judgment, create_project
+
+    engine = open_db(f"sqlite:///{tmp_path / 'dash.db'}")
+    with transaction(engine) as s:
+        p = create_project(s, "p")
+        add_item(s, p, ITEM)
+        for j in (pw("a", "alice"), pw("b", "alice", minutes=5), pw("b", "bob"), pw("a", "gpt-judge", source="ai")):
+            add_judgment(s, p, j)
+        ref = ProjectRef(pk=p.pk, name="p", title="", kinds=["pairwise"], settings={}, rubric_key=None,
+                         rubric_version=None)
+    with transaction(engine) as s:
+        panels = data.dashboard(s, ref, {})["quality"]
+    assert "error" not in panels
+    assert sorted(panels["consensus"]) == ["alice", "bob"]
+    assert panels["consensus"]["alice"]["agreement"] == 1.0  # her latest label agrees with bob
