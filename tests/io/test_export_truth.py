@@ -127,7 +127,8 @@ def test_one_vs_one_splits_are_not_broken_by_candidate_order(sqlite_url, tmp_pat
     rows, manifest = export(engine, tmp_path, aggregation=aggregation)
     assert rows == []
     assert reasons(manifest, "aggregation") == {"no-majority": 2}
-    assert manifest["aggregation"]["margin"] is not None
+    margin = manifest["aggregation"]["margin"]
+    assert margin and f"Decided when: {margin}." in (Path(manifest["options"]["out"]) / "README.md").read_text()
 
 
 # -- §4 all kinds of label on a pair count together ----------------------------------------

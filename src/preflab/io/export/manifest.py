@@ -183,6 +183,7 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
         "## Aggregation",
         "",
         manifest["aggregation"]["policy"],
+        *([f"Decided when: {manifest['aggregation']['margin']}."] if manifest["aggregation"].get("margin") else []),
         "",
         "## Gates",
         "",
