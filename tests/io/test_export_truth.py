@@ -266,3 +266,29 @@ def test_a_raw_export_with_rater_ids_reimports_identically_but_for_the_fresh_pro
 
     (old, old_hashes), (new, new_hashes) = without_hashes(first), without_hashes(second)
     assert new == old and old_hashes.isdisjoint(new_hashes)
+
+
+# -- the CLI says it too -------------------------------------------------------------------
+
+
+def test_the_cli_keeps_gold_out_unless_asked_and_reports_ai_raters_only_when_asked(tmp_path):
+    from typer.testing import CliRunner
+
+    from preflab.cli import app
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    build(url, [pair_item("i1"), pair_item("g1", gold=GOLD)],
+          [pw("i1", "x", "y", 2, "alice"), pw("g1", "x", "y", 2, "alice"), pw("i1", "y", "x", 2, "gpt-judge", source="ai")])
+    runner = CliRunner()
+
+    def run_json(*args):
+        result = runner.invoke(app, [*args, "--db", url, "--json"])
+        assert result.exit_code == 0, result.output
+        return orjson.loads(result.stdout)
+
+    plain = run_json("export", "p", "--format", "trl-preference", "--out", str(tmp_path / "a"))
+    assert plain["counts"]["rows_out"] == 1 and plain["gates"]["gold"]["dropped"] == 1
+    gold = run_json("export", "p", "--format", "trl-preference", "--out", str(tmp_path / "b"), "--include-gold")
+    assert gold["counts"]["rows_out"] == 2 and gold["gates"]["gold"]["include_gold"] is True
+    assert sorted(run_json("quality", "report", "p")["raters"]) == ["alice"]
+    assert sorted(run_json("quality", "report", "p", "--include-ai")["raters"]) == ["alice", "gpt-judge"]
