@@ -292,3 +292,19 @@ def test_the_cli_keeps_gold_out_unless_asked_and_reports_ai_raters_only_when_ask
     assert gold["counts"]["rows_out"] == 2 and gold["gates"]["gold"]["include_gold"] is True
     assert sorted(run_json("quality", "report", "p")["raters"]) == ["alice"]
     assert sorted(run_json("quality", "report", "p", "--include-ai")["raters"]) == ["alice", "gpt-judge"]
+
+
+def test_a_raw_export_line_whose_item_is_wrong_fails_with_file_line_field_reason(sqlite_url, tmp_path):
+    from preflab.io.importer import ImportFailed, import_files
+
+    engine = build(sqlite_url, [], [])
+    line = {"kind": "pairwise", "item_id": "i1", "shown_order": ["x", "y"], "winner": "a", "strength": 1,
+            "provenance": {"rater_id": "alice"}, "item": pair_item("other").model_dump(mode="json")}
+    bad = {**line, "item": {**line["item"], "id": "i1", "candidates": []}}
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(orjson.dumps(line) + b"\n" + orjson.dumps(bad) + b"\n")
+    with pytest.raises(ImportFailed) as failed:
+        import_files(engine, "p", [path])
+    message = str(failed.value)
+    assert f"{path}:1: item.id: 'other' is not the judgment's item_id 'i1'" in message
+    assert f"{path}:2: item.candidates" in message
