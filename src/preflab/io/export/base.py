@@ -53,7 +53,8 @@ class ExportOptions:
     ``include_gold``: let gold (qualification / honeypot) items into a training export (never by
     default; the ``raw`` export, which is not training data, always has them).
     ``include_rater_ids``: raw export only; otherwise raters appear as ``rater_hash`` alone.
-    ``min_raters``: drop resolved pairs / thumbs / step labels with fewer raters.
+    ``min_raters``: drop resolved pairs / thumbs / step labels with fewer distinct raters (for a
+    pair: the raters who voted on it through any kind of label, one vote each).
     ``params``: format-specific knobs (see each exporter's ``params``), e.g.
     ``{"human_candidates": True}`` for ``trl-sft``.
     """
