@@ -95,7 +95,7 @@ def projects(draw):
                 said.append(Said(kind, item_id, rater, minute, candidate=draw(st.sampled_from(cands)),
                                  score=draw(st.integers(1, 5)), vetoed=draw(st.integers(0, 3)) == 0))
     order = draw(st.permutations(range(len(said))))
-    return items, [said[k] for k in order], {c.id: len(c.text.split()) for it in items for c in it.candidates}
+    return items, [said[k] for k in order], {(it.id, c.id): len(c.text.split()) for it in items for c in it.candidates}
 
 
 def judgment(s: Said):
@@ -148,7 +148,7 @@ def expected_pairs(items, said, lengths, *, include_ai=False, include_gold=False
                 if ga.vetoed != gb.vetoed:
                     vote = (minute, 1 if ga.vetoed else -1, 3.0)
                 else:
-                    d = reward(gb, lengths[gb.candidate]) - reward(ga, lengths[ga.candidate])
+                    d = reward(gb, lengths[(item.id, b)]) - reward(ga, lengths[(item.id, a)])
                     vote = (minute, (d > 0) - (d < 0), min(3.0, 3 * abs(d)))
                 if rater not in votes or votes[rater][0] < minute:
                     votes[rater] = vote
@@ -164,7 +164,7 @@ def expected_pairs(items, said, lengths, *, include_ai=False, include_gold=False
             graders = {c: [g for (r, cc), g in latest_grade.items() if cc == c] for c in (a, b)}
             if graders[a] and graders[b]:
                 key = {c: (sum(not g.vetoed for g in gs) / len(gs),
-                           statistics.fmean(reward(g, lengths[c]) for g in gs)) for c, gs in graders.items()}
+                           statistics.fmean(reward(g, lengths[(item.id, c)]) for g in gs)) for c, gs in graders.items()}
                 if key[a] == key[b]:
                     continue
                 chosen, rejected = (a, b) if key[a] > key[b] else (b, a)
@@ -261,7 +261,7 @@ def supported(said, lengths, item, chosen, rejected) -> bool:
         if s.kind == "ranking" and s.ranks[chosen] < s.ranks[rejected]:
             return True
     grades = [s for s in said if s.item == item and s.kind == "rubric" and s.rater != "bot"]
-    best = {c: max(((not g.vetoed), reward(g, lengths[c])) for g in grades if g.candidate == c)
+    best = {c: max(((not g.vetoed), reward(g, lengths[(item, c)])) for g in grades if g.candidate == c)
             for c in (chosen, rejected) if any(g.candidate == c for g in grades)}
-    return len(best) == 2 and best[chosen] > min(((not g.vetoed), reward(g, lengths[rejected]))
+    return len(best) == 2 and best[chosen] > min(((not g.vetoed), reward(g, lengths[(item, rejected)]))
                                                  for g in grades if g.candidate == rejected)
