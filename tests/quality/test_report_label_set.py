@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from preflab.quality import build_report
+from preflab.quality import build_report, render_html
 from preflab.quality.labels import LABEL_SET_RULE, resolve_labels
 from preflab.schema import Item, PairwiseJudgment
 
@@ -39,6 +39,7 @@ def test_an_ai_rater_left_out_of_exports_is_left_out_of_the_rater_table_unless_a
     assert sorted(report["raters"]) == ["alice", "bob"]
     assert report["label_set"] == {"rule": LABEL_SET_RULE, "include_ai": False, "judgments_in": 3,
                                    "judgments_used": 2, "set_aside": {"source-ai": 1}}
+    assert "Label set: latest label per rater and unit" in render_html(report)
     with_ai = build_report(judgments, items=[ITEM], n_boot=10, include_ai=True)
     assert sorted(with_ai["raters"]) == ["alice", "bob", "gpt-judge"]
     assert with_ai["label_set"]["include_ai"] is True
@@ -74,3 +75,4 @@ def test_the_dashboard_measures_the_same_label_set(tmp_path):
     assert "error" not in panels
     assert sorted(panels["consensus"]) == ["alice", "bob"]
     assert panels["consensus"]["alice"]["agreement"] == 1.0  # her latest label agrees with bob
+    assert panels["label_set"] == LABEL_SET_RULE

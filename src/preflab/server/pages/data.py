@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ...quality.labels import resolve_labels
+from ...quality.labels import LABEL_SET_RULE, resolve_labels
 from ...schema import PairwiseJudgment
 from ...store.models import utcnow
 from ...store.server_models import Assignment, PoolEntry, RaterStatus
@@ -123,7 +123,8 @@ def _quality_panels(judgments: list[Any], batch_of: dict[str, str],
     from ... import quality as q
 
     table_cls = q.LabelTable
-    out: dict[str, Any] = {"available": True, "agreement": [], "consensus": {}, "position": None, "length": None}
+    out: dict[str, Any] = {"available": True, "agreement": [], "consensus": {}, "position": None, "length": None,
+                           "label_set": LABEL_SET_RULE}
     try:
         table = table_cls.from_judgments(judgments, batches=batch_of)
         for batch, kind, dim in table.groups():
