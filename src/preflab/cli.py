@@ -317,8 +317,9 @@ def export(
     length_gate: Annotated[str | None, typer.Option(help="Keep pairs with MIN <= len(chosen)/len(rejected) <= MAX, e.g. 0.85:1.20.")] = None,
     include_ai: Annotated[bool, typer.Option(help="Include AI-sourced labels (never as human).")] = False,
     include_rater_ids: Annotated[bool, typer.Option(help="Raw export: rater ids instead of HMAC hashes.")] = False,
-    min_raters: Annotated[int, typer.Option(help="Drop items judged by fewer raters.")] = 1,
-    aggregation: Annotated[str, typer.Option(help="Several raters per pair: majority (plurality) or dawid-skene.")] = "majority",
+    include_gold: Annotated[bool, typer.Option(help="Include gold (qualification / honeypot) items in a training export.")] = False,
+    min_raters: Annotated[int, typer.Option(help="Drop pairs / thumbs / step labels judged by fewer distinct raters (all label kinds together).")] = 1,
+    aggregation: Annotated[str, typer.Option(help="Several raters per pair: majority (plurality) or dawid-skene; undecided pairs are dropped, never broken by candidate order.")] = "majority",
     length_unit: Annotated[str, typer.Option(help="Length for the gate: words, chars or tokens.")] = "words",
     tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
     db: DbOption = None,
@@ -334,7 +335,7 @@ def export(
         fail(f"unknown aggregation {aggregation!r}; choose from: {', '.join(AGGREGATORS)}", 2)
     options = ExportOptions(
         format=format, out=out_path, file_format=file_format, conversational=conversational,
-        include_ai=include_ai, include_rater_ids=include_rater_ids,
+        include_ai=include_ai, include_rater_ids=include_rater_ids, include_gold=include_gold,
         length_gate=_parse_gate(length_gate), min_raters=min_raters,
         length_unit=length_unit, tokenizer=tokenizer,
     )
@@ -395,10 +396,11 @@ def quality_report(
     source: Annotated[str, typer.Argument(help="A project name, or a JSONL of judgments (the raw export).")],
     out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")] = None,
     window_days: Annotated[float | None, typer.Option(help="Report agreement per time window of this many days (by submission time) instead of per import batch.")] = None,
+    include_ai: Annotated[bool, typer.Option(help="Measure AI-sourced labels too (left out by default, as in exports).")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Agreement, rater table, bias audits and the adjudication queue."""
+    """Agreement, rater table, bias audits and the adjudication queue, over the labels exports use."""
     from .io.quality_source import load_for_report
     from .quality.report import build_report, render_html
 
@@ -414,7 +416,7 @@ def quality_report(
         if window_days <= 0:
             fail("--window-days must be positive", 2)
         batches = time_window_batches(timedelta(days=window_days))
-    report = build_report(judgments, items=items, batches=batches)
+    report = build_report(judgments, items=items, batches=batches, include_ai=include_ai)
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(render_html(report), encoding="utf-8")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -457,18 +458,25 @@ def test_squality_rubric_grades_become_pairs(db_url, tmp_path, shared_data):
 
     records = [json.loads(line) for line in (shared_data / "squality-human-eval.jsonl").read_text().splitlines()[:2]]
     items, judgments = converted(shared_data, "squality", records)
-    # independent reward: equal weights over 3 interval dimensions on [0, 100]
-    means: dict[tuple[str, str], list[float]] = {}
+    # independent reward: equal weights over 3 interval dimensions on [0, 100]; each worker who
+    # graded both summaries votes for the one they graded higher; a strict plurality wins
+    reward: dict[tuple[str, str, str], float] = {}
     for j in judgments:
-        means.setdefault((j.item_id, j.candidate_id), []).append(sum(j.scores.values()) / 300)
+        reward[(j.item_id, j.candidate_id, j.provenance.rater_id)] = sum(j.scores.values()) / 300
+    workers = {w for _, _, w in reward}
     expected = []
     for item in items:
-        ids = sorted(c.id for c in item.candidates if (item.id, c.id) in means)
+        ids = sorted({c for i, c, _ in reward if i == item.id})
         for k, a in enumerate(ids):
             for b in ids[k + 1:]:
-                ma, mb = (sum(means[(item.id, x)]) / len(means[(item.id, x)]) for x in (a, b))
-                if ma != mb:
-                    expected.append((item.id, *((a, b) if ma > mb else (b, a))))
+                votes = Counter()
+                for w in workers:
+                    if (item.id, a, w) in reward and (item.id, b, w) in reward:
+                        d = reward[(item.id, a, w)] - reward[(item.id, b, w)]
+                        votes[(d > 0) - (d < 0)] += 1
+                (top, n), *rest = votes.most_common() or [(0, 0)]
+                if top != 0 and not (rest and rest[0][1] == n):
+                    expected.append((item.id, *((a, b) if top > 0 else (b, a))))
     engine = make_engine(db_url)
     Base.metadata.create_all(engine)
     with transaction(engine) as s:

@@ -133,21 +133,37 @@ def lookup(rubric):
     return lambda key, version: rubric if (key, version) == (rubric.id, rubric.version) else None
 
 
-def test_rubric_grades_become_pairs_by_mean_reward_with_veto_gating():
+def test_rubric_grades_vote_per_rater_and_a_veto_is_final():
     judgments = [
         grade("x", {"accuracy": 5, "style": 1}, "r1", vetoes=["harmful"]),  # reward 0 (veto)
         grade("x", {"accuracy": 5, "style": 1}, "r2"),                       # reward 1
         grade("y", {"accuracy": 4, "style": 1}, "r1"),                       # (2*.75 + 1)/3 = 0.8333
         grade("y", {"accuracy": 4, "style": 0}, "r2"),                       # 0.5
-        grade("z", {"accuracy": 1, "style": 0}, "r1"),                       # 0
+        grade("z", {"accuracy": 1, "style": 0}, "r1"),                       # 0, but passed its vetoes
+    ]
+    drops = DropLog()
+    pairs = {(p.chosen_id, p.rejected_id): p for p in rubric_pairs(ITEM, judgments, lookup(RUBRIC), drops=drops)}
+    # x vs y: r1 prefers y (x failed a veto), r2 prefers x -> no majority, not a mean-reward winner
+    # x vs z: only r1 graded both: the vetoed x loses to z although both rewards are 0
+    assert set(pairs) == {("z", "x"), ("y", "z")}
+    assert drops.summary()["aggregation"]["reasons"] == {"no-majority": 1}
+    assert pairs[("z", "x")].strength == 3.0 and pairs[("z", "x")].n_raters == 1
+    assert pairs[("y", "z")].strength == pytest.approx(3 * 0.8333333) and pairs[("y", "z")].origin == "rubric"
+
+
+def test_rubric_candidates_graded_by_different_raters_are_ordered_by_vetoes_then_mean_reward():
+    judgments = [
+        grade("x", {"accuracy": 5, "style": 1}, "r1", vetoes=["harmful"]),  # 0, vetoed
+        grade("x", {"accuracy": 5, "style": 1}, "r2"),                       # 1
+        grade("y", {"accuracy": 2, "style": 0}, "r3"),                       # 1/6
+        grade("z", {"accuracy": 3, "style": 0}, "r4"),                       # 1/3
     ]
     pairs = {(p.chosen_id, p.rejected_id): p for p in rubric_pairs(ITEM, judgments, lookup(RUBRIC))}
-    # means: x 0.5, y 0.6667, z 0 -> y > x > z; x vs y: r1 prefers y (veto), r2 prefers x
-    assert set(pairs) == {("y", "x"), ("x", "z"), ("y", "z")}
-    assert pairs[("y", "x")].strength == pytest.approx(3 * (2 / 3 - 0.5))
-    assert pairs[("y", "x")].agreement == 0.5
-    assert pairs[("x", "z")].agreement == 0.0  # only r1 graded both: 0 (veto) vs 0 is not agreement
-    assert pairs[("y", "z")].n_raters == 2 and pairs[("y", "z")].origin == "rubric"
+    # x passed for one rater of two: below y and z (passed for all), whatever its mean reward
+    assert set(pairs) == {("y", "x"), ("z", "x"), ("z", "y")}
+    assert pairs[("z", "y")].strength == pytest.approx(3 * (1 / 3 - 1 / 6))
+    assert pairs[("y", "x")].strength == 3.0 and pairs[("y", "x")].agreement is None
+    assert pairs[("y", "x")].n_raters == 3
 
 
 def test_rubric_verbosity_penalty_and_equal_means():

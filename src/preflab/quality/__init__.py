@@ -2,7 +2,9 @@
 
 Agreement (Krippendorff, Cohen, Fleiss, Gwet, percent), aggregation (majority vote,
 Dawid-Skene, one-coin DS, MACE, Bradley-Terry, Plackett-Luce), gold checks and drift,
-adjudication routing, Goodhart bias audits, telemetry flags, simulation and the report.
+adjudication routing, Goodhart bias audits, telemetry flags, simulation and the report. The
+resolved label set every consumer measures (latest label per rater, source rule,
+adjudication) is :mod:`.labels`.
 """
 
 from .adjudication import AdjudicationSettings, disagreement_scores, route_for_adjudication
@@ -43,6 +45,7 @@ from .gold import (
     rolling_accuracy,
     wilson_interval,
 )
+from .labels import LABEL_SET_RULE, LabelSet, resolve_labels
 from .report import build_report, load_judgments_jsonl, render_html
 from .simulate import (
     RaterProfile,

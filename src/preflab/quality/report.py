@@ -1,6 +1,7 @@
 """Quality report: one JSON-able dict and a self-contained HTML page (inline SVG, no network).
 
-``build_report(judgments, items=None, batches=None, gold=None)`` computes agreement per batch and
+``build_report(judgments, items=None, batches=None, gold=None)`` resolves the label set (the
+labels exports use, :mod:`.labels`), then computes agreement per batch and
 dimension (with bootstrap CIs), a rater table (labels, gold accuracy, leave-one-out agreement
 with the others' consensus, median active time, flags), confusion matrices of each rater
 against the consensus, length and position bias, telemetry flags and the adjudication queue.
@@ -27,6 +28,7 @@ from .agreement.cohen import confusion_table
 from .agreement.preference import agreement_summary, intransitive_triads
 from .bias import length_bias, position_bias, word_length
 from .gold import gold_accuracy, leave_one_out_agreement
+from .labels import resolve_labels
 from .table import LabelTable
 from .telemetry import telemetry_flags
 
@@ -75,9 +77,16 @@ def build_report(
     n_boot: int = 200,
     adjudication: AdjudicationSettings | None = None,
     max_queue: int = 200,
+    include_ai: bool = False,
 ) -> dict[str, Any]:
-    """The report dict. ``gold`` maps a rater to their gold outcomes (bools, in time order)."""
-    js = list(judgments)
+    """The report dict. ``gold`` maps a rater to their gold outcomes (bools, in time order).
+
+    Measures the resolved label set of :mod:`preflab.quality.labels` (the labels exports are
+    made from: latest label per rater and unit, adjudicated units by their adjudication, AI
+    labels only with ``include_ai``), given in row order; ``report["label_set"]`` says which.
+    """
+    label_set = resolve_labels(judgments, include_ai=include_ai)
+    js = label_set.judgments
     if items is not None and not isinstance(items, Mapping):
         items = {it.id: it for it in items}
     table = LabelTable.from_judgments(js, batches)
@@ -162,6 +171,7 @@ def build_report(
             raters[r]["intransitive_rate"] = t["rate"]
     queue = route_for_adjudication(table, adjudication)
     report = {
+        "label_set": label_set.describe(),
         "n_judgments": len(js),
         "n_labels": len(table),
         "n_raters": len(raters),
@@ -235,6 +245,14 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _label_set_html(label_set: Mapping[str, Any] | None) -> str:
+    if not label_set:
+        return ""
+    aside = ", ".join(f"{k} {v}" for k, v in (label_set.get("set_aside") or {}).items()) or "none"
+    return (f"<p>Label set: {_e(label_set.get('rule'))}. Used {_e(label_set.get('judgments_used'))} of "
+            f"{_e(label_set.get('judgments_in'))} judgments; set aside: {_e(aside)}.</p>")
+
+
 def render_html(report: Mapping[str, Any], title: str = "preflab quality report") -> str:
     """A self-contained HTML page of a :func:`build_report` dict (no scripts, no network)."""
     out = [
@@ -245,6 +263,7 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         f"<h1>{_e(title)}</h1>",
         f"<p>{_e(report.get('n_judgments'))} judgments, {_e(report.get('n_labels'))} labels, "
         f"{_e(report.get('n_raters'))} raters; kinds: {_e(', '.join(report.get('kinds', [])))}</p>",
+        _label_set_html(report.get("label_set")),
         "<h2>Agreement per batch and dimension</h2>",
     ]
     ag = report.get("agreement") or []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from datetime import datetime
 from enum import IntEnum
 from typing import Literal
@@ -49,8 +50,17 @@ class Provenance(StrictModel):
     idempotency_key: str | None = Field(default=None, max_length=200)
 
 
+HASHED_RATER = re.compile(r"^hmac_sha256:[0-9a-f]{64}$")
+
+
 def rater_hash(rater_id: str, secret: str | bytes) -> str:
-    """``hmac_sha256:<hex>`` of a rater id under a project secret: stable, not reversible."""
+    """``hmac_sha256:<hex>`` of a rater id under a project secret: stable, not reversible.
+
+    An id that is already such a hash (a pseudonymous raw export re-imported) is its own hash:
+    hashing it again would hide nothing more, and the data would no longer re-export as written.
+    """
+    if HASHED_RATER.match(rater_id):
+        return rater_id
     key = secret.encode() if isinstance(secret, str) else secret
     digest = hmac.new(key, rater_id.encode(), hashlib.sha256).hexdigest()
     return f"hmac_sha256:{digest}"

@@ -3,6 +3,14 @@
 :func:`~.resolve.aggregate_pairwise` (plurality) is the default. Dawid-Skene (Dawid & Skene,
 1979) pools all of a project's votes to learn each rater's confusion matrix over
 {first better, tie, second better}, so a reliable rater outweighs two careless ones.
+
+**No invented winners.** A model aggregator decides a unit only when its posterior separates
+the candidates: the winning side's posterior must exceed every other side's by at least
+:data:`POSTERIOR_MARGIN` (0.1, i.e. at least 0.55 against 0.45 between two sides). Closer units
+(an even split among raters the model knows nothing about gives exactly 0.5 / 0.5) are
+dropped and logged as ``no-majority``, the reason plurality uses for a shared top count, so
+no tie is ever broken by candidate order. Each aggregator states its rule in ``margin``
+(recorded in the manifest).
 """
 
 from __future__ import annotations
@@ -21,12 +29,17 @@ from .resolve import (
     resolved_pair,
 )
 
+#: The least gap between the winning side's posterior and any other side's for a model
+#: aggregator to decide a unit (see the module docstring).
+POSTERIOR_MARGIN = 0.1
+
 
 def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | None = None) -> list[ResolvedPair]:
     """Winner per pair = the Dawid-Skene posterior mode; strength = median on the winning side.
 
-    ``agreement`` reports the posterior probability of the winning side. Units whose mode is a
-    tie are dropped as ``tie``, like the plurality rule.
+    ``agreement`` reports the posterior probability of the winning side. Units whose posterior
+    does not separate the sides by :data:`POSTERIOR_MARGIN` are dropped as ``no-majority``;
+    units whose mode is a tie as ``tie``, like the plurality rule.
     """
     votes = list(votes)
     if not votes:
@@ -43,6 +56,10 @@ def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | N
     for unit, posterior, label in zip(result.units.tolist(), result.posteriors, result.labels.tolist(), strict=True):
         vs = by_unit[unit]
         item_id, lo, hi = unit.split("\x1f")
+        if not separates(posterior):
+            if drops is not None:
+                drops.drop("aggregation", "no-majority", item_id)
+            continue
         side = int(label)
         if side == 0:
             if drops is not None:
@@ -56,6 +73,18 @@ def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | N
         out.append(resolved_pair(item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior))))
     return out
 
+
+def separates(posterior: np.ndarray, margin: float = POSTERIOR_MARGIN) -> bool:
+    """True when the largest posterior exceeds every other by at least ``margin``."""
+    if len(posterior) < 2:  # one class observed in the whole project: nothing to separate from
+        return True
+    top, second = np.sort(posterior)[-2:][::-1]
+    return bool(top - second >= margin)
+
+
+aggregate_pairwise_dawid_skene.margin = (  # type: ignore[attr-defined]
+    f"Dawid-Skene posterior of the winning side at least {POSTERIOR_MARGIN} above every other side"
+)
 
 AGGREGATORS: dict[str, PairAggregator] = {
     "majority": aggregate_pairwise,

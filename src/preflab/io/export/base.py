@@ -50,8 +50,11 @@ class ExportOptions:
     ``conversational``: ``None`` = chat format when any item's prompt is a message list.
     ``length_gate``: ``(min_ratio, max_ratio)`` of chosen/rejected length (e.g. ``(0.85, 1.20)``);
     off when ``None``. ``include_ai``: let ``source == "ai"`` labels through (never by default).
+    ``include_gold``: let gold (qualification / honeypot) items into a training export (never by
+    default; the ``raw`` export, which is not training data, always has them).
     ``include_rater_ids``: raw export only; otherwise raters appear as ``rater_hash`` alone.
-    ``min_raters``: drop resolved pairs / thumbs / step labels with fewer raters.
+    ``min_raters``: drop resolved pairs / thumbs / step labels with fewer distinct raters (for a
+    pair: the raters who voted on it through any kind of label, one vote each).
     ``params``: format-specific knobs (see each exporter's ``params``), e.g.
     ``{"human_candidates": True}`` for ``trl-sft``.
     """
@@ -61,6 +64,7 @@ class ExportOptions:
     file_format: str = "jsonl"
     conversational: bool | None = None
     include_ai: bool = False
+    include_gold: bool = False
     include_rater_ids: bool = False
     length_gate: tuple[float, float] | None = None
     #: Length for the parity gate and verbosity penalties: ``words``, ``chars`` or ``tokens``
@@ -106,6 +110,8 @@ class Exporter:
     reference: ClassVar[str] = ""
     #: format-specific options accepted in ``ExportOptions.params``, with their defaults
     params: ClassVar[dict[str, Any]] = {}
+    #: training data: gold items stay out unless ``include_gold`` (the raw export is not)
+    training: ClassVar[bool] = True
     #: Hugging Face task categories for the dataset card
     task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
 

@@ -21,12 +21,17 @@ from .base import ExportData, Exporter, ExportOptions
 AGGREGATION_POLICY = (
     "Per rater, the latest label per unit (review pass, then submission time, then row order); "
     "adjudicated labels (review pass 2) replace all other labels of their unit; one vote per "
-    "rater and candidate pair (rankings expand to induced pairs); plurality over "
-    "{first better, second better, tie}: a shared top count is dropped as 'no-majority', a "
-    "winning tie as 'tie'; strength = median strength of the winning side (0..3). Rubric grades: "
-    "Rubric.reward (weighted, vetoes gate to 0, verbosity penalty) averaged over raters per "
-    "candidate, pairs ordered by it, equal means dropped. Thumbs: majority per candidate. "
-    "Steps: majority per step, up to and including the first error; neutral (0) counts as correct."
+    "rater and candidate pair whatever the kind: pairwise judgments, induced ranking pairs and "
+    "rubric grades of raters who graded both candidates (a vetoed answer loses to every answer "
+    "that passed its vetoes, then Rubric.reward with the verbosity penalty decides; strength "
+    "3 when a veto decides, else min(3, 3 * reward difference)); the latest vote of a rater "
+    "counts once. Aggregation over {first better, second better, tie}: units it cannot separate "
+    "(see 'margin') are dropped as 'no-majority', a winning tie as 'tie', never broken by "
+    "candidate order; strength = median strength of the winning side (0..3). Pairs no rater "
+    "graded both sides of: ordered by the share of raters who passed the vetoes, then mean "
+    "reward. Thumbs: majority per candidate. Steps: majority per step, up to and including "
+    "the first error; neutral (0) counts as correct. Gold (qualification / honeypot) items are "
+    "left out of training exports unless include_gold."
 )
 
 
@@ -58,6 +63,7 @@ def build_manifest(
         "file_format": options.file_format,
         "conversational": options.conversational,
         "include_ai": options.include_ai,
+        "include_gold": options.include_gold,
         "include_rater_ids": options.include_rater_ids,
         "length_gate": list(options.length_gate) if options.length_gate else None,
         "min_raters": options.min_raters,
@@ -65,7 +71,7 @@ def build_manifest(
         "params": {**exporter.params, **options.params},
     }
     gates = data.drops.summary()
-    for gate in ("excluded", "source", "aggregation", "min_raters", "length_parity"):
+    for gate in ("excluded", "source", "gold", "aggregation", "min_raters", "length_parity"):
         gates.setdefault(gate, {"dropped": 0, "reasons": {}, "sample_item_ids": {}})
     gates["min_raters"]["threshold"] = options.min_raters
     gates["length_parity"]["enabled"] = options.length_gate is not None
@@ -73,6 +79,8 @@ def build_manifest(
         gates["length_parity"]["bounds"] = list(options.length_gate)
         gates["length_parity"]["length"] = length_fn_name
     gates["source"]["include_ai"] = options.include_ai
+    gates["gold"]["include_gold"] = options.include_gold
+    gates["gold"]["gold_items"] = stats.get("gold_items", 0)
     return {
         "preflab_version": __version__,
         "project": data.project,
@@ -86,10 +94,12 @@ def build_manifest(
         "filter": {
             "exclude_flagged": True,
             "include_ai": options.include_ai,
+            "include_gold": options.include_gold,
             "min_raters": options.min_raters,
             "length_gate": opts["length_gate"],
         },
-        "aggregation": {"function": aggregator_name, "policy": AGGREGATION_POLICY},
+        "aggregation": {"function": aggregator_name, "policy": AGGREGATION_POLICY,
+                        "margin": stats.get("aggregation_margin")},
         "counts": {
             "items_in": stats["items_in"],
             "judgments_in": stats["judgments_in"],
@@ -173,6 +183,7 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
         "## Aggregation",
         "",
         manifest["aggregation"]["policy"],
+        *([f"Decided when: {manifest['aggregation']['margin']}."] if manifest["aggregation"].get("margin") else []),
         "",
         "## Gates",
         "",

@@ -35,11 +35,11 @@ from .resolve import (
     PairAggregator,
     accepted_demonstrations,
     aggregate_pairwise,
+    counts_as_label,
     effective_judgments,
-    pair_votes,
+    item_pair_votes,
     resolve_steps,
     resolve_unary,
-    rubric_pairs,
     word_length,
 )
 from .truth import truth_gate
@@ -110,10 +110,19 @@ def collect(
     used_by_source: Counter[str] = stats["judgments_used_by_source"]
     resolving = bool(needs - {"judgments"})
     include_ai = options.include_ai
+    keep_gold = options.include_gold or not exporter.training
+    stats["gold_items"] = 0
+    stats["aggregation_margin"] = getattr(aggregator, "margin", None)
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
-        data.items[item.id] = item
         stats["items_in"] += 1
+        if item.gold is not None:
+            stats["gold_items"] += 1
+            if not keep_gold:  # qualification / honeypot items are tests of raters, not training data
+                data.drops.drop("gold", "gold-item", item.id)
+                in_by_kind.update(j.kind for j in iwj.judgments)
+                continue
+        data.items[item.id] = item
         chat = chat or _is_chat(item)
         kept, order = [], []
         for j, meta in zip(iwj.judgments, iwj.meta, strict=True):
@@ -122,7 +131,7 @@ def collect(
                 data.drops.drop("excluded", meta.get("exclusion_reason") or "excluded", item.id)
                 continue
             source = j.provenance.source
-            if source == "ai" and not include_ai:
+            if not counts_as_label(j, include_ai):
                 data.drops.drop("source", "ai", item.id)
                 continue
             kept.append(j)
@@ -137,8 +146,9 @@ def collect(
         effective = effective_judgments(kept, order)
         plain = [j for _, j in effective]
         if "pairs" in needs:
-            votes.extend(pair_votes(effective))
-            rubric_resolved.extend(rubric_pairs(item, plain, rubric_for, length_fn, data.drops))
+            item_votes, rubric_only = item_pair_votes(item, effective, rubric_for, length_fn, data.drops)
+            votes.extend(item_votes)
+            rubric_resolved.extend(rubric_only)
         if "unary" in needs:
             data.unary.extend(resolve_unary(plain, data.drops))
         if "steps" in needs:

@@ -6,6 +6,11 @@ This is the input format of the quality report: each JSONL line is a judgment di
 
     rec = orjson.loads(line); item = Item.model_validate(rec.pop("item")); j = parse_judgment(rec)
 
+It also re-imports as written (``preflab import`` reads the shape as the ``raw-export`` record
+format): export, import into a fresh project, export again gives identical files (pseudonymous
+raters keep their hash; with ``include_rater_ids`` the fresh project's hashes are its own).
+Gold items are kept: this export is not training data.
+
 Raters appear only as ``rater_hash`` (HMAC-SHA256 under the project secret): ``rater_id`` is
 replaced by the hash unless ``include_rater_ids``. Labels are not resolved (revisions and
 production labels under adjudication are all present); excluded judgments are left out, AI
@@ -30,6 +35,7 @@ class Raw(Exporter):
     name = "raw"
     description = "every judgment with provenance and its item (quality-report input)"
     needs = frozenset({"judgments"})
+    training = False
     reference = "preflab.schema.parse_judgment (one judgment per line, plus 'item')"
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:

@@ -1,6 +1,7 @@
 """Label resolution: which labels count when several raters (and passes) judged an item.
 
-The policy, in the order it is applied to one item's judgments:
+The policy, in the order it is applied to one item's judgments (steps 1-3 are the resolved
+label set of :mod:`preflab.quality.labels`, shared with the quality report and dashboard):
 
 1. **Source.** ``source == "ai"`` labels never pass as human: dropped unless ``include_ai``
    (done by the caller, which logs the drop). ``ai_assisted`` labels are kept.
@@ -13,33 +14,47 @@ The policy, in the order it is applied to one item's judgments:
    pass-2 labels count for that unit; production and review labels are set aside entirely.
    For pairs the unit is the canonical candidate pair, whatever kind (pairwise judgment or
    ranking) the labels came from.
-4. **One vote per rater and pair.** Rankings expand to induced pairs; a rater who voted on the
-   same pair through several judgments keeps the latest vote (same order as step 2).
+4. **One vote per rater and pair, whatever the kind.** The unit is the canonical candidate
+   pair: pairwise judgments, induced ranking pairs and rubric grades (a rater who graded both
+   candidates votes for the better grade, :func:`compare_grades`) all vote on it; a rater who
+   voted on the same pair through several judgments keeps the latest vote (same order as
+   step 2). ``n_raters`` (and so ``min_raters``) counts these distinct raters.
 5. **Aggregation** (pluggable, :data:`PairAggregator`): the default
    :func:`aggregate_pairwise` takes the plurality over ``{first better, second better, tie}``.
    A shared top count drops the pair as ``no-majority``; a tie winning drops it as ``tie``.
    ``strength`` is the median strength of the winning side; ``agreement`` the winning share.
+   No aggregator breaks a tie by candidate order (see :mod:`.aggregators` for the models'
+   margin).
 
-Rubric grades do not vote: each candidate's reward (:meth:`Rubric.reward`, weighted, vetoes
-applied, verbosity penalty) is averaged over raters and every candidate pair of the item is
-ordered by it (equal means: dropped as ``tie``); see :func:`rubric_pairs`.
+**A veto is final.** Rubric grades compare lexicographically: an answer that failed a veto
+loses to every answer that passed its vetoes (strength :data:`VETO_STRENGTH`), whatever the
+scores and verbosity penalties; otherwise the reward (:meth:`Rubric.reward`, weighted,
+verbosity penalty) decides. Two vetoed answers tie. Candidate pairs that no rater graded both
+sides of (and nobody voted on otherwise) are ordered by the share of raters who passed the
+answer's vetoes, then the mean reward (:func:`rubric_mean_pairs`).
 
 Strength scale: 0..3 as in :class:`~preflab.schema.PairwiseJudgment` (1 slightly, 2 better,
-3 much better). Induced ranking pairs have strength ``min(3, rank distance)``; rubric pairs
-``min(3, 3 * reward difference)``.
+3 much better). Induced ranking pairs have strength ``min(3, rank distance)``; rubric votes
+``min(3, 3 * reward difference)`` (3 when a veto decides).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from operator import itemgetter
 from typing import Any, Protocol
 
 from ...quality.bias import word_length as _quality_word_length
+from ...quality.labels import (  # noqa: F401 - re-exported: the export's steps 1-3
+    ADJUDICATION,
+    counts_as_label,
+    effective_judgments,
+    revision_unit,
+    submitted_at,
+)
 from ...schema import (
     DemonstrationJudgment,
     Item,
@@ -51,8 +66,6 @@ from ...schema import (
     StepsJudgment,
     UnaryJudgment,
 )
-
-ADJUDICATION = 2
 
 #: How a neutral (0) step verdict is exported in stepwise labels. PRM800K calls 0 "neutral":
 #: reasonable but not advancing; it is not an error, so it becomes ``True`` (only -1 is an
@@ -144,71 +157,9 @@ class DropLog:
         }
 
 
-# -- steps 2 and 3: revisions and adjudication ---------------------------------------------
+# -- steps 1-3: the resolved label set, shared with the quality report (one rule) -----------
 
-
-def _when(judgment: JudgmentBase) -> datetime | None:
-    ts = judgment.provenance.submitted_at
-    if ts is not None and ts.tzinfo is None:
-        ts = ts.replace(tzinfo=UTC)
-    return ts
-
-
-def _latest(group: Sequence[tuple[int, JudgmentBase]]) -> tuple[int, JudgmentBase]:
-    """The latest of one rater's labels on one unit: pass, then time (if all have one), then row."""
-    timed = all(_when(j) is not None for _, j in group)
-    return max(
-        group,
-        key=lambda pj: (int(pj[1].provenance.review_pass), _when(pj[1]) if timed else 0, pj[0]),
-    )
-
-
-def revision_unit(judgment: JudgmentBase) -> tuple[str, ...]:
-    """What a revision replaces (see the module docstring)."""
-    if isinstance(judgment, PairwiseJudgment):
-        return ("pair", *judgment.pair)
-    if isinstance(judgment, (RubricJudgment, UnaryJudgment, StepsJudgment)):
-        return ("candidate", judgment.candidate_id)
-    return ("item",)
-
-
-def effective_judgments(
-    judgments: Sequence[JudgmentBase], order: Sequence[int] | None = None
-) -> list[tuple[int, JudgmentBase]]:
-    """Steps 2-3 for one item: latest label per ``(kind, unit, rater)``, then pass-2 override.
-
-    ``order`` is each judgment's row order (database pk; by default its position). Returns
-    ``(order, judgment)`` in row order. Demonstrations are never overridden across authors:
-    each author's latest demonstration stays.
-    """
-    order = list(order) if order is not None else list(range(len(judgments)))
-    groups: dict[tuple[Any, ...], list[tuple[int, JudgmentBase]]] = {}
-    for pos, j in zip(order, judgments, strict=True):
-        key = (j.kind, revision_unit(j), j.provenance.rater_id)
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [(pos, j)]
-        else:
-            group.append((pos, j))
-    latest: list[tuple[int, JudgmentBase, tuple[Any, ...]]] = []  # (pos, judgment, (kind, unit))
-    for key, group in groups.items():
-        pos, j = group[0] if len(group) == 1 else _latest(group)  # mostly one label: no choice to make
-        latest.append((pos, j, key[:2]))
-    latest.sort(key=itemgetter(0))
-    adjudicated = {
-        unit
-        for _, j, unit in latest
-        if int(j.provenance.review_pass) >= ADJUDICATION and not isinstance(j, DemonstrationJudgment)
-    }
-    if not adjudicated:  # the common case
-        return [(pos, j) for pos, j, _ in latest]
-    return [
-        (pos, j)
-        for pos, j, unit in latest
-        if isinstance(j, DemonstrationJudgment)
-        or unit not in adjudicated
-        or int(j.provenance.review_pass) >= ADJUDICATION
-    ]
+_when = submitted_at
 
 
 # -- step 4: votes --------------------------------------------------------------------------
@@ -218,14 +169,16 @@ def _hash(j: JudgmentBase) -> str:
     return j.provenance.rater_hash or j.provenance.rater_id
 
 
-def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[PairVote]:
-    """One vote per ``(pair, rater)`` from pairwise judgments and induced ranking pairs.
+def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]], extra: Iterable[PairVote] = ()) -> list[PairVote]:
+    """One vote per ``(pair, rater)`` from pairwise judgments, induced ranking pairs and ``extra``
+    votes (rubric votes, :func:`rubric_votes`).
 
     Call on the output of :func:`effective_judgments` (``(row order, judgment)``). Applies the
     pass-2 override at the level of the canonical pair (an adjudicator's pairwise label
-    overrides production rankings of the same pair).
+    overrides production rankings of the same pair); a rater who voted on a pair through
+    several kinds keeps the latest vote.
     """
-    votes: list[PairVote] = []
+    votes: list[PairVote] = list(extra)
     for pos, j in labelled:
         if not isinstance(j, (PairwiseJudgment, RankingJudgment)):
             continue
@@ -304,6 +257,9 @@ def aggregate_pairwise(votes: Iterable[PairVote], drops: DropLog | None = None) 
     return out
 
 
+aggregate_pairwise.margin = "strict plurality: the winning side has more votes than any other side"  # type: ignore[attr-defined]
+
+
 def resolved_pair(
     item_id: str, lo: str, hi: str, side: int, votes: Sequence[PairVote], strengths: Sequence[float], agreement: float
 ) -> ResolvedPair:
@@ -325,17 +281,50 @@ def resolved_pair(
 
 RubricLookup = Callable[[str | None, int | None], Rubric | None]
 
+#: Strength of a rubric vote decided by a veto (one answer passed its vetoes, the other did
+#: not): "much better", whatever the scores, because a veto is final.
+VETO_STRENGTH = 3.0
 
-def rubric_rewards(
+
+@dataclass(frozen=True, slots=True)
+class Grade:
+    """One rater's rubric grade of one candidate, ready to compare.
+
+    Lexicographic: ``passed`` (no veto failed) first, then ``reward``
+    (:meth:`Rubric.reward`: weighted, verbosity penalty applied; 0 when a veto failed).
+    """
+
+    passed: bool
+    reward: float
+    rater: str
+    rater_hash: str
+    review_pass: int
+    order: tuple[Any, ...]
+
+
+def compare_grades(a: Grade, b: Grade) -> float:
+    """A rater's vote on ``a`` vs ``b`` from their grades: < 0 ``a`` better, 0 tie, > 0 ``b`` better.
+
+    A vetoed answer loses to every passing answer with :data:`VETO_STRENGTH`, whatever the
+    penalties; otherwise the strength is ``min(3, 3 * reward difference)``. Two vetoed answers
+    tie (both rewards are 0).
+    """
+    if a.passed != b.passed:
+        return -VETO_STRENGTH if a.passed else VETO_STRENGTH
+    diff = b.reward - a.reward
+    return math.copysign(min(3.0, 3.0 * abs(diff)), diff) if diff else 0.0
+
+
+def rubric_grades(
     item: Item,
-    judgments: Sequence[JudgmentBase],
+    labelled: Sequence[tuple[int, JudgmentBase]],
     rubric_for: RubricLookup,
     length_fn: LengthFn = word_length,
     drops: DropLog | None = None,
-) -> dict[str, dict[str, float]]:
-    """``{candidate: {rater: reward}}`` from rubric judgments (after :func:`effective_judgments`)."""
-    rewards: dict[str, dict[str, float]] = defaultdict(dict)
-    for j in judgments:
+) -> dict[str, dict[str, Grade]]:
+    """``{candidate: {rater: grade}}`` from rubric judgments (after :func:`effective_judgments`)."""
+    grades: dict[str, dict[str, Grade]] = defaultdict(dict)
+    for pos, j in labelled:
         if not isinstance(j, RubricJudgment):
             continue
         rubric = rubric_for(j.provenance.rubric_id, j.provenance.rubric_version)
@@ -353,8 +342,82 @@ def rubric_rewards(
             text = item.candidate(j.candidate_id).as_text()
             unit = rubric.verbosity_penalty.unit
             length = len(text) if unit == "chars" else length_fn(text)
-        rewards[j.candidate_id][_hash(j)] = rubric.reward(j.scores, j.vetoes_failed, length)
-    return rewards
+        review_pass = int(j.provenance.review_pass)
+        grades[j.candidate_id][j.provenance.rater_id] = Grade(
+            passed=not j.vetoes_failed,
+            reward=rubric.reward(j.scores, j.vetoes_failed, length),
+            rater=j.provenance.rater_id,
+            rater_hash=_hash(j),
+            review_pass=review_pass,
+            order=(review_pass, _when(j), pos),
+        )
+    return grades
+
+
+def rubric_votes(item_id: str, grades: dict[str, dict[str, Grade]]) -> list[PairVote]:
+    """One vote per rater and candidate pair the rater graded both sides of (:func:`compare_grades`).
+
+    A vote counts as the later of its two grades (for "latest vote per rater" across kinds)
+    and as an adjudication only when both grades are.
+    """
+    votes = []
+    ids = sorted(grades)
+    for i, lo in enumerate(ids):
+        for hi in ids[i + 1 :]:
+            for rater in sorted(set(grades[lo]) & set(grades[hi])):
+                a, b = grades[lo][rater], grades[hi][rater]
+                later = a if _order_key(a.order, b.order) >= _order_key(b.order, a.order) else b
+                votes.append(PairVote(item_id, lo, hi, rater, a.rater_hash, compare_grades(a, b), "rubric",
+                                      min(a.review_pass, b.review_pass), later.order))
+    return votes
+
+
+def _order_key(mine: tuple[Any, ...], other: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Sort key of ``mine`` against ``other``: times compared only when both have one."""
+    timed = mine[1] is not None and other[1] is not None
+    return (mine[0], mine[1] if timed else 0, mine[2])
+
+
+def _mean_key(grades: dict[str, Grade]) -> tuple[float, float]:
+    """A candidate's lexicographic key over raters: share that passed its vetoes, then mean reward."""
+    values = list(grades.values())
+    return (sum(g.passed for g in values) / len(values), statistics.fmean(g.reward for g in values))
+
+
+def rubric_mean_pairs(
+    item_id: str,
+    grades: dict[str, dict[str, Grade]],
+    decided_elsewhere: set[tuple[str, str]] = frozenset(),
+    drops: DropLog | None = None,
+) -> list[ResolvedPair]:
+    """Pairs no rater graded both sides of, ordered by the candidates' grades over raters.
+
+    Only for candidate pairs with no vote at all (``decided_elsewhere`` lists the pairs that
+    have one): e.g. each candidate graded in its own task by other raters. Lexicographic like
+    :func:`compare_grades`: the share of raters who passed the answer's vetoes first, then the
+    mean reward; equal keys are dropped as ``tie``. ``agreement`` is ``None`` (no rater
+    compared the two).
+    """
+    ids = sorted(grades)
+    out = []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1 :]:
+            if (a, b) in decided_elsewhere:
+                continue
+            key_a, key_b = _mean_key(grades[a]), _mean_key(grades[b])
+            if key_a == key_b:
+                if drops is not None:
+                    drops.drop("aggregation", "tie", item_id)
+                continue
+            chosen, rejected = (a, b) if key_a > key_b else (b, a)
+            veto = key_a[0] != key_b[0]
+            raters = {g.rater_hash for g in (*grades[a].values(), *grades[b].values())}
+            out.append(ResolvedPair(
+                item_id=item_id, chosen_id=chosen, rejected_id=rejected,
+                strength=VETO_STRENGTH if veto else min(3.0, 3.0 * abs(key_a[1] - key_b[1])),
+                n_raters=len(raters), agreement=None, rater_hashes=tuple(sorted(raters)), origin="rubric",
+            ))
+    return out
 
 
 def rubric_pairs(
@@ -363,41 +426,42 @@ def rubric_pairs(
     rubric_for: RubricLookup,
     length_fn: LengthFn = word_length,
     drops: DropLog | None = None,
+    aggregator: PairAggregator | None = None,
 ) -> list[ResolvedPair]:
-    """Candidate pairs ordered by mean rubric reward over raters; equal means are dropped.
+    """Rubric grades alone resolved into pairs (judgments after :func:`effective_judgments`).
 
-    ``agreement``: among raters who graded both candidates, the share whose own rewards order
-    the pair the same way (``None`` when no rater graded both).
+    Each rater who graded both candidates votes (:func:`rubric_votes`), the votes are
+    aggregated (plurality by default); pairs nobody graded both sides of follow
+    :func:`rubric_mean_pairs`. The export pipeline instead pools these votes with pairwise and
+    ranking votes of the same pair (:func:`item_pair_votes`).
     """
-    rewards = rubric_rewards(item, judgments, rubric_for, length_fn, drops)
-    ids = sorted(rewards)
-    out = []
-    for i, a in enumerate(ids):
-        for b in ids[i + 1 :]:
-            ra, rb = rewards[a], rewards[b]
-            mean_a, mean_b = statistics.fmean(ra.values()), statistics.fmean(rb.values())
-            if mean_a == mean_b:
-                if drops is not None:
-                    drops.drop("aggregation", "tie", item.id)
-                continue
-            chosen, rejected = (a, b) if mean_a > mean_b else (b, a)
-            both = sorted(set(ra) & set(rb))
-            sign = 1 if mean_a > mean_b else -1
-            agree = [((ra[r] > rb[r]) - (ra[r] < rb[r])) == sign for r in both]
-            raters = tuple(sorted(set(ra) | set(rb)))
-            out.append(
-                ResolvedPair(
-                    item_id=item.id,
-                    chosen_id=chosen,
-                    rejected_id=rejected,
-                    strength=min(3.0, 3.0 * abs(mean_a - mean_b)),
-                    n_raters=len(raters),
-                    agreement=(sum(agree) / len(agree)) if agree else None,
-                    rater_hashes=raters,
-                    origin="rubric",
-                )
-            )
-    return out
+    grades = rubric_grades(item, list(enumerate(judgments)), rubric_for, length_fn, drops)
+    votes = pair_votes([], rubric_votes(item.id, grades))
+    resolved = list((aggregator or aggregate_pairwise)(votes, drops))
+    voted = {(v.lo, v.hi) for v in votes}
+    return resolved + rubric_mean_pairs(item.id, grades, voted, drops)
+
+
+def item_pair_votes(
+    item: Item,
+    labelled: Sequence[tuple[int, JudgmentBase]],
+    rubric_for: RubricLookup,
+    length_fn: LengthFn = word_length,
+    drops: DropLog | None = None,
+) -> tuple[list[PairVote], list[ResolvedPair]]:
+    """Every vote on the item's candidate pairs, whatever kind of label it came from.
+
+    Pairwise judgments, induced ranking pairs and rubric grades (a rater who graded both
+    candidates) are one unit per canonical pair with one vote per rater (:func:`pair_votes`).
+    Returns ``(votes, pairs)``: ``pairs`` are the rubric-only pairs nobody voted on
+    (:func:`rubric_mean_pairs`).
+    """
+    if not any(isinstance(j, RubricJudgment) for _, j in labelled):  # the common case: no grades
+        return pair_votes(labelled), []
+    grades = rubric_grades(item, labelled, rubric_for, length_fn, drops)
+    votes = pair_votes(labelled, rubric_votes(item.id, grades))
+    voted = {(v.lo, v.hi) for v in votes}
+    return votes, rubric_mean_pairs(item.id, grades, voted, drops)
 
 
 # -- unary and steps ------------------------------------------------------------------------

@@ -228,6 +228,30 @@ def _judgment_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
         raise err from None
 
 
+# The raw export (preflab.io.export.raw) writes a judgment with its item under "item"; reading
+# that shape back makes a raw export re-importable as written. Registered before "judgment",
+# whose shape it extends.
+
+
+def _raw_export_detect(record: dict[str, Any]) -> bool:
+    return _judgment_detect(record) and isinstance(record.get("item"), dict)
+
+
+def _raw_export_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
+    judgment = {k: v for k, v in record.items() if k != "item"}
+    try:
+        item = _item(record["item"])
+    except RecordError as err:
+        raise RecordError(f"item.{err.field}" if err.field != "(record)" else "item", err.reason) from None
+    if item.id != judgment["item_id"]:
+        raise RecordError("item.id", f"{item.id!r} is not the judgment's item_id {judgment['item_id']!r}")
+    return Converted([item], _judgment_convert(judgment, options).judgments)
+
+
+RAW_EXPORT = register(
+    RecordFormat("raw-export", "preflab raw export: a judgment with its 'item'", _raw_export_detect, _raw_export_convert)
+)
+
 JUDGMENT = register(
     RecordFormat("judgment", "preflab judgment: kind, item_id, provenance, ...", _judgment_detect, _judgment_convert)
 )

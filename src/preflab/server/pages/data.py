@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from ...quality.labels import LABEL_SET_RULE, resolve_labels
 from ...schema import PairwiseJudgment
 from ...store.models import utcnow
 from ...store.server_models import Assignment, PoolEntry, RaterStatus
@@ -92,7 +93,8 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
         "throughput": {"last_24h": last_24h, "per_day": [(d, per_day[d]) for d in days],
                        "chart": _svg_bars([(d, per_day[d]) for d in days], hi=max([1, *per_day.values()]))},
         "per_rater": per_rater,
-        "quality": _quality_panels([j for j, r in zip(parsed, rows) if j is not None and r.review_pass == 0],
+        # the labels the report and exports measure: one rule (preflab.quality.labels)
+        "quality": _quality_panels(resolve_labels([j for j in parsed if j is not None]).judgments,
                                    {r.item.item_key: str(r.item.batch_pk or "none") for r in rows},
                                    _candidate_lengths(rows)),
     }
@@ -121,7 +123,8 @@ def _quality_panels(judgments: list[Any], batch_of: dict[str, str],
     from ... import quality as q
 
     table_cls = q.LabelTable
-    out: dict[str, Any] = {"available": True, "agreement": [], "consensus": {}, "position": None, "length": None}
+    out: dict[str, Any] = {"available": True, "agreement": [], "consensus": {}, "position": None, "length": None,
+                           "label_set": LABEL_SET_RULE}
     try:
         table = table_cls.from_judgments(judgments, batches=batch_of)
         for batch, kind, dim in table.groups():
