@@ -39,6 +39,8 @@ def pair_unit(item_id: str, a: str, b: str) -> str:
 
 class JudgmentBase(StrictModel):
     kind: ClassVar[str]
+    #: how many candidate answers an item needs for this kind: ``(least, most)``, ``None`` = no limit
+    candidates_needed: ClassVar[tuple[int, int | None]] = (1, 1)
     item_id: Identifier
     rationale: str | None = Field(default=None, max_length=20_000)
     provenance: Provenance
@@ -78,6 +80,7 @@ class PairwiseJudgment(JudgmentBase):
     """
 
     kind: ClassVar[str] = "pairwise"
+    candidates_needed: ClassVar[tuple[int, int | None]] = (2, 2)
     type: Literal["pairwise"] = Field(default="pairwise", alias="kind")
     shown_order: tuple[Identifier, Identifier]
     winner: Literal["a", "b", "tie"]
@@ -164,6 +167,7 @@ class RankingJudgment(JudgmentBase):
     """
 
     kind: ClassVar[str] = "ranking"
+    candidates_needed: ClassVar[tuple[int, int | None]] = (2, None)
     type: Literal["ranking"] = Field(default="ranking", alias="kind")
     order: list[list[Identifier]] = Field(min_length=1)
 
@@ -283,6 +287,7 @@ class DemonstrationJudgment(JudgmentBase):
     """An expert-written answer (SFT data) with its review status."""
 
     kind: ClassVar[str] = "demonstration"
+    candidates_needed: ClassVar[tuple[int, int | None]] = (0, None)
     type: Literal["demonstration"] = Field(default="demonstration", alias="kind")
     text: str | None = None
     messages: list[Message] | None = None
@@ -329,6 +334,35 @@ _JUDGMENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Judgment)
 def parse_judgment(data: dict[str, Any]) -> JudgmentBase:
     """Validate a judgment dict (with a ``kind`` key) into its class."""
     return _JUDGMENT_ADAPTER.validate_python(data)
+
+
+def kind_fits(kind: str, n_candidates: int) -> bool:
+    """Whether an item with ``n_candidates`` answers can take a judgment of ``kind``
+    (pairwise exactly 2, ranking at least 2, rubric/unary/steps exactly 1, demonstration any)."""
+    least, most = JUDGMENT_KINDS[kind].candidates_needed
+    return n_candidates >= least and (most is None or n_candidates <= most)
+
+
+def describe_need(kind: str) -> str:
+    """``'exactly 2 answers'`` and the like, for messages that say why a kind does not fit."""
+    least, most = JUDGMENT_KINDS[kind].candidates_needed
+    if most is None:
+        return "any number of answers" if least == 0 else f"at least {least} answers"
+    return f"exactly {least} answer{'s' if least != 1 else ''}"
+
+
+def kinds_for_item(project_kinds: list[str], n_candidates: int, declared: list[str] | None = None) -> list[str]:
+    """The kinds an item can be labelled with, in the project's order: those the item declares
+    (``metadata.kinds``; all of the project's when it declares none) that fit its number of
+    candidate answers. The one rule shared by the label page and the submit check.
+
+    >>> kinds_for_item(["pairwise", "ranking", "unary"], 3)
+    ['ranking']
+    >>> kinds_for_item(["pairwise", "ranking", "demonstration"], 2, declared=["pairwise"])
+    ['pairwise']
+    """
+    wanted = set(declared) if declared else set(project_kinds)
+    return [k for k in project_kinds if k in wanted and k in JUDGMENT_KINDS and kind_fits(k, n_candidates)]
 
 
 def dump_judgment(judgment: JudgmentBase) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
+from ..schema import kinds_for_item
 from ..store.models import ItemRow, utcnow
 from ..store.repo import item_from_row
 from ..store.server_models import Assignment, PoolDomain, PoolEntry, RaterStatus
@@ -146,7 +147,7 @@ def task_payload(session: Session, project: ProjectRef, lease: Assignment) -> di
         "assignment_id": lease.lease_id,
         "project": project.name,
         "phase": "qualification" if lease.role == "qualification" else "production",
-        "kinds": list(project.kinds),
+        "kinds": kinds_for_item(project.kinds, len(view["candidates"]), view.get("kinds")),
         "rubric": {"id": project.rubric_key, "version": project.rubric_version} if project.rubric_key else None,
         "item": view,
         "shown_order": list(lease.shown_order),
@@ -438,7 +439,7 @@ def _payload(project: ProjectRef, view: dict[str, Any], lease_id: str, role: str
         "assignment_id": lease_id,
         "project": project.name,
         "phase": "qualification" if role == "qualification" else "production",
-        "kinds": list(project.kinds),
+        "kinds": kinds_for_item(project.kinds, len(shown), view.get("kinds")),
         "rubric": {"id": project.rubric_key, "version": project.rubric_version} if project.rubric_key else None,
         "item": {**view, "candidates": [by_id[c] for c in shown]},
         "shown_order": list(shown),

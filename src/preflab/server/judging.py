@@ -17,7 +17,14 @@ from pydantic import ValidationError
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
-from ..schema import PairwiseJudgment, RubricJudgment, parse_judgment
+from ..schema import (
+    PairwiseJudgment,
+    RubricJudgment,
+    describe_need,
+    kind_fits,
+    kinds_for_item,
+    parse_judgment,
+)
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatus, ReviewRequest
@@ -76,6 +83,10 @@ def build_judgment(
     if kind not in project.kinds:
         raise JudgingError(422, f"this project collects {project.kinds}, not {kind!r}",
                            [_problem("kind", f"must be one of {project.kinds}")])
+    n_candidates = len(candidate_keys or [])
+    if not kind_fits(kind, n_candidates):  # the rule the label page offers kinds by
+        raise JudgingError(422, f"this item has {n_candidates} answers; {kind} needs {describe_need(kind)}",
+                           [_problem("kind", f"choose one of {kinds_for_item(project.kinds, n_candidates)}")])
     if "item_id" in data and data["item_id"] != item_key:
         raise JudgingError(422, "item_id does not match the assignment",
                            [_problem("item_id", f"this assignment is for item {item_key!r}")])

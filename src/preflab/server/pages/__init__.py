@@ -12,13 +12,15 @@ images from anywhere but this server) on every page; model output is rendered by
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+log = logging.getLogger("preflab.server")
 HERE = Path(__file__).resolve().parent.parent
 STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
@@ -82,3 +84,15 @@ def mount(app: FastAPI) -> None:
         return page
 
     app.add_exception_handler(StarletteHTTPException, html_errors)
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        """Never a bare "Internal Server Error": a styled page with a way back for a browser, a
+        JSON problem for the API; the traceback goes to the log with the request that caused it."""
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        detail = ("Something went wrong on the server; it has been logged. "
+                  "Go back and try again, or tell an admin what you were doing.")
+        if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
+            return JSONResponse({"detail": detail}, status_code=500)
+        return views.error_page(request, 500, detail)
+
+    app.add_exception_handler(Exception, server_error)

@@ -13,7 +13,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import select
 
 from ... import __version__
-from ...schema import JUDGMENT_KINDS
+from ...schema import JUDGMENT_KINDS, describe_need
 from ...store import repo
 from ...store.models import Project
 from .. import api, webapi
@@ -87,7 +87,11 @@ def render(request: Request, template: str, ctx: Ctx | None = None, http_status:
 
 
 def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
-    return render(request, "error.html", None, http_status=status, status_code=status, detail=detail)
+    """A styled error page with a way back (to the project the address names, when it names one)."""
+    parts = request.url.path.split("/")
+    back = f"/p/{parts[2]}" if len(parts) > 3 and parts[1] == "p" and parts[2] else None
+    return render(request, "error.html", None, http_status=status, status_code=status, detail=detail, back=back,
+                  back_name="the project" if back else None)
 
 
 def call(handler, request: Request, ctx: Ctx, **kw: Any) -> Any:  # noqa: ANN001
@@ -178,11 +182,27 @@ def label_page(request: Request, project: str, kind: str | None = Query(default=
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
         task = data.live_task(s, ctx.project, ctx.user.user_pk)
-    kinds = ctx.project.kinds
-    kind = kind if kind in kinds else kinds[0]
+    # Only the kinds this item can take (the assignment engine's task payload says which).
+    kinds = task["kinds"] if task else ctx.project.kinds
     status = call(api.my_status, request, ctx, project=project)
+    chosen, kind = kind, (kind if kind in kinds else (kinds[0] if kinds else None))
+    kind_note = _kind_note(task, chosen, kind, ctx.project.kinds) if task else None
     return render(request, "label.html", ctx, task=task, kind=kind, kinds=kinds, status=status, mode="label",
-                  initial=None, **bits)
+                  initial=None, kind_note=kind_note, chosen_kind=chosen if chosen in ctx.project.kinds else None,
+                  **bits)
+
+
+def _kind_note(task: dict[str, Any], chosen: str | None, kind: str | None, project_kinds: list[str]) -> str | None:
+    """Why the page shows another kind than the one asked for, or no widget at all."""
+    n = len(task["item"]["candidates"])
+    if kind is None:
+        needs = "; ".join(f"{k} needs {describe_need(k)}" for k in project_kinds)
+        return (f"This item has {n} answer{'s' if n != 1 else ''}, and no kind this project collects fits it "
+                f"({needs}). Release it below; an admin should fix the item or the project's kinds.")
+    if chosen and chosen != kind and chosen in JUDGMENT_KINDS:
+        return (f"This item has {n} answer{'s' if n != 1 else ''}, so it cannot be labelled as {chosen} "
+                f"({chosen} needs {describe_need(chosen)}); showing {kind}. Your choice stays for the next item.")
+    return None
 
 
 @router.get("/p/{project}/revise/{judgment_id}")

@@ -407,9 +407,33 @@
     return JSON.stringify(expected);
   }
 
+  /* The label page's address, keeping the kind the rater chose (?kind=) from item to item. */
+  function labelUrl(project, chosenKind, extra) {
+    const q = new URLSearchParams();
+    if (chosenKind) q.set("kind", chosenKind);
+    if (extra) q.set(extra, "1");
+    const qs = q.toString();
+    return "/p/" + project + "/label" + (qs ? "?" + qs : "");
+  }
+
+  function initNoKind() {
+    const box = $("#no-kind");
+    if (!box) return;
+    const project = box.dataset.project;
+    const release = async () => {
+      const r = await api("POST", "/api/v1/projects/" + project + "/assignments/" + box.dataset.assignment + "/release");
+      // back to the project, not straight to the next task: the same item could come again
+      if (r.ok) location.replace("/p/" + project);
+      else toast(problemText(r.data));
+    };
+    const btn = $('[data-action="release"]', box);
+    btn.addEventListener("click", release);
+    btn.focus();
+  }
+
   function initLabel() {
     const app = $("#label-app");
-    if (!app) return initNoTask();
+    if (!app) { initNoKind(); return initNoTask(); }
     const task = JSON.parse($("#task-data").textContent);
     const kind = app.dataset.kind;
     const root = $(".widget", app);
@@ -431,9 +455,10 @@
 
     async function nextTask() {
       const r = await api("POST", "/api/v1/projects/" + project + "/assignments/next");
-      if (r.ok && r.data.task) location.replace("/p/" + project + "/label");
+      const chosen = app.dataset.chosenKind;
+      if (r.ok && r.data.task) location.replace(labelUrl(project, chosen));
       else if (r.ok && r.data.reason === "not_qualified") location.replace("/p/" + project + "/qualification");
-      else location.replace("/p/" + project + "/label?done=1");
+      else location.replace(labelUrl(project, chosen, "done"));
     }
 
     async function submit() {
@@ -513,7 +538,7 @@
     const msg = $("#no-task-message");
     const get = async () => {
       const r = await api("POST", "/api/v1/projects/" + project + "/assignments/next");
-      if (r.ok && r.data.task) { location.replace("/p/" + project + "/label"); return; }
+      if (r.ok && r.data.task) { location.replace(labelUrl(project, box.dataset.chosenKind)); return; }
       if (r.ok && r.data.reason === "not_qualified") { location.replace("/p/" + project + "/qualification"); return; }
       msg.textContent = r.ok ? (r.data.detail || "No task right now.") : problemText(r.data);
     };
