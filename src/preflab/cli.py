@@ -453,6 +453,74 @@ def demo(
         serve_demo(host, port, directory / "server")
 
 
+# -- demonstrations: accept or reject before they reach trl-sft -------------------------------------
+
+demonstrations_app = typer.Typer(help="Review expert demonstrations: only accepted ones reach trl-sft.",
+                                 no_args_is_help=True)
+app.add_typer(demonstrations_app, name="demonstrations")
+
+
+@demonstrations_app.command("list")
+def demonstrations_list(project: str, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Demonstrations waiting for a decision."""
+    from .server.webapi import pending_demonstrations
+    from .store import repo, transaction
+
+    try:
+        with transaction(engine_for(db)) as session:
+            pending = pending_demonstrations(session, repo.get_project(session, project))
+    except repo.NotFound as exc:
+        fail(str(exc), 2)
+    if as_json:
+        print_json(pending)
+        return
+    if not pending:
+        out.print(f"no demonstrations waiting for review in {project}", highlight=False)
+    for d in pending:
+        out.print(f"judgment {d['judgment_id']}  item {d['item_id']}  by {d['rater']}  {d['submitted_at'] or ''}",
+                  highlight=False)
+
+
+def _decide_demonstration(project: str, judgment_id: int, decision: str, reviewer: str, note: str,
+                          db: str | None, as_json: bool) -> None:
+    from .server.judging import JudgingError
+    from .server.webapi import decide_demonstration
+    from .store import repo, transaction
+
+    try:
+        with transaction(engine_for(db)) as session:
+            done = decide_demonstration(session, repo.get_project(session, project).pk, reviewer, judgment_id,
+                                        decision, note)
+    except repo.NotFound as exc:
+        fail(str(exc), 2)
+    except JudgingError as exc:
+        fail(exc.message, 2 if exc.status in (404, 422) else 1)
+    if as_json:
+        print_json(done)
+        return
+    out.print(f"demonstration {judgment_id} {decision} by {reviewer} (revision {done['judgment_id']})",
+              highlight=False)
+
+
+ReviewerOption = Annotated[str, typer.Option("--reviewer", help="Who decides (stored with the decision).")]
+
+
+@demonstrations_app.command("accept")
+def demonstrations_accept(project: str, judgment_id: int, reviewer: ReviewerOption,
+                          note: Annotated[str, typer.Option(help="Why (optional when accepting).")] = "",
+                          db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Accept a demonstration: trl-sft exports it."""
+    _decide_demonstration(project, judgment_id, "accepted", reviewer, note, db, as_json)
+
+
+@demonstrations_app.command("reject")
+def demonstrations_reject(project: str, judgment_id: int, reviewer: ReviewerOption,
+                          note: Annotated[str, typer.Option(help="Why (required).")],
+                          db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Reject a demonstration with a note: trl-sft leaves it out and its manifest says so."""
+    _decide_demonstration(project, judgment_id, "rejected", reviewer, note, db, as_json)
+
+
 def _mount_server_commands() -> None:
     """``preflab serve`` and ``preflab user ...`` live with the server package."""
     from .server.cli import serve, user_app

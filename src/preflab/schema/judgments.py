@@ -7,6 +7,7 @@ needs an ``if kind == ...`` ladder.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -292,6 +293,10 @@ class DemonstrationJudgment(JudgmentBase):
     text: str | None = None
     messages: list[Message] | None = None
     status: Literal["pending", "accepted", "rejected"] = "pending"
+    #: who decided the status, when, and why (set by a reviewer; only ``accepted`` reaches SFT)
+    reviewed_by: str | None = None
+    reviewed_at: datetime | None = None
+    review_note: str | None = Field(default=None, max_length=5000)
 
     @model_validator(mode="after")
     def _one_body(self) -> DemonstrationJudgment:

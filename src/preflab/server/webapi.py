@@ -26,9 +26,10 @@ from sqlalchemy.orm import Session, selectinload
 
 from ..schema import Item, ReviewPass, Rubric
 from ..store import repo
-from ..store.models import ItemRow, JudgmentRow, Project, Rater
+from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import GoldOutcome, ReviewRequest, User
 from . import projects
+from .api import DbId
 from .judging import JudgingError, build_judgment
 from .permissions import Ctx, ProjectRef, guard
 from .policy import settings_of
@@ -163,7 +164,8 @@ def review_queues(session: Session, project: ProjectRef, *, share: float | None 
             continue
         if _unit_hash(p.secret, r.pk) < share:
             spot.append({"judgment_id": r.pk, "item_id": r.item.item_key, "kind": r.kind})
-    return {"adjudication": ordered, "spot": spot, "spot_share": share}
+    return {"adjudication": ordered, "spot": spot, "spot_share": share,
+            "demonstrations": pending_demonstrations(session, project)}
 
 
 def _unit_hash(secret: str, pk: int) -> float:
@@ -225,6 +227,62 @@ def adjudicate(db, project: ProjectRef, reviewer_pk: int, reviewer: str, item_ke
             rater.user_pk = reviewer_pk
         return {"judgment_id": row.pk, "item_id": item_key, "kind": row.kind, "review_pass": row.review_pass,
                 "created": created}
+
+
+# -- demonstrations: a reviewer accepts or rejects them -------------------------------------------------
+
+DEMO_DECISIONS = ("accepted", "rejected")
+
+
+def pending_demonstrations(session: Session, project: ProjectRef) -> list[dict[str, Any]]:
+    """Demonstrations waiting for a reviewer's decision, oldest first."""
+    blind = settings_of(project.settings).policy.blind
+    return [{"judgment_id": r.pk, "item_id": r.item.item_key,
+             "rater": r.rater.rater_hash[:24] if blind else r.rater.rater_key,
+             "submitted_at": r.submitted_at.isoformat() if r.submitted_at else None}
+            for r in active_judgments(session, project.pk)
+            if r.kind == "demonstration" and (r.body or {}).get("status", "pending") == "pending"]
+
+
+def review_demonstration(db, project: ProjectRef, reviewer: str, judgment_pk: int, decision: str,  # noqa: ANN001
+                         note: str) -> dict[str, Any]:
+    """:func:`decide_demonstration` in one write transaction of the server's database."""
+    with db.writing() as s:
+        return decide_demonstration(s, project.pk, reviewer, judgment_pk, decision, note)
+
+
+def decide_demonstration(session: Session, project_pk: int, reviewer: str, judgment_pk: int, decision: str,
+                         note: str) -> dict[str, Any]:
+    """Accept or reject a demonstration: a revision of it with the status, the reviewer, the time
+    and the note (the author's text unchanged, the original row kept). Only accepted ones reach
+    ``trl-sft``; its manifest counts the pending and rejected ones it left out. The web UI, the
+    API and ``preflab review-demo`` all call this."""
+    if decision not in DEMO_DECISIONS:
+        raise JudgingError(422, f"decision must be one of {list(DEMO_DECISIONS)}, not {decision!r}")
+    if decision == "rejected" and not note.strip():
+        raise JudgingError(422, "a rejection needs a note saying why",
+                           [{"loc": ["body", "note"], "msg": "required to reject", "type": "value_error"}])
+    old = session.get(JudgmentRow, judgment_pk)
+    if old is None or old.project_pk != project_pk or old.kind != "demonstration":
+        raise JudgingError(404, f"no demonstration {judgment_pk} in this project")
+    newer = session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk))
+    if newer is not None:
+        raise JudgingError(409, f"demonstration {judgment_pk} was already reviewed or revised: "
+                                f"review judgment {newer} instead")
+    demo = repo.judgment_from_row(old)
+    reviewed = demo.model_copy(update={
+        "status": decision, "reviewed_by": reviewer, "reviewed_at": utcnow(), "review_note": note.strip() or None,
+        # the key belongs to the author's submission; the decision is a new row
+        "provenance": demo.provenance.model_copy(update={"idempotency_key": None}),
+    })
+    item_row = session.get(ItemRow, old.item_pk)
+    row = repo.judgment_row_from_judgment(session.get(Project, project_pk), item_row, session.get(Rater, old.rater_pk),
+                                          reviewed)
+    row.supersedes_pk = old.pk
+    session.add(row)
+    session.flush()
+    return {"judgment_id": row.pk, "revision_of": old.pk, "item_id": item_row.item_key, "status": decision,
+            "reviewed_by": reviewer, "reviewed_at": reviewed.reviewed_at.isoformat(), "note": reviewed.review_note}
 
 
 # -- files: items and rubrics ------------------------------------------------------------------------
@@ -358,6 +416,29 @@ def post_adjudication(request: Request, project: str, item_id: str, body: Adjudi
     out = adjudicate(request.app.state.db, ctx.project, ctx.user.user_pk, ctx.user.username, item_id,
                      body.judgment, body.note, body.idempotency_key)
     return _ok(out, 201 if out["created"] else 200)
+
+
+class DemonstrationReviewIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: str = Field(pattern="^(accepted|rejected)$")
+    note: str = Field(default="", max_length=5000)
+
+
+@router.get("/projects/{project}/demonstrations/pending", tags=["review"])
+def get_pending_demonstrations(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+    """Demonstrations waiting for a reviewer's decision."""
+    with request.app.state.db.reading() as s:
+        return _ok(pending_demonstrations(s, ctx.project))
+
+
+@router.post("/projects/{project}/demonstrations/{judgment_id}/review", tags=["review"], status_code=201)
+def post_demonstration_review(request: Request, project: str, judgment_id: DbId, body: DemonstrationReviewIn,
+                              ctx: Ctx = guard("project.review")) -> Response:
+    """Accept or reject a demonstration (a note is required to reject). Stored as a revision with
+    the reviewer and the time; only accepted demonstrations are exported by ``trl-sft``."""
+    return _ok(review_demonstration(request.app.state.db, ctx.project, ctx.user.username, judgment_id,
+                                    body.decision, body.note), 201)
 
 
 @router.post("/projects/{project}/items/file", tags=["items"])

@@ -581,6 +581,14 @@
         { note: f.note.value });
       if (r.ok) { toast("Sent back to the rater"); location.reload(); } else showError($(".error", f), problemText(r.data));
     }));
+    $$("form.demo-review", page).forEach((f) => f.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const decision = ev.submitter ? ev.submitter.value : "accepted";
+      if (decision === "rejected" && !f.note.value.trim()) { showError($(".error", f), "write a note saying why you reject it"); f.note.focus(); return; }
+      const r = await api("POST", "/api/v1/projects/" + project + "/demonstrations/" + f.dataset.judgment + "/review",
+        { decision, note: f.note.value });
+      if (r.ok) { toast("Demonstration " + decision); location.reload(); } else showError($(".error", f), problemText(r.data));
+    }));
   }
 
   /* ---------------------------------------------------------------- admin pages */
