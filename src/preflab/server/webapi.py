@@ -21,15 +21,25 @@ import yaml
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session, aliased, selectinload
 
 from ..schema import Item, ReviewPass, Rubric
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
-from ..store.server_models import GoldOutcome, ReviewRequest, User
+from ..store.server_models import (
+    Assignment,
+    Credential,
+    GoldOutcome,
+    PoolDomain,
+    PoolEntry,
+    ReviewRequest,
+    User,
+)
 from . import projects
 from .api import DbId
+from .assign import _domain_filter
+from .auth import verified_domains
 from .judging import JudgingError, build_judgment
 from .permissions import Ctx, ProjectRef, guard
 from .policy import settings_of
@@ -227,6 +237,44 @@ def adjudicate(db, project: ProjectRef, reviewer_pk: int, reviewer: str, item_ke
             rater.user_pk = reviewer_pk
         return {"judgment_id": row.pk, "item_id": item_key, "kind": row.kind, "review_pass": row.review_pass,
                 "created": created}
+
+
+# -- why a rater gets no item ----------------------------------------------------------------------
+
+
+def withheld_by_domain(session: Session, project: ProjectRef, user_pk: int) -> dict[str, int]:
+    """Open production items this rater has not seen that the assignment engine's own domain
+    rule (:func:`preflab.server.assign._domain_filter`) withholds: missing domain -> items."""
+    policy = settings_of(project.settings).policy
+    mine = verified_domains(session, user_pk)
+    seen = exists().where(Assignment.item_pk == PoolEntry.item_pk, Assignment.user_pk == user_pk)
+    needs = aliased(PoolDomain)  # the rule's own subqueries correlate on PoolDomain itself
+    rows = session.execute(
+        select(PoolEntry.item_pk, needs.domain).join(needs, needs.item_pk == PoolEntry.item_pk)
+        .where(PoolEntry.project_pk == project.pk, PoolEntry.role == "production",
+               PoolEntry.filled < PoolEntry.target, ~seen, ~_domain_filter(mine, policy.domain_match))).all()
+    items: dict[str, set[int]] = defaultdict(set)
+    for item_pk, domain in rows:
+        if domain not in mine:
+            items[domain].add(item_pk)
+    return {d: len(pks) for d, pks in sorted(items.items())}
+
+
+def no_items_detail(session: Session, project: ProjectRef, user_pk: int) -> str | None:
+    """"4 items need a verified `code` credential: claim it on your Account page", or ``None``
+    when no item is withheld for a credential."""
+    withheld = withheld_by_domain(session, project, user_pk)
+    if not withheld:
+        return None
+    claimed = set(session.scalars(select(Credential.domain).where(Credential.user_pk == user_pk,
+                                                                  Credential.verified.is_(False))))
+    parts = []
+    for domain, n in withheld.items():
+        what = f"{n} item{'s' if n != 1 else ''} need{'s' if n == 1 else ''} a verified `{domain}` credential"
+        how = ("your claim waits for an admin to verify it" if domain in claimed
+               else "claim it on your Account page (/account)")
+        parts.append(f"{what}: {how}")
+    return "No more items for you right now. " + "; ".join(parts) + "."
 
 
 # -- demonstrations: a reviewer accepts or rejects them -------------------------------------------------
