@@ -53,6 +53,25 @@ def pretty_call(call: Any) -> str:
 env.filters["pretty_call"] = pretty_call
 
 
+def call_args(call: Any, limit: int = 120) -> str:
+    """A tool call's arguments on one line (OpenAI ``function.arguments`` or trajectory ``args``),
+    cut at ``limit`` characters; the full call is in the collapsible block below it."""
+    import json
+
+    fn = call.get("function") if isinstance(call, dict) else None
+    args = fn.get("arguments") if isinstance(fn, dict) else (call.get("args") if isinstance(call, dict) else None)
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass
+    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+env.filters["call_args"] = call_args
+
+
 def answer_text(candidate: dict[str, Any]) -> str:
     """A candidate's answer as raw text (assistant turns of a conversation), for step splitting."""
     if candidate.get("text") is not None:
