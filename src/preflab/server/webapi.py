@@ -105,29 +105,33 @@ def disagreement_reasons(judgments: list[Any]) -> dict[str, list[str]]:
     return dict(out)
 
 
-def telemetry_flags(judgments: list[Any]) -> dict[int, list[str]]:
-    """Index in ``judgments`` -> telemetry flags (evidence for a reviewer, not verdicts)."""
+def telemetry_flags(judgments: list[Any]) -> dict[int, dict[str, list[int]]]:
+    """Index in ``judgments`` -> {flag: indices of the other judgments it pairs with} (evidence for
+    a reviewer, not verdicts). A judgment whose rationale nearly duplicates five others has the
+    flag once, naming the five; pair flags are never counted per pair."""
     present = [(i, j) for i, j in enumerate(judgments) if j is not None]
+    out: dict[int, dict[str, list[int]]] = defaultdict(dict)
     try:  # QUALITY HOOK
         from ..quality import telemetry_flags as q_flags  # type: ignore[attr-defined]
-
-        out: dict[int, list[str]] = defaultdict(list)
-        for f in q_flags([j for _, j in present]):
-            out[present[f["index"]][0]].append(f["flag"])
-        return dict(out)
     except ImportError:
-        pass
+        q_flags = None
+    if q_flags is not None:
+        for f in q_flags([j for _, j in present]):
+            others = out[present[f["index"]][0]].setdefault(f["flag"], [])
+            other = (f.get("evidence") or {}).get("other_index")
+            if other is not None and present[other][0] not in others:
+                others.append(present[other][0])
+        return dict(out)
     # fallback with the quality engine's default thresholds (TelemetrySettings)
-    out = defaultdict(list)
     for i, j in present:
         tel = j.provenance.telemetry
         if tel is None:
             continue
         pasted, typed = tel.pasted_chars or 0, tel.typed_chars or 0
         if pasted + typed > 0 and pasted / (pasted + typed) >= 0.8:
-            out[i].append("paste_dominant")
+            out[i]["paste_dominant"] = []
         if tel.iki_cv is not None and typed >= 20 and tel.iki_cv < 0.15:
-            out[i].append("machine_typing")
+            out[i]["machine_typing"] = []
     return dict(out)
 
 
@@ -158,8 +162,10 @@ def review_queues(session: Session, project: ProjectRef, *, share: float | None 
         if row.pk in failed_gold:
             entry(key)["reasons"].append(f"failed gold (judgment {row.pk})")
             flagged_pks.add(row.pk)
-        for f in flags.get(i, []):
-            entry(key)["reasons"].append(f"telemetry: {f} (judgment {row.pk})")
+        for f, others in flags.get(i, {}).items():
+            like = f", like judgment{'s' if len(others) > 1 else ''} {', '.join(str(rows[o].pk) for o in others)}" \
+                if others else ""
+            entry(key)["reasons"].append(f"telemetry: {f} (judgment {row.pk}{like})")
             flagged_pks.add(row.pk)
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
@@ -204,7 +210,7 @@ def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[st
             "judgment_id": j.pk, "kind": j.kind, "body": j.body, "rationale": j.rationale,
             "rater": j.rater.rater_hash[:24] if blind else j.rater.rater_key,
             "review_pass": j.review_pass, "source": j.source, "telemetry": j.telemetry or {},
-            "flags": flags.get(i, []), "gold_correct": gold.get(j.pk),
+            "flags": list(flags.get(i, {})), "gold_correct": gold.get(j.pk),
             "submitted_at": j.submitted_at.isoformat() if j.submitted_at else None,
             "shown_order": j.shown_order, "revision_of": j.supersedes_pk,
             "sent_back": {"note": req.note, "by": reviewers.get(req.reviewer_pk)} if req else None,

@@ -80,7 +80,7 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
             if r.started_at is not None:
                 start = r.started_at if r.started_at.tzinfo else r.started_at.replace(tzinfo=now.tzinfo)
                 times[r.rater.rater_key].append((sub - start).total_seconds())
-        flag_count[r.rater.rater_key] += len(flags.get(i, []))
+        flag_count[r.rater.rater_key] += 1 if flags.get(i) else 0  # flagged labels, not flags or pairs
         user_of_rater[r.rater.rater_key] = r.rater.user_pk
     days = sorted(per_day)[-14:]
     per_rater = []

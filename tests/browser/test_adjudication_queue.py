@@ -1,0 +1,59 @@
+"""Issue 11, dead end 6: the adjudication queue names each flagged judgment once (grouped, with
+the judgments it resembles), and the dashboard counts flagged labels, not matching pairs."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+from webui_helpers import PASSWORD, build_site, login, shot
+from webui_items import OPEN, pair_item
+
+RATERS = ["r1", "r2", "r3", "r4"]
+COPIED = "Answer A is clearly better because it explains the base case and gives runnable code."
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dup-site")
+    s = build_site(tmp, {"root": True, "rita": False, **dict.fromkeys(RATERS, False)}, [
+        {"name": "dup", "title": "Copied rationales", "kinds": ["pairwise"], "policy": {**OPEN, "overlap_k": 4},
+         "members": {"rita": "reviewer", **dict.fromkeys(RATERS, "rater")}, "items": [pair_item("dup-1")]}])
+    yield s
+    s.server.stop()
+
+
+def _label_through_the_api(site, who: str, rationale: str) -> None:  # noqa: ANN001
+    with httpx.Client(base_url=site.base, timeout=30) as c:
+        csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()["csrf_token"]
+        h = {"X-CSRF-Token": csrf}
+        task = c.post("/api/v1/projects/dup/assignments/next", headers=h).json()["task"]
+        r = c.post("/api/v1/projects/dup/judgments", headers=h, json={
+            "assignment_id": task["assignment_id"], "judgment": {
+                "kind": "pairwise", "shown_order": task["shown_order"], "winner": "a", "strength": 2,
+                "rationale": rationale}})
+        assert r.status_code == 201, r.text
+
+
+def test_each_copied_rationale_is_one_line_naming_the_others(site, new_page):
+    for who in RATERS:  # four raters, one rationale: six matching pairs
+        _label_through_the_api(site, who, COPIED)
+    ids = sorted(j["judgment_id"] for j in site.judgments("dup"))
+
+    page = new_page(site)
+    login(page, "rita", next_path="/p/dup/review")
+    reasons = page.locator("table.queue tr", has_text="dup-1").locator("ul.reasons li")
+    texts = [t for t in reasons.all_inner_texts() if "near_duplicate_rationale" in t]
+    shot(page, "70-adjudication-queue-grouped")
+    assert len(texts) == len(RATERS), f"one line per judgment, not per pair: {texts}"
+    for jid, text in zip(ids, sorted(texts, key=lambda t: int(re.search(r"judgment (\d+)", t)[1])), strict=True):
+        others = sorted(int(x) for x in re.findall(r"\d+", text.split("like judgments", 1)[1]))
+        assert others == [o for o in ids if o != jid], text
+
+    page.goto("/admin/p/dup/dashboard")
+    for who in RATERS:
+        expect(page.locator(f"#rater-{who} td").nth(7)).to_have_text("1")  # one flagged label each
+    shot(page, "71-dashboard-flagged-labels")
+    page.guard.assert_clean()
