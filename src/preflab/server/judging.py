@@ -152,7 +152,9 @@ def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterS
         expected = expected_judgment(item.item_key, item.gold)
         body = expected.model_dump(mode="json", by_alias=True, exclude_none=True,
                                    exclude={"provenance", "item_id", "rationale"})
-        out["gold"] = {"correct": outcome.correct, "expected": body, "explanation": (item.gold or {}).get("explanation")}
+        out["gold"] = {"correct": outcome.correct, "expected": body, "explanation": (item.gold or {}).get("explanation"),
+                       # the order an explanation's "response 1, 2 ..." refers to; the page maps it to the shown order
+                       "item_order": [c.candidate_key for c in item.candidates]}
         record = qualification_record(session, row.project_pk, outcome.user_pk)
         st = status or session.scalar(select(RaterStatus).where(
             RaterStatus.project_pk == row.project_pk, RaterStatus.user_pk == outcome.user_pk))

@@ -389,14 +389,22 @@
 
   /* ---------------------------------------------------------------- the label page */
 
+  /* What the rater called an answer on screen: A/B side by side, else its shown number. */
+  function shownName(task, candidateId) {
+    const i = task.shown_order.indexOf(candidateId);
+    if (i < 0) return candidateId;
+    return task.shown_order.length === 2 ? (i === 0 ? "A" : "B") : String(i + 1);
+  }
+
   function describeExpected(expected, task) {
     if (!expected) return "";
     if (expected.kind === "pairwise") {
       if (expected.winner === "tie") return "Tie.";
       const chosen = expected.winner === "a" ? expected.shown_order[0] : expected.shown_order[1];
-      const shown = task.shown_order.indexOf(chosen) === 0 ? "A" : "B";
+      const shown = shownName(task, chosen);
+      const side = task.shown_order.indexOf(chosen) === 0 ? "the first one you saw" : "the second one you saw";
       const words = { 1: "slightly better", 2: "better", 3: "much better" }[expected.strength] || "better";
-      return "Answer " + shown + " " + words + ".";
+      return "Answer " + shown + " " + words + " (" + side + ").";
     }
     if (expected.kind === "unary") return expected.label ? "Thumbs up." : "Thumbs down.";
     if (expected.kind === "ranking") {
@@ -501,6 +509,20 @@
           const p2 = document.createElement("p");
           p2.textContent = "Why: " + g.explanation;
           body.appendChild(p2);
+          // The author numbered the answers in the item's own order; the rater saw them shuffled.
+          const order = g.item_order || [];
+          if (order.length > 1) {
+            const legend = document.createElement("p");
+            legend.className = "muted order-legend";
+            legend.textContent = "In this explanation, response 1, 2 … count in the item's own order: " +
+              order.map((c, i) => "response " + (i + 1) + " is the answer you saw as " + shownName(task, c)).join("; ") + ".";
+            body.appendChild(legend);
+          }
+        }
+        if (g.expected && g.expected.kind === "pairwise" && g.expected.winner !== "tie") {
+          const chosen = g.expected.winner === "a" ? g.expected.shown_order[0] : g.expected.shown_order[1];
+          const el = $('.answer[data-candidate="' + CSS.escape(chosen) + '"]', app);
+          if (el) el.classList.add("expected-answer");
         }
         const q = r.data.qualification || {};
         const p3 = document.createElement("p");
