@@ -129,7 +129,7 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         version=__version__,
         description="Accounts, projects, assignments and judgments for auditable human preference data.",
         openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        docs_url=None,  # /api/v1/docs: preflab.server.pages serves Swagger UI from local assets (no CDN)
         redoc_url=None,
     )
     app.state.config = config
