@@ -71,6 +71,12 @@ EXPECTED = {
     ("POST", "/api/v1/projects/{project}/items/file"): ("project.manage", ADMINS),
     ("POST", "/api/v1/projects/{project}/rubrics/file"): ("project.manage", ADMINS),
     ("GET", "/api/v1/projects/{project}/rubrics"): ("project.view", MEMBERS_AND_ROOT),
+    # -- issue 11 (h-webapp): demonstrations review, skip/flag, offline API docs ----------------------
+    ("GET", "/api/v1/projects/{project}/demonstrations/pending"): ("project.review", STAFF),
+    ("POST", "/api/v1/projects/{project}/demonstrations/{judgment_id}/review"): ("project.review", STAFF),
+    ("POST", "/api/v1/projects/{project}/assignments/{assignment_id}/skip"): ("project.label", {"rater000"}),
+    ("GET", "/api/v1/projects/{project}/skips"): ("project.review", STAFF),
+    ("GET", "/api/v1/docs"): ("public", ALL),
     ("GET", "/login"): ("public", ALL),
     ("GET", "/invite/{token}"): ("public", ALL),
     ("GET", "/"): ("authenticated", SIGNED_IN),

@@ -279,17 +279,23 @@ def _lease(
 def release(db, project: ProjectRef, user_pk: int, lease_id: str) -> dict[str, Any]:  # noqa: ANN001
     """The rater gives a task back; its item returns to the pool at once."""
     with db.writing() as session:
-        lock_rater_status(session, project.pk, user_pk, settings_of(project.settings).policy)
-        lease = session.scalar(
-            select(Assignment).where(
-                Assignment.lease_id == lease_id, Assignment.project_pk == project.pk, Assignment.user_pk == user_pk
-            ).with_for_update()
-        )
+        lease = release_lease(session, project, user_pk, lease_id)
         if lease is None:
             return {"released": False, "reason": "not_found"}
-        if lease.status == "active":
-            lease.status = "released"
         return {"released": lease.status == "released", "status": lease.status}
+
+
+def release_lease(session: Session, project: ProjectRef, user_pk: int, lease_id: str) -> Assignment | None:
+    """:func:`release` inside the caller's transaction (a skip records its reason in the same one)."""
+    lock_rater_status(session, project.pk, user_pk, settings_of(project.settings).policy)
+    lease = session.scalar(
+        select(Assignment).where(
+            Assignment.lease_id == lease_id, Assignment.project_pk == project.pk, Assignment.user_pk == user_pk
+        ).with_for_update()
+    )
+    if lease is not None and lease.status == "active":
+        lease.status = "released"
+    return lease
 
 
 def expired_leases(session: Session, project_pk: int) -> int:

@@ -28,9 +28,11 @@ from ..schema import Item, ReviewPass, Rubric
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import (
+    SKIP_REASONS,
     Assignment,
     Credential,
     GoldOutcome,
+    ItemSkip,
     PoolDomain,
     PoolEntry,
     ReviewRequest,
@@ -38,7 +40,7 @@ from ..store.server_models import (
 )
 from . import projects
 from .api import DbId
-from .assign import _domain_filter
+from .assign import _domain_filter, release_lease
 from .auth import verified_domains
 from .judging import JudgingError, build_judgment
 from .permissions import Ctx, ProjectRef, guard
@@ -283,6 +285,48 @@ def no_items_detail(session: Session, project: ProjectRef, user_pk: int) -> str 
     return "No more items for you right now. " + "; ".join(parts) + "."
 
 
+# -- skip / flag an item ----------------------------------------------------------------------------
+
+
+def skip_task(db, project: ProjectRef, user_pk: int, lease_id: str, reason: str, note: str) -> dict[str, Any]:  # noqa: ANN001
+    """The rater gives the task back with a reason: the lease is released (the item goes to
+    another rater; never again to this one) and the reason recorded, in one transaction."""
+    if reason not in SKIP_REASONS:
+        raise JudgingError(422, f"reason must be one of {list(SKIP_REASONS)}, not {reason!r}",
+                           [{"loc": ["body", "reason"], "msg": "unknown reason", "type": "value_error"}])
+    if reason == "other" and not note.strip():
+        raise JudgingError(422, "say why in the note when the reason is 'other'",
+                           [{"loc": ["body", "note"], "msg": "required with reason 'other'", "type": "value_error"}])
+    with db.writing() as s:
+        lease = release_lease(s, project, user_pk, lease_id)
+        if lease is None or lease.status != "released" or lease.judgment_pk is not None:
+            raise JudgingError(404 if lease is None else 409,
+                               "no live task of yours with this id" if lease is None else
+                               f"this task is {lease.status}; only a task you hold can be skipped")
+        s.add(ItemSkip(project_pk=project.pk, item_pk=lease.item_pk, user_pk=user_pk, reason=reason,
+                       note=note.strip()))
+        return {"skipped": True, "reason": reason, "flag": SKIP_REASONS[reason]["flag"]}
+
+
+def skip_summary(session: Session, project: ProjectRef) -> dict[str, Any]:
+    """Skips counted per reason, and the items raters flagged (broken, harmful) with their notes."""
+    rows = session.execute(select(ItemSkip.reason, ItemSkip.note, ItemRow.item_key, User.username)
+                           .join(ItemRow, ItemRow.pk == ItemSkip.item_pk).join(User, User.pk == ItemSkip.user_pk)
+                           .where(ItemSkip.project_pk == project.pk).order_by(ItemSkip.pk)).all()
+    per_reason = {r: 0 for r in SKIP_REASONS}
+    flagged: dict[str, dict[str, Any]] = {}
+    blind = settings_of(project.settings).policy.blind
+    for reason, note, item_key, username in rows:
+        per_reason[reason] = per_reason.get(reason, 0) + 1
+        if SKIP_REASONS.get(reason, {}).get("flag"):
+            entry = flagged.setdefault(item_key, {"item_id": item_key, "reasons": defaultdict(int), "notes": []})
+            entry["reasons"][reason] += 1
+            if note:
+                entry["notes"].append(note if blind else f"{username}: {note}")
+    return {"total": len(rows), "per_reason": per_reason, "labels": {k: v["label"] for k, v in SKIP_REASONS.items()},
+            "flagged": [{**e, "reasons": dict(e["reasons"])} for e in flagged.values()]}
+
+
 # -- demonstrations: a reviewer accepts or rejects them -------------------------------------------------
 
 DEMO_DECISIONS = ("accepted", "rejected")
@@ -477,6 +521,28 @@ class DemonstrationReviewIn(BaseModel):
 
     decision: str = Field(pattern="^(accepted|rejected)$")
     note: str = Field(default="", max_length=5000)
+
+
+class SkipIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(max_length=40)
+    note: str = Field(default="", max_length=2000)
+
+
+@router.post("/projects/{project}/assignments/{assignment_id}/skip", tags=["labelling"])
+def post_skip(request: Request, project: str, assignment_id: str, body: SkipIn,
+              ctx: Ctx = guard("project.label")) -> Response:
+    """Skip or flag the task you hold, with a reason (``unclear``, ``expertise``, ``broken``,
+    ``harmful``, ``other`` + note). The item goes to another rater; reviewers see the flags."""
+    return _ok(skip_task(request.app.state.db, ctx.project, ctx.user.user_pk, assignment_id, body.reason, body.note))
+
+
+@router.get("/projects/{project}/skips", tags=["review"])
+def get_skips(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+    """Skips per reason and the items raters flagged."""
+    with request.app.state.db.reading() as s:
+        return _ok(skip_summary(s, ctx.project))
 
 
 @router.get("/projects/{project}/demonstrations/pending", tags=["review"])

@@ -114,6 +114,8 @@ def _mount_api_docs(app: FastAPI) -> None:
     app.mount(f"{DOCS_PATH}/assets", StaticFiles(directory=assets), name="swagger-ui")
     page = (TEMPLATES / "api_docs.html").read_text().replace("{{ title }}", app.title)
 
+    from ..permissions import Ctx, guard
+
     @app.get(DOCS_PATH, include_in_schema=False)
-    def api_docs() -> HTMLResponse:
+    def api_docs(ctx: Ctx = guard("public")) -> HTMLResponse:
         return HTMLResponse(page)

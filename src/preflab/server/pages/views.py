@@ -16,6 +16,7 @@ from ... import __version__
 from ...schema import JUDGMENT_KINDS, describe_need
 from ...store import repo
 from ...store.models import Project
+from ...store.server_models import SKIP_REASONS
 from .. import api, webapi
 from ..api import DbId
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
@@ -96,6 +97,7 @@ PAIRWISE_SCALE = [  # key, winner, strength, label
     (5, "b", 1, "B slightly better"), (6, "b", 2, "B better"), (7, "b", 3, "B much better"),
 ]
 env.globals["PAIRWISE_SCALE"] = PAIRWISE_SCALE
+env.globals["SKIP_REASONS"] = SKIP_REASONS
 
 
 def render(request: Request, template: str, ctx: Ctx | None = None, http_status: int = 200, **values: Any) -> HTMLResponse:
@@ -256,8 +258,9 @@ def review_page(request: Request, project: str, share: float | None = Query(defa
                 ctx: Ctx = guard("project.review")) -> Response:
     with _db(request).reading() as s:
         queues = webapi.review_queues(s, ctx.project, share=share)
+        skips = webapi.skip_summary(s, ctx.project)
     return render(request, "review.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  queues=queues)
+                  queues=queues, skips=skips)
 
 
 @router.get("/p/{project}/review/item/{item_id}")
@@ -308,6 +311,7 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
     q = call(api.quality, request, ctx, project=project)
     with _db(request).reading() as s:
         dash = data.dashboard(s, ctx.project, q)
+        dash["skips"] = webapi.skip_summary(s, ctx.project)
     return render(request, "dashboard.html", ctx, project=call(api.get_project, request, ctx, project=project),
                   q=q, dash=dash, can_manage=ctx.user.is_admin or ctx.role == "admin")
 

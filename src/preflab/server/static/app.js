@@ -537,6 +537,24 @@
       await nextTask();
     }
 
+    const skipDialog = $("#skip-dialog");
+    const openSkip = () => { if (skipDialog && !skipDialog.open) skipDialog.showModal(); };
+    if (skipDialog) {
+      $('[data-action="skip"]', app).addEventListener("click", openSkip);
+      $('[data-action="close-skip"]', skipDialog).addEventListener("click", () => skipDialog.close());
+      $("#skip-form").addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const f = ev.target;
+        const reason = ($('input[name="reason"]:checked', f) || {}).value;
+        const r = await api("POST", "/api/v1/projects/" + project + "/assignments/" + encodeURIComponent(app.dataset.assignment) + "/skip",
+          { reason, note: f.note.value });
+        if (!r.ok) { showError($(".error", f), problemText(r.data)); return; }
+        done = true;
+        skipDialog.close();
+        toast(r.data.flag ? "Flagged for the reviewers; here is another item" : "Skipped");
+        await nextTask();
+      });
+    }
     $('[data-action="submit"]', app).addEventListener("click", submit);
     $('[data-action="next"]', app).addEventListener("click", () => {
       const st = $("#feedback").dataset.status;
@@ -549,6 +567,7 @@
       if (!fb.hidden && ev.key === "Enter") { ev.preventDefault(); $('[data-action="next"]', app).click(); return; }
       if (ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target) || ($("#help") || {}).open) return;
       if (ev.key === "r") { ev.preventDefault(); rationale.focus(); return; }
+      if (ev.key === "s" && skipDialog && !done) { ev.preventDefault(); openSkip(); return; }
       if (onKey && onKey(ev)) ev.preventDefault();
     });
   }
