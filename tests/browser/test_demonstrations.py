@@ -35,6 +35,12 @@ def _write_demo(new_page, site, who: str) -> None:  # noqa: ANN001
     login(page, who, next_path="/p/dem/label")
     with page.expect_navigation():
         page.locator('[data-action="get-task"]').click()
+    if who == "alice":  # the editor previews Markdown with the pages' own sanitising renderer
+        page.locator("#demo-text").fill("A **bold** start <script>alert(1)</script>")
+        expect(page.locator("#demo-preview strong")).to_have_text("bold")
+        expect(page.locator("#demo-preview")).to_contain_text("<script>alert(1)</script>")
+        assert page.locator("#demo-preview script").count() == 0
+        shot(page, "39-demonstration-editor-preview")
     page.locator("#demo-text").fill(TEXTS[who])
     with page.expect_navigation():
         page.keyboard.press("Control+Enter")

@@ -69,8 +69,9 @@ def test_a_rater_labels_every_item_shape_of_a_multi_kind_project(site, new_page)
     with page.expect_navigation():
         page.keyboard.press("Enter")
     labelled = {}
-    for _ in EXPECTED_KINDS:
+    for n in range(1, len(EXPECTED_KINDS) + 1):
         page.locator("#label-app").wait_for()
+        expect(page.locator("#label-progress")).to_have_text(f"Item {n} of up to 4 · {n - 1} this session")
         assert "kind=pairwise" in page.url, "the chosen kind survives the redirect to the next item"
         task = _task(page)
         item = task["item_id"]

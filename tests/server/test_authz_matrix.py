@@ -77,6 +77,7 @@ EXPECTED = {
     ("POST", "/api/v1/projects/{project}/assignments/{assignment_id}/skip"): ("project.label", {"rater000"}),
     ("GET", "/api/v1/projects/{project}/skips"): ("project.review", STAFF),
     ("GET", "/api/v1/docs"): ("public", ALL),
+    ("POST", "/api/v1/markdown/preview"): ("authenticated", SIGNED_IN),
     ("GET", "/login"): ("public", ALL),
     ("GET", "/invite/{token}"): ("public", ALL),
     ("GET", "/"): ("authenticated", SIGNED_IN),

@@ -545,6 +545,21 @@ def get_skips(request: Request, project: str, ctx: Ctx = guard("project.review")
         return _ok(skip_summary(s, ctx.project))
 
 
+class MarkdownIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(max_length=100_000)
+
+
+@router.post("/markdown/preview", tags=["labelling"])
+def post_markdown_preview(body: MarkdownIn, ctx: Ctx = guard("authenticated")) -> Response:
+    """The HTML a text renders to on every page (the same sanitising renderer as model answers),
+    for the demonstration editor's preview."""
+    from .pages.render import markdown
+
+    return _ok({"html": str(markdown(body.text))})
+
+
 @router.get("/projects/{project}/demonstrations/pending", tags=["review"])
 def get_pending_demonstrations(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
     """Demonstrations waiting for a reviewer's decision."""

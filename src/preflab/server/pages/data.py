@@ -44,6 +44,34 @@ def project_progress(session: Session, project_pk: int, user_pk: int) -> dict[st
             "share": (filled / target) if target else 0.0}
 
 
+def label_progress(session: Session, project: ProjectRef, user_pk: int, web_session_pk: int | None,
+                   has_task: bool) -> dict[str, Any]:
+    """"Item n of up to N" for this rater (open items the engine's rules would still hand them:
+    not seen, domain allowed, not full) and how many they submitted in this login session."""
+    from sqlalchemy import exists
+
+    from ...store.server_models import WebSession
+    from ..assign import _domain_filter
+    from ..auth import verified_domains
+    from ..policy import settings_of
+
+    policy = settings_of(project.settings).policy
+    seen = exists().where(Assignment.item_pk == PoolEntry.item_pk, Assignment.user_pk == user_pk)
+    remaining = session.scalar(select(func.count()).select_from(PoolEntry).where(
+        PoolEntry.project_pk == project.pk, PoolEntry.role == "production", PoolEntry.filled < PoolEntry.target,
+        ~seen, _domain_filter(verified_domains(session, user_pk), policy.domain_match)))
+    done = session.scalar(select(func.count()).select_from(Assignment).where(
+        Assignment.project_pk == project.pk, Assignment.user_pk == user_pk, Assignment.status == "submitted",
+        Assignment.role != "qualification"))
+    started = session.scalar(select(WebSession.created_at).where(WebSession.pk == web_session_pk)) \
+        if web_session_pk else None
+    this_session = 0 if started is None else session.scalar(select(func.count()).select_from(Assignment).where(
+        Assignment.project_pk == project.pk, Assignment.user_pk == user_pk, Assignment.status == "submitted",
+        Assignment.created_at >= started))
+    current = 1 if has_task else 0
+    return {"n": done + current, "of": done + current + int(remaining), "session": int(this_session)}
+
+
 def _svg_bars(values: list[tuple[str, float]], *, lo: float = 0.0, hi: float = 1.0, ref: float | None = None,
               width: int = 420, bar_h: int = 22) -> dict[str, Any]:
     """Geometry for a horizontal bar chart drawn by the template as inline SVG (no scripts)."""

@@ -203,13 +203,14 @@ def label_page(request: Request, project: str, kind: str | None = Query(default=
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
         task = data.live_task(s, ctx.project, ctx.user.user_pk)
+        progress = data.label_progress(s, ctx.project, ctx.user.user_pk, ctx.user.session_pk, task is not None)
     # Only the kinds this item can take (the assignment engine's task payload says which).
     kinds = task["kinds"] if task else ctx.project.kinds
     status = call(api.my_status, request, ctx, project=project)
     chosen, kind = kind, (kind if kind in kinds else (kinds[0] if kinds else None))
     kind_note = _kind_note(task, chosen, kind, ctx.project.kinds) if task else None
     return render(request, "label.html", ctx, task=task, kind=kind, kinds=kinds, status=status, mode="label",
-                  initial=None, kind_note=kind_note, chosen_kind=chosen if chosen in ctx.project.kinds else None,
+                  initial=None, kind_note=kind_note, progress=progress, chosen_kind=chosen if chosen in ctx.project.kinds else None,
                   **bits)
 
 

@@ -377,6 +377,18 @@
         const ed = $("#demo-text", root);
         if (initial && initial.text) ed.value = initial.text;
         telemetry.watch(ed);
+        // Preview through the server's own sanitising renderer (the HTML every page shows).
+        const preview = $("#demo-preview", root);
+        let timer = null, asked = 0;
+        const render = async () => {
+          const mine = ++asked;
+          const r = await api("POST", "/api/v1/markdown/preview", { text: ed.value });
+          if (r.ok && mine === asked) preview.innerHTML = r.data.html;
+        };
+        if (preview) {
+          ed.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(render, 250); });
+          if (ed.value) render();
+        }
         return null;
       },
       read(root) {
