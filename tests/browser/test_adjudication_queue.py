@@ -20,21 +20,27 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dup-site")
     s = build_site(tmp, {"root": True, "rita": False, **dict.fromkeys(RATERS, False)}, [
         {"name": "dup", "title": "Copied rationales", "kinds": ["pairwise"], "policy": {**OPEN, "overlap_k": 4},
-         "members": {"rita": "reviewer", **dict.fromkeys(RATERS, "rater")}, "items": [pair_item("dup-1")]}])
+         "members": {"rita": "reviewer", **dict.fromkeys(RATERS, "rater")}, "items": [pair_item("dup-1")]},
+        {"name": "two", "title": "Two splits", "kinds": ["pairwise"], "policy": OPEN,
+         "members": {"rita": "reviewer", "r1": "rater", "r2": "rater"},
+         "items": [pair_item("split-1"), pair_item("split-2", "What is a monad?")]}])
     yield s
     s.server.stop()
 
 
-def _label_through_the_api(site, who: str, rationale: str) -> None:  # noqa: ANN001
+def _label_through_the_api(site, who: str, rationale: str, project: str = "dup", better: str | None = None,
+                           times: int = 1) -> None:  # noqa: ANN001
     with httpx.Client(base_url=site.base, timeout=30) as c:
         csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()["csrf_token"]
         h = {"X-CSRF-Token": csrf}
-        task = c.post("/api/v1/projects/dup/assignments/next", headers=h).json()["task"]
-        r = c.post("/api/v1/projects/dup/judgments", headers=h, json={
-            "assignment_id": task["assignment_id"], "judgment": {
-                "kind": "pairwise", "shown_order": task["shown_order"], "winner": "a", "strength": 2,
-                "rationale": rationale}})
-        assert r.status_code == 201, r.text
+        for _ in range(times):
+            task = c.post(f"/api/v1/projects/{project}/assignments/next", headers=h).json()["task"]
+            winner = "a" if better is None or task["shown_order"][0] == better else "b"
+            r = c.post(f"/api/v1/projects/{project}/judgments", headers=h, json={
+                "assignment_id": task["assignment_id"], "judgment": {
+                    "kind": "pairwise", "shown_order": task["shown_order"], "winner": winner, "strength": 2,
+                    "rationale": rationale}})
+            assert r.status_code == 201, r.text
 
 
 def test_each_copied_rationale_is_one_line_naming_the_others(site, new_page):
@@ -56,4 +62,29 @@ def test_each_copied_rationale_is_one_line_naming_the_others(site, new_page):
     for who in RATERS:
         expect(page.locator(f"#rater-{who} td").nth(7)).to_have_text("1")  # one flagged label each
     shot(page, "71-dashboard-flagged-labels")
+    page.guard.assert_clean()
+
+
+def test_after_a_final_label_the_reviewer_lands_on_the_next_open_item(site, new_page):
+    _label_through_the_api(site, "r1", "x explains recursion properly.", "two", better="x", times=2)
+    _label_through_the_api(site, "r2", "y is shorter and links a source.", "two", better="y", times=2)
+    page = new_page(site)
+    login(page, "rita", next_path="/p/two/review")
+    with page.expect_navigation():
+        page.locator("table.queue a").first.click()
+    first = page.locator("#review-item").get_attribute("data-item")
+    other = ({"split-1", "split-2"} - {first}).pop()
+    expect(page.locator("#next-item")).to_contain_text(other)
+    page.locator("body").click(position={"x": 5, "y": 300})
+    page.keyboard.press("4")  # a tie, with the keyboard
+    page.locator("#adjudicate-note").fill("Both are acceptable for this guideline.")
+    page.locator("#adjudicate-note").evaluate("el => el.blur()")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    assert page.locator("#review-item").get_attribute("data-item") == other
+    expect(page.locator("#next-item")).to_have_count(0)  # the first one is adjudicated: nothing else open
+    shot(page, "72-review-next-item")
+    with page.expect_navigation():
+        page.keyboard.press("q")
+    assert page.url.endswith("/p/two/review")
     page.guard.assert_clean()

@@ -269,13 +269,16 @@ def review_item_page(request: Request, project: str, item_id: str, ctx: Ctx = gu
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
         review = webapi.item_review(s, ctx.project, item_id)
+        queue = webapi.review_queues(s, ctx.project)["adjudication"]
+    # the next open item of the adjudication queue, for "next item" after recording a final label
+    next_item = next((e["item_id"] for e in queue if not e["adjudicated"] and e["item_id"] != item_id), None)
     item = review["item"]
     order = [c["id"] for c in item["candidates"]]
     task = {"item": item, "shown_order": order, "phase": "adjudication"}
     kind = next((j["kind"] for j in review["judgments"]), ctx.project.kinds[0])
     names = {c: "AB"[i] if len(order) == 2 else str(i + 1) for i, c in enumerate(order)}
     return render(request, "review_item.html", ctx, review=review, task=task, kind=kind, kinds=[kind],
-                  mode="adjudicate", initial=None, names=names, **bits)
+                  mode="adjudicate", initial=None, names=names, next_item=next_item, **bits)
 
 
 # -- admins ---------------------------------------------------------------------------------------------

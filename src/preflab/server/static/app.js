@@ -616,6 +616,13 @@
         if (onKey && onKey(ev)) ev.preventDefault();
       });
     }
+    const nextUrl = page.dataset.next ? "/p/" + project + "/review/item/" + encodeURIComponent(page.dataset.next) : null;
+    document.addEventListener("keydown", (ev) => {
+      if ((ev.ctrlKey || ev.metaKey) && ev.key === "Enter" && adj) { ev.preventDefault(); adj.click(); return; }
+      if (ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
+      if (ev.key === "n" && nextUrl) { ev.preventDefault(); location.href = nextUrl; }
+      else if (ev.key === "q") { ev.preventDefault(); location.href = "/p/" + project + "/review"; }
+    });
     const idem = uuid();
     const adj = $('[data-action="adjudicate"]', page);
     if (adj) adj.addEventListener("click", async () => {
@@ -626,7 +633,9 @@
       if (!note.trim()) { showError(err, "write a note explaining the final label"); $("#adjudicate-note").focus(); return; }
       const r = await api("POST", "/api/v1/projects/" + project + "/items/" + encodeURIComponent(item) + "/adjudicate",
         { judgment: got.body, note, idempotency_key: idem });
-      if (r.ok) { toast("Final label recorded"); location.reload(); } else showError(err, problemText(r.data));
+      if (!r.ok) { showError(err, problemText(r.data)); return; }
+      toast("Final label recorded");
+      if (nextUrl) location.href = nextUrl; else location.reload();
     });
     $$("form.send-back", page).forEach((f) => f.addEventListener("submit", async (ev) => {
       ev.preventDefault();
