@@ -178,3 +178,21 @@ def _quality_panels(judgments: list[Any], batch_of: dict[str, str],
     except Exception as exc:  # noqa: BLE001 - a panel failing must not take the dashboard down
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out
+
+
+def past_exports(session: Session, project_pk: int, limit: int = 20) -> list[dict[str, Any]]:
+    """The project's exports, newest first, each with its manifest's summary lines and files."""
+    from ...io.export.manifest import manifest_summary
+    from ...store.models import ExportLog
+
+    out = []
+    for log in session.scalars(select(ExportLog).where(ExportLog.project_pk == project_pk)
+                               .order_by(ExportLog.pk.desc()).limit(limit)):
+        manifest = log.manifest or {}
+        try:
+            summary = manifest_summary(manifest)
+        except (KeyError, TypeError):  # an older manifest layout: show the files at least
+            summary = []
+        out.append({"id": log.pk, "format": log.format, "created_at": log.created_at.isoformat(timespec="seconds"),
+                    "summary": summary, "files": sorted([*manifest.get("files", {}), "manifest.json"])})
+    return out

@@ -328,8 +328,10 @@ def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage
         choices = [(name, getattr(e, "description", "")) for name, e in sorted(EXPORT_FORMATS.items())]
     except ImportError:  # EXPORTER HOOK: the page still renders; the API answers 501
         choices = []
+    with _db(request).reading() as s:
+        history = data.past_exports(s, ctx.project.pk)
     return render(request, "export.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  formats=choices)
+                  formats=choices, history=history)
 
 
 _ = repo
