@@ -88,3 +88,27 @@ def test_after_a_final_label_the_reviewer_lands_on_the_next_open_item(site, new_
         page.keyboard.press("q")
     assert page.url.endswith("/p/two/review")
     page.guard.assert_clean()
+
+
+def test_the_data_browser_filters_items_by_disagreement_flags_and_text(site, new_page):
+    if not site.judgments("dup"):  # run alone: label as the tests above do
+        for who in RATERS:
+            _label_through_the_api(site, who, COPIED)
+    if not site.judgments("two"):
+        _label_through_the_api(site, "r1", "x explains recursion properly.", "two", better="x", times=2)
+        _label_through_the_api(site, "r2", "y is shorter and links a source.", "two", better="y", times=2)
+    page = new_page(site)
+    login(page, "rita", next_path="/admin/p/two/data")
+    expect(page.locator("#data-count")).to_have_text("2 items")
+    page.locator("#f-q").fill("monad")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#data-table tbody tr")).to_have_count(1)
+    expect(page.locator("#data-table tbody tr")).to_have_attribute("data-item", "split-2")
+    expect(page.locator("#data-table tbody tr")).to_contain_text("r1, r2")
+    shot(page, "73-data-browser")
+    page.goto("/admin/p/dup/data?flagged=true")
+    expect(page.locator("#data-table tbody tr")).to_contain_text("near_duplicate_rationale")
+    page.goto("/admin/p/dup/data?kind=pairwise&rater=nobody")
+    expect(page.locator("#data-count")).to_have_text("0 items")
+    page.guard.assert_clean()

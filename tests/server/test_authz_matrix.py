@@ -78,6 +78,8 @@ EXPECTED = {
     ("GET", "/api/v1/projects/{project}/skips"): ("project.review", STAFF),
     ("GET", "/api/v1/docs"): ("public", ALL),
     ("POST", "/api/v1/markdown/preview"): ("authenticated", SIGNED_IN),
+    ("GET", "/api/v1/projects/{project}/browse"): ("project.review", STAFF),
+    ("GET", "/admin/p/{project}/data"): ("project.review", STAFF),
     ("GET", "/login"): ("public", ALL),
     ("GET", "/invite/{token}"): ("public", ALL),
     ("GET", "/"): ("authenticated", SIGNED_IN),

@@ -247,6 +247,52 @@ def adjudicate(db, project: ProjectRef, reviewer_pk: int, reviewer: str, item_ke
                 "created": created}
 
 
+# -- the data browser ---------------------------------------------------------------------------------
+
+
+def browse_items(session: Session, project: ProjectRef, *, kind: str | None = None, rater: str | None = None,
+                 domain: str | None = None, flagged: bool = False, disagreement: bool = False, q: str | None = None,
+                 offset: int = 0, limit: int = 50) -> dict[str, Any]:
+    """Items with their counting labels, filtered by kind, rater, domain, telemetry flags,
+    disagreement (the adjudication rule) and a text search over prompt and answers."""
+    from ..schema import prompt_as_text
+
+    rows = active_judgments(session, project.pk)
+    parsed = _parsed(rows)
+    flags = telemetry_flags(parsed)
+    disagree = disagreement_reasons(parsed)
+    blind = settings_of(project.settings).policy.blind
+    per_item: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        per_item[r.item_pk].append(i)
+    stmt = select(ItemRow).where(ItemRow.project_pk == project.pk).options(selectinload(ItemRow.candidates)) \
+        .order_by(ItemRow.pk)
+    needle = (q or "").strip().lower()
+    out = []
+    for item in session.scalars(stmt):
+        idx = per_item.get(item.pk, [])
+        who = {i: rows[i].rater.rater_hash[:24] if blind else rows[i].rater.rater_key for i in idx}
+        if kind and not any(rows[i].kind == kind for i in idx):
+            continue
+        if rater and rater not in who.values():
+            continue
+        if domain and domain not in (item.domains or []):
+            continue
+        if flagged and not any(flags.get(i) for i in idx):
+            continue
+        if disagreement and item.item_key not in disagree:
+            continue
+        if needle:
+            text = prompt_as_text(item.prompt) + " " + " ".join(c.text or "" for c in item.candidates)
+            if needle not in text.lower() and needle not in item.item_key.lower():
+                continue
+        out.append({"item_id": item.item_key, "domains": item.domains or [], "answers": len(item.candidates),
+                    "labels": len(idx), "kinds": sorted({rows[i].kind for i in idx}),
+                    "raters": sorted(set(who.values())), "flags": sorted({f for i in idx for f in flags.get(i, {})}),
+                    "disagreement": disagree.get(item.item_key, [])})
+    return {"total": len(out), "offset": offset, "items": out[offset:offset + limit]}
+
+
 # -- why a rater gets no item ----------------------------------------------------------------------
 
 
@@ -521,6 +567,19 @@ class DemonstrationReviewIn(BaseModel):
 
     decision: str = Field(pattern="^(accepted|rejected)$")
     note: str = Field(default="", max_length=5000)
+
+
+@router.get("/projects/{project}/browse", tags=["review"])
+def get_browse(request: Request, project: str, kind: str | None = Query(default=None, max_length=40),
+               rater: str | None = Query(default=None, max_length=200),
+               domain: str | None = Query(default=None, max_length=100), flagged: bool = False,
+               disagreement: bool = False, q: str | None = Query(default=None, max_length=200),
+               offset: int = Query(default=0, ge=0, le=10**9), limit: int = Query(default=50, ge=1, le=500),
+               ctx: Ctx = guard("project.review")) -> Response:
+    """Items and their labels, filtered (the admin's data browser)."""
+    with request.app.state.db.reading() as s:
+        return _ok(browse_items(s, ctx.project, kind=kind, rater=rater, domain=domain, flagged=flagged,
+                                disagreement=disagreement, q=q, offset=offset, limit=limit))
 
 
 class SkipIn(BaseModel):

@@ -320,6 +320,20 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
                   q=q, dash=dash, can_manage=ctx.user.is_admin or ctx.role == "admin")
 
 
+@router.get("/admin/p/{project}/data")
+def data_page(request: Request, project: str, kind: str | None = Query(default=None, max_length=40),
+              rater: str | None = Query(default=None, max_length=200),
+              domain: str | None = Query(default=None, max_length=100), flagged: bool = False,
+              disagreement: bool = False, q: str | None = Query(default=None, max_length=200),
+              offset: int = Query(default=0, ge=0, le=10**9), ctx: Ctx = guard("project.review")) -> Response:
+    filters = {"kind": kind or None, "rater": rater or None, "domain": domain or None, "flagged": flagged,
+               "disagreement": disagreement, "q": q or None}
+    with _db(request).reading() as s:
+        found = webapi.browse_items(s, ctx.project, offset=offset, **filters)
+    return render(request, "data.html", ctx, project=call(api.get_project, request, ctx, project=project),
+                  found=found, filters=filters)
+
+
 @router.get("/admin/p/{project}/export")
 def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
     try:
