@@ -84,6 +84,7 @@ def test_disagreement_adjudication_and_send_back(site, new_page):
     bp = new_page(site)
     login(bp, "bob", next_path="/p/ovl")
     expect(bp.locator("main")).to_contain_text("Check the definition again")
+    expect(bp.locator("#my-recent tbody tr").first).to_contain_text("sent back: revise")  # his own recent labels
     with bp.expect_navigation():
         bp.get_by_role("link", name="Judgment").first.click()
     expect(bp.locator(".banner.revise")).to_contain_text("Check the definition again")

@@ -188,13 +188,17 @@ def _project_bits(request: Request, ctx: Ctx) -> dict[str, Any]:
 def project_page(request: Request, project: str, ctx: Ctx = guard("project.view")) -> Response:
     bits = _project_bits(request, ctx)
     status = revisions = None
+    recent: list[dict[str, Any]] = []
     if ctx.role == "rater":
         status = call(api.my_status, request, ctx, project=project)
         revisions = call(api.my_revisions, request, ctx, project=project)
+        mine = call(api.my_judgments, request, ctx, project=project, after=0, limit=1000) or []
+        recent = list(reversed(mine))[:10]
     with _db(request).reading() as s:
         progress = data.project_progress(s, ctx.project.pk, ctx.user.user_pk)
+    sent_back = {r["judgment_id"] for r in revisions or []}
     return render(request, "project.html", ctx, role=ctx.role, status=status, revisions=revisions or [],
-                  progress=progress, **bits)
+                  progress=progress, recent=recent, sent_back=sent_back, **bits)
 
 
 @router.get("/p/{project}/label")
