@@ -15,8 +15,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q $(PIP_LINKS) -e ".[dev,postgres,train]"
 	touch $@
 
-demo: install  ## the main job on the embedded SQLite default, then the web app (Ctrl+C stops it)
-	$(BIN)/preflab demo --dir demo-output --serve
+PORT ?= 8000
+HOST ?= 127.0.0.1
+
+demo: install  ## the main job on the embedded SQLite default, then the web app (make demo PORT=8100; Ctrl+C stops it)
+	$(BIN)/preflab demo --dir demo-output --serve --host $(HOST) --port $(PORT)
 
 test: install  ## the whole suite, SQLite and a throwaway PostgreSQL
 	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -83,9 +83,9 @@ def test_validate_exit_codes():
 
 
 def test_unknown_project_and_format_say_what_to_do(db: str, tmp_path: Path):
-    out = run("status", "nope", "--db", db, code=1)
-    assert "no project 'nope'" in out
     run("project", "create", "p", "--db", db)
+    out = run("status", "nope", "--db", db, code=2)  # an unknown project is bad input (issue 11)
+    assert "no project 'nope'" in out
     out = run("export", "p", "--format", "bogus", "--out", str(tmp_path / "x"), "--db", db, code=2)
     assert "trl-preference" in out
 

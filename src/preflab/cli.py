@@ -43,13 +43,14 @@ err = Console(stderr=True)
 
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", envvar="PREFLAB_DB", help="Database URL or SQLite path [default: ./preflab.db]."),
+    # show_default as text: Rich would read "[default: ...]" inside the help string as markup and drop it
+    typer.Option("--db", envvar="PREFLAB_DB", help="Database URL or SQLite path.", show_default="./preflab.db"),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, however narrow
     raise typer.Exit(code)
 
 
@@ -57,11 +58,60 @@ def print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
 
 
-def engine_for(db: str | None):  # noqa: ANN201
-    """An engine with the schema migrated to the latest revision."""
-    from .store.db import default_url, open_db
+def engine_for(db: str | None, *, create: bool = False):  # noqa: ANN201
+    """An engine with the schema migrated to the latest revision. Only ``create`` (``init``,
+    ``project create``) makes a new SQLite file; a bad, missing or unreachable ``--db`` ends the
+    command with one line naming the problem and the fix (exit 2), never a traceback."""
+    from sqlalchemy.exc import DBAPIError
 
-    return open_db(db or default_url())
+    from .store.db import open_db
+
+    url = checked_db_url(db, create=create)
+    try:
+        return open_db(url.render_as_string(hide_password=False))
+    except DBAPIError as exc:
+        shown = url.render_as_string(hide_password=True)
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        fix = ("check that PostgreSQL is running there and the user, password and database name are right"
+               if url.get_backend_name() == "postgresql" else "check the path and that the file is a preflab database")
+        fail(f"--db {shown}: cannot open the database ({reason}); {fix}", 2)
+
+
+SUPPORTED_DB = ("sqlite", "postgresql")
+
+
+def checked_db_url(db: str | None, *, create: bool = False):  # noqa: ANN201
+    """``--db`` (or ``$PREFLAB_DB``, or ./preflab.db) as a SQLAlchemy URL, checked before anything
+    connects: a known scheme, an installed driver, and for SQLite an existing file (or, with
+    ``create``, an existing directory)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from .store.db import default_url, normalise_url
+
+    raw = db or default_url()
+    try:
+        url = make_url(normalise_url(raw))
+    except ArgumentError:
+        fail(f"--db {raw!r} is not a database URL; give a SQLite path (./preflab.db) or "
+             "postgresql://user@host:5432/dbname", 2)
+    backend = url.get_backend_name()
+    if backend not in SUPPORTED_DB:
+        fail(f"--db {raw!r}: {backend} databases are not supported; use a SQLite path or a postgresql:// URL", 2)
+    if backend == "postgresql":
+        try:
+            url.get_dialect().import_dbapi()
+        except ImportError:
+            fail(f"--db {raw!r}: the PostgreSQL driver is not installed; pip install 'preflab[postgres]'", 2)
+        return url
+    path = Path(url.database or "")
+    if not url.database or url.database == ":memory:":
+        fail(f"--db {raw!r}: give a SQLite file path, e.g. ./preflab.db", 2)
+    if create and not path.parent.exists():
+        fail(f"--db {raw!r}: directory {path.parent} does not exist; create it first (mkdir -p {path.parent})", 2)
+    if not create and not path.is_file():
+        fail(f"--db {raw!r}: no database at {path}; create one with `preflab init --db {raw}` or fix the path", 2)
+    return url
 
 
 def _version(value: bool) -> None:
@@ -87,7 +137,7 @@ def init(db: DbOption = None) -> None:
     """Create the database (or migrate it to the latest schema)."""
     from .store.db import current_revision
 
-    engine = engine_for(db)
+    engine = engine_for(db, create=True)
     out.print(f"database ready: {engine.url.render_as_string(hide_password=True)} "
               f"(schema {current_revision(engine)})", highlight=False)
 
@@ -101,10 +151,10 @@ def project_create(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a project."""
+    """Create a project (and the SQLite database, if the file does not exist yet)."""
     from .store import repo, transaction
 
-    engine = engine_for(db)
+    engine = engine_for(db, create=True)
     try:
         with transaction(engine) as session:
             project = repo.create_project(session, name, title=title, kinds=[k.strip() for k in kinds.split(",") if k.strip()])
@@ -170,7 +220,7 @@ def project_show(name: str, db: DbOption = None, as_json: JsonOption = False) ->
             project = repo.get_project(session, name)
             info = _project_info(project) | repo.project_counts(session, project)
     except repo.NotFound as exc:
-        fail(str(exc))
+        fail(str(exc), 2)
     if as_json:
         print_json(info)
         return
@@ -188,8 +238,8 @@ def rubric_add(project: str, path: Annotated[Path, typer.Argument(exists=True, d
         with transaction(engine_for(db)) as session:
             row = repo.add_rubric(session, repo.get_project(session, project), rubric)
             version = row.version
-    except repo.StoreError as exc:
-        fail(str(exc))
+    except repo.StoreError as exc:  # an unknown project or a rubric the store refuses: bad input
+        fail(str(exc), 2)
     out.print(f"project {project}: rubric [bold]{rubric.id}[/] is now version {version}")
 
 
@@ -326,7 +376,7 @@ def export(
     as_json: JsonOption = False,
 ) -> None:
     """Export a project for a trainer, with manifest.json and a dataset card."""
-    from .io.export import AGGREGATORS, EXPORT_FORMATS, ExportOptions, export_project
+    from .io.export import AGGREGATORS, EXPORT_FORMATS, ExportError, ExportOptions, export_project
     from .store.repo import StoreError
 
     if format not in EXPORT_FORMATS:
@@ -341,7 +391,7 @@ def export(
     )
     try:
         manifest = export_project(engine_for(db), project, options, aggregator=AGGREGATORS[aggregation])
-    except (StoreError, ValueError) as exc:
+    except (StoreError, ExportError, ValueError) as exc:  # options, --out or project the user gave
         fail(str(exc), 2)
     if as_json:
         print_json(manifest)
@@ -367,7 +417,7 @@ def status(project: str, db: DbOption = None, as_json: JsonOption = False) -> No
         with transaction(engine_for(db)) as session:
             counts = repo.project_counts(session, repo.get_project(session, project))
     except repo.NotFound as exc:
-        fail(str(exc))
+        fail(str(exc), 2)
     if as_json:
         print_json(counts)
         return
@@ -404,6 +454,8 @@ def quality_report(
     from .io.quality_source import load_for_report
     from .quality.report import build_report, render_html
 
+    if not Path(source).is_file():  # a project name: the database must exist and open
+        engine_for(db).dispose()
     try:
         judgments, items, batches = load_for_report(source, db)
     except (LookupError, ValueError, OSError) as exc:
@@ -457,6 +509,74 @@ def demo(
 
         out.rule("[bold]web app")
         serve_demo(host, port, directory / "server")
+
+
+# -- demonstrations: accept or reject before they reach trl-sft -------------------------------------
+
+demonstrations_app = typer.Typer(help="Review expert demonstrations: only accepted ones reach trl-sft.",
+                                 no_args_is_help=True)
+app.add_typer(demonstrations_app, name="demonstrations")
+
+
+@demonstrations_app.command("list")
+def demonstrations_list(project: str, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Demonstrations waiting for a decision."""
+    from .server.webapi import pending_demonstrations
+    from .store import repo, transaction
+
+    try:
+        with transaction(engine_for(db)) as session:
+            pending = pending_demonstrations(session, repo.get_project(session, project))
+    except repo.NotFound as exc:
+        fail(str(exc), 2)
+    if as_json:
+        print_json(pending)
+        return
+    if not pending:
+        out.print(f"no demonstrations waiting for review in {project}", highlight=False)
+    for d in pending:
+        out.print(f"judgment {d['judgment_id']}  item {d['item_id']}  by {d['rater']}  {d['submitted_at'] or ''}",
+                  highlight=False)
+
+
+def _decide_demonstration(project: str, judgment_id: int, decision: str, reviewer: str, note: str,
+                          db: str | None, as_json: bool) -> None:
+    from .server.judging import JudgingError
+    from .server.webapi import decide_demonstration
+    from .store import repo, transaction
+
+    try:
+        with transaction(engine_for(db)) as session:
+            done = decide_demonstration(session, repo.get_project(session, project).pk, reviewer, judgment_id,
+                                        decision, note)
+    except repo.NotFound as exc:
+        fail(str(exc), 2)
+    except JudgingError as exc:
+        fail(exc.message, 2 if exc.status in (404, 422) else 1)
+    if as_json:
+        print_json(done)
+        return
+    out.print(f"demonstration {judgment_id} {decision} by {reviewer} (revision {done['judgment_id']})",
+              highlight=False)
+
+
+ReviewerOption = Annotated[str, typer.Option("--reviewer", help="Who decides (stored with the decision).")]
+
+
+@demonstrations_app.command("accept")
+def demonstrations_accept(project: str, judgment_id: int, reviewer: ReviewerOption,
+                          note: Annotated[str, typer.Option(help="Why (optional when accepting).")] = "",
+                          db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Accept a demonstration: trl-sft exports it."""
+    _decide_demonstration(project, judgment_id, "accepted", reviewer, note, db, as_json)
+
+
+@demonstrations_app.command("reject")
+def demonstrations_reject(project: str, judgment_id: int, reviewer: ReviewerOption,
+                          note: Annotated[str, typer.Option(help="Why (required).")],
+                          db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Reject a demonstration with a note: trl-sft leaves it out and its manifest says so."""
+    _decide_demonstration(project, judgment_id, "rejected", reviewer, note, db, as_json)
 
 
 def _mount_server_commands() -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 from rich.console import Console
 
 DEMO_PROJECT = "pandalm-demo"
+#: the same name and title in the CLI demo and in the demo's web app (``preflab demo --serve``)
+DEMO_TITLE = "PandaLM test set sample: which answer is better?"
 
 
 def bundled_sample() -> Path:
@@ -39,7 +41,7 @@ def run_demo(directory: Path, console: Console) -> dict:
     console.print(f"database: {db_url}", highlight=False)
 
     with transaction(engine) as session:
-        repo.create_project(session, DEMO_PROJECT, title="PandaLM test set sample", kinds=["pairwise"])
+        repo.create_project(session, DEMO_PROJECT, title=DEMO_TITLE, kinds=["pairwise"])
     console.print(f"1. created project [bold]{DEMO_PROJECT}[/] (pairwise comparisons)")
 
     sample = bundled_sample()
@@ -72,8 +74,18 @@ def run_demo(directory: Path, console: Console) -> dict:
     console.print(f"5. TRL preference export: {out_dir}: {first}", highlight=False)
     for line in rest:
         console.print(f"   {line}", highlight=False)
+    console.print("files written:", highlight=False)
+    for path in written_files(directory, db_url, html_path, out_dir, manifest):
+        console.print(f"   {path}", highlight=False)
     console.rule("[bold green]done")
     return {"db": db_url, "manifest": manifest, "report": str(html_path)}
+
+
+def written_files(directory: Path, db_url: str, report: Path, export_dir: Path, manifest: dict) -> list[Path]:
+    """Every file the demo wrote: the database, the report, the export's files and its manifest."""
+    database = Path(db_url.removeprefix("sqlite:///"))
+    exported = [export_dir / name for name in sorted(manifest.get("files", {}))]
+    return [database, report, *exported, export_dir / "manifest.json"]
 
 
 def _agreement_lines(report: dict) -> list[str]:

@@ -3,7 +3,7 @@ process on loopback.
 
 Chromium comes from the system (``apt-get install chromium``); Playwright never downloads one.
 Without it the tests skip on a laptop and *fail* in CI (``CI`` set). Screenshots of every page
-land in ``test-artifacts/screenshots/`` (gitignored).
+land in ``test-artifacts/screens/`` (gitignored) at 1366 px and 390 px wide.
 """
 
 from __future__ import annotations

@@ -84,6 +84,7 @@ def test_disagreement_adjudication_and_send_back(site, new_page):
     bp = new_page(site)
     login(bp, "bob", next_path="/p/ovl")
     expect(bp.locator("main")).to_contain_text("Check the definition again")
+    expect(bp.locator("#my-recent tbody tr").first).to_contain_text("sent back: revise")  # his own recent labels
     with bp.expect_navigation():
         bp.get_by_role("link", name="Judgment").first.click()
     expect(bp.locator(".banner.revise")).to_contain_text("Check the definition again")
@@ -114,4 +115,15 @@ def test_export_uses_the_adjudicated_label(site, new_page):
     assert len(rows) == 1
     assert rows[0]["chosen"].startswith("Recursion means *repeating*")
     assert rows[0]["rejected"].startswith("Recursion is when a function calls itself")
+
+    # the export page lists it among the past exports, with its manifest
+    page.reload()
+    past = page.locator("#past-exports tbody tr").first
+    expect(past).to_contain_text("trl-preference")
+    expect(past).to_contain_text("1 rows from")
+    manifest_href = past.locator("a", has_text="manifest.json").get_attribute("href")
+    with httpx.Client(base_url=site.base, headers={"Authorization": f"Bearer {site.admin_token}"}) as c:
+        manifest = c.get(manifest_href).json()
+    assert manifest["format"] == "trl-preference" and "train.jsonl" in manifest["files"]
+    shot(page, "34-past-exports")
     page.guard.assert_clean()

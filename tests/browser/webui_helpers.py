@@ -17,7 +17,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
-SHOTS = REPO / "test-artifacts" / "screenshots"
+SHOTS = REPO / "test-artifacts" / "screens"
 PASSWORD = "correct-horse-battery"
 
 
@@ -154,11 +154,20 @@ class PageGuard:
         assert not self.foreign, f"requests left for other hosts: {self.foreign}"
 
 
+SCREEN_WIDTHS = (1366, 390)  # a laptop and a phone
+
+
 def shot(page, name: str, full: bool = True) -> Path:  # noqa: ANN001
+    """``name-1366.png`` and ``name-390.png`` in ``test-artifacts/screens/`` (the README names
+    the folder); the page's own viewport is restored afterwards."""
     SHOTS.mkdir(parents=True, exist_ok=True)
-    path = SHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=full)
-    return path
+    size = page.viewport_size
+    for width in SCREEN_WIDTHS:
+        page.set_viewport_size({"width": width, "height": size["height"] if size else 900})
+        page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=full)
+    if size:
+        page.set_viewport_size(size)
+    return SHOTS / f"{name}-{SCREEN_WIDTHS[0]}.png"
 
 
 def login(page, username: str, password: str = PASSWORD, *, next_path: str = "/") -> None:  # noqa: ANN001

@@ -96,3 +96,23 @@ def rater_projects(raters: dict[str, str]) -> list[dict[str, Any]]:
         {"name": "agent", "title": "Agent trajectories", "kinds": ["pairwise"], "policy": OPEN, "members": raters,
          "items": [AGENT_ITEM]},
     ]
+
+
+ALL_KINDS = ["pairwise", "ranking", "rubric", "unary", "steps", "demonstration"]
+
+
+def three_item(key: str) -> dict[str, Any]:
+    return {"id": key, "prompt": "Name a prime number.",
+            "candidates": [{"id": "c1", "text": "7"}, {"id": "c2", "text": "9"}, {"id": "c3", "text": "11, and 13"}]}
+
+
+def multi_kind_projects(raters: dict[str, str]) -> list[dict[str, Any]]:
+    """A project collecting every kind, with one-, two- and three-answer items and one item that
+    declares its own kinds; and a pairwise-only project holding a three-answer item."""
+    declared = {**pair_item("two-declared", "Write a limerick."), "metadata": {"kinds": ["demonstration"]}}
+    return [
+        {"name": "multi", "title": "Every kind", "kinds": ALL_KINDS, "policy": OPEN, "members": raters,
+         "rubric": RUBRIC, "items": [single("one-1", STEPS_TEXT), pair_item("two-1"), three_item("three-1"), declared]},
+        {"name": "pw3", "title": "Pairwise, three answers", "kinds": ["pairwise"], "policy": OPEN, "members": raters,
+         "items": [three_item("three-only")]},
+    ]

@@ -95,7 +95,7 @@ class Item(StrictModel):
         raise KeyError(f"item {self.id!r} has no candidate {candidate_id!r}")
 
     def public_view(self) -> dict[str, Any]:
-        """What a rater may see: no reference answer, no gold, no metadata."""
+        """What a rater may see: no reference answer, no gold, no metadata but the declared kinds."""
         return {
             "id": self.id,
             "prompt": self.model_dump(mode="json")["prompt"],
@@ -104,4 +104,6 @@ class Item(StrictModel):
                 for c in self.candidates
             ],
             "domains": list(self.domains),
+            # the kinds the item's author allows (``metadata.kinds``); harmless to show
+            **({"kinds": list(self.metadata["kinds"])} if self.metadata.get("kinds") else {}),
         }

@@ -386,7 +386,13 @@ def next_task(request: Request, project: str, ctx: Ctx = guard("project.label"))
     """The next task for the caller (a lease), or ``{"task": null, "reason": ...}``.
 
     While a lease is live the same task comes back (``resumed``: true)."""
-    return ok(assign.next_task_fast(_db(request), ctx.project, ctx.user.user_pk))
+    out = assign.next_task_fast(_db(request), ctx.project, ctx.user.user_pk)
+    if out.get("reason") == "no_items":  # say why when items wait for a credential (preflab.server.webapi)
+        from .webapi import no_items_detail
+
+        with _db(request).reading() as s:
+            out = {**out, "detail": no_items_detail(s, ctx.project, ctx.user.user_pk) or out.get("detail")}
+    return ok(out)
 
 
 @router.post("/projects/{project}/assignments/{assignment_id}/release", tags=["labelling"])

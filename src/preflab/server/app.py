@@ -25,7 +25,7 @@ from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
 from .judging import JudgingError
 from .projects import ExporterMissing
-from .transport import TransportSecurity, docs_page
+from .transport import TransportSecurity
 from .wire import RejectNulInUrl
 
 CONFIG_ENV = "PREFLAB_SERVER_CONFIG"
@@ -139,13 +139,12 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         version=__version__,
         description="Accounts, projects, assignments and judgments for auditable human preference data.",
         openapi_url="/api/v1/openapi.json",
-        docs_url=None,  # served by transport.docs_page, with a CSP
+        docs_url=None,  # /api/v1/docs: Swagger UI from local assets (no CDN), with a CSP
         redoc_url=None,
     )
     app.state.config = config
     app.state.db = Database(config.db_url, pool_size=config.pool_size, max_overflow=config.pool_size)
     app.state.password_gate = PasswordGate(config.login_limit.concurrent)
-    docs_page(app, "/api/v1/docs")
 
     from .api import router
 

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
+from ..schema import kinds_for_item
 from ..store.models import ItemRow, utcnow
 from ..store.repo import item_from_row
 from ..store.server_models import Assignment, PoolDomain, PoolEntry, RaterStatus
@@ -146,7 +147,7 @@ def task_payload(session: Session, project: ProjectRef, lease: Assignment) -> di
         "assignment_id": lease.lease_id,
         "project": project.name,
         "phase": "qualification" if lease.role == "qualification" else "production",
-        "kinds": list(project.kinds),
+        "kinds": kinds_for_item(project.kinds, len(view["candidates"]), view.get("kinds")),
         "rubric": {"id": project.rubric_key, "version": project.rubric_version} if project.rubric_key else None,
         "item": view,
         "shown_order": list(lease.shown_order),
@@ -278,17 +279,23 @@ def _lease(
 def release(db, project: ProjectRef, user_pk: int, lease_id: str) -> dict[str, Any]:  # noqa: ANN001
     """The rater gives a task back; its item returns to the pool at once."""
     with db.writing() as session:
-        lock_rater_status(session, project.pk, user_pk, settings_of(project.settings).policy)
-        lease = session.scalar(
-            select(Assignment).where(
-                Assignment.lease_id == lease_id, Assignment.project_pk == project.pk, Assignment.user_pk == user_pk
-            ).with_for_update()
-        )
+        lease = release_lease(session, project, user_pk, lease_id)
         if lease is None:
             return {"released": False, "reason": "not_found"}
-        if lease.status == "active":
-            lease.status = "released"
         return {"released": lease.status == "released", "status": lease.status}
+
+
+def release_lease(session: Session, project: ProjectRef, user_pk: int, lease_id: str) -> Assignment | None:
+    """:func:`release` inside the caller's transaction (a skip records its reason in the same one)."""
+    lock_rater_status(session, project.pk, user_pk, settings_of(project.settings).policy)
+    lease = session.scalar(
+        select(Assignment).where(
+            Assignment.lease_id == lease_id, Assignment.project_pk == project.pk, Assignment.user_pk == user_pk
+        ).with_for_update()
+    )
+    if lease is not None and lease.status == "active":
+        lease.status = "released"
+    return lease
 
 
 def expired_leases(session: Session, project_pk: int) -> int:
@@ -438,7 +445,7 @@ def _payload(project: ProjectRef, view: dict[str, Any], lease_id: str, role: str
         "assignment_id": lease_id,
         "project": project.name,
         "phase": "qualification" if role == "qualification" else "production",
-        "kinds": list(project.kinds),
+        "kinds": kinds_for_item(project.kinds, len(shown), view.get("kinds")),
         "rubric": {"id": project.rubric_key, "version": project.rubric_version} if project.rubric_key else None,
         "item": {**view, "candidates": [by_id[c] for c in shown]},
         "shown_order": list(shown),

@@ -22,7 +22,14 @@ from pydantic import ValidationError
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
-from ..schema import PairwiseJudgment, RubricJudgment, parse_judgment
+from ..schema import (
+    PairwiseJudgment,
+    RubricJudgment,
+    describe_need,
+    kind_fits,
+    kinds_for_item,
+    parse_judgment,
+)
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatus, ReviewRequest
@@ -81,6 +88,10 @@ def build_judgment(
     if kind not in project.kinds:
         raise JudgingError(422, f"this project collects {project.kinds}, not {kind!r}",
                            [_problem("kind", f"must be one of {project.kinds}")])
+    n_candidates = len(candidate_keys or [])
+    if not kind_fits(kind, n_candidates):  # the rule the label page offers kinds by
+        raise JudgingError(422, f"this item has {n_candidates} answers; {kind} needs {describe_need(kind)}",
+                           [_problem("kind", f"choose one of {kinds_for_item(project.kinds, n_candidates)}")])
     if "item_id" in data and data["item_id"] != item_key:
         raise JudgingError(422, "item_id does not match the assignment",
                            [_problem("item_id", f"this assignment is for item {item_key!r}")])
@@ -146,7 +157,9 @@ def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterS
         expected = expected_judgment(item.item_key, item.gold)
         body = expected.model_dump(mode="json", by_alias=True, exclude_none=True,
                                    exclude={"provenance", "item_id", "rationale"})
-        out["gold"] = {"correct": outcome.correct, "expected": body, "explanation": (item.gold or {}).get("explanation")}
+        out["gold"] = {"correct": outcome.correct, "expected": body, "explanation": (item.gold or {}).get("explanation"),
+                       # the order an explanation's "response 1, 2 ..." refers to; the page maps it to the shown order
+                       "item_order": [c.candidate_key for c in item.candidates]}
         record = qualification_record(session, row.project_pk, outcome.user_pk)
         st = status or session.scalar(select(RaterStatus).where(
             RaterStatus.project_pk == row.project_pk, RaterStatus.user_pk == outcome.user_pk))

@@ -1,5 +1,5 @@
-"""Transport-level protection: HTTPS-only cookies and HSTS, a deadline for request headers, and
-a Content-Security-Policy for the API docs page.
+"""Transport-level protection: HTTPS-only cookies and HSTS, and a deadline for request headers.
+(The API docs page and its Content-Security-Policy: :mod:`preflab.server.pages`.)
 
 * :class:`TransportSecurity`: over HTTPS (the connection's scheme, or a *trusted* proxy's
   ``X-Forwarded-Proto``, see ``ServerConfig.trusted_proxies``) every ``Set-Cookie`` gets
@@ -9,20 +9,11 @@ a Content-Security-Policy for the API docs page.
   (slowloris: 300 connections sending a byte now and then stayed open indefinitely). This
   protocol closes a connection whose request headers are not complete ``header_timeout_s``
   after the connection opened or the request's first byte arrived.
-* :func:`docs_page`: Swagger UI with a CSP that allows its CDN assets and, by hash, only its
-  own inline start-up script.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import re
-
-from fastapi import FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
 
 HSTS = (b"strict-transport-security", b"max-age=31536000; includeSubDomains")
 
@@ -137,24 +128,3 @@ def _protocol_class():  # noqa: ANN202
 HeaderDeadlineProtocol = _protocol_class()
 HeaderDeadlineProtocol.__module__ = __name__
 HeaderDeadlineProtocol.__qualname__ = "HeaderDeadlineProtocol"
-
-
-# -- the API docs page ------------------------------------------------------------------------------------
-
-_CDN = "https://cdn.jsdelivr.net"
-
-
-def docs_page(app: FastAPI, path: str) -> None:
-    """Serve Swagger UI at ``path`` with a CSP (FastAPI's own docs route sends none)."""
-    html = get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} - docs").body.decode()
-    inline = re.findall(r"<script>(.*?)</script>", html, flags=re.S)
-    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in inline)
-    csp = (f"default-src 'none'; script-src {_CDN} {hashes}; style-src {_CDN}; img-src 'self' data: "
-           f"https://fastapi.tiangolo.com; connect-src 'self'; base-uri 'none'; object-src 'none'; "
-           f"frame-ancestors 'none'; form-action 'none'")
-
-    async def docs(_request) -> HTMLResponse:  # noqa: ANN001
-        return HTMLResponse(html, headers={"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff",
-                                           "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY"})
-
-    app.router.add_route(path, docs, methods=["GET"], include_in_schema=False)  # public, as FastAPI's own

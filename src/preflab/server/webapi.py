@@ -20,15 +20,28 @@ import orjson
 import yaml
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from pydantic import Field, ValidationError
-from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session, aliased, selectinload
 
 from ..schema import Item, ReviewPass, Rubric
 from ..store import repo
-from ..store.models import ItemRow, JudgmentRow, Project, Rater
-from ..store.server_models import GoldOutcome, ReviewRequest, User
+from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
+from ..store.server_models import (
+    SKIP_REASONS,
+    Assignment,
+    Credential,
+    GoldOutcome,
+    ItemSkip,
+    PoolDomain,
+    PoolEntry,
+    ReviewRequest,
+    User,
+)
 from . import projects
+from .api import DbId
+from .assign import _domain_filter, release_lease
+from .auth import verified_domains
 from .judging import JudgingError, build_judgment
 from .permissions import Ctx, ProjectRef, guard
 from .policy import settings_of
@@ -95,29 +108,33 @@ def disagreement_reasons(judgments: list[Any]) -> dict[str, list[str]]:
     return dict(out)
 
 
-def telemetry_flags(judgments: list[Any]) -> dict[int, list[str]]:
-    """Index in ``judgments`` -> telemetry flags (evidence for a reviewer, not verdicts)."""
+def telemetry_flags(judgments: list[Any]) -> dict[int, dict[str, list[int]]]:
+    """Index in ``judgments`` -> {flag: indices of the other judgments it pairs with} (evidence for
+    a reviewer, not verdicts). A judgment whose rationale nearly duplicates five others has the
+    flag once, naming the five; pair flags are never counted per pair."""
     present = [(i, j) for i, j in enumerate(judgments) if j is not None]
+    out: dict[int, dict[str, list[int]]] = defaultdict(dict)
     try:  # QUALITY HOOK
         from ..quality import telemetry_flags as q_flags  # type: ignore[attr-defined]
-
-        out: dict[int, list[str]] = defaultdict(list)
-        for f in q_flags([j for _, j in present]):
-            out[present[f["index"]][0]].append(f["flag"])
-        return dict(out)
     except ImportError:
-        pass
+        q_flags = None
+    if q_flags is not None:
+        for f in q_flags([j for _, j in present]):
+            others = out[present[f["index"]][0]].setdefault(f["flag"], [])
+            other = (f.get("evidence") or {}).get("other_index")
+            if other is not None and present[other][0] not in others:
+                others.append(present[other][0])
+        return dict(out)
     # fallback with the quality engine's default thresholds (TelemetrySettings)
-    out = defaultdict(list)
     for i, j in present:
         tel = j.provenance.telemetry
         if tel is None:
             continue
         pasted, typed = tel.pasted_chars or 0, tel.typed_chars or 0
         if pasted + typed > 0 and pasted / (pasted + typed) >= 0.8:
-            out[i].append("paste_dominant")
+            out[i]["paste_dominant"] = []
         if tel.iki_cv is not None and typed >= 20 and tel.iki_cv < 0.15:
-            out[i].append("machine_typing")
+            out[i]["machine_typing"] = []
     return dict(out)
 
 
@@ -148,8 +165,10 @@ def review_queues(session: Session, project: ProjectRef, *, share: float | None 
         if row.pk in failed_gold:
             entry(key)["reasons"].append(f"failed gold (judgment {row.pk})")
             flagged_pks.add(row.pk)
-        for f in flags.get(i, []):
-            entry(key)["reasons"].append(f"telemetry: {f} (judgment {row.pk})")
+        for f, others in flags.get(i, {}).items():
+            like = f", like judgment{'s' if len(others) > 1 else ''} {', '.join(str(rows[o].pk) for o in others)}" \
+                if others else ""
+            entry(key)["reasons"].append(f"telemetry: {f} (judgment {row.pk}{like})")
             flagged_pks.add(row.pk)
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
@@ -164,7 +183,8 @@ def review_queues(session: Session, project: ProjectRef, *, share: float | None 
             continue
         if _unit_hash(p.secret, r.pk) < share:
             spot.append({"judgment_id": r.pk, "item_id": r.item.item_key, "kind": r.kind})
-    return {"adjudication": ordered, "spot": spot, "spot_share": share}
+    return {"adjudication": ordered, "spot": spot, "spot_share": share,
+            "demonstrations": pending_demonstrations(session, project)}
 
 
 def _unit_hash(secret: str, pk: int) -> float:
@@ -193,7 +213,7 @@ def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[st
             "judgment_id": j.pk, "kind": j.kind, "body": j.body, "rationale": j.rationale,
             "rater": j.rater.rater_hash[:24] if blind else j.rater.rater_key,
             "review_pass": j.review_pass, "source": j.source, "telemetry": j.telemetry or {},
-            "flags": flags.get(i, []), "gold_correct": gold.get(j.pk),
+            "flags": list(flags.get(i, {})), "gold_correct": gold.get(j.pk),
             "submitted_at": j.submitted_at.isoformat() if j.submitted_at else None,
             "shown_order": j.shown_order, "revision_of": j.supersedes_pk,
             "sent_back": {"note": req.note, "by": reviewers.get(req.reviewer_pk)} if req else None,
@@ -226,6 +246,188 @@ def adjudicate(db, project: ProjectRef, reviewer_pk: int, reviewer: str, item_ke
             rater.user_pk = reviewer_pk
         return {"judgment_id": row.pk, "item_id": item_key, "kind": row.kind, "review_pass": row.review_pass,
                 "created": created}
+
+
+# -- the data browser ---------------------------------------------------------------------------------
+
+
+def browse_items(session: Session, project: ProjectRef, *, kind: str | None = None, rater: str | None = None,
+                 domain: str | None = None, flagged: bool = False, disagreement: bool = False, q: str | None = None,
+                 offset: int = 0, limit: int = 50) -> dict[str, Any]:
+    """Items with their counting labels, filtered by kind, rater, domain, telemetry flags,
+    disagreement (the adjudication rule) and a text search over prompt and answers."""
+    from ..schema import prompt_as_text
+
+    rows = active_judgments(session, project.pk)
+    parsed = _parsed(rows)
+    flags = telemetry_flags(parsed)
+    disagree = disagreement_reasons(parsed)
+    blind = settings_of(project.settings).policy.blind
+    per_item: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        per_item[r.item_pk].append(i)
+    stmt = select(ItemRow).where(ItemRow.project_pk == project.pk).options(selectinload(ItemRow.candidates)) \
+        .order_by(ItemRow.pk)
+    needle = (q or "").strip().lower()
+    out = []
+    for item in session.scalars(stmt):
+        idx = per_item.get(item.pk, [])
+        who = {i: rows[i].rater.rater_hash[:24] if blind else rows[i].rater.rater_key for i in idx}
+        if kind and not any(rows[i].kind == kind for i in idx):
+            continue
+        if rater and rater not in who.values():
+            continue
+        if domain and domain not in (item.domains or []):
+            continue
+        if flagged and not any(flags.get(i) for i in idx):
+            continue
+        if disagreement and item.item_key not in disagree:
+            continue
+        if needle:
+            text = prompt_as_text(item.prompt) + " " + " ".join(c.text or "" for c in item.candidates)
+            if needle not in text.lower() and needle not in item.item_key.lower():
+                continue
+        out.append({"item_id": item.item_key, "domains": item.domains or [], "answers": len(item.candidates),
+                    "labels": len(idx), "kinds": sorted({rows[i].kind for i in idx}),
+                    "raters": sorted(set(who.values())), "flags": sorted({f for i in idx for f in flags.get(i, {})}),
+                    "disagreement": disagree.get(item.item_key, [])})
+    return {"total": len(out), "offset": offset, "items": out[offset:offset + limit]}
+
+
+# -- why a rater gets no item ----------------------------------------------------------------------
+
+
+def withheld_by_domain(session: Session, project: ProjectRef, user_pk: int) -> dict[str, int]:
+    """Open production items this rater has not seen that the assignment engine's own domain
+    rule (:func:`preflab.server.assign._domain_filter`) withholds: missing domain -> items."""
+    policy = settings_of(project.settings).policy
+    mine = verified_domains(session, user_pk)
+    seen = exists().where(Assignment.item_pk == PoolEntry.item_pk, Assignment.user_pk == user_pk)
+    needs = aliased(PoolDomain)  # the rule's own subqueries correlate on PoolDomain itself
+    rows = session.execute(
+        select(PoolEntry.item_pk, needs.domain).join(needs, needs.item_pk == PoolEntry.item_pk)
+        .where(PoolEntry.project_pk == project.pk, PoolEntry.role == "production",
+               PoolEntry.filled < PoolEntry.target, ~seen, ~_domain_filter(mine, policy.domain_match))).all()
+    items: dict[str, set[int]] = defaultdict(set)
+    for item_pk, domain in rows:
+        if domain not in mine:
+            items[domain].add(item_pk)
+    return {d: len(pks) for d, pks in sorted(items.items())}
+
+
+def no_items_detail(session: Session, project: ProjectRef, user_pk: int) -> str | None:
+    """"4 items need a verified `code` credential: claim it on your Account page", or ``None``
+    when no item is withheld for a credential."""
+    withheld = withheld_by_domain(session, project, user_pk)
+    if not withheld:
+        return None
+    claimed = set(session.scalars(select(Credential.domain).where(Credential.user_pk == user_pk,
+                                                                  Credential.verified.is_(False))))
+    parts = []
+    for domain, n in withheld.items():
+        what = f"{n} item{'s' if n != 1 else ''} need{'s' if n == 1 else ''} a verified `{domain}` credential"
+        how = ("your claim waits for an admin to verify it" if domain in claimed
+               else "claim it on your Account page (/account)")
+        parts.append(f"{what}: {how}")
+    return "No more items for you right now. " + "; ".join(parts) + "."
+
+
+# -- skip / flag an item ----------------------------------------------------------------------------
+
+
+def skip_task(db, project: ProjectRef, user_pk: int, lease_id: str, reason: str, note: str) -> dict[str, Any]:  # noqa: ANN001
+    """The rater gives the task back with a reason: the lease is released (the item goes to
+    another rater; never again to this one) and the reason recorded, in one transaction."""
+    if reason not in SKIP_REASONS:
+        raise JudgingError(422, f"reason must be one of {list(SKIP_REASONS)}, not {reason!r}",
+                           [{"loc": ["body", "reason"], "msg": "unknown reason", "type": "value_error"}])
+    if reason == "other" and not note.strip():
+        raise JudgingError(422, "say why in the note when the reason is 'other'",
+                           [{"loc": ["body", "note"], "msg": "required with reason 'other'", "type": "value_error"}])
+    with db.writing() as s:
+        lease = release_lease(s, project, user_pk, lease_id)
+        if lease is None or lease.status != "released" or lease.judgment_pk is not None:
+            raise JudgingError(404 if lease is None else 409,
+                               "no live task of yours with this id" if lease is None else
+                               f"this task is {lease.status}; only a task you hold can be skipped")
+        s.add(ItemSkip(project_pk=project.pk, item_pk=lease.item_pk, user_pk=user_pk, reason=reason,
+                       note=note.strip()))
+        return {"skipped": True, "reason": reason, "flag": SKIP_REASONS[reason]["flag"]}
+
+
+def skip_summary(session: Session, project: ProjectRef) -> dict[str, Any]:
+    """Skips counted per reason, and the items raters flagged (broken, harmful) with their notes."""
+    rows = session.execute(select(ItemSkip.reason, ItemSkip.note, ItemRow.item_key, User.username)
+                           .join(ItemRow, ItemRow.pk == ItemSkip.item_pk).join(User, User.pk == ItemSkip.user_pk)
+                           .where(ItemSkip.project_pk == project.pk).order_by(ItemSkip.pk)).all()
+    per_reason = {r: 0 for r in SKIP_REASONS}
+    flagged: dict[str, dict[str, Any]] = {}
+    blind = settings_of(project.settings).policy.blind
+    for reason, note, item_key, username in rows:
+        per_reason[reason] = per_reason.get(reason, 0) + 1
+        if SKIP_REASONS.get(reason, {}).get("flag"):
+            entry = flagged.setdefault(item_key, {"item_id": item_key, "reasons": defaultdict(int), "notes": []})
+            entry["reasons"][reason] += 1
+            if note:
+                entry["notes"].append(note if blind else f"{username}: {note}")
+    return {"total": len(rows), "per_reason": per_reason, "labels": {k: v["label"] for k, v in SKIP_REASONS.items()},
+            "flagged": [{**e, "reasons": dict(e["reasons"])} for e in flagged.values()]}
+
+
+# -- demonstrations: a reviewer accepts or rejects them -------------------------------------------------
+
+DEMO_DECISIONS = ("accepted", "rejected")
+
+
+def pending_demonstrations(session: Session, project: ProjectRef) -> list[dict[str, Any]]:
+    """Demonstrations waiting for a reviewer's decision, oldest first."""
+    blind = settings_of(project.settings).policy.blind
+    return [{"judgment_id": r.pk, "item_id": r.item.item_key,
+             "rater": r.rater.rater_hash[:24] if blind else r.rater.rater_key,
+             "submitted_at": r.submitted_at.isoformat() if r.submitted_at else None}
+            for r in active_judgments(session, project.pk)
+            if r.kind == "demonstration" and (r.body or {}).get("status", "pending") == "pending"]
+
+
+def review_demonstration(db, project: ProjectRef, reviewer: str, judgment_pk: int, decision: str,  # noqa: ANN001
+                         note: str) -> dict[str, Any]:
+    """:func:`decide_demonstration` in one write transaction of the server's database."""
+    with db.writing() as s:
+        return decide_demonstration(s, project.pk, reviewer, judgment_pk, decision, note)
+
+
+def decide_demonstration(session: Session, project_pk: int, reviewer: str, judgment_pk: int, decision: str,
+                         note: str) -> dict[str, Any]:
+    """Accept or reject a demonstration: a revision of it with the status, the reviewer, the time
+    and the note (the author's text unchanged, the original row kept). Only accepted ones reach
+    ``trl-sft``; its manifest counts the pending and rejected ones it left out. The web UI, the
+    API and ``preflab review-demo`` all call this."""
+    if decision not in DEMO_DECISIONS:
+        raise JudgingError(422, f"decision must be one of {list(DEMO_DECISIONS)}, not {decision!r}")
+    if decision == "rejected" and not note.strip():
+        raise JudgingError(422, "a rejection needs a note saying why",
+                           [{"loc": ["body", "note"], "msg": "required to reject", "type": "value_error"}])
+    old = session.get(JudgmentRow, judgment_pk)
+    if old is None or old.project_pk != project_pk or old.kind != "demonstration":
+        raise JudgingError(404, f"no demonstration {judgment_pk} in this project")
+    newer = session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk))
+    if newer is not None:
+        raise JudgingError(409, f"demonstration {judgment_pk} was already reviewed or revised: "
+                                f"review judgment {newer} instead")
+    demo = repo.judgment_from_row(old)
+    reviewed = demo.model_copy(update={
+        "status": decision, "reviewed_by": reviewer, "reviewed_at": utcnow(), "review_note": note.strip() or None,
+        # the key belongs to the author's submission; the decision is a new row
+        "provenance": demo.provenance.model_copy(update={"idempotency_key": None}),
+    })
+    item_row = session.get(ItemRow, old.item_pk)
+    row = repo.judgment_row_from_judgment(session.get(Project, project_pk), item_row, session.get(Rater, old.rater_pk),
+                                          reviewed)
+    row.supersedes_pk = old.pk
+    session.add(row)
+    session.flush()
+    return {"judgment_id": row.pk, "revision_of": old.pk, "item_id": item_row.item_key, "status": decision,
+            "reviewed_by": reviewer, "reviewed_at": reviewed.reviewed_at.isoformat(), "note": reviewed.review_note}
 
 
 # -- files: items and rubrics ------------------------------------------------------------------------
@@ -362,6 +564,79 @@ def post_adjudication(request: Request, project: str, item_id: str, body: Adjudi
     out = adjudicate(request.app.state.db, ctx.project, ctx.user.user_pk, ctx.user.username, item_id,
                      body.judgment, body.note, body.idempotency_key)
     return _ok(out, 201 if out["created"] else 200)
+
+
+class DemonstrationReviewIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: str = Field(pattern="^(accepted|rejected)$")
+    note: str = Field(default="", max_length=5000)
+
+
+@router.get("/projects/{project}/browse", tags=["review"])
+def get_browse(request: Request, project: str, kind: str | None = Query(default=None, max_length=40),
+               rater: str | None = Query(default=None, max_length=200),
+               domain: str | None = Query(default=None, max_length=100), flagged: bool = False,
+               disagreement: bool = False, q: str | None = Query(default=None, max_length=200),
+               offset: int = Query(default=0, ge=0, le=10**9), limit: int = Query(default=50, ge=1, le=500),
+               ctx: Ctx = guard("project.review")) -> Response:
+    """Items and their labels, filtered (the admin's data browser)."""
+    with request.app.state.db.reading() as s:
+        return _ok(browse_items(s, ctx.project, kind=kind, rater=rater, domain=domain, flagged=flagged,
+                                disagreement=disagreement, q=q, offset=offset, limit=limit))
+
+
+class SkipIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(max_length=40)
+    note: str = Field(default="", max_length=2000)
+
+
+@router.post("/projects/{project}/assignments/{assignment_id}/skip", tags=["labelling"])
+def post_skip(request: Request, project: str, assignment_id: str, body: SkipIn,
+              ctx: Ctx = guard("project.label")) -> Response:
+    """Skip or flag the task you hold, with a reason (``unclear``, ``expertise``, ``broken``,
+    ``harmful``, ``other`` + note). The item goes to another rater; reviewers see the flags."""
+    return _ok(skip_task(request.app.state.db, ctx.project, ctx.user.user_pk, assignment_id, body.reason, body.note))
+
+
+@router.get("/projects/{project}/skips", tags=["review"])
+def get_skips(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+    """Skips per reason and the items raters flagged."""
+    with request.app.state.db.reading() as s:
+        return _ok(skip_summary(s, ctx.project))
+
+
+class MarkdownIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(max_length=100_000)
+
+
+@router.post("/markdown/preview", tags=["labelling"])
+def post_markdown_preview(body: MarkdownIn, ctx: Ctx = guard("authenticated")) -> Response:
+    """The HTML a text renders to on every page (the same sanitising renderer as model answers),
+    for the demonstration editor's preview."""
+    from .pages.render import markdown
+
+    return _ok({"html": str(markdown(body.text))})
+
+
+@router.get("/projects/{project}/demonstrations/pending", tags=["review"])
+def get_pending_demonstrations(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+    """Demonstrations waiting for a reviewer's decision."""
+    with request.app.state.db.reading() as s:
+        return _ok(pending_demonstrations(s, ctx.project))
+
+
+@router.post("/projects/{project}/demonstrations/{judgment_id}/review", tags=["review"], status_code=201)
+def post_demonstration_review(request: Request, project: str, judgment_id: DbId, body: DemonstrationReviewIn,
+                              ctx: Ctx = guard("project.review")) -> Response:
+    """Accept or reject a demonstration (a note is required to reject). Stored as a revision with
+    the reviewer and the time; only accepted demonstrations are exported by ``trl-sft``."""
+    return _ok(review_demonstration(request.app.state.db, ctx.project, ctx.user.username, judgment_id,
+                                    body.decision, body.note), 201)
 
 
 @router.post("/projects/{project}/items/file", tags=["items"])

@@ -15,7 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-DEMO_PROJECT = "pandalm-demo"
+from ..demo import DEMO_PROJECT, DEMO_TITLE  # the CLI demo's project: same name, title and data
+
 ACCOUNTS = (("admin", True, None), ("reviewer", False, "reviewer"), ("rater1", False, "rater"), ("rater2", False, "rater"))
 GUIDELINES = """# PandaLM pairwise comparison
 
@@ -82,7 +83,7 @@ def build_demo(db_url: str, *, n_items: int = 40, n_qualification: int = 5) -> d
     try:
         with db.writing() as s:
             project = projects.create_project(
-                s, DEMO_PROJECT, title="PandaLM demo: which answer is better?", kinds=["pairwise"],
+                s, DEMO_PROJECT, title=DEMO_TITLE, kinds=["pairwise"],
                 guidelines=GUIDELINES,
                 policy={"qualification": {"n_items": len(qual_ids), "min_items": 3, "pass_bar": 0.6},
                         "overlap_share": 0.5, "overlap_k": 2, "min_rationale_chars": 0, "blind": True})
@@ -113,10 +114,23 @@ def serve_demo(host: str = "127.0.0.1", port: int = 8000, directory: Path = Path
     demo = build_demo(url)
     config = ServerConfig(db_url=url, exports_dir=(directory / "exports").resolve())
     os.environ[CONFIG_ENV] = config.to_env()
+    secrets_file = write_passwords(directory / "demo-passwords.txt", demo["passwords"])
     print(f"preflab demo: {demo['items']} PandaLM items ({demo['qualification']} for qualification) from {demo['source']}")
-    print(f"open http://{host}:{port}/  (project {demo['project']})")
-    print("demo accounts (passwords generated now, shown once):")
+    print(f"open http://{host}:{port}/  (project {demo['project']}: {DEMO_TITLE})")
+    print(f"database: {db_file}")
+    print(f"demo accounts (passwords generated now; kept in {secrets_file}, readable by you only):")
     for name, admin, role in ACCOUNTS:
         print(f"  {name:<9} {demo['passwords'][name]}   {'site admin' if admin else role}")
     uvicorn.run("preflab.server.app:app_from_env", factory=True, host=host, port=port, log_level="warning",
                 access_log=False)
+
+
+def write_passwords(path: Path, passwords: dict[str, str]) -> Path:
+    """The demo accounts' passwords in a file only the owner can read (mode 0600)."""
+    import os
+
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("".join(f"{name} {pw}\n" for name, pw in passwords.items()))
+    return path.resolve()

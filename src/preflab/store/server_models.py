@@ -262,8 +262,36 @@ class ReviewRequest(Base):
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+class ItemSkip(Base):
+    """A rater skipped or flagged an item, with a reason (``SKIP_REASONS``); the lease is released
+    and the item goes to another rater (a rater never gets the same item twice)."""
+
+    __tablename__ = "item_skips"
+    __table_args__ = (Index("ix_item_skips_project_item", "project_pk", "item_pk"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    item_pk: Mapped[int] = mapped_column(ForeignKey("items.pk", ondelete="CASCADE"))
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"))
+    reason: Mapped[str] = mapped_column(String(40))
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+#: why a rater skips an item; the flags (``flag: True``) ask a reviewer or admin to look at it
+SKIP_REASONS: dict[str, dict[str, Any]] = {
+    "unclear": {"label": "The task or the answers are unclear to me", "flag": False},
+    "expertise": {"label": "I lack the expertise to judge this", "flag": False},
+    "broken": {"label": "Broken item (answers missing, garbled or identical)", "flag": True},
+    "harmful": {"label": "Harmful or unsafe content", "flag": True},
+    "other": {"label": "Other (say why in the note)", "flag": False},
+}
+
+
 __all__ = [
     "PROJECT_ROLES",
+    "SKIP_REASONS",
+    "ItemSkip",
     "ApiToken",
     "Assignment",
     "Credential",

@@ -154,7 +154,7 @@ def collect(
         if "steps" in needs:
             data.steps.extend(resolve_steps(plain, data.drops))
         if "demonstrations" in needs:
-            demos = accepted_demonstrations(plain)
+            demos = accepted_demonstrations(plain, data.drops)
             data.demonstrations.extend(demos)
             chat = chat or any(d.messages is not None for d in demos)
     if "pairs" in needs:

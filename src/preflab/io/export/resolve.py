@@ -530,6 +530,13 @@ def step_label(verdict: int) -> bool:
     return NEUTRAL_STEP_LABEL if verdict == 0 else verdict > 0
 
 
-def accepted_demonstrations(judgments: Sequence[JudgmentBase]) -> list[DemonstrationJudgment]:
-    """Demonstrations whose latest status is ``accepted`` (after :func:`effective_judgments`)."""
-    return [j for j in judgments if isinstance(j, DemonstrationJudgment) and j.status == "accepted"]
+def accepted_demonstrations(judgments: Sequence[JudgmentBase], drops: DropLog | None = None
+                            ) -> list[DemonstrationJudgment]:
+    """Demonstrations whose latest status is ``accepted`` (after :func:`effective_judgments`);
+    the others are counted in ``drops`` under ``demonstration_status`` as pending or rejected."""
+    demos = [j for j in judgments if isinstance(j, DemonstrationJudgment)]
+    if drops is not None:
+        for j in demos:
+            if j.status != "accepted":
+                drops.drop("demonstration_status", j.status, j.item_id)
+    return [j for j in demos if j.status == "accepted"]

@@ -12,21 +12,27 @@ images from anywhere but this server) on every page; model output is rendered by
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+log = logging.getLogger("preflab.server")
 HERE = Path(__file__).resolve().parent.parent
 STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
 
 CSP = ("default-src 'self'; script-src 'self'; object-src 'none'; img-src 'self'; base-uri 'none'; "
        "frame-ancestors 'none'; form-action 'self'")
-#: Swagger UI (``/api/v1/docs``) loads its assets from a CDN; it keeps FastAPI's defaults.
-CSP_EXEMPT = ("/api/v1/docs",)
+#: Swagger UI (``/api/v1/docs``) comes from this server too (the ``fastapi-offline`` package's files);
+#: it needs inline styles and ``data:`` images, nothing from another host.
+DOCS_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+            "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+            "form-action 'none'")
+DOCS_PATH = "/api/v1/docs"
 
 
 class SecurityHeaders:
@@ -36,14 +42,15 @@ class SecurityHeaders:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
-        if scope["type"] != "http" or scope.get("path", "").startswith(CSP_EXEMPT):
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        csp = DOCS_CSP if scope.get("path", "").startswith(DOCS_PATH) else CSP
 
         async def send_with_headers(message) -> None:  # noqa: ANN001
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 names = {k.lower() for k, _ in headers}
-                for k, v in ((b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
+                for k, v in ((b"content-security-policy", csp.encode()), (b"x-content-type-options", b"nosniff"),
                              (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY")):
                     if k not in names:
                         headers.append((k, v))
@@ -61,6 +68,7 @@ def mount(app: FastAPI) -> None:
     app.include_router(webapi.router)
     app.include_router(views.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    _mount_api_docs(app)
     app.add_middleware(SecurityHeaders)
 
     api_handler = app.exception_handlers.get(StarletteHTTPException)
@@ -82,3 +90,33 @@ def mount(app: FastAPI) -> None:
         return page
 
     app.add_exception_handler(StarletteHTTPException, html_errors)
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        """Never a bare "Internal Server Error": a styled page with a way back for a browser, a
+        JSON problem for the API; the traceback goes to the log with the request that caused it."""
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        detail = ("Something went wrong on the server; it has been logged. "
+                  "Go back and try again, or tell an admin what you were doing.")
+        if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
+            return JSONResponse({"detail": detail}, status_code=500)
+        return views.error_page(request, 500, detail)
+
+    app.add_exception_handler(Exception, server_error)
+
+
+def _mount_api_docs(app: FastAPI) -> None:
+    """``/api/v1/docs``: Swagger UI 5 (it reads OpenAPI 3.1) from the files the ``fastapi-offline``
+    package ships, and an initializer in ``static/`` (no inline script, no CDN, no validator
+    badge fetched from swagger.io), so the API docs work on a machine without internet."""
+    import fastapi_offline
+    from fastapi.responses import HTMLResponse
+
+    assets = Path(fastapi_offline.__file__).resolve().parent / "static"
+    app.mount(f"{DOCS_PATH}/assets", StaticFiles(directory=assets), name="swagger-ui")
+    page = (TEMPLATES / "api_docs.html").read_text().replace("{{ title }}", app.title)
+
+    from ..permissions import Ctx, guard
+
+    @app.get(DOCS_PATH, include_in_schema=False)
+    def api_docs(ctx: Ctx = guard("public")) -> HTMLResponse:
+        return HTMLResponse(page)

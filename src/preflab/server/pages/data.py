@@ -45,6 +45,34 @@ def project_progress(session: Session, project_pk: int, user_pk: int) -> dict[st
             "share": (filled / target) if target else 0.0}
 
 
+def label_progress(session: Session, project: ProjectRef, user_pk: int, web_session_pk: int | None,
+                   has_task: bool) -> dict[str, Any]:
+    """"Item n of up to N" for this rater (open items the engine's rules would still hand them:
+    not seen, domain allowed, not full) and how many they submitted in this login session."""
+    from sqlalchemy import exists
+
+    from ...store.server_models import WebSession
+    from ..assign import _domain_filter
+    from ..auth import verified_domains
+    from ..policy import settings_of
+
+    policy = settings_of(project.settings).policy
+    seen = exists().where(Assignment.item_pk == PoolEntry.item_pk, Assignment.user_pk == user_pk)
+    remaining = session.scalar(select(func.count()).select_from(PoolEntry).where(
+        PoolEntry.project_pk == project.pk, PoolEntry.role == "production", PoolEntry.filled < PoolEntry.target,
+        ~seen, _domain_filter(verified_domains(session, user_pk), policy.domain_match)))
+    done = session.scalar(select(func.count()).select_from(Assignment).where(
+        Assignment.project_pk == project.pk, Assignment.user_pk == user_pk, Assignment.status == "submitted",
+        Assignment.role != "qualification"))
+    started = session.scalar(select(WebSession.created_at).where(WebSession.pk == web_session_pk)) \
+        if web_session_pk else None
+    this_session = 0 if started is None else session.scalar(select(func.count()).select_from(Assignment).where(
+        Assignment.project_pk == project.pk, Assignment.user_pk == user_pk, Assignment.status == "submitted",
+        Assignment.created_at >= started))
+    current = 1 if has_task else 0
+    return {"n": done + current, "of": done + current + int(remaining), "session": int(this_session)}
+
+
 def _svg_bars(values: list[tuple[str, float]], *, lo: float = 0.0, hi: float = 1.0, ref: float | None = None,
               width: int = 420, bar_h: int = 22) -> dict[str, Any]:
     """Geometry for a horizontal bar chart drawn by the template as inline SVG (no scripts)."""
@@ -81,7 +109,7 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
             if r.started_at is not None:
                 start = r.started_at if r.started_at.tzinfo else r.started_at.replace(tzinfo=now.tzinfo)
                 times[r.rater.rater_key].append((sub - start).total_seconds())
-        flag_count[r.rater.rater_key] += len(flags.get(i, []))
+        flag_count[r.rater.rater_key] += 1 if flags.get(i) else 0  # flagged labels, not flags or pairs
         user_of_rater[r.rater.rater_key] = r.rater.user_pk
     days = sorted(per_day)[-14:]
     per_rater = []
@@ -152,4 +180,27 @@ def _quality_panels(judgments: list[Any], batch_of: dict[str, str],
                 out["length"] = {**lb, "chart": _svg_bars(coarse, hi=max([1, *(v for _, v in coarse)]))}
     except Exception as exc:  # noqa: BLE001 - a panel failing must not take the dashboard down
         out["error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def past_exports(session: Session, project_pk: int, limit: int = 20) -> list[dict[str, Any]]:
+    """The project's exports, newest first, each with its manifest's summary lines and files."""
+    from ...store.models import ExportLog
+
+    try:
+        from ...io.export.manifest import manifest_summary
+    except ImportError:  # EXPORTER HOOK: the list still shows the files
+        def manifest_summary(_manifest: dict[str, Any]) -> list[str]:
+            return []
+
+    out = []
+    for log in session.scalars(select(ExportLog).where(ExportLog.project_pk == project_pk)
+                               .order_by(ExportLog.pk.desc()).limit(limit)):
+        manifest = log.manifest or {}
+        try:
+            summary = manifest_summary(manifest)
+        except (KeyError, TypeError):  # an older manifest layout: show the files at least
+            summary = []
+        out.append({"id": log.pk, "format": log.format, "created_at": log.created_at.isoformat(timespec="seconds"),
+                    "summary": summary, "files": sorted([*manifest.get("files", {}), "manifest.json"])})
     return out

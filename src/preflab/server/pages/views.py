@@ -12,9 +12,10 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import select
 
 from ... import __version__
-from ...schema import JUDGMENT_KINDS
+from ...schema import JUDGMENT_KINDS, describe_need
 from ...store import repo
 from ...store.models import Project
+from ...store.server_models import SKIP_REASONS
 from .. import api, webapi
 from ..api import DbId
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
@@ -52,6 +53,25 @@ def pretty_call(call: Any) -> str:
 env.filters["pretty_call"] = pretty_call
 
 
+def call_args(call: Any, limit: int = 120) -> str:
+    """A tool call's arguments on one line (OpenAI ``function.arguments`` or trajectory ``args``),
+    cut at ``limit`` characters; the full call is in the collapsible block below it."""
+    import json
+
+    fn = call.get("function") if isinstance(call, dict) else None
+    args = fn.get("arguments") if isinstance(fn, dict) else (call.get("args") if isinstance(call, dict) else None)
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass
+    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+env.filters["call_args"] = call_args
+
+
 def answer_text(candidate: dict[str, Any]) -> str:
     """A candidate's answer as raw text (assistant turns of a conversation), for step splitting."""
     if candidate.get("text") is not None:
@@ -76,6 +96,7 @@ PAIRWISE_SCALE = [  # key, winner, strength, label
     (5, "b", 1, "B slightly better"), (6, "b", 2, "B better"), (7, "b", 3, "B much better"),
 ]
 env.globals["PAIRWISE_SCALE"] = PAIRWISE_SCALE
+env.globals["SKIP_REASONS"] = SKIP_REASONS
 
 
 def render(request: Request, template: str, ctx: Ctx | None = None, http_status: int = 200, **values: Any) -> HTMLResponse:
@@ -86,7 +107,11 @@ def render(request: Request, template: str, ctx: Ctx | None = None, http_status:
 
 
 def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
-    return render(request, "error.html", None, http_status=status, status_code=status, detail=detail)
+    """A styled error page with a way back (to the project the address names, when it names one)."""
+    parts = request.url.path.split("/")
+    back = f"/p/{parts[2]}" if len(parts) > 3 and parts[1] == "p" and parts[2] else None
+    return render(request, "error.html", None, http_status=status, status_code=status, detail=detail, back=back,
+                  back_name="the project" if back else None)
 
 
 def call(handler, request: Request, ctx: Ctx, **kw: Any) -> Any:  # noqa: ANN001
@@ -162,13 +187,17 @@ def _project_bits(request: Request, ctx: Ctx) -> dict[str, Any]:
 def project_page(request: Request, project: str, ctx: Ctx = guard("project.view")) -> Response:
     bits = _project_bits(request, ctx)
     status = revisions = None
+    recent: list[dict[str, Any]] = []
     if ctx.role == "rater":
         status = call(api.my_status, request, ctx, project=project)
         revisions = call(api.my_revisions, request, ctx, project=project)
+        mine = call(api.my_judgments, request, ctx, project=project, after=0, limit=1000) or []
+        recent = list(reversed(mine))[:10]
     with _db(request).reading() as s:
         progress = data.project_progress(s, ctx.project.pk, ctx.user.user_pk)
+    sent_back = {r["judgment_id"] for r in revisions or []}
     return render(request, "project.html", ctx, role=ctx.role, status=status, revisions=revisions or [],
-                  progress=progress, **bits)
+                  progress=progress, recent=recent, sent_back=sent_back, **bits)
 
 
 @router.get("/p/{project}/label")
@@ -177,11 +206,28 @@ def label_page(request: Request, project: str, kind: str | None = Query(default=
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
         task = data.live_task(s, ctx.project, ctx.user.user_pk)
-    kinds = ctx.project.kinds
-    kind = kind if kind in kinds else kinds[0]
+        progress = data.label_progress(s, ctx.project, ctx.user.user_pk, ctx.user.session_pk, task is not None)
+    # Only the kinds this item can take (the assignment engine's task payload says which).
+    kinds = task["kinds"] if task else ctx.project.kinds
     status = call(api.my_status, request, ctx, project=project)
+    chosen, kind = kind, (kind if kind in kinds else (kinds[0] if kinds else None))
+    kind_note = _kind_note(task, chosen, kind, ctx.project.kinds) if task else None
     return render(request, "label.html", ctx, task=task, kind=kind, kinds=kinds, status=status, mode="label",
-                  initial=None, **bits)
+                  initial=None, kind_note=kind_note, progress=progress, chosen_kind=chosen if chosen in ctx.project.kinds else None,
+                  **bits)
+
+
+def _kind_note(task: dict[str, Any], chosen: str | None, kind: str | None, project_kinds: list[str]) -> str | None:
+    """Why the page shows another kind than the one asked for, or no widget at all."""
+    n = len(task["item"]["candidates"])
+    if kind is None:
+        needs = "; ".join(f"{k} needs {describe_need(k)}" for k in project_kinds)
+        return (f"This item has {n} answer{'s' if n != 1 else ''}, and no kind this project collects fits it "
+                f"({needs}). Release it below; an admin should fix the item or the project's kinds.")
+    if chosen and chosen != kind and chosen in JUDGMENT_KINDS:
+        return (f"This item has {n} answer{'s' if n != 1 else ''}, so it cannot be labelled as {chosen} "
+                f"({chosen} needs {describe_need(chosen)}); showing {kind}. Your choice stays for the next item.")
+    return None
 
 
 @router.get("/p/{project}/revise/{judgment_id}")
@@ -216,8 +262,9 @@ def review_page(request: Request, project: str, share: float | None = Query(defa
                 ctx: Ctx = guard("project.review")) -> Response:
     with _db(request).reading() as s:
         queues = webapi.review_queues(s, ctx.project, share=share)
+        skips = webapi.skip_summary(s, ctx.project)
     return render(request, "review.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  queues=queues)
+                  queues=queues, skips=skips)
 
 
 @router.get("/p/{project}/review/item/{item_id}")
@@ -225,13 +272,16 @@ def review_item_page(request: Request, project: str, item_id: str, ctx: Ctx = gu
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
         review = webapi.item_review(s, ctx.project, item_id)
+        queue = webapi.review_queues(s, ctx.project)["adjudication"]
+    # the next open item of the adjudication queue, for "next item" after recording a final label
+    next_item = next((e["item_id"] for e in queue if not e["adjudicated"] and e["item_id"] != item_id), None)
     item = review["item"]
     order = [c["id"] for c in item["candidates"]]
     task = {"item": item, "shown_order": order, "phase": "adjudication"}
     kind = next((j["kind"] for j in review["judgments"]), ctx.project.kinds[0])
     names = {c: "AB"[i] if len(order) == 2 else str(i + 1) for i, c in enumerate(order)}
     return render(request, "review_item.html", ctx, review=review, task=task, kind=kind, kinds=[kind],
-                  mode="adjudicate", initial=None, names=names, **bits)
+                  mode="adjudicate", initial=None, names=names, next_item=next_item, **bits)
 
 
 # -- admins ---------------------------------------------------------------------------------------------
@@ -268,8 +318,23 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
     q = call(api.quality, request, ctx, project=project)
     with _db(request).reading() as s:
         dash = data.dashboard(s, ctx.project, q)
+        dash["skips"] = webapi.skip_summary(s, ctx.project)
     return render(request, "dashboard.html", ctx, project=call(api.get_project, request, ctx, project=project),
                   q=q, dash=dash, can_manage=ctx.user.is_admin or ctx.role == "admin")
+
+
+@router.get("/admin/p/{project}/data")
+def data_page(request: Request, project: str, kind: str | None = Query(default=None, max_length=40),
+              rater: str | None = Query(default=None, max_length=200),
+              domain: str | None = Query(default=None, max_length=100), flagged: bool = False,
+              disagreement: bool = False, q: str | None = Query(default=None, max_length=200),
+              offset: int = Query(default=0, ge=0, le=10**9), ctx: Ctx = guard("project.review")) -> Response:
+    filters = {"kind": kind or None, "rater": rater or None, "domain": domain or None, "flagged": flagged,
+               "disagreement": disagreement, "q": q or None}
+    with _db(request).reading() as s:
+        found = webapi.browse_items(s, ctx.project, offset=offset, **filters)
+    return render(request, "data.html", ctx, project=call(api.get_project, request, ctx, project=project),
+                  found=found, filters=filters)
 
 
 @router.get("/admin/p/{project}/export")
@@ -280,8 +345,10 @@ def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage
         choices = [(name, getattr(e, "description", "")) for name, e in sorted(EXPORT_FORMATS.items())]
     except ImportError:  # EXPORTER HOOK: the page still renders; the API answers 501
         choices = []
+    with _db(request).reading() as s:
+        history = data.past_exports(s, ctx.project.pk)
     return render(request, "export.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  formats=choices)
+                  formats=choices, history=history)
 
 
 _ = repo

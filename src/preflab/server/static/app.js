@@ -386,6 +386,18 @@
         const ed = $("#demo-text", root);
         if (initial && initial.text) ed.value = initial.text;
         telemetry.watch(ed);
+        // Preview through the server's own sanitising renderer (the HTML every page shows).
+        const preview = $("#demo-preview", root);
+        let timer = null, asked = 0;
+        const render = async () => {
+          const mine = ++asked;
+          const r = await api("POST", "/api/v1/markdown/preview", { text: ed.value });
+          if (r.ok && mine === asked) preview.innerHTML = r.data.html;
+        };
+        if (preview) {
+          ed.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(render, 250); });
+          if (ed.value) render();
+        }
         return null;
       },
       read(root) {
@@ -398,14 +410,22 @@
 
   /* ---------------------------------------------------------------- the label page */
 
+  /* What the rater called an answer on screen: A/B side by side, else its shown number. */
+  function shownName(task, candidateId) {
+    const i = task.shown_order.indexOf(candidateId);
+    if (i < 0) return candidateId;
+    return task.shown_order.length === 2 ? (i === 0 ? "A" : "B") : String(i + 1);
+  }
+
   function describeExpected(expected, task) {
     if (!expected) return "";
     if (expected.kind === "pairwise") {
       if (expected.winner === "tie") return "Tie.";
       const chosen = expected.winner === "a" ? expected.shown_order[0] : expected.shown_order[1];
-      const shown = task.shown_order.indexOf(chosen) === 0 ? "A" : "B";
+      const shown = shownName(task, chosen);
+      const side = task.shown_order.indexOf(chosen) === 0 ? "the first one you saw" : "the second one you saw";
       const words = { 1: "slightly better", 2: "better", 3: "much better" }[expected.strength] || "better";
-      return "Answer " + shown + " " + words + ".";
+      return "Answer " + shown + " " + words + " (" + side + ").";
     }
     if (expected.kind === "unary") return expected.label ? "Thumbs up." : "Thumbs down.";
     if (expected.kind === "ranking") {
@@ -416,9 +436,33 @@
     return JSON.stringify(expected);
   }
 
+  /* The label page's address, keeping the kind the rater chose (?kind=) from item to item. */
+  function labelUrl(project, chosenKind, extra) {
+    const q = new URLSearchParams();
+    if (chosenKind) q.set("kind", chosenKind);
+    if (extra) q.set(extra, "1");
+    const qs = q.toString();
+    return "/p/" + project + "/label" + (qs ? "?" + qs : "");
+  }
+
+  function initNoKind() {
+    const box = $("#no-kind");
+    if (!box) return;
+    const project = box.dataset.project;
+    const release = async () => {
+      const r = await api("POST", "/api/v1/projects/" + project + "/assignments/" + box.dataset.assignment + "/release");
+      // back to the project, not straight to the next task: the same item could come again
+      if (r.ok) location.replace("/p/" + project);
+      else toast(problemText(r.data));
+    };
+    const btn = $('[data-action="release"]', box);
+    btn.addEventListener("click", release);
+    btn.focus();
+  }
+
   function initLabel() {
     const app = $("#label-app");
-    if (!app) return initNoTask();
+    if (!app) { initNoKind(); return initNoTask(); }
     const task = JSON.parse($("#task-data").textContent);
     const kind = app.dataset.kind;
     const root = $(".widget", app);
@@ -440,9 +484,10 @@
 
     async function nextTask() {
       const r = await api("POST", "/api/v1/projects/" + project + "/assignments/next");
-      if (r.ok && r.data.task) location.replace("/p/" + project + "/label");
+      const chosen = app.dataset.chosenKind;
+      if (r.ok && r.data.task) location.replace(labelUrl(project, chosen));
       else if (r.ok && r.data.reason === "not_qualified") location.replace("/p/" + project + "/qualification");
-      else location.replace("/p/" + project + "/label?done=1");
+      else location.replace(labelUrl(project, chosen, "done"));
     }
 
     async function submit() {
@@ -485,6 +530,20 @@
           const p2 = document.createElement("p");
           p2.textContent = "Why: " + g.explanation;
           body.appendChild(p2);
+          // The author numbered the answers in the item's own order; the rater saw them shuffled.
+          const order = g.item_order || [];
+          if (order.length > 1) {
+            const legend = document.createElement("p");
+            legend.className = "muted order-legend";
+            legend.textContent = "In this explanation, response 1, 2 … count in the item's own order: " +
+              order.map((c, i) => "response " + (i + 1) + " is the answer you saw as " + shownName(task, c)).join("; ") + ".";
+            body.appendChild(legend);
+          }
+        }
+        if (g.expected && g.expected.kind === "pairwise" && g.expected.winner !== "tie") {
+          const chosen = g.expected.winner === "a" ? g.expected.shown_order[0] : g.expected.shown_order[1];
+          const el = $('.answer[data-candidate="' + CSS.escape(chosen) + '"]', app);
+          if (el) el.classList.add("expected-answer");
         }
         const q = r.data.qualification || {};
         const p3 = document.createElement("p");
@@ -499,6 +558,24 @@
       await nextTask();
     }
 
+    const skipDialog = $("#skip-dialog");
+    const openSkip = () => { if (skipDialog && !skipDialog.open) skipDialog.showModal(); };
+    if (skipDialog) {
+      $('[data-action="skip"]', app).addEventListener("click", openSkip);
+      $('[data-action="close-skip"]', skipDialog).addEventListener("click", () => skipDialog.close());
+      $("#skip-form").addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        const f = ev.target;
+        const reason = ($('input[name="reason"]:checked', f) || {}).value;
+        const r = await api("POST", "/api/v1/projects/" + project + "/assignments/" + encodeURIComponent(app.dataset.assignment) + "/skip",
+          { reason, note: f.note.value });
+        if (!r.ok) { showError($(".error", f), problemText(r.data)); return; }
+        done = true;
+        skipDialog.close();
+        toast(r.data.flag ? "Flagged for the reviewers; here is another item" : "Skipped");
+        await nextTask();
+      });
+    }
     $('[data-action="submit"]', app).addEventListener("click", submit);
     $('[data-action="next"]', app).addEventListener("click", () => {
       const st = $("#feedback").dataset.status;
@@ -511,6 +588,7 @@
       if (!fb.hidden && ev.key === "Enter") { ev.preventDefault(); $('[data-action="next"]', app).click(); return; }
       if (ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target) || ($("#help") || {}).open) return;
       if (ev.key === "r") { ev.preventDefault(); rationale.focus(); return; }
+      if (ev.key === "s" && skipDialog && !done) { ev.preventDefault(); openSkip(); return; }
       if (onKey && onKey(ev)) ev.preventDefault();
     });
   }
@@ -522,7 +600,7 @@
     const msg = $("#no-task-message");
     const get = async () => {
       const r = await api("POST", "/api/v1/projects/" + project + "/assignments/next");
-      if (r.ok && r.data.task) { location.replace("/p/" + project + "/label"); return; }
+      if (r.ok && r.data.task) { location.replace(labelUrl(project, box.dataset.chosenKind)); return; }
       if (r.ok && r.data.reason === "not_qualified") { location.replace("/p/" + project + "/qualification"); return; }
       msg.textContent = r.ok ? (r.data.detail || "No task right now.") : problemText(r.data);
     };
@@ -547,6 +625,13 @@
         if (onKey && onKey(ev)) ev.preventDefault();
       });
     }
+    const nextUrl = page.dataset.next ? "/p/" + project + "/review/item/" + encodeURIComponent(page.dataset.next) : null;
+    document.addEventListener("keydown", (ev) => {
+      if ((ev.ctrlKey || ev.metaKey) && ev.key === "Enter" && adj) { ev.preventDefault(); adj.click(); return; }
+      if (ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
+      if (ev.key === "n" && nextUrl) { ev.preventDefault(); location.href = nextUrl; }
+      else if (ev.key === "q") { ev.preventDefault(); location.href = "/p/" + project + "/review"; }
+    });
     const idem = uuid();
     const adj = $('[data-action="adjudicate"]', page);
     if (adj) adj.addEventListener("click", async () => {
@@ -557,13 +642,23 @@
       if (!note.trim()) { showError(err, "write a note explaining the final label"); $("#adjudicate-note").focus(); return; }
       const r = await api("POST", "/api/v1/projects/" + project + "/items/" + encodeURIComponent(item) + "/adjudicate",
         { judgment: got.body, note, idempotency_key: idem });
-      if (r.ok) { toast("Final label recorded"); location.reload(); } else showError(err, problemText(r.data));
+      if (!r.ok) { showError(err, problemText(r.data)); return; }
+      toast("Final label recorded");
+      if (nextUrl) location.href = nextUrl; else location.reload();
     });
     $$("form.send-back", page).forEach((f) => f.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + f.dataset.judgment + "/send-back",
         { note: f.note.value });
       if (r.ok) { toast("Sent back to the rater"); location.reload(); } else showError($(".error", f), problemText(r.data));
+    }));
+    $$("form.demo-review", page).forEach((f) => f.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const decision = ev.submitter ? ev.submitter.value : "accepted";
+      if (decision === "rejected" && !f.note.value.trim()) { showError($(".error", f), "write a note saying why you reject it"); f.note.focus(); return; }
+      const r = await api("POST", "/api/v1/projects/" + project + "/demonstrations/" + f.dataset.judgment + "/review",
+        { decision, note: f.note.value });
+      if (r.ok) { toast("Demonstration " + decision); location.reload(); } else showError($(".error", f), problemText(r.data));
     }));
   }
 

@@ -1,0 +1,151 @@
+"""Issue 11, dead ends 1 and 2: a project that collects several kinds offers each item only the
+kinds it can take (pairwise exactly 2 answers, ranking at least 2, rubric/unary/steps exactly 1,
+demonstration any, or what the item declares), keeps the rater's chosen kind from item to item,
+and never ends on a bare server error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+from webui_helpers import build_site, login, shot
+from webui_items import multi_kind_projects
+
+EXPECTED_KINDS = {  # item -> the kinds the page may offer, in the project's order
+    "one-1": ["rubric", "unary", "steps", "demonstration"],
+    "two-1": ["pairwise", "ranking", "demonstration"],
+    "three-1": ["ranking", "demonstration"],
+    "two-declared": ["demonstration"],
+}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("kinds-site")
+    s = build_site(tmp, {"root": True, "alice": False, "bob": False},
+                   multi_kind_projects({"alice": "rater", "bob": "rater"}))
+    yield s
+    s.server.stop()
+
+
+def _task(page) -> dict:  # noqa: ANN001
+    return json.loads(page.locator("#task-data").text_content())
+
+
+def _offered(page) -> list[str]:  # noqa: ANN001
+    tabs = page.locator("nav.kinds a")
+    if tabs.count():
+        return [a.inner_text() for a in tabs.all()]
+    return [page.locator("#label-app").get_attribute("data-kind")]
+
+
+def _fill(page, kind: str) -> None:  # noqa: ANN001
+    """Enter a valid answer in the widget on screen."""
+    if kind == "pairwise":
+        page.keyboard.press("2")
+    elif kind == "rubric":
+        for dim in ("correctness", "clarity", "safe"):
+            page.locator(f'input[name="dim-{dim}"]').first.check()
+    elif kind == "unary":
+        page.keyboard.press("+")
+    elif kind == "steps":
+        page.locator(".step").first.focus()
+        page.keyboard.press("e")
+    elif kind == "demonstration":
+        page.locator("#demo-text").fill("My own answer.")
+    # ranking: the shown order is a valid ranking as it stands
+
+
+def _server_log(site) -> str:  # noqa: ANN001
+    site.server.log.flush()
+    return open(site.server.log.name).read()  # noqa: SIM115, PTH123
+
+
+def test_a_rater_labels_every_item_shape_of_a_multi_kind_project(site, new_page):
+    page = new_page(site)
+    login(page, "alice", next_path="/p/multi/label?kind=pairwise")
+    expect(page.locator('[data-action="get-task"]')).to_be_focused()
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    labelled = {}
+    for n in range(1, len(EXPECTED_KINDS) + 1):
+        page.locator("#label-app").wait_for()
+        expect(page.locator("#label-progress")).to_have_text(f"Item {n} of up to 4 · {n - 1} this session")
+        assert "kind=pairwise" in page.url, "the chosen kind survives the redirect to the next item"
+        task = _task(page)
+        item = task["item_id"]
+        expected = EXPECTED_KINDS[item]
+        assert _offered(page) == expected, f"{item} has {len(task['shown_order'])} answers"
+        kind = page.locator("#label-app").get_attribute("data-kind")
+        if "pairwise" in expected:
+            assert kind == "pairwise"
+            assert not page.locator("#kind-note").count()
+        else:
+            assert kind == expected[0]
+            expect(page.locator("#kind-note")).to_contain_text("cannot be labelled as pairwise")
+        shot(page, f"20-multi-{item}-{kind}")
+        _fill(page, kind)
+        with page.expect_navigation():
+            page.keyboard.press("Control+Enter")
+        labelled[item] = kind
+    page.locator('[data-action="get-task"]').wait_for()
+    assert "kind=pairwise" in page.url
+    page.locator('[data-action="get-task"]').click()
+    expect(page.locator("#no-task-message")).to_contain_text("no more items")
+
+    stored = {j["item_id"]: j["kind"] for j in site.judgments("multi") if j["rater"] == "alice"}
+    assert stored == labelled == {"one-1": "rubric", "two-1": "pairwise", "three-1": "ranking",
+                                  "two-declared": "demonstration"}
+    assert "Traceback" not in _server_log(site)
+    page.guard.assert_clean()
+
+
+def test_choosing_another_kind_on_an_item_that_can_take_it(site, new_page):
+    page = new_page(site)
+    login(page, "bob", next_path="/p/multi/label?kind=unary")
+    page.locator('[data-action="get-task"]').click()
+    page.locator("#label-app").wait_for()
+    while _task(page)["item_id"] != "two-1":  # label the others as offered, until the pair comes
+        _fill(page, page.locator("#label-app").get_attribute("data-kind"))
+        with page.expect_navigation():
+            page.keyboard.press("Control+Enter")
+        page.locator("#label-app").wait_for()
+    assert "kind=unary" in page.url
+    with page.expect_navigation():
+        page.locator("nav.kinds a", has_text="ranking").click()
+    assert page.locator("#label-app").get_attribute("data-kind") == "ranking"
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    (j,) = [j for j in site.judgments("multi", "two-1") if j["rater"] == "bob"]
+    assert j["kind"] == "ranking"
+
+
+def test_pairwise_is_never_offered_for_three_answers(site, new_page):
+    page = new_page(site)
+    login(page, "alice", next_path="/p/pw3/label")
+    page.locator('[data-action="get-task"]').click()
+    page.locator("#no-kind").wait_for()
+    assert not page.locator('[data-widget="pairwise"]').count(), "no A/B widget for a three-answer item"
+    expect(page.locator("#kind-note")).to_contain_text("has 3 answers")
+    expect(page.locator("#kind-note")).to_contain_text("pairwise needs exactly 2 answers")
+    shot(page, "21-three-answers-pairwise-only")
+    # the API refuses the same judgment with the same rule (from the page's own session)
+    task = page.evaluate("""async () => {
+        const csrf = document.querySelector('meta[name="csrf-token"]').content;
+        const r = await fetch("/api/v1/projects/pw3/assignments/next", {method: "POST", headers: {"X-CSRF-Token": csrf}});
+        return (await r.json()).task; }""")
+    r = page.evaluate("""async (task) => {
+        const csrf = document.querySelector('meta[name="csrf-token"]').content;
+        const body = {assignment_id: task.assignment_id, judgment: {kind: "pairwise",
+                      shown_order: task.shown_order.slice(0, 2), winner: "a", strength: 1}};
+        const r = await fetch("/api/v1/projects/pw3/judgments", {method: "POST", body: JSON.stringify(body),
+                              headers: {"X-CSRF-Token": csrf, "Content-Type": "application/json"}});
+        return {status: r.status, body: await r.json()}; }""", task)
+    assert r["status"] == 422
+    assert "this item has 3 answers; pairwise needs exactly 2 answers" in r["body"]["detail"]
+    assert task["kinds"] == []
+    with page.expect_navigation():
+        page.keyboard.press("Enter")  # "Release it" has the focus
+    assert page.url.endswith("/p/pw3")
+    assert not page.guard.page_errors and not page.guard.foreign  # the 422 above is the one console error
