@@ -28,10 +28,10 @@ from preflab.verify.tasks import MathTask, parse_task
 def task_from_label(label: str | Mapping[str, Any], *, task_id: str = "sample"):
     """A task from a trainer's label: a task object (or its JSON), else a math answer."""
     if isinstance(label, Mapping):
-        return parse_task(dict(label))
+        return parse_task({"task_id": task_id, **label})
     text = label.strip()
     if text.startswith("{"):
-        return parse_task(json.loads(text))
+        return parse_task({"task_id": task_id, **json.loads(text)})
     return MathTask(task_id=task_id, kind="math", answer=text)
 
 

@@ -87,5 +87,5 @@ def _extra_info(item, split: str, index: int) -> dict:
     if route is not None:  # what preflab's compute_score routes by (preflab/verify/adapters.py)
         info["verifier"] = f"preflab.verify:{route}"
         task = verify_task(item)
-        info["verify_task"] = json.dumps({"kind": route, **task}, sort_keys=True) if task else None
+        info["verify_task"] = json.dumps({"task_id": item.id, "kind": route, **task}, sort_keys=True) if task else None
     return info
