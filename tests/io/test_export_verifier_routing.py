@@ -107,6 +107,14 @@ def test_thumbs_of_a_verifiable_item_are_its_verdicts(project, tmp_path):
     assert labels == {RIGHT: True, ALSO_RIGHT: True, WRONG: False}
 
 
+def test_rollout_rewards_of_verified_answers_are_the_verifiers(project, tmp_path):
+    engine, url = project
+    assert verify_project(url).exit_code == 0
+    rows, _ = export(engine, tmp_path, "rollouts")
+    rewards = {r["response"]: r["reward"] for r in rows}
+    assert rewards == {RIGHT: 1.0, ALSO_RIGHT: 1.0, WRONG: 0.0, "roses": None, "violets": None}
+
+
 def test_with_the_project_override_people_label_and_the_truth_gate_still_applies(project, tmp_path):
     engine, url = project
     with transaction(engine) as s:

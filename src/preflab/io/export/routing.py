@@ -7,7 +7,8 @@ writes them to each candidate's ``metadata.verifier``; see :mod:`.truth` for whe
 
 * pairs: every candidate that passed beats every candidate that failed (strength 3, origin
   ``verifier``); candidates that both passed or both failed give no pair;
-* thumbs (KTO): passed is a positive label, failed a negative one.
+* thumbs (KTO): passed is a positive label, failed a negative one;
+* rewards (``rollouts``): a verified candidate's reward is its verdict's (0 when it failed).
 
 People's pairwise, ranking, rubric and thumb labels of such an item are not used (counted in
 the manifest under gate ``routing``); their step labels and demonstrations are, and the truth gate
@@ -39,6 +40,18 @@ def verifier_outcomes(item: Item) -> dict[str, bool]:
         if block:
             out[candidate.id] = verifier_failure(block) is None
     return out
+
+
+def verifier_reward(item: Item, candidate_id: str) -> float | None:
+    """A candidate's reward from its stored verdict: 0 when it failed (any check, see
+    :func:`.truth.verifier_failure`), else its ``terminal_reward``; ``None`` without a verdict."""
+    block = verifier_block(item, candidate_id)
+    if not block:
+        return None
+    if verifier_failure(block) is not None:
+        return 0.0
+    reward = block.get("terminal_reward")
+    return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
 
 
 def verifier_pairs(item: Item, drops: DropLog) -> list[ResolvedPair]:
