@@ -313,6 +313,9 @@ def import_(
         + ", ".join(f"{k} x{v}" for k, v in report.formats.items()),
         highlight=False,
     )
+    if report.judgments_not_collected:
+        out.print(f"left out {report.judgments_not_collected} judgment(s) of kinds the project does not collect "
+                  "(derived from records kept whole, e.g. a trajectory's rubric block)", highlight=False)
     if report.skipped:
         err.print(f"skipped {len(report.skipped)} invalid record(s):", highlight=False)
         _report_problems(report.skipped[:50], len(report.skipped))

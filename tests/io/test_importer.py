@@ -348,19 +348,20 @@ def test_every_generic_shape_imports(engine, tmp_path):
     ]
     report = import_files(engine, "p", [jsonl(tmp_path, "mixed.jsonl", *records)])
     assert report.formats == {"pair": 1, "item": 2, "comparison": 3, "unpaired": 1, "trajectory": 1, "judgment": 1}
-    assert report.items_added == 8 and report.judgments_added == 6
+    assert report.items_added == 8 and report.judgments_added == 7  # the trajectory: steps + rubric
     with transaction(engine) as s:
         project = repo.get_project(s, "p")
         entries = {e.item.id: e for e in repo.iter_items_with_judgments(s, project)}
         traj = entries["traj_swe_prm_9041"]
         assert Trajectory.model_validate(traj.item.metadata["trajectory"]).dump() == _trajectory_record()
-        [steps] = traj.judgments
+        steps, rubric = sorted(traj.judgments, key=lambda j: j.kind, reverse=True)
         assert steps.kind == "steps" and steps.verdicts == [1, 1]
+        assert rubric.kind == "rubric" and rubric.provenance.rater_id == "hmac_sha256:77a1e09c"
         assert steps.provenance.rater_id == "hmac_sha256:77a1e09c"
         sources = {j.provenance.source for e in entries.values() for j in e.judgments}
         assert sources == {"human", "ai"}
         kinds = sorted(j.kind for e in entries.values() for j in e.judgments)
-        assert kinds == ["pairwise", "pairwise", "pairwise", "ranking", "steps", "unary"]
+        assert kinds == ["pairwise", "pairwise", "pairwise", "ranking", "rubric", "steps", "unary"]
         implicit = [e for e in entries.values() if e.item.prompt and not isinstance(e.item.prompt, str)
                     and e.item.candidates[0].messages and e.item.candidates[0].messages[0].content == "hey"]
         assert len(implicit) == 1

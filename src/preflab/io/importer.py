@@ -121,6 +121,9 @@ class ImportReport:
     already_imported: bool = False
     #: All skipped records (``skipped`` keeps the first MAX_SKIPPED).
     skipped_count: int = 0
+    #: Judgments of a kind the project does not collect that their format marks optional
+    #: (:attr:`RecordFormat.optional_kinds`), left out.
+    judgments_not_collected: int = 0
 
 
 class ImportFailed(Exception):
@@ -665,6 +668,8 @@ class _Loader:
         return self.rubrics[(key, version)]
 
     def _register_rubrics(self, chunk: list[_Record]) -> None:
+        if "rubric" not in self.kinds:  # a format's rubrics are for its rubric judgments only
+            return
         for rec in chunk:
             if rec.format and rec.format not in self.formats_seen:
                 self.formats_seen.add(rec.format)
@@ -788,8 +793,12 @@ class _Loader:
         rec_judgments: list[JudgmentRows] = []
         rec_judgments_existing = 0
         rec_hashes: set[str] = set()
+        rec_not_collected = 0
         for j in rec.judgments:
             if j.kind not in self.kinds:
+                if rec.format and j.kind in FORMATS[rec.format].optional_kinds:
+                    rec_not_collected += 1
+                    continue
                 problems.append(
                     ("kind", f"project {self.project.name!r} collects {sorted(self.kinds)}, not {j.kind!r}; "
                              "add the kind to the project or leave these judgments out")
@@ -847,6 +856,7 @@ class _Loader:
         report.items_existing += rec_existing
         report.judgments_added += len(rec_judgments)
         report.judgments_existing += rec_judgments_existing
+        report.judgments_not_collected += rec_not_collected
         if rec.format:
             report.formats[rec.format] = report.formats.get(rec.format, 0) + 1
 
@@ -999,6 +1009,7 @@ def import_files(
             "judgments_existing": report.judgments_existing,
             "formats": report.formats,
             "skipped": report.skipped_count,
+            "judgments_not_collected": report.judgments_not_collected,
             "skipped_problems": [str(p) for p in report.skipped[:SKIPPED_IN_COUNTS]],
         }
         fmt = ",".join(sorted(report.formats)) or "none"

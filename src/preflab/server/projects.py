@@ -15,7 +15,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from ..schema import JUDGMENT_KINDS, Item, describe_need, kinds_for_item
-from ..schema.routing import route_of_metadata
+from ..schema.routing import scored_by_verifier
 from ..store import repo
 from ..store.models import CandidateRow, ItemRow, JudgmentRow, Project
 from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
@@ -110,7 +110,7 @@ def _unit(content_hash: str, offset: int) -> float:
 def production_target(content_hash: str, policy: Policy, meta: dict | None = None) -> int:
     """k for the overlap share of items (chosen by content hash: stable, reproducible), else 1;
     0 for items a verifier scores (the routing rule) unless the project sends them to raters."""
-    if route_of_metadata(meta) is not None and not policy.verifiable_to_raters:
+    if scored_by_verifier(meta, policy.verifiable_to_raters):
         return 0
     return policy.overlap_k if _unit(content_hash, 0) < policy.overlap_share else 1
 

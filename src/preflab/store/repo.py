@@ -193,6 +193,34 @@ def get_item(session: Session, project: Project, item_key: str) -> ItemRow:
     return row
 
 
+def merge_metadata(
+    session: Session,
+    project: Project,
+    items: dict[str, dict[str, Any]],
+    candidates: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """Set metadata keys of items (``{item_key: {key: value}}``) and of candidates
+    (``{(item_key, candidate_key): {key: value}}``) in the caller's transaction.
+
+    Derived annotations such as verifier verdicts: metadata is outside an item's content hash, so
+    a re-import of the same file still finds the item unchanged. Raises :class:`NotFound` for an
+    item or candidate the project does not have (the caller's transaction then changes nothing).
+    """
+    per_item: dict[str, dict[str, dict[str, Any]]] = {}
+    for (item_key, cand_key), values in candidates.items():
+        per_item.setdefault(item_key, {})[cand_key] = values
+    for item_key in sorted(set(items) | set(per_item)):
+        row = get_item(session, project, item_key)
+        if item_key in items:
+            row.meta = {**(row.meta or {}), **items[item_key]}  # a new dict: the JSON column sees the change
+        by_key = {c.candidate_key: c for c in row.candidates}
+        for cand_key, values in per_item.get(item_key, {}).items():
+            if cand_key not in by_key:
+                raise NotFound(f"item {item_key!r} of project {project.name!r} has no candidate {cand_key!r}")
+            by_key[cand_key].meta = {**(by_key[cand_key].meta or {}), **values}
+    session.flush()
+
+
 # -- raters and judgments ----------------------------------------------------------------
 
 

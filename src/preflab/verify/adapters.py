@@ -28,10 +28,10 @@ from preflab.verify.tasks import MathTask, parse_task
 def task_from_label(label: str | Mapping[str, Any], *, task_id: str = "sample"):
     """A task from a trainer's label: a task object (or its JSON), else a math answer."""
     if isinstance(label, Mapping):
-        return parse_task(dict(label))
+        return parse_task({"task_id": task_id, **label})
     text = label.strip()
     if text.startswith("{"):
-        return parse_task(json.loads(text))
+        return parse_task({"task_id": task_id, **json.loads(text)})
     return MathTask(task_id=task_id, kind="math", answer=text)
 
 
@@ -52,9 +52,17 @@ trl_reward_func.__name__ = "preflab_verify"
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any,
                   extra_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """verl custom reward function: a dict with ``score`` (verl logs the other keys)."""
-    label = (extra_info or {}).get("verify_task") or ground_truth
-    verdict = verify(task_from_label(label), solution_str)
+    """verl custom reward function: a dict with ``score`` (verl logs the other keys).
+
+    A row of preflab's ``verl`` export names its verifier in ``extra_info["verifier"]``
+    (``preflab.verify:math``); a task of another kind is a data error, raised, never scored."""
+    info = extra_info or {}
+    task = task_from_label(info.get("verify_task") or ground_truth)
+    named = info.get("verifier")
+    if named and named != f"preflab.verify:{task.kind}":
+        raise ValueError(f"{data_source}: extra_info.verifier is {named!r} but the task is a {task.kind} "
+                         "task; export the rows again with `preflab export --format verl`")
+    verdict = verify(task, solution_str)
     harness_ok = verdict.harness_sha256_verified is not False
     return {"score": verdict.reward, "harness_ok": float(harness_ok)}
 

@@ -106,3 +106,63 @@ def _summary(verdicts, elapsed: float, workers: int, out: Path) -> None:
         table.add_row(kind, str(len(group)), str(passed), str(len(group) - passed), str(tampered))
     Console().print(table)
     console.print(f"results: {out}")
+
+
+def verify_project(engine, project_name: str, *, workers: int = 1, on_planned=None, on_done=None) -> dict:
+    """Verify every verifiable item (and trajectory with a task) of a project and store the
+    verdicts (candidates' ``metadata.verifier``, trajectories' ``verifier`` block) in one
+    transaction: all of them or, on any error, none. Returns counts.
+
+    Items are read, then verified outside any transaction (a code run takes seconds; no lock is
+    held meanwhile), then written together."""
+    from preflab.store import repo, transaction
+
+    from .items import plan_project, verdicts_to_store
+
+    with transaction(engine) as session:
+        project = repo.get_project(session, project_name)
+        items = [entry.item for entry in repo.iter_items_with_judgments(session, project)]
+    plan = plan_project(items)
+    if plan.errors:
+        raise TaskFileError("\n".join(plan.errors) + "\nfix these items' tasks and run again; nothing was stored")
+    if any(isinstance(t, CodeTask) for t in plan.tasks.values()):
+        check_available()
+    if on_planned:
+        on_planned(len(plan.submissions))
+    verdicts = verify_many(plan.tasks, plan.submissions, workers=workers, on_done=on_done)
+    stored = verdicts_to_store(plan, verdicts)
+    with transaction(engine) as session:
+        project = repo.get_project(session, project_name)
+        repo.merge_metadata(session, project, stored.items, stored.candidates)
+    return {"items": len(plan.tasks), "verified": len(verdicts),
+            "passed": sum(v.passed for v in verdicts),
+            "harness_not_verified": sum(v.harness_sha256_verified is False for v in verdicts)}
+
+
+@verify_app.command("project")
+def project_command(
+    name: str = typer.Argument(..., help="project name"),
+    db: str | None = typer.Option(None, "--db", envvar="PREFLAB_DB",
+                                  help="Database URL or SQLite path [default: ./preflab.db]."),
+    workers: int = typer.Option(default_workers(), "--workers", "-w", min=1, help="worker processes"),
+) -> None:
+    """Verify a project's verifiable items (metadata.verifiable: code / sql / math, and trajectories
+    with a task) and store each verdict where the exports read it, in one transaction."""
+    from preflab.store.db import default_url, open_db
+    from preflab.store.repo import NotFound
+
+    progress = Progress("[progress.description]{task.description}", BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+    with progress:
+        bar = progress.add_task("verifying", total=None)
+        try:
+            counts = verify_project(
+                open_db(db or default_url()), name, workers=workers,
+                on_planned=lambda n: progress.update(bar, total=n),
+                on_done=lambda _: progress.advance(bar))
+        except (TaskFileError, SandboxUnavailable, NotFound) as e:
+            progress.stop()
+            console.print(str(e), style="red", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from e
+    console.print(f"{counts['verified']} answers of {counts['items']} items verified: {counts['passed']} passed, "
+                  f"{counts['harness_not_verified']} with the harness changed; verdicts stored in project {name!r}")

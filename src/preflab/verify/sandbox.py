@@ -14,7 +14,10 @@ and in most container images; bubblewrap is not installed here, so it is not req
   ``/var/tmp``, ``/dev/shm``, ``/run/lock`` and the command's own writable directory become
   private, size-limited tmpfs (see :func:`_private_scratch`).
 * not as root, ``--map-root-user`` makes the namespaces unprivileged ones; the command keeps
-  the caller's uid (the digest check in :mod:`preflab.verify.code` is then what catches writes).
+  the caller's uid (the digest check in :mod:`preflab.verify.code` is then what catches writes
+  to the harness) but gets the same private tmpfs scratch, so what it writes to ``/tmp`` and
+  the like never reaches the host; files the caller's uid owns elsewhere stay writable to it
+  (``tests/verify/test_sandbox_unprivileged.py``).
 
 The caller's process group is SIGKILLed on the wall-clock deadline and every child is reaped.
 """
@@ -195,8 +198,9 @@ def wrap(command: list[str], workdir: Path, uid: int, writable: Path | None = No
          scratch_bytes: int = Limits.scratch_bytes) -> list[str]:
     if os.geteuid() == 0:
         script = _root_setup_script(workdir, uid, writable, scratch_bytes)
-        return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
-    return [*_unshare_prefix(), *command]
+    else:  # root of its own user namespace (the caller's uid outside): may mount, keeps the uid
+        script = "\n".join(["set -e", *_private_scratch(workdir, 0, writable, scratch_bytes), 'exec "$@"'])
+    return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
 
 
 def _drain(fd: int, sink: bytearray, cap: int) -> None:

@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from ...quality.bias import length_function
 from ...quality.bias import length_parity_gate as quality_length_parity_gate
 from ...schema import Item, Rubric
+from ...schema.routing import scored_by_verifier, verifiable_to_raters
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
 from .base import (
@@ -42,6 +43,7 @@ from .resolve import (
     resolve_unary,
     word_length,
 )
+from .routing import VERIFIER_ORIGIN, verifier_pairs, verifier_unary, without_people_preferences
 from .truth import truth_gate
 from .writers import CARD, MANIFEST, AtomicDir, file_hashes, gc_paused, write_data
 
@@ -113,6 +115,8 @@ def collect(
     keep_gold = options.include_gold or not exporter.training
     stats["gold_items"] = 0
     stats["aggregation_margin"] = getattr(aggregator, "margin", None)
+    to_raters = verifiable_to_raters(project.settings)
+    verifier_resolved = []
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
         stats["items_in"] += 1
@@ -124,6 +128,11 @@ def collect(
                 continue
         data.items[item.id] = item
         chat = chat or _is_chat(item)
+        routed = scored_by_verifier(item.metadata, to_raters)
+        if routed and "pairs" in needs:
+            verifier_resolved.extend(verifier_pairs(item, data.drops))
+        if routed and "unary" in needs:
+            data.unary.extend(verifier_unary(item, data.drops))
         kept, order = [], []
         for j, meta in zip(iwj.judgments, iwj.meta, strict=True):
             in_by_kind[j.kind] += 1
@@ -144,6 +153,8 @@ def collect(
         if not kept or not resolving:
             continue
         effective = effective_judgments(kept, order)
+        if routed:  # the verifier's call, not people's (see .routing)
+            effective = without_people_preferences(effective, item.id, data.drops)
         plain = [j for _, j in effective]
         if "pairs" in needs:
             item_votes, rubric_only = item_pair_votes(item, effective, rubric_for, length_fn, data.drops)
@@ -159,7 +170,7 @@ def collect(
             chat = chat or any(d.messages is not None for d in demos)
     if "pairs" in needs:
         position = {item_id: i for i, item_id in enumerate(data.items)}
-        pairs = list(aggregator(votes, data.drops)) + rubric_resolved
+        pairs = list(aggregator(votes, data.drops)) + rubric_resolved + verifier_resolved
         pairs.sort(key=lambda p: (position[p.item_id], min(p.chosen_id, p.rejected_id), max(p.chosen_id, p.rejected_id)))
         data.pairs = pairs
     # Rubric versions used: also those of rubric judgments not resolved into pairs (raw export).
@@ -182,9 +193,10 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
         reason = f"fewer-than-{n}-raters"
         for name in ("pairs", "unary", "steps"):
             rows = getattr(data, name)
-            kept = [r for r in rows if r.n_raters >= n]
+            # verifier labels are one oracle's call, not a vote (see .routing)
+            kept = [r for r in rows if r.n_raters >= n or getattr(r, "origin", None) == VERIFIER_ORIGIN]
             for r in rows:
-                if r.n_raters < n:
+                if r.n_raters < n and getattr(r, "origin", None) != VERIFIER_ORIGIN:
                     data.drops.drop("min_raters", reason, r.item_id)
             setattr(data, name, kept)
     if options.length_gate is not None and data.pairs:

@@ -120,6 +120,8 @@ class ResolvedUnary:
     n_raters: int
     agreement: float
     rater_hashes: tuple[str, ...]
+    #: "unary" (raters' thumbs) or "verifier" (a stored verdict, see :mod:`.routing`)
+    origin: str = "unary"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ score`` and of ``preflab eval create``.
 Rows ``{"prompt", "response", "reward", "model"}``, one per candidate of every item (item order,
 then candidate order; a model's answer that appears on several items once), labelled or not: ``model`` is the candidate's model (``null`` when
 unknown), ``reward`` the item's ``metadata.reward`` for a one-answer item imported from a
-``rollouts.jsonl`` (``null`` otherwise, until ``preflab rm score`` fills it in).
+``rollouts.jsonl`` (``null`` otherwise, until ``preflab rm score`` fills it in); a candidate with a
+stored verifier verdict (``preflab verify project``) gets the verifier's reward instead.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import orjson
 import pyarrow as pa
 
 from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions, TextCache, text_type
+from .routing import verifier_reward
 
 
 def _reward(metadata: dict[str, Any], n_candidates: int) -> float | None:
@@ -49,7 +51,8 @@ class Rollouts(Exporter):
                 seen.add(key)
                 batch["prompt"].append(text.prompt(item_id))
                 batch["response"].append(text.completion(item_id, cand.id))
-                batch["reward"].append(reward)
+                verified = verifier_reward(item, cand.id)
+                batch["reward"].append(reward if verified is None else verified)
                 batch["model"].append(cand.model)
             if len(batch["prompt"]) >= BATCH_ROWS:
                 yield batch

@@ -10,7 +10,7 @@ https://verl.readthedocs.io/en/latest/preparation/prepare_data.html, and
 
 ``style`` is ``"rule"`` for verifiable items (``metadata.verifiable``: code / sql / math) with
 the verifier's ground truth (the math answer, or the task's JSON) and ``extra_info.verifier``
-naming the verifier; else ``"rule"`` with the item's hidden ``reference`` as ``ground_truth``
+naming the verifier (``extra_info.verify_task``: the task's JSON); else ``"rule"`` with the item's hidden ``reference`` as ``ground_truth``
 when it has one, else ``"model"`` (a reward model scores the rollout; ``ground_truth`` is null).
 ``data_source`` is the item's ``metadata.source`` or the project name (verl picks the reward
 function by it); ``ability`` the item's first domain, else ``"general"``. With
@@ -19,17 +19,20 @@ function by it); ``ability`` the item's first domain, else ``"general"``. With
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pyarrow as pa
 
-from ...schema.routing import rule_ground_truth, verifiable_route
+from ...schema.routing import rule_ground_truth, verifiable_route, verify_task
 from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
 EXTRA_INFO = pa.struct([("split", pa.string()), ("index", pa.int64()), ("item_id", pa.string())])
-#: with verifiable items in the export, ``extra_info`` also names the verifier (null elsewhere)
-EXTRA_INFO_VERIFIED = pa.struct([*EXTRA_INFO, ("verifier", pa.string())])
+#: with verifiable items in the export, ``extra_info`` also names the verifier and holds the whole
+#: task as JSON (a math ``ground_truth`` is the bare answer, verl's convention, which would lose a
+#: task's ``tolerance``); null elsewhere
+EXTRA_INFO_VERIFIED = pa.struct([*EXTRA_INFO, ("verifier", pa.string()), ("verify_task", pa.string())])
 
 
 class Verl(Exporter):
@@ -81,6 +84,8 @@ def _any_verifiable(data: ExportData) -> bool:
 def _extra_info(item, split: str, index: int) -> dict:
     info = {"split": split, "index": index, "item_id": item.id}
     route = verifiable_route(item)
-    if route is not None:  # names the verifier; compute_score reads the task from ground_truth
+    if route is not None:  # what preflab's compute_score routes by (preflab/verify/adapters.py)
         info["verifier"] = f"preflab.verify:{route}"
+        task = verify_task(item)
+        info["verify_task"] = json.dumps({"task_id": item.id, "kind": route, **task}, sort_keys=True) if task else None
     return info

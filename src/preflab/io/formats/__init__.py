@@ -43,6 +43,10 @@ class RecordFormat:
     convert: Callable[[dict[str, Any], ConvertOptions], Converted]
     #: Rubrics the judgments of this format refer to; the importer stores them in the project.
     rubrics: tuple[Rubric, ...] = ()
+    #: Judgment kinds this format derives from data the stored item keeps anyway: left out (and
+    #: counted in ``judgments_not_collected``) when the project does not collect the kind, instead
+    #: of failing the import.
+    optional_kinds: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,11 @@ from pydantic import ValidationError
 from ...schema import (
     JUDGMENT_KINDS,
     TRAJECTORY_SCHEMA_VERSION,
+    Dimension,
     Item,
     PairwiseJudgment,
+    Rubric,
+    RubricJudgment,
     StepsJudgment,
     Trajectory,
     UnaryJudgment,
@@ -129,6 +132,72 @@ def _item(data: dict[str, Any]) -> Item:
 TRAJECTORY_RATER = "trajectory:annotator"
 
 
+#: The RLHF-2026.11 ``rubric`` block as a preflab rubric. ``verbosity_penalty`` is a score in
+#: [-1, 0] the annotator gave; it has weight 0 so :meth:`Rubric.reward` is the mean of the two
+#: quality dimensions and a trainer subtracts the penalty itself, as the record states it.
+TRAJECTORY_RUBRIC = Rubric(
+    id="rlhf-2026.11-trajectory",
+    version=1,
+    title="RLHF-2026.11 trajectory rubric",
+    description="The rubric block of RLHF-2026.11 agent trajectories, scored by the trajectory's annotator.",
+    dimensions=[
+        Dimension(name="reasoning_validity", scale="interval", min=0, max=1,
+                  description="the reasoning steps are sound, 0-1"),
+        Dimension(name="constraint_obedience", scale="interval", min=0, max=1,
+                  description="the task's constraints are obeyed, 0-1"),
+        Dimension(name="verbosity_penalty", scale="interval", min=-1, max=0, weight=0,
+                  description="penalty for needless length, -1-0 (0 = none)"),
+    ],
+)
+
+
+def _trajectory_provenance(traj: Trajectory, options: ConvertOptions) -> dict[str, Any]:
+    """Who labelled a trajectory: its telemetry's ``annotator_hash`` (kept as given)."""
+    telemetry = traj.telemetry
+    rater = (telemetry.annotator_hash if telemetry else None) or options.default_rater or TRAJECTORY_RATER
+    prov: dict[str, Any] = {"rater_id": rater, "source": options.default_source}
+    if telemetry is not None:
+        summary = {
+            "iki_cv": telemetry.iki_cv,
+            "revision_ratio": telemetry.revision_ratio,
+            "pasted_chars": telemetry.untrusted_paste_chars,
+        }
+        summary = {k: v for k, v in summary.items() if v is not None}
+        if summary:
+            prov["telemetry"] = summary
+    return prov
+
+
+def _trajectory_steps(item_id: str, traj: Trajectory, prov: dict[str, Any]) -> StepsJudgment | None:
+    """The ``prm_steps`` verdicts as a steps judgment (labels stop at the first error), or
+    ``None`` when the steps are not labelled up to an error or to the end."""
+    steps = [s for _, turn_steps in traj.step_labels() for s in turn_steps]
+    verdicts = []
+    for s in steps:
+        if s.verdict is None:
+            break
+        verdicts.append(s.verdict)
+        if s.verdict == -1:  # labels stop at the first error
+            break
+    if not (steps and verdicts and (verdicts[-1] == -1 or len(verdicts) == len(steps))):
+        return None
+    try:
+        return StepsJudgment(item_id=item_id, candidate_id="trajectory", steps=[s.text for s in steps],
+                             verdicts=verdicts, provenance=prov)
+    except ValidationError as exc:
+        raise from_validation_error(exc, "prm_steps") from None
+
+
+def _trajectory_rubric(item_id: str, scores: dict[str, float], prov: dict[str, Any]) -> RubricJudgment:
+    """The ``rubric`` block as rubric scores under :data:`TRAJECTORY_RUBRIC` (checked against
+    it by the importer, like every rubric judgment)."""
+    rubric_prov = {**prov, "rubric_id": TRAJECTORY_RUBRIC.id, "rubric_version": TRAJECTORY_RUBRIC.version}
+    try:
+        return RubricJudgment(item_id=item_id, candidate_id="trajectory", scores=scores, provenance=rubric_prov)
+    except ValidationError as exc:
+        raise from_validation_error(exc, "rubric") from None
+
+
 def _trajectory_detect(record: dict[str, Any]) -> bool:
     return record.get("schema_version") == TRAJECTORY_SCHEMA_VERSION or (
         "trajectory_id" in record and "turns" in record
@@ -163,39 +232,12 @@ def _trajectory_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
         }
     )
     out = Converted([item], [])
-    steps = [s for _, turn_steps in traj.step_labels() for s in turn_steps]
-    verdicts = []
-    for s in steps:
-        if s.verdict is None:
-            break
-        verdicts.append(s.verdict)
-        if s.verdict == -1:  # labels stop at the first error
-            break
-    if steps and verdicts and (verdicts[-1] == -1 or len(verdicts) == len(steps)):
-        telemetry = traj.telemetry
-        rater = (telemetry.annotator_hash if telemetry else None) or options.default_rater or TRAJECTORY_RATER
-        prov: dict[str, Any] = {"rater_id": rater, "source": options.default_source}
-        if telemetry is not None:
-            summary = {
-                "iki_cv": telemetry.iki_cv,
-                "revision_ratio": telemetry.revision_ratio,
-                "pasted_chars": telemetry.untrusted_paste_chars,
-            }
-            summary = {k: v for k, v in summary.items() if v is not None}
-            if summary:
-                prov["telemetry"] = summary
-        try:
-            out.judgments.append(
-                StepsJudgment(
-                    item_id=item.id,
-                    candidate_id="trajectory",
-                    steps=[s.text for s in steps],
-                    verdicts=verdicts,
-                    provenance=prov,
-                )
-            )
-        except ValidationError as exc:
-            raise from_validation_error(exc, "prm_steps") from None
+    prov = _trajectory_provenance(traj, options)
+    steps = _trajectory_steps(item.id, traj, prov)
+    if steps is not None:
+        out.judgments.append(steps)
+    if traj.rubric:
+        out.judgments.append(_trajectory_rubric(item.id, traj.rubric, prov))
     return out
 
 
@@ -205,6 +247,10 @@ TRAJECTORY = register(
         f"trajectory {TRAJECTORY_SCHEMA_VERSION}: trajectory_id, turns, prm_steps",
         _trajectory_detect,
         _trajectory_convert,
+        rubrics=(TRAJECTORY_RUBRIC,),
+        # The record is kept whole in the item's metadata; the rubric scores are a view of it
+        # for agreement and exports, so a project that collects no rubric still takes the record.
+        optional_kinds=frozenset({"rubric"}),
     )
 )
 

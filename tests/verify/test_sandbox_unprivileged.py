@@ -1,0 +1,130 @@
+"""The sandbox's non-root path (``unshare --map-root-user``): the verifier run by an unprivileged
+user (``runuser -u nobody``), as it runs on a laptop or in a CI job without root.
+
+Needs root to switch to ``nobody`` (skipped otherwise; then the whole suite already runs this
+path). The interpreter here may live under a directory ``nobody`` cannot enter (``/root`` with
+pyenv): the driver then runs in a private mount namespace where only the interpreter's tree is
+bind-mounted back read-only, as on any machine where Python is installed for every user."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import preflab
+from preflab.verify.sandbox import _blocking_ancestor, _processes_of, interpreter_trees
+
+NOBODY = "nobody"
+
+DRIVER = r'''
+import json, os, sys
+from preflab.verify import verify
+from preflab.verify.tasks import CodeTask
+
+TESTS = "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n\ndef test_zero():\n    assert add(0, 0) == 0\n"
+task = CodeTask(task_id="add", kind="code", timeout_s=30, files={"tests/test_add.py": TESTS},
+                f2p=["tests/test_add.py::test_add"], p2p=["tests/test_add.py::test_zero"])
+CORRECT = "def add(a, b):\n    return a + b\n"
+WRONG = "def add(a, b):\n    return 0\n"
+marker = sys.argv[1]
+cases = {
+    "correct": CORRECT,
+    "wrong": WRONG,
+    "network": "import socket\ndef add(a, b):\n    socket.create_connection(('1.1.1.1', 80), timeout=3).close()\n"
+               "    return a + b\n",
+    "rewrite_tests": "open('../tests/test_add.py', 'w').write('def test_add(): pass\\ndef test_zero(): pass\\n')\n"
+                     + WRONG,
+    "write_tmp": f"open({marker!r}, 'w').write('x')\n" + CORRECT,
+    "background": "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)\n" + CORRECT,
+}
+out = {"uid": os.geteuid()}
+for name, solution in cases.items():
+    v = verify(task, {"solution.py": solution})
+    out[name] = {"reward": v.reward, "harness": v.harness_sha256_verified, "reason": v.reason}
+print(json.dumps(out))
+'''
+
+
+def _mount_script(stage: Path) -> list[str]:
+    """Shell lines that make the interpreter reachable for ``nobody`` in this mount namespace."""
+    hidden: dict[Path, list[Path]] = {}
+    for tree in interpreter_trees():
+        if (blocker := _blocking_ancestor(tree)) is not None:
+            hidden.setdefault(blocker, []).append(tree)
+    trees = [t for ts in hidden.values() for t in ts]
+    lines = [f"mkdir -p {stage}/{k} && mount --bind {shlex.quote(str(t))} {stage}/{k}" for k, t in enumerate(trees)]
+    lines += [f"mount -t tmpfs -o mode=0755,size=1m tmpfs {shlex.quote(str(b))}" for b in hidden]
+    lines += [f"mkdir -p {shlex.quote(str(t))} && mount --bind {stage}/{k} {shlex.quote(str(t))} && "
+              f"mount -o remount,bind,ro {shlex.quote(str(t))}" for k, t in enumerate(trees)]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def as_nobody() -> dict:
+    """The driver's verdicts, run as ``nobody``; the marker file a candidate tried to write."""
+    if os.geteuid() != 0 or not shutil.which("runuser") or not shutil.which("unshare"):
+        pytest.skip("needs root and util-linux runuser/unshare to switch to an unprivileged user")
+    src = Path(preflab.__file__).resolve().parents[1]
+    if _blocking_ancestor(src / "preflab") is not None:
+        pytest.skip(f"{src} is not readable by {NOBODY}")
+    probe = subprocess.run(["runuser", "-u", NOBODY, "--", "unshare", "--map-root-user", "--net", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unprivileged user namespaces are off here: {probe.stderr.strip()}")
+    box = Path(tempfile.mkdtemp(prefix="preflab-nobody-"))
+    try:
+        box.chmod(0o755)
+        (box / "driver.py").write_text(DRIVER)
+        marker = Path(tempfile.gettempdir()) / f"{box.name}-marker"
+        run = [*_mount_script(box / "stage"),
+               f"exec runuser -u {NOBODY} -- env PYTHONPATH={shlex.quote(str(src))} "
+               f"{shlex.quote(sys.executable)} {box}/driver.py {marker}"]
+        done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", "\n".join(run)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result["marker_exists"] = marker.exists()
+        marker.unlink(missing_ok=True)
+        return result
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
+
+
+def test_the_verifier_runs_as_the_unprivileged_user(as_nobody):
+    assert as_nobody["uid"] != 0
+    assert as_nobody["correct"]["reward"] == 1.0 and as_nobody["correct"]["harness"] is True
+    assert as_nobody["wrong"]["reward"] == 0.0
+
+
+def test_a_socket_connect_fails_without_root(as_nobody):
+    assert as_nobody["network"]["reward"] == 0.0
+    assert "tests failed" in as_nobody["network"]["reason"]
+
+
+def test_rewriting_the_tests_is_caught_by_the_digests_without_root(as_nobody):
+    """Without root there is no uid drop: the candidate can write the harness (the caller owns
+    it), so the digests taken before and after the run are what catch it."""
+    verdict = as_nobody["rewrite_tests"]
+    assert verdict["reward"] == 0.0 and verdict["harness"] is False
+    assert "harness changed" in verdict["reason"]
+
+
+def test_writes_to_tmp_stay_in_private_scratch_without_root(as_nobody):
+    assert as_nobody["write_tmp"]["reward"] == 1.0  # the write is harmless to the verdict
+    assert as_nobody["marker_exists"] is False  # and never reached the host's /tmp
+
+
+def test_a_background_process_does_not_outlive_the_run_without_root(as_nobody):
+    assert as_nobody["background"]["reward"] == 1.0
+    nobody_uid = int(subprocess.run(["id", "-u", NOBODY], capture_output=True, text=True).stdout)
+    sleepers = [pid for pid in _processes_of(nobody_uid)
+                if b"sleep\x00600" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert sleepers == []  # the PID namespace took it down with the run
