@@ -212,6 +212,7 @@ def pair_columns(data: ExportData, *, margin: bool, size: int = BATCH_ROWS) -> I
                      type=pa.int64())
     r_arr = pa.array(list(map(candidate_index.__getitem__, zip(item_ids, map(attrgetter("rejected_id"), pairs)))),
                      type=pa.int64())
+    # an unknown strength is a null margin, never a number (see PairMargins)
     margins = pa.array(list(map(attrgetter("strength"), pairs)), type=pa.float64()) if margin else None
     t = text_type(conversational)
     prompt_dict, completion_dict = pa.array(prompts, type=t), pa.array(completions, type=t)

@@ -25,12 +25,14 @@ applied, verbosity penalty) is averaged over raters and every candidate pair of 
 ordered by it (equal means: dropped as ``tie``); see :func:`rubric_pairs`.
 
 Strength scale: 0..3 as in :class:`~preflab.schema.PairwiseJudgment` (1 slightly, 2 better,
-3 much better). Induced ranking pairs have strength ``min(3, rank distance)``; rubric pairs
+3 much better). A vote of unknown strength counts for its side and not in the median; a pair
+whose winning votes all lack a strength has ``strength=None`` (exports write no margin). Induced ranking pairs have strength ``min(3, rank distance)``; rubric pairs
 ``min(3, 3 * reward difference)``.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -76,12 +78,23 @@ class ResolvedPair:
     item_id: str
     chosen_id: str
     rejected_id: str
-    strength: float
+    #: ``None``: no winning vote said how much better
+    strength: float | None
     n_raters: int
     agreement: float | None
     rater_hashes: tuple[str, ...]
     #: which judgment kinds the votes came from: "pairwise", "ranking", "rubric" (joined by "+")
     origin: str = "pairwise"
+
+
+#: A vote's magnitude when its strength is unknown: ``±inf`` keeps the side (the sign) every
+#: aggregator reads, and :func:`resolved_pair` leaves it out of the median strength.
+UNKNOWN_VOTE_STRENGTH = math.inf
+
+
+def _median_known(strengths: Sequence[float]) -> float | None:
+    known = [s for s in strengths if math.isfinite(s)]
+    return float(statistics.median(known)) if known else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +245,8 @@ def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[PairVote]:
         key = (int(j.provenance.review_pass), _when(j), pos)
         if isinstance(j, PairwiseJudgment):
             lo, hi = j.pair
-            votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j), float(j.score),
+            score = UNKNOWN_VOTE_STRENGTH * j.direction if j.score is None else float(j.score)
+            votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j), score,
                                   "pairwise", key[0], key))
         else:
             rank = j.rank_of()
@@ -313,7 +327,7 @@ def resolved_pair(
         item_id=item_id,
         chosen_id=chosen,
         rejected_id=rejected,
-        strength=float(statistics.median(strengths)),
+        strength=_median_known(strengths),
         n_raters=len(votes),
         agreement=agreement,
         rater_hashes=tuple(sorted({v.rater_hash for v in votes})),
