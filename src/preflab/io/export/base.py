@@ -115,6 +115,15 @@ class Exporter:
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         raise NotImplementedError
 
+    def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        """Format-specific facts for the manifest's ``format_notes`` (e.g. which rows carry a
+        margin, and ``warnings`` the CLI prints)."""
+        return {}
+
+    def usage(self, manifest: dict[str, Any]) -> list[str]:
+        """Dataset-card lines: how to train on this export with the consumer's current release."""
+        return []
+
     def json_record(self, batch: Batch, names: list[str], i: int) -> dict[str, Any]:
         """One JSONL record of a batch (raw overrides this to nest the item)."""
         return {name: batch[name][i] for name in names}

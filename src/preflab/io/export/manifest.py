@@ -109,6 +109,7 @@ def build_manifest(
         ],
         "raters": {"in": stats["raters_in"], "out": stats["raters_out"]},
         "schema": {f.name: str(f.type) for f in exporter.schema(data, options)},
+        "format_notes": exporter.notes(data, options),
         "files": files,
     }
 
@@ -184,6 +185,7 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
             for gate, info in manifest["gates"].items()
         ],
         "",
+        *exporter.usage(manifest),
         "## Loading",
         "",
         "```python",
