@@ -109,18 +109,22 @@ class Verl(Exporter):
         items = self._items(data, options)
         styles = {"rule": 0, "model": 0}
         unknown: dict[str, int] = {}
+        model_rows_builtin = 0
         for item in items:
-            styles[_reward_model(item)["style"]] += 1
+            style = _reward_model(item)["style"]
+            styles[style] += 1
             source = self._data_source(item, data, options)
             if not is_verl_builtin(source):
                 unknown[source] = unknown.get(source, 0) + 1
+            elif style == "model":
+                model_rows_builtin += 1
         warnings = [
             f"data_source {source!r} ({n} rows) is not one of verl's built-in keys: verl's default reward raises "
             "NotImplementedError for it; train with the shipped reward function (" + " ".join(CONFIG_LINES) + ")"
             for source, n in sorted(unknown.items())
         ]
-        if styles["model"] and len(unknown) < len(items):
-            warnings.append(f"{styles['model']} preference rows (style 'model') carry a built-in data_source: verl's "
+        if model_rows_builtin:
+            warnings.append(f"{model_rows_builtin} preference rows (style 'model') carry a built-in data_source: verl's "
                             "default reward would score them with a rule; use the shipped reward function")
         return {"rows_by_style": styles, "warnings": warnings}
 
