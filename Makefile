@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of torch 2.13.0 lies on local disk on the project's machines.
 PIP_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: install demo test test-fast bench schemas lint clean
+.PHONY: install consumers demo test test-fast bench schemas lint clean
 
 install: $(VENV)/.installed
 
@@ -21,7 +21,10 @@ HOST ?= 127.0.0.1
 demo: install  ## the main job on the embedded SQLite default, then the web app (make demo PORT=8100; Ctrl+C stops it)
 	$(BIN)/preflab demo --dir demo-output --serve --host $(HOST) --port $(PORT)
 
-test: install  ## the whole suite, SQLite and a throwaway PostgreSQL
+consumers: install  ## verl 0.9.1 + OpenRLHF 0.11.2 (--no-deps) in .consumers/, for tests/consumers
+	scripts/consumer-env.sh $(BIN)/python
+
+test: install consumers  ## the whole suite, SQLite and a throwaway PostgreSQL
 	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: install  ## skip the slow trainer tests
@@ -37,4 +40,4 @@ schemas: install  ## regenerate schemas/*.schema.json from the pydantic models
 	$(BIN)/preflab schema export --out schemas
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache .consumers

@@ -375,6 +375,8 @@ def export(
     aggregation: Annotated[str, typer.Option(help="Several raters per pair: majority (plurality) or dawid-skene; undecided pairs are dropped, never broken by candidate order.")] = "majority",
     length_unit: Annotated[str, typer.Option(help="Length for the gate: words, chars or tokens.")] = "words",
     tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
+    require_reference: Annotated[bool, typer.Option(help="verl: export only items with a reference answer.")] = False,
+    data_source: Annotated[str | None, typer.Option(help="verl: this data_source on every row (default: the item's source, else the project).")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -391,6 +393,7 @@ def export(
         include_ai=include_ai, include_rater_ids=include_rater_ids, include_gold=include_gold,
         length_gate=_parse_gate(length_gate), min_raters=min_raters,
         length_unit=length_unit, tokenizer=tokenizer,
+        params=_verl_params(require_reference, data_source),
     )
     try:
         manifest = export_project(engine_for(db), project, options, aggregator=AGGREGATORS[aggregation])
@@ -400,6 +403,19 @@ def export(
         print_json(manifest)
         return
     _print_manifest(manifest, out_path)
+    for warning in manifest.get("format_notes", {}).get("warnings", []):
+        err.print(f"warning: {warning}", highlight=False)
+
+
+def _verl_params(require_reference: bool, data_source: str | None) -> dict[str, Any]:
+    """``--require-reference`` / ``--data-source`` as exporter params (only verl takes them:
+    any other format refuses them with a clear error)."""
+    params: dict[str, Any] = {}
+    if require_reference:
+        params["require_reference"] = True
+    if data_source is not None:
+        params["data_source"] = data_source
+    return params
 
 
 def _print_manifest(manifest: dict[str, Any], out_path: Path) -> None:

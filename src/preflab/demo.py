@@ -94,7 +94,8 @@ def _agreement_lines(report: dict) -> list[str]:
     agreement = report.get("agreement") or {}
     rows = agreement if isinstance(agreement, list) else agreement.get("rows", agreement.get("dimensions", []))
     for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, dict) and "alpha" in row:
+        # alpha is None for a dimension without labels (PandaLM records no strength: issue 15)
+        if isinstance(row, dict) and row.get("alpha") is not None:
             ci = row.get("ci") or row.get("alpha_ci")
             ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, (list, tuple)) and len(ci) == 2 else ""
             lines.append(f"Krippendorff's alpha {row.get('dimension', '')} {row.get('batch', '')}: {row['alpha']:.3f}{ci_text}")

@@ -181,7 +181,8 @@ def test_every_format_has_exactly_the_documented_keys_and_types(engine, tmp_path
             assert all(type(b) is bool and len(r["labels"]) == len(r["completions"]) for r in rows for b in r["labels"])
         if fmt == "verl":
             assert all(list(r["reward_model"]) == ["style", "ground_truth"] for r in rows)
-            assert all(list(r["extra_info"]) == ["split", "index", "item_id"] for r in rows)
+            assert all(list(r["extra_info"]) == ["split", "index", "item_id", "style", "verifier", "prompt_text"]
+                           for r in rows)
     out, _ = export(engine, tmp_path, "raw", file_format=file_format)
     raw_keys = ["kind", "item_id", "rater_hash", "source", "review_pass", "judgment", "item"]
     rows = read_rows(out, file_format)
@@ -245,7 +246,8 @@ def test_kto_stepwise_sft_and_verl_rows(engine, tmp_path):
     assert verl[7] == {
         "data_source": "geo-quiz", "prompt": [{"role": "user", "content": "What is the capital of France?"}],
         "ability": "geography", "reward_model": {"style": "rule", "ground_truth": "Paris"},
-        "extra_info": {"split": "train", "index": 7, "item_id": "p8"},
+        "extra_info": {"split": "train", "index": 7, "item_id": "p8", "style": "rule",
+                       "verifier": "preflab.verify:exact", "prompt_text": None},
     }
     assert verl[0]["reward_model"] == {"style": "model", "ground_truth": None}
     assert verl[0]["data_source"] == "demo" and verl[0]["ability"] == "general"
@@ -444,7 +446,9 @@ def test_pandalm_three_raters_resolve_to_the_plurality(db_url, tmp_path, shared_
         out, manifest = export(engine, tmp_path, "trl-reward", name="pandalm", file_format="parquet")
         rows = read_rows(out, "parquet")
         assert [(r["chosen"], r["rejected"]) for r in rows] == [(c, r) for c, r, _ in expected]
-        assert {r["margin"] for r in rows} == {2.0}  # PandaLM has no strength: "better" (2)
+        # PandaLM records no strength: no margin is invented (issue 15), the manifest says why
+        assert all("margin" not in r for r in rows)
+        assert manifest["format_notes"]["margin"]["written"] is False
         assert manifest["gates"]["aggregation"]["reasons"] == {k: v for k, v in reasons.items() if v}
         assert manifest["raters"] == {"in": 3, "out": 3}
         assert len(rows) > 60
@@ -503,6 +507,7 @@ def test_an_export_with_no_rows_is_still_a_valid_dataset(db_url, tmp_path, file_
         out, manifest = export(engine, tmp_path, "trl-reward", name="empty", file_format=file_format)
         assert read_rows(out, file_format) == [] and manifest["counts"]["rows_out"] == 0
         if file_format == "parquet":
-            assert pq.read_schema(out / "train.parquet").names == ["prompt", "chosen", "rejected", "margin"]
+            # no row, so no known strength: the margin column is left out (issue 15)
+            assert pq.read_schema(out / "train.parquet").names == ["prompt", "chosen", "rejected"]
     finally:
         engine.dispose()

@@ -139,3 +139,15 @@ def test_fuzz_openapi_no_5xx(srv):
 
         run()
     assert not failures, "\n".join(failures[:20])
+
+
+def test_a_rater_must_say_the_strength(srv):
+    """Unknown strength is for imported sources that did not record one (issue 15); a rater
+    leaving it out gets a field error, not a judgment of unknown strength."""
+    server, seeded = srv
+    with server.client(seeded.tokens["rater002"]) as c:
+        task = c.post("/api/v1/projects/demo/assignments/next").json()["task"]
+        r = c.post("/api/v1/projects/demo/judgments",
+                   json={"assignment_id": task["assignment_id"], "judgment": {"kind": "pairwise", "winner": "a"}})
+        assert r.status_code == 422, r.text
+        assert any(e["loc"][-1] == "strength" for e in r.json()["errors"]), r.json()

@@ -68,7 +68,9 @@ STRENGTH_NAMES = {0: "tie", 1: "slightly better", 2: "better", 3: "much better"}
 
 
 class PairwiseJudgment(JudgmentBase):
-    """A vs B with a strength (0 tie, 1 slightly, 2 better, 3 much better).
+    """A vs B with a strength (0 tie, 1 slightly, 2 better, 3 much better), or ``None``:
+    strength unknown (a source that records only the winner, e.g. PandaLM or hh-rlhf). An
+    unknown strength stays unknown: it is never filled in, so no export invents a margin.
 
     ``shown_order`` is the order the rater saw: ``shown_order[0]`` was shown as A. The canonical
     form is :attr:`pair` (sorted candidate ids) with :attr:`score` in -3..3, negative meaning
@@ -85,13 +87,16 @@ class PairwiseJudgment(JudgmentBase):
     type: Literal["pairwise"] = Field(default="pairwise", alias="kind")
     shown_order: tuple[Identifier, Identifier]
     winner: Literal["a", "b", "tie"]
-    strength: int = Field(ge=0, le=3)
+    #: ``None`` (left out of the wire form): the source did not say how much better
+    strength: int | None = Field(default=None, ge=0, le=3)
 
     @model_validator(mode="after")
     def _consistent(self) -> PairwiseJudgment:
         if self.shown_order[0] == self.shown_order[1]:
             raise ValueError("shown_order must name two different candidates")
-        if (self.winner == "tie") != (self.strength == 0):
+        if self.winner == "tie" and self.strength is None:
+            raise ValueError("a tie has strength 0 (a tie's strength is never unknown)")
+        if self.strength is not None and (self.winner == "tie") != (self.strength == 0):
             raise ValueError("winner 'tie' goes with strength 0, and strength 0 with 'tie'")
         return self
 
@@ -140,11 +145,19 @@ class PairwiseJudgment(JudgmentBase):
         return self.shown_order[1] if self.winner == "a" else self.shown_order[0]
 
     @property
-    def score(self) -> int:
-        """Signed strength over the canonical pair: negative = ``pair[0]`` better."""
+    def direction(self) -> int:
+        """-1: ``pair[0]`` better, 1: ``pair[1]`` better, 0: tie (known even when the strength is not)."""
         if self.winner == "tie":
             return 0
-        return -self.strength if self.chosen == self.pair[0] else self.strength
+        return -1 if self.chosen == self.pair[0] else 1
+
+    @property
+    def score(self) -> int | None:
+        """Signed strength over the canonical pair: negative = ``pair[0]`` better; ``None`` when
+        the strength is unknown (use :attr:`direction` for the winner)."""
+        if self.strength is None:
+            return None
+        return self.direction * self.strength
 
     @property
     def first_shown_chosen(self) -> bool | None:
@@ -155,8 +168,10 @@ class PairwiseJudgment(JudgmentBase):
 
     def label_rows(self) -> list[LabelRow]:
         unit = pair_unit(self.item_id, *self.pair)
-        sign = (self.score > 0) - (self.score < 0)
-        return [self._row(unit, "winner", sign), self._row(unit, "strength", self.score)]
+        rows = [self._row(unit, "winner", self.direction)]
+        if self.score is not None:  # an unknown strength is no row, not a made-up value
+            rows.append(self._row(unit, "strength", self.score))
+        return rows
 
 
 class RankingJudgment(JudgmentBase):

@@ -27,8 +27,8 @@ def score_gold(judgment: JudgmentBase, item_id: str, gold: dict[str, Any]) -> bo
     if isinstance(judgment, PairwiseJudgment) and isinstance(expected, PairwiseJudgment):
         if expected.pair != judgment.pair:
             return False
-        same_side = (expected.score > 0) - (expected.score < 0) == (judgment.score > 0) - (judgment.score < 0)
-        if answer.tolerance > 0:
+        same_side = expected.direction == judgment.direction
+        if answer.tolerance > 0 and expected.score is not None and judgment.score is not None:
             return same_side and abs(expected.score - judgment.score) <= answer.tolerance
         return same_side
     want = {(r.unit, r.dimension): r.value for r in expected.label_rows()}

@@ -120,6 +120,9 @@ def build_judgment(
     for cid in judgment.candidate_ids():
         if cid not in known:
             problems.append(_problem("candidates", f"{cid!r} is not a candidate of this item (has {known})"))
+    if isinstance(judgment, PairwiseJudgment) and judgment.strength is None:
+        # unknown strength is for imported sources that did not record it; a rater always says it
+        problems.append(_problem("strength", "say how much better: 1 slightly, 2 better, 3 much better (0 with a tie)"))
     if isinstance(judgment, PairwiseJudgment) and shown_order and not problems:
         seen = [c for c in shown_order if c in judgment.shown_order]
         if seen != list(judgment.shown_order):

@@ -215,11 +215,7 @@ def _judgment_rows_from_dump(
         a, b = data["shown_order"]
         lo, hi = sorted((a, b))
         winner = data["winner"]
-        if winner == "tie":
-            score = 0
-        else:
-            chosen = a if winner == "a" else b
-            score = -data["strength"] if chosen == lo else data["strength"]
+        score = _signed_strength(a, b, winner, data.get("strength"))
         values.update(pair_lo=lo, pair_hi=hi, score=score, shown_order=[a, b])
     elif kind == "rubric" and prov.get("rubric_id"):
         rubric = (prov["rubric_id"], prov.get("rubric_version"), data["scores"], data.get("vetoes_failed", []))
@@ -255,7 +251,7 @@ def pairwise_rows(
     item_key: str,
     shown_order: tuple[str, str],
     winner: str,
-    strength: int,
+    strength: int | None,
     rater_id: str,
     source: str = "human",
     rationale: str | None = None,
@@ -267,9 +263,11 @@ def pairwise_rows(
     """
     if shown_order[0] == shown_order[1]:
         raise ValueError("shown_order must name two different candidates")
-    if winner not in ("a", "b", "tie") or not (isinstance(strength, int) and 0 <= strength <= 3):
+    if winner not in ("a", "b", "tie") or not (strength is None or isinstance(strength, int) and 0 <= strength <= 3):
         raise ValueError(f"winner {winner!r} / strength {strength!r} out of range")
-    if (winner == "tie") != (strength == 0):
+    if winner == "tie" and strength is None:
+        raise ValueError("a tie has strength 0 (a tie's strength is never unknown)")
+    if strength is not None and (winner == "tie") != (strength == 0):
         raise ValueError("winner 'tie' goes with strength 0, and strength 0 with 'tie'")
     if rationale is not None and len(rationale) > 20_000:
         raise ValueError("rationale: at most 20,000 characters")
@@ -282,16 +280,13 @@ def pairwise_rows(
         "kind": "pairwise",
         "shown_order": [a, b],
         "winner": winner,
-        "strength": strength,
     }
+    if strength is not None:  # the wire form leaves an unknown strength out (dump_judgment)
+        hashed["strength"] = strength
     if rationale is not None:
         hashed["rationale"] = rationale
     digest = content_hash(hashed, length=64)
-    if winner == "tie":
-        score = 0
-    else:
-        chosen = a if winner == "a" else b
-        score = -strength if chosen == min(a, b) else strength
+    score = _signed_strength(a, b, winner, strength)
     return JudgmentRows(
         item_key=item_key,
         rater_key=rater_id,
@@ -301,7 +296,7 @@ def pairwise_rows(
         candidate_ids=[a, b],
         values={
             "kind": "pairwise",
-            "body": {"kind": "pairwise", "shown_order": [a, b], "winner": winner, "strength": strength},
+            "body": _pair_body(a, b, winner, strength),
             "rationale": rationale,
             "pair_lo": min(a, b),
             "pair_hi": max(a, b),
@@ -335,8 +330,8 @@ class PairRows:
                  "winner", "strength", "score", "content_hash", "pair_lo", "pair_hi", "body_json", "shown_order_json")
 
     def __init__(self, item_key: str, item_hash: str, prompt: str, prompt_json: str, texts: tuple[str, str],
-                 candidate_keys: tuple[str, str], rater_key: str, source: str, winner: str, strength: int,
-                 score: int, judgment_hash: str) -> None:
+                 candidate_keys: tuple[str, str], rater_key: str, source: str, winner: str, strength: int | None,
+                 score: int | None, judgment_hash: str) -> None:
         self.item_key = item_key
         self.item_hash = item_hash
         self.prompt = prompt
@@ -354,7 +349,7 @@ class PairRows:
         a, b = candidate_keys
         self.pair_lo, self.pair_hi = lo, hi = (a, b) if a < b else (b, a)
         self.shown_order_json = f'["{lo}","{hi}"]'
-        self.body_json = f'{{"kind":"pairwise","shown_order":["{lo}","{hi}"],"winner":"{winner}","strength":{strength}}}'
+        self.body_json = f'{{"kind":"pairwise","shown_order":["{lo}","{hi}"],"winner":"{winner}"{_json_strength(strength)}}}'
 
     @property
     def shown_order(self) -> tuple[str, str]:
@@ -409,7 +404,7 @@ class PairRows:
             candidate_ids=[a, b],
             values={
                 "kind": "pairwise",
-                "body": {"kind": "pairwise", "shown_order": [a, b], "winner": self.winner, "strength": self.strength},
+                "body": _pair_body(a, b, self.winner, self.strength),
                 "rationale": None,
                 "pair_lo": a,
                 "pair_hi": b,
@@ -428,9 +423,9 @@ class PairRows:
         )
 
 
-def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: int, source: str) -> PairRows:
+def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: int | None, source: str) -> PairRows:
     """Leanest path for a plain-text comparison: ``prompt`` with candidates ``chosen`` (better by
-    ``strength``, 1-3) and ``rejected``, shown in sorted candidate-id order, judged by ``rater_id``.
+    ``strength``, 1-3, or ``None``: by an unknown amount) and ``rejected``, shown in sorted candidate-id order, judged by ``rater_id``.
 
     Equals ``text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)])`` and the
     :func:`pairwise_rows` of its judgment. The arguments must already be valid (``chosen !=
@@ -466,14 +461,38 @@ def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: 
         b'"domains":[],"gold":null,"prompt":[{"content":%s,"role":"user"}],"reference":null}' % (j0, k0, j1, k1, npj)
     ).hexdigest()
     if c0 < c1:
-        lo, hi, winner, score = b0, b1, b"a", -strength
+        lo, hi, winner, direction = b0, b1, b"a", -1
     else:
-        lo, hi, winner, score = b1, b0, b"b", strength
+        lo, hi, winner, direction = b1, b0, b"b", 1
+    score = None if strength is None else direction * strength
     # content_hash of the judgment's dump without the idempotency key (see pairwise_rows)
     judgment_hash = sha256(
         b'{"item_id":"%s","kind":"pairwise","provenance":{"rater_id":%s,"review_pass":0,"source":"%s"},'
-        b'"shown_order":["%s","%s"],"strength":%d,"winner":"%s"}'
-        % (item_key_.encode(), dumps(rater_id), source.encode(), lo, hi, strength, winner)
+        b'"shown_order":["%s","%s"]%s,"winner":"%s"}'
+        % (item_key_.encode(), dumps(rater_id), source.encode(), lo, hi, _json_strength(strength).encode(), winner)
     ).hexdigest()
     return PairRows(item_key_, item_hash, prompt, pj.decode(), (chosen, rejected), (c0, c1), rater_id, source,
                     winner.decode(), strength, score, judgment_hash)
+
+
+def _signed_strength(a: str, b: str, winner: str, strength: int | None) -> int | None:
+    """The ``score`` column: signed strength over the sorted pair (negative: the first better),
+    ``None`` when the strength is unknown (the winner is in the body)."""
+    if winner == "tie":
+        return 0
+    if strength is None:
+        return None
+    chosen = a if winner == "a" else b
+    return -strength if chosen == min(a, b) else strength
+
+
+def _json_strength(strength: int | None) -> str:
+    """``,"strength":N`` as the canonical JSON has it; nothing for an unknown strength."""
+    return "" if strength is None else f',"strength":{strength}'
+
+
+def _pair_body(a: str, b: str, winner: str, strength: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"kind": "pairwise", "shown_order": [a, b], "winner": winner}
+    if strength is not None:
+        body["strength"] = strength
+    return body

@@ -121,6 +121,15 @@ class Exporter:
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         raise NotImplementedError
 
+    def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        """Format-specific facts for the manifest's ``format_notes`` (e.g. which rows carry a
+        margin, and ``warnings`` the CLI prints)."""
+        return {}
+
+    def usage(self, manifest: dict[str, Any]) -> list[str]:
+        """Dataset-card lines: how to train on this export with the consumer's current release."""
+        return []
+
     def json_record(self, batch: Batch, names: list[str], i: int) -> dict[str, Any]:
         """One JSONL record of a batch (raw overrides this to nest the item)."""
         return {name: batch[name][i] for name in names}
@@ -218,6 +227,7 @@ def pair_columns(data: ExportData, *, margin: bool, size: int = BATCH_ROWS) -> I
                      type=pa.int64())
     r_arr = pa.array(list(map(candidate_index.__getitem__, zip(item_ids, map(attrgetter("rejected_id"), pairs)))),
                      type=pa.int64())
+    # an unknown strength is a null margin, never a number (see PairMargins)
     margins = pa.array(list(map(attrgetter("strength"), pairs)), type=pa.float64()) if margin else None
     t = text_type(conversational)
     prompt_dict, completion_dict = pa.array(prompts, type=t), pa.array(completions, type=t)

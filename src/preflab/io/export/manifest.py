@@ -119,6 +119,7 @@ def build_manifest(
         ],
         "raters": {"in": stats["raters_in"], "out": stats["raters_out"]},
         "schema": {f.name: str(f.type) for f in exporter.schema(data, options)},
+        "format_notes": exporter.notes(data, options),
         "files": files,
     }
 
@@ -195,6 +196,7 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
             for gate, info in manifest["gates"].items()
         ],
         "",
+        *exporter.usage(manifest),
         "## Loading",
         "",
         "```python",

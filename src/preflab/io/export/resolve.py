@@ -34,8 +34,10 @@ sides of (and nobody voted on otherwise) are ordered by the share of raters who 
 answer's vetoes, then the mean reward (:func:`rubric_mean_pairs`).
 
 Strength scale: 0..3 as in :class:`~preflab.schema.PairwiseJudgment` (1 slightly, 2 better,
-3 much better). Induced ranking pairs have strength ``min(3, rank distance)``; rubric votes
-``min(3, 3 * reward difference)`` (3 when a veto decides).
+3 much better). A vote of unknown strength counts for its side and not in the median; a pair
+whose winning votes all lack a strength has ``strength=None`` (exports write no margin). Induced
+ranking pairs have strength ``min(3, rank distance)``; rubric votes ``min(3, 3 * reward
+difference)`` (3 when a veto decides).
 """
 
 from __future__ import annotations
@@ -89,12 +91,23 @@ class ResolvedPair:
     item_id: str
     chosen_id: str
     rejected_id: str
-    strength: float
+    #: ``None``: no winning vote said how much better
+    strength: float | None
     n_raters: int
     agreement: float | None
     rater_hashes: tuple[str, ...]
     #: which judgment kinds the votes came from: "pairwise", "ranking", "rubric" (joined by "+")
     origin: str = "pairwise"
+
+
+#: A vote's magnitude when its strength is unknown: ``±inf`` keeps the side (the sign) every
+#: aggregator reads, and :func:`resolved_pair` leaves it out of the median strength.
+UNKNOWN_VOTE_STRENGTH = math.inf
+
+
+def _median_known(strengths: Sequence[float]) -> float | None:
+    known = [s for s in strengths if math.isfinite(s)]
+    return float(statistics.median(known)) if known else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +200,8 @@ def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]], extra: Iterable[Pai
         key = (int(j.provenance.review_pass), _when(j), pos)
         if isinstance(j, PairwiseJudgment):
             lo, hi = j.pair
-            votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j), float(j.score),
+            score = UNKNOWN_VOTE_STRENGTH * j.direction if j.score is None else float(j.score)
+            votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j), score,
                                   "pairwise", key[0], key))
         else:
             rank = j.rank_of()
@@ -271,7 +285,7 @@ def resolved_pair(
         item_id=item_id,
         chosen_id=chosen,
         rejected_id=rejected,
-        strength=float(statistics.median(strengths)),
+        strength=_median_known(strengths),
         n_raters=len(votes),
         agreement=agreement,
         rater_hashes=tuple(sorted({v.rater_hash for v in votes})),

@@ -15,6 +15,7 @@ prompt and completion separately, the reward trainer concatenates them.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,14 +27,48 @@ class TRLPreference(Exporter):
     description = "TRL preference (prompt, chosen, rejected): DPOTrainer, RewardTrainer, ORPO, CPO"
     needs = frozenset({"pairs"})
     reference = "https://huggingface.co/docs/trl/dataset_formats#preference"
-    margin = False
+    #: ``margin`` column: ``None`` never; ``"any"`` when any pair has a known strength (null
+    #: in the others); ``"all"`` only when every pair has one (see :meth:`margin_written`)
+    margin: str | None = None
+    #: why a partly known margin is written or left out (manifest ``format_notes.margin``)
+    margin_rule = ""
+
+    def margin_written(self, data: ExportData) -> bool:
+        known = sum(p.strength is not None for p in data.pairs)
+        if self.margin == "all":
+            return bool(data.pairs) and known == len(data.pairs)
+        return self.margin == "any" and known > 0
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         t = text_type(data.conversational)
         fields = [("prompt", t), ("chosen", t), ("rejected", t)]
-        if self.margin:
+        if self.margin_written(data):
             fields.append(("margin", pa.float64()))
         return pa.schema(fields)
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
-        return pair_columns(data, margin=self.margin)
+        return pair_columns(data, margin=self.margin_written(data))
+
+    def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        if self.margin is None:
+            return {}
+        known = sum(p.strength is not None for p in data.pairs)
+        written = self.margin_written(data)
+        if written and known == len(data.pairs):
+            why = "every row has a strength given by its raters"
+        elif written:
+            why = f"{len(data.pairs) - known} rows have no known strength: their margin is null. {self.margin_rule}"
+        elif known == 0:
+            why = "no row has a known strength (the sources record only the winner): no margin is invented"
+        else:
+            why = f"{len(data.pairs) - known} rows have no known strength. {self.margin_rule}"
+        return {"margin": {"written": written, "rows_with_margin": known if written else 0,
+                           "rows_with_known_strength": known, "rows": len(data.pairs), "why": why}}
+
+    def margin_card_lines(self, manifest: dict[str, Any]) -> list[str]:
+        info = manifest.get("format_notes", {}).get("margin")
+        if not info:
+            return []
+        return [f"Margin: {info['rows_with_margin']} of {info['rows']} rows carry a real margin "
+                f"(the raters' median strength, 1..3); column `margin` "
+                f"{'written' if info['written'] else 'left out'}: {info['why']}", ""]

@@ -10,29 +10,60 @@ https://verl.readthedocs.io/en/latest/preparation/prepare_data.html, and
 
 ``style`` is ``"rule"`` for verifiable items (``metadata.verifiable``: code / sql / math) with
 the verifier's ground truth (the math answer, or the task's JSON) and ``extra_info.verifier``
-naming the verifier (``extra_info.verify_task``: the task's JSON); else ``"rule"`` with the item's hidden ``reference`` as ``ground_truth``
+naming the verifier (``extra_info.verify_task``: the task's JSON, so a math task's
+``tolerance`` survives verl's bare-answer ``ground_truth``); else ``"rule"`` with the item's hidden ``reference`` as ``ground_truth``
 when it has one, else ``"model"`` (a reward model scores the rollout; ``ground_truth`` is null).
-``data_source`` is the item's ``metadata.source`` or the project name (verl picks the reward
-function by it); ``ability`` the item's first domain, else ``"general"``. With
-``params={"require_reference": True}`` only items with a reference are exported.
+``data_source`` is the item's ``metadata.source`` or the project name, or
+``params={"data_source": ...}`` for every row (CLI ``--data-source``); ``ability`` the item's
+first domain, else ``"general"``. With ``params={"require_reference": True}`` (CLI
+``--require-reference``) only items with a reference are exported.
+
+Reward routing: verl never reads ``reward_model.style``; its default reward picks a scorer by
+``data_source`` and raises ``NotImplementedError`` for a key it does not know
+(``verl/utils/reward_score/__init__.py``, verl 0.9.1). So ``extra_info`` also carries ``style``,
+``verifier`` (``preflab.verify:<math|code|sql>`` for verifiable items, ``preflab.verify:exact``
+for a reference answer, null for model rows) and ``prompt_text`` (model rows: the prompt the
+reward model reads), and :mod:`preflab.verify.verl_reward` routes each row by them. The
+manifest's ``format_notes.warnings`` (printed by the CLI) names every ``data_source`` that
+verl's default reward would refuse. Config lines for verl 0.9.1 (also on the dataset card)::
+
+    data.train_files=path/to/export/train.parquet
+    reward.custom_reward_function.path=pkg://preflab.verify.verl_reward
+    reward.custom_reward_function.name=compute_score
+    +reward.custom_reward_function.reward_kwargs.reward_model_path=/path/to/reward-model
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
+from ...schema import prompt_as_text
 from ...schema.routing import rule_ground_truth, verifiable_route, verify_task
 from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
-EXTRA_INFO = pa.struct([("split", pa.string()), ("index", pa.int64()), ("item_id", pa.string())])
-#: with verifiable items in the export, ``extra_info`` also names the verifier and holds the whole
-#: task as JSON (a math ``ground_truth`` is the bare answer, verl's convention, which would lose a
-#: task's ``tolerance``); null elsewhere
-EXTRA_INFO_VERIFIED = pa.struct([*EXTRA_INFO, ("verifier", pa.string()), ("verify_task", pa.string())])
+#: ``style`` and ``verifier`` route the row in :mod:`preflab.verify.verl_reward`
+EXTRA_INFO = pa.struct([("split", pa.string()), ("index", pa.int64()), ("item_id", pa.string()),
+                        ("style", pa.string()), ("verifier", pa.string()), ("prompt_text", pa.string()),
+                        ("verify_task", pa.string())])
+#: The ``data_source`` keys verl 0.9.1's ``default_compute_score`` knows
+#: (verl/utils/reward_score/__init__.py; also every key starting with ``aime``).
+VERL_BUILTIN_DATA_SOURCES = frozenset({
+    "openai/gsm8k", "lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500",
+    "math_dapo", "math", "math_dapo_reasoning", "numina_aops_forum", "numina_synthetic_math",
+    "numina_amc_aime", "numina_synthetic_amc", "numina_cn_k12", "numina_olympiads", "codecontests", "apps",
+    "codeforces", "taco", "hiyouga/geometry3k", "searchR1_nq", "searchR1_triviaqa", "searchR1_popqa",
+    "searchR1_hotpotqa", "searchR1_2wikimultihopqa", "searchR1_musique", "searchR1_bamboogle",
+})
+CONFIG_LINES = (
+    "reward.custom_reward_function.path=pkg://preflab.verify.verl_reward",
+    "reward.custom_reward_function.name=compute_score",
+)
+REWARD_MODEL_LINE = "+reward.custom_reward_function.reward_kwargs.reward_model_path=/path/to/reward-model"
 
 
 class Verl(Exporter):
@@ -40,7 +71,7 @@ class Verl(Exporter):
     description = "verl RL prompts (data_source, prompt, ability, reward_model, extra_info): PPO/GRPO"
     needs = frozenset()
     reference = "https://verl.readthedocs.io/en/latest/preparation/prepare_data.html"
-    params = {"require_reference": False}
+    params = {"require_reference": False, "data_source": None}
     task_categories = ("reinforcement-learning", "text-generation")
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
@@ -50,23 +81,82 @@ class Verl(Exporter):
                 ("prompt", MESSAGES),
                 ("ability", pa.string()),
                 ("reward_model", REWARD_MODEL),
-                ("extra_info", EXTRA_INFO_VERIFIED if _any_verifiable(data) else EXTRA_INFO),
+                ("extra_info", EXTRA_INFO),
             ]
         )
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
-        items = list(data.items.values())
-        if self.param(options, "require_reference"):
-            items = [i for i in items if i.reference is not None]
+        items = self._items(data, options)
         for rows in chunked(len(items)):
             part = items[rows.start : rows.stop]
             yield {
-                "data_source": [str(i.metadata.get("source") or data.project) for i in part],
+                "data_source": [self._data_source(i, data, options) for i in part],
                 "prompt": [prompt_value(i.prompt, True) for i in part],
                 "ability": [i.domains[0] if i.domains else "general" for i in part],
                 "reward_model": [_reward_model(i) for i in part],
                 "extra_info": [_extra_info(i, options.split, rows.start + k) for k, i in enumerate(part)],
             }
+
+
+    def _items(self, data: ExportData, options: ExportOptions) -> list:
+        items = list(data.items.values())
+        if self.param(options, "require_reference"):
+            items = [i for i in items if i.reference is not None]
+        return items
+
+    def _data_source(self, item, data: ExportData, options: ExportOptions) -> str:
+        return str(self.param(options, "data_source") or item.metadata.get("source") or data.project)
+
+    def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        """Which ``data_source`` values verl's default reward would refuse (``warnings``)."""
+        items = self._items(data, options)
+        styles = {"rule": 0, "model": 0}
+        unknown: dict[str, int] = {}
+        model_rows_builtin = 0
+        for item in items:
+            style = _reward_model(item)["style"]
+            styles[style] += 1
+            source = self._data_source(item, data, options)
+            if not is_verl_builtin(source):
+                unknown[source] = unknown.get(source, 0) + 1
+            elif style == "model":
+                model_rows_builtin += 1
+        warnings = [
+            f"data_source {source!r} ({n} rows) is not one of verl's built-in keys: verl's default reward raises "
+            "NotImplementedError for it; train with the shipped reward function (" + " ".join(CONFIG_LINES) + ")"
+            for source, n in sorted(unknown.items())
+        ]
+        if model_rows_builtin:
+            warnings.append(f"{model_rows_builtin} preference rows (style 'model') carry a built-in data_source: verl's "
+                            "default reward would score them with a rule; use the shipped reward function")
+        return {"rows_by_style": styles, "warnings": warnings}
+
+    def usage(self, manifest: dict[str, Any]) -> list[str]:
+        split, file_format = manifest["split"], manifest["file_format"]
+        model_rows = manifest.get("format_notes", {}).get("rows_by_style", {}).get("model", 0)
+        lines = [f"data.train_files=path/to/export/{split}.{file_format}", *CONFIG_LINES]
+        if model_rows:
+            lines.append(REWARD_MODEL_LINE)
+        return [
+            "## Training with verl (checked against verl 0.9.1)",
+            "",
+            "verl never reads `reward_model.style`; its default reward picks a scorer by `data_source` and "
+            "raises `NotImplementedError` for keys it does not know. preflab ships a reward function that routes "
+            "every row by `extra_info.style` and `extra_info.verifier`: rule rows to preflab's verifiers "
+            "(math, code, SQL, exact match against the reference), preference rows (`style: model`, "
+            f"{model_rows} here) to the reward model given by `reward_model_path`. Add to your verl command:",
+            "",
+            "```",
+            *lines,
+            "```",
+            "",
+            *[f"- warning: {w}" for w in manifest.get("format_notes", {}).get("warnings", [])],
+            "",
+        ]
+
+
+def is_verl_builtin(data_source: str) -> bool:
+    return data_source in VERL_BUILTIN_DATA_SOURCES or data_source.startswith("aime")
 
 
 def _reward_model(item) -> dict:
@@ -77,15 +167,16 @@ def _reward_model(item) -> dict:
     return {"style": "rule" if item.reference is not None else "model", "ground_truth": item.reference}
 
 
-def _any_verifiable(data: ExportData) -> bool:
-    return any(verifiable_route(i) is not None for i in data.items.values())
-
-
 def _extra_info(item, split: str, index: int) -> dict:
-    info = {"split": split, "index": index, "item_id": item.id}
+    """What :mod:`preflab.verify.verl_reward` routes by (verl hands ``extra_info`` to it)."""
+    style = _reward_model(item)["style"]
     route = verifiable_route(item)
-    if route is not None:  # what preflab's compute_score routes by (preflab/verify/adapters.py)
-        info["verifier"] = f"preflab.verify:{route}"
-        task = verify_task(item)
-        info["verify_task"] = json.dumps({"task_id": item.id, "kind": route, **task}, sort_keys=True) if task else None
-    return info
+    task = None
+    if route is not None:  # names the verifier; the whole task travels too (a math task's tolerance)
+        verifier = f"preflab.verify:{route}"
+        spec = verify_task(item)
+        task = json.dumps({"task_id": item.id, "kind": route, **spec}, sort_keys=True) if spec else None
+    else:
+        verifier = "preflab.verify:exact" if style == "rule" else None
+    return {"split": split, "index": index, "item_id": item.id, "style": style, "verifier": verifier,
+            "prompt_text": prompt_as_text(item.prompt) if style == "model" else None, "verify_task": task}

@@ -7,8 +7,8 @@ two models' answers (``human_eval.jsonl``).
 | ``human_eval`` | ``{"prompt", "answer_1", "answer_2", "human_prefers", "model_1", "model_2", "labeler"?, "id"?, "domains"?}`` (written by ``preflab eval report``) | an item with the two answers (models kept on the candidates, never shown to raters) + a pairwise judgment in the order ``answer_1``, ``answer_2`` |
 
 ``human_prefers`` is ``"answer_1"``, ``"answer_2"`` or ``"tie"`` (also accepted: ``1``, ``2``,
-``0`` for a tie). A verdict without a strength is stored as strength 2 ("better"), like any
-comparison of unknown strength. ``labeler`` (the rater; ``preflab eval report`` writes the rater's
+``0`` for a tie). A verdict carries no strength: it is stored with strength unknown
+(``None``), like any comparison of unknown strength. ``labeler`` (the rater; ``preflab eval report`` writes the rater's
 hash) defaults to ``--default-rater``, else ``"anonymous"``.
 
 :func:`rollout_fields` is the one check of a model-output record: the importer and

@@ -14,8 +14,8 @@ Sources: a ``labeler`` that names a model is an AI label, stored as ``source: ai
 human rater (see :func:`labeler_source` for the names); a record that says ``"source": "human"``
 for such a labeler is an error.
 
-Choices where the source says nothing: a comparison without ``strength`` gets strength 2
-("better"); a TRL ``margin`` becomes the strength ``round(|margin|)`` clipped to 1..3; the
+Choices where the source says nothing: a comparison without ``strength`` (or ``margin``) is
+stored with strength unknown (``None``: exports write no margin for it); a TRL ``margin`` becomes the strength ``round(|margin|)`` clipped to 1..3; the
 rater is ``labeler``, else ``--default-rater``, else ``"anonymous"``. The pair of a comparison is
 stored in sorted candidate-id order (no order was shown to anyone), so position-bias audits on
 imported comparisons measure nothing.
@@ -53,7 +53,8 @@ from . import (
     require,
 )
 
-UNKNOWN_STRENGTH = 2
+#: a comparison that gives no strength: stored as unknown, never as a made-up number
+UNKNOWN_STRENGTH = None
 IDENTICAL = ("identical to 'chosen' (compared after normalisation: Unicode NFC, surrounding whitespace, "
              "one assistant message = its text); a comparison needs two different answers")
 ANONYMOUS = "anonymous"
@@ -361,7 +362,7 @@ def _comparison_detect(record: dict[str, Any]) -> bool:
     return "chosen" in record and "rejected" in record and ("prompt" in record or isinstance(record["chosen"], list))
 
 
-def _strength(record: dict[str, Any]) -> int:
+def _strength(record: dict[str, Any]) -> int | None:
     if record.get("strength") is not None:
         strength = require(record, "strength", int)
         if not 1 <= strength <= 3:

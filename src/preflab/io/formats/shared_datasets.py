@@ -6,7 +6,8 @@
 - SQuALITY human eval (CC BY): 3 systems' summaries, each rated by 3 workers on 3 dimensions.
 
 Where a source does not record something the wire format needs, the choice is documented here:
-PandaLM and hh-rlhf give no preference strength, so a non-tie becomes strength 2 ("better");
+PandaLM and hh-rlhf give no preference strength, so a non-tie is stored with strength unknown
+(``None``; no export turns it into a margin), while Tulu-1's 5-level preference keeps its strengths;
 hh-rlhf gives no shown order or rater, so its pair is shown in stored order by rater
 ``hh-rlhf:crowd`` (position-bias audits are meaningless on it).
 """
@@ -30,7 +31,8 @@ from ...schema.identity import candidate_key
 from . import Converted, ConvertOptions, RecordError, RecordFormat, check_unknown, register, require
 from .generic import labeler_source
 
-UNKNOWN_STRENGTH = 2
+#: a non-tie whose source gives no strength: stored as unknown, never as a made-up number
+UNKNOWN_STRENGTH = None
 
 # -- PandaLM ------------------------------------------------------------------------------
 
