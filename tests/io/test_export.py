@@ -181,7 +181,8 @@ def test_every_format_has_exactly_the_documented_keys_and_types(engine, tmp_path
             assert all(type(b) is bool and len(r["labels"]) == len(r["completions"]) for r in rows for b in r["labels"])
         if fmt == "verl":
             assert all(list(r["reward_model"]) == ["style", "ground_truth"] for r in rows)
-            assert all(list(r["extra_info"]) == ["split", "index", "item_id", "style", "verifier", "prompt_text"]
+            assert all(list(r["extra_info"]) == ["split", "index", "item_id", "style", "verifier", "prompt_text",
+                                                                 "verify_task"]
                            for r in rows)
     out, _ = export(engine, tmp_path, "raw", file_format=file_format)
     raw_keys = ["kind", "item_id", "rater_hash", "source", "review_pass", "judgment", "item"]
@@ -247,7 +248,7 @@ def test_kto_stepwise_sft_and_verl_rows(engine, tmp_path):
         "data_source": "geo-quiz", "prompt": [{"role": "user", "content": "What is the capital of France?"}],
         "ability": "geography", "reward_model": {"style": "rule", "ground_truth": "Paris"},
         "extra_info": {"split": "train", "index": 7, "item_id": "p8", "style": "rule",
-                       "verifier": "preflab.verify:exact", "prompt_text": None},
+                       "verifier": "preflab.verify:exact", "prompt_text": None, "verify_task": None},
     }
     assert verl[0]["reward_model"] == {"style": "model", "ground_truth": None}
     assert verl[0]["data_source"] == "demo" and verl[0]["ability"] == "general"

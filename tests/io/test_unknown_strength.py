@@ -129,7 +129,7 @@ def test_migration_0006_removes_the_old_default_from_sources_without_strength_on
                                                              "strength": 2})])
     with engine.connect() as conn:
         before = dict(conn.execute(select(JudgmentRow.pk, JudgmentRow.content_hash)).all())
-    db.downgrade(engine, "0005_item_identity")  # the stored form of before issue 15: strength 2
+    db.downgrade(engine, "0006_item_skips")  # the stored form of before issue 15: strength 2
     bodies = _pairwise_bodies(engine)
     assert {b["strength"] for b in bodies if b["winner"] != "tie"} == {2}
     db.upgrade(engine)

@@ -202,7 +202,7 @@ def test_after_the_migration_the_old_records_import_as_already_present(db_url, t
         db.upgrade(engine)
         # strength 2, as the old rows store it: since migration 0006 a comparison without strength
         # is stored with strength unknown, and an old "comparison" batch cannot tell a 2 the record
-        # gave from the old default (see 0006_unknown_strength), so the records say it
+        # gave from the old default (see 0007_unknown_strength), so the records say it
         records = [
             {"prompt": PROMPT, "chosen": ONE, "rejected": TWO, "labeler": "alice", "strength": 2},
             {"prompt": PROMPT, "chosen": TWO, "rejected": ONE, "labeler": "bob", "strength": 2},
