@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -117,6 +119,16 @@ class BodyLimit:
         await self.app(scope, limited_receive, guarded_send)
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Startup: room in the thread pool for every pooled connection. Shutdown: close the pool."""
+    import anyio.to_thread
+
+    anyio.to_thread.current_default_thread_limiter().total_tokens = max(64, app.state.config.pool_size * 2)
+    yield
+    app.state.db.dispose()
+
+
 def create_app(db_url: str | None = None, *, config: ServerConfig | None = None, init: bool = False) -> FastAPI:
     """Build the app. ``init=True`` creates/migrates the schema first (do it once, not per worker)."""
     config = config or ServerConfig(db_url=db_url or os.environ.get("PREFLAB_DB", "sqlite:///preflab.db"))
@@ -131,6 +143,7 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         openapi_url="/api/v1/openapi.json",
         docs_url="/api/v1/docs",
         redoc_url=None,
+        lifespan=_lifespan,
     )
     app.state.config = config
     app.state.db = Database(config.db_url, pool_size=config.pool_size, max_overflow=config.pool_size)
@@ -142,16 +155,6 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
     from .fastlane import install as install_fast_lane
 
     install_fast_lane(app)
-
-    @app.on_event("startup")
-    async def _threads() -> None:
-        import anyio.to_thread
-
-        anyio.to_thread.current_default_thread_limiter().total_tokens = max(64, config.pool_size * 2)
-
-    @app.on_event("shutdown")
-    async def _dispose() -> None:
-        app.state.db.dispose()
 
     @app.exception_handler(JudgingError)
     async def _judging(_: Request, exc: JudgingError) -> Response:
