@@ -27,8 +27,8 @@ test-fast: install  ## skip the slow trainer tests
 bench: install  ## every benchmark, figures printed
 	$(BIN)/python benchmarks/run_all.py
 
-lint: install  ## ruff over the code, tests and benchmarks
-	$(BIN)/ruff check src tests benchmarks
+lint: install  ## ruff over the code, tests, benchmarks and scripts
+	$(BIN)/ruff check src tests benchmarks scripts
 
 schemas: install  ## regenerate schemas/*.schema.json from the pydantic models
 	$(BIN)/preflab schema export --out schemas
