@@ -159,3 +159,21 @@ def start_server(tmp_path: Path):
     yield _start
     for server in servers:
         server.kill()
+
+
+def expire_now(url: str, model: Any, *where: Any) -> int:
+    """Move ``expires_at`` of the matching rows one second into the past: the server's own clock
+    then sees them expired, as if the time had passed (instead of sleeping in the test)."""
+    from datetime import timedelta
+
+    from sqlalchemy import create_engine, update
+
+    from preflab.store import normalise_url
+    from preflab.store.models import utcnow
+
+    engine = create_engine(normalise_url(url))
+    try:
+        with engine.begin() as conn:
+            return conn.execute(update(model).where(*where).values(expires_at=utcnow() - timedelta(seconds=1))).rowcount
+    finally:
+        engine.dispose()
