@@ -18,11 +18,16 @@ $(VENV)/.installed: pyproject.toml
 demo: install  ## the main job on the embedded SQLite default, then the web app (Ctrl+C stops it)
 	$(BIN)/preflab demo --dir demo-output --serve
 
-test: install  ## the whole suite, SQLite and a throwaway PostgreSQL
-	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+# pytest-xdist workers (`auto`: one per core; 0: no xdist). Files go whole to one worker
+# (--dist loadfile): module-scoped servers and databases are built once per file.
+PYTEST_XDIST ?= auto
+XDIST := -n $(PYTEST_XDIST) --dist loadfile
 
-test-fast: install  ## skip the slow trainer tests
-	$(BIN)/python -m pytest -m "not train and not slow" $(PYTEST_ARGS)
+test: install  ## the whole suite, SQLite and a throwaway PostgreSQL, in parallel
+	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+
+test-fast: install  ## the inner loop: no `slow` (servers under load, browsers) or `train` tests
+	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(XDIST) -m "not train and not slow" $(PYTEST_ARGS)
 
 bench: install  ## every benchmark, figures printed
 	$(BIN)/python benchmarks/run_all.py

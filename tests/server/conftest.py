@@ -106,7 +106,8 @@ class Server:
         self.log = open(self.tmp / f"server-{self.port}-{time.time_ns()}.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "preflab.server", "serve", "--db", self.url, "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", str(self.workers), "--exports-dir", str(self.tmp / "exports"), *self.args],
+             "--port", str(self.port), "--workers", str(self.workers), "--exports-dir", str(self.tmp / "exports"),
+             *(["--log-level", "info"] if self.workers > 1 else []), *self.args],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + timeout
@@ -114,15 +115,19 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{Path(self.log.name).read_text()[-3000:]}")
             try:
-                if httpx.get(self.base + "/api/v1/health", timeout=2).status_code == 200:
-                    if self.workers > 1:
-                        time.sleep(1.0)  # let every worker come up
+                if httpx.get(self.base + "/api/v1/health", timeout=2).status_code == 200 and self._all_workers_up():
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
         self.kill()
         raise RuntimeError(f"server did not start:\n{Path(self.log.name).read_text()[-3000:]}")
+
+    def _all_workers_up(self) -> bool:
+        """Each uvicorn worker logs its startup (at ``info``, set for several workers); the first
+        answer may come before the others are up."""
+        self.log.flush()
+        return Path(self.log.name).read_text().count("Application startup complete") >= self.workers
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Signal the server's own process group (the uvicorn supervisor and its workers)."""

@@ -117,6 +117,7 @@ def test_released_task_cannot_be_submitted(srv):
         assert submit(c, task["assignment_id"]).status_code == 409
 
 
+@pytest.mark.slow
 def test_fuzz_openapi_no_5xx(srv):
     """schemathesis generates requests for every operation (bounded); nothing may answer 5xx."""
     import schemathesis

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from sqlalchemy import create_engine, select, text
 
 from preflab.store import normalise_url
@@ -13,6 +14,7 @@ from preflab.store import normalise_url
 from .conftest import Server, expire_now, pairwise_item, seed
 from .test_concurrency import check_invariants, rater_loop
 
+pytestmark = pytest.mark.slow  # kill -9 of loaded servers, twice
 RATERS = 30
 
 
