@@ -126,6 +126,8 @@ class Server:
     def _all_workers_up(self) -> bool:
         """Each uvicorn worker logs its startup (at ``info``, set for several workers); the first
         answer may come before the others are up."""
+        if self.workers == 1:
+            return True  # the answer came from the one worker
         self.log.flush()
         return Path(self.log.name).read_text().count("Application startup complete") >= self.workers
 
