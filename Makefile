@@ -24,17 +24,22 @@ demo: install  ## the main job on the embedded SQLite default, then the web app 
 consumers: install  ## verl 0.9.1 + OpenRLHF 0.11.2 (--no-deps) in .consumers/, for tests/consumers
 	scripts/consumer-env.sh $(BIN)/python
 
-test: install consumers  ## the whole suite, SQLite and a throwaway PostgreSQL
-	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+# pytest-xdist workers (`auto`: one per core; 0: no xdist). Files go whole to one worker
+# (--dist loadfile): module-scoped servers and databases are built once per file.
+PYTEST_XDIST ?= auto
+XDIST := -n $(PYTEST_XDIST) --dist loadfile
 
-test-fast: install  ## skip the slow trainer tests
-	$(BIN)/python -m pytest -m "not train and not slow" $(PYTEST_ARGS)
+test: install consumers  ## the whole suite, SQLite and a throwaway PostgreSQL, in parallel
+	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+
+test-fast: install consumers  ## the inner loop: no `slow` (servers under load, browsers) or `train` tests
+	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(XDIST) -m "not train and not slow" $(PYTEST_ARGS)
 
 bench: install  ## every benchmark, figures printed
 	$(BIN)/python benchmarks/run_all.py
 
-lint: install  ## ruff over the code, tests and benchmarks
-	$(BIN)/ruff check src tests benchmarks
+lint: install  ## ruff over the code, tests, benchmarks and scripts
+	$(BIN)/ruff check src tests benchmarks scripts
 
 schemas: install  ## regenerate schemas/*.schema.json from the pydantic models
 	$(BIN)/preflab schema export --out schemas

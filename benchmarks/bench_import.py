@@ -53,6 +53,19 @@ def _cpu() -> float:
     return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
 
 
+def _own_peak_rss_kib() -> int:
+    """This process's peak RSS (KiB). Not ``getrusage``: on Linux its ``ru_maxrss`` keeps the peak
+    of the image before ``exec``, so a child of a large parent (a test worker holding torch)
+    reported the parent's peak (3.5 GB for a 20k-row import); ``VmHWM`` starts afresh."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def child_baseline(data: Path, db: Path) -> dict:
     import sqlite3
 
@@ -76,7 +89,8 @@ def child_baseline(data: Path, db: Path) -> dict:
     n += len(rows)
     conn.commit()
     conn.close()
-    return {"rows": n, "seconds": time.perf_counter() - start, "cpu_seconds": _cpu() - cpu}
+    return {"rows": n, "seconds": time.perf_counter() - start, "cpu_seconds": _cpu() - cpu,
+            "main_rss_mb": _own_peak_rss_kib() / 1024}
 
 
 def child_import(data: Path, db: Path) -> dict:
@@ -114,7 +128,7 @@ def child_import(data: Path, db: Path) -> dict:
     engine.dispose()
     # Peak RSS of this process and of the converting process (KiB on Linux); their sum bounds
     # what the import held at once.
-    self_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    self_kib = _own_peak_rss_kib()
     worker_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {"rows": report.judgments_added, "items": report.items_added, "seconds": seconds, "cpu_seconds": cpu,
             "sqlite_insert_seconds": in_sqlite["insert"], "sqlite_commit_seconds": commit,
@@ -129,14 +143,13 @@ def run_child(kind: str, data: Path, db: Path) -> dict:
         env=env,
     )
     out = proc.stdout.read() if proc.stdout else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.wait()
     if proc.returncode != 0:
         raise SystemExit(f"{kind} child failed with exit code {proc.returncode}")
     result = json.loads(out.decode().strip().splitlines()[-1])
-    result["peak_rss_mb"] = usage.ru_maxrss / 1024  # kilobytes on Linux
-    if "main_rss_mb" in result:  # two processes: the sum of their peaks
-        result["peak_rss_mb"] = result["main_rss_mb"] + result["worker_rss_mb"]
+    # the child's own peak, plus its converting process's when the import used one: the sum
+    # bounds what the import held at once
+    result["peak_rss_mb"] = result["main_rss_mb"] + result.get("worker_rss_mb", 0)
     return result
 
 

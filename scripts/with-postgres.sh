@@ -2,6 +2,8 @@
 # Run a command with a throwaway PostgreSQL cluster (Debian's PostgreSQL 15: initdb, pg_ctl).
 # Exports PREFLAB_TEST_PG_URL for the command; removes the cluster afterwards.
 # As root the cluster runs as the `postgres` user (initdb refuses root).
+# PREFLAB_PG_PORT: the port to listen on (for machines where only some ports may be used);
+# default: a free port chosen by the kernel.
 set -euo pipefail
 
 if ! command -v initdb >/dev/null || ! command -v pg_ctl >/dev/null; then
@@ -14,9 +16,15 @@ if ! command -v initdb >/dev/null; then
 fi
 
 PGTMP="$(mktemp -d /tmp/preflab-pg.XXXXXX)"
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+PORT="${PREFLAB_PG_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
+if ! [[ "$PORT" =~ ^[0-9]+$ ]] || [ "$PORT" -lt 1 ] || [ "$PORT" -gt 65535 ]; then
+  echo "with-postgres: PREFLAB_PG_PORT=$PORT is not a port number (1-65535)" >&2
+  exit 2
+fi
+# runuser keeps the working directory: from one `postgres` cannot read (a checkout under /root)
+# every command would print "could not change directory", so the cluster's tools run from /.
 as_pg() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 if [ "$(id -u)" = 0 ]; then chown postgres "$PGTMP"; fi
 cleanup() { as_pg pg_ctl -D "$PGTMP/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$PGTMP"; }

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+# Real data: small excerpts of public sets live in tests/data (LICENSE-DATA there; cut by
+# scripts/cut-test-data.py). Nothing outside the checkout is read, so a fresh clone runs it all.
 FIXTURES = Path(__file__).resolve().parent / "data"
 
 
@@ -58,11 +59,3 @@ def db_url(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":
         return request.getfixturevalue("sqlite_url")
     return request.getfixturevalue("pg_url")
-
-
-@pytest.fixture
-def shared_data() -> Path:
-    """``../shared/data`` beside the checkout (real human preference data sets)."""
-    if not SHARED_DATA.is_dir():
-        _require_or_skip("../shared/data", f"expected at {SHARED_DATA}")
-    return SHARED_DATA

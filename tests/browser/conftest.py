@@ -28,6 +28,7 @@ def pytest_collection_modifyitems(items) -> None:  # noqa: ANN001
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.slow)  # a real server and Chromium: not for the inner loop
 
 
 def _require_or_skip(what: str, how: str) -> None:

@@ -76,7 +76,8 @@ def test_login_qualification_and_pairwise_with_the_keyboard(site, new_page):
         fb = page.locator("#feedback")
         fb.wait_for(state="visible")
         assert "Correct" in page.locator("#feedback-title").inner_text()
-        assert "is correct" not in fb.inner_text() or True
+        assert RATIONALE not in fb.inner_text()  # the gold's explanation, not the rater's words echoed
+        assert f"Qualification: {n} of {n} correct so far." in fb.inner_text()
         assert "the other answer is wrong" in fb.inner_text()  # the explanation
         assert "much better" in fb.inner_text()
         if n == 1:

@@ -409,7 +409,10 @@ def test_helpful_errors(engine, tmp_path):
 # -- real data ------------------------------------------------------------------------------
 
 
-def converted(path: Path, fmt: str, records):
+DATA = Path(__file__).resolve().parents[1] / "data"  # excerpts of the public sets, see LICENSE-DATA
+
+
+def converted(fmt: str, records):
     from preflab.io.formats import FORMATS, ConvertOptions, RecordError
 
     items, judgments = [], []
@@ -423,10 +426,10 @@ def converted(path: Path, fmt: str, records):
     return items, judgments
 
 
-def test_pandalm_three_raters_resolve_to_the_plurality(db_url, tmp_path, shared_data):
+def test_pandalm_three_raters_resolve_to_the_plurality(db_url, tmp_path):
     """PandaLM test set (Apache-2.0): 3 annotators per pair, 0 tie / 1 response1 / 2 response2."""
-    records = json.loads((shared_data / "pandalm-testset-v1.json").read_text())[:80]
-    items, judgments = converted(shared_data, "pandalm", records)
+    records = json.loads((DATA / "pandalm-170.json").read_text())[:80]
+    items, judgments = converted("pandalm", records)
     expected, reasons = [], {"tie": 0, "no-majority": 0}
     by_id = {i.id: i for i in items}
     for rec in records:
@@ -457,12 +460,12 @@ def test_pandalm_three_raters_resolve_to_the_plurality(db_url, tmp_path, shared_
         engine.dispose()
 
 
-def test_squality_rubric_grades_become_pairs(db_url, tmp_path, shared_data):
+def test_squality_rubric_grades_become_pairs(db_url, tmp_path):
     """SQuALITY human eval (CC BY): 3 workers grade each summary on 3 dimensions, 0-100."""
     from preflab.io.formats.shared_datasets import SQUALITY_RUBRIC
 
-    records = [json.loads(line) for line in (shared_data / "squality-human-eval.jsonl").read_text().splitlines()[:2]]
-    items, judgments = converted(shared_data, "squality", records)
+    records = [json.loads(line) for line in (DATA / "squality-sample.jsonl").read_text().splitlines()]
+    items, judgments = converted("squality", records)
     # independent reward: equal weights over 3 interval dimensions on [0, 100]; each worker who
     # graded both summaries votes for the one they graded higher; a strict plurality wins
     reward: dict[tuple[str, str, str], float] = {}

@@ -52,11 +52,12 @@ def one_problem(engine, project, paths, **options) -> Problem:
     return err.problems[0]
 
 
-# -- the real data sets -------------------------------------------------------------------------
+# -- the real data sets (excerpts in tests/data, see LICENSE-DATA) ------------------------------
 
 
-def test_pandalm_full_file_fails_naming_the_six_boolean_responses(engine, shared_data):
-    path = shared_data / "pandalm-testset-v1.json"
+def test_pandalm_file_fails_naming_the_six_boolean_responses(engine):
+    # the first 170 records of the PandaLM test set hold all six of its boolean responses
+    path = FIXTURES / "pandalm-170.json"
     err = fails(engine, "p", [path])
     assert err.total == 6
     fields = sorted(p.field for p in err.problems)
@@ -69,12 +70,12 @@ def test_pandalm_full_file_fails_naming_the_six_boolean_responses(engine, shared
     assert f"{path}:{err.problems[0].line}: response1: expected a string" in str(err)
 
 
-def test_pandalm_with_skip_invalid(engine, shared_data):
-    report = import_files(engine, "p", [shared_data / "pandalm-testset-v1.json"], ImportOptions(skip_invalid=True))
-    assert (report.items_added, report.judgments_added) == (993, 993 * 3)
-    assert len(report.skipped) == 6 and report.formats == {"pandalm": 993}
+def test_pandalm_with_skip_invalid(engine):
+    report = import_files(engine, "p", [FIXTURES / "pandalm-170.json"], ImportOptions(skip_invalid=True))
+    assert (report.items_added, report.judgments_added) == (164, 164 * 3)
+    assert len(report.skipped) == 6 and report.formats == {"pandalm": 164}
     c = counts(engine)
-    assert (c["items"], c["candidates"], c["judgments"], c["raters"]) == (993, 1986, 2979, 3)
+    assert (c["items"], c["candidates"], c["judgments"], c["raters"]) == (164, 328, 492, 3)
     with transaction(engine) as s:
         batch = s.get(ImportBatch, report.batch_pk)
         assert batch.counts["skipped"] == 6 and len(batch.counts["skipped_problems"]) == 6
@@ -84,13 +85,14 @@ def test_pandalm_with_skip_invalid(engine, shared_data):
         assert first.item.id == "pandalm-0" and len(first.judgments) == 3
 
 
-def test_tulu1_skips_the_blank_rows(engine, shared_data):
-    report = import_files(engine, "p", [shared_data / "tulu1-human-eval.jsonl"], ImportOptions(skip_invalid=True))
-    assert len(report.skipped) == 152
+def test_tulu1_skips_the_blank_rows(engine):
+    # 20 rows: 18 labelled ones (8 instances, 3 evaluators) and 2 blank rows of the real file
+    report = import_files(engine, "p", [FIXTURES / "tulu1-sample.jsonl"], ImportOptions(skip_invalid=True))
+    assert len(report.skipped) == 2
     assert all("blank row" in p.reason for p in report.skipped)
-    assert report.items_added == 996
-    assert report.items_added + report.items_existing == 1302 - 152
-    assert counts(engine)["raters"] == 16  # the 17th evaluator of the README only has blank rows
+    assert report.items_added == 8
+    assert report.items_added + report.items_existing == 20 - 2
+    assert counts(engine)["raters"] == 3
 
 
 def test_tulu1_needs_a_project_collecting_unary_judgments(engine):
@@ -98,20 +100,20 @@ def test_tulu1_needs_a_project_collecting_unary_judgments(engine):
     assert any(p.field == "kind" and "not 'unary'" in p.reason for p in err.problems)
 
 
-def test_hh_rlhf_gz(engine, shared_data):
-    report = import_files(engine, "pairs", [shared_data / "hh-rlhf-harmless-base-test.jsonl.gz"],
-                          ImportOptions(skip_invalid=True))
-    # 5 records of the real file have a rejected conversation with other turns than the chosen one
-    assert len(report.skipped) == 5
-    assert report.judgments_added + report.judgments_existing == 2312 - 5
+def test_hh_rlhf_gz(engine):
+    report = import_files(engine, "pairs", [FIXTURES / "hh-rlhf-sample.jsonl.gz"], ImportOptions(skip_invalid=True))
+    # line 21 (line 1255 of the real file) has a rejected conversation with other turns than the chosen one
+    assert [p.line for p in report.skipped] == [21]
+    assert report.judgments_added + report.judgments_existing == 21 - 1
     with transaction(engine) as s:
         rater = s.scalar(select(Rater.rater_key))
     assert rater == "hh-rlhf:crowd"
 
 
-def test_squality_registers_its_rubric(engine, shared_data):
-    report = import_files(engine, "p", [shared_data / "squality-human-eval.jsonl"])
-    assert report.items_added == 100 and report.judgments_added == 900
+def test_squality_registers_its_rubric(engine):
+    # one passage: 5 questions (items), each answered by 3 systems, each answer reviewed by 3 workers
+    report = import_files(engine, "p", [FIXTURES / "squality-sample.jsonl"])
+    assert report.items_added == 5 and report.judgments_added == 5 * 3 * 3
     with transaction(engine) as s:
         project = repo.get_project(s, "p")
         assert (project.rubric_key, project.rubric_version) == ("squality", 1)

@@ -100,6 +100,7 @@ class TestKrippendorffReference:
         with pytest.raises(ValueError, match="unknown level 'nominall'"):
             krippendorff_alpha([1, 1], [1, 2], "nominall")
 
+    @pytest.mark.slow
     def test_many_distinct_values_use_the_moment_path(self, monkeypatch):
         from preflab.quality.agreement import krippendorff as K
 

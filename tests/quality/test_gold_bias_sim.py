@@ -108,20 +108,24 @@ def test_length_bias_and_parity_gate():
         length_parity_gate([1, 2], [1])
 
 
-def test_hh_rlhf_chosen_final_reply_longer_share(shared_data):
+def test_hh_rlhf_chosen_final_reply_longer_share():
     import gzip
     import json
+    from pathlib import Path
 
-    with gzip.open(shared_data / "hh-rlhf-harmless-base-test.jsonl.gz", "rt") as fh:
+    # the first 300 pairs of hh-rlhf harmless-base test (tests/data/LICENSE-DATA)
+    with gzip.open(Path(__file__).resolve().parents[1] / "data" / "hh-rlhf-300.jsonl.gz", "rt") as fh:
         rows = [json.loads(line) for line in fh]
 
     def final(text):  # the last assistant turn
         return text.rsplit("\n\nAssistant:", 1)[1].strip()
 
-    # counted in characters of the final reply; pairs of equal length are left out
+    # counted in characters of the final reply; pairs of equal length are left out.
+    # Reference: scripts/cut-test-data.py counts 127 of 295 pairs without preflab (on the whole
+    # set the data README gives 0.445 of 2,301 pairs: the chosen reply is mostly the shorter).
     lb = length_bias([len(final(r["chosen"])) for r in rows], [len(final(r["rejected"])) for r in rows])
-    assert lb["n_differ"] == 2301  # data README: 2,301 pairs
-    assert lb["share_chosen_longer"] == pytest.approx(0.445, abs=5e-4)  # data README: 0.445
+    assert lb["n_differ"] == 295
+    assert lb["share_chosen_longer"] == pytest.approx(127 / 295)
 
 
 def test_formatting_and_sycophancy_markers():

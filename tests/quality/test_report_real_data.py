@@ -1,9 +1,12 @@
-"""The report and the agreement measures on real human preference data (../shared/data)."""
+"""The report and the agreement measures on real human preference data (tests/data: excerpts of
+the public sets, cut by scripts/cut-test-data.py; licences in tests/data/LICENSE-DATA)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,23 +21,36 @@ from preflab.quality import (
 from preflab.quality.agreement import category_counts, unanimous_share
 from preflab.schema import Item, PairwiseJudgment, dump_judgment
 
+DATA = Path(__file__).resolve().parents[1] / "data"
 
-def pandalm(shared_data):
-    """Minimal local conversion (until preflab.io.datasets lands): r1/r2 candidates."""
-    rows = json.loads((shared_data / "pandalm-testset-v1.json").read_text())
-    items, js = {}, []
+
+def gz_jsonl(name: str) -> list[dict]:
+    with gzip.open(DATA / name, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def pandalm_judgments(rows) -> list[PairwiseJudgment]:
+    """Each record's three annotator labels as canonical pairwise judgments."""
+    js = []
     for row in rows:
         item_id = f"pandalm-{row['idx']}"
-        items[item_id] = Item(id=item_id, prompt=str(row["instruction"]), candidates=[
-            {"id": "r1", "text": str(row["response1"])}, {"id": "r2", "text": str(row["response2"])}])
         for k in (1, 2, 3):
             score = {0: 0, 1: -1, 2: 1}[int(row[f"annotator{k}"])]  # 1 = response1 better
             js.append(PairwiseJudgment.from_canonical(item_id, ("r1", "r2"), score, {"rater_id": f"annotator{k}"}))
-    return items, js
+    return js
 
 
-def test_pandalm_published_agreement(shared_data):
-    _, js = pandalm(shared_data)
+def pandalm():
+    """The first 170 PandaLM records: r1/r2 candidates and three annotators' judgments."""
+    rows = json.loads((DATA / "pandalm-170.json").read_text())
+    items = {f"pandalm-{row['idx']}": Item(id=f"pandalm-{row['idx']}", prompt=str(row["instruction"]), candidates=[
+        {"id": "r1", "text": str(row["response1"])}, {"id": "r2", "text": str(row["response2"])}]) for row in rows}
+    return items, pandalm_judgments(rows)
+
+
+def test_pandalm_published_agreement():
+    # all 999 records, label columns only: the published figures are over the whole test set
+    js = pandalm_judgments(gz_jsonl("pandalm-labels.jsonl.gz"))
     t = LabelTable.from_judgments(js).select(dimension="winner")
     pairs = pairwise_cohens_kappa(t.units, t.raters, t.values)
     # data README: raw agreement 0.913 / 0.929 / 0.918, Cohen's kappa 0.852 / 0.879 / 0.862 (sklearn)
@@ -44,8 +60,8 @@ def test_pandalm_published_agreement(shared_data):
     assert unanimous_share(t.units, t.values) == (879, 999)  # data README: 879 of 999 unanimous
 
 
-def test_tulu1_winner_or_tie_agreement(shared_data):
-    rows = [json.loads(line) for line in (shared_data / "tulu1-human-eval.jsonl").open()]
+def test_tulu1_winner_or_tie_agreement():
+    rows = gz_jsonl("tulu1-labels.jsonl.gz")  # all 1,302 rows, the columns used here
     units, values, raters = [], [], []
     models: dict[str, int] = {}
     for r in rows:
@@ -72,8 +88,8 @@ def test_tulu1_winner_or_tie_agreement(shared_data):
     assert table.sum() == len(values)
 
 
-def test_report_on_pandalm_is_json_and_html_is_safe(shared_data, tmp_path):
-    items, js = pandalm(shared_data)
+def test_report_on_pandalm_is_json_and_html_is_safe(tmp_path):
+    items, js = pandalm()
     # an untrusted rater id and model output must come out escaped
     evil = "<script>alert(1)</script>"
     items["pandalm-0"] = Item(id="pandalm-0", prompt="p", candidates=[{"id": "r1", "text": evil}, {"id": "r2", "text": "x"}])
@@ -106,11 +122,8 @@ def test_load_judgments_reports_bad_line(tmp_path):
         load_judgments_jsonl(path)
 
 
-def test_report_on_hh_rlhf_length_bias(shared_data):
-    import gzip
-
-    with gzip.open(shared_data / "hh-rlhf-harmless-base-test.jsonl.gz", "rt") as fh:
-        rows = [json.loads(line) for line in fh][:300]
+def test_report_on_hh_rlhf_length_bias():
+    rows = gz_jsonl("hh-rlhf-300.jsonl.gz")
     items, js = {}, []
     for k, r in enumerate(rows):
         c, rej = (t.rsplit("\n\nAssistant:", 1)[1].strip() for t in (r["chosen"], r["rejected"]))

@@ -106,7 +106,8 @@ class Server:
         self.log = open(self.tmp / f"server-{self.port}-{time.time_ns()}.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "preflab.server", "serve", "--db", self.url, "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", str(self.workers), "--exports-dir", str(self.tmp / "exports"), *self.args],
+             "--port", str(self.port), "--workers", str(self.workers), "--exports-dir", str(self.tmp / "exports"),
+             *(["--log-level", "info"] if self.workers > 1 else []), *self.args],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + timeout
@@ -114,15 +115,21 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{Path(self.log.name).read_text()[-3000:]}")
             try:
-                if httpx.get(self.base + "/api/v1/health", timeout=2).status_code == 200:
-                    if self.workers > 1:
-                        time.sleep(1.0)  # let every worker come up
+                if httpx.get(self.base + "/api/v1/health", timeout=2).status_code == 200 and self._all_workers_up():
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
         self.kill()
         raise RuntimeError(f"server did not start:\n{Path(self.log.name).read_text()[-3000:]}")
+
+    def _all_workers_up(self) -> bool:
+        """Each uvicorn worker logs its startup (at ``info``, set for several workers); the first
+        answer may come before the others are up."""
+        if self.workers == 1:
+            return True  # the answer came from the one worker
+        self.log.flush()
+        return Path(self.log.name).read_text().count("Application startup complete") >= self.workers
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Signal the server's own process group (the uvicorn supervisor and its workers)."""
@@ -159,3 +166,21 @@ def start_server(tmp_path: Path):
     yield _start
     for server in servers:
         server.kill()
+
+
+def expire_now(url: str, model: Any, *where: Any) -> int:
+    """Move ``expires_at`` of the matching rows one second into the past: the server's own clock
+    then sees them expired, as if the time had passed (instead of sleeping in the test)."""
+    from datetime import timedelta
+
+    from sqlalchemy import create_engine, update
+
+    from preflab.store import normalise_url
+    from preflab.store.models import utcnow
+
+    engine = create_engine(normalise_url(url))
+    try:
+        with engine.begin() as conn:
+            return conn.execute(update(model).where(*where).values(expires_at=utcnow() - timedelta(seconds=1))).rowcount
+    finally:
+        engine.dispose()

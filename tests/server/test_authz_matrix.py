@@ -156,6 +156,7 @@ def matrix_server(tmp_path_factory):
     server.kill()
 
 
+@pytest.mark.slow  # every route x every role
 def test_matrix(matrix_server):
     server, seeded = matrix_server
     tokens = {"root": seeded.admin_token, **seeded.tokens}

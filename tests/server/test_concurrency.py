@@ -14,10 +14,12 @@ import uuid
 from collections import Counter
 
 import httpx
+import pytest
 from sqlalchemy import create_engine, func, select
 
 from .conftest import pairwise_item, seed
 
+pytestmark = pytest.mark.slow  # 100 raters against a real server
 RATERS = 100
 
 

@@ -3,12 +3,10 @@ SQL-injection strings stored as plain data."""
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
-from .conftest import Server, seed
+from .conftest import Server, expire_now, seed
 
 PASSWORD = "correct horse battery staple"
 
@@ -28,7 +26,7 @@ def sec(tmp_path_factory):
         set_membership(s, repo.get_project(s, "demo"), alice, "rater")
         create_user(s, "mallory", password=PASSWORD)
     db.dispose()
-    server = Server(url, tmp=tmp, args=["--session-hours", "0.001"]).start()  # 3.6 s sessions
+    server = Server(url, tmp=tmp, args=["--session-hours", "2"]).start()
     yield server, seeded, url
     server.kill()
 
@@ -70,12 +68,19 @@ def test_bearer_requests_need_no_csrf(sec):
 
 
 def test_session_expires(sec):
-    server, _, _ = sec
+    from sqlalchemy import select
+
+    from preflab.store.server_models import User, WebSession
+
+    server, _, url = sec
     c, r = login(server)
+    assert "max-age=7200" in r.headers["set-cookie"].lower()  # --session-hours 2
     assert c.get("/api/v1/auth/me").status_code == 200
     cookie = c.cookies.get("preflab_session")
-    time.sleep(4.0)
+    # two hours later (the session row's expiry moved into the past, rather than waiting):
     # the browser would drop the cookie (max-age); the server refuses it on its own clock too
+    alice = select(User.pk).where(User.username == "alice").scalar_subquery()
+    assert expire_now(url, WebSession, WebSession.user_pk == alice, WebSession.revoked.is_(False)) >= 1
     expired = httpx.get(server.base + "/api/v1/auth/me", cookies={"preflab_session": cookie})
     assert expired.status_code == 401 and "expired" in expired.json()["detail"]
     c.close()

@@ -37,6 +37,9 @@ CHAT_TEMPLATE = (
 )
 N_PANDALM = 24
 N_HH = 12
+# excerpts of the public sets (tests/data/LICENSE-DATA): the first 170 PandaLM records hold 24
+# short pairs, the first 300 hh-rlhf conversations 12 short ones
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _short(*texts: str, words: int = 30) -> bool:
@@ -53,13 +56,13 @@ def _load(project, fmt: str, records, session) -> None:
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
+def exports(tmp_path_factory) -> dict[str, Path]:
     """Export every TRL target once (SQLite), in a mix of file formats."""
     root = tmp_path_factory.mktemp("trl")
-    pandalm = [r for r in json.loads((shared_data_dir / "pandalm-testset-v1.json").read_text())
+    pandalm = [r for r in json.loads((DATA / "pandalm-170.json").read_text())
                if _short(r["instruction"] + " " + (r["input"] or ""), r["response1"], r["response2"])][:N_PANDALM]
     hh = []
-    with gzip.open(shared_data_dir / "hh-rlhf-harmless-base-test.jsonl.gz", "rt") as f:
+    with gzip.open(DATA / "hh-rlhf-300.jsonl.gz", "rt") as f:
         for line in f:
             r = json.loads(line)
             if _short(r["chosen"], r["rejected"], words=45):
@@ -102,17 +105,6 @@ def exports(tmp_path_factory, shared_data_dir) -> dict[str, Path]:
                                                       conversational=conversational))
     engine.dispose()
     return out
-
-
-@pytest.fixture(scope="module")
-def shared_data_dir() -> Path:
-    """``../shared/data`` beside the checkout (as the ``shared_data`` fixture, module-scoped)."""
-    path = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    if not path.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"../shared/data is required in CI but missing: expected at {path}")
-        pytest.skip(f"../shared/data not available (expected at {path})")
-    return path
 
 
 def load(path: Path) -> datasets.Dataset:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -127,6 +129,23 @@ class BodyLimit:
         await self.app(scope, limited_receive, guarded_send)
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Startup: room in the thread pool for every pooled connection, and the gold scorer (it
+    also sweeps gold judgments a crash left unscored). Shutdown: stop the scorer, close the pool."""
+    import anyio.to_thread
+
+    from .judging import start_gold_scorer, stop_gold_scorer
+
+    anyio.to_thread.current_default_thread_limiter().total_tokens = max(64, app.state.config.pool_size * 2)
+    start_gold_scorer(app.state.db)
+    try:
+        yield
+    finally:
+        stop_gold_scorer(app.state.db)
+        app.state.db.dispose()
+
+
 def create_app(db_url: str | None = None, *, config: ServerConfig | None = None, init: bool = False) -> FastAPI:
     """Build the app. ``init=True`` creates/migrates the schema first (do it once, not per worker)."""
     config = config or ServerConfig(db_url=db_url or os.environ.get("PREFLAB_DB", "sqlite:///preflab.db"))
@@ -141,6 +160,7 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         openapi_url="/api/v1/openapi.json",
         docs_url=None,  # /api/v1/docs: Swagger UI from local assets (no CDN), with a CSP
         redoc_url=None,
+        lifespan=_lifespan,
     )
     app.state.config = config
     app.state.db = Database(config.db_url, pool_size=config.pool_size, max_overflow=config.pool_size)
@@ -153,25 +173,6 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
     from .fastlane import install as install_fast_lane
 
     install_fast_lane(app)
-
-    @app.on_event("startup")
-    async def _threads() -> None:
-        import anyio.to_thread
-
-        anyio.to_thread.current_default_thread_limiter().total_tokens = max(64, config.pool_size * 2)
-
-    @app.on_event("startup")
-    async def _gold_scorer() -> None:
-        from .judging import start_gold_scorer
-
-        start_gold_scorer(app.state.db)  # sweeps gold judgments a crash left unscored
-
-    @app.on_event("shutdown")
-    async def _dispose() -> None:
-        from .judging import stop_gold_scorer
-
-        stop_gold_scorer(app.state.db)
-        app.state.db.dispose()
 
     @app.exception_handler(JudgingError)
     async def _judging(_: Request, exc: JudgingError) -> Response:

@@ -1,8 +1,8 @@
 """``preflab serve --demo``: the server on a fresh SQLite file with a ready demo project built
 from real PandaLM human preference data, and demo accounts with generated passwords.
 
-Data: the bundled ``preflab/data/pandalm-sample.jsonl`` (importer branch) when present, else the
-PandaLM test set beside the checkout (``../shared/data/pandalm-testset-v1.json``). Records are
+Data: the bundled ``preflab/data/pandalm-sample.jsonl`` (200 PandaLM records, shipped in the
+package, so the demo reads nothing outside it). Records are
 turned into items and imported through the server's own import function; items on which all
 three PandaLM annotators agree become the qualification set, with that agreement as the
 explanation.
@@ -33,20 +33,12 @@ Press `?` at any time for these guidelines and the keys.
 
 def pandalm_records(limit: int = 200) -> tuple[list[dict[str, Any]], str]:
     """Up to ``limit`` PandaLM records and where they came from."""
-    try:
-        bundled = resources.files("preflab").joinpath("data/pandalm-sample.jsonl")
-        if bundled.is_file():
-            lines = bundled.read_text(encoding="utf-8").splitlines()
-            return [json.loads(x) for x in lines if x.strip()][:limit], "preflab/data/pandalm-sample.jsonl"
-    except (ModuleNotFoundError, FileNotFoundError):
-        pass
-    here = Path(__file__).resolve()
-    for base in here.parents:
-        shared = base / "shared" / "data" / "pandalm-testset-v1.json"
-        if shared.is_file():
-            return json.loads(shared.read_text(encoding="utf-8"))[:limit], str(shared)
-    raise FileNotFoundError("no PandaLM data: expected preflab/data/pandalm-sample.jsonl or "
-                            "../shared/data/pandalm-testset-v1.json")
+    bundled = resources.files("preflab").joinpath("data/pandalm-sample.jsonl")
+    if not bundled.is_file():
+        raise FileNotFoundError("no PandaLM data: preflab/data/pandalm-sample.jsonl is missing from the "
+                                "installed package; reinstall preflab (pip install -e .)")
+    lines = bundled.read_text(encoding="utf-8").splitlines()
+    return [json.loads(x) for x in lines if x.strip()][:limit], "preflab/data/pandalm-sample.jsonl"
 
 
 def pandalm_item(rec: dict[str, Any], *, gold: bool = False) -> dict[str, Any]:
