@@ -464,5 +464,15 @@ def _mount_server_commands() -> None:
 _mount_server_commands()
 
 
+def _mount_train_commands() -> None:
+    """``preflab rm ...``, ``preflab bestofn`` and ``preflab rl`` live with the train package."""
+    from .train.cli import mount
+
+    mount(app)
+
+
+_mount_train_commands()
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()
