@@ -109,3 +109,16 @@ def policy_dir(tmp_path_factory, tokenizer) -> Path:
     LlamaForCausalLM(tiny_llama_config(tokenizer)).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def make_tiny_reward_model(tokenizer):
+    """A factory of fresh tiny reward models (same seed, same weights)."""
+    def make():
+        import torch
+        from transformers import LlamaForSequenceClassification
+
+        torch.manual_seed(0)
+        return LlamaForSequenceClassification(tiny_llama_config(tokenizer, num_labels=1))
+
+    return make
