@@ -35,6 +35,9 @@ def _offline() -> None:
     """Nothing is downloaded at run time: models come from local directories."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # weight-loading bars: our own progress bars say what runs
 
 
 def _print_json(value: Any) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from contextlib import redirect_stdout
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,7 +166,8 @@ def train_reward_model(source: PairSource, out: Path, *, backbone: Path | None =
     args = reward_config(out, settings)
     trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     assert len(trainer.train_dataset) == len(dataset), "TRL dropped pairs that preflab had truncated to fit"
-    result = trainer.train()
+    with redirect_stdout(sys.stderr):  # trainer logs on stderr: stdout stays for results (--json)
+        result = trainer.train()
     out.mkdir(parents=True, exist_ok=True)
     trainer.save_model(str(out))
     tokenizer.save_pretrained(str(out))

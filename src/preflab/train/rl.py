@@ -10,6 +10,8 @@ reward and the answer length move as the KL grows (Gao et al. 2023).
 from __future__ import annotations
 
 import json
+import sys
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,7 +97,8 @@ def train_rl(policy_dir: Path, reward_dir: Path, prompts: list[str], out: Path,
     scorer = RewardScorer(reward_dir)
     trainer = GRPOTrainer(model=policy, reward_funcs=scorer.reward_function(), args=grpo_config(out, settings),
                           train_dataset=datasets.Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer)
-    trainer.train()
+    with redirect_stdout(sys.stderr):  # trainer logs on stderr: stdout stays for results (--json)
+        trainer.train()
     out.mkdir(parents=True, exist_ok=True)
     trainer.save_model(str(out))
     tokenizer.save_pretrained(str(out))
