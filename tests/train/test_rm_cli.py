@@ -27,6 +27,11 @@ def run(*args: str) -> str:
     return result.stdout
 
 
+def flat(output: str) -> str:
+    """Rich wraps long error lines at the terminal width: compare words, not line breaks."""
+    return " ".join(output.split())
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, project_db, backbone_dir) -> Path:
     out = tmp_path_factory.mktemp("rm") / "model"
@@ -81,7 +86,7 @@ def test_rm_train_from_an_export_directory_with_length_parity(tmp_path, export_d
 def test_rm_train_on_an_unknown_source_says_what_to_pass(tmp_path, project_db):
     result = CliRunner().invoke(app, ["rm", "train", "no-such-project", "--db", project_db, "--out", str(tmp_path / "m")])
     assert result.exit_code == 2
-    assert "neither an export directory nor a project" in result.output
+    assert "neither an export directory nor a project" in flat(result.output)
 
 
 def test_rm_eval_json_and_html(trained, tmp_path):
@@ -166,3 +171,19 @@ def test_rl_runs_two_grpo_steps_with_a_kl_anchor_and_reports_reward_vs_kl(traine
         assert step["kl"] is not None and step["kl"] >= 0  # logged only when beta > 0
         assert step["reward"] == step["reward"] and step["length"] > 0
     assert (out / "config.json").is_file() and (out / "rl_report.html").read_text().count("<svg") == 2
+
+
+def test_a_failed_rm_train_leaves_nothing_at_out(tmp_path, export_dir):
+    out = tmp_path / "model"
+    result = CliRunner().invoke(app, ["rm", "train", str(export_dir), "--out", str(out), "--backbone", str(tmp_path / "none")])
+    assert result.exit_code == 2 and "not a Hugging Face model directory" in flat(result.output)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_rm_train_refuses_to_overwrite_a_directory_it_did_not_write(tmp_path, export_dir, backbone_dir):
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    result = CliRunner().invoke(app, ["rm", "train", str(export_dir), "--out", str(out), "--backbone", str(backbone_dir)])
+    assert result.exit_code == 2 and "not an rm train output" in flat(result.output)
+    assert (out / "keep.txt").read_text() == "mine"

@@ -82,14 +82,17 @@ def rm_train(
 ) -> None:
     """Train a Bradley–Terry reward model with TRL's RewardTrainer (GPU when present)."""
     _offline()
-    from .reward_model import RMSettings, train_reward_model
+    from .reward_model import RMSettings, staged_output, train_reward_model
 
     settings = RMSettings(max_length=max_length, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
                           heldout=heldout, seed=seed, length_parity=length_parity, max_steps=max_steps,
                           progress=not as_json)
     try:
-        pairs = _load_source(source, out_dir, db)
-        result = train_reward_model(pairs, out_dir, backbone=backbone, settings=settings)
+        with staged_output(out_dir) as staging:  # nothing at --out unless every step succeeded
+            pairs = _load_source(source, staging, db)
+            if pairs.path == str(staging / "data"):
+                pairs.path = str(out_dir / "data")
+            result = train_reward_model(pairs, staging, backbone=backbone, settings=settings)
     except DATA_ERRORS as exc:
         fail(str(exc))
     card = result.card

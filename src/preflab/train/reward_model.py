@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
-from contextlib import redirect_stdout
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,27 @@ CARD_FILE = "preflab_rm.json"
 SPLIT_DIR = "split"
 #: length-parity bounds of the ``--length-parity`` remedy (chosen/rejected, in tokens)
 PARITY_BOUNDS = (0.85, 1.20)
+
+
+@contextmanager
+def staged_output(out: Path) -> Iterator[Path]:
+    """A directory that appears at ``out`` complete or not at all (a failed run leaves nothing).
+
+    ``out`` may be new, empty, or an earlier ``rm train`` output (replaced on success).
+    """
+    out = out.expanduser().absolute()
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / CARD_FILE).is_file())):
+        raise FileExistsError(f"{out} exists and is not an rm train output; choose a new or empty directory for --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
 
 
 def default_backbone() -> Path:
@@ -165,7 +189,8 @@ def train_reward_model(source: PairSource, out: Path, *, backbone: Path | None =
     dataset = datasets.Dataset.from_dict(tokenized.rows)
     args = reward_config(out, settings)
     trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
-    assert len(trainer.train_dataset) == len(dataset), "TRL dropped pairs that preflab had truncated to fit"
+    if len(trainer.train_dataset) != len(dataset):  # TRL's max_length filter must find nothing to drop
+        raise RuntimeError(f"TRL dropped {len(dataset) - len(trainer.train_dataset)} pairs that were truncated to fit")
     with redirect_stdout(sys.stderr):  # trainer logs on stderr: stdout stays for results (--json)
         result = trainer.train()
     out.mkdir(parents=True, exist_ok=True)
