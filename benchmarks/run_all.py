@@ -21,6 +21,7 @@ FULL = [
     ["bench_read.py", "--items", "10000"],    # SQLite -> export, before/after the fast reader
     ["bench_quality.py"],                     # alpha, Dawid-Skene, Bradley-Terry vs references
     ["bench_server.py"],                      # 50 and 200 concurrent raters on SQLite
+    ["bench_rm.py", "--speed-pairs", "256", "--accuracy-pairs", "2000"],  # rm train vs TRL; RM accuracy vs baselines
 ]
 QUICK = [
     ["bench_import.py", "--rows", "20000"],
@@ -28,6 +29,7 @@ QUICK = [
     ["bench_export.py", "--pairs", "50000", "--repeats", "1", "--e2e-pairs", "2000"],
     ["bench_quality.py", "--quick"],
     ["bench_server.py", "--raters", "20", "--submissions", "200"],
+    ["bench_rm.py", "--speed-pairs", "32", "--accuracy-pairs", "100", "--skip-parity"],
 ]
 
 
