@@ -213,6 +213,8 @@ def bestofn(
             pool = generate_candidates(policy, read_prompts(prompts), n, max_new_tokens=max_new_tokens, seed=seed)
     except DATA_ERRORS as exc:
         fail(str(exc))
+    if not pool:
+        fail(f"{candidates}: no candidates; give {{prompt, response}} rows, several per prompt")
     with _progress() as progress:
         task = progress.add_task("scoring", total=len(pool))
         rows = best_of_n(scorer, pool, length_penalty=length_penalty, progress=lambda k: progress.advance(task, k))
