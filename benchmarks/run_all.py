@@ -22,6 +22,7 @@ FULL = [
     ["bench_quality.py"],                     # alpha, Dawid-Skene, Bradley-Terry vs references
     ["bench_server.py"],                      # 50 and 200 concurrent raters on SQLite
     ["bench_verify.py"],                      # sandboxed verifier vs a bare pytest subprocess
+    ["bench_rm.py", "--speed-pairs", "256", "--accuracy-pairs", "2000"],  # rm train vs TRL; RM accuracy vs baselines
 ]
 QUICK = [
     ["bench_import.py", "--rows", "20000"],
@@ -30,6 +31,7 @@ QUICK = [
     ["bench_quality.py", "--quick"],
     ["bench_server.py", "--raters", "20", "--submissions", "200"],
     ["bench_verify.py", "--repeats", "1"],
+    ["bench_rm.py", "--speed-pairs", "32", "--accuracy-pairs", "100", "--skip-parity"],
 ]
 
 

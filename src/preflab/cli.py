@@ -629,5 +629,15 @@ def _mount_verify_commands() -> None:
 _mount_verify_commands()
 
 
+def _mount_train_commands() -> None:
+    """``preflab rm ...``, ``preflab bestofn`` and ``preflab rl`` live with the train package."""
+    from .train.cli import mount
+
+    mount(app)
+
+
+_mount_train_commands()
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

