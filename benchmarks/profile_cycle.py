@@ -156,8 +156,9 @@ def main() -> int:
 
     def trace(sql: str) -> None:
         count[0] += 1
-        if sql.lstrip()[:5].upper() == "BEGIN":
-            txns[0] += 1
+        # SQLite: every transaction starts with BEGIN; the PostgreSQL lane reports its COMMIT
+        if sql.lstrip()[:6].upper() in ("BEGIN", "BEGIN ", "COMMIT"):
+            txns[0] += sql.lstrip()[:5].upper() == "BEGIN" if args.db == "sqlite" else sql.startswith("COMMIT")
 
     fastlane.TRACE = trace
     with tempfile.TemporaryDirectory() as tmp:
