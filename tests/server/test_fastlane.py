@@ -238,7 +238,6 @@ def test_pairwise_values_match_the_pydantic_path(winner, strength, rationale, sh
 
 def test_lane_item_view_equals_the_core_one(tmp_path):
     import sqlite3
-
     import threading
 
     from preflab.server import assign, fastlane

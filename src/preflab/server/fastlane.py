@@ -656,7 +656,10 @@ class LaneEndpoint:
                 return await self._framework(scope, _replay(body, receive), send)
             receive = _replay(body, receive)
         try:
-            out = self._run(token_hash, project_name, submit)
+            if shared.ex.is_pg:  # network round trips: in a worker thread, several in flight
+                out = await anyio.to_thread.run_sync(self._run, token_hash, project_name, submit)
+            else:  # a few hundred µs of local work: on the event loop, no thread hop
+                out = self._run(token_hash, project_name, submit)
         except _Pass as why:
             _count(f"pass:{why}")
             return await self._framework(scope, receive, send)
@@ -675,27 +678,27 @@ class LaneEndpoint:
         shared = self.shared
         ex = shared.ex
         try:
-            cur = ex.begin()
+            raw = cur = ex.begin()
         except Busy as why:
             raise _Pass(str(why)) from None
         try:
             if ex.is_pg and TRACE is not None:
-                cur = TracingCursor(cur, TRACE)
+                cur = TracingCursor(raw, TRACE)
             after_commit: list = []
             out = self._work(ex, cur, token_hash, project_name, submit, after_commit)
             if ex.is_pg and TRACE is not None:
                 TRACE("COMMIT")
-            ex.commit(cur)
+            ex.commit(raw)
         except BaseException as exc:
-            ex.rollback(cur)
-            ex.end()
+            ex.rollback(raw)
+            ex.end(raw)
             if isinstance(exc, ex.errors):
                 # A driver error on the lane's own connection (a lock timeout, a dead
                 # connection): nothing was committed; the framework redoes the request.
                 log.warning("fast lane: handing a request on after %r", exc)
                 raise _Pass(f"{type(exc).__module__.split('.')[0]} {type(exc).__name__}") from None
             raise
-        ex.end()
+        ex.end(raw)
         if not ex.is_pg:
             shared.checkpointer.dirty.set()
         for pool_role, judgment_pk in after_commit:

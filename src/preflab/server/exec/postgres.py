@@ -1,8 +1,9 @@
 """The PostgreSQL executor: psycopg, one transaction a request, few round trips, locks last.
 
-One connection per server process, used on the event loop thread like the SQLite lane's (each
-request is a handful of local round trips). Set on the connection, for the lane's statements
-only:
+A small pool of connections per server process; the lane runs a PostgreSQL request in a
+worker thread (psycopg releases the GIL while it waits on the network, so several requests are
+in flight per process while the event loop keeps parsing). Set on each connection, for the
+lane's statements only:
 
 * ``prepare_threshold=0``: psycopg prepares each statement on its first use (server-side
   prepared statements, one per statement text and connection), and
@@ -18,7 +19,7 @@ only:
 
 from __future__ import annotations
 
-import threading
+import queue
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +31,8 @@ from . import Busy
 
 DIALECT = pg_dialect.dialect(paramstyle="format")
 LOCK_TIMEOUT_MS = 100
+#: Connections per process; a request finding none free goes to the framework path.
+POOL_SIZE = 8
 OPTIONS = f"-c plan_cache_mode=force_generic_plan -c lock_timeout={LOCK_TIMEOUT_MS}"
 
 
@@ -44,18 +47,27 @@ class PgExecutor:
     mark = "%s"
     errors = (psycopg.Error,)
 
-    def __init__(self, url) -> None:  # noqa: ANN001
+    def __init__(self, url, pool_size: int = POOL_SIZE) -> None:  # noqa: ANN001
         self.info = conninfo(url)
-        self.conn: psycopg.Connection | None = None
-        self.lock = threading.Lock()  # one request at a time on the connection
+        self.idle: queue.LifoQueue[psycopg.Connection] = queue.LifoQueue()
+        self.free = queue.Queue()  # one token per connection not yet opened
+        for _ in range(pool_size):
+            self.free.put(None)
 
     def _connection(self) -> psycopg.Connection:
-        if self.conn is None or self.conn.closed:
-            try:
-                self.conn = psycopg.connect(self.info, autocommit=False, prepare_threshold=0, options=OPTIONS)
-            except psycopg.Error as exc:
-                raise Busy(f"connect: {type(exc).__name__}") from None
-        return self.conn
+        try:
+            return self.idle.get_nowait()
+        except queue.Empty:
+            pass
+        try:
+            self.free.get_nowait()
+        except queue.Empty:
+            raise Busy("busy (every lane connection in use)") from None
+        try:
+            return psycopg.connect(self.info, autocommit=False, prepare_threshold=0, options=OPTIONS)
+        except psycopg.Error as exc:
+            self.free.put(None)
+            raise Busy(f"connect: {type(exc).__name__}") from None
 
     # -- values: psycopg adapts datetimes itself; JSONB is bound as Jsonb and read parsed -------
     @staticmethod
@@ -80,25 +92,25 @@ class PgExecutor:
 
     # -- transactions (psycopg begins implicitly with the first statement) ----------------------
     def begin(self) -> psycopg.Cursor:
-        if not self.lock.acquire(blocking=False):
-            raise Busy("busy (this process)")
-        try:
-            return self._connection().cursor()
-        except BaseException:
-            self.lock.release()
-            raise
+        return self._connection().cursor()
 
     def commit(self, cur: psycopg.Cursor) -> None:
-        self.conn.commit()
+        cur.connection.commit()
 
     def rollback(self, cur: psycopg.Cursor) -> None:
         try:
-            self.conn.rollback()
-        except psycopg.Error:  # a dead connection: drop it, the next request reconnects
-            self.conn.close()
+            cur.connection.rollback()
+        except psycopg.Error:  # a dead connection: drop it, the next request opens a new one
+            cur.connection.close()
 
-    def end(self) -> None:
-        self.lock.release()
+    def end(self, cur: psycopg.Cursor) -> None:
+        """Give the connection back (a closed one frees its place for a new connection)."""
+        conn = cur.connection
+        cur.close()
+        if conn.closed or conn.broken:
+            self.free.put(None)
+        else:
+            self.idle.put(conn)
 
     @staticmethod
     def insert_returning_pk(cur: psycopg.Cursor, sql: str, args: list[Any]) -> int:

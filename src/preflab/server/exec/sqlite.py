@@ -79,7 +79,7 @@ class SqliteExecutor:
         except sqlite3.Error:
             pass
 
-    def end(self) -> None:
+    def end(self, cur: sqlite3.Cursor) -> None:
         self.lock.release()
 
     @staticmethod
