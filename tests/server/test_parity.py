@@ -123,3 +123,31 @@ def test_lane_and_framework_agree(db_url, monkeypatch, policy, state):
         assert after[2] == "limit_reached"
     elif state == "active":
         assert after[3] is True  # a new task
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "framework"])
+def test_dead_postgres_connections_are_replaced_without_a_ping(pg_url, monkeypatch, lane):
+    """No pre-ping per request: when PostgreSQL drops every connection of the app (a restart,
+    an idle timeout), the next request still succeeds — the dead connection is retried."""
+    from preflab.server import fastlane
+    from preflab.server.app import create_app
+
+    monkeypatch.setattr(fastlane, "ENABLED", lane)
+    seeded = seed(pg_url, raters=1, n_items=6, extra_roles=False)
+    app = create_app(pg_url)
+    assert app.state.db.engine.pool._pre_ping is False
+    h = {"Authorization": f"Bearer {seeded.tokens['rater000']}"}
+    engine = create_engine(pg_url)
+    with TestClient(app) as c:
+        for _ in range(2):
+            task = c.post(NEXT, headers=h).json()["task"]
+            assert c.post(SUBMIT, headers=h, json=_judgment(task)).status_code == 201
+        with engine.connect() as conn:
+            killed = conn.execute(text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")).scalar()
+        assert killed >= 1
+        task = c.post(NEXT, headers=h)
+        assert task.status_code == 200, task.text
+        assert c.post(SUBMIT, headers=h, json=_judgment(task.json()["task"])).status_code == 201
+    app.state.db.dispose()
+    engine.dispose()

@@ -575,6 +575,12 @@ class _Shared:
                     self.ex = PgExecutor(db.engine.url)
         return self.ex
 
+    def slots(self) -> anyio.Semaphore:
+        """As many requests in flight as the PostgreSQL executor has connections."""
+        if getattr(self, "_slots", None) is None:
+            self._slots = anyio.Semaphore(self.ex.pool_size)
+        return self._slots
+
     def _sqlite(self, db) -> SqliteExecutor:  # noqa: ANN001
         path = db.engine.url.database
         conn = _connect(path)  # busy_timeout 0: never wait on the event loop, hand on
@@ -656,8 +662,9 @@ class LaneEndpoint:
                 return await self._framework(scope, _replay(body, receive), send)
             receive = _replay(body, receive)
         try:
-            if shared.ex.is_pg:  # network round trips: in a worker thread, several in flight
-                out = await anyio.to_thread.run_sync(self._run, token_hash, project_name, submit)
+            if shared.ex.is_pg:  # network round trips: in a worker thread, one per lane connection
+                async with shared.slots():  # wait for a free connection (never a framework detour)
+                    out = await anyio.to_thread.run_sync(self._run, token_hash, project_name, submit)
             else:  # a few hundred µs of local work: on the event loop, no thread hop
                 out = self._run(token_hash, project_name, submit)
         except _Pass as why:

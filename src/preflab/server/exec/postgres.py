@@ -48,7 +48,7 @@ class PgExecutor:
     errors = (psycopg.Error,)
 
     def __init__(self, url, pool_size: int = POOL_SIZE) -> None:  # noqa: ANN001
-        self.info = conninfo(url)
+        self.info, self.pool_size = conninfo(url), pool_size
         self.idle: queue.LifoQueue[psycopg.Connection] = queue.LifoQueue()
         self.free = queue.Queue()  # one token per connection not yet opened
         for _ in range(pool_size):
