@@ -31,6 +31,8 @@ from . import Busy
 
 DIALECT = pg_dialect.dialect(paramstyle="format")
 LOCK_TIMEOUT_MS = 100
+#: How the lane's connections show in ``pg_stat_activity``.
+APPLICATION_NAME = "preflab-lane"
 #: Connections per process; a request finding none free goes to the framework path.
 POOL_SIZE = 8
 OPTIONS = f"-c plan_cache_mode=force_generic_plan -c lock_timeout={LOCK_TIMEOUT_MS}"
@@ -64,7 +66,8 @@ class PgExecutor:
         except queue.Empty:
             raise Busy("busy (every lane connection in use)") from None
         try:
-            return psycopg.connect(self.info, autocommit=False, prepare_threshold=0, options=OPTIONS)
+            return psycopg.connect(self.info, autocommit=False, prepare_threshold=0, options=OPTIONS,
+                                   application_name=APPLICATION_NAME)
         except psycopg.Error as exc:
             self.free.put(None)
             raise Busy(f"connect: {type(exc).__name__}") from None
