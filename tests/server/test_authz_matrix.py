@@ -86,6 +86,7 @@ EXPECTED = {
     ("GET", "/admin/p/{project}/import"): ("project.manage", ADMINS),
     ("GET", "/admin/p/{project}/dashboard"): ("project.review", STAFF),
     ("GET", "/admin/p/{project}/export"): ("project.manage", ADMINS),
+    ("GET", "/admin/p/{project}/leaderboard"): ("project.manage", ADMINS),
 }
 
 PARAMS = {"project": "demo", "username": "victim", "token": "bogus-invite", "token_id": "999999",
