@@ -169,10 +169,6 @@ class _Statements:
             )
             for role in ("production", "gold") for match in ("any", "all")
         }
-        #: PostgreSQL READ COMMITTED: live leases of the locked candidates counted again after
-        #: the lock (the candidate query's snapshot may predate another host's lease).
-        self.recount = ("SELECT item_pk, count(*) FROM assignments WHERE item_pk = ANY(%s) AND status = 'active' "
-                        "AND expires_at > %s GROUP BY item_pk")
         self.lease = c(judging._LEASE)
         self.insert_lease = (
             "INSERT INTO assignments (lease_id, project_pk, item_pk, user_pk, role, status, shown_order, "
@@ -307,8 +303,8 @@ _JSON_COLS = ("body", "shown_order", "telemetry")
 _DT_COLS = ("started_at", "submitted_at")
 
 
-def _insert_judgment(ex, cur, project_pk: int, item_pk: int, rater_pk: int,  # noqa: ANN001
-                     values: dict[str, Any], now: datetime) -> int:
+def _insert_judgment(ex, project_pk: int, item_pk: int, rater_pk: int,  # noqa: ANN001
+                     values: dict[str, Any], now: datetime) -> tuple[str, list[Any]]:
     """``INSERT INTO judgments`` with what the Core insert binds (NULL columns left out: they
     have no defaults; ``excluded`` and ``created_at`` get the model defaults)."""
     names = ["project_pk", "item_pk", "rater_pk", "excluded", "created_at"]
@@ -329,7 +325,29 @@ def _insert_judgment(ex, cur, project_pk: int, item_pk: int, rater_pk: int,  # n
             names.append(col)
             args.append(ex.dt(v))
     marks = ", ".join([ex.mark] * len(names))
-    return ex.insert_returning_pk(cur, f"INSERT INTO judgments ({', '.join(names)}) VALUES ({marks})", args)
+    return f"INSERT INTO judgments ({', '.join(names)}) VALUES ({marks})", args
+
+
+#: PostgreSQL: the judgment, the lease closed and the pool row counted in one statement (one
+#: round trip instead of three; the rows locked by the lease query are released at COMMIT).
+_PG_STORE = ("WITH j AS ({insert} RETURNING pk), "
+             "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) WHERE pk = %s), "
+             "p AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
+             "WHERE pk = %s) "
+             "SELECT pk FROM j")
+
+
+def _store_judgment(lane: Lane, project_pk: int, item_pk: int, rater_pk: int, values: dict[str, Any],
+                    a_pk: int, pool_pk: int) -> int:
+    """Insert the judgment, close the lease, count the label on the pool row; the judgment's pk."""
+    ex, cur, q = lane.ex, lane.cur, lane.sql
+    insert, args = _insert_judgment(ex, project_pk, item_pk, rater_pk, values, lane.now)
+    if ex.is_pg:
+        return cur.execute(_PG_STORE.format(insert=insert), [*args, a_pk, pool_pk]).fetchone()[0]
+    j_pk = ex.insert_returning_pk(cur, insert, args)
+    cur.execute(q.close_lease.sql, q.close_lease.args({"a_pk": a_pk, "j_pk": j_pk}))
+    cur.execute(q.fill.sql, q.fill.args({"p_pk": pool_pk}))
+    return j_pk
 
 
 # -- per-project derived values (keyed on the row's own content, read in the same query) ----------
@@ -426,38 +444,42 @@ def next_in_lane(lane: Lane, project: ProjectRef, user_pk: int) -> dict[str, Any
             raise Fallback
     roles = ("gold", "production") if policy.gold_rate > 0 and _RNG.random() < policy.gold_rate else ("production",)
     params["n"] = assign.PICK_BATCH if ex.is_pg else 1
+    settings_version = int((project.settings or {}).get("version", 1))
+    expires = now + timedelta(seconds=policy.lease_seconds)
     for role in roles:
-        entry = _pick(lane, q.picks[(role, policy.domain_match)], params, role)
-        if entry is None:
-            continue
-        _pool_pk, item_pk, entry_role, _filled, _target, content_hash = entry
-        view, ids = _item_view(lane, item_pk, content_hash)
-        ids = list(ids)
-        if policy.randomise_order:
-            _RNG.shuffle(ids)
-        lease_id = "asg_" + secrets.token_urlsafe(16)
-        expires = now + timedelta(seconds=policy.lease_seconds)
-        cur.execute(q.insert_lease, (lease_id, project.pk, item_pk, user_pk, entry_role, ex.json(ids),
-                                     int((project.settings or {}).get("version", 1)), now_s, ex.dt(expires)))
-        return {"task": assign._payload(project, view, lease_id, entry_role, ids, expires)}
+        stmt = q.picks[(role, policy.domain_match)]
+        rows = cur.execute(stmt.sql, stmt.args(params)).fetchall()
+        for pool_pk, item_pk, entry_role, _filled, target, content_hash in rows:
+            view, ids = _item_view(lane, item_pk, content_hash)
+            ids = list(ids)
+            if policy.randomise_order:
+                _RNG.shuffle(ids)
+            lease_id = "asg_" + secrets.token_urlsafe(16)
+            values = [lease_id, project.pk, item_pk, user_pk, entry_role, ex.json(ids), settings_version, now_s,
+                      ex.dt(expires)]
+            if _insert_lease(lane, values, role, pool_pk, item_pk, target):
+                return {"task": assign._payload(project, view, lease_id, entry_role, ids, expires)}
+        if rows:
+            raise Fallback  # every locked candidate filled up meanwhile: the framework tries further batches
     raise Fallback  # nothing found: the reference path syncs the pool and explains
 
 
-def _pick(lane: Lane, stmt: _Sql, params: dict[str, Any], role: str) -> tuple | None:
-    """One eligible pool row of ``role`` (locked on PostgreSQL), or ``None``.
+#: PostgreSQL READ COMMITTED: the candidate query's snapshot may predate a lease another host
+#: committed just before this one locked the pool row, so the lease is inserted only if the
+#: item still has room, counted in the insert's own (newer) snapshot under the row lock.
+_PG_LEASE_IF_ROOM = (
+    "INSERT INTO assignments (lease_id, project_pk, item_pk, user_pk, role, status, shown_order, settings_version, "
+    "created_at, expires_at) SELECT %s, %s, %s, %s, %s, 'active', %s, %s, %s, %s "
+    "WHERE (SELECT filled FROM task_pool WHERE pk = %s) + (SELECT count(*) FROM assignments WHERE item_pk = %s "
+    "AND status = 'active' AND expires_at > %s) < %s RETURNING pk")
 
-    SQLite: BEGIN IMMEDIATE holds the write lock, so the candidate query's counts are current.
-    PostgreSQL: a batch locked with SKIP LOCKED, the live leases recounted after the lock; if
-    every row of the batch filled up meanwhile, the framework path (which tries further
-    batches) takes over."""
-    rows = lane.cur.execute(stmt.sql, stmt.args(params)).fetchall()
-    if not rows or not lane.ex.is_pg or role != "production":
-        return rows[0] if rows else None
-    live = dict(lane.cur.execute(lane.sql.recount, ([r[1] for r in rows], params["now"])).fetchall())
-    for row in rows:
-        if row[3] + live.get(row[1], 0) < row[4]:
-            return row
-    raise Fallback
+
+def _insert_lease(lane: Lane, values: list[Any], role: str, pool_pk: int, item_pk: int, target: int) -> bool:
+    """Insert the lease; on PostgreSQL for a production item only if it still has room."""
+    if not lane.ex.is_pg or role != "production":
+        lane.cur.execute(lane.sql.insert_lease, values)
+        return True
+    return lane.cur.execute(_PG_LEASE_IF_ROOM, [*values, pool_pk, item_pk, lane.now_s, target]).fetchone() is not None
 
 
 def submit_in_lane(lane: Lane, project: ProjectRef, user_pk: int, username: str, *, assignment_id: str,
@@ -484,9 +506,7 @@ def submit_in_lane(lane: Lane, project: ProjectRef, user_pk: int, username: str,
             telemetry=telemetry, min_rationale_chars=_project_policy(project).min_rationale_chars)
     except _Pass:
         raise Fallback from None  # full validation (and its field-by-field 422) on the reference path
-    j_pk = _insert_judgment(ex, cur, project.pk, item_pk, rater_pk, values, now)
-    cur.execute(q.close_lease.sql, q.close_lease.args({"a_pk": a_pk, "j_pk": j_pk}))
-    cur.execute(q.fill.sql, q.fill.args({"p_pk": pool_pk}))
+    j_pk = _store_judgment(lane, project.pk, item_pk, rater_pk, values, a_pk, pool_pk)
     lane.after_commit.append((pool_role, j_pk))
     return {"judgment_id": j_pk, "item_id": item_key, "kind": "pairwise", "created": True, "replayed": False,
             "submitted_at": now.isoformat()}
