@@ -2,6 +2,8 @@
 
     python benchmarks/bench_server.py                       # SQLite, 50 and 200 raters
     python benchmarks/bench_server.py --db postgres         # needs PREFLAB_TEST_PG_URL (admin URL)
+    python benchmarks/bench_server.py --db sqlite postgres --workers 2 4 --raters 200 --modes closed
+                                       # both in one run: prints PostgreSQL/SQLite per worker count
     python benchmarks/bench_server.py --raters 50 200 --submissions 5000 --rate 500 --workers 1
 
 A real ``preflab serve`` on 127.0.0.1 and N simulated raters on the same machine. Each rater
@@ -311,16 +313,41 @@ def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path, mod
             "pinned": f"server cpus {server_cores}, load generator cpus {client_cores}" if pin else "no", **figures}
 
 
+def _plan(args) -> list[tuple[str, int, str, int]]:  # noqa: ANN001
+    """(db, raters, mode, workers) of each run. SQLite: one worker (one writer) unless it is the
+    only database asked for; PostgreSQL: each of ``--workers`` (default 2)."""
+    out = []
+    for db in args.db:
+        if db == "sqlite":
+            counts = (args.workers or [1])[:1] if args.db == ["sqlite"] else [1]
+        else:
+            counts = args.workers or [2]
+        out += [(db, n, mode, w) for n in args.raters for mode in args.modes for w in counts]
+    return out
+
+
+def print_ratios(rows: list[dict]) -> None:
+    """PostgreSQL's closed-loop saturation against SQLite's in the same run (issue 10: >= 0.5x)."""
+    base = {r["raters"]: r["submissions_per_s"] for r in rows
+            if r["db"] == "sqlite" and r["mode"] == "closed" and r["submissions_per_s"]}
+    for r in rows:
+        if r["db"] != "sqlite" and r["mode"] == "closed" and r["raters"] in base:
+            print(f"ratio {r['db']}/sqlite closed loop, raters={r['raters']} workers={r['workers']}: "
+                  f"{r['submissions_per_s'] / base[r['raters']]:.2f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", default="sqlite", help="sqlite, postgres, or a database URL")
+    ap.add_argument("--db", nargs="+", default=["sqlite"],
+                    help="sqlite, postgres, or a database URL; several: run each in turn and print the ratios")
     ap.add_argument("--raters", type=int, nargs="+", default=[50, 200])
     ap.add_argument("--submissions", type=int, default=5000, help="measured cycles per run")
     ap.add_argument("--rate", type=float, default=525.0,
                     help="offered cycles/s of the open-loop run (a little over the 500/s target: a finite "
                          "schedule ends with its last cycle in flight, so exactly 500 offered reads 499.9)")
     ap.add_argument("--modes", nargs="+", choices=["open", "closed"], default=["open", "closed"])
-    ap.add_argument("--workers", type=int, default=None, help="default: 1 on SQLite, 2 on PostgreSQL")
+    ap.add_argument("--workers", type=int, nargs="+", default=None,
+                    help="default: 1 on SQLite, 2 on PostgreSQL; several: one run each (PostgreSQL)")
     ap.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin server and client to cores")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -330,12 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         uvloop.install()
     except ImportError:
         pass
-    workers = args.workers or (1 if args.db == "sqlite" else 2)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for n in args.raters:
-            for mode in args.modes:
-                rows.append(run_one(args.db, n, args.submissions, workers, Path(tmp), mode, args.rate, args.pin))
+        for db, n, mode, workers in _plan(args):
+            if True:  # (one indentation level kept: the printing below is unchanged)
+                rows.append(run_one(db, n, args.submissions, workers, Path(tmp), mode, args.rate, args.pin))
                 if not args.json:
                     r = rows[-1]
                     offered = f" offered {r['offered_per_s']:.0f}/s" if r["mode"] == "open" else ""
@@ -348,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
                     if r["first_error"]:
                         print(f"    first error: {r['first_error']}", flush=True)
     target = [r for r in rows if r["db"] == "sqlite" and r["mode"] == "open" and r["raters"] == 200]
+    if not args.json:
+        print_ratios(rows)
     if args.json:
         print(json.dumps(rows, indent=2))
     elif target:

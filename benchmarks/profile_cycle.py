@@ -1,6 +1,7 @@
 """Profile fetch+submit cycles in-process: SQL statements per cycle and CPU ms per cycle.
 
     python benchmarks/profile_cycle.py [--cycles 300] [--raters 20] [--cprofile] [--driver asgi|testclient]
+    python benchmarks/profile_cycle.py --db postgres   # needs PREFLAB_TEST_PG_URL (an admin URL)
 
 Runs the real app on a SQLite file without a network or load generator in the way, so the
 numbers are the server's own cost per cycle (auth + next + submit), HTTP parsing excluded.
@@ -10,7 +11,10 @@ numbers are the server's own cost per cycle (auth + next + submit), HTTP parsing
 TestClient, whose own overhead (httpx, a thread portal) is counted in the CPU figure.
 
 Statements are counted by SQLite itself (``set_trace_callback`` on every connection the
-server opens, the fast lane's included), so BEGIN/COMMIT count too.
+server opens, the fast lane's included), so BEGIN/COMMIT count too. On PostgreSQL they are
+counted at the DBAPI cursor (SQLAlchemy's ``before_cursor_execute``) plus one COMMIT or ROLLBACK
+per transaction (psycopg begins implicitly, so BEGIN is part of the first statement's round
+trip); a transaction is counted at each BEGIN (SQLite) or each commit/rollback (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import pstats
 import sqlite3
 import sys
@@ -114,6 +119,23 @@ def testclient_driver(app, tokens: list[str]):
     return cycle, c
 
 
+def _count_pg(engine, count: list[int], txns: list[int]) -> None:
+    """Statements and transactions of a PostgreSQL engine (the server's own CPU is measured
+    in-process; PostgreSQL's is not, see ``bench_server.py`` for the whole machine)."""
+    from sqlalchemy import event
+
+    def statement(*_args) -> None:
+        count[0] += 1
+
+    def end(*_args) -> None:
+        count[0] += 1  # COMMIT / ROLLBACK is a round trip of its own
+        txns[0] += 1
+
+    event.listen(engine, "before_cursor_execute", statement)
+    event.listen(engine, "commit", end)
+    event.listen(engine, "rollback", end)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=300)
@@ -122,35 +144,48 @@ def main() -> int:
     ap.add_argument("--driver", choices=["asgi", "testclient"], default="asgi")
     ap.add_argument("--no-fastlane", action="store_true", help="the framework path only (for comparison)")
     ap.add_argument("--repeat", type=int, default=3, help="measure this many times, report the median")
+    ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     args = ap.parse_args()
-    from bench_server import seed
+    from bench_server import fresh_pg_database, seed
     from sqlalchemy import event
 
     from preflab.server import fastlane
     from preflab.server.app import create_app
 
-    count = [0]
+    count, txns = [0], [0]
 
-    def trace(_sql: str) -> None:
+    def trace(sql: str) -> None:
         count[0] += 1
+        # SQLite: every transaction starts with BEGIN; the PostgreSQL lane reports its COMMIT
+        if sql.lstrip()[:6].upper() in ("BEGIN", "BEGIN ", "COMMIT"):
+            txns[0] += sql.lstrip()[:5].upper() == "BEGIN" if args.db == "sqlite" else sql.startswith("COMMIT")
 
     fastlane.TRACE = trace
     with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{Path(tmp) / 'p.db'}"
+        if args.db == "postgres":
+            admin = os.environ.get("PREFLAB_TEST_PG_URL")
+            if not admin:
+                raise SystemExit("--db postgres needs PREFLAB_TEST_PG_URL (an admin URL of a throwaway server)")
+            url = fresh_pg_database(admin)
+        else:
+            url = f"sqlite:///{Path(tmp) / 'p.db'}"
         total = args.cycles * args.repeat + 100
         tokens = seed(url, args.raters, items=total + 100)
         app = create_app(url)
         if args.no_fastlane:
             fastlane.ENABLED = False
         for engine in {app.state.db.engine, app.state.db.write_engine}:
-            event.listen(engine, "connect", lambda dbapi, _rec: dbapi.set_trace_callback(trace)
-                         if isinstance(dbapi, sqlite3.Connection) else None)
+            if engine.dialect.name == "sqlite":
+                event.listen(engine, "connect", lambda dbapi, _rec: dbapi.set_trace_callback(trace)
+                             if isinstance(dbapi, sqlite3.Connection) else None)
+            else:
+                _count_pg(engine, count, txns)
         cycle, handle = (asgi_driver if args.driver == "asgi" else testclient_driver)(app, tokens)
         for i in range(40):  # warm up: connections, statement caches, item views
             cycle(i)
         figures = []
         for rep in range(args.repeat):
-            count[0] = 0
+            count[0] = txns[0] = 0
             fastlane.STATS.clear()
             prof = cProfile.Profile() if args.cprofile and rep == args.repeat - 1 else None
             t0, c0 = time.perf_counter(), time.process_time()
@@ -161,10 +196,12 @@ def main() -> int:
             if prof:
                 prof.disable()
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            figures.append((cpu / args.cycles * 1000, wall / args.cycles * 1000, count[0] / args.cycles))
+            figures.append((cpu / args.cycles * 1000, wall / args.cycles * 1000, count[0] / args.cycles,
+                            txns[0] / args.cycles))
         figures.sort()
-        cpu_ms, wall_ms, stmts = figures[len(figures) // 2]
-        print(f"driver {args.driver}{' (no fast lane)' if args.no_fastlane else ''}: statements/cycle {stmts:.1f}  "
+        cpu_ms, wall_ms, stmts, per_cycle_txns = figures[len(figures) // 2]
+        print(f"{args.db} driver {args.driver}{' (no fast lane)' if args.no_fastlane else ''}: "
+              f"statements/cycle {stmts:.1f}  transactions/cycle {per_cycle_txns:.1f}  "
               f"CPU ms/cycle {cpu_ms:.3f} (median of {args.repeat}: {', '.join(f'{f[0]:.3f}' for f in figures)})  "
               f"wall ms/cycle {wall_ms:.3f}  fast lane: {dict(fastlane.STATS)}")
         if prof:

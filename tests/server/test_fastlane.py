@@ -238,9 +238,11 @@ def test_pairwise_values_match_the_pydantic_path(winner, strength, rationale, sh
 
 def test_lane_item_view_equals_the_core_one(tmp_path):
     import sqlite3
+    import threading
 
     from preflab.server import assign, fastlane
     from preflab.server.database import Database
+    from preflab.server.exec.sqlite import SqliteExecutor
 
     url = f"sqlite:///{tmp_path / 'views.db'}"
     items = [pairwise_item(0, gold=-1, domains=["law"]), pairwise_item(1)]
@@ -256,7 +258,8 @@ def test_lane_item_view_equals_the_core_one(tmp_path):
             assign._VIEWS.clear()
             core = assign._item_view(c, pk)
             assign._VIEWS.clear()
-            lane = fastlane._item_view(conn.cursor(), pk, None)
+            ex = SqliteExecutor(conn, threading.Lock())
+            lane = fastlane._item_view(fastlane.Lane(ex, conn.cursor(), datetime.now(UTC), None, None, []), pk, None)
             assert lane == core
     conn.close()
     db.dispose()

@@ -33,6 +33,7 @@ from ..store.models import ItemRow, utcnow
 from ..store.repo import item_from_row
 from ..store.server_models import Assignment, PoolDomain, PoolEntry, RaterStatus
 from .auth import verified_domains
+from .gold import qualification_record
 from .permissions import ProjectRef
 from .policy import Policy, settings_of
 from .projects import insert_ignore, sync_pool
@@ -203,8 +204,6 @@ def _next_task(
             if entry is not None:
                 return {"task": task_payload(session, project, _lease(session, project, user_pk, entry, policy, now, rng))}
             if _has_qualification_items(session, project.pk):
-                from .judging import qualification_record  # circular at import time
-
                 record = qualification_record(session, project.pk, user_pk)
                 q = policy.qualification
                 decision = final_qualification(record, q.pass_bar, q.min_items)

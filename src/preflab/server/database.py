@@ -32,6 +32,11 @@ class Database:
         kwargs = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_timeout": 60}
         if self.is_sqlite and ":memory:" in self.url:
             raise ValueError("the server needs a SQLite file (several connections), not :memory:")
+        if not self.is_sqlite:
+            # No ``SELECT 1`` before every checkout (a round trip a request): a connection found
+            # dead invalidates the pool (SQLAlchemy recycles every older connection) and the
+            # request is retried once (:func:`permissions.guard`, the first statement of each).
+            kwargs["pool_pre_ping"] = False
         self.engine = make_engine(self.url, **kwargs)
         if self.is_sqlite:
             self.write_engine = make_engine(self.url, **kwargs)

@@ -57,11 +57,12 @@ import anyio.to_thread
 import orjson
 from pydantic import TypeAdapter
 from sqlalchemy import select
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from ..store.models import ItemRow, Project, utcnow
 from ..store.server_models import ApiToken, Assignment, Membership, RaterStatus, User
-from . import assign, judging
+from . import assign, judging, permissions
+from .exec import Busy, TracingCursor
+from .exec.sqlite import SqliteExecutor
 from .permissions import ProjectRef
 from .policy import Policy, policy_of
 from .wire import wire_problems
@@ -83,25 +84,18 @@ def _count(key: str) -> None:
     STATS[key] = STATS.get(key, 0) + 1
 
 
-# -- statements --------------------------------------------------------------------------------
+# -- statements: each compiled once per backend ----------------------------------------------
 
-_DIALECT = sqlite_dialect.dialect(paramstyle="qmark")
-_DT = ItemRow.__table__.c.created_at.type.dialect_impl(_DIALECT).bind_processor(_DIALECT)
 _DT_JSON = TypeAdapter(datetime)
 
 
-def _dumps(value: Any) -> str:
-    """JSON columns as the engine writes them (``preflab.store.db``: orjson, non-str keys)."""
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-
-
 class _Sql:
-    """A Core statement compiled once for SQLite: SQL text + positional parameter names."""
+    """A Core statement compiled once for one backend: SQL text + positional parameter names."""
 
     __slots__ = ("defaults", "names", "sql")
 
-    def __init__(self, stmt) -> None:
-        compiled = stmt.compile(dialect=_DIALECT)
+    def __init__(self, stmt, dialect) -> None:  # noqa: ANN001
+        compiled = stmt.compile(dialect=dialect)
         self.sql = compiled.string
         self.names = tuple(compiled.positiontup)
         self.defaults = dict(compiled.params)
@@ -115,58 +109,72 @@ _U, _T, _PJ, _M, _RS, _A = (User.__table__, ApiToken.__table__, Project.__table_
                             RaterStatus.__table__, Assignment.__table__)
 
 
-def _auth_stmt(with_live: bool):
-    """The guard's token check (permissions._BY_TOKEN), the project and the caller's role in it
-    (permissions._PROJECT) and the rater's status, in one statement; ``with_live``: also the
-    caller's live lease (assign._LIVE_LEASE), if any."""
+def _auth_stmt(with_live: bool, lock: bool):  # noqa: ANN202
+    """The guard's token check (permissions._BY_TOKEN), the project, the caller's role in it
+    (permissions._PROJECT) and the rater's status, in one statement.
+
+    ``with_live`` (SQLite): also the caller's live lease (assign._LIVE_LEASE), if any.
+    ``lock`` (PostgreSQL): inner joins (the lane serves members with a status row only; the rest
+    goes to the framework) and ``FOR UPDATE OF rater_status``: one rater's requests are
+    serialised by this row, taken in the first round trip, as the Core and ORM paths do."""
     from sqlalchemy import and_, bindparam, or_
 
     cols = [_U.c.pk, _U.c.username, _PJ.c.pk, _PJ.c.name, _PJ.c.title, _PJ.c.kinds, _PJ.c.settings,
-            _PJ.c.rubric_key, _PJ.c.rubric_version, _M.c.role, _RS.c.status]
+            _PJ.c.rubric_key, _PJ.c.rubric_version, _M.c.role, _RS.c.status, _U.c.is_admin]
     if with_live:
         cols.append(
             select(_A.c.pk).where(_A.c.project_pk == _PJ.c.pk, _A.c.user_pk == _U.c.pk, _A.c.status == "active",
                                   _A.c.expires_at > bindparam("now")).limit(1).scalar_subquery()
         )
-    return (
-        select(*cols)
-        .select_from(_T)
-        .join(_U, _U.c.pk == _T.c.user_pk)
-        .outerjoin(_PJ, _PJ.c.name == bindparam("name"))
-        .outerjoin(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
-        .outerjoin(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk))
-        .where(
-            _T.c.token_hash == bindparam("hash"),
-            _T.c.revoked_at.is_(None),
-            or_(_T.c.expires_at.is_(None), _T.c.expires_at > bindparam("now")),
-            _U.c.is_active.is_(True),
-        )
+    stmt = select(*cols).select_from(_T).join(_U, _U.c.pk == _T.c.user_pk)
+    if lock:
+        stmt = (stmt.join(_PJ, _PJ.c.name == bindparam("name"))
+                .join(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
+                .join(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk)))
+    else:
+        stmt = (stmt.outerjoin(_PJ, _PJ.c.name == bindparam("name"))
+                .outerjoin(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
+                .outerjoin(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk)))
+    stmt = stmt.where(
+        _T.c.token_hash == bindparam("hash"),
+        _T.c.revoked_at.is_(None),
+        or_(_T.c.expires_at.is_(None), _T.c.expires_at > bindparam("now")),
+        _U.c.is_active.is_(True),
     )
+    return stmt.with_for_update(of=_RS) if lock else stmt
 
 
-_AUTH_NEXT = _Sql(_auth_stmt(True))
-_AUTH_SUBMIT = _Sql(_auth_stmt(False))
-_LEASE_BY_PK = _Sql(
-    select(_A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at)
-    .where(_A.c.pk == assign.bindparam("a_pk"))
-)
-_VERIFIED_DOMAINS = _Sql(assign._VERIFIED_DOMAINS)
-_DONE_COUNT = _Sql(assign._DONE_COUNT)
-_ITEM_VIEW = _Sql(assign._ITEM_VIEW)
-_PICKS = {
-    (role, match): _Sql(
-        assign._PICKS[(role, match, False)].add_columns(
-            select(ItemRow.__table__.c.content_hash).where(ItemRow.__table__.c.pk == assign._P.c.item_pk)
-            .scalar_subquery()
-        )
-    )
-    for role in ("production", "gold") for match in ("any", "all")
-}
-_LEASE = _Sql(judging._LEASE)
-_INSERT_LEASE = ("INSERT INTO assignments (lease_id, project_pk, item_pk, user_pk, role, status, shown_order, "
-                 "settings_version, created_at, expires_at) VALUES (?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)")
-_CLOSE_LEASE = _Sql(judging._CLOSE_LEASE)
-_FILL = _Sql(judging._FILL)
+class _Statements:
+    """Every statement of the lane, compiled once for one executor's dialect."""
+
+    def __init__(self, ex) -> None:  # noqa: ANN001
+        def c(stmt) -> _Sql:  # noqa: ANN001
+            return _Sql(stmt, ex.dialect)
+
+        pg, m = ex.is_pg, ex.mark
+        self.auth_next = c(_auth_stmt(not pg, pg))
+        self.auth_submit = c(_auth_stmt(False, pg))
+        self.live = c(assign._LIVE_LEASE)
+        self.lease_by_pk = c(select(_A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at)
+                             .where(_A.c.pk == assign.bindparam("a_pk")))
+        self.verified_domains = c(assign._VERIFIED_DOMAINS)
+        self.done_count = c(assign._DONE_COUNT)
+        self.item_view = c(assign._ITEM_VIEW)
+        self.picks = {
+            (role, match): c(
+                assign._PICKS[(role, match, False)].add_columns(
+                    select(ItemRow.__table__.c.content_hash).where(ItemRow.__table__.c.pk == assign._P.c.item_pk)
+                    .scalar_subquery()
+                )
+            )
+            for role in ("production", "gold") for match in ("any", "all")
+        }
+        self.lease = c(judging._LEASE)
+        self.insert_lease = (
+            "INSERT INTO assignments (lease_id, project_pk, item_pk, user_pk, role, status, shown_order, "
+            f"settings_version, created_at, expires_at) VALUES ({m}, {m}, {m}, {m}, {m}, 'active', {m}, {m}, {m}, {m})")
+        self.close_lease = c(judging._CLOSE_LEASE)
+        self.fill = c(judging._FILL)
 
 
 # -- the judgment, validated and turned into its row without pydantic -----------------------------
@@ -295,12 +303,12 @@ _JSON_COLS = ("body", "shown_order", "telemetry")
 _DT_COLS = ("started_at", "submitted_at")
 
 
-def _insert_judgment(cur: sqlite3.Cursor, project_pk: int, item_pk: int, rater_pk: int, values: dict[str, Any],
-                     now: datetime) -> int:
+def _insert_judgment(ex, project_pk: int, item_pk: int, rater_pk: int,  # noqa: ANN001
+                     values: dict[str, Any], now: datetime) -> tuple[str, list[Any]]:
     """``INSERT INTO judgments`` with what the Core insert binds (NULL columns left out: they
     have no defaults; ``excluded`` and ``created_at`` get the model defaults)."""
     names = ["project_pk", "item_pk", "rater_pk", "excluded", "created_at"]
-    args: list[Any] = [project_pk, item_pk, rater_pk, 0, _DT(now)]
+    args: list[Any] = [project_pk, item_pk, rater_pk, ex.false(), ex.dt(now)]
     for col in _JUDGMENT_COLS:
         v = values[col]
         if v is not None:
@@ -310,14 +318,36 @@ def _insert_judgment(cur: sqlite3.Cursor, project_pk: int, item_pk: int, rater_p
         v = values[col]
         if v is not None:
             names.append(col)
-            args.append(_dumps(v))
+            args.append(ex.json(v))
     for col in _DT_COLS:
         v = values[col]
         if v is not None:
             names.append(col)
-            args.append(_DT(v))
-    cur.execute(f"INSERT INTO judgments ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", args)
-    return cur.lastrowid
+            args.append(ex.dt(v))
+    marks = ", ".join([ex.mark] * len(names))
+    return f"INSERT INTO judgments ({', '.join(names)}) VALUES ({marks})", args
+
+
+#: PostgreSQL: the judgment, the lease closed and the pool row counted in one statement (one
+#: round trip instead of three; the rows locked by the lease query are released at COMMIT).
+_PG_STORE = ("WITH j AS ({insert} RETURNING pk), "
+             "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) WHERE pk = %s), "
+             "p AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
+             "WHERE pk = %s) "
+             "SELECT pk FROM j")
+
+
+def _store_judgment(lane: Lane, project_pk: int, item_pk: int, rater_pk: int, values: dict[str, Any],
+                    a_pk: int, pool_pk: int) -> int:
+    """Insert the judgment, close the lease, count the label on the pool row; the judgment's pk."""
+    ex, cur, q = lane.ex, lane.cur, lane.sql
+    insert, args = _insert_judgment(ex, project_pk, item_pk, rater_pk, values, lane.now)
+    if ex.is_pg:
+        return cur.execute(_PG_STORE.format(insert=insert), [*args, a_pk, pool_pk]).fetchone()[0]
+    j_pk = ex.insert_returning_pk(cur, insert, args)
+    cur.execute(q.close_lease.sql, q.close_lease.args({"a_pk": a_pk, "j_pk": j_pk}))
+    cur.execute(q.fill.sql, q.fill.args({"p_pk": pool_pk}))
+    return j_pk
 
 
 # -- per-project derived values (keyed on the row's own content, read in the same query) ----------
@@ -325,9 +355,12 @@ def _insert_judgment(cur: sqlite3.Cursor, project_pk: int, item_pk: int, rater_p
 _PROJECTS: dict[tuple, ProjectRef] = {}
 
 
-def _project(pk: int, name: str, title: str, kinds: str | None, settings: str | None, rubric_key: str | None,
+def _project(ex, pk: int, name: str, title: str, kinds: Any, settings: Any, rubric_key: str | None,  # noqa: ANN001, ANN401
              rubric_version: int | None) -> ProjectRef:
     """The guard's ``ProjectRef``, memoised on the row's content (read in the same query)."""
+    if ex.is_pg:  # JSONB comes back parsed: key on its canonical text
+        kinds, settings = (orjson.dumps(kinds, option=orjson.OPT_SORT_KEYS),
+                           orjson.dumps(settings, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
     key = (pk, name, title, kinds, settings, rubric_key, rubric_version)
     ref = _PROJECTS.get(key)
     if ref is None:
@@ -340,21 +373,21 @@ def _project(pk: int, name: str, title: str, kinds: str | None, settings: str | 
     return ref
 
 
-def _item_view(cur: sqlite3.Cursor, item_pk: int, content_hash: str | None) -> tuple[dict[str, Any], list[str]]:
+def _item_view(lane: Lane, item_pk: int, content_hash: str | None) -> tuple[dict[str, Any], list[str]]:
     """The item's public view and candidate ids; shares :data:`assign._VIEWS` (keyed on pk + hash)."""
     if content_hash is not None:
         hit = assign._VIEWS.get((item_pk, content_hash))
         if hit is not None:
             return hit
-    rows = cur.execute(_ITEM_VIEW.sql, _ITEM_VIEW.args({"item_pk": item_pk})).fetchall()
+    q = lane.sql.item_view
+    rows = lane.cur.execute(q.sql, q.args({"item_pk": item_pk})).fetchall()
     key = (item_pk, rows[0][1])
     hit = assign._VIEWS.get(key)
     if hit is not None:
         return hit
     from ..schema import Item
 
-    def j(v: Any) -> Any:
-        return orjson.loads(v) if v is not None else None
+    j = lane.ex.load_json
 
     first = rows[0]
     item = Item.model_validate({
@@ -369,21 +402,18 @@ def _item_view(cur: sqlite3.Cursor, item_pk: int, content_hash: str | None) -> t
     return hit
 
 
-def _parse_dt(value: str) -> datetime:
-    return datetime.fromisoformat(value)
-
-
 # -- the work (called through assign.next_task_fast / judging._submit_fast with ``lane=``) --------
 
 
 class Lane:
     """The lane's open SQLite write transaction and what the guard query found."""
 
-    __slots__ = ("after_commit", "cur", "live_pk", "now", "now_s", "status")
+    __slots__ = ("after_commit", "cur", "ex", "live_pk", "now", "now_s", "sql", "status")
 
-    def __init__(self, cur: sqlite3.Cursor, now: datetime, now_s: str, status: str | None,
-                 live_pk: int | None, after_commit: list) -> None:
-        self.cur, self.now, self.now_s, self.status, self.live_pk = cur, now, now_s, status, live_pk
+    def __init__(self, ex, cur, now: datetime, status: str | None, live_pk: int | None,  # noqa: ANN001
+                 after_commit: list) -> None:
+        self.ex, self.sql, self.cur, self.now, self.now_s = ex, _statements(ex), cur, now, ex.dt(now)
+        self.status, self.live_pk = status, live_pk
         self.after_commit = after_commit  # (pool role, judgment pk) for judging.after_submit
 
 
@@ -392,40 +422,64 @@ def next_in_lane(lane: Lane, project: ProjectRef, user_pk: int) -> dict[str, Any
     that function hands to :func:`assign.next_task` (the lane runs that one after rollback)."""
     if lane.status != "qualified":
         raise Fallback  # new, qualifying, failed or suspended: the reference path decides
-    cur, now, now_s = lane.cur, lane.now, lane.now_s
-    if lane.live_pk is not None:  # resume: one live lease per rater
-        lease_id, item_pk, role, shown, expires = cur.execute(_LEASE_BY_PK.sql, (lane.live_pk,)).fetchone()
-        view, _ = _item_view(cur, item_pk, None)
-        return {"task": assign._payload(project, view, lease_id, role, orjson.loads(shown), _parse_dt(expires)),
+    cur, now, now_s, ex, q = lane.cur, lane.now, lane.now_s, lane.ex, lane.sql
+    params = {"project_pk": project.pk, "user_pk": user_pk, "now": now_s}
+    if ex.is_pg:  # read after the status lock (READ COMMITTED: a fresh snapshot)
+        live = cur.execute(q.live.sql, q.live.args(params)).fetchone()
+    else:  # found by the auth statement (BEGIN IMMEDIATE: nothing changed since)
+        live = cur.execute(q.lease_by_pk.sql, (lane.live_pk,)).fetchone() if lane.live_pk is not None else None
+    if live is not None:  # resume: one live lease per rater
+        lease_id, item_pk, role, shown, expires = live
+        view, _ = _item_view(lane, item_pk, None)
+        return {"task": assign._payload(project, view, lease_id, role, ex.load_json(shown), ex.load_dt(expires)),
                 "resumed": True}
     policy = _project_policy(project)
-    params = {"project_pk": project.pk, "user_pk": user_pk, "now": now_s}
     if policy.required_domains:
-        domains = {r[0] for r in cur.execute(_VERIFIED_DOMAINS.sql, _VERIFIED_DOMAINS.args(params))}
+        domains = {r[0] for r in cur.execute(q.verified_domains.sql, q.verified_domains.args(params)).fetchall()}
         if set(policy.required_domains) - domains:
             raise Fallback  # the reference path explains which domains are missing
     if policy.max_items_per_rater is not None:
-        done = cur.execute(_DONE_COUNT.sql, _DONE_COUNT.args(params)).fetchone()[0]
+        done = cur.execute(q.done_count.sql, q.done_count.args(params)).fetchone()[0]
         if done >= policy.max_items_per_rater:
             raise Fallback
     roles = ("gold", "production") if policy.gold_rate > 0 and _RNG.random() < policy.gold_rate else ("production",)
-    params["n"] = 1
+    params["n"] = assign.PICK_BATCH if ex.is_pg else 1
+    settings_version = int((project.settings or {}).get("version", 1))
+    expires = now + timedelta(seconds=policy.lease_seconds)
     for role in roles:
-        stmt = _PICKS[(role, policy.domain_match)]
-        entry = cur.execute(stmt.sql, stmt.args(params)).fetchone()
-        if entry is None:
-            continue
-        _pool_pk, item_pk, entry_role, _filled, _target, content_hash = entry
-        view, ids = _item_view(cur, item_pk, content_hash)
-        ids = list(ids)
-        if policy.randomise_order:
-            _RNG.shuffle(ids)
-        lease_id = "asg_" + secrets.token_urlsafe(16)
-        expires = now + timedelta(seconds=policy.lease_seconds)
-        cur.execute(_INSERT_LEASE, (lease_id, project.pk, item_pk, user_pk, entry_role, _dumps(ids),
-                                    int((project.settings or {}).get("version", 1)), now_s, _DT(expires)))
-        return {"task": assign._payload(project, view, lease_id, entry_role, ids, expires)}
+        stmt = q.picks[(role, policy.domain_match)]
+        rows = cur.execute(stmt.sql, stmt.args(params)).fetchall()
+        for pool_pk, item_pk, entry_role, _filled, target, content_hash in rows:
+            view, ids = _item_view(lane, item_pk, content_hash)
+            ids = list(ids)
+            if policy.randomise_order:
+                _RNG.shuffle(ids)
+            lease_id = "asg_" + secrets.token_urlsafe(16)
+            values = [lease_id, project.pk, item_pk, user_pk, entry_role, ex.json(ids), settings_version, now_s,
+                      ex.dt(expires)]
+            if _insert_lease(lane, values, role, pool_pk, item_pk, target):
+                return {"task": assign._payload(project, view, lease_id, entry_role, ids, expires)}
+        if rows:
+            raise Fallback  # every locked candidate filled up meanwhile: the framework tries further batches
     raise Fallback  # nothing found: the reference path syncs the pool and explains
+
+
+#: PostgreSQL READ COMMITTED: the candidate query's snapshot may predate a lease another host
+#: committed just before this one locked the pool row, so the lease is inserted only if the
+#: item still has room, counted in the insert's own (newer) snapshot under the row lock.
+_PG_LEASE_IF_ROOM = (
+    "INSERT INTO assignments (lease_id, project_pk, item_pk, user_pk, role, status, shown_order, settings_version, "
+    "created_at, expires_at) SELECT %s, %s, %s, %s, %s, 'active', %s, %s, %s, %s "
+    "WHERE (SELECT filled FROM task_pool WHERE pk = %s) + (SELECT count(*) FROM assignments WHERE item_pk = %s "
+    "AND status = 'active' AND expires_at > %s) < %s RETURNING pk")
+
+
+def _insert_lease(lane: Lane, values: list[Any], role: str, pool_pk: int, item_pk: int, target: int) -> bool:
+    """Insert the lease; on PostgreSQL for a production item only if it still has room."""
+    if not lane.ex.is_pg or role != "production":
+        lane.cur.execute(lane.sql.insert_lease, values)
+        return True
+    return lane.cur.execute(_PG_LEASE_IF_ROOM, [*values, pool_pk, item_pk, lane.now_s, target]).fetchone() is not None
 
 
 def submit_in_lane(lane: Lane, project: ProjectRef, user_pk: int, username: str, *, assignment_id: str,
@@ -434,27 +488,25 @@ def submit_in_lane(lane: Lane, project: ProjectRef, user_pk: int, username: str,
     """:func:`judging._submit_fast` on the lane's transaction (same checks, same rows)."""
     if lane.status != "qualified" or "pairwise" not in project.kinds:
         raise Fallback
-    cur, now = lane.cur, lane.now
-    rows = cur.execute(_LEASE.sql, _LEASE.args({"project_pk": project.pk, "lease_id": assignment_id,
+    cur, now, ex, q = lane.cur, lane.now, lane.ex, lane.sql
+    rows = cur.execute(q.lease.sql, q.lease.args({"project_pk": project.pk, "lease_id": assignment_id,
                                                 "username": username, "idem": idempotency_key})).fetchall()
     if not rows:
         raise Fallback
     (a_pk, a_user, item_pk, _role, status, shown, created, expires, pool_pk, pool_role, item_key, _c, rater_pk,
      rater_user_pk, idem_pk) = rows[0]
     if (a_user != user_pk or status != "active" or pool_role not in judging.SCORED_LATER or idem_pk is not None
-            or rater_pk is None or rater_user_pk is None or _parse_dt(expires) <= now.replace(tzinfo=None)):
+            or rater_pk is None or rater_user_pk is None or ex.load_dt(expires) <= now):
         raise Fallback  # replays, expiry, gold, first label of a rater: the reference path
     try:
         values = pairwise_values(
-            judgment, item_key=item_key, shown_order=orjson.loads(shown), candidate_keys=[r[11] for r in rows],
+            judgment, item_key=item_key, shown_order=ex.load_json(shown), candidate_keys=[r[11] for r in rows],
             username=username, rubric_key=project.rubric_key, rubric_version=project.rubric_version,
-            started_at=assign.aware(_parse_dt(created)), submitted_at=now, idempotency_key=idempotency_key,
+            started_at=ex.load_dt(created), submitted_at=now, idempotency_key=idempotency_key,
             telemetry=telemetry, min_rationale_chars=_project_policy(project).min_rationale_chars)
     except _Pass:
         raise Fallback from None  # full validation (and its field-by-field 422) on the reference path
-    j_pk = _insert_judgment(cur, project.pk, item_pk, rater_pk, values, now)
-    cur.execute(_CLOSE_LEASE.sql, _CLOSE_LEASE.args({"a_pk": a_pk, "j_pk": j_pk}))
-    cur.execute(_FILL.sql, _FILL.args({"p_pk": pool_pk}))
+    j_pk = _store_judgment(lane, project.pk, item_pk, rater_pk, values, a_pk, pool_pk)
     lane.after_commit.append((pool_role, j_pk))
     return {"judgment_id": j_pk, "item_id": item_key, "kind": "pairwise", "created": True, "replayed": False,
             "submitted_at": now.isoformat()}
@@ -521,31 +573,60 @@ class _Checkpointer(threading.Thread):
 
 
 class _Shared:
-    """Per process: the lane's connection, the app's write lock, the checkpointer."""
+    """Per process: the lane's executor (SQLite: its connection, the app's write lock and the
+    checkpointer; PostgreSQL: a psycopg connection of its own)."""
 
     def __init__(self, get_db: Callable[[], Any]) -> None:
         self.get_db = get_db
         self.enabled: bool | None = None
-        self.conn: sqlite3.Connection | None = None
+        self.ex = None
 
-    def connection(self) -> sqlite3.Connection | None:
+    def executor(self):  # noqa: ANN201
         if self.enabled is None:
             db = self.get_db()
-            self.enabled = bool(db.is_sqlite) and ENABLED
+            self.enabled = ENABLED and (db.is_sqlite or (PG_ENABLED and db.engine.dialect.driver == "psycopg"))
             if self.enabled:
-                path = db.engine.url.database
-                self.conn = _connect(path)  # busy_timeout 0: never wait on the event loop, hand on
-                self.conn.execute("PRAGMA wal_autocheckpoint=0")
-                if TRACE is not None:
-                    self.conn.set_trace_callback(TRACE)
-                self.db, self.lock = db, db.write_lock
-                self.checkpointer = _Checkpointer(path)
-                self.checkpointer.start()
-        return self.conn
+                self.db = db
+                if db.is_sqlite:
+                    self.ex = self._sqlite(db)
+                else:  # psycopg is an optional dependency (the postgres extra)
+                    from .exec.postgres import PgExecutor
+
+                    self.ex = PgExecutor(db.engine.url)
+        return self.ex
+
+    def slots(self) -> anyio.Semaphore:
+        """As many requests in flight as the PostgreSQL executor has connections."""
+        if getattr(self, "_slots", None) is None:
+            self._slots = anyio.Semaphore(self.ex.pool_size)
+        return self._slots
+
+    def _sqlite(self, db) -> SqliteExecutor:  # noqa: ANN001
+        path = db.engine.url.database
+        conn = _connect(path)  # busy_timeout 0: never wait on the event loop, hand on
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        if TRACE is not None:
+            conn.set_trace_callback(TRACE)
+        self.checkpointer = _Checkpointer(path)
+        self.checkpointer.start()
+        return SqliteExecutor(conn, db.write_lock)
+
+
+_STATEMENTS: dict[bool, _Statements] = {}
+
+
+def _statements(ex) -> _Statements:  # noqa: ANN001
+    """The lane's statements for this executor's backend, compiled on first use."""
+    found = _STATEMENTS.get(ex.is_pg)
+    if found is None:
+        found = _STATEMENTS[ex.is_pg] = _Statements(ex)
+    return found
 
 
 #: Off switch (tests compare the lane with the framework path; profiling).
 ENABLED = True
+#: The lane on PostgreSQL (psycopg); off: PostgreSQL requests take the framework path.
+PG_ENABLED = True
 
 
 class LaneEndpoint:
@@ -573,7 +654,7 @@ class LaneEndpoint:
             elif name == b"idempotency-key" and idem_h is None:
                 idem_h = value
         shared = self.shared
-        if auth is None or shared.connection() is None:
+        if auth is None or shared.executor() is None:
             _count("pass:no bearer or not sqlite")
             return await self._framework(scope, receive, send)  # cookie sessions (CSRF), anonymous, PostgreSQL
         scheme, _, token = auth.decode("latin-1").partition(" ")
@@ -601,7 +682,11 @@ class LaneEndpoint:
                 return await self._framework(scope, _replay(body, receive), send)
             receive = _replay(body, receive)
         try:
-            out = self._run(token_hash, project_name, submit)
+            if shared.ex.is_pg:  # network round trips: in a worker thread, one per lane connection
+                async with shared.slots():  # wait for a free connection (never a framework detour)
+                    out = await anyio.to_thread.run_sync(self._run, token_hash, project_name, submit)
+            else:  # a few hundred µs of local work: on the event loop, no thread hop
+                out = self._run(token_hash, project_name, submit)
         except _Pass as why:
             _count(f"pass:{why}")
             return await self._framework(scope, receive, send)
@@ -616,52 +701,52 @@ class LaneEndpoint:
                     "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": body})
 
-    def _run(self, token_hash: str, project_name: str, submit) -> dict[str, Any]:
+    def _run(self, token_hash: str, project_name: str, submit) -> dict[str, Any]:  # noqa: ANN001
         shared = self.shared
-        if not shared.lock.acquire(blocking=False):
-            raise _Pass("busy (this process)")
+        ex = shared.ex
         try:
-            cur = shared.conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:
-                raise _Pass("busy (another process)") from None
-            try:
-                after_commit: list = []
-                out = self._work(cur, token_hash, project_name, submit, after_commit)
-                cur.execute("COMMIT")
-                shared.checkpointer.dirty.set()
-                for pool_role, judgment_pk in after_commit:
-                    judging.after_submit(shared.db, pool_role, judgment_pk)
-                return out
-            except BaseException as exc:
-                try:
-                    cur.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                if isinstance(exc, sqlite3.Error):
-                    # A driver error on the lane's own connection: nothing was committed; the
-                    # framework redoes the request and answers any error its own way.
-                    log.warning("fast lane: handing a request on after %r", exc)
-                    raise _Pass(f"sqlite {type(exc).__name__}") from None
-                raise
-        finally:
-            shared.lock.release()
+            raw = cur = ex.begin()
+        except Busy as why:
+            raise _Pass(str(why)) from None
+        try:
+            if ex.is_pg and TRACE is not None:
+                cur = TracingCursor(raw, TRACE)
+            after_commit: list = []
+            out = self._work(ex, cur, token_hash, project_name, submit, after_commit)
+            if ex.is_pg and TRACE is not None:
+                TRACE("COMMIT")
+            ex.commit(raw)
+        except BaseException as exc:
+            ex.rollback(raw)
+            ex.end(raw)
+            if isinstance(exc, ex.errors):
+                # A driver error on the lane's own connection (a lock timeout, a dead
+                # connection): nothing was committed; the framework redoes the request.
+                log.warning("fast lane: handing a request on after %r", exc)
+                raise _Pass(f"{type(exc).__module__.split('.')[0]} {type(exc).__name__}") from None
+            raise
+        ex.end(raw)
+        if not ex.is_pg:
+            shared.checkpointer.dirty.set()
+        for pool_role, judgment_pk in after_commit:
+            judging.after_submit(shared.db, pool_role, judgment_pk)
+        return out
 
-    def _work(self, cur: sqlite3.Cursor, token_hash: str, project_name: str, submit,
+    def _work(self, ex, cur, token_hash: str, project_name: str, submit,  # noqa: ANN001
               after_commit: list) -> dict[str, Any]:
         db = self.shared.db
         now = utcnow()
-        now_s = _DT(now)
-        stmt = _AUTH_NEXT if self.kind == _NEXT else _AUTH_SUBMIT
-        row = cur.execute(stmt.sql, stmt.args({"hash": token_hash, "now": now_s, "name": project_name})).fetchone()
+        q = _statements(ex)
+        stmt = q.auth_next if self.kind == _NEXT else q.auth_submit
+        row = cur.execute(stmt.sql, stmt.args({"hash": token_hash, "now": ex.dt(now), "name": project_name})).fetchone()
         if row is None:
-            raise _Pass("auth")  # 401: the framework says why
-        if row[2] is None or row[9] != "rater":
+            raise _Pass("auth")  # 401 (or on PostgreSQL also 403/404, no status row): the framework says why
+        if row[2] is None or not permissions.allowed("project.label", is_admin=row[11], role=row[9]):
             raise _Pass("not a rater here")  # 404, or 403 (e.g. a site admin without the rater role)
         user_pk, username = row[0], row[1]
-        project = _project(*row[2:9])
-        lane = Lane(cur, now, now_s, row[10], row[11] if self.kind == _NEXT else None, after_commit)
+        project = _project(ex, *row[2:9])
+        live_pk = row[12] if self.kind == _NEXT and not ex.is_pg else None
+        lane = Lane(ex, cur, now, row[10], live_pk, after_commit)
         if self.kind == _NEXT:
             try:
                 return assign.next_task_fast(db, project, user_pk, lane=lane)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
 from ..schema import GoldAnswer, JudgmentBase, PairwiseJudgment, parse_judgment
+from ..store.server_models import GoldOutcome
 
 
 def expected_judgment(item_id: str, gold: dict[str, Any]) -> JudgmentBase:
@@ -36,3 +40,11 @@ def score_gold(judgment: JudgmentBase, item_id: str, gold: dict[str, Any]) -> bo
         return None
     got = {(r.unit, r.dimension): r.value for r in judgment.label_rows()}
     return all(key in got and abs(got[key] - value) <= answer.tolerance for key, value in want.items())
+
+
+def qualification_record(session: Session, project_pk: int, user_pk: int) -> list[bool]:
+    """The rater's qualification answers so far, in order (correct or not)."""
+    return list(session.scalars(
+        select(GoldOutcome.correct).where(GoldOutcome.project_pk == project_pk, GoldOutcome.user_pk == user_pk,
+                                          GoldOutcome.phase == "qualification").order_by(GoldOutcome.pk)
+    ))

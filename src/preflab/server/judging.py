@@ -34,7 +34,7 @@ from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatus, ReviewRequest
 from .assign import aware, lock_rater_status
-from .gold import expected_judgment, score_gold
+from .gold import expected_judgment, qualification_record, score_gold
 from .permissions import ProjectRef
 from .policy import Policy, policy_of, settings_of
 from .quality_adapter import drift_alarm, qualification_decision, wilson_interval
@@ -169,13 +169,6 @@ def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterS
         out["qualification"] = {"status": st.status if st else "qualifying", "answered": len(record),
                                 "correct": sum(record)}
     return out
-
-
-def qualification_record(session: Session, project_pk: int, user_pk: int) -> list[bool]:
-    return list(session.scalars(
-        select(GoldOutcome.correct).where(GoldOutcome.project_pk == project_pk, GoldOutcome.user_pk == user_pk,
-                                          GoldOutcome.phase == "qualification").order_by(GoldOutcome.pk)
-    ))
 
 
 def submit_reference(

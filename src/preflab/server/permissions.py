@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy import and_, bindparam, or_, select
+from sqlalchemy.exc import DBAPIError
 
 from ..store.models import Project, utcnow
 from ..store.server_models import ApiToken, Membership, User, WebSession
@@ -168,6 +169,16 @@ def guard(action: str):  # noqa: ANN201
         raise ValueError(f"unknown action {action!r}; add it to permissions.RULES")
 
     def dependency(request: Request) -> Ctx:
+        try:
+            return check(request)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+            # a pooled connection was dead (server restart, idle timeout): the pool has been
+            # invalidated, so this retry and the route's own statements get fresh connections
+            return check(request)
+
+    def check(request: Request) -> Ctx:
         db = request.app.state.db
         with db.read_conn() as conn:
             actor = _authenticate(request, conn)

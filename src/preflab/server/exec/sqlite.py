@@ -1,0 +1,88 @@
+"""The SQLite executor: one connection of the lane's own, ``BEGIN IMMEDIATE``, never waiting.
+
+The lane only ever *tries* the locks: if another thread of this process (the app's write
+lock) or another process (SQLite's file lock, ``busy_timeout`` 0 on this connection) is
+writing, :class:`Busy` sends the request to the framework, which waits its turn.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from ...store.models import ItemRow
+from . import Busy
+
+DIALECT = sqlite_dialect.dialect(paramstyle="qmark")
+_DT = ItemRow.__table__.c.created_at.type.dialect_impl(DIALECT).bind_processor(DIALECT)
+
+
+def _dumps(value: Any) -> str:  # noqa: ANN401
+    """JSON columns as the engine writes them (``preflab.store.db``: orjson, non-str keys)."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class SqliteExecutor:
+    is_pg = False
+    dialect = DIALECT
+    mark = "?"
+    errors = (sqlite3.Error,)
+
+    def __init__(self, conn: sqlite3.Connection, lock) -> None:  # noqa: ANN001
+        self.conn, self.lock = conn, lock
+
+    # -- values as SQLAlchemy's SQLite types bind and return them ----------------------------
+    @staticmethod
+    def dt(value: datetime) -> str:
+        return _DT(value)
+
+    @staticmethod
+    def json(value: Any) -> str:  # noqa: ANN401
+        return _dumps(value)
+
+    @staticmethod
+    def load_json(value: str | None) -> Any:  # noqa: ANN401
+        return orjson.loads(value) if value is not None else None
+
+    @staticmethod
+    def load_dt(value: str) -> datetime:
+        from ..assign import aware
+
+        return aware(datetime.fromisoformat(value))
+
+    @staticmethod
+    def false() -> int:
+        return 0
+
+    # -- transactions --------------------------------------------------------------------------
+    def begin(self) -> sqlite3.Cursor:
+        if not self.lock.acquire(blocking=False):
+            raise Busy("busy (this process)")
+        cur = self.conn.cursor()
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            self.lock.release()
+            raise Busy("busy (another process)") from None
+        return cur
+
+    def commit(self, cur: sqlite3.Cursor) -> None:
+        cur.execute("COMMIT")
+
+    def rollback(self, cur: sqlite3.Cursor) -> None:
+        try:
+            cur.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def end(self, cur: sqlite3.Cursor) -> None:
+        self.lock.release()
+
+    @staticmethod
+    def insert_returning_pk(cur: sqlite3.Cursor, sql: str, args: list[Any]) -> int:
+        cur.execute(sql, args)
+        return cur.lastrowid
