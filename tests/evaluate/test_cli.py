@@ -82,6 +82,7 @@ def test_bad_inputs_exit_2_and_create_nothing(tmp_path: Path):
     db = str(tmp_path / "cli.db")
     v1 = write_outputs(tmp_path / "v1.jsonl", outputs(V1, 3))
     bad = write_outputs(tmp_path / "bad.jsonl", [*outputs(V2, 2), {"prompt": "Q"}])
+    run("init", "--db", db)  # only `init` creates a database (a mistyped --db must not)
     out = run("eval", "create", "cli", "--model-a", v1, "--model-b", bad, "--db", db, code=2)
     assert f"{bad}:3: response: missing" in out and "nothing was created" in out
     assert "NAME=FILE" in run("eval", "create", "cli", "--model-a", v1, "--model", "oops", "--db", db, code=2)

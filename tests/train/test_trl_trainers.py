@@ -179,7 +179,9 @@ def test_reward_trainer(exports, tokenizer, tmp_path, export_name):
     from trl import RewardConfig, RewardTrainer
 
     dataset = load(exports[export_name])
-    assert set(dataset.column_names) == {"prompt", "chosen", "rejected", "margin"}
+    # PandaLM and hh-rlhf record no preference strength: no invented margin column (issue 15);
+    # margins that raters gave reach TRL's collator in tests/consumers/test_trl_reward.py
+    assert set(dataset.column_names) == {"prompt", "chosen", "rejected"}
     torch.manual_seed(0)
     config = tiny_config(tokenizer)
     config.num_labels = 1
