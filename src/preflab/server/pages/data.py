@@ -31,6 +31,14 @@ def live_task(session: Session, project: ProjectRef, user_pk: int) -> dict[str, 
     return None if lease is None else assign.task_payload(session, project, lease)
 
 
+def item_metadata(session: Session, project: ProjectRef, item_key: str) -> dict[str, Any]:
+    """An item's stored metadata (server side only: a rater's payload never carries it)."""
+    from ...store.models import ItemRow
+
+    return session.scalar(select(ItemRow.meta).where(ItemRow.project_pk == project.pk,
+                                                     ItemRow.item_key == item_key)) or {}
+
+
 def project_progress(session: Session, project_pk: int, user_pk: int) -> dict[str, Any]:
     """Pool progress of the project and the caller's own count and standing."""
     target, filled = session.execute(
