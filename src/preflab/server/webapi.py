@@ -699,3 +699,36 @@ def change_my_password(request: Request, body: PasswordChangeIn, ctx: Ctx = guar
         auth.set_password(s, user, body.new_password, keep_api_tokens=not body.revoke_api_tokens)
     return _ok({"changed": True, "api_tokens_revoked": body.revoke_api_tokens,
                 "next": "your sessions have ended: log in with the new password"})
+
+
+class ResetLinkIn(WireModel):
+    ttl_hours: int = Field(default=24, ge=1, le=24 * 7)
+
+
+class ResetClaimIn(WireModel):
+    password: str = Field(min_length=1, max_length=1000)
+
+
+@router.post("/users/{username}/reset-link", tags=["users"], status_code=201)
+def create_reset_link(request: Request, username: str, body: ResetLinkIn, ctx: Ctx = guard("site.admin")) -> Response:
+    """A one-time password reset link for a user (shown once; hand it over yourself). The user
+    sets a new password with it; that ends their sessions and revokes their API tokens."""
+    from datetime import timedelta
+
+    from . import auth
+
+    with request.app.state.db.writing() as s:
+        user = auth.get_user(s, username)
+        token = auth.create_reset_link(s, user, created_by=s.get(User, ctx.user.user_pk),
+                                       ttl=timedelta(hours=body.ttl_hours))
+    return _ok({"username": username, "path": f"/reset/{token}", "expires_in_hours": body.ttl_hours}, 201)
+
+
+@router.post("/password-resets/{token}", tags=["auth"])
+def claim_reset_link(request: Request, token: str, body: ResetClaimIn, ctx: Ctx = guard("public")) -> Response:
+    """Set a new password with a reset link (single use, expiring)."""
+    from . import auth
+
+    with request.app.state.db.writing() as s:
+        user = auth.claim_reset_link(s, token, body.password)
+        return _ok({"username": user.username, "changed": True})

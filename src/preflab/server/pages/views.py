@@ -157,6 +157,11 @@ def invite_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Res
     return render(request, "invite.html", None, token=token)
 
 
+@router.get("/reset/{token}")
+def reset_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Response:
+    return render(request, "reset.html", None, token=token)
+
+
 # -- everyone ----------------------------------------------------------------------------------------
 
 
