@@ -669,7 +669,13 @@
     $$("[name]", form).forEach((el) => {
       if (el.type === "checkbox") { if (el.dataset.list) { (out[el.name] = out[el.name] || []); if (el.checked) out[el.name].push(el.value); } else out[el.name] = el.checked; }
       else if (el.type === "radio") { if (el.checked) out[el.name] = el.value; }
-      else if (el.value !== "" || el.dataset.keepEmpty) out[el.name] = el.dataset.type === "number" ? +el.value : el.dataset.type === "json" ? JSON.parse(el.value) : el.value;
+      else if (el.value !== "" || el.dataset.keepEmpty) out[el.name] = el.dataset.type === "number" ? +el.value : el.dataset.type === "json" ? JSON.parse(el.value) : el.dataset.type === "list" ? el.value.split(",").map((x) => x.trim()).filter(Boolean) : el.value;
+    });
+    // "policy.overlap_k" -> {policy: {overlap_k: ...}} (the settings form sends only its fields; the server merges)
+    Object.keys(out).filter((k) => k.includes(".")).forEach((k) => {
+      const [head, tail] = [k.slice(0, k.indexOf(".")), k.slice(k.indexOf(".") + 1)];
+      out[head] = Object.assign(out[head] || {}, { [tail]: out[k] });
+      delete out[k];
     });
     return out;
   }
