@@ -76,3 +76,33 @@ def test_dashboard_draws_its_plots_inline_and_links_the_leaderboard(site, new_pa
         page.locator("#leaderboard-link").click()
     expect(page.locator("h1")).to_be_visible()
     page.guard.assert_clean()
+
+
+def test_export_options_in_the_ui_reach_the_manifest(site, new_page):
+    """Issue 11: export options in the UI (aggregation, gates, provenance columns), the same as
+    `preflab export`'s; every pair here has a 13:1 length ratio, so the length gate drops them all."""
+    page = new_page(site)
+    login(page, "root", next_path="/admin/p/plots/export")
+    page.locator("#format").select_option("trl-preference")
+    page.locator("details.export-options summary").click()
+    page.locator("#ex-aggregation").select_option("dawid-skene")
+    page.locator("#ex-min-raters").fill("2")
+    page.locator("#ex-gate-on").check()
+    shot(page, "75-export-options")
+    page.get_by_role("button", name="Export").click()
+    expect(page.locator("#export-result h3")).to_contain_text("manifest")
+    page.reload()
+    href = page.locator("#past-exports tbody tr").first.locator("a", has_text="manifest.json").get_attribute("href")
+    with site.api() as c:
+        manifest = c.get(href).json()
+    text = __import__("json").dumps(manifest)
+    assert "dawid" in text.lower(), "the manifest names the aggregator chosen in the form"
+    assert "0.85" in text and "1.2" in text, "the manifest records the length gate"
+    assert '"min_raters": 2' in text, "the manifest records the fewest raters asked for"
+    # a bad gate is refused by the server with what to do (the browser's own check switched off)
+    page.locator("#export-form").evaluate("f => f.noValidate = true")
+    page.locator("details.export-options summary").click()
+    page.locator("#ex-gate-on").check()
+    page.locator("#ex-gate-max").fill("0.9")
+    page.get_by_role("button", name="Export").click()
+    expect(page.locator("#export-result")).to_contain_text("length_gate [0.85, 0.9]: need 0 < min <= 1 <= max")

@@ -724,7 +724,11 @@
       const out = $("#export-result");
       out.hidden = false;
       out.textContent = "Exporting…";
-      const r = await api("POST", exp.dataset.url, { format: exp.format.value });
+      const body = { format: exp.format.value, aggregation: exp.aggregation.value, min_raters: +exp.min_raters.value,
+                     length_unit: exp.length_unit.value, include_ai: exp.include_ai.checked,
+                     include_gold: exp.include_gold.checked, include_rater_ids: exp.include_rater_ids.checked };
+      if (exp.gate_on.checked) body.length_gate = [+exp.gate_min.value, +exp.gate_max.value];
+      const r = await api("POST", exp.dataset.url, body);
       if (!r.ok) { out.textContent = "Export failed: " + problemText(r.data); out.classList.add("error"); return; }
       out.classList.remove("error");
       out.textContent = "";
