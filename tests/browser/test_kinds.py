@@ -121,31 +121,18 @@ def test_choosing_another_kind_on_an_item_that_can_take_it(site, new_page):
     assert j["kind"] == "ranking"
 
 
-def test_pairwise_is_never_offered_for_three_answers(site, new_page):
-    page = new_page(site)
-    login(page, "alice", next_path="/p/pw3/label")
-    page.locator('[data-action="get-task"]').click()
-    page.locator("#no-kind").wait_for()
-    assert not page.locator('[data-widget="pairwise"]').count(), "no A/B widget for a three-answer item"
-    expect(page.locator("#kind-note")).to_contain_text("has 3 answers")
-    expect(page.locator("#kind-note")).to_contain_text("pairwise needs exactly 2 answers")
-    shot(page, "21-three-answers-pairwise-only")
-    # the API refuses the same judgment with the same rule (from the page's own session)
-    task = page.evaluate("""async () => {
-        const csrf = document.querySelector('meta[name="csrf-token"]').content;
-        const r = await fetch("/api/v1/projects/pw3/assignments/next", {method: "POST", headers: {"X-CSRF-Token": csrf}});
-        return (await r.json()).task; }""")
-    r = page.evaluate("""async (task) => {
-        const csrf = document.querySelector('meta[name="csrf-token"]').content;
-        const body = {assignment_id: task.assignment_id, judgment: {kind: "pairwise",
-                      shown_order: task.shown_order.slice(0, 2), winner: "a", strength: 1}};
-        const r = await fetch("/api/v1/projects/pw3/judgments", {method: "POST", body: JSON.stringify(body),
-                              headers: {"X-CSRF-Token": csrf, "Content-Type": "application/json"}});
-        return {status: r.status, body: await r.json()}; }""", task)
-    assert r["status"] == 422
-    assert "this item has 3 answers; pairwise needs exactly 2 answers" in r["body"]["detail"]
-    assert task["kinds"] == []
-    with page.expect_navigation():
-        page.keyboard.press("Enter")  # "Release it" has the focus
-    assert page.url.endswith("/p/pw3")
-    assert not page.guard.page_errors and not page.guard.foreign  # the 422 above is the one console error
+def test_pairwise_is_never_offered_for_three_answers(site):
+    """A three-answer item never reaches a pairwise-only project: the import refuses it, naming
+    the line and the rule (it used to be imported and then offered as A/B with the third answer lost)."""
+    from webui_items import three_item
+
+    with site.api() as c:
+        r = c.post("/api/v1/projects/pw3/items", json={"items": [three_item("three-only")]})
+        assert r.status_code == 422, r.text
+        body = r.json()
+        assert "nothing was imported" in body["detail"]
+        assert "items:1: candidates: item 'three-only' has 3 answer(s)" in json.dumps(body)
+        assert "pairwise needs exactly 2 answers" in json.dumps(body)
+        assert c.get("/api/v1/projects/pw3/items").json() == []
+    # in a project that also collects rankings, the page offers ranking for it, never A/B
+    assert "pairwise" not in EXPECTED_KINDS["three-1"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Body, Query, Request
@@ -154,6 +154,14 @@ class NoteIn(Strict):
 class ExportIn(Strict):
     format: str = Field(default="raw", min_length=1, max_length=50,
                         description="trl-preference, trl-reward, trl-kto, trl-sft, trl-stepwise, openrlhf, verl, raw")
+    # the options of `preflab export` (preflab.io.export.ExportOptions), same defaults
+    aggregation: str = Field(default="majority", max_length=40, description="majority or dawid-skene")
+    length_gate: tuple[float, float] | None = Field(default=None, description="[min, max] chosen/rejected length ratio")
+    length_unit: Literal["words", "chars"] = "words"
+    min_raters: int = Field(default=1, ge=1, le=100)
+    include_ai: bool = False
+    include_gold: bool = False
+    include_rater_ids: bool = Field(default=False, description="raw export: rater ids instead of HMAC hashes")
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -646,7 +654,8 @@ def reinstate(request: Request, project: str, username: str, body: NoteIn, ctx: 
 def export(request: Request, project: str, body: ExportIn, ctx: Ctx = guard("project.manage")) -> Response:
     """Run the exporter; the manifest (files, SHA-256, gates) comes back."""
     out_dir = (request.app.state.config.exports_dir / ctx.project.name / utcnow().strftime("%Y%m%dT%H%M%S%f")).resolve()
-    export_id, manifest = projects.export_project(_db(request), ctx.project.name, body.format, out_dir)
+    export_id, manifest = projects.export_project(_db(request), ctx.project.name, body.format, out_dir,
+                                                  **body.model_dump(exclude={"format"}))
     return ok({"export_id": export_id, "manifest": manifest}, 201)
 
 

@@ -442,3 +442,43 @@ def verified_domains(session: Session, user_pk: int) -> list[str]:
             select(Credential.domain).where(Credential.user_pk == user_pk, Credential.verified.is_(True))
         )
     )
+
+
+# -- password reset links -----------------------------------------------------------------------
+
+
+def create_reset_link(session: Session, user: User, *, created_by: User | None,
+                      ttl: timedelta = timedelta(hours=24)) -> str:
+    """A one-time reset token for ``user`` (an admin hands the link over; no e-mail needed)."""
+    from ..store.server_models import PasswordReset
+
+    token = secrets.token_urlsafe(32)
+    session.add(PasswordReset(token_hash=sha256(token), user_pk=user.pk,
+                              created_by=created_by.pk if created_by else None, expires_at=utcnow() + ttl))
+    session.flush()
+    return token
+
+
+def claim_reset_link(session: Session, token: str, password: str) -> User:
+    """Set a new password with a reset link, once, before expiry. Claimed like an invite: of any
+    number of concurrent claims one conditional UPDATE wins, the others get 410; the new password
+    goes through :func:`set_password` (sessions end, API tokens revoked)."""
+    from ..store.server_models import PasswordReset
+
+    check_password_strength(password)  # before the claim: a too-short password does not use the link up
+    now = utcnow()
+    claimed = session.execute(
+        update(PasswordReset)
+        .where(PasswordReset.token_hash == sha256(token), PasswordReset.used_at.is_(None),
+               PasswordReset.expires_at > now)
+        .values(used_at=now).returning(PasswordReset.user_pk)
+    ).first()
+    if claimed is None:
+        row = session.scalar(select(PasswordReset).where(PasswordReset.token_hash == sha256(token)))
+        if row is None:
+            raise Missing("unknown reset link; ask an admin for a new one")
+        why = "was already used" if row.used_at is not None else "has expired"
+        raise Gone(f"this reset link {why}; ask an admin for a new one")
+    user = session.get(User, claimed.user_pk)
+    set_password(session, user, password)
+    return user

@@ -250,21 +250,28 @@ class ExporterMissing(RuntimeError):
     pass
 
 
-def export_project(db, project_name: str, fmt: str, out_dir: Path) -> tuple[int | None, dict[str, Any]]:  # noqa: ANN001
+def export_project(db, project_name: str, fmt: str, out_dir: Path, aggregation: str = "majority",  # noqa: ANN001
+                   **options: Any) -> tuple[int | None, dict[str, Any]]:
     """Run :func:`preflab.io.export.export_project` (it writes the files, the manifest and the
-    ``ExportLog`` row); returns ``(export log pk, manifest)``."""
+    ``ExportLog`` row) with ``options`` of :class:`ExportOptions`; returns ``(export log pk, manifest)``."""
     try:
-        from ..io.export import ExportOptions
+        from ..io.export import AGGREGATORS, ExportOptions
         from ..io.export import export_project as run_export
         from ..io.export.base import ExportError
     except ImportError as exc:  # pragma: no cover
         raise ExporterMissing("the exporter (preflab.io.export) is not installed in this build") from exc
+    from .judging import JudgingError
+
+    if aggregation not in AGGREGATORS:
+        raise JudgingError(422, f"aggregation {aggregation!r}: choose from {', '.join(AGGREGATORS)}")
+    gate = options.get("length_gate")
+    if gate is not None and not 0 < gate[0] <= 1 <= gate[1]:
+        raise JudgingError(422, f"length_gate {list(gate)}: need 0 < min <= 1 <= max, e.g. [0.85, 1.2]")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
-        manifest = run_export(db.engine, project_name, ExportOptions(format=fmt, out=out_dir))
+        manifest = run_export(db.engine, project_name, ExportOptions(format=fmt, out=out_dir, **options),
+                              aggregator=AGGREGATORS[aggregation])
     except ExportError as exc:
-        from .judging import JudgingError
-
         raise JudgingError(422, str(exc)) from None
     with db.reading() as session:
         from ..store.models import ExportLog

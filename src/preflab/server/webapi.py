@@ -667,3 +667,68 @@ def list_rubric_versions(request: Request, project: str, ctx: Ctx = guard("proje
 
 
 _ = ItemRow  # re-exported for the pages' type hints
+
+
+# -- passwords ------------------------------------------------------------------------------------
+
+
+class PasswordChangeIn(WireModel):
+    current_password: str = Field(min_length=1, max_length=1000)
+    new_password: str = Field(min_length=1, max_length=1000)
+    revoke_api_tokens: bool = Field(default=True, description="Also revoke your API tokens (as an admin reset does).")
+
+
+@router.post("/me/password", tags=["users"])
+def change_my_password(request: Request, body: PasswordChangeIn, ctx: Ctx = guard("authenticated")) -> Response:
+    """Change your own password, proving the current one. Like an admin reset
+    (:func:`preflab.server.auth.set_password`, the one rule) it ends every browser session of the
+    account, this one too: log in again with the new password."""
+    from . import auth
+
+    db = request.app.state.db
+    with db.reading() as s:
+        stored = s.get(User, ctx.user.user_pk).password_hash
+    with request.app.state.password_gate.slot():  # argon2 checks share the login's concurrency cap
+        right = auth.verify_password(stored, body.current_password)  # outside the write transaction
+    if not right:
+        raise auth.NotAllowed("current_password: wrong password; nothing was changed")
+    with db.writing() as s:
+        user = s.get(User, ctx.user.user_pk)
+        if user.password_hash != stored:
+            raise auth.Gone("the password was changed meanwhile; log in again")
+        auth.set_password(s, user, body.new_password, keep_api_tokens=not body.revoke_api_tokens)
+    return _ok({"changed": True, "api_tokens_revoked": body.revoke_api_tokens,
+                "next": "your sessions have ended: log in with the new password"})
+
+
+class ResetLinkIn(WireModel):
+    ttl_hours: int = Field(default=24, ge=1, le=24 * 7)
+
+
+class ResetClaimIn(WireModel):
+    password: str = Field(min_length=1, max_length=1000)
+
+
+@router.post("/users/{username}/reset-link", tags=["users"], status_code=201)
+def create_reset_link(request: Request, username: str, body: ResetLinkIn, ctx: Ctx = guard("site.admin")) -> Response:
+    """A one-time password reset link for a user (shown once; hand it over yourself). The user
+    sets a new password with it; that ends their sessions and revokes their API tokens."""
+    from datetime import timedelta
+
+    from . import auth
+
+    with request.app.state.db.writing() as s:
+        user = auth.get_user(s, username)
+        token = auth.create_reset_link(s, user, created_by=s.get(User, ctx.user.user_pk),
+                                       ttl=timedelta(hours=body.ttl_hours))
+    return _ok({"username": username, "path": f"/reset/{token}", "expires_in_hours": body.ttl_hours}, 201)
+
+
+@router.post("/password-resets/{token}", tags=["auth"])
+def claim_reset_link(request: Request, token: str, body: ResetClaimIn, ctx: Ctx = guard("public")) -> Response:
+    """Set a new password with a reset link (single use, expiring)."""
+    from . import auth
+
+    with request.app.state.db.writing() as s:
+        user = auth.claim_reset_link(s, token, body.password)
+        return _ok({"username": user.username, "changed": True})

@@ -307,3 +307,19 @@ __all__ = [
     "User",
     "WebSession",
 ]
+
+
+class PasswordReset(Base):
+    """A one-time password reset link an admin issues (no e-mail needed: the admin hands it over).
+    Only the token's SHA-256 is stored; it is claimed once, before it expires, by a conditional
+    ``UPDATE ... WHERE used_at IS NULL`` like an invite."""
+
+    __tablename__ = "password_resets"
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_pk: Mapped[int] = mapped_column(ForeignKey("users.pk", ondelete="CASCADE"))
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

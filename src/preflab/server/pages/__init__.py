@@ -84,7 +84,13 @@ def mount(app: FastAPI) -> None:
             from urllib.parse import quote
 
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303, headers=headers)
+            resp = RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303, headers=headers)
+            # an ended session's cookie would be refused on /login too (a redirect loop): drop it
+            from ..permissions import SESSION_COOKIE
+
+            if request.cookies.get(SESSION_COOKIE):
+                resp.delete_cookie(SESSION_COOKIE, path="/")
+            return resp
         page = views.error_page(request, exc.status_code, str(exc.detail))
         page.headers.update(headers)
         return page

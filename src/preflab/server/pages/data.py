@@ -21,6 +21,7 @@ from ...store.models import utcnow
 from ...store.server_models import Assignment, PoolEntry, RaterStatus
 from .. import assign, webapi
 from ..permissions import ProjectRef
+from . import plots
 
 
 def live_task(session: Session, project: ProjectRef, user_pk: int) -> dict[str, Any] | None:
@@ -29,6 +30,14 @@ def live_task(session: Session, project: ProjectRef, user_pk: int) -> dict[str, 
         select(Assignment).where(Assignment.project_pk == project.pk, Assignment.user_pk == user_pk,
                                  Assignment.status == "active", Assignment.expires_at > utcnow()).limit(1))
     return None if lease is None else assign.task_payload(session, project, lease)
+
+
+def item_metadata(session: Session, project: ProjectRef, item_key: str) -> dict[str, Any]:
+    """An item's stored metadata (server side only: a rater's payload never carries it)."""
+    from ...store.models import ItemRow
+
+    return session.scalar(select(ItemRow.meta).where(ItemRow.project_pk == project.pk,
+                                                     ItemRow.item_key == item_key)) or {}
 
 
 def project_progress(session: Session, project_pk: int, user_pk: int) -> dict[str, Any]:
@@ -126,6 +135,9 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
                                    {r.item.item_key: str(r.item.batch_pk or "none") for r in rows},
                                    _candidate_lengths(rows)),
     }
+    out["plots"] = {"labels": plots.labels_over_time(out["throughput"]["per_day"]),
+                    "agreement": plots.agreement_intervals(out["quality"].get("agreement") or []),
+                    "accuracy": plots.accuracy_vs_volume(per_rater)}
     return out
 
 
@@ -171,13 +183,15 @@ def _quality_panels(judgments: list[Any], batch_of: dict[str, str],
                 [(r, v["share"]) for r, v in pb["per_rater"].items()] + [("overall", pb["overall"]["share"])], ref=0.5)}
             decided = [j for j in pairwise if j.chosen is not None]
             if lengths and decided:
-                lb = q.length_bias([lengths.get((j.item_id, j.chosen), 0) for j in decided],
-                                   [lengths.get((j.item_id, j.rejected), 0) for j in decided])
+                chosen = [lengths.get((j.item_id, j.chosen), 0) for j in decided]
+                rejected = [lengths.get((j.item_id, j.rejected), 0) for j in decided]
+                lb = q.length_bias(chosen, rejected)
                 hist = lb.get("ratio_histogram") or []
                 edges = [2 ** (-3 + 0.25 * k) for k in range(len(hist) + 1)]
                 # Coarse bins (x0.25 .. x8) keep the chart readable; the JSON API has the full detail.
                 coarse = [(f"x{edges[k]:.2g}-{edges[k + 4]:.2g}", sum(hist[k:k + 4])) for k in range(0, len(hist), 4)]
-                out["length"] = {**lb, "chart": _svg_bars(coarse, hi=max([1, *(v for _, v in coarse)]))}
+                out["length"] = {**lb, "chart": _svg_bars(coarse, hi=max([1, *(v for _, v in coarse)])),
+                                 "curve": plots.length_bias_curve(chosen, rejected, lb.get("logistic"))}
     except Exception as exc:  # noqa: BLE001 - a panel failing must not take the dashboard down
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out

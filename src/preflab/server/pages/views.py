@@ -22,6 +22,7 @@ from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
 from . import TEMPLATES, data
 from .render import markdown, steps_of
+from .trajectory import step_blocks, trajectory_view, with_masks
 
 router = APIRouter(include_in_schema=False)
 
@@ -29,6 +30,7 @@ env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_aut
                   trim_blocks=True, lstrip_blocks=True)
 env.filters["markdown"] = markdown
 env.filters["steps"] = steps_of
+env.filters["step_blocks"] = step_blocks
 env.globals["version"] = __version__
 
 
@@ -155,6 +157,11 @@ def invite_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Res
     return render(request, "invite.html", None, token=token)
 
 
+@router.get("/reset/{token}")
+def reset_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Response:
+    return render(request, "reset.html", None, token=token)
+
+
 # -- everyone ----------------------------------------------------------------------------------------
 
 
@@ -207,6 +214,8 @@ def label_page(request: Request, project: str, kind: str | None = Query(default=
     with _db(request).reading() as s:
         task = data.live_task(s, ctx.project, ctx.user.user_pk)
         progress = data.label_progress(s, ctx.project, ctx.user.user_pk, ctx.user.session_pk, task is not None)
+        if task is not None:  # masked turns of an imported trajectory (a display copy; masks only)
+            task = {**task, "item": with_masks(task["item"], data.item_metadata(s, ctx.project, task["item"]["id"]))}
     # Only the kinds this item can take (the assignment engine's task payload says which).
     kinds = task["kinds"] if task else ctx.project.kinds
     status = call(api.my_status, request, ctx, project=project)
@@ -281,7 +290,8 @@ def review_item_page(request: Request, project: str, item_id: str, ctx: Ctx = gu
     kind = next((j["kind"] for j in review["judgments"]), ctx.project.kinds[0])
     names = {c: "AB"[i] if len(order) == 2 else str(i + 1) for i, c in enumerate(order)}
     return render(request, "review_item.html", ctx, review=review, task=task, kind=kind, kinds=[kind],
-                  mode="adjudicate", initial=None, names=names, next_item=next_item, **bits)
+                  mode="adjudicate", initial=None, names=names, next_item=next_item,
+                  trajectory=trajectory_view(item), **bits)
 
 
 # -- admins ---------------------------------------------------------------------------------------------

@@ -669,7 +669,13 @@
     $$("[name]", form).forEach((el) => {
       if (el.type === "checkbox") { if (el.dataset.list) { (out[el.name] = out[el.name] || []); if (el.checked) out[el.name].push(el.value); } else out[el.name] = el.checked; }
       else if (el.type === "radio") { if (el.checked) out[el.name] = el.value; }
-      else if (el.value !== "" || el.dataset.keepEmpty) out[el.name] = el.dataset.type === "number" ? +el.value : el.dataset.type === "json" ? JSON.parse(el.value) : el.value;
+      else if (el.value !== "" || el.dataset.keepEmpty) out[el.name] = el.dataset.type === "number" ? +el.value : el.dataset.type === "json" ? JSON.parse(el.value) : el.dataset.type === "list" ? el.value.split(",").map((x) => x.trim()).filter(Boolean) : el.value;
+    });
+    // "policy.overlap_k" -> {policy: {overlap_k: ...}} (the settings form sends only its fields; the server merges)
+    Object.keys(out).filter((k) => k.includes(".")).forEach((k) => {
+      const [head, tail] = [k.slice(0, k.indexOf(".")), k.slice(k.indexOf(".") + 1)];
+      out[head] = Object.assign(out[head] || {}, { [tail]: out[k] });
+      delete out[k];
     });
     return out;
   }
@@ -718,7 +724,11 @@
       const out = $("#export-result");
       out.hidden = false;
       out.textContent = "Exporting…";
-      const r = await api("POST", exp.dataset.url, { format: exp.format.value });
+      const body = { format: exp.format.value, aggregation: exp.aggregation.value, min_raters: +exp.min_raters.value,
+                     length_unit: exp.length_unit.value, include_ai: exp.include_ai.checked,
+                     include_gold: exp.include_gold.checked, include_rater_ids: exp.include_rater_ids.checked };
+      if (exp.gate_on.checked) body.length_gate = [+exp.gate_min.value, +exp.gate_max.value];
+      const r = await api("POST", exp.dataset.url, body);
       if (!r.ok) { out.textContent = "Export failed: " + problemText(r.data); out.classList.add("error"); return; }
       out.classList.remove("error");
       out.textContent = "";

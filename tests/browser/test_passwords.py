@@ -1,0 +1,104 @@
+"""Issue 11: a change-password page for every user, and a password reset by an admin in the UI.
+Both go through the one rule (``auth.set_password``): every browser session of the account ends
+and, unless asked otherwise, its API tokens are revoked."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+from webui_helpers import PASSWORD, build_site, login, shot
+
+NEW_PASSWORD = "a-new-and-long-password"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    s = build_site(tmp_path_factory.mktemp("pw-site"), {"root": True, "alice": False, "bob": False}, [])
+    yield s
+    s.server.stop()
+
+
+def _api_token(site, user: str, password: str) -> str:  # noqa: ANN001
+    with httpx.Client(base_url=site.base, timeout=30) as c:
+        csrf = c.post("/api/v1/auth/login", json={"username": user, "password": password}).json()["csrf_token"]
+        r = c.post("/api/v1/auth/tokens", json={"name": "laptop"}, headers={"X-CSRF-Token": csrf})
+        assert r.status_code == 201, r.text
+        return r.json()["token"]
+
+
+def _login_status(site, user: str, password: str) -> int:  # noqa: ANN001
+    with httpx.Client(base_url=site.base, timeout=30) as c:
+        return c.post("/api/v1/auth/login", json={"username": user, "password": password}).status_code
+
+
+def _token_works(site, token: str) -> bool:  # noqa: ANN001
+    with httpx.Client(base_url=site.base, timeout=30) as c:
+        return c.get("/api/v1/auth/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+def test_a_user_changes_their_password_and_must_prove_the_current_one(site, new_page):
+    token = _api_token(site, "alice", PASSWORD)
+    page = new_page(site)
+    login(page, "alice", next_path="/account")
+    form = page.locator("#password-form")
+    shot(page, "70-account-password")
+    form.locator("#pw-current").fill("not-my-password")
+    form.locator("#pw-new").fill(NEW_PASSWORD)
+    form.locator("button[type=submit]").click()
+    expect(form.locator(".error")).to_contain_text("current_password: wrong password; nothing was changed")
+    assert _login_status(site, "alice", PASSWORD) == 200, "a wrong current password changes nothing"
+
+    form.locator("#pw-current").fill(PASSWORD)
+    with page.expect_navigation(url="**/login?next=**"):  # this session ended too: log in again
+        form.locator("button[type=submit]").click()
+    assert _login_status(site, "alice", PASSWORD) == 401
+    assert _login_status(site, "alice", NEW_PASSWORD) == 200
+    assert not _token_works(site, token), "API tokens are revoked by default"
+    assert not page.guard.page_errors and not page.guard.foreign  # the 403 above is the one console error
+
+
+def test_an_admin_resets_a_password_in_the_ui_which_revokes_api_tokens(site, new_page):
+    token = _api_token(site, "bob", PASSWORD)
+    page = new_page(site)
+    login(page, "root", next_path="/admin")
+    reset = page.locator('details.reset-password[data-user="bob"]')
+    reset.locator("summary").click()
+    reset.locator('input[name="password"]').fill(NEW_PASSWORD)
+    shot(page, "71-admin-reset-password")
+    reset.get_by_role("button", name="Set password").click()
+    expect(reset.locator("pre.result").first).to_have_text("username: bob")
+    assert _login_status(site, "bob", PASSWORD) == 401
+    assert _login_status(site, "bob", NEW_PASSWORD) == 200
+    assert not _token_works(site, token), "an admin reset revokes the user's API tokens by default"
+    page.guard.assert_clean()
+
+
+def test_an_admin_issued_reset_link_sets_a_password_once(site, new_page):
+    admin = new_page(site)
+    login(admin, "root", next_path="/admin")
+    reset = admin.locator('details.reset-password[data-user="alice"]')
+    reset.locator("summary").click()
+    reset.locator("form.reset-link button").click()
+    link = reset.locator(".reset-link-result")
+    expect(link).to_contain_text("/reset/")
+    url = link.inner_text().removeprefix("path: ").strip()
+    admin.guard.assert_clean()
+
+    user = new_page(site)  # the user, not logged in, opens the link the admin handed over
+    user.goto(url)
+    shot(user, "72-reset-link")
+    user.locator("#reset-password").fill("short")
+    user.locator("#reset-form button").click()
+    expect(user.locator("#reset-form .error")).to_contain_text("at least 10 characters")  # the link is not used up
+    user.locator("#reset-password").fill("reset-by-link-password")
+    user.locator("#reset-form button").click()
+    expect(user.locator("#reset-done")).to_contain_text("username: alice")
+    assert _login_status(site, "alice", "reset-by-link-password") == 200
+    # single use: a second claim of the same link is refused and changes nothing
+    token = url.rsplit("/", 1)[1]
+    with httpx.Client(base_url=site.base, timeout=30) as c:
+        again = c.post(f"/api/v1/password-resets/{token}", json={"password": "yet-another-password"})
+        assert again.status_code == 410 and "already used" in again.json()["detail"]
+        assert c.post("/api/v1/password-resets/not-a-token", json={"password": "yet-another-password"}).status_code == 404
+    assert _login_status(site, "alice", "reset-by-link-password") == 200
