@@ -1,7 +1,7 @@
 """One-time password reset links an admin issues (issue 11: password reset by the user).
 
-Revision ID: 0007_password_resets
-Revises: 0006_item_skips
+Revision ID: 0008_password_resets
+Revises: 0007_unknown_strength
 Create Date: 2026-11-30
 
 Only the token's SHA-256 is stored; ``used_at`` is set by the one conditional UPDATE that claims it.
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007_password_resets"
-down_revision: str | None = "0006_item_skips"
+revision: str = "0008_password_resets"
+down_revision: str | None = "0007_unknown_strength"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
