@@ -551,7 +551,9 @@ def test_gold_and_production_submissions_take_the_same_time(db_url, lane, monkey
         gold, production = _submit_times(c, h, 70)
         assert len(gold) >= 15 and len(production) >= 15
         ratio = statistics.median(gold) / statistics.median(production)
-        assert 0.67 < ratio < 1.4, (ratio, statistics.median(gold), statistics.median(production))
+        # before the fix gold took 2.3x (framework) to 11.9x (lane) as long; the band is wide
+        # enough for a loaded 2-core CI box (0.65 seen) and still fails on a 2x difference
+        assert 0.5 < ratio < 1.6, (ratio, statistics.median(gold), statistics.median(production))
         judging.wait_for_gold_scoring(c.app.state.db)
     engine = create_engine(db_url)  # every gold answer was still scored, after the response
     with engine.connect() as conn:
