@@ -605,12 +605,18 @@ def _joined_item(
     key if an item has it; else the item that key is an alias of; else the item with the same
     content hash (the record's key becomes an alias of it); else its own key (a new item). The
     one rule of :func:`import_files` and :func:`validate_files`.
+
+    A trajectory (``metadata.trajectory``) keeps its own id: it is one rollout with its verifier's
+    outcome, which the content hash does not cover, so two rollouts with the same turns but
+    different outcomes (a flaky test) stay two samples instead of one losing its outcome.
     """
     if is_item(item.key):
         return item.key, False
     target = aliases(item.key)
     if target is not None:
         return target, False
+    if "trajectory" in item.values["meta"]:
+        return item.key, False
     target = by_content(item.content_hash)
     if target is not None and target != item.key:
         return target, True
