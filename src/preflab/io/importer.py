@@ -597,7 +597,7 @@ _PAIR_FIELD = {"pairwise": "shown_order", "ranking": "order"}
 
 def _joined_item(
     item: ItemRows, is_item: Callable[[str], bool], aliases: Callable[[str], str | None],
-    by_content: Callable[[str], str | None],
+    by_content: Callable[[str], str | None], fmt: str | None,
 ) -> tuple[str, bool]:
     """The key the item of a record is stored under, and whether its own key is a new alias.
 
@@ -606,16 +606,17 @@ def _joined_item(
     content hash (the record's key becomes an alias of it); else its own key (a new item). The
     one rule of :func:`import_files` and :func:`validate_files`.
 
-    A trajectory (``metadata.trajectory``) keeps its own id: it is one rollout with its verifier's
-    outcome, which the content hash does not cover, so two rollouts with the same turns but
-    different outcomes (a flaky test) stay two samples instead of one losing its outcome.
+    The items of a format of model samples (:attr:`RecordFormat.samples`: rollouts, trajectories)
+    keep their own id: each is one output with its outcome (a reward, a verifier's result), which
+    the content hash does not cover, so two samples with the same text but different outcomes (a
+    flaky test) stay two instead of one losing its outcome.
     """
     if is_item(item.key):
         return item.key, False
     target = aliases(item.key)
     if target is not None:
         return target, False
-    if "trajectory" in item.values["meta"]:
+    if fmt is not None and FORMATS[fmt].samples:
         return item.key, False
     target = by_content(item.content_hash)
     if target is not None and target != item.key:
@@ -863,7 +864,7 @@ class _Loader:
             return rec_by_content.get(digest) or state.by_content.get(digest)
 
         for item in rec.items:
-            key, new_alias = _joined_item(item, is_item, alias, by_content)
+            key, new_alias = _joined_item(item, is_item, alias, by_content, rec.format)
             if key != item.key:
                 rec_aliases[item.key] = key
                 if new_alias:
@@ -1173,7 +1174,7 @@ def validate_files(paths: Sequence[Path], options: ImportOptions = ImportOptions
         formats[rec.format or "?"] += 1
         for item in rec.items:
             report.items += 1
-            key, _ = _joined_item(item, items.__contains__, aliases.get, by_content.get)
+            key, _ = _joined_item(item, items.__contains__, aliases.get, by_content.get, rec.format)
             if key != item.key:
                 aliases[item.key] = key
             prior = items.get(key)
