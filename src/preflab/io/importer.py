@@ -22,7 +22,9 @@ Identity: an item is its ``id``, derived when the record has none from its promp
 its answers after the normalisation of :mod:`preflab.schema.identity` (NFC, surrounding
 whitespace, one-message chats = their text), so the same pair written in any shape or judged in
 either direction is one item. The same id with the same (normalised) content is counted as
-existing, with different content it is a problem. A judgment is its content hash (or its
+existing, with different content it is a problem. A record with another id but the content of an
+item already known joins that item, its id kept as an alias (``item_aliases``) that later
+records and judgments may name (:func:`_joined_item`). A judgment is its content hash (or its
 idempotency key): importing it again adds nothing.
 
 Raises :class:`preflab.store.repo.NotFound` when the project does not exist.
