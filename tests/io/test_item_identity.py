@@ -373,3 +373,20 @@ def test_validate_reports_what_import_does_for_ids(tmp_path):
     assert str(bad.problems[0]) == (
         f"{tmp_path}/d.jsonl:3: id: item 'c2' (another id of item 'c1') already exists with different content; give "
         "the new version another id (or leave 'id' out to derive one from the content) (earlier in these files)")
+
+
+def test_a_judgment_rekeyed_to_the_stored_id_hashes_as_one_written_with_that_id():
+    from datetime import UTC, datetime
+
+    from preflab.schema import PairwiseJudgment
+    from preflab.store.rows import judgment_rows, pair_rows, pairwise_rows, rekeyed
+
+    lean = pair_rows("Q", "A", "B", "alice", 2, "human")
+    written = pairwise_rows("c1", lean.shown_order, lean.winner, lean.strength, "alice")
+    assert rekeyed(lean.judgment_rows(), "c1").content_hash == written.content_hash
+    assert rekeyed(written, lean.item_key).content_hash == lean.content_hash
+    full = PairwiseJudgment(item_id="c2", shown_order=("x", "y"), winner="b", strength=1, rationale="why",
+                            provenance={"rater_id": "bob", "submitted_at": datetime(2026, 1, 2, tzinfo=UTC)})
+    moved = rekeyed(judgment_rows(full), "c1")
+    assert moved == judgment_rows(full.model_copy(update={"item_id": "c1"}))
+    assert moved.content_hash == judgment_rows(full.model_copy(update={"item_id": "c1"})).content_hash
