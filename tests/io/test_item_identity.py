@@ -390,3 +390,11 @@ def test_a_judgment_rekeyed_to_the_stored_id_hashes_as_one_written_with_that_id(
     moved = rekeyed(judgment_rows(full), "c1")
     assert moved == judgment_rows(full.model_copy(update={"item_id": "c1"}))
     assert moved.content_hash == judgment_rows(full.model_copy(update={"item_id": "c1"})).content_hash
+
+
+@pytest.mark.parametrize("order", [(ALICE_C1, CAROL, BOB_C2), (CAROL, ALICE_C1, BOB_C2), (CAROL, BOB_C2, ALICE_C1)])
+def test_records_in_separate_chunks_of_a_fresh_project_join_by_content(engine, tmp_path, monkeypatch, order):
+    # each record is looked up in the database, not in the chunk: the lean path's shortcuts must not skip it
+    monkeypatch.setattr("preflab.io.importer.CHUNK", 1)
+    import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", *order)])
+    assert item_count(engine) == 1 and {r for _, r, _, _ in labels(engine)} == {"alice", "bob", "carol"}

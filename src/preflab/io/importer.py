@@ -651,6 +651,11 @@ class _Loader:
         # Alias lookups only once the project has any (most never do).
         self.has_aliases = self.conn.execute(
             select(ALIASES.c.pk).where(ALIASES.c.project_pk == self.project_pk).limit(1)).first() is not None
+        # A plain comparison (derived id) can only join a stored item of another id if that item
+        # came from a record of another shape: one stored before this import, or written by it.
+        # Until then its content lookup is skipped (a bulk import into a fresh project: ~10% of its time).
+        self.other_ids_stored = self.conn.execute(
+            select(ITEMS.c.pk).where(ITEMS.c.project_pk == self.project_pk).limit(1)).first() is not None
         self.problems: list[Problem] = []
         self.problem_count = 0
         self.now = utcnow()
@@ -786,7 +791,8 @@ class _Loader:
         aliases = self._aliases(named - existing_items.keys())
         unnamed = {i.content_hash for rec in chunk if type(rec) is not _Pair for i in rec.items  # type: ignore[union-attr]
                    if i.key not in existing_items and i.key not in aliases}
-        unnamed.update(p.item_hash for p in pairs if p.item_key not in existing_items)
+        if self.other_ids_stored:
+            unnamed.update(p.item_hash for p in pairs if p.item_key not in existing_items)
         by_content = self._items_by_content(unnamed)
         joined = {key: (pk, digest) for key, pk, digest in aliases.values()}
         joined.update((key, (pk, digest)) for digest, (key, pk) in by_content.items())
@@ -838,6 +844,8 @@ class _Loader:
                     continue
                 rec = rec.as_record()
             self._check(rec, state)
+        if not self.other_ids_stored:
+            self.other_ids_stored = any(type(i) is not PairRows for i in state.accepted_items.values())
         self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
 
     def _check(self, rec: _Record, state: _ChunkState) -> None:
