@@ -71,10 +71,13 @@ def test_pandalm_full_file_fails_naming_the_six_boolean_responses(engine, shared
 
 def test_pandalm_with_skip_invalid(engine, shared_data):
     report = import_files(engine, "p", [shared_data / "pandalm-testset-v1.json"], ImportOptions(skip_invalid=True))
-    assert (report.items_added, report.judgments_added) == (993, 993 * 3)
+    # 993 records, 896 pairs: 97 pairs of texts came from two model pairs each (an item is its
+    # content, issue 17); the three annotators' repeated verdicts on them are not counted twice
+    assert (report.items_added, report.items_existing) == (896, 97)
+    assert (report.judgments_added, report.judgments_added + report.judgments_existing) == (2690, 993 * 3)
     assert len(report.skipped) == 6 and report.formats == {"pandalm": 993}
     c = counts(engine)
-    assert (c["items"], c["candidates"], c["judgments"], c["raters"]) == (993, 1986, 2979, 3)
+    assert (c["items"], c["candidates"], c["judgments"], c["raters"]) == (896, 1792, 2690, 3)
     with transaction(engine) as s:
         batch = s.get(ImportBatch, report.batch_pk)
         assert batch.counts["skipped"] == 6 and len(batch.counts["skipped_problems"]) == 6
