@@ -7,6 +7,9 @@ Create Date: 2026-11-30
 A record whose content equals an existing item's joins that item whatever its ``id``; the other
 id is kept in ``item_aliases`` so that a later record or a judgment naming it finds the item. The
 importer finds items by content hash, so ``items`` gets an index on ``(project_pk, content_hash)``.
+
+Schema only: items that an older database holds twice under two explicit ids (equal content) are
+not merged here; new records join the first of them (lowest ``pk``).
 """
 
 from __future__ import annotations
