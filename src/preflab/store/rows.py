@@ -444,9 +444,9 @@ class PairRows:
                 "idempotency_key": None,
                 "content_hash": self.content_hash,
             },
-            hashed={"item_id": self.item_key,
-                    "provenance": {"rater_id": self.rater_key, "review_pass": 0, "source": self.source},
-                    "kind": "pairwise", "shown_order": [a, b], "winner": self.winner, "strength": self.strength},
+            # what its content hash hashes, from the one rule (only re-keying needs it: not on the hot path)
+            hashed=pairwise_rows(self.item_key, (a, b), self.winner, self.strength, self.rater_key,
+                                 self.source).hashed,
         )
 
 
