@@ -37,8 +37,8 @@ X_TEXT = "Short unsafe answer."                      # 3 words
 Y_TEXT = " ".join(f"w{k}" for k in range(20))        # 20 words
 
 
-def pair_item(item_id: str = "i1", **kw) -> Item:
-    return Item(id=item_id, prompt="Which is better?",
+def pair_item(item_id: str = "i1", prompt: str = "Which is better?", **kw) -> Item:
+    return Item(id=item_id, prompt=prompt,
                 candidates=[{"id": "x", "text": X_TEXT}, {"id": "y", "text": Y_TEXT}], **kw)
 
 
@@ -236,7 +236,8 @@ def mixed_project_judgments():
 def raw_round_trip(db_url, tmp_path, include_rater_ids):
     from preflab.io.importer import import_files
 
-    items = [pair_item("i1"), pair_item("i2"), pair_item("g1", gold=GOLD)]
+    # three contents: records with equal content are one item, whatever their ids
+    items = [pair_item("i1"), pair_item("i2", prompt="Which is better, again?"), pair_item("g1", gold=GOLD)]
     engine = build(db_url, items, mixed_project_judgments())
     first, second = tmp_path / "first", tmp_path / "second"
     export_project(engine, "p", ExportOptions(format="raw", out=first, include_rater_ids=include_rater_ids))

@@ -72,10 +72,13 @@ def test_pandalm_file_fails_naming_the_six_boolean_responses(engine):
 
 def test_pandalm_with_skip_invalid(engine):
     report = import_files(engine, "p", [FIXTURES / "pandalm-170.json"], ImportOptions(skip_invalid=True))
-    assert (report.items_added, report.judgments_added) == (164, 164 * 3)
+    # 164 valid records, 155 pairs: 9 pairs of texts came from two model pairs each (an item is its
+    # content, issue 17); the three annotators' repeated verdicts on them are not counted twice
+    assert (report.items_added, report.items_existing) == (155, 9)
+    assert (report.judgments_added, report.judgments_added + report.judgments_existing) == (465, 164 * 3)
     assert len(report.skipped) == 6 and report.formats == {"pandalm": 164}
     c = counts(engine)
-    assert (c["items"], c["candidates"], c["judgments"], c["raters"]) == (164, 328, 492, 3)
+    assert (c["items"], c["candidates"], c["judgments"], c["raters"]) == (155, 310, 465, 3)
     with transaction(engine) as s:
         batch = s.get(ImportBatch, report.batch_pk)
         assert batch.counts["skipped"] == 6 and len(batch.counts["skipped_problems"]) == 6
@@ -183,12 +186,23 @@ def test_same_id_with_different_content_within_one_file(engine, tmp_path):
 
 def test_duplicates_across_chunks(engine, tmp_path, monkeypatch):
     monkeypatch.setattr("preflab.io.importer.CHUNK", 3)
-    recs = [{"id": f"i{n}", "prompt": "p", "candidates": ["a", "b"]} for n in range(7)]
-    recs.append({"id": "i1", "prompt": "changed", "candidates": ["a", "b"]})
+    recs = [{"id": f"i{n}", "prompt": "p", "candidates": ["a", f"b{n}"]} for n in range(7)]
+    recs.append({"id": "i1", "prompt": "changed", "candidates": ["a", "b1"]})
     p = one_problem(engine, "p", [jsonl(tmp_path, "a.jsonl", *recs)])
     assert p.line == 8 and p.field == "id"
     report = import_files(engine, "p", [jsonl(tmp_path, "b.jsonl", *recs)], ImportOptions(skip_invalid=True))
     assert report.items_added == 7 and len(report.skipped) == 1
+
+
+def test_one_content_under_many_ids_across_chunks_is_one_item(engine, tmp_path, monkeypatch):
+    # the ids after the first are aliases, found in later chunks from the database
+    monkeypatch.setattr("preflab.io.importer.CHUNK", 3)
+    recs = [{"id": f"i{n}", "prompt": "p", "candidates": ["a", "b"]} for n in range(7)]
+    recs.append({"id": "i5", "prompt": "changed", "candidates": ["a", "b"]})
+    p = one_problem(engine, "p", [jsonl(tmp_path, "a.jsonl", *recs)])
+    assert (p.line, p.field) == (8, "id") and "'i5' (another id of item 'i0')" in p.reason
+    report = import_files(engine, "p", [jsonl(tmp_path, "b.jsonl", *recs)], ImportOptions(skip_invalid=True))
+    assert (report.items_added, report.items_existing, len(report.skipped)) == (1, 6, 1)
 
 
 # -- problems are reported, not imported --------------------------------------------------------

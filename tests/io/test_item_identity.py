@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from preflab.io.importer import ImportOptions, import_files
+from preflab.io.importer import ImportFailed, ImportOptions, import_files, validate_files
 from preflab.schema import Item
 from preflab.schema.identity import normal_text
 from preflab.store import db, repo, transaction
-from preflab.store.models import CandidateRow, ItemRow, JudgmentRow, Rater
+from preflab.store.models import CandidateRow, ItemAlias, ItemRow, JudgmentRow, Rater
 
 ALL_KINDS = ("pairwise", "ranking", "rubric", "unary", "steps", "demonstration")
 
@@ -105,7 +105,8 @@ def test_a_prompt_as_a_string_or_as_one_user_message_is_the_same_prompt(engine, 
     no_id = {k: v for k, v in chat.items() if k != "id"}
     no_id_text = {k: v for k, v in text.items() if k != "id"}
     import_files(engine, "p", [jsonl(tmp_path / "d.jsonl", no_id, no_id_text)])
-    assert item_count(engine) == 2  # "x", and the id derived from the content
+    assert item_count(engine) == 1  # "x": the records without an id bring the same content
+    assert len(labels(engine)) == 2  # the same raters' same verdicts: nothing new
 
 
 def test_an_answer_as_text_or_as_one_assistant_message_is_the_same_answer(engine, tmp_path):
@@ -212,21 +213,23 @@ words = st.text(alphabet="abcé ñÅ", min_size=1, max_size=12).map(lambda t: un
 
 @st.composite
 def pairs(draw):
-    """Pairs with distinct prompts, each written several times in several shapes and directions."""
+    """Pairs with distinct prompts, each written several times in several shapes and directions,
+    with no id, or one of two ids (content decides: ids never split a pair)."""
     prompts = draw(st.lists(words, min_size=1, max_size=3, unique=True))
     out = []
     for n, prompt in enumerate(prompts):
         a, b = draw(st.lists(words, min_size=2, max_size=2, unique=True))
-        named = draw(st.booleans())
         writes = []
         for _ in range(draw(st.integers(1, 5))):
+            pair_id = draw(st.sampled_from([None, f"pair{n}", f"pair{n}-also"]))
             labelled = draw(st.booleans())
+            named = pair_id is not None
             shapes = (NAMED_LABELLED if labelled else NAMED_UNLABELLED) if named else (LABELLED if labelled else UNLABELLED)
             shape = draw(st.sampled_from(sorted(shapes)))
             a_first = draw(st.booleans())
             style = [draw(st.sampled_from(WRITTEN)) for _ in range(3)]
-            writes.append((labelled, shape, a_first, style))
-        out.append((f"pair{n}" if named else None, prompt, a, b, writes))
+            writes.append((pair_id, labelled, shape, a_first, style))
+        out.append((prompt, a, b, writes))
     return out
 
 
@@ -234,8 +237,8 @@ def pairs(draw):
 @given(data=pairs())
 def test_every_shape_and_writing_of_a_pair_is_one_item_and_every_label_is_kept(data):
     records, expected = [], []
-    for pair_id, prompt, a, b, writes in data:
-        for n, (labelled, shape, a_first, (wp, w1, w2)) in enumerate(writes):
+    for prompt, a, b, writes in data:
+        for n, (pair_id, labelled, shape, a_first, (wp, w1, w2)) in enumerate(writes):
             first, second = (a, b) if a_first else (b, a)
             p, x, y = wp(prompt), w1(first), w2(second)
             if labelled:
@@ -277,3 +280,122 @@ def test_five_raters_of_one_pair_written_five_ways_pass_min_raters_2(engine, tmp
     export_project(engine, "p", ExportOptions(format="trl-preference", out=out, min_raters=2))
     exported = [orjson.loads(line) for line in (out / "train.jsonl").read_bytes().splitlines()]
     assert [(r["prompt"], r["chosen"], r["rejected"]) for r in exported] == [(prompt, good, bad)]
+
+
+# -- explicit ids: content decides (issue 17 section 1, records that name their item) -------------
+
+ALICE_C1 = {"id": "c1", "prompt": "Which is better?", "chosen": "Answer one.", "rejected": "Answer two.",
+            "labeler": "alice"}
+BOB_C2 = {"id": "c2", "prompt": "Which is better?", "chosen": "Answer two.", "rejected": "Answer one.",
+          "labeler": "bob"}
+CAROL = {"prompt": "Which is better?", "chosen": "Answer one.", "rejected": "Answer two.", "labeler": "carol"}
+
+
+def aliases(engine) -> dict[str, str]:
+    with engine.connect() as conn:
+        return dict(conn.execute(select(ItemAlias.alias_key, ItemRow.item_key).join(ItemRow)).all())
+
+
+def test_the_same_pair_under_two_ids_is_one_item_with_two_opposite_labels(engine, tmp_path):
+    # before: two items "c1" and "c2", each unanimous
+    report = import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", ALICE_C1, BOB_C2)])
+    assert (report.items_added, report.items_existing, report.judgments_added) == (1, 1, 2)
+    assert labels(engine) == [("c1", "alice", "Answer one.", "Answer two."), ("c1", "bob", "Answer two.", "Answer one.")]
+    assert aliases(engine) == {"c2": "c1"}
+
+
+@pytest.mark.parametrize("worker", ["0", "1"])
+def test_a_record_without_an_id_joins_the_named_item_too(engine, tmp_path, monkeypatch, worker):
+    # the lean path (a plain comparison without id) and the worker process, too
+    monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
+    import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", ALICE_C1, BOB_C2, CAROL)])
+    assert item_count(engine) == 1
+    assert [(k, r) for k, r, _, _ in labels(engine)] == [("c1", "alice"), ("c1", "bob"), ("c1", "carol")]
+
+
+def test_a_later_import_under_another_id_joins_the_item_in_the_database(engine, tmp_path):
+    import_files(engine, "p", [jsonl(tmp_path / "a.jsonl", CAROL)])
+    import_files(engine, "p", [jsonl(tmp_path / "b.jsonl", ALICE_C1)])
+    import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", BOB_C2)])
+    assert item_count(engine) == 1
+    assert {r for _, r, _, _ in labels(engine)} == {"alice", "bob", "carol"}
+    (key,) = {k for k, _, _, _ in labels(engine)}
+    assert key.startswith("itm_") and aliases(engine) == {"c1": key, "c2": key}
+
+
+def test_reimport_of_records_under_other_ids_adds_nothing(engine, tmp_path):
+    import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", ALICE_C1, BOB_C2, CAROL)])
+    again = import_files(engine, "p", [jsonl(tmp_path / "again.jsonl", CAROL, BOB_C2, ALICE_C1)])
+    assert (again.items_added, again.judgments_added, again.judgments_existing) == (0, 0, 3)
+    assert item_count(engine) == 1 and len(labels(engine)) == 3
+
+
+def test_the_classic_pipeline_to_label_then_comparisons_with_the_same_id_is_one_item(engine, tmp_path):
+    to_label = {"id": "x", "prompt": "Q", "answer_a": "A", "answer_b": "B"}
+    comparisons = [{"id": "x", "prompt": "Q", "chosen": "B", "rejected": "A", "labeler": "alice"},
+                   {"id": "y", "prompt": "Q", "chosen": "A", "rejected": "B", "labeler": "bob"}]
+    import_files(engine, "p", [jsonl(tmp_path / "to_label.jsonl", to_label)])
+    import_files(engine, "p", [jsonl(tmp_path / "comparisons.jsonl", *comparisons)])
+    assert labels(engine) == [("x", "alice", "B", "A"), ("x", "bob", "A", "B")]
+
+
+def test_a_judgment_naming_the_item_by_an_alias_finds_it(engine, tmp_path):
+    import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", ALICE_C1, BOB_C2)])
+    cands = {}
+    with engine.connect() as conn:
+        for key, text in conn.execute(select(CandidateRow.candidate_key, CandidateRow.text)):
+            cands[text] = key
+    judgment = {"kind": "pairwise", "item_id": "c2", "shown_order": [cands["Answer one."], cands["Answer two."]],
+                "winner": "b", "strength": 2, "provenance": {"rater_id": "dave"}}
+    report = import_files(engine, "p", [jsonl(tmp_path / "j.jsonl", judgment)])
+    assert report.judgments_added == 1
+    assert ("c1", "dave", "Answer two.", "Answer one.") in labels(engine)
+    again = import_files(engine, "p", [jsonl(tmp_path / "j2.jsonl", judgment, {**judgment, "item_id": "c1"})])
+    assert (again.judgments_added, again.judgments_existing) == (0, 2), "the content hash names the stored item"
+
+
+def test_the_same_id_with_different_content_is_still_an_error(engine, tmp_path):
+    other = {**BOB_C2, "id": "c1", "chosen": "Answer three."}
+    with pytest.raises(ImportFailed) as failed:
+        import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", ALICE_C1, other)])
+    assert "c.jsonl:2: id: item 'c1' already exists with different content" in str(failed.value)
+    # an alias is an id of its item: the same rule
+    import_files(engine, "p", [jsonl(tmp_path / "ok.jsonl", ALICE_C1, BOB_C2)])
+    with pytest.raises(ImportFailed) as failed:
+        import_files(engine, "p", [jsonl(tmp_path / "d.jsonl", {**BOB_C2, "chosen": "Answer three."})])
+    assert "d.jsonl:1: id: item 'c2' (another id of item 'c1') already exists with different content" \
+        in str(failed.value)
+
+
+def test_validate_reports_what_import_does_for_ids(tmp_path):
+    ok = validate_files([jsonl(tmp_path / "c.jsonl", ALICE_C1, BOB_C2, CAROL)])
+    assert ok.ok
+    bad = validate_files([jsonl(tmp_path / "d.jsonl", ALICE_C1, BOB_C2, {**BOB_C2, "chosen": "Answer three."})])
+    assert str(bad.problems[0]) == (
+        f"{tmp_path}/d.jsonl:3: id: item 'c2' (another id of item 'c1') already exists with different content; give "
+        "the new version another id (or leave 'id' out to derive one from the content) (earlier in these files)")
+
+
+def test_a_judgment_rekeyed_to_the_stored_id_hashes_as_one_written_with_that_id():
+    from datetime import UTC, datetime
+
+    from preflab.schema import PairwiseJudgment
+    from preflab.store.rows import judgment_rows, pair_rows, pairwise_rows, rekeyed
+
+    lean = pair_rows("Q", "A", "B", "alice", 2, "human")
+    written = pairwise_rows("c1", lean.shown_order, lean.winner, lean.strength, "alice")
+    assert rekeyed(lean.judgment_rows(), "c1").content_hash == written.content_hash
+    assert rekeyed(written, lean.item_key).content_hash == lean.content_hash
+    full = PairwiseJudgment(item_id="c2", shown_order=("x", "y"), winner="b", strength=1, rationale="why",
+                            provenance={"rater_id": "bob", "submitted_at": datetime(2026, 1, 2, tzinfo=UTC)})
+    moved = rekeyed(judgment_rows(full), "c1")
+    assert moved == judgment_rows(full.model_copy(update={"item_id": "c1"}))
+    assert moved.content_hash == judgment_rows(full.model_copy(update={"item_id": "c1"})).content_hash
+
+
+@pytest.mark.parametrize("order", [(ALICE_C1, CAROL, BOB_C2), (CAROL, ALICE_C1, BOB_C2), (CAROL, BOB_C2, ALICE_C1)])
+def test_records_in_separate_chunks_of_a_fresh_project_join_by_content(engine, tmp_path, monkeypatch, order):
+    # each record is looked up in the database, not in the chunk: the lean path's shortcuts must not skip it
+    monkeypatch.setattr("preflab.io.importer.CHUNK", 1)
+    import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", *order)])
+    assert item_count(engine) == 1 and {r for _, r, _, _ in labels(engine)} == {"alice", "bob", "carol"}

@@ -22,7 +22,9 @@ Identity: an item is its ``id``, derived when the record has none from its promp
 its answers after the normalisation of :mod:`preflab.schema.identity` (NFC, surrounding
 whitespace, one-message chats = their text), so the same pair written in any shape or judged in
 either direction is one item. The same id with the same (normalised) content is counted as
-existing, with different content it is a problem. A judgment is its content hash (or its
+existing, with different content it is a problem. A record with another id but the content of an
+item already known joins that item, its id kept as an alias (``item_aliases``) that later
+records and judgments may name (:func:`_joined_item`). A judgment is its content hash (or its
 idempotency key): importing it again adds nothing.
 
 Raises :class:`preflab.store.repo.NotFound` when the project does not exist.
@@ -55,8 +57,17 @@ from sqlalchemy import Connection, Table, func, insert, select, text, update
 from ..schema import Rubric, rater_hash
 from ..store import repo
 from ..store.db import transaction
-from ..store.models import CandidateRow, ImportBatch, ItemRow, JudgmentRow, Project, Rater, utcnow
-from ..store.rows import ItemRows, JudgmentRows, PairRows, item_rows, judgment_rows
+from ..store.models import (
+    CandidateRow,
+    ImportBatch,
+    ItemAlias,
+    ItemRow,
+    JudgmentRow,
+    Project,
+    Rater,
+    utcnow,
+)
+from ..store.rows import ItemRows, JudgmentRows, PairRows, item_rows, judgment_rows, rekeyed
 from .formats import (
     FORMATS,
     ConvertOptions,
@@ -566,6 +577,7 @@ ITEMS: Table = ItemRow.__table__  # type: ignore[assignment]
 CANDIDATES: Table = CandidateRow.__table__  # type: ignore[assignment]
 JUDGMENTS: Table = JudgmentRow.__table__  # type: ignore[assignment]
 RATERS: Table = Rater.__table__  # type: ignore[assignment]
+ALIASES: Table = ItemAlias.__table__  # type: ignore[assignment]
 
 ITEM_COLUMNS = ("pk", "project_pk", "item_key", "content_hash", "prompt", "domains", "reference", "gold",
                 "metadata", "batch_pk", "created_at")
@@ -585,6 +597,41 @@ def _in_chunks(values: Iterable[Any]) -> Iterator[list[Any]]:
 _PAIR_FIELD = {"pairwise": "shown_order", "ranking": "order"}
 
 
+def _joined_item(
+    item: ItemRows, is_item: Callable[[str], bool], aliases: Callable[[str], str | None],
+    by_content: Callable[[str], str | None], fmt: str | None,
+) -> tuple[str, bool]:
+    """The key the item of a record is stored under, and whether its own key is a new alias.
+
+    An item is its content (:mod:`preflab.schema.identity`), also when a record names it: its own
+    key if an item has it; else the item that key is an alias of; else the item with the same
+    content hash (the record's key becomes an alias of it); else its own key (a new item). The
+    one rule of :func:`import_files` and :func:`validate_files`.
+
+    The items of a format of model samples (:attr:`RecordFormat.samples`: rollouts, trajectories)
+    keep their own id: each is one output with its outcome (a reward, a verifier's result), which
+    the content hash does not cover, so two samples with the same text but different outcomes (a
+    flaky test) stay two instead of one losing its outcome.
+    """
+    if is_item(item.key):
+        return item.key, False
+    target = aliases(item.key)
+    if target is not None:
+        return target, False
+    if fmt is not None and FORMATS[fmt].samples:
+        return item.key, False
+    target = by_content(item.content_hash)
+    if target is not None and target != item.key:
+        return target, True
+    return item.key, False
+
+
+def _different_content(key: str, target: str) -> str:
+    named = repr(key) if key == target else f"{key!r} (another id of item {target!r})"
+    return (f"item {named} already exists with different content; give the new version another id "
+            "(or leave 'id' out to derive one from the content)")
+
+
 class _Loader:
     """Checks chunks of converted records against the database and writes the accepted rows."""
 
@@ -601,6 +648,14 @@ class _Loader:
         self.rater_pks: dict[str, int] = {}
         self.rubrics: dict[tuple[str, int | None], Rubric | None] = {}
         self.formats_seen: set[str] = set()
+        # Alias lookups only once the project has any (most never do).
+        self.has_aliases = self.conn.execute(
+            select(ALIASES.c.pk).where(ALIASES.c.project_pk == self.project_pk).limit(1)).first() is not None
+        # A plain comparison (derived id) can only join a stored item of another id if that item
+        # came from a record of another shape: one stored before this import, or written by it.
+        # Until then its content lookup is skipped (a bulk import into a fresh project: ~10% of its time).
+        self.other_ids_stored = self.conn.execute(
+            select(ITEMS.c.pk).where(ITEMS.c.project_pk == self.project_pk).limit(1)).first() is not None
         self.problems: list[Problem] = []
         self.problem_count = 0
         self.now = utcnow()
@@ -640,6 +695,21 @@ class _Loader:
     def _existing_items(self, keys: set[str]) -> dict[str, tuple[int, str]]:
         sql = "SELECT item_key, pk, content_hash FROM items WHERE project_pk = {param} AND item_key {values}"
         return {key: (pk, digest) for key, pk, digest in self._select_in(sql, keys)}
+
+    def _aliases(self, keys: set[str]) -> dict[str, tuple[str, int, str]]:
+        """alias -> (item key, item pk, content hash) of the items these keys are aliases of."""
+        if not self.has_aliases:
+            return {}
+        sql = ("SELECT a.alias_key, i.item_key, i.pk, i.content_hash FROM item_aliases a JOIN items i "
+               "ON i.pk = a.item_pk WHERE a.project_pk = {param} AND a.alias_key {values}")
+        return {alias: (key, pk, digest) for alias, key, pk, digest in self._select_in(sql, keys)}
+
+    def _items_by_content(self, hashes: set[str]) -> dict[str, tuple[str, int]]:
+        """content hash -> (item key, pk) of the project's items with that content (the first
+        imported one, should older databases hold several)."""
+        sql = ("SELECT content_hash, item_key, pk FROM items WHERE project_pk = {param} AND content_hash {values} "
+               "ORDER BY pk DESC")
+        return {digest: (key, pk) for digest, key, pk in self._select_in(sql, hashes)}
 
     def _candidate_keys(self, item_pks: dict[str, int]) -> dict[str, set[str]]:
         by_pk: dict[int, set[str]] = {pk: set() for pk in item_pks.values()}
@@ -715,17 +785,33 @@ class _Loader:
                 referenced.add(j.item_key)
                 if j.idempotency_key:
                     idem.add(j.idempotency_key)
-        existing_items = self._existing_items(item_keys | referenced | {p.item_key for p in pairs})
+        named = item_keys | referenced | {p.item_key for p in pairs}
+        existing_items = self._existing_items(named)
+        # Items this chunk names by an alias or brings again under another id (found by content).
+        aliases = self._aliases(named - existing_items.keys())
+        unnamed = {i.content_hash for rec in chunk if type(rec) is not _Pair for i in rec.items  # type: ignore[union-attr]
+                   if i.key not in existing_items and i.key not in aliases}
+        if self.other_ids_stored:
+            unnamed.update(p.item_hash for p in pairs if p.item_key not in existing_items)
+        by_content = self._items_by_content(unnamed)
+        joined = {key: (pk, digest) for key, pk, digest in aliases.values()}
+        joined.update((key, (pk, digest)) for digest, (key, pk) in by_content.items())
+        for key, value in joined.items():
+            existing_items.setdefault(key, value)
         # A judgment's content hash covers its item's key, and judgments are stored with their
         # item (unique per item_pk and hash): one of an item the project does not have is not in
         # the database either. So only the judgments of existing items are looked up (a fresh
         # import: none), by item.
         judged = {existing_items[p.item_key][0] for p in pairs if p.item_key in existing_items}
         judged.update(existing_items[k][0] for k in referenced if k in existing_items)
+        judged.update(pk for pk, _ in joined.values())
         # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
         outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
+        outside.update((aliases[k][0], aliases[k][1]) for k in referenced if k in aliases)
         state = _ChunkState(
             existing_items=existing_items,
+            aliases={alias: key for alias, (key, _, _) in aliases.items()},
+            by_content={digest: key for digest, (key, _) in by_content.items()},
             outside_candidates=self._candidate_keys(outside) if outside else {},
             existing_hashes=self._hashes_of_items(judged),
             existing_idem=self._existing("idempotency_key", idem),
@@ -734,16 +820,17 @@ class _Loader:
         formats = report.formats
         known, accepted_items, new_judgments, seen_hashes = (
             state.known, state.accepted_items, state.new_judgments, state.seen_hashes)
-        existing_hashes = state.existing_hashes
+        existing_hashes, by_content_ = state.existing_hashes, state.by_content
         pairwise = "pairwise" in self.kinds
         for rec in chunk:
             if type(rec) is _Pair:
                 p = rec.rows
                 key = p.item_key
-                if pairwise and key not in known and key not in existing_items:
+                if pairwise and key not in known and key not in existing_items and p.item_hash not in by_content_:
                     # The common case, decided here as _check would decide it: a new item, and a
                     # judgment of its own candidates, new unless its hash is known.
                     known[key] = (p.item_hash, p.candidate_keys)
+                    by_content_[p.item_hash] = key
                     accepted_items[key] = p
                     report.items_added += 1
                     h = p.content_hash
@@ -757,7 +844,9 @@ class _Loader:
                     continue
                 rec = rec.as_record()
             self._check(rec, state)
-        self._write(state.accepted_items, state.new_judgments, existing_items)
+        if not self.other_ids_stored:
+            self.other_ids_stored = any(type(i) is not PairRows for i in state.accepted_items.values())
+        self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
 
     def _check(self, rec: _Record, state: _ChunkState) -> None:
         """Check one record against the database and the chunk so far; accept it or list its problems."""
@@ -771,25 +860,41 @@ class _Loader:
         rec_new: list[ItemRows] = []
         rec_existing = 0
         rec_known: dict[str, tuple[str, Collection[str]]] = {}
+        rec_aliases: dict[str, str] = {}  # this record's ids of items stored under another key
+        rec_by_content: dict[str, str] = {}
+        new_aliases: dict[str, str] = {}
+
+        def is_item(key: str) -> bool:
+            return key in known or key in rec_known or key in existing_items
+
+        def alias(key: str) -> str | None:
+            return rec_aliases.get(key) or state.aliases.get(key)
+
+        def by_content(digest: str) -> str | None:
+            return rec_by_content.get(digest) or state.by_content.get(digest)
+
         for item in rec.items:
-            prior = known.get(item.key) or rec_known.get(item.key)
-            if prior is None and item.key in existing_items:
-                prior = (existing_items[item.key][1], set(item.candidate_keys))
-                rec_known[item.key] = prior
+            key, new_alias = _joined_item(item, is_item, alias, by_content, rec.format)
+            if key != item.key:
+                rec_aliases[item.key] = key
+                if new_alias:
+                    new_aliases[item.key] = key
+            prior = known.get(key) or rec_known.get(key)
+            if prior is None and key in existing_items:
+                prior = (existing_items[key][1], set(item.candidate_keys))
+                rec_known[key] = prior
                 if prior[0] == item.content_hash:
                     rec_existing += 1
                     continue
             if prior is not None:
                 if prior[0] != item.content_hash:
-                    problems.append(
-                        ("id", f"item {item.key!r} already exists with different content; give the new version "
-                               "another id (or leave 'id' out to derive one from the content)")
-                    )
+                    problems.append(("id", _different_content(item.key, key)))
                 else:
                     rec_existing += 1
                 continue
             rec_new.append(item)
-            rec_known[item.key] = (item.content_hash, set(item.candidate_keys))
+            rec_known[key] = (item.content_hash, set(item.candidate_keys))
+            rec_by_content[item.content_hash] = key
         rec_judgments: list[JudgmentRows] = []
         rec_judgments_existing = 0
         rec_hashes: set[str] = set()
@@ -804,6 +909,9 @@ class _Loader:
                              "add the kind to the project or leave these judgments out")
                 )
                 continue
+            target = alias(j.item_key)
+            if target is not None:
+                j = rekeyed(j, target)
             entry = rec_known.get(j.item_key) or known.get(j.item_key)
             candidates = entry[1] if entry else state.outside_candidates.get(j.item_key)
             if candidates is None:
@@ -849,6 +957,9 @@ class _Loader:
         for item in rec_new:
             state.accepted_items[item.key] = item
         known.update(rec_known)
+        state.by_content.update(rec_by_content)
+        state.aliases.update(new_aliases)
+        state.new_aliases.update(new_aliases)
         state.new_judgments.extend(rec_judgments)
         state.seen_hashes |= rec_hashes
         state.seen_idem.update(j.idempotency_key for j in rec_judgments if j.idempotency_key)
@@ -865,6 +976,7 @@ class _Loader:
         items: dict[str, ItemRows | PairRows],
         judgments: list[JudgmentRows | PairRows],
         existing_items: dict[str, tuple[int, str]],
+        aliases: dict[str, str],
     ) -> None:
         w = self.writer
         if not w.sqlite:  # the lean rows are for SQLite's raw executemany; elsewhere the generic ones
@@ -897,6 +1009,12 @@ class _Loader:
         w.insert(ITEMS, ITEM_COLUMNS, item_rows_, constants=("created_at",), processed=True)
         w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
         del item_rows_, candidate_rows
+        if aliases:
+            alias_pks = w.allocate_pks(ALIASES, len(aliases))
+            w.insert(ALIASES, ("pk", "project_pk", "alias_key", "item_pk"),
+                     [(pk, project_pk, alias, item_pks[key])
+                      for pk, (alias, key) in zip(alias_pks, aliases.items(), strict=True)])
+            self.has_aliases = True
         if not judgments:
             return
         self._rater_pks({j.rater_key for j in judgments})
@@ -928,12 +1046,18 @@ class _ChunkState:
     outside_candidates: dict[str, set[str]]
     existing_hashes: set[str]
     existing_idem: set[str]
+    #: alias -> item key: the database's aliases named in this chunk, and the chunk's new ones
+    aliases: dict[str, str]
+    #: content hash -> item key: the database's items this chunk may join, and the chunk's own
+    by_content: dict[str, str]
     #: item key -> (content hash, candidate keys) of the items seen in this chunk
     known: dict[str, tuple[str, Collection[str]]] = field(default_factory=dict)
     accepted_items: dict[str, ItemRows | PairRows] = field(default_factory=dict)
     new_judgments: list[JudgmentRows | PairRows] = field(default_factory=list)
     seen_hashes: set[str] = field(default_factory=set)
     seen_idem: set[str] = field(default_factory=set)
+    #: alias -> item key, to write with the chunk
+    new_aliases: dict[str, str] = field(default_factory=dict)
 
 
 #: SQLite page cache for an import (KiB). A large import inserts into two indexes at random
@@ -1042,6 +1166,8 @@ def validate_files(paths: Sequence[Path], options: ImportOptions = ImportOptions
     report = ValidationReport(files=[str(p) for p in paths], formats={})
     formats: Counter[str] = Counter()
     items: dict[str, tuple[str, frozenset[str]]] = {}
+    aliases: dict[str, str] = {}
+    by_content: dict[str, str] = {}
 
     def problem(rec: _Record, fld: str, reason: str) -> None:
         report.total_problems += 1
@@ -1058,14 +1184,18 @@ def validate_files(paths: Sequence[Path], options: ImportOptions = ImportOptions
         formats[rec.format or "?"] += 1
         for item in rec.items:
             report.items += 1
-            prior = items.get(item.key)
+            key, _ = _joined_item(item, items.__contains__, aliases.get, by_content.get, rec.format)
+            if key != item.key:
+                aliases[item.key] = key
+            prior = items.get(key)
             if prior is not None and prior[0] != item.content_hash:
-                problem(rec, "id", f"item {item.key!r} already exists with different content (earlier in these files)")
+                problem(rec, "id", _different_content(item.key, key) + " (earlier in these files)")
             elif prior is None:
-                items[item.key] = (item.content_hash, frozenset(item.candidate_keys))
+                items[key] = (item.content_hash, frozenset(item.candidate_keys))
+                by_content[item.content_hash] = key
         for j in rec.judgments:
             report.judgments += 1
-            entry = items.get(j.item_key)
+            entry = items.get(aliases.get(j.item_key, j.item_key))
             if entry is not None:
                 unknown = [c for c in j.candidate_ids if c not in entry[1]]
                 if unknown:

@@ -17,8 +17,8 @@ A candidate without an ``id`` gets :func:`candidate_key` (a hash of its normalis
 item without an ``id`` gets :func:`item_key` (a hash of its normalised prompt and its sorted
 ``(candidate id, normalised answer)`` pairs). So the same pair judged by alice (chosen A) and by
 bob (chosen B) is one item with two opposite pairwise judgments, stored in canonical order
-(sorted candidate ids) as signed strengths. An explicit ``id`` names an item as given: records of
-one pair that carry ids must carry the same id.
+(sorted candidate ids) as signed strengths. A record with an explicit ``id`` whose content equals
+an item's joins that item too, its id kept as an alias (the importer, ``docs/item-identity.md``).
 
 What is stored is the text of the first record of an item, as written; only identities and
 content hashes use the normalised form. The content hash (:func:`item_content`) covers what a

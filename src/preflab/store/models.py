@@ -98,7 +98,11 @@ class ImportBatch(Base):
 
 class ItemRow(Base):
     __tablename__ = "items"
-    __table_args__ = (UniqueConstraint("project_pk", "item_key"),)
+    __table_args__ = (
+        UniqueConstraint("project_pk", "item_key"),
+        # An item is its content: a record with another id finds it by content hash (0009).
+        Index("ix_items_project_content", "project_pk", "content_hash"),
+    )
 
     pk: Mapped[int] = mapped_column(PK, primary_key=True)
     project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
@@ -115,6 +119,21 @@ class ItemRow(Base):
     candidates: Mapped[list[CandidateRow]] = relationship(
         back_populates="item", order_by="CandidateRow.position", cascade="all, delete-orphan"
     )
+
+
+class ItemAlias(Base):
+    """Another id a record gave an item that already existed with the same content (0009).
+
+    A later record, or a judgment, that names the item by this id finds the item through it.
+    """
+
+    __tablename__ = "item_aliases"
+    __table_args__ = (UniqueConstraint("project_pk", "alias_key"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    alias_key: Mapped[str] = mapped_column(String(200))
+    item_pk: Mapped[int] = mapped_column(ForeignKey("items.pk", ondelete="CASCADE"), index=True)
 
 
 class CandidateRow(Base):

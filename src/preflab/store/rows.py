@@ -15,6 +15,7 @@ tests hold it equal to the other two).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,8 @@ class JudgmentRows:
     values: dict[str, Any]
     #: Rubric judgments: ``(rubric_key, rubric_version, scores, vetoes_failed)``.
     rubric: tuple[str, int | None, dict[str, float], list[str]] | None = field(default=None)
+    #: What ``content_hash`` hashes (it names the item): :func:`rekeyed` recomputes it for another id.
+    hashed: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 # -- items ------------------------------------------------------------------------------
@@ -228,7 +231,22 @@ def _judgment_rows_from_dump(
         candidate_ids=candidate_ids,
         values=values,
         rubric=rubric,
+        hashed=hashed,
     )
+
+
+def rekeyed(judgment: JudgmentRows, item_key: str) -> JudgmentRows:
+    """The same judgment of the item stored as ``item_key`` (a record named it by another id).
+
+    Its content hash covers the item's id, so it is computed with the stored one: importing the
+    record again finds the judgment and adds nothing.
+    """
+    if judgment.hashed is None:
+        raise ValueError("a judgment built without its hashed content cannot be re-keyed")
+    hashed = {**judgment.hashed, "item_id": item_key}
+    digest = content_hash(hashed, length=64)
+    return dataclasses.replace(judgment, item_key=item_key, content_hash=digest,
+                               values={**judgment.values, "content_hash": digest}, hashed=hashed)
 
 
 def judgment_rows(judgment: JudgmentBase) -> JudgmentRows:
@@ -312,6 +330,7 @@ def pairwise_rows(
             "idempotency_key": None,
             "content_hash": digest,
         },
+        hashed=hashed,
     )
 
 
@@ -420,6 +439,9 @@ class PairRows:
                 "idempotency_key": None,
                 "content_hash": self.content_hash,
             },
+            # what its content hash hashes, from the one rule (only re-keying needs it: not on the hot path)
+            hashed=pairwise_rows(self.item_key, (a, b), self.winner, self.strength, self.rater_key,
+                                 self.source).hashed,
         )
 
 

@@ -47,6 +47,10 @@ class RecordFormat:
     #: counted in ``judgments_not_collected``) when the project does not collect the kind, instead
     #: of failing the import.
     optional_kinds: frozenset[str] = frozenset()
+    #: Its items are samples of a model (one output with its outcome: a reward, a verifier's
+    #: result), identified by their id: not joined to an item of equal content under another id
+    #: (:mod:`preflab.io.importer`), so two samples with the same text keep their own outcomes.
+    samples: bool = False
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,7 @@ def _rollout_convert(record: dict[str, Any], options: ConvertOptions) -> Convert
 
 ROLLOUT = register(
     RecordFormat("rollout", "model outputs (rollouts.jsonl): prompt, response, reward?, model?",
-                 _rollout_detect, _rollout_convert)
+                 _rollout_detect, _rollout_convert, samples=True)
 )
 
 # -- human evaluation ------------------------------------------------------------------------

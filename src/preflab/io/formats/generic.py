@@ -249,6 +249,7 @@ TRAJECTORY = register(
         _trajectory_detect,
         _trajectory_convert,
         rubrics=(TRAJECTORY_RUBRIC,),
+        samples=True,
         # The record is kept whole in the item's metadata; the rubric scores are a view of it
         # for agreement and exports, so a project that collects no rubric still takes the record.
         optional_kinds=frozenset({"rubric"}),
