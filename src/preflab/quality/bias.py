@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.stats import binomtest, norm
+from scipy.stats import binomtest, false_discovery_control, norm
 
 from preflab.schema import PairwiseJudgment
 
@@ -154,7 +154,13 @@ def length_parity_gate(
 
 def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) -> dict[str, Any]:
     """Share of non-tied pairwise judgments where the first-shown answer won, per rater and
-    overall, with an exact two-sided binomial test against 1/2 (``flagged`` when p < alpha)."""
+    overall, with an exact two-sided binomial test against 1/2.
+
+    Overall: ``flagged`` when p < alpha. Per rater, one test per rater is many tests, so a rater
+    is ``flagged`` when the Benjamini-Hochberg q-value (``q_value``; Benjamini & Hochberg 1995,
+    JRSS B 57(1), as ``scipy.stats.false_discovery_control``) is below alpha: with thousands of
+    raters raw p < 0.05 flags about 1 in 20 fair raters by chance alone.
+    """
     per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for j in judgments:
         if not isinstance(j, PairwiseJudgment) or j.first_shown_chosen is None:
@@ -169,7 +175,13 @@ def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) ->
 
     total_k = sum(v[0] for v in per.values())
     total_n = sum(v[1] for v in per.values())
-    return {"overall": stats(total_k, total_n), "per_rater": {r: stats(*v) for r, v in sorted(per.items())}}
+    per_rater = {r: stats(*v) for r, v in sorted(per.items())}
+    if per_rater:
+        q_values = false_discovery_control([s["p_value"] for s in per_rater.values()], method="bh")
+        for s, q in zip(per_rater.values(), q_values, strict=True):
+            s["q_value"] = float(q)
+            s["flagged"] = bool(q < alpha)
+    return {"overall": stats(total_k, total_n), "per_rater": per_rater, "correction": "benjamini-hochberg"}
 
 
 _FEATURES = {

@@ -276,8 +276,9 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             (r, s["share"], None, None) for r, s in list(pos["per_rater"].items())[:40]
         ]
         out.append(_bar_svg(vals, 0.0, 1.0))
-        out.append(_table(["rater", "first chosen", "n", "share", "p", "flagged"],
-                          [[r, s["first_chosen"], s["n"], s["share"], s["p_value"], s["flagged"]] for r, s in pos["per_rater"].items()]))
+        out.append(_table(["rater", "first chosen", "n", "share", "p", "q (BH)", "flagged"],
+                          [[r, s["first_chosen"], s["n"], s["share"], s["p_value"], s.get("q_value"), s["flagged"]]
+                           for r, s in pos["per_rater"].items()]))
     lb = report.get("length_bias")
     if lb:
         out.append("<h2>Length bias</h2>")
