@@ -321,6 +321,7 @@ def export(
     aggregation: Annotated[str, typer.Option(help="Several raters per pair: majority (plurality) or dawid-skene.")] = "majority",
     length_unit: Annotated[str, typer.Option(help="Length for the gate: words, chars or tokens.")] = "words",
     tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
+    include_flagged: Annotated[bool, typer.Option(help="Keep labels with a telemetry flag (policy.telemetry thresholds).")] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -336,7 +337,7 @@ def export(
         format=format, out=out_path, file_format=file_format, conversational=conversational,
         include_ai=include_ai, include_rater_ids=include_rater_ids,
         length_gate=_parse_gate(length_gate), min_raters=min_raters,
-        length_unit=length_unit, tokenizer=tokenizer,
+        length_unit=length_unit, tokenizer=tokenizer, include_flagged=include_flagged,
     )
     try:
         manifest = export_project(engine_for(db), project, options, aggregator=AGGREGATORS[aggregation])

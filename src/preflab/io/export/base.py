@@ -70,6 +70,8 @@ class ExportOptions:
     min_raters: int = 1
     split: str = "train"
     params: dict[str, Any] = field(default_factory=dict)
+    #: Keep labels with a telemetry flag (``policy.telemetry`` thresholds); dropped by default.
+    include_flagged: bool = False
 
 
 #: The length-parity gate's default bounds when it is switched on without bounds.

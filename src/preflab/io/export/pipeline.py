@@ -42,6 +42,7 @@ from .resolve import (
     rubric_pairs,
     word_length,
 )
+from .telemetry_gate import project_telemetry_settings, telemetry_filter
 from .truth import truth_gate
 from .writers import CARD, MANIFEST, AtomicDir, file_hashes, gc_paused, write_data
 
@@ -110,6 +111,8 @@ def collect(
     used_by_source: Counter[str] = stats["judgments_used_by_source"]
     resolving = bool(needs - {"judgments"})
     include_ai = options.include_ai
+    flag_filter = None if options.include_flagged else telemetry_filter(
+        project_telemetry_settings(project.settings), data.drops)
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
         data.items[item.id] = item
@@ -124,6 +127,8 @@ def collect(
             source = j.provenance.source
             if source == "ai" and not include_ai:
                 data.drops.drop("source", "ai", item.id)
+                continue
+            if flag_filter is not None and not flag_filter(item, j):
                 continue
             kept.append(j)
             order.append(meta["pk"])
