@@ -322,6 +322,8 @@ def export(
     length_unit: Annotated[str, typer.Option(help="Length for the gate: words, chars or tokens.")] = "words",
     tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
     include_flagged: Annotated[bool, typer.Option(help="Keep labels with a telemetry flag (policy.telemetry thresholds).")] = False,
+    min_alpha: Annotated[float | None, typer.Option(help="Agreement floor per batch and dimension (default: policy.min_alpha, 0.84).")] = None,
+    force: Annotated[bool, typer.Option(help="Write even when agreement is below the floor (marked in the card).")] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -338,6 +340,7 @@ def export(
         include_ai=include_ai, include_rater_ids=include_rater_ids,
         length_gate=_parse_gate(length_gate), min_raters=min_raters,
         length_unit=length_unit, tokenizer=tokenizer, include_flagged=include_flagged,
+        min_alpha=min_alpha, force=force,
     )
     try:
         manifest = export_project(engine_for(db), project, options, aggregator=AGGREGATORS[aggregation])

@@ -95,6 +95,9 @@ class Policy(BaseModel):
 
     # -- gates branch: telemetry that acts ------------------------------------------------------
     telemetry: TelemetryPolicy = Field(default_factory=TelemetryPolicy)
+    # -- gates branch: agreement floor of an export (preflab.io.export.agreement_gate) ------------
+    min_alpha: float = Field(default=0.84, ge=0, le=1,
+                             description="Krippendorff's alpha each batch x dimension must reach to export.")
 
     @field_validator("required_domains")
     @classmethod

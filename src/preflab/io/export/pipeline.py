@@ -21,6 +21,7 @@ from ...quality.bias import length_parity_gate as quality_length_parity_gate
 from ...schema import Item, Rubric
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
+from .agreement_gate import agreement_card, agreement_gate, project_min_alpha
 from .base import (
     DEFAULT_LENGTH_GATE,
     FILE_FORMATS,
@@ -111,6 +112,7 @@ def collect(
     used_by_source: Counter[str] = stats["judgments_used_by_source"]
     resolving = bool(needs - {"judgments"})
     include_ai = options.include_ai
+    data.policy = dict((project.settings or {}).get("policy") or {})
     flag_filter = None if options.include_flagged else telemetry_filter(
         project_telemetry_settings(project.settings), data.drops)
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
@@ -132,6 +134,7 @@ def collect(
                 continue
             kept.append(j)
             order.append(meta["pk"])
+            data.labels_with_batch.append((j, meta.get("batch_pk")))
             used_by_kind[j.kind] += 1
             used_by_source[source] += 1
             raters_in.add(j.provenance.rater_id)
@@ -243,6 +246,7 @@ def write_export(
     *,
     aggregator_name: str = "aggregate_pairwise",
     length_fn_name: str = "word_length",
+    agreement: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write data files, ``README.md`` and ``manifest.json`` into an existing ``directory``."""
     rows_out = write_data(exporter, data, options, directory)
@@ -251,8 +255,11 @@ def write_export(
         exporter=exporter, data=data, options=options, stats=stats, rows_out=rows_out, files={},
         aggregator_name=aggregator_name, length_fn_name=length_fn_name,
     )
+    if agreement is not None:
+        manifest["agreement"] = agreement
     sources = Counter(str(i.metadata.get("source") or data.project) for i in data.items.values())
-    (directory / CARD).write_text(render_card(manifest, exporter, sources), encoding="utf-8")
+    card = render_card(manifest, exporter, sources) + agreement_card(agreement)
+    (directory / CARD).write_text(card, encoding="utf-8")
     manifest["files"] = file_hashes(directory)
     (directory / MANIFEST).write_bytes(dump_manifest(manifest))
     return manifest
@@ -292,11 +299,13 @@ def export_project(
         data, stats = collect(session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn)
         session.rollback()
     apply_gates(data, options)
+    min_alpha = options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
+    agreement = agreement_gate(data.labels_with_batch, min_alpha, options.force)
     target = AtomicDir(Path(options.out))
     try:
         manifest = write_export(
             exporter, data, options, target.tmp, stats,
-            aggregator_name=_name(aggregator), length_fn_name=length_name,
+            aggregator_name=_name(aggregator), length_fn_name=length_name, agreement=agreement,
         )
         with transaction(engine) as session:
             project = get_project(session, project_name)
