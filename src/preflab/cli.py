@@ -324,6 +324,7 @@ def export(
     include_flagged: Annotated[bool, typer.Option(help="Keep labels with a telemetry flag (policy.telemetry thresholds).")] = False,
     min_alpha: Annotated[float | None, typer.Option(help="Agreement floor per batch and dimension (default: policy.min_alpha, 0.84).")] = None,
     force: Annotated[bool, typer.Option(help="Write even when agreement is below the floor (marked in the card).")] = False,
+    drop_disagreement: Annotated[float | None, typer.Option(help="Drop pairs/thumbs whose raters' winning share is below this, e.g. 0.75.")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -340,7 +341,7 @@ def export(
         include_ai=include_ai, include_rater_ids=include_rater_ids,
         length_gate=_parse_gate(length_gate), min_raters=min_raters,
         length_unit=length_unit, tokenizer=tokenizer, include_flagged=include_flagged,
-        min_alpha=min_alpha, force=force,
+        min_alpha=min_alpha, force=force, drop_disagreement=drop_disagreement,
     )
     try:
         manifest = export_project(engine_for(db), project, options, aggregator=AGGREGATORS[aggregation])

@@ -89,3 +89,21 @@ def test_single_rated_data_is_reported_as_not_measured(engine, tmp_path):
     (winner,) = [f for f in manifest["agreement"]["by_batch_dimension"] if f["dimension"] == "winner"]
     assert winner["alpha"] is None and winner["items_with_2plus_raters"] == 0
     assert "not measured" in (tmp_path / "o" / "README.md").read_text()
+
+
+def test_drop_disagreement_removes_split_items_and_counts_them(engine, tmp_path):
+    # two pairs all three raters agree on, two split 2 to 1 (winning share 2/3)
+    votes = {"u0": "AAA", "u1": "BBB", "s0": "AAB", "s1": "ABB"}
+    records = [{"id": item, "prompt": item, "chosen": "A" if v == "A" else "B", "rejected": "B" if v == "A" else "A",
+                "labeler": f"r{k}"} for item, vs in votes.items() for k, v in enumerate(vs)]
+    path = tmp_path / "split.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    import_files(engine, "panda", [path])
+    manifest = export(engine, "panda", tmp_path / "o", force=True, drop_disagreement=0.75)
+    gate = manifest["gates"]["disagreement"]
+    assert gate["reasons"] == {"agreement-below-0.75": 2}
+    assert sorted(gate["sample_item_ids"]["agreement-below-0.75"]) == ["s0", "s1"]
+    assert len((tmp_path / "o" / "train.jsonl").read_text().splitlines()) == 2
+    assert "disagreement" not in export(engine, "panda", tmp_path / "p", force=True)["gates"]
+    with pytest.raises(ExportError, match="--drop-disagreement 1.5: use a share in"):
+        export(engine, "panda", tmp_path / "q", force=True, drop_disagreement=1.5)

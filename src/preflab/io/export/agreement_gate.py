@@ -94,3 +94,20 @@ def agreement_card(agreement: dict[str, Any] | None) -> str:
         lines.append(f"| {f['batch']} | {f['dimension']} | {alpha} | {f['items']} | "
                      f"{f['items_with_2plus_raters']} | {f['raters_per_item']} |")
     return "\n".join(lines) + "\n"
+
+
+def drop_disagreement(data: Any, threshold: float) -> None:
+    """Drop resolved pairs and thumbs whose raters agree less than ``threshold`` (the winning
+    share, after revisions and adjudication: an adjudicated item carries the adjudicator's label
+    and agrees fully). Counted in the manifest under ``gates.disagreement``."""
+    if not 0 < threshold <= 1:
+        raise ExportError(f"--drop-disagreement {threshold}: use a share in (0, 1], e.g. 0.75")
+    reason = f"agreement-below-{threshold:g}"
+    for name in ("pairs", "unary"):
+        kept = []
+        for row in getattr(data, name):
+            if row.n_raters >= 2 and row.agreement is not None and row.agreement < threshold:
+                data.drops.drop("disagreement", reason, row.item_id)
+            else:
+                kept.append(row)
+        setattr(data, name, kept)

@@ -76,6 +76,8 @@ class ExportOptions:
     #: (0.84 by default). ``force``: write below it, marked in the card and manifest.
     min_alpha: float | None = None
     force: bool = False
+    #: Drop resolved pairs / thumbs whose raters' winning share is below this (None: keep all).
+    drop_disagreement: float | None = None
 
 
 #: The length-parity gate's default bounds when it is switched on without bounds.

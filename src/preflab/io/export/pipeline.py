@@ -21,7 +21,7 @@ from ...quality.bias import length_parity_gate as quality_length_parity_gate
 from ...schema import Item, Rubric
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
-from .agreement_gate import agreement_card, agreement_gate, project_min_alpha
+from .agreement_gate import agreement_card, agreement_gate, drop_disagreement, project_min_alpha
 from .base import (
     DEFAULT_LENGTH_GATE,
     FILE_FORMATS,
@@ -299,6 +299,8 @@ def export_project(
         data, stats = collect(session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn)
         session.rollback()
     apply_gates(data, options)
+    if options.drop_disagreement is not None:
+        drop_disagreement(data, options.drop_disagreement)
     min_alpha = options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
     agreement = agreement_gate(data.labels_with_batch, min_alpha, options.force)
     target = AtomicDir(Path(options.out))
