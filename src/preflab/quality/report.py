@@ -26,7 +26,7 @@ from .adjudication import AdjudicationSettings, route_for_adjudication
 from .agreement.cohen import confusion_table
 from .agreement.preference import agreement_summary, intransitive_triads
 from .bias import length_bias, position_bias, word_length
-from .gold import gold_accuracy, leave_one_out_agreement
+from .gold import gold_accuracy, gold_outcomes, leave_one_out_agreement
 from .table import LabelTable
 from .telemetry import telemetry_flags
 
@@ -124,6 +124,10 @@ def build_report(
         for r, (mine, cons) in pairs.items():
             tab, _ = confusion_table(mine, cons, cats)
             confusions[r] = {"categories": cats.tolist(), "table": tab.astype(int).tolist()}
+    honeypots = None
+    if gold is None and items:
+        # honeypots imported with a gold answer grade the raters who labelled them
+        honeypots = gold = gold_outcomes(js, {i.id: i.gold.model_dump() for i in items.values() if i.gold is not None})
     if gold:
         for r, outcomes in gold.items():
             raters[r]["gold"] = gold_accuracy(list(outcomes)).as_dict()
@@ -160,7 +164,9 @@ def build_report(
     for r, t in triads.items():
         if t["triads"]:
             raters[r]["intransitive_rate"] = t["rate"]
-    queue = route_for_adjudication(table, adjudication)
+    # an item an adjudicator already settled is not queued again (as in the server's queue)
+    adjudicated = {j.item_id for j in js if int(j.provenance.review_pass) == 2}
+    queue = [q for q in route_for_adjudication(table, adjudication) if q["item_id"] not in adjudicated]
     report = {
         "n_judgments": len(js),
         "n_labels": len(table),
@@ -174,6 +180,7 @@ def build_report(
         "telemetry_flags": flags[:1000],
         "adjudication_queue": queue[:max_queue],
         "adjudication_total": len(queue),
+        "gold_accuracy": gold_accuracy([o for outs in honeypots.values() for o in outs]).as_dict() if honeypots else None,
     }
     return _clean(report)
 
