@@ -37,3 +37,28 @@ def test_adjudicated_items_leave_the_queue():
     after = build_report([*js, vote("settled", "senior", 3, review_pass=2)], items=items)
     assert {q["item_id"] for q in after["adjudication_queue"]} == {"split"}
     assert after["adjudication_total"] == 1
+
+
+def test_report_audits_formatting_and_opening_sycophancy():
+    # raters who always pick the answer that opens by validating the asker and uses bullets
+    items, js = {}, []
+    for n in range(6):
+        flattering = "Great question! Here is why:\n- one\n- two"
+        plain = "Because of one and two."
+        items[f"i{n}"] = Item(id=f"i{n}", prompt="why?", candidates=[{"id": "a", "text": flattering}, {"id": "b", "text": plain}])
+        js.append(vote(f"i{n}", "r", -2))
+    report = build_report(js, items=items)
+    fb = report["formatting_bias"]
+    assert fb["opening_validation"] == {"chosen_share": 1.0, "rejected_share": 0.0, "n_differ": 6, "chosen_more_share": 1.0}
+    assert fb["bullets"]["chosen_more_share"] == 1.0
+    from preflab.quality import render_html
+
+    assert "Formatting and sycophancy" in render_html(report)
+
+
+def test_opening_validation_is_about_the_opening():
+    from preflab.quality.bias import text_features
+
+    assert text_features("You're absolutely right, the loop is off by one.")["opening_validation"] == 1
+    assert text_features("Certainly! The answer is 4.")["opening_validation"] == 1
+    assert text_features("The answer is 4. Great question though.")["opening_validation"] == 0

@@ -196,22 +196,37 @@ SYCOPHANCY = re.compile(
 )
 
 
+# Sycophancy as the answer's *opening*: validation of the asker before any content ("Great
+# question!", "You're absolutely right", "Certainly!"), the pattern reward models learn to pay for
+# (Sharma et al. 2023, Towards understanding sycophancy in language models, arXiv:2310.13548).
+OPENING_VALIDATION = re.compile(
+    r"^\W*(?:(?:what an? |that'?s an? |such an? )?(?:great|excellent|good|fantastic|wonderful|insightful|"
+    r"interesting) (?:question|point|idea)|you'?re (?:absolutely |totally |completely )?(?:right|correct)|"
+    r"you are (?:absolutely |totally |completely )?(?:right|correct)|absolutely[!,.]|certainly[!,.]|"
+    r"of course[!,.]|i'?d be (?:happy|glad|delighted) to|happy to help)",
+    re.I,
+)
+FEATURE_NAMES = ["headers", "bullets", "bold", "sycophancy", "opening_validation"]
+
+
 def text_features(text: str) -> dict[str, int]:
     t = str(text)
     out = {name: len(rx.findall(t)) for name, rx in _FEATURES.items()}
     out["sycophancy"] = len(SYCOPHANCY.findall(t))
+    out["opening_validation"] = int(bool(OPENING_VALIDATION.match(t)))
     return out
 
 
 def formatting_bias(chosen_texts: Sequence[str], rejected_texts: Sequence[str]) -> dict[str, dict[str, float]]:
-    """For each feature (headers, bullets, bold, sycophancy markers): the share of chosen and of
-    rejected answers that have it, and the share of pairs that differ where the chosen has more."""
+    """For each feature (headers, bullets, bold, sycophancy markers anywhere, an opening that
+    validates the asker): the share of chosen and of rejected answers that have it, and the share
+    of pairs that differ where the chosen has more."""
     if len(chosen_texts) != len(rejected_texts):
         raise ValueError("pass one chosen and one rejected text per pair")
     fc = [text_features(t) for t in chosen_texts]
     fr = [text_features(t) for t in rejected_texts]
     out = {}
-    for name in ["headers", "bullets", "bold", "sycophancy"]:
+    for name in FEATURE_NAMES:
         a = np.array([f[name] for f in fc])
         b = np.array([f[name] for f in fr])
         differ = a != b

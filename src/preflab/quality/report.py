@@ -25,7 +25,7 @@ from preflab.schema import Item, JudgmentBase, PairwiseJudgment, parse_judgment
 from .adjudication import AdjudicationSettings, route_for_adjudication
 from .agreement.cohen import confusion_table
 from .agreement.preference import agreement_summary, intransitive_triads
-from .bias import length_bias, position_bias, word_length
+from .bias import formatting_bias, length_bias, position_bias, word_length
 from .gold import gold_accuracy, gold_outcomes, leave_one_out_agreement
 from .table import LabelTable
 from .telemetry import telemetry_flags
@@ -137,13 +137,16 @@ def build_report(
         for r, s in pos["per_rater"].items():
             raters[r]["first_shown_share"] = s["share"]
     length = None
+    formatting = None  # markdown bloat and sycophancy: chosen vs rejected (issue 16 §1)
     text_len = None
     if items and pairwise:
-        lens = {}
+        lens, texts = {}, {}
         for it in items.values():
             for c in it.candidates:
-                lens[(it.id, c.id)] = word_length(c.as_text())
+                texts[(it.id, c.id)] = c.as_text()
+                lens[(it.id, c.id)] = word_length(texts[(it.id, c.id)])
         ch, rj = [], []
+        texts_c, texts_r = [], []
         for j in pairwise:
             if j.chosen is None:
                 continue
@@ -151,8 +154,11 @@ def build_report(
             if key_c in lens and key_r in lens:
                 ch.append(lens[key_c])
                 rj.append(lens[key_r])
+                texts_c.append(texts[key_c])
+                texts_r.append(texts[key_r])
         if ch:
             length = length_bias(ch, rj)
+            formatting = formatting_bias(texts_c, texts_r)
 
         def text_len(j: JudgmentBase) -> int:
             return sum(lens.get((j.item_id, c), 0) for c in j.candidate_ids())
@@ -177,6 +183,7 @@ def build_report(
         "confusion": confusions,
         "position_bias": pos,
         "length_bias": length,
+        "formatting_bias": formatting,
         "telemetry_flags": flags[:1000],
         "adjudication_queue": queue[:max_queue],
         "adjudication_total": len(queue),
@@ -286,6 +293,12 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         out.append(_table(["rater", "first chosen", "n", "share", "p", "q (BH)", "flagged"],
                           [[r, s["first_chosen"], s["n"], s["share"], s["p_value"], s.get("q_value"), s["flagged"]]
                            for r, s in pos["per_rater"].items()]))
+    fb = report.get("formatting_bias")
+    if fb:
+        out.append("<h2>Formatting and sycophancy (chosen vs rejected)</h2>")
+        out.append(_table(["feature", "chosen has it", "rejected has it", "pairs differing", "chosen has more"],
+                          [[name, f["chosen_share"], f["rejected_share"], f["n_differ"], f["chosen_more_share"]]
+                           for name, f in fb.items()]))
     lb = report.get("length_bias")
     if lb:
         out.append("<h2>Length bias</h2>")
