@@ -265,6 +265,20 @@ def write_export(
     return manifest
 
 
+def tokenizer_identity(path: str | Path) -> str:
+    """``name (sha256:...)`` of a local tokenizer directory: its folder name and the SHA-256 of
+    its files, so the manifest identifies it without recording where it lay on this machine."""
+    import hashlib
+
+    root = Path(path)
+    digest = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    for p in files:
+        digest.update(p.relative_to(root).as_posix().encode() if root.is_dir() else p.name.encode())
+        digest.update(p.read_bytes())
+    return f"{root.name} (sha256:{digest.hexdigest()})"
+
+
 def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -288,7 +302,7 @@ def export_project(
 
     exporter = check_options(options, formats or EXPORT_FORMATS)
     length_name = _name(length_fn) if length_fn is not None else (
-        options.length_unit if options.tokenizer is None else f"tokens of {options.tokenizer}"
+        options.length_unit if options.tokenizer is None else f"tokens of {tokenizer_identity(options.tokenizer)}"
     )
     if length_fn is None:
         length_fn = length_function(options.length_unit, options.tokenizer)
