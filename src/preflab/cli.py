@@ -330,6 +330,7 @@ def export(
 ) -> None:
     """Export a project for a trainer, with manifest.json and a dataset card."""
     from .io.export import AGGREGATORS, EXPORT_FORMATS, ExportOptions, export_project
+    from .io.export.base import ExportError
     from .store.repo import StoreError
 
     if format not in EXPORT_FORMATS:
@@ -345,7 +346,7 @@ def export(
     )
     try:
         manifest = export_project(engine_for(db), project, options, aggregator=AGGREGATORS[aggregation])
-    except (StoreError, ValueError) as exc:
+    except (StoreError, ValueError, ExportError) as exc:
         fail(str(exc), 2)
     if as_json:
         print_json(manifest)

@@ -107,3 +107,19 @@ def test_drop_disagreement_removes_split_items_and_counts_them(engine, tmp_path)
     assert "disagreement" not in export(engine, "panda", tmp_path / "p", force=True)["gates"]
     with pytest.raises(ExportError, match="--drop-disagreement 1.5: use a share in"):
         export(engine, "panda", tmp_path / "q", force=True, drop_disagreement=1.5)
+
+
+def test_cli_refuses_with_a_message_and_force_writes(engine, tmp_path, db_url):
+    from typer.testing import CliRunner
+
+    from preflab.cli import app
+
+    import_files(engine, "panda", [DATA / "pandalm-60.json"])
+    import_files(engine, "panda", [disagreeing_batch(tmp_path)])
+    runner = CliRunner()
+    args = ["export", "panda", "-f", "trl-preference", "--db", db_url]
+    refused = runner.invoke(app, [*args, "-o", str(tmp_path / "a")])
+    assert refused.exit_code == 2 and "below policy.min_alpha 0.84" in refused.output
+    assert "Traceback" not in refused.output and not (tmp_path / "a").exists()
+    forced = runner.invoke(app, [*args, "-o", str(tmp_path / "b"), "--force", "--json"])
+    assert forced.exit_code == 0 and json.loads(forced.output)["agreement"]["forced"]
