@@ -54,6 +54,7 @@ def test_agreeing_raters_export_with_the_figures_in_manifest_and_card(engine, tm
     assert winner["alpha"] == 1.0 and winner["items"] == 60 and winner["raters_per_item"] == 3.0
     card = (tmp_path / "o" / "README.md").read_text()
     assert "## Agreement" in card and "| winner | 1.0 (1.0, 1.0) | 60 | 60 | 3.0 |" in card
+    assert "| strength | 1.0 | 60 | 60 | 3.0 |" in card  # not gated: no interval
 
 
 def test_a_batch_below_the_floor_refuses_and_writes_nothing(engine, tmp_path):

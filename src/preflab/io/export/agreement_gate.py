@@ -54,10 +54,12 @@ def agreement_figures(labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200)
                      "items_with_2plus_raters": int((per_unit >= 2).sum()),
                      "raters_per_item": round(float(per_unit.mean()), 3), "alpha": None, "ci95": None}
             if entry["items_with_2plus_raters"]:
-                ci = krippendorff_alpha_ci(units, values, _level(dim), n_boot=n_boot)
+                # no interval for dimensions that are not gated (the bootstrap is most of the cost)
+                ci = krippendorff_alpha_ci(units, values, _level(dim), n_boot=0 if dim in NOT_GATED else n_boot)
                 if np.isfinite(ci.estimate):
                     entry["alpha"] = round(float(ci.estimate), 4)
-                    entry["ci95"] = [round(float(ci.low), 4), round(float(ci.high), 4)]
+                    if np.isfinite(ci.low) and np.isfinite(ci.high):
+                        entry["ci95"] = [round(float(ci.low), 4), round(float(ci.high), 4)]
             out.append(entry)
     return out
 
@@ -90,7 +92,9 @@ def agreement_card(agreement: dict[str, Any] | None) -> str:
     lines += ["| batch | dimension | alpha (95% CI) | items | items with 2+ raters | raters per item |",
               "|---|---|---|---|---|---|"]
     for f in agreement["by_batch_dimension"]:
-        alpha = "not measured" if f["alpha"] is None else f"{f['alpha']} ({f['ci95'][0]}, {f['ci95'][1]})"
+        alpha = "not measured" if f["alpha"] is None else str(f["alpha"])
+        if f["ci95"]:
+            alpha += f" ({f['ci95'][0]}, {f['ci95'][1]})"
         lines.append(f"| {f['batch']} | {f['dimension']} | {alpha} | {f['items']} | "
                      f"{f['items_with_2plus_raters']} | {f['raters_per_item']} |")
     return "\n".join(lines) + "\n"
