@@ -106,7 +106,9 @@ def build(db_url: str, name: str = "demo", items=None, judgments=None):
     engine = make_engine(db_url)
     Base.metadata.create_all(engine)
     with transaction(engine) as s:
-        project = create_project(s, name, kinds=list(JUDGMENT_KINDS))
+        # the demo data disagree on purpose (they exercise resolution), so no agreement floor;
+        # the floor itself: tests/io/test_export_agreement_gate.py
+        project = create_project(s, name, kinds=list(JUDGMENT_KINDS), settings={"policy": {"min_alpha": 0}})
         add_rubric(s, project, RUBRIC)
         for item in items if items is not None else demo_items():
             add_item(s, project, item)
