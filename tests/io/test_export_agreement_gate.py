@@ -54,7 +54,8 @@ def test_agreeing_raters_export_with_the_figures_in_manifest_and_card(engine, tm
     assert winner["alpha"] == 1.0 and winner["items"] == 60 and winner["raters_per_item"] == 3.0
     card = (tmp_path / "o" / "README.md").read_text()
     assert "## Agreement" in card and "| winner | 1.0 (1.0, 1.0) | 60 | 60 | 3.0 |" in card
-    assert "| strength | 1.0 | 60 | 60 | 3.0 |" in card  # not gated: no interval
+    # PandaLM gives no strength (unknown strengths are None): no strength dimension to report
+    assert not [f for f in agreement["by_batch_dimension"] if f["dimension"] == "strength"]
 
 
 def test_a_batch_below_the_floor_refuses_and_writes_nothing(engine, tmp_path):
@@ -63,6 +64,15 @@ def test_a_batch_below_the_floor_refuses_and_writes_nothing(engine, tmp_path):
     with pytest.raises(ExportError, match=r"agreement below policy.min_alpha 0.84: batch-\d+/winner: alpha -?0\.\d+.*--force"):
         export(engine, "panda", tmp_path / "o")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_raw_export_is_not_refused_but_reports_the_low_agreement(engine, tmp_path):
+    # raw is not training data: it is how disagreeing labels go out for adjudication
+    import_files(engine, "panda", [disagreeing_batch(tmp_path)])
+    manifest = export_project(engine, "panda", ExportOptions(format="raw", out=tmp_path / "raw"))
+    agreement = manifest["agreement"]
+    assert not agreement["passed"] and not agreement["forced"] and len(agreement["below"]) == 1
+    assert (tmp_path / "raw" / "train.jsonl").exists()
 
 
 def test_force_writes_and_marks_the_card(engine, tmp_path):

@@ -20,7 +20,8 @@ RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "trajectory-
 
 def trajectory_judgment(**telemetry):
     record = {**RECORD, "telemetry": {**RECORD["telemetry"], **telemetry}}
-    (judgment,) = TRAJECTORY.convert(record, ConvertOptions()).judgments
+    # the steps judgment (the record's rubric grades come as rubric judgments with the same provenance)
+    (judgment,) = [j for j in TRAJECTORY.convert(record, ConvertOptions()).judgments if j.kind == "steps"]
     return judgment
 
 

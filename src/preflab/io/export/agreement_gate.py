@@ -64,17 +64,23 @@ def agreement_figures(labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200)
     return out
 
 
-def agreement_gate(labels: list[tuple[JudgmentBase, Any]], min_alpha: float, force: bool) -> dict[str, Any]:
-    """The manifest's ``agreement`` block; raises :class:`ExportError` below the floor unless ``force``."""
+def agreement_gate(
+    labels: list[tuple[JudgmentBase, Any]], min_alpha: float, force: bool, refuse: bool = True
+) -> dict[str, Any]:
+    """The manifest's ``agreement`` block; raises :class:`ExportError` below the floor unless ``force``.
+
+    ``refuse=False`` (exports that are not training data: ``raw``, ``to-label``) measures and
+    reports without refusing: the floor is a promise to a trainer, and the raw export is how
+    low-agreement labels are taken out for adjudication."""
     figures = agreement_figures(labels)
     below = [f for f in figures if f["dimension"] not in NOT_GATED and f["alpha"] is not None and f["alpha"] < min_alpha]
-    if below and not force:
+    if below and refuse and not force:
         worst = ", ".join(f"{f['batch']}/{f['dimension']}: alpha {f['alpha']}" for f in below[:5])
         raise ExportError(
             f"agreement below policy.min_alpha {min_alpha}: {worst}. Adjudicate the disagreements, "
             "lower policy.min_alpha, or pass --force to write the export marked as below the floor"
         )
-    return {"min_alpha": min_alpha, "passed": not below, "forced": bool(below and force),
+    return {"min_alpha": min_alpha, "passed": not below, "forced": bool(below and refuse and force),
             "below": [[f["batch"], f["dimension"]] for f in below], "by_batch_dimension": figures}
 
 

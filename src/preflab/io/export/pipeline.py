@@ -338,7 +338,7 @@ def export_project(
     if options.drop_disagreement is not None:
         drop_disagreement(data, options.drop_disagreement)
     min_alpha = options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
-    agreement = agreement_gate(data.labels_with_batch, min_alpha, options.force)
+    agreement = agreement_gate(data.labels_with_batch, min_alpha, options.force, refuse=exporter.training)
     target = AtomicDir(Path(options.out))
     try:
         manifest = write_export(
