@@ -167,7 +167,7 @@ CREATE TABLE items (pk INTEGER PRIMARY KEY, project_pk INTEGER NOT NULL REFERENC
                     candidates TEXT NOT NULL, UNIQUE (project_pk, item_key));
 CREATE TABLE judgments (pk INTEGER PRIMARY KEY, item_pk INTEGER NOT NULL REFERENCES items(pk),
                         rater_pk INTEGER NOT NULL REFERENCES raters(pk), winner TEXT NOT NULL,
-                        strength INTEGER NOT NULL, source TEXT NOT NULL, content_hash BLOB NOT NULL,
+                        strength INTEGER, source TEXT NOT NULL, content_hash BLOB NOT NULL,
                         UNIQUE (item_pk, content_hash));
 CREATE INDEX ix_judgments_rater ON judgments (rater_pk);
 """

@@ -76,7 +76,7 @@ def run_demo(directory: Path, console: Console) -> dict:
         console.print(f"   {line}", highlight=False)
     console.print("files written:", highlight=False)
     for path in written_files(directory, db_url, html_path, out_dir, manifest):
-        console.print(f"   {path}", highlight=False)
+        console.print(f"   {path}", highlight=False, soft_wrap=True)  # a path is never broken across lines
     console.rule("[bold green]done")
     return {"db": db_url, "manifest": manifest, "report": str(html_path)}
 

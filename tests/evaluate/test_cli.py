@@ -86,5 +86,5 @@ def test_bad_inputs_exit_2_and_create_nothing(tmp_path: Path):
     assert f"{bad}:3: response: missing" in out and "nothing was created" in out
     assert "NAME=FILE" in run("eval", "create", "cli", "--model-a", v1, "--model", "oops", "--db", db, code=2)
     assert "at least two models" in run("eval", "create", "cli", "--model-a", v1, "--db", db, code=2)
-    assert "cli" not in run("project", "list", "--db", db)
+    assert "no database" in run("project", "list", "--db", db, code=2)  # not even the database
     assert "project" in run("eval", "report", "nope", "--db", db, code=2)
