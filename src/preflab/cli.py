@@ -377,6 +377,10 @@ def export(
     tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
     require_reference: Annotated[bool, typer.Option(help="verl: export only items with a reference answer.")] = False,
     data_source: Annotated[str | None, typer.Option(help="verl: this data_source on every row (default: the item's source, else the project).")] = None,
+    include_flagged: Annotated[bool, typer.Option(help="Keep labels with a telemetry flag (policy.telemetry thresholds).")] = False,
+    min_alpha: Annotated[float | None, typer.Option(help="Agreement floor per batch and dimension (default: policy.min_alpha, 0.84).")] = None,
+    force: Annotated[bool, typer.Option(help="Write even when agreement is below the floor (marked in the card).")] = False,
+    drop_disagreement: Annotated[float | None, typer.Option(help="Drop pairs/thumbs whose raters' winning share is below this, e.g. 0.75.")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -392,7 +396,8 @@ def export(
         format=format, out=out_path, file_format=file_format, conversational=conversational,
         include_ai=include_ai, include_rater_ids=include_rater_ids, include_gold=include_gold,
         length_gate=_parse_gate(length_gate), min_raters=min_raters,
-        length_unit=length_unit, tokenizer=tokenizer,
+        length_unit=length_unit, tokenizer=tokenizer, include_flagged=include_flagged,
+        min_alpha=min_alpha, force=force, drop_disagreement=drop_disagreement,
         params=_verl_params(require_reference, data_source),
     )
     try:

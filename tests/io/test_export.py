@@ -106,7 +106,9 @@ def build(db_url: str, name: str = "demo", items=None, judgments=None):
     engine = make_engine(db_url)
     Base.metadata.create_all(engine)
     with transaction(engine) as s:
-        project = create_project(s, name, kinds=list(JUDGMENT_KINDS))
+        # the demo data disagree on purpose (they exercise resolution), so no agreement floor;
+        # the floor itself: tests/io/test_export_agreement_gate.py
+        project = create_project(s, name, kinds=list(JUDGMENT_KINDS), settings={"policy": {"min_alpha": 0}})
         add_rubric(s, project, RUBRIC)
         for item in items if items is not None else demo_items():
             add_item(s, project, item)
@@ -488,7 +490,8 @@ def test_squality_rubric_grades_become_pairs(db_url, tmp_path):
     engine = make_engine(db_url)
     Base.metadata.create_all(engine)
     with transaction(engine) as s:
-        project = create_project(s, "squality", kinds=["rubric"])
+        # SQuALITY's graders disagree (alpha 0.56-0.69): the floor is off, this checks grades -> pairs
+        project = create_project(s, "squality", kinds=["rubric"], settings={"policy": {"min_alpha": 0}})
         add_rubric(s, project, SQUALITY_RUBRIC)
         for item in items:
             add_item(s, project, item)

@@ -201,6 +201,9 @@ def load(engine, items, said) -> str:
 def exported(engine, name, items, fmt="trl-reward", aggregation="majority", **options):
     eng, tmp, counter = engine
     out = tmp / f"{name}-{next(counter)}"
+    # random votes disagree by design (alpha can be below 0): forced past the agreement floor,
+    # these properties are about resolution (the gate has its own tests)
+    options = {"force": True, **options}
     manifest = export_project(eng, name, ExportOptions(format=fmt, out=out, **options), aggregator=AGGREGATORS[aggregation])
     ids = {c.text: (it.id, c.id) for it in items for c in it.candidates}
     rows = [orjson.loads(line) for line in (out / "train.jsonl").read_bytes().splitlines()]

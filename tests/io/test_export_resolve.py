@@ -244,3 +244,29 @@ def test_dawid_skene_aggregator_trusts_the_reliable_rater():
     ds = accuracy(aggregate_pairwise_dawid_skene(votes))
     # measured: plurality 0.71, Dawid-Skene 0.95 (EM finds the careful rater, if not perfectly)
     assert ds > 0.9 and ds > plurality + 0.15, (ds, plurality)
+
+
+@pytest.mark.parametrize("export_unit", ["words", "chars"])
+def test_rubric_verbosity_penalty_is_measured_in_the_rubric_unit_whatever_the_export_unit(export_unit):
+    # Before: the penalty was measured in the export's unit (the same data gave margin 0.27 in
+    # words and 1.5 in characters). A rubric that says words is measured in words.
+    from preflab.quality.bias import length_function
+
+    rubric = RUBRIC.model_copy(update={"verbosity_penalty": VerbosityPenalty(free_length=1, per_unit=0.1)})
+    judgments = [grade(c, {"accuracy": 5, "style": 1}, "r1", rubric=rubric) for c in ("x", "y", "z")]
+    pairs = rubric_pairs(ITEM, judgments, lookup(rubric), length_fn=length_function(export_unit))
+    by_pair = {(p.chosen_id, p.rejected_id): p.strength for p in pairs}
+    # rewards in words: y 1.0, x 0.9, z 0.7 (as in test_rubric_verbosity_penalty_and_equal_means)
+    assert by_pair[("y", "x")] == pytest.approx(3 * 0.1)
+    assert by_pair[("y", "z")] == pytest.approx(3 * 0.3)
+
+
+def test_rubric_in_tokens_uses_the_default_tokenizer_when_the_export_counts_words():
+    from preflab.quality.bias import default_token_length
+
+    tokens = default_token_length()
+    rubric = RUBRIC.model_copy(update={"verbosity_penalty": VerbosityPenalty(free_length=0, per_unit=0.01, unit="tokens")})
+    judgments = [grade(c, {"accuracy": 5, "style": 1}, "r1", rubric=rubric) for c in ("x", "z")]
+    (pair,) = rubric_pairs(ITEM, judgments, lookup(rubric))
+    texts = {c.id: c.as_text() for c in ITEM.candidates}
+    assert pair.strength == pytest.approx(3 * 0.01 * abs(tokens(texts["z"]) - tokens(texts["x"])))

@@ -52,8 +52,11 @@ class TestClassification:
     def test_dawid_skene_matches_crowdkit_posteriors(self):
         units, raters, labels, _, _ = simulate()
         ref = DawidSkene(n_iter=30, tol=0).fit(crowd_df(units, raters, labels))
-        # crowd-kit stops once its ELBO stops rising; run ours for exactly as many iterations
-        ours = dawid_skene(units, raters, labels, n_iter=len(ref.loss_history_), tol=-np.inf)
+        # crowd-kit stops once its ELBO stops rising; run ours for exactly as many iterations,
+        # without priors (crowd-kit fits the 1979 maximum-likelihood model)
+        ours = dawid_skene(
+            units, raters, labels, n_iter=len(ref.loss_history_), tol=-np.inf, confusion_prior=0, class_prior=0
+        )
         assert ours.n_iter == len(ref.loss_history_) >= 5
         ref_post = ref.probas_.reindex(index=ours.units, columns=ours.classes).to_numpy()
         np.testing.assert_allclose(ours.posteriors, ref_post, atol=1e-8)

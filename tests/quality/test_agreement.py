@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from itertools import combinations
 
 import krippendorff
 import numpy as np
@@ -289,3 +290,42 @@ def test_cohen_matches_sklearn_and_statsmodels(seed, n_items, n_cats, weights):
         inter_rater.cohens_kappa(table, wt={"linear": "linear", "quadratic": "quadratic"}[weights]).kappa
     )
     assert cohens_kappa(a, b, weights) == pytest.approx(float(sm), abs=1e-9)
+
+
+# ---------------------------------------------------------------- audit regressions (issue 16 §5)
+
+
+def pandalm_annotators() -> dict[str, list[int]]:
+    """PandaLM testset-v1 labels (0 tie, 1 response1, 2 response2), tests/data/pandalm-labels.jsonl.gz."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "pandalm-labels.jsonl.gz"
+    rows = [json.loads(line) for line in gzip.open(path, "rt")]
+    return {k: [r[k] for r in rows] for k in ("annotator1", "annotator2", "annotator3")}
+
+
+@pytest.mark.parametrize("labels", [[2, 0, 1], [1, 0], [0, 2], [1, 2, 0], [2, 1]])
+@pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
+def test_cohen_with_unsorted_or_partial_labels_equals_sklearn_on_real_data(labels, weights):
+    # The caller's label list was searched as if sorted: labels=[2, 0, 1] gave 1.0 and
+    # labels=[1, 0] NaN where scikit-learn gives finite kappas. scikit-learn keeps the given
+    # order (weights by position) and drops pairs outside the list.
+    ann = pandalm_annotators()
+    for a, b in combinations(ann, 2):
+        ref = cohen_kappa_score(ann[a], ann[b], labels=labels, weights=weights)
+        assert cohens_kappa(ann[a], ann[b], weights, labels=labels) == pytest.approx(ref, abs=1e-12), (a, b)
+
+
+def test_cohen_rejects_repeated_labels():
+    with pytest.raises(ValueError, match="labels must be distinct"):
+        cohens_kappa([0, 1], [0, 1], labels=[0, 1, 0])
+
+
+def test_gwet_is_one_when_every_rating_falls_in_one_category():
+    # irrCAC (Gwet's reference; Python irrcac 0.4.4, CAC(df).gwet()) gives AC1 = 1.0 here.
+    units = [0, 0, 1, 1, 2, 2, 2]
+    assert gwet_ac(units, [1] * 7) == 1.0
+    assert gwet_ac(units, [1] * 7, categories=[1, 2, 3]) == 1.0
+    assert math.isnan(gwet_ac([0, 1], [1, 1]))  # no unit with two ratings: undefined

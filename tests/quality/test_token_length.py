@@ -2,6 +2,7 @@
 audit and the export's length-parity gate."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -57,4 +58,7 @@ def test_export_gate_counts_tokens_and_the_manifest_says_so(tokenizer_dir: Path,
     manifest = json.loads(by_tokens.stdout)
     assert manifest["counts"]["rows_out"] == 0
     assert manifest["gates"]["length_parity"]["reasons"] == {"chosen_too_long": 1}
-    assert manifest["gates"]["length_parity"]["length"] == f"tokens of {tokenizer_dir}"
+    # the tokenizer by name and content hash, never by where it lies on this machine (issue 16 §1, §6)
+    length = manifest["gates"]["length_parity"]["length"]
+    assert re.fullmatch(rf"tokens of {re.escape(Path(tokenizer_dir).name)} \(sha256:[0-9a-f]{{64}}\)", length)
+    assert str(tmp_path) not in json.dumps(manifest)

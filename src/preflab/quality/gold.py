@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.stats import norm
 
+from ..schema import GoldAnswer, JudgmentBase, PairwiseJudgment, parse_judgment
 from .table import as_array, factorize
 
 
@@ -177,4 +178,52 @@ def leave_one_out_agreement(units: Any, raters: Any, values: Any) -> dict[Any, d
     for j, rater in enumerate(r_labels.tolist()):
         sel = (r == j) & has_others
         out[rater] = {"agreement": float(score[sel].mean()) if sel.any() else float("nan"), "n": int(sel.sum())}
+    return out
+
+
+# -- scoring a judgment against a gold item: one rule for the server, the report and exports --
+
+
+def expected_judgment(item_id: str, gold: dict[str, Any]) -> JudgmentBase:
+    answer = GoldAnswer.model_validate(gold)
+    data = {**answer.judgment, "item_id": item_id, "provenance": {"rater_id": "gold"}}
+    return parse_judgment(data)
+
+
+def score_gold(judgment: JudgmentBase, item_id: str, gold: dict[str, Any]) -> bool | None:
+    """Whether ``judgment`` matches the gold answer; ``None`` when the kind cannot be scored.
+
+    Pairwise: the preferred candidate (or a tie) must match; strength counts only within
+    ``tolerance`` when the gold sets one above 0. Other kinds: every label-table value of the
+    expected answer must be matched within ``tolerance``.
+    """
+    answer = GoldAnswer.model_validate(gold)
+    expected = expected_judgment(item_id, gold)
+    if expected.kind != judgment.kind:
+        return False
+    if isinstance(judgment, PairwiseJudgment) and isinstance(expected, PairwiseJudgment):
+        if expected.pair != judgment.pair:
+            return False
+        same_side = expected.direction == judgment.direction
+        if answer.tolerance > 0 and expected.score is not None and judgment.score is not None:
+            return same_side and abs(expected.score - judgment.score) <= answer.tolerance
+        return same_side
+    want = {(r.unit, r.dimension): r.value for r in expected.label_rows()}
+    if not want:
+        return None
+    got = {(r.unit, r.dimension): r.value for r in judgment.label_rows()}
+    return all(key in got and abs(got[key] - value) <= answer.tolerance for key, value in want.items())
+
+
+def gold_outcomes(judgments: Sequence[JudgmentBase], gold_of: dict[str, dict[str, Any]]) -> dict[str, list[bool]]:
+    """Each rater's gold outcomes in submission order: ``gold_of`` maps an item id to its gold
+    answer (``GoldAnswer`` as a dict); judgments of other items, and kinds the gold answer cannot
+    score, are skipped. Review and adjudication passes are not graded (they set the answer)."""
+    graded = [j for j in judgments if j.item_id in gold_of and int(j.provenance.review_pass) == 0]
+    graded.sort(key=lambda j: (j.provenance.submitted_at is None, j.provenance.submitted_at or 0))
+    out: dict[str, list[bool]] = {}
+    for j in graded:
+        correct = score_gold(j, j.item_id, gold_of[j.item_id])
+        if correct is not None:
+            out.setdefault(j.provenance.rater_id, []).append(correct)
     return out

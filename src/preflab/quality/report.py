@@ -26,8 +26,8 @@ from preflab.schema import Item, JudgmentBase, PairwiseJudgment, parse_judgment
 from .adjudication import AdjudicationSettings, route_for_adjudication
 from .agreement.cohen import confusion_table
 from .agreement.preference import agreement_summary, intransitive_triads
-from .bias import length_bias, position_bias, word_length
-from .gold import gold_accuracy, leave_one_out_agreement
+from .bias import formatting_bias, length_bias, position_bias, word_length
+from .gold import gold_accuracy, gold_outcomes, leave_one_out_agreement
 from .labels import resolve_labels
 from .table import LabelTable
 from .telemetry import telemetry_flags
@@ -133,6 +133,10 @@ def build_report(
         for r, (mine, cons) in pairs.items():
             tab, _ = confusion_table(mine, cons, cats)
             confusions[r] = {"categories": cats.tolist(), "table": tab.astype(int).tolist()}
+    honeypots = None
+    if gold is None and items:
+        # honeypots imported with a gold answer grade the raters who labelled them
+        honeypots = gold = gold_outcomes(js, {i.id: i.gold.model_dump() for i in items.values() if i.gold is not None})
     if gold:
         for r, outcomes in gold.items():
             raters[r]["gold"] = gold_accuracy(list(outcomes)).as_dict()
@@ -142,13 +146,16 @@ def build_report(
         for r, s in pos["per_rater"].items():
             raters[r]["first_shown_share"] = s["share"]
     length = None
+    formatting = None  # markdown bloat and sycophancy: chosen vs rejected (issue 16 §1)
     text_len = None
     if items and pairwise:
-        lens = {}
+        lens, texts = {}, {}
         for it in items.values():
             for c in it.candidates:
-                lens[(it.id, c.id)] = word_length(c.as_text())
+                texts[(it.id, c.id)] = c.as_text()
+                lens[(it.id, c.id)] = word_length(texts[(it.id, c.id)])
         ch, rj = [], []
+        texts_c, texts_r = [], []
         for j in pairwise:
             if j.chosen is None:
                 continue
@@ -156,8 +163,11 @@ def build_report(
             if key_c in lens and key_r in lens:
                 ch.append(lens[key_c])
                 rj.append(lens[key_r])
+                texts_c.append(texts[key_c])
+                texts_r.append(texts[key_r])
         if ch:
             length = length_bias(ch, rj)
+            formatting = formatting_bias(texts_c, texts_r)
 
         def text_len(j: JudgmentBase) -> int:
             return sum(lens.get((j.item_id, c), 0) for c in j.candidate_ids())
@@ -169,7 +179,9 @@ def build_report(
     for r, t in triads.items():
         if t["triads"]:
             raters[r]["intransitive_rate"] = t["rate"]
-    queue = route_for_adjudication(table, adjudication)
+    # an item an adjudicator already settled is not queued again (as in the server's queue)
+    adjudicated = {j.item_id for j in js if int(j.provenance.review_pass) == 2}
+    queue = [q for q in route_for_adjudication(table, adjudication) if q["item_id"] not in adjudicated]
     report = {
         "label_set": label_set.describe(),
         "n_judgments": len(js),
@@ -181,9 +193,11 @@ def build_report(
         "confusion": confusions,
         "position_bias": pos,
         "length_bias": length,
+        "formatting_bias": formatting,
         "telemetry_flags": flags[:1000],
         "adjudication_queue": queue[:max_queue],
         "adjudication_total": len(queue),
+        "gold_accuracy": gold_accuracy([o for outs in honeypots.values() for o in outs]).as_dict() if honeypots else None,
     }
     return _clean(report)
 
@@ -295,8 +309,15 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             (r, s["share"], None, None) for r, s in list(pos["per_rater"].items())[:40]
         ]
         out.append(_bar_svg(vals, 0.0, 1.0))
-        out.append(_table(["rater", "first chosen", "n", "share", "p", "flagged"],
-                          [[r, s["first_chosen"], s["n"], s["share"], s["p_value"], s["flagged"]] for r, s in pos["per_rater"].items()]))
+        out.append(_table(["rater", "first chosen", "n", "share", "p", "q (BH)", "flagged"],
+                          [[r, s["first_chosen"], s["n"], s["share"], s["p_value"], s.get("q_value"), s["flagged"]]
+                           for r, s in pos["per_rater"].items()]))
+    fb = report.get("formatting_bias")
+    if fb:
+        out.append("<h2>Formatting and sycophancy (chosen vs rejected)</h2>")
+        out.append(_table(["feature", "chosen has it", "rejected has it", "pairs differing", "chosen has more"],
+                          [[name, f["chosen_share"], f["rejected_share"], f["n_differ"], f["chosen_more_share"]]
+                           for name, f in fb.items()]))
     lb = report.get("length_bias")
     if lb:
         out.append("<h2>Length bias</h2>")

@@ -4,7 +4,18 @@
 * ``too_fast``: active time below a reading speed floor for the text length (default: faster
   than 1,000 words a minute, i.e. 60 ms a word, which skimming alone rarely beats).
 * ``machine_typing``: coefficient of variation of inter-key intervals below ``min_iki_cv``
-  (human typing is bursty, CV typically > 0.3; scripts are regular).
+  (human typing is bursty, CV typically > 0.3; scripts are regular). Checked when at least
+  ``min_typed_chars`` were typed, or when the summary does not say how many (a trajectory's
+  producer reports ``iki_cv`` alone: it computed it over enough keys to report it).
+* ``no_revision``: ``revision_ratio`` (deleted / typed characters) below ``min_revision_ratio``
+  with the same typed-characters rule: people writing a judgment delete and retype; text
+  entered at once with no correction at all is transcription or injection.
+* ``untrusted_paste``: more than ``max_untrusted_paste_chars`` characters pasted from outside
+  the labelling environment (trajectory telemetry ``untrusted_paste_chars``).
+
+The defaults are :class:`TelemetrySettings`; a project overrides them in its policy
+(``policy.telemetry``, see ``preflab.server.policy``) and exports drop flagged labels unless
+``--include-flagged``.
 * ``near_duplicate_rationale``: rationales of *different* raters whose character 5-gram Jaccard
   similarity, estimated by MinHash (Broder 1997), is at least ``min_jaccard``.
 """
@@ -24,12 +35,26 @@ from preflab.schema import JudgmentBase
 
 @dataclass
 class TelemetrySettings:
-    paste_share: float = 0.8
-    min_ms_per_word: float = 60.0
-    min_iki_cv: float = 0.15
+    """Thresholds of the flags; the reasons for each default are in the module docstring."""
+
+    paste_share: float = 0.8  # pasted / (pasted + typed) at or above: the rationale is mostly pasted
+    min_ms_per_word: float = 60.0  # faster than 1,000 words a minute: not read
+    min_iki_cv: float = 0.15  # human inter-key intervals vary (CV > 0.3); a script's barely do
+    min_typed_chars: int = 20  # fewer keys than this say nothing about rhythm or revisions
+    min_revision_ratio: float = 0.01  # under 1 deleted character per 100 typed: no correction at all
+    max_untrusted_paste_chars: int = 200  # a short quote is fine; a pasted answer is not
     min_jaccard: float = 0.8
     shingle: int = 5
     num_perm: int = 64
+
+    @classmethod
+    def from_policy(cls, raw: dict[str, Any] | None) -> TelemetrySettings:
+        """Defaults overridden by a project's ``policy.telemetry`` mapping (unknown keys: error)."""
+        raw = dict(raw or {})
+        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"policy.telemetry: unknown setting(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}")
+        return cls(**raw)
 
 
 def shingles(text: str, k: int = 5) -> set[str]:
@@ -81,6 +106,32 @@ def near_duplicate_pairs(
     return sorted(out)
 
 
+def judgment_flags(
+    j: JudgmentBase, words_to_read: int | None = None, settings: TelemetrySettings | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``[(flag, evidence)]`` of one judgment from its own telemetry (every flag but the
+    cross-rater ``near_duplicate_rationale``). ``words_to_read``: for ``too_fast``; None skips it."""
+    cfg = settings or TelemetrySettings()
+    tel = j.provenance.telemetry
+    if tel is None:
+        return []
+    out: list[tuple[str, dict[str, Any]]] = []
+    pasted, typed = tel.pasted_chars or 0, tel.typed_chars or 0
+    if pasted + typed > 0 and pasted / (pasted + typed) >= cfg.paste_share:
+        out.append(("paste_dominant", {"pasted_chars": pasted, "typed_chars": typed}))
+    if words_to_read and tel.active_ms is not None and tel.active_ms / words_to_read < cfg.min_ms_per_word:
+        out.append(("too_fast", {"active_ms": tel.active_ms, "words": words_to_read, "ms_per_word": tel.active_ms / words_to_read}))
+    enough_keys = tel.typed_chars is None or tel.typed_chars >= cfg.min_typed_chars
+    if enough_keys and tel.iki_cv is not None and tel.iki_cv < cfg.min_iki_cv:
+        out.append(("machine_typing", {"iki_cv": tel.iki_cv}))
+    if enough_keys and tel.revision_ratio is not None and tel.revision_ratio < cfg.min_revision_ratio:
+        out.append(("no_revision", {"revision_ratio": tel.revision_ratio}))
+    untrusted = tel.untrusted_paste_chars
+    if untrusted is not None and untrusted > cfg.max_untrusted_paste_chars:
+        out.append(("untrusted_paste", {"untrusted_paste_chars": untrusted}))
+    return out
+
+
 def telemetry_flags(
     judgments: Iterable[JudgmentBase],
     text_length: Callable[[JudgmentBase], int] | None = None,
@@ -99,18 +150,8 @@ def telemetry_flags(
         flags.append({"index": i, "item_id": j.item_id, "rater": j.provenance.rater_id, "flag": name, "evidence": evidence})
 
     for i, j in enumerate(js):
-        tel = j.provenance.telemetry
-        if tel is None:
-            continue
-        pasted, typed = tel.pasted_chars or 0, tel.typed_chars or 0
-        if pasted + typed > 0 and pasted / (pasted + typed) >= cfg.paste_share:
-            flag(i, j, "paste_dominant", {"pasted_chars": pasted, "typed_chars": typed})
-        if text_length is not None and tel.active_ms is not None:
-            words = text_length(j)
-            if words > 0 and tel.active_ms / words < cfg.min_ms_per_word:
-                flag(i, j, "too_fast", {"active_ms": tel.active_ms, "words": words, "ms_per_word": tel.active_ms / words})
-        if tel.iki_cv is not None and (tel.typed_chars or 0) >= 20 and tel.iki_cv < cfg.min_iki_cv:
-            flag(i, j, "machine_typing", {"iki_cv": tel.iki_cv})
+        for name, evidence in judgment_flags(j, text_length(j) if text_length else None, cfg):
+            flag(i, j, name, evidence)
     with_text = [(i, j) for i, j in enumerate(js) if j.rationale and len(j.rationale) >= 20]
     dups = near_duplicate_pairs(
         [j.rationale or "" for _, j in with_text], [j.provenance.rater_id for _, j in with_text],

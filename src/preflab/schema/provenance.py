@@ -35,6 +35,9 @@ class Telemetry(StrictModel):
     typed_chars: int | None = Field(default=None, ge=0)
     active_ms: int | None = Field(default=None, ge=0)
     focus_losses: int | None = Field(default=None, ge=0)
+    untrusted_paste_chars: int | None = Field(
+        default=None, ge=0, description="Characters pasted from outside the labelling environment (trajectories)."
+    )
 
 
 class Provenance(StrictModel):

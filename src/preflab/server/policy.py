@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..quality.telemetry import TelemetrySettings
+
 
 class Qualification(BaseModel):
     """Qualification on gold items before production work (decided by a Wilson interval).
@@ -31,6 +33,31 @@ class Drift(BaseModel):
     min_items: int = Field(default=8, ge=1, le=1000)
     bar: float | None = Field(default=None, gt=0, le=1, description="Default: the qualification pass bar.")
     confidence: float = Field(default=0.9, gt=0.5, lt=1)
+
+
+_TEL = TelemetrySettings()
+
+
+class TelemetryPolicy(BaseModel):
+    """Thresholds of the telemetry flags (defaults and reasons: ``preflab.quality.telemetry``).
+
+    A flagged label is kept out of exports unless ``--include-flagged``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    paste_share: float = Field(default=_TEL.paste_share, gt=0, le=1,
+                               description="Pasted share of rationale input at or above which it is flagged.")
+    min_ms_per_word: float = Field(default=_TEL.min_ms_per_word, ge=0,
+                                   description="Active ms per word to read below which a label is too fast.")
+    min_iki_cv: float = Field(default=_TEL.min_iki_cv, ge=0,
+                              description="Inter-key interval CV below which typing is machine-regular.")
+    min_typed_chars: int = Field(default=_TEL.min_typed_chars, ge=0,
+                                 description="Typed characters needed before rhythm and revisions are judged.")
+    min_revision_ratio: float = Field(default=_TEL.min_revision_ratio, ge=0,
+                                      description="Deleted / typed characters below which nothing was corrected.")
+    max_untrusted_paste_chars: int = Field(default=_TEL.max_untrusted_paste_chars, ge=0,
+                                           description="Characters pasted from outside the environment allowed.")
 
 
 class Policy(BaseModel):
@@ -65,6 +92,12 @@ class Policy(BaseModel):
         description="Imported 'labeler' names that are models (stored as source 'ai'), besides the built-in "
                     "patterns (gpt-*, claude*, gemini*, llama*, model:*, ai ...; see preflab.io.formats.generic).",
     )
+
+    # -- gates branch: telemetry that acts ------------------------------------------------------
+    telemetry: TelemetryPolicy = Field(default_factory=TelemetryPolicy)
+    # -- gates branch: agreement floor of an export (preflab.io.export.agreement_gate) ------------
+    min_alpha: float = Field(default=0.84, ge=0, le=1,
+                             description="Krippendorff's alpha each batch x dimension must reach to export.")
 
     @field_validator("required_domains")
     @classmethod

@@ -74,6 +74,14 @@ class ExportOptions:
     min_raters: int = 1
     split: str = "train"
     params: dict[str, Any] = field(default_factory=dict)
+    #: Keep labels with a telemetry flag (``policy.telemetry`` thresholds); dropped by default.
+    include_flagged: bool = False
+    #: Agreement floor (Krippendorff's alpha per batch and dimension); None: ``policy.min_alpha``
+    #: (0.84 by default). ``force``: write below it, marked in the card and manifest.
+    min_alpha: float | None = None
+    force: bool = False
+    #: Drop resolved pairs / thumbs whose raters' winning share is below this (None: keep all).
+    drop_disagreement: float | None = None
 
 
 #: The length-parity gate's default bounds when it is switched on without bounds.
@@ -97,6 +105,10 @@ class ExportData:
     rubrics: dict[tuple[str, int], Rubric] = field(default_factory=dict)
     drops: DropLog = field(default_factory=DropLog)
     length_fn: LengthFn = word_length
+    #: every label kept by the source/exclusion/telemetry filters with its batch pk (agreement gate)
+    labels_with_batch: list[tuple[JudgmentBase, int | None]] = field(default_factory=list)
+    #: the project's ``settings['policy']`` mapping, as stored
+    policy: dict[str, Any] = field(default_factory=dict)
 
 
 class Exporter:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -59,7 +60,7 @@ def build_manifest(
     created = (created_at or datetime.now(UTC)).isoformat()
     opts = {
         "format": options.format,
-        "out": str(options.out),
+        "out": Path(options.out).name,  # the folder's name: a manifest holds no absolute path
         "file_format": options.file_format,
         "conversational": options.conversational,
         "include_ai": options.include_ai,

@@ -22,6 +22,7 @@ from ...schema import Item, Rubric
 from ...schema.routing import scored_by_verifier, verifiable_to_raters
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
+from .agreement_gate import agreement_card, agreement_gate, drop_disagreement, project_min_alpha
 from .base import (
     DEFAULT_LENGTH_GATE,
     FILE_FORMATS,
@@ -44,6 +45,7 @@ from .resolve import (
     word_length,
 )
 from .routing import VERIFIER_ORIGIN, verifier_pairs, verifier_unary, without_people_preferences
+from .telemetry_gate import project_telemetry_settings, telemetry_filter
 from .truth import truth_gate
 from .writers import CARD, MANIFEST, AtomicDir, file_hashes, gc_paused, write_data
 
@@ -117,6 +119,9 @@ def collect(
     stats["aggregation_margin"] = getattr(aggregator, "margin", None)
     to_raters = verifiable_to_raters(project.settings)
     verifier_resolved = []
+    data.policy = dict((project.settings or {}).get("policy") or {})
+    flag_filter = None if options.include_flagged else telemetry_filter(
+        project_telemetry_settings(project.settings), data.drops)
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
         stats["items_in"] += 1
@@ -143,8 +148,11 @@ def collect(
             if not counts_as_label(j, include_ai):
                 data.drops.drop("source", "ai", item.id)
                 continue
+            if flag_filter is not None and not flag_filter(item, j):
+                continue
             kept.append(j)
             order.append(meta["pk"])
+            data.labels_with_batch.append((j, meta.get("batch_pk")))
             used_by_kind[j.kind] += 1
             used_by_source[source] += 1
             raters_in.add(j.provenance.rater_id)
@@ -260,6 +268,7 @@ def write_export(
     *,
     aggregator_name: str = "aggregate_pairwise",
     length_fn_name: str = "word_length",
+    agreement: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write data files, ``README.md`` and ``manifest.json`` into an existing ``directory``."""
     rows_out = write_data(exporter, data, options, directory)
@@ -268,11 +277,28 @@ def write_export(
         exporter=exporter, data=data, options=options, stats=stats, rows_out=rows_out, files={},
         aggregator_name=aggregator_name, length_fn_name=length_fn_name,
     )
+    if agreement is not None:
+        manifest["agreement"] = agreement
     sources = Counter(str(i.metadata.get("source") or data.project) for i in data.items.values())
-    (directory / CARD).write_text(render_card(manifest, exporter, sources), encoding="utf-8")
+    card = render_card(manifest, exporter, sources) + agreement_card(agreement)
+    (directory / CARD).write_text(card, encoding="utf-8")
     manifest["files"] = file_hashes(directory)
     (directory / MANIFEST).write_bytes(dump_manifest(manifest))
     return manifest
+
+
+def tokenizer_identity(path: str | Path) -> str:
+    """``name (sha256:...)`` of a local tokenizer directory: its folder name and the SHA-256 of
+    its files, so the manifest identifies it without recording where it lay on this machine."""
+    import hashlib
+
+    root = Path(path)
+    digest = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    for p in files:
+        digest.update(p.relative_to(root).as_posix().encode() if root.is_dir() else p.name.encode())
+        digest.update(p.read_bytes())
+    return f"{root.name} (sha256:{digest.hexdigest()})"
 
 
 def _name(fn: Any) -> str:
@@ -298,7 +324,7 @@ def export_project(
 
     exporter = check_options(options, formats or EXPORT_FORMATS)
     length_name = _name(length_fn) if length_fn is not None else (
-        options.length_unit if options.tokenizer is None else f"tokens of {options.tokenizer}"
+        options.length_unit if options.tokenizer is None else f"tokens of {tokenizer_identity(options.tokenizer)}"
     )
     if length_fn is None:
         length_fn = length_function(options.length_unit, options.tokenizer)
@@ -309,11 +335,15 @@ def export_project(
         data, stats = collect(session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn)
         session.rollback()
     apply_gates(data, options)
+    if options.drop_disagreement is not None:
+        drop_disagreement(data, options.drop_disagreement)
+    min_alpha = options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
+    agreement = agreement_gate(data.labels_with_batch, min_alpha, options.force, refuse=exporter.training)
     target = AtomicDir(Path(options.out))
     try:
         manifest = write_export(
             exporter, data, options, target.tmp, stats,
-            aggregator_name=_name(aggregator), length_fn_name=length_name,
+            aggregator_name=_name(aggregator), length_fn_name=length_name, agreement=agreement,
         )
         with transaction(engine) as session:
             project = get_project(session, project_name)

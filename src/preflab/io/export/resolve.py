@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ...quality.bias import length_in
 from ...quality.bias import word_length as _quality_word_length
 from ...quality.labels import (  # noqa: F401 - re-exported: the export's steps 1-3
     ADJUDICATION,
@@ -356,8 +357,8 @@ def rubric_grades(
         length = None
         if rubric.verbosity_penalty is not None:
             text = item.candidate(j.candidate_id).as_text()
-            unit = rubric.verbosity_penalty.unit
-            length = len(text) if unit == "chars" else length_fn(text)
+            # the rubric's declared unit, whatever the export measures in (issue 16 §1)
+            length = length_in(rubric.verbosity_penalty.unit, length_fn)(text)
         review_pass = int(j.provenance.review_pass)
         grades[j.candidate_id][j.provenance.rater_id] = Grade(
             passed=not j.vetoes_failed,

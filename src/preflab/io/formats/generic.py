@@ -161,7 +161,7 @@ def _trajectory_provenance(traj: Trajectory, options: ConvertOptions) -> dict[st
         summary = {
             "iki_cv": telemetry.iki_cv,
             "revision_ratio": telemetry.revision_ratio,
-            "pasted_chars": telemetry.untrusted_paste_chars,
+            "untrusted_paste_chars": telemetry.untrusted_paste_chars,
         }
         summary = {k: v for k, v in summary.items() if v is not None}
         if summary:

@@ -62,13 +62,19 @@ def confusion_table(y1: Any, y2: Any, labels: Any = None) -> tuple[np.ndarray, n
     b = as_array(y2, "y2", len(a), dtype=float)
     keep = ~(np.isnan(a) | np.isnan(b))
     a, b = a[keep], b[keep]
-    cats = np.unique(np.concatenate([a, b])) if labels is None else np.asarray(labels, float)
-    ia = np.searchsorted(cats, a)
-    ib = np.searchsorted(cats, b)
-    if labels is not None:
-        ok = (ia < len(cats)) & (ib < len(cats))
-        ok &= np.isin(a, cats) & np.isin(b, cats)
-        ia, ib = ia[ok], ib[ok]
+    if labels is None:
+        cats = np.unique(np.concatenate([a, b]))
+    else:
+        # The caller's order is kept (weights are by position, as in scikit-learn); a pair with
+        # a value outside ``labels`` is left out of the table.
+        cats = np.asarray(labels, float)
+        if len(np.unique(cats)) != len(cats):
+            raise ValueError(f"labels must be distinct, got {list(labels)}")
+        known = np.isin(a, cats) & np.isin(b, cats)
+        a, b = a[known], b[known]
+    order = np.argsort(cats, kind="stable")
+    ia = order[np.searchsorted(cats, a, sorter=order)]
+    ib = order[np.searchsorted(cats, b, sorter=order)]
     k = len(cats)
     table = np.bincount(ia * k + ib, minlength=k * k).reshape(k, k).astype(float)
     return table, cats
@@ -77,7 +83,9 @@ def confusion_table(y1: Any, y2: Any, labels: Any = None) -> tuple[np.ndarray, n
 def cohens_kappa(y1: Any, y2: Any, weights: Weights = None, labels: Any = None) -> float:
     """Kappa of two paired label vectors (NaN = missing; such pairs are dropped).
 
-    Categories are the sorted union of both vectors unless ``labels`` is given.
+    Categories are the sorted union of both vectors unless ``labels`` is given; then they are
+    taken in the given order (it matters to weighted kappa) and pairs outside them are dropped,
+    as ``sklearn.metrics.cohen_kappa_score`` does.
 
     >>> cohens_kappa([0, 1, 1, 2], [0, 1, 2, 2])
     0.6363636363636364

@@ -66,10 +66,12 @@ def gwet_ac(
         full[:, np.searchsorted(cats_full, cats)] = table
         table, cats = full, cats_full
     q = len(cats)
-    if q < 2:
-        return float("nan")
-    w = gwet_weights(cats, weights)
     r_i = table.sum(axis=1)
+    if q < 2:
+        # Every rating in one category: perfect agreement, AC = 1.0 by the reference's convention
+        # (irrCAC, Gwet's package: gwet.ac1.raw / Python irrcac 0.4.4 CAC.gwet() give 1.0).
+        return 1.0 if (r_i >= 2).any() else float("nan")
+    w = gwet_weights(cats, weights)
     starred = table @ w.T
     paired = r_i >= 2
     if not paired.any():

@@ -1,0 +1,123 @@
+"""Agreement gate of an export: Krippendorff's alpha per batch and label dimension, with a floor.
+
+The specification's floor for preference data is alpha >= 0.84 (Krippendorff 2004, *Content
+Analysis*, 2nd ed., section 11.4: "rely on variables with alpha >= .800"; preflab's specification
+sets 0.84 for preference data). A project sets it as ``policy.min_alpha``; an export refuses when
+any batch x dimension with measurable agreement is below it, or with ``force`` writes and marks
+the card. The figures (alpha with a 95% unit-bootstrap interval, items with 2+ raters, raters
+per item) go into the manifest's ``agreement`` and the dataset card, for every delivery.
+
+Only production labels count (review and adjudication passes are not independent raters). The
+``strength`` dimension of a pairwise label refines its ``winner`` and is not gated separately. A
+batch x dimension without any item labelled twice cannot be measured: it is reported as such, and
+does not refuse the export (a project that collects no overlap has no agreement to gate on).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...quality.agreement import krippendorff_alpha_ci
+from ...quality.table import LabelTable
+from ...schema import JudgmentBase
+from .base import ExportError
+
+DEFAULT_MIN_ALPHA = 0.84
+NOT_GATED = frozenset({"strength"})
+
+
+def project_min_alpha(policy: dict[str, Any]) -> float:
+    value = policy.get("min_alpha", DEFAULT_MIN_ALPHA)
+    if not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ExportError(f"policy.min_alpha: {value!r} is not a number in [0, 1]; set it with `preflab project set`")
+    return float(value)
+
+
+def _level(dimension: str) -> str:
+    return "nominal" if dimension == "winner" else "ordinal"
+
+
+def agreement_figures(labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200) -> list[dict[str, Any]]:
+    """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters per item."""
+    production = [(j, b) for j, b in labels if int(j.provenance.review_pass) == 0]
+    batch_of = {id(j): ("unbatched" if b is None else f"batch-{b}") for j, b in production}
+    table = LabelTable.from_judgments([j for j, _ in production], lambda j: batch_of[id(j)])
+    out = []
+    for batch in sorted(set(table.batches.tolist())):
+        for dim in sorted(set(table.dimensions[table.batches == batch].tolist())):
+            mask = (table.batches == batch) & (table.dimensions == dim)
+            units, values = table.units[mask], table.values[mask].astype(float)
+            _, per_unit = np.unique(units, return_counts=True)
+            entry = {"batch": batch, "dimension": dim, "level": _level(dim), "items": int(len(per_unit)),
+                     "items_with_2plus_raters": int((per_unit >= 2).sum()),
+                     "raters_per_item": round(float(per_unit.mean()), 3), "alpha": None, "ci95": None}
+            if entry["items_with_2plus_raters"]:
+                # no interval for dimensions that are not gated (the bootstrap is most of the cost)
+                ci = krippendorff_alpha_ci(units, values, _level(dim), n_boot=0 if dim in NOT_GATED else n_boot)
+                if np.isfinite(ci.estimate):
+                    entry["alpha"] = round(float(ci.estimate), 4)
+                    if np.isfinite(ci.low) and np.isfinite(ci.high):
+                        entry["ci95"] = [round(float(ci.low), 4), round(float(ci.high), 4)]
+            out.append(entry)
+    return out
+
+
+def agreement_gate(
+    labels: list[tuple[JudgmentBase, Any]], min_alpha: float, force: bool, refuse: bool = True
+) -> dict[str, Any]:
+    """The manifest's ``agreement`` block; raises :class:`ExportError` below the floor unless ``force``.
+
+    ``refuse=False`` (exports that are not training data: ``raw``, ``to-label``) measures and
+    reports without refusing: the floor is a promise to a trainer, and the raw export is how
+    low-agreement labels are taken out for adjudication."""
+    figures = agreement_figures(labels)
+    below = [f for f in figures if f["dimension"] not in NOT_GATED and f["alpha"] is not None and f["alpha"] < min_alpha]
+    if below and refuse and not force:
+        worst = ", ".join(f"{f['batch']}/{f['dimension']}: alpha {f['alpha']}" for f in below[:5])
+        raise ExportError(
+            f"agreement below policy.min_alpha {min_alpha}: {worst}. Adjudicate the disagreements, "
+            "lower policy.min_alpha, or pass --force to write the export marked as below the floor"
+        )
+    return {"min_alpha": min_alpha, "passed": not below, "forced": bool(below and refuse and force),
+            "below": [[f["batch"], f["dimension"]] for f in below], "by_batch_dimension": figures}
+
+
+def agreement_card(agreement: dict[str, Any] | None) -> str:
+    """The dataset card's agreement section (Markdown)."""
+    if not agreement:
+        return ""
+    lines = ["", "## Agreement", ""]
+    if agreement["forced"]:
+        lines += [f"**Warning: agreement is below the project's floor (alpha >= {agreement['min_alpha']}) "
+                  "for " + ", ".join("/".join(b) for b in agreement["below"]) + "; exported with --force.**", ""]
+    else:
+        lines += [f"Every measured batch and dimension meets the project's floor, Krippendorff's alpha >= "
+                  f"{agreement['min_alpha']}.", ""]
+    lines += ["| batch | dimension | alpha (95% CI) | items | items with 2+ raters | raters per item |",
+              "|---|---|---|---|---|---|"]
+    for f in agreement["by_batch_dimension"]:
+        alpha = "not measured" if f["alpha"] is None else str(f["alpha"])
+        if f["ci95"]:
+            alpha += f" ({f['ci95'][0]}, {f['ci95'][1]})"
+        lines.append(f"| {f['batch']} | {f['dimension']} | {alpha} | {f['items']} | "
+                     f"{f['items_with_2plus_raters']} | {f['raters_per_item']} |")
+    return "\n".join(lines) + "\n"
+
+
+def drop_disagreement(data: Any, threshold: float) -> None:
+    """Drop resolved pairs and thumbs whose raters agree less than ``threshold`` (the winning
+    share, after revisions and adjudication: an adjudicated item carries the adjudicator's label
+    and agrees fully). Counted in the manifest under ``gates.disagreement``."""
+    if not 0 < threshold <= 1:
+        raise ExportError(f"--drop-disagreement {threshold}: use a share in (0, 1], e.g. 0.75")
+    reason = f"agreement-below-{threshold:g}"
+    for name in ("pairs", "unary"):
+        kept = []
+        for row in getattr(data, name):
+            if row.n_raters >= 2 and row.agreement is not None and row.agreement < threshold:
+                data.drops.drop("disagreement", reason, row.item_id)
+            else:
+                kept.append(row)
+        setattr(data, name, kept)
