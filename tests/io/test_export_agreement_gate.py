@@ -2,7 +2,7 @@
 reach the project's ``policy.min_alpha`` (0.84 by default) or the export refuses; ``force`` writes
 and marks the card; the manifest and the card carry alpha with its interval and raters per item.
 
-Data: PandaLM pairs (tests/data/pandalm-60.json, 3 annotators who agree on all 60, alpha 1.0)
+Data: PandaLM pairs (tests/data/pandalm-60.json, 3 annotators who agree on all 60 records = 57 items: 3 pairs of texts recur under two model pairs, alpha 1.0)
 plus a batch where two raters disagree on every pair.
 """
 
@@ -51,9 +51,9 @@ def test_agreeing_raters_export_with_the_figures_in_manifest_and_card(engine, tm
     agreement = manifest["agreement"]
     assert agreement["min_alpha"] == 0.84 and agreement["passed"] and not agreement["forced"]
     (winner,) = [f for f in agreement["by_batch_dimension"] if f["dimension"] == "winner"]
-    assert winner["alpha"] == 1.0 and winner["items"] == 60 and winner["raters_per_item"] == 3.0
+    assert winner["alpha"] == 1.0 and winner["items"] == 57 and winner["raters_per_item"] == 3.0
     card = (tmp_path / "o" / "README.md").read_text()
-    assert "## Agreement" in card and "| winner | 1.0 (1.0, 1.0) | 60 | 60 | 3.0 |" in card
+    assert "## Agreement" in card and "| winner | 1.0 (1.0, 1.0) | 57 | 57 | 3.0 |" in card
     # PandaLM gives no strength (unknown strengths are None): no strength dimension to report
     assert not [f for f in agreement["by_batch_dimension"] if f["dimension"] == "strength"]
 
@@ -134,3 +134,22 @@ def test_cli_refuses_with_a_message_and_force_writes(engine, tmp_path, db_url):
     assert "Traceback" not in refused.output and not (tmp_path / "a").exists()
     forced = runner.invoke(app, [*args, "-o", str(tmp_path / "b"), "--force", "--json"])
     assert forced.exit_code == 0 and json.loads(forced.output)["agreement"]["forced"]
+
+
+def test_a_rater_who_revises_a_label_is_one_rater_with_one_label(engine, tmp_path):
+    # x and y agree on every pair; x first said the opposite and then changed their mind. The gate
+    # measures the label set the export ships (latest label per rater, here by row order): alpha
+    # 1.0, not a refusal (before: x's two labels were counted as two raters who disagree).
+    records = []
+    for n in range(8):
+        good, bad = ("A", "B") if n % 2 else ("B", "A")  # both directions, so alpha is defined
+        records.append({"id": f"r{n}", "prompt": f"Q{n}", "chosen": bad, "rejected": good, "labeler": "x"})
+        for rater in ("x", "y"):
+            records.append({"id": f"r{n}", "prompt": f"Q{n}", "chosen": good, "rejected": bad, "labeler": rater})
+    path = tmp_path / "revised.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    import_files(engine, "panda", [path])
+    manifest = export(engine, "panda", tmp_path / "o")
+    (winner,) = [f for f in manifest["agreement"]["by_batch_dimension"] if f["dimension"] == "winner"]
+    assert winner["alpha"] == 1.0 and manifest["agreement"]["passed"]
+    assert manifest["counts"]["rows_out"] == 8

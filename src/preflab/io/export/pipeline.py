@@ -138,7 +138,7 @@ def collect(
             verifier_resolved.extend(verifier_pairs(item, data.drops))
         if routed and "unary" in needs:
             data.unary.extend(verifier_unary(item, data.drops))
-        kept, order = [], []
+        kept, order, batch_of = [], [], {}
         for j, meta in zip(iwj.judgments, iwj.meta, strict=True):
             in_by_kind[j.kind] += 1
             if meta.get("excluded"):
@@ -152,15 +152,19 @@ def collect(
                 continue
             kept.append(j)
             order.append(meta["pk"])
-            data.labels_with_batch.append((j, meta.get("batch_pk")))
+            batch_of[meta["pk"]] = meta.get("batch_pk")
             used_by_kind[j.kind] += 1
             used_by_source[source] += 1
             raters_in.add(j.provenance.rater_id)
         if "judgments" in needs:
             data.judgments.extend(kept)
-        if not kept or not resolving:
+        if not kept:
             continue
+        # the label set every measure uses (quality.labels): a revised label counts once
         effective = effective_judgments(kept, order)
+        data.labels_with_batch.extend((j, batch_of[pos]) for pos, j in effective)
+        if not resolving:
+            continue
         if routed:  # the verifier's call, not people's (see .routing)
             effective = without_people_preferences(effective, item.id, data.drops)
         plain = [j for _, j in effective]
