@@ -16,7 +16,7 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("admin-site")
     s = build_site(tmp, {"root": True, "alice": False}, [
         {"name": "base", "title": "Existing", "kinds": ["pairwise"], "members": {"alice": "rater"},
-         "policy": {"blind": False}, "items": [pair_item(f"b-{i}") for i in range(3)]}])
+         "policy": {"blind": False}, "items": [pair_item(f"b-{i}", f"Explain recursion briefly ({i}).") for i in range(3)]}])
     yield s
     s.server.stop()
 
@@ -78,7 +78,7 @@ def test_create_project_user_member_invite(site, new_page):
 def test_import_shows_every_problem_line_by_line_then_a_good_file(site, new_page):
     page = new_page(site)
     login(page, "root", next_path="/admin/p/base/import")
-    good = [pair_item(f"n-{i}") for i in range(3)]
+    good = [pair_item(f"n-{i}", f"A new question ({i}).") for i in range(3)]  # new content: new items
     bad_rows = [good[0], "{not json", {"id": "n-x", "prompt": "p", "candidates": []},
                 {"id": "n-y", "prompt": "p", "candidates": [{"id": "a"}]}, good[1], {"prompt": 3, "candidates": [{"text": "t"}]}]
     page.locator("#import-file").set_input_files(files=[{"name": "bad.jsonl", "mimeType": "application/json",

@@ -31,7 +31,9 @@ def pairwise_item(i: int, *, gold: int | None = None, domains: list[str] | None 
     """An item with two candidates; ``gold`` = expected winner strength sign (-1: first better)."""
     item: dict[str, Any] = {
         "id": f"{prefix}-{i:05d}",
-        "prompt": f"Question {i}: which answer is better?",
+        # an item is its content (issue 17): items of another prefix (gold, qualification) must not
+        # be the production item of the same number written again
+        "prompt": f"Question {i}: which answer is better?" if prefix == "item" else f"Question {i} ({prefix}): which answer is better?",
         "candidates": [{"id": "a", "text": f"answer A to {i}"}, {"id": "b", "text": f"answer B to {i}"}],
         "domains": domains or [],
     }

@@ -153,6 +153,13 @@ def interpreter_trees() -> list[Path]:
 PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 
+def _interpreter_trees_under(directories: tuple[str, ...]) -> list[tuple[int, Path]]:
+    """Interpreter trees inside ``directories``, each with a free shell fd (8, 7, ...) to keep it by."""
+    roots = [Path(d).resolve() for d in directories if os.path.isdir(d)]
+    under = [t for t in interpreter_trees() if any(t == r or r in t.parents for r in roots)]
+    return [(8 - k, tree) for k, tree in enumerate(under[:5])]
+
+
 def _root_setup_script(workdir: Path, uid: int, writable: Path | None, scratch_bytes: int) -> str:
     """Shell run as root inside the mount namespace, then ``exec``s the command unprivileged."""
     lines = ["set -e"]
@@ -180,11 +187,18 @@ def _private_scratch(workdir: Path, uid: int, writable: Path | None, size: int) 
     the one directory the command may write is replaced by a size-limited tmpfs copy, so
     nothing it writes reaches the host's disk or outlives the run."""
     lines = [f"exec 9< '{workdir}'"]
+    # an interpreter (a virtual environment, say) that lives under one of those directories is
+    # kept the same way, read-only: a checkout under /tmp must still find its python and pytest
+    kept = _interpreter_trees_under(PRIVATE_TMP_DIRS)
+    lines += [f"exec {fd}< '{tree}'" for fd, tree in kept]
     for directory in PRIVATE_TMP_DIRS:
         if os.path.isdir(directory):
             lines.append(f"mount -t tmpfs -o size={size},mode=1777 tmpfs '{directory}'")
     lines += [f"mkdir -p '{workdir}'", f"mount --no-canonicalize --bind /proc/self/fd/9 '{workdir}'",
               "exec 9<&-"]
+    for fd, tree in kept:
+        lines += [f"mkdir -p '{tree}'", f"mount --no-canonicalize --bind /proc/self/fd/{fd} '{tree}'",
+                  f"mount -o remount,bind,ro '{tree}'", f"exec {fd}<&-"]
     if writable is not None:
         scratch = workdir / ".scratch"
         lines += [f"mkdir -p '{scratch}'",
