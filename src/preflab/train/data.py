@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,22 @@ def as_text(value: Any) -> str:
     if isinstance(value, list):
         return "\n\n".join(f"{m['role']}: {m['content']}" for m in value)
     raise PairDataError(f"expected text or a list of chat messages, got {type(value).__name__}")
+
+
+def jsonl_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of a JSONL file; a line that is not a JSON object is a
+    :class:`PairDataError` naming ``file:line``. Blank lines are skipped."""
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise PairDataError(f"{path}:{line_no}: not JSON ({exc.msg}); one object per line") from exc
+            if not isinstance(row, dict):
+                raise PairDataError(f"{path}:{line_no}: expected a JSON object")
+            yield line_no, row
 
 
 def read_export(directory: Path) -> PairSource:

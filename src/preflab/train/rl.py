@@ -36,20 +36,13 @@ class RLSettings:
 
 def read_prompts(path: Path) -> list[str]:
     """Prompts from a JSONL file of ``{"prompt": ...}`` rows (chat prompts rendered as text)."""
-    from .data import PairDataError, as_text
+    from .data import PairDataError, as_text, jsonl_objects
 
     prompts: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PairDataError(f"{path}:{line_no}: not JSON ({exc.msg}); one object per line") from exc
-            if not isinstance(row, dict) or "prompt" not in row:
-                raise PairDataError(f"{path}:{line_no}: prompt: missing; rows need a prompt")
-            prompts.append(as_text(row["prompt"]))
+    for line_no, row in jsonl_objects(path):
+        if "prompt" not in row:
+            raise PairDataError(f"{path}:{line_no}: prompt: missing; rows need a prompt")
+        prompts.append(as_text(row["prompt"]))
     if not prompts:
         raise PairDataError(f"{path}: no prompts")
     return list(dict.fromkeys(prompts))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .data import PairDataError, as_text
+from .data import PairDataError, as_text, jsonl_objects
 from .encode import encode, token_length
 
 Progress = Callable[[int], None]
@@ -77,21 +77,12 @@ class Response:
 def read_responses(path: Path) -> list[Response]:
     """``{"prompt", "response"}`` rows (``rollouts.jsonl`` shape); ``completion`` is accepted too."""
     rows: list[Response] = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PairDataError(f"{path}:{line_no}: not JSON ({exc.msg}); one object per line") from exc
-            if not isinstance(row, dict):
-                raise PairDataError(f"{path}:{line_no}: expected an object with prompt and response")
-            text = row.get("response", row.get("completion"))
-            if "prompt" not in row or text is None:
-                missing = "prompt" if "prompt" not in row else "response"
-                raise PairDataError(f"{path}:{line_no}: {missing}: missing; rows need prompt and response")
-            rows.append(Response(as_text(row["prompt"]), as_text(text)))
+    for line_no, row in jsonl_objects(path):
+        text = row.get("response", row.get("completion"))
+        if "prompt" not in row or text is None:
+            missing = "prompt" if "prompt" not in row else "response"
+            raise PairDataError(f"{path}:{line_no}: {missing}: missing; rows need prompt and response")
+        rows.append(Response(as_text(row["prompt"]), as_text(text)))
     return rows
 
 
