@@ -13,6 +13,7 @@ first answer in file order is used and the others are counted (``extra_answers``
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,19 @@ class ModelOutputs:
         return None
 
 
+def rollout_rows(path: Path, problems: list[Problem]) -> Iterator[tuple[int | None, RolloutFields]]:
+    """``(line, fields)`` of every well-formed rollout record of ``path``; a line that cannot be
+    read or fails the importer's rule goes to ``problems`` as ``file:line: field: reason``."""
+    for line, record in read_records(path):
+        if isinstance(record, ReadProblem):
+            problems.append(Problem(str(path), record.line, record.field, record.reason))
+            continue
+        try:
+            yield line, rollout_fields(record)
+        except RecordError as exc:
+            problems.append(Problem(str(path), line, exc.field, exc.reason))
+
+
 def read_outputs(path: Path, name: str | None = None, *,
                  first_answer: bool = False) -> tuple[ModelOutputs | None, list[Problem]]:
     """Read one model's outputs. The model's name is ``name``, else the records' ``model`` (the same
@@ -95,15 +109,7 @@ def read_outputs(path: Path, name: str | None = None, *,
     def problem(line: int | None, fld: str, reason: str) -> None:
         problems.append(Problem(str(path), line, fld, reason))
 
-    for line, record in read_records(path):
-        if isinstance(record, ReadProblem):
-            problem(record.line, record.field, record.reason)
-            continue
-        try:
-            fields = rollout_fields(record)
-        except RecordError as exc:
-            problem(line, exc.field, exc.reason)
-            continue
+    for line, fields in rollout_rows(path, problems):
         if name is None and fields.model is not None:
             if seen_model is None:
                 seen_model = (fields.model, line or 0)
@@ -127,15 +133,7 @@ def read_outputs_by_model(path: Path, *, first_answer: bool = False) -> tuple[li
     path = Path(path)
     problems: list[Problem] = []
     by_model: dict[str, ModelOutputs] = {}
-    for line, record in read_records(path):
-        if isinstance(record, ReadProblem):
-            problems.append(Problem(str(path), record.line, record.field, record.reason))
-            continue
-        try:
-            fields = rollout_fields(record)
-        except RecordError as exc:
-            problems.append(Problem(str(path), line, exc.field, exc.reason))
-            continue
+    for line, fields in rollout_rows(path, problems):
         if fields.model is None:
             problems.append(Problem(str(path), line, "model", "missing: rows of a file with several models must "
                                                               "name theirs (or pass one file per model)"))

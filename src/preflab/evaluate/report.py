@@ -26,15 +26,12 @@ import orjson
 from sqlalchemy import Engine
 
 from ..io.export.resolve import effective_judgments
-from ..io.formats import RecordError
-from ..io.formats.evaluation import rollout_fields
 from ..io.importer import Problem
-from ..io.readers import ReadProblem, read_records
 from ..quality.gold import wilson_interval
 from ..schema import Item, PairwiseJudgment
 from ..store import repo, session_factory
 from .arena import arena_ratings, pair_record
-from .outputs import OutputsInvalid, answer_key, prompt_key
+from .outputs import OutputsInvalid, answer_key, prompt_key, rollout_rows
 
 NO_DOMAIN = "(no domain)"
 
@@ -118,15 +115,7 @@ def read_rm_scores(path: Path) -> dict[tuple[str, str], float]:
     scores: dict[tuple[str, str], float] = {}
     lines: dict[tuple[str, str], int] = {}
     problems: list[Problem] = []
-    for line, record in read_records(path):
-        if isinstance(record, ReadProblem):
-            problems.append(Problem(str(path), record.line, record.field, record.reason))
-            continue
-        try:
-            r = rollout_fields(record)
-        except RecordError as exc:
-            problems.append(Problem(str(path), line, exc.field, exc.reason))
-            continue
+    for line, r in rollout_rows(path, problems):
         if r.reward is None:
             problems.append(Problem(str(path), line, "reward", "missing: score the answers first (preflab rm score)"))
             continue
