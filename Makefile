@@ -38,8 +38,9 @@ test-fast: install consumers  ## the inner loop: no `slow` (servers under load, 
 bench: install  ## every benchmark, figures printed
 	$(BIN)/python benchmarks/run_all.py
 
-lint: install  ## ruff over the code, tests, benchmarks and scripts
+lint: install  ## ruff (rules and formatting) over the code, tests, benchmarks and scripts
 	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 
 schemas: install  ## regenerate schemas/*.schema.json from the pydantic models
 	$(BIN)/preflab schema export --out schemas

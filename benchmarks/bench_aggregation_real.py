@@ -29,14 +29,24 @@ from preflab.quality.aggregation import dawid_skene, majority_vote  # noqa: E402
 from preflab.quality.aggregation.holdout import leave_one_rater_out  # noqa: E402
 
 PANDALM_SIDE = {0: 0, 1: -1, 2: 1}  # PandaLM: 0 tie, 1 response1 better, 2 response2 better
-TULU_SIDE = {"a-is-better": -1, "a-is-slightly-better": -1, "tie": 0, "b-is-slightly-better": 1, "b-is-better": 1}
+TULU_SIDE = {
+    "a-is-better": -1,
+    "a-is-slightly-better": -1,
+    "tie": 0,
+    "b-is-slightly-better": 1,
+    "b-is-better": 1,
+}
 
 
 def read_records(path: Path) -> list[dict]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
         text = f.read()
-    return json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x]
+    return (
+        json.loads(text)
+        if text.lstrip().startswith("[")
+        else [json.loads(x) for x in text.splitlines() if x]
+    )
 
 
 def pandalm_table(path: Path, block: int | None = None) -> tuple[list, list, list]:
@@ -68,10 +78,18 @@ def tulu1_table(path: Path) -> tuple[list, list, list]:
 
 METHODS = {
     "majority_vote": majority_vote,
-    "dawid_skene_ml_1": partial(dawid_skene, n_iter=1, tol=-float("inf"), confusion_prior=0, class_prior=0),
-    "dawid_skene_ml_5": partial(dawid_skene, n_iter=5, tol=-float("inf"), confusion_prior=0, class_prior=0),
-    "dawid_skene_ml_100": partial(dawid_skene, n_iter=100, tol=-float("inf"), confusion_prior=0, class_prior=0),
-    "dawid_skene_map": partial(dawid_skene, n_iter=1000, tol=1e-10),  # the defaults' priors, to convergence
+    "dawid_skene_ml_1": partial(
+        dawid_skene, n_iter=1, tol=-float("inf"), confusion_prior=0, class_prior=0
+    ),
+    "dawid_skene_ml_5": partial(
+        dawid_skene, n_iter=5, tol=-float("inf"), confusion_prior=0, class_prior=0
+    ),
+    "dawid_skene_ml_100": partial(
+        dawid_skene, n_iter=100, tol=-float("inf"), confusion_prior=0, class_prior=0
+    ),
+    "dawid_skene_map": partial(
+        dawid_skene, n_iter=1000, tol=1e-10
+    ),  # the defaults' priors, to convergence
 }
 
 
@@ -98,7 +116,9 @@ def main() -> None:
     print("data set          " + " ".join(f"{m:>19}" for m in METHODS) + "      n")
     for name, row in results.items():
         n = next(iter(row.values()))["n"]
-        print(f"{name:<17} " + " ".join(f"{r['accuracy']:>19.4f}" for r in row.values()) + f" {n:>6}")
+        print(
+            f"{name:<17} " + " ".join(f"{r['accuracy']:>19.4f}" for r in row.values()) + f" {n:>6}"
+        )
 
 
 if __name__ == "__main__":

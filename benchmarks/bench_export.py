@@ -69,11 +69,26 @@ def make_data(n_pairs: int, seed: int = 0) -> ExportData:
     while len(pairs) < n_pairs:
         item_id = f"itm-{k}"
         items[item_id] = Item.model_construct(
-            id=item_id, prompt=sentence(rng, 20), domains=[], reference=None, gold=None, metadata={},
+            id=item_id,
+            prompt=sentence(rng, 20),
+            domains=[],
+            reference=None,
+            gold=None,
+            metadata={},
             candidates=[_cand(f"c{c}", sentence(rng, 40)) for c in range(4)],
         )
         for a, b in combos[: n_pairs - len(pairs)]:
-            pairs.append(ResolvedPair(item_id, f"c{a}", f"c{b}", float(rng.randint(1, 3)), 3, 2 / 3, ("h1", "h2", "h3")))
+            pairs.append(
+                ResolvedPair(
+                    item_id,
+                    f"c{a}",
+                    f"c{b}",
+                    float(rng.randint(1, 3)),
+                    3,
+                    2 / 3,
+                    ("h1", "h2", "h3"),
+                )
+            )
         k += 1
     return ExportData(project="bench", items=items, pairs=pairs)
 
@@ -81,7 +96,9 @@ def make_data(n_pairs: int, seed: int = 0) -> ExportData:
 def _cand(cid: str, text: str):
     from preflab.schema import Candidate
 
-    return Candidate.model_construct(id=cid, text=text, messages=None, model=None, source="model", metadata={})
+    return Candidate.model_construct(
+        id=cid, text=text, messages=None, model=None, source="model", metadata={}
+    )
 
 
 def direct_columns(data: ExportData) -> dict[str, list]:
@@ -114,8 +131,12 @@ def bench_writer(n_pairs: int, repeats: int, workdir: Path) -> dict:
 
         t = time.perf_counter()
         table = pa.table(cols, schema=schema)
-        pq.write_table(table, workdir / f"direct-{r}.parquet", compression=PARQUET_COMPRESSION,
-                       row_group_size=BATCH_ROWS)
+        pq.write_table(
+            table,
+            workdir / f"direct-{r}.parquet",
+            compression=PARQUET_COMPRESSION,
+            row_group_size=BATCH_ROWS,
+        )
         direct_s.append(time.perf_counter() - t)
         del table
     ours = pq.read_table(workdir / "preflab-0" / "train.parquet")
@@ -160,22 +181,35 @@ def bench_end_to_end(n_pairs: int, workdir: Path) -> dict:
         for start in range(0, n_pairs, 2000):
             rows = []
             for k in range(start, min(n_pairs, start + 2000)):
-                item = Item(id=f"itm-{k}", prompt=sentence(rng, 20),
-                            candidates=[{"id": "a", "text": sentence(rng, 40)}, {"id": "b", "text": sentence(rng, 40)}])
+                item = Item(
+                    id=f"itm-{k}",
+                    prompt=sentence(rng, 20),
+                    candidates=[
+                        {"id": "a", "text": sentence(rng, 40)},
+                        {"id": "b", "text": sentence(rng, 40)},
+                    ],
+                )
                 rows.append((item, item_row_from_item(project, item)))
             s.add_all([r for _, r in rows])
             s.flush()
             judgments = []
             for item, row in rows:
                 for rater in raters:
-                    j = PairwiseJudgment(item_id=item.id, shown_order=("a", "b"), winner=rng.choice("aab"),
-                                         strength=rng.randint(1, 3), provenance={"rater_id": rater.rater_key})
+                    j = PairwiseJudgment(
+                        item_id=item.id,
+                        shown_order=("a", "b"),
+                        winner=rng.choice("aab"),
+                        strength=rng.randint(1, 3),
+                        provenance={"rater_id": rater.rater_key},
+                    )
                     judgments.append(judgment_row_from_judgment(project, row, rater, j))
             s.add_all(judgments)
     fill_s = time.perf_counter() - t0
     t = time.perf_counter()
     # random votes have no agreement: force past the floor (the gate's figures are still computed and timed)
-    options = ExportOptions(format="trl-reward", out=workdir / "e2e", file_format="parquet", force=True)
+    options = ExportOptions(
+        format="trl-reward", out=workdir / "e2e", file_format="parquet", force=True
+    )
     manifest = export_project(engine, "bench", options)
     export_s = time.perf_counter() - t
     engine.dispose()
@@ -199,22 +233,29 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="preflab-bench-", dir=args.workdir))
     try:
-        results = {"writer": bench_writer(args.pairs, args.repeats, workdir / "writer")
-                   if (workdir / "writer").mkdir() is None else None}
+        results = {
+            "writer": bench_writer(args.pairs, args.repeats, workdir / "writer")
+            if (workdir / "writer").mkdir() is None
+            else None
+        }
         if args.e2e_pairs:
             (workdir / "e2e").mkdir()
             results["end_to_end"] = bench_end_to_end(args.e2e_pairs, workdir / "e2e")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     w = results["writer"]
-    print(f"writer path, {w['pairs']:,} pairs (trl-reward -> Parquet, zstd), median of {w['repeats']}:")
+    print(
+        f"writer path, {w['pairs']:,} pairs (trl-reward -> Parquet, zstd), median of {w['repeats']}:"
+    )
     print(f"  preflab  {w['preflab_median_s']:8.3f} s   runs {w['preflab_s']}")
     print(f"  pyarrow  {w['pyarrow_median_s']:8.3f} s   runs {w['pyarrow_s']}")
     print(f"  ratio    {w['ratio']:8.3f}   (target <= 2)   file {w['parquet_bytes'] / 1e6:.1f} MB")
     if "end_to_end" in results:
         e = results["end_to_end"]
-        print(f"end to end (SQLite -> export_project -> Parquet), {e['pairs_in']:,} items x 3 raters: "
-              f"{e['export_s']:.3f} s, {e['rows_out']:,} rows, {e['judgments_per_s']:,} judgments/s")
+        print(
+            f"end to end (SQLite -> export_project -> Parquet), {e['pairs_in']:,} items x 3 raters: "
+            f"{e['export_s']:.3f} s, {e['rows_out']:,} rows, {e['judgments_per_s']:,} judgments/s"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return results

@@ -50,7 +50,10 @@ def generate(path: Path, rows: int, raters: int = 200) -> None:
 def _cpu() -> float:
     """CPU seconds of this process so far, all threads, and of its finished children (the
     importer converts large files in a second process)."""
-    return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+    return sum(
+        u.ru_utime + u.ru_stime
+        for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    )
 
 
 def _own_peak_rss_kib() -> int:
@@ -89,8 +92,12 @@ def child_baseline(data: Path, db: Path) -> dict:
     n += len(rows)
     conn.commit()
     conn.close()
-    return {"rows": n, "seconds": time.perf_counter() - start, "cpu_seconds": _cpu() - cpu,
-            "main_rss_mb": _own_peak_rss_kib() / 1024}
+    return {
+        "rows": n,
+        "seconds": time.perf_counter() - start,
+        "cpu_seconds": _cpu() - cpu,
+        "main_rss_mb": _own_peak_rss_kib() / 1024,
+    }
 
 
 def child_import(data: Path, db: Path) -> dict:
@@ -116,7 +123,9 @@ def child_import(data: Path, db: Path) -> dict:
         in_sqlite["insert"] += time.perf_counter() - t
 
     importer._Writer.insert = timed_insert  # type: ignore[method-assign]
-    event.listen(engine, "commit", lambda conn: in_sqlite.__setitem__("commit_from", time.perf_counter()))
+    event.listen(
+        engine, "commit", lambda conn: in_sqlite.__setitem__("commit_from", time.perf_counter())
+    )
 
     cpu = _cpu()
     start = time.perf_counter()
@@ -130,13 +139,23 @@ def child_import(data: Path, db: Path) -> dict:
     # what the import held at once.
     self_kib = _own_peak_rss_kib()
     worker_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"rows": report.judgments_added, "items": report.items_added, "seconds": seconds, "cpu_seconds": cpu,
-            "sqlite_insert_seconds": in_sqlite["insert"], "sqlite_commit_seconds": commit,
-            "main_rss_mb": self_kib / 1024, "worker_rss_mb": worker_kib / 1024}
+    return {
+        "rows": report.judgments_added,
+        "items": report.items_added,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "sqlite_insert_seconds": in_sqlite["insert"],
+        "sqlite_commit_seconds": commit,
+        "main_rss_mb": self_kib / 1024,
+        "worker_rss_mb": worker_kib / 1024,
+    }
 
 
 def run_child(kind: str, data: Path, db: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
+    }
     proc = subprocess.Popen(
         [sys.executable, __file__, "--child", kind, "--data", str(data), "--db", str(db)],
         stdout=subprocess.PIPE,
@@ -172,24 +191,34 @@ def main(argv: list[str] | None = None) -> dict:
         data = Path(tmp) / "comparisons.jsonl"
         t = time.perf_counter()
         generate(data, args.rows)
-        say(f"generated {args.rows:,} rows ({data.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f}s")
+        say(
+            f"generated {args.rows:,} rows ({data.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f}s"
+        )
         baseline = run_child("baseline", data, Path(tmp) / "baseline.db")
-        say(f"baseline: {baseline['rows'] / baseline['seconds']:,.0f} rows/s ({baseline['seconds']:.1f}s, "
-            f"CPU {baseline['cpu_seconds']:.1f}s)")
+        say(
+            f"baseline: {baseline['rows'] / baseline['seconds']:,.0f} rows/s ({baseline['seconds']:.1f}s, "
+            f"CPU {baseline['cpu_seconds']:.1f}s)"
+        )
         imported = run_child("import", data, Path(tmp) / "preflab.db")
         assert imported["rows"] == args.rows, imported
         rate = imported["rows"] / imported["seconds"]
         ratio = imported["seconds"] / baseline["seconds"]
         cpu_rate = imported["rows"] / imported["cpu_seconds"]
         cpu_ratio = imported["cpu_seconds"] / baseline["cpu_seconds"]
-        say(f"import:   {rate:,.0f} rows/s ({imported['seconds']:.1f}s), {ratio:.2f}x the baseline's time, "
-            f"peak RSS {imported['peak_rss_mb']:.0f} MB")
-        say(f"          by CPU time: {cpu_rate:,.0f} rows/s ({imported['cpu_seconds']:.1f}s), "
-            f"{cpu_ratio:.2f}x the baseline's CPU time")
+        say(
+            f"import:   {rate:,.0f} rows/s ({imported['seconds']:.1f}s), {ratio:.2f}x the baseline's time, "
+            f"peak RSS {imported['peak_rss_mb']:.0f} MB"
+        )
+        say(
+            f"          by CPU time: {cpu_rate:,.0f} rows/s ({imported['cpu_seconds']:.1f}s), "
+            f"{cpu_ratio:.2f}x the baseline's CPU time"
+        )
         in_sqlite = imported["sqlite_insert_seconds"] + imported["sqlite_commit_seconds"]
-        say(f"          of the wall time, {in_sqlite:.1f}s ({in_sqlite / imported['seconds']:.0%}) in SQLite writing the "
+        say(
+            f"          of the wall time, {in_sqlite:.1f}s ({in_sqlite / imported['seconds']:.0%}) in SQLite writing the "
             f"finished rows (executemany {imported['sqlite_insert_seconds']:.1f}s + commit "
-            f"{imported['sqlite_commit_seconds']:.1f}s): {args.rows / in_sqlite:,.0f} rows/s is this schema's floor")
+            f"{imported['sqlite_commit_seconds']:.1f}s): {args.rows / in_sqlite:,.0f} rows/s is this schema's floor"
+        )
         result = {
             "rows": args.rows,
             "import_rows_per_s": round(rate),
@@ -199,7 +228,9 @@ def main(argv: list[str] | None = None) -> dict:
             "baseline_rows_per_cpu_s": round(baseline["rows"] / baseline["cpu_seconds"]),
             "cpu_ratio_to_baseline": round(cpu_ratio, 2),
             "import_peak_rss_mb": round(imported["peak_rss_mb"], 1),
-            "import_sqlite_write_seconds": round(imported["sqlite_insert_seconds"] + imported["sqlite_commit_seconds"], 2),
+            "import_sqlite_write_seconds": round(
+                imported["sqlite_insert_seconds"] + imported["sqlite_commit_seconds"], 2
+            ),
             "baseline_peak_rss_mb": round(baseline["peak_rss_mb"], 1),
         }
         print(json.dumps(result))

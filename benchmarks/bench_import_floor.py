@@ -66,7 +66,12 @@ def _connect(db: Path):  # noqa: ANN202
     import sqlite3
 
     conn = sqlite3.connect(db, isolation_level=None)
-    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", f"cache_size=-{CACHE_KIB}"):
+    for pragma in (
+        "journal_mode=WAL",
+        "synchronous=NORMAL",
+        "foreign_keys=ON",
+        f"cache_size=-{CACHE_KIB}",
+    ):
         conn.execute(f"PRAGMA {pragma}")
     return conn
 
@@ -146,16 +151,25 @@ def child_bare(data: Path, db: Path) -> dict:
             rows.append((r["prompt"], r["chosen"], r["rejected"], r["labeler"]))
     conn = _connect(db)
     conn.execute("CREATE TABLE comparisons (prompt TEXT, chosen TEXT, rejected TEXT, labeler TEXT)")
-    return {"rows": len(rows), "seconds": _timed_write(conn, [("INSERT INTO comparisons VALUES (?, ?, ?, ?)", rows)])}
+    return {
+        "rows": len(rows),
+        "seconds": _timed_write(conn, [("INSERT INTO comparisons VALUES (?, ?, ?, ?)", rows)]),
+    }
 
 
 def child_keyed(data: Path, db: Path) -> dict:
-    rows = [(p.item_key, r["prompt"], r["chosen"], r["rejected"], r["labeler"]) for r, p in _pairs(data)]
+    rows = [
+        (p.item_key, r["prompt"], r["chosen"], r["rejected"], r["labeler"]) for r, p in _pairs(data)
+    ]
     conn = _connect(db)
-    conn.execute("CREATE TABLE comparisons (item_key TEXT NOT NULL UNIQUE, prompt TEXT, chosen TEXT, rejected TEXT, "
-                 "labeler TEXT)")
-    return {"rows": len(rows),
-            "seconds": _timed_write(conn, [("INSERT INTO comparisons VALUES (?, ?, ?, ?, ?)", rows)])}
+    conn.execute(
+        "CREATE TABLE comparisons (item_key TEXT NOT NULL UNIQUE, prompt TEXT, chosen TEXT, rejected TEXT, "
+        "labeler TEXT)"
+    )
+    return {
+        "rows": len(rows),
+        "seconds": _timed_write(conn, [("INSERT INTO comparisons VALUES (?, ?, ?, ?, ?)", rows)]),
+    }
 
 
 MINIMAL_SCHEMA = """
@@ -181,10 +195,26 @@ def child_minimal(data: Path, db: Path, stripped: bool = False, staged: bool = F
     items, judgments = [], []
     for pk, (_, p) in enumerate(_pairs(data), 1):
         (c0, c1), (t0, t1) = p.candidate_keys, p.texts
-        items.append((pk, 1, p.item_key, bytes.fromhex(p.item_hash), p.prompt,
-                      orjson.dumps([[c0, t0], [c1, t1]]).decode()))
-        judgments.append((pk, raters.setdefault(p.rater_key, len(raters) + 1), p.winner, p.strength, p.source,
-                          bytes.fromhex(p.content_hash)))
+        items.append(
+            (
+                pk,
+                1,
+                p.item_key,
+                bytes.fromhex(p.item_hash),
+                p.prompt,
+                orjson.dumps([[c0, t0], [c1, t1]]).decode(),
+            )
+        )
+        judgments.append(
+            (
+                pk,
+                raters.setdefault(p.rater_key, len(raters) + 1),
+                p.winner,
+                p.strength,
+                p.source,
+                bytes.fromhex(p.content_hash),
+            )
+        )
     conn = _connect(db)
     schema = MINIMAL_SCHEMA
     if stripped:
@@ -192,12 +222,22 @@ def child_minimal(data: Path, db: Path, stripped: bool = False, staged: bool = F
         schema = schema.replace("CREATE INDEX ix_judgments_rater ON judgments (rater_pk);", "")
     conn.executescript(schema)
     conn.execute("INSERT INTO projects VALUES (1)")
-    conn.executemany("INSERT INTO raters VALUES (?, 1, ?)", [(pk, key) for key, pk in raters.items()])
-    return _write(conn, db, [
-        ("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)", items),
-        ("INSERT INTO judgments (item_pk, rater_pk, winner, strength, source, content_hash) "
-         "VALUES (?, ?, ?, ?, ?, ?)", judgments),
-    ], staged)
+    conn.executemany(
+        "INSERT INTO raters VALUES (?, 1, ?)", [(pk, key) for key, pk in raters.items()]
+    )
+    return _write(
+        conn,
+        db,
+        [
+            ("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?)", items),
+            (
+                "INSERT INTO judgments (item_pk, rater_pk, winner, strength, source, content_hash) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                judgments,
+            ),
+        ],
+        staged,
+    )
 
 
 def child_stripped(data: Path, db: Path) -> dict:
@@ -234,22 +274,61 @@ def child_preflab(data: Path, db: Path, staged: bool = False) -> dict:
         candidates.append((pk, c0, 0, t0, "model", "{}"))
         candidates.append((pk, c1, 1, t1, "model", "{}"))
         rater = raters.setdefault(p.rater_key, len(raters) + 1)
-        judgments.append((project_pk, pk, rater, "pairwise", p.body_json, p.pair_lo, p.pair_hi, p.score,
-                          p.shown_order_json, 0, p.source, p.content_hash, 1, 0, now))
+        judgments.append(
+            (
+                project_pk,
+                pk,
+                rater,
+                "pairwise",
+                p.body_json,
+                p.pair_lo,
+                p.pair_hi,
+                p.score,
+                p.shown_order_json,
+                0,
+                p.source,
+                p.content_hash,
+                1,
+                0,
+                now,
+            )
+        )
     conn = _connect(db)
-    conn.execute("INSERT INTO import_batches (pk, project_pk, content_hash, sources, format, counts, created_at) "
-                 "VALUES (1, ?, 'x', '[]', 'comparison', '{}', ?)", (project_pk, now))
-    conn.executemany("INSERT INTO raters (pk, project_pk, rater_key, rater_hash, created_at) VALUES (?, ?, ?, ?, ?)",
-                     [(pk, project_pk, key, importer.rater_hash(key, secret), now) for key, pk in raters.items()])
-    return _write(conn, db, [
-        ("INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, batch_pk, created_at) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", items),
-        ("INSERT INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
-         "VALUES (?, ?, ?, ?, ?, ?)", candidates),
-        ("INSERT INTO judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, score, shown_order, "
-         "review_pass, source, content_hash, batch_pk, excluded, created_at) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", judgments),
-    ], staged)
+    conn.execute(
+        "INSERT INTO import_batches (pk, project_pk, content_hash, sources, format, counts, created_at) "
+        "VALUES (1, ?, 'x', '[]', 'comparison', '{}', ?)",
+        (project_pk, now),
+    )
+    conn.executemany(
+        "INSERT INTO raters (pk, project_pk, rater_key, rater_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+        [
+            (pk, project_pk, key, importer.rater_hash(key, secret), now)
+            for key, pk in raters.items()
+        ],
+    )
+    return _write(
+        conn,
+        db,
+        [
+            (
+                "INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, batch_pk, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                items,
+            ),
+            (
+                "INSERT INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                candidates,
+            ),
+            (
+                "INSERT INTO judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, score, shown_order, "
+                "review_pass, source, content_hash, batch_pk, excluded, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                judgments,
+            ),
+        ],
+        staged,
+    )
 
 
 def child_convert(data: Path, db: Path) -> dict:  # noqa: ARG001
@@ -273,17 +352,28 @@ CHILDREN = {
 
 
 def run_child(kind: str, data: Path, db: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run([sys.executable, __file__, "--child", kind, "--data", str(data), "--db", str(db)],
-                         stdout=subprocess.PIPE, env=env, check=True).stdout
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
+    }
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", kind, "--data", str(data), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        env=env,
+        check=True,
+    ).stdout
     return json.loads(out.decode().strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--rate", type=float, default=50_000, help="the target, rows/s (default 50,000)")
-    parser.add_argument("--ratio", type=float, default=3.0, help="the target, times the baseline (default 3)")
+    parser.add_argument(
+        "--rate", type=float, default=50_000, help="the target, rows/s (default 50,000)"
+    )
+    parser.add_argument(
+        "--ratio", type=float, default=3.0, help="the target, times the baseline (default 3)"
+    )
     parser.add_argument("--child", choices=list(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
@@ -308,26 +398,38 @@ def main(argv: list[str] | None = None) -> dict:
             if "stage_seconds" in result:
                 seconds[f"{kind}_stage"] = result["stage_seconds"]
                 staged = f"  (+ {result['stage_seconds']:.1f} s staging the rows)"
-            print(f"  {label:<40} {seconds[kind]:6.1f} s  {args.rows / seconds[kind]:>9,.0f} rows/s  "
-                  f"{ratio:5.2f}x the baseline{staged}", flush=True)
+            print(
+                f"  {label:<40} {seconds[kind]:6.1f} s  {args.rows / seconds[kind]:>9,.0f} rows/s  "
+                f"{ratio:5.2f}x the baseline{staged}",
+                flush=True,
+            )
         budget = min(args.rows / args.rate, args.ratio * seconds["baseline"])
-        print(f"target: at most {budget:.1f} s (>= {args.rate:,.0f} rows/s and <= {args.ratio:g}x the baseline's "
-              f"{seconds['baseline']:.1f} s)")
+        print(
+            f"target: at most {budget:.1f} s (>= {args.rate:,.0f} rows/s and <= {args.ratio:g}x the baseline's "
+            f"{seconds['baseline']:.1f} s)"
+        )
         for kind in ("stripped", "minimal", "preflab"):
             bound = max(seconds[kind], (seconds[kind] + seconds["convert"]) / 2)
             verdict = "within" if bound <= budget else "over"
-            print(f"lower bound with the {kind} layout: {bound:.1f} s = max(write, (write + convert) / 2), "
-                  f"{bound / budget:.2f}x the budget: {verdict} the target before any checking, IPC or pk lookups")
+            print(
+                f"lower bound with the {kind} layout: {bound:.1f} s = max(write, (write + convert) / 2), "
+                f"{bound / budget:.2f}x the budget: {verdict} the target before any checking, IPC or pk lookups"
+            )
         for kind in ("minimal", "preflab"):
             # The binding moved to the converting side: the writer only runs SQLite, the other
             # core parses, hashes and stages.
             c, stage = seconds[f"{kind}_c"], seconds[f"{kind}_c_stage"]
             bound = max(c, (c + stage + seconds["convert"]) / 2)
             verdict = "within" if bound <= budget else "over"
-            print(f"lower bound with the {kind} layout, SQLite alone in the writer: {bound:.1f} s = max(C write, "
-                  f"(C write + staging + convert) / 2), {bound / budget:.2f}x the budget: {verdict} the target")
-        result = {"rows": args.rows, "budget_seconds": round(budget, 2),
-                  **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()}}
+            print(
+                f"lower bound with the {kind} layout, SQLite alone in the writer: {bound:.1f} s = max(C write, "
+                f"(C write + staging + convert) / 2), {bound / budget:.2f}x the budget: {verdict} the target"
+            )
+        result = {
+            "rows": args.rows,
+            "budget_seconds": round(budget, 2),
+            **{f"{k}_seconds": round(v, 2) for k, v in seconds.items()},
+        }
         print(json.dumps(result))
         return result
 

@@ -30,7 +30,9 @@ def data_alpha(n_units, n_raters, per):
     units = np.repeat(np.arange(n_units), per)
     raters = np.concatenate([rng.choice(n_raters, per, replace=False) for _ in range(n_units)])
     truth = rng.integers(1, 6, n_units)
-    vals = np.where(rng.random(len(units)) < 0.7, truth[units], rng.integers(1, 6, len(units))).astype(float)
+    vals = np.where(
+        rng.random(len(units)) < 0.7, truth[units], rng.integers(1, 6, len(units))
+    ).astype(float)
     return units, raters, vals
 
 
@@ -52,7 +54,9 @@ def case(name, size, quick):
             mat = np.full((size[1], size[0]), np.nan)
             mat[raters, units] = vals
             t = time.perf_counter()
-            out["value"] = float(krippendorff.alpha(reliability_data=mat, level_of_measurement="ordinal"))
+            out["value"] = float(
+                krippendorff.alpha(reliability_data=mat, level_of_measurement="ordinal")
+            )
             out["seconds"] = time.perf_counter() - t
     elif name.startswith("ds"):
         n_units, n_raters, per, n_iter = size
@@ -61,12 +65,16 @@ def case(name, size, quick):
         units = np.repeat(np.arange(n_units), per)
         raters = rng.integers(0, n_raters, len(units))
         acc = rng.uniform(0.4, 0.95, n_raters)
-        labels = np.where(rng.random(len(units)) < acc[raters], truth[units], rng.integers(0, 3, len(units)))
+        labels = np.where(
+            rng.random(len(units)) < acc[raters], truth[units], rng.integers(0, 3, len(units))
+        )
         if name == "ds_ours":
             from preflab.quality import dawid_skene
 
             t = time.perf_counter()
-            r = dawid_skene(units, raters, labels, n_iter=n_iter, tol=-np.inf, confusion_prior=0, class_prior=0)  # crowd-kit: no priors
+            r = dawid_skene(
+                units, raters, labels, n_iter=n_iter, tol=-np.inf, confusion_prior=0, class_prior=0
+            )  # crowd-kit: no priors
             out["seconds"] = time.perf_counter() - t
             np.save(os.environ["BENCH_TMP"] + "/ds_ours.npy", r.labels)
         else:
@@ -116,7 +124,9 @@ def case(name, size, quick):
 
 def run(name, size, quick):
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, __file__, "--case", name, "--size", json.dumps(size)] + (["--quick"] if quick else [])
+    cmd = [sys.executable, __file__, "--case", name, "--size", json.dumps(size)] + (
+        ["--quick"] if quick else []
+    )
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -151,11 +161,18 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["BENCH_TMP"] = tmp
         results = {}
-        for group, ours, ref in [("alpha", "alpha_ours", "alpha_ref"), ("ds", "ds_ours", "ds_ref"), ("bt", "bt_ours", "bt_ref")]:
+        for group, ours, ref in [
+            ("alpha", "alpha_ours", "alpha_ref"),
+            ("ds", "ds_ours", "ds_ref"),
+            ("bt", "bt_ours", "bt_ref"),
+        ]:
             if group not in groups:
                 continue
             names = (ours,) if args.skip_ref else (ours, ref)
-            runs = {k: [run(k, sizes[group], args.quick) for _ in range(repeat if k == ours else 1)] for k in names}
+            runs = {
+                k: [run(k, sizes[group], args.quick) for _ in range(repeat if k == ours else 1)]
+                for k in names
+            }
             med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
             row = {"size": sizes[group], "ours_median_s": med[ours]}
             if "cpu_seconds" in runs[ours][0]:
@@ -177,10 +194,18 @@ def main():
                     row["spearman_vs_choix"] = float(spearmanr(a, b)[0])
                 row["converged"] = all(r["converged"] for r in runs[ours])
                 row["bootstrap_s"] = statistics.median(r["bootstrap_seconds"] for r in runs[ours])
-                row["bootstrap_cpu_s"] = statistics.median(r["bootstrap_cpu_seconds"] for r in runs[ours])
+                row["bootstrap_cpu_s"] = statistics.median(
+                    r["bootstrap_cpu_seconds"] for r in runs[ours]
+                )
                 row["bootstrap_rounds"] = sizes[group][2]
             results[group] = row
-            print(f"{group:6s} " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+            print(
+                f"{group:6s} "
+                + " ".join(
+                    f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
+                ),
+                flush=True,
+            )
         print(json.dumps(results))
 
 

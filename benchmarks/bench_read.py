@@ -55,25 +55,41 @@ def generate(path: Path, n_items: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     with open(path, "wb") as f:
         for i in range(n_items):
-            f.write(orjson.dumps({
-                "id": f"itm-{i}",
-                "prompt": f"Question {i}: explain step {i % 997} of the procedure in two sentences, please.",
-                "candidates": [
-                    {"id": "a", "text": f"Step {i % 997} prepares the input; it checks the size and splits it ({i})."},
-                    {"id": "b", "text": f"I am not sure what step {i % 997} does, maybe something with data ({i})."},
-                ],
-            }) + b"\n")
+            f.write(
+                orjson.dumps(
+                    {
+                        "id": f"itm-{i}",
+                        "prompt": f"Question {i}: explain step {i % 997} of the procedure in two sentences, please.",
+                        "candidates": [
+                            {
+                                "id": "a",
+                                "text": f"Step {i % 997} prepares the input; it checks the size and splits it ({i}).",
+                            },
+                            {
+                                "id": "b",
+                                "text": f"I am not sure what step {i % 997} does, maybe something with data ({i}).",
+                            },
+                        ],
+                    }
+                )
+                + b"\n"
+            )
         for i in range(n_items):
             for r in range(RATERS):
                 strength = rng.choice((0, 1, 2, 3))
-                f.write(orjson.dumps({
-                    "kind": "pairwise",
-                    "item_id": f"itm-{i}",
-                    "shown_order": rng.choice((["a", "b"], ["b", "a"])),
-                    "winner": "tie" if strength == 0 else rng.choice("ab"),
-                    "strength": strength,
-                    "provenance": {"rater_id": f"rater-{(i + r) % 50}"},
-                }) + b"\n")
+                f.write(
+                    orjson.dumps(
+                        {
+                            "kind": "pairwise",
+                            "item_id": f"itm-{i}",
+                            "shown_order": rng.choice((["a", "b"], ["b", "a"])),
+                            "winner": "tie" if strength == 0 else rng.choice("ab"),
+                            "strength": strength,
+                            "provenance": {"rater_id": f"rater-{(i + r) % 50}"},
+                        }
+                    )
+                    + b"\n"
+                )
 
 
 def build(workdir: Path, n_items: int) -> tuple[str, float]:
@@ -101,6 +117,7 @@ def child(src: str, url: str, out: str, reader: str) -> None:
     """One export in this (fresh) process; prints ``{"wall", "cpu", "sha256", "rows_out"}``."""
     sys.path.insert(0, src)
     import pyarrow.compute  # noqa: F401
+
     try:  # pyarrow imports pandas on first use when it is installed (~0.5 s): a cost of the process
         import pandas  # noqa: F401
     except ImportError:
@@ -118,13 +135,19 @@ def child(src: str, url: str, out: str, reader: str) -> None:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     engine.dispose()
     digest = hashlib.sha256((Path(out) / "train.parquet").read_bytes()).hexdigest()
-    print(json.dumps({"wall": wall, "cpu": cpu, "sha256": digest, "rows_out": manifest["counts"]["rows_out"]}))
+    print(
+        json.dumps(
+            {"wall": wall, "cpu": cpu, "sha256": digest, "rows_out": manifest["counts"]["rows_out"]}
+        )
+    )
 
 
 def run_child(src: Path, url: str, out: Path, reader: str) -> dict:
     proc = subprocess.run(
         [sys.executable, __file__, "--child", str(src), url, str(out), reader],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode:
         raise SystemExit(f"export ({src}, {reader}) failed:\n{proc.stderr}")
@@ -135,15 +158,23 @@ def run_child(src: Path, url: str, out: Path, reader: str) -> dict:
 def before_src(workdir: Path, rev: str) -> Path:
     """``src/`` of ``rev``, extracted into ``workdir``."""
     target = workdir / f"src-{rev}"
-    archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", rev, "src"], capture_output=True, check=True)
+    archive = subprocess.run(
+        ["git", "-C", str(HERE.parent), "archive", rev, "src"], capture_output=True, check=True
+    )
     target.mkdir()
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
     return target / "src"
 
 
-def bench(workdir: Path, n_items: int, repeats: int, variants: list[str], old_src: Path | None) -> dict:
+def bench(
+    workdir: Path, n_items: int, repeats: int, variants: list[str], old_src: Path | None
+) -> dict:
     url, import_s = build(workdir, n_items)
-    plan = {"before": (old_src, "default"), "after": (SRC, "default"), "validated": (SRC, "validated")}
+    plan = {
+        "before": (old_src, "default"),
+        "after": (SRC, "default"),
+        "validated": (SRC, "validated"),
+    }
     runs: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu": []} for v in variants}
     digests, rows_out = set(), set()
     for k in range(repeats):
@@ -156,8 +187,13 @@ def bench(workdir: Path, n_items: int, repeats: int, variants: list[str], old_sr
             rows_out.add(r["rows_out"])
     if len(digests) != 1:
         raise SystemExit(f"variants wrote different Parquet files: {digests}")
-    result: dict = {"items": n_items, "judgments": RATERS * n_items, "rows_out": rows_out.pop(),
-                    "import_s": round(import_s, 2), "repeats": repeats}
+    result: dict = {
+        "items": n_items,
+        "judgments": RATERS * n_items,
+        "rows_out": rows_out.pop(),
+        "import_s": round(import_s, 2),
+        "repeats": repeats,
+    }
     for v in variants:
         result[v] = {
             "wall_s": [round(x, 3) for x in runs[v]["wall"]],
@@ -166,8 +202,12 @@ def bench(workdir: Path, n_items: int, repeats: int, variants: list[str], old_sr
             "median_cpu_s": round(statistics.median(runs[v]["cpu"]), 3),
         }
     if {"before", "after"} <= set(variants):
-        result["speedup_wall"] = round(result["before"]["median_wall_s"] / result["after"]["median_wall_s"], 2)
-        result["speedup_cpu"] = round(result["before"]["median_cpu_s"] / result["after"]["median_cpu_s"], 2)
+        result["speedup_wall"] = round(
+            result["before"]["median_wall_s"] / result["after"]["median_wall_s"], 2
+        )
+        result["speedup_cpu"] = round(
+            result["before"]["median_cpu_s"] / result["after"]["median_cpu_s"], 2
+        )
     return result
 
 
@@ -180,7 +220,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--items", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--variants", nargs="+", default=["before", "after"], choices=VARIANTS)
-    parser.add_argument("--before-rev", default=BEFORE_REV, help=f"git revision of 'before' (default {BEFORE_REV})")
+    parser.add_argument(
+        "--before-rev", default=BEFORE_REV, help=f"git revision of 'before' (default {BEFORE_REV})"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a temporary one)")
     args = parser.parse_args(argv)
@@ -191,15 +233,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for n in args.items:
             r = bench(workdir, n, args.repeats, args.variants, old_src)
             results.append(r)
-            print(f"{n:,} items x {RATERS} raters (SQLite -> export_project -> Parquet, {r['rows_out']:,} rows), "
-                  f"median of {args.repeats}:")
+            print(
+                f"{n:,} items x {RATERS} raters (SQLite -> export_project -> Parquet, {r['rows_out']:,} rows), "
+                f"median of {args.repeats}:"
+            )
             for v in args.variants:
                 x = r[v]
-                print(f"  {v:9s} wall {x['median_wall_s']:8.3f} s  cpu {x['median_cpu_s']:8.3f} s"
-                      f"   wall runs {x['wall_s']}  cpu runs {x['cpu_s']}")
+                print(
+                    f"  {v:9s} wall {x['median_wall_s']:8.3f} s  cpu {x['median_cpu_s']:8.3f} s"
+                    f"   wall runs {x['wall_s']}  cpu runs {x['cpu_s']}"
+                )
             if "speedup_wall" in r:
-                print(f"  speedup   wall {r['speedup_wall']:.2f}x  cpu {r['speedup_cpu']:.2f}x   (target >= 5x)",
-                      flush=True)
+                print(
+                    f"  speedup   wall {r['speedup_wall']:.2f}x  cpu {r['speedup_cpu']:.2f}x   (target >= 5x)",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:

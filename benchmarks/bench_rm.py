@@ -65,7 +65,14 @@ def hh_pairs(path: Path) -> list[Pair]:
             if ic < 0 or c[:ic] != r[:ir]:
                 continue  # the two conversations differ before the last reply
             cut = ic + len(ASSISTANT)
-            pairs.append(Pair(c[:cut].strip(), c[cut:].strip(), r[ir + len(ASSISTANT):].strip(), domain="harmless"))
+            pairs.append(
+                Pair(
+                    c[:cut].strip(),
+                    c[cut:].strip(),
+                    r[ir + len(ASSISTANT) :].strip(),
+                    domain="harmless",
+                )
+            )
     return pairs
 
 
@@ -80,8 +87,21 @@ def pandalm_pairs(path: Path) -> list[Pair]:
         if count < 2 or label == 0:
             continue
         prompt = row["instruction"] + ("\n\n" + row["input"] if row["input"] else "")
-        chosen, rejected = (row["response1"], row["response2"]) if label == 1 else (row["response2"], row["response1"])
-        pairs.append(Pair(prompt, chosen, rejected, domain=row["motivation_app"].lower(), agreement=count / 3, n_raters=3))
+        chosen, rejected = (
+            (row["response1"], row["response2"])
+            if label == 1
+            else (row["response2"], row["response1"])
+        )
+        pairs.append(
+            Pair(
+                prompt,
+                chosen,
+                rejected,
+                domain=row["motivation_app"].lower(),
+                agreement=count / 3,
+                n_raters=3,
+            )
+        )
     return pairs
 
 
@@ -117,8 +137,15 @@ def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> N
     start, cpu = time.perf_counter(), _cpu_seconds()
     result = train_reward_model(PairSource(pairs, {}, None, "bench"), Path(out), settings=settings)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
-    queue.put({"seconds": seconds, "cpu_seconds": cpu, "pairs": result.card["split"]["train_pairs"],
-               "steps": result.card["training"]["steps"], "peak_rss_mb": _peak_rss_mb()})
+    queue.put(
+        {
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "pairs": result.card["split"]["train_pairs"],
+            "steps": result.card["training"]["steps"],
+            "peak_rss_mb": _peak_rss_mb(),
+        }
+    )
 
 
 def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:  # noqa: ANN001
@@ -142,13 +169,24 @@ def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
     args = reward_config(Path(out), settings)
     if tokenizer.eos_token is None:
         args.eos_token = tokenizer.sep_token
-    dataset = datasets.Dataset.from_list([{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in train])
-    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    dataset = datasets.Dataset.from_list(
+        [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in train]
+    )
+    trainer = RewardTrainer(
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer
+    )
     trainer.train()
     trainer.save_model(out)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
-    queue.put({"seconds": seconds, "cpu_seconds": cpu, "pairs": len(trainer.train_dataset),
-               "steps": trainer.state.global_step, "peak_rss_mb": _peak_rss_mb()})
+    queue.put(
+        {
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "pairs": len(trainer.train_dataset),
+            "steps": trainer.state.global_step,
+            "peak_rss_mb": _peak_rss_mb(),
+        }
+    )
 
 
 def _in_process(target, *args) -> dict:  # noqa: ANN001
@@ -166,17 +204,30 @@ def fitting_pairs(pairs: list[Pair], max_length: int) -> list[Pair]:
     from preflab.train.reward_model import default_backbone, load_backbone
 
     tokenizer, _ = load_backbone(default_backbone())
-    fits = [p for p in pairs if not (encode(tokenizer, p.prompt, p.chosen, max_length).truncated
-                                     or encode(tokenizer, p.prompt, p.rejected, max_length).truncated)]
+    fits = [
+        p
+        for p in pairs
+        if not (
+            encode(tokenizer, p.prompt, p.chosen, max_length).truncated
+            or encode(tokenizer, p.prompt, p.rejected, max_length).truncated
+        )
+    ]
     return fits
 
 
 def speed(pairs: list[Pair], args: argparse.Namespace) -> dict:
     fits = fitting_pairs(pairs, args.max_length)
-    dropped = {n: 1 - len(fitting_pairs(pairs, n)) / len(pairs) for n in sorted({args.max_length, 256})}
+    dropped = {
+        n: 1 - len(fitting_pairs(pairs, n)) / len(pairs) for n in sorted({args.max_length, 256})
+    }
     chosen = sample(fits, args.speed_pairs, args.seed)
-    settings = {"max_length": args.max_length, "epochs": args.epochs, "batch_size": args.batch_size,
-                "progress": False, "logging_steps": 1000}
+    settings = {
+        "max_length": args.max_length,
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "progress": False,
+        "logging_steps": 1000,
+    }
     runs: dict[str, list[dict]] = {"preflab": [], "trl": []}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.repeats):
@@ -185,12 +236,22 @@ def speed(pairs: list[Pair], args: argparse.Namespace) -> dict:
                 runs[name].append(_in_process(target, chosen, settings, f"{tmp}/{name}{k}"))
     best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
     rate = {name: b["pairs"] * args.epochs / b["seconds"] for name, b in best.items()}
-    cpu_rate = {name: min(x["pairs"] * args.epochs / x["cpu_seconds"] for x in r) for name, r in runs.items()}
-    return {"pairs": len(chosen), "max_length": args.max_length, "epochs": args.epochs,
-            "trl_would_drop_share": dropped, "runs": runs,
-            "pairs_per_s": rate, "ratio": rate["preflab"] / rate["trl"],
-            "pairs_per_cpu_s": cpu_rate, "cpu_ratio": cpu_rate["preflab"] / cpu_rate["trl"],
-            "peak_rss_mb": {name: b["peak_rss_mb"] for name, b in best.items()}}
+    cpu_rate = {
+        name: min(x["pairs"] * args.epochs / x["cpu_seconds"] for x in r)
+        for name, r in runs.items()
+    }
+    return {
+        "pairs": len(chosen),
+        "max_length": args.max_length,
+        "epochs": args.epochs,
+        "trl_would_drop_share": dropped,
+        "runs": runs,
+        "pairs_per_s": rate,
+        "ratio": rate["preflab"] / rate["trl"],
+        "pairs_per_cpu_s": cpu_rate,
+        "cpu_ratio": cpu_rate["preflab"] / cpu_rate["trl"],
+        "peak_rss_mb": {name: b["peak_rss_mb"] for name, b in best.items()},
+    }
 
 
 # -- accuracy ---------------------------------------------------------------------------------
@@ -207,15 +268,34 @@ def accuracy(name: str, pairs: list[Pair], args: argparse.Namespace) -> dict:
         if parity and args.skip_parity:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            settings = RMSettings(max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
-                                  length_parity=parity, seed=args.seed, progress=False, logging_steps=1000)
+            settings = RMSettings(
+                max_length=args.max_length,
+                epochs=args.epochs,
+                batch_size=args.batch_size,
+                length_parity=parity,
+                seed=args.seed,
+                progress=False,
+                logging_steps=1000,
+            )
             start = time.perf_counter()
-            card = train_reward_model(PairSource(pairs, {}, None, name), Path(tmp), settings=settings).card
-            train, held = read_pairs(Path(tmp) / "split/train.jsonl"), read_pairs(Path(tmp) / "split/heldout.jsonl")
+            card = train_reward_model(
+                PairSource(pairs, {}, None, name), Path(tmp), settings=settings
+            ).card
+            train, held = (
+                read_pairs(Path(tmp) / "split/train.jsonl"),
+                read_pairs(Path(tmp) / "split/heldout.jsonl"),
+            )
             scorer = RewardScorer(Path(tmp))
             rc = scorer.score([p.prompt for p in held], [p.chosen for p in held])
             rr = scorer.score([p.prompt for p in held], [p.rejected for p in held])
-            report = evaluate_pairs(held, train, reward_chosen=rc, reward_rejected=rr, length=scorer.length, seed=args.seed)
+            report = evaluate_pairs(
+                held,
+                train,
+                reward_chosen=rc,
+                reward_rejected=rr,
+                length=scorer.length,
+                seed=args.seed,
+            )
             report["seconds"] = time.perf_counter() - start
             report["truncated_pairs"] = card["truncated_pairs"]
             report["train_pairs"] = card["split"]["train_pairs"]
@@ -236,16 +316,26 @@ def print_accuracy(name: str, result: dict) -> None:
         if variant not in result:
             continue
         r = result[variant]
-        methods = r["methods"] if variant == "default" else {"reward_model": r["methods"]["reward_model"]}
+        methods = (
+            r["methods"] if variant == "default" else {"reward_model": r["methods"]["reward_model"]}
+        )
         for key, m in methods.items():
-            label = {"reward_model": f"MiniLM RM ({variant})", "longer_wins": "longer wins",
-                     "shorter_wins": "shorter wins", "tfidf_lr": "TF-IDF + LR"}[key]
-            print(f"  {label:<26}{_acc(m):>9}   [{m['low']:.3f}, {m['high']:.3f}]"
-                  f"{_acc(m, 'chosen longer'):>12}{_acc(m, 'chosen shorter'):>12}")
-        print(f"    ({variant}: {r['train_pairs']} train / {r['n_heldout']} held-out pairs, {r['truncated_pairs']} "
-              f"truncated, {r['seconds']:.0f} s; Spearman(reward, length) "
-              f"{(r['spearman_reward_length'] or {}).get('rho', float('nan')):.3f}; "
-              f"ECE {r['calibration']['reward_model']['ece']:.3f})")
+            label = {
+                "reward_model": f"MiniLM RM ({variant})",
+                "longer_wins": "longer wins",
+                "shorter_wins": "shorter wins",
+                "tfidf_lr": "TF-IDF + LR",
+            }[key]
+            print(
+                f"  {label:<26}{_acc(m):>9}   [{m['low']:.3f}, {m['high']:.3f}]"
+                f"{_acc(m, 'chosen longer'):>12}{_acc(m, 'chosen shorter'):>12}"
+            )
+        print(
+            f"    ({variant}: {r['train_pairs']} train / {r['n_heldout']} held-out pairs, {r['truncated_pairs']} "
+            f"truncated, {r['seconds']:.0f} s; Spearman(reward, length) "
+            f"{(r['spearman_reward_length'] or {}).get('rho', float('nan')):.3f}; "
+            f"ECE {r['calibration']['reward_model']['ece']:.3f})"
+        )
 
 
 def main() -> int:
@@ -266,21 +356,34 @@ def main() -> int:
 
     missing = [f for f in (HH_FILE, PANDALM_FILE) if not (args.data_dir / f).is_file()]
     if missing:
-        print(f"error: {', '.join(missing)} not found in {args.data_dir}; pass --data-dir DIR holding the shared "
-              "data sets (see ../shared/data/README.md)", file=sys.stderr)
+        print(
+            f"error: {', '.join(missing)} not found in {args.data_dir}; pass --data-dir DIR holding the shared "
+            "data sets (see ../shared/data/README.md)",
+            file=sys.stderr,
+        )
         return 2
     hh = hh_pairs(args.data_dir / HH_FILE)
     panda = pandalm_pairs(args.data_dir / PANDALM_FILE)
-    results: dict = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
+    results: dict = {
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    }
     if not args.skip_speed:
         s = results["speed"] = speed(hh, args)
-        print(f"speed ({s['pairs']} hh-rlhf pairs fitting {s['max_length']} tokens, {s['epochs']} epoch(s)):")
+        print(
+            f"speed ({s['pairs']} hh-rlhf pairs fitting {s['max_length']} tokens, {s['epochs']} epoch(s)):"
+        )
         for name in ("preflab", "trl"):
-            print(f"  {name:<8} {s['pairs_per_s'][name]:7.2f} pairs/s wall  {s['pairs_per_cpu_s'][name]:7.2f} pairs/CPU-s"
-                  f"   peak RSS {s['peak_rss_mb'][name]:7.0f} MB")
-        print(f"  ratio preflab/TRL: {s['ratio']:.3f} wall, {s['cpu_ratio']:.3f} CPU (target >= 0.95)")
+            print(
+                f"  {name:<8} {s['pairs_per_s'][name]:7.2f} pairs/s wall  {s['pairs_per_cpu_s'][name]:7.2f} pairs/CPU-s"
+                f"   peak RSS {s['peak_rss_mb'][name]:7.0f} MB"
+            )
+        print(
+            f"  ratio preflab/TRL: {s['ratio']:.3f} wall, {s['cpu_ratio']:.3f} CPU (target >= 0.95)"
+        )
         for n, share in s["trl_would_drop_share"].items():
-            print(f"  TRL's max_length={n} filter would drop {share:.1%} of hh-rlhf harmless (preflab truncates them)")
+            print(
+                f"  TRL's max_length={n} filter would drop {share:.1%} of hh-rlhf harmless (preflab truncates them)"
+            )
     if not args.skip_accuracy:
         for name, pairs in (("hh-rlhf harmless", hh), ("PandaLM", panda)):
             results[name] = accuracy(name, sample(pairs, args.accuracy_pairs, args.seed), args)

@@ -84,17 +84,27 @@ def seed(url: str, raters: int, items: int) -> list[str]:
     db = Database(url, pool_size=2, max_overflow=2)
     tokens = []
     with db.writing() as s:
-        proj = P.create_project(s, "bench", kinds=["pairwise"], policy={"overlap_share": 0.2, "overlap_k": 3})
+        proj = P.create_project(
+            s, "bench", kinds=["pairwise"], policy={"overlap_share": 0.2, "overlap_k": 3}
+        )
         for i in range(raters):
             user = User(username=f"bench{i:04d}", display_name="bench")
             s.add(user)
             s.flush()
             set_membership(s, proj, user, "rater")
             tokens.append(create_api_token(s, user)[0])
-    P.import_items(db, "bench", [
-        {"id": f"b{i:06d}", "prompt": f"Prompt {i}", "candidates": [{"id": "x", "text": f"x{i}"}, {"id": "y", "text": f"y{i}"}]}
-        for i in range(items)
-    ])
+    P.import_items(
+        db,
+        "bench",
+        [
+            {
+                "id": f"b{i:06d}",
+                "prompt": f"Prompt {i}",
+                "candidates": [{"id": "x", "text": f"x{i}"}, {"id": "y", "text": f"y{i}"}],
+            }
+            for i in range(items)
+        ],
+    )
     db.dispose()
     return tokens
 
@@ -112,10 +122,14 @@ class Rater:
     def __init__(self, host: str, port: int, token: str, project: str, rng: random.Random) -> None:
         self.host, self.port, self.rng = host, port, rng
         auth = f"Authorization: Bearer {token}\r\n"
-        self.next_req = (f"POST /api/v1/projects/{project}/assignments/next HTTP/1.1\r\nHost: {host}\r\n{auth}"
-                         "Content-Length: 0\r\n\r\n").encode()
-        self.submit_head = (f"POST /api/v1/projects/{project}/judgments HTTP/1.1\r\nHost: {host}\r\n{auth}"
-                            "Content-Type: application/json\r\nContent-Length: ").encode()
+        self.next_req = (
+            f"POST /api/v1/projects/{project}/assignments/next HTTP/1.1\r\nHost: {host}\r\n{auth}"
+            "Content-Length: 0\r\n\r\n"
+        ).encode()
+        self.submit_head = (
+            f"POST /api/v1/projects/{project}/judgments HTTP/1.1\r\nHost: {host}\r\n{auth}"
+            "Content-Type: application/json\r\nContent-Length: "
+        ).encode()
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -141,7 +155,7 @@ class Rater:
             i = head.lower().find(b"content-length:")
             if i < 0:
                 raise BadResponse(f"no content-length: {head[:200]!r}")
-        length = int(head[i + 15:head.index(b"\r\n", i)])
+        length = int(head[i + 15 : head.index(b"\r\n", i)])
         body = await self.reader.readexactly(length) if length else b""
         return status, body
 
@@ -155,14 +169,24 @@ class Rater:
         i = body.find(b'"assignment_id":"')
         if i < 0:
             raise BadResponse(f"next: no task: {body[:300]!r}")
-        lease = body[i + 17:body.index(b'"', i + 17)]
+        lease = body[i + 17 : body.index(b'"', i + 17)]
         t1 = time.perf_counter()
         rng = self.rng
-        payload = (b'{"assignment_id":"' + lease + b'","idempotency_key":"' + uuid.uuid4().hex.encode()
-                   + b'","judgment":{"kind":"pairwise","winner":"' + rng.choice((b"a", b"b"))
-                   + b'","strength":' + str(rng.randint(1, 3)).encode() + b',"rationale":"' + RATIONALE.encode()
-                   + b'"},"telemetry":{"active_ms":' + str(rng.randint(2000, 60000)).encode()
-                   + b',"typed_chars":46}}')
+        payload = (
+            b'{"assignment_id":"'
+            + lease
+            + b'","idempotency_key":"'
+            + uuid.uuid4().hex.encode()
+            + b'","judgment":{"kind":"pairwise","winner":"'
+            + rng.choice((b"a", b"b"))
+            + b'","strength":'
+            + str(rng.randint(1, 3)).encode()
+            + b',"rationale":"'
+            + RATIONALE.encode()
+            + b'"},"telemetry":{"active_ms":'
+            + str(rng.randint(2000, 60000)).encode()
+            + b',"typed_chars":46}}'
+        )
         self.writer.write(self.submit_head + str(len(payload)).encode() + b"\r\n\r\n" + payload)
         status, body = await self._response()
         if status != 201 or not body.startswith(b'{"judgment_id":') or not body[15:16].isdigit():
@@ -177,17 +201,28 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q * (len(values) - 1)))] * 1000
 
 
-def _figures(ok: int, elapsed: float, lat_fetch: list, lat_submit: list, lat_cycle: list, errors: list) -> dict:
-    return {"submissions": ok, "errors": len(errors), "seconds": round(elapsed, 2),
-            "submissions_per_s": round(ok / elapsed, 1) if elapsed > 0 else 0.0,
-            "fetch_p50_ms": round(pct(lat_fetch, 0.5), 1), "fetch_p99_ms": round(pct(lat_fetch, 0.99), 1),
-            "submit_p50_ms": round(pct(lat_submit, 0.5), 1), "submit_p99_ms": round(pct(lat_submit, 0.99), 1),
-            "cycle_p50_ms": round(pct(lat_cycle, 0.5), 1), "cycle_p99_ms": round(pct(lat_cycle, 0.99), 1),
-            "cycle_max_ms": round(max(lat_cycle) * 1000, 1) if lat_cycle else None,
-            "first_error": errors[0] if errors else None}
+def _figures(
+    ok: int, elapsed: float, lat_fetch: list, lat_submit: list, lat_cycle: list, errors: list
+) -> dict:
+    return {
+        "submissions": ok,
+        "errors": len(errors),
+        "seconds": round(elapsed, 2),
+        "submissions_per_s": round(ok / elapsed, 1) if elapsed > 0 else 0.0,
+        "fetch_p50_ms": round(pct(lat_fetch, 0.5), 1),
+        "fetch_p99_ms": round(pct(lat_fetch, 0.99), 1),
+        "submit_p50_ms": round(pct(lat_submit, 0.5), 1),
+        "submit_p99_ms": round(pct(lat_submit, 0.99), 1),
+        "cycle_p50_ms": round(pct(lat_cycle, 0.5), 1),
+        "cycle_p99_ms": round(pct(lat_cycle, 0.99), 1),
+        "cycle_max_ms": round(max(lat_cycle) * 1000, 1) if lat_cycle else None,
+        "first_error": errors[0] if errors else None,
+    }
 
 
-async def drive(host: str, port: int, tokens: list[str], submissions: int, mode: str, rate: float) -> dict:
+async def drive(
+    host: str, port: int, tokens: list[str], submissions: int, mode: str, rate: float
+) -> dict:
     """``submissions`` measured cycles after one warm-up cycle per rater."""
     raters = [Rater(host, port, t, "bench", random.Random(i)) for i, t in enumerate(tokens)]
     for r in raters:  # connect one at a time (a burst of 200 SYNs can overflow the backlog)
@@ -263,14 +298,24 @@ def _wait_healthy(host: str, port: int, proc: subprocess.Popen, timeout: float =
     raise RuntimeError("server did not start")
 
 
-def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path, mode: str, rate: float,
-            pin: bool) -> dict:
+def run_one(
+    db: str,
+    raters: int,
+    submissions: int,
+    workers: int,
+    tmp: Path,
+    mode: str,
+    rate: float,
+    pin: bool,
+) -> dict:
     if db == "sqlite":
         url = f"sqlite:///{tmp / f'bench-{mode}-{raters}.db'}"
     elif db == "postgres":
         admin = os.environ.get("PREFLAB_TEST_PG_URL")
         if not admin:
-            raise SystemExit("--db postgres needs PREFLAB_TEST_PG_URL (run under scripts/with-postgres.sh)")
+            raise SystemExit(
+                "--db postgres needs PREFLAB_TEST_PG_URL (run under scripts/with-postgres.sh)"
+            )
         url = fresh_pg_database(admin)
     else:
         url = db
@@ -278,14 +323,33 @@ def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path, mod
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     cores = sorted(os.sched_getaffinity(0))
-    server_cores, client_cores = (cores[:-1], cores[-1:]) if pin and len(cores) > 1 else (cores, cores)
+    server_cores, client_cores = (
+        (cores[:-1], cores[-1:]) if pin and len(cores) > 1 else (cores, cores)
+    )
     log = open(tmp / f"server-{port}.log", "w")  # noqa: SIM115
     own_affinity = os.sched_getaffinity(0)
     if pin:  # the server (and the workers it forks) inherit this
         os.sched_setaffinity(0, server_cores)
-    proc = subprocess.Popen([sys.executable, "-m", "preflab.server", "serve", "--db", url, "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", str(workers)], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "preflab.server",
+            "serve",
+            "--db",
+            url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     os.sched_setaffinity(0, own_affinity)
     try:
         _wait_healthy("127.0.0.1", port, proc)
@@ -296,7 +360,9 @@ def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path, mod
         load0 = os.getloadavg()[0]
         figures = asyncio.run(drive("127.0.0.1", port, tokens, submissions, mode, rate))
         server_cpu, client_cpu = cpu_s(proc.pid) - server_cpu0, time.process_time() - client_cpu0
-        done = figures["submissions"] + (raters if figures["submissions"] else 0)  # + warm-up cycles
+        done = figures["submissions"] + (
+            raters if figures["submissions"] else 0
+        )  # + warm-up cycles
         if done:
             # CPU per fetch+submit cycle: wall figures on a shared 2-core box depend on what else
             # runs; CPU time per cycle does much less.
@@ -308,9 +374,17 @@ def run_one(db: str, raters: int, submissions: int, workers: int, tmp: Path, mod
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
         log.close()
-    return {"db": db.split("://")[0], "mode": mode, "raters": raters, "workers": workers,
-            "offered_per_s": rate if mode == "open" else None,
-            "pinned": f"server cpus {server_cores}, load generator cpus {client_cores}" if pin else "no", **figures}
+    return {
+        "db": db.split("://")[0],
+        "mode": mode,
+        "raters": raters,
+        "workers": workers,
+        "offered_per_s": rate if mode == "open" else None,
+        "pinned": f"server cpus {server_cores}, load generator cpus {client_cores}"
+        if pin
+        else "no",
+        **figures,
+    }
 
 
 def _plan(args) -> list[tuple[str, int, str, int]]:  # noqa: ANN001
@@ -328,27 +402,49 @@ def _plan(args) -> list[tuple[str, int, str, int]]:  # noqa: ANN001
 
 def print_ratios(rows: list[dict]) -> None:
     """PostgreSQL's closed-loop saturation against SQLite's in the same run (issue 10: >= 0.5x)."""
-    base = {r["raters"]: r["submissions_per_s"] for r in rows
-            if r["db"] == "sqlite" and r["mode"] == "closed" and r["submissions_per_s"]}
+    base = {
+        r["raters"]: r["submissions_per_s"]
+        for r in rows
+        if r["db"] == "sqlite" and r["mode"] == "closed" and r["submissions_per_s"]
+    }
     for r in rows:
         if r["db"] != "sqlite" and r["mode"] == "closed" and r["raters"] in base:
-            print(f"ratio {r['db']}/sqlite closed loop, raters={r['raters']} workers={r['workers']}: "
-                  f"{r['submissions_per_s'] / base[r['raters']]:.2f}x")
+            print(
+                f"ratio {r['db']}/sqlite closed loop, raters={r['raters']} workers={r['workers']}: "
+                f"{r['submissions_per_s'] / base[r['raters']]:.2f}x"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", nargs="+", default=["sqlite"],
-                    help="sqlite, postgres, or a database URL; several: run each in turn and print the ratios")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--db",
+        nargs="+",
+        default=["sqlite"],
+        help="sqlite, postgres, or a database URL; several: run each in turn and print the ratios",
+    )
     ap.add_argument("--raters", type=int, nargs="+", default=[50, 200])
     ap.add_argument("--submissions", type=int, default=5000, help="measured cycles per run")
-    ap.add_argument("--rate", type=float, default=525.0,
-                    help="offered cycles/s of the open-loop run (a little over the 500/s target: a finite "
-                         "schedule ends with its last cycle in flight, so exactly 500 offered reads 499.9)")
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=525.0,
+        help="offered cycles/s of the open-loop run (a little over the 500/s target: a finite "
+        "schedule ends with its last cycle in flight, so exactly 500 offered reads 499.9)",
+    )
     ap.add_argument("--modes", nargs="+", choices=["open", "closed"], default=["open", "closed"])
-    ap.add_argument("--workers", type=int, nargs="+", default=None,
-                    help="default: 1 on SQLite, 2 on PostgreSQL; several: one run each (PostgreSQL)")
-    ap.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin server and client to cores")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=None,
+        help="default: 1 on SQLite, 2 on PostgreSQL; several: one run each (PostgreSQL)",
+    )
+    ap.add_argument(
+        "--no-pin", dest="pin", action="store_false", help="do not pin server and client to cores"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -361,16 +457,21 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for db, n, mode, workers in _plan(args):
             if True:  # (one indentation level kept: the printing below is unchanged)
-                rows.append(run_one(db, n, args.submissions, workers, Path(tmp), mode, args.rate, args.pin))
+                rows.append(
+                    run_one(db, n, args.submissions, workers, Path(tmp), mode, args.rate, args.pin)
+                )
                 if not args.json:
                     r = rows[-1]
                     offered = f" offered {r['offered_per_s']:.0f}/s" if r["mode"] == "open" else ""
-                    print(f"{r['db']:>8} {r['mode']:>6}{offered} raters={r['raters']:>4} workers={r['workers']} "
-                          f"{r['submissions']} submissions in {r['seconds']} s: {r['submissions_per_s']}/s, "
-                          f"cycle p50 {r['cycle_p50_ms']} ms p99 {r['cycle_p99_ms']} ms max {r['cycle_max_ms']} ms, "
-                          f"submit p50 {r['submit_p50_ms']} p99 {r['submit_p99_ms']} ms, errors {r['errors']}, "
-                          f"CPU ms/cycle server {r.get('server_cpu_ms_per_cycle')} client {r.get('client_cpu_ms_per_cycle')}, "
-                          f"load {r['loadavg_1m']}, pinned: {r['pinned']}", flush=True)
+                    print(
+                        f"{r['db']:>8} {r['mode']:>6}{offered} raters={r['raters']:>4} workers={r['workers']} "
+                        f"{r['submissions']} submissions in {r['seconds']} s: {r['submissions_per_s']}/s, "
+                        f"cycle p50 {r['cycle_p50_ms']} ms p99 {r['cycle_p99_ms']} ms max {r['cycle_max_ms']} ms, "
+                        f"submit p50 {r['submit_p50_ms']} p99 {r['submit_p99_ms']} ms, errors {r['errors']}, "
+                        f"CPU ms/cycle server {r.get('server_cpu_ms_per_cycle')} client {r.get('client_cpu_ms_per_cycle')}, "
+                        f"load {r['loadavg_1m']}, pinned: {r['pinned']}",
+                        flush=True,
+                    )
                     if r["first_error"]:
                         print(f"    first error: {r['first_error']}", flush=True)
     target = [r for r in rows if r["db"] == "sqlite" and r["mode"] == "open" and r["raters"] == 200]
@@ -381,9 +482,11 @@ def main(argv: list[str] | None = None) -> int:
     elif target:
         r = target[0]
         met = r["submissions_per_s"] >= 500 and r["cycle_p99_ms"] <= 100
-        print(f"target (>= 500 submissions/s with p99 <= 100 ms at 200 raters on SQLite, open loop): "
-              f"{r['submissions_per_s']}/s, cycle p99 {r['cycle_p99_ms']} ms, submit p99 {r['submit_p99_ms']} ms: "
-              f"{'met' if met else 'NOT met'}")
+        print(
+            f"target (>= 500 submissions/s with p99 <= 100 ms at 200 raters on SQLite, open loop): "
+            f"{r['submissions_per_s']}/s, cycle p99 {r['cycle_p99_ms']} ms, submit p99 {r['submit_p99_ms']} ms: "
+            f"{'met' if met else 'NOT met'}"
+        )
     return 0 if all(r["errors"] == 0 and r["submissions"] for r in rows) else 1
 
 

@@ -49,8 +49,12 @@ def bare_pytest(task: CodeTask, solution: str) -> float:
         (box / task.solution_path).write_text(solution)
         files = sorted({n.split("::")[0] for n in [*task.f2p, *task.p2p]})
         env = {**os.environ, "PYTHONPATH": str(box), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        subprocess.run([sys.executable, "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        *files], cwd=box, capture_output=True, env=env)
+        subprocess.run(
+            [sys.executable, "-B", "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+            cwd=box,
+            capture_output=True,
+            env=env,
+        )
     return time.perf_counter() - started
 
 
@@ -69,8 +73,11 @@ def main() -> None:
 
     tasks = load_tasks(EXAMPLES / "tasks.jsonl")
     submissions = load_solutions(EXAMPLES / "solutions.jsonl", tasks)
-    code_pairs = [(tasks[s.task_id], extract_code(s.completion)) for s in submissions
-                  if isinstance(tasks[s.task_id], CodeTask) and isinstance(s.completion, str)]
+    code_pairs = [
+        (tasks[s.task_id], extract_code(s.completion))
+        for s in submissions
+        if isinstance(tasks[s.task_id], CodeTask) and isinstance(s.completion, str)
+    ]
     ours, bare = [], []
     for _ in range(args.repeats):
         for task, solution in code_pairs:  # alternate, so drift on a shared machine hits both

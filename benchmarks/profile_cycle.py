@@ -37,7 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-BODY = {"kind": "pairwise", "winner": "a", "strength": 2, "rationale": "The chosen answer is correct and more concise."}
+BODY = {
+    "kind": "pairwise",
+    "winner": "a",
+    "strength": 2,
+    "rationale": "The chosen answer is correct and more concise.",
+}
 
 
 def asgi_driver(app, tokens: list[str]):
@@ -45,11 +50,25 @@ def asgi_driver(app, tokens: list[str]):
     loop = asyncio.new_event_loop()
 
     async def call(path: str, token: str, body: bytes) -> tuple[int, bytes]:
-        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-                 "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-                 "root_path": "", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5000),
-                 "headers": [(b"host", b"127.0.0.1:8000"), (b"authorization", f"Bearer {token}".encode()),
-                             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "server": ("127.0.0.1", 8000),
+            "client": ("127.0.0.1", 5000),
+            "headers": [
+                (b"host", b"127.0.0.1:8000"),
+                (b"authorization", f"Bearer {token}".encode()),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
         sent = False
         out: dict = {"status": 0, "body": b""}
 
@@ -75,8 +94,14 @@ def asgi_driver(app, tokens: list[str]):
         status, body = await call("/api/v1/projects/bench/assignments/next", token, b"")
         assert status == 200, body
         task = orjson.loads(body)["task"]
-        payload = orjson.dumps({"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex,
-                                "judgment": BODY, "telemetry": {"active_ms": 5000, "typed_chars": 46}})
+        payload = orjson.dumps(
+            {
+                "assignment_id": task["assignment_id"],
+                "idempotency_key": uuid.uuid4().hex,
+                "judgment": BODY,
+                "telemetry": {"active_ms": 5000, "typed_chars": 46},
+            }
+        )
         status, body = await call("/api/v1/projects/bench/judgments", token, payload)
         assert status == 201, body
 
@@ -111,8 +136,12 @@ def testclient_driver(app, tokens: list[str]):
         h = {"Authorization": f"Bearer {tokens[i % len(tokens)]}"}
         r = c.post("/api/v1/projects/bench/assignments/next", headers=h)
         task = r.json()["task"]
-        body = {"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex, "judgment": BODY,
-                "telemetry": {"active_ms": 5000, "typed_chars": 46}}
+        body = {
+            "assignment_id": task["assignment_id"],
+            "idempotency_key": uuid.uuid4().hex,
+            "judgment": BODY,
+            "telemetry": {"active_ms": 5000, "typed_chars": 46},
+        }
         s = c.post("/api/v1/projects/bench/judgments", json=body, headers=h)
         assert s.status_code == 201, s.text
 
@@ -142,8 +171,12 @@ def main() -> int:
     ap.add_argument("--raters", type=int, default=20)
     ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--driver", choices=["asgi", "testclient"], default="asgi")
-    ap.add_argument("--no-fastlane", action="store_true", help="the framework path only (for comparison)")
-    ap.add_argument("--repeat", type=int, default=3, help="measure this many times, report the median")
+    ap.add_argument(
+        "--no-fastlane", action="store_true", help="the framework path only (for comparison)"
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="measure this many times, report the median"
+    )
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     args = ap.parse_args()
     from bench_server import fresh_pg_database, seed
@@ -158,14 +191,20 @@ def main() -> int:
         count[0] += 1
         # SQLite: every transaction starts with BEGIN; the PostgreSQL lane reports its COMMIT
         if sql.lstrip()[:6].upper() in ("BEGIN", "BEGIN ", "COMMIT"):
-            txns[0] += sql.lstrip()[:5].upper() == "BEGIN" if args.db == "sqlite" else sql.startswith("COMMIT")
+            txns[0] += (
+                sql.lstrip()[:5].upper() == "BEGIN"
+                if args.db == "sqlite"
+                else sql.startswith("COMMIT")
+            )
 
     fastlane.TRACE = trace
     with tempfile.TemporaryDirectory() as tmp:
         if args.db == "postgres":
             admin = os.environ.get("PREFLAB_TEST_PG_URL")
             if not admin:
-                raise SystemExit("--db postgres needs PREFLAB_TEST_PG_URL (an admin URL of a throwaway server)")
+                raise SystemExit(
+                    "--db postgres needs PREFLAB_TEST_PG_URL (an admin URL of a throwaway server)"
+                )
             url = fresh_pg_database(admin)
         else:
             url = f"sqlite:///{Path(tmp) / 'p.db'}"
@@ -176,8 +215,15 @@ def main() -> int:
             fastlane.ENABLED = False
         for engine in {app.state.db.engine, app.state.db.write_engine}:
             if engine.dialect.name == "sqlite":
-                event.listen(engine, "connect", lambda dbapi, _rec: dbapi.set_trace_callback(trace)
-                             if isinstance(dbapi, sqlite3.Connection) else None)
+                event.listen(
+                    engine,
+                    "connect",
+                    lambda dbapi, _rec: (
+                        dbapi.set_trace_callback(trace)
+                        if isinstance(dbapi, sqlite3.Connection)
+                        else None
+                    ),
+                )
             else:
                 _count_pg(engine, count, txns)
         cycle, handle = (asgi_driver if args.driver == "asgi" else testclient_driver)(app, tokens)
@@ -196,14 +242,22 @@ def main() -> int:
             if prof:
                 prof.disable()
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            figures.append((cpu / args.cycles * 1000, wall / args.cycles * 1000, count[0] / args.cycles,
-                            txns[0] / args.cycles))
+            figures.append(
+                (
+                    cpu / args.cycles * 1000,
+                    wall / args.cycles * 1000,
+                    count[0] / args.cycles,
+                    txns[0] / args.cycles,
+                )
+            )
         figures.sort()
         cpu_ms, wall_ms, stmts, per_cycle_txns = figures[len(figures) // 2]
-        print(f"{args.db} driver {args.driver}{' (no fast lane)' if args.no_fastlane else ''}: "
-              f"statements/cycle {stmts:.1f}  transactions/cycle {per_cycle_txns:.1f}  "
-              f"CPU ms/cycle {cpu_ms:.3f} (median of {args.repeat}: {', '.join(f'{f[0]:.3f}' for f in figures)})  "
-              f"wall ms/cycle {wall_ms:.3f}  fast lane: {dict(fastlane.STATS)}")
+        print(
+            f"{args.db} driver {args.driver}{' (no fast lane)' if args.no_fastlane else ''}: "
+            f"statements/cycle {stmts:.1f}  transactions/cycle {per_cycle_txns:.1f}  "
+            f"CPU ms/cycle {cpu_ms:.3f} (median of {args.repeat}: {', '.join(f'{f[0]:.3f}' for f in figures)})  "
+            f"wall ms/cycle {wall_ms:.3f}  fast lane: {dict(fastlane.STATS)}"
+        )
         if prof:
             pstats.Stats(prof).sort_stats("tottime").print_stats(30)
         if args.driver == "testclient":

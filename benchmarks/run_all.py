@@ -15,14 +15,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 FULL = [
-    ["bench_import.py"],                      # 1,000,000 comparison rows into SQLite
-    ["bench_import_floor.py"],                # what writing those rows costs SQLite alone
-    ["bench_export.py"],                      # 1,000,000 pairs to Parquet vs pyarrow
-    ["bench_read.py", "--items", "10000"],    # SQLite -> export, before/after the fast reader
-    ["bench_quality.py"],                     # alpha, Dawid-Skene, Bradley-Terry vs references
-    ["bench_server.py"],                      # 50 and 200 concurrent raters on SQLite
-    ["bench_verify.py"],                      # sandboxed verifier vs a bare pytest subprocess
-    ["bench_rm.py", "--speed-pairs", "256", "--accuracy-pairs", "2000"],  # rm train vs TRL; RM accuracy vs baselines
+    ["bench_import.py"],  # 1,000,000 comparison rows into SQLite
+    ["bench_import_floor.py"],  # what writing those rows costs SQLite alone
+    ["bench_export.py"],  # 1,000,000 pairs to Parquet vs pyarrow
+    ["bench_read.py", "--items", "10000"],  # SQLite -> export, before/after the fast reader
+    ["bench_quality.py"],  # alpha, Dawid-Skene, Bradley-Terry vs references
+    ["bench_server.py"],  # 50 and 200 concurrent raters on SQLite
+    ["bench_verify.py"],  # sandboxed verifier vs a bare pytest subprocess
+    [
+        "bench_rm.py",
+        "--speed-pairs",
+        "256",
+        "--accuracy-pairs",
+        "2000",
+    ],  # rm train vs TRL; RM accuracy vs baselines
 ]
 QUICK = [
     ["bench_import.py", "--rows", "20000"],
@@ -37,7 +43,9 @@ QUICK = [
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every benchmark")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes: a smoke run of every benchmark"
+    )
     args = parser.parse_args()
     failed = []
     for cmd in QUICK if args.quick else FULL:

@@ -41,12 +41,18 @@ def write_gz_lines(path: Path, lines: list[str]) -> None:
 def cut(data: Path) -> None:
     pandalm = json.loads((data / SOURCES["pandalm"]).read_text(encoding="utf-8"))
     # the source file is json.dumps(records, indent=4): the same layout keeps line numbers meaningful
-    (FIXTURES / f"pandalm-{PANDALM_RECORDS}.json").write_text(json.dumps(pandalm[:PANDALM_RECORDS], indent=4))
-    write_gz_lines(FIXTURES / "pandalm-labels.jsonl.gz",
-                   [json.dumps({k: r[k] for k in PANDALM_LABEL_COLUMNS}) + "\n" for r in pandalm])
+    (FIXTURES / f"pandalm-{PANDALM_RECORDS}.json").write_text(
+        json.dumps(pandalm[:PANDALM_RECORDS], indent=4)
+    )
+    write_gz_lines(
+        FIXTURES / "pandalm-labels.jsonl.gz",
+        [json.dumps({k: r[k] for k in PANDALM_LABEL_COLUMNS}) + "\n" for r in pandalm],
+    )
     tulu = [json.loads(line) for line in (data / SOURCES["tulu1"]).open(encoding="utf-8")]
-    write_gz_lines(FIXTURES / "tulu1-labels.jsonl.gz",
-                   [json.dumps({k: r[k] for k in TULU_LABEL_COLUMNS}) + "\n" for r in tulu])
+    write_gz_lines(
+        FIXTURES / "tulu1-labels.jsonl.gz",
+        [json.dumps({k: r[k] for k in TULU_LABEL_COLUMNS}) + "\n" for r in tulu],
+    )
     with gzip.open(data / SOURCES["hh"], "rt", encoding="utf-8") as fh:
         hh = [line for _, line in zip(range(HH_LINES), fh)]
     write_gz_lines(FIXTURES / f"hh-rlhf-{HH_LINES}.jsonl.gz", hh)
@@ -68,7 +74,9 @@ def figures() -> dict:
     for r in (json.loads(x) for x in gzip.open(FIXTURES / "tulu1-labels.jsonl.gz", "rt")):
         if r["evaluator"] and r["preference"]:
             sign = {"a": -1, "t": 0, "b": 1}[r["preference"][0]]
-            by_unit[r["instance_index"]].append((r["evaluator"], "tie" if sign == 0 else r["model_a" if sign < 0 else "model_b"]))
+            by_unit[r["instance_index"]].append(
+                (r["evaluator"], "tie" if sign == 0 else r["model_a" if sign < 0 else "model_b"])
+            )
     pairs = [(a[1], b[1]) for v in by_unit.values() for a, b in combinations(v, 2) if a[0] != b[0]]
 
     def final(text: str) -> str:
@@ -78,22 +86,33 @@ def figures() -> dict:
     differ = [(len(final(r["chosen"])), len(final(r["rejected"]))) for r in hh]
     differ = [(c, j) for c, j in differ if c != j]
     return {
-        "pandalm_agreement_kappa": pandalm, "pandalm_unanimous": [unanimous, len(labels)],
-        "tulu1_rater_pairs": len(pairs), "tulu1_winner_or_tie": round(sum(a == b for a, b in pairs) / len(pairs), 4),
+        "pandalm_agreement_kappa": pandalm,
+        "pandalm_unanimous": [unanimous, len(labels)],
+        "tulu1_rater_pairs": len(pairs),
+        "tulu1_winner_or_tie": round(sum(a == b for a, b in pairs) / len(pairs), 4),
         f"hh_first_{HH_LINES}_n_differ": len(differ),
-        f"hh_first_{HH_LINES}_chosen_longer": [sum(c > j for c, j in differ), round(sum(c > j for c, j in differ) / len(differ), 4)],
+        f"hh_first_{HH_LINES}_chosen_longer": [
+            sum(c > j for c, j in differ),
+            round(sum(c > j for c, j in differ) / len(differ), 4),
+        ],
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="directory with the full public data sets")
-    parser.add_argument("--write", action="store_true", help="rewrite the fixtures (else: print the figures only)")
+    parser.add_argument(
+        "--data", type=Path, required=True, help="directory with the full public data sets"
+    )
+    parser.add_argument(
+        "--write", action="store_true", help="rewrite the fixtures (else: print the figures only)"
+    )
     args = parser.parse_args()
     missing = [name for name in SOURCES.values() if not (args.data / name).is_file()]
     if missing:
-        sys.exit(f"cut-test-data: {args.data}: missing {', '.join(missing)}; pass --data a directory "
-                 "holding the public data sets named in tests/data/LICENSE-DATA")
+        sys.exit(
+            f"cut-test-data: {args.data}: missing {', '.join(missing)}; pass --data a directory "
+            "holding the public data sets named in tests/data/LICENSE-DATA"
+        )
     if args.write:
         cut(args.data)
     print(json.dumps(figures(), indent=2))

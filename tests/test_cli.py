@@ -60,7 +60,17 @@ def test_project_import_status_export_round_trip(db: str, tmp_path: Path):
 
     out_dir = tmp_path / "export"
     manifest = json.loads(
-        run("export", "panda", "--format", "trl-preference", "--out", str(out_dir), "--db", db, "--json")
+        run(
+            "export",
+            "panda",
+            "--format",
+            "trl-preference",
+            "--out",
+            str(out_dir),
+            "--db",
+            db,
+            "--json",
+        )
     )
     rows = [json.loads(line) for line in (out_dir / "train.jsonl").read_text().splitlines()]
     assert len(rows) == manifest["counts"]["rows_out"] > 0
@@ -72,7 +82,11 @@ def test_bad_import_reports_file_line_field_and_changes_nothing(db: str):
     run("project", "create", "panda", "--db", db)
     result = runner.invoke(app, ["import", "panda", str(DATA / "pandalm-bad.json"), "--db", db])
     assert result.exit_code == 2
-    assert "pandalm-bad.json:" in result.output and "response" in result.output and "boolean" in result.output
+    assert (
+        "pandalm-bad.json:" in result.output
+        and "response" in result.output
+        and "boolean" in result.output
+    )
     assert "nothing was imported" in result.output
     status = run_json("status", "panda", "--db", db)
     assert status["items"] == 0 and status["judgments"] == 0
@@ -112,7 +126,10 @@ def test_quality_report_on_a_project_and_on_a_raw_export(db: str, tmp_path: Path
 def test_schema_export_writes_every_schema(tmp_path: Path):
     run("schema", "export", "--out", str(tmp_path))
     assert {p.name for p in tmp_path.glob("*.schema.json")} == {
-        "item.schema.json", "judgment.schema.json", "rubric.schema.json", "trajectory.schema.json"
+        "item.schema.json",
+        "judgment.schema.json",
+        "rubric.schema.json",
+        "trajectory.schema.json",
     }
 
 

@@ -34,7 +34,9 @@ def one_line_error(args: list[str], code: int = 2) -> str:
     result = runner.invoke(app, args)
     assert result.exit_code == code, result.output
     assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, f"one line, got {lines}"
     assert lines[0].startswith("error: ")
@@ -48,9 +50,17 @@ def test_status_on_a_mistyped_sqlite_path_fails_and_creates_nothing(tmp_path):
     assert not missing.exists(), "only init (and project create) make a database"
 
 
-@pytest.mark.parametrize("command", [["status", "p"], ["project", "list"], ["project", "show", "p"],
-                                     ["export", "p", "-f", "raw", "-o", "out"], ["quality", "report", "p"],
-                                     ["demonstrations", "list", "p"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "p"],
+        ["project", "list"],
+        ["project", "show", "p"],
+        ["export", "p", "-f", "raw", "-o", "out"],
+        ["quality", "report", "p"],
+        ["demonstrations", "list", "p"],
+    ],
+)
 def test_every_reading_command_refuses_a_missing_database(command, tmp_path):
     missing = tmp_path / "nope.db"
     line = one_line_error([*command, "--db", str(missing)])
@@ -65,14 +75,18 @@ def test_init_in_a_missing_directory_names_the_fix(tmp_path):
 
 def test_refused_postgresql_names_the_host_and_the_fix():
     port = _refused_port()
-    line = one_line_error(["status", "p", "--db", f"postgresql://someone:s3cret@127.0.0.1:{port}/x"])
+    line = one_line_error(
+        ["status", "p", "--db", f"postgresql://someone:s3cret@127.0.0.1:{port}/x"]
+    )
     assert "Connection refused" in line and f"port {port}" in line
     assert "check that PostgreSQL is running" in line
     assert "s3cret" not in line, "never print the password"
 
 
 def test_an_unsupported_scheme_or_a_file_that_is_no_database(tmp_path):
-    assert "mysql databases are not supported" in one_line_error(["status", "p", "--db", "mysql://u@h/db"])
+    assert "mysql databases are not supported" in one_line_error(
+        ["status", "p", "--db", "mysql://u@h/db"]
+    )
     junk = tmp_path / "notes.db"
     junk.write_text("not sqlite")
     assert "file is not a database" in one_line_error(["status", "p", "--db", str(junk)])
@@ -80,17 +94,26 @@ def test_an_unsupported_scheme_or_a_file_that_is_no_database(tmp_path):
 
 def test_bad_input_exits_2_with_one_line(db):
     assert "unknown file format 'csv'" in one_line_error(
-        ["export", "p", "-f", "trl-preference", "-o", "out", "--file-format", "csv", "--db", db])
+        ["export", "p", "-f", "trl-preference", "-o", "out", "--file-format", "csv", "--db", db]
+    )
     assert "no project 'nope'" in one_line_error(["status", "nope", "--db", db])
     assert "no project 'nope'" in one_line_error(["project", "show", "nope", "--db", db])
-    assert "unknown format" in one_line_error(["export", "p", "-f", "nope", "-o", "out", "--db", db])
+    assert "unknown format" in one_line_error(
+        ["export", "p", "-f", "nope", "-o", "out", "--db", db]
+    )
     assert "no demonstration 42" in one_line_error(
-        ["demonstrations", "accept", "p", "42", "--reviewer", "me", "--db", db])
+        ["demonstrations", "accept", "p", "42", "--reviewer", "me", "--db", db]
+    )
 
 
 def test_success_exits_0(db, tmp_path):
-    for args in (["status", "p"], ["project", "list"], ["project", "show", "p"], ["demonstrations", "list", "p"],
-                 ["export", "p", "-f", "raw", "-o", str(tmp_path / "out")]):
+    for args in (
+        ["status", "p"],
+        ["project", "list"],
+        ["project", "show", "p"],
+        ["demonstrations", "list", "p"],
+        ["export", "p", "-f", "raw", "-o", str(tmp_path / "out")],
+    ):
         result = runner.invoke(app, [*args, "--db", db])
         assert result.exit_code == 0, (args, result.output)
 

@@ -21,9 +21,16 @@ def test_the_demo_names_every_file_it_wrote(tmp_path):
     out_dir = tmp_path / "demo-output"
     result = CliRunner().invoke(app, ["demo", "--dir", str(out_dir)], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
-    written = {p.resolve() for p in out_dir.rglob("*") if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
-    printed = {Path(line.strip()).resolve() for line in result.output.split("files written:")[1].splitlines()
-               if line.strip().startswith("/")}
+    written = {
+        p.resolve()
+        for p in out_dir.rglob("*")
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+    }
+    printed = {
+        Path(line.strip()).resolve()
+        for line in result.output.split("files written:")[1].splitlines()
+        if line.strip().startswith("/")
+    }
     assert written == printed
     assert any(p.name == "manifest.json" for p in printed)
 

@@ -66,11 +66,16 @@ def where() -> str:
 def test_the_lists_are_derived_from_the_code():
     # guards against a walk that finds nothing (and so documents nothing)
     commands = cli_commands(typer.main.get_command(app))
-    assert {"preflab import", "preflab export", "preflab project create", "preflab serve"} <= set(commands)
+    assert {"preflab import", "preflab export", "preflab project create", "preflab serve"} <= set(
+        commands
+    )
     assert "policy.qualification.pass_bar" in setting_paths(Settings)
     assert "pairwise" in JUDGMENT_KINDS and "trl-preference" in EXPORT_FORMATS
     # and a name the docs do not hold is reported (a prefix of a documented name is not enough)
-    assert undocumented(["trl-pref", "no-such-format"], pattern=r"`{}`") == ["trl-pref", "no-such-format"]
+    assert undocumented(["trl-pref", "no-such-format"], pattern=r"`{}`") == [
+        "trl-pref",
+        "no-such-format",
+    ]
     assert undocumented(["preflab expo"], pattern=r"{}(?![\w-])") == ["preflab expo"]
 
 
@@ -80,10 +85,13 @@ def test_every_cli_command_is_documented():
     assert not missing, f"CLI commands not mentioned in {where()}: {missing}"
 
 
-@pytest.mark.parametrize(("what", "names"), [
-    ("export formats", sorted(EXPORT_FORMATS)),
-    ("judgment kinds", sorted(JUDGMENT_KINDS)),
-])
+@pytest.mark.parametrize(
+    ("what", "names"),
+    [
+        ("export formats", sorted(EXPORT_FORMATS)),
+        ("judgment kinds", sorted(JUDGMENT_KINDS)),
+    ],
+)
 def test_every_export_format_and_judgment_kind_is_documented(what, names):
     missing = undocumented(names, pattern=r"`{}`")
     assert not missing, f"{what} not documented as `name` in {where()}: {missing}"

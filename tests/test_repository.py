@@ -42,17 +42,30 @@ def test_with_postgres_listens_on_the_port_it_is_given_and_prints_no_noise(tmp_p
     cwd.mkdir(mode=0o700)
     result = subprocess.run(
         [str(REPO / "scripts" / "with-postgres.sh"), "sh", "-c", 'echo "$PREFLAB_TEST_PG_URL"'],
-        cwd=cwd, env={**os.environ, "PREFLAB_PG_PORT": str(port)}, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env={**os.environ, "PREFLAB_PG_PORT": str(port)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-    assert len(result.stderr.splitlines()) == 1  # only "with-postgres: PostgreSQL 15 on 127.0.0.1:PORT"
-    assert f"127.0.0.1:{port}" in result.stderr and "could not change directory" not in result.stderr
+    assert (
+        len(result.stderr.splitlines()) == 1
+    )  # only "with-postgres: PostgreSQL 15 on 127.0.0.1:PORT"
+    assert (
+        f"127.0.0.1:{port}" in result.stderr and "could not change directory" not in result.stderr
+    )
 
 
 def test_with_postgres_refuses_a_port_that_is_not_a_number():
-    result = subprocess.run([str(REPO / "scripts" / "with-postgres.sh"), "true"], capture_output=True, text=True,
-                            env={**os.environ, "PREFLAB_PG_PORT": "54x"}, timeout=60)
+    result = subprocess.run(
+        [str(REPO / "scripts" / "with-postgres.sh"), "true"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PREFLAB_PG_PORT": "54x"},
+        timeout=60,
+    )
     if "initdb not found" in result.stderr:
         pytest.skip("PostgreSQL's initdb not available")
     assert result.returncode == 2 and "PREFLAB_PG_PORT=54x is not a port number" in result.stderr

@@ -32,7 +32,9 @@ app = typer.Typer(
 project_app = typer.Typer(help="Create, list and inspect projects.", no_args_is_help=True)
 rubric_app = typer.Typer(help="Versioned rubrics.", no_args_is_help=True)
 schema_app = typer.Typer(help="JSON Schemas of the wire formats.", no_args_is_help=True)
-quality_app = typer.Typer(help="Agreement, gold, bias audits and the quality report.", no_args_is_help=True)
+quality_app = typer.Typer(
+    help="Agreement, gold, bias audits and the quality report.", no_args_is_help=True
+)
 app.add_typer(project_app, name="project")
 app.add_typer(rubric_app, name="rubric")
 app.add_typer(schema_app, name="schema")
@@ -44,13 +46,20 @@ err = Console(stderr=True)
 DbOption = Annotated[
     str | None,
     # show_default as text: Rich would read "[default: ...]" inside the help string as markup and drop it
-    typer.Option("--db", envvar="PREFLAB_DB", help="Database URL or SQLite path.", show_default="./preflab.db"),
+    typer.Option(
+        "--db",
+        envvar="PREFLAB_DB",
+        help="Database URL or SQLite path.",
+        show_default="./preflab.db",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, however narrow
+    err.print(
+        f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True
+    )  # one line, however narrow
     raise typer.Exit(code)
 
 
@@ -72,8 +81,11 @@ def engine_for(db: str | None, *, create: bool = False):  # noqa: ANN201
     except DBAPIError as exc:
         shown = url.render_as_string(hide_password=True)
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-        fix = ("check that PostgreSQL is running there and the user, password and database name are right"
-               if url.get_backend_name() == "postgresql" else "check the path and that the file is a preflab database")
+        fix = (
+            "check that PostgreSQL is running there and the user, password and database name are right"
+            if url.get_backend_name() == "postgresql"
+            else "check the path and that the file is a preflab database"
+        )
         fail(f"--db {shown}: cannot open the database ({reason}); {fix}", 2)
 
 
@@ -93,24 +105,39 @@ def checked_db_url(db: str | None, *, create: bool = False):  # noqa: ANN201
     try:
         url = make_url(normalise_url(raw))
     except ArgumentError:
-        fail(f"--db {raw!r} is not a database URL; give a SQLite path (./preflab.db) or "
-             "postgresql://user@host:5432/dbname", 2)
+        fail(
+            f"--db {raw!r} is not a database URL; give a SQLite path (./preflab.db) or "
+            "postgresql://user@host:5432/dbname",
+            2,
+        )
     backend = url.get_backend_name()
     if backend not in SUPPORTED_DB:
-        fail(f"--db {raw!r}: {backend} databases are not supported; use a SQLite path or a postgresql:// URL", 2)
+        fail(
+            f"--db {raw!r}: {backend} databases are not supported; use a SQLite path or a postgresql:// URL",
+            2,
+        )
     if backend == "postgresql":
         try:
             url.get_dialect().import_dbapi()
         except ImportError:
-            fail(f"--db {raw!r}: the PostgreSQL driver is not installed; pip install 'preflab[postgres]'", 2)
+            fail(
+                f"--db {raw!r}: the PostgreSQL driver is not installed; pip install 'preflab[postgres]'",
+                2,
+            )
         return url
     path = Path(url.database or "")
     if not url.database or url.database == ":memory:":
         fail(f"--db {raw!r}: give a SQLite file path, e.g. ./preflab.db", 2)
     if create and not path.parent.exists():
-        fail(f"--db {raw!r}: directory {path.parent} does not exist; create it first (mkdir -p {path.parent})", 2)
+        fail(
+            f"--db {raw!r}: directory {path.parent} does not exist; create it first (mkdir -p {path.parent})",
+            2,
+        )
     if not create and not path.is_file():
-        fail(f"--db {raw!r}: no database at {path}; create one with `preflab init --db {raw}` or fix the path", 2)
+        fail(
+            f"--db {raw!r}: no database at {path}; create one with `preflab init --db {raw}` or fix the path",
+            2,
+        )
     return url
 
 
@@ -123,7 +150,10 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
     ] = False,
 ) -> None:
     """preflab: preference data people can trust."""
@@ -138,16 +168,23 @@ def init(db: DbOption = None) -> None:
     from .store.db import current_revision
 
     engine = engine_for(db, create=True)
-    out.print(f"database ready: {engine.url.render_as_string(hide_password=True)} "
-              f"(schema {current_revision(engine)})", highlight=False)
+    out.print(
+        f"database ready: {engine.url.render_as_string(hide_password=True)} "
+        f"(schema {current_revision(engine)})",
+        highlight=False,
+    )
 
 
 @project_app.command("create")
 def project_create(
     name: str,
-    kinds: Annotated[str, typer.Option(help="Comma-separated judgment kinds to collect.")] = "pairwise",
+    kinds: Annotated[
+        str, typer.Option(help="Comma-separated judgment kinds to collect.")
+    ] = "pairwise",
     title: Annotated[str, typer.Option(help="Human-readable title.")] = "",
-    rubric: Annotated[Path | None, typer.Option(help="Rubric file (YAML or JSON).", exists=True, dir_okay=False)] = None,
+    rubric: Annotated[
+        Path | None, typer.Option(help="Rubric file (YAML or JSON).", exists=True, dir_okay=False)
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -157,7 +194,9 @@ def project_create(
     engine = engine_for(db, create=True)
     try:
         with transaction(engine) as session:
-            project = repo.create_project(session, name, title=title, kinds=[k.strip() for k in kinds.split(",") if k.strip()])
+            project = repo.create_project(
+                session, name, title=title, kinds=[k.strip() for k in kinds.split(",") if k.strip()]
+            )
             if rubric is not None:
                 repo.add_rubric(session, project, _load_rubric(rubric))
             info = _project_info(project)
@@ -177,7 +216,9 @@ def _load_rubric(path: Path):  # noqa: ANN202
     try:
         return Rubric.load(path)
     except ValidationError as exc:
-        problems = "\n".join(f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "\n".join(
+            f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+        )
         fail(f"invalid rubric\n{problems}", 2)
     except (OSError, ValueError) as exc:
         fail(f"{path}: {exc}", 2)
@@ -188,7 +229,9 @@ def _project_info(project) -> dict[str, Any]:  # noqa: ANN001
         "name": project.name,
         "title": project.title,
         "kinds": list(project.kinds),
-        "rubric": None if project.rubric_key is None else f"{project.rubric_key} v{project.rubric_version}",
+        "rubric": None
+        if project.rubric_key is None
+        else f"{project.rubric_key} v{project.rubric_version}",
         "settings": project.settings,
         "created_at": project.created_at.isoformat() if project.created_at else None,
     }
@@ -200,13 +243,22 @@ def project_list(db: DbOption = None, as_json: JsonOption = False) -> None:
     from .store import repo, transaction
 
     with transaction(engine_for(db)) as session:
-        infos = [_project_info(p) | repo.project_counts(session, p) for p in repo.list_projects(session)]
+        infos = [
+            _project_info(p) | repo.project_counts(session, p) for p in repo.list_projects(session)
+        ]
     if as_json:
         print_json(infos)
         return
     table = Table("project", "kinds", "rubric", "items", "judgments", "raters")
     for i in infos:
-        table.add_row(i["name"], ", ".join(i["kinds"]), i["rubric"] or "-", str(i["items"]), str(i["judgments"]), str(i["raters"]))
+        table.add_row(
+            i["name"],
+            ", ".join(i["kinds"]),
+            i["rubric"] or "-",
+            str(i["items"]),
+            str(i["judgments"]),
+            str(i["raters"]),
+        )
     out.print(table if infos else "no projects yet: `preflab project create NAME`")
 
 
@@ -225,11 +277,18 @@ def project_show(name: str, db: DbOption = None, as_json: JsonOption = False) ->
         print_json(info)
         return
     for key in ("name", "title", "kinds", "rubric", "items", "judgments", "raters", "created_at"):
-        out.print(f"[bold]{key}[/]: {info[key] if not isinstance(info[key], list) else ', '.join(info[key])}", highlight=False)
+        out.print(
+            f"[bold]{key}[/]: {info[key] if not isinstance(info[key], list) else ', '.join(info[key])}",
+            highlight=False,
+        )
 
 
 @rubric_app.command("add")
-def rubric_add(project: str, path: Annotated[Path, typer.Argument(exists=True, dir_okay=False)], db: DbOption = None) -> None:
+def rubric_add(
+    project: str,
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False)],
+    db: DbOption = None,
+) -> None:
     """Add a rubric (a changed rubric becomes a new version; versions are immutable)."""
     from .store import repo, transaction
 
@@ -269,13 +328,27 @@ def _report_problems(problems: list[Any], total: int) -> None:
 @app.command("import")
 def import_(
     project: str,
-    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="JSONL, JSON, Parquet, optionally .gz")],
-    keep_extra: Annotated[bool, typer.Option(help="Keep unknown fields in item metadata instead of rejecting them.")] = False,
-    skip_invalid: Annotated[bool, typer.Option(help="Skip (and report) invalid records instead of failing the import.")] = False,
-    format: Annotated[str | None, typer.Option("--format", help="Force a record format instead of detecting it.")] = None,
-    ai_labeler: Annotated[list[str] | None, typer.Option(
-        "--ai-labeler", help="A 'labeler' name that is a model (stored as source 'ai'); repeatable. Built in: "
-                             "gpt-*, claude*, gemini*, llama*, model:*, ai, ...")] = None,
+    files: Annotated[
+        list[Path],
+        typer.Argument(exists=True, dir_okay=False, help="JSONL, JSON, Parquet, optionally .gz"),
+    ],
+    keep_extra: Annotated[
+        bool, typer.Option(help="Keep unknown fields in item metadata instead of rejecting them.")
+    ] = False,
+    skip_invalid: Annotated[
+        bool, typer.Option(help="Skip (and report) invalid records instead of failing the import.")
+    ] = False,
+    format: Annotated[
+        str | None, typer.Option("--format", help="Force a record format instead of detecting it.")
+    ] = None,
+    ai_labeler: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ai-labeler",
+            help="A 'labeler' name that is a model (stored as source 'ai'); repeatable. Built in: "
+            "gpt-*, claude*, gemini*, llama*, model:*, ai, ...",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -284,18 +357,27 @@ def import_(
     from .store.repo import StoreError
 
     engine = engine_for(db)
-    options = ImportOptions(keep_extra=keep_extra, skip_invalid=skip_invalid, format=format,
-                            ai_labelers=tuple(ai_labeler or ()))
+    options = ImportOptions(
+        keep_extra=keep_extra,
+        skip_invalid=skip_invalid,
+        format=format,
+        ai_labelers=tuple(ai_labeler or ()),
+    )
     total = sum(p.stat().st_size for p in files)
     with _byte_progress(files) as progress:
         task = progress.add_task("importing", total=total)
         try:
-            report = import_files(engine, project, files, options, progress=lambda n: progress.advance(task, n))
+            report = import_files(
+                engine, project, files, options, progress=lambda n: progress.advance(task, n)
+            )
         except ImportFailed as exc:
             progress.stop()
             _report_problems(exc.problems, exc.total)
-            fail(f"import failed: {exc.total} problem(s); nothing was imported. Fix the lines above "
-                 "(or pass --skip-invalid to import the valid records only).", 2)
+            fail(
+                f"import failed: {exc.total} problem(s); nothing was imported. Fix the lines above "
+                "(or pass --skip-invalid to import the valid records only).",
+                2,
+            )
         except StoreError as exc:
             progress.stop()
             fail(str(exc), 2)
@@ -314,8 +396,11 @@ def import_(
         highlight=False,
     )
     if report.judgments_not_collected:
-        out.print(f"left out {report.judgments_not_collected} judgment(s) of kinds the project does not collect "
-                  "(derived from records kept whole, e.g. a trajectory's rubric block)", highlight=False)
+        out.print(
+            f"left out {report.judgments_not_collected} judgment(s) of kinds the project does not collect "
+            "(derived from records kept whole, e.g. a trajectory's rubric block)",
+            highlight=False,
+        )
     if report.skipped:
         err.print(f"skipped {len(report.skipped)} invalid record(s):", highlight=False)
         _report_problems(report.skipped[:50], len(report.skipped))
@@ -324,7 +409,9 @@ def import_(
 @app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False)],
-    keep_extra: Annotated[bool, typer.Option(help="Accept unknown fields (they would go to metadata).")] = False,
+    keep_extra: Annotated[
+        bool, typer.Option(help="Accept unknown fields (they would go to metadata).")
+    ] = False,
     format: Annotated[str | None, typer.Option("--format", help="Force a record format.")] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -332,10 +419,21 @@ def validate(
     from .io.importer import ImportOptions, validate_files
 
     report = validate_files(files, ImportOptions(keep_extra=keep_extra, format=format))
-    counts = {"records": report.records, "items": report.items, "judgments": report.judgments, "formats": report.formats}
+    counts = {
+        "records": report.records,
+        "items": report.items,
+        "judgments": report.judgments,
+        "formats": report.formats,
+    }
     if as_json:
-        print_json({"ok": report.ok, "problems": [str(p) for p in report.problems],
-                    "total_problems": report.total_problems, **counts})
+        print_json(
+            {
+                "ok": report.ok,
+                "problems": [str(p) for p in report.problems],
+                "total_problems": report.total_problems,
+                **counts,
+            }
+        )
     elif not report.ok:
         _report_problems(report.problems, report.total_problems)
     else:
@@ -363,24 +461,84 @@ def _parse_gate(value: str | None) -> tuple[float, float] | None:
 @app.command()
 def export(
     project: str,
-    format: Annotated[str, typer.Option("--format", "-f", help="Target: trl-preference, trl-reward, trl-kto, trl-sft, trl-stepwise, openrlhf, verl, raw.")],
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="Target: trl-preference, trl-reward, trl-kto, trl-sft, trl-stepwise, openrlhf, verl, raw.",
+        ),
+    ],
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")],
-    file_format: Annotated[str, typer.Option(help="jsonl, parquet or hf (a datasets directory).")] = "jsonl",
-    conversational: Annotated[bool | None, typer.Option(help="Force chat-message rows (default: follow the prompts).")] = None,
-    length_gate: Annotated[str | None, typer.Option(help="Keep pairs with MIN <= len(chosen)/len(rejected) <= MAX, e.g. 0.85:1.20.")] = None,
-    include_ai: Annotated[bool, typer.Option(help="Include AI-sourced labels (never as human).")] = False,
-    include_rater_ids: Annotated[bool, typer.Option(help="Raw export: rater ids instead of HMAC hashes.")] = False,
-    include_gold: Annotated[bool, typer.Option(help="Include gold (qualification / honeypot) items in a training export.")] = False,
-    min_raters: Annotated[int, typer.Option(help="Drop pairs / thumbs / step labels judged by fewer distinct raters (all label kinds together).")] = 1,
-    aggregation: Annotated[str, typer.Option(help="Several raters per pair: majority (plurality) or dawid-skene; undecided pairs are dropped, never broken by candidate order.")] = "majority",
-    length_unit: Annotated[str, typer.Option(help="Length for the gate: words, chars or tokens.")] = "words",
-    tokenizer: Annotated[str | None, typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens).")] = None,
-    require_reference: Annotated[bool, typer.Option(help="verl: export only items with a reference answer.")] = False,
-    data_source: Annotated[str | None, typer.Option(help="verl: this data_source on every row (default: the item's source, else the project).")] = None,
-    include_flagged: Annotated[bool, typer.Option(help="Keep labels with a telemetry flag (policy.telemetry thresholds).")] = False,
-    min_alpha: Annotated[float | None, typer.Option(help="Agreement floor per batch and dimension (default: policy.min_alpha, 0.84).")] = None,
-    force: Annotated[bool, typer.Option(help="Write even when agreement is below the floor (marked in the card).")] = False,
-    drop_disagreement: Annotated[float | None, typer.Option(help="Drop pairs/thumbs whose raters' winning share is below this, e.g. 0.75.")] = None,
+    file_format: Annotated[
+        str, typer.Option(help="jsonl, parquet or hf (a datasets directory).")
+    ] = "jsonl",
+    conversational: Annotated[
+        bool | None, typer.Option(help="Force chat-message rows (default: follow the prompts).")
+    ] = None,
+    length_gate: Annotated[
+        str | None,
+        typer.Option(
+            help="Keep pairs with MIN <= len(chosen)/len(rejected) <= MAX, e.g. 0.85:1.20."
+        ),
+    ] = None,
+    include_ai: Annotated[
+        bool, typer.Option(help="Include AI-sourced labels (never as human).")
+    ] = False,
+    include_rater_ids: Annotated[
+        bool, typer.Option(help="Raw export: rater ids instead of HMAC hashes.")
+    ] = False,
+    include_gold: Annotated[
+        bool,
+        typer.Option(help="Include gold (qualification / honeypot) items in a training export."),
+    ] = False,
+    min_raters: Annotated[
+        int,
+        typer.Option(
+            help="Drop pairs / thumbs / step labels judged by fewer distinct raters (all label kinds together)."
+        ),
+    ] = 1,
+    aggregation: Annotated[
+        str,
+        typer.Option(
+            help="Several raters per pair: majority (plurality) or dawid-skene; undecided pairs are dropped, never broken by candidate order."
+        ),
+    ] = "majority",
+    length_unit: Annotated[
+        str, typer.Option(help="Length for the gate: words, chars or tokens.")
+    ] = "words",
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens)."),
+    ] = None,
+    require_reference: Annotated[
+        bool, typer.Option(help="verl: export only items with a reference answer.")
+    ] = False,
+    data_source: Annotated[
+        str | None,
+        typer.Option(
+            help="verl: this data_source on every row (default: the item's source, else the project)."
+        ),
+    ] = None,
+    include_flagged: Annotated[
+        bool, typer.Option(help="Keep labels with a telemetry flag (policy.telemetry thresholds).")
+    ] = False,
+    min_alpha: Annotated[
+        float | None,
+        typer.Option(
+            help="Agreement floor per batch and dimension (default: policy.min_alpha, 0.84)."
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(help="Write even when agreement is below the floor (marked in the card)."),
+    ] = False,
+    drop_disagreement: Annotated[
+        float | None,
+        typer.Option(
+            help="Drop pairs/thumbs whose raters' winning share is below this, e.g. 0.75."
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -393,15 +551,27 @@ def export(
     if aggregation not in AGGREGATORS:
         fail(f"unknown aggregation {aggregation!r}; choose from: {', '.join(AGGREGATORS)}", 2)
     options = ExportOptions(
-        format=format, out=out_path, file_format=file_format, conversational=conversational,
-        include_ai=include_ai, include_rater_ids=include_rater_ids, include_gold=include_gold,
-        length_gate=_parse_gate(length_gate), min_raters=min_raters,
-        length_unit=length_unit, tokenizer=tokenizer, include_flagged=include_flagged,
-        min_alpha=min_alpha, force=force, drop_disagreement=drop_disagreement,
+        format=format,
+        out=out_path,
+        file_format=file_format,
+        conversational=conversational,
+        include_ai=include_ai,
+        include_rater_ids=include_rater_ids,
+        include_gold=include_gold,
+        length_gate=_parse_gate(length_gate),
+        min_raters=min_raters,
+        length_unit=length_unit,
+        tokenizer=tokenizer,
+        include_flagged=include_flagged,
+        min_alpha=min_alpha,
+        force=force,
+        drop_disagreement=drop_disagreement,
         params=_verl_params(require_reference, data_source),
     )
     try:
-        manifest = export_project(engine_for(db), project, options, aggregator=AGGREGATORS[aggregation])
+        manifest = export_project(
+            engine_for(db), project, options, aggregator=AGGREGATORS[aggregation]
+        )
     except (StoreError, ExportError, ValueError) as exc:  # options, --out or project the user gave
         fail(str(exc), 2)
     if as_json:
@@ -449,8 +619,11 @@ def status(project: str, db: DbOption = None, as_json: JsonOption = False) -> No
 
 
 def _print_status(counts: dict[str, Any]) -> None:
-    out.print(f"[bold]{counts['project']}[/]: {counts['items']} items, {counts['judgments']} judgments "
-              f"by {counts['raters']} raters", highlight=False)
+    out.print(
+        f"[bold]{counts['project']}[/]: {counts['items']} items, {counts['judgments']} judgments "
+        f"by {counts['raters']} raters",
+        highlight=False,
+    )
     for title, key in (("kind", "per_kind"), ("source", "per_source"), ("batch", "per_batch")):
         table = Table(title, "judgments", title=f"per {title}", title_justify="left")
         for k, v in counts[key].items():
@@ -467,10 +640,22 @@ def _print_status(counts: dict[str, Any]) -> None:
 
 @quality_app.command("report")
 def quality_report(
-    source: Annotated[str, typer.Argument(help="A project name, or a JSONL of judgments (the raw export).")],
-    out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")] = None,
-    window_days: Annotated[float | None, typer.Option(help="Report agreement per time window of this many days (by submission time) instead of per import batch.")] = None,
-    include_ai: Annotated[bool, typer.Option(help="Measure AI-sourced labels too (left out by default, as in exports).")] = False,
+    source: Annotated[
+        str, typer.Argument(help="A project name, or a JSONL of judgments (the raw export).")
+    ],
+    out_path: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")
+    ] = None,
+    window_days: Annotated[
+        float | None,
+        typer.Option(
+            help="Report agreement per time window of this many days (by submission time) instead of per import batch."
+        ),
+    ] = None,
+    include_ai: Annotated[
+        bool,
+        typer.Option(help="Measure AI-sourced labels too (left out by default, as in exports)."),
+    ] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -505,7 +690,11 @@ def quality_report(
 
 
 @schema_app.command("export")
-def schema_export(out_dir: Annotated[Path, typer.Option("--out", help="Directory for *.schema.json.")] = Path("schemas")) -> None:
+def schema_export(
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for *.schema.json.")] = Path(
+        "schemas"
+    ),
+) -> None:
     """Write the JSON Schema of every wire format."""
     from .schema.jsonschema import write_json_schemas
 
@@ -515,8 +704,12 @@ def schema_export(out_dir: Annotated[Path, typer.Option("--out", help="Directory
 
 @app.command()
 def demo(
-    directory: Annotated[Path, typer.Option("--dir", help="Where the demo database and exports go.")] = Path("demo-output"),
-    serve: Annotated[bool, typer.Option("--serve", help="Then start the web app with a demo labelling project.")] = False,
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Where the demo database and exports go.")
+    ] = Path("demo-output"),
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Then start the web app with a demo labelling project.")
+    ] = False,
     host: Annotated[str, typer.Option(help="With --serve: address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="With --serve: port.")] = 8000,
 ) -> None:
@@ -537,8 +730,9 @@ def demo(
 
 # -- demonstrations: accept or reject before they reach trl-sft -------------------------------------
 
-demonstrations_app = typer.Typer(help="Review expert demonstrations: only accepted ones reach trl-sft.",
-                                 no_args_is_help=True)
+demonstrations_app = typer.Typer(
+    help="Review expert demonstrations: only accepted ones reach trl-sft.", no_args_is_help=True
+)
 app.add_typer(demonstrations_app, name="demonstrations")
 
 
@@ -559,20 +753,35 @@ def demonstrations_list(project: str, db: DbOption = None, as_json: JsonOption =
     if not pending:
         out.print(f"no demonstrations waiting for review in {project}", highlight=False)
     for d in pending:
-        out.print(f"judgment {d['judgment_id']}  item {d['item_id']}  by {d['rater']}  {d['submitted_at'] or ''}",
-                  highlight=False)
+        out.print(
+            f"judgment {d['judgment_id']}  item {d['item_id']}  by {d['rater']}  {d['submitted_at'] or ''}",
+            highlight=False,
+        )
 
 
-def _decide_demonstration(project: str, judgment_id: int, decision: str, reviewer: str, note: str,
-                          db: str | None, as_json: bool) -> None:
+def _decide_demonstration(
+    project: str,
+    judgment_id: int,
+    decision: str,
+    reviewer: str,
+    note: str,
+    db: str | None,
+    as_json: bool,
+) -> None:
     from .server.judging import JudgingError
     from .server.webapi import decide_demonstration
     from .store import repo, transaction
 
     try:
         with transaction(engine_for(db)) as session:
-            done = decide_demonstration(session, repo.get_project(session, project).pk, reviewer, judgment_id,
-                                        decision, note)
+            done = decide_demonstration(
+                session,
+                repo.get_project(session, project).pk,
+                reviewer,
+                judgment_id,
+                decision,
+                note,
+            )
     except repo.NotFound as exc:
         fail(str(exc), 2)
     except JudgingError as exc:
@@ -580,25 +789,39 @@ def _decide_demonstration(project: str, judgment_id: int, decision: str, reviewe
     if as_json:
         print_json(done)
         return
-    out.print(f"demonstration {judgment_id} {decision} by {reviewer} (revision {done['judgment_id']})",
-              highlight=False)
+    out.print(
+        f"demonstration {judgment_id} {decision} by {reviewer} (revision {done['judgment_id']})",
+        highlight=False,
+    )
 
 
-ReviewerOption = Annotated[str, typer.Option("--reviewer", help="Who decides (stored with the decision).")]
+ReviewerOption = Annotated[
+    str, typer.Option("--reviewer", help="Who decides (stored with the decision).")
+]
 
 
 @demonstrations_app.command("accept")
-def demonstrations_accept(project: str, judgment_id: int, reviewer: ReviewerOption,
-                          note: Annotated[str, typer.Option(help="Why (optional when accepting).")] = "",
-                          db: DbOption = None, as_json: JsonOption = False) -> None:
+def demonstrations_accept(
+    project: str,
+    judgment_id: int,
+    reviewer: ReviewerOption,
+    note: Annotated[str, typer.Option(help="Why (optional when accepting).")] = "",
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Accept a demonstration: trl-sft exports it."""
     _decide_demonstration(project, judgment_id, "accepted", reviewer, note, db, as_json)
 
 
 @demonstrations_app.command("reject")
-def demonstrations_reject(project: str, judgment_id: int, reviewer: ReviewerOption,
-                          note: Annotated[str, typer.Option(help="Why (required).")],
-                          db: DbOption = None, as_json: JsonOption = False) -> None:
+def demonstrations_reject(
+    project: str,
+    judgment_id: int,
+    reviewer: ReviewerOption,
+    note: Annotated[str, typer.Option(help="Why (required).")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Reject a demonstration with a note: trl-sft leaves it out and its manifest says so."""
     _decide_demonstration(project, judgment_id, "rejected", reviewer, note, db, as_json)
 

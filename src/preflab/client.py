@@ -30,12 +30,14 @@ RETRYABLE = frozenset({503})
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, detail: Any, errors: list | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self, status: int, detail: Any, errors: list | None = None, retry_after: float | None = None
+    ) -> None:
         self.status, self.detail, self.errors = status, detail, errors or []
         self.retry_after = retry_after
-        lines = [f"HTTP {status}: {detail}"] + [f"  {'.'.join(map(str, e.get('loc', [])))}: {e.get('msg')}"
-                                                 for e in self.errors]
+        lines = [f"HTTP {status}: {detail}"] + [
+            f"  {'.'.join(map(str, e.get('loc', [])))}: {e.get('msg')}" for e in self.errors
+        ]
         super().__init__("\n".join(lines))
 
 
@@ -50,15 +52,24 @@ def _retry_after(r: httpx.Response) -> float | None:
 class Client:
     """A small, typed wrapper over httpx; one instance per user (token or login session)."""
 
-    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30,
-                 transport: httpx.BaseTransport | None = None, retries: int = 4,
-                 max_retry_wait: float = 10.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30,
+        transport: httpx.BaseTransport | None = None,
+        retries: int = 4,
+        max_retry_wait: float = 10.0,
+    ) -> None:
         """``retries``: how often a retryable answer (503) to a safe request is retried —
         reads, ``next_task`` (it resumes the live lease) and ``submit`` (same idempotency
         key) — honouring ``Retry-After`` up to ``max_retry_wait`` seconds."""
         self.retries, self.max_retry_wait = retries, max_retry_wait
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+        )
         self._csrf: str | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -128,19 +139,32 @@ class Client:
         return self.request("DELETE", f"/auth/tokens/{token_id}")
 
     def accept_invite(self, token: str, username: str, password: str) -> dict:
-        return self.request("POST", f"/invites/{token}/accept", json={"username": username, "password": password})
+        return self.request(
+            "POST", f"/invites/{token}/accept", json={"username": username, "password": password}
+        )
 
     def claim_credential(self, domain: str, evidence: str = "") -> dict:
-        return self.request("POST", "/me/credentials", json={"domain": domain, "evidence": evidence})
+        return self.request(
+            "POST", "/me/credentials", json={"domain": domain, "evidence": evidence}
+        )
 
     def my_credentials(self) -> list[dict]:
         return self.request("GET", "/me/credentials")
 
     # -- site admin --------------------------------------------------------------------------------
-    def create_user(self, username: str, password: str | None = None, *, is_admin: bool = False,
-                    email: str | None = None) -> dict:
-        return self.request("POST", "/users", json={"username": username, "password": password,
-                                                     "is_admin": is_admin, "email": email})
+    def create_user(
+        self,
+        username: str,
+        password: str | None = None,
+        *,
+        is_admin: bool = False,
+        email: str | None = None,
+    ) -> dict:
+        return self.request(
+            "POST",
+            "/users",
+            json={"username": username, "password": password, "is_admin": is_admin, "email": email},
+        )
 
     def users(self) -> list[dict]:
         return self.request("GET", "/users")
@@ -152,15 +176,29 @@ class Client:
         return self.request("GET", f"/users/{username}/credentials")
 
     def verify_credential(self, username: str, domain: str, verified: bool = True) -> dict:
-        return self.request("POST", f"/users/{username}/credentials/{domain}/verify", json={"verified": verified})
+        return self.request(
+            "POST", f"/users/{username}/credentials/{domain}/verify", json={"verified": verified}
+        )
 
     # -- projects -------------------------------------------------------------------------------------
     def projects(self) -> list[dict]:
         return self.request("GET", "/projects")
 
-    def create_project(self, name: str, *, kinds: list[str] | None = None, title: str = "", guidelines: str = "",
-                       policy: dict | None = None) -> dict:
-        body: dict[str, Any] = {"name": name, "title": title, "kinds": kinds or ["pairwise"], "guidelines": guidelines}
+    def create_project(
+        self,
+        name: str,
+        *,
+        kinds: list[str] | None = None,
+        title: str = "",
+        guidelines: str = "",
+        policy: dict | None = None,
+    ) -> dict:
+        body: dict[str, Any] = {
+            "name": name,
+            "title": title,
+            "kinds": kinds or ["pairwise"],
+            "guidelines": guidelines,
+        }
         if policy is not None:
             body["policy"] = policy
         return self.request("POST", "/projects", json=body)
@@ -169,7 +207,9 @@ class Client:
         return self.request("GET", f"/projects/{project}")
 
     def update_settings(self, project: str, *, note: str = "", **changes: Any) -> dict:
-        return self.request("PATCH", f"/projects/{project}/settings", json={**changes, "note": note})
+        return self.request(
+            "PATCH", f"/projects/{project}/settings", json={**changes, "note": note}
+        )
 
     def settings_history(self, project: str) -> list[dict]:
         return self.request("GET", f"/projects/{project}/settings/history")
@@ -183,21 +223,30 @@ class Client:
     def remove_member(self, project: str, username: str) -> dict:
         return self.request("DELETE", f"/projects/{project}/members/{username}")
 
-    def invite(self, project: str, role: str = "rater", *, email: str | None = None, ttl_hours: int = 72) -> dict:
-        return self.request("POST", f"/projects/{project}/invites", json={"role": role, "email": email,
-                                                                         "ttl_hours": ttl_hours})
+    def invite(
+        self, project: str, role: str = "rater", *, email: str | None = None, ttl_hours: int = 72
+    ) -> dict:
+        return self.request(
+            "POST",
+            f"/projects/{project}/invites",
+            json={"role": role, "email": email, "ttl_hours": ttl_hours},
+        )
 
     def add_rubric(self, project: str, rubric: dict) -> dict:
         return self.request("POST", f"/projects/{project}/rubrics", json=rubric)
 
     def rubric(self, project: str, version: int | None = None) -> dict:
-        return self.request("GET", f"/projects/{project}/rubric", params={"version": version} if version else None)
+        return self.request(
+            "GET", f"/projects/{project}/rubric", params={"version": version} if version else None
+        )
 
     def import_items(self, project: str, items: list[dict]) -> dict:
         return self.request("POST", f"/projects/{project}/items", json={"items": items})
 
     def items(self, project: str, after: int = 0, limit: int = 100) -> list[dict]:
-        return self.request("GET", f"/projects/{project}/items", params={"after": after, "limit": limit})
+        return self.request(
+            "GET", f"/projects/{project}/items", params={"after": after, "limit": limit}
+        )
 
     def item(self, project: str, item_id: str) -> dict:
         return self.request("GET", f"/projects/{project}/items/{item_id}")
@@ -214,14 +263,27 @@ class Client:
     def release(self, project: str, assignment_id: str) -> dict:
         return self.request("POST", f"/projects/{project}/assignments/{assignment_id}/release")
 
-    def submit(self, project: str, assignment_id: str, judgment: dict, *, rationale: str | None = None,
-               telemetry: dict | None = None, idempotency_key: str | None = None, retries: int = 3) -> dict:
+    def submit(
+        self,
+        project: str,
+        assignment_id: str,
+        judgment: dict,
+        *,
+        rationale: str | None = None,
+        telemetry: dict | None = None,
+        idempotency_key: str | None = None,
+        retries: int = 3,
+    ) -> dict:
         """Submit a judgment for a live assignment; dropped connections and 503s are retried with the same key."""
         body_j = dict(judgment)
         if rationale is not None:
             body_j["rationale"] = rationale
-        body = {"assignment_id": assignment_id, "judgment": body_j, "telemetry": telemetry,
-                "idempotency_key": idempotency_key or uuid.uuid4().hex}
+        body = {
+            "assignment_id": assignment_id,
+            "judgment": body_j,
+            "telemetry": telemetry,
+            "idempotency_key": idempotency_key or uuid.uuid4().hex,
+        }
         # Safe to repeat with the same idempotency key: the first stored answer comes back.
         # 503s are retried inside request(); dropped connections here.
         for attempt in range(retries + 1):
@@ -237,30 +299,43 @@ class Client:
         return self.request("GET", f"/projects/{project}/my/status")
 
     def my_judgments(self, project: str, after: int = 0, limit: int = 100) -> list[dict]:
-        return self.request("GET", f"/projects/{project}/my/judgments", params={"after": after, "limit": limit})
+        return self.request(
+            "GET", f"/projects/{project}/my/judgments", params={"after": after, "limit": limit}
+        )
 
     def my_revisions(self, project: str) -> list[dict]:
         return self.request("GET", f"/projects/{project}/my/revisions")
 
-    def revise(self, project: str, judgment_id: int, judgment: dict, *, idempotency_key: str | None = None) -> dict:
-        return self.request("POST", f"/projects/{project}/judgments/{judgment_id}/revise",
-                            json={"judgment": judgment, "idempotency_key": idempotency_key or uuid.uuid4().hex})
+    def revise(
+        self, project: str, judgment_id: int, judgment: dict, *, idempotency_key: str | None = None
+    ) -> dict:
+        return self.request(
+            "POST",
+            f"/projects/{project}/judgments/{judgment_id}/revise",
+            json={"judgment": judgment, "idempotency_key": idempotency_key or uuid.uuid4().hex},
+        )
 
     # -- review and quality ---------------------------------------------------------------------------------
-    def judgments(self, project: str, after: int = 0, limit: int = 100, item_id: str | None = None) -> list[dict]:
+    def judgments(
+        self, project: str, after: int = 0, limit: int = 100, item_id: str | None = None
+    ) -> list[dict]:
         params: dict[str, Any] = {"after": after, "limit": limit}
         if item_id:
             params["item_id"] = item_id
         return self.request("GET", f"/projects/{project}/judgments", params=params)
 
     def send_back(self, project: str, judgment_id: int, note: str) -> dict:
-        return self.request("POST", f"/projects/{project}/judgments/{judgment_id}/send-back", json={"note": note})
+        return self.request(
+            "POST", f"/projects/{project}/judgments/{judgment_id}/send-back", json={"note": note}
+        )
 
     def raters(self, project: str) -> list[dict]:
         return self.request("GET", f"/projects/{project}/raters")
 
     def reinstate(self, project: str, username: str, note: str) -> dict:
-        return self.request("POST", f"/projects/{project}/raters/{username}/reinstate", json={"note": note})
+        return self.request(
+            "POST", f"/projects/{project}/raters/{username}/reinstate", json={"note": note}
+        )
 
     def quality(self, project: str) -> dict:
         return self.request("GET", f"/projects/{project}/quality")

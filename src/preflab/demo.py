@@ -47,10 +47,14 @@ def run_demo(directory: Path, console: Console) -> dict:
     sample = bundled_sample()
     report = import_files(engine, DEMO_PROJECT, [sample], ImportOptions())
     console.print(
-        f"2. imported {sample.name}: {report.items_added} items, {report.judgments_added} judgments", highlight=False
+        f"2. imported {sample.name}: {report.items_added} items, {report.judgments_added} judgments",
+        highlight=False,
     )
     again = import_files(engine, DEMO_PROJECT, [sample], ImportOptions())
-    console.print(f"   re-import of the same file adds nothing: already_imported={again.already_imported}", highlight=False)
+    console.print(
+        f"   re-import of the same file adds nothing: already_imported={again.already_imported}",
+        highlight=False,
+    )
 
     with transaction(engine) as session:
         counts = repo.project_counts(session, repo.get_project(session, DEMO_PROJECT))
@@ -69,19 +73,25 @@ def run_demo(directory: Path, console: Console) -> dict:
         console.print(f"   {line}", highlight=False)
 
     out_dir = directory / "trl-preference"
-    manifest = export_project(engine, DEMO_PROJECT, ExportOptions(format="trl-preference", out=out_dir))
+    manifest = export_project(
+        engine, DEMO_PROJECT, ExportOptions(format="trl-preference", out=out_dir)
+    )
     first, *rest = manifest_summary(manifest)
     console.print(f"5. TRL preference export: {out_dir}: {first}", highlight=False)
     for line in rest:
         console.print(f"   {line}", highlight=False)
     console.print("files written:", highlight=False)
     for path in written_files(directory, db_url, html_path, out_dir, manifest):
-        console.print(f"   {path}", highlight=False, soft_wrap=True)  # a path is copied whole, never wrapped
+        console.print(
+            f"   {path}", highlight=False, soft_wrap=True
+        )  # a path is copied whole, never wrapped
     console.rule("[bold green]done")
     return {"db": db_url, "manifest": manifest, "report": str(html_path)}
 
 
-def written_files(directory: Path, db_url: str, report: Path, export_dir: Path, manifest: dict) -> list[Path]:
+def written_files(
+    directory: Path, db_url: str, report: Path, export_dir: Path, manifest: dict
+) -> list[Path]:
     """Every file the demo wrote: the database, the report, the export's files and its manifest."""
     database = Path(db_url.removeprefix("sqlite:///"))
     exported = [export_dir / name for name in sorted(manifest.get("files", {}))]
@@ -92,11 +102,21 @@ def _agreement_lines(report: dict) -> list[str]:
     """A few headline agreement figures from the report, whatever its exact layout."""
     lines = []
     agreement = report.get("agreement") or {}
-    rows = agreement if isinstance(agreement, list) else agreement.get("rows", agreement.get("dimensions", []))
+    rows = (
+        agreement
+        if isinstance(agreement, list)
+        else agreement.get("rows", agreement.get("dimensions", []))
+    )
     for row in rows if isinstance(rows, list) else []:
         # alpha is None for a dimension without labels (PandaLM records no strength: issue 15)
         if isinstance(row, dict) and row.get("alpha") is not None:
             ci = row.get("ci") or row.get("alpha_ci")
-            ci_text = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, (list, tuple)) and len(ci) == 2 else ""
-            lines.append(f"Krippendorff's alpha {row.get('dimension', '')} {row.get('batch', '')}: {row['alpha']:.3f}{ci_text}")
+            ci_text = (
+                f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+                if isinstance(ci, (list, tuple)) and len(ci) == 2
+                else ""
+            )
+            lines.append(
+                f"Krippendorff's alpha {row.get('dimension', '')} {row.get('batch', '')}: {row['alpha']:.3f}{ci_text}"
+            )
     return lines[:6]

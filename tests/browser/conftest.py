@@ -51,9 +51,16 @@ def browser():
     except ImportError:
         _require_or_skip("playwright (Python package)", "pip install playwright")
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=exe, headless=True,
-                               args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                     "--disable-dev-shm-usage"])
+        b = pw.chromium.launch(
+            executable_path=exe,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-dev-shm-usage",
+            ],
+        )
         yield b
         b.close()
 
@@ -74,5 +81,3 @@ def new_page(browser):
     yield _new
     for ctx in contexts:
         ctx.close()
-
-

@@ -18,28 +18,57 @@ COPIED = "Answer A is clearly better because it explains the base case and gives
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dup-site")
-    s = build_site(tmp, {"root": True, "rita": False, **dict.fromkeys(RATERS, False)}, [
-        {"name": "dup", "title": "Copied rationales", "kinds": ["pairwise"], "policy": {**OPEN, "overlap_k": 4},
-         "members": {"rita": "reviewer", **dict.fromkeys(RATERS, "rater")}, "items": [pair_item("dup-1")]},
-        {"name": "two", "title": "Two splits", "kinds": ["pairwise"], "policy": OPEN,
-         "members": {"rita": "reviewer", "r1": "rater", "r2": "rater"},
-         "items": [pair_item("split-1"), pair_item("split-2", "What is a monad?")]}])
+    s = build_site(
+        tmp,
+        {"root": True, "rita": False, **dict.fromkeys(RATERS, False)},
+        [
+            {
+                "name": "dup",
+                "title": "Copied rationales",
+                "kinds": ["pairwise"],
+                "policy": {**OPEN, "overlap_k": 4},
+                "members": {"rita": "reviewer", **dict.fromkeys(RATERS, "rater")},
+                "items": [pair_item("dup-1")],
+            },
+            {
+                "name": "two",
+                "title": "Two splits",
+                "kinds": ["pairwise"],
+                "policy": OPEN,
+                "members": {"rita": "reviewer", "r1": "rater", "r2": "rater"},
+                "items": [pair_item("split-1"), pair_item("split-2", "What is a monad?")],
+            },
+        ],
+    )
     yield s
     s.server.stop()
 
 
-def _label_through_the_api(site, who: str, rationale: str, project: str = "dup", better: str | None = None,
-                           times: int = 1) -> None:  # noqa: ANN001
+def _label_through_the_api(
+    site, who: str, rationale: str, project: str = "dup", better: str | None = None, times: int = 1
+) -> None:  # noqa: ANN001
     with httpx.Client(base_url=site.base, timeout=30) as c:
-        csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()["csrf_token"]
+        csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()[
+            "csrf_token"
+        ]
         h = {"X-CSRF-Token": csrf}
         for _ in range(times):
             task = c.post(f"/api/v1/projects/{project}/assignments/next", headers=h).json()["task"]
             winner = "a" if better is None or task["shown_order"][0] == better else "b"
-            r = c.post(f"/api/v1/projects/{project}/judgments", headers=h, json={
-                "assignment_id": task["assignment_id"], "judgment": {
-                    "kind": "pairwise", "shown_order": task["shown_order"], "winner": winner, "strength": 2,
-                    "rationale": rationale}})
+            r = c.post(
+                f"/api/v1/projects/{project}/judgments",
+                headers=h,
+                json={
+                    "assignment_id": task["assignment_id"],
+                    "judgment": {
+                        "kind": "pairwise",
+                        "shown_order": task["shown_order"],
+                        "winner": winner,
+                        "strength": 2,
+                        "rationale": rationale,
+                    },
+                },
+            )
             assert r.status_code == 201, r.text
 
 
@@ -54,7 +83,9 @@ def test_each_copied_rationale_is_one_line_naming_the_others(site, new_page):
     texts = [t for t in reasons.all_inner_texts() if "near_duplicate_rationale" in t]
     shot(page, "70-adjudication-queue-grouped")
     assert len(texts) == len(RATERS), f"one line per judgment, not per pair: {texts}"
-    for jid, text in zip(ids, sorted(texts, key=lambda t: int(re.search(r"judgment (\d+)", t)[1])), strict=True):
+    for jid, text in zip(
+        ids, sorted(texts, key=lambda t: int(re.search(r"judgment (\d+)", t)[1])), strict=True
+    ):
         others = sorted(int(x) for x in re.findall(r"\d+", text.split("like judgments", 1)[1]))
         assert others == [o for o in ids if o != jid], text
 
@@ -67,7 +98,9 @@ def test_each_copied_rationale_is_one_line_naming_the_others(site, new_page):
 
 def test_after_a_final_label_the_reviewer_lands_on_the_next_open_item(site, new_page):
     _label_through_the_api(site, "r1", "x explains recursion properly.", "two", better="x", times=2)
-    _label_through_the_api(site, "r2", "y is shorter and links a source.", "two", better="y", times=2)
+    _label_through_the_api(
+        site, "r2", "y is shorter and links a source.", "two", better="y", times=2
+    )
     page = new_page(site)
     login(page, "rita", next_path="/p/two/review")
     with page.expect_navigation():
@@ -82,7 +115,9 @@ def test_after_a_final_label_the_reviewer_lands_on_the_next_open_item(site, new_
     with page.expect_navigation():
         page.keyboard.press("Control+Enter")
     assert page.locator("#review-item").get_attribute("data-item") == other
-    expect(page.locator("#next-item")).to_have_count(0)  # the first one is adjudicated: nothing else open
+    expect(page.locator("#next-item")).to_have_count(
+        0
+    )  # the first one is adjudicated: nothing else open
     shot(page, "72-review-next-item")
     with page.expect_navigation():
         page.keyboard.press("q")
@@ -95,8 +130,12 @@ def test_the_data_browser_filters_items_by_disagreement_flags_and_text(site, new
         for who in RATERS:
             _label_through_the_api(site, who, COPIED)
     if not site.judgments("two"):
-        _label_through_the_api(site, "r1", "x explains recursion properly.", "two", better="x", times=2)
-        _label_through_the_api(site, "r2", "y is shorter and links a source.", "two", better="y", times=2)
+        _label_through_the_api(
+            site, "r1", "x explains recursion properly.", "two", better="x", times=2
+        )
+        _label_through_the_api(
+            site, "r2", "y is shorter and links a source.", "two", better="y", times=2
+        )
     page = new_page(site)
     login(page, "rita", next_path="/admin/p/two/data")
     expect(page.locator("#data-count")).to_have_text("2 items")

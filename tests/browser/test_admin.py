@@ -14,9 +14,22 @@ from webui_items import RUBRIC, pair_item
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("admin-site")
-    s = build_site(tmp, {"root": True, "alice": False}, [
-        {"name": "base", "title": "Existing", "kinds": ["pairwise"], "members": {"alice": "rater"},
-         "policy": {"blind": False}, "items": [pair_item(f"b-{i}", f"Explain recursion briefly ({i}).") for i in range(3)]}])
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False},
+        [
+            {
+                "name": "base",
+                "title": "Existing",
+                "kinds": ["pairwise"],
+                "members": {"alice": "rater"},
+                "policy": {"blind": False},
+                "items": [
+                    pair_item(f"b-{i}", f"Explain recursion briefly ({i}).") for i in range(3)
+                ],
+            }
+        ],
+    )
     yield s
     s.server.stop()
 
@@ -57,8 +70,15 @@ def test_create_project_user_member_invite(site, new_page):
 
     # rubric upload: a new version only when the content changes
     for n, title in enumerate(("Helpfulness", "Helpfulness (clarified)"), 1):
-        page.locator("#rubric-file").set_input_files(files=[{"name": "rubric.json", "mimeType": "application/json",
-                                                             "buffer": json.dumps({**RUBRIC, "title": title}).encode()}])
+        page.locator("#rubric-file").set_input_files(
+            files=[
+                {
+                    "name": "rubric.json",
+                    "mimeType": "application/json",
+                    "buffer": json.dumps({**RUBRIC, "title": title}).encode(),
+                }
+            ]
+        )
         with page.expect_navigation():
             page.get_by_role("button", name="Upload rubric").click()
         expect(page.locator("main")).to_contain_text(f"helpfulness v{n}")
@@ -78,11 +98,20 @@ def test_create_project_user_member_invite(site, new_page):
 def test_import_shows_every_problem_line_by_line_then_a_good_file(site, new_page):
     page = new_page(site)
     login(page, "root", next_path="/admin/p/base/import")
-    good = [pair_item(f"n-{i}", f"A new question ({i}).") for i in range(3)]  # new content: new items
-    bad_rows = [good[0], "{not json", {"id": "n-x", "prompt": "p", "candidates": []},
-                {"id": "n-y", "prompt": "p", "candidates": [{"id": "a"}]}, good[1], {"prompt": 3, "candidates": [{"text": "t"}]}]
-    page.locator("#import-file").set_input_files(files=[{"name": "bad.jsonl", "mimeType": "application/json",
-                                                         "buffer": jsonl(bad_rows)}])
+    good = [
+        pair_item(f"n-{i}", f"A new question ({i}).") for i in range(3)
+    ]  # new content: new items
+    bad_rows = [
+        good[0],
+        "{not json",
+        {"id": "n-x", "prompt": "p", "candidates": []},
+        {"id": "n-y", "prompt": "p", "candidates": [{"id": "a"}]},
+        good[1],
+        {"prompt": 3, "candidates": [{"text": "t"}]},
+    ]
+    page.locator("#import-file").set_input_files(
+        files=[{"name": "bad.jsonl", "mimeType": "application/json", "buffer": jsonl(bad_rows)}]
+    )
     page.get_by_role("button", name="Import").click()
     result = page.locator("#import-result")
     expect(result).to_contain_text("Nothing was imported")
@@ -93,15 +122,22 @@ def test_import_shows_every_problem_line_by_line_then_a_good_file(site, new_page
     assert all(t.startswith("bad.jsonl:") for t in texts)
     shot(page, "42-import-errors")
     with site.api() as c:
-        assert not [i for i in c.get("/api/v1/projects/base/items").json() if i["id"].startswith("n-")], \
-            "a failed import changes nothing"
-    page.locator("#import-file").set_input_files(files=[{"name": "good.jsonl", "mimeType": "application/json",
-                                                         "buffer": jsonl(good)}])
+        assert not [
+            i for i in c.get("/api/v1/projects/base/items").json() if i["id"].startswith("n-")
+        ], "a failed import changes nothing"
+    page.locator("#import-file").set_input_files(
+        files=[{"name": "good.jsonl", "mimeType": "application/json", "buffer": jsonl(good)}]
+    )
     page.get_by_role("button", name="Import").click()
     expect(result).to_contain_text("Items added: 3")
     shot(page, "43-import-ok")
     with site.api() as c:
-        assert len([i for i in c.get("/api/v1/projects/base/items").json() if i["id"].startswith("n-")]) == 3
+        assert (
+            len(
+                [i for i in c.get("/api/v1/projects/base/items").json() if i["id"].startswith("n-")]
+            )
+            == 3
+        )
     page.guard.console_errors = [e for e in page.guard.console_errors if "422" not in e]
     page.guard.assert_clean()
 

@@ -18,11 +18,17 @@ def site(tmp_path_factory):
 def test_swagger_ui_renders_from_local_assets_only(site, new_page):
     page = new_page(site)
     foreign_blocked = []
-    page.route(lambda url: not url.startswith(site.base), lambda route: (foreign_blocked.append(route.request.url),
-                                                                         route.abort()))
+    page.route(
+        lambda url: not url.startswith(site.base),
+        lambda route: (foreign_blocked.append(route.request.url), route.abort()),
+    )
     page.goto("/api/v1/docs")
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("preflab collection server")
-    expect(page.locator(".opblock-summary-path", has_text="/api/v1/projects/{project}/assignments/next")).to_have_count(1)
+    expect(
+        page.locator(
+            ".opblock-summary-path", has_text="/api/v1/projects/{project}/assignments/next"
+        )
+    ).to_have_count(1)
     page.locator(".opblock-summary-path", has_text="/api/v1/auth/me").first.click()
     expect(page.locator(".opblock.is-open")).to_have_count(1)
     shot(page, "90-api-docs", full=False)

@@ -13,9 +13,20 @@ from webui_items import OPEN, pair_item
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cred-site")
     code = [{**pair_item(f"code-{i}", f"Fix bug {i}."), "domains": ["code"]} for i in range(4)]
-    s = build_site(tmp, {"root": True, "alice": False}, [
-        {"name": "mixed", "title": "Some items need code", "kinds": ["pairwise"], "policy": OPEN,
-         "members": {"alice": "rater"}, "items": [pair_item("plain-1"), *code]}])
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False},
+        [
+            {
+                "name": "mixed",
+                "title": "Some items need code",
+                "kinds": ["pairwise"],
+                "policy": OPEN,
+                "members": {"alice": "rater"},
+                "items": [pair_item("plain-1"), *code],
+            }
+        ],
+    )
     yield s
     s.server.stop()
 
@@ -46,5 +57,7 @@ def test_no_more_items_says_which_credential_unlocks_the_rest(site, new_page):
     with page.expect_navigation():
         page.get_by_role("button", name="Claim").click()
     _ask_for_a_task(page)
-    expect(msg).to_contain_text("4 items need a verified `code` credential: your claim waits for an admin to verify it")
+    expect(msg).to_contain_text(
+        "4 items need a verified `code` credential: your claim waits for an admin to verify it"
+    )
     page.guard.assert_clean()

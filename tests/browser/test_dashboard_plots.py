@@ -16,15 +16,32 @@ SHORT, LONG = "Yes.", "Yes: a longer answer that explains why, with an example a
 def _pair(i: int) -> dict:
     """Half the items have the long answer under id ``a``, half under ``b`` (canonical values vary)."""
     a, b = (LONG, SHORT) if i % 2 else (SHORT, LONG)
-    return {"id": f"p-{i}", "prompt": f"Question {i}?", "candidates": [{"id": "a", "text": a}, {"id": "b", "text": b}]}
+    return {
+        "id": f"p-{i}",
+        "prompt": f"Question {i}?",
+        "candidates": [{"id": "a", "text": a}, {"id": "b", "text": b}],
+    }
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    s = build_site(tmp_path_factory.mktemp("plots-site"), {"root": True, "r1": False, "r2": False}, [
-        {"name": "plots", "title": "Plots", "kinds": ["pairwise"],
-         "policy": {**OPEN, "qualification": {"n_items": 2, "min_items": 2, "pass_bar": 0.4}},
-         "members": {"r1": "rater", "r2": "rater"}, "items": [gold_item(1), gold_item(2), *[_pair(i) for i in range(6)]]}])
+    s = build_site(
+        tmp_path_factory.mktemp("plots-site"),
+        {"root": True, "r1": False, "r2": False},
+        [
+            {
+                "name": "plots",
+                "title": "Plots",
+                "kinds": ["pairwise"],
+                "policy": {
+                    **OPEN,
+                    "qualification": {"n_items": 2, "min_items": 2, "pass_bar": 0.4},
+                },
+                "members": {"r1": "rater", "r2": "rater"},
+                "items": [gold_item(1), gold_item(2), *[_pair(i) for i in range(6)]],
+            }
+        ],
+    )
     for rater in ("r1", "r2"):
         _label_everything(s, rater)
     yield s
@@ -34,7 +51,9 @@ def site(tmp_path_factory):
 def _label_everything(site, who: str) -> None:  # noqa: ANN001
     """Both raters prefer the right answer on gold and the longer answer elsewhere."""
     with httpx.Client(base_url=site.base, timeout=30) as c:
-        csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()["csrf_token"]
+        csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()[
+            "csrf_token"
+        ]
         h = {"X-CSRF-Token": csrf}
         for _ in range(20):
             task = c.post("/api/v1/projects/plots/assignments/next", headers=h).json().get("task")
@@ -42,10 +61,19 @@ def _label_everything(site, who: str) -> None:  # noqa: ANN001
                 return
             texts = {x["id"]: x["text"] for x in task["item"]["candidates"]}
             pick = "good" if "good" in texts else max(texts, key=lambda k: len(texts[k]))
-            r = c.post("/api/v1/projects/plots/judgments", headers=h, json={
-                "assignment_id": task["assignment_id"], "judgment": {
-                    "kind": "pairwise", "shown_order": task["shown_order"],
-                    "winner": "a" if task["shown_order"][0] == pick else "b", "strength": 2}})
+            r = c.post(
+                "/api/v1/projects/plots/judgments",
+                headers=h,
+                json={
+                    "assignment_id": task["assignment_id"],
+                    "judgment": {
+                        "kind": "pairwise",
+                        "shown_order": task["shown_order"],
+                        "winner": "a" if task["shown_order"][0] == pick else "b",
+                        "strength": 2,
+                    },
+                },
+            )
             assert r.status_code == 201, r.text
 
 
@@ -57,7 +85,9 @@ def test_dashboard_draws_its_plots_inline_and_links_the_leaderboard(site, new_pa
     expect(over_time.locator("circle.plot-dot").last.locator("title")).to_contain_text(": 16")
     # agreement per batch with its CI whisker, and the reference lines
     agreement = page.locator("svg#plot-agreement")
-    expect(agreement.locator(".plot-row")).to_have_count(page.locator("h3 + table tbody tr").count())
+    expect(agreement.locator(".plot-row")).to_have_count(
+        page.locator("h3 + table tbody tr").count()
+    )
     expect(agreement.locator(".plot-row title").first).to_contain_text("alpha 1.000")
     expect(agreement.locator("line.plot-ref")).to_have_count(2)
     # rater accuracy against volume: one point per rater with a Wilson whisker
@@ -66,11 +96,15 @@ def test_dashboard_draws_its_plots_inline_and_links_the_leaderboard(site, new_pa
     expect(accuracy.locator(".plot-point title").first).to_contain_text("100% of 2 gold")
     # the length-bias curve: always the longer answer, so the share chosen is 1 above 1:1 and 0 below
     curve = page.locator("svg#plot-length-bias")
-    shares = curve.locator("circle.plot-dot title").evaluate_all("els => els.map((e) => e.textContent)")
+    shares = curve.locator("circle.plot-dot title").evaluate_all(
+        "els => els.map((e) => e.textContent)"
+    )
     assert shares and all(("chosen 100%" in s) or ("chosen 0%" in s) for s in shares), shares
     expect(curve.locator("polyline.plot-fit")).to_have_count(1)
     # the leaderboard is one click away
-    expect(page.locator("#leaderboard-link")).to_have_attribute("href", "/admin/p/plots/leaderboard")
+    expect(page.locator("#leaderboard-link")).to_have_attribute(
+        "href", "/admin/p/plots/leaderboard"
+    )
     shot(page, "74-dashboard-plots")
     with page.expect_navigation():
         page.locator("#leaderboard-link").click()
@@ -92,7 +126,11 @@ def test_export_options_in_the_ui_reach_the_manifest(site, new_page):
     page.get_by_role("button", name="Export").click()
     expect(page.locator("#export-result h3")).to_contain_text("manifest")
     page.reload()
-    href = page.locator("#past-exports tbody tr").first.locator("a", has_text="manifest.json").get_attribute("href")
+    href = (
+        page.locator("#past-exports tbody tr")
+        .first.locator("a", has_text="manifest.json")
+        .get_attribute("href")
+    )
     with site.api() as c:
         manifest = c.get(href).json()
     text = __import__("json").dumps(manifest)
@@ -105,4 +143,6 @@ def test_export_options_in_the_ui_reach_the_manifest(site, new_page):
     page.locator("#ex-gate-on").check()
     page.locator("#ex-gate-max").fill("0.9")
     page.get_by_role("button", name="Export").click()
-    expect(page.locator("#export-result")).to_contain_text("length_gate [0.85, 0.9]: need 0 < min <= 1 <= max")
+    expect(page.locator("#export-result")).to_contain_text(
+        "length_gate [0.85, 0.9]: need 0 < min <= 1 <= max"
+    )

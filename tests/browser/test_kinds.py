@@ -23,8 +23,11 @@ EXPECTED_KINDS = {  # item -> the kinds the page may offer, in the project's ord
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kinds-site")
-    s = build_site(tmp, {"root": True, "alice": False, "bob": False},
-                   multi_kind_projects({"alice": "rater", "bob": "rater"}))
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False, "bob": False},
+        multi_kind_projects({"alice": "rater", "bob": "rater"}),
+    )
     yield s
     s.server.stop()
 
@@ -71,7 +74,9 @@ def test_a_rater_labels_every_item_shape_of_a_multi_kind_project(site, new_page)
     labelled = {}
     for n in range(1, len(EXPECTED_KINDS) + 1):
         page.locator("#label-app").wait_for()
-        expect(page.locator("#label-progress")).to_have_text(f"Item {n} of up to 4 · {n - 1} this session")
+        expect(page.locator("#label-progress")).to_have_text(
+            f"Item {n} of up to 4 · {n - 1} this session"
+        )
         assert "kind=pairwise" in page.url, "the chosen kind survives the redirect to the next item"
         task = _task(page)
         item = task["item_id"]
@@ -95,8 +100,16 @@ def test_a_rater_labels_every_item_shape_of_a_multi_kind_project(site, new_page)
     expect(page.locator("#no-task-message")).to_contain_text("no more items")
 
     stored = {j["item_id"]: j["kind"] for j in site.judgments("multi") if j["rater"] == "alice"}
-    assert stored == labelled == {"one-1": "rubric", "two-1": "pairwise", "three-1": "ranking",
-                                  "two-declared": "demonstration"}
+    assert (
+        stored
+        == labelled
+        == {
+            "one-1": "rubric",
+            "two-1": "pairwise",
+            "three-1": "ranking",
+            "two-declared": "demonstration",
+        }
+    )
     assert "Traceback" not in _server_log(site)
     page.guard.assert_clean()
 

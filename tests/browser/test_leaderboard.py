@@ -23,21 +23,44 @@ def human_eval_rows(n: int = 90, seed: int = 0) -> list[dict]:
         u = rng.random()
         better = hi if u < 0.65 else lo if u < 0.85 else None
         prefers = "tie" if better is None else "answer_1" if better == first else "answer_2"
-        rows.append({"prompt": f"Prompt {i}", "answer_1": f"answer {i} by #{first}", "answer_2": f"answer {i} by #{second}",
-                     "human_prefers": prefers, "model_1": MODELS[first], "model_2": MODELS[second],
-                     "labeler": f"rater-{i % 4}", "domains": ["code" if i % 3 else "math"]})
+        rows.append(
+            {
+                "prompt": f"Prompt {i}",
+                "answer_1": f"answer {i} by #{first}",
+                "answer_2": f"answer {i} by #{second}",
+                "human_prefers": prefers,
+                "model_1": MODELS[first],
+                "model_2": MODELS[second],
+                "labeler": f"rater-{i % 4}",
+                "domains": ["code" if i % 3 else "math"],
+            }
+        )
     return rows
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("leaderboard-site")
-    s = build_site(tmp, {"root": True, "alice": False}, [
-        {"name": "blind", "title": "v1 vs v2 vs v3", "kinds": ["pairwise"], "members": {"alice": "rater"}},
-        {"name": "fresh", "title": "Not labelled yet", "kinds": ["pairwise"]}])
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False},
+        [
+            {
+                "name": "blind",
+                "title": "v1 vs v2 vs v3",
+                "kinds": ["pairwise"],
+                "members": {"alice": "rater"},
+            },
+            {"name": "fresh", "title": "Not labelled yet", "kinds": ["pairwise"]},
+        ],
+    )
     body = "".join(json.dumps(r) + "\n" for r in human_eval_rows()).encode()
     with s.api() as api:
-        r = api.post("/api/v1/projects/blind/items/file", params={"filename": "human_eval.jsonl"}, content=body)
+        r = api.post(
+            "/api/v1/projects/blind/items/file",
+            params={"filename": "human_eval.jsonl"},
+            content=body,
+        )
         assert r.status_code == 200, r.text
     yield s
     s.server.stop()
@@ -51,7 +74,10 @@ def test_admin_sees_ratings_with_intervals_pairs_and_domains(site, new_page):
     names = [board.nth(i).locator("td").nth(1).inner_text() for i in range(3)]
     assert names == ["large-v3", "<i>mid-v2</i>", "small-v1"]  # escaped: shown as typed, best first
     for i in range(3):
-        rating, ci = board.nth(i).locator("td").nth(2).inner_text(), board.nth(i).locator("td").nth(3).inner_text()
+        rating, ci = (
+            board.nth(i).locator("td").nth(2).inner_text(),
+            board.nth(i).locator("td").nth(3).inner_text(),
+        )
         low, high = (float(x) for x in ci.split(" – "))
         assert low < float(rating) < high
     expect(page.locator("svg.leaderboard-plot line")).to_have_count(3)  # an interval bar per model

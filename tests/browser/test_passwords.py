@@ -14,14 +14,18 @@ NEW_PASSWORD = "a-new-and-long-password"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    s = build_site(tmp_path_factory.mktemp("pw-site"), {"root": True, "alice": False, "bob": False}, [])
+    s = build_site(
+        tmp_path_factory.mktemp("pw-site"), {"root": True, "alice": False, "bob": False}, []
+    )
     yield s
     s.server.stop()
 
 
 def _api_token(site, user: str, password: str) -> str:  # noqa: ANN001
     with httpx.Client(base_url=site.base, timeout=30) as c:
-        csrf = c.post("/api/v1/auth/login", json={"username": user, "password": password}).json()["csrf_token"]
+        csrf = c.post("/api/v1/auth/login", json={"username": user, "password": password}).json()[
+            "csrf_token"
+        ]
         r = c.post("/api/v1/auth/tokens", json={"name": "laptop"}, headers={"X-CSRF-Token": csrf})
         assert r.status_code == 201, r.text
         return r.json()["token"]
@@ -29,12 +33,17 @@ def _api_token(site, user: str, password: str) -> str:  # noqa: ANN001
 
 def _login_status(site, user: str, password: str) -> int:  # noqa: ANN001
     with httpx.Client(base_url=site.base, timeout=30) as c:
-        return c.post("/api/v1/auth/login", json={"username": user, "password": password}).status_code
+        return c.post(
+            "/api/v1/auth/login", json={"username": user, "password": password}
+        ).status_code
 
 
 def _token_works(site, token: str) -> bool:  # noqa: ANN001
     with httpx.Client(base_url=site.base, timeout=30) as c:
-        return c.get("/api/v1/auth/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        return (
+            c.get("/api/v1/auth/me", headers={"Authorization": f"Bearer {token}"}).status_code
+            == 200
+        )
 
 
 def test_a_user_changes_their_password_and_must_prove_the_current_one(site, new_page):
@@ -46,7 +55,9 @@ def test_a_user_changes_their_password_and_must_prove_the_current_one(site, new_
     form.locator("#pw-current").fill("not-my-password")
     form.locator("#pw-new").fill(NEW_PASSWORD)
     form.locator("button[type=submit]").click()
-    expect(form.locator(".error")).to_contain_text("current_password: wrong password; nothing was changed")
+    expect(form.locator(".error")).to_contain_text(
+        "current_password: wrong password; nothing was changed"
+    )
     assert _login_status(site, "alice", PASSWORD) == 200, "a wrong current password changes nothing"
 
     form.locator("#pw-current").fill(PASSWORD)
@@ -55,7 +66,9 @@ def test_a_user_changes_their_password_and_must_prove_the_current_one(site, new_
     assert _login_status(site, "alice", PASSWORD) == 401
     assert _login_status(site, "alice", NEW_PASSWORD) == 200
     assert not _token_works(site, token), "API tokens are revoked by default"
-    assert not page.guard.page_errors and not page.guard.foreign  # the 403 above is the one console error
+    assert (
+        not page.guard.page_errors and not page.guard.foreign
+    )  # the 403 above is the one console error
 
 
 def test_an_admin_resets_a_password_in_the_ui_which_revokes_api_tokens(site, new_page):
@@ -90,7 +103,9 @@ def test_an_admin_issued_reset_link_sets_a_password_once(site, new_page):
     shot(user, "72-reset-link")
     user.locator("#reset-password").fill("short")
     user.locator("#reset-form button").click()
-    expect(user.locator("#reset-form .error")).to_contain_text("at least 10 characters")  # the link is not used up
+    expect(user.locator("#reset-form .error")).to_contain_text(
+        "at least 10 characters"
+    )  # the link is not used up
     user.locator("#reset-password").fill("reset-by-link-password")
     user.locator("#reset-form button").click()
     expect(user.locator("#reset-done")).to_contain_text("username: alice")
@@ -98,7 +113,14 @@ def test_an_admin_issued_reset_link_sets_a_password_once(site, new_page):
     # single use: a second claim of the same link is refused and changes nothing
     token = url.rsplit("/", 1)[1]
     with httpx.Client(base_url=site.base, timeout=30) as c:
-        again = c.post(f"/api/v1/password-resets/{token}", json={"password": "yet-another-password"})
+        again = c.post(
+            f"/api/v1/password-resets/{token}", json={"password": "yet-another-password"}
+        )
         assert again.status_code == 410 and "already used" in again.json()["detail"]
-        assert c.post("/api/v1/password-resets/not-a-token", json={"password": "yet-another-password"}).status_code == 404
+        assert (
+            c.post(
+                "/api/v1/password-resets/not-a-token", json={"password": "yet-another-password"}
+            ).status_code
+            == 404
+        )
     assert _login_status(site, "alice", "reset-by-link-password") == 200

@@ -17,8 +17,11 @@ RATIONALE = "The first answer is correct and explains why."
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rater-site")
-    s = build_site(tmp, {"root": True, "alice": False, "bob": False},
-                   rater_projects({"alice": "rater", "bob": "rater"}))
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False, "bob": False},
+        rater_projects({"alice": "rater", "bob": "rater"}),
+    )
     yield s
     s.server.stop()
 
@@ -49,8 +52,10 @@ def _submit_and_wait(page) -> None:  # noqa: ANN001
 
 
 def _shown(page) -> list[str]:  # noqa: ANN001
-    return [page.locator(".answer.side-a").get_attribute("data-candidate"),
-            page.locator(".answer.side-b").get_attribute("data-candidate")]
+    return [
+        page.locator(".answer.side-a").get_attribute("data-candidate"),
+        page.locator(".answer.side-b").get_attribute("data-candidate"),
+    ]
 
 
 def test_login_qualification_and_pairwise_with_the_keyboard(site, new_page):
@@ -76,7 +81,9 @@ def test_login_qualification_and_pairwise_with_the_keyboard(site, new_page):
         fb = page.locator("#feedback")
         fb.wait_for(state="visible")
         assert "Correct" in page.locator("#feedback-title").inner_text()
-        assert RATIONALE not in fb.inner_text()  # the gold's explanation, not the rater's words echoed
+        assert (
+            RATIONALE not in fb.inner_text()
+        )  # the gold's explanation, not the rater's words echoed
         assert f"Qualification: {n} of {n} correct so far." in fb.inner_text()
         assert "the other answer is wrong" in fb.inner_text()  # the explanation
         assert "much better" in fb.inner_text()
@@ -243,7 +250,9 @@ def test_ranking_by_drag_and_drop_and_a_narrow_screen(site, new_page):
     _get_task(page, "rank")
     items = page.locator(".rank-item")
     shown = [li.get_attribute("data-candidate") for li in items.all()]
-    items.nth(2).locator(".rank-bar").drag_to(items.nth(0).locator(".rank-bar"), target_position={"x": 20, "y": 2})
+    items.nth(2).locator(".rank-bar").drag_to(
+        items.nth(0).locator(".rank-bar"), target_position={"x": 20, "y": 2}
+    )
     order = [li.get_attribute("data-candidate") for li in page.locator(".rank-item").all()]
     assert order == [shown[2], shown[0], shown[1]]
     with page.expect_navigation():
@@ -252,7 +261,10 @@ def test_ranking_by_drag_and_drop_and_a_narrow_screen(site, new_page):
     assert j["body"]["order"] == [[shown[2]], [shown[0]], [shown[1]]]
 
     _get_task(page, "agent")
-    a, b = page.locator(".answer.side-a").bounding_box(), page.locator(".answer.side-b").bounding_box()
+    a, b = (
+        page.locator(".answer.side-a").bounding_box(),
+        page.locator(".answer.side-b").bounding_box(),
+    )
     assert b["y"] > a["y"] + a["height"] - 1, "answers stack on a narrow screen"
     shot(page, "14-pairwise-narrow")
     page.guard.assert_clean()

@@ -15,11 +15,20 @@ from webui_items import pair_item
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("review-site")
-    s = build_site(tmp, {"root": True, "alice": False, "bob": False, "rita": False},
-                   [{"name": "ovl", "title": "Overlap", "kinds": ["pairwise"],
-                     "policy": {"overlap_share": 1.0, "overlap_k": 2, "spot_review_share": 1.0},
-                     "members": {"alice": "rater", "bob": "rater", "rita": "reviewer"},
-                     "items": [pair_item("ovl-1")]}])
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False, "bob": False, "rita": False},
+        [
+            {
+                "name": "ovl",
+                "title": "Overlap",
+                "kinds": ["pairwise"],
+                "policy": {"overlap_share": 1.0, "overlap_k": 2, "spot_review_share": 1.0},
+                "members": {"alice": "rater", "bob": "rater", "rita": "reviewer"},
+                "items": [pair_item("ovl-1")],
+            }
+        ],
+    )
     yield s
     s.server.stop()
 
@@ -84,7 +93,9 @@ def test_disagreement_adjudication_and_send_back(site, new_page):
     bp = new_page(site)
     login(bp, "bob", next_path="/p/ovl")
     expect(bp.locator("main")).to_contain_text("Check the definition again")
-    expect(bp.locator("#my-recent tbody tr").first).to_contain_text("sent back: revise")  # his own recent labels
+    expect(bp.locator("#my-recent tbody tr").first).to_contain_text(
+        "sent back: revise"
+    )  # his own recent labels
     with bp.expect_navigation():
         bp.get_by_role("link", name="Judgment").first.click()
     expect(bp.locator(".banner.revise")).to_contain_text("Check the definition again")
@@ -109,7 +120,9 @@ def test_export_uses_the_adjudicated_label(site, new_page):
     expect(result.locator("ul.export-files a").first).to_be_visible()
     shot(page, "33-export")
     href = result.locator("ul.export-files a", has_text="train").first.get_attribute("href")
-    with httpx.Client(base_url=site.base, headers={"Authorization": f"Bearer {site.admin_token}"}) as c:
+    with httpx.Client(
+        base_url=site.base, headers={"Authorization": f"Bearer {site.admin_token}"}
+    ) as c:
         rows = [json.loads(x) for x in c.get(href).text.splitlines() if x.strip()]
     # alice said x, bob said y then revised to x; the reviewer's final label is y: the export uses it
     assert len(rows) == 1
@@ -122,7 +135,9 @@ def test_export_uses_the_adjudicated_label(site, new_page):
     expect(past).to_contain_text("trl-preference")
     expect(past).to_contain_text("1 rows from")
     manifest_href = past.locator("a", has_text="manifest.json").get_attribute("href")
-    with httpx.Client(base_url=site.base, headers={"Authorization": f"Bearer {site.admin_token}"}) as c:
+    with httpx.Client(
+        base_url=site.base, headers={"Authorization": f"Bearer {site.admin_token}"}
+    ) as c:
         manifest = c.get(manifest_href).json()
     assert manifest["format"] == "trl-preference" and "train.jsonl" in manifest["files"]
     shot(page, "34-past-exports")

@@ -11,9 +11,18 @@ from webui_helpers import build_site, login, shot
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    s = build_site(tmp_path_factory.mktemp("settings-site"), {"root": True}, [
-        {"name": "sf", "title": "Settings form", "kinds": ["pairwise", "unary"],
-         "policy": {"overlap_share": 0.2, "qualification": {"n_items": 3}}}])
+    s = build_site(
+        tmp_path_factory.mktemp("settings-site"),
+        {"root": True},
+        [
+            {
+                "name": "sf",
+                "title": "Settings form",
+                "kinds": ["pairwise", "unary"],
+                "policy": {"overlap_share": 0.2, "qualification": {"n_items": 3}},
+            }
+        ],
+    )
     yield s
     s.server.stop()
 
@@ -41,10 +50,16 @@ def test_an_admin_edits_the_policy_in_a_form_and_keeps_the_rest(site, new_page):
     with page.expect_navigation():
         form.locator("button[type=submit]").click()
     policy = _latest_policy(site)
-    assert (policy["overlap_k"], policy["gold_rate"], policy["required_domains"], policy["domain_match"]) == (
-        3, 0.1, ["code", "math"], "any")
+    assert (
+        policy["overlap_k"],
+        policy["gold_rate"],
+        policy["required_domains"],
+        policy["domain_match"],
+    ) == (3, 0.1, ["code", "math"], "any")
     assert policy["blind"] is False
-    assert policy["overlap_share"] == 0.2 and policy["qualification"]["n_items"] == 3  # untouched fields kept
+    assert (
+        policy["overlap_share"] == 0.2 and policy["qualification"]["n_items"] == 3
+    )  # untouched fields kept
     page.locator("details.advanced summary").click()
     expect(page.locator("#s-policy")).to_contain_text('"overlap_k": 3')
     expect(page.locator("#pf-overlap-k")).to_have_value("3")
@@ -55,7 +70,9 @@ def test_a_bad_value_is_refused_with_the_field_named(site, new_page):
     page = new_page(site)
     login(page, "root", next_path="/admin/p/sf")
     form = page.locator("#policy-form")
-    form.evaluate("f => f.noValidate = true")  # what a server check must catch even without the browser's
+    form.evaluate(
+        "f => f.noValidate = true"
+    )  # what a server check must catch even without the browser's
     form.locator("#pf-overlap-k").fill("1")
     form.locator("button[type=submit]").click()
     expect(form.locator(".error")).to_contain_text("overlap_k")

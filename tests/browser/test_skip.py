@@ -13,10 +13,20 @@ from webui_items import OPEN, pair_item
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("skip-site")
-    s = build_site(tmp, {"root": True, "alice": False, "bob": False, "rita": False}, [
-        {"name": "sk", "title": "Skips", "kinds": ["pairwise"], "policy": OPEN,
-         "members": {"alice": "rater", "bob": "rater", "rita": "reviewer"},
-         "items": [pair_item("sk-1"), pair_item("sk-2", "What is a monad?")]}])
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False, "bob": False, "rita": False},
+        [
+            {
+                "name": "sk",
+                "title": "Skips",
+                "kinds": ["pairwise"],
+                "policy": OPEN,
+                "members": {"alice": "rater", "bob": "rater", "rita": "reviewer"},
+                "items": [pair_item("sk-1"), pair_item("sk-2", "What is a monad?")],
+            }
+        ],
+    )
     yield s
     s.server.stop()
 
@@ -43,20 +53,27 @@ def test_skip_with_a_reason_and_the_item_goes_to_someone_else(site, new_page):
     second = page.evaluate("JSON.parse(document.getElementById('task-data').textContent).item_id")
     assert second != first, "a skipped item never comes back to the same rater"
     assert not page.guard.page_errors and not page.guard.foreign
-    assert len(page.guard.console_errors) == 1 and "422" in page.guard.console_errors[0]  # the refused "other"
+    assert (
+        len(page.guard.console_errors) == 1 and "422" in page.guard.console_errors[0]
+    )  # the refused "other"
 
     bob = new_page(site)
     login(bob, "bob", next_path="/p/sk/label")
     with bob.expect_navigation():
         bob.locator('[data-action="get-task"]').click()
-    assert bob.evaluate("JSON.parse(document.getElementById('task-data').textContent).item_id") == first
+    assert (
+        bob.evaluate("JSON.parse(document.getElementById('task-data').textContent).item_id")
+        == first
+    )
 
     rita = new_page(site)
     login(rita, "rita", next_path="/p/sk/review")
     flagged = rita.locator("#flagged")
     expect(flagged).to_contain_text("1 skips")
     expect(flagged.locator("tr", has_text=first)).to_contain_text("broken ×1")
-    expect(flagged.locator("tr", has_text=first)).to_contain_text("alice: Both answers are the same text.")
+    expect(flagged.locator("tr", has_text=first)).to_contain_text(
+        "alice: Both answers are the same text."
+    )
     shot(rita, "76-review-flagged")
     rita.goto("/admin/p/sk/dashboard")
     expect(rita.locator("#skip-counts")).to_contain_text("Skipped: 1 (broken 1) · 1 items flagged")

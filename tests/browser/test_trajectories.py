@@ -13,14 +13,24 @@ TRAJECTORY_ITEM = {  # RLHF-2026.11 turns as candidate messages: tool_call {name
     "id": "traj-1",
     "prompt": [{"role": "user", "content": "How many Python files are there?"}],
     "candidates": [
-        {"id": "run-a", "messages": [
-            {"role": "assistant", "content": "Let me look.", "loss_mask": 1,
-             "tool_call": {"name": "shell", "args": {"cmd": "find . -name '*.py' | wc -l"}}},
-            {"role": "tool", "name": "shell", "content": "2\n", "loss_mask": 0},
-            {"role": "assistant", "content": "Hmm, maybe 3? Let me recount.", "loss_mask": 0},
-            {"role": "assistant", "content": "There are **2** Python files.", "loss_mask": 1},
-        ]},
-        {"id": "run-b", "messages": [{"role": "assistant", "content": "Probably 5.", "loss_mask": 1}]},
+        {
+            "id": "run-a",
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": "Let me look.",
+                    "loss_mask": 1,
+                    "tool_call": {"name": "shell", "args": {"cmd": "find . -name '*.py' | wc -l"}},
+                },
+                {"role": "tool", "name": "shell", "content": "2\n", "loss_mask": 0},
+                {"role": "assistant", "content": "Hmm, maybe 3? Let me recount.", "loss_mask": 0},
+                {"role": "assistant", "content": "There are **2** Python files.", "loss_mask": 1},
+            ],
+        },
+        {
+            "id": "run-b",
+            "messages": [{"role": "assistant", "content": "Probably 5.", "loss_mask": 1}],
+        },
     ],
 }
 
@@ -28,9 +38,20 @@ TRAJECTORY_ITEM = {  # RLHF-2026.11 turns as candidate messages: tool_call {name
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("traj-site")
-    s = build_site(tmp, {"root": True, "alice": False, "rita": False}, [
-        {"name": "traj", "title": "Agent runs", "kinds": ["pairwise"], "policy": {**OPEN, "spot_review_share": 1.0},
-         "members": {"alice": "rater", "rita": "reviewer"}, "items": [TRAJECTORY_ITEM]}])
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False, "rita": False},
+        [
+            {
+                "name": "traj",
+                "title": "Agent runs",
+                "kinds": ["pairwise"],
+                "policy": {**OPEN, "spot_review_share": 1.0},
+                "members": {"alice": "rater", "rita": "reviewer"},
+                "items": [TRAJECTORY_ITEM],
+            }
+        ],
+    )
     yield s
     s.server.stop()
 
@@ -39,11 +60,13 @@ def _check_run_a(page) -> None:  # noqa: ANN001
     run = page.locator('.answer[data-candidate="run-a"]').first
     call = run.locator(".tool-call")
     expect(call.locator(".tool-name")).to_have_text("shell")
-    expect(call.locator(".tool-args")).to_contain_text("\"cmd\": \"find . -name '*.py' | wc -l\"")
+    expect(call.locator(".tool-args")).to_contain_text('"cmd": "find . -name \'*.py\' | wc -l"')
     output = run.locator("details.turn-tool")
     expect(output).to_have_count(1)
     expect(output.locator("summary")).to_contain_text("tool output · shell")
-    assert output.evaluate("el => getComputedStyle(el).borderTopStyle") == "dashed", "tool turns look unlike model text"
+    assert output.evaluate("el => getComputedStyle(el).borderTopStyle") == "dashed", (
+        "tool turns look unlike model text"
+    )
     masked = run.locator(".turn.masked")
     expect(masked).to_have_count(2)  # the tool output and the discarded guess
     expect(masked.nth(1)).to_contain_text("Hmm, maybe 3?")
@@ -72,7 +95,11 @@ def test_label_and_review_pages_show_tool_calls_outputs_and_masked_turns(site, n
 
 # -- issue 13 §3: an imported trajectory turn by turn, with its verifier result for reviewers only ------
 
-NORMATIVE = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json"
+NORMATIVE = (
+    __import__("pathlib").Path(__file__).resolve().parents[1]
+    / "data"
+    / "trajectory-rlhf-2026.11.json"
+)
 FAILED_REASON = "expected test loom_mpsc_drop_wakeup did not run"
 
 
@@ -82,8 +109,13 @@ def _failed_trajectory() -> dict:
 
     record = json.loads(NORMATIVE.read_text())
     record["trajectory_id"] = "traj-failed"
-    record["verifier"] = {"f2p_exit": 1, "p2p_exit": 0, "harness_sha256_verified": False,
-                          "terminal_reward": 0.0, "reason": FAILED_REASON}
+    record["verifier"] = {
+        "f2p_exit": 1,
+        "p2p_exit": 0,
+        "harness_sha256_verified": False,
+        "terminal_reward": 0.0,
+        "reason": FAILED_REASON,
+    }
     return record
 
 
@@ -96,9 +128,19 @@ def imported(tmp_path_factory):
     from preflab.io.importer import import_files
 
     tmp = tmp_path_factory.mktemp("traj-import")
-    s = build_site(tmp, {"root": True, "tess": False, "rev": False}, [
-        {"name": "agents", "title": "Imported agent runs", "kinds": ["unary", "steps"], "policy": OPEN,
-         "members": {"tess": "rater", "rev": "reviewer"}}])
+    s = build_site(
+        tmp,
+        {"root": True, "tess": False, "rev": False},
+        [
+            {
+                "name": "agents",
+                "title": "Imported agent runs",
+                "kinds": ["unary", "steps"],
+                "policy": OPEN,
+                "members": {"tess": "rater", "rev": "reviewer"},
+            }
+        ],
+    )
     path = tmp / "trajectories.jsonl"
     path.write_text(json.dumps(_failed_trajectory()) + "\n")
     engine = create_engine(f"sqlite:///{tmp / 'web.db'}")
@@ -129,7 +171,9 @@ def test_review_page_shows_the_trajectory_turn_by_turn_with_rubric_and_verifier(
     expect(turns.nth(2).locator(".tool-output")).to_contain_text("482loom permutations passed")
     expect(turns.nth(2).locator(".loss-masked")).to_have_text("masked · not trained on")
     # rubric scores and the verifier result
-    expect(traj.locator('.rubric-scores [data-dimension="verbosity_penalty"]')).to_have_text("-0.02")
+    expect(traj.locator('.rubric-scores [data-dimension="verbosity_penalty"]')).to_have_text(
+        "-0.02"
+    )
     verifier = traj.locator("#verifier")
     expect(verifier.locator(".badge")).to_have_text("failed")
     expect(verifier.locator('[data-field="f2p_exit"]')).to_have_text("1")
@@ -156,9 +200,17 @@ def test_a_rater_sees_masked_turns_but_never_the_verifier(imported, new_page):
     expect(run.nth(2).locator(".tool-args")).to_have_text('{"diff_lines": 19}')
     expect(run.nth(3).locator("details.turn-tool summary")).to_contain_text("tool output")
     expect(run.nth(3).locator(".loss-masked")).to_have_count(1)
-    expect(page.locator(".step .verdict input:checked")).to_have_count(0)  # imported verdicts are not shown
+    expect(page.locator(".step .verdict input:checked")).to_have_count(
+        0
+    )  # imported verdicts are not shown
     html = page.content()
-    for secret in ("harness_sha256_verified", "f2p_exit", "terminal_reward", FAILED_REASON, "Verifier"):
+    for secret in (
+        "harness_sha256_verified",
+        "f2p_exit",
+        "terminal_reward",
+        FAILED_REASON,
+        "Verifier",
+    ):
         assert secret not in html, f"a rater's label page shows {secret!r}"
     shot(page, "63-trajectory-rater-label")
     # the rater's API payload (the engine's task for their live lease) holds none of it either
@@ -173,8 +225,19 @@ def test_a_rater_sees_masked_turns_but_never_the_verifier(imported, new_page):
     page.keyboard.press("1")
     with page.expect_navigation():
         page.keyboard.press("Control+Enter")
-    [mine] = [j["body"] for j in imported.judgments("agents", "traj-failed") if j["rater"] == "tess"]
-    assert mine["verdicts"] == [1, 1] and mine["steps"][0].startswith("Inspecting src/channel/mpsc.rs")
-    for secret in ("verifier", "harness_sha256", "f2p_exit", "terminal_reward", FAILED_REASON, "rubric\": {\""):
+    [mine] = [
+        j["body"] for j in imported.judgments("agents", "traj-failed") if j["rater"] == "tess"
+    ]
+    assert mine["verdicts"] == [1, 1] and mine["steps"][0].startswith(
+        "Inspecting src/channel/mpsc.rs"
+    )
+    for secret in (
+        "verifier",
+        "harness_sha256",
+        "f2p_exit",
+        "terminal_reward",
+        FAILED_REASON,
+        'rubric": {"',
+    ):
         assert secret not in payload, f"a rater's task payload carries {secret!r}"
     page.guard.assert_clean()

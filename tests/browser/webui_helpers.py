@@ -39,9 +39,25 @@ class Server:
         env = {**os.environ, "PYTHONPATH": str(SRC)}
         self.log = open(self.tmp / f"server-{self.port}.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "preflab.server", "serve", "--db", self.db_url, "--host", "127.0.0.1",
-             "--port", str(self.port), "--exports-dir", str(self.tmp / "exports")],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "preflab.server",
+                "serve",
+                "--db",
+                self.db_url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--exports-dir",
+                str(self.tmp / "exports"),
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -79,7 +95,9 @@ class Site:
         return self.server.base
 
     def api(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30)
+        return httpx.Client(
+            base_url=self.base, headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30
+        )
 
     def judgments(self, project: str, item_id: str | None = None) -> list[dict[str, Any]]:
         with self.api() as c:
@@ -104,11 +122,20 @@ def build_site(tmp: Path, users: dict[str, bool], projects: list[dict[str, Any]]
     with db.writing() as s:
         for name, admin in users.items():
             create_user(s, name, password=PASSWORD, is_admin=admin)
-        token, _ = create_api_token(s, get_user(s, next(n for n, a in users.items() if a)), name="tests")
+        token, _ = create_api_token(
+            s, get_user(s, next(n for n, a in users.items() if a)), name="tests"
+        )
         for spec in projects:
-            p = P.create_project(s, spec["name"], title=spec.get("title", ""), kinds=spec["kinds"],
-                                 guidelines=spec.get("guidelines", "# Guidelines\n\nPrefer **helpful**, honest answers."),
-                                 policy=spec.get("policy", {}))
+            p = P.create_project(
+                s,
+                spec["name"],
+                title=spec.get("title", ""),
+                kinds=spec["kinds"],
+                guidelines=spec.get(
+                    "guidelines", "# Guidelines\n\nPrefer **helpful**, honest answers."
+                ),
+                policy=spec.get("policy", {}),
+            )
             for user, role in spec.get("members", {}).items():
                 set_membership(s, p, get_user(s, user), role)
             if spec.get("rubric"):
@@ -132,7 +159,9 @@ class PageGuard:
         self.page_errors: list[str] = []
         self.foreign: list[str] = []
         page.on("dialog", self._dialog)
-        page.on("console", lambda m: self.console_errors.append(m.text) if m.type == "error" else None)
+        page.on(
+            "console", lambda m: self.console_errors.append(m.text) if m.type == "error" else None
+        )
         page.on("pageerror", lambda e: self.page_errors.append(str(e)))
         page.on("request", self._request)
 

@@ -58,8 +58,14 @@ def reward_model_dir(tmp_path_factory, tokenizer) -> Path:
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=64, num_labels=1)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
     out = tmp_path_factory.mktemp("rm")
     BertForSequenceClassification(config).save_pretrained(out)
     tokenizer.save_pretrained(out)

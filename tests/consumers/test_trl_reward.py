@@ -32,15 +32,27 @@ def _export(tmp_path, sqlite_url, records):
 
 
 def _collate(rows):
-    examples = [{"chosen_ids": [1, 2, 3], "rejected_ids": [4, 5], **({"margin": r["margin"]} if "margin" in r else {})}
-                for r in rows]
+    examples = [
+        {
+            "chosen_ids": [1, 2, 3],
+            "rejected_ids": [4, 5],
+            **({"margin": r["margin"]} if "margin" in r else {}),
+        }
+        for r in rows
+    ]
     return DataCollatorForPreference(pad_token_id=0)(examples)
 
 
-@pytest.mark.parametrize(("strengths", "margins"), [((3, 1), [3.0, 1.0]), ((3, None), None), ((None, None), None)])
-def test_the_collator_gets_real_margins_on_every_row_or_none(tmp_path, sqlite_url, strengths, margins):
-    records = [{"prompt": f"Q{k}?", "chosen": "yes", "rejected": "no", **({"strength": s} if s else {})}
-               for k, s in enumerate(strengths)]
+@pytest.mark.parametrize(
+    ("strengths", "margins"), [((3, 1), [3.0, 1.0]), ((3, None), None), ((None, None), None)]
+)
+def test_the_collator_gets_real_margins_on_every_row_or_none(
+    tmp_path, sqlite_url, strengths, margins
+):
+    records = [
+        {"prompt": f"Q{k}?", "chosen": "yes", "rejected": "no", **({"strength": s} if s else {})}
+        for k, s in enumerate(strengths)
+    ]
     rows = list(_export(tmp_path, sqlite_url, records))
     batch = _collate(rows)
     assert (batch["margin"].tolist() if "margin" in batch else None) == margins
@@ -50,5 +62,9 @@ def test_the_collator_gets_real_margins_on_every_row_or_none(tmp_path, sqlite_ur
 def test_a_null_margin_would_fail_trls_collator():
     """Why a partly known margin is left out of ``trl-reward``."""
     with pytest.raises((TypeError, RuntimeError)):
-        DataCollatorForPreference(pad_token_id=0)([{"chosen_ids": [1], "rejected_ids": [2], "margin": 3.0},
-                                                   {"chosen_ids": [1], "rejected_ids": [2], "margin": None}])
+        DataCollatorForPreference(pad_token_id=0)(
+            [
+                {"chosen_ids": [1], "rejected_ids": [2], "margin": 3.0},
+                {"chosen_ids": [1], "rejected_ids": [2], "margin": None},
+            ]
+        )

@@ -32,13 +32,28 @@ def write_outputs(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def outputs(model: str, n: int, *, better: bool = False, same_as_v1: set[int] = frozenset(),
-            domains: bool = False) -> list[dict]:
+def outputs(
+    model: str,
+    n: int,
+    *,
+    better: bool = False,
+    same_as_v1: set[int] = frozenset(),
+    domains: bool = False,
+) -> list[dict]:
     """``n`` answers of ``model``; v2's are marked BETTER so a test rater can tell them apart."""
     rows = []
     for i in range(n):
-        text = f"short answer {i}" if (not better or i in same_as_v1) else f"BETTER, longer answer {i} ({model[-2:]})"
-        row = {"prompt": f"Question {i}: why is the sky blue?", "response": text, "model": model, "reward": float(i)}
+        text = (
+            f"short answer {i}"
+            if (not better or i in same_as_v1)
+            else f"BETTER, longer answer {i} ({model[-2:]})"
+        )
+        row = {
+            "prompt": f"Question {i}: why is the sky blue?",
+            "response": text,
+            "model": model,
+            "reward": float(i),
+        }
         if domains:
             row["domains"] = ["physics" if i % 2 else "general"]
         rows.append(row)
@@ -47,5 +62,7 @@ def outputs(model: str, n: int, *, better: bool = False, same_as_v1: set[int] = 
 
 @pytest.fixture
 def two_models(tmp_path: Path) -> tuple[Path, Path]:
-    return (write_outputs(tmp_path / "v1.jsonl", outputs(V1, 12, domains=True)),
-            write_outputs(tmp_path / "v2.jsonl", outputs(V2, 12, better=True, same_as_v1={3})))
+    return (
+        write_outputs(tmp_path / "v1.jsonl", outputs(V1, 12, domains=True)),
+        write_outputs(tmp_path / "v2.jsonl", outputs(V2, 12, better=True, same_as_v1={3})),
+    )

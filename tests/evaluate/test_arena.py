@@ -79,7 +79,9 @@ def test_two_models_closed_form():
     # v2 scores 6.5 of 10 against v1: R_v2 - R_v1 = 400 log10(0.65 / 0.35)
     battles = [("v2", "v1", "model_a")] * 6 + [("v1", "v2", "model_a")] * 3 + [("v1", "v2", "tie")]
     rows = {m["model"]: m for m in arena_ratings(battles, rounds=0)["models"]}
-    assert rows["v2"]["rating"] - rows["v1"]["rating"] == pytest.approx(400 * math.log10(0.65 / 0.35), abs=1e-6)
+    assert rows["v2"]["rating"] - rows["v1"]["rating"] == pytest.approx(
+        400 * math.log10(0.65 / 0.35), abs=1e-6
+    )
     assert (rows["v2"]["wins"], rows["v2"]["ties"], rows["v2"]["losses"]) == (6, 1, 3)
 
 
@@ -92,7 +94,9 @@ def test_bootstrap_interval_holds_the_estimate_and_is_reproducible():
     for m in first["models"]:
         low, high = m["ci"]
         assert low < m["rating"] < high
-        assert 20 < high - low < 400  # ~50 battles per model: tens of points, not nothing, not everything
+        assert (
+            20 < high - low < 400
+        )  # ~50 battles per model: tens of points, not nothing, not everything
 
 
 def test_a_model_that_won_every_battle_has_no_finite_rating():
@@ -110,7 +114,9 @@ def test_a_model_that_won_every_battle_has_no_finite_rating():
 def test_pair_record_counts_and_wilson_intervals_match_statsmodels():
     from statsmodels.stats.proportion import proportion_confint
 
-    battles = [("v2", "v1", "model_a")] * 7 + [("v1", "v2", "model_a")] * 2 + [("v2", "v1", "tie")] * 3
+    battles = (
+        [("v2", "v1", "model_a")] * 7 + [("v1", "v2", "model_a")] * 2 + [("v2", "v1", "tie")] * 3
+    )
     (row,) = pair_record(battles)
     assert (row["model_1"], row["model_2"], row["battles"]) == ("v1", "v2", 12)
     assert (row["wins"]["count"], row["ties"]["count"], row["losses"]["count"]) == (2, 3, 7)

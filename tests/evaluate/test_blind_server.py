@@ -21,7 +21,13 @@ def _make_evaluation(db_url: str, two_models: tuple[Path, Path]) -> None:
     from preflab.store import repo
 
     engine = make_engine(db_url)
-    create_evaluation(engine, "blind", read_all_outputs([(None, p) for p in two_models]), seed=0, raters_per_item=2)
+    create_evaluation(
+        engine,
+        "blind",
+        read_all_outputs([(None, p) for p in two_models]),
+        seed=0,
+        raters_per_item=2,
+    )
     engine.dispose()
     db = Database(db_url, pool_size=2, max_overflow=2)
     with db.writing() as s:
@@ -36,11 +42,20 @@ def _prefer_better(task: dict) -> dict:
     """A rater who prefers the answer marked BETTER (v2's, except on one prompt where v2 = v1)."""
     texts = [c["text"] for c in task["item"]["candidates"]]
     winner = "a" if texts[0].startswith("BETTER") else "b"
-    return {"assignment_id": task["assignment_id"],
-            "judgment": {"kind": "pairwise", "winner": winner, "strength": 2, "rationale": "more complete"}}
+    return {
+        "assignment_id": task["assignment_id"],
+        "judgment": {
+            "kind": "pairwise",
+            "winner": winner,
+            "strength": 2,
+            "rationale": "more complete",
+        },
+    }
 
 
-def test_raters_never_see_model_names_and_the_report_counts_their_verdicts(db_url, start_server, two_models):
+def test_raters_never_see_model_names_and_the_report_counts_their_verdicts(
+    db_url, start_server, two_models
+):
     seeded = seed(db_url, items=[], raters=2)
     _make_evaluation(db_url, two_models)
     server = start_server(db_url)
@@ -62,14 +77,24 @@ def test_raters_never_see_model_names_and_the_report_counts_their_verdicts(db_ur
                 assert done.status_code == 201, done.text
                 seen.append(done.text)
                 judgment_ids.append((name, done.json()["judgment_id"]))
-            for path in ("/api/v1/projects", "/api/v1/projects/blind", "/api/v1/projects/blind/my/status",
-                         "/api/v1/projects/blind/my/judgments", "/p/blind", "/"):
+            for path in (
+                "/api/v1/projects",
+                "/api/v1/projects/blind",
+                "/api/v1/projects/blind/my/status",
+                "/api/v1/projects/blind/my/judgments",
+                "/p/blind",
+                "/",
+            ):
                 seen.append(c.get(path, headers={"Accept": "text/html"}).text)
     # a reviewer sends one verdict back: the revision view is a rater's view too
     name, jid = judgment_ids[0]
     with server.client(seeded.tokens["reviewer"]) as reviewer:
-        assert reviewer.post(f"/api/v1/projects/blind/judgments/{jid}/send-back",
-                             json={"note": "look again"}).status_code == 201
+        assert (
+            reviewer.post(
+                f"/api/v1/projects/blind/judgments/{jid}/send-back", json={"note": "look again"}
+            ).status_code
+            == 201
+        )
     with server.client(seeded.tokens[name]) as c:
         revisions = c.get("/api/v1/projects/blind/my/revisions")
         assert revisions.status_code == 200 and len(revisions.json()) == 1

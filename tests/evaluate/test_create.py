@@ -18,8 +18,9 @@ from .conftest import V1, V2, V3, outputs, write_outputs
 def test_order_is_randomised_per_item_reproducibly_and_stored(two_models):
     models = read_all_outputs([(None, p) for p in two_models])
     plan = plan_evaluation(models, seed=0)
-    assert plan.summary()["pairs"] == {f"{V1} vs {V2}": {"items": 11, "identical_skipped": 1,
-                                                         "prompts_in_one_only": 0}}
+    assert plan.summary()["pairs"] == {
+        f"{V1} vs {V2}": {"items": 11, "identical_skipped": 1, "prompts_in_one_only": 0}
+    }
     first = [item.candidates[0].model for item in plan.items]
     assert set(first) == {V1, V2}  # both orders occur
     assert [i.candidates[0].model for i in plan_evaluation(models, seed=0).items] == first
@@ -32,12 +33,18 @@ def test_order_is_randomised_per_item_reproducibly_and_stored(two_models):
 
 
 def test_three_models_give_every_pair_and_count_unanswered_prompts(tmp_path):
-    paths = [write_outputs(tmp_path / "a.jsonl", outputs(V1, 6)),
-             write_outputs(tmp_path / "b.jsonl", outputs(V2, 6, better=True)),
-             write_outputs(tmp_path / "c.jsonl", outputs(V3, 4, better=True))]
+    paths = [
+        write_outputs(tmp_path / "a.jsonl", outputs(V1, 6)),
+        write_outputs(tmp_path / "b.jsonl", outputs(V2, 6, better=True)),
+        write_outputs(tmp_path / "c.jsonl", outputs(V3, 4, better=True)),
+    ]
     plan = plan_evaluation(read_all_outputs([(None, p) for p in paths]), seed=0)
     assert plan.pairs[f"{V1} vs {V2}"]["items"] == 6
-    assert plan.pairs[f"{V1} vs {V3}"] == {"items": 4, "identical_skipped": 0, "prompts_in_one_only": 2}
+    assert plan.pairs[f"{V1} vs {V3}"] == {
+        "items": 4,
+        "identical_skipped": 0,
+        "prompts_in_one_only": 2,
+    }
     assert plan.pairs[f"{V2} vs {V3}"]["items"] == 4
     assert plan.unmatched == {V1: 2, V2: 2, V3: 0}
 
@@ -75,22 +82,38 @@ def test_bad_model_outputs_are_named_line_by_line(tmp_path):
 
 def test_create_writes_the_project_in_one_transaction(two_models, sqlite_url):
     engine = open_db(sqlite_url)
-    summary = create_evaluation(engine, "blind", read_all_outputs([(None, p) for p in two_models]),
-                                seed=5, raters_per_item=3)
+    summary = create_evaluation(
+        engine,
+        "blind",
+        read_all_outputs([(None, p) for p in two_models]),
+        seed=5,
+        raters_per_item=3,
+    )
     assert summary["items"] == 11 and summary["seed"] == 5
     assert all(len(m["sha256"]) == 64 for m in summary["models"])
     with transaction(engine) as s:
         project = repo.get_project(s, "blind")
         assert project.kinds == ["pairwise"]
-        assert project.settings["policy"] == {"randomise_order": True, "overlap_share": 1.0, "overlap_k": 3}
+        assert project.settings["policy"] == {
+            "randomise_order": True,
+            "overlap_share": 1.0,
+            "overlap_k": 3,
+        }
         stored = [i.item for i in repo.iter_items_with_judgments(s, project)]
     planned = plan_evaluation(read_all_outputs([(None, p) for p in two_models]), seed=5).items
-    assert [[c.model for c in i.candidates] for i in stored] == [[c.model for c in i.candidates] for i in planned]
+    assert [[c.model for c in i.candidates] for i in stored] == [
+        [c.model for c in i.candidates] for i in planned
+    ]
     # domain tags are topics for the report, not routing (raters need no credentials) ...
     assert all(i.domains == [] for i in stored)
-    assert {d for i in stored for d in i.metadata["evaluation"]["domains"]} == {"general", "physics"}
+    assert {d for i in stored for d in i.metadata["evaluation"]["domains"]} == {
+        "general",
+        "physics",
+    }
     # ... unless asked
-    routed = plan_evaluation(read_all_outputs([(None, p) for p in two_models]), route_by_domain=True).items
+    routed = plan_evaluation(
+        read_all_outputs([(None, p) for p in two_models]), route_by_domain=True
+    ).items
     assert {d for i in routed for d in i.domains} == {"general", "physics"}
     with pytest.raises(repo.Conflict):  # a second create never mixes two evaluations
         create_evaluation(engine, "blind", read_all_outputs([(None, p) for p in two_models]))
@@ -110,14 +133,27 @@ def test_a_project_name_or_title_that_names_a_model_is_refused(two_models, sqlit
 
 
 def test_one_file_with_several_models_and_several_answers_per_prompt(tmp_path):
-    rows = outputs(V1, 3) + outputs(V2, 3, better=True) + [{"prompt": "Question 0: why is the sky blue?",
-                                                            "response": "a second sample", "model": V2}]
+    rows = (
+        outputs(V1, 3)
+        + outputs(V2, 3, better=True)
+        + [
+            {
+                "prompt": "Question 0: why is the sky blue?",
+                "response": "a second sample",
+                "model": V2,
+            }
+        ]
+    )
     mixed = write_outputs(tmp_path / "rollouts.jsonl", rows)
-    with pytest.raises(OutputsInvalid, match=f"rollouts.jsonl:7: prompt: {V2} answered it already on line 4"):
+    with pytest.raises(
+        OutputsInvalid, match=f"rollouts.jsonl:7: prompt: {V2} answered it already on line 4"
+    ):
         read_all_outputs([], [mixed])
     models = read_all_outputs([], [mixed], first_answer=True)
     assert [(m.name, len(m.answers), m.extra_answers) for m in models] == [(V1, 3, 0), (V2, 3, 1)]
     assert plan_evaluation(models).pairs[f"{V1} vs {V2}"]["items"] == 3
     unnamed = write_outputs(tmp_path / "unnamed.jsonl", [{"prompt": "Q", "response": "R"}])
-    with pytest.raises(OutputsInvalid, match="unnamed.jsonl:1: model: missing: rows of a file with several models"):
+    with pytest.raises(
+        OutputsInvalid, match="unnamed.jsonl:1: model: missing: rows of a file with several models"
+    ):
         read_all_outputs([], [unnamed])

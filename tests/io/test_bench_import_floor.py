@@ -26,12 +26,16 @@ def bench():
 
 
 ITEMS = "SELECT item_key, content_hash, prompt, domains, reference, gold, metadata FROM items ORDER BY pk"
-CANDIDATES = ("SELECT i.item_key, c.candidate_key, c.position, c.text, c.messages, c.model, c.source, c.metadata "
-              "FROM candidates c JOIN items i ON i.pk = c.item_pk ORDER BY i.pk, c.position")
-JUDGMENTS = ("SELECT i.item_key, r.rater_key, j.kind, j.body, j.rationale, j.pair_lo, j.pair_hi, j.score, "
-             "j.shown_order, j.rubric_key, j.review_pass, j.source, j.telemetry, j.idempotency_key, j.content_hash, "
-             "j.excluded, j.supersedes_pk FROM judgments j JOIN items i ON i.pk = j.item_pk "
-             "JOIN raters r ON r.pk = j.rater_pk ORDER BY j.pk")
+CANDIDATES = (
+    "SELECT i.item_key, c.candidate_key, c.position, c.text, c.messages, c.model, c.source, c.metadata "
+    "FROM candidates c JOIN items i ON i.pk = c.item_pk ORDER BY i.pk, c.position"
+)
+JUDGMENTS = (
+    "SELECT i.item_key, r.rater_key, j.kind, j.body, j.rationale, j.pair_lo, j.pair_hi, j.score, "
+    "j.shown_order, j.rubric_key, j.review_pass, j.source, j.telemetry, j.idempotency_key, j.content_hash, "
+    "j.excluded, j.supersedes_pk FROM judgments j JOIN items i ON i.pk = j.item_pk "
+    "JOIN raters r ON r.pk = j.rater_pk ORDER BY j.pk"
+)
 
 
 def _rows(db: Path, sql: str) -> list[tuple]:
@@ -42,9 +46,15 @@ def _rows(db: Path, sql: str) -> list[tuple]:
 def test_preflab_child_writes_what_the_importer_writes(bench, tmp_path):
     data = tmp_path / "rows.jsonl"
     bench.bench_import.generate(data, 600, raters=7)
-    floor_db, staged_db, import_db = tmp_path / "floor.db", tmp_path / "staged.db", tmp_path / "import.db"
+    floor_db, staged_db, import_db = (
+        tmp_path / "floor.db",
+        tmp_path / "staged.db",
+        tmp_path / "import.db",
+    )
     assert bench.child_preflab(data, floor_db)["rows"] == 600
-    assert bench.child_preflab_c(data, staged_db)["rows"] == 600  # the same rows by INSERT ... SELECT
+    assert (
+        bench.child_preflab_c(data, staged_db)["rows"] == 600
+    )  # the same rows by INSERT ... SELECT
 
     engine = store_db.open_db(f"sqlite:///{import_db}")
     with transaction(engine) as s:
@@ -68,7 +78,8 @@ def test_preflab_child_writes_what_the_importer_writes(bench, tmp_path):
     assert _rows(minimal_db, "SELECT count(*) FROM judgments") == [(600,)]
     for table in ("items", "judgments"):
         assert _rows(minimal_c_db, f"SELECT * FROM {table} ORDER BY pk") == _rows(
-            minimal_db, f"SELECT * FROM {table} ORDER BY pk")
+            minimal_db, f"SELECT * FROM {table} ORDER BY pk"
+        )
 
 
 @pytest.mark.slow
@@ -78,6 +89,10 @@ def test_every_child_runs_and_the_bound_is_printed(bench, capsys):
     for kind in bench.CHILDREN:
         assert result[f"{kind}_seconds"] > 0
     out = capsys.readouterr().out
-    for line in ("lower bound with the stripped layout", "lower bound with the minimal layout",
-                 "lower bound with the preflab layout", "lower bound with the minimal layout, SQLite alone"):
+    for line in (
+        "lower bound with the stripped layout",
+        "lower bound with the minimal layout",
+        "lower bound with the preflab layout",
+        "lower bound with the minimal layout, SQLite alone",
+    ):
         assert line in out

@@ -38,8 +38,12 @@ from preflab.store import Base, ExportLog, JudgmentRow, make_engine, transaction
 from preflab.store.repo import add_item, add_judgment, add_rubric, create_project
 
 RUBRIC = Rubric(
-    id="quality", version=1,
-    dimensions=[Dimension(name="accuracy", scale="ordinal", points=5, weight=2), Dimension(name="clarity", scale="binary")],
+    id="quality",
+    version=1,
+    dimensions=[
+        Dimension(name="accuracy", scale="ordinal", points=5, weight=2),
+        Dimension(name="clarity", scale="binary"),
+    ],
     vetoes=[Veto(name="fabrication")],
 )
 
@@ -49,21 +53,66 @@ def prov(rater, **kw):
 
 
 def pw(item, shown, winner, strength, rater, **kw):
-    return PairwiseJudgment(item_id=item, shown_order=shown, winner=winner, strength=strength, provenance=prov(rater, **kw))
+    return PairwiseJudgment(
+        item_id=item,
+        shown_order=shown,
+        winner=winner,
+        strength=strength,
+        provenance=prov(rater, **kw),
+    )
 
 
 def demo_items() -> list[Item]:
     return [
-        Item(id="p1", prompt="Name a colour.", candidates=[{"id": "a", "text": "Red."}, {"id": "b", "text": "Blue, like the sky."}]),
-        Item(id="p2", prompt="Two plus two?", candidates=[{"id": "x", "text": "Four."}, {"id": "y", "text": "It is four."}]),
-        Item(id="p3", prompt="Rank these.", candidates=[{"id": f"c{k}", "text": f"answer {k}"} for k in (1, 2, 3)]),
-        Item(id="p4", prompt="Summarise.", candidates=[{"id": "s1", "text": "A summary."}, {"id": "s2", "text": "Another summary."}]),
-        Item(id="p5", prompt="Say hi.", candidates=[{"id": "h1", "text": "Hi!"}, {"id": "h2", "text": "Go away."}]),
-        Item(id="p6", prompt="Solve 3*4+1.", candidates=[{"id": "m", "text": "3*4=12. 12+1=14. So 14."}]),
-        Item(id="p7", prompt="Write a haiku.", candidates=[{"id": "g", "text": "placeholder"},
-                                                          {"id": "hum", "text": "An old silent pond", "source": "human"}]),
-        Item(id="p8", prompt="What is the capital of France?", reference="Paris", domains=["Geography"],
-             candidates=[{"id": "q", "text": "Paris"}], metadata={"source": "geo-quiz"}),
+        Item(
+            id="p1",
+            prompt="Name a colour.",
+            candidates=[{"id": "a", "text": "Red."}, {"id": "b", "text": "Blue, like the sky."}],
+        ),
+        Item(
+            id="p2",
+            prompt="Two plus two?",
+            candidates=[{"id": "x", "text": "Four."}, {"id": "y", "text": "It is four."}],
+        ),
+        Item(
+            id="p3",
+            prompt="Rank these.",
+            candidates=[{"id": f"c{k}", "text": f"answer {k}"} for k in (1, 2, 3)],
+        ),
+        Item(
+            id="p4",
+            prompt="Summarise.",
+            candidates=[
+                {"id": "s1", "text": "A summary."},
+                {"id": "s2", "text": "Another summary."},
+            ],
+        ),
+        Item(
+            id="p5",
+            prompt="Say hi.",
+            candidates=[{"id": "h1", "text": "Hi!"}, {"id": "h2", "text": "Go away."}],
+        ),
+        Item(
+            id="p6",
+            prompt="Solve 3*4+1.",
+            candidates=[{"id": "m", "text": "3*4=12. 12+1=14. So 14."}],
+        ),
+        Item(
+            id="p7",
+            prompt="Write a haiku.",
+            candidates=[
+                {"id": "g", "text": "placeholder"},
+                {"id": "hum", "text": "An old silent pond", "source": "human"},
+            ],
+        ),
+        Item(
+            id="p8",
+            prompt="What is the capital of France?",
+            reference="Paris",
+            domains=["Geography"],
+            candidates=[{"id": "q", "text": "Paris"}],
+            metadata={"source": "geo-quiz"},
+        ),
     ]
 
 
@@ -83,19 +132,35 @@ def demo_judgments() -> list:
         # p3: a ranking (c2 > c1 = c3)
         RankingJudgment(item_id="p3", order=[["c2"], ["c1", "c3"]], provenance=prov("r1")),
         # p4: rubric grades; s1 scores higher but fails the veto for r1
-        RubricJudgment(item_id="p4", candidate_id="s1", scores={"accuracy": 5, "clarity": 1}, vetoes_failed=["fabrication"],
-                       provenance=prov("r1", rubric_id="quality", rubric_version=1)),
-        RubricJudgment(item_id="p4", candidate_id="s2", scores={"accuracy": 3, "clarity": 1},
-                       provenance=prov("r1", rubric_id="quality", rubric_version=1)),
+        RubricJudgment(
+            item_id="p4",
+            candidate_id="s1",
+            scores={"accuracy": 5, "clarity": 1},
+            vetoes_failed=["fabrication"],
+            provenance=prov("r1", rubric_id="quality", rubric_version=1),
+        ),
+        RubricJudgment(
+            item_id="p4",
+            candidate_id="s2",
+            scores={"accuracy": 3, "clarity": 1},
+            provenance=prov("r1", rubric_id="quality", rubric_version=1),
+        ),
         # p5: thumbs
         UnaryJudgment(item_id="p5", candidate_id="h1", label=True, provenance=prov("r1")),
         UnaryJudgment(item_id="p5", candidate_id="h1", label=True, provenance=prov("r2")),
         UnaryJudgment(item_id="p5", candidate_id="h2", label=False, provenance=prov("r1")),
         # p6: steps, error on step 2
-        StepsJudgment(item_id="p6", candidate_id="m", steps=["3*4=12.", "12+1=14.", "So 14."], verdicts=[1, -1],
-                      provenance=prov("r1")),
+        StepsJudgment(
+            item_id="p6",
+            candidate_id="m",
+            steps=["3*4=12.", "12+1=14.", "So 14."],
+            verdicts=[1, -1],
+            provenance=prov("r1"),
+        ),
         # p7: one accepted demonstration, one pending
-        DemonstrationJudgment(item_id="p7", text="Frog jumps in the pond", status="accepted", provenance=prov("r1")),
+        DemonstrationJudgment(
+            item_id="p7", text="Frog jumps in the pond", status="accepted", provenance=prov("r1")
+        ),
         DemonstrationJudgment(item_id="p7", text="draft", status="pending", provenance=prov("r2")),
         # flagged later in the test database: excluded from every export
         pw("p2", ("x", "y"), "a", 3, "r9"),
@@ -108,7 +173,9 @@ def build(db_url: str, name: str = "demo", items=None, judgments=None):
     with transaction(engine) as s:
         # the demo data disagree on purpose (they exercise resolution), so no agreement floor;
         # the floor itself: tests/io/test_export_agreement_gate.py
-        project = create_project(s, name, kinds=list(JUDGMENT_KINDS), settings={"policy": {"min_alpha": 0}})
+        project = create_project(
+            s, name, kinds=list(JUDGMENT_KINDS), settings={"policy": {"min_alpha": 0}}
+        )
         add_rubric(s, project, RUBRIC)
         for item in items if items is not None else demo_items():
             add_item(s, project, item)
@@ -116,7 +183,11 @@ def build(db_url: str, name: str = "demo", items=None, judgments=None):
             add_judgment(s, project, j)
         s.flush()
         rater9 = [r.pk for r in s.scalars(select(JudgmentRow)) if r.rater.rater_key == "r9"]
-        s.execute(update(JudgmentRow).where(JudgmentRow.pk.in_(rater9)).values(excluded=True, exclusion_reason="gold-drift"))
+        s.execute(
+            update(JudgmentRow)
+            .where(JudgmentRow.pk.in_(rater9))
+            .values(excluded=True, exclusion_reason="gold-drift")
+        )
     return engine
 
 
@@ -147,8 +218,10 @@ MSG = {"role": str, "content": str}
 
 
 def is_messages(value) -> bool:
-    return isinstance(value, list) and all(isinstance(m, dict) and m.keys() == MSG.keys() and
-                                           all(isinstance(m[k], str) for k in MSG) for m in value)
+    return isinstance(value, list) and all(
+        isinstance(m, dict) and m.keys() == MSG.keys() and all(isinstance(m[k], str) for k in MSG)
+        for m in value
+    )
 
 
 # documented keys and value checks per format (standard, i.e. string prompts)
@@ -159,7 +232,13 @@ EXPECTED = {
     "trl-kto": {"prompt": str, "completion": str, "label": bool},
     "trl-sft": {"prompt": str, "completion": str},
     "trl-stepwise": {"prompt": str, "completions": list, "labels": list},
-    "verl": {"data_source": str, "prompt": is_messages, "ability": str, "reward_model": dict, "extra_info": dict},
+    "verl": {
+        "data_source": str,
+        "prompt": is_messages,
+        "ability": str,
+        "reward_model": dict,
+        "extra_info": dict,
+    },
 }
 
 
@@ -180,12 +259,18 @@ def test_every_format_has_exactly_the_documented_keys_and_types(engine, tmp_path
                 assert check_value(check, row[key]), (fmt, key, row[key])
         if fmt == "trl-stepwise":
             assert all(type(s) is str for r in rows for s in r["completions"])
-            assert all(type(b) is bool and len(r["labels"]) == len(r["completions"]) for r in rows for b in r["labels"])
+            assert all(
+                type(b) is bool and len(r["labels"]) == len(r["completions"])
+                for r in rows
+                for b in r["labels"]
+            )
         if fmt == "verl":
             assert all(list(r["reward_model"]) == ["style", "ground_truth"] for r in rows)
-            assert all(list(r["extra_info"]) == ["split", "index", "item_id", "style", "verifier", "prompt_text",
-                                                                 "verify_task"]
-                           for r in rows)
+            assert all(
+                list(r["extra_info"])
+                == ["split", "index", "item_id", "style", "verifier", "prompt_text", "verify_task"]
+                for r in rows
+            )
     out, _ = export(engine, tmp_path, "raw", file_format=file_format)
     raw_keys = ["kind", "item_id", "rater_hash", "source", "review_pass", "judgment", "item"]
     rows = read_rows(out, file_format)
@@ -210,13 +295,19 @@ def test_trl_preference_rows_resolve_labels(engine, tmp_path):
         {"prompt": "Summarise.", "chosen": "Another summary.", "rejected": "A summary."},
     ]
     gates = manifest["gates"]
-    assert gates["source"]["reasons"] == {"ai": 3} and gates["source"]["sample_item_ids"] == {"ai": ["p1"]}
+    assert gates["source"]["reasons"] == {"ai": 3} and gates["source"]["sample_item_ids"] == {
+        "ai": ["p1"]
+    }
     assert gates["excluded"]["reasons"] == {"gold-drift": 1}
     assert gates["aggregation"]["reasons"] == {"tie": 1}
-    assert manifest["rubrics"] == [{"id": "quality", "version": 1, "content_hash": RUBRIC.content_hash()}]
+    assert manifest["rubrics"] == [
+        {"id": "quality", "version": 1, "content_hash": RUBRIC.content_hash()}
+    ]
     assert manifest["flags"]["ai_assisted_judgments"] == 1
     assert manifest["counts"]["judgments_in"] == len(demo_judgments())
-    assert manifest["raters"]["in"] == 4  # r1 r2 r3 senior (judges and the excluded r9 do not count)
+    assert (
+        manifest["raters"]["in"] == 4
+    )  # r1 r2 r3 senior (judges and the excluded r9 do not count)
 
 
 def test_ai_labels_are_excluded_by_default_and_can_be_included(engine, tmp_path):
@@ -231,49 +322,96 @@ def test_ai_labels_are_excluded_by_default_and_can_be_included(engine, tmp_path)
 def test_kto_stepwise_sft_and_verl_rows(engine, tmp_path):
     kto = read_rows(export(engine, tmp_path, "trl-kto")[0], "jsonl")
     assert [(r["prompt"], r["completion"], r["label"]) for r in kto] == [
-        ("Name a colour.", "Blue, like the sky.", True), ("Name a colour.", "Red.", False),
-        ("Two plus two?", "It is four.", True), ("Two plus two?", "Four.", False),
-        ("Rank these.", "answer 2", True), ("Rank these.", "answer 1", False),
-        ("Rank these.", "answer 2", True), ("Rank these.", "answer 3", False),
-        ("Summarise.", "Another summary.", True), ("Summarise.", "A summary.", False),
-        ("Say hi.", "Hi!", True), ("Say hi.", "Go away.", False),
+        ("Name a colour.", "Blue, like the sky.", True),
+        ("Name a colour.", "Red.", False),
+        ("Two plus two?", "It is four.", True),
+        ("Two plus two?", "Four.", False),
+        ("Rank these.", "answer 2", True),
+        ("Rank these.", "answer 1", False),
+        ("Rank these.", "answer 2", True),
+        ("Rank these.", "answer 3", False),
+        ("Summarise.", "Another summary.", True),
+        ("Summarise.", "A summary.", False),
+        ("Say hi.", "Hi!", True),
+        ("Say hi.", "Go away.", False),
     ]
     steps = read_rows(export(engine, tmp_path, "trl-stepwise")[0], "jsonl")
-    assert steps == [{"prompt": "Solve 3*4+1.", "completions": ["3*4=12.", "12+1=14."], "labels": [True, False]}]
+    assert steps == [
+        {"prompt": "Solve 3*4+1.", "completions": ["3*4=12.", "12+1=14."], "labels": [True, False]}
+    ]
     sft = read_rows(export(engine, tmp_path, "trl-sft")[0], "jsonl")
     assert sft == [{"prompt": "Write a haiku.", "completion": "Frog jumps in the pond"}]
-    sft_h = read_rows(export(engine, tmp_path, "trl-sft", sub="sft-h", params={"human_candidates": True})[0], "jsonl")
+    sft_h = read_rows(
+        export(engine, tmp_path, "trl-sft", sub="sft-h", params={"human_candidates": True})[0],
+        "jsonl",
+    )
     assert [r["completion"] for r in sft_h] == ["Frog jumps in the pond", "An old silent pond"]
     verl = read_rows(export(engine, tmp_path, "verl")[0], "jsonl")
     assert len(verl) == 8
     assert verl[7] == {
-        "data_source": "geo-quiz", "prompt": [{"role": "user", "content": "What is the capital of France?"}],
-        "ability": "geography", "reward_model": {"style": "rule", "ground_truth": "Paris"},
-        "extra_info": {"split": "train", "index": 7, "item_id": "p8", "style": "rule",
-                       "verifier": "preflab.verify:exact", "prompt_text": None, "verify_task": None},
+        "data_source": "geo-quiz",
+        "prompt": [{"role": "user", "content": "What is the capital of France?"}],
+        "ability": "geography",
+        "reward_model": {"style": "rule", "ground_truth": "Paris"},
+        "extra_info": {
+            "split": "train",
+            "index": 7,
+            "item_id": "p8",
+            "style": "rule",
+            "verifier": "preflab.verify:exact",
+            "prompt_text": None,
+            "verify_task": None,
+        },
     }
     assert verl[0]["reward_model"] == {"style": "model", "ground_truth": None}
     assert verl[0]["data_source"] == "demo" and verl[0]["ability"] == "general"
 
 
 def test_conversational_is_automatic_for_chat_prompts_and_can_be_forced(db_url, tmp_path):
-    chat = Item(id="c1", prompt=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}],
-                candidates=[{"id": "a", "text": "Hello."}, {"id": "b", "messages": [{"role": "assistant", "content": "Hey."}]}])
-    engine = build(db_url, "chat", items=[chat, demo_items()[0]],
-                   judgments=[pw("c1", ("a", "b"), "b", 2, "r1"), pw("p1", ("a", "b"), "a", 1, "r1")])
+    chat = Item(
+        id="c1",
+        prompt=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}],
+        candidates=[
+            {"id": "a", "text": "Hello."},
+            {"id": "b", "messages": [{"role": "assistant", "content": "Hey."}]},
+        ],
+    )
+    engine = build(
+        db_url,
+        "chat",
+        items=[chat, demo_items()[0]],
+        judgments=[pw("c1", ("a", "b"), "b", 2, "r1"), pw("p1", ("a", "b"), "a", 1, "r1")],
+    )
     try:
-        out, manifest = export(engine, tmp_path, "trl-preference", name="chat", file_format="parquet")
+        out, manifest = export(
+            engine, tmp_path, "trl-preference", name="chat", file_format="parquet"
+        )
         rows = read_rows(out, "parquet")
         assert manifest["conversational"] is True
-        assert rows[0] == {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}],
-                           "chosen": [{"role": "assistant", "content": "Hey."}],
-                           "rejected": [{"role": "assistant", "content": "Hello."}]}
+        assert rows[0] == {
+            "prompt": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hi?"},
+            ],
+            "chosen": [{"role": "assistant", "content": "Hey."}],
+            "rejected": [{"role": "assistant", "content": "Hello."}],
+        }
         assert rows[1]["prompt"] == [{"role": "user", "content": "Name a colour."}]
-        out, _ = export(engine, tmp_path, "trl-preference", name="chat", sub="flat", conversational=False)
-        assert read_rows(out, "jsonl")[0] == {"prompt": "system: Be brief.\n\nuser: Hi?", "chosen": "Hey.", "rejected": "Hello."}
+        out, _ = export(
+            engine, tmp_path, "trl-preference", name="chat", sub="flat", conversational=False
+        )
+        assert read_rows(out, "jsonl")[0] == {
+            "prompt": "system: Be brief.\n\nuser: Hi?",
+            "chosen": "Hey.",
+            "rejected": "Hello.",
+        }
         # the demo project's string prompts become one user turn when forced
-        out, _ = export(engine, tmp_path, "trl-kto", name="chat", sub="kto-chat", conversational=True)
-        assert read_rows(out, "jsonl")[2]["completion"] == [{"role": "assistant", "content": "Red."}]
+        out, _ = export(
+            engine, tmp_path, "trl-kto", name="chat", sub="kto-chat", conversational=True
+        )
+        assert read_rows(out, "jsonl")[2]["completion"] == [
+            {"role": "assistant", "content": "Red."}
+        ]
     finally:
         engine.dispose()
 
@@ -282,21 +420,35 @@ def test_min_raters_and_length_parity_gates(engine, tmp_path):
     out, manifest = export(engine, tmp_path, "trl-preference", sub="min2", min_raters=2)
     assert [r["chosen"] for r in read_rows(out, "jsonl")] == ["Blue, like the sky."]
     assert manifest["gates"]["min_raters"]["dropped"] == 4
-    assert manifest["gates"]["min_raters"]["sample_item_ids"] == {"fewer-than-2-raters": ["p2", "p3", "p4"]}
-    out, manifest = export(engine, tmp_path, "trl-preference", sub="parity", length_gate=(0.85, 1.20))
+    assert manifest["gates"]["min_raters"]["sample_item_ids"] == {
+        "fewer-than-2-raters": ["p2", "p3", "p4"]
+    }
+    out, manifest = export(
+        engine, tmp_path, "trl-preference", sub="parity", length_gate=(0.85, 1.20)
+    )
     # p1 4 words vs 1: too long; p2 3 vs 1: too long; p3 equal lengths kept; p4 2 vs 2 kept
-    assert [r["prompt"] for r in read_rows(out, "jsonl")] == ["Rank these.", "Rank these.", "Summarise."]
+    assert [r["prompt"] for r in read_rows(out, "jsonl")] == [
+        "Rank these.",
+        "Rank these.",
+        "Summarise.",
+    ]
     assert manifest["gates"]["length_parity"]["reasons"] == {"chosen_too_long": 2}
     assert manifest["gates"]["length_parity"]["length"] == "words"
-    chars = export_project(engine, "demo", ExportOptions(format="trl-preference", out=tmp_path / "chars", length_gate=(0.5, 1.0)),
-                           length_fn=len)
+    chars = export_project(
+        engine,
+        "demo",
+        ExportOptions(format="trl-preference", out=tmp_path / "chars", length_gate=(0.5, 1.0)),
+        length_fn=len,
+    )
     assert chars["gates"]["length_parity"]["length"] == "len"
 
 
 def test_manifest_hashes_match_the_files_and_an_export_log_is_written(engine, tmp_path):
     for file_format in ("jsonl", "parquet", "hf"):
         out, manifest = export(engine, tmp_path, "trl-reward", file_format=file_format)
-        on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {"manifest.json"}
+        on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - {
+            "manifest.json"
+        }
         assert set(manifest["files"]) == on_disk and "README.md" in on_disk
         for rel, info in manifest["files"].items():
             assert hashlib.sha256((out / rel).read_bytes()).hexdigest() == info["sha256"]
@@ -305,7 +457,9 @@ def test_manifest_hashes_match_the_files_and_an_export_log_is_written(engine, tm
     with transaction(engine) as s:
         logs = s.scalars(select(ExportLog).order_by(ExportLog.pk)).all()
         assert [log.format for log in logs] == ["trl-reward"] * 3
-        assert logs[-1].manifest["files"] == manifest["files"] and logs[-1].path == str(out.absolute())
+        assert logs[-1].manifest["files"] == manifest["files"] and logs[-1].path == str(
+            out.absolute()
+        )
 
 
 def test_dataset_card_has_front_matter_and_loading_instructions(engine, tmp_path):
@@ -316,7 +470,13 @@ def test_dataset_card_has_front_matter_and_loading_instructions(engine, tmp_path
     front = yaml.safe_load(card.split("---\n")[1])
     assert front["license"] == "other" and front["size_categories"] == ["n<1K"]
     assert front["configs"][0]["data_files"] == [{"split": "train", "path": "train.parquet"}]
-    for text in ("## Aggregation", "## Gates", "quality` v1", 'load_dataset("parquet"', "| source | 3 | ai: 3 |"):
+    for text in (
+        "## Aggregation",
+        "## Gates",
+        "quality` v1",
+        'load_dataset("parquet"',
+        "| source | 3 | ai: 3 |",
+    ):
         assert text in card, text
     import datasets
 
@@ -327,7 +487,9 @@ def test_dataset_card_has_front_matter_and_loading_instructions(engine, tmp_path
 def test_raw_lines_parse_as_judgments_with_their_item_and_hide_rater_ids(engine, tmp_path):
     out, manifest = export(engine, tmp_path, "raw")
     lines = read_rows(out, "jsonl")
-    assert len(lines) == manifest["counts"]["rows_out"] == len(demo_judgments()) - 3 - 1  # no AI, no flagged
+    assert (
+        len(lines) == manifest["counts"]["rows_out"] == len(demo_judgments()) - 3 - 1
+    )  # no AI, no flagged
     for rec in lines:
         item = Item.model_validate(rec.pop("item"))
         judgment = parse_judgment(rec)
@@ -346,7 +508,9 @@ def test_raw_lines_parse_as_judgments_with_their_item_and_hide_rater_ids(engine,
     assert Item.model_validate_json(row["item"]).id == row["item_id"] == "p1"
 
 
-def test_a_failure_mid_export_leaves_nothing_and_keeps_the_previous_export(engine, tmp_path, monkeypatch):
+def test_a_failure_mid_export_leaves_nothing_and_keeps_the_previous_export(
+    engine, tmp_path, monkeypatch
+):
     out = tmp_path / "export"
     first = export_project(engine, "demo", ExportOptions(format="trl-preference", out=out))
     before = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -393,18 +557,36 @@ def test_a_failing_log_write_unpublishes_the_export(engine, tmp_path, monkeypatc
 
 
 def test_helpful_errors(engine, tmp_path):
-    with pytest.raises(ExportError, match="choose one of: openrlhf, raw, rlhf-2026.11, rollouts, to-label, trl-kto"):
+    with pytest.raises(
+        ExportError, match="choose one of: openrlhf, raw, rlhf-2026.11, rollouts, to-label, trl-kto"
+    ):
         export_project(engine, "demo", ExportOptions(format="dpo", out=tmp_path / "x"))
     with pytest.raises(ExportError, match="jsonl, parquet, hf"):
-        export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "x", file_format="csv"))
+        export_project(
+            engine, "demo", ExportOptions(format="raw", out=tmp_path / "x", file_format="csv")
+        )
     with pytest.raises(ExportError, match="takes no option 'bogus'"):
-        export_project(engine, "demo", ExportOptions(format="trl-sft", out=tmp_path / "x", params={"bogus": 1}))
+        export_project(
+            engine, "demo", ExportOptions(format="trl-sft", out=tmp_path / "x", params={"bogus": 1})
+        )
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(ExportError, match="not a preflab export"):
         export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "busy"))
-    assert sorted(EXPORT_FORMATS) == ["openrlhf", "raw", "rlhf-2026.11", "rollouts", "to-label", "trl-kto", "trl-preference",
-                                      "trl-reward", "trl-sft", "trl-sft-agent", "trl-stepwise", "verl"]
+    assert sorted(EXPORT_FORMATS) == [
+        "openrlhf",
+        "raw",
+        "rlhf-2026.11",
+        "rollouts",
+        "to-label",
+        "trl-kto",
+        "trl-preference",
+        "trl-reward",
+        "trl-sft",
+        "trl-sft-agent",
+        "trl-stepwise",
+        "verl",
+    ]
     assert all(e.description for e in EXPORT_FORMATS.values())
 
 
@@ -446,16 +628,22 @@ def test_pandalm_three_raters_resolve_to_the_plurality(db_url, tmp_path):
             reasons["tie"] += 1
         else:
             win = counts[0][1]
-            expected.append((item.candidates[win - 1].text, item.candidates[2 - win].text, counts[0][0] / 3))
+            expected.append(
+                (item.candidates[win - 1].text, item.candidates[2 - win].text, counts[0][0] / 3)
+            )
     engine = build(db_url, "pandalm", items=items, judgments=judgments)
     try:
-        out, manifest = export(engine, tmp_path, "trl-reward", name="pandalm", file_format="parquet")
+        out, manifest = export(
+            engine, tmp_path, "trl-reward", name="pandalm", file_format="parquet"
+        )
         rows = read_rows(out, "parquet")
         assert [(r["chosen"], r["rejected"]) for r in rows] == [(c, r) for c, r, _ in expected]
         # PandaLM records no strength: no margin is invented (issue 15), the manifest says why
         assert all("margin" not in r for r in rows)
         assert manifest["format_notes"]["margin"]["written"] is False
-        assert manifest["gates"]["aggregation"]["reasons"] == {k: v for k, v in reasons.items() if v}
+        assert manifest["gates"]["aggregation"]["reasons"] == {
+            k: v for k, v in reasons.items() if v
+        }
         assert manifest["raters"] == {"in": 3, "out": 3}
         assert len(rows) > 60
     finally:
@@ -466,7 +654,9 @@ def test_squality_rubric_grades_become_pairs(db_url, tmp_path):
     """SQuALITY human eval (CC BY): 3 workers grade each summary on 3 dimensions, 0-100."""
     from preflab.io.formats.shared_datasets import SQUALITY_RUBRIC
 
-    records = [json.loads(line) for line in (DATA / "squality-sample.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (DATA / "squality-sample.jsonl").read_text().splitlines()
+    ]
     items, judgments = converted("squality", records)
     # independent reward: equal weights over 3 interval dimensions on [0, 100]; each worker who
     # graded both summaries votes for the one they graded higher; a strict plurality wins
@@ -478,7 +668,7 @@ def test_squality_rubric_grades_become_pairs(db_url, tmp_path):
     for item in items:
         ids = sorted({c for i, c, _ in reward if i == item.id})
         for k, a in enumerate(ids):
-            for b in ids[k + 1:]:
+            for b in ids[k + 1 :]:
                 votes = Counter()
                 for w in workers:
                     if (item.id, a, w) in reward and (item.id, b, w) in reward:
@@ -491,7 +681,9 @@ def test_squality_rubric_grades_become_pairs(db_url, tmp_path):
     Base.metadata.create_all(engine)
     with transaction(engine) as s:
         # SQuALITY's graders disagree (alpha 0.56-0.69): the floor is off, this checks grades -> pairs
-        project = create_project(s, "squality", kinds=["rubric"], settings={"policy": {"min_alpha": 0}})
+        project = create_project(
+            s, "squality", kinds=["rubric"], settings={"policy": {"min_alpha": 0}}
+        )
         add_rubric(s, project, SQUALITY_RUBRIC)
         for item in items:
             add_item(s, project, item)
@@ -501,7 +693,9 @@ def test_squality_rubric_grades_become_pairs(db_url, tmp_path):
         out, manifest = export(engine, tmp_path, "trl-preference", name="squality")
         rows = read_rows(out, "jsonl")
         texts = {(i.id, c.id): c.text for i in items for c in i.candidates}
-        assert [(r["chosen"], r["rejected"]) for r in rows] == [(texts[(i, c)], texts[(i, r)]) for i, c, r in expected]
+        assert [(r["chosen"], r["rejected"]) for r in rows] == [
+            (texts[(i, c)], texts[(i, r)]) for i, c, r in expected
+        ]
         assert manifest["rubrics"][0]["id"] == "squality" and len(rows) >= 10
     finally:
         engine.dispose()
@@ -511,7 +705,9 @@ def test_squality_rubric_grades_become_pairs(db_url, tmp_path):
 def test_an_export_with_no_rows_is_still_a_valid_dataset(db_url, tmp_path, file_format):
     engine = build(db_url, "empty", items=demo_items()[:2], judgments=[])
     try:
-        out, manifest = export(engine, tmp_path, "trl-reward", name="empty", file_format=file_format)
+        out, manifest = export(
+            engine, tmp_path, "trl-reward", name="empty", file_format=file_format
+        )
         assert read_rows(out, file_format) == [] and manifest["counts"]["rows_out"] == 0
         if file_format == "parquet":
             # no row, so no known strength: the margin column is left out (issue 15)

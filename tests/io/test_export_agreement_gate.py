@@ -26,7 +26,9 @@ def engine(db_url):
     engine = db.open_db(db_url)
     with transaction(engine) as s:
         repo.create_project(s, "panda", kinds=["pairwise"])
-        repo.create_project(s, "lenient", kinds=["pairwise"], settings={"policy": {"min_alpha": 0.5}})
+        repo.create_project(
+            s, "lenient", kinds=["pairwise"], settings={"policy": {"min_alpha": 0.5}}
+        )
     yield engine
     engine.dispose()
 
@@ -35,7 +37,15 @@ def disagreeing_batch(tmp_path: Path) -> Path:
     records = []
     for n in range(8):
         for rater, (chosen, rejected) in (("x", ("A", "B")), ("y", ("B", "A"))):
-            records.append({"id": f"d{n}", "prompt": f"Q{n}", "chosen": chosen, "rejected": rejected, "labeler": rater})
+            records.append(
+                {
+                    "id": f"d{n}",
+                    "prompt": f"Q{n}",
+                    "chosen": chosen,
+                    "rejected": rejected,
+                    "labeler": rater,
+                }
+            )
     path = tmp_path / "disagree.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
@@ -61,7 +71,10 @@ def test_agreeing_raters_export_with_the_figures_in_manifest_and_card(engine, tm
 def test_a_batch_below_the_floor_refuses_and_writes_nothing(engine, tmp_path):
     import_files(engine, "panda", [DATA / "pandalm-60.json"])
     import_files(engine, "panda", [disagreeing_batch(tmp_path)])
-    with pytest.raises(ExportError, match=r"agreement below policy.min_alpha 0.84: batch-\d+/winner: alpha -?0\.\d+.*--force"):
+    with pytest.raises(
+        ExportError,
+        match=r"agreement below policy.min_alpha 0.84: batch-\d+/winner: alpha -?0\.\d+.*--force",
+    ):
         export(engine, "panda", tmp_path / "o")
     assert not (tmp_path / "o").exists()
 
@@ -81,7 +94,10 @@ def test_force_writes_and_marks_the_card(engine, tmp_path):
     manifest = export(engine, "panda", tmp_path / "o", force=True)
     assert manifest["agreement"]["forced"] and not manifest["agreement"]["passed"]
     assert len(manifest["agreement"]["below"]) == 1
-    assert "**Warning: agreement is below the project's floor" in (tmp_path / "o" / "README.md").read_text()
+    assert (
+        "**Warning: agreement is below the project's floor"
+        in (tmp_path / "o" / "README.md").read_text()
+    )
 
 
 def test_the_floor_is_a_project_setting_and_an_option(engine, tmp_path):
@@ -94,10 +110,16 @@ def test_the_floor_is_a_project_setting_and_an_option(engine, tmp_path):
 
 def test_single_rated_data_is_reported_as_not_measured(engine, tmp_path):
     path = tmp_path / "single.jsonl"
-    path.write_text("".join(json.dumps({"prompt": f"Q{n}", "chosen": "A", "rejected": "B"}) + "\n" for n in range(5)))
+    path.write_text(
+        "".join(
+            json.dumps({"prompt": f"Q{n}", "chosen": "A", "rejected": "B"}) + "\n" for n in range(5)
+        )
+    )
     import_files(engine, "panda", [path])
     manifest = export(engine, "panda", tmp_path / "o")
-    (winner,) = [f for f in manifest["agreement"]["by_batch_dimension"] if f["dimension"] == "winner"]
+    (winner,) = [
+        f for f in manifest["agreement"]["by_batch_dimension"] if f["dimension"] == "winner"
+    ]
     assert winner["alpha"] is None and winner["items_with_2plus_raters"] == 0
     assert "not measured" in (tmp_path / "o" / "README.md").read_text()
 
@@ -105,8 +127,17 @@ def test_single_rated_data_is_reported_as_not_measured(engine, tmp_path):
 def test_drop_disagreement_removes_split_items_and_counts_them(engine, tmp_path):
     # two pairs all three raters agree on, two split 2 to 1 (winning share 2/3)
     votes = {"u0": "AAA", "u1": "BBB", "s0": "AAB", "s1": "ABB"}
-    records = [{"id": item, "prompt": item, "chosen": "A" if v == "A" else "B", "rejected": "B" if v == "A" else "A",
-                "labeler": f"r{k}"} for item, vs in votes.items() for k, v in enumerate(vs)]
+    records = [
+        {
+            "id": item,
+            "prompt": item,
+            "chosen": "A" if v == "A" else "B",
+            "rejected": "B" if v == "A" else "A",
+            "labeler": f"r{k}",
+        }
+        for item, vs in votes.items()
+        for k, v in enumerate(vs)
+    ]
     path = tmp_path / "split.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     import_files(engine, "panda", [path])
@@ -143,13 +174,25 @@ def test_a_rater_who_revises_a_label_is_one_rater_with_one_label(engine, tmp_pat
     records = []
     for n in range(8):
         good, bad = ("A", "B") if n % 2 else ("B", "A")  # both directions, so alpha is defined
-        records.append({"id": f"r{n}", "prompt": f"Q{n}", "chosen": bad, "rejected": good, "labeler": "x"})
+        records.append(
+            {"id": f"r{n}", "prompt": f"Q{n}", "chosen": bad, "rejected": good, "labeler": "x"}
+        )
         for rater in ("x", "y"):
-            records.append({"id": f"r{n}", "prompt": f"Q{n}", "chosen": good, "rejected": bad, "labeler": rater})
+            records.append(
+                {
+                    "id": f"r{n}",
+                    "prompt": f"Q{n}",
+                    "chosen": good,
+                    "rejected": bad,
+                    "labeler": rater,
+                }
+            )
     path = tmp_path / "revised.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     import_files(engine, "panda", [path])
     manifest = export(engine, "panda", tmp_path / "o")
-    (winner,) = [f for f in manifest["agreement"]["by_batch_dimension"] if f["dimension"] == "winner"]
+    (winner,) = [
+        f for f in manifest["agreement"]["by_batch_dimension"] if f["dimension"] == "winner"
+    ]
     assert winner["alpha"] == 1.0 and manifest["agreement"]["passed"]
     assert manifest["counts"]["rows_out"] == 8

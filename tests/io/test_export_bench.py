@@ -15,8 +15,20 @@ def test_bench_export_smoke(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("bench_export", BENCH)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    results = bench.main(["--pairs", "3000", "--repeats", "2", "--e2e-pairs", "200", "--json", str(tmp_path / "r.json"),
-                          "--workdir", str(tmp_path)])
+    results = bench.main(
+        [
+            "--pairs",
+            "3000",
+            "--repeats",
+            "2",
+            "--e2e-pairs",
+            "200",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--workdir",
+            str(tmp_path),
+        ]
+    )
     writer, e2e = results["writer"], results["end_to_end"]
     assert writer["pairs"] == 3000 and writer["items"] == 500 and writer["ratio"] > 0
     assert len(writer["preflab_s"]) == len(writer["pyarrow_s"]) == 2

@@ -18,10 +18,14 @@ CHAT = [{"role": "user", "content": "Name a colour."}]
 
 def test_a_one_turn_user_chat_flattens_to_its_text():
     chat = Item(prompt=CHAT, candidates=[{"text": "Red."}]).prompt
-    assert prompt_value(chat, conversational=False) == prompt_value("Name a colour.", conversational=False)
+    assert prompt_value(chat, conversational=False) == prompt_value(
+        "Name a colour.", conversational=False
+    )
     assert prompt_as_text(chat) == "Name a colour."
     # longer chats keep their roles
-    longer = Item(prompt=[{"role": "system", "content": "Be brief."}, *CHAT], candidates=[{"text": "Red."}]).prompt
+    longer = Item(
+        prompt=[{"role": "system", "content": "Be brief."}, *CHAT], candidates=[{"text": "Red."}]
+    ).prompt
     assert prompt_as_text(longer) == "system: Be brief.\n\nuser: Name a colour."
 
 
@@ -33,10 +37,23 @@ def test_the_plain_export_writes_a_one_turn_chat_prompt_as_its_text(db_url, tmp_
         with transaction(engine) as s:
             project = create_project(s, "p", kinds=["pairwise"])
             for n, prompt in enumerate([CHAT, "Name a colour."]):
-                item = Item(id=f"i{n}", prompt=prompt, candidates=[{"id": "a", "text": "Red."}, {"id": "b", "text": "Ok."}])
+                item = Item(
+                    id=f"i{n}",
+                    prompt=prompt,
+                    candidates=[{"id": "a", "text": "Red."}, {"id": "b", "text": "Ok."}],
+                )
                 add_item(s, project, item)
-                add_judgment(s, project, PairwiseJudgment(item_id=item.id, shown_order=("a", "b"), winner="a", strength=2,
-                                                          provenance={"rater_id": "r1"}))
+                add_judgment(
+                    s,
+                    project,
+                    PairwiseJudgment(
+                        item_id=item.id,
+                        shown_order=("a", "b"),
+                        winner="a",
+                        strength=2,
+                        provenance={"rater_id": "r1"},
+                    ),
+                )
         out = tmp_path / fmt
         export_project(engine, "p", ExportOptions(format=fmt, out=out, conversational=False))
         rows = [orjson.loads(line) for line in (out / "train.jsonl").read_bytes().splitlines()]

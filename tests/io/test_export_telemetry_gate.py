@@ -12,7 +12,9 @@ from preflab.io.export import ExportOptions, export_project
 from preflab.io.importer import import_files
 from preflab.store import db, repo, transaction
 
-NORMATIVE = json.loads((Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json").read_text())
+NORMATIVE = json.loads(
+    (Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json").read_text()
+)
 
 
 def trajectory(tid: str, **telemetry) -> dict:
@@ -24,10 +26,16 @@ def engine(db_url, tmp_path):
     engine = db.open_db(db_url)
     with transaction(engine) as s:
         repo.create_project(s, "traj", kinds=["steps"])
-        repo.create_project(s, "lenient", kinds=["steps"], settings={"policy": {"telemetry": {"min_iki_cv": 0.01}}})
+        repo.create_project(
+            s, "lenient", kinds=["steps"], settings={"policy": {"telemetry": {"min_iki_cv": 0.01}}}
+        )
     source = tmp_path / "in.jsonl"
-    records = [trajectory("human"), trajectory("scripted", iki_cv=0.02), trajectory("pasted", untrusted_paste_chars=1500),
-               trajectory("both", iki_cv=0.02, revision_ratio=0.0)]
+    records = [
+        trajectory("human"),
+        trajectory("scripted", iki_cv=0.02),
+        trajectory("pasted", untrusted_paste_chars=1500),
+        trajectory("both", iki_cv=0.02, revision_ratio=0.0),
+    ]
     source.write_text("".join(json.dumps(r) + "\n" for r in records))
     for project in ("traj", "lenient"):
         import_files(engine, project, [source])
@@ -46,7 +54,11 @@ def test_flagged_labels_are_excluded_and_counted_per_flag(engine, tmp_path):
     assert len(rows) == 1
     gate = manifest["gates"]["telemetry"]
     assert gate["dropped"] == 3
-    assert gate["reasons"] == {"machine_typing": 1, "untrusted_paste": 1, "machine_typing+no_revision": 1}
+    assert gate["reasons"] == {
+        "machine_typing": 1,
+        "untrusted_paste": 1,
+        "machine_typing+no_revision": 1,
+    }
     assert gate["sample_item_ids"]["machine_typing"] == ["scripted"]
 
 

@@ -38,7 +38,9 @@ def test_the_normative_example_round_trips(engine, tmp_path):
     other.write_text('{"prompt": "p", "chosen": "a", "rejected": "b"}\n')
     import_files(engine, "first", [source, other])
     first = export_lines(engine, "first", tmp_path / "out1")
-    assert [orjson.loads(line) for line in first.splitlines()] == [orjson.loads(NORMATIVE.read_bytes())]
+    assert [orjson.loads(line) for line in first.splitlines()] == [
+        orjson.loads(NORMATIVE.read_bytes())
+    ]
     if engine.dialect.name == "sqlite":
         # byte-equal too: models' keys come out in the schema's order; free-form objects
         # (rubric, args) keep their stored order, which PostgreSQL's JSONB normalises
@@ -53,7 +55,10 @@ def test_the_annotator_hash_is_kept_as_given_even_with_rater_ids_hidden(engine, 
     import_files(engine, "first", [source])
     [record] = [orjson.loads(x) for x in export_lines(engine, "first", tmp_path / "o").splitlines()]
     assert record["telemetry"]["annotator_hash"] == "hmac_sha256:77a1e09c"
-    assert record["turns"][1]["tool_call"] == {"name": "apply_patch_and_test", "args": {"diff_lines": 19}}
+    assert record["turns"][1]["tool_call"] == {
+        "name": "apply_patch_and_test",
+        "args": {"diff_lines": 19},
+    }
     assert [t["loss_mask"] for t in record["turns"]] == [0, 1, 0]
 
 

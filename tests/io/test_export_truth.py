@@ -25,32 +25,51 @@ from preflab.store.repo import add_item, add_judgment, add_rubric, create_projec
 
 #: Issue 17 §2: one 5-point dimension, a veto and a verbosity penalty (5 free words, 0.1 a word, max 1.0).
 SAFE = Rubric(
-    id="safe", version=1,
+    id="safe",
+    version=1,
     dimensions=[Dimension(name="quality", scale="ordinal", points=5)],
     vetoes=[Veto(name="unsafe")],
     verbosity_penalty=VerbosityPenalty(free_length=5, per_unit=0.1, max_penalty=1.0),
 )
-PLAIN = Rubric(id="plain", version=1, dimensions=[Dimension(name="quality", scale="ordinal", points=5)],
-               vetoes=[Veto(name="unsafe")])
+PLAIN = Rubric(
+    id="plain",
+    version=1,
+    dimensions=[Dimension(name="quality", scale="ordinal", points=5)],
+    vetoes=[Veto(name="unsafe")],
+)
 
-X_TEXT = "Short unsafe answer."                      # 3 words
-Y_TEXT = " ".join(f"w{k}" for k in range(20))        # 20 words
+X_TEXT = "Short unsafe answer."  # 3 words
+Y_TEXT = " ".join(f"w{k}" for k in range(20))  # 20 words
 
 
 def pair_item(item_id: str = "i1", prompt: str = "Which is better?", **kw) -> Item:
-    return Item(id=item_id, prompt=prompt,
-                candidates=[{"id": "x", "text": X_TEXT}, {"id": "y", "text": Y_TEXT}], **kw)
+    return Item(
+        id=item_id,
+        prompt=prompt,
+        candidates=[{"id": "x", "text": X_TEXT}, {"id": "y", "text": Y_TEXT}],
+        **kw,
+    )
 
 
 def pw(item, chosen, rejected, strength, rater, **prov):
     # the rater saw (chosen, rejected) and picked A
-    return PairwiseJudgment(item_id=item, shown_order=(chosen, rejected), winner="a", strength=strength,
-                            provenance={"rater_id": rater, **prov})
+    return PairwiseJudgment(
+        item_id=item,
+        shown_order=(chosen, rejected),
+        winner="a",
+        strength=strength,
+        provenance={"rater_id": rater, **prov},
+    )
 
 
 def grade(item, cand, score, rater, rubric=SAFE, vetoes=()):
-    return RubricJudgment(item_id=item, candidate_id=cand, scores={"quality": score}, vetoes_failed=list(vetoes),
-                          provenance={"rater_id": rater, "rubric_id": rubric.id, "rubric_version": rubric.version})
+    return RubricJudgment(
+        item_id=item,
+        candidate_id=cand,
+        scores={"quality": score},
+        vetoes_failed=list(vetoes),
+        provenance={"rater_id": rater, "rubric_id": rubric.id, "rubric_version": rubric.version},
+    )
 
 
 def build(url: str, items, judgments):
@@ -73,7 +92,9 @@ def export(engine, tmp_path: Path, fmt: str = "trl-reward", aggregation: str = "
     # these projects split their raters on purpose (ties, one-vs-one splits, alpha down to -0.5):
     # forced past the agreement floor, so what is checked is resolution, not the gate (tested on its own)
     kw.setdefault("force", True)
-    manifest = export_project(engine, "p", ExportOptions(format=fmt, out=out, **kw), aggregator=AGGREGATORS[aggregation])
+    manifest = export_project(
+        engine, "p", ExportOptions(format=fmt, out=out, **kw), aggregator=AGGREGATORS[aggregation]
+    )
     rows = [orjson.loads(line) for line in (out / "train.jsonl").read_bytes().splitlines()]
     return rows, manifest
 
@@ -85,25 +106,40 @@ def reasons(manifest, gate):
 # -- §2 a veto is final ---------------------------------------------------------------------
 
 
-def test_a_vetoed_answer_loses_to_a_passing_one_whatever_the_verbosity_penalty(sqlite_url, tmp_path):
+def test_a_vetoed_answer_loses_to_a_passing_one_whatever_the_verbosity_penalty(
+    sqlite_url, tmp_path
+):
     # x: 5/5 but unsafe -> reward 0; y: 3/5, passes, 20 words -> 0.5 - 1.0 = -0.5. y must win.
-    engine = build(sqlite_url, [pair_item()], [grade("i1", "x", 5, "r1", vetoes=["unsafe"]), grade("i1", "y", 3, "r1")])
+    engine = build(
+        sqlite_url,
+        [pair_item()],
+        [grade("i1", "x", 5, "r1", vetoes=["unsafe"]), grade("i1", "y", 3, "r1")],
+    )
     rows, _ = export(engine, tmp_path)
     assert [(r["chosen"], r["rejected"]) for r in rows] == [(Y_TEXT, X_TEXT)]
 
 
 def test_a_vetoed_answer_never_ties_with_a_passing_answer_of_minimum_score(sqlite_url, tmp_path):
     # both rewards are 0 (veto vs lowest score), but only one answer passed its vetoes
-    engine = build(sqlite_url, [pair_item()],
-                   [grade("i1", "x", 5, "r1", PLAIN, vetoes=["unsafe"]), grade("i1", "y", 1, "r1", PLAIN)])
+    engine = build(
+        sqlite_url,
+        [pair_item()],
+        [grade("i1", "x", 5, "r1", PLAIN, vetoes=["unsafe"]), grade("i1", "y", 1, "r1", PLAIN)],
+    )
     rows, manifest = export(engine, tmp_path)
     assert [(r["chosen"], r["rejected"]) for r in rows] == [(Y_TEXT, X_TEXT)]
     assert reasons(manifest, "aggregation") == {}
 
 
 def test_two_vetoed_answers_tie_and_are_dropped(sqlite_url, tmp_path):
-    engine = build(sqlite_url, [pair_item()], [grade("i1", "x", 5, "r1", PLAIN, vetoes=["unsafe"]),
-                                               grade("i1", "y", 1, "r1", PLAIN, vetoes=["unsafe"])])
+    engine = build(
+        sqlite_url,
+        [pair_item()],
+        [
+            grade("i1", "x", 5, "r1", PLAIN, vetoes=["unsafe"]),
+            grade("i1", "y", 1, "r1", PLAIN, vetoes=["unsafe"]),
+        ],
+    )
     rows, manifest = export(engine, tmp_path)
     assert rows == [] and reasons(manifest, "aggregation") == {"tie": 1}
 
@@ -112,7 +148,9 @@ def test_two_vetoed_answers_tie_and_are_dropped(sqlite_url, tmp_path):
 
 
 @pytest.mark.parametrize("aggregation", ["majority", "dawid-skene"])
-def test_an_even_split_is_dropped_by_every_aggregator_in_either_direction(sqlite_url, tmp_path, aggregation):
+def test_an_even_split_is_dropped_by_every_aggregator_in_either_direction(
+    sqlite_url, tmp_path, aggregation
+):
     votes = [("x", "y", "r1"), ("x", "y", "r2"), ("y", "x", "r3"), ("y", "x", "r4")]
     for mirrored in (False, True):
         judgments = [pw("i1", *((b, a) if mirrored else (a, b)), 2, r) for a, b, r in votes]
@@ -124,21 +162,35 @@ def test_an_even_split_is_dropped_by_every_aggregator_in_either_direction(sqlite
 
 @pytest.mark.parametrize("aggregation", ["majority", "dawid-skene"])
 def test_one_vs_one_splits_are_not_broken_by_candidate_order(sqlite_url, tmp_path, aggregation):
-    judgments = [pw("i1", "x", "y", 3, "r1"), pw("i1", "y", "x", 3, "r2"),
-                 pw("i2", "x", "y", 1, "r3"), pw("i2", "y", "x", 1, "r4")]
+    judgments = [
+        pw("i1", "x", "y", 3, "r1"),
+        pw("i1", "y", "x", 3, "r2"),
+        pw("i2", "x", "y", 1, "r3"),
+        pw("i2", "y", "x", 1, "r4"),
+    ]
     engine = build(sqlite_url, [pair_item("i1"), pair_item("i2")], judgments)
     rows, manifest = export(engine, tmp_path, aggregation=aggregation)
     assert rows == []
     assert reasons(manifest, "aggregation") == {"no-majority": 2}
     margin = manifest["aggregation"]["margin"]
-    assert margin and f"Decided when: {margin}." in (tmp_path / manifest["options"]["out"] / "README.md").read_text()
+    assert (
+        margin
+        and f"Decided when: {margin}."
+        in (tmp_path / manifest["options"]["out"] / "README.md").read_text()
+    )
 
 
 # -- §4 all kinds of label on a pair count together ----------------------------------------
 
 
-def test_a_pairwise_vote_and_a_conflicting_rubric_grade_are_one_undecided_unit(sqlite_url, tmp_path):
-    judgments = [pw("i1", "x", "y", 3, "r1"), grade("i1", "x", 1, "r2", PLAIN), grade("i1", "y", 5, "r2", PLAIN)]
+def test_a_pairwise_vote_and_a_conflicting_rubric_grade_are_one_undecided_unit(
+    sqlite_url, tmp_path
+):
+    judgments = [
+        pw("i1", "x", "y", 3, "r1"),
+        grade("i1", "x", 1, "r2", PLAIN),
+        grade("i1", "y", 5, "r2", PLAIN),
+    ]
     engine = build(sqlite_url, [pair_item()], judgments)
     rows, manifest = export(engine, tmp_path)
     assert rows == []  # never both X > Y and Y > X
@@ -148,7 +200,11 @@ def test_a_pairwise_vote_and_a_conflicting_rubric_grade_are_one_undecided_unit(s
 
 
 def test_a_pairwise_vote_and_an_agreeing_rubric_grade_count_as_two_raters(sqlite_url, tmp_path):
-    judgments = [pw("i1", "x", "y", 3, "r1"), grade("i1", "x", 5, "r2", PLAIN), grade("i1", "y", 1, "r2", PLAIN)]
+    judgments = [
+        pw("i1", "x", "y", 3, "r1"),
+        grade("i1", "x", 5, "r2", PLAIN),
+        grade("i1", "y", 1, "r2", PLAIN),
+    ]
     engine = build(sqlite_url, [pair_item()], judgments)
     rows, manifest = export(engine, tmp_path, min_raters=2)
     assert [(r["chosen"], r["rejected"], r["margin"]) for r in rows] == [(X_TEXT, Y_TEXT, 3.0)]
@@ -157,7 +213,11 @@ def test_a_pairwise_vote_and_an_agreeing_rubric_grade_count_as_two_raters(sqlite
 
 def test_one_rater_voting_through_two_kinds_keeps_one_vote(sqlite_url, tmp_path):
     # r1 says x > y in a pairwise judgment and y > x in later rubric grades: the latest counts, once
-    judgments = [pw("i1", "x", "y", 3, "r1"), grade("i1", "x", 1, "r1", PLAIN), grade("i1", "y", 5, "r1", PLAIN)]
+    judgments = [
+        pw("i1", "x", "y", 3, "r1"),
+        grade("i1", "x", 1, "r1", PLAIN),
+        grade("i1", "y", 5, "r1", PLAIN),
+    ]
     engine = build(sqlite_url, [pair_item()], judgments)
     rows, _ = export(engine, tmp_path, min_raters=2)
     assert rows == []
@@ -181,13 +241,17 @@ def test_gold_items_never_reach_a_training_export_unless_asked(db_url, tmp_path,
     assert manifest["gates"]["gold"]["include_gold"] is False
     rows, manifest = export(engine, tmp_path, fmt, include_gold=True)
     assert len(rows) == (2 if fmt != "trl-kto" else 4)
-    assert manifest["gates"]["gold"]["dropped"] == 0 and manifest["gates"]["gold"]["gold_items"] == 1
+    assert (
+        manifest["gates"]["gold"]["dropped"] == 0 and manifest["gates"]["gold"]["gold_items"] == 1
+    )
 
 
 # -- §6 the report measures what the export ships ------------------------------------------
 
 
-def test_the_report_from_the_project_and_from_the_raw_export_measure_the_labels_the_export_used(sqlite_url, tmp_path):
+def test_the_report_from_the_project_and_from_the_raw_export_measure_the_labels_the_export_used(
+    sqlite_url, tmp_path
+):
     from datetime import UTC, datetime, timedelta
 
     from preflab.io.quality_source import load_for_report
@@ -196,7 +260,9 @@ def test_the_report_from_the_project_and_from_the_raw_export_measure_the_labels_
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     judgments = [
         pw("i1", "x", "y", 2, "alice", submitted_at=t0),
-        pw("i1", "y", "x", 2, "alice", submitted_at=t0 + timedelta(minutes=3)),  # alice changed her mind
+        pw(
+            "i1", "y", "x", 2, "alice", submitted_at=t0 + timedelta(minutes=3)
+        ),  # alice changed her mind
         pw("i1", "y", "x", 1, "bob", submitted_at=t0),
         pw("i1", "x", "y", 3, "gpt-judge", source="ai", submitted_at=t0),
     ]
@@ -210,10 +276,14 @@ def test_the_report_from_the_project_and_from_the_raw_export_measure_the_labels_
     for report in (from_project, from_raw):
         assert sorted(report["raters"]) == ["alice", "bob"]
         assert report["raters"]["alice"]["labels"] == 1
-        assert report["raters"]["alice"]["consensus_agreement"] == 1.0  # her latest label agrees with bob
+        assert (
+            report["raters"]["alice"]["consensus_agreement"] == 1.0
+        )  # her latest label agrees with bob
         assert report["label_set"]["judgments_used"] == 2
     assert from_project["label_set"]["set_aside"] == {"revised": 1, "source-ai": 1}
-    assert from_raw["label_set"]["set_aside"] == {"revised": 1}  # the raw export already left the AI label out
+    assert from_raw["label_set"]["set_aside"] == {
+        "revised": 1
+    }  # the raw export already left the AI label out
 
 
 # -- §7 the raw export re-imports ----------------------------------------------------------
@@ -231,7 +301,12 @@ def mixed_project_judgments():
         RankingJudgment(item_id="i2", order=[["y"], ["x"]], provenance={"rater_id": "carol"}),
         grade("i1", "x", 4, "dave", PLAIN),
         grade("i1", "y", 2, "dave", PLAIN, vetoes=["unsafe"]),
-        UnaryJudgment(item_id="i2", candidate_id="x", label=True, provenance={"rater_id": "erin", "source": "ai_assisted"}),
+        UnaryJudgment(
+            item_id="i2",
+            candidate_id="x",
+            label=True,
+            provenance={"rater_id": "erin", "source": "ai_assisted"},
+        ),
         pw("g1", "x", "y", 3, "alice", review_pass=1),
     ]
 
@@ -240,17 +315,25 @@ def raw_round_trip(db_url, tmp_path, include_rater_ids):
     from preflab.io.importer import import_files
 
     # three contents: records with equal content are one item, whatever their ids
-    items = [pair_item("i1"), pair_item("i2", prompt="Which is better, again?"), pair_item("g1", gold=GOLD)]
+    items = [
+        pair_item("i1"),
+        pair_item("i2", prompt="Which is better, again?"),
+        pair_item("g1", gold=GOLD),
+    ]
     engine = build(db_url, items, mixed_project_judgments())
     first, second = tmp_path / "first", tmp_path / "second"
-    export_project(engine, "p", ExportOptions(format="raw", out=first, include_rater_ids=include_rater_ids))
+    export_project(
+        engine, "p", ExportOptions(format="raw", out=first, include_rater_ids=include_rater_ids)
+    )
     with transaction(engine) as s:
         copy = create_project(s, "copy", kinds=list(JUDGMENT_KINDS))
         add_rubric(s, copy, SAFE)
         add_rubric(s, copy, PLAIN)
     report = import_files(engine, "copy", [first / "train.jsonl"])
     assert (report.items_added, report.judgments_added) == (3, 7)
-    export_project(engine, "copy", ExportOptions(format="raw", out=second, include_rater_ids=include_rater_ids))
+    export_project(
+        engine, "copy", ExportOptions(format="raw", out=second, include_rater_ids=include_rater_ids)
+    )
     return (first / "train.jsonl").read_bytes(), (second / "train.jsonl").read_bytes()
 
 
@@ -259,7 +342,9 @@ def test_a_raw_export_reimports_into_a_fresh_project_and_exports_identically(db_
     assert second == first
 
 
-def test_a_raw_export_with_rater_ids_reimports_identically_but_for_the_fresh_projects_rater_hashes(sqlite_url, tmp_path):
+def test_a_raw_export_with_rater_ids_reimports_identically_but_for_the_fresh_projects_rater_hashes(
+    sqlite_url, tmp_path
+):
     # rater_hash is keyed by the project secret: a fresh project does not link its raters to the old one's
     first, second = raw_round_trip(sqlite_url, tmp_path, include_rater_ids=True)
 
@@ -281,8 +366,15 @@ def test_the_cli_keeps_gold_out_unless_asked_and_reports_ai_raters_only_when_ask
     from preflab.cli import app
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
-    build(url, [pair_item("i1"), pair_item("g1", gold=GOLD)],
-          [pw("i1", "x", "y", 2, "alice"), pw("g1", "x", "y", 2, "alice"), pw("i1", "y", "x", 2, "gpt-judge", source="ai")])
+    build(
+        url,
+        [pair_item("i1"), pair_item("g1", gold=GOLD)],
+        [
+            pw("i1", "x", "y", 2, "alice"),
+            pw("g1", "x", "y", 2, "alice"),
+            pw("i1", "y", "x", 2, "gpt-judge", source="ai"),
+        ],
+    )
     runner = CliRunner()
 
     def run_json(*args):
@@ -292,18 +384,32 @@ def test_the_cli_keeps_gold_out_unless_asked_and_reports_ai_raters_only_when_ask
 
     plain = run_json("export", "p", "--format", "trl-preference", "--out", str(tmp_path / "a"))
     assert plain["counts"]["rows_out"] == 1 and plain["gates"]["gold"]["dropped"] == 1
-    gold = run_json("export", "p", "--format", "trl-preference", "--out", str(tmp_path / "b"), "--include-gold")
+    gold = run_json(
+        "export", "p", "--format", "trl-preference", "--out", str(tmp_path / "b"), "--include-gold"
+    )
     assert gold["counts"]["rows_out"] == 2 and gold["gates"]["gold"]["include_gold"] is True
     assert sorted(run_json("quality", "report", "p")["raters"]) == ["alice"]
-    assert sorted(run_json("quality", "report", "p", "--include-ai")["raters"]) == ["alice", "gpt-judge"]
+    assert sorted(run_json("quality", "report", "p", "--include-ai")["raters"]) == [
+        "alice",
+        "gpt-judge",
+    ]
 
 
-def test_a_raw_export_line_whose_item_is_wrong_fails_with_file_line_field_reason(sqlite_url, tmp_path):
+def test_a_raw_export_line_whose_item_is_wrong_fails_with_file_line_field_reason(
+    sqlite_url, tmp_path
+):
     from preflab.io.importer import ImportFailed, import_files
 
     engine = build(sqlite_url, [], [])
-    line = {"kind": "pairwise", "item_id": "i1", "shown_order": ["x", "y"], "winner": "a", "strength": 1,
-            "provenance": {"rater_id": "alice"}, "item": pair_item("other").model_dump(mode="json")}
+    line = {
+        "kind": "pairwise",
+        "item_id": "i1",
+        "shown_order": ["x", "y"],
+        "winner": "a",
+        "strength": 1,
+        "provenance": {"rater_id": "alice"},
+        "item": pair_item("other").model_dump(mode="json"),
+    }
     bad = {**line, "item": {**line["item"], "id": "i1", "candidates": []}}
     path = tmp_path / "raw.jsonl"
     path.write_bytes(orjson.dumps(line) + b"\n" + orjson.dumps(bad) + b"\n")

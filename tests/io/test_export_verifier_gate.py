@@ -27,22 +27,62 @@ def engine(db_url):
     engine = db.open_db(db_url)
     with transaction(engine) as s:
         project = create_project(s, "p", kinds=["pairwise", "unary", "steps"])
-        item = Item(id="i", prompt="write add()", candidates=[
-            {"id": "bad", "text": "def add(a, b): return 0", "source": "human",
-             "metadata": {"verifier": FAILED}},
-            {"id": "good", "text": "def add(a, b): return a + b", "source": "human",
-             "metadata": {"verifier": PASSED}},
-            {"id": "hacked", "text": "import os; os._exit(0)", "source": "human",
-             "metadata": {"verifier": TAMPERED}}])
+        item = Item(
+            id="i",
+            prompt="write add()",
+            candidates=[
+                {
+                    "id": "bad",
+                    "text": "def add(a, b): return 0",
+                    "source": "human",
+                    "metadata": {"verifier": FAILED},
+                },
+                {
+                    "id": "good",
+                    "text": "def add(a, b): return a + b",
+                    "source": "human",
+                    "metadata": {"verifier": PASSED},
+                },
+                {
+                    "id": "hacked",
+                    "text": "import os; os._exit(0)",
+                    "source": "human",
+                    "metadata": {"verifier": TAMPERED},
+                },
+            ],
+        )
         add_item(s, project, item)
         for rater in ("r1", "r2", "r3"):  # people prefer the failed and the hacked answers
-            add_judgment(s, project, PairwiseJudgment(item_id="i", shown_order=("bad", "good"), winner="a",
-                                                      strength=2, provenance={"rater_id": rater}))
-            add_judgment(s, project, PairwiseJudgment(item_id="i", shown_order=("hacked", "good"),
-                                                      winner="a", strength=1, provenance={"rater_id": rater}))
+            add_judgment(
+                s,
+                project,
+                PairwiseJudgment(
+                    item_id="i",
+                    shown_order=("bad", "good"),
+                    winner="a",
+                    strength=2,
+                    provenance={"rater_id": rater},
+                ),
+            )
+            add_judgment(
+                s,
+                project,
+                PairwiseJudgment(
+                    item_id="i",
+                    shown_order=("hacked", "good"),
+                    winner="a",
+                    strength=1,
+                    provenance={"rater_id": rater},
+                ),
+            )
             for cid in ("bad", "good", "hacked"):
-                add_judgment(s, project, UnaryJudgment(item_id="i", candidate_id=cid, label=True,
-                                                       provenance={"rater_id": rater}))
+                add_judgment(
+                    s,
+                    project,
+                    UnaryJudgment(
+                        item_id="i", candidate_id=cid, label=True, provenance={"rater_id": rater}
+                    ),
+                )
     yield engine
     engine.dispose()
 
@@ -87,13 +127,17 @@ def test_a_failed_answer_is_never_a_positive_kto_label(engine, tmp_path):
 
 def test_a_failed_answer_is_never_an_sft_row(engine, tmp_path):
     out = tmp_path / "sft"
-    export_project(engine, "p", ExportOptions(format="trl-sft", out=out, params={"human_candidates": True}))
+    export_project(
+        engine, "p", ExportOptions(format="trl-sft", out=out, params={"human_candidates": True})
+    )
     assert [r["completion"] for r in rows(out)] == ["def add(a, b): return a + b"]
     assert "SFT answer" in json.dumps(truth_drops(out))
 
 
 @pytest.mark.parametrize("verifier, exported", [(PASSED, True), (FAILED, False), (TAMPERED, False)])
-def test_a_trajectory_whose_verifier_failed_gives_no_all_correct_step_labels(engine, tmp_path, verifier, exported):
+def test_a_trajectory_whose_verifier_failed_gives_no_all_correct_step_labels(
+    engine, tmp_path, verifier, exported
+):
     record = orjson.loads(NORMATIVE.read_bytes())
     record["verifier"] = verifier
     source = tmp_path / "t.jsonl"
@@ -114,19 +158,39 @@ def test_verl_rows_of_verifiable_items_are_rule_rows_the_verifier_scores(tmp_pat
     task = {"task_id": "half", "kind": "math", "answer": r"\frac{1}{2}"}
     with transaction(engine) as s:
         project = create_project(s, "rl", kinds=["pairwise"])
-        add_item(s, project, Item(id="m", prompt="half of one?", candidates=[{"id": "c", "text": "1/2"}],
-                                  metadata={"verifiable": "math", "verify_task": task}))
-        add_item(s, project, Item(id="plain", prompt="a poem", candidates=[{"id": "c", "text": "roses"}]))
+        add_item(
+            s,
+            project,
+            Item(
+                id="m",
+                prompt="half of one?",
+                candidates=[{"id": "c", "text": "1/2"}],
+                metadata={"verifiable": "math", "verify_task": task},
+            ),
+        )
+        add_item(
+            s, project, Item(id="plain", prompt="a poem", candidates=[{"id": "c", "text": "roses"}])
+        )
     out = tmp_path / "verl"
     export_project(engine, "rl", ExportOptions(format="verl", out=out))
     by_id = {r["extra_info"]["item_id"]: r for r in rows(out)}
     assert by_id["m"]["reward_model"] == {"style": "rule", "ground_truth": r"\frac{1}{2}"}
     assert by_id["m"]["extra_info"]["verifier"] == "preflab.verify:math"
     assert by_id["plain"]["reward_model"] == {"style": "model", "ground_truth": None}
-    assert (by_id["plain"]["extra_info"]["style"], by_id["plain"]["extra_info"]["verifier"]) == ("model", None)
+    assert (by_id["plain"]["extra_info"]["style"], by_id["plain"]["extra_info"]["verifier"]) == (
+        "model",
+        None,
+    )
     row = by_id["m"]  # verl calls the reward function with the row's fields
-    assert compute_score(row["data_source"], r"\boxed{0.5}", row["reward_model"]["ground_truth"],
-                         row["extra_info"])["score"] == 1.0
+    assert (
+        compute_score(
+            row["data_source"],
+            r"\boxed{0.5}",
+            row["reward_model"]["ground_truth"],
+            row["extra_info"],
+        )["score"]
+        == 1.0
+    )
     parquet = tmp_path / "verl-parquet"
     export_project(engine, "rl", ExportOptions(format="verl", out=parquet, file_format="parquet"))
     import pyarrow.parquet as pq

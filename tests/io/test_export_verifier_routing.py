@@ -40,19 +40,60 @@ def project(db_url, fixture_db):
     task = {"kind": "sql", "fixture": str(fixture_db), "reference_query": RIGHT}
     with transaction(engine) as s:
         p = repo.create_project(s, "rl", kinds=["pairwise", "unary", "steps"])
-        repo.add_item(s, p, Item(id="sum", prompt="sum of x in t?", metadata={"verifiable": "sql", "verify_task": task},
-                                 candidates=[{"id": "right", "text": RIGHT}, {"id": "wrong", "text": WRONG},
-                                             {"id": "also", "text": ALSO_RIGHT}]))
-        repo.add_item(s, p, Item(id="poem", prompt="a poem", candidates=[{"id": "a", "text": "roses"},
-                                                                         {"id": "b", "text": "violets"}]))
+        repo.add_item(
+            s,
+            p,
+            Item(
+                id="sum",
+                prompt="sum of x in t?",
+                metadata={"verifiable": "sql", "verify_task": task},
+                candidates=[
+                    {"id": "right", "text": RIGHT},
+                    {"id": "wrong", "text": WRONG},
+                    {"id": "also", "text": ALSO_RIGHT},
+                ],
+            ),
+        )
+        repo.add_item(
+            s,
+            p,
+            Item(
+                id="poem",
+                prompt="a poem",
+                candidates=[{"id": "a", "text": "roses"}, {"id": "b", "text": "violets"}],
+            ),
+        )
         for rater in ("r1", "r2", "r3"):
             for shown in (("wrong", "right"), ("wrong", "also")):
-                repo.add_judgment(s, p, PairwiseJudgment(item_id="sum", shown_order=shown, winner="a", strength=3,
-                                                         provenance={"rater_id": rater}))
-            repo.add_judgment(s, p, UnaryJudgment(item_id="sum", candidate_id="wrong", label=True,
-                                                  provenance={"rater_id": rater}))
-            repo.add_judgment(s, p, PairwiseJudgment(item_id="poem", shown_order=("a", "b"), winner="a", strength=2,
-                                                     provenance={"rater_id": rater}))
+                repo.add_judgment(
+                    s,
+                    p,
+                    PairwiseJudgment(
+                        item_id="sum",
+                        shown_order=shown,
+                        winner="a",
+                        strength=3,
+                        provenance={"rater_id": rater},
+                    ),
+                )
+            repo.add_judgment(
+                s,
+                p,
+                UnaryJudgment(
+                    item_id="sum", candidate_id="wrong", label=True, provenance={"rater_id": rater}
+                ),
+            )
+            repo.add_judgment(
+                s,
+                p,
+                PairwiseJudgment(
+                    item_id="poem",
+                    shown_order=("a", "b"),
+                    winner="a",
+                    strength=2,
+                    provenance={"rater_id": rater},
+                ),
+            )
     yield engine, db_url
     engine.dispose()
 
@@ -80,7 +121,11 @@ def test_verify_project_stores_each_candidates_verdict(project):
         item = repo.item_from_row(repo.get_item(s, repo.get_project(s, "rl"), "sum"))
         poem = repo.item_from_row(repo.get_item(s, repo.get_project(s, "rl"), "poem"))
     blocks = {c.id: c.metadata["verifier"] for c in item.candidates}
-    assert {c: b["terminal_reward"] for c, b in blocks.items()} == {"right": 1.0, "also": 1.0, "wrong": 0.0}
+    assert {c: b["terminal_reward"] for c, b in blocks.items()} == {
+        "right": 1.0,
+        "also": 1.0,
+        "wrong": 0.0,
+    }
     assert all(c.metadata == {} for c in poem.candidates)  # not verifiable: untouched
 
 
@@ -90,12 +135,18 @@ def test_pairs_of_a_verifiable_item_come_from_its_verdicts_not_from_people(proje
     assert [r["chosen"] for r in before] == ["roses"]  # the poem only: "sum" is not verified yet
     assert "verifiable item not verified yet (run `preflab verify project`)" in routing(manifest)
     # 6 pairwise and 3 thumbs, all preferring the wrong answer
-    assert routing(manifest)["people's preference label on a verifiable item (its verifier scores it)"] == 9
+    assert (
+        routing(manifest)["people's preference label on a verifiable item (its verifier scores it)"]
+        == 9
+    )
 
     assert verify_project(url).exit_code == 0
     rows, manifest = export(engine, tmp_path, "trl-preference", min_raters=3)
     pairs = sorted((r["chosen"], r["rejected"]) for r in rows if r["prompt"] == "sum of x in t?")
-    assert pairs == [(ALSO_RIGHT, WRONG), (RIGHT, WRONG)]  # passed beats failed, whatever people said
+    assert pairs == [
+        (ALSO_RIGHT, WRONG),
+        (RIGHT, WRONG),
+    ]  # passed beats failed, whatever people said
     assert "truth" not in manifest["gates"] or manifest["gates"]["truth"]["dropped"] == 0
 
 
@@ -130,17 +181,27 @@ def test_with_the_project_override_people_label_and_the_truth_gate_still_applies
 def test_a_trajectorys_verifier_block_is_filled_and_gates_its_steps(db_url, tmp_path):
     engine = db.open_db(db_url)
     record = orjson.loads(NORMATIVE.read_bytes())
-    record["verify_task"] = {"task_id": "race", "kind": "math", "answer": "42"}  # an extra key, kept
+    record["verify_task"] = {
+        "task_id": "race",
+        "kind": "math",
+        "answer": "42",
+    }  # an extra key, kept
     source = tmp_path / "t.jsonl"
     source.write_bytes(orjson.dumps(record) + b"\n")
     with transaction(engine) as s:
         repo.create_project(s, "agents", kinds=["steps"])
     import_files(engine, "agents", [source])
-    assert len(export(engine, tmp_path, "trl-stepwise", name="agents")[0]) == 1  # as imported: passed
+    assert (
+        len(export(engine, tmp_path, "trl-stepwise", name="agents")[0]) == 1
+    )  # as imported: passed
     assert verify_project(db_url, "agents").exit_code == 0
     [exported], _ = export(engine, tmp_path, "rlhf-2026.11", name="agents")
-    assert exported["verifier"] == {"f2p_exit": 0, "p2p_exit": 0, "harness_sha256_verified": True,
-                                    "terminal_reward": 0.0}  # the answer is not 42: preflab's own run
+    assert exported["verifier"] == {
+        "f2p_exit": 0,
+        "p2p_exit": 0,
+        "harness_sha256_verified": True,
+        "terminal_reward": 0.0,
+    }  # the answer is not 42: preflab's own run
     rows, manifest = export(engine, tmp_path, "trl-stepwise", name="agents")
     assert rows == [] and manifest["gates"]["truth"]["dropped"] == 1
     engine.dispose()
@@ -150,11 +211,21 @@ def test_a_bad_task_stores_nothing_and_says_which_item(project, tmp_path):
     engine, url = project
     with transaction(engine) as s:
         p = repo.get_project(s, "rl")
-        repo.add_item(s, p, Item(id="broken", prompt="?", candidates=[{"id": "c", "text": "SELECT 1"}],
-                                 metadata={"verifiable": "sql", "verify_task": {"fixture": "x.sqlite"}}))
+        repo.add_item(
+            s,
+            p,
+            Item(
+                id="broken",
+                prompt="?",
+                candidates=[{"id": "c", "text": "SELECT 1"}],
+                metadata={"verifiable": "sql", "verify_task": {"fixture": "x.sqlite"}},
+            ),
+        )
     result = verify_project(url)
     assert result.exit_code == 2
-    assert "broken: metadata.verify_task:" in result.output and "nothing was stored" in result.output
+    assert (
+        "broken: metadata.verify_task:" in result.output and "nothing was stored" in result.output
+    )
     with transaction(engine) as s:
         item = repo.item_from_row(repo.get_item(s, repo.get_project(s, "rl"), "sum"))
     assert all("verifier" not in c.metadata for c in item.candidates)

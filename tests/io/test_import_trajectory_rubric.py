@@ -44,19 +44,28 @@ def test_the_rubric_block_becomes_rubric_scores_under_a_registered_rubric(engine
     assert report.judgments_added == 2 and report.judgments_not_collected == 0
     [rubric] = [j for j in judgments(engine, "graded") if j.kind == "rubric"]
     assert rubric.candidate_id == "trajectory" and rubric.scores == RUBRIC_BLOCK
-    assert (rubric.provenance.rubric_id, rubric.provenance.rubric_version) == ("rlhf-2026.11-trajectory", 1)
+    assert (rubric.provenance.rubric_id, rubric.provenance.rubric_version) == (
+        "rlhf-2026.11-trajectory",
+        1,
+    )
     assert rubric.provenance.rater_id == "hmac_sha256:77a1e09c"  # the annotator, as for the steps
     with transaction(engine) as s:
         stored = repo.get_rubric(s, repo.get_project(s, "graded"), "rlhf-2026.11-trajectory", 1)
     assert isinstance(stored, Rubric)
-    assert [d.name for d in stored.dimensions] == ["reasoning_validity", "constraint_obedience", "verbosity_penalty"]
+    assert [d.name for d in stored.dimensions] == [
+        "reasoning_validity",
+        "constraint_obedience",
+        "verbosity_penalty",
+    ]
     # the penalty has weight 0: the reward is the mean of the quality dimensions, as graded
     assert stored.reward(RUBRIC_BLOCK) == pytest.approx(1.0)
 
 
 def test_agreement_and_the_raw_export_see_the_scores(engine, tmp_path):
     import_files(engine, "graded", [NORMATIVE])
-    rows = {(r.unit, r.dimension): r.value for j in judgments(engine, "graded") for r in j.label_rows()}
+    rows = {
+        (r.unit, r.dimension): r.value for j in judgments(engine, "graded") for r in j.label_rows()
+    }
     unit = "traj_swe_prm_9041::trajectory"
     assert rows[(unit, "reasoning_validity")] == 1.0 and rows[(unit, "verbosity_penalty")] == -0.02
     out = tmp_path / "raw"

@@ -24,13 +24,31 @@ def mixed_file(tmp_path: Path, n: int = 2500) -> Path:
     """Plain comparisons (the lean path) mixed with other shapes, a repeat and a chat prompt."""
     lines = []
     for i in range(n):
-        lines.append({"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}", "labeler": f"r{i % 7}"})
+        lines.append(
+            {
+                "prompt": f"q{i}",
+                "chosen": f"good {i}",
+                "rejected": f"bad {i}",
+                "labeler": f"r{i % 7}",
+            }
+        )
         if i % 100 == 0:
             lines.append({"prompt": f"rank {i}", "candidates": [f"x{i}", f"y{i}", f"z{i}"]})
-            lines.append({"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}", "labeler": f"r{i % 7}"})
-            lines.append({"prompt": [{"role": "user", "content": f"chat {i}"}],
-                          "chosen": [{"role": "assistant", "content": f"c{i}"}],
-                          "rejected": [{"role": "assistant", "content": f"d{i}"}]})
+            lines.append(
+                {
+                    "prompt": f"q{i}",
+                    "chosen": f"good {i}",
+                    "rejected": f"bad {i}",
+                    "labeler": f"r{i % 7}",
+                }
+            )
+            lines.append(
+                {
+                    "prompt": [{"role": "user", "content": f"chat {i}"}],
+                    "chosen": [{"role": "assistant", "content": f"c{i}"}],
+                    "rejected": [{"role": "assistant", "content": f"d{i}"}],
+                }
+            )
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in lines))
     return path
@@ -40,22 +58,40 @@ def snapshot(engine) -> dict[str, list[tuple]]:
     """Every row that matters, without surrogate keys or timestamps."""
     with engine.connect() as conn:
         items = conn.execute(
-            select(ItemRow.item_key, ItemRow.content_hash, ItemRow.prompt).order_by(ItemRow.item_key)
+            select(ItemRow.item_key, ItemRow.content_hash, ItemRow.prompt).order_by(
+                ItemRow.item_key
+            )
         ).all()
         candidates = conn.execute(
-            select(ItemRow.item_key, CandidateRow.candidate_key, CandidateRow.position, CandidateRow.text)
+            select(
+                ItemRow.item_key,
+                CandidateRow.candidate_key,
+                CandidateRow.position,
+                CandidateRow.text,
+            )
             .join(ItemRow, ItemRow.pk == CandidateRow.item_pk)
             .order_by(ItemRow.item_key, CandidateRow.position)
         ).all()
         judgments = conn.execute(
-            select(ItemRow.item_key, Rater.rater_key, JudgmentRow.kind, JudgmentRow.body, JudgmentRow.score,
-                   JudgmentRow.content_hash, JudgmentRow.rationale, JudgmentRow.idempotency_key)
+            select(
+                ItemRow.item_key,
+                Rater.rater_key,
+                JudgmentRow.kind,
+                JudgmentRow.body,
+                JudgmentRow.score,
+                JudgmentRow.content_hash,
+                JudgmentRow.rationale,
+                JudgmentRow.idempotency_key,
+            )
             .join(ItemRow, ItemRow.pk == JudgmentRow.item_pk)
             .join(Rater, Rater.pk == JudgmentRow.rater_pk)
             .order_by(JudgmentRow.content_hash)
         ).all()
-    return {"items": [tuple(r) for r in items], "candidates": [tuple(r) for r in candidates],
-            "judgments": [tuple(r) for r in judgments]}
+    return {
+        "items": [tuple(r) for r in items],
+        "candidates": [tuple(r) for r in candidates],
+        "judgments": [tuple(r) for r in judgments],
+    }
 
 
 def fresh(tmp_path: Path, name: str):
@@ -96,7 +132,9 @@ def test_second_process_reports_the_same_problems_by_line(tmp_path, monkeypatch)
         engine = fresh(tmp_path, f"bad{worker}.db")
         with pytest.raises(ImportFailed) as info:
             import_files(engine, "p", [path])
-        assert snapshot(engine) == {"items": [], "candidates": [], "judgments": []}, "nothing half-written"
+        assert snapshot(engine) == {"items": [], "candidates": [], "judgments": []}, (
+            "nothing half-written"
+        )
         engine.dispose()
         messages.append([str(p) for p in info.value.problems])
     assert messages[0] == messages[1]
@@ -108,7 +146,9 @@ def test_a_failing_converter_fails_the_import_and_says_why(tmp_path):
     """The child raises (here: a format name it cannot know); the parent raises WorkerFailed."""
     path = mixed_file(tmp_path, n=10)
     with pytest.raises(WorkerFailed, match="unknown record format 'no-such-format'"):
-        with importer._worker_chunks([path], ImportOptions(format="no-such-format"), None) as chunks:
+        with importer._worker_chunks(
+            [path], ImportOptions(format="no-such-format"), None
+        ) as chunks:
             list(chunks)
 
 
@@ -147,5 +187,7 @@ def test_idle_cores_reads_the_machine():
         stop.set()
         worker.join()
     assert 0.0 <= busy <= cores and 0.0 <= quiet <= cores
-    if cores == importer.os.cpu_count():  # (a process pinned to some of the cores cannot tell which are idle)
+    if (
+        cores == importer.os.cpu_count()
+    ):  # (a process pinned to some of the cores cannot tell which are idle)
         assert busy <= cores - 0.5, (busy, quiet)

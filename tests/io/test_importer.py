@@ -29,7 +29,10 @@ def engine(db_url):
 
 def counts(engine) -> dict[str, int]:
     with engine.connect() as conn:
-        return {t.name: conn.execute(select(func.count()).select_from(t)).scalar_one() for t in Base.metadata.sorted_tables}
+        return {
+            t.name: conn.execute(select(func.count()).select_from(t)).scalar_one()
+            for t in Base.metadata.sorted_tables
+        }
 
 
 def jsonl(tmp_path: Path, name: str, *records, raw: bytes = b"") -> Path:
@@ -71,11 +74,16 @@ def test_pandalm_file_fails_naming_the_six_boolean_responses(engine):
 
 
 def test_pandalm_with_skip_invalid(engine):
-    report = import_files(engine, "p", [FIXTURES / "pandalm-170.json"], ImportOptions(skip_invalid=True))
+    report = import_files(
+        engine, "p", [FIXTURES / "pandalm-170.json"], ImportOptions(skip_invalid=True)
+    )
     # 164 valid records, 155 pairs: 9 pairs of texts came from two model pairs each (an item is its
     # content, issue 17); the three annotators' repeated verdicts on them are not counted twice
     assert (report.items_added, report.items_existing) == (155, 9)
-    assert (report.judgments_added, report.judgments_added + report.judgments_existing) == (465, 164 * 3)
+    assert (report.judgments_added, report.judgments_added + report.judgments_existing) == (
+        465,
+        164 * 3,
+    )
     assert len(report.skipped) == 6 and report.formats == {"pandalm": 164}
     c = counts(engine)
     assert (c["items"], c["candidates"], c["judgments"], c["raters"]) == (155, 310, 465, 3)
@@ -90,7 +98,9 @@ def test_pandalm_with_skip_invalid(engine):
 
 def test_tulu1_skips_the_blank_rows(engine):
     # 20 rows: 18 labelled ones (8 instances, 3 evaluators) and 2 blank rows of the real file
-    report = import_files(engine, "p", [FIXTURES / "tulu1-sample.jsonl"], ImportOptions(skip_invalid=True))
+    report = import_files(
+        engine, "p", [FIXTURES / "tulu1-sample.jsonl"], ImportOptions(skip_invalid=True)
+    )
     assert len(report.skipped) == 2
     assert all("blank row" in p.reason for p in report.skipped)
     assert report.items_added == 8
@@ -104,7 +114,9 @@ def test_tulu1_needs_a_project_collecting_unary_judgments(engine):
 
 
 def test_hh_rlhf_gz(engine):
-    report = import_files(engine, "pairs", [FIXTURES / "hh-rlhf-sample.jsonl.gz"], ImportOptions(skip_invalid=True))
+    report = import_files(
+        engine, "pairs", [FIXTURES / "hh-rlhf-sample.jsonl.gz"], ImportOptions(skip_invalid=True)
+    )
     # line 21 (line 1255 of the real file) has a rejected conversation with other turns than the chosen one
     assert [p.line for p in report.skipped] == [21]
     assert report.judgments_added + report.judgments_existing == 21 - 1
@@ -124,8 +136,12 @@ def test_squality_registers_its_rubric(engine):
 
 
 def test_fixtures_import(engine):
-    paths = [FIXTURES / "pandalm-60.json", FIXTURES / "tulu1-sample.jsonl", FIXTURES / "hh-rlhf-sample.jsonl.gz",
-             FIXTURES / "squality-sample.jsonl"]
+    paths = [
+        FIXTURES / "pandalm-60.json",
+        FIXTURES / "tulu1-sample.jsonl",
+        FIXTURES / "hh-rlhf-sample.jsonl.gz",
+        FIXTURES / "squality-sample.jsonl",
+    ]
     report = import_files(engine, "p", paths, ImportOptions(skip_invalid=True))
     assert report.formats == {"pandalm": 60, "tulu1": 18, "hh-rlhf": 20, "squality": 1}
     assert len(report.skipped) == 3  # 2 blank Tulu rows, 1 malformed hh-rlhf line
@@ -169,17 +185,29 @@ def test_other_file_with_the_same_records_adds_nothing(engine, tmp_path):
 
 
 def test_same_id_with_different_content_against_the_database(engine, tmp_path):
-    import_files(engine, "p", [jsonl(tmp_path, "a.jsonl", {"id": "x", "prompt": "p", "candidates": ["a", "b"]})])
-    path = jsonl(tmp_path, "b.jsonl", {"id": "y", "prompt": "p", "candidates": ["a"]},
-                 {"id": "x", "prompt": "p", "candidates": ["a", "c"]})
+    import_files(
+        engine,
+        "p",
+        [jsonl(tmp_path, "a.jsonl", {"id": "x", "prompt": "p", "candidates": ["a", "b"]})],
+    )
+    path = jsonl(
+        tmp_path,
+        "b.jsonl",
+        {"id": "y", "prompt": "p", "candidates": ["a"]},
+        {"id": "x", "prompt": "p", "candidates": ["a", "c"]},
+    )
     p = one_problem(engine, "p", [path])
     assert str(p).startswith(f"{path}:2: id: item 'x' already exists with different content")
 
 
 def test_same_id_with_different_content_within_one_file(engine, tmp_path):
-    path = jsonl(tmp_path, "a.jsonl", {"id": "x", "prompt": "p", "candidates": ["a", "b"]},
-                 {"id": "x", "prompt": "p", "candidates": ["a", "b"]},
-                 {"id": "x", "prompt": "q", "candidates": ["a", "b"]})
+    path = jsonl(
+        tmp_path,
+        "a.jsonl",
+        {"id": "x", "prompt": "p", "candidates": ["a", "b"]},
+        {"id": "x", "prompt": "p", "candidates": ["a", "b"]},
+        {"id": "x", "prompt": "q", "candidates": ["a", "b"]},
+    )
     p = one_problem(engine, "p", [path])
     assert (p.line, p.field) == (3, "id") and "already exists with different content" in p.reason
 
@@ -190,7 +218,9 @@ def test_duplicates_across_chunks(engine, tmp_path, monkeypatch):
     recs.append({"id": "i1", "prompt": "changed", "candidates": ["a", "b1"]})
     p = one_problem(engine, "p", [jsonl(tmp_path, "a.jsonl", *recs)])
     assert p.line == 8 and p.field == "id"
-    report = import_files(engine, "p", [jsonl(tmp_path, "b.jsonl", *recs)], ImportOptions(skip_invalid=True))
+    report = import_files(
+        engine, "p", [jsonl(tmp_path, "b.jsonl", *recs)], ImportOptions(skip_invalid=True)
+    )
     assert report.items_added == 7 and len(report.skipped) == 1
 
 
@@ -201,7 +231,9 @@ def test_one_content_under_many_ids_across_chunks_is_one_item(engine, tmp_path, 
     recs.append({"id": "i5", "prompt": "changed", "candidates": ["a", "b"]})
     p = one_problem(engine, "p", [jsonl(tmp_path, "a.jsonl", *recs)])
     assert (p.line, p.field) == (8, "id") and "'i5' (another id of item 'i0')" in p.reason
-    report = import_files(engine, "p", [jsonl(tmp_path, "b.jsonl", *recs)], ImportOptions(skip_invalid=True))
+    report = import_files(
+        engine, "p", [jsonl(tmp_path, "b.jsonl", *recs)], ImportOptions(skip_invalid=True)
+    )
     assert (report.items_added, report.items_existing, len(report.skipped)) == (1, 6, 1)
 
 
@@ -209,14 +241,20 @@ def test_one_content_under_many_ids_across_chunks_is_one_item(engine, tmp_path, 
 
 
 def test_invalid_json_line(engine, tmp_path):
-    path = jsonl(tmp_path, "a.jsonl", {"prompt": "p", "candidates": ["a"]}, raw=b'{"prompt": "p", \n')
+    path = jsonl(
+        tmp_path, "a.jsonl", {"prompt": "p", "candidates": ["a"]}, raw=b'{"prompt": "p", \n'
+    )
     p = one_problem(engine, "p", [path])
     assert (p.line, p.field) == (2, "(line)") and "invalid JSON" in p.reason
 
 
 def test_wrong_type_and_missing_field(engine, tmp_path):
-    path = jsonl(tmp_path, "a.jsonl", {"prompt": "p", "chosen": "a", "rejected": 3},
-                 {"prompt": "p", "candidates": [{"model": "m"}]})
+    path = jsonl(
+        tmp_path,
+        "a.jsonl",
+        {"prompt": "p", "chosen": "a", "rejected": 3},
+        {"prompt": "p", "candidates": [{"model": "m"}]},
+    )
     err = fails(engine, "p", [path])
     assert err.total == 2
     assert (err.problems[0].line, err.problems[0].field) == (1, "rejected")
@@ -225,7 +263,11 @@ def test_wrong_type_and_missing_field(engine, tmp_path):
 
 
 def test_unknown_fields_rejected_unless_keep_extra(engine, tmp_path):
-    path = jsonl(tmp_path, "a.jsonl", {"prompt": "p", "chosen": "a", "rejected": "b", "labeler": "r1", "vendor": "acme"})
+    path = jsonl(
+        tmp_path,
+        "a.jsonl",
+        {"prompt": "p", "chosen": "a", "rejected": "b", "labeler": "r1", "vendor": "acme"},
+    )
     p = one_problem(engine, "p", [path])
     assert p.field == "vendor" and "keep-extra" in p.reason
     import_files(engine, "p", [path], ImportOptions(keep_extra=True))
@@ -237,11 +279,20 @@ def test_empty_file(engine, tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_bytes(b"")
     p = one_problem(engine, "p", [path])
-    assert p.line is None and "empty file" in p.reason and str(p).startswith(f"{path}: (file): empty file")
+    assert (
+        p.line is None
+        and "empty file" in p.reason
+        and str(p).startswith(f"{path}: (file): empty file")
+    )
 
 
 def test_non_utf8(engine, tmp_path):
-    path = jsonl(tmp_path, "a.jsonl", {"prompt": "p", "candidates": ["a"]}, raw=b'{"prompt": "\xff", "candidates": ["a"]}\n')
+    path = jsonl(
+        tmp_path,
+        "a.jsonl",
+        {"prompt": "p", "candidates": ["a"]},
+        raw=b'{"prompt": "\xff", "candidates": ["a"]}\n',
+    )
     p = one_problem(engine, "p", [path])
     assert p.line == 2 and "not valid UTF-8" in p.reason and "byte offset" in p.reason
 
@@ -252,20 +303,51 @@ def test_a_20_mb_line_imports(engine, tmp_path):
     report = import_files(engine, "p", [path])
     assert report.items_added == 1
     with transaction(engine) as s:
-        assert len(s.scalar(select(CandidateRow.text).where(CandidateRow.position == 0))) == len(big)
-    p = one_problem(engine, "p", [jsonl(tmp_path, "big2.jsonl", {"prompt": "x", "candidates": [big]})],
-                    max_line_bytes=2**20)
+        assert len(s.scalar(select(CandidateRow.text).where(CandidateRow.position == 0))) == len(
+            big
+        )
+    p = one_problem(
+        engine,
+        "p",
+        [jsonl(tmp_path, "big2.jsonl", {"prompt": "x", "candidates": [big]})],
+        max_line_bytes=2**20,
+    )
     assert "over the limit" in p.reason
 
 
 def test_judgment_about_an_unknown_item_or_candidate(engine, tmp_path):
-    import_files(engine, "p", [jsonl(tmp_path, "items.jsonl", {"id": "q", "prompt": "p", "candidates": [
-        {"id": "a", "text": "A"}, {"id": "b", "text": "B"}]})])
+    import_files(
+        engine,
+        "p",
+        [
+            jsonl(
+                tmp_path,
+                "items.jsonl",
+                {
+                    "id": "q",
+                    "prompt": "p",
+                    "candidates": [{"id": "a", "text": "A"}, {"id": "b", "text": "B"}],
+                },
+            )
+        ],
+    )
     prov = {"rater_id": "r1"}
     ok = {"kind": "unary", "item_id": "q", "candidate_id": "a", "label": True, "provenance": prov}
-    bad_cand = {"kind": "pairwise", "item_id": "q", "shown_order": ["a", "z"], "winner": "a", "strength": 1,
-                "provenance": prov}
-    bad_item = {"kind": "unary", "item_id": "nope", "candidate_id": "a", "label": True, "provenance": prov}
+    bad_cand = {
+        "kind": "pairwise",
+        "item_id": "q",
+        "shown_order": ["a", "z"],
+        "winner": "a",
+        "strength": 1,
+        "provenance": prov,
+    }
+    bad_item = {
+        "kind": "unary",
+        "item_id": "nope",
+        "candidate_id": "a",
+        "label": True,
+        "provenance": prov,
+    }
     err = fails(engine, "p", [jsonl(tmp_path, "j.jsonl", ok, bad_cand, bad_item)])
     assert [(p.line, p.field) for p in err.problems] == [(2, "shown_order"), (3, "item_id")]
     assert "'z' is not a candidate of item 'q' (it has a, b)" in err.problems[0].reason
@@ -282,9 +364,13 @@ def test_judgment_kind_the_project_does_not_collect(engine, tmp_path):
 
 def test_rubric_scores_are_checked(engine, tmp_path):
     import_files(engine, "p", [FIXTURES / "squality-sample.jsonl"])
-    j = {"kind": "rubric", "item_id": "squality-50827-q0", "candidate_id": "bart",
-         "scores": {"correctness": 150, "selection": 1, "overall": 1},
-         "provenance": {"rater_id": "r", "rubric_id": "squality", "rubric_version": 1}}
+    j = {
+        "kind": "rubric",
+        "item_id": "squality-50827-q0",
+        "candidate_id": "bart",
+        "scores": {"correctness": 150, "selection": 1, "overall": 1},
+        "provenance": {"rater_id": "r", "rubric_id": "squality", "rubric_version": 1},
+    }
     p = one_problem(engine, "p", [jsonl(tmp_path, "r.jsonl", j)])
     assert p.field == "scores.correctness" and "outside" in p.reason
     j["provenance"]["rubric_id"] = "nope"
@@ -300,8 +386,13 @@ def test_max_errors_and_the_rest_counted(engine, tmp_path):
 
 
 def test_skip_invalid_keeps_good_records(engine, tmp_path):
-    path = jsonl(tmp_path, "a.jsonl", {"prompt": "p", "candidates": ["a"]}, {"prompt": 1},
-                 {"prompt": "q", "candidates": ["b"]})
+    path = jsonl(
+        tmp_path,
+        "a.jsonl",
+        {"prompt": "p", "candidates": ["a"]},
+        {"prompt": 1},
+        {"prompt": "q", "candidates": ["b"]},
+    )
     report = import_files(engine, "p", [path], ImportOptions(skip_invalid=True))
     assert report.items_added == 2 and [p.line for p in report.skipped] == [2]
 
@@ -319,7 +410,6 @@ def test_progress_reports_every_byte(engine):
 
 
 # -- generic formats end to end -------------------------------------------------------------------
-
 
 
 # The reference record of the foundation issue (as in tests/schema/test_trajectory.py).
@@ -349,27 +439,62 @@ def test_every_generic_shape_imports(engine, tmp_path):
     msgs = [{"role": "user", "content": "hi"}]
     records = [
         {"prompt": "to label", "answer_a": "A", "answer_b": "B", "model_a": "m1"},
-        {"prompt": "to label", "candidates": ["x", {"id": "y", "text": "Y", "model": "m"}], "domains": ["Code"],
-         "gold": {"judgment": {"kind": "unary", "candidate_id": "y", "label": True}}},
-        {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "ann", "source": "ai", "strength": 3},
-        {"prompt": msgs, "chosen": [{"role": "assistant", "content": "hello"}],
-         "rejected": [{"role": "assistant", "content": "go away"}], "margin": 0.4},
-        {"chosen": msgs + [{"role": "assistant", "content": "hey"}],
-         "rejected": msgs + [{"role": "assistant", "content": "no"}]},
+        {
+            "prompt": "to label",
+            "candidates": ["x", {"id": "y", "text": "Y", "model": "m"}],
+            "domains": ["Code"],
+            "gold": {"judgment": {"kind": "unary", "candidate_id": "y", "label": True}},
+        },
+        {
+            "prompt": "2+2",
+            "chosen": "4",
+            "rejected": "5",
+            "labeler": "ann",
+            "source": "ai",
+            "strength": 3,
+        },
+        {
+            "prompt": msgs,
+            "chosen": [{"role": "assistant", "content": "hello"}],
+            "rejected": [{"role": "assistant", "content": "go away"}],
+            "margin": 0.4,
+        },
+        {
+            "chosen": msgs + [{"role": "assistant", "content": "hey"}],
+            "rejected": msgs + [{"role": "assistant", "content": "no"}],
+        },
         {"prompt": "rate me", "completion": "ok", "label": False},
         _trajectory_record(),
-        Item(id="native", prompt="n", candidates=[{"id": "c1", "text": "t"}, {"id": "c2", "text": "u"}])
-        .model_dump(mode="json"),
-        {"kind": "ranking", "item_id": "native", "order": [["c2"], ["c1"]], "provenance": {"rater_id": "r9"}},
+        Item(
+            id="native",
+            prompt="n",
+            candidates=[{"id": "c1", "text": "t"}, {"id": "c2", "text": "u"}],
+        ).model_dump(mode="json"),
+        {
+            "kind": "ranking",
+            "item_id": "native",
+            "order": [["c2"], ["c1"]],
+            "provenance": {"rater_id": "r9"},
+        },
     ]
     report = import_files(engine, "p", [jsonl(tmp_path, "mixed.jsonl", *records)])
-    assert report.formats == {"pair": 1, "item": 2, "comparison": 3, "unpaired": 1, "trajectory": 1, "judgment": 1}
+    assert report.formats == {
+        "pair": 1,
+        "item": 2,
+        "comparison": 3,
+        "unpaired": 1,
+        "trajectory": 1,
+        "judgment": 1,
+    }
     assert report.items_added == 8 and report.judgments_added == 7  # the trajectory: steps + rubric
     with transaction(engine) as s:
         project = repo.get_project(s, "p")
         entries = {e.item.id: e for e in repo.iter_items_with_judgments(s, project)}
         traj = entries["traj_swe_prm_9041"]
-        assert Trajectory.model_validate(traj.item.metadata["trajectory"]).dump() == _trajectory_record()
+        assert (
+            Trajectory.model_validate(traj.item.metadata["trajectory"]).dump()
+            == _trajectory_record()
+        )
         steps, rubric = sorted(traj.judgments, key=lambda j: j.kind, reverse=True)
         assert steps.kind == "steps" and steps.verdicts == [1, 1]
         assert rubric.kind == "rubric" and rubric.provenance.rater_id == "hmac_sha256:77a1e09c"
@@ -378,10 +503,21 @@ def test_every_generic_shape_imports(engine, tmp_path):
         assert sources == {"human", "ai"}
         kinds = sorted(j.kind for e in entries.values() for j in e.judgments)
         assert kinds == ["pairwise", "pairwise", "pairwise", "ranking", "rubric", "steps", "unary"]
-        implicit = [e for e in entries.values() if e.item.prompt and not isinstance(e.item.prompt, str)
-                    and e.item.candidates[0].messages and e.item.candidates[0].messages[0].content == "hey"]
+        implicit = [
+            e
+            for e in entries.values()
+            if e.item.prompt
+            and not isinstance(e.item.prompt, str)
+            and e.item.candidates[0].messages
+            and e.item.candidates[0].messages[0].content == "hey"
+        ]
         assert len(implicit) == 1
-        assert s.scalar(select(func.count()).select_from(JudgmentRow).where(JudgmentRow.source == "ai")) == 1
+        assert (
+            s.scalar(
+                select(func.count()).select_from(JudgmentRow).where(JudgmentRow.source == "ai")
+            )
+            == 1
+        )
 
 
 def test_validate_files_without_a_database(tmp_path):
@@ -402,8 +538,15 @@ def test_no_earlier_format_takes_the_lean_comparison_shape():
     from preflab.io.formats import detect_format
     from preflab.io.formats.generic import COMPARISON, FAST_COMPARISON_KEYS
 
-    values = {"prompt": "p", "chosen": "c", "rejected": "r", "labeler": "l", "source": "human", "strength": 1,
-              "margin": 1.0}
+    values = {
+        "prompt": "p",
+        "chosen": "c",
+        "rejected": "r",
+        "labeler": "l",
+        "source": "human",
+        "strength": 1,
+        "margin": 1.0,
+    }
     optional = sorted(FAST_COMPARISON_KEYS - {"prompt", "chosen", "rejected"})
     for n in range(len(optional) + 1):
         for extra in combinations(optional, n):
@@ -416,31 +559,60 @@ def _rows(engine, project: str) -> dict[str, list[tuple]]:
     from sqlalchemy import text
 
     with engine.connect() as conn:
-        ppk = conn.execute(text("SELECT pk FROM projects WHERE name = :n"), {"n": project}).scalar_one()
-        items = conn.execute(text(
-            "SELECT item_key, content_hash, prompt, domains, reference, gold, metadata FROM items "
-            "WHERE project_pk = :p ORDER BY item_key"), {"p": ppk}).all()
-        cands = conn.execute(text(
-            "SELECT i.item_key, c.candidate_key, c.position, c.text, c.messages, c.model, c.source, c.metadata "
-            "FROM candidates c JOIN items i ON i.pk = c.item_pk WHERE i.project_pk = :p "
-            "ORDER BY i.item_key, c.position"), {"p": ppk}).all()
-        judgments = conn.execute(text(
-            "SELECT i.item_key, r.rater_key, j.kind, j.body, j.rationale, j.pair_lo, j.pair_hi, j.score, "
-            "j.shown_order, j.rubric_key, j.rubric_version, j.review_pass, j.source, j.started_at, j.submitted_at, "
-            "j.telemetry, j.idempotency_key, j.content_hash, j.excluded FROM judgments j "
-            "JOIN items i ON i.pk = j.item_pk JOIN raters r ON r.pk = j.rater_pk WHERE j.project_pk = :p "
-            "ORDER BY j.content_hash"), {"p": ppk}).all()
+        ppk = conn.execute(
+            text("SELECT pk FROM projects WHERE name = :n"), {"n": project}
+        ).scalar_one()
+        items = conn.execute(
+            text(
+                "SELECT item_key, content_hash, prompt, domains, reference, gold, metadata FROM items "
+                "WHERE project_pk = :p ORDER BY item_key"
+            ),
+            {"p": ppk},
+        ).all()
+        cands = conn.execute(
+            text(
+                "SELECT i.item_key, c.candidate_key, c.position, c.text, c.messages, c.model, c.source, c.metadata "
+                "FROM candidates c JOIN items i ON i.pk = c.item_pk WHERE i.project_pk = :p "
+                "ORDER BY i.item_key, c.position"
+            ),
+            {"p": ppk},
+        ).all()
+        judgments = conn.execute(
+            text(
+                "SELECT i.item_key, r.rater_key, j.kind, j.body, j.rationale, j.pair_lo, j.pair_hi, j.score, "
+                "j.shown_order, j.rubric_key, j.rubric_version, j.review_pass, j.source, j.started_at, j.submitted_at, "
+                "j.telemetry, j.idempotency_key, j.content_hash, j.excluded FROM judgments j "
+                "JOIN items i ON i.pk = j.item_pk JOIN raters r ON r.pk = j.rater_pk WHERE j.project_pk = :p "
+                "ORDER BY j.content_hash"
+            ),
+            {"p": ppk},
+        ).all()
     return {"items": items, "candidates": cands, "judgments": judgments}
 
 
 def test_lean_path_writes_what_the_generic_path_writes(engine, tmp_path, monkeypatch):
     records = [
         {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "ann"},
-        {"prompt": "caf\u00e9 \"quoted\"\n\\", "chosen": "\u2603 snow", "rejected": "\x1f control", "source": "ai"},
+        {
+            "prompt": 'caf\u00e9 "quoted"\n\\',
+            "chosen": "\u2603 snow",
+            "rejected": "\x1f control",
+            "source": "ai",
+        },
         {"prompt": "", "chosen": "a", "rejected": "b", "labeler": 7, "strength": 3},
         {"prompt": "m", "chosen": "x", "rejected": "y", "margin": -0.4, "labeler": " padded "},
-        {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "ann"},  # the same again: nothing new
-        {"prompt": "2+2", "chosen": "4", "rejected": "5", "labeler": "bob"},  # known item, new judgment
+        {
+            "prompt": "2+2",
+            "chosen": "4",
+            "rejected": "5",
+            "labeler": "ann",
+        },  # the same again: nothing new
+        {
+            "prompt": "2+2",
+            "chosen": "4",
+            "rejected": "5",
+            "labeler": "bob",
+        },  # known item, new judgment
     ]
     path = jsonl(tmp_path, "cmp.jsonl", *records)
     with transaction(engine) as s:
@@ -449,9 +621,18 @@ def test_lean_path_writes_what_the_generic_path_writes(engine, tmp_path, monkeyp
     monkeypatch.setattr("preflab.io.importer.comparison_pair", lambda record, options: None)
     monkeypatch.setattr("preflab.io.formats.generic.comparison_pair", lambda record, options: None)
     generic = import_files(engine, "generic", [path])
-    assert (lean.items_added, lean.items_existing, lean.judgments_added, lean.judgments_existing) == (4, 2, 5, 1)
-    assert (generic.items_added, generic.items_existing, generic.judgments_added, generic.judgments_existing) == (
-        4, 2, 5, 1)
+    assert (
+        lean.items_added,
+        lean.items_existing,
+        lean.judgments_added,
+        lean.judgments_existing,
+    ) == (4, 2, 5, 1)
+    assert (
+        generic.items_added,
+        generic.items_existing,
+        generic.judgments_added,
+        generic.judgments_existing,
+    ) == (4, 2, 5, 1)
     assert lean.formats == generic.formats == {"comparison": 6}
     assert _rows(engine, "pairs") == _rows(engine, "generic")
 
@@ -472,18 +653,34 @@ def test_lean_path_problems_match_the_generic_path(engine, tmp_path, monkeypatch
     monkeypatch.setattr("preflab.io.formats.generic.comparison_pair", lambda record, options: None)
     generic = fails(engine, "pairs", [path])
     assert [str(p) for p in lean.problems] == [str(p) for p in generic.problems]
-    assert [p.field for p in lean.problems] == ["source", "strength", "source", "labeler", "rejected"]
+    assert [p.field for p in lean.problems] == [
+        "source",
+        "strength",
+        "source",
+        "labeler",
+        "rejected",
+    ]
 
 
 def test_lean_path_against_existing_items(engine, tmp_path):
-    first = jsonl(tmp_path, "a.jsonl", {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "ann"})
+    first = jsonl(
+        tmp_path, "a.jsonl", {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "ann"}
+    )
     import_files(engine, "pairs", [first])
     # the same item again with another rater: the item exists, the judgment is new
-    second = jsonl(tmp_path, "b.jsonl", {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "bob"},
-                   {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "ann"})
+    second = jsonl(
+        tmp_path,
+        "b.jsonl",
+        {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "bob"},
+        {"prompt": "q", "chosen": "a", "rejected": "b", "labeler": "ann"},
+    )
     report = import_files(engine, "pairs", [second])
-    assert (report.items_added, report.items_existing, report.judgments_added, report.judgments_existing) == (
-        0, 2, 1, 1)
+    assert (
+        report.items_added,
+        report.items_existing,
+        report.judgments_added,
+        report.judgments_existing,
+    ) == (0, 2, 1, 1)
     with transaction(engine) as s:
         repo.create_project(s, "units", kinds=["unary"])
     problem = one_problem(engine, "units", [first])

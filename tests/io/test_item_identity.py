@@ -42,8 +42,14 @@ def labels(engine) -> list[tuple[str, str, str, str]]:
     with engine.connect() as conn:
         texts = {
             (r.item_pk, r.candidate_key): r.text if r.text is not None else r.messages
-            for r in conn.execute(select(CandidateRow.item_pk, CandidateRow.candidate_key, CandidateRow.text,
-                                         CandidateRow.messages))
+            for r in conn.execute(
+                select(
+                    CandidateRow.item_pk,
+                    CandidateRow.candidate_key,
+                    CandidateRow.text,
+                    CandidateRow.messages,
+                )
+            )
         }
         rows = conn.execute(
             select(ItemRow.item_key, ItemRow.pk, Rater.rater_key, JudgmentRow.body)
@@ -51,7 +57,12 @@ def labels(engine) -> list[tuple[str, str, str, str]]:
             .join(Rater, Rater.pk == JudgmentRow.rater_pk)
         ).all()
     out = []
-    for key, pk, rater, body in rows:  # the body, not `score`: a comparison without a strength has no score
+    for (
+        key,
+        pk,
+        rater,
+        body,
+    ) in rows:  # the body, not `score`: a comparison without a strength has no score
         a, b = body["shown_order"]
         win, lose = (a, b) if body["winner"] == "a" else (b, a)
         out.append((key, rater, _normal(texts[pk, win]), _normal(texts[pk, lose])))
@@ -72,9 +83,21 @@ def item_count(engine) -> int:
 # -- the findings of the issue ---------------------------------------------------------------
 
 
-def test_the_same_pair_judged_in_opposite_directions_is_one_item_with_two_opposite_labels(engine, tmp_path):
-    alice = {"prompt": "Which is better?", "chosen": "Answer one.", "rejected": "Answer two.", "labeler": "alice"}
-    bob = {"prompt": "Which is better?", "chosen": "Answer two.", "rejected": "Answer one.", "labeler": "bob"}
+def test_the_same_pair_judged_in_opposite_directions_is_one_item_with_two_opposite_labels(
+    engine, tmp_path
+):
+    alice = {
+        "prompt": "Which is better?",
+        "chosen": "Answer one.",
+        "rejected": "Answer two.",
+        "labeler": "alice",
+    }
+    bob = {
+        "prompt": "Which is better?",
+        "chosen": "Answer two.",
+        "rejected": "Answer one.",
+        "labeler": "bob",
+    }
     report = import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", alice, bob)])
     assert (report.items_added, report.items_existing, report.judgments_added) == (1, 1, 2)
     assert item_count(engine) == 1
@@ -91,7 +114,13 @@ def test_the_same_pair_judged_in_opposite_directions_is_one_item_with_two_opposi
 def test_the_same_pair_from_the_general_route_is_the_same_item_too(engine, tmp_path):
     # a rationale takes the record off the lean path: both routes must agree on the identity
     lean = {"prompt": "Q", "chosen": "A", "rejected": "B", "labeler": "alice"}
-    general = {"prompt": "Q", "chosen": "B", "rejected": "A", "labeler": "bob", "rationale": "shorter"}
+    general = {
+        "prompt": "Q",
+        "chosen": "B",
+        "rejected": "A",
+        "labeler": "bob",
+        "rationale": "shorter",
+    }
     import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", lean, general)])
     assert item_count(engine) == 1 and len(labels(engine)) == 2
 
@@ -99,7 +128,13 @@ def test_the_same_pair_from_the_general_route_is_the_same_item_too(engine, tmp_p
 def test_a_prompt_as_a_string_or_as_one_user_message_is_the_same_prompt(engine, tmp_path):
     # before: same id, "different content": the whole import failed
     text = {"id": "x", "prompt": "Q", "chosen": "A", "rejected": "B", "labeler": "alice"}
-    chat = {"id": "x", "prompt": [{"role": "user", "content": "Q"}], "chosen": "A", "rejected": "B", "labeler": "bob"}
+    chat = {
+        "id": "x",
+        "prompt": [{"role": "user", "content": "Q"}],
+        "chosen": "A",
+        "rejected": "B",
+        "labeler": "bob",
+    }
     report = import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", text, chat)])
     assert (report.items_added, report.judgments_added) == (1, 2)
     no_id = {k: v for k, v in chat.items() if k != "id"}
@@ -111,8 +146,12 @@ def test_a_prompt_as_a_string_or_as_one_user_message_is_the_same_prompt(engine, 
 
 def test_an_answer_as_text_or_as_one_assistant_message_is_the_same_answer(engine, tmp_path):
     text = {"prompt": "Q", "chosen": "A", "rejected": "B", "labeler": "alice"}
-    chat = {"prompt": "Q", "chosen": [{"role": "assistant", "content": "A"}],
-            "rejected": [{"role": "assistant", "content": "B"}], "labeler": "bob"}
+    chat = {
+        "prompt": "Q",
+        "chosen": [{"role": "assistant", "content": "A"}],
+        "rejected": [{"role": "assistant", "content": "B"}],
+        "labeler": "bob",
+    }
     import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", text, chat)])
     assert item_count(engine) == 1 and len(labels(engine)) == 2
 
@@ -129,7 +168,10 @@ def test_unicode_forms_and_surrounding_whitespace_do_not_split_an_item(engine, t
         (prompt, good + "\n", bad),
         (prompt, " " + good, bad),
     ]
-    records = [{"prompt": p, "chosen": c, "rejected": r, "labeler": f"r{n}"} for n, (p, c, r) in enumerate(rows)]
+    records = [
+        {"prompt": p, "chosen": c, "rejected": r, "labeler": f"r{n}"}
+        for n, (p, c, r) in enumerate(rows)
+    ]
     report = import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", *records)])
     assert (report.items_added, report.judgments_added) == (1, 5)
     assert {(w, lo) for _, _, w, lo in labels(engine)} == {(good, bad)}
@@ -138,15 +180,24 @@ def test_unicode_forms_and_surrounding_whitespace_do_not_split_an_item(engine, t
 def test_answers_equal_after_normalisation_are_not_a_pair(engine, tmp_path):
     from preflab.io.importer import ImportFailed
 
-    path = jsonl(tmp_path / "c.jsonl", {"prompt": "Q", "chosen": "A", "rejected": " A\n", "labeler": "alice"})
-    with pytest.raises(ImportFailed, match=r"c.jsonl:1: rejected: identical to 'chosen' \(compared after normal"):
+    path = jsonl(
+        tmp_path / "c.jsonl", {"prompt": "Q", "chosen": "A", "rejected": " A\n", "labeler": "alice"}
+    )
+    with pytest.raises(
+        ImportFailed, match=r"c.jsonl:1: rejected: identical to 'chosen' \(compared after normal"
+    ):
         import_files(engine, "p", [path])
 
 
 def test_reimport_of_the_same_records_written_otherwise_adds_nothing(engine, tmp_path):
     a = [{"prompt": "Q", "chosen": "A", "rejected": "B", "labeler": "alice"}]
-    b = [{"prompt": [{"role": "user", "content": "Q "}], "candidates": [{"messages": [{"role": "assistant", "content": "B"}]}, "A"]},
-         {"prompt": "Q", "answer_a": "B\n", "answer_b": "A"}]
+    b = [
+        {
+            "prompt": [{"role": "user", "content": "Q "}],
+            "candidates": [{"messages": [{"role": "assistant", "content": "B"}]}, "A"],
+        },
+        {"prompt": "Q", "answer_a": "B\n", "answer_b": "A"},
+    ]
     import_files(engine, "p", [jsonl(tmp_path / "a.jsonl", *a)])
     report = import_files(engine, "p", [jsonl(tmp_path / "b.jsonl", *b)])
     assert (report.items_added, report.items_existing) == (0, 2)
@@ -158,8 +209,10 @@ def test_reimport_of_the_same_records_written_otherwise_adds_nothing(engine, tmp
 
 def test_the_model_and_the_rows_agree_on_the_identity():
     one = Item(prompt="Q", candidates=[{"text": "A"}, {"text": "B"}])
-    other = Item(prompt=[{"role": "user", "content": "Q\n"}],
-                 candidates=[{"messages": [{"role": "assistant", "content": "B"}]}, {"text": " A"}])
+    other = Item(
+        prompt=[{"role": "user", "content": "Q\n"}],
+        candidates=[{"messages": [{"role": "assistant", "content": "B"}]}, {"text": " A"}],
+    )
     assert one.id == other.id
     assert one.content_hash() == other.content_hash()
     assert {c.id for c in one.candidates} == {c.id for c in other.candidates}
@@ -179,27 +232,60 @@ def _assistant(text):
 #: Records that carry a label: ``(prompt, chosen, rejected, rater) -> record``.
 LABELLED = {
     "trl-standard": lambda p, c, r, who: {"prompt": p, "chosen": c, "rejected": r, "labeler": who},
-    "trl-standard-general-route": lambda p, c, r, who: {"prompt": p, "chosen": c, "rejected": r, "labeler": who,
-                                                        "rationale": "why"},
-    "trl-conversational": lambda p, c, r, who: {"prompt": _user(p), "chosen": _assistant(c),
-                                                "rejected": _assistant(r), "labeler": who},
-    "trl-conversational-implicit-prompt": lambda p, c, r, who: {"chosen": _user(p) + _assistant(c),
-                                                                "rejected": _user(p) + _assistant(r), "labeler": who},
-    "openrlhf": lambda p, c, r, who: {"prompt": p, "chosen": c, "rejected": r, "margin": 1.0, "labeler": who},
-    "hh-rlhf": lambda p, c, r, who: {"chosen": f"\n\nHuman: {p}\n\nAssistant: {c}",
-                                     "rejected": f"\n\nHuman: {p}\n\nAssistant: {r}", "labeler": who},
+    "trl-standard-general-route": lambda p, c, r, who: {
+        "prompt": p,
+        "chosen": c,
+        "rejected": r,
+        "labeler": who,
+        "rationale": "why",
+    },
+    "trl-conversational": lambda p, c, r, who: {
+        "prompt": _user(p),
+        "chosen": _assistant(c),
+        "rejected": _assistant(r),
+        "labeler": who,
+    },
+    "trl-conversational-implicit-prompt": lambda p, c, r, who: {
+        "chosen": _user(p) + _assistant(c),
+        "rejected": _user(p) + _assistant(r),
+        "labeler": who,
+    },
+    "openrlhf": lambda p, c, r, who: {
+        "prompt": p,
+        "chosen": c,
+        "rejected": r,
+        "margin": 1.0,
+        "labeler": who,
+    },
+    "hh-rlhf": lambda p, c, r, who: {
+        "chosen": f"\n\nHuman: {p}\n\nAssistant: {c}",
+        "rejected": f"\n\nHuman: {p}\n\nAssistant: {r}",
+        "labeler": who,
+    },
 }
 #: Records of the pair without a label: ``(prompt, a, b) -> record``.
 UNLABELLED = {
     "answer_a/answer_b": lambda p, a, b: {"prompt": p, "answer_a": a, "answer_b": b},
     "candidates": lambda p, a, b: {"prompt": p, "candidates": [b, a]},
-    "preflab-item": lambda p, a, b: {"prompt": _user(p), "candidates": [{"messages": _assistant(a)}, {"text": b}]},
+    "preflab-item": lambda p, a, b: {
+        "prompt": _user(p),
+        "candidates": [{"messages": _assistant(a)}, {"text": b}],
+    },
 }
 #: The same records naming their item (the classic pipeline: to_label.jsonl, comparisons.jsonl).
-NAMED_LABELLED = {"comparisons.jsonl": lambda i, p, c, r, who: {"id": i, "prompt": p, "chosen": c, "rejected": r,
-                                                                "labeler": who}}
-NAMED_UNLABELLED = {"to_label.jsonl": lambda i, p, a, b: {"id": i, "prompt": p, "answer_a": a, "answer_b": b},
-                    "preflab-item": lambda i, p, a, b: {"id": i, "prompt": p, "candidates": [a, b]}}
+NAMED_LABELLED = {
+    "comparisons.jsonl": lambda i, p, c, r, who: {
+        "id": i,
+        "prompt": p,
+        "chosen": c,
+        "rejected": r,
+        "labeler": who,
+    }
+}
+NAMED_UNLABELLED = {
+    "to_label.jsonl": lambda i, p, a, b: {"id": i, "prompt": p, "answer_a": a, "answer_b": b},
+    "preflab-item": lambda i, p, a, b: {"id": i, "prompt": p, "candidates": [a, b]},
+}
 
 WRITTEN = [
     lambda t: t,
@@ -207,8 +293,11 @@ WRITTEN = [
     lambda t: t + "\n",
     lambda t: " " + t,
 ]
-words = st.text(alphabet="abcé ñÅ", min_size=1, max_size=12).map(lambda t: unicodedata.normalize("NFC", t).strip()) \
+words = (
+    st.text(alphabet="abcé ñÅ", min_size=1, max_size=12)
+    .map(lambda t: unicodedata.normalize("NFC", t).strip())
     .filter(bool)
+)
 
 
 @st.composite
@@ -224,7 +313,11 @@ def pairs(draw):
             pair_id = draw(st.sampled_from([None, f"pair{n}", f"pair{n}-also"]))
             labelled = draw(st.booleans())
             named = pair_id is not None
-            shapes = (NAMED_LABELLED if labelled else NAMED_UNLABELLED) if named else (LABELLED if labelled else UNLABELLED)
+            shapes = (
+                (NAMED_LABELLED if labelled else NAMED_UNLABELLED)
+                if named
+                else (LABELLED if labelled else UNLABELLED)
+            )
             shape = draw(st.sampled_from(sorted(shapes)))
             a_first = draw(st.booleans())
             style = [draw(st.sampled_from(WRITTEN)) for _ in range(3)]
@@ -245,11 +338,15 @@ def test_every_shape_and_writing_of_a_pair_is_one_item_and_every_label_is_kept(d
                 rater = f"{prompt}-r{n}".replace(" ", "_")
                 args = (p, x, y, rater)
                 shapes = LABELLED if pair_id is None else NAMED_LABELLED
-                records.append(shapes[shape](*args) if pair_id is None else shapes[shape](pair_id, *args))
+                records.append(
+                    shapes[shape](*args) if pair_id is None else shapes[shape](pair_id, *args)
+                )
                 expected.append((rater, first, second))
             else:
                 shapes = UNLABELLED if pair_id is None else NAMED_UNLABELLED
-                records.append(shapes[shape](p, x, y) if pair_id is None else shapes[shape](pair_id, p, x, y))
+                records.append(
+                    shapes[shape](p, x, y) if pair_id is None else shapes[shape](pair_id, p, x, y)
+                )
     with tempfile.TemporaryDirectory() as tmp:
         engine = db.open_db(f"sqlite:///{tmp}/t.db")
         try:
@@ -258,7 +355,9 @@ def test_every_shape_and_writing_of_a_pair_is_one_item_and_every_label_is_kept(d
             import_files(engine, "p", [jsonl(Path(tmp) / "in.jsonl", *records)], ImportOptions())
             assert item_count(engine) == len(data), "one item per pair"
             got = labels(engine)
-            assert sorted((rater, win, lose) for _, rater, win, lose in got) == sorted(expected), "every label kept"
+            assert sorted((rater, win, lose) for _, rater, win, lose in got) == sorted(expected), (
+                "every label kept"
+            )
             by_prompt = {}
             for key, rater, _, _ in got:
                 by_prompt.setdefault(rater.rsplit("-r", 1)[0], set()).add(key)
@@ -272,9 +371,17 @@ def test_five_raters_of_one_pair_written_five_ways_pass_min_raters_2(engine, tmp
     from preflab.io.export import ExportOptions, export_project
 
     prompt, good, bad = "Qu'est-ce qu'un café ?", "Un café.", "Une boisson."
-    rows = [(prompt, good, bad), (unicodedata.normalize("NFD", prompt), good, bad), (prompt + "\n", good, bad),
-            (prompt, good + "\n", bad), (prompt, " " + good, bad)]
-    records = [{"prompt": p, "chosen": c, "rejected": r, "labeler": f"r{n}"} for n, (p, c, r) in enumerate(rows)]
+    rows = [
+        (prompt, good, bad),
+        (unicodedata.normalize("NFD", prompt), good, bad),
+        (prompt + "\n", good, bad),
+        (prompt, good + "\n", bad),
+        (prompt, " " + good, bad),
+    ]
+    records = [
+        {"prompt": p, "chosen": c, "rejected": r, "labeler": f"r{n}"}
+        for n, (p, c, r) in enumerate(rows)
+    ]
     import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", *records)])
     out = tmp_path / "out"
     export_project(engine, "p", ExportOptions(format="trl-preference", out=out, min_raters=2))
@@ -284,11 +391,26 @@ def test_five_raters_of_one_pair_written_five_ways_pass_min_raters_2(engine, tmp
 
 # -- explicit ids: content decides (issue 17 section 1, records that name their item) -------------
 
-ALICE_C1 = {"id": "c1", "prompt": "Which is better?", "chosen": "Answer one.", "rejected": "Answer two.",
-            "labeler": "alice"}
-BOB_C2 = {"id": "c2", "prompt": "Which is better?", "chosen": "Answer two.", "rejected": "Answer one.",
-          "labeler": "bob"}
-CAROL = {"prompt": "Which is better?", "chosen": "Answer one.", "rejected": "Answer two.", "labeler": "carol"}
+ALICE_C1 = {
+    "id": "c1",
+    "prompt": "Which is better?",
+    "chosen": "Answer one.",
+    "rejected": "Answer two.",
+    "labeler": "alice",
+}
+BOB_C2 = {
+    "id": "c2",
+    "prompt": "Which is better?",
+    "chosen": "Answer two.",
+    "rejected": "Answer one.",
+    "labeler": "bob",
+}
+CAROL = {
+    "prompt": "Which is better?",
+    "chosen": "Answer one.",
+    "rejected": "Answer two.",
+    "labeler": "carol",
+}
 
 
 def aliases(engine) -> dict[str, str]:
@@ -300,7 +422,10 @@ def test_the_same_pair_under_two_ids_is_one_item_with_two_opposite_labels(engine
     # before: two items "c1" and "c2", each unanimous
     report = import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", ALICE_C1, BOB_C2)])
     assert (report.items_added, report.items_existing, report.judgments_added) == (1, 1, 2)
-    assert labels(engine) == [("c1", "alice", "Answer one.", "Answer two."), ("c1", "bob", "Answer two.", "Answer one.")]
+    assert labels(engine) == [
+        ("c1", "alice", "Answer one.", "Answer two."),
+        ("c1", "bob", "Answer two.", "Answer one."),
+    ]
     assert aliases(engine) == {"c2": "c1"}
 
 
@@ -310,7 +435,11 @@ def test_a_record_without_an_id_joins_the_named_item_too(engine, tmp_path, monke
     monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
     import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", ALICE_C1, BOB_C2, CAROL)])
     assert item_count(engine) == 1
-    assert [(k, r) for k, r, _, _ in labels(engine)] == [("c1", "alice"), ("c1", "bob"), ("c1", "carol")]
+    assert [(k, r) for k, r, _, _ in labels(engine)] == [
+        ("c1", "alice"),
+        ("c1", "bob"),
+        ("c1", "carol"),
+    ]
 
 
 def test_a_later_import_under_another_id_joins_the_item_in_the_database(engine, tmp_path):
@@ -330,10 +459,14 @@ def test_reimport_of_records_under_other_ids_adds_nothing(engine, tmp_path):
     assert item_count(engine) == 1 and len(labels(engine)) == 3
 
 
-def test_the_classic_pipeline_to_label_then_comparisons_with_the_same_id_is_one_item(engine, tmp_path):
+def test_the_classic_pipeline_to_label_then_comparisons_with_the_same_id_is_one_item(
+    engine, tmp_path
+):
     to_label = {"id": "x", "prompt": "Q", "answer_a": "A", "answer_b": "B"}
-    comparisons = [{"id": "x", "prompt": "Q", "chosen": "B", "rejected": "A", "labeler": "alice"},
-                   {"id": "y", "prompt": "Q", "chosen": "A", "rejected": "B", "labeler": "bob"}]
+    comparisons = [
+        {"id": "x", "prompt": "Q", "chosen": "B", "rejected": "A", "labeler": "alice"},
+        {"id": "y", "prompt": "Q", "chosen": "A", "rejected": "B", "labeler": "bob"},
+    ]
     import_files(engine, "p", [jsonl(tmp_path / "to_label.jsonl", to_label)])
     import_files(engine, "p", [jsonl(tmp_path / "comparisons.jsonl", *comparisons)])
     assert labels(engine) == [("x", "alice", "B", "A"), ("x", "bob", "A", "B")]
@@ -345,13 +478,23 @@ def test_a_judgment_naming_the_item_by_an_alias_finds_it(engine, tmp_path):
     with engine.connect() as conn:
         for key, text in conn.execute(select(CandidateRow.candidate_key, CandidateRow.text)):
             cands[text] = key
-    judgment = {"kind": "pairwise", "item_id": "c2", "shown_order": [cands["Answer one."], cands["Answer two."]],
-                "winner": "b", "strength": 2, "provenance": {"rater_id": "dave"}}
+    judgment = {
+        "kind": "pairwise",
+        "item_id": "c2",
+        "shown_order": [cands["Answer one."], cands["Answer two."]],
+        "winner": "b",
+        "strength": 2,
+        "provenance": {"rater_id": "dave"},
+    }
     report = import_files(engine, "p", [jsonl(tmp_path / "j.jsonl", judgment)])
     assert report.judgments_added == 1
     assert ("c1", "dave", "Answer two.", "Answer one.") in labels(engine)
-    again = import_files(engine, "p", [jsonl(tmp_path / "j2.jsonl", judgment, {**judgment, "item_id": "c1"})])
-    assert (again.judgments_added, again.judgments_existing) == (0, 2), "the content hash names the stored item"
+    again = import_files(
+        engine, "p", [jsonl(tmp_path / "j2.jsonl", judgment, {**judgment, "item_id": "c1"})]
+    )
+    assert (again.judgments_added, again.judgments_existing) == (0, 2), (
+        "the content hash names the stored item"
+    )
 
 
 def test_the_same_id_with_different_content_is_still_an_error(engine, tmp_path):
@@ -362,18 +505,25 @@ def test_the_same_id_with_different_content_is_still_an_error(engine, tmp_path):
     # an alias is an id of its item: the same rule
     import_files(engine, "p", [jsonl(tmp_path / "ok.jsonl", ALICE_C1, BOB_C2)])
     with pytest.raises(ImportFailed) as failed:
-        import_files(engine, "p", [jsonl(tmp_path / "d.jsonl", {**BOB_C2, "chosen": "Answer three."})])
-    assert "d.jsonl:1: id: item 'c2' (another id of item 'c1') already exists with different content" \
+        import_files(
+            engine, "p", [jsonl(tmp_path / "d.jsonl", {**BOB_C2, "chosen": "Answer three."})]
+        )
+    assert (
+        "d.jsonl:1: id: item 'c2' (another id of item 'c1') already exists with different content"
         in str(failed.value)
+    )
 
 
 def test_validate_reports_what_import_does_for_ids(tmp_path):
     ok = validate_files([jsonl(tmp_path / "c.jsonl", ALICE_C1, BOB_C2, CAROL)])
     assert ok.ok
-    bad = validate_files([jsonl(tmp_path / "d.jsonl", ALICE_C1, BOB_C2, {**BOB_C2, "chosen": "Answer three."})])
+    bad = validate_files(
+        [jsonl(tmp_path / "d.jsonl", ALICE_C1, BOB_C2, {**BOB_C2, "chosen": "Answer three."})]
+    )
     assert str(bad.problems[0]) == (
         f"{tmp_path}/d.jsonl:3: id: item 'c2' (another id of item 'c1') already exists with different content; give "
-        "the new version another id (or leave 'id' out to derive one from the content) (earlier in these files)")
+        "the new version another id (or leave 'id' out to derive one from the content) (earlier in these files)"
+    )
 
 
 def test_a_judgment_rekeyed_to_the_stored_id_hashes_as_one_written_with_that_id():
@@ -386,16 +536,32 @@ def test_a_judgment_rekeyed_to_the_stored_id_hashes_as_one_written_with_that_id(
     written = pairwise_rows("c1", lean.shown_order, lean.winner, lean.strength, "alice")
     assert rekeyed(lean.judgment_rows(), "c1").content_hash == written.content_hash
     assert rekeyed(written, lean.item_key).content_hash == lean.content_hash
-    full = PairwiseJudgment(item_id="c2", shown_order=("x", "y"), winner="b", strength=1, rationale="why",
-                            provenance={"rater_id": "bob", "submitted_at": datetime(2026, 1, 2, tzinfo=UTC)})
+    full = PairwiseJudgment(
+        item_id="c2",
+        shown_order=("x", "y"),
+        winner="b",
+        strength=1,
+        rationale="why",
+        provenance={"rater_id": "bob", "submitted_at": datetime(2026, 1, 2, tzinfo=UTC)},
+    )
     moved = rekeyed(judgment_rows(full), "c1")
     assert moved == judgment_rows(full.model_copy(update={"item_id": "c1"}))
-    assert moved.content_hash == judgment_rows(full.model_copy(update={"item_id": "c1"})).content_hash
+    assert (
+        moved.content_hash == judgment_rows(full.model_copy(update={"item_id": "c1"})).content_hash
+    )
 
 
-@pytest.mark.parametrize("order", [(ALICE_C1, CAROL, BOB_C2), (CAROL, ALICE_C1, BOB_C2), (CAROL, BOB_C2, ALICE_C1)])
-def test_records_in_separate_chunks_of_a_fresh_project_join_by_content(engine, tmp_path, monkeypatch, order):
+@pytest.mark.parametrize(
+    "order", [(ALICE_C1, CAROL, BOB_C2), (CAROL, ALICE_C1, BOB_C2), (CAROL, BOB_C2, ALICE_C1)]
+)
+def test_records_in_separate_chunks_of_a_fresh_project_join_by_content(
+    engine, tmp_path, monkeypatch, order
+):
     # each record is looked up in the database, not in the chunk: the lean path's shortcuts must not skip it
     monkeypatch.setattr("preflab.io.importer.CHUNK", 1)
     import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", *order)])
-    assert item_count(engine) == 1 and {r for _, r, _, _ in labels(engine)} == {"alice", "bob", "carol"}
+    assert item_count(engine) == 1 and {r for _, r, _, _ in labels(engine)} == {
+        "alice",
+        "bob",
+        "carol",
+    }

@@ -82,7 +82,9 @@ def test_a_20_mb_line_is_read(tmp_path):
 
 
 def test_a_line_over_the_limit_is_skipped_and_reported(tmp_path):
-    path = _write(tmp_path, "big.jsonl", b'{"a": 1}\n' + orjson.dumps({"t": "x" * 5000}) + b'\n{"a": 3}\n')
+    path = _write(
+        tmp_path, "big.jsonl", b'{"a": 1}\n' + orjson.dumps({"t": "x" * 5000}) + b'\n{"a": 3}\n'
+    )
     out = _records(path, max_line_bytes=1000)
     assert out[0] == (1, {"a": 1})
     assert out[1][0] == 2 and "over the limit of 1,000" in out[1][1].reason

@@ -37,7 +37,9 @@ def _project(db_url: str, name: str = "p", kinds: tuple[str, ...] = ("pairwise",
 
 def _pairwise_bodies(engine) -> list[dict]:
     with engine.connect() as conn:
-        return list(conn.execute(select(JudgmentRow.body).where(JudgmentRow.kind == "pairwise")).scalars())
+        return list(
+            conn.execute(select(JudgmentRow.body).where(JudgmentRow.kind == "pairwise")).scalars()
+        )
 
 
 def _jsonl(path: Path, *records: dict) -> Path:
@@ -46,11 +48,17 @@ def _jsonl(path: Path, *records: dict) -> Path:
 
 
 def test_a_judgment_without_strength_has_a_winner_and_no_strength_row():
-    j = PairwiseJudgment(item_id="i", shown_order=("y", "x"), winner="a", provenance={"rater_id": "r"})
+    j = PairwiseJudgment(
+        item_id="i", shown_order=("y", "x"), winner="a", provenance={"rater_id": "r"}
+    )
     assert (j.strength, j.score, j.direction, j.chosen) == (None, None, 1, "y")
-    assert [r.dimension for r in j.label_rows()] == ["winner"]  # no made-up strength in the label table
+    assert [r.dimension for r in j.label_rows()] == [
+        "winner"
+    ]  # no made-up strength in the label table
     with pytest.raises(ValueError, match="tie has strength 0"):
-        PairwiseJudgment(item_id="i", shown_order=("x", "y"), winner="tie", provenance={"rater_id": "r"})
+        PairwiseJudgment(
+            item_id="i", shown_order=("x", "y"), winner="tie", provenance={"rater_id": "r"}
+        )
 
 
 @pytest.mark.parametrize("source", ["pandalm-60.json", "hh-rlhf-sample.jsonl.gz"])
@@ -74,7 +82,9 @@ def test_tulu_five_level_preference_keeps_its_strengths(sqlite_url):
 def test_the_fast_and_general_import_paths_store_the_same_unknown_strength():
     fast = pair_rows("Q?", "yes", "no", "r1", None, "human")
     general = pairwise_rows(fast.item_key, fast.shown_order, fast.winner, None, "r1", "human")
-    assert fast.judgment_rows().values == general.values and fast.content_hash == general.content_hash
+    assert (
+        fast.judgment_rows().values == general.values and fast.content_hash == general.content_hash
+    )
     assert json.loads(fast.body_json) == general.values["body"] and general.values["score"] is None
 
 
@@ -94,7 +104,9 @@ def test_pandalm_reward_exports_carry_no_margin_and_say_why(sqlite_url, tmp_path
     import_files(engine, "p", [DATA / "pandalm-60.json"])
     for fmt in ("trl-reward", "openrlhf"):
         out = tmp_path / fmt
-        manifest = export_project(engine, "p", ExportOptions(format=fmt, out=out, file_format="parquet"))
+        manifest = export_project(
+            engine, "p", ExportOptions(format=fmt, out=out, file_format="parquet")
+        )
         assert pq.read_schema(out / "train.parquet").names == ["prompt", "chosen", "rejected"]
         note = manifest["format_notes"]["margin"]
         assert (note["written"], note["rows_with_margin"]) == (False, 0) and note["rows"] > 30
@@ -105,28 +117,54 @@ def test_pandalm_reward_exports_carry_no_margin_and_say_why(sqlite_url, tmp_path
 
 def test_a_mix_of_known_and_unknown_strengths(sqlite_url, tmp_path):
     engine = _project(sqlite_url)
-    import_files(engine, "p", [_jsonl(tmp_path / "c.jsonl",
-                                      {"prompt": "A?", "chosen": "a1", "rejected": "a2", "strength": 3},
-                                      {"prompt": "B?", "chosen": "b1", "rejected": "b2"})])
+    import_files(
+        engine,
+        "p",
+        [
+            _jsonl(
+                tmp_path / "c.jsonl",
+                {"prompt": "A?", "chosen": "a1", "rejected": "a2", "strength": 3},
+                {"prompt": "B?", "chosen": "b1", "rejected": "b2"},
+            )
+        ],
+    )
     # OpenRLHF reads a null margin as 0 (the plain loss): the real margin is kept, the other null
     out = tmp_path / "o"
     manifest = export_project(engine, "p", ExportOptions(format="openrlhf", out=out))
-    rows = {r["prompt"]: r["margin"] for r in map(json.loads, (out / "train.jsonl").read_text().splitlines())}
+    rows = {
+        r["prompt"]: r["margin"]
+        for r in map(json.loads, (out / "train.jsonl").read_text().splitlines())
+    }
     assert rows == {"A?": 3.0, "B?": None}
     assert manifest["format_notes"]["margin"]["rows_with_margin"] == 1
     # TRL's collator needs a margin on every row or none: the column is left out, and the manifest says why
     out = tmp_path / "t"
     manifest = export_project(engine, "p", ExportOptions(format="trl-reward", out=out))
-    assert all("margin" not in json.loads(line) for line in (out / "train.jsonl").read_text().splitlines())
-    assert "TRL's RewardTrainer needs a margin on every row" in manifest["format_notes"]["margin"]["why"]
+    assert all(
+        "margin" not in json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()
+    )
+    assert (
+        "TRL's RewardTrainer needs a margin on every row"
+        in manifest["format_notes"]["margin"]["why"]
+    )
     engine.dispose()
 
 
-def test_migration_0006_removes_the_old_default_from_sources_without_strength_only(sqlite_url, tmp_path):
+def test_migration_0006_removes_the_old_default_from_sources_without_strength_only(
+    sqlite_url, tmp_path
+):
     engine = _project(sqlite_url)
     import_files(engine, "p", [DATA / "pandalm-60.json"])
-    import_files(engine, "p", [_jsonl(tmp_path / "c.jsonl", {"prompt": "A?", "chosen": "a1", "rejected": "a2",
-                                                             "strength": 2})])
+    import_files(
+        engine,
+        "p",
+        [
+            _jsonl(
+                tmp_path / "c.jsonl",
+                {"prompt": "A?", "chosen": "a1", "rejected": "a2", "strength": 2},
+            )
+        ],
+    )
     with engine.connect() as conn:
         before = dict(conn.execute(select(JudgmentRow.pk, JudgmentRow.content_hash)).all())
     db.downgrade(engine, "0006_item_skips")  # the stored form of before issue 15: strength 2
@@ -135,10 +173,15 @@ def test_migration_0006_removes_the_old_default_from_sources_without_strength_on
     db.upgrade(engine)
     with engine.connect() as conn:
         after = dict(conn.execute(select(JudgmentRow.pk, JudgmentRow.content_hash)).all())
-        explicit = conn.execute(select(JudgmentRow.body, JudgmentRow.score).join(ImportBatch)
-                                .where(ImportBatch.format == "comparison")).one()
+        explicit = conn.execute(
+            select(JudgmentRow.body, JudgmentRow.score)
+            .join(ImportBatch)
+            .where(ImportBatch.format == "comparison")
+        ).one()
     assert after == before  # the hashes the importer gives these judgments today
     assert explicit.body["strength"] == 2 and abs(explicit.score) == 2  # said by the record: kept
     unknown = [b for b in _pairwise_bodies(engine) if "strength" not in b]
-    assert len(unknown) == len(bodies) - 1 - sum(b["winner"] == "tie" for b in bodies)  # every PandaLM non-tie
+    assert len(unknown) == len(bodies) - 1 - sum(
+        b["winner"] == "tie" for b in bodies
+    )  # every PandaLM non-tie
     engine.dispose()

@@ -55,7 +55,13 @@ class TestClassification:
         # crowd-kit stops once its ELBO stops rising; run ours for exactly as many iterations,
         # without priors (crowd-kit fits the 1979 maximum-likelihood model)
         ours = dawid_skene(
-            units, raters, labels, n_iter=len(ref.loss_history_), tol=-np.inf, confusion_prior=0, class_prior=0
+            units,
+            raters,
+            labels,
+            n_iter=len(ref.loss_history_),
+            tol=-np.inf,
+            confusion_prior=0,
+            class_prior=0,
         )
         assert ours.n_iter == len(ref.loss_history_) >= 5
         ref_post = ref.probas_.reindex(index=ours.units, columns=ours.classes).to_numpy()
@@ -83,7 +89,10 @@ class TestClassification:
         ref = MACE(n_iter=50, random_state=0).fit(crowd_df(units, raters, labels))
         same = np.mean(ref.labels_.reindex(ours.units).to_numpy() == ours.labels)
         assert same >= 0.97
-        assert np.mean(ours.labels == truth) >= np.mean(ref.labels_.reindex(ours.units).to_numpy() == truth) - 0.01
+        assert (
+            np.mean(ours.labels == truth)
+            >= np.mean(ref.labels_.reindex(ours.units).to_numpy() == truth) - 0.01
+        )
         rel = ours.reliability_of()
         assert max(rel[r] for r in range(8)) < np.median(list(rel.values()))
 
@@ -106,7 +115,9 @@ class TestBradleyTerry:
         # choix documentation / the issue: [(0,1),(0,1),(1,2),(2,0)] winner first ->
         # strengths [0.419618, -0.419618, 0] up to a shift.
         fit = bradley_terry([0, 0, 1, 2], [1, 1, 2, 0])
-        np.testing.assert_allclose(fit.strengths - fit.strengths[2], [0.419618, -0.419618, 0], atol=1e-6)
+        np.testing.assert_allclose(
+            fit.strengths - fit.strengths[2], [0.419618, -0.419618, 0], atol=1e-6
+        )
         ref = choix.opt_pairwise(3, [(0, 1), (0, 1), (1, 2), (2, 0)])
         np.testing.assert_allclose(fit.strengths, ref - ref.mean(), atol=1e-6)
 
@@ -148,7 +159,9 @@ class TestBradleyTerry:
         rng = np.random.default_rng(1)
         a = rng.integers(0, 5, 800)
         b = (a + rng.integers(1, 5, 800)) % 5
-        fit = bradley_terry(a, b, (rng.random(800) < 0.5 + 0.1 * (a - b)).astype(float) * 1.0, n_boot=30)
+        fit = bradley_terry(
+            a, b, (rng.random(800) < 0.5 + 0.1 * (a - b)).astype(float) * 1.0, n_boot=30
+        )
         assert np.all(fit.low <= fit.ratings + 1e-9) and np.all(fit.ratings <= fit.high + 1e-9)
 
     def test_sparse_graph_matches_choix(self):
@@ -173,11 +186,13 @@ class TestBradleyTerry:
         # tie is one win each way.
         win, loss = np.where(out == 1, a, a + 1), np.where(out == 1, a + 1, a)
         dec = out != 0.5
-        ref_data = np.concatenate([
-            np.repeat(np.stack([win[dec], loss[dec]], 1), 2, axis=0),
-            np.stack([a[~dec], a[~dec] + 1], 1),
-            np.stack([a[~dec] + 1, a[~dec]], 1),
-        ])
+        ref_data = np.concatenate(
+            [
+                np.repeat(np.stack([win[dec], loss[dec]], 1), 2, axis=0),
+                np.stack([a[~dec], a[~dec] + 1], 1),
+                np.stack([a[~dec] + 1, a[~dec]], 1),
+            ]
+        )
         ref = choix.ilsr_pairwise(n, ref_data, tol=1e-13, max_iter=100_000)
         assert fit.converged
         np.testing.assert_allclose(fit.strengths, ref - ref.mean(), atol=1e-5)
@@ -192,12 +207,18 @@ class TestBradleyTerry:
 
         bt = sys.modules["preflab.quality.aggregation.bradley_terry"]
         pc = bt.aggregate_pairs(w, lo, out, 12)
-        cell_keys = (pc.i[pc.cell_pair] * 12 + pc.j[pc.cell_pair]) * 3 + np.rint(2 * (1 - pc.cell_score))
+        cell_keys = (pc.i[pc.cell_pair] * 12 + pc.j[pc.cell_pair]) * 3 + np.rint(
+            2 * (1 - pc.cell_score)
+        )
         score_of_low = np.where(w < lo, out, 1 - out)  # the score of the lower-numbered item
-        row_keys = (np.minimum(w, lo) * 12 + np.maximum(w, lo)) * 3 + np.rint(2 * (1 - score_of_low))
+        row_keys = (np.minimum(w, lo) * 12 + np.maximum(w, lo)) * 3 + np.rint(
+            2 * (1 - score_of_low)
+        )
         counts = np.bincount(np.searchsorted(cell_keys, row_keys[rows]), minlength=len(cell_keys))
         full = bradley_terry(w, lo, out, items=np.arange(12))
-        s, ok, _ = bt._Newton(pc, 0.0).solve(*pc.weights(counts.astype(float)), full.strengths, 1e-10)
+        s, ok, _ = bt._Newton(pc, 0.0).solve(
+            *pc.weights(counts.astype(float)), full.strengths, 1e-10
+        )
         assert ok
         np.testing.assert_allclose(s - s.mean(), explicit.strengths, atol=1e-8)
 
@@ -236,7 +257,9 @@ class TestBradleyTerry:
             bradley_terry([0], [1], [2])
 
     def test_winner_rows_to_comparisons(self):
-        first, second, outcome = comparisons_from_winner_rows(["i::a|b", "i::a|b", "j::a|c"], [-1, 0, 1])
+        first, second, outcome = comparisons_from_winner_rows(
+            ["i::a|b", "i::a|b", "j::a|c"], [-1, 0, 1]
+        )
         assert first.tolist() == ["a", "a", "a"] and second.tolist() == ["b", "b", "c"]
         assert outcome.tolist() == [1.0, 0.5, 0.0]
 

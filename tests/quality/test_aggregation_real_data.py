@@ -28,7 +28,11 @@ TABLES = {
     "pandalm-crowd20": lambda: pandalm_table(DATA / "pandalm-labels.jsonl.gz", block=20),
     "tulu1": lambda: tulu1_table(DATA / "tulu1-labels.jsonl.gz"),
 }
-MAJORITY = {"pandalm": 0.9199, "pandalm-crowd20": 0.9199, "tulu1": 0.5714}  # printed by the benchmark
+MAJORITY = {
+    "pandalm": 0.9199,
+    "pandalm-crowd20": 0.9199,
+    "tulu1": 0.5714,
+}  # printed by the benchmark
 
 
 @pytest.fixture(scope="module", params=list(TABLES))
@@ -38,7 +42,9 @@ def table(request):
 
 def test_majority_vote_figures(table):
     name, t = table
-    assert leave_one_rater_out(*t, majority_vote)["accuracy"] == pytest.approx(MAJORITY[name], abs=5e-5)
+    assert leave_one_rater_out(*t, majority_vote)["accuracy"] == pytest.approx(
+        MAJORITY[name], abs=5e-5
+    )
 
 
 def test_dawid_skene_with_priors_run_to_convergence_is_not_below_majority_vote(table):
@@ -52,4 +58,6 @@ def test_maximum_likelihood_dawid_skene_falls_below_majority_vote_on_a_crowd():
     # with a held-out human than counting votes does (0.9173 < 0.9199).
     t = TABLES["pandalm-crowd20"]()
     ml = partial(dawid_skene, n_iter=100, tol=-float("inf"), confusion_prior=0, class_prior=0)
-    assert leave_one_rater_out(*t, ml)["accuracy"] < leave_one_rater_out(*t, majority_vote)["accuracy"]
+    assert (
+        leave_one_rater_out(*t, ml)["accuracy"] < leave_one_rater_out(*t, majority_vote)["accuracy"]
+    )

@@ -188,7 +188,9 @@ class TestCohen:
     def test_weighted_reference(self, weights, expected):
         ours = cohens_kappa(self.Y1, self.Y2, weights)
         assert ours == pytest.approx(expected, abs=5e-7)
-        assert ours == pytest.approx(cohen_kappa_score(self.Y1, self.Y2, weights=weights), abs=1e-12)
+        assert ours == pytest.approx(
+            cohen_kappa_score(self.Y1, self.Y2, weights=weights), abs=1e-12
+        )
 
     def test_pairwise_and_mean(self):
         units = [0, 0, 1, 1, 2, 2, 0, 1, 2]
@@ -285,9 +287,17 @@ def test_cohen_matches_sklearn_and_statsmodels(seed, n_items, n_cats, weights):
     ref = cohen_kappa_score(a, b, weights=weights)
     assume(np.isfinite(ref))
     assert cohens_kappa(y1_missing, y2, weights) == pytest.approx(ref, abs=1e-9)
-    table, _ = __import__("preflab.quality.agreement", fromlist=["confusion_table"]).confusion_table(a, b)
-    sm = inter_rater.cohens_kappa(table, wt=weights or None, return_results=False) if weights is None else (
-        inter_rater.cohens_kappa(table, wt={"linear": "linear", "quadratic": "quadratic"}[weights]).kappa
+    table, _ = __import__(
+        "preflab.quality.agreement", fromlist=["confusion_table"]
+    ).confusion_table(a, b)
+    sm = (
+        inter_rater.cohens_kappa(table, wt=weights or None, return_results=False)
+        if weights is None
+        else (
+            inter_rater.cohens_kappa(
+                table, wt={"linear": "linear", "quadratic": "quadratic"}[weights]
+            ).kappa
+        )
     )
     assert cohens_kappa(a, b, weights) == pytest.approx(float(sm), abs=1e-9)
 
@@ -315,7 +325,9 @@ def test_cohen_with_unsorted_or_partial_labels_equals_sklearn_on_real_data(label
     ann = pandalm_annotators()
     for a, b in combinations(ann, 2):
         ref = cohen_kappa_score(ann[a], ann[b], labels=labels, weights=weights)
-        assert cohens_kappa(ann[a], ann[b], weights, labels=labels) == pytest.approx(ref, abs=1e-12), (a, b)
+        assert cohens_kappa(ann[a], ann[b], weights, labels=labels) == pytest.approx(
+            ref, abs=1e-12
+        ), (a, b)
 
 
 def test_cohen_rejects_repeated_labels():

@@ -60,7 +60,10 @@ def test_cusum_catches_drop_from_0_9_to_0_6_within_60_gold_items():
     # false alarms in 200 in-control items for at most ~10% of raters
     assert np.median(delays) <= 20 and np.percentile(delays, 90) <= 60
     assert false_alarms <= 5
-    steady = [cusum_drift(simulate_gold_stream(200, 0.9, seed=s), 0.9, 0.6, 7.0).drifted for s in range(50)]
+    steady = [
+        cusum_drift(simulate_gold_stream(200, 0.9, seed=s), 0.9, 0.6, 7.0).drifted
+        for s in range(50)
+    ]
     assert sum(steady) <= 5
 
 
@@ -75,14 +78,19 @@ def test_leave_one_out_agreement():
 
 def test_dawid_skene_beats_majority_vote_with_a_few_experts_among_guessers():
     acc = [0.95] * 4 + [0.4] * 12
-    units, raters, labels, truth = simulate_class_labels(acc, n_units=1500, raters_per_unit=5, seed=4)
+    units, raters, labels, truth = simulate_class_labels(
+        acc, n_units=1500, raters_per_unit=5, seed=4
+    )
     ds = dawid_skene(units, raters, labels)
     mv = majority_vote(units, raters, labels)
     assert np.mean(ds.labels == truth) > np.mean(mv.labels.astype(int) == truth) + 0.03
 
 
 def test_position_audit_catches_biased_rater():
-    profiles = {"fair": RaterProfile(accuracy=0.7), "biased": RaterProfile(accuracy=0.4, position_bias=0.4)}
+    profiles = {
+        "fair": RaterProfile(accuracy=0.7),
+        "biased": RaterProfile(accuracy=0.4, position_bias=0.4),
+    }
     _, judgments, _ = simulate_pairwise(profiles, n_items=300, raters_per_item=2, seed=1)
     pb = position_bias(judgments)
     assert pb["per_rater"]["biased"]["flagged"] and not pb["per_rater"]["fair"]["flagged"]
@@ -114,7 +122,9 @@ def test_hh_rlhf_chosen_final_reply_longer_share():
     from pathlib import Path
 
     # the first 300 pairs of hh-rlhf harmless-base test (tests/data/LICENSE-DATA)
-    with gzip.open(Path(__file__).resolve().parents[1] / "data" / "hh-rlhf-300.jsonl.gz", "rt") as fh:
+    with gzip.open(
+        Path(__file__).resolve().parents[1] / "data" / "hh-rlhf-300.jsonl.gz", "rt"
+    ) as fh:
         rows = [json.loads(line) for line in fh]
 
     def final(text):  # the last assistant turn
@@ -123,19 +133,27 @@ def test_hh_rlhf_chosen_final_reply_longer_share():
     # counted in characters of the final reply; pairs of equal length are left out.
     # Reference: scripts/cut-test-data.py counts 127 of 295 pairs without preflab (on the whole
     # set the data README gives 0.445 of 2,301 pairs: the chosen reply is mostly the shorter).
-    lb = length_bias([len(final(r["chosen"])) for r in rows], [len(final(r["rejected"])) for r in rows])
+    lb = length_bias(
+        [len(final(r["chosen"])) for r in rows], [len(final(r["rejected"])) for r in rows]
+    )
     assert lb["n_differ"] == 295
     assert lb["share_chosen_longer"] == pytest.approx(127 / 295)
 
 
 def test_formatting_and_sycophancy_markers():
-    fb = formatting_bias(["# Title\n- a\n- b\n**bold** Great question!", "plain"], ["plain", "plain"])
+    fb = formatting_bias(
+        ["# Title\n- a\n- b\n**bold** Great question!", "plain"], ["plain", "plain"]
+    )
     assert fb["headers"]["chosen_share"] == 0.5 and fb["bullets"]["chosen_more_share"] == 1.0
     assert fb["sycophancy"]["n_differ"] == 1
 
 
 def test_telemetry_flags():
-    profiles = {"paster": RaterProfile(paste_rate=1.0), "fast": RaterProfile(ms_per_word=5), "ok": RaterProfile()}
+    profiles = {
+        "paster": RaterProfile(paste_rate=1.0),
+        "fast": RaterProfile(ms_per_word=5),
+        "ok": RaterProfile(),
+    }
     items, judgments, _ = simulate_pairwise(profiles, n_items=30, raters_per_item=3, seed=2)
     lens = {it.id: sum(len(c.as_text().split()) for c in it.candidates) for it in items}
     flags = telemetry_flags(judgments, lambda j: lens[j.item_id])
@@ -158,8 +176,20 @@ def test_adjudication_routing():
 
     js = [pw("i1", "a", -3), pw("i1", "b", 3), pw("i1", "c", 0), pw("i2", "a", 2), pw("i2", "b", 2)]
     js += [
-        StepsJudgment(item_id="s", candidate_id="c", steps=["1", "2"], verdicts=[1, -1], provenance={"rater_id": "a"}),
-        StepsJudgment(item_id="s", candidate_id="c", steps=["1", "2"], verdicts=[1, 1], provenance={"rater_id": "b"}),
+        StepsJudgment(
+            item_id="s",
+            candidate_id="c",
+            steps=["1", "2"],
+            verdicts=[1, -1],
+            provenance={"rater_id": "a"},
+        ),
+        StepsJudgment(
+            item_id="s",
+            candidate_id="c",
+            steps=["1", "2"],
+            verdicts=[1, 1],
+            provenance={"rater_id": "b"},
+        ),
     ]
     queue = route_for_adjudication(LabelTable.from_judgments(js))
     assert [q["item_id"] for q in queue] == ["i1", "s"]

@@ -10,12 +10,21 @@ from preflab.quality.labels import LABEL_SET_RULE, resolve_labels
 from preflab.schema import Item, PairwiseJudgment
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-ITEM = Item(id="i1", prompt="Which is better?", candidates=[{"id": "x", "text": "one"}, {"id": "y", "text": "two"}])
+ITEM = Item(
+    id="i1",
+    prompt="Which is better?",
+    candidates=[{"id": "x", "text": "one"}, {"id": "y", "text": "two"}],
+)
 
 
 def pw(winner, rater, minutes=0, **prov):
-    return PairwiseJudgment(item_id="i1", shown_order=("x", "y"), winner=winner, strength=2,
-                            provenance={"rater_id": rater, "submitted_at": T0 + timedelta(minutes=minutes), **prov})
+    return PairwiseJudgment(
+        item_id="i1",
+        shown_order=("x", "y"),
+        winner=winner,
+        strength=2,
+        provenance={"rater_id": rater, "submitted_at": T0 + timedelta(minutes=minutes), **prov},
+    )
 
 
 def winner_row(report):
@@ -27,7 +36,9 @@ def test_a_rater_who_relabels_a_pair_is_one_rater_with_one_label():
     report = build_report([pw("a", "alice"), pw("b", "alice", minutes=5)], items=[ITEM], n_boot=10)
     assert report["n_raters"] == 1 and report["n_judgments"] == 1
     assert report["raters"]["alice"]["labels"] == 1
-    assert report["raters"]["alice"].get("consensus_agreement") is None  # nobody to agree with, not 0.0
+    assert (
+        report["raters"]["alice"].get("consensus_agreement") is None
+    )  # nobody to agree with, not 0.0
     row = winner_row(report)
     assert row["n_pairable_units"] == 0 and row["percent_agreement"] is None
     assert report["label_set"]["set_aside"] == {"revised": 1}
@@ -37,8 +48,13 @@ def test_an_ai_rater_left_out_of_exports_is_left_out_of_the_rater_table_unless_a
     judgments = [pw("a", "alice"), pw("a", "bob"), pw("b", "gpt-judge", source="ai")]
     report = build_report(judgments, items=[ITEM], n_boot=10)
     assert sorted(report["raters"]) == ["alice", "bob"]
-    assert report["label_set"] == {"rule": LABEL_SET_RULE, "include_ai": False, "judgments_in": 3,
-                                   "judgments_used": 2, "set_aside": {"source-ai": 1}}
+    assert report["label_set"] == {
+        "rule": LABEL_SET_RULE,
+        "include_ai": False,
+        "judgments_in": 3,
+        "judgments_used": 2,
+        "set_aside": {"source-ai": 1},
+    }
     assert "Label set: latest label per rater and unit" in render_html(report)
     with_ai = build_report(judgments, items=[ITEM], n_boot=10, include_ai=True)
     assert sorted(with_ai["raters"]) == ["alice", "bob", "gpt-judge"]
@@ -66,10 +82,22 @@ def test_the_dashboard_measures_the_same_label_set(tmp_path):
     with transaction(engine) as s:
         p = create_project(s, "p")
         add_item(s, p, ITEM)
-        for j in (pw("a", "alice"), pw("b", "alice", minutes=5), pw("b", "bob"), pw("a", "gpt-judge", source="ai")):
+        for j in (
+            pw("a", "alice"),
+            pw("b", "alice", minutes=5),
+            pw("b", "bob"),
+            pw("a", "gpt-judge", source="ai"),
+        ):
             add_judgment(s, p, j)
-        ref = ProjectRef(pk=p.pk, name="p", title="", kinds=["pairwise"], settings={}, rubric_key=None,
-                         rubric_version=None)
+        ref = ProjectRef(
+            pk=p.pk,
+            name="p",
+            title="",
+            kinds=["pairwise"],
+            settings={},
+            rubric_key=None,
+            rubric_version=None,
+        )
     with transaction(engine) as s:
         panels = data.dashboard(s, ref, {})["quality"]
     assert "error" not in panels

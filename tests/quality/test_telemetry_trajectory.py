@@ -15,13 +15,17 @@ from preflab.io.formats import ConvertOptions
 from preflab.io.formats.generic import TRAJECTORY
 from preflab.quality.telemetry import TelemetrySettings, judgment_flags, telemetry_flags
 
-RECORD = json.loads((Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json").read_text())
+RECORD = json.loads(
+    (Path(__file__).resolve().parents[1] / "data" / "trajectory-rlhf-2026.11.json").read_text()
+)
 
 
 def trajectory_judgment(**telemetry):
     record = {**RECORD, "telemetry": {**RECORD["telemetry"], **telemetry}}
     # the steps judgment (the record's rubric grades come as rubric judgments with the same provenance)
-    (judgment,) = [j for j in TRAJECTORY.convert(record, ConvertOptions()).judgments if j.kind == "steps"]
+    (judgment,) = [
+        j for j in TRAJECTORY.convert(record, ConvertOptions()).judgments if j.kind == "steps"
+    ]
     return judgment
 
 

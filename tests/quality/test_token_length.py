@@ -18,8 +18,10 @@ def tokenizer_dir(tmp_path: Path) -> Path:
 
     tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()  # splits punctuation off words
-    tok.train_from_iterator(["Paris is the capital of France.", "Blue, like the sky."],
-                            trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    tok.train_from_iterator(
+        ["Paris is the capital of France.", "Blue, like the sky."],
+        trainers.WordLevelTrainer(special_tokens=["[UNK]"]),
+    )
     out = tmp_path / "tok"
     PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(out)
     return out
@@ -44,21 +46,63 @@ def test_export_gate_counts_tokens_and_the_manifest_says_so(tokenizer_dir: Path,
     db = str(tmp_path / "t.db")
     rows = tmp_path / "pairs.jsonl"
     # chosen/rejected: 4 vs 4 words (ratio 1.0) but 6 vs 4 tokens (ratio 1.5)
-    rows.write_text(json.dumps({"prompt": "Colour of the sky?", "chosen": "Blue, like the sky.",
-                                "rejected": "It is blue sky", "labeler": "r1"}) + "\n")
+    rows.write_text(
+        json.dumps(
+            {
+                "prompt": "Colour of the sky?",
+                "chosen": "Blue, like the sky.",
+                "rejected": "It is blue sky",
+                "labeler": "r1",
+            }
+        )
+        + "\n"
+    )
     runner = CliRunner()
     for args in (["project", "create", "p", "--db", db], ["import", "p", str(rows), "--db", db]):
         assert runner.invoke(app, args).exit_code == 0
-    by_words = runner.invoke(app, ["export", "p", "-f", "trl-preference", "-o", str(tmp_path / "w"),
-                                   "--length-gate", "0.85:1.20", "--db", db, "--json"])
+    by_words = runner.invoke(
+        app,
+        [
+            "export",
+            "p",
+            "-f",
+            "trl-preference",
+            "-o",
+            str(tmp_path / "w"),
+            "--length-gate",
+            "0.85:1.20",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
     assert json.loads(by_words.stdout)["counts"]["rows_out"] == 1
-    by_tokens = runner.invoke(app, ["export", "p", "-f", "trl-preference", "-o", str(tmp_path / "t"),
-                                    "--length-gate", "0.85:1.20", "--length-unit", "tokens",
-                                    "--tokenizer", str(tokenizer_dir), "--db", db, "--json"])
+    by_tokens = runner.invoke(
+        app,
+        [
+            "export",
+            "p",
+            "-f",
+            "trl-preference",
+            "-o",
+            str(tmp_path / "t"),
+            "--length-gate",
+            "0.85:1.20",
+            "--length-unit",
+            "tokens",
+            "--tokenizer",
+            str(tokenizer_dir),
+            "--db",
+            db,
+            "--json",
+        ],
+    )
     manifest = json.loads(by_tokens.stdout)
     assert manifest["counts"]["rows_out"] == 0
     assert manifest["gates"]["length_parity"]["reasons"] == {"chosen_too_long": 1}
     # the tokenizer by name and content hash, never by where it lies on this machine (issue 16 §1, §6)
     length = manifest["gates"]["length_parity"]["length"]
-    assert re.fullmatch(rf"tokens of {re.escape(Path(tokenizer_dir).name)} \(sha256:[0-9a-f]{{64}}\)", length)
+    assert re.fullmatch(
+        rf"tokens of {re.escape(Path(tokenizer_dir).name)} \(sha256:[0-9a-f]{{64}}\)", length
+    )
     assert str(tmp_path) not in json.dumps(manifest)

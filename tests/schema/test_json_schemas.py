@@ -22,15 +22,53 @@ def test_committed_schemas_are_up_to_date():
     ("name", "instance", "valid"),
     [
         ("trajectory", json.loads(RECORD), True),
-        ("judgment", {"kind": "pairwise", "item_id": "i", "shown_order": ["a", "b"], "winner": "a",
-                      "strength": 3, "provenance": {"rater_id": "r"}}, True),
-        ("judgment", {"kind": "pairwise", "item_id": "i", "shown_order": ["a", "b"], "winner": "a",
-                      "strength": 9, "provenance": {"rater_id": "r"}}, False),
-        ("judgment", {"kind": "unary", "item_id": "i", "candidate_id": "a", "label": True,
-                      "provenance": {"rater_id": "r"}, "surprise": 1}, False),
-        ("item", {"prompt": [{"role": "user", "content": "hi"}], "candidates": [{"text": "hello"}]}, True),
+        (
+            "judgment",
+            {
+                "kind": "pairwise",
+                "item_id": "i",
+                "shown_order": ["a", "b"],
+                "winner": "a",
+                "strength": 3,
+                "provenance": {"rater_id": "r"},
+            },
+            True,
+        ),
+        (
+            "judgment",
+            {
+                "kind": "pairwise",
+                "item_id": "i",
+                "shown_order": ["a", "b"],
+                "winner": "a",
+                "strength": 9,
+                "provenance": {"rater_id": "r"},
+            },
+            False,
+        ),
+        (
+            "judgment",
+            {
+                "kind": "unary",
+                "item_id": "i",
+                "candidate_id": "a",
+                "label": True,
+                "provenance": {"rater_id": "r"},
+                "surprise": 1,
+            },
+            False,
+        ),
+        (
+            "item",
+            {"prompt": [{"role": "user", "content": "hi"}], "candidates": [{"text": "hello"}]},
+            True,
+        ),
         ("item", {"prompt": "hi", "candidates": []}, False),
-        ("rubric", {"id": "r", "dimensions": [{"name": "helpful", "scale": "ordinal", "points": 5}]}, True),
+        (
+            "rubric",
+            {"id": "r", "dimensions": [{"name": "helpful", "scale": "ordinal", "points": 5}]},
+            True,
+        ),
     ],
 )
 def test_schema_agrees_with_examples(name, instance, valid):

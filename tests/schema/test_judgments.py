@@ -26,7 +26,9 @@ PROV = {"rater_id": "r1"}
     ],
 )
 def test_pairwise_canonical_signed_score(shown, winner, strength, score, chosen):
-    j = PairwiseJudgment(item_id="i", shown_order=shown, winner=winner, strength=strength, provenance=PROV)
+    j = PairwiseJudgment(
+        item_id="i", shown_order=shown, winner=winner, strength=strength, provenance=PROV
+    )
     assert j.pair == ("x", "y")
     assert j.score == score
     assert j.chosen == chosen
@@ -37,17 +39,42 @@ def test_pairwise_canonical_signed_score(shown, winner, strength, score, chosen)
 @pytest.mark.parametrize(("winner", "strength"), [("tie", 2), ("a", 0), ("a", 4), ("c", 1)])
 def test_pairwise_rejects_inconsistent_strength(winner, strength):
     with pytest.raises(ValidationError):
-        PairwiseJudgment(item_id="i", shown_order=("x", "y"), winner=winner, strength=strength, provenance=PROV)
+        PairwiseJudgment(
+            item_id="i", shown_order=("x", "y"), winner=winner, strength=strength, provenance=PROV
+        )
 
 
 def test_every_kind_round_trips_through_its_dict():
     examples = [
-        {"kind": "pairwise", "item_id": "i", "shown_order": ["a", "b"], "winner": "b", "strength": 1},
+        {
+            "kind": "pairwise",
+            "item_id": "i",
+            "shown_order": ["a", "b"],
+            "winner": "b",
+            "strength": 1,
+        },
         {"kind": "ranking", "item_id": "i", "order": [["c"], ["a", "b"]]},
-        {"kind": "rubric", "item_id": "i", "candidate_id": "a", "scores": {"helpful": 4}, "vetoes_failed": ["unsafe"]},
+        {
+            "kind": "rubric",
+            "item_id": "i",
+            "candidate_id": "a",
+            "scores": {"helpful": 4},
+            "vetoes_failed": ["unsafe"],
+        },
         {"kind": "unary", "item_id": "i", "candidate_id": "a", "label": False},
-        {"kind": "steps", "item_id": "i", "candidate_id": "a", "steps": ["s1", "s2", "s3"], "verdicts": [1, 0, -1]},
-        {"kind": "demonstration", "item_id": "i", "text": "An expert answer.", "status": "accepted"},
+        {
+            "kind": "steps",
+            "item_id": "i",
+            "candidate_id": "a",
+            "steps": ["s1", "s2", "s3"],
+            "verdicts": [1, 0, -1],
+        },
+        {
+            "kind": "demonstration",
+            "item_id": "i",
+            "text": "An expert answer.",
+            "status": "accepted",
+        },
     ]
     assert sorted(e["kind"] for e in examples) == sorted(JUDGMENT_KINDS)
     for example in examples:
@@ -65,12 +92,18 @@ def test_ranking_induces_pairs_with_ties():
 
 
 def test_steps_stop_at_first_error():
-    j = StepsJudgment(item_id="i", candidate_id="c", steps=["a", "b", "c"], verdicts=[1, -1], provenance=PROV)
+    j = StepsJudgment(
+        item_id="i", candidate_id="c", steps=["a", "b", "c"], verdicts=[1, -1], provenance=PROV
+    )
     assert j.first_error == 1
     with pytest.raises(ValidationError, match="stop at the first error"):
-        StepsJudgment(item_id="i", candidate_id="c", steps=["a", "b", "c"], verdicts=[-1, 1], provenance=PROV)
+        StepsJudgment(
+            item_id="i", candidate_id="c", steps=["a", "b", "c"], verdicts=[-1, 1], provenance=PROV
+        )
     with pytest.raises(ValidationError, match="every step"):
-        StepsJudgment(item_id="i", candidate_id="c", steps=["a", "b"], verdicts=[1], provenance=PROV)
+        StepsJudgment(
+            item_id="i", candidate_id="c", steps=["a", "b"], verdicts=[1], provenance=PROV
+        )
 
 
 def test_rater_hash_is_keyed_and_stable():

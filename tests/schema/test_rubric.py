@@ -38,7 +38,10 @@ def test_check_scores_names_each_problem():
     r = Rubric.model_validate(RUBRIC)
     problems = r.check_scores({"correct": 2, "clarity": 2.5, "extra": 1}, ["rude"])
     assert "scores.extra: not a dimension of rubric helpfulness v1" in problems
-    assert "scores.correct: 2.0 is outside [0, 1]" in problems or "scores.correct: 2 is outside [0, 1]" in problems
+    assert (
+        "scores.correct: 2.0 is outside [0, 1]" in problems
+        or "scores.correct: 2 is outside [0, 1]" in problems
+    )
     assert any(p.startswith("scores.clarity: 2.5 is not a whole level") for p in problems)
     assert "scores.tone: missing" in problems
     assert any(p.startswith("vetoes_failed: 'rude'") for p in problems)

@@ -26,21 +26,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def pairwise_item(i: int, *, gold: int | None = None, domains: list[str] | None = None,
-                  qualification: bool = False, prefix: str = "item") -> dict[str, Any]:
+def pairwise_item(
+    i: int,
+    *,
+    gold: int | None = None,
+    domains: list[str] | None = None,
+    qualification: bool = False,
+    prefix: str = "item",
+) -> dict[str, Any]:
     """An item with two candidates; ``gold`` = expected winner strength sign (-1: first better)."""
     item: dict[str, Any] = {
         "id": f"{prefix}-{i:05d}",
         # an item is its content (issue 17): items of another prefix (gold, qualification) must not
         # be the production item of the same number written again
-        "prompt": f"Question {i}: which answer is better?" if prefix == "item" else f"Question {i} ({prefix}): which answer is better?",
-        "candidates": [{"id": "a", "text": f"answer A to {i}"}, {"id": "b", "text": f"answer B to {i}"}],
+        "prompt": f"Question {i}: which answer is better?"
+        if prefix == "item"
+        else f"Question {i} ({prefix}): which answer is better?",
+        "candidates": [
+            {"id": "a", "text": f"answer A to {i}"},
+            {"id": "b", "text": f"answer B to {i}"},
+        ],
         "domains": domains or [],
     }
     if gold is not None:
         winner = "a" if gold < 0 else "b"
-        item["gold"] = {"judgment": {"kind": "pairwise", "shown_order": ["a", "b"], "winner": winner, "strength": 2},
-                        "explanation": f"answer {winner.upper()} is correct"}
+        item["gold"] = {
+            "judgment": {
+                "kind": "pairwise",
+                "shown_order": ["a", "b"],
+                "winner": winner,
+                "strength": 2,
+            },
+            "explanation": f"answer {winner.upper()} is correct",
+        }
         item["reference"] = "SECRET-REFERENCE"
         item["metadata"] = {"qualification": qualification}
     return item
@@ -55,8 +73,17 @@ class Seeded:
     roles: dict[str, str] = field(default_factory=dict)  # username -> role
 
 
-def seed(url: str, *, project: str = "demo", n_items: int = 20, raters: int = 3, policy: dict | None = None,
-         items: list[dict] | None = None, kinds: list[str] | None = None, extra_roles: bool = True) -> Seeded:
+def seed(
+    url: str,
+    *,
+    project: str = "demo",
+    n_items: int = 20,
+    raters: int = 3,
+    policy: dict | None = None,
+    items: list[dict] | None = None,
+    kinds: list[str] | None = None,
+    extra_roles: bool = True,
+) -> Seeded:
     """Schema, a site admin, a project with items, and members with API tokens (no HTTP)."""
     from preflab.server import projects as P
     from preflab.server.auth import create_api_token, create_user, set_membership
@@ -69,8 +96,9 @@ def seed(url: str, *, project: str = "demo", n_items: int = 20, raters: int = 3,
     with db.writing() as s:
         admin, _ = create_user(s, "root", is_admin=True)
         out.admin_token, _ = create_api_token(s, admin, name="test")
-        proj = P.create_project(s, project, kinds=kinds or ["pairwise"], guidelines="# Be careful",
-                                policy=policy or {})
+        proj = P.create_project(
+            s, project, kinds=kinds or ["pairwise"], guidelines="# Be careful", policy=policy or {}
+        )
         members = [(f"rater{i:03d}", "rater") for i in range(raters)]
         if extra_roles:
             members += [("padmin", "admin"), ("reviewer", "reviewer"), ("outsider", None)]
@@ -96,9 +124,22 @@ def seed(url: str, *, project: str = "demo", n_items: int = 20, raters: int = 3,
 class Server:
     """``python -m preflab.server serve`` on a free loopback port; killed afterwards."""
 
-    def __init__(self, url: str, *, workers: int = 1, tmp: Path, env: dict[str, str] | None = None,
-                 args: list[str] | None = None) -> None:
-        self.url, self.workers, self.tmp, self.env, self.args = url, workers, tmp, env or {}, args or []
+    def __init__(
+        self,
+        url: str,
+        *,
+        workers: int = 1,
+        tmp: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ) -> None:
+        self.url, self.workers, self.tmp, self.env, self.args = (
+            url,
+            workers,
+            tmp,
+            env or {},
+            args or [],
+        )
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -107,17 +148,40 @@ class Server:
         env = {**os.environ, "PYTHONPATH": str(SRC), **self.env}
         self.log = open(self.tmp / f"server-{self.port}-{time.time_ns()}.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "preflab.server", "serve", "--db", self.url, "--host", "127.0.0.1",
-             "--port", str(self.port), "--workers", str(self.workers), "--exports-dir", str(self.tmp / "exports"),
-             *(["--log-level", "info"] if self.workers > 1 else []), *self.args],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "preflab.server",
+                "serve",
+                "--db",
+                self.url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+                "--exports-dir",
+                str(self.tmp / "exports"),
+                *(["--log-level", "info"] if self.workers > 1 else []),
+                *self.args,
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{Path(self.log.name).read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"server exited early:\n{Path(self.log.name).read_text()[-3000:]}"
+                )
             try:
-                if httpx.get(self.base + "/api/v1/health", timeout=2).status_code == 200 and self._all_workers_up():
+                if (
+                    httpx.get(self.base + "/api/v1/health", timeout=2).status_code == 200
+                    and self._all_workers_up()
+                ):
                     return self
             except httpx.HTTPError:
                 pass
@@ -183,6 +247,8 @@ def expire_now(url: str, model: Any, *where: Any) -> int:
     engine = create_engine(normalise_url(url))
     try:
         with engine.begin() as conn:
-            return conn.execute(update(model).where(*where).values(expires_at=utcnow() - timedelta(seconds=1))).rowcount
+            return conn.execute(
+                update(model).where(*where).values(expires_at=utcnow() - timedelta(seconds=1))
+            ).rowcount
     finally:
         engine.dispose()

@@ -44,16 +44,25 @@ EXPECTED = {
     ("GET", "/api/v1/projects/{project}"): ("project.view", MEMBERS_AND_ROOT),
     ("GET", "/api/v1/projects/{project}/rubric"): ("project.view", MEMBERS_AND_ROOT),
     ("POST", "/api/v1/projects/{project}/assignments/next"): ("project.label", {"rater000"}),
-    ("POST", "/api/v1/projects/{project}/assignments/{assignment_id}/release"): ("project.label", {"rater000"}),
+    ("POST", "/api/v1/projects/{project}/assignments/{assignment_id}/release"): (
+        "project.label",
+        {"rater000"},
+    ),
     ("POST", "/api/v1/projects/{project}/judgments"): ("project.label", {"rater000"}),
     ("GET", "/api/v1/projects/{project}/my/status"): ("project.label", {"rater000"}),
     ("GET", "/api/v1/projects/{project}/my/judgments"): ("project.label", {"rater000"}),
     ("GET", "/api/v1/projects/{project}/my/revisions"): ("project.label", {"rater000"}),
-    ("POST", "/api/v1/projects/{project}/judgments/{judgment_id}/revise"): ("project.label", {"rater000"}),
+    ("POST", "/api/v1/projects/{project}/judgments/{judgment_id}/revise"): (
+        "project.label",
+        {"rater000"},
+    ),
     ("GET", "/api/v1/projects/{project}/items"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/items/{item_id}"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/judgments"): ("project.review", STAFF),
-    ("POST", "/api/v1/projects/{project}/judgments/{judgment_id}/send-back"): ("project.review", STAFF),
+    ("POST", "/api/v1/projects/{project}/judgments/{judgment_id}/send-back"): (
+        "project.review",
+        STAFF,
+    ),
     ("GET", "/api/v1/projects/{project}/raters"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/quality"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/members"): ("project.review", STAFF),
@@ -66,7 +75,10 @@ EXPECTED = {
     ("POST", "/api/v1/projects/{project}/items"): ("project.manage", ADMINS),
     ("POST", "/api/v1/projects/{project}/raters/{username}/reinstate"): ("project.manage", ADMINS),
     ("POST", "/api/v1/projects/{project}/exports"): ("project.manage", ADMINS),
-    ("GET", "/api/v1/projects/{project}/exports/{export_id}/files/{filename}"): ("project.manage", ADMINS),
+    ("GET", "/api/v1/projects/{project}/exports/{export_id}/files/{filename}"): (
+        "project.manage",
+        ADMINS,
+    ),
     # -- webui branch: review/admin additions (preflab.server.webapi) and the pages -----------------
     ("GET", "/api/v1/projects/{project}/review/queues"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/review/items/{item_id}"): ("project.review", STAFF),
@@ -76,8 +88,14 @@ EXPECTED = {
     ("GET", "/api/v1/projects/{project}/rubrics"): ("project.view", MEMBERS_AND_ROOT),
     # -- issue 11 (h-webapp): demonstrations review, skip/flag, offline API docs ----------------------
     ("GET", "/api/v1/projects/{project}/demonstrations/pending"): ("project.review", STAFF),
-    ("POST", "/api/v1/projects/{project}/demonstrations/{judgment_id}/review"): ("project.review", STAFF),
-    ("POST", "/api/v1/projects/{project}/assignments/{assignment_id}/skip"): ("project.label", {"rater000"}),
+    ("POST", "/api/v1/projects/{project}/demonstrations/{judgment_id}/review"): (
+        "project.review",
+        STAFF,
+    ),
+    ("POST", "/api/v1/projects/{project}/assignments/{assignment_id}/skip"): (
+        "project.label",
+        {"rater000"},
+    ),
     ("GET", "/api/v1/projects/{project}/skips"): ("project.review", STAFF),
     ("GET", "/api/v1/docs"): ("public", ALL),
     ("POST", "/api/v1/markdown/preview"): ("authenticated", SIGNED_IN),
@@ -102,9 +120,18 @@ EXPECTED = {
     ("GET", "/admin/p/{project}/leaderboard"): ("project.manage", ADMINS),
 }
 
-PARAMS = {"project": "demo", "username": "victim", "token": "bogus-invite", "token_id": "999999",
-          "assignment_id": "asg_missing", "judgment_id": "999999", "item_id": "item-00000", "domain": "math",
-          "export_id": "999999", "filename": "x.jsonl"}
+PARAMS = {
+    "project": "demo",
+    "username": "victim",
+    "token": "bogus-invite",
+    "token_id": "999999",
+    "assignment_id": "asg_missing",
+    "judgment_id": "999999",
+    "item_id": "item-00000",
+    "domain": "math",
+    "export_id": "999999",
+    "filename": "x.jsonl",
+}
 
 
 def app_routes():
@@ -141,7 +168,9 @@ def matrix_server(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("authz")
     url = f"sqlite:///{tmp / 'authz.db'}"
-    items = [pairwise_item(i) for i in range(5)] + [pairwise_item(i, gold=-1, prefix="g") for i in range(5)]
+    items = [pairwise_item(i) for i in range(5)] + [
+        pairwise_item(i, gold=-1, prefix="g") for i in range(5)
+    ]
     seeded = seed(url, items=items, raters=2, policy={"gold_rate": 0.5})
     from preflab.server.auth import set_membership
     from preflab.server.database import Database
@@ -175,8 +204,10 @@ def test_matrix(matrix_server):
             if r.status_code >= 500:
                 failures.append(f"{who} {method} {path}: {r.status_code} {r.text[:200]}")
             elif (who in allowed) == denied:
-                failures.append(f"{who} {method} {path}: {'denied' if denied else 'allowed'} ({r.status_code}) "
-                                f"but the matrix says {'allowed' if who in allowed else 'denied'}")
+                failures.append(
+                    f"{who} {method} {path}: {'denied' if denied else 'allowed'} ({r.status_code}) "
+                    f"but the matrix says {'allowed' if who in allowed else 'denied'}"
+                )
             elif denied and r.status_code not in (401, 403, 404):
                 failures.append(f"{who} {method} {path}: denied with {r.status_code}")
     assert not failures, "\n".join(failures)
@@ -192,8 +223,18 @@ def test_rater_never_sees_gold_references_other_labels_or_exports(matrix_server)
         task = other.post("/api/v1/projects/demo/assignments/next").json()["task"]
         if task is None:
             break
-        r = other.post("/api/v1/projects/demo/judgments", json={"assignment_id": task["assignment_id"], "judgment": {
-            "kind": "pairwise", "winner": "b", "strength": 3, "rationale": "OTHER-RATER-RATIONALE"}})
+        r = other.post(
+            "/api/v1/projects/demo/judgments",
+            json={
+                "assignment_id": task["assignment_id"],
+                "judgment": {
+                    "kind": "pairwise",
+                    "winner": "b",
+                    "strength": 3,
+                    "rationale": "OTHER-RATER-RATIONALE",
+                },
+            },
+        )
         other_ids.append(r.json()["judgment_id"])
     seen = []
     for _ in range(10):
@@ -202,14 +243,22 @@ def test_rater_never_sees_gold_references_other_labels_or_exports(matrix_server)
         task = r.json()["task"]
         if task is None:
             break
-        r = me.post("/api/v1/projects/demo/judgments", json={"assignment_id": task["assignment_id"], "judgment": {
-            "kind": "pairwise", "winner": "a", "strength": 1, "rationale": "mine"}})
+        r = me.post(
+            "/api/v1/projects/demo/judgments",
+            json={
+                "assignment_id": task["assignment_id"],
+                "judgment": {"kind": "pairwise", "winner": "a", "strength": 1, "rationale": "mine"},
+            },
+        )
         seen.append(r.text)
     for (method, template), (_a, allowed) in EXPECTED.items():
         if method == "GET" and "rater000" in allowed:
             seen.append(me.get(re.sub(r"\{(\w+)\}", lambda m: PARAMS[m.group(1)], template)).text)
-    for forbidden in ("/api/v1/projects/demo/judgments", "/api/v1/projects/demo/items/g-00000",
-                      "/api/v1/projects/demo/quality"):
+    for forbidden in (
+        "/api/v1/projects/demo/judgments",
+        "/api/v1/projects/demo/items/g-00000",
+        "/api/v1/projects/demo/quality",
+    ):
         r = me.get(forbidden)
         assert r.status_code == 403
         seen.append(r.text)

@@ -15,8 +15,19 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_bench_server_smoke():
     out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_server.py"), "--raters", "10", "--submissions", "40",
-         "--json"], capture_output=True, text=True, timeout=300, check=True,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_server.py"),
+            "--raters",
+            "10",
+            "--submissions",
+            "40",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     rows = json.loads(out.stdout)
     assert rows[0]["submissions"] == 40 and rows[0]["errors"] == 0

@@ -23,7 +23,9 @@ pytestmark = pytest.mark.slow  # 100 raters against a real server
 RATERS = 100
 
 
-def rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, max_tasks: int = 50) -> None:
+def rater_loop(
+    base: str, token: str, acked: dict, errors: list, seed_: int, max_tasks: int = 50
+) -> None:
     try:
         _rater_loop(base, token, acked, errors, seed_, max_tasks)
     except httpx.TransportError as exc:  # the server was killed (crash test): stop quietly
@@ -45,7 +47,9 @@ class _Retrying(httpx.Client):
         raise AssertionError("unreachable")
 
 
-def _rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, max_tasks: int) -> None:
+def _rater_loop(
+    base: str, token: str, acked: dict, errors: list, seed_: int, max_tasks: int
+) -> None:
     rng = random.Random(seed_)
     with _Retrying(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
         for _ in range(max_tasks):
@@ -61,11 +65,20 @@ def _rater_loop(base: str, token: str, acked: dict, errors: list, seed_: int, ma
                 if again["assignment_id"] != task["assignment_id"]:
                     errors.append(("resume", task["assignment_id"], again["assignment_id"]))
             key = uuid.uuid4().hex
-            body = {"assignment_id": task["assignment_id"], "idempotency_key": key,
-                    "judgment": {"kind": "pairwise", "winner": rng.choice("ab"), "strength": rng.randint(1, 3),
-                                 "rationale": "because"}}
+            body = {
+                "assignment_id": task["assignment_id"],
+                "idempotency_key": key,
+                "judgment": {
+                    "kind": "pairwise",
+                    "winner": rng.choice("ab"),
+                    "strength": rng.randint(1, 3),
+                    "rationale": "because",
+                },
+            }
             ids = set()
-            for _attempt in range(3 if rng.random() < 0.3 else 1):  # retries after a "lost" response
+            for _attempt in range(
+                3 if rng.random() < 0.3 else 1
+            ):  # retries after a "lost" response
                 s = c.post("/api/v1/projects/load/judgments", json=body)
                 if s.status_code not in (200, 201):
                     errors.append(("submit", s.status_code, s.text[:300]))
@@ -86,16 +99,25 @@ def check_invariants(url: str, acked: dict, *, exact: bool = True) -> dict:
     engine = create_engine(normalise_url(url))
     with engine.connect() as conn:
         targets = dict(conn.execute(select(PoolEntry.item_pk, PoolEntry.target)).all())
-        per_item = Counter(dict(conn.execute(
-            select(JudgmentRow.item_pk, func.count()).group_by(JudgmentRow.item_pk)).all()))
+        per_item = Counter(
+            dict(
+                conn.execute(
+                    select(JudgmentRow.item_pk, func.count()).group_by(JudgmentRow.item_pk)
+                ).all()
+            )
+        )
         over = {i: (n, targets[i]) for i, n in per_item.items() if n > targets[i]}
         under = {i: (per_item.get(i, 0), t) for i, t in targets.items() if per_item.get(i, 0) < t}
         dup_pairs = conn.execute(
             select(JudgmentRow.item_pk, JudgmentRow.rater_pk, func.count())
-            .group_by(JudgmentRow.item_pk, JudgmentRow.rater_pk).having(func.count() > 1)).all()
+            .group_by(JudgmentRow.item_pk, JudgmentRow.rater_pk)
+            .having(func.count() > 1)
+        ).all()
         dup_assign = conn.execute(
             select(Assignment.item_pk, Assignment.user_pk, func.count())
-            .group_by(Assignment.item_pk, Assignment.user_pk).having(func.count() > 1)).all()
+            .group_by(Assignment.item_pk, Assignment.user_pk)
+            .having(func.count() > 1)
+        ).all()
         stored = dict(conn.execute(select(JudgmentRow.idempotency_key, JudgmentRow.pk)).all())
         missing = {k: v for k, v in acked.items() if stored.get(k) != v}
         total = conn.scalar(select(func.count()).select_from(JudgmentRow))
@@ -108,18 +130,34 @@ def check_invariants(url: str, acked: dict, *, exact: bool = True) -> dict:
     assert not missing, f"acknowledged judgments missing: {list(missing.items())[:5]}"
     if exact:
         assert total == len(acked), f"{total} stored, {len(acked)} acknowledged"
-    return {"under": under, "total": total, "items": n_items, "raters": n_raters, "targets": sum(targets.values())}
+    return {
+        "under": under,
+        "total": total,
+        "items": n_items,
+        "raters": n_raters,
+        "targets": sum(targets.values()),
+    }
 
 
 def run_load(db_url: str, start_server, workers: int) -> dict:
     items = [pairwise_item(i) for i in range(100)]
-    seeded = seed(db_url, project="load", items=items, raters=RATERS, extra_roles=False,
-                  policy={"overlap_share": 0.5, "overlap_k": 3, "lease_seconds": 600})
+    seeded = seed(
+        db_url,
+        project="load",
+        items=items,
+        raters=RATERS,
+        extra_roles=False,
+        policy={"overlap_share": 0.5, "overlap_k": 3, "lease_seconds": 600},
+    )
     server = start_server(db_url, workers=workers)
     acked: dict[str, int] = {}
     errors: list = []
-    threads = [threading.Thread(target=rater_loop, args=(server.base, seeded.tokens[f"rater{i:03d}"], acked, errors, i))
-               for i in range(RATERS)]
+    threads = [
+        threading.Thread(
+            target=rater_loop, args=(server.base, seeded.tokens[f"rater{i:03d}"], acked, errors, i)
+        )
+        for i in range(RATERS)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -127,7 +165,9 @@ def run_load(db_url: str, start_server, workers: int) -> dict:
     assert not any(t.is_alive() for t in threads), "raters still running after 300 s"
     assert not errors, errors[:10]
     figures = check_invariants(db_url, acked)
-    assert not figures["under"], f"items left short of their target: {list(figures['under'].items())[:5]}"
+    assert not figures["under"], (
+        f"items left short of their target: {list(figures['under'].items())[:5]}"
+    )
     assert figures["total"] == figures["targets"]
     assert figures["total"] > 100
     return figures

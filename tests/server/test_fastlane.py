@@ -21,9 +21,18 @@ def _cycle(c: TestClient, h: dict, **judgment) -> tuple[dict, dict]:
     task = c.post("/api/v1/projects/demo/assignments/next", headers=h)
     assert task.status_code == 200, task.text
     t = task.json()["task"]
-    body = {"assignment_id": t["assignment_id"], "idempotency_key": uuid.uuid4().hex,
-            "judgment": {"kind": "pairwise", "winner": "b", "strength": 2, "rationale": RATIONALE, **judgment},
-            "telemetry": {"active_ms": 1200, "typed_chars": 10, "iki_cv": 0.5}}
+    body = {
+        "assignment_id": t["assignment_id"],
+        "idempotency_key": uuid.uuid4().hex,
+        "judgment": {
+            "kind": "pairwise",
+            "winner": "b",
+            "strength": 2,
+            "rationale": RATIONALE,
+            **judgment,
+        },
+        "telemetry": {"active_ms": 1200, "typed_chars": 10, "iki_cv": 0.5},
+    }
     r = c.post("/api/v1/projects/demo/judgments", json=body, headers=h)
     assert r.status_code == 201, r.text
     return t, r.json()
@@ -33,7 +42,9 @@ def _rows(url: str) -> list[dict]:
     engine = create_engine(url)
     with engine.connect() as conn:
         rows = [dict(r._mapping) for r in conn.execute(text("SELECT * FROM judgments ORDER BY pk"))]
-        leases = [dict(r._mapping) for r in conn.execute(text("SELECT * FROM assignments ORDER BY pk"))]
+        leases = [
+            dict(r._mapping) for r in conn.execute(text("SELECT * FROM assignments ORDER BY pk"))
+        ]
     engine.dispose()
     return rows, leases
 
@@ -64,14 +75,29 @@ def _comparable(rows: list[dict], drop: tuple[str, ...]) -> list[dict]:
 
 
 def test_lane_writes_the_rows_the_framework_writes(tmp_path, monkeypatch):
-    fast_j, fast_a, stats, fast_resumed = _run(f"sqlite:///{tmp_path / 'fast.db'}", True, monkeypatch)
-    slow_j, slow_a, slow_stats, slow_resumed = _run(f"sqlite:///{tmp_path / 'slow.db'}", False, monkeypatch)
+    fast_j, fast_a, stats, fast_resumed = _run(
+        f"sqlite:///{tmp_path / 'fast.db'}", True, monkeypatch
+    )
+    slow_j, slow_a, slow_stats, slow_resumed = _run(
+        f"sqlite:///{tmp_path / 'slow.db'}", False, monkeypatch
+    )
     assert stats.get("served", 0) >= 6 and not slow_stats.get("served")
     assert len(fast_j) == len(slow_j) == 4
     # times, lease ids, hashes (they cover the times) and the random shown order differ per run
-    drop = ("created_at", "started_at", "submitted_at", "content_hash", "lease_id", "expires_at", "shown_order",
-            "idempotency_key",
-            "body", "pair_lo", "pair_hi", "score")
+    drop = (
+        "created_at",
+        "started_at",
+        "submitted_at",
+        "content_hash",
+        "lease_id",
+        "expires_at",
+        "shown_order",
+        "idempotency_key",
+        "body",
+        "pair_lo",
+        "pair_hi",
+        "score",
+    )
     assert _comparable(fast_j, drop) == _comparable(slow_j, drop)
     assert _comparable(fast_a, drop) == _comparable(slow_a, drop)
     for row in fast_j + fast_a:  # stored formats as SQLAlchemy writes them
@@ -79,8 +105,15 @@ def test_lane_writes_the_rows_the_framework_writes(tmp_path, monkeypatch):
             if col in row and row[col] is not None:
                 assert isinstance(row[col], str) and len(row[col]) == 26 and row[col][10] == " "
     assert set(fast_resumed.headers) == set(slow_resumed.headers)
-    assert fast_resumed.headers["content-type"] == slow_resumed.headers["content-type"] == "application/json"
-    assert fast_resumed.headers["content-security-policy"] == slow_resumed.headers["content-security-policy"]
+    assert (
+        fast_resumed.headers["content-type"]
+        == slow_resumed.headers["content-type"]
+        == "application/json"
+    )
+    assert (
+        fast_resumed.headers["content-security-policy"]
+        == slow_resumed.headers["content-security-policy"]
+    )
     assert list(fast_resumed.json()) == list(slow_resumed.json())
     assert list(fast_resumed.json()["task"]) == list(slow_resumed.json()["task"])
 
@@ -99,7 +132,9 @@ def test_revoked_token_and_removed_membership_are_refused_on_the_next_request(tm
         _cycle(c, h)  # a new rater's first task and label take the reference path
         fastlane.STATS.clear()
         _cycle(c, h)
-        assert fastlane.STATS.get("served", 0) == 2  # the lane answered (so the check below is the lane's)
+        assert (
+            fastlane.STATS.get("served", 0) == 2
+        )  # the lane answered (so the check below is the lane's)
         made = c.post("/api/v1/auth/tokens", json={"name": "tmp"}, headers=h).json()
         h2 = {"Authorization": f"Bearer {made['token']}"}
         t = c.post("/api/v1/projects/demo/assignments/next", headers=h2).json()["task"]
@@ -107,8 +142,14 @@ def test_revoked_token_and_removed_membership_are_refused_on_the_next_request(tm
         if via == "next":
             r = c.post("/api/v1/projects/demo/assignments/next", headers=h2)
         else:
-            r = c.post("/api/v1/projects/demo/judgments", headers=h2, json={
-                "assignment_id": t["assignment_id"], "judgment": {"kind": "pairwise", "winner": "a", "strength": 1}})
+            r = c.post(
+                "/api/v1/projects/demo/judgments",
+                headers=h2,
+                json={
+                    "assignment_id": t["assignment_id"],
+                    "judgment": {"kind": "pairwise", "winner": "a", "strength": 1},
+                },
+            )
         assert r.status_code == 401 and "revoked" in r.json()["detail"]
         assert r.headers["www-authenticate"] == "Bearer"
         # membership removed: 404 on the very next request
@@ -116,7 +157,10 @@ def test_revoked_token_and_removed_membership_are_refused_on_the_next_request(tm
         r = c.post("/api/v1/projects/demo/assignments/next", headers=h)
         assert r.status_code == 404 and "not a member" in r.json()["detail"]
         # a reviewer may not label (403), through the lane's route as through the framework's
-        r = c.post("/api/v1/projects/demo/assignments/next", headers={"Authorization": f"Bearer {s.tokens['reviewer']}"})
+        r = c.post(
+            "/api/v1/projects/demo/assignments/next",
+            headers={"Authorization": f"Bearer {s.tokens['reviewer']}"},
+        )
         assert r.status_code == 403
     app.state.db.dispose()
 
@@ -131,26 +175,58 @@ def test_lane_hands_odd_requests_to_the_framework(tmp_path):
     with TestClient(app) as c:
         _cycle(c, h)
         t = c.post("/api/v1/projects/demo/assignments/next", headers=h).json()["task"]
-        bad = c.post("/api/v1/projects/demo/judgments", headers=h, json={
-            "assignment_id": t["assignment_id"], "judgment": {"kind": "pairwise", "winner": "a", "strength": 0}})
+        bad = c.post(
+            "/api/v1/projects/demo/judgments",
+            headers=h,
+            json={
+                "assignment_id": t["assignment_id"],
+                "judgment": {"kind": "pairwise", "winner": "a", "strength": 0},
+            },
+        )
         assert bad.status_code == 422 and bad.json()["detail"] == "the judgment is not valid"
-        short = c.post("/api/v1/projects/demo/judgments", headers=h, json={
-            "assignment_id": t["assignment_id"], "judgment": {"kind": "pairwise", "winner": "a", "strength": 1,
-                                                             "rationale": "ok"}})
-        assert short.status_code == 422 and short.json()["errors"][0]["loc"] == ["body", "judgment", "rationale"]
-        extra = c.post("/api/v1/projects/demo/judgments", headers=h, json={"assignment_id": t["assignment_id"],
-                                                                           "judgment": {}, "bogus": 1})
+        short = c.post(
+            "/api/v1/projects/demo/judgments",
+            headers=h,
+            json={
+                "assignment_id": t["assignment_id"],
+                "judgment": {"kind": "pairwise", "winner": "a", "strength": 1, "rationale": "ok"},
+            },
+        )
+        assert short.status_code == 422 and short.json()["errors"][0]["loc"] == [
+            "body",
+            "judgment",
+            "rationale",
+        ]
+        extra = c.post(
+            "/api/v1/projects/demo/judgments",
+            headers=h,
+            json={"assignment_id": t["assignment_id"], "judgment": {}, "bogus": 1},
+        )
         assert extra.status_code == 422 and extra.json()["detail"] == "invalid request"
-        text_body = c.post("/api/v1/projects/demo/judgments", headers={**h, "Content-Type": "text/plain"},
-                           content=b'{"assignment_id": "x", "judgment": {}}')
+        text_body = c.post(
+            "/api/v1/projects/demo/judgments",
+            headers={**h, "Content-Type": "text/plain"},
+            content=b'{"assignment_id": "x", "judgment": {}}',
+        )
         assert text_body.status_code == 422
         key = uuid.uuid4().hex
-        body = {"assignment_id": t["assignment_id"], "idempotency_key": key,
-                "judgment": {"kind": "pairwise", "winner": "a", "strength": 1, "rationale": "A is right"}}
+        body = {
+            "assignment_id": t["assignment_id"],
+            "idempotency_key": key,
+            "judgment": {
+                "kind": "pairwise",
+                "winner": "a",
+                "strength": 1,
+                "rationale": "A is right",
+            },
+        }
         first = c.post("/api/v1/projects/demo/judgments", headers=h, json=body)
         replay = c.post("/api/v1/projects/demo/judgments", headers=h, json=body)
         assert first.status_code == 201 and replay.status_code == 200
-        assert replay.json()["judgment_id"] == first.json()["judgment_id"] and replay.json()["replayed"] is True
+        assert (
+            replay.json()["judgment_id"] == first.json()["judgment_id"]
+            and replay.json()["replayed"] is True
+        )
     app.state.db.dispose()
 
 
@@ -158,9 +234,19 @@ def test_lane_hands_odd_requests_to_the_framework(tmp_path):
 
 _ids = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=8)
 _tel_int = st.one_of(st.none(), st.integers(0, 10**6), st.integers(-3, -1))
-_tel = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
-    "active_ms": _tel_int, "typed_chars": _tel_int, "paste_count": _tel_int, "iki_cv": st.one_of(
-        st.none(), st.floats(0, 10, allow_nan=False), st.integers(0, 3)), "focus_losses": _tel_int}))
+_tel = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "active_ms": _tel_int,
+            "typed_chars": _tel_int,
+            "paste_count": _tel_int,
+            "iki_cv": st.one_of(st.none(), st.floats(0, 10, allow_nan=False), st.integers(0, 3)),
+            "focus_losses": _tel_int,
+        },
+    ),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -169,23 +255,41 @@ _tel = st.one_of(st.none(), st.fixed_dictionaries({}, optional={
     strength=st.one_of(st.integers(-1, 4), st.just(True), st.just(2.0)),
     rationale=st.one_of(st.none(), st.text(max_size=30), st.just("  padded  ")),
     shown=st.lists(_ids, min_size=2, max_size=2),
-    item_key=_ids, username=_ids,
+    item_key=_ids,
+    username=_ids,
     idem=st.one_of(st.none(), st.text(min_size=1, max_size=5)),
     telemetry=_tel,
     rubric=st.sampled_from([(None, None), ("r1", 2)]),
     min_chars=st.sampled_from([0, 5]),
     micro=st.integers(0, 999_999),
 )
-def test_pairwise_values_match_the_pydantic_path(winner, strength, rationale, shown, item_key, username, idem,
-                                                 telemetry, rubric, min_chars, micro):
+def test_pairwise_values_match_the_pydantic_path(
+    winner,
+    strength,
+    rationale,
+    shown,
+    item_key,
+    username,
+    idem,
+    telemetry,
+    rubric,
+    min_chars,
+    micro,
+):
     from preflab.schema import Telemetry
     from preflab.server.fastlane import _Pass, pairwise_values, telemetry_fast
     from preflab.server.judging import JudgingError, build_judgment
     from preflab.server.permissions import ProjectRef
     from preflab.store.rows import judgment_rows
 
-    project = ProjectRef(1, "p", "", ["pairwise"], {"version": 3, "policy": {"min_rationale_chars": min_chars}},
-                         *rubric)
+    project = ProjectRef(
+        1,
+        "p",
+        "",
+        ["pairwise"],
+        {"version": 3, "policy": {"min_rationale_chars": min_chars}},
+        *rubric,
+    )
     judgment = {"kind": "pairwise", "winner": winner, "strength": strength}
     if rationale is not None:
         judgment["rationale"] = rationale
@@ -193,8 +297,11 @@ def test_pairwise_values_match_the_pydantic_path(winner, strength, rationale, sh
     submitted = started + timedelta(seconds=30)
     # the telemetry as SubmitIn hands it on
     try:
-        tel_ref = Telemetry.model_validate(telemetry).model_dump(mode="json", exclude_none=True) \
-            if telemetry is not None else None
+        tel_ref = (
+            Telemetry.model_validate(telemetry).model_dump(mode="json", exclude_none=True)
+            if telemetry is not None
+            else None
+        )
         tel_ok = True
     except Exception:  # noqa: BLE001
         tel_ok = False
@@ -207,8 +314,19 @@ def test_pairwise_values_match_the_pydantic_path(winner, strength, rationale, sh
     if not tel_ok:
         return
     try:
-        ref = build_judgment(None, project, None, username, judgment, shown_order=list(shown), started_at=started,
-                             idempotency_key=idem, telemetry=tel_ref, item_key=item_key, candidate_keys=list(shown))
+        ref = build_judgment(
+            None,
+            project,
+            None,
+            username,
+            judgment,
+            shown_order=list(shown),
+            started_at=started,
+            idempotency_key=idem,
+            telemetry=tel_ref,
+            item_key=item_key,
+            candidate_keys=list(shown),
+        )
         import preflab.server.judging as J
 
         ref_values = judgment_rows(ref).values
@@ -217,10 +335,20 @@ def test_pairwise_values_match_the_pydantic_path(winner, strength, rationale, sh
     except JudgingError:
         ref_values = None
     try:
-        fast = pairwise_values(judgment, item_key=item_key, shown_order=list(shown), candidate_keys=list(shown),
-                               username=username, rubric_key=rubric[0], rubric_version=rubric[1], started_at=started,
-                               submitted_at=submitted, idempotency_key=idem, telemetry=tel_ref,
-                               min_rationale_chars=min_chars)
+        fast = pairwise_values(
+            judgment,
+            item_key=item_key,
+            shown_order=list(shown),
+            candidate_keys=list(shown),
+            username=username,
+            rubric_key=rubric[0],
+            rubric_version=rubric[1],
+            started_at=started,
+            submitted_at=submitted,
+            idempotency_key=idem,
+            telemetry=tel_ref,
+            min_rationale_chars=min_chars,
+        )
     except _Pass:
         return  # the lane hands these to the reference path
     assert ref_values is not None, "the lane accepted what the reference path refuses"
@@ -229,9 +357,22 @@ def test_pairwise_values_match_the_pydantic_path(winner, strength, rationale, sh
     fast_sub = fast.pop("submitted_at")
     fast_hash, ref_hash = fast.pop("content_hash"), ref_values.pop("content_hash")
     assert fast == ref_values
-    again = build_judgment(None, project, None, username, judgment, shown_order=list(shown), started_at=started,
-                           idempotency_key=idem, telemetry=tel_ref, item_key=item_key, candidate_keys=list(shown))
-    pinned = again.model_copy(update={"provenance": again.provenance.model_copy(update={"submitted_at": fast_sub})})
+    again = build_judgment(
+        None,
+        project,
+        None,
+        username,
+        judgment,
+        shown_order=list(shown),
+        started_at=started,
+        idempotency_key=idem,
+        telemetry=tel_ref,
+        item_key=item_key,
+        candidate_keys=list(shown),
+    )
+    pinned = again.model_copy(
+        update={"provenance": again.provenance.model_copy(update={"submitted_at": fast_sub})}
+    )
     assert judgment_rows(pinned).values["content_hash"] == fast_hash
     assert ref_hash  # (the reference's own hash covers its own clock)
 
@@ -246,9 +387,17 @@ def test_lane_item_view_equals_the_core_one(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'views.db'}"
     items = [pairwise_item(0, gold=-1, domains=["law"]), pairwise_item(1)]
-    items.append({"id": "chat-1", "prompt": [{"role": "user", "content": "hi"}], "metadata": {"k": [1, 2]},
-                  "candidates": [{"id": "m", "messages": [{"role": "assistant", "content": "hello"}], "model": "x"},
-                                 {"id": "n", "text": "yo", "metadata": {"z": 1}}]})
+    items.append(
+        {
+            "id": "chat-1",
+            "prompt": [{"role": "user", "content": "hi"}],
+            "metadata": {"k": [1, 2]},
+            "candidates": [
+                {"id": "m", "messages": [{"role": "assistant", "content": "hello"}], "model": "x"},
+                {"id": "n", "text": "yo", "metadata": {"z": 1}},
+            ],
+        }
+    )
     seed(url, raters=1, items=items, extra_roles=False)
     db = Database(url, pool_size=1, max_overflow=1)
     conn = sqlite3.connect(db.engine.url.database)
@@ -259,7 +408,9 @@ def test_lane_item_view_equals_the_core_one(tmp_path):
             core = assign._item_view(c, pk)
             assign._VIEWS.clear()
             ex = SqliteExecutor(conn, threading.Lock())
-            lane = fastlane._item_view(fastlane.Lane(ex, conn.cursor(), datetime.now(UTC), None, None, []), pk, None)
+            lane = fastlane._item_view(
+                fastlane.Lane(ex, conn.cursor(), datetime.now(UTC), None, None, []), pk, None
+            )
             assert lane == core
     conn.close()
     db.dispose()

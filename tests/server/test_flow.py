@@ -8,9 +8,16 @@ from .conftest import pairwise_item, seed
 
 
 def answer(task: dict, winner: str = "a", strength: int = 2, **extra) -> dict:
-    return {"assignment_id": task["assignment_id"],
-            "judgment": {"kind": "pairwise", "winner": winner, "strength": strength if winner != "tie" else 0,
-                         "rationale": "clearer and correct", **extra}}
+    return {
+        "assignment_id": task["assignment_id"],
+        "judgment": {
+            "kind": "pairwise",
+            "winner": winner,
+            "strength": strength if winner != "tie" else 0,
+            "rationale": "clearer and correct",
+            **extra,
+        },
+    }
 
 
 def test_rater_labels_items_and_retries_are_idempotent(db_url, start_server):
@@ -33,10 +40,16 @@ def test_rater_labels_items_and_retries_are_idempotent(db_url, start_server):
             first = c.post("/api/v1/projects/demo/judgments", json=body)
             assert first.status_code == 201, first.text
             retry = c.post("/api/v1/projects/demo/judgments", json=body)
-            assert retry.status_code == 200 and retry.json()["judgment_id"] == first.json()["judgment_id"]
+            assert (
+                retry.status_code == 200
+                and retry.json()["judgment_id"] == first.json()["judgment_id"]
+            )
             # same lease, no key, same answer: also a replay
             replay = c.post("/api/v1/projects/demo/judgments", json=answer(task))
-            assert replay.status_code == 200 and replay.json()["judgment_id"] == first.json()["judgment_id"]
+            assert (
+                replay.status_code == 200
+                and replay.json()["judgment_id"] == first.json()["judgment_id"]
+            )
             other = c.post("/api/v1/projects/demo/judgments", json=answer(task, winner="b"))
             assert other.status_code == 409
         done = c.post("/api/v1/projects/demo/assignments/next").json()
@@ -51,8 +64,11 @@ def test_qualification_feedback_then_production_gold_is_silent(db_url, start_ser
     items = [pairwise_item(i, gold=-1, qualification=True, prefix="q") for i in range(4)]
     items += [pairwise_item(i, gold=-1, prefix="g") for i in range(3)]
     items += [pairwise_item(i) for i in range(30)]
-    policy = {"qualification": {"n_items": 4, "pass_bar": 0.5, "min_items": 3, "confidence": 0.6},
-              "gold_rate": 0.5, "randomise_order": True}
+    policy = {
+        "qualification": {"n_items": 4, "pass_bar": 0.5, "min_items": 3, "confidence": 0.6},
+        "gold_rate": 0.5,
+        "randomise_order": True,
+    }
     seeded = seed(db_url, items=items, raters=1, policy=policy)
     server = start_server(db_url)
     with server.client(seeded.tokens["rater000"]) as c:
@@ -75,8 +91,17 @@ def test_qualification_feedback_then_production_gold_is_silent(db_url, start_ser
             if task is None:
                 break
             assert task["phase"] == "production"
-            assert set(task) == {"assignment_id", "project", "phase", "kinds", "rubric", "item", "shown_order",
-                                 "expires_at", "settings_version"}
+            assert set(task) == {
+                "assignment_id",
+                "project",
+                "phase",
+                "kinds",
+                "rubric",
+                "item",
+                "shown_order",
+                "expires_at",
+                "settings_version",
+            }
             assert set(task["item"]) == {"id", "prompt", "candidates", "domains"}
             gold_seen += task["item"]["id"].startswith("g-")
             out = c.post("/api/v1/projects/demo/judgments", json=answer(task)).json()
@@ -88,8 +113,13 @@ def test_qualification_feedback_then_production_gold_is_silent(db_url, start_ser
 
 
 def test_drift_suspends_and_excludes(db_url, start_server):
-    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(12)] + [pairwise_item(i) for i in range(12)]
-    policy = {"gold_rate": 0.5, "drift": {"window": 6, "min_items": 4, "bar": 0.7, "confidence": 0.8}}
+    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(12)] + [
+        pairwise_item(i) for i in range(12)
+    ]
+    policy = {
+        "gold_rate": 0.5,
+        "drift": {"window": 6, "min_items": 4, "bar": 0.7, "confidence": 0.8},
+    }
     seeded = seed(db_url, items=items, raters=1, policy=policy)
     server = start_server(db_url)
     with server.client(seeded.tokens["rater000"]) as c:
@@ -120,20 +150,34 @@ def test_drift_suspends_and_excludes(db_url, start_server):
 def test_send_back_and_revise(db_url, start_server):
     seeded = seed(db_url, n_items=2, raters=1)
     server = start_server(db_url)
-    rater, reviewer = server.client(seeded.tokens["rater000"]), server.client(seeded.tokens["reviewer"])
+    rater, reviewer = (
+        server.client(seeded.tokens["rater000"]),
+        server.client(seeded.tokens["reviewer"]),
+    )
     task = rater.post("/api/v1/projects/demo/assignments/next").json()["task"]
     jid = rater.post("/api/v1/projects/demo/judgments", json=answer(task)).json()["judgment_id"]
-    assert rater.post(f"/api/v1/projects/demo/judgments/{jid}/revise",
-                      json={"judgment": answer(task)["judgment"]}).status_code == 409
-    r = reviewer.post(f"/api/v1/projects/demo/judgments/{jid}/send-back", json={"note": "check the math"})
+    assert (
+        rater.post(
+            f"/api/v1/projects/demo/judgments/{jid}/revise",
+            json={"judgment": answer(task)["judgment"]},
+        ).status_code
+        == 409
+    )
+    r = reviewer.post(
+        f"/api/v1/projects/demo/judgments/{jid}/send-back", json={"note": "check the math"}
+    )
     assert r.status_code == 201
     pending = rater.get("/api/v1/projects/demo/my/revisions").json()
     assert pending[0]["note"] == "check the math" and pending[0]["judgment_id"] == jid
-    r = rater.post(f"/api/v1/projects/demo/judgments/{jid}/revise",
-                   json={"judgment": answer(task, winner="b")["judgment"], "idempotency_key": "rev-1"})
+    r = rater.post(
+        f"/api/v1/projects/demo/judgments/{jid}/revise",
+        json={"judgment": answer(task, winner="b")["judgment"], "idempotency_key": "rev-1"},
+    )
     assert r.status_code == 201, r.text
-    again = rater.post(f"/api/v1/projects/demo/judgments/{jid}/revise",
-                       json={"judgment": answer(task, winner="b")["judgment"], "idempotency_key": "rev-1"})
+    again = rater.post(
+        f"/api/v1/projects/demo/judgments/{jid}/revise",
+        json={"judgment": answer(task, winner="b")["judgment"], "idempotency_key": "rev-1"},
+    )
     assert again.status_code == 200 and again.json()["judgment_id"] == r.json()["judgment_id"]
     js = reviewer.get("/api/v1/projects/demo/judgments").json()
     assert len(js) == 2 and js[1]["supersedes"] == jid

@@ -17,8 +17,14 @@ PASSWORD = "correct horse battery staple"
 
 
 @contextmanager
-def app_client(url: str, *, lane: bool = True, config_changes: dict | None = None,
-               monkeypatch: pytest.MonkeyPatch | None = None, **client_kw) -> Iterator[TestClient]:
+def app_client(
+    url: str,
+    *,
+    lane: bool = True,
+    config_changes: dict | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+    **client_kw,
+) -> Iterator[TestClient]:
     """The app on ``url`` in-process; ``lane`` turns the SQLite fast lane on or off."""
     from preflab.server import fastlane
     from preflab.server.app import ServerConfig, create_app
@@ -36,7 +42,9 @@ def app_client(url: str, *, lane: bool = True, config_changes: dict | None = Non
         app.state.db.dispose()
 
 
-def add_password_user(url: str, username: str, *, role: str | None = "rater", password: str = PASSWORD) -> None:
+def add_password_user(
+    url: str, username: str, *, role: str | None = "rater", password: str = PASSWORD
+) -> None:
     from preflab.server.auth import create_user, set_membership
     from preflab.server.database import Database
     from preflab.store import repo
@@ -54,20 +62,51 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def submit_body(task: dict, key: str | None = None, winner: str = "b", strength: int = 2) -> dict:
-    return {"assignment_id": task["assignment_id"], "idempotency_key": key or uuid.uuid4().hex,
-            "judgment": {"kind": "pairwise", "winner": winner, "strength": strength, "rationale": "because"}}
+    return {
+        "assignment_id": task["assignment_id"],
+        "idempotency_key": key or uuid.uuid4().hex,
+        "judgment": {
+            "kind": "pairwise",
+            "winner": winner,
+            "strength": strength,
+            "rationale": "because",
+        },
+    }
 
 
 # -- 2. open redirect after login ---------------------------------------------------------------------
 
 #: ``next`` values that must not leave the site (as the server receives them, percent-decoded).
 OFFSITE = [
-    "//evil.example/x", "/\\evil.example/x", "\\/evil.example", "/\\/evil.example", "/\t/evil.example",
-    "/\n/evil.example", "/\r\n/evil.example", " /evil.example", "/ /evil.example",
-    "https://evil.example/", "http:/evil.example", "javascript:alert(1)", "data:text/html,x", "evil.example",
-    "///evil.example", "\x00/evil", "/\x00/evil.example", "//", "", None,
+    "//evil.example/x",
+    "/\\evil.example/x",
+    "\\/evil.example",
+    "/\\/evil.example",
+    "/\t/evil.example",
+    "/\n/evil.example",
+    "/\r\n/evil.example",
+    " /evil.example",
+    "/ /evil.example",
+    "https://evil.example/",
+    "http:/evil.example",
+    "javascript:alert(1)",
+    "data:text/html,x",
+    "evil.example",
+    "///evil.example",
+    "\x00/evil",
+    "/\x00/evil.example",
+    "//",
+    "",
+    None,
 ]
-ONSITE = ["/", "/%5Cstays-here", "/p/demo/label", "/p/demo/label?kind=pairwise&auto=1", "/admin#users", "/p/caf%C3%A9"]
+ONSITE = [
+    "/",
+    "/%5Cstays-here",
+    "/p/demo/label",
+    "/p/demo/label?kind=pairwise&auto=1",
+    "/admin#users",
+    "/p/caf%C3%A9",
+]
 
 
 @pytest.mark.parametrize("target", OFFSITE)
@@ -88,7 +127,12 @@ def test_login_page_redirects_a_logged_in_user_only_within_the_site(db_url):
     seed(db_url, n_items=1, raters=0, extra_roles=False)
     add_password_user(db_url, "alice")
     with app_client(db_url, follow_redirects=False) as c:
-        assert c.post("/api/v1/auth/login", json={"username": "alice", "password": PASSWORD}).status_code == 200
+        assert (
+            c.post(
+                "/api/v1/auth/login", json={"username": "alice", "password": PASSWORD}
+            ).status_code
+            == 200
+        )
         for target in [t for t in OFFSITE if t is not None and "\x00" not in t]:
             r = c.get("/login", params={"next": target})
             assert r.status_code == 303 and r.headers["location"] == "/", target
@@ -104,16 +148,27 @@ def test_admin_password_reset_revokes_the_users_api_tokens(db_url):
     s = seed(db_url, n_items=1, raters=2)
     with app_client(db_url) as c:
         assert c.get("/api/v1/auth/me", headers=bearer(s.tokens["rater000"])).status_code == 200
-        r = c.patch("/api/v1/users/rater000", json={"password": "a brand new password"},
-                    headers=bearer(s.admin_token))
+        r = c.patch(
+            "/api/v1/users/rater000",
+            json={"password": "a brand new password"},
+            headers=bearer(s.admin_token),
+        )
         assert r.status_code == 200, r.text
         stale = c.get("/api/v1/auth/me", headers=bearer(s.tokens["rater000"]))
         assert stale.status_code == 401 and "revoked" in stale.json()["detail"]
         # the fast lane's token check sees it too
-        assert c.post("/api/v1/projects/demo/assignments/next", headers=bearer(s.tokens["rater000"])).status_code == 401
+        assert (
+            c.post(
+                "/api/v1/projects/demo/assignments/next", headers=bearer(s.tokens["rater000"])
+            ).status_code
+            == 401
+        )
         # explicit option: keep them
-        r = c.patch("/api/v1/users/rater001", json={"password": "another new password", "keep_api_tokens": True},
-                    headers=bearer(s.admin_token))
+        r = c.patch(
+            "/api/v1/users/rater001",
+            json={"password": "another new password", "keep_api_tokens": True},
+            headers=bearer(s.admin_token),
+        )
         assert r.status_code == 200
         assert c.get("/api/v1/auth/me", headers=bearer(s.tokens["rater001"])).status_code == 200
 
@@ -133,7 +188,9 @@ def test_idempotency_key_reused_with_another_answer_is_409(db_url, lane, monkeyp
         same = c.post("/api/v1/projects/demo/judgments", json=submit_body(task, key), headers=h)
         assert same.status_code == 200 and same.json()["replayed"] is True
         assert same.json()["judgment_id"] == first.json()["judgment_id"]
-        other = c.post("/api/v1/projects/demo/judgments", json=submit_body(task, key, winner="a"), headers=h)
+        other = c.post(
+            "/api/v1/projects/demo/judgments", json=submit_body(task, key, winner="a"), headers=h
+        )
         assert other.status_code == 409 and "different submission" in other.json()["detail"]
         # the same key for a different assignment is a different request too
         task2 = c.post("/api/v1/projects/demo/assignments/next", headers=h).json()["task"]
@@ -166,9 +223,15 @@ def _accounts_and_members(url: str) -> tuple[int, int]:
 
     engine = create_engine(url)
     with engine.connect() as conn:
-        users = conn.execute(text("SELECT count(*) FROM users WHERE username LIKE 'joiner%'")).scalar()
-        members = conn.execute(text("SELECT count(*) FROM memberships m JOIN users u ON u.pk = m.user_pk "
-                                    "WHERE u.username LIKE 'joiner%'")).scalar()
+        users = conn.execute(
+            text("SELECT count(*) FROM users WHERE username LIKE 'joiner%'")
+        ).scalar()
+        members = conn.execute(
+            text(
+                "SELECT count(*) FROM memberships m JOIN users u ON u.pk = m.user_pk "
+                "WHERE u.username LIKE 'joiner%'"
+            )
+        ).scalar()
     engine.dispose()
     return users, members
 
@@ -224,8 +287,11 @@ def test_an_invite_is_redeemed_once_over_http_by_20_concurrent_requests(db_url, 
     server = start_server(db_url, workers=2)
 
     def redeem(i: int) -> int:
-        r = httpx.post(f"{server.base}/api/v1/invites/{token}/accept", timeout=60,
-                       json={"username": f"joiner{i:02d}", "password": "a long enough password"})
+        r = httpx.post(
+            f"{server.base}/api/v1/invites/{token}/accept",
+            timeout=60,
+            json={"username": f"joiner{i:02d}", "password": "a long enough password"},
+        )
         return r.status_code
 
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
@@ -240,37 +306,80 @@ def test_an_invite_is_redeemed_once_over_http_by_20_concurrent_requests(db_url, 
 def _refused(r, *loc) -> None:
     assert r.status_code == 422, (r.status_code, r.text)
     errors = r.json()["errors"]
-    assert any(tuple(e["loc"][-len(loc):]) == loc for e in errors), errors
+    assert any(tuple(e["loc"][-len(loc) :]) == loc for e in errors), errors
 
 
 @pytest.mark.parametrize("lane", [True, False], ids=["lane", "no-lane"])
 def test_nul_and_huge_numbers_are_refused_where_they_arrive(db_url, lane, monkeypatch):
     s = seed(db_url, n_items=2, raters=1)
-    rater, admin, reviewer = bearer(s.tokens["rater000"]), bearer(s.admin_token), bearer(s.tokens["reviewer"])
+    rater, admin, reviewer = (
+        bearer(s.tokens["rater000"]),
+        bearer(s.admin_token),
+        bearer(s.tokens["reviewer"]),
+    )
     with app_client(db_url, lane=lane, monkeypatch=monkeypatch) as c:
-        _refused(c.post("/api/v1/auth/login", json={"username": "ali\x00ce", "password": "x" * 12}), "username")
+        _refused(
+            c.post("/api/v1/auth/login", json={"username": "ali\x00ce", "password": "x" * 12}),
+            "username",
+        )
         task = c.post("/api/v1/projects/demo/assignments/next", headers=rater).json()["task"]
         body = submit_body(task)
         body["judgment"]["rationale"] = "fine\x00print"
-        _refused(c.post("/api/v1/projects/demo/judgments", json=body, headers=rater), "judgment", "rationale")
+        _refused(
+            c.post("/api/v1/projects/demo/judgments", json=body, headers=rater),
+            "judgment",
+            "rationale",
+        )
         body = submit_body(task, key="key\x00one")
-        _refused(c.post("/api/v1/projects/demo/judgments", json=body, headers=rater), "idempotency_key")
+        _refused(
+            c.post("/api/v1/projects/demo/judgments", json=body, headers=rater), "idempotency_key"
+        )
         body = {**submit_body(task), "telemetry": {"active_ms": 2**70}}
-        _refused(c.post("/api/v1/projects/demo/judgments", json=body, headers=rater), "telemetry", "active_ms")
+        _refused(
+            c.post("/api/v1/projects/demo/judgments", json=body, headers=rater),
+            "telemetry",
+            "active_ms",
+        )
         # nothing was stored; the lease is still open and takes a clean answer
-        assert c.post("/api/v1/projects/demo/judgments", json=submit_body(task), headers=rater).status_code == 201
-        _refused(c.get("/api/v1/projects/demo/judgments?item_id=item%0000001", headers=reviewer), "item_id")
+        assert (
+            c.post(
+                "/api/v1/projects/demo/judgments", json=submit_body(task), headers=rater
+            ).status_code
+            == 201
+        )
+        _refused(
+            c.get("/api/v1/projects/demo/judgments?item_id=item%0000001", headers=reviewer),
+            "item_id",
+        )
         bad_item = {**pairwise_item(99), "prompt": "who\x00 wins?"}
-        _refused(c.post("/api/v1/projects/demo/items", json={"items": [bad_item]}, headers=admin),
-                 "items", 0, "prompt")
-        _refused(c.post("/api/v1/projects/demo/items/file?filename=up%00load.jsonl", content=b"{}",
-                        headers=admin), "filename")
+        _refused(
+            c.post("/api/v1/projects/demo/items", json={"items": [bad_item]}, headers=admin),
+            "items",
+            0,
+            "prompt",
+        )
+        _refused(
+            c.post(
+                "/api/v1/projects/demo/items/file?filename=up%00load.jsonl",
+                content=b"{}",
+                headers=admin,
+            ),
+            "filename",
+        )
         upload = b'{"id": "ok-1", "prompt": "fine", "candidates": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}]}\n'
         upload += b'{"id": "bad-2", "prompt": "who\\u0000 wins?", "candidates": [{"id": "a", "text": "x"}]}\n'
-        r = c.post("/api/v1/projects/demo/items/file?filename=more.jsonl", content=upload, headers=admin)
-        assert r.status_code == 422 and r.json()["problems"][0]["text"].startswith("more.jsonl:2: prompt: contains a NUL")
-        _refused(c.get("/api/v1/projects/demo/exports/1/files/data%00.jsonl", headers=admin), "path")
-        _refused(c.patch("/api/v1/users/rater%00000", json={"is_active": True}, headers=admin), "path")
+        r = c.post(
+            "/api/v1/projects/demo/items/file?filename=more.jsonl", content=upload, headers=admin
+        )
+        assert r.status_code == 422 and r.json()["problems"][0]["text"].startswith(
+            "more.jsonl:2: prompt: contains a NUL"
+        )
+        _refused(
+            c.get("/api/v1/projects/demo/exports/1/files/data%00.jsonl", headers=admin), "path"
+        )
+        _refused(
+            c.patch("/api/v1/users/rater%00000", json={"is_active": True}, headers=admin), "path"
+        )
         listed = c.get("/api/v1/projects/demo/items", headers=reviewer).json()
         assert len(listed) == 2  # the refused import stored nothing
 
@@ -304,7 +413,10 @@ def test_concurrent_wrong_passwords_are_evaluated_at_most_the_limit(db_url, monk
 
     monkeypatch.setattr(auth, "verify_password", slow_verify)
     db = Database(db_url, pool_size=40, max_overflow=10)
-    limit, gate = auth.LoginLimit(attempts=10, per_address=1000, concurrent=64), auth.PasswordGate(64)
+    limit, gate = (
+        auth.LoginLimit(attempts=10, per_address=1000, concurrent=64),
+        auth.PasswordGate(64),
+    )
     barrier, codes, lock = threading.Barrier(40), [], threading.Lock()
 
     def attempt(i: int) -> None:
@@ -339,8 +451,11 @@ def test_40_concurrent_wrong_passwords_over_http_are_not_all_evaluated(db_url, s
     server = start_server(db_url, workers=2)
 
     def attempt(i: int) -> int:
-        return httpx.post(server.base + "/api/v1/auth/login", timeout=60,
-                          json={"username": "alice", "password": f"wrong password {i}"}).status_code
+        return httpx.post(
+            server.base + "/api/v1/auth/login",
+            timeout=60,
+            json={"username": "alice", "password": f"wrong password {i}"},
+        ).status_code
 
     with concurrent.futures.ThreadPoolExecutor(40) as pool:
         codes = list(pool.map(attempt, range(40)))
@@ -352,12 +467,20 @@ def test_unknown_usernames_and_addresses_are_rate_limited(db_url):
     seed(db_url, n_items=1, raters=0, extra_roles=False)
     cfg = _config(attempts=3, per_address=5, window_s=60)
     with app_client(db_url, config_changes=cfg) as c:
-        codes = [c.post("/api/v1/auth/login", json={"username": "ghost", "password": "x" * 12}).status_code
-                 for _ in range(4)]
+        codes = [
+            c.post(
+                "/api/v1/auth/login", json={"username": "ghost", "password": "x" * 12}
+            ).status_code
+            for _ in range(4)
+        ]
         assert codes == [401, 401, 401, 429]  # the account does not exist: limited all the same
         # the same address trying other names: its own limit (5 failures per window)
-        codes = [c.post("/api/v1/auth/login", json={"username": f"ghost{i}", "password": "x" * 12}).status_code
-                 for i in range(3)]
+        codes = [
+            c.post(
+                "/api/v1/auth/login", json={"username": f"ghost{i}", "password": "x" * 12}
+            ).status_code
+            for i in range(3)
+        ]
         assert codes == [401, 401, 429]
 
 
@@ -370,7 +493,12 @@ def test_password_checks_beyond_the_concurrency_bound_get_429(db_url):
             busy = c.post("/api/v1/auth/login", json={"username": "alice", "password": PASSWORD})
         assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
         # the refused attempt did not count as a failure, and the slot is free again
-        assert c.post("/api/v1/auth/login", json={"username": "alice", "password": PASSWORD}).status_code == 200
+        assert (
+            c.post(
+                "/api/v1/auth/login", json={"username": "alice", "password": PASSWORD}
+            ).status_code
+            == 200
+        )
 
 
 def _session_ips(url: str) -> list[str]:
@@ -390,15 +518,27 @@ def test_forwarded_headers_count_only_from_configured_proxies(db_url, start_serv
     add_password_user(db_url, "alice")
     spoof = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
     direct = start_server(db_url)
-    r = httpx.post(direct.base + "/api/v1/auth/login", json={"username": "alice", "password": PASSWORD},
-                   headers=spoof)
+    r = httpx.post(
+        direct.base + "/api/v1/auth/login",
+        json={"username": "alice", "password": PASSWORD},
+        headers=spoof,
+    )
     assert r.status_code == 200
-    assert "secure" not in r.headers["set-cookie"].lower() and "strict-transport-security" not in r.headers
+    assert (
+        "secure" not in r.headers["set-cookie"].lower()
+        and "strict-transport-security" not in r.headers
+    )
     behind_proxy = start_server(db_url, args=["--trusted-proxy", "127.0.0.1"])
-    r = httpx.post(behind_proxy.base + "/api/v1/auth/login", json={"username": "alice", "password": PASSWORD},
-                   headers=spoof)
+    r = httpx.post(
+        behind_proxy.base + "/api/v1/auth/login",
+        json={"username": "alice", "password": PASSWORD},
+        headers=spoof,
+    )
     assert r.status_code == 200
-    assert "; secure" in r.headers["set-cookie"].lower() and "max-age=" in r.headers["strict-transport-security"]
+    assert (
+        "; secure" in r.headers["set-cookie"].lower()
+        and "max-age=" in r.headers["strict-transport-security"]
+    )
     assert _session_ips(db_url) == ["127.0.0.1", "203.0.113.9"]
 
 
@@ -433,7 +573,9 @@ def test_the_docs_page_has_a_content_security_policy(db_url):
     # scripts only from this server (Swagger UI's files, no CDN, no inline script); inline
     # *styles* are what Swagger UI's React components set, and carry no script
     assert directives["script-src"] == "'self'" and "http" not in csp
-    for script in re.findall(r"<script>(.*?)</script>", r.text, flags=re.S):  # each inline script allowed by hash
+    for script in re.findall(
+        r"<script>(.*?)</script>", r.text, flags=re.S
+    ):  # each inline script allowed by hash
         digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
         assert f"'sha256-{digest}'" in csp
 
@@ -482,14 +624,19 @@ def test_a_one_answer_item_is_refused_by_a_pairwise_project_at_import(db_url):
     s = seed(db_url, n_items=1, raters=1)
     admin = bearer(s.admin_token)
     with app_client(db_url) as c:
-        r = c.post("/api/v1/projects/demo/items", headers=admin,
-                   json={"items": [pairwise_item(7), _one_answer_item(8), pairwise_item(9)]})
+        r = c.post(
+            "/api/v1/projects/demo/items",
+            headers=admin,
+            json={"items": [pairwise_item(7), _one_answer_item(8), pairwise_item(9)]},
+        )
         assert r.status_code == 422, r.text
         (problem,) = r.json()["errors"]
         assert problem["loc"] == ["body", "items", 1, "candidates"]
         assert problem["msg"].startswith("items:2: candidates: item 'solo-00008' has 1 answer(s)")
         assert "pairwise needs exactly 2 answers" in problem["msg"]
-        assert len(c.get("/api/v1/projects/demo/items", headers=admin).json()) == 1  # all or nothing
+        assert (
+            len(c.get("/api/v1/projects/demo/items", headers=admin).json()) == 1
+        )  # all or nothing
 
 
 @pytest.mark.parametrize("lane", [True, False], ids=["lane", "no-lane"])
@@ -500,12 +647,20 @@ def test_a_one_answer_item_imported_another_way_is_never_assigned(db_url, lane, 
     upload = b"\n".join(orjson.dumps(i) for i in [_one_answer_item(1), _one_answer_item(2)])
     rater = bearer(s.tokens["rater000"])
     with app_client(db_url, lane=lane, monkeypatch=monkeypatch) as c:
-        r = c.post("/api/v1/projects/demo/items/file?filename=more.jsonl", content=upload,
-                   headers=bearer(s.admin_token))
+        r = c.post(
+            "/api/v1/projects/demo/items/file?filename=more.jsonl",
+            content=upload,
+            headers=bearer(s.admin_token),
+        )
         assert r.status_code == 200 and r.json()["pooled"] == 0, r.text
         task = c.post("/api/v1/projects/demo/assignments/next", headers=rater).json()["task"]
         assert task["item"]["id"] == "item-00000"
-        assert c.post("/api/v1/projects/demo/judgments", json=submit_body(task), headers=rater).status_code == 201
+        assert (
+            c.post(
+                "/api/v1/projects/demo/judgments", json=submit_body(task), headers=rater
+            ).status_code
+            == 201
+        )
         after = c.post("/api/v1/projects/demo/assignments/next", headers=rater).json()
         assert after["task"] is None and after["reason"] == "no_items"
 
@@ -525,8 +680,14 @@ def _submit_times(c: TestClient, h: dict, rounds: int) -> tuple[list[float], lis
         started = time.perf_counter()
         r = c.post("/api/v1/projects/demo/judgments", json=body, headers=h)
         elapsed = time.perf_counter() - started
-        assert r.status_code == 201 and set(r.json()) == {"judgment_id", "item_id", "kind", "created", "replayed",
-                                                          "submitted_at"}
+        assert r.status_code == 201 and set(r.json()) == {
+            "judgment_id",
+            "item_id",
+            "kind",
+            "created",
+            "replayed",
+            "submitted_at",
+        }
         (gold if task["item"]["id"].startswith("g-") else production).append(elapsed)
     return gold, production
 
@@ -541,9 +702,15 @@ def test_gold_and_production_submissions_take_the_same_time(db_url, lane, monkey
 
     from preflab.server import judging
 
-    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(45)] + [pairwise_item(i) for i in range(45)]
-    policy = {"gold_rate": 0.5, "qualification": {"n_items": 0}, "overlap_share": 0.0,
-              "drift": {"enabled": False}}
+    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(45)] + [
+        pairwise_item(i) for i in range(45)
+    ]
+    policy = {
+        "gold_rate": 0.5,
+        "qualification": {"n_items": 0},
+        "overlap_share": 0.0,
+        "drift": {"enabled": False},
+    }
     s = seed(db_url, items=items, raters=1, extra_roles=False, policy=policy)
     h = bearer(s.tokens["rater000"])
     with app_client(db_url, lane=lane, monkeypatch=monkeypatch) as c:
@@ -557,17 +724,25 @@ def test_gold_and_production_submissions_take_the_same_time(db_url, lane, monkey
         judging.wait_for_gold_scoring(c.app.state.db)
     engine = create_engine(db_url)  # every gold answer was still scored, after the response
     with engine.connect() as conn:
-        scored = conn.execute(text("SELECT count(*) FROM gold_outcomes WHERE phase = 'production'")).scalar()
-        gold_labels = conn.execute(text("SELECT count(*) FROM assignments WHERE role = 'gold' AND "
-                                        "status = 'submitted'")).scalar()
+        scored = conn.execute(
+            text("SELECT count(*) FROM gold_outcomes WHERE phase = 'production'")
+        ).scalar()
+        gold_labels = conn.execute(
+            text("SELECT count(*) FROM assignments WHERE role = 'gold' AND status = 'submitted'")
+        ).scalar()
     engine.dispose()
     assert scored == gold_labels >= len(gold)
 
 
 # -- 2 (continued): the login page's script, in Chromium ----------------------------------------------------------
 
-SCRIPT_PAYLOADS = ["/\\evil.example/x", "//evil.example/x", "/\t/evil.example/x", "https://evil.example/x",
-                   "javascript:location='https://evil.example/'"]
+SCRIPT_PAYLOADS = [
+    "/\\evil.example/x",
+    "//evil.example/x",
+    "/\t/evil.example/x",
+    "https://evil.example/x",
+    "javascript:location='https://evil.example/'",
+]
 
 
 @pytest.fixture
@@ -580,8 +755,11 @@ def chromium_page():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=exe, headless=True,
-                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        browser = pw.chromium.launch(
+            executable_path=exe,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
 
         def new_page(base: str, seen: list[str]):
             context = browser.new_context()
@@ -605,13 +783,18 @@ def test_the_login_script_never_leaves_the_site(sqlite_url, start_server, chromi
     seed(sqlite_url, n_items=1, raters=0, extra_roles=False)
     add_password_user(sqlite_url, "alice")
     server = start_server(sqlite_url)
-    for query, planted in [("?next=/%5Cevil.example/x", None), ("?next=/p/demo", None),
-                           *[("", p) for p in SCRIPT_PAYLOADS]]:
+    for query, planted in [
+        ("?next=/%5Cevil.example/x", None),
+        ("?next=/p/demo", None),
+        *[("", p) for p in SCRIPT_PAYLOADS],
+    ]:
         seen: list[str] = []
         page = chromium_page(server.base, seen)
         page.goto(server.base + "/login" + query)
         if planted is not None:  # the script's own check, whatever the page says
-            page.evaluate("next => { document.querySelector('#login-form').dataset.next = next; }", planted)
+            page.evaluate(
+                "next => { document.querySelector('#login-form').dataset.next = next; }", planted
+            )
         page.fill("#username", "alice")
         page.fill("#password", PASSWORD)
         page.click("button[type=submit]")
@@ -629,11 +812,15 @@ def test_gold_left_unscored_by_a_crash_is_scored_at_the_next_start(db_url, monke
 
     from preflab.server import judging
 
-    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(8)] + [pairwise_item(i) for i in range(8)]
+    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(8)] + [
+        pairwise_item(i) for i in range(8)
+    ]
     policy = {"gold_rate": 0.5, "qualification": {"n_items": 0}, "drift": {"enabled": False}}
     s = seed(db_url, items=items, raters=1, extra_roles=False, policy=policy)
     h = bearer(s.tokens["rater000"])
-    monkeypatch.setattr(judging, "defer_gold_scoring", lambda db, pk: None)  # the process dies first
+    monkeypatch.setattr(
+        judging, "defer_gold_scoring", lambda db, pk: None
+    )  # the process dies first
     with app_client(db_url) as c:
         n_gold = len(_submit_times(c, h, 16)[0])
     assert n_gold > 0

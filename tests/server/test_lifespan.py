@@ -25,6 +25,11 @@ def test_startup_sizes_the_thread_pool_and_shutdown_closes_the_database(tmp_path
     with TestClient(app) as client:
         assert client.get("/api/v1/health").status_code == 200
         # one worker thread per pooled connection, at least 64 (set when the app starts)
-        assert client.portal.call(lambda: anyio.to_thread.current_default_thread_limiter().total_tokens) == 100
+        assert (
+            client.portal.call(
+                lambda: anyio.to_thread.current_default_thread_limiter().total_tokens
+            )
+            == 100
+        )
         assert disposed == []
     assert disposed == [True]

@@ -37,9 +37,18 @@ STATES = {
     "active": ("", (201, 200)),
     "deactivated": ("UPDATE users SET is_active = :false WHERE pk = :user_pk", (401, 401)),
     "removed": ("DELETE FROM memberships WHERE user_pk = :user_pk", (404, 404)),
-    "suspended": ("UPDATE rater_status SET status = 'suspended', reason = 'drift' WHERE user_pk = :user_pk", (403, 200)),
-    "unqualified": ("UPDATE rater_status SET status = 'failed' WHERE user_pk = :user_pk", (201, 200)),
-    "expired_token": ("UPDATE api_tokens SET expires_at = :past WHERE user_pk = :user_pk", (401, 401)),
+    "suspended": (
+        "UPDATE rater_status SET status = 'suspended', reason = 'drift' WHERE user_pk = :user_pk",
+        (403, 200),
+    ),
+    "unqualified": (
+        "UPDATE rater_status SET status = 'failed' WHERE user_pk = :user_pk",
+        (201, 200),
+    ),
+    "expired_token": (
+        "UPDATE api_tokens SET expires_at = :past WHERE user_pk = :user_pk",
+        (401, 401),
+    ),
 }
 
 #: What the second request (next) says, where it answers 200 without a task.
@@ -47,9 +56,12 @@ EXPECTED_REASON = {"suspended": "suspended", "unqualified": "not_qualified"}
 
 
 def _judgment(task: dict) -> dict:
-    return {"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex,
-            "judgment": {"kind": "pairwise", "winner": "b", "strength": 2, "rationale": "B is right"},
-            "telemetry": {"active_ms": 1200, "typed_chars": 10}}
+    return {
+        "assignment_id": task["assignment_id"],
+        "idempotency_key": uuid.uuid4().hex,
+        "judgment": {"kind": "pairwise", "winner": "b", "strength": 2, "rationale": "B is right"},
+        "telemetry": {"active_ms": 1200, "typed_chars": 10},
+    }
 
 
 def _shape(r) -> tuple:  # noqa: ANN001
@@ -59,8 +71,15 @@ def _shape(r) -> tuple:  # noqa: ANN001
     if isinstance(detail, str):
         detail = re.sub(r"asg_[\w-]+|\d{4}-\d\d-\d\dT[\d:.+]+", "<id>", detail)
     task = body.get("task") if isinstance(body, dict) else None
-    return (r.status_code, detail, body.get("reason"), task is not None, body.get("resumed"), body.get("created"),
-            body.get("replayed"))
+    return (
+        r.status_code,
+        detail,
+        body.get("reason"),
+        task is not None,
+        body.get("resumed"),
+        body.get("created"),
+        body.get("replayed"),
+    )
 
 
 def _script(c: TestClient, token: str, apply_state) -> list[tuple]:  # noqa: ANN001
@@ -87,16 +106,29 @@ def test_lane_and_framework_agree(db_url, monkeypatch, policy, state):
         pks = dict(conn.execute(text("SELECT username, pk FROM users")).all())
         if policy == "required_domains":
             for name in ("rater000", "rater001"):
-                conn.execute(insert(Credential.__table__).values(user_pk=pks[name], domain="law", verified=True))
+                conn.execute(
+                    insert(Credential.__table__).values(
+                        user_pk=pks[name], domain="law", verified=True
+                    )
+                )
 
     def state_of(name: str):  # noqa: ANN202
         def apply() -> None:
             with engine.begin() as conn:
                 if policy == "required_domains":
-                    conn.execute(text("DELETE FROM credentials WHERE user_pk = :u"), {"u": pks[name]})
+                    conn.execute(
+                        text("DELETE FROM credentials WHERE user_pk = :u"), {"u": pks[name]}
+                    )
                 if STATES[state][0]:
-                    conn.execute(text(STATES[state][0]), {"user_pk": pks[name], "false": False,
-                                                          "past": datetime.now(UTC) - timedelta(hours=1)})
+                    conn.execute(
+                        text(STATES[state][0]),
+                        {
+                            "user_pk": pks[name],
+                            "false": False,
+                            "past": datetime.now(UTC) - timedelta(hours=1),
+                        },
+                    )
+
         return apply
 
     outcomes, served = {}, {}
@@ -110,7 +142,9 @@ def test_lane_and_framework_agree(db_url, monkeypatch, policy, state):
         app.state.db.dispose()
     engine.dispose()
 
-    assert served["rater000"] >= 2 and served["rater001"] == 0  # the lane really ran, and only there
+    assert (
+        served["rater000"] >= 2 and served["rater001"] == 0
+    )  # the lane really ran, and only there
     assert outcomes["rater000"] == outcomes["rater001"]
     submit, after = outcomes["rater000"][0], outcomes["rater000"][1]
     expected_submit, expected_next = STATES[state][1]
@@ -143,8 +177,12 @@ def test_dead_postgres_connections_are_replaced_without_a_ping(pg_url, monkeypat
             task = c.post(NEXT, headers=h).json()["task"]
             assert c.post(SUBMIT, headers=h, json=_judgment(task)).status_code == 201
         with engine.connect() as conn:
-            killed = conn.execute(text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")).scalar()
+            killed = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar()
         assert killed >= 1
         task = c.post(NEXT, headers=h)
         assert task.status_code == 200, task.text

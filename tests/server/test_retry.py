@@ -14,7 +14,9 @@ from .conftest import seed
 
 
 def _locked() -> OperationalError:
-    return OperationalError("INSERT INTO judgments ...", {}, sqlite3.OperationalError("database is locked"))
+    return OperationalError(
+        "INSERT INTO judgments ...", {}, sqlite3.OperationalError("database is locked")
+    )
 
 
 class _FailFirst:
@@ -35,7 +37,9 @@ def _client(app, token: str):  # noqa: ANN001, ANN202
     from preflab.client import Client
 
     c = Client("http://testserver", token)
-    c._http = TestClient(app, base_url="http://testserver", headers={"Authorization": f"Bearer {token}"})
+    c._http = TestClient(
+        app, base_url="http://testserver", headers={"Authorization": f"Bearer {token}"}
+    )
     return c
 
 
@@ -43,8 +47,13 @@ def test_db_error_kinds() -> None:
     psycopg = pytest.importorskip("psycopg")
     from preflab.server.app import db_error_kind
 
-    assert db_error_kind(OperationalError("x", {}, psycopg.errors.SerializationFailure("s"))) == "serialization failure"
-    assert db_error_kind(OperationalError("x", {}, psycopg.errors.DeadlockDetected("d"))) == "deadlock"
+    assert (
+        db_error_kind(OperationalError("x", {}, psycopg.errors.SerializationFailure("s")))
+        == "serialization failure"
+    )
+    assert (
+        db_error_kind(OperationalError("x", {}, psycopg.errors.DeadlockDetected("d"))) == "deadlock"
+    )
     assert db_error_kind(_locked()) == "database is locked"
 
 
@@ -74,10 +83,16 @@ def test_503_and_client_retry(tmp_path, monkeypatch) -> None:  # noqa: ANN001
         # the submission fails twice: answered 503 + Retry-After, then retried with the same key
         flaky = _FailFirst(judging._submit_fast, 2)
         monkeypatch.setattr(judging, "_submit_fast", flaky)
-        out = c.submit("demo", task["assignment_id"], judgment, rationale="A is right", idempotency_key="k-1")
+        out = c.submit(
+            "demo", task["assignment_id"], judgment, rationale="A is right", idempotency_key="k-1"
+        )
         assert out["created"] is True and flaky.calls == 3
-        assert len(waits) == 2 and all(0.5 <= w <= 1.0 for w in waits)  # Retry-After: 1, with jitter
-        again = c.submit("demo", task["assignment_id"], judgment, rationale="A is right", idempotency_key="k-1")
+        assert len(waits) == 2 and all(
+            0.5 <= w <= 1.0 for w in waits
+        )  # Retry-After: 1, with jitter
+        again = c.submit(
+            "demo", task["assignment_id"], judgment, rationale="A is right", idempotency_key="k-1"
+        )
         assert again["judgment_id"] == out["judgment_id"] and again["created"] is False
 
         # a write not marked safe to repeat is not retried: the caller sees the 503

@@ -52,7 +52,10 @@ def test_login_sets_a_safe_cookie_and_csrf_is_required(sec):
     assert made.status_code == 201
     # a state change on a project route, too
     assert c.post("/api/v1/projects/demo/assignments/next").status_code == 403
-    assert c.post("/api/v1/projects/demo/assignments/next", headers={"X-CSRF-Token": csrf}).status_code == 200
+    assert (
+        c.post("/api/v1/projects/demo/assignments/next", headers={"X-CSRF-Token": csrf}).status_code
+        == 200
+    )
     # logout ends the server-side session: the old cookie no longer works
     old_cookie = c.cookies.get("preflab_session")
     assert c.post("/api/v1/auth/logout", headers={"X-CSRF-Token": csrf}).status_code == 200
@@ -80,7 +83,9 @@ def test_session_expires(sec):
     # two hours later (the session row's expiry moved into the past, rather than waiting):
     # the browser would drop the cookie (max-age); the server refuses it on its own clock too
     alice = select(User.pk).where(User.username == "alice").scalar_subquery()
-    assert expire_now(url, WebSession, WebSession.user_pk == alice, WebSession.revoked.is_(False)) >= 1
+    assert (
+        expire_now(url, WebSession, WebSession.user_pk == alice, WebSession.revoked.is_(False)) >= 1
+    )
     expired = httpx.get(server.base + "/api/v1/auth/me", cookies={"preflab_session": cookie})
     assert expired.status_code == 401 and "expired" in expired.json()["detail"]
     c.close()
@@ -126,8 +131,11 @@ def test_tokens_and_passwords_are_not_stored_in_clear(sec):
 
     engine = create_engine(url)
     with engine.connect() as conn:
-        dump = "\n".join(str(row) for t in ("api_tokens", "users", "web_sessions", "invites")
-                         for row in conn.execute(text(f"SELECT * FROM {t}")))
+        dump = "\n".join(
+            str(row)
+            for t in ("api_tokens", "users", "web_sessions", "invites")
+            for row in conn.execute(text(f"SELECT * FROM {t}"))
+        )
     engine.dispose()
     assert seeded.admin_token not in dump and PASSWORD not in dump
     assert "$argon2id$" in dump
@@ -141,15 +149,23 @@ def test_invite_links_work_once_and_expire(sec):
     anon = httpx.Client(base_url=server.base, timeout=30)
     ok = anon.post(inv["path"], json={"username": "newbie", "password": "a long enough password"})
     assert ok.status_code == 201
-    again = anon.post(inv["path"], json={"username": "newbie2", "password": "a long enough password"})
+    again = anon.post(
+        inv["path"], json={"username": "newbie2", "password": "a long enough password"}
+    )
     assert again.status_code == 410
     from sqlalchemy import create_engine, text
 
     engine = create_engine(url)
     with engine.begin() as conn:  # age the second invite past its expiry
-        conn.execute(text("UPDATE invites SET expires_at = '2000-01-01 00:00:00.000000' WHERE role = 'reviewer'"))
+        conn.execute(
+            text(
+                "UPDATE invites SET expires_at = '2000-01-01 00:00:00.000000' WHERE role = 'reviewer'"
+            )
+        )
     engine.dispose()
-    expired = anon.post(late["path"], json={"username": "latecomer", "password": "a long enough password"})
+    expired = anon.post(
+        late["path"], json={"username": "latecomer", "password": "a long enough password"}
+    )
     assert expired.status_code == 410 and "expired" in expired.json()["detail"]
     c, r = login(server, "newbie", "a long enough password")
     assert r.status_code == 200 and c.get("/api/v1/auth/me").json()["projects"] == {"demo": "rater"}
@@ -157,20 +173,42 @@ def test_invite_links_work_once_and_expire(sec):
     anon.close()
 
 
-INJECTIONS = ["'); DROP TABLE judgments; --", "\" OR 1=1 --", "Robert'); DELETE FROM users WHERE ('1'='1"]
+INJECTIONS = [
+    "'); DROP TABLE judgments; --",
+    '" OR 1=1 --',
+    "Robert'); DELETE FROM users WHERE ('1'='1",
+]
 
 
 def test_sql_injection_strings_are_plain_data(sec):
     server, seeded, _ = sec
     with server.client(seeded.tokens["rater000"]) as c:
         for text_ in INJECTIONS:
-            assert c.post("/api/v1/me/credentials", json={"domain": "law", "evidence": text_}).status_code == 201
+            assert (
+                c.post(
+                    "/api/v1/me/credentials", json={"domain": "law", "evidence": text_}
+                ).status_code
+                == 201
+            )
         task = c.post("/api/v1/projects/demo/assignments/next").json()["task"]
-        r = c.post("/api/v1/projects/demo/judgments", json={"assignment_id": task["assignment_id"], "judgment": {
-            "kind": "pairwise", "winner": "a", "strength": 1, "rationale": INJECTIONS[0]}})
+        r = c.post(
+            "/api/v1/projects/demo/judgments",
+            json={
+                "assignment_id": task["assignment_id"],
+                "judgment": {
+                    "kind": "pairwise",
+                    "winner": "a",
+                    "strength": 1,
+                    "rationale": INJECTIONS[0],
+                },
+            },
+        )
         assert r.status_code == 201
         assert c.get("/api/v1/projects/demo' OR '1'='1").status_code == 404
-        assert c.get("/api/v1/projects/demo/my/judgments", params={"after": "0 OR 1=1"}).status_code == 422
+        assert (
+            c.get("/api/v1/projects/demo/my/judgments", params={"after": "0 OR 1=1"}).status_code
+            == 422
+        )
         mine = c.get("/api/v1/projects/demo/my/judgments").json()
         assert mine[-1]["rationale"] == INJECTIONS[0]
         assert c.get("/api/v1/me/credentials").json()[0]["evidence"] == INJECTIONS[-1]

@@ -17,14 +17,24 @@ RATERS = 200
 
 def test_two_hosts_one_postgres_never_more_than_k(pg_url, start_server):
     items = [pairwise_item(i) for i in range(80)]
-    seeded = seed(pg_url, project="load", items=items, raters=RATERS, extra_roles=False,
-                  policy={"overlap_share": 1.0, "overlap_k": 3, "lease_seconds": 600})
+    seeded = seed(
+        pg_url,
+        project="load",
+        items=items,
+        raters=RATERS,
+        extra_roles=False,
+        policy={"overlap_share": 1.0, "overlap_k": 3, "lease_seconds": 600},
+    )
     hosts = [start_server(pg_url, workers=1), start_server(pg_url, workers=1)]
     acked: dict[str, int] = {}
     errors: list = []
-    threads = [threading.Thread(target=rater_loop, args=(hosts[i % 2].base, seeded.tokens[f"rater{i:03d}"], acked,
-                                                         errors, i, 10))
-               for i in range(RATERS)]
+    threads = [
+        threading.Thread(
+            target=rater_loop,
+            args=(hosts[i % 2].base, seeded.tokens[f"rater{i:03d}"], acked, errors, i, 10),
+        )
+        for i in range(RATERS)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -33,8 +43,12 @@ def test_two_hosts_one_postgres_never_more_than_k(pg_url, start_server):
     assert not errors, errors[:10]
     engine = create_engine(pg_url)
     with engine.connect() as conn:  # both hosts' lanes hold their connections open
-        lane_conns = conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                                       "AND application_name = 'preflab-lane'")).scalar()
+        lane_conns = conn.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = 'preflab-lane'"
+            )
+        ).scalar()
     engine.dispose()
     assert lane_conns >= 2
     figures = check_invariants(pg_url, acked)  # never > k, no doubles, nothing acknowledged lost

@@ -42,7 +42,10 @@ ALL_KINDS = ("pairwise", "ranking", "rubric", "unary", "steps", "demonstration")
 
 RUBRIC = Rubric(
     id="helpful",
-    dimensions=[Dimension(name="correct", scale="binary"), Dimension(name="style", scale="ordinal", points=5)],
+    dimensions=[
+        Dimension(name="correct", scale="binary"),
+        Dimension(name="style", scale="ordinal", points=5),
+    ],
     vetoes=[Veto(name="unsafe"), Veto(name="wrong")],
 )
 
@@ -88,7 +91,11 @@ def _items(rng: random.Random, n: int) -> list[Item]:
                 "tolerance": rng.choice([0.0, 0.5, 1]),
             }
         if rng.random() < 0.5:
-            data["metadata"] = {"batch": i, "source": "gen", "nested": {"deep": [1, 2.5, None, True]}}
+            data["metadata"] = {
+                "batch": i,
+                "source": "gen",
+                "nested": {"deep": [1, 2.5, None, True]},
+            }
         items.append(Item.model_validate(data))
     return items
 
@@ -103,7 +110,9 @@ def _provenance(rng: random.Random, rater: str, n: str) -> dict[str, Any]:
         prov["source"] = rng.choice(["human", "ai", "ai_assisted"])
     if rng.random() < 0.5:
         offset = timezone(timedelta(hours=rng.choice([-5, 0, 2, 9])))
-        start = datetime(2025, 3, 1, 10, 0, rng.randint(0, 59), rng.randint(0, 999_999), tzinfo=offset)
+        start = datetime(
+            2025, 3, 1, 10, 0, rng.randint(0, 59), rng.randint(0, 999_999), tzinfo=offset
+        )
         prov["started_at"] = start.isoformat()
         prov["submitted_at"] = (start + timedelta(seconds=rng.randint(1, 300))).isoformat()
     elif rng.random() < 0.3:
@@ -135,7 +144,10 @@ def _judgments(rng: random.Random, item: Item, n_raters: int) -> list[JudgmentBa
                     (order[-1].append(c) if rng.random() < 0.4 else order.append([c]))
                 body = {"order": order}
             elif kind == "rubric":
-                body = {"candidate_id": rng.choice(ids), "scores": {"correct": rng.choice([0, 1]), "style": 3.0}}
+                body = {
+                    "candidate_id": rng.choice(ids),
+                    "scores": {"correct": rng.choice([0, 1]), "style": 3.0},
+                }
                 if rng.random() < 0.5:
                     body["vetoes_failed"] = rng.sample(["unsafe", "wrong"], rng.randint(1, 2))
             elif kind == "unary":
@@ -143,18 +155,30 @@ def _judgments(rng: random.Random, item: Item, n_raters: int) -> list[JudgmentBa
             elif kind == "steps":
                 verdicts = [rng.choice([1, 0]) for _ in range(rng.randint(0, 2))]
                 steps = ["s1", "s2", "s3"]
-                verdicts = verdicts + [-1] if rng.random() < 0.5 else [rng.choice([1, 0]) for _ in steps]
+                verdicts = (
+                    verdicts + [-1] if rng.random() < 0.5 else [rng.choice([1, 0]) for _ in steps]
+                )
                 body = {"candidate_id": rng.choice(ids), "steps": steps, "verdicts": verdicts}
             else:
                 if rng.random() < 0.5:
-                    body = {"text": f"demo by r{r}", "status": rng.choice(["pending", "accepted", "rejected"])}
+                    body = {
+                        "text": f"demo by r{r}",
+                        "status": rng.choice(["pending", "accepted", "rejected"]),
+                    }
                 else:
                     body = {"messages": [{"role": "assistant", "content": "hi", "name": "expert"}]}
             if rng.random() < 0.3:
                 body["rationale"] = f"because {r}"
-            out.append(parse_judgment({
-                **body, "kind": kind, "item_id": item.id, "provenance": _provenance(rng, f"rater-{r}", f"{item.id}-{len(out)}"),
-            }))
+            out.append(
+                parse_judgment(
+                    {
+                        **body,
+                        "kind": kind,
+                        "item_id": item.id,
+                        "provenance": _provenance(rng, f"rater-{r}", f"{item.id}-{len(out)}"),
+                    }
+                )
+            )
     return out
 
 
@@ -169,49 +193,90 @@ def _populate(engine: Any, name: str, seed: int, n_items: int, tmp: Path) -> Non
         repo.add_rubric(s, project, RUBRIC)
         for n, item in enumerate(items[: n_items // 2]):
             repo.add_item(s, project, item)
-            decoy = Item(id=item.id, prompt="decoy", candidates=[{"id": "c0", "text": "x"}, {"id": "c1", "text": "y"}])
+            decoy = Item(
+                id=item.id,
+                prompt="decoy",
+                candidates=[{"id": "c0", "text": "x"}, {"id": "c1", "text": "y"}],
+            )
             repo.add_item(s, other, decoy)
-            repo.add_judgment(s, other, PairwiseJudgment(
-                item_id=item.id, shown_order=("c1", "c0"), winner="a", strength=1, provenance={"rater_id": "d"}))
+            repo.add_judgment(
+                s,
+                other,
+                PairwiseJudgment(
+                    item_id=item.id,
+                    shown_order=("c1", "c0"),
+                    winner="a",
+                    strength=1,
+                    provenance={"rater_id": "d"},
+                ),
+            )
             for j in _judgments(rng, item, 3 if n % 5 else 0):  # every fifth item: no judgments
                 repo.add_judgment(s, project, j)
     # the rest through the bulk importer: items and judgments with a batch pk
     path = tmp / f"{name}.jsonl"
     with open(path, "wb") as f:
-        for item in items[n_items // 2:]:
+        for item in items[n_items // 2 :]:
             f.write(orjson.dumps(item.model_dump(mode="json")) + b"\n")
             for j in _judgments(rng, item, 3):
-                f.write(orjson.dumps(j.model_dump(mode="json", by_alias=True, exclude_none=True)) + b"\n")
+                f.write(
+                    orjson.dumps(j.model_dump(mode="json", by_alias=True, exclude_none=True))
+                    + b"\n"
+                )
     report = import_files(engine, name, [path])
     assert report.batch_pk is not None
     with transaction(engine) as s:
         project = repo.get_project(s, name)
-        pks = sorted(s.scalars(JudgmentRow.__table__.select().with_only_columns(JudgmentRow.pk)
-                               .where(JudgmentRow.project_pk == project.pk)))
+        pks = sorted(
+            s.scalars(
+                JudgmentRow.__table__.select()
+                .with_only_columns(JudgmentRow.pk)
+                .where(JudgmentRow.project_pk == project.pk)
+            )
+        )
         excluded = rng.sample(pks, len(pks) // 5)
-        s.execute(update(JudgmentRow).where(JudgmentRow.pk.in_(excluded))
-                  .values(excluded=True, exclusion_reason=rng.choice([None, "rater suspended: gold drift"])))
+        s.execute(
+            update(JudgmentRow)
+            .where(JudgmentRow.pk.in_(excluded))
+            .values(
+                excluded=True, exclusion_reason=rng.choice([None, "rater suspended: gold drift"])
+            )
+        )
 
 
 def _snapshot(entries: list[repo.ItemWithJudgments]) -> list[Any]:
     """Everything observable about the yielded records, in comparable form."""
     out = []
     for e in entries:
-        out.append({
-            "item": e.item.model_dump(),
-            "item_json": e.item.model_dump(mode="json"),
-            "item_set": [e.item.model_fields_set, [c.model_fields_set for c in e.item.candidates]],
-            "messages": [(m.__pydantic_extra__, m.model_fields_set) for m in _messages(e.item)]
-            + [(m.__pydantic_extra__, m.model_fields_set)
-               for j in e.judgments if j.kind == "demonstration" for m in j.messages or ()],
-            "judgments": [
-                (type(j), j.model_dump(), j.model_dump(mode="json", by_alias=True, exclude_none=True),
-                 j.model_fields_set, j.provenance.model_fields_set, j.label_rows())
-                for j in e.judgments
-            ],
-            "meta": e.meta,
-            "batch_pk": e.batch_pk,
-        })
+        out.append(
+            {
+                "item": e.item.model_dump(),
+                "item_json": e.item.model_dump(mode="json"),
+                "item_set": [
+                    e.item.model_fields_set,
+                    [c.model_fields_set for c in e.item.candidates],
+                ],
+                "messages": [(m.__pydantic_extra__, m.model_fields_set) for m in _messages(e.item)]
+                + [
+                    (m.__pydantic_extra__, m.model_fields_set)
+                    for j in e.judgments
+                    if j.kind == "demonstration"
+                    for m in j.messages or ()
+                ],
+                "judgments": [
+                    (
+                        type(j),
+                        j.model_dump(),
+                        j.model_dump(mode="json", by_alias=True, exclude_none=True),
+                        j.model_fields_set,
+                        j.provenance.model_fields_set,
+                        j.label_rows(),
+                    )
+                    for j in e.judgments
+                ],
+                "meta": e.meta,
+                "batch_pk": e.batch_pk,
+            }
+        )
     return out
 
 
@@ -246,10 +311,18 @@ def _compare(engine: Any, name: str, chunks: tuple[int, ...]) -> int:
         project = repo.get_project(s, name)
         n = 0
         for include_excluded in (False, True):
-            reference = list(repo.iter_items_with_judgments_validated(s, project, include_excluded=include_excluded))
+            reference = list(
+                repo.iter_items_with_judgments_validated(
+                    s, project, include_excluded=include_excluded
+                )
+            )
             expected = _snapshot(reference)
             for chunk in chunks:
-                fast = list(repo.iter_items_with_judgments(s, project, include_excluded=include_excluded, chunk=chunk))
+                fast = list(
+                    repo.iter_items_with_judgments(
+                        s, project, include_excluded=include_excluded, chunk=chunk
+                    )
+                )
                 _check_types(fast)
                 assert [e.item for e in fast] == [e.item for e in reference]
                 assert [e.judgments for e in fast] == [e.judgments for e in reference]
@@ -264,14 +337,18 @@ def test_fast_reader_equals_the_validated_reader(db_url, tmp_path):
     _populate(engine, "fr", seed=7, n_items=40, tmp=tmp_path)
     judged = _compare(engine, "fr", chunks=(1, 3, 7, 1000))
     with transaction(engine) as s:
-        entries = list(repo.iter_items_with_judgments(s, repo.get_project(s, "fr"), include_excluded=True))
+        entries = list(
+            repo.iter_items_with_judgments(s, repo.get_project(s, "fr"), include_excluded=True)
+        )
     # the fixture covers what it claims to
     kinds = {j.kind for e in entries for j in e.judgments}
     assert kinds == set(ALL_KINDS) and judged > 100
     pairs = [j for e in entries for j in e.judgments if isinstance(j, PairwiseJudgment)]
     assert {j.shown_order[0] < j.shown_order[1] for j in pairs} == {True, False}
     assert any(j.winner == "tie" for j in pairs)
-    assert any(len(g) > 1 for e in entries for j in e.judgments if j.kind == "ranking" for g in j.order)
+    assert any(
+        len(g) > 1 for e in entries for j in e.judgments if j.kind == "ranking" for g in j.order
+    )
     assert any(j.vetoes_failed for e in entries for j in e.judgments if j.kind == "rubric")
     assert any(j.messages for e in entries for j in e.judgments if j.kind == "demonstration")
     assert any(m["excluded"] for e in entries for m in e.meta)
@@ -286,9 +363,13 @@ def test_fast_reader_equals_the_validated_reader(db_url, tmp_path):
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(seed=st.integers(0, 2**32 - 1), n_items=st.integers(1, 12))
-def test_fast_reader_equals_the_validated_reader_on_random_projects(db_url, tmp_path, seed, n_items):
+def test_fast_reader_equals_the_validated_reader_on_random_projects(
+    db_url, tmp_path, seed, n_items
+):
     engine = db.open_db(db_url)
     name = f"p{seed}-{n_items}"
     with transaction(engine) as s:
@@ -298,7 +379,11 @@ def test_fast_reader_equals_the_validated_reader_on_random_projects(db_url, tmp_
     compared = _compare(engine, name, chunks=(1, 5))  # asserts both readers equal, every chunking
     with transaction(engine) as s:
         project = repo.get_project(s, name)
-        stored = s.scalar(select(func.count()).select_from(JudgmentRow).where(JudgmentRow.project_pk == project.pk))
+        stored = s.scalar(
+            select(func.count())
+            .select_from(JudgmentRow)
+            .where(JudgmentRow.project_pk == project.pk)
+        )
     assert compared == stored  # and, excluded labels included, they read every stored judgment
     engine.dispose()
 
@@ -317,10 +402,21 @@ def test_timestamps_come_back_aware_utc(db_url):
     with transaction(engine) as s:
         project = repo.create_project(s, "ts")
         repo.add_item(s, project, item)
-        repo.add_judgment(s, project, PairwiseJudgment(
-            item_id="q", shown_order=("b", "a"), winner="a", strength=2,
-            provenance={"rater_id": "r", "started_at": "2025-03-01T10:00:00+02:00",
-                        "submitted_at": "2025-03-01T08:01:30Z"}))
+        repo.add_judgment(
+            s,
+            project,
+            PairwiseJudgment(
+                item_id="q",
+                shown_order=("b", "a"),
+                winner="a",
+                strength=2,
+                provenance={
+                    "rater_id": "r",
+                    "started_at": "2025-03-01T10:00:00+02:00",
+                    "submitted_at": "2025-03-01T08:01:30Z",
+                },
+            ),
+        )
     with transaction(engine) as s:
         [entry] = repo.iter_items_with_judgments(s, repo.get_project(s, "ts"))
         [j] = entry.judgments

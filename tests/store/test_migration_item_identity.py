@@ -26,31 +26,93 @@ ONE, TWO = "Answer one.", "Answer two."
 
 meta = sa.MetaData()
 JSON = sa.JSON()
-projects = sa.Table("projects", meta, sa.Column("pk", sa.Integer, primary_key=True), sa.Column("name", sa.String),
-                    sa.Column("title", sa.String), sa.Column("secret", sa.String), sa.Column("kinds", JSON),
-                    sa.Column("settings", JSON), sa.Column("created_at", sa.DateTime(timezone=True)))
-batches = sa.Table("import_batches", meta, sa.Column("pk", sa.Integer, primary_key=True), sa.Column("project_pk", sa.Integer),
-                   sa.Column("content_hash", sa.String), sa.Column("sources", JSON), sa.Column("format", sa.String),
-                   sa.Column("counts", JSON), sa.Column("created_at", sa.DateTime(timezone=True)))
-items = sa.Table("items", meta, sa.Column("pk", sa.Integer, primary_key=True), sa.Column("project_pk", sa.Integer),
-                 sa.Column("item_key", sa.String), sa.Column("content_hash", sa.String), sa.Column("prompt", JSON),
-                 sa.Column("domains", JSON), sa.Column("metadata", JSON), sa.Column("batch_pk", sa.Integer),
-                 sa.Column("created_at", sa.DateTime(timezone=True)))
-candidates = sa.Table("candidates", meta, sa.Column("pk", sa.Integer, primary_key=True), sa.Column("item_pk", sa.Integer),
-                      sa.Column("candidate_key", sa.String), sa.Column("position", sa.Integer), sa.Column("text", sa.Text),
-                      sa.Column("messages", JSON), sa.Column("source", sa.String), sa.Column("metadata", JSON))
-raters = sa.Table("raters", meta, sa.Column("pk", sa.Integer, primary_key=True), sa.Column("project_pk", sa.Integer),
-                  sa.Column("rater_key", sa.String), sa.Column("rater_hash", sa.String),
-                  sa.Column("created_at", sa.DateTime(timezone=True)))
-judgments = sa.Table("judgments", meta, sa.Column("pk", sa.Integer, primary_key=True), sa.Column("project_pk", sa.Integer),
-                     sa.Column("item_pk", sa.Integer), sa.Column("rater_pk", sa.Integer), sa.Column("kind", sa.String),
-                     sa.Column("body", JSON), sa.Column("pair_lo", sa.String), sa.Column("pair_hi", sa.String),
-                     sa.Column("score", sa.Integer), sa.Column("shown_order", JSON), sa.Column("review_pass", sa.Integer),
-                     sa.Column("source", sa.String), sa.Column("content_hash", sa.String), sa.Column("batch_pk", sa.Integer),
-                     sa.Column("excluded", sa.Boolean), sa.Column("created_at", sa.DateTime(timezone=True)))
-pool = sa.Table("task_pool", meta, sa.Column("pk", sa.Integer, primary_key=True), sa.Column("project_pk", sa.Integer),
-                sa.Column("item_pk", sa.Integer), sa.Column("role", sa.String), sa.Column("target", sa.Integer),
-                sa.Column("filled", sa.Integer), sa.Column("order_key", sa.Integer))
+projects = sa.Table(
+    "projects",
+    meta,
+    sa.Column("pk", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String),
+    sa.Column("title", sa.String),
+    sa.Column("secret", sa.String),
+    sa.Column("kinds", JSON),
+    sa.Column("settings", JSON),
+    sa.Column("created_at", sa.DateTime(timezone=True)),
+)
+batches = sa.Table(
+    "import_batches",
+    meta,
+    sa.Column("pk", sa.Integer, primary_key=True),
+    sa.Column("project_pk", sa.Integer),
+    sa.Column("content_hash", sa.String),
+    sa.Column("sources", JSON),
+    sa.Column("format", sa.String),
+    sa.Column("counts", JSON),
+    sa.Column("created_at", sa.DateTime(timezone=True)),
+)
+items = sa.Table(
+    "items",
+    meta,
+    sa.Column("pk", sa.Integer, primary_key=True),
+    sa.Column("project_pk", sa.Integer),
+    sa.Column("item_key", sa.String),
+    sa.Column("content_hash", sa.String),
+    sa.Column("prompt", JSON),
+    sa.Column("domains", JSON),
+    sa.Column("metadata", JSON),
+    sa.Column("batch_pk", sa.Integer),
+    sa.Column("created_at", sa.DateTime(timezone=True)),
+)
+candidates = sa.Table(
+    "candidates",
+    meta,
+    sa.Column("pk", sa.Integer, primary_key=True),
+    sa.Column("item_pk", sa.Integer),
+    sa.Column("candidate_key", sa.String),
+    sa.Column("position", sa.Integer),
+    sa.Column("text", sa.Text),
+    sa.Column("messages", JSON),
+    sa.Column("source", sa.String),
+    sa.Column("metadata", JSON),
+)
+raters = sa.Table(
+    "raters",
+    meta,
+    sa.Column("pk", sa.Integer, primary_key=True),
+    sa.Column("project_pk", sa.Integer),
+    sa.Column("rater_key", sa.String),
+    sa.Column("rater_hash", sa.String),
+    sa.Column("created_at", sa.DateTime(timezone=True)),
+)
+judgments = sa.Table(
+    "judgments",
+    meta,
+    sa.Column("pk", sa.Integer, primary_key=True),
+    sa.Column("project_pk", sa.Integer),
+    sa.Column("item_pk", sa.Integer),
+    sa.Column("rater_pk", sa.Integer),
+    sa.Column("kind", sa.String),
+    sa.Column("body", JSON),
+    sa.Column("pair_lo", sa.String),
+    sa.Column("pair_hi", sa.String),
+    sa.Column("score", sa.Integer),
+    sa.Column("shown_order", JSON),
+    sa.Column("review_pass", sa.Integer),
+    sa.Column("source", sa.String),
+    sa.Column("content_hash", sa.String),
+    sa.Column("batch_pk", sa.Integer),
+    sa.Column("excluded", sa.Boolean),
+    sa.Column("created_at", sa.DateTime(timezone=True)),
+)
+pool = sa.Table(
+    "task_pool",
+    meta,
+    sa.Column("pk", sa.Integer, primary_key=True),
+    sa.Column("project_pk", sa.Integer),
+    sa.Column("item_pk", sa.Integer),
+    sa.Column("role", sa.String),
+    sa.Column("target", sa.Integer),
+    sa.Column("filled", sa.Integer),
+    sa.Column("order_key", sa.Integer),
+)
 
 
 def _old_candidate_key(body) -> str:
@@ -59,8 +121,11 @@ def _old_candidate_key(body) -> str:
 
 def _old_item_key(prompt, bodies) -> str:
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-    return content_hash({"prompt": messages, "candidates": [[_old_candidate_key(b), b] for b in bodies]},
-                        prefix="itm_", length=16)
+    return content_hash(
+        {"prompt": messages, "candidates": [[_old_candidate_key(b), b] for b in bodies]},
+        prefix="itm_",
+        length=16,
+    )
 
 
 class OldDatabase:
@@ -71,54 +136,116 @@ class OldDatabase:
         self.raters: dict[tuple[int, str], int] = {}
 
     def project(self, name: str) -> int:
-        pk = self.conn.execute(projects.insert().values(name=name, title=name, secret="s", kinds=["pairwise", "unary"],
-                                                        settings={}, created_at=NOW)).inserted_primary_key[0]
-        self.batch = self.conn.execute(batches.insert().values(project_pk=pk, content_hash=f"files-{name}", sources=[],
-                                                               format="comparison", counts={},
-                                                               created_at=NOW)).inserted_primary_key[0]
+        pk = self.conn.execute(
+            projects.insert().values(
+                name=name,
+                title=name,
+                secret="s",
+                kinds=["pairwise", "unary"],
+                settings={},
+                created_at=NOW,
+            )
+        ).inserted_primary_key[0]
+        self.batch = self.conn.execute(
+            batches.insert().values(
+                project_pk=pk,
+                content_hash=f"files-{name}",
+                sources=[],
+                format="comparison",
+                counts={},
+                created_at=NOW,
+            )
+        ).inserted_primary_key[0]
         return pk
 
-    def item(self, project: int, prompt, bodies, key: str | None = None) -> tuple[int, str, list[str]]:
+    def item(
+        self, project: int, prompt, bodies, key: str | None = None
+    ) -> tuple[int, str, list[str]]:
         key = key or _old_item_key(prompt, bodies)
-        pk = self.conn.execute(items.insert().values(project_pk=project, item_key=key, content_hash="0" * 64,
-                                                     prompt=prompt, domains=[], metadata={"from": key},
-                                                     batch_pk=self.batch, created_at=NOW)).inserted_primary_key[0]
+        pk = self.conn.execute(
+            items.insert().values(
+                project_pk=project,
+                item_key=key,
+                content_hash="0" * 64,
+                prompt=prompt,
+                domains=[],
+                metadata={"from": key},
+                batch_pk=self.batch,
+                created_at=NOW,
+            )
+        ).inserted_primary_key[0]
         ids = []
         for n, body in enumerate(bodies):
             cid = _old_candidate_key(body)
             ids.append(cid)
-            self.conn.execute(candidates.insert().values(
-                item_pk=pk, candidate_key=cid, position=n, text=body if isinstance(body, str) else None,
-                messages=None if isinstance(body, str) else body, source="model", metadata={}))
-        self.conn.execute(pool.insert().values(project_pk=project, item_pk=pk, role="production", target=3, filled=1,
-                                               order_key=0))
+            self.conn.execute(
+                candidates.insert().values(
+                    item_pk=pk,
+                    candidate_key=cid,
+                    position=n,
+                    text=body if isinstance(body, str) else None,
+                    messages=None if isinstance(body, str) else body,
+                    source="model",
+                    metadata={},
+                )
+            )
+        self.conn.execute(
+            pool.insert().values(
+                project_pk=project, item_pk=pk, role="production", target=3, filled=1, order_key=0
+            )
+        )
         return pk, key, ids
 
     def rater(self, project: int, name: str) -> int:
         if (project, name) not in self.raters:
-            self.raters[project, name] = self.conn.execute(raters.insert().values(
-                project_pk=project, rater_key=name, rater_hash=f"h-{name}", created_at=NOW)).inserted_primary_key[0]
+            self.raters[project, name] = self.conn.execute(
+                raters.insert().values(
+                    project_pk=project, rater_key=name, rater_hash=f"h-{name}", created_at=NOW
+                )
+            ).inserted_primary_key[0]
         return self.raters[project, name]
 
-    def comparison(self, project: int, item: tuple[int, str, list[str]], chosen: int, rater: str) -> None:
+    def comparison(
+        self, project: int, item: tuple[int, str, list[str]], chosen: int, rater: str
+    ) -> None:
         """``rater`` chose candidate number ``chosen`` (stored in sorted id order, as imports were)."""
         pk, key, ids = item
         shown = tuple(sorted(ids))
         rows = pairwise_rows(key, shown, "a" if shown[0] == ids[chosen] else "b", 2, rater)
         self._judgment(project, pk, rater, rows)
 
-    def unary(self, project: int, item: tuple[int, str, list[str]], candidate: int, rater: str) -> None:
+    def unary(
+        self, project: int, item: tuple[int, str, list[str]], candidate: int, rater: str
+    ) -> None:
         pk, key, ids = item
-        rows = judgment_rows(UnaryJudgment(item_id=key, candidate_id=ids[candidate], label=True,
-                                           provenance={"rater_id": rater}))
+        rows = judgment_rows(
+            UnaryJudgment(
+                item_id=key, candidate_id=ids[candidate], label=True, provenance={"rater_id": rater}
+            )
+        )
         self._judgment(project, pk, rater, rows)
 
     def _judgment(self, project: int, item_pk: int, rater: str, rows) -> None:
         v = rows.values
-        self.conn.execute(judgments.insert().values(
-            project_pk=project, item_pk=item_pk, rater_pk=self.rater(project, rater), kind=v["kind"], body=v["body"],
-            pair_lo=v["pair_lo"], pair_hi=v["pair_hi"], score=v["score"], shown_order=v["shown_order"], review_pass=0,
-            source=v["source"], content_hash=v["content_hash"], batch_pk=self.batch, excluded=False, created_at=NOW))
+        self.conn.execute(
+            judgments.insert().values(
+                project_pk=project,
+                item_pk=item_pk,
+                rater_pk=self.rater(project, rater),
+                kind=v["kind"],
+                body=v["body"],
+                pair_lo=v["pair_lo"],
+                pair_hi=v["pair_hi"],
+                score=v["score"],
+                shown_order=v["shown_order"],
+                review_pass=0,
+                source=v["source"],
+                content_hash=v["content_hash"],
+                batch_pk=self.batch,
+                excluded=False,
+                created_at=NOW,
+            )
+        )
 
 
 def _build(engine) -> None:
@@ -130,8 +257,18 @@ def _build(engine) -> None:
             (PROMPT, [ONE, TWO], 0, "alice"),  # alice: one > two
             (PROMPT, [TWO, ONE], 0, "bob"),  # the same pair the other way round: bob: two > one
             (PROMPT + "\n", [ONE + "\n", TWO], 0, "carol"),  # trailing newlines: carol: one > two
-            ([{"role": "user", "content": PROMPT}], [[{"role": "assistant", "content": ONE}], TWO], 1, "dave"),
-            (unicodedata.normalize("NFD", PROMPT), [ONE, TWO], 0, "alice"),  # alice again, the same verdict (NFD)
+            (
+                [{"role": "user", "content": PROMPT}],
+                [[{"role": "assistant", "content": ONE}], TWO],
+                1,
+                "dave",
+            ),
+            (
+                unicodedata.normalize("NFD", PROMPT),
+                [ONE, TWO],
+                0,
+                "alice",
+            ),  # alice again, the same verdict (NFD)
         ]
         for prompt, bodies, chosen, rater in split:
             old.comparison(p, old.item(p, prompt, bodies), chosen, rater)
@@ -144,14 +281,28 @@ def _build(engine) -> None:
 def _labels(engine, project: str):
     with engine.connect() as conn:
         project_pk = conn.execute(select(Project.pk).where(Project.name == project)).scalar_one()
-        texts = {(c.item_pk, c.candidate_key): c.text if c.text is not None else c.messages[0]["content"]
-                 for c in conn.execute(select(CandidateRow))}
+        texts = {
+            (c.item_pk, c.candidate_key): c.text if c.text is not None else c.messages[0]["content"]
+            for c in conn.execute(select(CandidateRow))
+        }
         rows = conn.execute(
-            select(ItemRow.item_key, ItemRow.pk, Rater.rater_key, JudgmentRow.kind, JudgmentRow.pair_lo,
-                   JudgmentRow.pair_hi, JudgmentRow.score, JudgmentRow.body, JudgmentRow.excluded,
-                   JudgmentRow.exclusion_reason)
-            .join(JudgmentRow, JudgmentRow.item_pk == ItemRow.pk).join(Rater, Rater.pk == JudgmentRow.rater_pk)
-            .where(ItemRow.project_pk == project_pk).order_by(JudgmentRow.pk)).all()
+            select(
+                ItemRow.item_key,
+                ItemRow.pk,
+                Rater.rater_key,
+                JudgmentRow.kind,
+                JudgmentRow.pair_lo,
+                JudgmentRow.pair_hi,
+                JudgmentRow.score,
+                JudgmentRow.body,
+                JudgmentRow.excluded,
+                JudgmentRow.exclusion_reason,
+            )
+            .join(JudgmentRow, JudgmentRow.item_pk == ItemRow.pk)
+            .join(Rater, Rater.pk == JudgmentRow.rater_pk)
+            .where(ItemRow.project_pk == project_pk)
+            .order_by(JudgmentRow.pk)
+        ).all()
     out = []
     for key, pk, rater, kind, lo, hi, score, body, excluded, reason in rows:
         if kind == "pairwise":
@@ -175,15 +326,22 @@ def test_split_items_are_merged_with_every_judgment_kept(db_url, tmp_path):
         pair = [row for row in labels if row[1] in ("alice", "bob", "carol", "dave")]
         assert len({row[0] for row in pair}) == 1, "one item for the pair"
         assert [(rater, verdict) for _, rater, verdict, excluded, _ in pair if not excluded] == [
-            ("alice", (ONE, TWO)), ("bob", (TWO, ONE)), ("carol", (ONE, TWO)), ("dave", (TWO, ONE))]
+            ("alice", (ONE, TWO)),
+            ("bob", (TWO, ONE)),
+            ("carol", (ONE, TWO)),
+            ("dave", (TWO, ONE)),
+        ]
         duplicate = [row for row in pair if row[3]]
         assert len(duplicate) == 1 and duplicate[0][1] == "alice"
         assert "duplicate after the item merge of migration 0005" in duplicate[0][4]
-        assert {row[1]: row[2] for row in labels if row[1] in ("erin", "frank")} == {"erin": ("Y", "X"),
-                                                                                      "frank": ("D",)}
+        assert {row[1]: row[2] for row in labels if row[1] in ("erin", "frank")} == {
+            "erin": ("Y", "X"),
+            "frank": ("D",),
+        }
         with engine.connect() as conn:
-            keys = conn.execute(select(ItemRow.item_key, ItemRow.meta).join(Project)
-                                .where(Project.name == "p")).all()
+            keys = conn.execute(
+                select(ItemRow.item_key, ItemRow.meta).join(Project).where(Project.name == "p")
+            ).all()
             pool_rows = conn.execute(sa.text("SELECT item_pk, filled, target FROM task_pool")).all()
         assert len(keys) == 3 and "x" in {k for k, _ in keys}, "explicit ids are kept"
         merged = next(m for k, m in keys if m.get("merged_items"))
@@ -206,7 +364,13 @@ def test_after_the_migration_the_old_records_import_as_already_present(db_url, t
         records = [
             {"prompt": PROMPT, "chosen": ONE, "rejected": TWO, "labeler": "alice", "strength": 2},
             {"prompt": PROMPT, "chosen": TWO, "rejected": ONE, "labeler": "bob", "strength": 2},
-            {"prompt": PROMPT + "\n", "chosen": ONE + "\n", "rejected": TWO, "labeler": "carol", "strength": 2},
+            {
+                "prompt": PROMPT + "\n",
+                "chosen": ONE + "\n",
+                "rejected": TWO,
+                "labeler": "carol",
+                "strength": 2,
+            },
             {"prompt": "Other?", "chosen": "Y", "rejected": "X", "labeler": "erin", "strength": 2},
         ]
         path = Path(tmp_path) / "again.jsonl"

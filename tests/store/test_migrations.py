@@ -13,7 +13,9 @@ from preflab.store.models import Base
 
 def _diffs(engine):
     with engine.connect() as conn:
-        return compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+        return compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
+        )
 
 
 def test_first_revision_id_is_stable():
@@ -72,8 +74,11 @@ def test_bulk_tables_have_no_server_defaults(db_url):
     that stores NULL only because no column of these tables has a default in the database."""
     engine = db.open_db(db_url)
     inspector = inspect(engine)
-    defaults = {(table, c["name"]): c["default"] for table in ("items", "candidates", "judgments", "raters")
-                for c in inspector.get_columns(table)}
+    defaults = {
+        (table, c["name"]): c["default"]
+        for table in ("items", "candidates", "judgments", "raters")
+        for c in inspector.get_columns(table)
+    }
     engine.dispose()
     assert len(defaults) > 40
     assert {k: v for k, v in defaults.items() if v is not None and k[1] != "pk"} == {}
@@ -86,22 +91,38 @@ def test_0004_keeps_judgments_and_moves_their_uniqueness_to_the_item(db_url):
     engine = db.make_engine(db_url)
     db.upgrade(engine, "0003_pool_open_index")
     now = "2026-11-30 00:00:00"
-    judgment = ("INSERT INTO judgments (project_pk, item_pk, rater_pk, kind, body, review_pass, source, "
-                "content_hash, excluded, created_at, idempotency_key) VALUES (1, {item}, 1, 'pairwise', '{{}}', 0, "
-                "'human', '{digest}', false, '{now}', {key})")
+    judgment = (
+        "INSERT INTO judgments (project_pk, item_pk, rater_pk, kind, body, review_pass, source, "
+        "content_hash, excluded, created_at, idempotency_key) VALUES (1, {item}, 1, 'pairwise', '{{}}', 0, "
+        "'human', '{digest}', false, '{now}', {key})"
+    )
     with engine.begin() as conn:
-        conn.execute(text(f"INSERT INTO projects (pk, name, title, secret, kinds, settings, created_at) "
-                          f"VALUES (1, 'p', '', 's', '[]', '{{}}', '{now}')"))
+        conn.execute(
+            text(
+                f"INSERT INTO projects (pk, name, title, secret, kinds, settings, created_at) "
+                f"VALUES (1, 'p', '', 's', '[]', '{{}}', '{now}')"
+            )
+        )
         for pk in (1, 2):
-            conn.execute(text(f"INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, "
-                              f"created_at) VALUES ({pk}, 1, 'i{pk}', 'h{pk}', '\"q\"', '[]', '{{}}', '{now}')"))
-        conn.execute(text(f"INSERT INTO raters (pk, project_pk, rater_key, rater_hash, created_at) "
-                          f"VALUES (1, 1, 'r', 'h', '{now}')"))
+            conn.execute(
+                text(
+                    f"INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, "
+                    f"created_at) VALUES ({pk}, 1, 'i{pk}', 'h{pk}', '\"q\"', '[]', '{{}}', '{now}')"
+                )
+            )
+        conn.execute(
+            text(
+                f"INSERT INTO raters (pk, project_pk, rater_key, rater_hash, created_at) "
+                f"VALUES (1, 1, 'r', 'h', '{now}')"
+            )
+        )
         conn.execute(text(judgment.format(item=1, digest="abc", now=now, key="NULL")))
     db.upgrade(engine)
     assert _diffs(engine) == []
     with engine.begin() as conn:
-        assert conn.execute(text("SELECT item_pk, content_hash FROM judgments")).all() == [(1, "abc")]
+        assert conn.execute(text("SELECT item_pk, content_hash FROM judgments")).all() == [
+            (1, "abc")
+        ]
         # no idempotency key twice: fine (the partial index holds only keys)
         conn.execute(text(judgment.format(item=2, digest="abc", now=now, key="NULL")))
     with pytest.raises(IntegrityError), engine.begin() as conn:

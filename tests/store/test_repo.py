@@ -27,7 +27,10 @@ ALL_KINDS = ("pairwise", "ranking", "rubric", "unary", "steps", "demonstration")
 
 ITEM = Item(
     id="q1",
-    prompt=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?", "name": "u"}],
+    prompt=[
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "2+2?", "name": "u"},
+    ],
     candidates=[
         {"id": "a", "text": "4", "model": "m1"},
         {"id": "b", "messages": [{"role": "assistant", "content": "Four."}], "source": "human"},
@@ -35,7 +38,10 @@ ITEM = Item(
     ],
     domains=["Math", " arithmetic "],
     reference="4",
-    gold={"judgment": {"kind": "unary", "candidate_id": "a", "label": True}, "explanation": "2+2=4"},
+    gold={
+        "judgment": {"kind": "unary", "candidate_id": "a", "label": True},
+        "explanation": "2+2=4",
+    },
     metadata={"batch": 7, "tags": ["x"]},
 )
 
@@ -51,10 +57,21 @@ PROV = {
 }
 
 JUDGMENTS = [
-    {"kind": "pairwise", "shown_order": ["b", "a"], "winner": "b", "strength": 3, "rationale": "a is right"},
+    {
+        "kind": "pairwise",
+        "shown_order": ["b", "a"],
+        "winner": "b",
+        "strength": 3,
+        "rationale": "a is right",
+    },
     {"kind": "pairwise", "shown_order": ["a", "c"], "winner": "tie", "strength": 0},
     {"kind": "ranking", "order": [["a"], ["b", "c"]]},
-    {"kind": "rubric", "candidate_id": "a", "scores": {"correct": 1, "style": 4.0}, "vetoes_failed": ["unsafe"]},
+    {
+        "kind": "rubric",
+        "candidate_id": "a",
+        "scores": {"correct": 1, "style": 4.0},
+        "vetoes_failed": ["unsafe"],
+    },
     {"kind": "unary", "candidate_id": "c", "label": False},
     {"kind": "steps", "candidate_id": "b", "steps": ["add", "answer"], "verdicts": [1, -1]},
     {"kind": "demonstration", "text": "4, because 2+2=4.", "status": "accepted"},
@@ -108,10 +125,14 @@ def test_same_item_twice_is_a_no_op_and_changed_content_conflicts(db_url):
             repo.add_item(s, project, changed)
         j = _judgment(JUDGMENTS[0])
         first, created = repo.add_judgment(s, project, j)
-        again, created_again = repo.add_judgment(s, project, _judgment(JUDGMENTS[0], idempotency_key="other"))
+        again, created_again = repo.add_judgment(
+            s, project, _judgment(JUDGMENTS[0], idempotency_key="other")
+        )
         assert created and not created_again and again.pk == first.pk
         with pytest.raises(repo.StoreError, match="not a candidate"):
-            repo.add_judgment(s, project, _judgment({"kind": "unary", "candidate_id": "zz", "label": True}))
+            repo.add_judgment(
+                s, project, _judgment({"kind": "unary", "candidate_id": "zz", "label": True})
+            )
         assert s.scalar(select(func.count()).select_from(ItemRow)) == 1
     engine.dispose()
 
@@ -122,13 +143,18 @@ def test_gold_none_is_sql_null(db_url):
         project = repo.create_project(s, "nulls")
         repo.add_item(s, project, Item(prompt="p", candidates=[{"text": "x"}]))
         repo.add_item(s, project, ITEM)
-        assert s.scalar(select(func.count()).select_from(ItemRow).where(ItemRow.gold.is_(None))) == 1
+        assert (
+            s.scalar(select(func.count()).select_from(ItemRow).where(ItemRow.gold.is_(None))) == 1
+        )
     engine.dispose()
 
 
 RUBRIC = Rubric(
     id="helpful",
-    dimensions=[Dimension(name="correct", scale="binary"), Dimension(name="style", scale="ordinal", points=5)],
+    dimensions=[
+        Dimension(name="correct", scale="binary"),
+        Dimension(name="style", scale="ordinal", points=5),
+    ],
 )
 
 
@@ -162,9 +188,14 @@ ids = st.text(alphabet="abcxyz_-0123456789", min_size=1, max_size=12)
 
 
 @settings(max_examples=200, deadline=None)
-@given(prompt=texts, bodies=st.lists(texts, min_size=1, max_size=4, unique_by=normal_text),
-       with_ids=st.booleans(), models=st.lists(st.none() | ids, min_size=4, max_size=4),
-       meta=st.dictionaries(ids, st.integers(-(2**63), 2**63 - 1) | texts | st.none(), max_size=3), item_id=st.none() | ids)
+@given(
+    prompt=texts,
+    bodies=st.lists(texts, min_size=1, max_size=4, unique_by=normal_text),
+    with_ids=st.booleans(),
+    models=st.lists(st.none() | ids, min_size=4, max_size=4),
+    meta=st.dictionaries(ids, st.integers(-(2**63), 2**63 - 1) | texts | st.none(), max_size=3),
+    item_id=st.none() | ids,
+)
 def test_text_item_rows_equal_the_model(prompt, bodies, with_ids, models, meta, item_id):
     cands = [(f"c{i}" if with_ids else None, t, models[i]) for i, t in enumerate(bodies)]
     fast = text_item_rows(prompt, cands, dict(meta), item_id)
@@ -180,33 +211,54 @@ def test_text_item_rows_equal_the_model(prompt, bodies, with_ids, models, meta, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(pair=st.lists(ids, min_size=2, max_size=2, unique=True), winner=st.sampled_from(["a", "b", "tie"]),
-       strength=st.integers(1, 3), rater=ids, source=st.sampled_from(["human", "ai", "ai_assisted"]),
-       rationale=st.none() | texts)
+@given(
+    pair=st.lists(ids, min_size=2, max_size=2, unique=True),
+    winner=st.sampled_from(["a", "b", "tie"]),
+    strength=st.integers(1, 3),
+    rater=ids,
+    source=st.sampled_from(["human", "ai", "ai_assisted"]),
+    rationale=st.none() | texts,
+)
 def test_pairwise_rows_equal_the_model(pair, winner, strength, rater, source, rationale):
     strength = 0 if winner == "tie" else strength
     fast = pairwise_rows("item", tuple(pair), winner, strength, rater, source, rationale)
-    j = PairwiseJudgment(item_id="item", shown_order=tuple(pair), winner=winner, strength=strength,
-                         rationale=rationale, provenance={"rater_id": rater, "source": source})
+    j = PairwiseJudgment(
+        item_id="item",
+        shown_order=tuple(pair),
+        winner=winner,
+        strength=strength,
+        rationale=rationale,
+        provenance={"rater_id": rater, "source": source},
+    )
     assert fast == judgment_rows(j)
     assert fast.content_hash == repo.judgment_content_hash(j)
     assert fast.values["score"] == j.score
 
 
 @settings(max_examples=300, deadline=None)
-@given(prompt=st.text(max_size=40), pair=st.lists(st.text(max_size=40), min_size=2, max_size=2, unique_by=normal_text),
-       rater=st.text(min_size=1, max_size=20).filter(lambda r: r == r.strip()), strength=st.integers(1, 3),
-       source=st.sampled_from(["human", "ai", "ai_assisted"]))
+@given(
+    prompt=st.text(max_size=40),
+    pair=st.lists(st.text(max_size=40), min_size=2, max_size=2, unique_by=normal_text),
+    rater=st.text(min_size=1, max_size=20).filter(lambda r: r == r.strip()),
+    strength=st.integers(1, 3),
+    source=st.sampled_from(["human", "ai", "ai_assisted"]),
+)
 def test_pair_rows_equal_the_other_paths(prompt, pair, rater, strength, source):
     chosen, rejected = pair
     lean = pair_rows(prompt, chosen, rejected, rater, strength, source)
     item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)])
     c0, c1 = item.candidate_keys
     shown = (c0, c1) if c0 < c1 else (c1, c0)
-    judgment = pairwise_rows(item.key, shown, "a" if shown[0] == c0 else "b", strength, rater, source)
+    judgment = pairwise_rows(
+        item.key, shown, "a" if shown[0] == c0 else "b", strength, rater, source
+    )
     assert lean.item_rows() == item
     assert lean.judgment_rows() == judgment
-    assert (lean.item_key, lean.item_hash, lean.content_hash) == (item.key, item.content_hash, judgment.content_hash)
+    assert (lean.item_key, lean.item_hash, lean.content_hash) == (
+        item.key,
+        item.content_hash,
+        judgment.content_hash,
+    )
     # the column values the importer writes from the lean rows, as the generic rows serialise
     assert lean.prompt_json == orjson.dumps(prompt).decode()
     assert lean.body_json == orjson.dumps(judgment.values["body"]).decode()
@@ -215,5 +267,7 @@ def test_pair_rows_equal_the_other_paths(prompt, pair, rater, strength, source):
 
 
 def test_datetimes_are_stored_as_utc():
-    j = _judgment(JUDGMENTS[4], started_at=datetime(2025, 1, 1, 12, tzinfo=timezone(timedelta(hours=5))))
+    j = _judgment(
+        JUDGMENTS[4], started_at=datetime(2025, 1, 1, 12, tzinfo=timezone(timedelta(hours=5)))
+    )
     assert judgment_rows(j).values["started_at"] == datetime(2025, 1, 1, 7, tzinfo=UTC)

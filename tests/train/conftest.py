@@ -43,7 +43,11 @@ def project_db(tmp_path_factory, pandalm_records) -> str:
         for record in pandalm_records:
             converted = FORMATS["pandalm"].convert(record, ConvertOptions())
             for item in converted.items:
-                add_item(s, project, item.model_copy(update={"domains": [record["motivation_app"].lower()]}))
+                add_item(
+                    s,
+                    project,
+                    item.model_copy(update={"domains": [record["motivation_app"].lower()]}),
+                )
             for j in converted.judgments:
                 add_judgment(s, project, j)
     engine.dispose()
@@ -68,21 +72,41 @@ def tokenizer(pandalm_records):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    corpus = [str(r[k]) for r in pandalm_records for k in ("instruction", "input", "response1", "response2")]
+    corpus = [
+        str(r[k])
+        for r in pandalm_records
+        for k in ("instruction", "input", "response1", "response2")
+    ]
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>", "<bos>"]))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>",
-                                   bos_token="<bos>")
+    tok.train_from_iterator(
+        corpus, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>", "<bos>"])
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+    )
 
 
 def tiny_llama_config(tokenizer, **extra):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                       pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                       bos_token_id=tokenizer.bos_token_id, **extra)
+    return LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        **extra,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -114,6 +138,7 @@ def policy_dir(tmp_path_factory, tokenizer) -> Path:
 @pytest.fixture(scope="session")
 def make_tiny_reward_model(tokenizer):
     """A factory of fresh tiny reward models (same seed, same weights)."""
+
     def make():
         import torch
         from transformers import LlamaForSequenceClassification

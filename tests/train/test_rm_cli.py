@@ -35,14 +35,39 @@ def flat(output: str) -> str:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, project_db, backbone_dir) -> Path:
     out = tmp_path_factory.mktemp("rm") / "model"
-    run("rm", "train", "pandalm", "--db", project_db, "--out", out, "--backbone", backbone_dir,
-        "--max-length", MAX_LENGTH, "--max-steps", 2, "--batch-size", 4, "--seed", 0)
+    run(
+        "rm",
+        "train",
+        "pandalm",
+        "--db",
+        project_db,
+        "--out",
+        out,
+        "--backbone",
+        backbone_dir,
+        "--max-length",
+        MAX_LENGTH,
+        "--max-steps",
+        2,
+        "--batch-size",
+        4,
+        "--seed",
+        0,
+    )
     return out
 
 
 def test_rm_train_writes_model_tokenizer_split_and_card(trained, tokenizer):
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "README.md", "preflab_rm.json",
-                 "split/train.jsonl", "split/heldout.jsonl", "data/manifest.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "README.md",
+        "preflab_rm.json",
+        "split/train.jsonl",
+        "split/heldout.jsonl",
+        "data/manifest.json",
+    ):
         assert (trained / name).is_file(), name
     card = json.loads((trained / "preflab_rm.json").read_text())
     manifest_bytes = (trained / "data" / "manifest.json").read_bytes()
@@ -50,16 +75,26 @@ def test_rm_train_writes_model_tokenizer_split_and_card(trained, tokenizer):
     manifest = json.loads(manifest_bytes)
     assert card["data"]["raters"] == manifest["raters"] == {"in": 3, "out": 3}
     assert card["data"]["rubrics"] == manifest["rubrics"]
-    assert card["training"]["steps"] == 2 and card["training"]["train_loss"] == card["training"]["train_loss"]
+    assert (
+        card["training"]["steps"] == 2
+        and card["training"]["train_loss"] == card["training"]["train_loss"]
+    )
     assert card["training_arguments"]["bf16"] is False
     assert card["data"]["export_manifest_sha256"] in (trained / "README.md").read_text()
 
 
 def test_rm_train_splits_by_prompt_and_keeps_every_pair(trained):
     card = json.loads((trained / "preflab_rm.json").read_text())
-    train, held = read_pairs(trained / "split/train.jsonl"), read_pairs(trained / "split/heldout.jsonl")
+    train, held = (
+        read_pairs(trained / "split/train.jsonl"),
+        read_pairs(trained / "split/heldout.jsonl"),
+    )
     assert not {p.prompt for p in train} & {p.prompt for p in held}
-    assert len(train) + len(held) == card["data"]["pairs"] == card["split"]["train_pairs"] + card["split"]["heldout_pairs"]
+    assert (
+        len(train) + len(held)
+        == card["data"]["pairs"]
+        == card["split"]["train_pairs"] + card["split"]["heldout_pairs"]
+    )
     assert card["split"]["heldout_prompts"] == len({p.prompt for p in held}) > 0
     # the project's metadata travels with the pairs (for the eval strata)
     assert all(p.item_id and p.domain and p.n_raters == 3 for p in held)
@@ -75,16 +110,34 @@ def test_rm_train_counts_truncated_pairs(trained, tokenizer):
 
 def test_rm_train_from_an_export_directory_with_length_parity(tmp_path, export_dir, backbone_dir):
     out = tmp_path / "model"
-    output = run("rm", "train", export_dir, "--out", out, "--backbone", backbone_dir, "--max-steps", 1,
-                 "--batch-size", 2, "--length-parity", "--max-length", 64)
+    output = run(
+        "rm",
+        "train",
+        export_dir,
+        "--out",
+        out,
+        "--backbone",
+        backbone_dir,
+        "--max-steps",
+        1,
+        "--batch-size",
+        2,
+        "--length-parity",
+        "--max-length",
+        64,
+    )
     card = json.loads((out / "preflab_rm.json").read_text())
-    assert card["split"]["length_parity"]["enabled"] and card["split"]["length_parity"]["dropped"] > 0
+    assert (
+        card["split"]["length_parity"]["enabled"] and card["split"]["length_parity"]["dropped"] > 0
+    )
     assert f"dropped {card['split']['length_parity']['dropped']} training pairs" in output
     assert card["data"]["source"] == str(export_dir) and card["data"]["project"] == "pandalm"
 
 
 def test_rm_train_on_an_unknown_source_says_what_to_pass(tmp_path, project_db):
-    result = CliRunner().invoke(app, ["rm", "train", "no-such-project", "--db", project_db, "--out", str(tmp_path / "m")])
+    result = CliRunner().invoke(
+        app, ["rm", "train", "no-such-project", "--db", project_db, "--out", str(tmp_path / "m")]
+    )
     assert result.exit_code == 2
     assert "neither an export directory nor a project" in flat(result.output)
 
@@ -107,8 +160,10 @@ def test_rm_eval_json_and_html(trained, tmp_path):
 
 def test_rm_score_writes_rollouts_with_rewards(trained, tmp_path):
     src = tmp_path / "answers.jsonl"
-    rows = [{"prompt": "Rewrite the sentence", "response": "Please let me know."},
-            {"prompt": [{"role": "user", "content": "Rewrite"}], "completion": "let me know"}]
+    rows = [
+        {"prompt": "Rewrite the sentence", "response": "Please let me know."},
+        {"prompt": [{"role": "user", "content": "Rewrite"}], "completion": "let me know"},
+    ]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "rollouts.jsonl"
     run("rm", "score", trained, src, "--out", out)
@@ -117,14 +172,20 @@ def test_rm_score_writes_rollouts_with_rewards(trained, tmp_path):
     assert scored[1]["prompt"] == "user: Rewrite" and scored[0]["model"] == str(trained)
     from preflab.train.score import RewardScorer
 
-    assert scored[0]["reward"] == pytest.approx(RewardScorer(trained).score(["Rewrite the sentence"], ["Please let me know."])[0])
+    assert scored[0]["reward"] == pytest.approx(
+        RewardScorer(trained).score(["Rewrite the sentence"], ["Please let me know."])[0]
+    )
 
 
 def test_rm_score_reports_the_bad_line(trained, tmp_path):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"prompt": "a", "response": "b"}\n{"prompt": "a"}\n')
-    result = CliRunner().invoke(app, ["rm", "score", str(trained), str(src), "--out", str(tmp_path / "r.jsonl")])
-    assert result.exit_code == 2 and f"{src}:2: response: missing" in result.output.replace("\n", "")
+    result = CliRunner().invoke(
+        app, ["rm", "score", str(trained), str(src), "--out", str(tmp_path / "r.jsonl")]
+    )
+    assert result.exit_code == 2 and f"{src}:2: response: missing" in result.output.replace(
+        "\n", ""
+    )
     assert not (tmp_path / "r.jsonl").exists()
 
 
@@ -132,10 +193,15 @@ def test_bestofn_keeps_the_best_candidate_and_a_length_penalty_changes_it(traine
     from preflab.train.score import RewardScorer
 
     scorer = RewardScorer(trained)
-    answers = ["let me know", "Please let me know if you have any questions about my rate or the scope ."]
+    answers = [
+        "let me know",
+        "Please let me know if you have any questions about my rate or the scope .",
+    ]
     rewards = scorer.score(["Rewrite"] * 2, answers)
     src = tmp_path / "cands.jsonl"
-    src.write_text("".join(json.dumps({"prompt": "Rewrite", "response": a}) + "\n" for a in answers))
+    src.write_text(
+        "".join(json.dumps({"prompt": "Rewrite", "response": a}) + "\n" for a in answers)
+    )
     run("bestofn", trained, "--candidates", src, "--out", tmp_path / "plain")
     best = json.loads((tmp_path / "plain" / "train.jsonl").read_text())
     assert best == {"prompt": "Rewrite", "completion": answers[rewards.index(max(rewards))]}
@@ -150,40 +216,100 @@ def test_bestofn_keeps_the_best_candidate_and_a_length_penalty_changes_it(traine
 def test_bestofn_samples_candidates_from_a_local_policy(trained, policy_dir, tmp_path):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "Rewrite the sentence"}\n{"prompt": "Please let me know"}\n')
-    run("bestofn", trained, "--policy", policy_dir, "--prompts", prompts, "-n", 3, "--max-new-tokens", 5,
-        "--out", tmp_path / "sampled")
-    rows = [json.loads(line) for line in (tmp_path / "sampled" / "train.jsonl").read_text().splitlines()]
+    run(
+        "bestofn",
+        trained,
+        "--policy",
+        policy_dir,
+        "--prompts",
+        prompts,
+        "-n",
+        3,
+        "--max-new-tokens",
+        5,
+        "--out",
+        tmp_path / "sampled",
+    )
+    rows = [
+        json.loads(line) for line in (tmp_path / "sampled" / "train.jsonl").read_text().splitlines()
+    ]
     assert [r["prompt"] for r in rows] == ["Rewrite the sentence", "Please let me know"]
-    scores = [json.loads(line) for line in (tmp_path / "sampled" / "scores.jsonl").read_text().splitlines()]
+    scores = [
+        json.loads(line)
+        for line in (tmp_path / "sampled" / "scores.jsonl").read_text().splitlines()
+    ]
     assert all(s["n_candidates"] == 3 for s in scores)
 
 
-def test_rl_runs_two_grpo_steps_with_a_kl_anchor_and_reports_reward_vs_kl(trained, policy_dir, tmp_path):
+def test_rl_runs_two_grpo_steps_with_a_kl_anchor_and_reports_reward_vs_kl(
+    trained, policy_dir, tmp_path
+):
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in
-                               ["Rewrite the sentence", "Please let me know", "If you have any questions", "my rate"]))
+    prompts.write_text(
+        "".join(
+            json.dumps({"prompt": p}) + "\n"
+            for p in [
+                "Rewrite the sentence",
+                "Please let me know",
+                "If you have any questions",
+                "my rate",
+            ]
+        )
+    )
     out = tmp_path / "rl"
-    report = json.loads(run("rl", "--policy", policy_dir, "--reward-model", trained, "--prompts", prompts, "--out", out,
-                            "--steps", 2, "--beta", 0.1, "--num-generations", 2, "--batch-size", 2,
-                            "--max-completion-length", 6, "--learning-rate", 1e-3, "--json"))
+    report = json.loads(
+        run(
+            "rl",
+            "--policy",
+            policy_dir,
+            "--reward-model",
+            trained,
+            "--prompts",
+            prompts,
+            "--out",
+            out,
+            "--steps",
+            2,
+            "--beta",
+            0.1,
+            "--num-generations",
+            2,
+            "--batch-size",
+            2,
+            "--max-completion-length",
+            6,
+            "--learning-rate",
+            1e-3,
+            "--json",
+        )
+    )
     assert report["beta"] == 0.1 and len(report["steps"]) == 2
     for step in report["steps"]:
         assert step["kl"] is not None and step["kl"] >= 0  # logged only when beta > 0
         assert step["reward"] == step["reward"] and step["length"] > 0
-    assert (out / "config.json").is_file() and (out / "rl_report.html").read_text().count("<svg") == 2
+    assert (out / "config.json").is_file() and (out / "rl_report.html").read_text().count(
+        "<svg"
+    ) == 2
 
 
 def test_a_failed_rm_train_leaves_nothing_at_out(tmp_path, export_dir):
     out = tmp_path / "model"
-    result = CliRunner().invoke(app, ["rm", "train", str(export_dir), "--out", str(out), "--backbone", str(tmp_path / "none")])
+    result = CliRunner().invoke(
+        app,
+        ["rm", "train", str(export_dir), "--out", str(out), "--backbone", str(tmp_path / "none")],
+    )
     assert result.exit_code == 2 and "not a Hugging Face model directory" in flat(result.output)
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_rm_train_refuses_to_overwrite_a_directory_it_did_not_write(tmp_path, export_dir, backbone_dir):
+def test_rm_train_refuses_to_overwrite_a_directory_it_did_not_write(
+    tmp_path, export_dir, backbone_dir
+):
     out = tmp_path / "notes"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    result = CliRunner().invoke(app, ["rm", "train", str(export_dir), "--out", str(out), "--backbone", str(backbone_dir)])
+    result = CliRunner().invoke(
+        app, ["rm", "train", str(export_dir), "--out", str(out), "--backbone", str(backbone_dir)]
+    )
     assert result.exit_code == 2 and "not an rm train output" in flat(result.output)
     assert (out / "keep.txt").read_text() == "mine"

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.train
 
 def test_a_short_pair_encodes_as_prompt_then_response_then_eos(tokenizer):
     enc = encode(tokenizer, "Rewrite the sentence", "Please let me know.", max_length=64)
-    expected = tokenizer("Rewrite the sentence", "Please let me know.")["input_ids"] + [tokenizer.eos_token_id]
+    expected = tokenizer("Rewrite the sentence", "Please let me know.")["input_ids"] + [
+        tokenizer.eos_token_id
+    ]
     assert enc.ids == expected and not enc.truncated
 
 
@@ -39,8 +41,9 @@ def test_an_answer_longer_than_the_budget_keeps_its_start_and_the_eos(tokenizer)
     assert tokenizer.decode(enc.ids[:4]) == "Please let me know"
 
 
-def test_trl_drops_long_pairs_but_preflab_keeps_and_counts_them(tokenizer, export_dir, tmp_path,
-                                                                 make_tiny_reward_model):
+def test_trl_drops_long_pairs_but_preflab_keeps_and_counts_them(
+    tokenizer, export_dir, tmp_path, make_tiny_reward_model
+):
     """TRL 1.x filters pairs over ``max_length`` (the pitfall); ``tokenize_pairs`` keeps them all."""
     import datasets
     from trl import RewardTrainer
@@ -51,22 +54,37 @@ def test_trl_drops_long_pairs_but_preflab_keeps_and_counts_them(tokenizer, expor
     max_length = 48
     lengths = token_length(tokenizer)
     # +1: the EOS both TRL and preflab append
-    too_long = sum(lengths(p.prompt + p.chosen) + 1 > max_length or lengths(p.prompt + p.rejected) + 1 > max_length
-                   for p in pairs)
+    too_long = sum(
+        lengths(p.prompt + p.chosen) + 1 > max_length
+        or lengths(p.prompt + p.rejected) + 1 > max_length
+        for p in pairs
+    )
     assert 0 < too_long < len(pairs)
     settings = RMSettings(max_length=max_length, max_steps=1, progress=False)
     model = make_tiny_reward_model
-    raw = datasets.Dataset.from_list([{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs])
-    trl_own = RewardTrainer(model=model(), args=reward_config(tmp_path / "a", settings), train_dataset=raw,
-                            processing_class=tokenizer)
+    raw = datasets.Dataset.from_list(
+        [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
+    )
+    trl_own = RewardTrainer(
+        model=model(),
+        args=reward_config(tmp_path / "a", settings),
+        train_dataset=raw,
+        processing_class=tokenizer,
+    )
     assert len(trl_own.train_dataset) < len(pairs)  # TRL alone loses pairs
 
     tokenized = tokenize_pairs(tokenizer, pairs, max_length, margin_scale=1 / 3)
-    ours = RewardTrainer(model=model(), args=reward_config(tmp_path / "b", settings),
-                         train_dataset=datasets.Dataset.from_dict(tokenized.rows), processing_class=tokenizer)
+    ours = RewardTrainer(
+        model=model(),
+        args=reward_config(tmp_path / "b", settings),
+        train_dataset=datasets.Dataset.from_dict(tokenized.rows),
+        processing_class=tokenizer,
+    )
     assert len(ours.train_dataset) == len(pairs)
     assert tokenized.truncated_pairs >= too_long
-    assert max(map(len, tokenized.rows["chosen_ids"] + tokenized.rows["rejected_ids"])) <= max_length
+    assert (
+        max(map(len, tokenized.rows["chosen_ids"] + tokenized.rows["rejected_ids"])) <= max_length
+    )
 
 
 def test_margin_is_the_resolved_strength_scaled(tokenizer):
@@ -93,7 +111,11 @@ def test_cpu_settings_turn_off_trl_bf16_and_gradient_checkpointing_defaults(tmp_
 
 
 def _pairs(n_prompts: int, per_prompt: int) -> list[Pair]:
-    return [Pair(f"prompt {i}", f"good {i}.{k}", f"bad {i}.{k}") for i in range(n_prompts) for k in range(per_prompt)]
+    return [
+        Pair(f"prompt {i}", f"good {i}.{k}", f"bad {i}.{k}")
+        for i in range(n_prompts)
+        for k in range(per_prompt)
+    ]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 7])
@@ -123,10 +145,12 @@ def test_split_needs_two_prompts():
 
 def test_length_parity_keeps_ratios_within_bounds_inclusive():
     words = lambda n: " ".join(["w"] * n)  # noqa: E731
-    pairs = [Pair("p", words(6), words(7)),   # 0.857: kept
-             Pair("p", words(6), words(5)),   # 1.20: kept (bound included)
-             Pair("p", words(5), words(6)),   # 0.833: too short
-             Pair("p", words(10), words(5))]  # 2.0: too long
+    pairs = [
+        Pair("p", words(6), words(7)),  # 0.857: kept
+        Pair("p", words(6), words(5)),  # 1.20: kept (bound included)
+        Pair("p", words(5), words(6)),  # 0.833: too short
+        Pair("p", words(10), words(5)),
+    ]  # 2.0: too long
     assert length_parity(pairs, lambda t: len(t.split()), (0.85, 1.20)) == pairs[:2]
 
 

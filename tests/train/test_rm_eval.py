@@ -48,7 +48,10 @@ def test_a_perfectly_calibrated_model_has_zero_ece():
 
 def test_tfidf_lr_learns_a_word_that_decides_preference():
     train = [Pair(f"q{i}", f"a polite answer {i}", f"a rude answer {i}") for i in range(20)]
-    held = [Pair("x", "polite", "rude but with many more words"), Pair("y", "rude one", "polite one")]
+    held = [
+        Pair("x", "polite", "rude but with many more words"),
+        Pair("y", "rude one", "polite one"),
+    ]
     deltas = tfidf_lr_deltas(train, held)
     assert deltas[0] > 0 > deltas[1]  # "polite" wins, whatever the length
 
@@ -56,7 +59,9 @@ def test_tfidf_lr_learns_a_word_that_decides_preference():
 def _heldout() -> list[Pair]:
     return [
         Pair("p1", "short", "a much longer answer", domain="math", agreement=1.0, n_raters=3),
-        Pair("p2", "a much longer answer here", "short", domain="math", agreement=2 / 3, n_raters=3),
+        Pair(
+            "p2", "a much longer answer here", "short", domain="math", agreement=2 / 3, n_raters=3
+        ),
         Pair("p3", "same size", "size same", domain=None, agreement=1.0, n_raters=1),
         Pair("p4", "one two three", "one", domain="code"),
     ]
@@ -65,8 +70,13 @@ def _heldout() -> list[Pair]:
 def test_report_strata_and_baselines_on_a_fixed_example():
     held = _heldout()
     words = lambda t: len(t.split())  # noqa: E731
-    report = evaluate_pairs(held, held, reward_chosen=[1.0, 0.0, 2.0, 1.0], reward_rejected=[0.0, 1.0, 1.0, 0.0],
-                            length=words)
+    report = evaluate_pairs(
+        held,
+        held,
+        reward_chosen=[1.0, 0.0, 2.0, 1.0],
+        reward_rejected=[0.0, 1.0, 1.0, 0.0],
+        length=words,
+    )
     rm = report["methods"]["reward_model"]
     assert rm["accuracy"] == pytest.approx(0.75) and rm["n"] == 4
     assert rm["strata"]["length"]["chosen shorter"]["accuracy"] == 1.0
@@ -95,11 +105,17 @@ def test_rl_report_reads_reward_length_and_kl_per_logged_step():
     from preflab.train.report import render_rl_html
     from preflab.train.rl import overoptimisation
 
-    logs = [{"step": 1, "kl": 0.0, "reward": 0.1, "completions/mean_length": 10.0, "loss": 0.0},
-            {"step": 2, "kl": 0.5, "reward": 0.9, "completions/mean_length": 30.0},
-            {"train_runtime": 3.0}]
+    logs = [
+        {"step": 1, "kl": 0.0, "reward": 0.1, "completions/mean_length": 10.0, "loss": 0.0},
+        {"step": 2, "kl": 0.5, "reward": 0.9, "completions/mean_length": 30.0},
+        {"train_runtime": 3.0},
+    ]
     report = overoptimisation(logs, beta=0.04)
     assert [s["step"] for s in report["steps"]] == [1, 2]
     assert report["trend"] == pytest.approx({"kl": 0.5, "reward": 0.8, "length": 20.0})
     html = render_rl_html(report)
-    assert html.count("<svg") == 2 and "<script" not in html and "http" not in html.replace("http://www.w3.org", "")
+    assert (
+        html.count("<svg") == 2
+        and "<script" not in html
+        and "http" not in html.replace("http://www.w3.org", "")
+    )

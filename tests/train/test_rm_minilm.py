@@ -20,7 +20,9 @@ def test_minilm_reward_model_learns_its_training_pairs(export_dir, tmp_path):
     from preflab.train.reward_model import RMSettings, default_backbone, train_reward_model
     from preflab.train.score import RewardScorer
 
-    settings = RMSettings(max_length=128, epochs=4, batch_size=8, learning_rate=1e-4, progress=False)
+    settings = RMSettings(
+        max_length=128, epochs=4, batch_size=8, learning_rate=1e-4, progress=False
+    )
     result = train_reward_model(read_export(export_dir), tmp_path / "rm", settings=settings)
     assert result.card["backbone"] == str(default_backbone())
     train = read_pairs(tmp_path / "rm" / "split" / "train.jsonl")

@@ -59,8 +59,11 @@ def _load(project, fmt: str, records, session) -> None:
 def exports(tmp_path_factory) -> dict[str, Path]:
     """Export every TRL target once (SQLite), in a mix of file formats."""
     root = tmp_path_factory.mktemp("trl")
-    pandalm = [r for r in json.loads((DATA / "pandalm-170.json").read_text())
-               if _short(r["instruction"] + " " + (r["input"] or ""), r["response1"], r["response2"])][:N_PANDALM]
+    pandalm = [
+        r
+        for r in json.loads((DATA / "pandalm-170.json").read_text())
+        if _short(r["instruction"] + " " + (r["input"] or ""), r["response1"], r["response2"])
+    ][:N_PANDALM]
     hh = []
     with gzip.open(DATA / "hh-rlhf-300.jsonl.gz", "rt") as f:
         for line in f:
@@ -79,14 +82,34 @@ def exports(tmp_path_factory) -> dict[str, Path]:
         # synthetic thumbs, step labels and demonstrations on the PandaLM items
         for k, r in enumerate(pandalm):
             item_id, prov = f"pandalm-{r['idx']}", {"rater_id": "expert"}
-            add_judgment(s, std, UnaryJudgment(item_id=item_id, candidate_id="response1", label=k % 2 == 0, provenance=prov))
+            add_judgment(
+                s,
+                std,
+                UnaryJudgment(
+                    item_id=item_id, candidate_id="response1", label=k % 2 == 0, provenance=prov
+                ),
+            )
             words = r["response1"].split()
-            steps = [" ".join(words[i:i + 5]) for i in range(0, len(words), 5)] or ["(empty)"]
+            steps = [" ".join(words[i : i + 5]) for i in range(0, len(words), 5)] or ["(empty)"]
             verdicts = [1] * len(steps) if k % 3 else [1] * (len(steps) - 1) + [-1]
-            add_judgment(s, std, StepsJudgment(item_id=item_id, candidate_id="response1", steps=steps,
-                                               verdicts=verdicts, provenance=prov))
-            add_judgment(s, std, DemonstrationJudgment(item_id=item_id, text=r["response2"], status="accepted",
-                                                       provenance=prov))
+            add_judgment(
+                s,
+                std,
+                StepsJudgment(
+                    item_id=item_id,
+                    candidate_id="response1",
+                    steps=steps,
+                    verdicts=verdicts,
+                    provenance=prov,
+                ),
+            )
+            add_judgment(
+                s,
+                std,
+                DemonstrationJudgment(
+                    item_id=item_id, text=r["response2"], status="accepted", provenance=prov
+                ),
+            )
     plan = {
         "preference": ("pandalm", "trl-preference", "jsonl", None),
         "reward": ("pandalm", "trl-reward", "parquet", None),
@@ -101,8 +124,13 @@ def exports(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, (project, fmt, file_format, conversational) in plan.items():
         out[name] = root / name
-        export_project(engine, project, ExportOptions(format=fmt, out=out[name], file_format=file_format,
-                                                      conversational=conversational))
+        export_project(
+            engine,
+            project,
+            ExportOptions(
+                format=fmt, out=out[name], file_format=file_format, conversational=conversational
+            ),
+        )
     engine.dispose()
     return out
 
@@ -114,7 +142,9 @@ def load(path: Path) -> datasets.Dataset:
     if file_format == "hf":
         return datasets.load_from_disk(str(path))[split]
     builder = "json" if file_format == "jsonl" else "parquet"
-    return datasets.load_dataset(builder, data_files=str(path / f"{split}.{file_format}"), split="train")
+    return datasets.load_dataset(
+        builder, data_files=str(path / f"{split}.{file_format}"), split="train"
+    )
 
 
 def _texts(value) -> list[str]:
@@ -136,9 +166,16 @@ def tokenizer(exports):
     corpus += ["system user assistant : <eos>"]
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>", "<bos>"]))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>",
-                                   bos_token="<bos>")
+    tok.train_from_iterator(
+        corpus, trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>", "<bos>"])
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
@@ -146,10 +183,18 @@ def tokenizer(exports):
 def tiny_config(tokenizer):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                       pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                       bos_token_id=tokenizer.bos_token_id)
+    return LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
 
 
 def causal_lm(tokenizer):
@@ -160,8 +205,17 @@ def causal_lm(tokenizer):
     return LlamaForCausalLM(tiny_config(tokenizer))
 
 
-COMMON = dict(max_steps=2, per_device_train_batch_size=2, report_to=[], use_cpu=True, bf16=False,
-              logging_steps=1, save_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
+COMMON = dict(
+    max_steps=2,
+    per_device_train_batch_size=2,
+    report_to=[],
+    use_cpu=True,
+    bf16=False,
+    logging_steps=1,
+    save_strategy="no",
+    disable_tqdm=True,
+    dataloader_num_workers=0,
+)
 
 
 def assert_trained(trainer) -> None:
@@ -187,7 +241,9 @@ def test_reward_trainer(exports, tokenizer, tmp_path, export_name):
     config.num_labels = 1
     model = LlamaForSequenceClassification(config)
     args = RewardConfig(output_dir=str(tmp_path), max_length=256, **COMMON)
-    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = RewardTrainer(
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer
+    )
     assert len(trainer.train_dataset) == len(dataset)  # nothing filtered out by max_length
     assert_trained(trainer)
 
@@ -199,8 +255,13 @@ def test_dpo_trainer(exports, tokenizer, tmp_path, export_name):
     dataset = load(exports[export_name])
     assert dataset.column_names == ["prompt", "chosen", "rejected"]
     args = DPOConfig(output_dir=str(tmp_path), max_length=256, **COMMON)
-    trainer = DPOTrainer(model=causal_lm(tokenizer), ref_model=causal_lm(tokenizer), args=args,
-                         train_dataset=dataset, processing_class=tokenizer)
+    trainer = DPOTrainer(
+        model=causal_lm(tokenizer),
+        ref_model=causal_lm(tokenizer),
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
     assert_trained(trainer)
 
 
@@ -212,8 +273,13 @@ def test_kto_trainer(exports, tokenizer, tmp_path, export_name):
     assert dataset.column_names == ["prompt", "completion", "label"]
     assert set(dataset["label"]) == {True, False}
     args = KTOConfig(output_dir=str(tmp_path), max_length=256, **COMMON)
-    trainer = KTOTrainer(model=causal_lm(tokenizer), ref_model=causal_lm(tokenizer), args=args,
-                         train_dataset=dataset, processing_class=tokenizer)
+    trainer = KTOTrainer(
+        model=causal_lm(tokenizer),
+        ref_model=causal_lm(tokenizer),
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
     assert_trained(trainer)
 
 
@@ -225,7 +291,9 @@ def test_sft_trainer(exports, tokenizer, tmp_path, export_name):
     expected = ["messages"] if export_name == "sft-chat" else ["prompt", "completion"]
     assert dataset.column_names == expected and dataset.num_rows == N_PANDALM
     args = SFTConfig(output_dir=str(tmp_path), max_length=256, packing=False, **COMMON)
-    trainer = SFTTrainer(model=causal_lm(tokenizer), args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = SFTTrainer(
+        model=causal_lm(tokenizer), args=args, train_dataset=dataset, processing_class=tokenizer
+    )
     assert_trained(trainer)
 
 
@@ -238,4 +306,6 @@ def test_stepwise_export_loads_as_trl_stepwise_supervision(exports):
     for row in dataset:
         assert len(row["completions"]) == len(row["labels"]) >= 1
         assert all(row["labels"][:-1]) and not is_conversational(row)
-    assert sum(not row["labels"][-1] for row in dataset) == N_PANDALM // 3  # every third has an error
+    assert (
+        sum(not row["labels"][-1] for row in dataset) == N_PANDALM // 3
+    )  # every third has an error

@@ -9,7 +9,7 @@ import pytest
 from preflab.verify.sandbox import SandboxUnavailable, check_available
 from preflab.verify.tasks import CodeTask
 
-ADD_TESTS = '''from solution import add
+ADD_TESTS = """from solution import add
 
 
 def test_add():
@@ -22,9 +22,9 @@ def test_add_negative():
 
 def test_zero():
     assert add(0, 0) == 0
-'''
+"""
 
-ADD_UNITTEST = '''import unittest
+ADD_UNITTEST = """import unittest
 
 from solution import add
 
@@ -32,7 +32,7 @@ from solution import add
 class TestAdd(unittest.TestCase):
     def test_add(self):
         self.assertEqual(add(2, 3), 5)
-'''
+"""
 
 CORRECT = "def add(a, b):\n    return a + b\n"
 WRONG = "def add(a, b):\n    return 0\n"
@@ -52,8 +52,14 @@ def sandbox():
 @pytest.fixture
 def add_task(sandbox) -> CodeTask:
     return CodeTask(
-        task_id="add", kind="code", timeout_s=20,
+        task_id="add",
+        kind="code",
+        timeout_s=20,
         files={"tests/test_add.py": ADD_TESTS, "tests/test_add_unittest.py": ADD_UNITTEST},
-        f2p=["tests/test_add.py::test_add", "tests/test_add.py::test_add_negative",
-             "tests/test_add_unittest.py::TestAdd::test_add"],
-        p2p=["tests/test_add.py::test_zero"])
+        f2p=[
+            "tests/test_add.py::test_add",
+            "tests/test_add.py::test_add_negative",
+            "tests/test_add_unittest.py::TestAdd::test_add",
+        ],
+        p2p=["tests/test_add.py::test_zero"],
+    )

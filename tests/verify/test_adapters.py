@@ -28,15 +28,36 @@ def labels(tmp_path: Path) -> dict[str, str]:
         c.executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3);")
     return {
         "math": r"\frac{1}{2}",
-        "sql": json.dumps({"task_id": "sum", "kind": "sql", "fixture": str(db),
-                           "reference_query": "SELECT SUM(x) FROM t"}),
-        "code": json.dumps({"task_id": "add", "kind": "code", "files": {"tests/test_add.py": ADD_TESTS},
-                            "f2p": ["tests/test_add.py::test_add"], "p2p": ["tests/test_add.py::test_zero"]}),
+        "sql": json.dumps(
+            {
+                "task_id": "sum",
+                "kind": "sql",
+                "fixture": str(db),
+                "reference_query": "SELECT SUM(x) FROM t",
+            }
+        ),
+        "code": json.dumps(
+            {
+                "task_id": "add",
+                "kind": "code",
+                "files": {"tests/test_add.py": ADD_TESTS},
+                "f2p": ["tests/test_add.py::test_add"],
+                "p2p": ["tests/test_add.py::test_zero"],
+            }
+        ),
     }
 
 
-GOOD = {"math": r"so \boxed{0.5}", "sql": "```sql\nSELECT 6\n```", "code": f"```python\n{CORRECT}```"}
-BAD = {"math": r"\boxed{2}", "sql": "SELECT 5", "code": "```python\ndef add(a, b):\n    return 0\n```"}
+GOOD = {
+    "math": r"so \boxed{0.5}",
+    "sql": "```sql\nSELECT 6\n```",
+    "code": f"```python\n{CORRECT}```",
+}
+BAD = {
+    "math": r"\boxed{2}",
+    "sql": "SELECT 5",
+    "code": "```python\ndef add(a, b):\n    return 0\n```",
+}
 
 
 def load_by_path(name: str):
@@ -56,20 +77,34 @@ def test_labels_name_a_task_or_a_math_answer(labels):
 
 def test_trl_reward_function_scores_text_and_conversational_completions(labels):
     kinds = list(labels)
-    completions = [GOOD[k] for k in kinds] + [[{"role": "assistant", "content": BAD[k]}] for k in kinds]
-    rewards = adapters.trl_reward_func(prompts=["p"] * 6, completions=completions,
-                                       completion_ids=[[0]] * 6, trainer_state=None,
-                                       verify_task=[labels[k] for k in kinds] * 2)
+    completions = [GOOD[k] for k in kinds] + [
+        [{"role": "assistant", "content": BAD[k]}] for k in kinds
+    ]
+    rewards = adapters.trl_reward_func(
+        prompts=["p"] * 6,
+        completions=completions,
+        completion_ids=[[0]] * 6,
+        trainer_state=None,
+        verify_task=[labels[k] for k in kinds] * 2,
+    )
     assert rewards == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
 
 
 def test_verl_compute_score_called_as_verl_calls_it(labels):
     compute_score = load_by_path("custom_module").compute_score
     for kind in labels:
-        good = compute_score(data_source=f"preflab/{kind}", solution_str=GOOD[kind],
-                             ground_truth=labels[kind], extra_info={"index": 0})
-        bad = compute_score(data_source=f"preflab/{kind}", solution_str=BAD[kind],
-                            ground_truth=labels[kind], extra_info={"index": 0})
+        good = compute_score(
+            data_source=f"preflab/{kind}",
+            solution_str=GOOD[kind],
+            ground_truth=labels[kind],
+            extra_info={"index": 0},
+        )
+        bad = compute_score(
+            data_source=f"preflab/{kind}",
+            solution_str=BAD[kind],
+            ground_truth=labels[kind],
+            extra_info={"index": 0},
+        )
         assert (good["score"], bad["score"]) == (1.0, 0.0), kind
     via_extra = compute_score("preflab/sql", GOOD["sql"], "ignored", {"verify_task": labels["sql"]})
     assert via_extra["score"] == 1.0
@@ -80,8 +115,9 @@ def test_openrlhf_remote_reward_function(labels):
     kinds = list(labels)
     prompts = [f"<user>task {k}</user>" for k in kinds] * 2
     responses = [GOOD[k] for k in kinds] + [BAD[k] for k in kinds]
-    out = reward_func([p + r for p, r in zip(prompts, responses)], prompts,
-                      [labels[k] for k in kinds] * 2)
+    out = reward_func(
+        [p + r for p, r in zip(prompts, responses)], prompts, [labels[k] for k in kinds] * 2
+    )
     assert out["rewards"].tolist() == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     assert out["scores"].tolist() == out["rewards"].tolist()
 
@@ -101,16 +137,32 @@ def test_two_grpo_steps_use_the_verifier_as_reward(labels, tmp_path):
     prompts = ["What is one half? Answer: ", "Sum the column: ", "Write add(a, b): "]
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(prompts + list(GOOD.values()),
-                            trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>", "<bos>"]))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
-                                        eos_token="<eos>", bos_token="<bos>")
+    tok.train_from_iterator(
+        prompts + list(GOOD.values()),
+        trainers.WordLevelTrainer(special_tokens=["<unk>", "<pad>", "<eos>", "<bos>"]),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+    )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+        )
+    )
     dataset = datasets.Dataset.from_dict({"prompt": prompts, "verify_task": list(labels.values())})
 
     calls = []
@@ -121,12 +173,27 @@ def test_two_grpo_steps_use_the_verifier_as_reward(labels, tmp_path):
         return rewards
 
     recorded.__name__ = "preflab_verify"
-    args = GRPOConfig(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2,
-                      num_generations=2, max_completion_length=8, report_to=[], use_cpu=True,
-                      bf16=False, logging_steps=1, save_strategy="no", disable_tqdm=True,
-                      dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=model, reward_funcs=[recorded], args=args, train_dataset=dataset,
-                          processing_class=tokenizer)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[recorded],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
     trainer.train()
     assert trainer.state.global_step == 2
     assert calls, "the verifier was never called"

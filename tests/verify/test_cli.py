@@ -17,8 +17,19 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "verify"
 
 def test_the_bundled_task_set_verifies_in_one_command(tmp_path):
     out = tmp_path / "results.jsonl"
-    result = CliRunner().invoke(app, ["verify", "run", str(EXAMPLES / "tasks.jsonl"),
-                                      str(EXAMPLES / "solutions.jsonl"), "-o", str(out), "-w", "2"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "verify",
+            "run",
+            str(EXAMPLES / "tasks.jsonl"),
+            str(EXAMPLES / "solutions.jsonl"),
+            "-o",
+            str(out),
+            "-w",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 29
@@ -32,9 +43,11 @@ def test_the_bundled_task_set_verifies_in_one_command(tmp_path):
 
 def test_bad_lines_are_reported_with_file_line_and_field_and_nothing_is_written(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text('{"task_id": "m", "kind": "math", "answer": "1"}\n'
-                     '{"task_id": "c", "kind": "code", "f2p": []}\n'
-                     'not json\n')
+    tasks.write_text(
+        '{"task_id": "m", "kind": "math", "answer": "1"}\n'
+        '{"task_id": "c", "kind": "code", "f2p": []}\n'
+        "not json\n"
+    )
     solutions = tmp_path / "solutions.jsonl"
     solutions.write_text('{"task_id": "m", "completion": "answer: 1"}\n')
     out = tmp_path / "results.jsonl"
@@ -42,8 +55,10 @@ def test_bad_lines_are_reported_with_file_line_and_field_and_nothing_is_written(
     assert result.exit_code == 2
     assert f"{tasks}:3: (line): invalid JSON" in result.output
     assert not out.exists()
-    tasks.write_text('{"task_id": "m", "kind": "math", "answer": "1"}\n'
-                     '{"task_id": "c", "kind": "code", "f2p": []}\n')
+    tasks.write_text(
+        '{"task_id": "m", "kind": "math", "answer": "1"}\n'
+        '{"task_id": "c", "kind": "code", "f2p": []}\n'
+    )
     result = CliRunner().invoke(app, ["verify", "run", str(tasks), str(solutions), "-o", str(out)])
     assert f"{tasks}:2: code.f2p:" in result.output
     tasks.write_text('{"task_id": "m", "kind": "math", "answer": "1"}\n')

@@ -8,35 +8,47 @@ from preflab.verify import MathTask, verify
 from preflab.verify.math_answer import equivalent, extract_final_answer
 
 
-@pytest.mark.parametrize("text, answer", [
-    (r"so the total is \boxed{\frac{3}{4}}.", r"\frac{3}{4}"),
-    (r"first \boxed{1}, corrected: \boxed{\sqrt{2}}", r"\sqrt{2}"),  # the last box counts
-    (r"\boxed{\{1, \{2\}\}}", r"\{1, \{2\}\}"),  # nested braces
-    ("Reasoning...\nAnswer: 3/4.", "3/4"),
-    ("The final answer is: $x^2 - 1$", "x^2 - 1"),
-    ("no conclusion here", None),
-])
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        (r"so the total is \boxed{\frac{3}{4}}.", r"\frac{3}{4}"),
+        (r"first \boxed{1}, corrected: \boxed{\sqrt{2}}", r"\sqrt{2}"),  # the last box counts
+        (r"\boxed{\{1, \{2\}\}}", r"\{1, \{2\}\}"),  # nested braces
+        ("Reasoning...\nAnswer: 3/4.", "3/4"),
+        ("The final answer is: $x^2 - 1$", "x^2 - 1"),
+        ("no conclusion here", None),
+    ],
+)
 def test_extracts_the_final_answer(text, answer):
     assert extract_final_answer(text) == answer
 
 
-@pytest.mark.parametrize("gold, predicted", [
-    (r"\frac{3}{4}", "0.75"),                      # fraction vs decimal
-    (r"\frac{3}{4}", "3/4"),
-    (r"\frac{\sqrt{2}}{2}", r"\frac{1}{\sqrt{2}}"),  # surds
-    (r"2\sqrt{2}", r"\sqrt{8}"),
-    (r"[1, 3)", r"[1,3)"),                          # intervals
-    (r"(-\infty, 2] \cup (3, \infty)", r"(-\infty,2]\cup(3,\infty)"),
-    (r"\pi/2", r"\frac{\pi}{2}"),
-    ("(x-1)(x+1)", "x^2-1"),
-])
+@pytest.mark.parametrize(
+    "gold, predicted",
+    [
+        (r"\frac{3}{4}", "0.75"),  # fraction vs decimal
+        (r"\frac{3}{4}", "3/4"),
+        (r"\frac{\sqrt{2}}{2}", r"\frac{1}{\sqrt{2}}"),  # surds
+        (r"2\sqrt{2}", r"\sqrt{8}"),
+        (r"[1, 3)", r"[1,3)"),  # intervals
+        (r"(-\infty, 2] \cup (3, \infty)", r"(-\infty,2]\cup(3,\infty)"),
+        (r"\pi/2", r"\frac{\pi}{2}"),
+        ("(x-1)(x+1)", "x^2-1"),
+    ],
+)
 def test_equivalent_answers(gold, predicted):
     assert equivalent(gold, predicted)
 
 
-@pytest.mark.parametrize("gold, predicted", [
-    ("5", "6"), (r"[1, 3)", r"(1, 3]"), (r"\frac{1}{3}", "0.33"), (r"\sqrt{2}", "1.41"),
-])
+@pytest.mark.parametrize(
+    "gold, predicted",
+    [
+        ("5", "6"),
+        (r"[1, 3)", r"(1, 3]"),
+        (r"\frac{1}{3}", "0.33"),
+        (r"\sqrt{2}", "1.41"),
+    ],
+)
 def test_different_answers(gold, predicted):
     assert not equivalent(gold, predicted)
 
@@ -49,8 +61,10 @@ def test_decimal_tolerance_is_relative_and_opt_in():
 
 def test_candidate_text_is_never_evaluated(tmp_path, monkeypatch):
     marker = tmp_path / "pwned"
-    payloads = [f"__import__('os').system('touch {marker}')",
-                f"().__class__.__base__.__subclasses__() or open('{marker}','w')"]
+    payloads = [
+        f"__import__('os').system('touch {marker}')",
+        f"().__class__.__base__.__subclasses__() or open('{marker}','w')",
+    ]
     task = MathTask(task_id="m", kind="math", answer="0")
     for payload in payloads:
         verdict = verify(task, f"Answer: {payload}")

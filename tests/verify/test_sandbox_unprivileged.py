@@ -24,7 +24,7 @@ from preflab.verify.sandbox import _blocking_ancestor, _processes_of, interprete
 
 NOBODY = "nobody"
 
-DRIVER = r'''
+DRIVER = r"""
 import json, os, sys
 from preflab.verify import verify
 from preflab.verify.tasks import CodeTask
@@ -50,7 +50,7 @@ for name, solution in cases.items():
     v = verify(task, {"solution.py": solution})
     out[name] = {"reward": v.reward, "harness": v.harness_sha256_verified, "reason": v.reason}
 print(json.dumps(out))
-'''
+"""
 
 
 def _mount_script(stage: Path) -> list[str]:
@@ -60,10 +60,16 @@ def _mount_script(stage: Path) -> list[str]:
         if (blocker := _blocking_ancestor(tree)) is not None:
             hidden.setdefault(blocker, []).append(tree)
     trees = [t for ts in hidden.values() for t in ts]
-    lines = [f"mkdir -p {stage}/{k} && mount --bind {shlex.quote(str(t))} {stage}/{k}" for k, t in enumerate(trees)]
+    lines = [
+        f"mkdir -p {stage}/{k} && mount --bind {shlex.quote(str(t))} {stage}/{k}"
+        for k, t in enumerate(trees)
+    ]
     lines += [f"mount -t tmpfs -o mode=0755,size=1m tmpfs {shlex.quote(str(b))}" for b in hidden]
-    lines += [f"mkdir -p {shlex.quote(str(t))} && mount --bind {stage}/{k} {shlex.quote(str(t))} && "
-              f"mount -o remount,bind,ro {shlex.quote(str(t))}" for k, t in enumerate(trees)]
+    lines += [
+        f"mkdir -p {shlex.quote(str(t))} && mount --bind {stage}/{k} {shlex.quote(str(t))} && "
+        f"mount -o remount,bind,ro {shlex.quote(str(t))}"
+        for k, t in enumerate(trees)
+    ]
     return lines
 
 
@@ -75,8 +81,11 @@ def as_nobody() -> dict:
     src = Path(preflab.__file__).resolve().parents[1]
     if _blocking_ancestor(src / "preflab") is not None:
         pytest.skip(f"{src} is not readable by {NOBODY}")
-    probe = subprocess.run(["runuser", "-u", NOBODY, "--", "unshare", "--map-root-user", "--net", "true"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        ["runuser", "-u", NOBODY, "--", "unshare", "--map-root-user", "--net", "true"],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         pytest.skip(f"unprivileged user namespaces are off here: {probe.stderr.strip()}")
     box = Path(tempfile.mkdtemp(prefix="preflab-nobody-"))
@@ -84,11 +93,17 @@ def as_nobody() -> dict:
         box.chmod(0o755)
         (box / "driver.py").write_text(DRIVER)
         marker = Path(tempfile.gettempdir()) / f"{box.name}-marker"
-        run = [*_mount_script(box / "stage"),
-               f"exec runuser -u {NOBODY} -- env PYTHONPATH={shlex.quote(str(src))} "
-               f"{shlex.quote(sys.executable)} {box}/driver.py {marker}"]
-        done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", "\n".join(run)],
-                              capture_output=True, text=True, timeout=300)
+        run = [
+            *_mount_script(box / "stage"),
+            f"exec runuser -u {NOBODY} -- env PYTHONPATH={shlex.quote(str(src))} "
+            f"{shlex.quote(sys.executable)} {box}/driver.py {marker}",
+        ]
+        done = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", "\n".join(run)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout.strip().splitlines()[-1])
         result["marker_exists"] = marker.exists()
@@ -125,6 +140,9 @@ def test_writes_to_tmp_stay_in_private_scratch_without_root(as_nobody):
 def test_a_background_process_does_not_outlive_the_run_without_root(as_nobody):
     assert as_nobody["background"]["reward"] == 1.0
     nobody_uid = int(subprocess.run(["id", "-u", NOBODY], capture_output=True, text=True).stdout)
-    sleepers = [pid for pid in _processes_of(nobody_uid)
-                if b"sleep\x00600" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    sleepers = [
+        pid
+        for pid in _processes_of(nobody_uid)
+        if b"sleep\x00600" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
     assert sleepers == []  # the PID namespace took it down with the run

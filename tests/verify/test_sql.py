@@ -24,15 +24,23 @@ def shop(tmp_path: Path) -> Path:
 
 
 def task(shop: Path, **kw) -> SqlTask:
-    return SqlTask(task_id="spend", kind="sql", fixture=str(shop), **{
-        "reference_query": "SELECT customer, SUM(total) FROM orders GROUP BY customer", **kw})
+    return SqlTask(
+        task_id="spend",
+        kind="sql",
+        fixture=str(shop),
+        **{"reference_query": "SELECT customer, SUM(total) FROM orders GROUP BY customer", **kw},
+    )
 
 
 def test_the_same_rows_in_another_order_pass_unless_order_matters(shop):
     query = "SELECT customer, SUM(total) AS s FROM orders GROUP BY customer ORDER BY s DESC"
     assert verify(task(shop), f"```sql\n{query};\n```").reward == 1.0
-    ordered = task(shop, reference_query="SELECT customer, SUM(total) FROM orders "
-                                         "GROUP BY customer ORDER BY customer", ordered=True)
+    ordered = task(
+        shop,
+        reference_query="SELECT customer, SUM(total) FROM orders "
+        "GROUP BY customer ORDER BY customer",
+        ordered=True,
+    )
     assert verify(ordered, query).reward == 0.0
 
 
@@ -51,15 +59,18 @@ def test_expected_rows_may_be_given_instead_of_a_reference_query(shop):
     assert verify(given, "SELECT COUNT(*) FROM orders").reward == 1.0
 
 
-@pytest.mark.parametrize("attack", [
-    "DELETE FROM orders",
-    "DROP TABLE orders",
-    "UPDATE orders SET total = 0",
-    "SELECT 1; DELETE FROM orders",
-    "ATTACH DATABASE '/tmp/preflab-evil.sqlite' AS evil",
-    "PRAGMA query_only = OFF",
-    "SELECT load_extension('/tmp/evil')",
-])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "DELETE FROM orders",
+        "DROP TABLE orders",
+        "UPDATE orders SET total = 0",
+        "SELECT 1; DELETE FROM orders",
+        "ATTACH DATABASE '/tmp/preflab-evil.sqlite' AS evil",
+        "PRAGMA query_only = OFF",
+        "SELECT load_extension('/tmp/evil')",
+    ],
+)
 def test_writes_and_escapes_are_refused_and_the_fixture_is_untouched(shop, attack):
     before = sha256_file(shop)
     verdict = verify(task(shop), attack)
@@ -69,8 +80,10 @@ def test_writes_and_escapes_are_refused_and_the_fixture_is_untouched(shop, attac
 
 
 def test_a_runaway_query_is_stopped_at_the_deadline(shop):
-    runaway = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
-               "SELECT customer, SUM(total) FROM orders, (SELECT MAX(i) FROM n) GROUP BY customer")
+    runaway = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+        "SELECT customer, SUM(total) FROM orders, (SELECT MAX(i) FROM n) GROUP BY customer"
+    )
     verdict = verify(task(shop, timeout_s=1), runaway)
     assert verdict.reward == 0.0 and "interrupted" in verdict.reason
     assert verdict.wall_s < 5

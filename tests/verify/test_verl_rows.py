@@ -36,15 +36,28 @@ def verl_rows(tmp_path, sqlite_url) -> dict[str, dict]:
     tasks = {
         "math": THIRD,
         "sql": {"kind": "sql", "fixture": str(fixture), "reference_query": "SELECT SUM(x) FROM t"},
-        "code": {"kind": "code", "files": {"tests/test_add.py": ADD_TESTS}, "timeout_s": 20,
-                 "f2p": ["tests/test_add.py::test_add"], "p2p": ["tests/test_add.py::test_zero"]},
+        "code": {
+            "kind": "code",
+            "files": {"tests/test_add.py": ADD_TESTS},
+            "timeout_s": 20,
+            "f2p": ["tests/test_add.py::test_add"],
+            "p2p": ["tests/test_add.py::test_zero"],
+        },
     }
     engine = db.open_db(sqlite_url)
     with transaction(engine) as s:
         project = repo.create_project(s, "rl", kinds=["pairwise"])
         for route, task in tasks.items():
-            repo.add_item(s, project, Item(id=route, prompt=f"a {route} task", candidates=[{"id": "c", "text": "x"}],
-                                           metadata={"verifiable": route, "verify_task": task}))
+            repo.add_item(
+                s,
+                project,
+                Item(
+                    id=route,
+                    prompt=f"a {route} task",
+                    candidates=[{"id": "c", "text": "x"}],
+                    metadata={"verifiable": route, "verify_task": task},
+                ),
+            )
     out = tmp_path / "verl"
     export_project(engine, "rl", ExportOptions(format="verl", out=out, file_format="parquet"))
     engine.dispose()
@@ -58,19 +71,29 @@ def test_rule_rows_carry_ground_truth_and_name_their_verifier(verl_rows):
         assert row["reward_model"]["ground_truth"]
         assert row["extra_info"]["verifier"] == f"preflab.verify:{route}"
         assert json.loads(row["extra_info"]["verify_task"])["kind"] == route
-    assert verl_rows["math"]["reward_model"]["ground_truth"] == r"\frac{1}{3}"  # verl's bare-answer convention
+    assert (
+        verl_rows["math"]["reward_model"]["ground_truth"] == r"\frac{1}{3}"
+    )  # verl's bare-answer convention
 
 
 @pytest.mark.parametrize("route", ["math", "sql", "code"])
 def test_compute_score_routes_a_rule_row_to_its_verifier(verl_rows, route, request):
     if route == "code":
-        request.getfixturevalue("sandbox")  # code runs sandboxed: skipped where namespaces are missing
+        request.getfixturevalue(
+            "sandbox"
+        )  # code runs sandboxed: skipped where namespaces are missing
     compute_score = load_by_path("custom_module").compute_score
     row = verl_rows[route]
     good, bad = ANSWERS[route]
-    scores = [compute_score(data_source=row["data_source"], solution_str=answer,
-                            ground_truth=row["reward_model"]["ground_truth"], extra_info=row["extra_info"])["score"]
-              for answer in (good, bad)]
+    scores = [
+        compute_score(
+            data_source=row["data_source"],
+            solution_str=answer,
+            ground_truth=row["reward_model"]["ground_truth"],
+            extra_info=row["extra_info"],
+        )["score"]
+        for answer in (good, bad)
+    ]
     assert scores == [1.0, 0.0]
 
 
@@ -79,14 +102,23 @@ def test_the_whole_task_travels_in_extra_info(verl_rows):
     compute_score = load_by_path("custom_module").compute_score
     row = verl_rows["math"]
     truth = row["reward_model"]["ground_truth"]
-    assert compute_score(row["data_source"], ANSWERS["math"][0], truth, row["extra_info"])["score"] == 1.0
-    assert compute_score(row["data_source"], ANSWERS["math"][0], truth, {"index": 0})["score"] == 0.0
+    assert (
+        compute_score(row["data_source"], ANSWERS["math"][0], truth, row["extra_info"])["score"]
+        == 1.0
+    )
+    assert (
+        compute_score(row["data_source"], ANSWERS["math"][0], truth, {"index": 0})["score"] == 0.0
+    )
 
 
 def test_a_row_whose_task_is_not_the_named_verifier_is_refused(verl_rows):
     compute_score = load_by_path("custom_module").compute_score
     row = verl_rows["sql"]
     misrouted = {**row["extra_info"], "verifier": "preflab.verify:math"}
-    with pytest.raises(ValueError, match="extra_info.verifier is 'preflab.verify:math' but the task is a sql task"):
-        compute_score(row["data_source"], ANSWERS["sql"][0], row["reward_model"]["ground_truth"], misrouted)
+    with pytest.raises(
+        ValueError, match="extra_info.verifier is 'preflab.verify:math' but the task is a sql task"
+    ):
+        compute_score(
+            row["data_source"], ANSWERS["sql"][0], row["reward_model"]["ground_truth"], misrouted
+        )
     assert orjson.dumps(row)  # the row itself is plain data verl can read

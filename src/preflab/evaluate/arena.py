@@ -76,7 +76,9 @@ def encode(battles: Iterable[Battle]) -> tuple[list[str], np.ndarray, np.ndarray
     return list(index), matchups, outcomes, counts
 
 
-def identifiable(matchups: np.ndarray, outcomes: np.ndarray, weights: np.ndarray, n_models: int) -> bool:
+def identifiable(
+    matchups: np.ndarray, outcomes: np.ndarray, weights: np.ndarray, n_models: int
+) -> bool:
     """Whether the models' "beats or ties" graph (rows with weight > 0) is strongly connected."""
     live = weights > 0
     m, o = matchups[live], outcomes[live]
@@ -88,14 +90,29 @@ def identifiable(matchups: np.ndarray, outcomes: np.ndarray, weights: np.ndarray
     return n_components == 1
 
 
-def _loss(ratings: np.ndarray, a: np.ndarray, b: np.ndarray, outcomes: np.ndarray, weights: np.ndarray,
-          alpha: float) -> float:
+def _loss(
+    ratings: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    outcomes: np.ndarray,
+    weights: np.ndarray,
+    alpha: float,
+) -> float:
     diff = alpha * (ratings[a] - ratings[b])
-    return float(-np.sum(weights * (outcomes * log_expit(diff) + (1 - outcomes) * log_expit(-diff))))
+    return float(
+        -np.sum(weights * (outcomes * log_expit(diff) + (1 - outcomes) * log_expit(-diff)))
+    )
 
 
-def _newton(a: np.ndarray, b: np.ndarray, outcomes: np.ndarray, weights: np.ndarray, n: int,
-            alpha: float, max_iter: int = 100) -> np.ndarray:
+def _newton(
+    a: np.ndarray,
+    b: np.ndarray,
+    outcomes: np.ndarray,
+    weights: np.ndarray,
+    n: int,
+    alpha: float,
+    max_iter: int = 100,
+) -> np.ndarray:
     """Maximise the (concave) log-likelihood by damped Newton steps on the ratings summing to 0.
 
     The Hessian is singular along the all-ones direction (only differences matter), and the
@@ -143,13 +160,21 @@ def bt_ratings(
     """Maximum-likelihood Bradley–Terry ratings (Arena scale, mean ``init_rating``) of weighted
     battle rows; :class:`NotIdentifiable` when no finite maximum exists."""
     if n_models < 2 or not identifiable(matchups, outcomes, weights, n_models):
-        raise NotIdentifiable("a model won or lost every battle against the others (or fewer than two models): "
-                              "no finite rating; collect more battles")
+        raise NotIdentifiable(
+            "a model won or lost every battle against the others (or fewer than two models): "
+            "no finite rating; collect more battles"
+        )
     # Natural-scale ratings r with P(a beats b) = expit(ln(base) * (r_a - r_b)); Elo = scale * r.
     # Normalised weights: the loss is an average, so the stopping rule does not depend on n.
     live = weights > 0
-    ratings = _newton(matchups[live, 0], matchups[live, 1], outcomes[live], weights[live] / weights.sum(),
-                      n_models, math.log(base))
+    ratings = _newton(
+        matchups[live, 0],
+        matchups[live, 1],
+        outcomes[live],
+        weights[live] / weights.sum(),
+        n_models,
+        math.log(base),
+    )
     return scale * ratings + init_rating
 
 
@@ -178,27 +203,48 @@ def arena_ratings(
         ratings: np.ndarray | None = bt_ratings(matchups, outcomes, counts, n)
     except NotIdentifiable:
         ratings = None
-    boot = _bootstrap(matchups, outcomes, counts, n, rounds, seed) if ratings is not None and rounds > 0 else None
+    boot = (
+        _bootstrap(matchups, outcomes, counts, n, rounds, seed)
+        if ratings is not None and rounds > 0
+        else None
+    )
     tail = (1 - confidence) / 2
     rows = []
     for i, m in enumerate(models):
         ci = None
         if boot is not None and len(boot):
             ci = [float(np.quantile(boot[:, i], tail)), float(np.quantile(boot[:, i], 1 - tail))]
-        rows.append({"model": m, "rating": None if ratings is None else float(ratings[i]), "ci": ci, **record[m]})
+        rows.append(
+            {
+                "model": m,
+                "rating": None if ratings is None else float(ratings[i]),
+                "ci": ci,
+                **record[m],
+            }
+        )
     rows.sort(key=lambda r: (-(r["rating"] if r["rating"] is not None else -math.inf), r["model"]))
     return {
         "models": rows,
         "identifiable": ratings is not None,
         "scale": {"base": BASE, "scale": SCALE, "mean": INIT_RATING},
-        "bootstrap": {"rounds": rounds, "used": 0 if boot is None else len(boot),
-                      "not_identifiable": 0 if boot is None else rounds - len(boot), "seed": seed,
-                      "confidence": confidence},
+        "bootstrap": {
+            "rounds": rounds,
+            "used": 0 if boot is None else len(boot),
+            "not_identifiable": 0 if boot is None else rounds - len(boot),
+            "seed": seed,
+            "confidence": confidence,
+        },
     }
 
 
-def _bootstrap(matchups: np.ndarray, outcomes: np.ndarray, counts: np.ndarray, n_models: int, rounds: int,
-               seed: int) -> np.ndarray:
+def _bootstrap(
+    matchups: np.ndarray,
+    outcomes: np.ndarray,
+    counts: np.ndarray,
+    n_models: int,
+    rounds: int,
+    seed: int,
+) -> np.ndarray:
     """Ratings of ``rounds`` resamples of the battles; resamples without finite ratings left out."""
     rng = np.random.default_rng(seed)
     total = int(counts.sum())
@@ -224,8 +270,17 @@ def pair_record(battles: Iterable[Battle]) -> list[dict[str, Any]]:
     out = []
     for (first, second), (wins, ties, losses) in sorted(table.items()):
         n = wins + ties + losses
-        share = {name: {"count": k, "share": k / n, "ci": list(wilson_interval(k, n))}
-                 for name, k in (("wins", wins), ("ties", ties), ("losses", losses))}
-        out.append({"model_1": first, "model_2": second, "battles": n, **share,
-                    "score": (wins + ties / 2) / n})
+        share = {
+            name: {"count": k, "share": k / n, "ci": list(wilson_interval(k, n))}
+            for name, k in (("wins", wins), ("ties", ties), ("losses", losses))
+        }
+        out.append(
+            {
+                "model_1": first,
+                "model_2": second,
+                "battles": n,
+                **share,
+                "score": (wins + ties / 2) / n,
+            }
+        )
     return out

@@ -18,7 +18,9 @@ from rich.table import Table
 # `python -m preflab.cli` (it is __main__ there).
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", envvar="PREFLAB_DB", help="Database URL or SQLite path [default: ./preflab.db]."),
+    typer.Option(
+        "--db", envvar="PREFLAB_DB", help="Database URL or SQLite path [default: ./preflab.db]."
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 out = Console()
@@ -40,11 +42,17 @@ def engine_for(db: str | None):  # noqa: ANN201
     return open_db(db or default_url())
 
 
-eval_app = typer.Typer(help="Blind side-by-side evaluation of model versions by people.", no_args_is_help=True)
+eval_app = typer.Typer(
+    help="Blind side-by-side evaluation of model versions by people.", no_args_is_help=True
+)
 
-def _sources(model_a: Path | None, model_b: Path | None, models: list[str],
-             mixed: int = 0) -> list[tuple[str | None, Path]]:
-    sources: list[tuple[str | None, Path]] = [(None, p) for p in (model_a, model_b) if p is not None]
+
+def _sources(
+    model_a: Path | None, model_b: Path | None, models: list[str], mixed: int = 0
+) -> list[tuple[str | None, Path]]:
+    sources: list[tuple[str | None, Path]] = [
+        (None, p) for p in (model_a, model_b) if p is not None
+    ]
     for spec in models:
         name, sep, path = spec.partition("=")
         if not sep or not name.strip() or not path:
@@ -53,30 +61,62 @@ def _sources(model_a: Path | None, model_b: Path | None, models: list[str],
             fail(f"--model {spec!r}: no file {path}", 2)
         sources.append((name.strip(), Path(path)))
     if len(sources) < 2 and not mixed:
-        fail("an evaluation needs the outputs of at least two models: --model-a FILE --model-b FILE "
-             "(or --model NAME=FILE, repeated; or --outputs FILE with several models)", 2)
+        fail(
+            "an evaluation needs the outputs of at least two models: --model-a FILE --model-b FILE "
+            "(or --model NAME=FILE, repeated; or --outputs FILE with several models)",
+            2,
+        )
     return sources
 
 
 @eval_app.command("create")
 def create(
     project: str,
-    model_a: Annotated[Path | None, typer.Option("--model-a", help="Model A's outputs (rollouts.jsonl shape: prompt, "
-                                                 "response, model?).", exists=True, dir_okay=False)] = None,
-    model_b: Annotated[Path | None, typer.Option("--model-b", help="Model B's outputs.", exists=True,
-                                                 dir_okay=False)] = None,
-    models: Annotated[list[str] | None, typer.Option("--model", help="NAME=FILE: another model's outputs "
-                                                     "(repeatable).")] = None,
-    mixed: Annotated[list[Path] | None, typer.Option("--outputs", help="A file with several models' outputs, split "
-                                                     "by each row's 'model' (e.g. `export -f rollouts`; repeatable).",
-                                                     exists=True, dir_okay=False)] = None,
-    first_answer: Annotated[bool, typer.Option(help="A model with several answers to a prompt: use the first "
-                                               "(default: an error).")] = False,
+    model_a: Annotated[
+        Path | None,
+        typer.Option(
+            "--model-a",
+            help="Model A's outputs (rollouts.jsonl shape: prompt, response, model?).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    model_b: Annotated[
+        Path | None,
+        typer.Option("--model-b", help="Model B's outputs.", exists=True, dir_okay=False),
+    ] = None,
+    models: Annotated[
+        list[str] | None,
+        typer.Option("--model", help="NAME=FILE: another model's outputs (repeatable)."),
+    ] = None,
+    mixed: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--outputs",
+            help="A file with several models' outputs, split "
+            "by each row's 'model' (e.g. `export -f rollouts`; repeatable).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    first_answer: Annotated[
+        bool,
+        typer.Option(
+            help="A model with several answers to a prompt: use the first (default: an error)."
+        ),
+    ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the per-item answer order.")] = 0,
-    raters_per_item: Annotated[int, typer.Option(help="People per item (>= 2: every item overlapped).")] = 1,
+    raters_per_item: Annotated[
+        int, typer.Option(help="People per item (>= 2: every item overlapped).")
+    ] = 1,
     title: Annotated[str, typer.Option(help="Title raters see (name no model here).")] = "",
-    route_by_domain: Annotated[bool, typer.Option(help="Make the outputs' domain tags item domains: only raters "
-                                                  "verified in them get the item (default: tags for the report).")] = False,
+    route_by_domain: Annotated[
+        bool,
+        typer.Option(
+            help="Make the outputs' domain tags item domains: only raters "
+            "verified in them get the item (default: tags for the report)."
+        ),
+    ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -91,35 +131,65 @@ def create(
         fail(f"--raters-per-item {raters_per_item}: choose 1 to 50", 2)
     try:
         outputs = read_all_outputs(sources, mixed or [], first_answer=first_answer)
-        summary = create_evaluation(engine_for(db), project, outputs, seed=seed, raters_per_item=raters_per_item,
-                                    title=title, route_by_domain=route_by_domain)
+        summary = create_evaluation(
+            engine_for(db),
+            project,
+            outputs,
+            seed=seed,
+            raters_per_item=raters_per_item,
+            title=title,
+            route_by_domain=route_by_domain,
+        )
     except OutputsInvalid as exc:
         for p in exc.problems[:50]:
             err.print(str(p), highlight=False, markup=False, soft_wrap=True)
-        fail(f"{len(exc.problems)} problem(s) in the model outputs; nothing was created. Fix the lines above "
-             "(`preflab validate FILE` checks a file alone).", 2)
+        fail(
+            f"{len(exc.problems)} problem(s) in the model outputs; nothing was created. Fix the lines above "
+            "(`preflab validate FILE` checks a file alone).",
+            2,
+        )
     except (StoreError, ValueError) as exc:
         fail(str(exc), 2)
     if as_json:
         print_json(summary)
         return
-    out.print(f"created evaluation [bold]{project}[/]: {summary['items']} items from "
-              f"{', '.join(m['name'] for m in summary['models'])} (seed {seed})", highlight=False)
+    out.print(
+        f"created evaluation [bold]{project}[/]: {summary['items']} items from "
+        f"{', '.join(m['name'] for m in summary['models'])} (seed {seed})",
+        highlight=False,
+    )
     for pair, counts in summary["pairs"].items():
-        out.print(f"  {pair}: {counts['items']} items, {counts['identical_skipped']} identical answers skipped, "
-                  f"{counts['prompts_in_one_only']} prompts answered by one model only", highlight=False, markup=False)
+        out.print(
+            f"  {pair}: {counts['items']} items, {counts['identical_skipped']} identical answers skipped, "
+            f"{counts['prompts_in_one_only']} prompts answered by one model only",
+            highlight=False,
+            markup=False,
+        )
 
 
 @eval_app.command("report")
 def report(
     project: str,
-    out_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")] = None,
-    human_eval: Annotated[Path | None, typer.Option("--human-eval", help="Write every verdict as human_eval.jsonl "
-                                                    "here.")] = None,
-    rm_scores: Annotated[Path | None, typer.Option("--rm-scores", help="Reward-model scores of the same answers "
-                                                   "(rollouts.jsonl from `preflab rm score`).", exists=True,
-                                                   dir_okay=False)] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap samples for the rating intervals (0: none).")] = 1000,
+    out_path: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")
+    ] = None,
+    human_eval: Annotated[
+        Path | None,
+        typer.Option("--human-eval", help="Write every verdict as human_eval.jsonl here."),
+    ] = None,
+    rm_scores: Annotated[
+        Path | None,
+        typer.Option(
+            "--rm-scores",
+            help="Reward-model scores of the same answers "
+            "(rollouts.jsonl from `preflab rm score`).",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int, typer.Option(help="Bootstrap samples for the rating intervals (0: none).")
+    ] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the bootstrap.")] = 0,
     include_ai: Annotated[bool, typer.Option(help="Count AI-sourced verdicts too.")] = False,
     db: DbOption = None,
@@ -164,13 +234,19 @@ def report(
     if not result["battles"]:
         out.print(f"{project}: no verdicts on model pairs yet", highlight=False)
         return
-    table = Table(*RATING_HEADER, title=f"{project}: {result['battles']} battles, {result['raters']} raters",
-                  title_justify="left")
+    table = Table(
+        *RATING_HEADER,
+        title=f"{project}: {result['battles']} battles, {result['raters']} raters",
+        title_justify="left",
+    )
     for row in rating_rows(result["ratings"]):
         table.add_row(*map(str, row))
     out.print(table)
     rm = result.get("rm_agreement")
     if rm and rm["agreement"] is not None:
         low, high = rm["agreement_ci"]
-        out.print(f"reward model agrees with people on {rm['agree']}/{rm['decided']} decided battles: "
-                  f"{rm['agreement']:.1%} [{low:.1%}, {high:.1%}]", highlight=False)
+        out.print(
+            f"reward model agrees with people on {rm['agree']}/{rm['decided']} decided battles: "
+            f"{rm['agreement']:.1%} [{low:.1%}, {high:.1%}]",
+            highlight=False,
+        )

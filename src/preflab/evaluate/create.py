@@ -56,15 +56,21 @@ class EvalPlan:
     first_shown: Counter[str] = field(default_factory=Counter)
 
     def summary(self) -> dict[str, Any]:
-        return {"items": len(self.items), "pairs": self.pairs, "prompts_not_answered_by_every_model": self.unmatched,
-                "first_in_stored_order": dict(self.first_shown)}
+        return {
+            "items": len(self.items),
+            "pairs": self.pairs,
+            "prompts_not_answered_by_every_model": self.unmatched,
+            "first_in_stored_order": dict(self.first_shown),
+        }
 
 
 def _candidate(model: str, body: Any) -> dict[str, Any]:
     return {**({"text": body} if isinstance(body, str) else {"messages": body}), "model": model}
 
 
-def plan_evaluation(models: list[ModelOutputs], *, seed: int = 0, route_by_domain: bool = False) -> EvalPlan:
+def plan_evaluation(
+    models: list[ModelOutputs], *, seed: int = 0, route_by_domain: bool = False
+) -> EvalPlan:
     """One item per model pair and shared prompt, in the files' order; see the module doc."""
     rng = random.Random(seed)
     plan = EvalPlan()
@@ -96,16 +102,25 @@ def plan_evaluation(models: list[ModelOutputs], *, seed: int = 0, route_by_domai
             # Two models may write the same answer: the item of (bloom, llama) must not clash with
             # the item of (opt, llama) on the same texts, so the models are part of the id (hashed:
             # the id names no model).
-            item_id = content_hash({"prompt": key, "answers": sorted([name, answer_key(r.response)]
-                                                                     for name, r in sides)},
-                                   prefix="itm_", length=16)
-            plan.items.append(Item.model_validate({
-                "id": item_id,
-                "prompt": a.prompt,
-                "candidates": [_candidate(name, r.response) for name, r in sides],
-                "domains": domains if route_by_domain else [],
-                "metadata": {"evaluation": evaluation},
-            }))
+            item_id = content_hash(
+                {
+                    "prompt": key,
+                    "answers": sorted([name, answer_key(r.response)] for name, r in sides),
+                },
+                prefix="itm_",
+                length=16,
+            )
+            plan.items.append(
+                Item.model_validate(
+                    {
+                        "id": item_id,
+                        "prompt": a.prompt,
+                        "candidates": [_candidate(name, r.response) for name, r in sides],
+                        "domains": domains if route_by_domain else [],
+                        "metadata": {"evaluation": evaluation},
+                    }
+                )
+            )
             counts["items"] += 1
         counts["prompts_in_one_only"] += len(set(right.answers) - set(left.answers))
         plan.pairs[f"{left.name} vs {right.name}"] = counts
@@ -132,10 +147,16 @@ def check_blind(project_name: str, title: str, names: list[str]) -> None:
     """Raters see the project's name and title: neither may name a model."""
     for label, text in (("project name", project_name), ("title", title)):
         # as a word (a model called "a" does not make "eval" a leak)
-        named = [n for n in names if re.search(rf"(?<![a-z0-9]){re.escape(n.lower())}(?![a-z0-9])", text.lower())]
+        named = [
+            n
+            for n in names
+            if re.search(rf"(?<![a-z0-9]){re.escape(n.lower())}(?![a-z0-9])", text.lower())
+        ]
         if named:
-            raise ValueError(f"the {label} {text!r} names the model {named[0]!r}, and raters see it; "
-                             "choose a name and title that do not (e.g. 'eval-2026-11')")
+            raise ValueError(
+                f"the {label} {text!r} names the model {named[0]!r}, and raters see it; "
+                "choose a name and title that do not (e.g. 'eval-2026-11')"
+            )
 
 
 def create_evaluation(
@@ -155,11 +176,18 @@ def create_evaluation(
     check_blind(project_name, title, [m.name for m in models])
     plan = plan_evaluation(models, seed=seed, route_by_domain=route_by_domain)
     if not plan.items:
-        raise ValueError("no prompt was answered differently by two models: nothing to compare "
-                         f"(per pair: {plan.pairs})")
+        raise ValueError(
+            "no prompt was answered differently by two models: nothing to compare "
+            f"(per pair: {plan.pairs})"
+        )
     with transaction(engine) as session:
-        project = repo.create_project(session, project_name, title=title,
-                                      kinds=["pairwise"], settings=settings_for(raters_per_item))
+        project = repo.create_project(
+            session,
+            project_name,
+            title=title,
+            kinds=["pairwise"],
+            settings=settings_for(raters_per_item),
+        )
         for item in plan.items:
             repo.add_item(session, project, item)
     return {
@@ -167,7 +195,15 @@ def create_evaluation(
         "seed": seed,
         "raters_per_item": raters_per_item,
         "route_by_domain": route_by_domain,
-        "models": [{"name": m.name, "file": str(m.path), "sha256": _sha256(m.path), "answers": len(m.answers),
-                    "extra_answers_left_out": m.extra_answers} for m in models],
+        "models": [
+            {
+                "name": m.name,
+                "file": str(m.path),
+                "sha256": _sha256(m.path),
+                "answers": len(m.answers),
+                "extra_answers_left_out": m.extra_answers,
+            }
+            for m in models
+        ],
         **plan.summary(),
     }

@@ -33,7 +33,9 @@ class OutputsInvalid(ValueError):
         self.problems = problems
         shown = "\n".join(str(p) for p in problems[:50])
         more = f"\n... and {len(problems) - 50} more" if len(problems) > 50 else ""
-        super().__init__(f"{len(problems)} problem(s) in the model outputs; nothing was written:\n{shown}{more}")
+        super().__init__(
+            f"{len(problems)} problem(s) in the model outputs; nothing was written:\n{shown}{more}"
+        )
 
 
 def _text_key(text: str) -> str:
@@ -46,8 +48,10 @@ def prompt_key(prompt: str | list[dict[str, Any]] | Any) -> str:
         messages = [m if isinstance(m, dict) else m.model_dump(mode="json") for m in prompt]
         if len(messages) == 1 and messages[0].get("role") == "user":
             return _text_key(str(messages[0].get("content", "")))
-        return orjson.dumps([{**m, "content": _text_key(str(m.get("content", "")))} for m in messages],
-                            option=orjson.OPT_SORT_KEYS).decode()
+        return orjson.dumps(
+            [{**m, "content": _text_key(str(m.get("content", "")))} for m in messages],
+            option=orjson.OPT_SORT_KEYS,
+        ).decode()
     return _text_key(str(prompt))
 
 
@@ -78,8 +82,10 @@ class ModelOutputs:
             if first_answer:
                 self.extra_answers += 1
                 return None
-            return (f"{self.name + ' ' if self.name else ''}answered it already on line {self.lines[key]}; keep one "
-                    "answer per prompt and model (or pass --first-answer to use the first)")
+            return (
+                f"{self.name + ' ' if self.name else ''}answered it already on line {self.lines[key]}; keep one "
+                "answer per prompt and model (or pass --first-answer to use the first)"
+            )
         self.answers[key], self.lines[key] = fields, line
         return None
 
@@ -97,8 +103,9 @@ def rollout_rows(path: Path, problems: list[Problem]) -> Iterator[tuple[int | No
             problems.append(Problem(str(path), line, exc.field, exc.reason))
 
 
-def read_outputs(path: Path, name: str | None = None, *,
-                 first_answer: bool = False) -> tuple[ModelOutputs | None, list[Problem]]:
+def read_outputs(
+    path: Path, name: str | None = None, *, first_answer: bool = False
+) -> tuple[ModelOutputs | None, list[Problem]]:
     """Read one model's outputs. The model's name is ``name``, else the records' ``model`` (the same
     on every line), else the file name without its suffixes."""
     path = Path(path)
@@ -114,8 +121,12 @@ def read_outputs(path: Path, name: str | None = None, *,
             if seen_model is None:
                 seen_model = (fields.model, line or 0)
             elif fields.model != seen_model[0]:
-                problem(line, "model", f"{fields.model!r} differs from {seen_model[0]!r} on line {seen_model[1]}; "
-                                       "one file holds one model's outputs (split it, or name it with --model NAME=FILE)")
+                problem(
+                    line,
+                    "model",
+                    f"{fields.model!r} differs from {seen_model[0]!r} on line {seen_model[1]}; "
+                    "one file holds one model's outputs (split it, or name it with --model NAME=FILE)",
+                )
                 continue
         if not outputs.name and seen_model is not None:
             outputs.name = seen_model[0]
@@ -127,7 +138,9 @@ def read_outputs(path: Path, name: str | None = None, *,
     return (None if problems else outputs), problems
 
 
-def read_outputs_by_model(path: Path, *, first_answer: bool = False) -> tuple[list[ModelOutputs], list[Problem]]:
+def read_outputs_by_model(
+    path: Path, *, first_answer: bool = False
+) -> tuple[list[ModelOutputs], list[Problem]]:
     """Several models' outputs in one file (``export -f rollouts`` writes such files), split by
     each row's ``model`` (required here); one answer per prompt and model."""
     path = Path(path)
@@ -135,8 +148,15 @@ def read_outputs_by_model(path: Path, *, first_answer: bool = False) -> tuple[li
     by_model: dict[str, ModelOutputs] = {}
     for line, fields in rollout_rows(path, problems):
         if fields.model is None:
-            problems.append(Problem(str(path), line, "model", "missing: rows of a file with several models must "
-                                                              "name theirs (or pass one file per model)"))
+            problems.append(
+                Problem(
+                    str(path),
+                    line,
+                    "model",
+                    "missing: rows of a file with several models must "
+                    "name theirs (or pass one file per model)",
+                )
+            )
             continue
         outputs = by_model.setdefault(fields.model, ModelOutputs(name=fields.model, path=path))
         reason = outputs.add(prompt_key(fields.prompt), fields, line or 0, first_answer)
@@ -145,8 +165,12 @@ def read_outputs_by_model(path: Path, *, first_answer: bool = False) -> tuple[li
     return list(by_model.values()), problems
 
 
-def read_all_outputs(sources: list[tuple[str | None, Path]], mixed: list[Path] = (), *,  # noqa: B006
-                     first_answer: bool = False) -> list[ModelOutputs]:
+def read_all_outputs(
+    sources: list[tuple[str | None, Path]],
+    mixed: list[Path] = (),
+    *,  # noqa: B006
+    first_answer: bool = False,
+) -> list[ModelOutputs]:
     """Read every model's file (``sources``: one model each) and the files holding several models
     (``mixed``); :class:`OutputsInvalid` with all problems of all files."""
     models: list[ModelOutputs] = []
@@ -163,8 +187,15 @@ def read_all_outputs(sources: list[tuple[str | None, Path]], mixed: list[Path] =
     names: dict[str, Path] = {}
     for m in models:
         if m.name in names:
-            problems.append(Problem(str(m.path), None, "model", f"model name {m.name!r} is also the name of "
-                                    f"{names[m.name]}; give each file its own name with --model NAME=FILE"))
+            problems.append(
+                Problem(
+                    str(m.path),
+                    None,
+                    "model",
+                    f"model name {m.name!r} is also the name of "
+                    f"{names[m.name]}; give each file its own name with --model NAME=FILE",
+                )
+            )
         names[m.name] = m.path
     if problems:
         raise OutputsInvalid(problems)

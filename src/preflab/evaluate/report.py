@@ -66,14 +66,17 @@ def _body(candidate: Any) -> Any:
     return [m.model_dump(mode="json", exclude_none=True) for m in candidate.messages or []]
 
 
-def _verdicts_of(item: Item, judgments: list[Any], order: list[int], include_ai: bool,
-                 skipped: Counter[str]) -> list[Verdict]:
+def _verdicts_of(
+    item: Item, judgments: list[Any], order: list[int], include_ai: bool, skipped: Counter[str]
+) -> list[Verdict]:
     models = {c.id: c.model for c in item.candidates}
     if len(item.candidates) != 2 or None in models.values() or len(set(models.values())) != 2:
         skipped["items not comparing two models"] += 1
         return []
     prompt = item.model_dump(mode="json")["prompt"]
-    evaluation = item.metadata.get("evaluation") if isinstance(item.metadata.get("evaluation"), dict) else {}
+    evaluation = (
+        item.metadata.get("evaluation") if isinstance(item.metadata.get("evaluation"), dict) else {}
+    )
     topics = tuple(sorted(set(item.domains) | set(evaluation.get("domains") or ())))
     out = []
     for _, j in effective_judgments(judgments, order):
@@ -84,13 +87,17 @@ def _verdicts_of(item: Item, judgments: list[Any], order: list[int], include_ai:
             skipped["AI-sourced judgments"] += 1
             continue
         first, second = j.shown_order
-        out.append(Verdict(
-            item_id=item.id, prompt=prompt,
-            answers=(_body(item.candidate(first)), _body(item.candidate(second))),
-            models=(models[first], models[second]),
-            winner={"a": "model_a", "b": "model_b", "tie": "tie"}[j.winner],
-            domains=topics, rater_hash=j.provenance.rater_hash or j.provenance.rater_id,
-        ))
+        out.append(
+            Verdict(
+                item_id=item.id,
+                prompt=prompt,
+                answers=(_body(item.candidate(first)), _body(item.candidate(second))),
+                models=(models[first], models[second]),
+                winner={"a": "model_a", "b": "model_b", "tie": "tie"}[j.winner],
+                domains=topics,
+                rater_hash=j.provenance.rater_hash or j.provenance.rater_id,
+            )
+        )
     return out
 
 
@@ -102,7 +109,9 @@ def load_verdicts(engine: Engine, project_name: str, *, include_ai: bool = False
         data.project = project.name
         for iwj in repo.iter_items_with_judgments(session, project):
             order = [m["pk"] for m in iwj.meta]
-            data.verdicts.extend(_verdicts_of(iwj.item, iwj.judgments, order, include_ai, data.skipped))
+            data.verdicts.extend(
+                _verdicts_of(iwj.item, iwj.judgments, order, include_ai, data.skipped)
+            )
     return data
 
 
@@ -117,12 +126,23 @@ def read_rm_scores(path: Path) -> dict[tuple[str, str], float]:
     problems: list[Problem] = []
     for line, r in rollout_rows(path, problems):
         if r.reward is None:
-            problems.append(Problem(str(path), line, "reward", "missing: score the answers first (preflab rm score)"))
+            problems.append(
+                Problem(
+                    str(path), line, "reward", "missing: score the answers first (preflab rm score)"
+                )
+            )
             continue
         key = (prompt_key(r.prompt), answer_key(r.response))
         if key in scores and scores[key] != r.reward:
-            problems.append(Problem(str(path), line, "reward", f"{r.reward} differs from {scores[key]} for the same "
-                                                               f"prompt and answer on line {lines[key]}"))
+            problems.append(
+                Problem(
+                    str(path),
+                    line,
+                    "reward",
+                    f"{r.reward} differs from {scores[key]} for the same "
+                    f"prompt and answer on line {lines[key]}",
+                )
+            )
             continue
         scores[key], lines[key] = r.reward, line or 0
     if problems:
@@ -162,8 +182,13 @@ def rm_agreement(verdicts: list[Verdict], scores: dict[tuple[str, str], float]) 
         score += rm_pick == v.winner
     scored = counts["scored"]
     return {
-        "battles": len(verdicts), "scored": scored, "unscored": counts["unscored"],
-        "human_ties": counts["human_ties"], "rm_ties": counts["rm_ties"], "decided": decided, "agree": agree,
+        "battles": len(verdicts),
+        "scored": scored,
+        "unscored": counts["unscored"],
+        "human_ties": counts["human_ties"],
+        "rm_ties": counts["rm_ties"],
+        "decided": decided,
+        "agree": agree,
         "agreement": agree / decided if decided else None,
         "agreement_ci": list(wilson_interval(agree, decided)) if decided else None,
         "rm_preferred_score": score / scored if scored else None,
@@ -194,7 +219,9 @@ def build_report(
         "skipped": dict(data.skipped),
         "ratings": arena_ratings(battles, rounds=rounds, seed=seed) if battles else None,
         "pairs": pair_record(battles),
-        "domains": {d: {"battles": len(b), "pairs": pair_record(b)} for d, b in sorted(by_domain.items())},
+        "domains": {
+            d: {"battles": len(b), "pairs": pair_record(b)} for d, b in sorted(by_domain.items())
+        },
         "position": _position(data.verdicts),
     }
     if rm_scores is not None:
@@ -206,9 +233,12 @@ def _position(verdicts: list[Verdict]) -> dict[str, Any]:
     """How often the answer shown first won (a check on the order randomisation and on raters)."""
     decided = [v for v in verdicts if v.winner != "tie"]
     first = sum(v.winner == "model_a" for v in decided)
-    return {"decided": len(decided), "first_shown_won": first,
-            "share": first / len(decided) if decided else None,
-            "ci": list(wilson_interval(first, len(decided))) if decided else None}
+    return {
+        "decided": len(decided),
+        "first_shown_won": first,
+        "share": first / len(decided) if decided else None,
+        "ci": list(wilson_interval(first, len(decided))) if decided else None,
+    }
 
 
 def human_eval_records(data: EvalData) -> list[dict[str, Any]]:
@@ -217,9 +247,16 @@ def human_eval_records(data: EvalData) -> list[dict[str, Any]]:
     prefers = {"model_a": "answer_1", "model_b": "answer_2", "tie": "tie"}
     rows = []
     for v in data.verdicts:
-        row = {"prompt": v.prompt, "answer_1": v.answers[0], "answer_2": v.answers[1],
-               "human_prefers": prefers[v.winner], "model_1": v.models[0], "model_2": v.models[1],
-               "labeler": v.rater_hash, "id": v.item_id}
+        row = {
+            "prompt": v.prompt,
+            "answer_1": v.answers[0],
+            "answer_2": v.answers[1],
+            "human_prefers": prefers[v.winner],
+            "model_1": v.models[0],
+            "model_2": v.models[1],
+            "labeler": v.rater_hash,
+            "id": v.item_id,
+        }
         if v.domains:
             row["domains"] = list(v.domains)
         rows.append(row)
@@ -265,21 +302,31 @@ def leaderboard_svg(ratings: dict[str, Any] | None, width: int = 640) -> str:
 
     height = step * len(rows) + 30
     # width 100% of the container, at most its natural size: the viewBox scales it down on phones
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="leaderboard-plot" width="100%" '
-             f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
-             'aria-label="ratings with confidence intervals">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="leaderboard-plot" width="100%" '
+        f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
+        'aria-label="ratings with confidence intervals">'
+    ]
     for i, m in enumerate(rows):
         y = 20 + i * step
-        parts.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="12">{_e(m["model"])}</text>')
+        parts.append(
+            f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="12">{_e(m["model"])}</text>'
+        )
         if m["ci"]:
-            parts.append(f'<line x1="{x(m["ci"][0]):.1f}" x2="{x(m["ci"][1]):.1f}" y1="{y}" y2="{y}" '
-                         'stroke="#4a6fa5" stroke-width="2"/>')
+            parts.append(
+                f'<line x1="{x(m["ci"][0]):.1f}" x2="{x(m["ci"][1]):.1f}" y1="{y}" y2="{y}" '
+                'stroke="#4a6fa5" stroke-width="2"/>'
+            )
         parts.append(f'<circle cx="{x(m["rating"]):.1f}" cy="{y}" r="4" fill="#1d3557"/>')
-        parts.append(f'<text x="{x(m["rating"]):.1f}" y="{y - 7}" text-anchor="middle" font-size="10">'
-                     f'{m["rating"]:.0f}</text>')
+        parts.append(
+            f'<text x="{x(m["rating"]):.1f}" y="{y - 7}" text-anchor="middle" font-size="10">'
+            f"{m['rating']:.0f}</text>"
+        )
     axis_y = height - 8
     for v in (lo + 10, (lo + hi) / 2, hi - 10):
-        parts.append(f'<text x="{x(v):.1f}" y="{axis_y}" text-anchor="middle" font-size="10" fill="#555">{v:.0f}</text>')
+        parts.append(
+            f'<text x="{x(v):.1f}" y="{axis_y}" text-anchor="middle" font-size="10" fill="#555">{v:.0f}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -295,8 +342,10 @@ def _ci(share: dict[str, Any]) -> str:
 
 
 def pair_rows(pairs: list[dict[str, Any]]) -> list[list[Any]]:
-    return [[p["model_1"], p["model_2"], p["battles"], _ci(p["wins"]), _ci(p["ties"]), _ci(p["losses"])]
-            for p in pairs]
+    return [
+        [p["model_1"], p["model_2"], p["battles"], _ci(p["wins"]), _ci(p["ties"]), _ci(p["losses"])]
+        for p in pairs
+    ]
 
 
 PAIR_HEADER = ["model 1", "model 2", "battles", "model 1 wins", "ties", "model 2 wins"]
@@ -306,7 +355,18 @@ def rating_rows(ratings: dict[str, Any] | None) -> list[list[Any]]:
     rows = []
     for rank, m in enumerate((ratings or {}).get("models", []), 1):
         ci = "—" if not m["ci"] else f"{m['ci'][0]:.0f} – {m['ci'][1]:.0f}"
-        rows.append([rank, m["model"], _num(m["rating"]), ci, m["battles"], m["wins"], m["ties"], m["losses"]])
+        rows.append(
+            [
+                rank,
+                m["model"],
+                _num(m["rating"]),
+                ci,
+                m["battles"],
+                m["wins"],
+                m["ties"],
+                m["losses"],
+            ]
+        )
     return rows
 
 
@@ -332,27 +392,64 @@ def render_html(report: dict[str, Any]) -> str:
     out.append(leaderboard_svg(ratings))
     if ratings:
         b = ratings["bootstrap"]
-        out.append(f"<p>Bradley–Terry ratings on the Chatbot Arena scale (base 10, scale 400, mean 1000); "
-                   f"{b['confidence']:.0%} percentile intervals from {b['used']} bootstrap samples "
-                   f"({b['not_identifiable']} without finite ratings left out).</p>")
+        out.append(
+            f"<p>Bradley–Terry ratings on the Chatbot Arena scale (base 10, scale 400, mean 1000); "
+            f"{b['confidence']:.0%} percentile intervals from {b['used']} bootstrap samples "
+            f"({b['not_identifiable']} without finite ratings left out).</p>"
+        )
     out += ["<h2>Model pairs</h2>", _table(PAIR_HEADER, pair_rows(report["pairs"]))]
     if len(report["domains"]) > 1 or NO_DOMAIN not in report["domains"]:
         out.append("<h2>Per domain</h2>")
         for domain, d in report["domains"].items():
-            out += [f"<h3>{_e(domain)} ({d['battles']} battles)</h3>", _table(PAIR_HEADER, pair_rows(d["pairs"]))]
+            out += [
+                f"<h3>{_e(domain)} ({d['battles']} battles)</h3>",
+                _table(PAIR_HEADER, pair_rows(d["pairs"])),
+            ]
     rm = report.get("rm_agreement")
     if rm:
-        agreement = "—" if rm["agreement"] is None else (
-            f"{rm['agreement']:.1%} [{rm['agreement_ci'][0]:.1%}, {rm['agreement_ci'][1]:.1%}]")
-        out += ["<h2>Reward model against people</h2>", _table(
-            ["battles scored", "decided by people", "RM agrees", "agreement (95 % CI)", "human ties", "RM ties",
-             "unscored"],
-            [[rm["scored"], rm["decided"], rm["agree"], agreement, rm["human_ties"], rm["rm_ties"], rm["unscored"]]])]
+        agreement = (
+            "—"
+            if rm["agreement"] is None
+            else (
+                f"{rm['agreement']:.1%} [{rm['agreement_ci'][0]:.1%}, {rm['agreement_ci'][1]:.1%}]"
+            )
+        )
+        out += [
+            "<h2>Reward model against people</h2>",
+            _table(
+                [
+                    "battles scored",
+                    "decided by people",
+                    "RM agrees",
+                    "agreement (95 % CI)",
+                    "human ties",
+                    "RM ties",
+                    "unscored",
+                ],
+                [
+                    [
+                        rm["scored"],
+                        rm["decided"],
+                        rm["agree"],
+                        agreement,
+                        rm["human_ties"],
+                        rm["rm_ties"],
+                        rm["unscored"],
+                    ]
+                ],
+            ),
+        ]
     pos = report["position"]
     if pos["share"] is not None:
-        out.append(f"<p>The answer shown first won {pos['share']:.1%} of {pos['decided']} decided battles "
-                   f"(95 % CI {pos['ci'][0]:.1%} – {pos['ci'][1]:.1%}).</p>")
+        out.append(
+            f"<p>The answer shown first won {pos['share']:.1%} of {pos['decided']} decided battles "
+            f"(95 % CI {pos['ci'][0]:.1%} – {pos['ci'][1]:.1%}).</p>"
+        )
     if report["skipped"]:
-        out.append("<p>Left out: " + _e(", ".join(f"{k}: {v}" for k, v in report["skipped"].items())) + "</p>")
+        out.append(
+            "<p>Left out: "
+            + _e(", ".join(f"{k}: {v}" for k, v in report["skipped"].items()))
+            + "</p>"
+        )
     out.append("</body></html>")
     return "\n".join(out)

@@ -148,7 +148,9 @@ class ImportFailed(Exception):
         if total > len(shown):
             lines.append(f"... and {total - len(shown)} more")
         hint = "nothing was imported; fix these records, or pass --skip-invalid to import the rest"
-        super().__init__(f"{total} problem{'s' if total != 1 else ''} ({hint}):\n" + "\n".join(lines))
+        super().__init__(
+            f"{total} problem{'s' if total != 1 else ''} ({hint}):\n" + "\n".join(lines)
+        )
 
 
 @dataclass
@@ -181,15 +183,20 @@ class _Record:
 
 
 def _convert_options(options: ImportOptions) -> ConvertOptions:
-    return ConvertOptions(keep_extra=options.keep_extra, default_source=options.default_source,
-                          ai_labelers=frozenset(options.ai_labelers))
+    return ConvertOptions(
+        keep_extra=options.keep_extra,
+        default_source=options.default_source,
+        ai_labelers=frozenset(options.ai_labelers),
+    )
 
 
 def _forced_format(options: ImportOptions) -> RecordFormat | None:
     if options.format is None:
         return None
     if options.format not in FORMATS:
-        raise ValueError(f"unknown record format {options.format!r}; choose from {', '.join(FORMATS)}")
+        raise ValueError(
+            f"unknown record format {options.format!r}; choose from {', '.join(FORMATS)}"
+        )
     return FORMATS[options.format]
 
 
@@ -212,11 +219,16 @@ class _Pair:
         self.rows = rows
 
     def as_record(self) -> _Record:
-        return _Record(self.file, self.line, self.format, [self.rows.item_rows()], [self.rows.judgment_rows()])
+        return _Record(
+            self.file, self.line, self.format, [self.rows.item_rows()], [self.rows.judgment_rows()]
+        )
 
 
 def _records(
-    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None, lean: bool = True
+    paths: Sequence[Path],
+    options: ImportOptions,
+    progress: Callable[[int], None] | None,
+    lean: bool = True,
 ) -> Iterator[_Record | _Pair]:
     """Every record converted, or with its problems; ``lean``: plain comparisons as :class:`_Pair`."""
     forced = _forced_format(options)
@@ -226,7 +238,9 @@ def _records(
     lean = lean and (forced is None or forced is COMPARISON)
     for path in paths:
         name = str(path)
-        for line, raw in read_records(path, max_line_bytes=options.max_line_bytes, progress=progress):
+        for line, raw in read_records(
+            path, max_line_bytes=options.max_line_bytes, progress=progress
+        ):
             if isinstance(raw, ReadProblem):
                 yield _Record(name, raw.line, problems=[(raw.field, raw.reason)])
                 continue
@@ -244,8 +258,13 @@ def _records(
                 fmt = forced or detect_format(raw)
                 rec.format = fmt.name
                 converted = fmt.convert(raw, copts)
-                rec.items = [i if isinstance(i, ItemRows) else item_rows(i) for i in converted.items]
-                rec.judgments = [j if isinstance(j, JudgmentRows) else judgment_rows(j) for j in converted.judgments]
+                rec.items = [
+                    i if isinstance(i, ItemRows) else item_rows(i) for i in converted.items
+                ]
+                rec.judgments = [
+                    j if isinstance(j, JudgmentRows) else judgment_rows(j)
+                    for j in converted.judgments
+                ]
             except RecordError as exc:
                 rec.problems.append((exc.field, exc.reason))
             except ValidationError as exc:
@@ -284,7 +303,9 @@ def _use_worker(paths: Sequence[Path]) -> bool:
 def _idle_cores(window: float = 0.1) -> float:
     """Cores idle right now (over ``window`` seconds, from ``/proc/stat``), or an estimate from the
     1-minute load average where there is no ``/proc`` (it lags a burst by a minute)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
     def sample() -> tuple[int, int]:
         with open("/proc/stat", "rb") as f:
@@ -314,10 +335,14 @@ def _encode_chunk(chunk: list[_Record | _Pair], read: int) -> bytes:
             pairs.append((i, files.setdefault(rec.file, len(files)), rec.line, rec.rows.state()))
         else:
             others.append((i, rec))  # type: ignore[arg-type]
-    return pickle.dumps(("chunk", read, list(files), marshal.dumps(pairs), others), protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.dumps(
+        ("chunk", read, list(files), marshal.dumps(pairs), others), protocol=pickle.HIGHEST_PROTOCOL
+    )
 
 
-def _decode_chunk(files: list[str], pairs_blob: bytes, others: list[tuple[int, _Record]]) -> list[_Record | _Pair]:
+def _decode_chunk(
+    files: list[str], pairs_blob: bytes, others: list[tuple[int, _Record]]
+) -> list[_Record | _Pair]:
     pairs = marshal.loads(pairs_blob)
     chunk: list[Any] = [None] * (len(pairs) + len(others))
     from_state = PairRows.from_state
@@ -389,7 +414,12 @@ def _worker_chunks(
         [sys.executable, "-m", "preflab.io.convert_worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])
+            ),
+        },
     )
     assert worker.stdin is not None and worker.stdout is not None
     try:
@@ -404,8 +434,10 @@ def _worker_chunks(
             message = _receive(worker.stdout)
             if message is None:
                 code = worker.wait()
-                raise WorkerFailed(f"the converting process stopped with exit code {code} before the end of "
-                                   "the files; nothing was imported (see its message above)")
+                raise WorkerFailed(
+                    f"the converting process stopped with exit code {code} before the end of "
+                    "the files; nothing was imported (see its message above)"
+                )
             tag, *body = pickle.loads(message)  # noqa: S301 -- from our own child process
             if tag == "error":
                 raise WorkerFailed(f"converting the records failed: {body[0]}")
@@ -461,8 +493,12 @@ class _Writer:
         self.conn = conn
         self.dialect = conn.dialect
         self.sqlite = conn.dialect.name == "sqlite"
-        self._datetime_proc = JUDGMENTS.c.started_at.type.dialect_impl(self.dialect).bind_processor(self.dialect)
-        self._sql: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[int, Callable[[Any], Any]]]]] = {}
+        self._datetime_proc = JUDGMENTS.c.started_at.type.dialect_impl(self.dialect).bind_processor(
+            self.dialect
+        )
+        self._sql: dict[
+            tuple[str, tuple[str, ...]], tuple[str, list[tuple[int, Callable[[Any], Any]]]]
+        ] = {}
 
     def _prepare(
         self, table: Table, columns: tuple[str, ...], constants: tuple[str, ...]
@@ -539,7 +575,9 @@ class _Writer:
             start = self.conn.execute(select(func.coalesce(func.max(table.c.pk), 0))).scalar_one()
             return list(range(start + 1, start + 1 + n))
         rows = self.conn.execute(
-            text(f"SELECT nextval(pg_get_serial_sequence('{table.name}', 'pk')) FROM generate_series(1, :n)"),
+            text(
+                f"SELECT nextval(pg_get_serial_sequence('{table.name}', 'pk')) FROM generate_series(1, :n)"
+            ),
             {"n": n},
         ).scalars()
         return list(rows)
@@ -579,13 +617,56 @@ JUDGMENTS: Table = JudgmentRow.__table__  # type: ignore[assignment]
 RATERS: Table = Rater.__table__  # type: ignore[assignment]
 ALIASES: Table = ItemAlias.__table__  # type: ignore[assignment]
 
-ITEM_COLUMNS = ("pk", "project_pk", "item_key", "content_hash", "prompt", "domains", "reference", "gold",
-                "metadata", "batch_pk", "created_at")
-CANDIDATE_COLUMNS = ("item_pk", "candidate_key", "position", "text", "messages", "model", "source", "metadata")
-JUDGMENT_VALUE_KEYS = ("kind", "body", "rationale", "pair_lo", "pair_hi", "score", "shown_order", "rubric_key",
-                       "rubric_version", "review_pass", "source", "started_at", "submitted_at", "telemetry",
-                       "idempotency_key", "content_hash")
-JUDGMENT_COLUMNS = ("project_pk", "item_pk", "rater_pk", *JUDGMENT_VALUE_KEYS, "batch_pk", "excluded", "created_at")
+ITEM_COLUMNS = (
+    "pk",
+    "project_pk",
+    "item_key",
+    "content_hash",
+    "prompt",
+    "domains",
+    "reference",
+    "gold",
+    "metadata",
+    "batch_pk",
+    "created_at",
+)
+CANDIDATE_COLUMNS = (
+    "item_pk",
+    "candidate_key",
+    "position",
+    "text",
+    "messages",
+    "model",
+    "source",
+    "metadata",
+)
+JUDGMENT_VALUE_KEYS = (
+    "kind",
+    "body",
+    "rationale",
+    "pair_lo",
+    "pair_hi",
+    "score",
+    "shown_order",
+    "rubric_key",
+    "rubric_version",
+    "review_pass",
+    "source",
+    "started_at",
+    "submitted_at",
+    "telemetry",
+    "idempotency_key",
+    "content_hash",
+)
+JUDGMENT_COLUMNS = (
+    "project_pk",
+    "item_pk",
+    "rater_pk",
+    *JUDGMENT_VALUE_KEYS,
+    "batch_pk",
+    "excluded",
+    "created_at",
+)
 
 
 def _in_chunks(values: Iterable[Any]) -> Iterator[list[Any]]:
@@ -598,8 +679,11 @@ _PAIR_FIELD = {"pairwise": "shown_order", "ranking": "order"}
 
 
 def _joined_item(
-    item: ItemRows, is_item: Callable[[str], bool], aliases: Callable[[str], str | None],
-    by_content: Callable[[str], str | None], fmt: str | None,
+    item: ItemRows,
+    is_item: Callable[[str], bool],
+    aliases: Callable[[str], str | None],
+    by_content: Callable[[str], str | None],
+    fmt: str | None,
 ) -> tuple[str, bool]:
     """The key the item of a record is stored under, and whether its own key is a new alias.
 
@@ -628,14 +712,23 @@ def _joined_item(
 
 def _different_content(key: str, target: str) -> str:
     named = repr(key) if key == target else f"{key!r} (another id of item {target!r})"
-    return (f"item {named} already exists with different content; give the new version another id "
-            "(or leave 'id' out to derive one from the content)")
+    return (
+        f"item {named} already exists with different content; give the new version another id "
+        "(or leave 'id' out to derive one from the content)"
+    )
 
 
 class _Loader:
     """Checks chunks of converted records against the database and writes the accepted rows."""
 
-    def __init__(self, session: Any, project: Project, batch_pk: int, options: ImportOptions, report: ImportReport):
+    def __init__(
+        self,
+        session: Any,
+        project: Project,
+        batch_pk: int,
+        options: ImportOptions,
+        report: ImportReport,
+    ):
         self.session = session
         self.conn: Connection = session.connection()
         self.writer = _Writer(self.conn)
@@ -649,13 +742,21 @@ class _Loader:
         self.rubrics: dict[tuple[str, int | None], Rubric | None] = {}
         self.formats_seen: set[str] = set()
         # Alias lookups only once the project has any (most never do).
-        self.has_aliases = self.conn.execute(
-            select(ALIASES.c.pk).where(ALIASES.c.project_pk == self.project_pk).limit(1)).first() is not None
+        self.has_aliases = (
+            self.conn.execute(
+                select(ALIASES.c.pk).where(ALIASES.c.project_pk == self.project_pk).limit(1)
+            ).first()
+            is not None
+        )
         # A plain comparison (derived id) can only join a stored item of another id if that item
         # came from a record of another shape: one stored before this import, or written by it.
         # Until then its content lookup is skipped (a bulk import into a fresh project: ~10% of its time).
-        self.other_ids_stored = self.conn.execute(
-            select(ITEMS.c.pk).where(ITEMS.c.project_pk == self.project_pk).limit(1)).first() is not None
+        self.other_ids_stored = (
+            self.conn.execute(
+                select(ITEMS.c.pk).where(ITEMS.c.project_pk == self.project_pk).limit(1)
+            ).first()
+            is not None
+        )
         self.problems: list[Problem] = []
         self.problem_count = 0
         self.now = utcnow()
@@ -685,7 +786,8 @@ class _Loader:
         if self.writer.sqlite:
             for part in _in_chunks(values):
                 yield from self.conn.exec_driver_sql(
-                    sql.format(param="?", values=f"IN ({', '.join('?' * len(part))})"), (self.project_pk, *part)
+                    sql.format(param="?", values=f"IN ({', '.join('?' * len(part))})"),
+                    (self.project_pk, *part),
                 )
         else:
             yield from self.conn.exec_driver_sql(
@@ -700,22 +802,28 @@ class _Loader:
         """alias -> (item key, item pk, content hash) of the items these keys are aliases of."""
         if not self.has_aliases:
             return {}
-        sql = ("SELECT a.alias_key, i.item_key, i.pk, i.content_hash FROM item_aliases a JOIN items i "
-               "ON i.pk = a.item_pk WHERE a.project_pk = {param} AND a.alias_key {values}")
+        sql = (
+            "SELECT a.alias_key, i.item_key, i.pk, i.content_hash FROM item_aliases a JOIN items i "
+            "ON i.pk = a.item_pk WHERE a.project_pk = {param} AND a.alias_key {values}"
+        )
         return {alias: (key, pk, digest) for alias, key, pk, digest in self._select_in(sql, keys)}
 
     def _items_by_content(self, hashes: set[str]) -> dict[str, tuple[str, int]]:
         """content hash -> (item key, pk) of the project's items with that content (the first
         imported one, should older databases hold several)."""
-        sql = ("SELECT content_hash, item_key, pk FROM items WHERE project_pk = {param} AND content_hash {values} "
-               "ORDER BY pk DESC")
+        sql = (
+            "SELECT content_hash, item_key, pk FROM items WHERE project_pk = {param} AND content_hash {values} "
+            "ORDER BY pk DESC"
+        )
         return {digest: (key, pk) for digest, key, pk in self._select_in(sql, hashes)}
 
     def _candidate_keys(self, item_pks: dict[str, int]) -> dict[str, set[str]]:
         by_pk: dict[int, set[str]] = {pk: set() for pk in item_pks.values()}
         for part in _in_chunks(by_pk):
             for pk, key in self.conn.execute(
-                select(CANDIDATES.c.item_pk, CANDIDATES.c.candidate_key).where(CANDIDATES.c.item_pk.in_(part))
+                select(CANDIDATES.c.item_pk, CANDIDATES.c.candidate_key).where(
+                    CANDIDATES.c.item_pk.in_(part)
+                )
             ):
                 by_pk[pk].add(key)
         return {key: by_pk[pk] for key, pk in item_pks.items()}
@@ -724,8 +832,11 @@ class _Loader:
         """Content hashes of the judgments of these items (served by ``uq_judgments_item_content``)."""
         found: set[str] = set()
         for part in _in_chunks(item_pks):
-            found.update(self.conn.execute(
-                select(JUDGMENTS.c.content_hash).where(JUDGMENTS.c.item_pk.in_(part))).scalars())
+            found.update(
+                self.conn.execute(
+                    select(JUDGMENTS.c.content_hash).where(JUDGMENTS.c.item_pk.in_(part))
+                ).scalars()
+            )
         return found
 
     def _existing(self, column: str, values: set[str]) -> set[str]:
@@ -744,7 +855,12 @@ class _Loader:
             if rec.format and rec.format not in self.formats_seen:
                 self.formats_seen.add(rec.format)
                 for rubric in FORMATS[rec.format].rubrics:
-                    repo.add_rubric(self.session, self.project, rubric, make_current=self.project.rubric_key is None)
+                    repo.add_rubric(
+                        self.session,
+                        self.project,
+                        rubric,
+                        make_current=self.project.rubric_key is None,
+                    )
                     self.rubrics.clear()
 
     def _rater_pks(self, keys: set[str]) -> None:
@@ -763,7 +879,10 @@ class _Loader:
             self.writer.insert(
                 RATERS,
                 ("pk", "project_pk", "rater_key", "rater_hash", "created_at"),
-                [(pk, self.project_pk, key, rater_hash(key, self.project.secret), created) for pk, key in zip(pks, new, strict=True)],
+                [
+                    (pk, self.project_pk, key, rater_hash(key, self.project.secret), created)
+                    for pk, key in zip(pks, new, strict=True)
+                ],
                 constants=("created_at",),
             )
             self.rater_pks.update(zip(new, pks, strict=True))
@@ -789,8 +908,13 @@ class _Loader:
         existing_items = self._existing_items(named)
         # Items this chunk names by an alias or brings again under another id (found by content).
         aliases = self._aliases(named - existing_items.keys())
-        unnamed = {i.content_hash for rec in chunk if type(rec) is not _Pair for i in rec.items  # type: ignore[union-attr]
-                   if i.key not in existing_items and i.key not in aliases}
+        unnamed = {
+            i.content_hash
+            for rec in chunk
+            if type(rec) is not _Pair
+            for i in rec.items  # type: ignore[union-attr]
+            if i.key not in existing_items and i.key not in aliases
+        }
         if self.other_ids_stored:
             unnamed.update(p.item_hash for p in pairs if p.item_key not in existing_items)
         by_content = self._items_by_content(unnamed)
@@ -819,14 +943,23 @@ class _Loader:
         report = self.report
         formats = report.formats
         known, accepted_items, new_judgments, seen_hashes = (
-            state.known, state.accepted_items, state.new_judgments, state.seen_hashes)
+            state.known,
+            state.accepted_items,
+            state.new_judgments,
+            state.seen_hashes,
+        )
         existing_hashes, by_content_ = state.existing_hashes, state.by_content
         pairwise = "pairwise" in self.kinds
         for rec in chunk:
             if type(rec) is _Pair:
                 p = rec.rows
                 key = p.item_key
-                if pairwise and key not in known and key not in existing_items and p.item_hash not in by_content_:
+                if (
+                    pairwise
+                    and key not in known
+                    and key not in existing_items
+                    and p.item_hash not in by_content_
+                ):
                     # The common case, decided here as _check would decide it: a new item, and a
                     # judgment of its own candidates, new unless its hash is known.
                     known[key] = (p.item_hash, p.candidate_keys)
@@ -845,7 +978,9 @@ class _Loader:
                 rec = rec.as_record()
             self._check(rec, state)
         if not self.other_ids_stored:
-            self.other_ids_stored = any(type(i) is not PairRows for i in state.accepted_items.values())
+            self.other_ids_stored = any(
+                type(i) is not PairRows for i in state.accepted_items.values()
+            )
         self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
 
     def _check(self, rec: _Record, state: _ChunkState) -> None:
@@ -905,8 +1040,11 @@ class _Loader:
                     rec_not_collected += 1
                     continue
                 problems.append(
-                    ("kind", f"project {self.project.name!r} collects {sorted(self.kinds)}, not {j.kind!r}; "
-                             "add the kind to the project or leave these judgments out")
+                    (
+                        "kind",
+                        f"project {self.project.name!r} collects {sorted(self.kinds)}, not {j.kind!r}; "
+                        "add the kind to the project or leave these judgments out",
+                    )
                 )
                 continue
             target = alias(j.item_key)
@@ -916,15 +1054,20 @@ class _Loader:
             candidates = entry[1] if entry else state.outside_candidates.get(j.item_key)
             if candidates is None:
                 problems.append(
-                    ("item_id", f"no item {j.item_key!r} in project {self.project.name!r} or earlier in this "
-                                "import; import the item before its judgments")
+                    (
+                        "item_id",
+                        f"no item {j.item_key!r} in project {self.project.name!r} or earlier in this "
+                        "import; import the item before its judgments",
+                    )
                 )
                 continue
             unknown = [c for c in j.candidate_ids if c not in candidates]
             if unknown:
                 problems.append(
-                    (_PAIR_FIELD.get(j.kind, "candidate_id"),
-                     f"{unknown[0]!r} is not a candidate of item {j.item_key!r} (it has {', '.join(sorted(candidates))})")
+                    (
+                        _PAIR_FIELD.get(j.kind, "candidate_id"),
+                        f"{unknown[0]!r} is not a candidate of item {j.item_key!r} (it has {', '.join(sorted(candidates))})",
+                    )
                 )
                 continue
             if j.rubric is not None:
@@ -932,8 +1075,12 @@ class _Loader:
                 rubric = self._rubric(rkey, rversion)
                 if rubric is None:
                     problems.append(
-                        ("provenance.rubric_id", f"project {self.project.name!r} has no rubric {rkey!r}"
-                         + (f" version {rversion}" if rversion else "") + "; add the rubric first")
+                        (
+                            "provenance.rubric_id",
+                            f"project {self.project.name!r} has no rubric {rkey!r}"
+                            + (f" version {rversion}" if rversion else "")
+                            + "; add the rubric first",
+                        )
                     )
                     continue
                 for p in rubric.check_scores(scores, vetoes):
@@ -943,8 +1090,13 @@ class _Loader:
                 j.content_hash in state.existing_hashes
                 or j.content_hash in state.seen_hashes
                 or j.content_hash in rec_hashes
-                or (j.idempotency_key and (j.idempotency_key in state.existing_idem
-                                           or j.idempotency_key in state.seen_idem))
+                or (
+                    j.idempotency_key
+                    and (
+                        j.idempotency_key in state.existing_idem
+                        or j.idempotency_key in state.seen_idem
+                    )
+                )
             ):
                 rec_judgments_existing += 1
                 continue
@@ -979,7 +1131,9 @@ class _Loader:
         aliases: dict[str, str],
     ) -> None:
         w = self.writer
-        if not w.sqlite:  # the lean rows are for SQLite's raw executemany; elsewhere the generic ones
+        if (
+            not w.sqlite
+        ):  # the lean rows are for SQLite's raw executemany; elsewhere the generic ones
             items = {k: i.item_rows() if type(i) is PairRows else i for k, i in items.items()}
             judgments = [j.judgment_rows() if type(j) is PairRows else j for j in judgments]
         item_pks = {key: pk for key, (pk, _) in existing_items.items()}
@@ -993,27 +1147,67 @@ class _Loader:
         for pk, (key, item) in zip(pks, items.items(), strict=True):
             item_pks[key] = pk
             if type(item) is PairRows:
-                item_rows_.append((pk, project_pk, key, item.item_hash, item.prompt_json, empty_list, None, None,
-                                   empty_dict, batch_pk, created))
+                item_rows_.append(
+                    (
+                        pk,
+                        project_pk,
+                        key,
+                        item.item_hash,
+                        item.prompt_json,
+                        empty_list,
+                        None,
+                        None,
+                        empty_dict,
+                        batch_pk,
+                        created,
+                    )
+                )
                 (c0, c1), (t0, t1) = item.candidate_keys, item.texts
                 candidate_rows.append((pk, c0, 0, t0, None, None, "model", empty_dict))
                 candidate_rows.append((pk, c1, 1, t1, None, None, "model", empty_dict))
                 continue
             v = item.values
-            item_rows_.append((pk, project_pk, key, item.content_hash, J(v["prompt"]),
-                               J(v["domains"]) if v["domains"] else empty_list, v["reference"],
-                               J(v["gold"]), J(v["meta"]) if v["meta"] else empty_dict, batch_pk, created))
+            item_rows_.append(
+                (
+                    pk,
+                    project_pk,
+                    key,
+                    item.content_hash,
+                    J(v["prompt"]),
+                    J(v["domains"]) if v["domains"] else empty_list,
+                    v["reference"],
+                    J(v["gold"]),
+                    J(v["meta"]) if v["meta"] else empty_dict,
+                    batch_pk,
+                    created,
+                )
+            )
             for c in item.candidates:
-                candidate_rows.append((pk, c["candidate_key"], c["position"], c["text"], J(c["messages"]), c["model"],
-                                       c["source"], J(c["meta"]) if c["meta"] else empty_dict))
+                candidate_rows.append(
+                    (
+                        pk,
+                        c["candidate_key"],
+                        c["position"],
+                        c["text"],
+                        J(c["messages"]),
+                        c["model"],
+                        c["source"],
+                        J(c["meta"]) if c["meta"] else empty_dict,
+                    )
+                )
         w.insert(ITEMS, ITEM_COLUMNS, item_rows_, constants=("created_at",), processed=True)
         w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
         del item_rows_, candidate_rows
         if aliases:
             alias_pks = w.allocate_pks(ALIASES, len(aliases))
-            w.insert(ALIASES, ("pk", "project_pk", "alias_key", "item_pk"),
-                     [(pk, project_pk, alias, item_pks[key])
-                      for pk, (alias, key) in zip(alias_pks, aliases.items(), strict=True)])
+            w.insert(
+                ALIASES,
+                ("pk", "project_pk", "alias_key", "item_pk"),
+                [
+                    (pk, project_pk, alias, item_pks[key])
+                    for pk, (alias, key) in zip(alias_pks, aliases.items(), strict=True)
+                ],
+            )
             self.has_aliases = True
         if not judgments:
             return
@@ -1025,17 +1219,63 @@ class _Loader:
         rows = []
         for j in judgments:
             if type(j) is PairRows:
-                rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], "pairwise", j.body_json,
-                             None, j.pair_lo, j.pair_hi, j.score, j.shown_order_json, None, None, 0, j.source, None,
-                             None, None, None, j.content_hash, batch_pk, excluded, jcreated))
+                rows.append(
+                    (
+                        project_pk,
+                        item_pks[j.item_key],
+                        rater_pks[j.rater_key],
+                        "pairwise",
+                        j.body_json,
+                        None,
+                        j.pair_lo,
+                        j.pair_hi,
+                        j.score,
+                        j.shown_order_json,
+                        None,
+                        None,
+                        0,
+                        j.source,
+                        None,
+                        None,
+                        None,
+                        None,
+                        j.content_hash,
+                        batch_pk,
+                        excluded,
+                        jcreated,
+                    )
+                )
                 continue
             v = j.values
-            rows.append((project_pk, item_pks[j.item_key], rater_pks[j.rater_key], v["kind"], J(v["body"]),
-                         v["rationale"], v["pair_lo"], v["pair_hi"], v["score"], J(v["shown_order"]), v["rubric_key"],
-                         v["rubric_version"], v["review_pass"], v["source"], started(v["started_at"]),
-                         started(v["submitted_at"]), J(v["telemetry"]), v["idempotency_key"], v["content_hash"],
-                         batch_pk, excluded, jcreated))
-        w.insert(JUDGMENTS, JUDGMENT_COLUMNS, rows, constants=("excluded", "created_at"), processed=True)
+            rows.append(
+                (
+                    project_pk,
+                    item_pks[j.item_key],
+                    rater_pks[j.rater_key],
+                    v["kind"],
+                    J(v["body"]),
+                    v["rationale"],
+                    v["pair_lo"],
+                    v["pair_hi"],
+                    v["score"],
+                    J(v["shown_order"]),
+                    v["rubric_key"],
+                    v["rubric_version"],
+                    v["review_pass"],
+                    v["source"],
+                    started(v["started_at"]),
+                    started(v["submitted_at"]),
+                    J(v["telemetry"]),
+                    v["idempotency_key"],
+                    v["content_hash"],
+                    batch_pk,
+                    excluded,
+                    jcreated,
+                )
+            )
+        w.insert(
+            JUDGMENTS, JUDGMENT_COLUMNS, rows, constants=("excluded", "created_at"), processed=True
+        )
 
 
 @dataclass(slots=True)
@@ -1099,14 +1339,18 @@ def import_files(
     with transaction(engine) as session:
         project = repo.get_project(session, project_name)
         previous = session.scalar(
-            select(ImportBatch).where(ImportBatch.project_pk == project.pk, ImportBatch.content_hash == digest)
+            select(ImportBatch).where(
+                ImportBatch.project_pk == project.pk, ImportBatch.content_hash == digest
+            )
         )
         if previous is not None:
             report.batch_pk = previous.pk
             report.already_imported = True
             report.formats = dict(previous.counts.get("formats", {}))
             return report
-        batch = ImportBatch(project_pk=project.pk, content_hash=digest, sources=report.files, format="", counts={})
+        batch = ImportBatch(
+            project_pk=project.pk, content_hash=digest, sources=report.files, format="", counts={}
+        )
         session.add(batch)
         session.flush()
         report.batch_pk = batch.pk
@@ -1119,7 +1363,9 @@ def import_files(
                 for chunk in chunks:
                     loader.load(chunk)
                     del chunk  # freed before the collection, not traversed by it
-                    gc.collect(0)  # the youngest generation only: frees any cycles, keeps memory flat
+                    gc.collect(
+                        0
+                    )  # the youngest generation only: frees any cycles, keeps memory flat
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -1138,7 +1384,9 @@ def import_files(
         }
         fmt = ",".join(sorted(report.formats)) or "none"
         session.execute(
-            update(ImportBatch).where(ImportBatch.pk == batch.pk).values(format=fmt[:50], counts=counts)
+            update(ImportBatch)
+            .where(ImportBatch.pk == batch.pk)
+            .values(format=fmt[:50], counts=counts)
         )
         session.expire(batch)
     return report
@@ -1154,7 +1402,9 @@ def _with_project_ai_labelers(options: ImportOptions, project: Project) -> Impor
     return dataclasses.replace(options, ai_labelers=tuple(options.ai_labelers) + names)
 
 
-def validate_files(paths: Sequence[Path], options: ImportOptions = ImportOptions()) -> ValidationReport:  # noqa: B008
+def validate_files(
+    paths: Sequence[Path], options: ImportOptions = ImportOptions()
+) -> ValidationReport:  # noqa: B008
     """The record checks of :func:`import_files` without a database.
 
     Checks everything a file says about itself: reading, formats, types, unknown fields, item ids
@@ -1199,8 +1449,11 @@ def validate_files(paths: Sequence[Path], options: ImportOptions = ImportOptions
             if entry is not None:
                 unknown = [c for c in j.candidate_ids if c not in entry[1]]
                 if unknown:
-                    problem(rec, _PAIR_FIELD.get(j.kind, "candidate_id"),
-                            f"{unknown[0]!r} is not a candidate of item {j.item_key!r}")
+                    problem(
+                        rec,
+                        _PAIR_FIELD.get(j.kind, "candidate_id"),
+                        f"{unknown[0]!r} is not a candidate of item {j.item_key!r}",
+                    )
     report.formats = dict(formats)
     return report
 

@@ -8,7 +8,9 @@ from typing import Any
 from ..schema import Item, JudgmentBase
 
 
-def load_for_report(source: str, db: str | None) -> tuple[list[JudgmentBase], dict[str, Item], dict[str, Any]]:
+def load_for_report(
+    source: str, db: str | None
+) -> tuple[list[JudgmentBase], dict[str, Item], dict[str, Any]]:
     """``(judgments, items by id, import batch per item id)`` for :func:`preflab.quality.report.build_report`.
 
     ``source`` is a path to a JSONL of judgments (each line as ``parse_judgment`` accepts, with an
@@ -25,7 +27,9 @@ def load_for_report(source: str, db: str | None) -> tuple[list[JudgmentBase], di
     return load_project(source, db)
 
 
-def load_project(name: str, db: str | None) -> tuple[list[JudgmentBase], dict[str, Item], dict[str, Any]]:
+def load_project(
+    name: str, db: str | None
+) -> tuple[list[JudgmentBase], dict[str, Item], dict[str, Any]]:
     from ..store import repo, transaction
     from ..store.db import default_url, open_db
     from .export.writers import gc_paused
@@ -42,6 +46,8 @@ def load_project(name: str, db: str | None) -> tuple[list[JudgmentBase], dict[st
         for record in repo.iter_items_with_judgments(session, project):
             items[record.item.id] = record.item
             # agreement is reported per import batch of the item (the quality engine's `batches`)
-            batches[record.item.id] = f"batch {record.batch_pk}" if record.batch_pk is not None else "none"
+            batches[record.item.id] = (
+                f"batch {record.batch_pk}" if record.batch_pk is not None else "none"
+            )
             judgments.extend(record.judgments)
     return judgments, items, batches

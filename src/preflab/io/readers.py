@@ -57,7 +57,12 @@ def container_of(path: Path) -> tuple[str, bool]:
     gz = name.endswith(".gz")
     if gz:
         name = name[:-3]
-    for suffix, container in ((".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "json"), (".parquet", "parquet")):
+    for suffix, container in (
+        (".jsonl", "jsonl"),
+        (".ndjson", "jsonl"),
+        (".json", "json"),
+        (".parquet", "parquet"),
+    ):
         if name.endswith(suffix):
             return container, gz
     return _sniff(path, gz), gz
@@ -130,13 +135,22 @@ def read_records(
         yield None, ReadProblem(None, "(file)", f"cannot read {'gzip ' if gz else ''}data: {exc}")
         return
     if not seen:
-        yield None, ReadProblem(None, "(file)", "empty file: no records found; check that this is the file you meant")
+        yield (
+            None,
+            ReadProblem(
+                None,
+                "(file)",
+                "empty file: no records found; check that this is the file you meant",
+            ),
+        )
 
 
 # -- JSONL ---------------------------------------------------------------------------------
 
 
-def _decode_problem(line: bytes, exc: orjson.JSONDecodeError, line_no: int, offset: int) -> ReadProblem:
+def _decode_problem(
+    line: bytes, exc: orjson.JSONDecodeError, line_no: int, offset: int
+) -> ReadProblem:
     try:
         line.decode("utf-8")
     except UnicodeDecodeError as bad:
@@ -146,19 +160,33 @@ def _decode_problem(line: bytes, exc: orjson.JSONDecodeError, line_no: int, offs
             f"not valid UTF-8: byte 0x{line[bad.start]:02x} at column {bad.start + 1} "
             f"(byte offset {offset + bad.start} in the file); re-encode the file as UTF-8",
         )
-    return ReadProblem(line_no, "(line)", f"invalid JSON: {exc.msg} at column {exc.colno}; each line must be one JSON object")
+    return ReadProblem(
+        line_no,
+        "(line)",
+        f"invalid JSON: {exc.msg} at column {exc.colno}; each line must be one JSON object",
+    )
 
 
 def _not_an_object(value: Any, line_no: int | None, what: str) -> ReadProblem:
-    kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )
+    kind = {
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), "null" if value is None else type(value).__name__)
     return ReadProblem(line_no, "(record)", f"expected a JSON object, got {kind}; {what}")
 
 
-def _read_jsonl(path: Path, gz: bool, size: int, max_line_bytes: int, progress: Progress | None) -> Iterator[ReadResult]:
+def _read_jsonl(
+    path: Path, gz: bool, size: int, max_line_bytes: int, progress: Progress | None
+) -> Iterator[ReadResult]:
     with open(path, "rb") as raw:
-        f: BinaryIO = io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=1 << 20) if gz else raw  # type: ignore[assignment]
+        f: BinaryIO = (
+            io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=1 << 20)
+            if gz
+            else raw
+        )  # type: ignore[assignment]
         tracker = _ProgressTracker(raw, size, progress)
         line_no = 0
         offset = 0
@@ -180,16 +208,22 @@ def _read_jsonl(path: Path, gz: bool, size: int, max_line_bytes: int, progress: 
                     offset += len(rest)
                     if not rest or rest.endswith(b"\n"):
                         break
-                yield line_no, ReadProblem(
+                yield (
                     line_no,
-                    "(line)",
-                    f"line is {offset - start:,} bytes, over the limit of {max_line_bytes:,}; "
-                    "raise the limit (--max-line-bytes) or split the record",
+                    ReadProblem(
+                        line_no,
+                        "(line)",
+                        f"line is {offset - start:,} bytes, over the limit of {max_line_bytes:,}; "
+                        "raise the limit (--max-line-bytes) or split the record",
+                    ),
                 )
                 continue
             if line_no == 1:
                 if line.startswith((b"\xff\xfe", b"\xfe\xff")):
-                    yield 1, ReadProblem(1, "(file)", "the file is UTF-16 encoded; convert it to UTF-8")
+                    yield (
+                        1,
+                        ReadProblem(1, "(file)", "the file is UTF-16 encoded; convert it to UTF-8"),
+                    )
                     return
                 if line.startswith(BOM):
                     line = line[len(BOM) :]
@@ -241,7 +275,9 @@ def element_lines(data: bytes) -> list[int]:
     return lines
 
 
-def _read_json_array(path: Path, gz: bool, size: int, max_line_bytes: int, progress: Progress | None) -> Iterator[ReadResult]:
+def _read_json_array(
+    path: Path, gz: bool, size: int, max_line_bytes: int, progress: Progress | None
+) -> Iterator[ReadResult]:
     with _open_binary(path, gz) as f:
         data = f.read()
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -260,12 +296,24 @@ def _read_json_array(path: Path, gz: bool, size: int, max_line_bytes: int, progr
             data.decode("utf-8")
         except UnicodeDecodeError as bad:
             line = data.count(b"\n", 0, bad.start) + 1
-            yield line, ReadProblem(
-                line, "(line)", f"not valid UTF-8: byte 0x{data[bad.start]:02x} at byte offset {bad.start}; "
-                "re-encode the file as UTF-8"
+            yield (
+                line,
+                ReadProblem(
+                    line,
+                    "(line)",
+                    f"not valid UTF-8: byte 0x{data[bad.start]:02x} at byte offset {bad.start}; "
+                    "re-encode the file as UTF-8",
+                ),
             )
             return
-        yield exc.lineno, ReadProblem(exc.lineno, "(file)", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+        yield (
+            exc.lineno,
+            ReadProblem(
+                exc.lineno,
+                "(file)",
+                f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            ),
+        )
         return
     if progress is not None:
         progress(size)
@@ -289,7 +337,9 @@ def _read_json_array(path: Path, gz: bool, size: int, max_line_bytes: int, progr
 # -- Parquet -------------------------------------------------------------------------------
 
 
-def _read_parquet(path: Path, gz: bool, size: int, max_line_bytes: int, progress: Progress | None) -> Iterator[ReadResult]:
+def _read_parquet(
+    path: Path, gz: bool, size: int, max_line_bytes: int, progress: Progress | None
+) -> Iterator[ReadResult]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

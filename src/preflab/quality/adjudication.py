@@ -41,7 +41,9 @@ def disagreement_scores(table: LabelTable) -> list[dict[str, Any]]:
     ``n_labels`` and the scores that apply to it."""
     groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     item_of: dict[tuple[str, str], str] = {}
-    for unit, item, kind, dim, val in zip(table.units, table.items, table.kinds, table.dimensions, table.values):
+    for unit, item, kind, dim, val in zip(
+        table.units, table.items, table.kinds, table.dimensions, table.values
+    ):
         if np.isnan(val):
             continue
         key_unit = str(unit).rsplit("::step", 1)[0] if dim == "step_verdict" else str(unit)
@@ -73,7 +75,9 @@ def disagreement_scores(table: LabelTable) -> list[dict[str, Any]]:
     return rows
 
 
-def route_for_adjudication(table: LabelTable, settings: AdjudicationSettings | None = None) -> list[dict[str, Any]]:
+def route_for_adjudication(
+    table: LabelTable, settings: AdjudicationSettings | None = None
+) -> list[dict[str, Any]]:
     """Units whose disagreement crosses a threshold: each row has ``reasons`` such as
     ``"winner_entropy 1.58 > 0.90"``; sorted by the number of reasons, then the scores."""
     cfg = settings or AdjudicationSettings()
@@ -87,7 +91,11 @@ def route_for_adjudication(table: LabelTable, settings: AdjudicationSettings | N
     for row in disagreement_scores(table):
         if row["n_labels"] < cfg.min_labels:
             continue
-        reasons = [f"{k} {row[k]:.2f} > {lim:.2f}" for k, lim in limits.items() if k in row and row[k] > lim]
+        reasons = [
+            f"{k} {row[k]:.2f} > {lim:.2f}"
+            for k, lim in limits.items()
+            if k in row and row[k] > lim
+        ]
         if reasons:
             out.append({**row, "reasons": reasons})
     out.sort(key=lambda r: (-len(r["reasons"]), -sum(r.get(k, 0) for k in limits)))

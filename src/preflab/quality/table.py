@@ -88,7 +88,11 @@ class LabelTable:
 
         def col(x: Any, name: str, default: Any) -> np.ndarray:
             if x is None:
-                return np.full(n, default, dtype=object) if not isinstance(default, np.ndarray) else default
+                return (
+                    np.full(n, default, dtype=object)
+                    if not isinstance(default, np.ndarray)
+                    else default
+                )
             return as_array(x, name, n)
 
         return cls(
@@ -152,7 +156,9 @@ class LabelTable:
             extra={k: v[mask] for k, v in self.extra.items()},
         )
 
-    def select(self, kind: str | None = None, dimension: str | None = None, batch: Any = None) -> LabelTable:
+    def select(
+        self, kind: str | None = None, dimension: str | None = None, batch: Any = None
+    ) -> LabelTable:
         mask = np.ones(len(self), dtype=bool)
         if kind is not None:
             mask &= self.kinds == kind
@@ -164,7 +170,9 @@ class LabelTable:
 
     def groups(self) -> list[tuple[str, str, str]]:
         """Distinct ``(batch, kind, dimension)`` triples, sorted."""
-        keys = {(str(b), str(k), str(d)) for b, k, d in zip(self.batches, self.kinds, self.dimensions)}
+        keys = {
+            (str(b), str(k), str(d)) for b, k, d in zip(self.batches, self.kinds, self.dimensions)
+        }
         return sorted(keys)
 
 

@@ -37,11 +37,15 @@ from preflab.schema import JudgmentBase
 class TelemetrySettings:
     """Thresholds of the flags; the reasons for each default are in the module docstring."""
 
-    paste_share: float = 0.8  # pasted / (pasted + typed) at or above: the rationale is mostly pasted
+    paste_share: float = (
+        0.8  # pasted / (pasted + typed) at or above: the rationale is mostly pasted
+    )
     min_ms_per_word: float = 60.0  # faster than 1,000 words a minute: not read
     min_iki_cv: float = 0.15  # human inter-key intervals vary (CV > 0.3); a script's barely do
     min_typed_chars: int = 20  # fewer keys than this say nothing about rhythm or revisions
-    min_revision_ratio: float = 0.01  # under 1 deleted character per 100 typed: no correction at all
+    min_revision_ratio: float = (
+        0.01  # under 1 deleted character per 100 typed: no correction at all
+    )
     max_untrusted_paste_chars: int = 200  # a short quote is fine; a pasted answer is not
     min_jaccard: float = 0.8
     shingle: int = 5
@@ -53,7 +57,9 @@ class TelemetrySettings:
         raw = dict(raw or {})
         unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"policy.telemetry: unknown setting(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}")
+            raise ValueError(
+                f"policy.telemetry: unknown setting(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}"
+            )
         return cls(**raw)
 
 
@@ -65,7 +71,10 @@ def shingles(text: str, k: int = 5) -> set[str]:
 def minhash_signature(text: str, k: int = 5, num_perm: int = 64, seed: int = 1) -> np.ndarray:
     """MinHash of the character k-shingles: ``num_perm`` minima of salted 64-bit hashes."""
     sh = shingles(text, k)
-    base = np.array([int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little") for s in sh], dtype=np.uint64)
+    base = np.array(
+        [int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little") for s in sh],
+        dtype=np.uint64,
+    )
     rng = np.random.default_rng(seed)
     a = rng.integers(1, 2**61 - 1, num_perm, dtype=np.uint64) | np.uint64(1)
     b = rng.integers(0, 2**61 - 1, num_perm, dtype=np.uint64)
@@ -80,7 +89,11 @@ def jaccard(a: str, b: str, k: int = 5) -> float:
 
 
 def near_duplicate_pairs(
-    texts: Sequence[str], owners: Sequence[Any], min_jaccard: float = 0.8, k: int = 5, num_perm: int = 64
+    texts: Sequence[str],
+    owners: Sequence[Any],
+    min_jaccard: float = 0.8,
+    k: int = 5,
+    num_perm: int = 64,
 ) -> list[tuple[int, int, float]]:
     """Index pairs of texts by different owners with MinHash-estimated Jaccard >= ``min_jaccard``
     (candidates from LSH banding, then confirmed with the exact Jaccard)."""
@@ -119,12 +132,29 @@ def judgment_flags(
     pasted, typed = tel.pasted_chars or 0, tel.typed_chars or 0
     if pasted + typed > 0 and pasted / (pasted + typed) >= cfg.paste_share:
         out.append(("paste_dominant", {"pasted_chars": pasted, "typed_chars": typed}))
-    if words_to_read and tel.active_ms is not None and tel.active_ms / words_to_read < cfg.min_ms_per_word:
-        out.append(("too_fast", {"active_ms": tel.active_ms, "words": words_to_read, "ms_per_word": tel.active_ms / words_to_read}))
+    if (
+        words_to_read
+        and tel.active_ms is not None
+        and tel.active_ms / words_to_read < cfg.min_ms_per_word
+    ):
+        out.append(
+            (
+                "too_fast",
+                {
+                    "active_ms": tel.active_ms,
+                    "words": words_to_read,
+                    "ms_per_word": tel.active_ms / words_to_read,
+                },
+            )
+        )
     enough_keys = tel.typed_chars is None or tel.typed_chars >= cfg.min_typed_chars
     if enough_keys and tel.iki_cv is not None and tel.iki_cv < cfg.min_iki_cv:
         out.append(("machine_typing", {"iki_cv": tel.iki_cv}))
-    if enough_keys and tel.revision_ratio is not None and tel.revision_ratio < cfg.min_revision_ratio:
+    if (
+        enough_keys
+        and tel.revision_ratio is not None
+        and tel.revision_ratio < cfg.min_revision_ratio
+    ):
         out.append(("no_revision", {"revision_ratio": tel.revision_ratio}))
     untrusted = tel.untrusted_paste_chars
     if untrusted is not None and untrusted > cfg.max_untrusted_paste_chars:
@@ -147,18 +177,39 @@ def telemetry_flags(
     flags: list[dict[str, Any]] = []
 
     def flag(i: int, j: JudgmentBase, name: str, evidence: dict[str, Any]) -> None:
-        flags.append({"index": i, "item_id": j.item_id, "rater": j.provenance.rater_id, "flag": name, "evidence": evidence})
+        flags.append(
+            {
+                "index": i,
+                "item_id": j.item_id,
+                "rater": j.provenance.rater_id,
+                "flag": name,
+                "evidence": evidence,
+            }
+        )
 
     for i, j in enumerate(js):
         for name, evidence in judgment_flags(j, text_length(j) if text_length else None, cfg):
             flag(i, j, name, evidence)
     with_text = [(i, j) for i, j in enumerate(js) if j.rationale and len(j.rationale) >= 20]
     dups = near_duplicate_pairs(
-        [j.rationale or "" for _, j in with_text], [j.provenance.rater_id for _, j in with_text],
-        cfg.min_jaccard, cfg.shingle, cfg.num_perm,
+        [j.rationale or "" for _, j in with_text],
+        [j.provenance.rater_id for _, j in with_text],
+        cfg.min_jaccard,
+        cfg.shingle,
+        cfg.num_perm,
     )
     for a, b, sim in dups:
         (ia, ja), (ib, jb) = with_text[a], with_text[b]
-        flag(ia, ja, "near_duplicate_rationale", {"other_index": ib, "other_rater": jb.provenance.rater_id, "jaccard": sim})
-        flag(ib, jb, "near_duplicate_rationale", {"other_index": ia, "other_rater": ja.provenance.rater_id, "jaccard": sim})
+        flag(
+            ia,
+            ja,
+            "near_duplicate_rationale",
+            {"other_index": ib, "other_rater": jb.provenance.rater_id, "jaccard": sim},
+        )
+        flag(
+            ib,
+            jb,
+            "near_duplicate_rationale",
+            {"other_index": ia, "other_rater": ja.provenance.rater_id, "jaccard": sim},
+        )
     return flags

@@ -63,7 +63,11 @@ def normal_answer(body: Any) -> str | list[dict[str, Any]]:
     if isinstance(body, str):
         return normal_text(body)
     messages = [_message(m) for m in body]
-    if len(messages) == 1 and messages[0].keys() == {"role", "content"} and messages[0]["role"] == "assistant":
+    if (
+        len(messages) == 1
+        and messages[0].keys() == {"role", "content"}
+        and messages[0]["role"] == "assistant"
+    ):
         return messages[0]["content"]
     return messages
 
@@ -82,7 +86,9 @@ def identity(prompt: Any, candidates: Iterable[tuple[str, Any]]) -> dict[str, An
     """What :func:`item_key` hashes: the normalised prompt and the candidates sorted by id."""
     return {
         "prompt": normal_prompt(prompt),
-        "candidates": sorted(([cid, normal_answer(body)] for cid, body in candidates), key=lambda c: c[0]),
+        "candidates": sorted(
+            ([cid, normal_answer(body)] for cid, body in candidates), key=lambda c: c[0]
+        ),
     }
 
 
@@ -92,7 +98,10 @@ def item_content(data: dict[str, Any]) -> dict[str, Any]:
     return {
         "prompt": normal_prompt(data["prompt"]),
         "candidates": [
-            {"id": c["id"], "body": normal_answer(c["text"] if c["text"] is not None else c["messages"])}
+            {
+                "id": c["id"],
+                "body": normal_answer(c["text"] if c["text"] is not None else c["messages"]),
+            }
             for c in cands
         ],
         "domains": data["domains"],

@@ -22,9 +22,7 @@ SCHEMAS: dict[str, Any] = {
 
 
 def json_schemas() -> dict[str, dict[str, Any]]:
-    return {
-        name: TypeAdapter(model).json_schema(by_alias=True) for name, model in SCHEMAS.items()
-    }
+    return {name: TypeAdapter(model).json_schema(by_alias=True) for name, model in SCHEMAS.items()}
 
 
 def write_json_schemas(out_dir: str | Path) -> list[Path]:
@@ -33,6 +31,8 @@ def write_json_schemas(out_dir: str | Path) -> list[Path]:
     written = []
     for name, schema in json_schemas().items():
         path = out / f"{name}.schema.json"
-        path.write_bytes(orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        path.write_bytes(
+            orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+        )
         written.append(path)
     return written

@@ -344,7 +344,12 @@ JUDGMENT_KINDS: dict[str, type[JudgmentBase]] = {
 }
 
 Judgment = Annotated[
-    PairwiseJudgment | RankingJudgment | RubricJudgment | UnaryJudgment | StepsJudgment | DemonstrationJudgment,
+    PairwiseJudgment
+    | RankingJudgment
+    | RubricJudgment
+    | UnaryJudgment
+    | StepsJudgment
+    | DemonstrationJudgment,
     Field(discriminator="type"),
 ]
 
@@ -371,7 +376,9 @@ def describe_need(kind: str) -> str:
     return f"exactly {least} answer{'s' if least != 1 else ''}"
 
 
-def kinds_for_item(project_kinds: list[str], n_candidates: int, declared: list[str] | None = None) -> list[str]:
+def kinds_for_item(
+    project_kinds: list[str], n_candidates: int, declared: list[str] | None = None
+) -> list[str]:
     """The kinds an item can be labelled with, in the project's order: those the item declares
     (``metadata.kinds``; all of the project's when it declares none) that fit its number of
     candidate answers. The one rule shared by the label page and the submit check.
@@ -382,7 +389,11 @@ def kinds_for_item(project_kinds: list[str], n_candidates: int, declared: list[s
     ['pairwise']
     """
     wanted = set(declared) if declared else set(project_kinds)
-    return [k for k in project_kinds if k in wanted and k in JUDGMENT_KINDS and kind_fits(k, n_candidates)]
+    return [
+        k
+        for k in project_kinds
+        if k in wanted and k in JUDGMENT_KINDS and kind_fits(k, n_candidates)
+    ]
 
 
 def dump_judgment(judgment: JudgmentBase) -> dict[str, Any]:

@@ -28,21 +28,29 @@ LabelSource = Literal["human", "ai", "ai_assisted"]
 class Telemetry(StrictModel):
     """A summary of how a judgment was entered (never keystroke content)."""
 
-    iki_cv: float | None = Field(default=None, ge=0, description="Coefficient of variation of inter-key intervals.")
-    revision_ratio: float | None = Field(default=None, ge=0, description="Deleted characters / typed characters.")
+    iki_cv: float | None = Field(
+        default=None, ge=0, description="Coefficient of variation of inter-key intervals."
+    )
+    revision_ratio: float | None = Field(
+        default=None, ge=0, description="Deleted characters / typed characters."
+    )
     pasted_chars: int | None = Field(default=None, ge=0)
     paste_count: int | None = Field(default=None, ge=0)
     typed_chars: int | None = Field(default=None, ge=0)
     active_ms: int | None = Field(default=None, ge=0)
     focus_losses: int | None = Field(default=None, ge=0)
     untrusted_paste_chars: int | None = Field(
-        default=None, ge=0, description="Characters pasted from outside the labelling environment (trajectories)."
+        default=None,
+        ge=0,
+        description="Characters pasted from outside the labelling environment (trajectories).",
     )
 
 
 class Provenance(StrictModel):
     rater_id: Identifier
-    rater_hash: str | None = Field(default=None, description="HMAC-SHA256 of rater_id with the project secret.")
+    rater_hash: str | None = Field(
+        default=None, description="HMAC-SHA256 of rater_id with the project secret."
+    )
     rubric_id: str | None = None
     rubric_version: int | None = Field(default=None, ge=1)
     review_pass: ReviewPass = ReviewPass.PRODUCTION

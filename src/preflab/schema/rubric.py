@@ -133,7 +133,9 @@ class Rubric(StrictModel):
                 problems.append(f"vetoes_failed: {name!r} is not a veto of this rubric")
         return problems
 
-    def reward(self, scores: dict[str, float], vetoes_failed: list[str] = (), length: int | None = None) -> float:
+    def reward(
+        self, scores: dict[str, float], vetoes_failed: list[str] = (), length: int | None = None
+    ) -> float:
         """Weighted mean of normalised scores in [0, 1]; 0 if a veto failed; minus verbosity.
 
         Lexicographic truth gating: a failed veto (e.g. a factual error) zeroes the reward
@@ -158,5 +160,7 @@ class Rubric(StrictModel):
         """Read a rubric from YAML (``.yaml``/``.yml``) or JSON."""
         path = Path(path)
         raw = path.read_bytes()
-        data = yaml.safe_load(raw) if path.suffix.lower() in {".yaml", ".yml"} else orjson.loads(raw)
+        data = (
+            yaml.safe_load(raw) if path.suffix.lower() in {".yaml", ".yml"} else orjson.loads(raw)
+        )
         return cls.model_validate(data)

@@ -50,20 +50,34 @@ class ServerConfig:
     header_timeout_s: float = 10.0
 
     def to_env(self) -> str:
-        return json.dumps({"db_url": self.db_url, "max_body_bytes": self.max_body_bytes,
-                           "session_ttl_s": self.session_ttl.total_seconds(),
-                           "login_limit": dataclasses.asdict(self.login_limit),
-                           "secure_cookies": self.secure_cookies, "exports_dir": str(self.exports_dir),
-                           "pool_size": self.pool_size, "trusted_proxies": self.trusted_proxies,
-                           "header_timeout_s": self.header_timeout_s})
+        return json.dumps(
+            {
+                "db_url": self.db_url,
+                "max_body_bytes": self.max_body_bytes,
+                "session_ttl_s": self.session_ttl.total_seconds(),
+                "login_limit": dataclasses.asdict(self.login_limit),
+                "secure_cookies": self.secure_cookies,
+                "exports_dir": str(self.exports_dir),
+                "pool_size": self.pool_size,
+                "trusted_proxies": self.trusted_proxies,
+                "header_timeout_s": self.header_timeout_s,
+            }
+        )
 
     @classmethod
     def from_env(cls, raw: str) -> ServerConfig:
         d = json.loads(raw)
-        return cls(db_url=d["db_url"], max_body_bytes=d["max_body_bytes"],
-                   session_ttl=timedelta(seconds=d["session_ttl_s"]), login_limit=LoginLimit(**d["login_limit"]),
-                   secure_cookies=d["secure_cookies"], exports_dir=Path(d["exports_dir"]), pool_size=d["pool_size"],
-                   trusted_proxies=list(d["trusted_proxies"]), header_timeout_s=d["header_timeout_s"])
+        return cls(
+            db_url=d["db_url"],
+            max_body_bytes=d["max_body_bytes"],
+            session_ttl=timedelta(seconds=d["session_ttl_s"]),
+            login_limit=LoginLimit(**d["login_limit"]),
+            secure_cookies=d["secure_cookies"],
+            exports_dir=Path(d["exports_dir"]),
+            pool_size=d["pool_size"],
+            trusted_proxies=list(d["trusted_proxies"]),
+            header_timeout_s=d["header_timeout_s"],
+        )
 
 
 def db_error_kind(exc: Exception) -> str:
@@ -80,11 +94,15 @@ def db_error_kind(exc: Exception) -> str:
     return "operational error"
 
 
-def _json(status: int, detail: Any, errors: list | None = None, headers: dict | None = None) -> Response:
+def _json(
+    status: int, detail: Any, errors: list | None = None, headers: dict | None = None
+) -> Response:
     body: dict[str, Any] = {"detail": detail}
     if errors:
         body["errors"] = errors
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+    return Response(
+        orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 class BodyLimit:
@@ -137,7 +155,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
     from .judging import start_gold_scorer, stop_gold_scorer
 
-    anyio.to_thread.current_default_thread_limiter().total_tokens = max(64, app.state.config.pool_size * 2)
+    anyio.to_thread.current_default_thread_limiter().total_tokens = max(
+        64, app.state.config.pool_size * 2
+    )
     start_gold_scorer(app.state.db)
     try:
         yield
@@ -146,9 +166,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.db.dispose()
 
 
-def create_app(db_url: str | None = None, *, config: ServerConfig | None = None, init: bool = False) -> FastAPI:
+def create_app(
+    db_url: str | None = None, *, config: ServerConfig | None = None, init: bool = False
+) -> FastAPI:
     """Build the app. ``init=True`` creates/migrates the schema first (do it once, not per worker)."""
-    config = config or ServerConfig(db_url=db_url or os.environ.get("PREFLAB_DB", "sqlite:///preflab.db"))
+    config = config or ServerConfig(
+        db_url=db_url or os.environ.get("PREFLAB_DB", "sqlite:///preflab.db")
+    )
     if db_url:
         config.db_url = db_url
     if init:
@@ -163,7 +187,9 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         lifespan=_lifespan,
     )
     app.state.config = config
-    app.state.db = Database(config.db_url, pool_size=config.pool_size, max_overflow=config.pool_size)
+    app.state.db = Database(
+        config.db_url, pool_size=config.pool_size, max_overflow=config.pool_size
+    )
     app.state.password_gate = PasswordGate(config.login_limit.concurrent)
 
     from .api import router
@@ -200,14 +226,18 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
 
     @app.exception_handler(ValidationError)
     async def _invalid(_: Request, exc: ValidationError) -> Response:
-        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-                  for e in exc.errors(include_url=False, include_input=False)]
+        errors = [
+            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
         return _json(422, "invalid input", errors)
 
     @app.exception_handler(RequestValidationError)
     async def _request_invalid(_: Request, exc: RequestValidationError) -> Response:
-        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-                  for e in exc.errors()]
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
         return _json(422, "invalid request", errors)
 
     @app.exception_handler(ExporterMissing)
@@ -225,8 +255,11 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
         # locked" after the busy timeout, a dropped connection: the transaction was rolled back
         # whole, so the same request may simply be sent again (a submission with the same
         # idempotency key; ``next`` resumes the live lease). preflab.client retries these.
-        return _json(503, f"the database is busy ({db_error_kind(exc)}); retry shortly",
-                     headers={"Retry-After": "1"})
+        return _json(
+            503,
+            f"the database is busy ({db_error_kind(exc)}); retry shortly",
+            headers={"Retry-After": "1"},
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> Response:
@@ -253,5 +286,9 @@ def create_app(db_url: str | None = None, *, config: ServerConfig | None = None,
 def app_from_env() -> FastAPI:
     """Factory for uvicorn workers (``--factory``): configuration comes from the environment."""
     raw = os.environ.get(CONFIG_ENV)
-    config = ServerConfig.from_env(raw) if raw else ServerConfig(db_url=os.environ.get("PREFLAB_DB", "sqlite:///preflab.db"))
+    config = (
+        ServerConfig.from_env(raw)
+        if raw
+        else ServerConfig(db_url=os.environ.get("PREFLAB_DB", "sqlite:///preflab.db"))
+    )
     return create_app(config=config)

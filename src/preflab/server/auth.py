@@ -125,7 +125,10 @@ def create_user(
         raise AuthError(
             f"username {username!r}: 1-100 letters, digits, '_', '.', '@' or '-', starting with a letter or digit"
         )
-    if session.scalar(select(User.pk).where(func.lower(User.username) == username.lower())) is not None:
+    if (
+        session.scalar(select(User.pk).where(func.lower(User.username) == username.lower()))
+        is not None
+    ):
         raise Taken(f"user {username!r} already exists")
     password = password if password is not None else generate_password()
     check_password_strength(password)
@@ -148,7 +151,9 @@ def get_user(session: Session, username: str) -> User:
     return user
 
 
-def set_password(session: Session, user: User, password: str, *, keep_api_tokens: bool = False) -> None:
+def set_password(
+    session: Session, user: User, password: str, *, keep_api_tokens: bool = False
+) -> None:
     """A new password ends every browser session of the account and, unless
     ``keep_api_tokens``, revokes its API tokens: a reset after a suspected compromise must
     not leave a stolen token working."""
@@ -156,8 +161,11 @@ def set_password(session: Session, user: User, password: str, *, keep_api_tokens
     user.password_hash = hash_password(password)
     session.execute(update(WebSession).where(WebSession.user_pk == user.pk).values(revoked=True))
     if not keep_api_tokens:
-        session.execute(update(ApiToken).where(ApiToken.user_pk == user.pk, ApiToken.revoked_at.is_(None))
-                        .values(revoked_at=utcnow()))
+        session.execute(
+            update(ApiToken)
+            .where(ApiToken.user_pk == user.pk, ApiToken.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
+        )
 
 
 # -- login and rate limiting -----------------------------------------------------------------
@@ -184,7 +192,9 @@ class PasswordGate:
     @contextmanager
     def slot(self) -> Iterator[None]:
         if not self._slots.acquire(blocking=False):
-            raise RateLimited("the server is busy checking other logins; try again in a second", retry_after=1)
+            raise RateLimited(
+                "the server is busy checking other logins; try again in a second", retry_after=1
+            )
         try:
             yield
         finally:
@@ -220,14 +230,24 @@ def login(db, username: str, password: str, ip: str, limit: LoginLimit, gate: Pa
     try:
         with db.reading() as s:
             since = now - timedelta(seconds=limit.window_s)
-            per_user, per_address = (s.scalar(select(func.count()).select_from(LoginAttempt).where(
-                LoginAttempt.key == k, LoginAttempt.at > since)) for k in keys)
+            per_user, per_address = (
+                s.scalar(
+                    select(func.count())
+                    .select_from(LoginAttempt)
+                    .where(LoginAttempt.key == k, LoginAttempt.at > since)
+                )
+                for k in keys
+            )
         if per_user > limit.attempts:
-            raise RateLimited(f"too many failed logins for {username!r}; wait {limit.window_s} s",
-                              retry_after=limit.window_s)
+            raise RateLimited(
+                f"too many failed logins for {username!r}; wait {limit.window_s} s",
+                retry_after=limit.window_s,
+            )
         if per_address > limit.per_address:
-            raise RateLimited(f"too many failed logins from this address; wait {limit.window_s} s",
-                              retry_after=limit.window_s)
+            raise RateLimited(
+                f"too many failed logins from this address; wait {limit.window_s} s",
+                retry_after=limit.window_s,
+            )
         with gate.slot():  # the hashing runs outside any transaction (SQLite: no write lock held)
             with db.reading() as s:
                 user = s.scalar(select(User).where(User.username == username))
@@ -237,9 +257,15 @@ def login(db, username: str, password: str, ip: str, limit: LoginLimit, gate: Pa
             ok = verify_password(user.password_hash if user else _DUMMY_HASH, password)
             if not (ok and user is not None and user.is_active):
                 raise BadCredentials("wrong username or password")
-            rehash = hash_password(password) if _hasher.check_needs_rehash(user.password_hash) else None
+            rehash = (
+                hash_password(password) if _hasher.check_needs_rehash(user.password_hash) else None
+            )
         with db.writing() as s:
-            s.execute(delete(LoginAttempt).where((LoginAttempt.key == keys[0]) | (LoginAttempt.pk == mine[1])))
+            s.execute(
+                delete(LoginAttempt).where(
+                    (LoginAttempt.key == keys[0]) | (LoginAttempt.pk == mine[1])
+                )
+            )
             if rehash:
                 s.execute(update(User).where(User.pk == user.pk).values(password_hash=rehash))
         return user
@@ -275,7 +301,9 @@ def safe_redirect_path(target: str | None) -> str:
 # -- browser sessions -----------------------------------------------------------------------
 
 
-def create_web_session(session: Session, user: User, *, ttl: timedelta, ip: str | None) -> tuple[str, WebSession]:
+def create_web_session(
+    session: Session, user: User, *, ttl: timedelta, ip: str | None
+) -> tuple[str, WebSession]:
     """A new session; returns the cookie value (only its hash is stored) and the row."""
     token = secrets.token_urlsafe(32)
     row = WebSession(
@@ -318,7 +346,9 @@ def create_api_token(
     return token, row
 
 
-def revoke_api_token(session: Session, user: User, token_pk: int, *, as_admin: bool = False) -> ApiToken:
+def revoke_api_token(
+    session: Session, user: User, token_pk: int, *, as_admin: bool = False
+) -> ApiToken:
     row = session.get(ApiToken, token_pk)
     if row is None or (row.user_pk != user.pk and not as_admin):
         raise Missing(f"no API token {token_pk} of yours")
@@ -391,7 +421,9 @@ def accept_invite(session: Session, token: str, username: str, password: str) ->
     now = utcnow()
     claimed = session.execute(
         update(Invite)
-        .where(Invite.token_hash == sha256(token), Invite.used_at.is_(None), Invite.expires_at > now)
+        .where(
+            Invite.token_hash == sha256(token), Invite.used_at.is_(None), Invite.expires_at > now
+        )
         .values(used_at=now)
         .returning(Invite.pk, Invite.project_pk, Invite.role, Invite.email)
     ).first()
@@ -416,7 +448,9 @@ def claim_credential(session: Session, user: User, domain: str, evidence: str = 
     domain = domain.strip().lower()
     if not DOMAIN.match(domain):
         raise AuthError(f"domain {domain!r}: lowercase letters, digits, '_', '.', '-'")
-    row = session.scalar(select(Credential).where(Credential.user_pk == user.pk, Credential.domain == domain))
+    row = session.scalar(
+        select(Credential).where(Credential.user_pk == user.pk, Credential.domain == domain)
+    )
     if row is None:
         row = Credential(user_pk=user.pk, domain=domain, evidence=evidence)
         session.add(row)
@@ -426,8 +460,12 @@ def claim_credential(session: Session, user: User, domain: str, evidence: str = 
     return row
 
 
-def verify_credential(session: Session, user: User, domain: str, verifier: User, verified: bool = True) -> Credential:
-    row = session.scalar(select(Credential).where(Credential.user_pk == user.pk, Credential.domain == domain))
+def verify_credential(
+    session: Session, user: User, domain: str, verifier: User, verified: bool = True
+) -> Credential:
+    row = session.scalar(
+        select(Credential).where(Credential.user_pk == user.pk, Credential.domain == domain)
+    )
     if row is None:
         raise Missing(f"user {user.username!r} has not claimed the domain {domain!r}")
     row.verified = verified
@@ -439,7 +477,9 @@ def verify_credential(session: Session, user: User, domain: str, verifier: User,
 def verified_domains(session: Session, user_pk: int) -> list[str]:
     return sorted(
         session.scalars(
-            select(Credential.domain).where(Credential.user_pk == user_pk, Credential.verified.is_(True))
+            select(Credential.domain).where(
+                Credential.user_pk == user_pk, Credential.verified.is_(True)
+            )
         )
     )
 
@@ -447,14 +487,21 @@ def verified_domains(session: Session, user_pk: int) -> list[str]:
 # -- password reset links -----------------------------------------------------------------------
 
 
-def create_reset_link(session: Session, user: User, *, created_by: User | None,
-                      ttl: timedelta = timedelta(hours=24)) -> str:
+def create_reset_link(
+    session: Session, user: User, *, created_by: User | None, ttl: timedelta = timedelta(hours=24)
+) -> str:
     """A one-time reset token for ``user`` (an admin hands the link over; no e-mail needed)."""
     from ..store.server_models import PasswordReset
 
     token = secrets.token_urlsafe(32)
-    session.add(PasswordReset(token_hash=sha256(token), user_pk=user.pk,
-                              created_by=created_by.pk if created_by else None, expires_at=utcnow() + ttl))
+    session.add(
+        PasswordReset(
+            token_hash=sha256(token),
+            user_pk=user.pk,
+            created_by=created_by.pk if created_by else None,
+            expires_at=utcnow() + ttl,
+        )
+    )
     session.flush()
     return token
 
@@ -465,13 +512,19 @@ def claim_reset_link(session: Session, token: str, password: str) -> User:
     goes through :func:`set_password` (sessions end, API tokens revoked)."""
     from ..store.server_models import PasswordReset
 
-    check_password_strength(password)  # before the claim: a too-short password does not use the link up
+    check_password_strength(
+        password
+    )  # before the claim: a too-short password does not use the link up
     now = utcnow()
     claimed = session.execute(
         update(PasswordReset)
-        .where(PasswordReset.token_hash == sha256(token), PasswordReset.used_at.is_(None),
-               PasswordReset.expires_at > now)
-        .values(used_at=now).returning(PasswordReset.user_pk)
+        .where(
+            PasswordReset.token_hash == sha256(token),
+            PasswordReset.used_at.is_(None),
+            PasswordReset.expires_at > now,
+        )
+        .values(used_at=now)
+        .returning(PasswordReset.user_pk)
     ).first()
     if claimed is None:
         row = session.scalar(select(PasswordReset).where(PasswordReset.token_hash == sha256(token)))

@@ -33,9 +33,13 @@ def _db(db: str | None):  # noqa: ANN202
 def user_create(
     username: str,
     admin: bool = typer.Option(False, "--admin", help="Site administrator."),
-    password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from stdin."),
+    password_stdin: bool = typer.Option(
+        False, "--password-stdin", help="Read the password from stdin."
+    ),
     email: str | None = typer.Option(None, "--email"),
-    db: str | None = typer.Option(None, "--db", help="Database URL or SQLite path (default $PREFLAB_DB)."),
+    db: str | None = typer.Option(
+        None, "--db", help="Database URL or SQLite path (default $PREFLAB_DB)."
+    ),
 ) -> None:
     """Create an account. There is no default password: one is generated and printed once,
     or read from stdin with --password-stdin."""
@@ -75,21 +79,33 @@ def user_token(
 
 
 def serve(
-    db: str | None = typer.Option(None, "--db", help="Database URL or SQLite path (default $PREFLAB_DB or ./preflab.db)."),
+    db: str | None = typer.Option(
+        None, "--db", help="Database URL or SQLite path (default $PREFLAB_DB or ./preflab.db)."
+    ),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
     workers: int = typer.Option(1, "--workers", min=1, max=64),
     exports_dir: Path = typer.Option(Path("preflab-exports"), "--exports-dir"),
     session_hours: float = typer.Option(12.0, "--session-hours"),
-    secure_cookies: bool = typer.Option(False, "--secure-cookies", help="Secure cookies even over plain HTTP "
-                                        "(HTTPS requests get them anyway)."),
-    trusted_proxy: list[str] = typer.Option([], "--trusted-proxy", help="Address or network of a reverse proxy "
-                                            "whose X-Forwarded-For/-Proto to believe (repeat; default: none)."),
-    header_timeout: float = typer.Option(10.0, "--header-timeout", min=0.1,
-                                         help="Seconds a client has to send a request's headers."),
+    secure_cookies: bool = typer.Option(
+        False,
+        "--secure-cookies",
+        help="Secure cookies even over plain HTTP (HTTPS requests get them anyway).",
+    ),
+    trusted_proxy: list[str] = typer.Option(
+        [],
+        "--trusted-proxy",
+        help="Address or network of a reverse proxy "
+        "whose X-Forwarded-For/-Proto to believe (repeat; default: none).",
+    ),
+    header_timeout: float = typer.Option(
+        10.0, "--header-timeout", min=0.1, help="Seconds a client has to send a request's headers."
+    ),
     max_body_mb: float = typer.Option(2.0, "--max-body-mb"),
     log_level: str = typer.Option("warning", "--log-level"),
-    demo: bool = typer.Option(False, "--demo", help="Serve a fresh demo (PandaLM data, demo accounts) on SQLite."),
+    demo: bool = typer.Option(
+        False, "--demo", help="Serve a fresh demo (PandaLM data, demo accounts) on SQLite."
+    ),
 ) -> None:
     """Run the collection server (uvicorn). The schema is brought up to date once, here."""
     if demo:  # webui branch: see preflab.server.webdemo
@@ -102,18 +118,32 @@ def serve(
     from .database import init_schema
     from .transport import HEADER_TIMEOUT_ENV, HeaderDeadlineProtocol
 
-    config = ServerConfig(db_url=db or default_url(), exports_dir=exports_dir.resolve(),
-                          session_ttl=timedelta(hours=session_hours), secure_cookies=secure_cookies,
-                          max_body_bytes=int(max_body_mb * 1024 * 1024), trusted_proxies=list(trusted_proxy),
-                          header_timeout_s=header_timeout)
+    config = ServerConfig(
+        db_url=db or default_url(),
+        exports_dir=exports_dir.resolve(),
+        session_ttl=timedelta(hours=session_hours),
+        secure_cookies=secure_cookies,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        trusted_proxies=list(trusted_proxy),
+        header_timeout_s=header_timeout,
+    )
     init_schema(config.db_url)
     os.environ[CONFIG_ENV] = config.to_env()
     os.environ[HEADER_TIMEOUT_ENV] = str(config.header_timeout_s)
     # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 (any local
     # process); the app believes only --trusted-proxy addresses (ServerConfig.trusted_proxies).
-    uvicorn.run("preflab.server.app:app_from_env", factory=True, host=host, port=port, workers=workers,
-                log_level=log_level, access_log=False, timeout_keep_alive=30, proxy_headers=False,
-                http=HeaderDeadlineProtocol)
+    uvicorn.run(
+        "preflab.server.app:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        access_log=False,
+        timeout_keep_alive=30,
+        proxy_headers=False,
+        http=HeaderDeadlineProtocol,
+    )
 
 
 serve_app = typer.Typer(add_completion=False)

@@ -105,8 +105,14 @@ class _Sql:
         return [params[n] if n in params else d[n] for n in self.names]
 
 
-_U, _T, _PJ, _M, _RS, _A = (User.__table__, ApiToken.__table__, Project.__table__, Membership.__table__,
-                            RaterStatus.__table__, Assignment.__table__)
+_U, _T, _PJ, _M, _RS, _A = (
+    User.__table__,
+    ApiToken.__table__,
+    Project.__table__,
+    Membership.__table__,
+    RaterStatus.__table__,
+    Assignment.__table__,
+)
 
 
 def _auth_stmt(with_live: bool, lock: bool):  # noqa: ANN202
@@ -119,22 +125,45 @@ def _auth_stmt(with_live: bool, lock: bool):  # noqa: ANN202
     serialised by this row, taken in the first round trip, as the Core and ORM paths do."""
     from sqlalchemy import and_, bindparam, or_
 
-    cols = [_U.c.pk, _U.c.username, _PJ.c.pk, _PJ.c.name, _PJ.c.title, _PJ.c.kinds, _PJ.c.settings,
-            _PJ.c.rubric_key, _PJ.c.rubric_version, _M.c.role, _RS.c.status, _U.c.is_admin]
+    cols = [
+        _U.c.pk,
+        _U.c.username,
+        _PJ.c.pk,
+        _PJ.c.name,
+        _PJ.c.title,
+        _PJ.c.kinds,
+        _PJ.c.settings,
+        _PJ.c.rubric_key,
+        _PJ.c.rubric_version,
+        _M.c.role,
+        _RS.c.status,
+        _U.c.is_admin,
+    ]
     if with_live:
         cols.append(
-            select(_A.c.pk).where(_A.c.project_pk == _PJ.c.pk, _A.c.user_pk == _U.c.pk, _A.c.status == "active",
-                                  _A.c.expires_at > bindparam("now")).limit(1).scalar_subquery()
+            select(_A.c.pk)
+            .where(
+                _A.c.project_pk == _PJ.c.pk,
+                _A.c.user_pk == _U.c.pk,
+                _A.c.status == "active",
+                _A.c.expires_at > bindparam("now"),
+            )
+            .limit(1)
+            .scalar_subquery()
         )
     stmt = select(*cols).select_from(_T).join(_U, _U.c.pk == _T.c.user_pk)
     if lock:
-        stmt = (stmt.join(_PJ, _PJ.c.name == bindparam("name"))
-                .join(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
-                .join(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk)))
+        stmt = (
+            stmt.join(_PJ, _PJ.c.name == bindparam("name"))
+            .join(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
+            .join(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk))
+        )
     else:
-        stmt = (stmt.outerjoin(_PJ, _PJ.c.name == bindparam("name"))
-                .outerjoin(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
-                .outerjoin(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk)))
+        stmt = (
+            stmt.outerjoin(_PJ, _PJ.c.name == bindparam("name"))
+            .outerjoin(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
+            .outerjoin(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk))
+        )
     stmt = stmt.where(
         _T.c.token_hash == bindparam("hash"),
         _T.c.revoked_at.is_(None),
@@ -155,24 +184,30 @@ class _Statements:
         self.auth_next = c(_auth_stmt(not pg, pg))
         self.auth_submit = c(_auth_stmt(False, pg))
         self.live = c(assign._LIVE_LEASE)
-        self.lease_by_pk = c(select(_A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at)
-                             .where(_A.c.pk == assign.bindparam("a_pk")))
+        self.lease_by_pk = c(
+            select(_A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at).where(
+                _A.c.pk == assign.bindparam("a_pk")
+            )
+        )
         self.verified_domains = c(assign._VERIFIED_DOMAINS)
         self.done_count = c(assign._DONE_COUNT)
         self.item_view = c(assign._ITEM_VIEW)
         self.picks = {
             (role, match): c(
                 assign._PICKS[(role, match, False)].add_columns(
-                    select(ItemRow.__table__.c.content_hash).where(ItemRow.__table__.c.pk == assign._P.c.item_pk)
+                    select(ItemRow.__table__.c.content_hash)
+                    .where(ItemRow.__table__.c.pk == assign._P.c.item_pk)
                     .scalar_subquery()
                 )
             )
-            for role in ("production", "gold") for match in ("any", "all")
+            for role in ("production", "gold")
+            for match in ("any", "all")
         }
         self.lease = c(judging._LEASE)
         self.insert_lease = (
             "INSERT INTO assignments (lease_id, project_pk, item_pk, user_pk, role, status, shown_order, "
-            f"settings_version, created_at, expires_at) VALUES ({m}, {m}, {m}, {m}, {m}, 'active', {m}, {m}, {m}, {m})")
+            f"settings_version, created_at, expires_at) VALUES ({m}, {m}, {m}, {m}, {m}, 'active', {m}, {m}, {m}, {m})"
+        )
         self.close_lease = c(judging._CLOSE_LEASE)
         self.fill = c(judging._FILL)
 
@@ -181,7 +216,15 @@ class _Statements:
 
 _JUDGMENT_KEYS = frozenset({"kind", "winner", "strength", "rationale"})
 _SUBMIT_KEYS = frozenset({"assignment_id", "judgment", "telemetry", "idempotency_key"})
-_TEL_ORDER = ("iki_cv", "revision_ratio", "pasted_chars", "paste_count", "typed_chars", "active_ms", "focus_losses")
+_TEL_ORDER = (
+    "iki_cv",
+    "revision_ratio",
+    "pasted_chars",
+    "paste_count",
+    "typed_chars",
+    "active_ms",
+    "focus_losses",
+)
 _TEL_FLOAT = frozenset({"iki_cv", "revision_ratio"})
 _TEL_KEYS = frozenset(_TEL_ORDER)
 
@@ -216,9 +259,19 @@ def telemetry_fast(raw: Any) -> dict[str, Any] | None:
 
 
 def pairwise_values(
-    judgment: dict[str, Any], *, item_key: str, shown_order: list[str], candidate_keys: list[str], username: str,
-    rubric_key: str | None, rubric_version: int | None, started_at: datetime, submitted_at: datetime,
-    idempotency_key: str | None, telemetry: dict[str, Any] | None, min_rationale_chars: int,
+    judgment: dict[str, Any],
+    *,
+    item_key: str,
+    shown_order: list[str],
+    candidate_keys: list[str],
+    username: str,
+    rubric_key: str | None,
+    rubric_version: int | None,
+    started_at: datetime,
+    submitted_at: datetime,
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+    min_rationale_chars: int,
 ) -> dict[str, Any]:
     """``judgment_rows(build_judgment(...)).values`` for a plain pairwise judgment.
 
@@ -238,9 +291,14 @@ def pairwise_values(
         raise _Pass("rationale")
     if min_rationale_chars and len((rationale or "").strip()) < min_rationale_chars:
         raise _Pass("rationale")
-    if (len(shown_order) != 2 or not _ident(shown_order[0]) or not _ident(shown_order[1])
-            or shown_order[0] == shown_order[1] or shown_order[0] not in candidate_keys
-            or shown_order[1] not in candidate_keys):
+    if (
+        len(shown_order) != 2
+        or not _ident(shown_order[0])
+        or not _ident(shown_order[1])
+        or shown_order[0] == shown_order[1]
+        or shown_order[0] not in candidate_keys
+        or shown_order[1] not in candidate_keys
+    ):
         raise _Pass("shown order")
     if not _ident(item_key) or not _ident(username):
         raise _Pass("identifiers")
@@ -297,14 +355,31 @@ def pairwise_values(
     }
 
 
-_JUDGMENT_COLS = ("kind", "rationale", "pair_lo", "pair_hi", "score", "rubric_key", "rubric_version", "review_pass",
-                  "source", "idempotency_key", "content_hash")
+_JUDGMENT_COLS = (
+    "kind",
+    "rationale",
+    "pair_lo",
+    "pair_hi",
+    "score",
+    "rubric_key",
+    "rubric_version",
+    "review_pass",
+    "source",
+    "idempotency_key",
+    "content_hash",
+)
 _JSON_COLS = ("body", "shown_order", "telemetry")
 _DT_COLS = ("started_at", "submitted_at")
 
 
-def _insert_judgment(ex, project_pk: int, item_pk: int, rater_pk: int,  # noqa: ANN001
-                     values: dict[str, Any], now: datetime) -> tuple[str, list[Any]]:
+def _insert_judgment(
+    ex,
+    project_pk: int,
+    item_pk: int,
+    rater_pk: int,  # noqa: ANN001
+    values: dict[str, Any],
+    now: datetime,
+) -> tuple[str, list[Any]]:
     """``INSERT INTO judgments`` with what the Core insert binds (NULL columns left out: they
     have no defaults; ``excluded`` and ``created_at`` get the model defaults)."""
     names = ["project_pk", "item_pk", "rater_pk", "excluded", "created_at"]
@@ -330,15 +405,24 @@ def _insert_judgment(ex, project_pk: int, item_pk: int, rater_pk: int,  # noqa: 
 
 #: PostgreSQL: the judgment, the lease closed and the pool row counted in one statement (one
 #: round trip instead of three; the rows locked by the lease query are released at COMMIT).
-_PG_STORE = ("WITH j AS ({insert} RETURNING pk), "
-             "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) WHERE pk = %s), "
-             "p AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
-             "WHERE pk = %s) "
-             "SELECT pk FROM j")
+_PG_STORE = (
+    "WITH j AS ({insert} RETURNING pk), "
+    "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) WHERE pk = %s), "
+    "p AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
+    "WHERE pk = %s) "
+    "SELECT pk FROM j"
+)
 
 
-def _store_judgment(lane: Lane, project_pk: int, item_pk: int, rater_pk: int, values: dict[str, Any],
-                    a_pk: int, pool_pk: int) -> int:
+def _store_judgment(
+    lane: Lane,
+    project_pk: int,
+    item_pk: int,
+    rater_pk: int,
+    values: dict[str, Any],
+    a_pk: int,
+    pool_pk: int,
+) -> int:
     """Insert the judgment, close the lease, count the label on the pool row; the judgment's pk."""
     ex, cur, q = lane.ex, lane.cur, lane.sql
     insert, args = _insert_judgment(ex, project_pk, item_pk, rater_pk, values, lane.now)
@@ -355,25 +439,44 @@ def _store_judgment(lane: Lane, project_pk: int, item_pk: int, rater_pk: int, va
 _PROJECTS: dict[tuple, ProjectRef] = {}
 
 
-def _project(ex, pk: int, name: str, title: str, kinds: Any, settings: Any, rubric_key: str | None,  # noqa: ANN001, ANN401
-             rubric_version: int | None) -> ProjectRef:
+def _project(
+    ex,
+    pk: int,
+    name: str,
+    title: str,
+    kinds: Any,
+    settings: Any,
+    rubric_key: str | None,  # noqa: ANN001, ANN401
+    rubric_version: int | None,
+) -> ProjectRef:
     """The guard's ``ProjectRef``, memoised on the row's content (read in the same query)."""
     if ex.is_pg:  # JSONB comes back parsed: key on its canonical text
-        kinds, settings = (orjson.dumps(kinds, option=orjson.OPT_SORT_KEYS),
-                           orjson.dumps(settings, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
+        kinds, settings = (
+            orjson.dumps(kinds, option=orjson.OPT_SORT_KEYS),
+            orjson.dumps(settings, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS),
+        )
     key = (pk, name, title, kinds, settings, rubric_key, rubric_version)
     ref = _PROJECTS.get(key)
     if ref is None:
         raw = orjson.loads(settings) if settings else {}
-        ref = ProjectRef(pk, name, title, list(orjson.loads(kinds) if kinds else []), dict(raw or {}), rubric_key,
-                         rubric_version)
+        ref = ProjectRef(
+            pk,
+            name,
+            title,
+            list(orjson.loads(kinds) if kinds else []),
+            dict(raw or {}),
+            rubric_key,
+            rubric_version,
+        )
         if len(_PROJECTS) > 256:
             _PROJECTS.clear()
         _PROJECTS[key] = ref
     return ref
 
 
-def _item_view(lane: Lane, item_pk: int, content_hash: str | None) -> tuple[dict[str, Any], list[str]]:
+def _item_view(
+    lane: Lane, item_pk: int, content_hash: str | None
+) -> tuple[dict[str, Any], list[str]]:
     """The item's public view and candidate ids; shares :data:`assign._VIEWS` (keyed on pk + hash)."""
     if content_hash is not None:
         hit = assign._VIEWS.get((item_pk, content_hash))
@@ -390,12 +493,26 @@ def _item_view(lane: Lane, item_pk: int, content_hash: str | None) -> tuple[dict
     j = lane.ex.load_json
 
     first = rows[0]
-    item = Item.model_validate({
-        "id": first[0], "prompt": j(first[2]),
-        "candidates": [{"id": r[7], **({"text": r[8]} if r[9] is None else {"messages": j(r[9])}),
-                        "model": r[10], "source": r[11], "metadata": j(r[12]) or {}} for r in rows],
-        "domains": j(first[3]) or [], "reference": first[4], "gold": j(first[5]), "metadata": j(first[6]) or {},
-    })
+    item = Item.model_validate(
+        {
+            "id": first[0],
+            "prompt": j(first[2]),
+            "candidates": [
+                {
+                    "id": r[7],
+                    **({"text": r[8]} if r[9] is None else {"messages": j(r[9])}),
+                    "model": r[10],
+                    "source": r[11],
+                    "metadata": j(r[12]) or {},
+                }
+                for r in rows
+            ],
+            "domains": j(first[3]) or [],
+            "reference": first[4],
+            "gold": j(first[5]),
+            "metadata": j(first[6]) or {},
+        }
+    )
     if len(assign._VIEWS) > 20_000:
         assign._VIEWS.clear()
     hit = assign._VIEWS[key] = (item.public_view(), [r[7] for r in rows])
@@ -410,9 +527,22 @@ class Lane:
 
     __slots__ = ("after_commit", "cur", "ex", "live_pk", "now", "now_s", "sql", "status")
 
-    def __init__(self, ex, cur, now: datetime, status: str | None, live_pk: int | None,  # noqa: ANN001
-                 after_commit: list) -> None:
-        self.ex, self.sql, self.cur, self.now, self.now_s = ex, _statements(ex), cur, now, ex.dt(now)
+    def __init__(
+        self,
+        ex,
+        cur,
+        now: datetime,
+        status: str | None,
+        live_pk: int | None,  # noqa: ANN001
+        after_commit: list,
+    ) -> None:
+        self.ex, self.sql, self.cur, self.now, self.now_s = (
+            ex,
+            _statements(ex),
+            cur,
+            now,
+            ex.dt(now),
+        )
         self.status, self.live_pk = status, live_pk
         self.after_commit = after_commit  # (pool role, judgment pk) for judging.after_submit
 
@@ -427,22 +557,37 @@ def next_in_lane(lane: Lane, project: ProjectRef, user_pk: int) -> dict[str, Any
     if ex.is_pg:  # read after the status lock (READ COMMITTED: a fresh snapshot)
         live = cur.execute(q.live.sql, q.live.args(params)).fetchone()
     else:  # found by the auth statement (BEGIN IMMEDIATE: nothing changed since)
-        live = cur.execute(q.lease_by_pk.sql, (lane.live_pk,)).fetchone() if lane.live_pk is not None else None
+        live = (
+            cur.execute(q.lease_by_pk.sql, (lane.live_pk,)).fetchone()
+            if lane.live_pk is not None
+            else None
+        )
     if live is not None:  # resume: one live lease per rater
         lease_id, item_pk, role, shown, expires = live
         view, _ = _item_view(lane, item_pk, None)
-        return {"task": assign._payload(project, view, lease_id, role, ex.load_json(shown), ex.load_dt(expires)),
-                "resumed": True}
+        return {
+            "task": assign._payload(
+                project, view, lease_id, role, ex.load_json(shown), ex.load_dt(expires)
+            ),
+            "resumed": True,
+        }
     policy = _project_policy(project)
     if policy.required_domains:
-        domains = {r[0] for r in cur.execute(q.verified_domains.sql, q.verified_domains.args(params)).fetchall()}
+        domains = {
+            r[0]
+            for r in cur.execute(q.verified_domains.sql, q.verified_domains.args(params)).fetchall()
+        }
         if set(policy.required_domains) - domains:
             raise Fallback  # the reference path explains which domains are missing
     if policy.max_items_per_rater is not None:
         done = cur.execute(q.done_count.sql, q.done_count.args(params)).fetchone()[0]
         if done >= policy.max_items_per_rater:
             raise Fallback
-    roles = ("gold", "production") if policy.gold_rate > 0 and _RNG.random() < policy.gold_rate else ("production",)
+    roles = (
+        ("gold", "production")
+        if policy.gold_rate > 0 and _RNG.random() < policy.gold_rate
+        else ("production",)
+    )
     params["n"] = assign.PICK_BATCH if ex.is_pg else 1
     settings_version = int((project.settings or {}).get("version", 1))
     expires = now + timedelta(seconds=policy.lease_seconds)
@@ -455,8 +600,17 @@ def next_in_lane(lane: Lane, project: ProjectRef, user_pk: int) -> dict[str, Any
             if policy.randomise_order:
                 _RNG.shuffle(ids)
             lease_id = "asg_" + secrets.token_urlsafe(16)
-            values = [lease_id, project.pk, item_pk, user_pk, entry_role, ex.json(ids), settings_version, now_s,
-                      ex.dt(expires)]
+            values = [
+                lease_id,
+                project.pk,
+                item_pk,
+                user_pk,
+                entry_role,
+                ex.json(ids),
+                settings_version,
+                now_s,
+                ex.dt(expires),
+            ]
             if _insert_lease(lane, values, role, pool_pk, item_pk, target):
                 return {"task": assign._payload(project, view, lease_id, entry_role, ids, expires)}
         if rows:
@@ -471,48 +625,112 @@ _PG_LEASE_IF_ROOM = (
     "INSERT INTO assignments (lease_id, project_pk, item_pk, user_pk, role, status, shown_order, settings_version, "
     "created_at, expires_at) SELECT %s, %s, %s, %s, %s, 'active', %s, %s, %s, %s "
     "WHERE (SELECT filled FROM task_pool WHERE pk = %s) + (SELECT count(*) FROM assignments WHERE item_pk = %s "
-    "AND status = 'active' AND expires_at > %s) < %s RETURNING pk")
+    "AND status = 'active' AND expires_at > %s) < %s RETURNING pk"
+)
 
 
-def _insert_lease(lane: Lane, values: list[Any], role: str, pool_pk: int, item_pk: int, target: int) -> bool:
+def _insert_lease(
+    lane: Lane, values: list[Any], role: str, pool_pk: int, item_pk: int, target: int
+) -> bool:
     """Insert the lease; on PostgreSQL for a production item only if it still has room."""
     if not lane.ex.is_pg or role != "production":
         lane.cur.execute(lane.sql.insert_lease, values)
         return True
-    return lane.cur.execute(_PG_LEASE_IF_ROOM, [*values, pool_pk, item_pk, lane.now_s, target]).fetchone() is not None
+    return (
+        lane.cur.execute(
+            _PG_LEASE_IF_ROOM, [*values, pool_pk, item_pk, lane.now_s, target]
+        ).fetchone()
+        is not None
+    )
 
 
-def submit_in_lane(lane: Lane, project: ProjectRef, user_pk: int, username: str, *, assignment_id: str,
-                   judgment: dict[str, Any], idempotency_key: str | None,
-                   telemetry: dict[str, Any] | None) -> dict[str, Any]:
+def submit_in_lane(
+    lane: Lane,
+    project: ProjectRef,
+    user_pk: int,
+    username: str,
+    *,
+    assignment_id: str,
+    judgment: dict[str, Any],
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+) -> dict[str, Any]:
     """:func:`judging._submit_fast` on the lane's transaction (same checks, same rows)."""
     if lane.status != "qualified" or "pairwise" not in project.kinds:
         raise Fallback
     cur, now, ex, q = lane.cur, lane.now, lane.ex, lane.sql
-    rows = cur.execute(q.lease.sql, q.lease.args({"project_pk": project.pk, "lease_id": assignment_id,
-                                                "username": username, "idem": idempotency_key})).fetchall()
+    rows = cur.execute(
+        q.lease.sql,
+        q.lease.args(
+            {
+                "project_pk": project.pk,
+                "lease_id": assignment_id,
+                "username": username,
+                "idem": idempotency_key,
+            }
+        ),
+    ).fetchall()
     if not rows:
         raise Fallback
-    (a_pk, a_user, item_pk, _role, status, shown, created, expires, pool_pk, pool_role, item_key, _c, rater_pk,
-     rater_user_pk, idem_pk) = rows[0]
-    if (a_user != user_pk or status != "active" or pool_role not in judging.SCORED_LATER or idem_pk is not None
-            or rater_pk is None or rater_user_pk is None or ex.load_dt(expires) <= now):
+    (
+        a_pk,
+        a_user,
+        item_pk,
+        _role,
+        status,
+        shown,
+        created,
+        expires,
+        pool_pk,
+        pool_role,
+        item_key,
+        _c,
+        rater_pk,
+        rater_user_pk,
+        idem_pk,
+    ) = rows[0]
+    if (
+        a_user != user_pk
+        or status != "active"
+        or pool_role not in judging.SCORED_LATER
+        or idem_pk is not None
+        or rater_pk is None
+        or rater_user_pk is None
+        or ex.load_dt(expires) <= now
+    ):
         raise Fallback  # replays, expiry, gold, first label of a rater: the reference path
     try:
         values = pairwise_values(
-            judgment, item_key=item_key, shown_order=ex.load_json(shown), candidate_keys=[r[11] for r in rows],
-            username=username, rubric_key=project.rubric_key, rubric_version=project.rubric_version,
-            started_at=ex.load_dt(created), submitted_at=now, idempotency_key=idempotency_key,
-            telemetry=telemetry, min_rationale_chars=_project_policy(project).min_rationale_chars)
+            judgment,
+            item_key=item_key,
+            shown_order=ex.load_json(shown),
+            candidate_keys=[r[11] for r in rows],
+            username=username,
+            rubric_key=project.rubric_key,
+            rubric_version=project.rubric_version,
+            started_at=ex.load_dt(created),
+            submitted_at=now,
+            idempotency_key=idempotency_key,
+            telemetry=telemetry,
+            min_rationale_chars=_project_policy(project).min_rationale_chars,
+        )
     except _Pass:
         raise Fallback from None  # full validation (and its field-by-field 422) on the reference path
     j_pk = _store_judgment(lane, project.pk, item_pk, rater_pk, values, a_pk, pool_pk)
     lane.after_commit.append((pool_role, j_pk))
-    return {"judgment_id": j_pk, "item_id": item_key, "kind": "pairwise", "created": True, "replayed": False,
-            "submitted_at": now.isoformat()}
+    return {
+        "judgment_id": j_pk,
+        "item_id": item_key,
+        "kind": "pairwise",
+        "created": True,
+        "replayed": False,
+        "submitted_at": now.isoformat(),
+    }
 
 
-def parse_submit(body: bytes, header_idem: str | None) -> tuple[str, dict[str, Any], dict[str, Any] | None, str | None]:
+def parse_submit(
+    body: bytes, header_idem: str | None
+) -> tuple[str, dict[str, Any], dict[str, Any] | None, str | None]:
     """``SubmitIn`` for plain values (``_Pass`` for anything the model might treat otherwise)."""
     try:
         data = orjson.loads(body)
@@ -584,7 +802,9 @@ class _Shared:
     def executor(self):  # noqa: ANN201
         if self.enabled is None:
             db = self.get_db()
-            self.enabled = ENABLED and (db.is_sqlite or (PG_ENABLED and db.engine.dialect.driver == "psycopg"))
+            self.enabled = ENABLED and (
+                db.is_sqlite or (PG_ENABLED and db.engine.dialect.driver == "psycopg")
+            )
             if self.enabled:
                 self.db = db
                 if db.is_sqlite:
@@ -656,7 +876,9 @@ class LaneEndpoint:
         shared = self.shared
         if auth is None or shared.executor() is None:
             _count("pass:no bearer or not sqlite")
-            return await self._framework(scope, receive, send)  # cookie sessions (CSRF), anonymous, PostgreSQL
+            return await self._framework(
+                scope, receive, send
+            )  # cookie sessions (CSRF), anonymous, PostgreSQL
         scheme, _, token = auth.decode("latin-1").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -676,7 +898,9 @@ class LaneEndpoint:
             try:
                 if ctype is not None and ctype.lower() != b"application/json":
                     raise _Pass("content type")
-                submit = parse_submit(body, idem_h.decode("latin-1") if idem_h is not None else None)
+                submit = parse_submit(
+                    body, idem_h.decode("latin-1") if idem_h is not None else None
+                )
             except _Pass as why:
                 _count(f"pass:{why}")
                 return await self._framework(scope, _replay(body, receive), send)
@@ -684,7 +908,9 @@ class LaneEndpoint:
         try:
             if shared.ex.is_pg:  # network round trips: in a worker thread, one per lane connection
                 async with shared.slots():  # wait for a free connection (never a framework detour)
-                    out = await anyio.to_thread.run_sync(self._run, token_hash, project_name, submit)
+                    out = await anyio.to_thread.run_sync(
+                        self._run, token_hash, project_name, submit
+                    )
             else:  # a few hundred µs of local work: on the event loop, no thread hop
                 out = self._run(token_hash, project_name, submit)
         except _Pass as why:
@@ -697,8 +923,16 @@ class LaneEndpoint:
             _count("served")
         body = orjson.dumps(out)
         status = 200 if self.kind == _NEXT else (201 if out["created"] else 200)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-length", str(len(body)).encode()),
+                    (b"content-type", b"application/json"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     def _run(self, token_hash: str, project_name: str, submit) -> dict[str, Any]:  # noqa: ANN001
@@ -732,17 +966,32 @@ class LaneEndpoint:
             judging.after_submit(shared.db, pool_role, judgment_pk)
         return out
 
-    def _work(self, ex, cur, token_hash: str, project_name: str, submit,  # noqa: ANN001
-              after_commit: list) -> dict[str, Any]:
+    def _work(
+        self,
+        ex,
+        cur,
+        token_hash: str,
+        project_name: str,
+        submit,  # noqa: ANN001
+        after_commit: list,
+    ) -> dict[str, Any]:
         db = self.shared.db
         now = utcnow()
         q = _statements(ex)
         stmt = q.auth_next if self.kind == _NEXT else q.auth_submit
-        row = cur.execute(stmt.sql, stmt.args({"hash": token_hash, "now": ex.dt(now), "name": project_name})).fetchone()
+        row = cur.execute(
+            stmt.sql, stmt.args({"hash": token_hash, "now": ex.dt(now), "name": project_name})
+        ).fetchone()
         if row is None:
-            raise _Pass("auth")  # 401 (or on PostgreSQL also 403/404, no status row): the framework says why
-        if row[2] is None or not permissions.allowed("project.label", is_admin=row[11], role=row[9]):
-            raise _Pass("not a rater here")  # 404, or 403 (e.g. a site admin without the rater role)
+            raise _Pass(
+                "auth"
+            )  # 401 (or on PostgreSQL also 403/404, no status row): the framework says why
+        if row[2] is None or not permissions.allowed(
+            "project.label", is_admin=row[11], role=row[9]
+        ):
+            raise _Pass(
+                "not a rater here"
+            )  # 404, or 403 (e.g. a site admin without the rater role)
         user_pk, username = row[0], row[1]
         project = _project(ex, *row[2:9])
         live_pk = row[12] if self.kind == _NEXT and not ex.is_pg else None
@@ -753,14 +1002,20 @@ class LaneEndpoint:
             except Fallback:
                 raise _Reference(assign.next_task, db, project, user_pk) from None
         assignment_id, judgment, telemetry, idem = submit
-        kwargs = {"assignment_id": assignment_id, "judgment": judgment, "idempotency_key": idem,
-                  "telemetry": telemetry}
+        kwargs = {
+            "assignment_id": assignment_id,
+            "judgment": judgment,
+            "idempotency_key": idem,
+            "telemetry": telemetry,
+        }
         if judgment.get("kind") == "rubric":  # as judging.submit: rubric checks need the ORM
             raise _Reference(judging.submit_reference, db, project, user_pk, username, **kwargs)
         try:
             return judging._submit_fast(db, project, user_pk, username, lane=lane, **kwargs)
         except Fallback:
-            raise _Reference(judging.submit_reference, db, project, user_pk, username, **kwargs) from None
+            raise _Reference(
+                judging.submit_reference, db, project, user_pk, username, **kwargs
+            ) from None
 
 
 class _Reference(Exception):
@@ -778,9 +1033,16 @@ def install(app) -> None:
     shared = _Shared(lambda: app.state.db)
     routes = {(r.path, m): r for r in _api_routes(app) for m in r.methods}
     lanes = []
-    for path, kind in ((_PREFIX + "{project}/assignments/next", _NEXT), (_PREFIX + "{project}/judgments", _SUBMIT)):
+    for path, kind in (
+        (_PREFIX + "{project}/assignments/next", _NEXT),
+        (_PREFIX + "{project}/judgments", _SUBMIT),
+    ):
         route = routes[(path, "POST")]
-        lanes.append(Route(path, LaneEndpoint(shared, kind, route), methods=["POST"], include_in_schema=False))
+        lanes.append(
+            Route(
+                path, LaneEndpoint(shared, kind, route), methods=["POST"], include_in_schema=False
+            )
+        )
     app.router.routes[0:0] = lanes
 
 

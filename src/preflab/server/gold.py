@@ -14,7 +14,14 @@ __all__ = ["expected_judgment", "qualification_record", "score_gold"]
 
 def qualification_record(session: Session, project_pk: int, user_pk: int) -> list[bool]:
     """The rater's qualification answers so far, in order (correct or not)."""
-    return list(session.scalars(
-        select(GoldOutcome.correct).where(GoldOutcome.project_pk == project_pk, GoldOutcome.user_pk == user_pk,
-                                          GoldOutcome.phase == "qualification").order_by(GoldOutcome.pk)
-    ))
+    return list(
+        session.scalars(
+            select(GoldOutcome.correct)
+            .where(
+                GoldOutcome.project_pk == project_pk,
+                GoldOutcome.user_pk == user_pk,
+                GoldOutcome.phase == "qualification",
+            )
+            .order_by(GoldOutcome.pk)
+        )
+    )

@@ -43,12 +43,16 @@ from .quality_adapter import drift_alarm, qualification_decision, wilson_interva
 class JudgingError(Exception):
     """A refused submission: ``status`` is the HTTP code, ``errors`` field-by-field problems."""
 
-    def __init__(self, status: int, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, errors: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.errors = status, message, errors or []
 
 
-def _field_errors(exc: ValidationError, prefix: tuple = ("body", "judgment")) -> list[dict[str, Any]]:
+def _field_errors(
+    exc: ValidationError, prefix: tuple = ("body", "judgment")
+) -> list[dict[str, Any]]:
     return [
         {"loc": [*prefix, *[str(p) for p in e["loc"]]], "msg": e["msg"], "type": e["type"]}
         for e in exc.errors(include_url=False, include_input=False)
@@ -82,22 +86,36 @@ def build_judgment(
     if item_row is not None:
         item_key, candidate_keys = item_row.item_key, [c.candidate_key for c in item_row.candidates]
     if not isinstance(data, dict):
-        raise JudgingError(422, "judgment must be an object", [_problem("judgment", "expected an object")])
+        raise JudgingError(
+            422, "judgment must be an object", [_problem("judgment", "expected an object")]
+        )
     data = dict(data)
     kind = data.get("kind")
     if kind not in project.kinds:
-        raise JudgingError(422, f"this project collects {project.kinds}, not {kind!r}",
-                           [_problem("kind", f"must be one of {project.kinds}")])
+        raise JudgingError(
+            422,
+            f"this project collects {project.kinds}, not {kind!r}",
+            [_problem("kind", f"must be one of {project.kinds}")],
+        )
     n_candidates = len(candidate_keys or [])
     if not kind_fits(kind, n_candidates):  # the rule the label page offers kinds by
-        raise JudgingError(422, f"this item has {n_candidates} answers; {kind} needs {describe_need(kind)}",
-                           [_problem("kind", f"choose one of {kinds_for_item(project.kinds, n_candidates)}")])
+        raise JudgingError(
+            422,
+            f"this item has {n_candidates} answers; {kind} needs {describe_need(kind)}",
+            [_problem("kind", f"choose one of {kinds_for_item(project.kinds, n_candidates)}")],
+        )
     if "item_id" in data and data["item_id"] != item_key:
-        raise JudgingError(422, "item_id does not match the assignment",
-                           [_problem("item_id", f"this assignment is for item {item_key!r}")])
+        raise JudgingError(
+            422,
+            "item_id does not match the assignment",
+            [_problem("item_id", f"this assignment is for item {item_key!r}")],
+        )
     if "provenance" in data:
-        raise JudgingError(422, "provenance is set by the server",
-                           [_problem("provenance", "do not send provenance; send telemetry beside the judgment")])
+        raise JudgingError(
+            422,
+            "provenance is set by the server",
+            [_problem("provenance", "do not send provenance; send telemetry beside the judgment")],
+        )
     data["item_id"] = item_key
     if kind == "pairwise" and "shown_order" not in data and shown_order and len(shown_order) == 2:
         data["shown_order"] = list(shown_order)
@@ -119,32 +137,53 @@ def build_judgment(
     known = list(candidate_keys or [])
     for cid in judgment.candidate_ids():
         if cid not in known:
-            problems.append(_problem("candidates", f"{cid!r} is not a candidate of this item (has {known})"))
+            problems.append(
+                _problem("candidates", f"{cid!r} is not a candidate of this item (has {known})")
+            )
     if isinstance(judgment, PairwiseJudgment) and judgment.strength is None:
         # unknown strength is for imported sources that did not record it; a rater always says it
-        problems.append(_problem("strength", "say how much better: 1 slightly, 2 better, 3 much better (0 with a tie)"))
+        problems.append(
+            _problem(
+                "strength",
+                "say how much better: 1 slightly, 2 better, 3 much better (0 with a tie)",
+            )
+        )
     if isinstance(judgment, PairwiseJudgment) and shown_order and not problems:
         seen = [c for c in shown_order if c in judgment.shown_order]
         if seen != list(judgment.shown_order):
-            problems.append(_problem("shown_order", f"must follow the order you were shown: {shown_order}"))
+            problems.append(
+                _problem("shown_order", f"must follow the order you were shown: {shown_order}")
+            )
     if isinstance(judgment, RubricJudgment):
         rubric = repo.get_rubric(session, project)
         if rubric is None:
-            problems.append(_problem("scores", "this project has no rubric yet; ask an admin to add one"))
+            problems.append(
+                _problem("scores", "this project has no rubric yet; ask an admin to add one")
+            )
         else:
-            problems += [_problem(p.split(":")[0], p.split(": ", 1)[-1]) for p in rubric.check_scores(
-                judgment.scores, judgment.vetoes_failed)]
+            problems += [
+                _problem(p.split(":")[0], p.split(": ", 1)[-1])
+                for p in rubric.check_scores(judgment.scores, judgment.vetoes_failed)
+            ]
     # webui branch: the project's minimum rationale length (Policy.min_rationale_chars)
     min_chars = policy_of(project.settings or {}).min_rationale_chars
     if min_chars and len((judgment.rationale or "").strip()) < min_chars:
-        problems.append(_problem("rationale", f"write at least {min_chars} characters explaining your judgment"))
+        problems.append(
+            _problem("rationale", f"write at least {min_chars} characters explaining your judgment")
+        )
     if problems:
         raise JudgingError(422, "the judgment does not fit this item or rubric", problems)
     return judgment
 
 
-def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterStatus | None = None,
-            gold_possible: bool = True) -> dict[str, Any]:
+def _result(
+    session: Session,
+    row: JudgmentRow,
+    *,
+    created: bool,
+    status: RaterStatus | None = None,
+    gold_possible: bool = True,
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "judgment_id": row.pk,
         "item_id": session.get(ItemRow, row.item_pk).item_key,
@@ -153,21 +192,38 @@ def _result(session: Session, row: JudgmentRow, *, created: bool, status: RaterS
         "replayed": not created,
         "submitted_at": aware(row.submitted_at).isoformat() if row.submitted_at else None,
     }
-    outcome = (session.scalar(select(GoldOutcome).where(GoldOutcome.judgment_pk == row.pk))
-               if gold_possible else None)
+    outcome = (
+        session.scalar(select(GoldOutcome).where(GoldOutcome.judgment_pk == row.pk))
+        if gold_possible
+        else None
+    )
     if outcome is not None and outcome.phase == "qualification":
         item = session.get(ItemRow, row.item_pk)
         expected = expected_judgment(item.item_key, item.gold)
-        body = expected.model_dump(mode="json", by_alias=True, exclude_none=True,
-                                   exclude={"provenance", "item_id", "rationale"})
-        out["gold"] = {"correct": outcome.correct, "expected": body, "explanation": (item.gold or {}).get("explanation"),
-                       # the order an explanation's "response 1, 2 ..." refers to; the page maps it to the shown order
-                       "item_order": [c.candidate_key for c in item.candidates]}
+        body = expected.model_dump(
+            mode="json",
+            by_alias=True,
+            exclude_none=True,
+            exclude={"provenance", "item_id", "rationale"},
+        )
+        out["gold"] = {
+            "correct": outcome.correct,
+            "expected": body,
+            "explanation": (item.gold or {}).get("explanation"),
+            # the order an explanation's "response 1, 2 ..." refers to; the page maps it to the shown order
+            "item_order": [c.candidate_key for c in item.candidates],
+        }
         record = qualification_record(session, row.project_pk, outcome.user_pk)
-        st = status or session.scalar(select(RaterStatus).where(
-            RaterStatus.project_pk == row.project_pk, RaterStatus.user_pk == outcome.user_pk))
-        out["qualification"] = {"status": st.status if st else "qualifying", "answered": len(record),
-                                "correct": sum(record)}
+        st = status or session.scalar(
+            select(RaterStatus).where(
+                RaterStatus.project_pk == row.project_pk, RaterStatus.user_pk == outcome.user_pk
+            )
+        )
+        out["qualification"] = {
+            "status": st.status if st else "qualifying",
+            "answered": len(record),
+            "correct": sum(record),
+        }
     return out
 
 
@@ -184,50 +240,96 @@ def submit_reference(
 ) -> dict[str, Any]:
     policy = settings_of(project_ref.settings).policy
     deferred: list[int] = []
-    out = _submit_reference(db, project_ref, policy, user_pk, username, assignment_id, judgment, idempotency_key,
-                            telemetry, deferred)
+    out = _submit_reference(
+        db,
+        project_ref,
+        policy,
+        user_pk,
+        username,
+        assignment_id,
+        judgment,
+        idempotency_key,
+        telemetry,
+        deferred,
+    )
     for judgment_pk in deferred:  # after the commit: the scorer reads the committed row
         defer_gold_scoring(db, judgment_pk)
     return out
 
 
-def _submit_reference(db, project_ref: ProjectRef, policy: Policy, user_pk: int, username: str,  # noqa: ANN001
-                      assignment_id: str, judgment: dict[str, Any], idempotency_key: str | None,
-                      telemetry: dict[str, Any] | None, deferred: list[int]) -> dict[str, Any]:
+def _submit_reference(
+    db,
+    project_ref: ProjectRef,
+    policy: Policy,
+    user_pk: int,
+    username: str,  # noqa: ANN001
+    assignment_id: str,
+    judgment: dict[str, Any],
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+    deferred: list[int],
+) -> dict[str, Any]:
     with db.writing() as session:
         project = session.get(Project, project_ref.pk)
         if idempotency_key:
-            first = _replay_of(session, project.pk, username, idempotency_key, judgment,
-                               lease_id=assignment_id)
+            first = _replay_of(
+                session, project.pk, username, idempotency_key, judgment, lease_id=assignment_id
+            )
             if first is not None:
                 return _result(session, first, created=False)
         status = lock_rater_status(session, project.pk, user_pk, policy)
         lease = session.scalar(
-            select(Assignment).where(Assignment.lease_id == assignment_id, Assignment.project_pk == project.pk)
-            .with_for_update().execution_options(populate_existing=True)
+            select(Assignment)
+            .where(Assignment.lease_id == assignment_id, Assignment.project_pk == project.pk)
+            .with_for_update()
+            .execution_options(populate_existing=True)
         )
         if lease is None or lease.user_pk != user_pk:
-            raise JudgingError(404, f"no assignment {assignment_id!r} of yours in this project; "
-                                    "get one with POST .../assignments/next")
-        pool = session.scalar(select(PoolEntry).where(PoolEntry.item_pk == lease.item_pk)
-                              .with_for_update().execution_options(populate_existing=True))
+            raise JudgingError(
+                404,
+                f"no assignment {assignment_id!r} of yours in this project; "
+                "get one with POST .../assignments/next",
+            )
+        pool = session.scalar(
+            select(PoolEntry)
+            .where(PoolEntry.item_pk == lease.item_pk)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
         item_row = session.get(ItemRow, lease.item_pk)
         if lease.status == "submitted":
             first = session.get(JudgmentRow, lease.judgment_pk)
             if first is not None and _same_answer(first, judgment):
                 return _result(session, first, created=False)
-            raise JudgingError(409, "this assignment was already submitted with a different answer; "
-                                    "ask a reviewer to send it back if you want to revise it")
+            raise JudgingError(
+                409,
+                "this assignment was already submitted with a different answer; "
+                "ask a reviewer to send it back if you want to revise it",
+            )
         if lease.status == "released":
-            raise JudgingError(409, "you released this assignment; get a new one with POST .../assignments/next")
+            raise JudgingError(
+                409, "you released this assignment; get a new one with POST .../assignments/next"
+            )
         if status.status == "suspended":
             raise JudgingError(403, f"you are suspended from this project: {status.reason}")
         now = utcnow()
         if aware(lease.expires_at) <= now:
-            raise JudgingError(410, f"assignment {assignment_id} expired at {aware(lease.expires_at).isoformat()}; "
-                                    "its item went back to the pool; get a new task with POST .../assignments/next")
-        parsed = build_judgment(session, project, item_row, username, judgment, shown_order=list(lease.shown_order),
-                                started_at=lease.created_at, idempotency_key=idempotency_key, telemetry=telemetry)
+            raise JudgingError(
+                410,
+                f"assignment {assignment_id} expired at {aware(lease.expires_at).isoformat()}; "
+                "its item went back to the pool; get a new task with POST .../assignments/next",
+            )
+        parsed = build_judgment(
+            session,
+            project,
+            item_row,
+            username,
+            judgment,
+            shown_order=list(lease.shown_order),
+            started_at=lease.created_at,
+            idempotency_key=idempotency_key,
+            telemetry=telemetry,
+        )
         # validated above (kind, candidates, shown order, rubric); the unique constraints on
         # (project, idempotency key) and (project, content hash) still guard against doubles
         rater = repo.get_or_create_rater(session, project, username)
@@ -245,8 +347,13 @@ def _submit_reference(db, project_ref: ProjectRef, policy: Policy, user_pk: int,
         elif pool is not None and pool.role == "gold":
             deferred.append(row.pk)  # production gold: scored after the response, see below
         session.flush()
-        return _result(session, row, created=created, status=status,
-                       gold_possible=pool is not None and pool.role == "qualification")
+        return _result(
+            session,
+            row,
+            created=created,
+            status=status,
+            gold_possible=pool is not None and pool.role == "qualification",
+        )
 
 
 # -- the hot path in SQLAlchemy Core -------------------------------------------------------------
@@ -265,7 +372,12 @@ from ..store.models import CandidateRow  # noqa: E402
 from ..store.rows import judgment_rows  # noqa: E402
 from .assign import _LOCK_STATUS  # noqa: E402
 
-_A, _P, _I, _C = Assignment.__table__, PoolEntry.__table__, ItemRow.__table__, CandidateRow.__table__
+_A, _P, _I, _C = (
+    Assignment.__table__,
+    PoolEntry.__table__,
+    ItemRow.__table__,
+    CandidateRow.__table__,
+)
 _J, _R = JudgmentRow.__table__, Rater.__table__
 
 #: The lease, its pool row and item, the item's candidate ids (one row per candidate), the
@@ -275,16 +387,33 @@ _J, _R = JudgmentRow.__table__, Rater.__table__
 #: someone else can never land as a (k+1)-th label. The outer joins are on unlocked tables.
 _LEASE = (
     select(
-        _A.c.pk, _A.c.user_pk, _A.c.item_pk, _A.c.role, _A.c.status, _A.c.shown_order, _A.c.created_at,
-        _A.c.expires_at, _P.c.pk.label("pool_pk"), _P.c.role.label("pool_role"), _I.c.item_key,
-        _C.c.candidate_key, _R.c.pk.label("rater_pk"), _R.c.user_pk.label("rater_user_pk"),
-        select(_J.c.pk).where(_J.c.project_pk == bindparam("project_pk"),
-                              _J.c.idempotency_key == bindparam("idem")).scalar_subquery().label("idem_pk"),
+        _A.c.pk,
+        _A.c.user_pk,
+        _A.c.item_pk,
+        _A.c.role,
+        _A.c.status,
+        _A.c.shown_order,
+        _A.c.created_at,
+        _A.c.expires_at,
+        _P.c.pk.label("pool_pk"),
+        _P.c.role.label("pool_role"),
+        _I.c.item_key,
+        _C.c.candidate_key,
+        _R.c.pk.label("rater_pk"),
+        _R.c.user_pk.label("rater_user_pk"),
+        select(_J.c.pk)
+        .where(
+            _J.c.project_pk == bindparam("project_pk"), _J.c.idempotency_key == bindparam("idem")
+        )
+        .scalar_subquery()
+        .label("idem_pk"),
     )
     .join(_P, _P.c.item_pk == _A.c.item_pk)
     .join(_I, _I.c.pk == _A.c.item_pk)
     .join(_C, _C.c.item_pk == _A.c.item_pk)
-    .outerjoin(_R, and_(_R.c.project_pk == _A.c.project_pk, _R.c.rater_key == bindparam("username")))
+    .outerjoin(
+        _R, and_(_R.c.project_pk == _A.c.project_pk, _R.c.rater_key == bindparam("username"))
+    )
     .where(_A.c.lease_id == bindparam("lease_id"), _A.c.project_pk == bindparam("project_pk"))
     .order_by(_C.c.position)
     .with_for_update(of=[_A, _P])
@@ -292,11 +421,16 @@ _LEASE = (
 
 _INSERT_JUDGMENT = insert(_J).returning(_J.c.pk)
 _CLOSE_LEASE = (
-    update(_A).where(_A.c.pk == bindparam("a_pk")).values(status="submitted", judgment_pk=bindparam("j_pk"))
+    update(_A)
+    .where(_A.c.pk == bindparam("a_pk"))
+    .values(status="submitted", judgment_pk=bindparam("j_pk"))
 )
 #: Production labels count towards the item's target; gold rows run the same statement unchanged.
-_FILL = update(_P).where(_P.c.pk == bindparam("p_pk")).values(
-    filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
+_FILL = (
+    update(_P)
+    .where(_P.c.pk == bindparam("p_pk"))
+    .values(filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
+)
 
 #: Pool roles the fast paths submit: production and production gold look and cost the same,
 #: gold being scored after the response (:func:`defer_gold_scoring`).
@@ -318,9 +452,15 @@ def submit(
     idempotency_key: str | None = None,
     telemetry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    kwargs = {"assignment_id": assignment_id, "judgment": judgment, "idempotency_key": idempotency_key,
-              "telemetry": telemetry}
-    if not isinstance(judgment, dict) or judgment.get("kind") == "rubric":  # rubric checks need the ORM
+    kwargs = {
+        "assignment_id": assignment_id,
+        "judgment": judgment,
+        "idempotency_key": idempotency_key,
+        "telemetry": telemetry,
+    }
+    if (
+        not isinstance(judgment, dict) or judgment.get("kind") == "rubric"
+    ):  # rubric checks need the ORM
         return submit_reference(db, project_ref, user_pk, username, **kwargs)
     try:
         return _submit_fast(db, project_ref, user_pk, username, **kwargs)
@@ -328,39 +468,93 @@ def submit(
         return submit_reference(db, project_ref, user_pk, username, **kwargs)
 
 
-def _submit_fast(db, project: ProjectRef, user_pk: int, username: str, *, assignment_id: str,  # noqa: ANN001
-                 judgment: dict[str, Any], idempotency_key: str | None, telemetry: dict[str, Any] | None,
-                 lane=None) -> dict[str, Any]:  # noqa: ANN001
+def _submit_fast(
+    db,
+    project: ProjectRef,
+    user_pk: int,
+    username: str,
+    *,
+    assignment_id: str,  # noqa: ANN001
+    judgment: dict[str, Any],
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+    lane=None,
+) -> dict[str, Any]:  # noqa: ANN001
     if lane is not None:  # preflab.server.fastlane: the same on its own SQLite transaction
         from .fastlane import submit_in_lane
 
-        return submit_in_lane(lane, project, user_pk, username, assignment_id=assignment_id, judgment=judgment,
-                              idempotency_key=idempotency_key, telemetry=telemetry)
+        return submit_in_lane(
+            lane,
+            project,
+            user_pk,
+            username,
+            assignment_id=assignment_id,
+            judgment=judgment,
+            idempotency_key=idempotency_key,
+            telemetry=telemetry,
+        )
     with db.write_conn() as conn:
         params = {"project_pk": project.pk, "user_pk": user_pk}
         if conn.execute(_LOCK_STATUS, params).scalar() != "qualified":
             raise _Fallback
-        rows = conn.execute(_LEASE, {"project_pk": project.pk, "lease_id": assignment_id, "username": username,
-                                     "idem": idempotency_key}).all()
+        rows = conn.execute(
+            _LEASE,
+            {
+                "project_pk": project.pk,
+                "lease_id": assignment_id,
+                "username": username,
+                "idem": idempotency_key,
+            },
+        ).all()
         if not rows:
             raise _Fallback
         lease = rows[0]
         now = utcnow()
-        if (lease.user_pk != user_pk or lease.status != "active" or lease.pool_role not in SCORED_LATER
-                or lease.idem_pk is not None or lease.rater_pk is None or lease.rater_user_pk is None
-                or aware(lease.expires_at) <= now):
+        if (
+            lease.user_pk != user_pk
+            or lease.status != "active"
+            or lease.pool_role not in SCORED_LATER
+            or lease.idem_pk is not None
+            or lease.rater_pk is None
+            or lease.rater_user_pk is None
+            or aware(lease.expires_at) <= now
+        ):
             raise _Fallback
-        parsed = build_judgment(None, project, None, username, judgment, shown_order=list(lease.shown_order),
-                                started_at=lease.created_at, idempotency_key=idempotency_key, telemetry=telemetry,
-                                item_key=lease.item_key, candidate_keys=[r.candidate_key for r in rows])
+        parsed = build_judgment(
+            None,
+            project,
+            None,
+            username,
+            judgment,
+            shown_order=list(lease.shown_order),
+            started_at=lease.created_at,
+            idempotency_key=idempotency_key,
+            telemetry=telemetry,
+            item_key=lease.item_key,
+            candidate_keys=[r.candidate_key for r in rows],
+        )
         values = judgment_rows(parsed).values
-        j_pk = conn.execute(_INSERT_JUDGMENT, {"project_pk": project.pk, "item_pk": lease.item_pk,
-                                               "rater_pk": lease.rater_pk, "batch_pk": None, **values}).scalar_one()
+        j_pk = conn.execute(
+            _INSERT_JUDGMENT,
+            {
+                "project_pk": project.pk,
+                "item_pk": lease.item_pk,
+                "rater_pk": lease.rater_pk,
+                "batch_pk": None,
+                **values,
+            },
+        ).scalar_one()
         conn.execute(_CLOSE_LEASE, {"a_pk": lease.pk, "j_pk": j_pk})
         conn.execute(_FILL, {"p_pk": lease.pool_pk})
         submitted = values.get("submitted_at")
-        out = {"judgment_id": j_pk, "item_id": lease.item_key, "kind": values["kind"], "created": True,
-               "replayed": False, "submitted_at": aware(submitted).isoformat() if submitted else None}
+        out = {
+            "judgment_id": j_pk,
+            "item_id": lease.item_key,
+            "kind": values["kind"],
+            "created": True,
+            "replayed": False,
+            "submitted_at": aware(submitted).isoformat() if submitted else None,
+        }
     after_submit(db, lease.pool_role, j_pk)
     return out
 
@@ -371,43 +565,87 @@ def after_submit(db, pool_role: str, judgment_pk: int) -> None:  # noqa: ANN001
         defer_gold_scoring(db, judgment_pk)
 
 
-def _replay_of(session: Session, project_pk: int, username: str, key: str, data: dict[str, Any], *,
-               lease_id: str | None = None, revises: int | None = None) -> JudgmentRow | None:
+def _replay_of(
+    session: Session,
+    project_pk: int,
+    username: str,
+    key: str,
+    data: dict[str, Any],
+    *,
+    lease_id: str | None = None,
+    revises: int | None = None,
+) -> JudgmentRow | None:
     """The judgment stored under idempotency ``key`` if this request repeats it, ``None`` if
     the key is new; 409 if the key was used for another request (someone else's, another
     assignment or judgment, or a different answer): a retry must send the same body."""
-    first = session.scalar(select(JudgmentRow).where(JudgmentRow.project_pk == project_pk,
-                                                     JudgmentRow.idempotency_key == key))
+    first = session.scalar(
+        select(JudgmentRow).where(
+            JudgmentRow.project_pk == project_pk, JudgmentRow.idempotency_key == key
+        )
+    )
     if first is None:
         return None
     if session.get(Rater, first.rater_pk).rater_key != username:
-        raise JudgingError(409, "this idempotency key was already used by someone else; use a fresh one")
+        raise JudgingError(
+            409, "this idempotency key was already used by someone else; use a fresh one"
+        )
     if lease_id is not None:
-        same_target = session.scalar(select(Assignment.lease_id).where(Assignment.judgment_pk == first.pk)) == lease_id
+        same_target = (
+            session.scalar(select(Assignment.lease_id).where(Assignment.judgment_pk == first.pk))
+            == lease_id
+        )
     else:
         same_target = first.supersedes_pk == revises
     if not same_target or not _same_answer(first, data):
-        raise JudgingError(409, f"idempotency key {key!r} was already used for a different submission; "
-                                "send the same body to get the first result again, or a fresh key for a new answer",
-                           [{"loc": ["body", "idempotency_key"], "msg": "already used with a different body",
-                             "type": "idempotency_conflict"}])
+        raise JudgingError(
+            409,
+            f"idempotency key {key!r} was already used for a different submission; "
+            "send the same body to get the first result again, or a fresh key for a new answer",
+            [
+                {
+                    "loc": ["body", "idempotency_key"],
+                    "msg": "already used with a different body",
+                    "type": "idempotency_conflict",
+                }
+            ],
+        )
     return first
 
 
 def _same_answer(row: JudgmentRow, data: dict[str, Any]) -> bool:
-    body = {k: v for k, v in (data or {}).items() if k not in ("item_id", "rationale", "provenance")}
+    body = {
+        k: v for k, v in (data or {}).items() if k not in ("item_id", "rationale", "provenance")
+    }
     stored = {k: v for k, v in row.body.items() if k in body}
     return stored == body and (data or {}).get("rationale") == row.rationale
 
 
-def _score(session, project, policy: Policy, status: RaterStatus, user_pk: int, item_row: ItemRow,  # noqa: ANN001
-           row: JudgmentRow, parsed, role: str, now) -> None:  # noqa: ANN001
+def _score(
+    session,
+    project,
+    policy: Policy,
+    status: RaterStatus,
+    user_pk: int,
+    item_row: ItemRow,  # noqa: ANN001
+    row: JudgmentRow,
+    parsed,
+    role: str,
+    now,
+) -> None:  # noqa: ANN001
     correct = score_gold(parsed, item_row.item_key, item_row.gold)
     if correct is None:
         return
     phase = "qualification" if role == "qualification" else "production"
-    session.add(GoldOutcome(project_pk=project.pk, user_pk=user_pk, item_pk=item_row.pk, judgment_pk=row.pk,
-                            phase=phase, correct=correct))
+    session.add(
+        GoldOutcome(
+            project_pk=project.pk,
+            user_pk=user_pk,
+            item_pk=item_row.pk,
+            judgment_pk=row.pk,
+            phase=phase,
+            correct=correct,
+        )
+    )
     session.flush()
     if phase == "qualification":
         if status.status != "qualifying":
@@ -419,44 +657,85 @@ def _score(session, project, policy: Policy, status: RaterStatus, user_pk: int, 
             status.status = "qualified" if decision == "pass" else "failed"
             lo, hi = wilson_interval(sum(record), len(record), q.confidence)
             status.reason = f"qualification: {sum(record)}/{len(record)} correct, Wilson [{lo:.3f}, {hi:.3f}] vs bar {q.pass_bar}"
-            status.evidence = {"phase": "qualification", "outcomes": record, "wilson": [lo, hi], "bar": q.pass_bar}
+            status.evidence = {
+                "phase": "qualification",
+                "outcomes": record,
+                "wilson": [lo, hi],
+                "bar": q.pass_bar,
+            }
             status.updated_at = now
         return
     d = policy.drift
     if not d.enabled or status.status != "qualified":
         return
-    recent = list(reversed(session.scalars(
-        select(GoldOutcome.correct).where(GoldOutcome.project_pk == project.pk, GoldOutcome.user_pk == user_pk,
-                                          GoldOutcome.phase == "production")
-        .order_by(GoldOutcome.pk.desc()).limit(d.window)
-    ).all()))
-    evidence = drift_alarm(recent, d.bar or policy.qualification.pass_bar, d.min_items, d.confidence)
+    recent = list(
+        reversed(
+            session.scalars(
+                select(GoldOutcome.correct)
+                .where(
+                    GoldOutcome.project_pk == project.pk,
+                    GoldOutcome.user_pk == user_pk,
+                    GoldOutcome.phase == "production",
+                )
+                .order_by(GoldOutcome.pk.desc())
+                .limit(d.window)
+            ).all()
+        )
+    )
+    evidence = drift_alarm(
+        recent, d.bar or policy.qualification.pass_bar, d.min_items, d.confidence
+    )
     if evidence is not None:
         suspend(session, project, user_pk, status, evidence, now)
 
 
-def suspend(session: Session, project: Project, user_pk: int, status: RaterStatus, evidence: dict, now) -> int:  # noqa: ANN001
+def suspend(
+    session: Session, project: Project, user_pk: int, status: RaterStatus, evidence: dict, now
+) -> int:  # noqa: ANN001
     """Suspend a rater: keep the evidence, exclude their labels (with the reason), free their leases."""
-    reason = (f"gold accuracy drift: {evidence['correct']}/{evidence['n']} correct in the last "
-              f"{evidence['n']} production gold items, below the bar {evidence['bar']}")
+    reason = (
+        f"gold accuracy drift: {evidence['correct']}/{evidence['n']} correct in the last "
+        f"{evidence['n']} production gold items, below the bar {evidence['bar']}"
+    )
     status.status, status.reason, status.updated_at = "suspended", reason, now
     status.evidence = {**evidence, "suspended_at": now.isoformat()}
-    rater_pks = list(session.scalars(select(Rater.pk).where(Rater.project_pk == project.pk, Rater.user_pk == user_pk)))
-    excluded = list(session.execute(
-        select(JudgmentRow.pk, JudgmentRow.item_pk).where(
-            JudgmentRow.project_pk == project.pk, JudgmentRow.rater_pk.in_(rater_pks),
-            JudgmentRow.excluded.is_(False))
-    ).all())
+    rater_pks = list(
+        session.scalars(
+            select(Rater.pk).where(Rater.project_pk == project.pk, Rater.user_pk == user_pk)
+        )
+    )
+    excluded = list(
+        session.execute(
+            select(JudgmentRow.pk, JudgmentRow.item_pk).where(
+                JudgmentRow.project_pk == project.pk,
+                JudgmentRow.rater_pk.in_(rater_pks),
+                JudgmentRow.excluded.is_(False),
+            )
+        ).all()
+    )
     if excluded:
-        session.execute(update(JudgmentRow).where(JudgmentRow.pk.in_([j.pk for j in excluded]))
-                        .values(excluded=True, exclusion_reason=f"rater suspended: {reason}"))
+        session.execute(
+            update(JudgmentRow)
+            .where(JudgmentRow.pk.in_([j.pk for j in excluded]))
+            .values(excluded=True, exclusion_reason=f"rater suspended: {reason}")
+        )
         # excluded production labels no longer count towards their item's target
         for item_pk in sorted({j.item_pk for j in excluded}):
             n = sum(1 for j in excluded if j.item_pk == item_pk)
-            session.execute(update(PoolEntry).where(PoolEntry.item_pk == item_pk, PoolEntry.role == "production")
-                            .values(filled=PoolEntry.filled - n))
-    session.execute(update(Assignment).where(Assignment.project_pk == project.pk, Assignment.user_pk == user_pk,
-                                             Assignment.status == "active").values(status="released"))
+            session.execute(
+                update(PoolEntry)
+                .where(PoolEntry.item_pk == item_pk, PoolEntry.role == "production")
+                .values(filled=PoolEntry.filled - n)
+            )
+    session.execute(
+        update(Assignment)
+        .where(
+            Assignment.project_pk == project.pk,
+            Assignment.user_pk == user_pk,
+            Assignment.status == "active",
+        )
+        .values(status="released")
+    )
     return len(excluded)
 
 
@@ -486,24 +765,46 @@ def score_production_gold(db, judgment_pk: int) -> bool:  # noqa: ANN001
         project = session.get(Project, row.project_pk)
         policy = settings_of(project.settings or {}).policy
         status = lock_rater_status(session, project.pk, lease.user_pk, policy)
-        if session.scalar(select(GoldOutcome.pk).where(GoldOutcome.judgment_pk == judgment_pk)) is not None:
+        if (
+            session.scalar(select(GoldOutcome.pk).where(GoldOutcome.judgment_pk == judgment_pk))
+            is not None
+        ):
             return False  # another process scored it first
         item_row = session.get(ItemRow, row.item_pk)
         if not item_row.gold:
             return False
-        _score(session, project, policy, status, lease.user_pk, item_row, row, repo.judgment_from_row(row),
-               "gold", utcnow())
+        _score(
+            session,
+            project,
+            policy,
+            status,
+            lease.user_pk,
+            item_row,
+            row,
+            repo.judgment_from_row(row),
+            "gold",
+            utcnow(),
+        )
         return True
 
 
 def unscored_gold(db) -> list[int]:  # noqa: ANN001
     """Production gold judgments with no outcome yet (left by a crash or another process)."""
     with db.reading() as session:
-        return list(session.scalars(
-            select(Assignment.judgment_pk).where(
-                Assignment.role == "gold", Assignment.status == "submitted", Assignment.judgment_pk.is_not(None),
-                ~select(GoldOutcome.pk).where(GoldOutcome.judgment_pk == Assignment.judgment_pk).exists())
-            .order_by(Assignment.judgment_pk)))
+        return list(
+            session.scalars(
+                select(Assignment.judgment_pk)
+                .where(
+                    Assignment.role == "gold",
+                    Assignment.status == "submitted",
+                    Assignment.judgment_pk.is_not(None),
+                    ~select(GoldOutcome.pk)
+                    .where(GoldOutcome.judgment_pk == Assignment.judgment_pk)
+                    .exists(),
+                )
+                .order_by(Assignment.judgment_pk)
+            )
+        )
 
 
 class GoldScorer(threading.Thread):
@@ -548,7 +849,9 @@ class GoldScorer(threading.Thread):
                 return
             except Exception:  # noqa: BLE001 - busy database and the like: the sweep retries later
                 if attempt == 2:
-                    log.exception("gold scoring of judgment %s failed; the next sweep retries", judgment_pk)
+                    log.exception(
+                        "gold scoring of judgment %s failed; the next sweep retries", judgment_pk
+                    )
                 time.sleep(0.05 * (attempt + 1))
 
     def _sweep(self) -> None:
@@ -595,8 +898,11 @@ def wait_for_gold_scoring(db) -> None:  # noqa: ANN001
 
 
 def reinstate(session: Session, project_pk: int, user_pk: int, note: str) -> RaterStatus:
-    status = session.scalar(select(RaterStatus).where(RaterStatus.project_pk == project_pk,
-                                                      RaterStatus.user_pk == user_pk).with_for_update())
+    status = session.scalar(
+        select(RaterStatus)
+        .where(RaterStatus.project_pk == project_pk, RaterStatus.user_pk == user_pk)
+        .with_for_update()
+    )
     if status is None:
         raise JudgingError(404, "this user has no rater record in the project")
     status.status, status.reason, status.updated_at = "qualified", f"reinstated: {note}", utcnow()
@@ -606,43 +912,86 @@ def reinstate(session: Session, project_pk: int, user_pk: int, note: str) -> Rat
 # -- review -----------------------------------------------------------------------------------
 
 
-def send_back(session: Session, project_pk: int, judgment_pk: int, reviewer_pk: int, note: str) -> ReviewRequest:
+def send_back(
+    session: Session, project_pk: int, judgment_pk: int, reviewer_pk: int, note: str
+) -> ReviewRequest:
     row = session.get(JudgmentRow, judgment_pk)
     if row is None or row.project_pk != project_pk:
         raise JudgingError(404, f"no judgment {judgment_pk} in this project")
-    if session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk)) is not None:
+    if (
+        session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk))
+        is not None
+    ):
         raise JudgingError(409, "this judgment was already revised; send back the revision instead")
-    if session.scalar(select(ReviewRequest.pk).where(ReviewRequest.judgment_pk == judgment_pk,
-                                                    ReviewRequest.status == "open")) is not None:
+    if (
+        session.scalar(
+            select(ReviewRequest.pk).where(
+                ReviewRequest.judgment_pk == judgment_pk, ReviewRequest.status == "open"
+            )
+        )
+        is not None
+    ):
         raise JudgingError(409, "this judgment is already waiting for a revision")
-    req = ReviewRequest(project_pk=project_pk, judgment_pk=judgment_pk, reviewer_pk=reviewer_pk, note=note)
+    req = ReviewRequest(
+        project_pk=project_pk, judgment_pk=judgment_pk, reviewer_pk=reviewer_pk, note=note
+    )
     session.add(req)
     session.flush()
     return req
 
 
 def revise(
-    db, project_ref: ProjectRef, user_pk: int, username: str, judgment_pk: int, data: dict[str, Any],  # noqa: ANN001
-    *, idempotency_key: str | None = None, telemetry: dict[str, Any] | None = None,
+    db,
+    project_ref: ProjectRef,
+    user_pk: int,
+    username: str,
+    judgment_pk: int,
+    data: dict[str, Any],  # noqa: ANN001
+    *,
+    idempotency_key: str | None = None,
+    telemetry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     with db.writing() as session:
         project = session.get(Project, project_ref.pk)
         if idempotency_key:
-            first = _replay_of(session, project.pk, username, idempotency_key, data, revises=judgment_pk)
+            first = _replay_of(
+                session, project.pk, username, idempotency_key, data, revises=judgment_pk
+            )
             if first is not None:
                 return _result(session, first, created=False)
         lock_rater_status(session, project.pk, user_pk, settings_of(project_ref.settings).policy)
         old = session.get(JudgmentRow, judgment_pk)
-        if old is None or old.project_pk != project.pk or session.get(Rater, old.rater_pk).user_pk != user_pk:
+        if (
+            old is None
+            or old.project_pk != project.pk
+            or session.get(Rater, old.rater_pk).user_pk != user_pk
+        ):
             raise JudgingError(404, f"no judgment {judgment_pk} of yours in this project")
-        req = session.scalar(select(ReviewRequest).where(ReviewRequest.judgment_pk == judgment_pk,
-                                                        ReviewRequest.status == "open").with_for_update())
+        req = session.scalar(
+            select(ReviewRequest)
+            .where(ReviewRequest.judgment_pk == judgment_pk, ReviewRequest.status == "open")
+            .with_for_update()
+        )
         if req is None:
-            raise JudgingError(409, "this judgment was not sent back to you; only sent-back judgments can be revised")
+            raise JudgingError(
+                409,
+                "this judgment was not sent back to you; only sent-back judgments can be revised",
+            )
         item_row = session.get(ItemRow, old.item_pk)
-        parsed = build_judgment(session, project, item_row, username, data, shown_order=old.shown_order,
-                                started_at=None, idempotency_key=idempotency_key, telemetry=telemetry)
-        row = repo.judgment_row_from_judgment(project, item_row, session.get(Rater, old.rater_pk), parsed)
+        parsed = build_judgment(
+            session,
+            project,
+            item_row,
+            username,
+            data,
+            shown_order=old.shown_order,
+            started_at=None,
+            idempotency_key=idempotency_key,
+            telemetry=telemetry,
+        )
+        row = repo.judgment_row_from_judgment(
+            project, item_row, session.get(Rater, old.rater_pk), parsed
+        )
         row.supersedes_pk = old.pk
         session.add(row)
         session.flush()

@@ -111,8 +111,16 @@ _BY_SESSION = (
 
 #: The project and the caller's role in it in one query (outer join: admins need no membership).
 _PROJECT = (
-    select(_PJ.c.pk, _PJ.c.name, _PJ.c.title, _PJ.c.kinds, _PJ.c.settings, _PJ.c.rubric_key,
-           _PJ.c.rubric_version, _M.c.role)
+    select(
+        _PJ.c.pk,
+        _PJ.c.name,
+        _PJ.c.title,
+        _PJ.c.kinds,
+        _PJ.c.settings,
+        _PJ.c.rubric_key,
+        _PJ.c.rubric_version,
+        _M.c.role,
+    )
     .outerjoin(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == bindparam("user_pk")))
     .where(_PJ.c.name == bindparam("name"))
 )
@@ -124,7 +132,10 @@ def _authenticate(request: Request, conn) -> Actor | None:  # noqa: ANN001
     if auth:
         scheme, _, token = auth.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise _deny(401, "use 'Authorization: Bearer <token>' (create one with POST /api/v1/auth/tokens)")
+            raise _deny(
+                401,
+                "use 'Authorization: Bearer <token>' (create one with POST /api/v1/auth/tokens)",
+            )
         row = conn.execute(_BY_TOKEN, {"hash": sha256(token.strip()), "now": now}).first()
         if row is None:
             raise _deny(401, "invalid, expired or revoked API token")
@@ -136,7 +147,10 @@ def _authenticate(request: Request, conn) -> Actor | None:  # noqa: ANN001
             raise _deny(401, "your session has expired or ended; log in again")
         actor = Actor(row.pk, row.username, row.is_admin, "session", row.spk, row.csrf_token)
         if not csrf_ok(request, row.csrf_token):
-            raise _deny(403, "missing or wrong CSRF token: send the X-CSRF-Token header from /api/v1/auth/me")
+            raise _deny(
+                403,
+                "missing or wrong CSRF token: send the X-CSRF-Token header from /api/v1/auth/me",
+            )
         return actor
     return None
 
@@ -145,7 +159,15 @@ def _load_project(conn, name: str, user_pk: int) -> tuple[ProjectRef | None, str
     p = conn.execute(_PROJECT, {"name": name, "user_pk": user_pk}).first()
     if p is None:
         return None, None
-    ref = ProjectRef(p.pk, p.name, p.title, list(p.kinds or []), dict(p.settings or {}), p.rubric_key, p.rubric_version)
+    ref = ProjectRef(
+        p.pk,
+        p.name,
+        p.title,
+        list(p.kinds or []),
+        dict(p.settings or {}),
+        p.rubric_key,
+        p.rubric_version,
+    )
     return ref, p.role
 
 
@@ -194,7 +216,11 @@ def guard(action: str):  # noqa: ANN201
                     raise _deny(404, f"no project {name!r}, or you are not a member of it")
                 ctx.project, ctx.role = project, role
             if not allowed(action, is_admin=actor.is_admin, role=ctx.role):
-                need = "a site admin" if action == "site.admin" else f"one of the roles {sorted(RULES[action])}"
+                need = (
+                    "a site admin"
+                    if action == "site.admin"
+                    else f"one of the roles {sorted(RULES[action])}"
+                )
                 raise _deny(403, f"{action}: needs {need} (you are {ctx.role or 'not a member'})")
             return ctx
 

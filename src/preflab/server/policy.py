@@ -17,10 +17,16 @@ class Qualification(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    n_items: int = Field(default=0, ge=0, le=1000, description="Size of the qualification set (gold items).")
+    n_items: int = Field(
+        default=0, ge=0, le=1000, description="Size of the qualification set (gold items)."
+    )
     pass_bar: float = Field(default=0.8, gt=0, le=1, description="Accuracy a rater must reach.")
-    min_items: int = Field(default=5, ge=1, le=1000, description="Answers needed before any decision.")
-    confidence: float = Field(default=0.9, gt=0.5, lt=1, description="Confidence of the Wilson rule.")
+    min_items: int = Field(
+        default=5, ge=1, le=1000, description="Answers needed before any decision."
+    )
+    confidence: float = Field(
+        default=0.9, gt=0.5, lt=1, description="Confidence of the Wilson rule."
+    )
 
 
 class Drift(BaseModel):
@@ -29,9 +35,13 @@ class Drift(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    window: int = Field(default=20, ge=2, le=1000, description="Most recent production gold outcomes considered.")
+    window: int = Field(
+        default=20, ge=2, le=1000, description="Most recent production gold outcomes considered."
+    )
     min_items: int = Field(default=8, ge=1, le=1000)
-    bar: float | None = Field(default=None, gt=0, le=1, description="Default: the qualification pass bar.")
+    bar: float | None = Field(
+        default=None, gt=0, le=1, description="Default: the qualification pass bar."
+    )
     confidence: float = Field(default=0.9, gt=0.5, lt=1)
 
 
@@ -46,58 +56,99 @@ class TelemetryPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    paste_share: float = Field(default=_TEL.paste_share, gt=0, le=1,
-                               description="Pasted share of rationale input at or above which it is flagged.")
-    min_ms_per_word: float = Field(default=_TEL.min_ms_per_word, ge=0,
-                                   description="Active ms per word to read below which a label is too fast.")
-    min_iki_cv: float = Field(default=_TEL.min_iki_cv, ge=0,
-                              description="Inter-key interval CV below which typing is machine-regular.")
-    min_typed_chars: int = Field(default=_TEL.min_typed_chars, ge=0,
-                                 description="Typed characters needed before rhythm and revisions are judged.")
-    min_revision_ratio: float = Field(default=_TEL.min_revision_ratio, ge=0,
-                                      description="Deleted / typed characters below which nothing was corrected.")
-    max_untrusted_paste_chars: int = Field(default=_TEL.max_untrusted_paste_chars, ge=0,
-                                           description="Characters pasted from outside the environment allowed.")
+    paste_share: float = Field(
+        default=_TEL.paste_share,
+        gt=0,
+        le=1,
+        description="Pasted share of rationale input at or above which it is flagged.",
+    )
+    min_ms_per_word: float = Field(
+        default=_TEL.min_ms_per_word,
+        ge=0,
+        description="Active ms per word to read below which a label is too fast.",
+    )
+    min_iki_cv: float = Field(
+        default=_TEL.min_iki_cv,
+        ge=0,
+        description="Inter-key interval CV below which typing is machine-regular.",
+    )
+    min_typed_chars: int = Field(
+        default=_TEL.min_typed_chars,
+        ge=0,
+        description="Typed characters needed before rhythm and revisions are judged.",
+    )
+    min_revision_ratio: float = Field(
+        default=_TEL.min_revision_ratio,
+        ge=0,
+        description="Deleted / typed characters below which nothing was corrected.",
+    )
+    max_untrusted_paste_chars: int = Field(
+        default=_TEL.max_untrusted_paste_chars,
+        ge=0,
+        description="Characters pasted from outside the environment allowed.",
+    )
 
 
 class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    overlap_share: float = Field(default=0.0, ge=0, le=1, description="Share of items labelled by k raters.")
+    overlap_share: float = Field(
+        default=0.0, ge=0, le=1, description="Share of items labelled by k raters."
+    )
     overlap_k: int = Field(default=2, ge=2, le=50, description="Labels per overlap item (k >= 2).")
-    gold_rate: float = Field(default=0.0, ge=0, le=0.5, description="Share of production tasks that are gold.")
+    gold_rate: float = Field(
+        default=0.0, ge=0, le=0.5, description="Share of production tasks that are gold."
+    )
     qualification: Qualification = Field(default_factory=Qualification)
     drift: Drift = Field(default_factory=Drift)
     required_domains: list[str] = Field(
         default_factory=list, description="Verified domains every rater of the project needs."
     )
     domain_match: Literal["all", "any"] = Field(
-        default="all", description="An item with domains needs all (or any) of them verified for the rater."
+        default="all",
+        description="An item with domains needs all (or any) of them verified for the rater.",
     )
-    randomise_order: bool = Field(default=True, description="Shuffle candidates per task (stored as shown_order).")
+    randomise_order: bool = Field(
+        default=True, description="Shuffle candidates per task (stored as shown_order)."
+    )
     max_items_per_rater: int | None = Field(default=None, ge=1)
     blind: bool = Field(default=True, description="Reviewers see rater hashes, not usernames.")
     lease_seconds: int = Field(default=900, ge=1, le=7 * 24 * 3600)
     verifiable_to_raters: bool = Field(
-        default=False, description="Also send items a verifier scores (metadata.verifiable: code / sql / "
-                                   "math) to raters; by default the verifier scores them instead.")
+        default=False,
+        description="Also send items a verifier scores (metadata.verifiable: code / sql / "
+        "math) to raters; by default the verifier scores them instead.",
+    )
     # -- webui branch: rationale length and reviewer spot checks ------------------------------
-    min_rationale_chars: int = Field(default=0, ge=0, le=20_000,
-                                     description="Shortest rationale accepted with a judgment (0: optional).")
-    spot_review_share: float = Field(default=0.05, ge=0, le=1,
-                                     description="Share of unflagged judgments shown in the spot-review queue.")
+    min_rationale_chars: int = Field(
+        default=0,
+        ge=0,
+        le=20_000,
+        description="Shortest rationale accepted with a judgment (0: optional).",
+    )
+    spot_review_share: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="Share of unflagged judgments shown in the spot-review queue.",
+    )
     # -- identity branch: imported labels by models ---------------------------------------------
     ai_labelers: list[str] = Field(
-        default_factory=list, max_length=1000,
+        default_factory=list,
+        max_length=1000,
         description="Imported 'labeler' names that are models (stored as source 'ai'), besides the built-in "
-                    "patterns (gpt-*, claude*, gemini*, llama*, model:*, ai ...; see preflab.io.formats.generic).",
+        "patterns (gpt-*, claude*, gemini*, llama*, model:*, ai ...; see preflab.io.formats.generic).",
     )
 
     # -- gates branch: telemetry that acts ------------------------------------------------------
     telemetry: TelemetryPolicy = Field(default_factory=TelemetryPolicy)
     # -- gates branch: agreement floor of an export (preflab.io.export.agreement_gate) ------------
-    min_alpha: float = Field(default=0.84, ge=0, le=1,
-                             description="Krippendorff's alpha each batch x dimension must reach to export.")
+    min_alpha: float = Field(
+        default=0.84,
+        ge=0,
+        le=1,
+        description="Krippendorff's alpha each batch x dimension must reach to export.",
+    )
 
     @field_validator("required_domains")
     @classmethod

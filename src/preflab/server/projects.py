@@ -46,8 +46,16 @@ def create_project(
     project = repo.create_project(
         session, name, title=title, kinds=kinds or ["pairwise"], settings=_stored(settings, 1)
     )
-    session.add(SettingsVersion(project_pk=project.pk, version=1, changed_by=created_by, before=None,
-                                after=_stored(settings, 1), note="created"))
+    session.add(
+        SettingsVersion(
+            project_pk=project.pk,
+            version=1,
+            changed_by=created_by,
+            before=None,
+            after=_stored(settings, 1),
+            note="created",
+        )
+    )
     session.flush()
     return project
 
@@ -64,7 +72,12 @@ def current_settings(project: Project) -> Settings:
 
 
 def update_settings(
-    session: Session, project: Project, changes: dict[str, Any], *, changed_by: int | None, note: str = ""
+    session: Session,
+    project: Project,
+    changes: dict[str, Any],
+    *,
+    changed_by: int | None,
+    note: str = "",
 ) -> tuple[int, Settings]:
     """Apply a partial change (``policy`` merged key by key); audited as a new version."""
     before = current_settings(project)
@@ -84,9 +97,20 @@ def update_settings(
     before_stored = {"title": project.title, **(project.settings or {})}
     project.title = after.title or project.name
     project.settings = _stored(after, version)
-    session.add(SettingsVersion(project_pk=project.pk, version=version, changed_by=changed_by,
-                                before=before_stored, after={"title": project.title, **project.settings}, note=note))
-    if before.policy.overlap_share != after.policy.overlap_share or before.policy.overlap_k != after.policy.overlap_k:
+    session.add(
+        SettingsVersion(
+            project_pk=project.pk,
+            version=version,
+            changed_by=changed_by,
+            before=before_stored,
+            after={"title": project.title, **project.settings},
+            note=note,
+        )
+    )
+    if (
+        before.policy.overlap_share != after.policy.overlap_share
+        or before.policy.overlap_k != after.policy.overlap_k
+    ):
         retarget_pool(session, project, after.policy)
     session.flush()
     return version, after
@@ -95,7 +119,9 @@ def update_settings(
 def settings_history(session: Session, project_pk: int) -> list[SettingsVersion]:
     return list(
         session.scalars(
-            select(SettingsVersion).where(SettingsVersion.project_pk == project_pk).order_by(SettingsVersion.version)
+            select(SettingsVersion)
+            .where(SettingsVersion.project_pk == project_pk)
+            .order_by(SettingsVersion.version)
         )
     )
 
@@ -119,8 +145,14 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
     """Add pool rows for items that have none (imported by any route); returns how many."""
     n_candidates = select(func.count()).where(CandidateRow.item_pk == ItemRow.pk).scalar_subquery()
     rows = session.execute(
-        select(ItemRow.pk, ItemRow.content_hash, ItemRow.gold, ItemRow.meta, ItemRow.domains,
-               n_candidates.label("n_candidates"))
+        select(
+            ItemRow.pk,
+            ItemRow.content_hash,
+            ItemRow.gold,
+            ItemRow.meta,
+            ItemRow.domains,
+            n_candidates.label("n_candidates"),
+        )
         .outerjoin(PoolEntry, PoolEntry.item_pk == ItemRow.pk)
         .where(ItemRow.project_pk == project_pk, PoolEntry.pk.is_(None))
         .order_by(ItemRow.pk)
@@ -132,15 +164,18 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
     if not rows:
         return 0
     n_qual = session.scalar(
-        select(func.count()).select_from(PoolEntry).where(
-            PoolEntry.project_pk == project_pk, PoolEntry.role == "qualification"
-        )
+        select(func.count())
+        .select_from(PoolEntry)
+        .where(PoolEntry.project_pk == project_pk, PoolEntry.role == "qualification")
     )
     existing = dict(
         session.execute(
             select(JudgmentRow.item_pk, func.count())
-            .where(JudgmentRow.item_pk.in_([r.pk for r in rows]), JudgmentRow.excluded.is_(False),
-                   JudgmentRow.supersedes_pk.is_(None))
+            .where(
+                JudgmentRow.item_pk.in_([r.pk for r in rows]),
+                JudgmentRow.excluded.is_(False),
+                JudgmentRow.supersedes_pk.is_(None),
+            )
             .group_by(JudgmentRow.item_pk)
         ).all()
     )
@@ -155,8 +190,16 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
             target = 0
         else:
             role, target = "production", production_target(r.content_hash, policy, r.meta)
-        entries.append({"project_pk": project_pk, "item_pk": r.pk, "role": role, "target": target,
-                        "filled": int(existing.get(r.pk, 0)), "order_key": int(r.content_hash[8:15], 16)})
+        entries.append(
+            {
+                "project_pk": project_pk,
+                "item_pk": r.pk,
+                "role": role,
+                "target": target,
+                "filled": int(existing.get(r.pk, 0)),
+                "order_key": int(r.content_hash[8:15], 16),
+            }
+        )
         domains += [{"item_pk": r.pk, "domain": d} for d in (r.domains or [])]
     insert_ignore(session, PoolEntry.__table__, entries, ["item_pk"])
     insert_ignore(session, PoolDomain.__table__, domains, ["item_pk", "domain"])
@@ -170,8 +213,11 @@ def retarget_pool(session: Session, project: Project, policy: Policy) -> None:
         .where(PoolEntry.project_pk == project.pk, PoolEntry.role == "production")
     ).all()
     for pk, digest, meta in rows:
-        session.execute(update(PoolEntry).where(PoolEntry.pk == pk)
-                        .values(target=production_target(digest, policy, meta)))
+        session.execute(
+            update(PoolEntry)
+            .where(PoolEntry.pk == pk)
+            .values(target=production_target(digest, policy, meta))
+        )
 
 
 # -- importer / exporter adapters ----------------------------------------------------------------
@@ -186,7 +232,9 @@ def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str
     check_items_fit(validated, kinds)
     try:
         from ..io.importer import ImportFailed, ImportOptions, import_files
-    except ImportError:  # pragma: no cover - the importer ships with preflab; kept for partial builds
+    except (
+        ImportError
+    ):  # pragma: no cover - the importer ships with preflab; kept for partial builds
         import_files = None
     if import_files is not None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -201,7 +249,11 @@ def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str
                 from .judging import JudgingError
 
                 raise JudgingError(422, str(exc).replace(str(path), "items")) from None
-        summary = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else {"report": str(report)}
+        summary = (
+            dataclasses.asdict(report)
+            if dataclasses.is_dataclass(report)
+            else {"report": str(report)}
+        )
         summary.pop("files", None)
     else:
         created = 0
@@ -210,7 +262,11 @@ def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str
             for item in validated:
                 _, new = repo.add_item(session, project, item)
                 created += int(new)
-        summary = {"items": len(validated), "created": created, "unchanged": len(validated) - created}
+        summary = {
+            "items": len(validated),
+            "created": created,
+            "unchanged": len(validated) - created,
+        }
     with db.writing() as session:
         project = repo.get_project(session, project_name)
         summary["pooled"] = sync_pool(session, project.pk, current_settings(project).policy)
@@ -231,15 +287,23 @@ def check_items_fit(items: list[Item], kinds: list[str]) -> None:
     for line, item in enumerate(items, start=1):
         if not item_kinds(kinds, len(item.candidates), item.metadata):
             need = "; ".join(f"{k} needs {describe_need(k)}" for k in kinds if k in JUDGMENT_KINDS)
-            problems.append({"loc": ["body", "items", line - 1, "candidates"], "type": "value_error",
-                             "msg": f"items:{line}: candidates: item {item.id!r} has {len(item.candidates)} "
-                                    f"answer(s), which no kind of this project fits ({need}); fix the item "
-                                    "or add a kind that fits it to the project"})
+            problems.append(
+                {
+                    "loc": ["body", "items", line - 1, "candidates"],
+                    "type": "value_error",
+                    "msg": f"items:{line}: candidates: item {item.id!r} has {len(item.candidates)} "
+                    f"answer(s), which no kind of this project fits ({need}); fix the item "
+                    "or add a kind that fits it to the project",
+                }
+            )
     if problems:
         from .judging import JudgingError
 
-        raise JudgingError(422, f"{len(problems)} item(s) cannot be labelled in this project; nothing was imported",
-                           problems)
+        raise JudgingError(
+            422,
+            f"{len(problems)} item(s) cannot be labelled in this project; nothing was imported",
+            problems,
+        )
 
 
 def _jsonable(value: Any) -> Any:
@@ -250,8 +314,14 @@ class ExporterMissing(RuntimeError):
     pass
 
 
-def export_project(db, project_name: str, fmt: str, out_dir: Path, aggregation: str = "majority",  # noqa: ANN001
-                   **options: Any) -> tuple[int | None, dict[str, Any]]:
+def export_project(
+    db,
+    project_name: str,
+    fmt: str,
+    out_dir: Path,
+    aggregation: str = "majority",  # noqa: ANN001
+    **options: Any,
+) -> tuple[int | None, dict[str, Any]]:
     """Run :func:`preflab.io.export.export_project` (it writes the files, the manifest and the
     ``ExportLog`` row) with ``options`` of :class:`ExportOptions`; returns ``(export log pk, manifest)``."""
     try:
@@ -259,22 +329,34 @@ def export_project(db, project_name: str, fmt: str, out_dir: Path, aggregation: 
         from ..io.export import export_project as run_export
         from ..io.export.base import ExportError
     except ImportError as exc:  # pragma: no cover
-        raise ExporterMissing("the exporter (preflab.io.export) is not installed in this build") from exc
+        raise ExporterMissing(
+            "the exporter (preflab.io.export) is not installed in this build"
+        ) from exc
     from .judging import JudgingError
 
     if aggregation not in AGGREGATORS:
-        raise JudgingError(422, f"aggregation {aggregation!r}: choose from {', '.join(AGGREGATORS)}")
+        raise JudgingError(
+            422, f"aggregation {aggregation!r}: choose from {', '.join(AGGREGATORS)}"
+        )
     gate = options.get("length_gate")
     if gate is not None and not 0 < gate[0] <= 1 <= gate[1]:
-        raise JudgingError(422, f"length_gate {list(gate)}: need 0 < min <= 1 <= max, e.g. [0.85, 1.2]")
+        raise JudgingError(
+            422, f"length_gate {list(gate)}: need 0 < min <= 1 <= max, e.g. [0.85, 1.2]"
+        )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
-        manifest = run_export(db.engine, project_name, ExportOptions(format=fmt, out=out_dir, **options),
-                              aggregator=AGGREGATORS[aggregation])
+        manifest = run_export(
+            db.engine,
+            project_name,
+            ExportOptions(format=fmt, out=out_dir, **options),
+            aggregator=AGGREGATORS[aggregation],
+        )
     except ExportError as exc:
         raise JudgingError(422, str(exc)) from None
     with db.reading() as session:
         from ..store.models import ExportLog
 
-        log_pk = session.scalar(select(ExportLog.pk).where(ExportLog.path == str(out_dir)).order_by(ExportLog.pk.desc()))
+        log_pk = session.scalar(
+            select(ExportLog.pk).where(ExportLog.path == str(out_dir)).order_by(ExportLog.pk.desc())
+        )
     return log_pk, _jsonable(manifest)

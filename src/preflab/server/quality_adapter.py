@@ -22,7 +22,9 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return wilson(successes, n, confidence)
 
 
-def qualification_decision(correct: Sequence[bool], bar: float, min_items: int, confidence: float) -> Decision:
+def qualification_decision(
+    correct: Sequence[bool], bar: float, min_items: int, confidence: float
+) -> Decision:
     """``pass`` once the Wilson lower bound clears ``bar`` (after ``min_items``); ``fail`` once
     the upper bound is below it; else ``continue`` (see :func:`preflab.quality.gold.qualification_decision`)."""
     from ..quality.gold import qualification_decision as decide
@@ -38,7 +40,9 @@ def final_qualification(correct: Sequence[bool], bar: float, min_items: int) -> 
     return "pass" if sum(bool(c) for c in correct) / n >= bar else "fail"
 
 
-def drift_alarm(recent: Sequence[bool], bar: float, min_items: int, confidence: float) -> dict[str, Any] | None:
+def drift_alarm(
+    recent: Sequence[bool], bar: float, min_items: int, confidence: float
+) -> dict[str, Any] | None:
     """Evidence when the rolling gold accuracy is credibly below ``bar`` (Wilson upper bound of
     the last ``len(recent)`` outcomes < bar), else ``None``. The CUSUM path of
     :func:`preflab.quality.gold.cusum_drift` is attached to the evidence when it applies."""
@@ -50,8 +54,14 @@ def drift_alarm(recent: Sequence[bool], bar: float, min_items: int, confidence: 
     if hi >= bar:
         return None
     evidence: dict[str, Any] = {
-        "rule": "rolling_wilson_upper_below_bar", "n": n, "correct": k, "accuracy": k / n,
-        "wilson": [lo, hi], "confidence": confidence, "bar": bar, "outcomes": [bool(c) for c in recent],
+        "rule": "rolling_wilson_upper_below_bar",
+        "n": n,
+        "correct": k,
+        "accuracy": k / n,
+        "wilson": [lo, hi],
+        "confidence": confidence,
+        "bar": bar,
+        "outcomes": [bool(c) for c in recent],
     }
     if 0 < bar < 0.95:
         from ..quality.gold import cusum_drift
@@ -65,4 +75,6 @@ def _plain(value: Any) -> Any:
     """numpy scalars to Python numbers, so the evidence stores as JSON."""
     import json
 
-    return json.loads(json.dumps(value, default=lambda v: v.item() if hasattr(v, "item") else str(v)))
+    return json.loads(
+        json.dumps(value, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+    )

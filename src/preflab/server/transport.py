@@ -33,8 +33,10 @@ class TransportSecurity:
 
         async def send_secure(message) -> None:  # noqa: ANN001
             if message["type"] == "http.response.start":
-                headers = [(k, _secure_cookie(v) if k.lower() == b"set-cookie" else v)
-                           for k, v in message.get("headers", [])]
+                headers = [
+                    (k, _secure_cookie(v) if k.lower() == b"set-cookie" else v)
+                    for k, v in message.get("headers", [])
+                ]
                 if https:
                     headers.append(HSTS)
                 message = {**message, "headers": headers}

@@ -17,7 +17,12 @@ from typing import Any
 
 from ..demo import DEMO_PROJECT, DEMO_TITLE  # the CLI demo's project: same name, title and data
 
-ACCOUNTS = (("admin", True, None), ("reviewer", False, "reviewer"), ("rater1", False, "rater"), ("rater2", False, "rater"))
+ACCOUNTS = (
+    ("admin", True, None),
+    ("reviewer", False, "reviewer"),
+    ("rater1", False, "rater"),
+    ("rater2", False, "rater"),
+)
 GUIDELINES = """# PandaLM pairwise comparison
 
 Each task shows an **instruction** (sometimes with an input) and two model answers.
@@ -35,8 +40,10 @@ def pandalm_records(limit: int = 200) -> tuple[list[dict[str, Any]], str]:
     """Up to ``limit`` PandaLM records and where they came from."""
     bundled = resources.files("preflab").joinpath("data/pandalm-sample.jsonl")
     if not bundled.is_file():
-        raise FileNotFoundError("no PandaLM data: preflab/data/pandalm-sample.jsonl is missing from the "
-                                "installed package; reinstall preflab (pip install -e .)")
+        raise FileNotFoundError(
+            "no PandaLM data: preflab/data/pandalm-sample.jsonl is missing from the "
+            "installed package; reinstall preflab (pip install -e .)"
+        )
     lines = bundled.read_text(encoding="utf-8").splitlines()
     return [json.loads(x) for x in lines if x.strip()][:limit], "preflab/data/pandalm-sample.jsonl"
 
@@ -47,13 +54,21 @@ def pandalm_item(rec: dict[str, Any], *, gold: bool = False) -> dict[str, Any]:
     from ..io.formats import ConvertOptions
     from ..io.formats.shared_datasets import PANDALM
 
-    item = PANDALM.convert(rec, ConvertOptions()).items[0].model_dump(mode="json", exclude_none=True)
+    item = (
+        PANDALM.convert(rec, ConvertOptions()).items[0].model_dump(mode="json", exclude_none=True)
+    )
     if gold:
         vote = rec["annotator1"]
-        item["gold"] = {"judgment": {"kind": "pairwise", "shown_order": ["response1", "response2"],
-                                     "winner": "a" if vote == 1 else "b", "strength": 2},
-                        "explanation": f"All three PandaLM annotators preferred response {vote} "
-                                       f"({'the first' if vote == 1 else 'the second'} one in the data set)."}
+        item["gold"] = {
+            "judgment": {
+                "kind": "pairwise",
+                "shown_order": ["response1", "response2"],
+                "winner": "a" if vote == 1 else "b",
+                "strength": 2,
+            },
+            "explanation": f"All three PandaLM annotators preferred response {vote} "
+            f"({'the first' if vote == 1 else 'the second'} one in the data set).",
+        }
         item["metadata"]["qualification"] = True
     return item
 
@@ -75,10 +90,19 @@ def build_demo(db_url: str, *, n_items: int = 40, n_qualification: int = 5) -> d
     try:
         with db.writing() as s:
             project = projects.create_project(
-                s, DEMO_PROJECT, title=DEMO_TITLE, kinds=["pairwise"],
+                s,
+                DEMO_PROJECT,
+                title=DEMO_TITLE,
+                kinds=["pairwise"],
                 guidelines=GUIDELINES,
-                policy={"qualification": {"n_items": len(qual_ids), "min_items": 3, "pass_bar": 0.6},
-                        "overlap_share": 0.5, "overlap_k": 2, "min_rationale_chars": 0, "blind": True})
+                policy={
+                    "qualification": {"n_items": len(qual_ids), "min_items": 3, "pass_bar": 0.6},
+                    "overlap_share": 0.5,
+                    "overlap_k": 2,
+                    "min_rationale_chars": 0,
+                    "blind": True,
+                },
+            )
             for name, admin, role in ACCOUNTS:
                 user, passwords[name] = create_user(s, name, is_admin=admin)
                 if role:
@@ -86,11 +110,19 @@ def build_demo(db_url: str, *, n_items: int = 40, n_qualification: int = 5) -> d
         summary = projects.import_items(db, DEMO_PROJECT, items)
     finally:
         db.dispose()
-    return {"project": DEMO_PROJECT, "source": source, "items": len(items), "qualification": len(qual_ids),
-            "passwords": passwords, "import": summary}
+    return {
+        "project": DEMO_PROJECT,
+        "source": source,
+        "items": len(items),
+        "qualification": len(qual_ids),
+        "passwords": passwords,
+        "import": summary,
+    }
 
 
-def serve_demo(host: str = "127.0.0.1", port: int = 8000, directory: Path = Path("preflab-demo")) -> None:
+def serve_demo(
+    host: str = "127.0.0.1", port: int = 8000, directory: Path = Path("preflab-demo")
+) -> None:
     """Build the demo in a fresh SQLite file under ``directory`` and serve it (blocking)."""
     import os
 
@@ -107,14 +139,22 @@ def serve_demo(host: str = "127.0.0.1", port: int = 8000, directory: Path = Path
     config = ServerConfig(db_url=url, exports_dir=(directory / "exports").resolve())
     os.environ[CONFIG_ENV] = config.to_env()
     secrets_file = write_passwords(directory / "demo-passwords.txt", demo["passwords"])
-    print(f"preflab demo: {demo['items']} PandaLM items ({demo['qualification']} for qualification) from {demo['source']}")
+    print(
+        f"preflab demo: {demo['items']} PandaLM items ({demo['qualification']} for qualification) from {demo['source']}"
+    )
     print(f"open http://{host}:{port}/  (project {demo['project']}: {DEMO_TITLE})")
     print(f"database: {db_file}")
     print(f"demo accounts (passwords generated now; kept in {secrets_file}, readable by you only):")
     for name, admin, role in ACCOUNTS:
         print(f"  {name:<9} {demo['passwords'][name]}   {'site admin' if admin else role}")
-    uvicorn.run("preflab.server.app:app_from_env", factory=True, host=host, port=port, log_level="warning",
-                access_log=False)
+    uvicorn.run(
+        "preflab.server.app:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )
 
 
 def write_passwords(path: Path, passwords: dict[str, str]) -> Path:

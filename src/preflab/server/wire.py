@@ -67,7 +67,10 @@ def jsonl_problems(raw: bytes) -> list[tuple[int, str, str]]:
             if b"\x00" in line:
                 out.append((n, "line", NUL_MESSAGE))
             continue
-        out += [(n, ".".join(str(p) for p in loc) or "record", message) for loc, _, message in wire_problems(value)]
+        out += [
+            (n, ".".join(str(p) for p in loc) or "record", message)
+            for loc, _, message in wire_problems(value)
+        ]
     return out
 
 
@@ -75,10 +78,13 @@ def check_wire(value: Any, title: str) -> None:  # noqa: ANN401
     """Raise a pydantic ``ValidationError`` (422 field by field) for every wire problem."""
     problems = wire_problems(value)
     if problems:
-        raise ValidationError.from_exception_data(title, [
-            InitErrorDetails(type=PydanticCustomError(kind, message), loc=loc, input="")
-            for loc, kind, message in problems
-        ])
+        raise ValidationError.from_exception_data(
+            title,
+            [
+                InitErrorDetails(type=PydanticCustomError(kind, message), loc=loc, input="")
+                for loc, kind, message in problems
+            ],
+        )
 
 
 class WireModel(BaseModel):
@@ -94,8 +100,12 @@ class WireModel(BaseModel):
 
 
 def _json_error(loc: list, message: str) -> bytes:
-    return orjson.dumps({"detail": "invalid request", "errors": [{"loc": loc, "msg": message,
-                                                                  "type": "nul_character"}]})
+    return orjson.dumps(
+        {
+            "detail": "invalid request",
+            "errors": [{"loc": loc, "msg": message, "type": "nul_character"}],
+        }
+    )
 
 
 class RejectNulInUrl:
@@ -109,16 +119,27 @@ class RejectNulInUrl:
             loc = None
             if "\x00" in scope.get("path", ""):
                 loc = ["path"]
-            elif b"%00" in scope.get("query_string", b"") or b"\x00" in scope.get("query_string", b""):
-                for name, value in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
+            elif b"%00" in scope.get("query_string", b"") or b"\x00" in scope.get(
+                "query_string", b""
+            ):
+                for name, value in parse_qsl(
+                    scope["query_string"].decode("latin-1"), keep_blank_values=True
+                ):
                     if "\x00" in name or "\x00" in value:
                         loc = ["query", name.replace("\x00", "\\u0000")]
                         break
             if loc is not None:
                 body = _json_error(loc, NUL_MESSAGE)
-                await send({"type": "http.response.start", "status": 422,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 422,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)

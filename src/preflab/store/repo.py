@@ -80,7 +80,11 @@ def get_project(session: Session, name: str) -> Project:
     project = session.scalar(select(Project).where(Project.name == name))
     if project is None:
         names = session.scalars(select(Project.name).order_by(Project.name)).all()
-        hint = f"; projects: {', '.join(names)}" if names else "; create one with `preflab project create`"
+        hint = (
+            f"; projects: {', '.join(names)}"
+            if names
+            else "; create one with `preflab project create`"
+        )
         raise NotFound(f"no project {name!r}{hint}")
     return project
 
@@ -92,7 +96,9 @@ def list_projects(session: Session) -> list[Project]:
 # -- rubrics ------------------------------------------------------------------------------
 
 
-def add_rubric(session: Session, project: Project, rubric: Rubric, *, make_current: bool = True) -> RubricVersion:
+def add_rubric(
+    session: Session, project: Project, rubric: Rubric, *, make_current: bool = True
+) -> RubricVersion:
     """Store a rubric. Same content as the latest version: returns it. Changed: a new version.
 
     Versions are immutable: the stored ``version`` number is assigned here, whatever the file says.
@@ -123,12 +129,20 @@ def add_rubric(session: Session, project: Project, rubric: Rubric, *, make_curre
     return row
 
 
-def get_rubric(session: Session, project: Project, key: str | None = None, version: int | None = None) -> Rubric | None:
+def get_rubric(
+    session: Session, project: Project, key: str | None = None, version: int | None = None
+) -> Rubric | None:
     key = key or project.rubric_key
     if key is None:
         return None
-    stmt = select(RubricVersion).where(RubricVersion.project_pk == project.pk, RubricVersion.rubric_key == key)
-    stmt = stmt.where(RubricVersion.version == version) if version else stmt.order_by(RubricVersion.version.desc())
+    stmt = select(RubricVersion).where(
+        RubricVersion.project_pk == project.pk, RubricVersion.rubric_key == key
+    )
+    stmt = (
+        stmt.where(RubricVersion.version == version)
+        if version
+        else stmt.order_by(RubricVersion.version.desc())
+    )
     row = session.scalar(stmt.limit(1))
     return None if row is None else Rubric.model_validate(row.content)
 
@@ -136,7 +150,9 @@ def get_rubric(session: Session, project: Project, key: str | None = None, versi
 # -- items --------------------------------------------------------------------------------
 
 
-def item_row_from_item(project: Project, item: Item | ItemRows, batch_pk: int | None = None) -> ItemRow:
+def item_row_from_item(
+    project: Project, item: Item | ItemRows, batch_pk: int | None = None
+) -> ItemRow:
     """An ORM row (with candidates) for an item; the bulk importer writes the same values."""
     rows = item if isinstance(item, ItemRows) else item_rows(item)
     row = ItemRow(project_pk=project.pk, batch_pk=batch_pk, **rows.values)
@@ -167,7 +183,9 @@ def item_from_row(row: ItemRow) -> Item:
     )
 
 
-def add_item(session: Session, project: Project, item: Item, batch_pk: int | None = None) -> tuple[ItemRow, bool]:
+def add_item(
+    session: Session, project: Project, item: Item, batch_pk: int | None = None
+) -> tuple[ItemRow, bool]:
     """Insert an item; ``(row, created)``. Same id and same content: no-op. Different content: :class:`Conflict`."""
     existing = session.scalar(
         select(ItemRow).where(ItemRow.project_pk == project.pk, ItemRow.item_key == item.id)
@@ -212,11 +230,16 @@ def merge_metadata(
     for item_key in sorted(set(items) | set(per_item)):
         row = get_item(session, project, item_key)
         if item_key in items:
-            row.meta = {**(row.meta or {}), **items[item_key]}  # a new dict: the JSON column sees the change
+            row.meta = {
+                **(row.meta or {}),
+                **items[item_key],
+            }  # a new dict: the JSON column sees the change
         by_key = {c.candidate_key: c for c in row.candidates}
         for cand_key, values in per_item.get(item_key, {}).items():
             if cand_key not in by_key:
-                raise NotFound(f"item {item_key!r} of project {project.name!r} has no candidate {cand_key!r}")
+                raise NotFound(
+                    f"item {item_key!r} of project {project.name!r} has no candidate {cand_key!r}"
+                )
             by_key[cand_key].meta = {**(by_key[cand_key].meta or {}), **values}
     session.flush()
 
@@ -225,9 +248,15 @@ def merge_metadata(
 
 
 def get_or_create_rater(session: Session, project: Project, rater_key: str) -> Rater:
-    rater = session.scalar(select(Rater).where(Rater.project_pk == project.pk, Rater.rater_key == rater_key))
+    rater = session.scalar(
+        select(Rater).where(Rater.project_pk == project.pk, Rater.rater_key == rater_key)
+    )
     if rater is None:
-        rater = Rater(project_pk=project.pk, rater_key=rater_key, rater_hash=rater_hash(rater_key, project.secret))
+        rater = Rater(
+            project_pk=project.pk,
+            rater_key=rater_key,
+            rater_hash=rater_hash(rater_key, project.secret),
+        )
         session.add(rater)
         session.flush()
     return rater
@@ -248,7 +277,11 @@ def judgment_row_from_judgment(
     """An ORM row for a judgment; the bulk importer writes the same values."""
     rows = judgment if isinstance(judgment, JudgmentRows) else judgment_rows(judgment)
     return JudgmentRow(
-        project_pk=project.pk, item_pk=item_row.pk, rater_pk=rater.pk, batch_pk=batch_pk, **rows.values
+        project_pk=project.pk,
+        item_pk=item_row.pk,
+        rater_pk=rater.pk,
+        batch_pk=batch_pk,
+        **rows.values,
     )
 
 
@@ -258,7 +291,9 @@ def check_judgment_against_item(judgment: JudgmentBase, item: Item) -> list[str]
     problems = []
     for cid in judgment.candidate_ids():
         if cid not in known:
-            problems.append(f"candidate {cid!r}: not a candidate of item {item.id!r} (has {sorted(known)})")
+            problems.append(
+                f"candidate {cid!r}: not a candidate of item {item.id!r} (has {sorted(known)})"
+            )
     return problems
 
 
@@ -272,18 +307,24 @@ def add_judgment(
 ) -> tuple[JudgmentRow, bool]:
     """Insert a judgment; ``(row, created)``. An identical judgment or idempotency key: the first row."""
     if judgment.kind not in project.kinds:
-        raise StoreError(f"project {project.name!r} collects {project.kinds}, not {judgment.kind!r}")
+        raise StoreError(
+            f"project {project.name!r} collects {project.kinds}, not {judgment.kind!r}"
+        )
     item_row = item_row or get_item(session, project, judgment.item_id)
     key = judgment.provenance.idempotency_key
     if key is not None:
         existing = session.scalar(
-            select(JudgmentRow).where(JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == key)
+            select(JudgmentRow).where(
+                JudgmentRow.project_pk == project.pk, JudgmentRow.idempotency_key == key
+            )
         )
         if existing is not None:
             return existing, False
     rows = judgment_rows(judgment)
     existing = session.scalar(
-        select(JudgmentRow).where(JudgmentRow.item_pk == item_row.pk, JudgmentRow.content_hash == rows.content_hash)
+        select(JudgmentRow).where(
+            JudgmentRow.item_pk == item_row.pk, JudgmentRow.content_hash == rows.content_hash
+        )
     )
     if existing is not None:
         return existing, False
@@ -352,21 +393,52 @@ def iter_items_with_judgments(
     of the table is read at most once.
     """
     items, cands, judgments, raters = (
-        ItemRow.__table__.c, CandidateRow.__table__.c, JudgmentRow.__table__.c, Rater.__table__.c
+        ItemRow.__table__.c,
+        CandidateRow.__table__.c,
+        JudgmentRow.__table__.c,
+        Rater.__table__.c,
     )
     item_stmt = select(
-        items.pk, items.project_pk, items.item_key, items.prompt, items.domains, items.reference, items.gold,
-        items["metadata"], items.batch_pk,
+        items.pk,
+        items.project_pk,
+        items.item_key,
+        items.prompt,
+        items.domains,
+        items.reference,
+        items.gold,
+        items["metadata"],
+        items.batch_pk,
     ).order_by(items.pk)
     cand_stmt = select(
-        cands.item_pk, cands.candidate_key, cands.text, cands.messages, cands.model, cands.source, cands["metadata"]
+        cands.item_pk,
+        cands.candidate_key,
+        cands.text,
+        cands.messages,
+        cands.model,
+        cands.source,
+        cands["metadata"],
     ).order_by(cands.item_pk, cands.position)
     judg_stmt = (
-        select(judgments.pk, judgments.item_pk, judgments.kind, judgments.body, judgments.rationale,
-               raters.rater_key, raters.rater_hash, judgments.rubric_key, judgments.rubric_version,
-               judgments.review_pass, judgments.source, judgments.started_at, judgments.submitted_at,
-               judgments.telemetry, judgments.idempotency_key, judgments.batch_pk, judgments.excluded,
-               judgments.exclusion_reason)
+        select(
+            judgments.pk,
+            judgments.item_pk,
+            judgments.kind,
+            judgments.body,
+            judgments.rationale,
+            raters.rater_key,
+            raters.rater_hash,
+            judgments.rubric_key,
+            judgments.rubric_version,
+            judgments.review_pass,
+            judgments.source,
+            judgments.started_at,
+            judgments.submitted_at,
+            judgments.telemetry,
+            judgments.idempotency_key,
+            judgments.batch_pk,
+            judgments.excluded,
+            judgments.exclusion_reason,
+        )
         .join(Rater.__table__, raters.pk == judgments.rater_pk)
         # every writer sets a judgment's project to its item's: this is the (project_pk, item_pk) index
         .where(judgments.project_pk == project.pk)
@@ -374,12 +446,17 @@ def iter_items_with_judgments(
     )
     if not include_excluded:
         judg_stmt = judg_stmt.where(judgments.excluded.is_(False))
-    all_pks = session.scalars(select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)).all()
+    all_pks = session.scalars(
+        select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)
+    ).all()
     for start in range(0, len(all_pks), chunk):
         first, last = all_pks[start], all_pks[min(start + chunk, len(all_pks)) - 1]
         # rows unpacked into names: several times cheaper than indexing them column by column
-        rows = [r for r in session.execute(item_stmt.where(items.pk.between(first, last))).all()
-                if r[1] == project.pk]
+        rows = [
+            r
+            for r in session.execute(item_stmt.where(items.pk.between(first, last))).all()
+            if r[1] == project.pk
+        ]
         keys = {pk: key for pk, _, key, *_ in rows}
         candidates: dict[int, list[Any]] = {pk: [] for pk in keys}
         for item_pk, key, text, msgs, model, source, meta in session.execute(
@@ -388,17 +465,55 @@ def iter_items_with_judgments(
             if item_pk in candidates:
                 candidates[item_pk].append(trusted.candidate(key, text, msgs, model, source, meta))
         # per item: (judgments, meta), filled in judgment pk order
-        judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {pk: ([], []) for pk in keys}
-        for (pk, item_pk, kind, body, rationale, rater_key, stored_hash, rubric_key, rubric_version, review_pass,
-             source, started_at, submitted_at, telemetry, idempotency_key, batch_pk, excluded, exclusion_reason,
-             ) in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
-            if item_pk not in judged:  # an item added to the range since the pks were read (SQLite: no snapshot)
+        judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {
+            pk: ([], []) for pk in keys
+        }
+        for (
+            pk,
+            item_pk,
+            kind,
+            body,
+            rationale,
+            rater_key,
+            stored_hash,
+            rubric_key,
+            rubric_version,
+            review_pass,
+            source,
+            started_at,
+            submitted_at,
+            telemetry,
+            idempotency_key,
+            batch_pk,
+            excluded,
+            exclusion_reason,
+        ) in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
+            if (
+                item_pk not in judged
+            ):  # an item added to the range since the pks were read (SQLite: no snapshot)
                 continue
-            prov = trusted.provenance(rater_key, stored_hash, rubric_key, rubric_version, review_pass, source,
-                                      started_at, submitted_at, telemetry, idempotency_key)
+            prov = trusted.provenance(
+                rater_key,
+                stored_hash,
+                rubric_key,
+                rubric_version,
+                review_pass,
+                source,
+                started_at,
+                submitted_at,
+                telemetry,
+                idempotency_key,
+            )
             js, meta = judged[item_pk]
             js.append(trusted.judgment(kind, body, keys[item_pk], rationale, prov))
-            meta.append({"pk": pk, "batch_pk": batch_pk, "excluded": excluded, "exclusion_reason": exclusion_reason})
+            meta.append(
+                {
+                    "pk": pk,
+                    "batch_pk": batch_pk,
+                    "excluded": excluded,
+                    "exclusion_reason": exclusion_reason,
+                }
+            )
         for pk, _, key, prompt, domains, reference, gold, item_meta, batch_pk in rows:
             js, meta = judged[pk]
             yield ItemWithJudgments(
@@ -446,7 +561,12 @@ def iter_items_with_judgments_validated(
                 item=item_from_row(r),
                 judgments=[judgment_from_row(j) for j in js],
                 meta=[
-                    {"pk": j.pk, "batch_pk": j.batch_pk, "excluded": j.excluded, "exclusion_reason": j.exclusion_reason}
+                    {
+                        "pk": j.pk,
+                        "batch_pk": j.batch_pk,
+                        "excluded": j.excluded,
+                        "exclusion_reason": j.exclusion_reason,
+                    }
                     for j in js
                 ],
                 batch_pk=r.batch_pk,
@@ -455,10 +575,14 @@ def iter_items_with_judgments_validated(
 
 def project_counts(session: Session, project: Project) -> dict[str, Any]:
     """Counts for ``preflab status``: items, judgments per kind, per rater, per batch."""
-    items = session.scalar(select(func.count()).select_from(ItemRow).where(ItemRow.project_pk == project.pk))
+    items = session.scalar(
+        select(func.count()).select_from(ItemRow).where(ItemRow.project_pk == project.pk)
+    )
     per_kind = dict(
         session.execute(
-            select(JudgmentRow.kind, func.count()).where(JudgmentRow.project_pk == project.pk).group_by(JudgmentRow.kind)
+            select(JudgmentRow.kind, func.count())
+            .where(JudgmentRow.project_pk == project.pk)
+            .group_by(JudgmentRow.kind)
         ).all()
     )
     per_rater = dict(
@@ -480,7 +604,9 @@ def project_counts(session: Session, project: Project) -> dict[str, Any]:
     }
     per_source = dict(
         session.execute(
-            select(JudgmentRow.source, func.count()).where(JudgmentRow.project_pk == project.pk).group_by(JudgmentRow.source)
+            select(JudgmentRow.source, func.count())
+            .where(JudgmentRow.project_pk == project.pk)
+            .group_by(JudgmentRow.source)
         ).all()
     )
     return {

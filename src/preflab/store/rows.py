@@ -151,7 +151,9 @@ def text_item_rows(
         item_id = item_key(prompt, [(c["id"], c["text"]) for c in cands])
     metadata = metadata or {}
     digest = content_hash(
-        item_content({"prompt": prompt, "candidates": cands, "domains": [], "reference": None, "gold": None}),
+        item_content(
+            {"prompt": prompt, "candidates": cands, "domains": [], "reference": None, "gold": None}
+        ),
         length=64,
     )
     return ItemRows(
@@ -192,7 +194,10 @@ def _judgment_rows_from_dump(
     submitted_at: datetime | None = None,
 ) -> JudgmentRows:
     prov = data["provenance"]
-    hashed = {**data, "provenance": {k: v for k, v in prov.items() if k not in ("idempotency_key", "rater_hash")}}
+    hashed = {
+        **data,
+        "provenance": {k: v for k, v in prov.items() if k not in ("idempotency_key", "rater_hash")},
+    }
     digest = content_hash(hashed, length=64)
     kind = data["kind"]
     values: dict[str, Any] = {
@@ -221,7 +226,12 @@ def _judgment_rows_from_dump(
         score = _signed_strength(a, b, winner, data.get("strength"))
         values.update(pair_lo=lo, pair_hi=hi, score=score, shown_order=[a, b])
     elif kind == "rubric" and prov.get("rubric_id"):
-        rubric = (prov["rubric_id"], prov.get("rubric_version"), data["scores"], data.get("vetoes_failed", []))
+        rubric = (
+            prov["rubric_id"],
+            prov.get("rubric_version"),
+            data["scores"],
+            data.get("vetoes_failed", []),
+        )
     return JudgmentRows(
         item_key=data["item_id"],
         rater_key=prov["rater_id"],
@@ -245,8 +255,13 @@ def rekeyed(judgment: JudgmentRows, item_key: str) -> JudgmentRows:
         raise ValueError("a judgment built without its hashed content cannot be re-keyed")
     hashed = {**judgment.hashed, "item_id": item_key}
     digest = content_hash(hashed, length=64)
-    return dataclasses.replace(judgment, item_key=item_key, content_hash=digest,
-                               values={**judgment.values, "content_hash": digest}, hashed=hashed)
+    return dataclasses.replace(
+        judgment,
+        item_key=item_key,
+        content_hash=digest,
+        values={**judgment.values, "content_hash": digest},
+        hashed=hashed,
+    )
 
 
 def judgment_rows(judgment: JudgmentBase) -> JudgmentRows:
@@ -255,7 +270,12 @@ def judgment_rows(judgment: JudgmentBase) -> JudgmentRows:
     if prov.started_at is not None or prov.submitted_at is not None:
         # Hash the UTC form: the same instant written with another offset (or read back from
         # SQLite, which keeps no offset) is the same judgment.
-        prov = prov.model_copy(update={"started_at": as_utc(prov.started_at), "submitted_at": as_utc(prov.submitted_at)})
+        prov = prov.model_copy(
+            update={
+                "started_at": as_utc(prov.started_at),
+                "submitted_at": as_utc(prov.submitted_at),
+            }
+        )
         judgment = judgment.model_copy(update={"provenance": prov})
     return _judgment_rows_from_dump(
         dump_judgment(judgment),
@@ -281,7 +301,9 @@ def pairwise_rows(
     """
     if shown_order[0] == shown_order[1]:
         raise ValueError("shown_order must name two different candidates")
-    if winner not in ("a", "b", "tie") or not (strength is None or isinstance(strength, int) and 0 <= strength <= 3):
+    if winner not in ("a", "b", "tie") or not (
+        strength is None or isinstance(strength, int) and 0 <= strength <= 3
+    ):
         raise ValueError(f"winner {winner!r} / strength {strength!r} out of range")
     if winner == "tie" and strength is None:
         raise ValueError("a tie has strength 0 (a tie's strength is never unknown)")
@@ -345,12 +367,40 @@ class PairRows:
     comparisons spends its time here. ``prompt_json`` is the prompt as its JSON column holds it.
     """
 
-    __slots__ = ("item_key", "item_hash", "prompt", "prompt_json", "texts", "candidate_keys", "rater_key", "source",
-                 "winner", "strength", "score", "content_hash", "pair_lo", "pair_hi", "body_json", "shown_order_json")
+    __slots__ = (
+        "item_key",
+        "item_hash",
+        "prompt",
+        "prompt_json",
+        "texts",
+        "candidate_keys",
+        "rater_key",
+        "source",
+        "winner",
+        "strength",
+        "score",
+        "content_hash",
+        "pair_lo",
+        "pair_hi",
+        "body_json",
+        "shown_order_json",
+    )
 
-    def __init__(self, item_key: str, item_hash: str, prompt: str, prompt_json: str, texts: tuple[str, str],
-                 candidate_keys: tuple[str, str], rater_key: str, source: str, winner: str, strength: int | None,
-                 score: int | None, judgment_hash: str) -> None:
+    def __init__(
+        self,
+        item_key: str,
+        item_hash: str,
+        prompt: str,
+        prompt_json: str,
+        texts: tuple[str, str],
+        candidate_keys: tuple[str, str],
+        rater_key: str,
+        source: str,
+        winner: str,
+        strength: int | None,
+        score: int | None,
+        judgment_hash: str,
+    ) -> None:
         self.item_key = item_key
         self.item_hash = item_hash
         self.prompt = prompt
@@ -377,17 +427,47 @@ class PairRows:
     def state(self) -> tuple[Any, ...]:
         """Every attribute, in :attr:`__slots__` order: plain strings, ints and tuples of them, so
         ``marshal`` can carry it between processes (see :meth:`from_state`)."""
-        return (self.item_key, self.item_hash, self.prompt, self.prompt_json, self.texts, self.candidate_keys,
-                self.rater_key, self.source, self.winner, self.strength, self.score, self.content_hash,
-                self.pair_lo, self.pair_hi, self.body_json, self.shown_order_json)
+        return (
+            self.item_key,
+            self.item_hash,
+            self.prompt,
+            self.prompt_json,
+            self.texts,
+            self.candidate_keys,
+            self.rater_key,
+            self.source,
+            self.winner,
+            self.strength,
+            self.score,
+            self.content_hash,
+            self.pair_lo,
+            self.pair_hi,
+            self.body_json,
+            self.shown_order_json,
+        )
 
     @classmethod
     def from_state(cls, state: Sequence[Any]) -> PairRows:
         """The object :meth:`state` describes, without recomputing anything."""
         obj = object.__new__(cls)
-        (obj.item_key, obj.item_hash, obj.prompt, obj.prompt_json, obj.texts, obj.candidate_keys, obj.rater_key,
-         obj.source, obj.winner, obj.strength, obj.score, obj.content_hash, obj.pair_lo, obj.pair_hi,
-         obj.body_json, obj.shown_order_json) = state
+        (
+            obj.item_key,
+            obj.item_hash,
+            obj.prompt,
+            obj.prompt_json,
+            obj.texts,
+            obj.candidate_keys,
+            obj.rater_key,
+            obj.source,
+            obj.winner,
+            obj.strength,
+            obj.score,
+            obj.content_hash,
+            obj.pair_lo,
+            obj.pair_hi,
+            obj.body_json,
+            obj.shown_order_json,
+        ) = state
         return obj
 
     def item_rows(self) -> ItemRows:
@@ -405,8 +485,15 @@ class PairRows:
                 "meta": {},
             },
             candidates=[
-                {"candidate_key": key, "position": i, "text": text, "messages": None, "model": None,
-                 "source": "model", "meta": {}}
+                {
+                    "candidate_key": key,
+                    "position": i,
+                    "text": text,
+                    "messages": None,
+                    "model": None,
+                    "source": "model",
+                    "meta": {},
+                }
                 for i, (key, text) in enumerate(zip(self.candidate_keys, self.texts, strict=True))
             ],
         )
@@ -440,12 +527,15 @@ class PairRows:
                 "content_hash": self.content_hash,
             },
             # what its content hash hashes, from the one rule (only re-keying needs it: not on the hot path)
-            hashed=pairwise_rows(self.item_key, (a, b), self.winner, self.strength, self.rater_key,
-                                 self.source).hashed,
+            hashed=pairwise_rows(
+                self.item_key, (a, b), self.winner, self.strength, self.rater_key, self.source
+            ).hashed,
         )
 
 
-def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: int | None, source: str) -> PairRows:
+def pair_rows(
+    prompt: str, chosen: str, rejected: str, rater_id: str, strength: int | None, source: str
+) -> PairRows:
     """Leanest path for a plain-text comparison: ``prompt`` with candidates ``chosen`` (better by
     ``strength``, 1-3, or ``None``: by an unknown amount) and ``rejected``, shown in sorted candidate-id order, judged by ``rater_id``.
 
@@ -474,13 +564,18 @@ def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: 
     # Candidates in sorted id order: the identity is the set of answers, not their order.
     (k0, j0), (k1, j1) = ((b0, ncj), (b1, nrj)) if c0 < c1 else ((b1, nrj), (b0, ncj))
     # content_hash(identity(prompt, candidates)): {"prompt": [user message], "candidates": [[id, text], ...]}
-    item_key_ = "itm_" + sha256(
-        b'{"candidates":[["%s",%s],["%s",%s]],"prompt":[{"content":%s,"role":"user"}]}' % (k0, j0, k1, j1, npj)
-    ).hexdigest()[:16]
+    item_key_ = (
+        "itm_"
+        + sha256(
+            b'{"candidates":[["%s",%s],["%s",%s]],"prompt":[{"content":%s,"role":"user"}]}'
+            % (k0, j0, k1, j1, npj)
+        ).hexdigest()[:16]
+    )
     # content_hash(item_content(dump)) (Item.content_hash)
     item_hash = sha256(
         b'{"candidates":[{"body":%s,"id":"%s"},{"body":%s,"id":"%s"}],'
-        b'"domains":[],"gold":null,"prompt":[{"content":%s,"role":"user"}],"reference":null}' % (j0, k0, j1, k1, npj)
+        b'"domains":[],"gold":null,"prompt":[{"content":%s,"role":"user"}],"reference":null}'
+        % (j0, k0, j1, k1, npj)
     ).hexdigest()
     if c0 < c1:
         lo, hi, winner, direction = b0, b1, b"a", -1
@@ -491,10 +586,30 @@ def pair_rows(prompt: str, chosen: str, rejected: str, rater_id: str, strength: 
     judgment_hash = sha256(
         b'{"item_id":"%s","kind":"pairwise","provenance":{"rater_id":%s,"review_pass":0,"source":"%s"},'
         b'"shown_order":["%s","%s"]%s,"winner":"%s"}'
-        % (item_key_.encode(), dumps(rater_id), source.encode(), lo, hi, _json_strength(strength).encode(), winner)
+        % (
+            item_key_.encode(),
+            dumps(rater_id),
+            source.encode(),
+            lo,
+            hi,
+            _json_strength(strength).encode(),
+            winner,
+        )
     ).hexdigest()
-    return PairRows(item_key_, item_hash, prompt, pj.decode(), (chosen, rejected), (c0, c1), rater_id, source,
-                    winner.decode(), strength, score, judgment_hash)
+    return PairRows(
+        item_key_,
+        item_hash,
+        prompt,
+        pj.decode(),
+        (chosen, rejected),
+        (c0, c1),
+        rater_id,
+        source,
+        winner.decode(),
+        strength,
+        score,
+        judgment_hash,
+    )
 
 
 def _signed_strength(a: str, b: str, winner: str, strength: int | None) -> int | None:

@@ -47,7 +47,11 @@ _set = object.__setattr__  # pydantic models refuse plain attribute setting of t
 
 
 def _new(  # ``_set=_set``: a local name, four calls per object
-    cls: type[M], fields: dict[str, Any], fields_set: set[str], extra: dict[str, Any] | None = None, _set=_set
+    cls: type[M],
+    fields: dict[str, Any],
+    fields_set: set[str],
+    extra: dict[str, Any] | None = None,
+    _set=_set,
 ) -> M:
     """``cls`` holding ``fields`` (every field, in declaration order), as validation leaves it:
     ``fields_set`` the fields the input had (extras included), ``extra`` the extras of an
@@ -63,11 +67,19 @@ def _new(  # ``_set=_set``: a local name, four calls per object
 _TRUSTED = (Message, Candidate, GoldAnswer, Item, Telemetry, Provenance, *JUDGMENT_KINDS.values())
 for _cls in _TRUSTED:
     # _new() sets __dict__ and friends only: a model that needs more cannot come through it.
-    if _cls.__pydantic_post_init__ is not None or _cls.__private_attributes__ or _cls.__pydantic_root_model__:
-        raise TypeError(f"{_cls.__name__} needs model_post_init or private attributes: _new() cannot build it")
+    if (
+        _cls.__pydantic_post_init__ is not None
+        or _cls.__private_attributes__
+        or _cls.__pydantic_root_model__
+    ):
+        raise TypeError(
+            f"{_cls.__name__} needs model_post_init or private attributes: _new() cannot build it"
+        )
 
 
-def _defaults(cls: type[BaseModel], skip: tuple[str, ...] = ()) -> tuple[tuple[str, Callable[[], Any]], ...]:
+def _defaults(
+    cls: type[BaseModel], skip: tuple[str, ...] = ()
+) -> tuple[tuple[str, Callable[[], Any]], ...]:
     """``(field, default)`` in declaration order; ``default()`` gives a fresh value (factories
     are called each time, as validation does) or raises for a required field."""
     out = []
@@ -97,7 +109,9 @@ def construct(cls: type[M], values: dict[str, Any]) -> M:
     For small nested models read as JSON (gold answers, telemetry); the hot ones have their own
     builders below.
     """
-    fields = {name: values[name] if name in values else default() for name, default in _DEFAULTS[cls]}
+    fields = {
+        name: values[name] if name in values else default() for name, default in _DEFAULTS[cls]
+    }
     return _new(cls, fields, set(values))
 
 
@@ -109,7 +123,9 @@ _DEFAULTS = {cls: _defaults(cls) for cls in (GoldAnswer, Telemetry)}
 
 def message(data: dict[str, Any]) -> Message:
     if len(data) == 2:  # role and content only: the common case
-        return _new(Message, {"role": data["role"], "content": data["content"]}, {"role", "content"}, {})
+        return _new(
+            Message, {"role": data["role"], "content": data["content"]}, {"role", "content"}, {}
+        )
     extra = {k: v for k, v in data.items() if k != "role" and k != "content"}
     return _new(Message, {"role": data["role"], "content": data["content"]}, set(data), extra)
 
@@ -119,16 +135,33 @@ def messages(data: list[dict[str, Any]] | None) -> list[Message] | None:
 
 
 def candidate(
-    key: str, text: str | None, msgs: list[dict[str, Any]] | None, model: str | None, source: str,
+    key: str,
+    text: str | None,
+    msgs: list[dict[str, Any]] | None,
+    model: str | None,
+    source: str,
     meta: dict[str, Any] | None,
 ) -> Candidate:
     """A candidate from its columns (as :func:`preflab.store.repo.item_from_row` reads them)."""
     # the stored form has exactly one body; item_from_row passes only that key to validation
     if msgs is None:
-        fields = {"id": key, "text": text, "messages": None, "model": model, "source": source, "metadata": meta or {}}
+        fields = {
+            "id": key,
+            "text": text,
+            "messages": None,
+            "model": model,
+            "source": source,
+            "metadata": meta or {},
+        }
         return _new(Candidate, fields, {"id", "text", "model", "source", "metadata"})
-    fields = {"id": key, "text": None, "messages": messages(msgs), "model": model, "source": source,
-              "metadata": meta or {}}
+    fields = {
+        "id": key,
+        "text": None,
+        "messages": messages(msgs),
+        "model": model,
+        "source": source,
+        "metadata": meta or {},
+    }
     return _new(Candidate, fields, {"id", "messages", "model", "source", "metadata"})
 
 
@@ -136,8 +169,13 @@ _ITEM_FIELDS = frozenset(Item.model_fields)
 
 
 def item(
-    key: str, prompt: Any, candidates: list[Candidate], domains: list[str] | None, reference: str | None,
-    gold: dict[str, Any] | None, meta: dict[str, Any] | None,
+    key: str,
+    prompt: Any,
+    candidates: list[Candidate],
+    domains: list[str] | None,
+    reference: str | None,
+    gold: dict[str, Any] | None,
+    meta: dict[str, Any] | None,
 ) -> Item:
     """An item from its columns and its candidates (already in position order)."""
     fields = {
@@ -159,8 +197,15 @@ _REVIEW_PASSES = {int(p): p for p in ReviewPass}
 
 
 def provenance(
-    rater_key: str, rater_hash: str | None, rubric_key: str | None, rubric_version: int | None, review_pass: int,
-    source: str, started_at: datetime | None, submitted_at: datetime | None, telemetry: dict[str, Any] | None,
+    rater_key: str,
+    rater_hash: str | None,
+    rubric_key: str | None,
+    rubric_version: int | None,
+    review_pass: int,
+    source: str,
+    started_at: datetime | None,
+    submitted_at: datetime | None,
+    telemetry: dict[str, Any] | None,
     idempotency_key: str | None,
 ) -> Provenance:
     fields = {
@@ -198,7 +243,9 @@ _BASE_FIELDS = ("item_id", "rationale", "provenance", "type")
 _BODY_FIELDS = {kind: _defaults(cls, skip=_BASE_FIELDS) for kind, cls in JUDGMENT_KINDS.items()}
 
 
-def judgment(kind: str, body: dict[str, Any], item_key: str, rationale: str | None, prov: Provenance) -> JudgmentBase:
+def judgment(
+    kind: str, body: dict[str, Any], item_key: str, rationale: str | None, prov: Provenance
+) -> JudgmentBase:
     """A judgment from its stored ``body`` (the kind's fields, ``kind`` included) and columns."""
     fields = {"item_id": item_key, "rationale": rationale, "provenance": prov, "type": kind}
     for name, default in _BODY_FIELDS[kind]:

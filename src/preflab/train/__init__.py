@@ -8,4 +8,12 @@ so ``import preflab.train`` stays cheap and works without the ``train`` extra.
 from .data import Pair, PairDataError, PairSource, read_export, split_by_prompt
 from .encode import Encoded, encode
 
-__all__ = ["Encoded", "Pair", "PairDataError", "PairSource", "encode", "read_export", "split_by_prompt"]
+__all__ = [
+    "Encoded",
+    "Pair",
+    "PairDataError",
+    "PairSource",
+    "encode",
+    "read_export",
+    "split_by_prompt",
+]

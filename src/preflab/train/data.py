@@ -76,7 +76,9 @@ def jsonl_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise PairDataError(f"{path}:{line_no}: not JSON ({exc.msg}); one object per line") from exc
+                raise PairDataError(
+                    f"{path}:{line_no}: not JSON ({exc.msg}); one object per line"
+                ) from exc
             if not isinstance(row, dict):
                 raise PairDataError(f"{path}:{line_no}: expected a JSON object")
             yield line_no, row
@@ -86,13 +88,17 @@ def read_export(directory: Path) -> PairSource:
     """Pairs of a preflab ``trl-reward`` / ``trl-preference`` export directory."""
     manifest_path = directory / "manifest.json"
     if not manifest_path.is_file():
-        raise PairDataError(f"{directory}: no manifest.json; pass a preflab export directory "
-                            "(preflab export PROJECT -f trl-reward -o DIR) or a project name")
+        raise PairDataError(
+            f"{directory}: no manifest.json; pass a preflab export directory "
+            "(preflab export PROJECT -f trl-reward -o DIR) or a project name"
+        )
     raw = manifest_path.read_bytes()
     manifest = json.loads(raw)
     if manifest.get("format") not in PAIR_FORMATS:
-        raise PairDataError(f"{manifest_path}: format: {manifest.get('format')!r} is not a pair format; "
-                            f"export with -f trl-reward")
+        raise PairDataError(
+            f"{manifest_path}: format: {manifest.get('format')!r} is not a pair format; "
+            f"export with -f trl-reward"
+        )
     rows = _read_rows(directory, manifest["split"], manifest["file_format"])
     pairs = [_pair(row, directory, line) for line, row in enumerate(rows, start=1)]
     return PairSource(pairs, manifest, hashlib.sha256(raw).hexdigest(), str(directory))
@@ -114,13 +120,21 @@ def _read_rows(directory: Path, split: str, file_format: str) -> Iterable[dict[s
 def _pair(row: dict[str, Any], directory: Path, line: int) -> Pair:
     for field in ("prompt", "chosen", "rejected"):
         if field not in row:
-            raise PairDataError(f"{directory}:{line}: {field}: missing; a pair needs prompt, chosen and rejected")
+            raise PairDataError(
+                f"{directory}:{line}: {field}: missing; a pair needs prompt, chosen and rejected"
+            )
     margin = row.get("margin")
-    return Pair(as_text(row["prompt"]), as_text(row["chosen"]), as_text(row["rejected"]),
-                float(margin) if margin is not None else 0.0)
+    return Pair(
+        as_text(row["prompt"]),
+        as_text(row["chosen"]),
+        as_text(row["rejected"]),
+        float(margin) if margin is not None else 0.0,
+    )
 
 
-def export_project_pairs(engine: Any, project: str, out: Path, *, min_raters: int = 1) -> PairSource:
+def export_project_pairs(
+    engine: Any, project: str, out: Path, *, min_raters: int = 1
+) -> PairSource:
     """Export ``project`` as ``trl-reward`` into ``out`` and read it back with its item metadata.
 
     The export is the record (manifest, SHA-256, export log row); the item ids, domains and
@@ -129,7 +143,9 @@ def export_project_pairs(engine: Any, project: str, out: Path, *, min_raters: in
     from ..io.export import EXPORT_FORMATS, ExportOptions, apply_gates, collect, export_project
     from ..store import session_factory
 
-    options = ExportOptions(format="trl-reward", out=out, min_raters=min_raters, conversational=False)
+    options = ExportOptions(
+        format="trl-reward", out=out, min_raters=min_raters, conversational=False
+    )
     export_project(engine, project, options)
     source = read_export(out)
     with session_factory(engine)() as session:
@@ -138,14 +154,24 @@ def export_project_pairs(engine: Any, project: str, out: Path, *, min_raters: in
     if len(data.pairs) != len(source.pairs):  # a label arrived between the two reads
         raise PairDataError(f"project {project!r} changed while exporting; run the command again")
     source.pairs = [
-        Pair(p.prompt, p.chosen, p.rejected, p.margin, r.item_id,
-             ",".join(data.items[r.item_id].domains) or None, r.agreement, r.n_raters)
+        Pair(
+            p.prompt,
+            p.chosen,
+            p.rejected,
+            p.margin,
+            r.item_id,
+            ",".join(data.items[r.item_id].domains) or None,
+            r.agreement,
+            r.n_raters,
+        )
         for p, r in zip(source.pairs, data.pairs, strict=True)
     ]
     return source
 
 
-def split_by_prompt(pairs: Sequence[Pair], heldout: float, seed: int) -> tuple[list[Pair], list[Pair]]:
+def split_by_prompt(
+    pairs: Sequence[Pair], heldout: float, seed: int
+) -> tuple[list[Pair], list[Pair]]:
     """``(train, heldout)``: whole prompts go to one side, about ``heldout`` of them held out.
 
     Prompts are shuffled with ``random.Random(seed)`` (reproducible across runs and machines),
@@ -155,17 +181,25 @@ def split_by_prompt(pairs: Sequence[Pair], heldout: float, seed: int) -> tuple[l
         raise PairDataError(f"held-out fraction must be between 0 and 1, got {heldout}")
     prompts = sorted({p.prompt for p in pairs})
     if len(prompts) < 2:
-        raise PairDataError(f"{len(prompts)} distinct prompt(s): a split by prompt needs at least 2")
+        raise PairDataError(
+            f"{len(prompts)} distinct prompt(s): a split by prompt needs at least 2"
+        )
     random.Random(seed).shuffle(prompts)
     n_held = min(max(1, round(len(prompts) * heldout)), len(prompts) - 1)
     held = set(prompts[:n_held])
     return [p for p in pairs if p.prompt not in held], [p for p in pairs if p.prompt in held]
 
 
-def length_parity(pairs: Sequence[Pair], length: Callable[[str], int], bounds: tuple[float, float]) -> list[Pair]:
+def length_parity(
+    pairs: Sequence[Pair], length: Callable[[str], int], bounds: tuple[float, float]
+) -> list[Pair]:
     """Pairs whose chosen/rejected length ratio lies in ``bounds`` (the quality engine's gate)."""
-    result = length_parity_gate([length(p.chosen) for p in pairs], [length(p.rejected) for p in pairs],
-                                low=bounds[0], high=bounds[1])
+    result = length_parity_gate(
+        [length(p.chosen) for p in pairs],
+        [length(p.rejected) for p in pairs],
+        low=bounds[0],
+        high=bounds[1],
+    )
     return [p for p, keep in zip(pairs, result.keep, strict=True) if keep]
 
 

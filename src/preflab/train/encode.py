@@ -26,7 +26,11 @@ def _append_eos(tokenizer: Any) -> bool:
 
 
 def _offsets(tokenizer: Any, text: str) -> list[tuple[int, int]]:
-    return tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] if text else []
+    return (
+        tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        if text
+        else []
+    )
 
 
 def encode(tokenizer: Any, prompt: str, response: str, max_length: int) -> Encoded:
@@ -39,11 +43,13 @@ def encode(tokenizer: Any, prompt: str, response: str, max_length: int) -> Encod
     eos = _append_eos(tokenizer)
     budget = max_length - tokenizer.num_special_tokens_to_add(pair=bool(p)) - int(eos)
     if budget < 1:
-        raise ValueError(f"max_length {max_length} leaves no room for text with this tokenizer's special tokens")
+        raise ValueError(
+            f"max_length {max_length} leaves no room for text with this tokenizer's special tokens"
+        )
     truncated = len(p) + len(r) > budget
     if truncated:
         keep_prompt = max(0, budget - len(r))
-        prompt = prompt[p[len(p) - keep_prompt][0]:] if keep_prompt else ""
+        prompt = prompt[p[len(p) - keep_prompt][0] :] if keep_prompt else ""
         keep_response = budget - keep_prompt
         if keep_response < len(r):
             response = response[: r[keep_response - 1][1]]

@@ -45,8 +45,11 @@ def points_from_margin(delta: np.ndarray) -> np.ndarray:
 
 
 def length_stratum(chosen_len: np.ndarray, rejected_len: np.ndarray) -> np.ndarray:
-    return np.where(chosen_len > rejected_len, "chosen longer",
-                    np.where(chosen_len < rejected_len, "chosen shorter", "equal length"))
+    return np.where(
+        chosen_len > rejected_len,
+        "chosen longer",
+        np.where(chosen_len < rejected_len, "chosen shorter", "equal length"),
+    )
 
 
 def agreement_level(pair: Pair) -> str:
@@ -79,7 +82,15 @@ def calibration(delta: np.ndarray, bins: int = CALIBRATION_BINS) -> dict[str, An
         acc = float(right[mask].mean()) if n else None
         if n:
             ece += n / len(delta) * abs(acc - conf)
-        rows.append({"low": float(edges[b]), "high": float(edges[b + 1]), "n": n, "confidence": conf, "accuracy": acc})
+        rows.append(
+            {
+                "low": float(edges[b]),
+                "high": float(edges[b + 1]),
+                "n": n,
+                "confidence": conf,
+                "accuracy": acc,
+            }
+        )
     return {"bins": rows, "ece": ece if len(delta) else None}
 
 
@@ -91,21 +102,37 @@ def tfidf_lr_deltas(train: Sequence[Pair], heldout: Sequence[Pair], seed: int = 
 
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
     vectorizer.fit([t for p in train for t in (p.chosen, p.rejected)])
-    diff = vectorizer.transform([p.chosen for p in train]) - vectorizer.transform([p.rejected for p in train])
+    diff = vectorizer.transform([p.chosen for p in train]) - vectorizer.transform(
+        [p.rejected for p in train]
+    )
     x = vstack([diff, -diff])
     y = np.r_[np.ones(len(train)), np.zeros(len(train))]
-    model = LogisticRegression(C=1.0, fit_intercept=False, max_iter=2000, random_state=seed).fit(x, y)
-    held = vectorizer.transform([p.chosen for p in heldout]) - vectorizer.transform([p.rejected for p in heldout])
+    model = LogisticRegression(C=1.0, fit_intercept=False, max_iter=2000, random_state=seed).fit(
+        x, y
+    )
+    held = vectorizer.transform([p.chosen for p in heldout]) - vectorizer.transform(
+        [p.rejected for p in heldout]
+    )
     return model.decision_function(held)
 
 
 def method_summary(delta: np.ndarray, strata: dict[str, Sequence[str]]) -> dict[str, Any]:
     points = points_from_margin(delta)
-    return {**accuracy(points), "strata": {name: stratified(points, groups) for name, groups in strata.items()}}
+    return {
+        **accuracy(points),
+        "strata": {name: stratified(points, groups) for name, groups in strata.items()},
+    }
 
 
-def evaluate_pairs(heldout: Sequence[Pair], train: Sequence[Pair], *, reward_chosen: Sequence[float],
-                   reward_rejected: Sequence[float], length: Callable[[str], int], seed: int = 0) -> dict[str, Any]:
+def evaluate_pairs(
+    heldout: Sequence[Pair],
+    train: Sequence[Pair],
+    *,
+    reward_chosen: Sequence[float],
+    reward_rejected: Sequence[float],
+    length: Callable[[str], int],
+    seed: int = 0,
+) -> dict[str, Any]:
     """The full ``rm eval`` report over held-out pairs (rewards already computed)."""
     if not heldout:
         raise ValueError("no held-out pairs to evaluate")
@@ -133,7 +160,9 @@ def evaluate_pairs(heldout: Sequence[Pair], train: Sequence[Pair], *, reward_cho
         "length_unit": "tokens",
         "methods": methods,
         "length_gap": {name: _length_gap(m) for name, m in methods.items()},
-        "spearman_reward_length": {"rho": float(rho.statistic), "p_value": float(rho.pvalue)} if rho is not None else None,
+        "spearman_reward_length": {"rho": float(rho.statistic), "p_value": float(rho.pvalue)}
+        if rho is not None
+        else None,
         "calibration": {"reward_model": calibration(rc - rr)},
     }
     if lr_delta is not None:
@@ -144,7 +173,10 @@ def evaluate_pairs(heldout: Sequence[Pair], train: Sequence[Pair], *, reward_cho
 def _length_gap(method: dict[str, Any]) -> float | None:
     """|accuracy when chosen is longer − when shorter|: the length bias the issue asks to shrink."""
     strata = method["strata"]["length"]
-    a, b = strata.get("chosen longer", {}).get("accuracy"), strata.get("chosen shorter", {}).get("accuracy")
+    a, b = (
+        strata.get("chosen longer", {}).get("accuracy"),
+        strata.get("chosen shorter", {}).get("accuracy"),
+    )
     return None if a is None or b is None else abs(a - b)
 
 

@@ -7,19 +7,37 @@ from typing import Any
 
 from ..quality.report import _bar_svg, _e, _fmt, _table
 
-STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
-         "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}th{background:#eee}")
-METHOD_NAMES = {"reward_model": "reward model", "longer_wins": "longer wins", "shorter_wins": "shorter wins",
-                "tfidf_lr": "TF-IDF + LR"}
+STYLE = (
+    "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}th{background:#eee}"
+)
+METHOD_NAMES = {
+    "reward_model": "reward model",
+    "longer_wins": "longer wins",
+    "shorter_wins": "shorter wins",
+    "tfidf_lr": "TF-IDF + LR",
+}
 
 
 def _page(title: str, body: list[str]) -> str:
-    return "".join([f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
-                    f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>", *body, "</body></html>"])
+    return "".join(
+        [
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>",
+            *body,
+            "</body></html>",
+        ]
+    )
 
 
-def line_svg(points: Sequence[tuple[float, float]], *, x_label: str, y_label: str, diagonal: bool = False,
-             bounds: tuple[float, float, float, float] | None = None) -> str:
+def line_svg(
+    points: Sequence[tuple[float, float]],
+    *,
+    x_label: str,
+    y_label: str,
+    diagonal: bool = False,
+    bounds: tuple[float, float, float, float] | None = None,
+) -> str:
     """A small x/y plot: points joined by a line, axis labels, optional y = x reference."""
     w, h, pad = 420, 300, 45
     pts = [(x, y) for x, y in points if x is not None and y is not None]
@@ -30,15 +48,21 @@ def line_svg(points: Sequence[tuple[float, float]], *, x_label: str, y_label: st
     x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 if y1 > y0 else y0 + 1)
     sx = lambda x: pad + (w - 2 * pad) * (x - x0) / (x1 - x0)  # noqa: E731
     sy = lambda y: h - pad - (h - 2 * pad) * (y - y0) / (y1 - y0)  # noqa: E731
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
-             f'<rect x="{pad}" y="{pad}" width="{w - 2 * pad}" height="{h - 2 * pad}" fill="none" stroke="#999"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
+        f'<rect x="{pad}" y="{pad}" width="{w - 2 * pad}" height="{h - 2 * pad}" fill="none" stroke="#999"/>',
+    ]
     if diagonal:
-        parts.append(f'<line x1="{sx(x0):.1f}" y1="{sy(x0):.1f}" x2="{sx(x1):.1f}" y2="{sy(x1):.1f}" '
-                     'stroke="#999" stroke-dasharray="4"/>')
+        parts.append(
+            f'<line x1="{sx(x0):.1f}" y1="{sy(x0):.1f}" x2="{sx(x1):.1f}" y2="{sy(x1):.1f}" '
+            'stroke="#999" stroke-dasharray="4"/>'
+        )
     if pts:
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
         parts.append(f'<polyline points="{path}" fill="none" stroke="#4a7ab5" stroke-width="2"/>')
-        parts += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="#4a7ab5"/>' for x, y in pts]
+        parts += [
+            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="#4a7ab5"/>' for x, y in pts
+        ]
     parts += [
         f'<text x="{pad}" y="{h - pad + 15}" font-size="10">{x0:.3g}</text>',
         f'<text x="{w - pad}" y="{h - pad + 15}" font-size="10" text-anchor="end">{x1:.3g}</text>',
@@ -46,49 +70,125 @@ def line_svg(points: Sequence[tuple[float, float]], *, x_label: str, y_label: st
         f'<text x="{pad - 4}" y="{pad + 8}" font-size="10" text-anchor="end">{y1:.3g}</text>',
         f'<text x="{w / 2}" y="{h - 8}" font-size="12" text-anchor="middle">{_e(x_label)}</text>',
         f'<text x="12" y="{h / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 12 {h / 2})">'
-        f"{_e(y_label)}</text>", "</svg>"]
+        f"{_e(y_label)}</text>",
+        "</svg>",
+    ]
     return "".join(parts)
 
 
-def render_eval_html(report: Mapping[str, Any], title: str = "preflab reward model evaluation") -> str:
+def render_eval_html(
+    report: Mapping[str, Any], title: str = "preflab reward model evaluation"
+) -> str:
     methods = report["methods"]
-    body = [f"<p>Model <code>{_e(report.get('model', ''))}</code>; {report['n_heldout']} held-out pairs "
-            f"(split by prompt), baselines fitted on {report['n_train']} training pairs in the same run. "
-            f"Lengths in {report['length_unit']}.</p>", "<h2>Pairwise accuracy (95 % Wilson CI)</h2>",
-            _table(["method", "accuracy", "low", "high", "pairs", "|longer − shorter|"],
-                   [[METHOD_NAMES.get(k, k), m["accuracy"], m["low"], m["high"], m["n"], report["length_gap"][k]]
-                    for k, m in methods.items()]),
-            _bar_svg([(METHOD_NAMES.get(k, k), m["accuracy"], m["low"], m["high"]) for k, m in methods.items()], 0.0, 1.0)]
+    body = [
+        f"<p>Model <code>{_e(report.get('model', ''))}</code>; {report['n_heldout']} held-out pairs "
+        f"(split by prompt), baselines fitted on {report['n_train']} training pairs in the same run. "
+        f"Lengths in {report['length_unit']}.</p>",
+        "<h2>Pairwise accuracy (95 % Wilson CI)</h2>",
+        _table(
+            ["method", "accuracy", "low", "high", "pairs", "|longer − shorter|"],
+            [
+                [
+                    METHOD_NAMES.get(k, k),
+                    m["accuracy"],
+                    m["low"],
+                    m["high"],
+                    m["n"],
+                    report["length_gap"][k],
+                ]
+                for k, m in methods.items()
+            ],
+        ),
+        _bar_svg(
+            [
+                (METHOD_NAMES.get(k, k), m["accuracy"], m["low"], m["high"])
+                for k, m in methods.items()
+            ],
+            0.0,
+            1.0,
+        ),
+    ]
     for stratum in ("length", "domain", "agreement"):
         groups = sorted({g for m in methods.values() for g in m["strata"][stratum]})
         body.append(f"<h2>Accuracy by {stratum}</h2>")
-        body.append(_table(["method", *groups], [[METHOD_NAMES.get(k, k), *[
-            m["strata"][stratum].get(g, {}).get("accuracy") for g in groups]] for k, m in methods.items()]))
+        body.append(
+            _table(
+                ["method", *groups],
+                [
+                    [
+                        METHOD_NAMES.get(k, k),
+                        *[m["strata"][stratum].get(g, {}).get("accuracy") for g in groups],
+                    ]
+                    for k, m in methods.items()
+                ],
+            )
+        )
         rm = methods["reward_model"]["strata"][stratum]
-        body.append(_bar_svg([(f"RM: {g} (n={rm[g]['n']})", rm[g]["accuracy"], rm[g]["low"], rm[g]["high"])
-                              for g in groups if g in rm], 0.0, 1.0))
+        body.append(
+            _bar_svg(
+                [
+                    (f"RM: {g} (n={rm[g]['n']})", rm[g]["accuracy"], rm[g]["low"], rm[g]["high"])
+                    for g in groups
+                    if g in rm
+                ],
+                0.0,
+                1.0,
+            )
+        )
     rho = report.get("spearman_reward_length")
     body.append("<h2>Reward and length</h2>")
-    body.append(f"<p>Spearman ρ(reward, length) over held-out answers: {_fmt(rho and rho['rho'])} "
-                f"(p = {_fmt(rho and rho['p_value'], 4)}).</p>")
+    body.append(
+        f"<p>Spearman ρ(reward, length) over held-out answers: {_fmt(rho and rho['rho'])} "
+        f"(p = {_fmt(rho and rho['p_value'], 4)}).</p>"
+    )
     for name, cal in report["calibration"].items():
-        body.append(f"<h2>Calibration: {_e(METHOD_NAMES.get(name, name))} (ECE {_fmt(cal['ece'])})</h2>")
-        body.append(line_svg([(b["confidence"], b["accuracy"]) for b in cal["bins"] if b["n"]],
-                             x_label="confidence max(p, 1 − p)", y_label="accuracy", diagonal=True,
-                             bounds=(0.5, 1.0, 0.0, 1.0)))
-        body.append(_table(["bin", "pairs", "confidence", "accuracy"],
-                           [[f"{b['low']:.2f}–{b['high']:.2f}", b["n"], b["confidence"], b["accuracy"]] for b in cal["bins"]]))
+        body.append(
+            f"<h2>Calibration: {_e(METHOD_NAMES.get(name, name))} (ECE {_fmt(cal['ece'])})</h2>"
+        )
+        body.append(
+            line_svg(
+                [(b["confidence"], b["accuracy"]) for b in cal["bins"] if b["n"]],
+                x_label="confidence max(p, 1 − p)",
+                y_label="accuracy",
+                diagonal=True,
+                bounds=(0.5, 1.0, 0.0, 1.0),
+            )
+        )
+        body.append(
+            _table(
+                ["bin", "pairs", "confidence", "accuracy"],
+                [
+                    [f"{b['low']:.2f}–{b['high']:.2f}", b["n"], b["confidence"], b["accuracy"]]
+                    for b in cal["bins"]
+                ],
+            )
+        )
     return _page(title, body)
 
 
-def render_rl_html(report: Mapping[str, Any], title: str = "preflab RL run: over-optimisation check") -> str:
+def render_rl_html(
+    report: Mapping[str, Any], title: str = "preflab RL run: over-optimisation check"
+) -> str:
     steps = report["steps"]
-    body = [f"<p>{len(steps)} logged steps, β = {_fmt(report.get('beta'))}. If the reward keeps rising while "
-            "the KL to the reference grows and answers lengthen, the policy may be exploiting the reward "
-            "model rather than improving (Gao et al. 2023, \"Scaling Laws for Reward Model Overoptimization\").</p>",
-            "<h2>Reward vs KL</h2>",
-            line_svg([(s["kl"], s["reward"]) for s in steps], x_label="KL(policy ‖ reference)", y_label="RM reward"),
-            "<h2>Length vs KL</h2>",
-            line_svg([(s["kl"], s["length"]) for s in steps], x_label="KL(policy ‖ reference)", y_label="mean length (tokens)"),
-            _table(["step", "KL", "reward", "length"], [[s["step"], s["kl"], s["reward"], s["length"]] for s in steps])]
+    body = [
+        f"<p>{len(steps)} logged steps, β = {_fmt(report.get('beta'))}. If the reward keeps rising while "
+        "the KL to the reference grows and answers lengthen, the policy may be exploiting the reward "
+        'model rather than improving (Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization").</p>',
+        "<h2>Reward vs KL</h2>",
+        line_svg(
+            [(s["kl"], s["reward"]) for s in steps],
+            x_label="KL(policy ‖ reference)",
+            y_label="RM reward",
+        ),
+        "<h2>Length vs KL</h2>",
+        line_svg(
+            [(s["kl"], s["length"]) for s in steps],
+            x_label="KL(policy ‖ reference)",
+            y_label="mean length (tokens)",
+        ),
+        _table(
+            ["step", "KL", "reward", "length"],
+            [[s["step"], s["kl"], s["reward"], s["length"]] for s in steps],
+        ),
+    ]
     return _page(title, body)

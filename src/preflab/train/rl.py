@@ -70,8 +70,16 @@ def grpo_config(out: Path, settings: RLSettings) -> Any:
     )
 
 
-def train_rl(policy_dir: Path, reward_dir: Path, prompts: list[str], out: Path,
-             settings: RLSettings | None = None, *, policy: Any = None, tokenizer: Any = None) -> dict[str, Any]:
+def train_rl(
+    policy_dir: Path,
+    reward_dir: Path,
+    prompts: list[str],
+    out: Path,
+    settings: RLSettings | None = None,
+    *,
+    policy: Any = None,
+    tokenizer: Any = None,
+) -> dict[str, Any]:
     """Run GRPO, save the policy to ``out`` and return the over-optimisation report.
 
     ``policy`` / ``tokenizer`` may be passed as objects (tests build tiny ones from a config).
@@ -88,8 +96,13 @@ def train_rl(policy_dir: Path, reward_dir: Path, prompts: list[str], out: Path,
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     scorer = RewardScorer(reward_dir)
-    trainer = GRPOTrainer(model=policy, reward_funcs=scorer.reward_function(), args=grpo_config(out, settings),
-                          train_dataset=datasets.Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer)
+    trainer = GRPOTrainer(
+        model=policy,
+        reward_funcs=scorer.reward_function(),
+        args=grpo_config(out, settings),
+        train_dataset=datasets.Dataset.from_dict({"prompt": prompts}),
+        processing_class=tokenizer,
+    )
     with redirect_stdout(sys.stderr):  # trainer logs on stderr: stdout stays for results (--json)
         trainer.train()
     out.mkdir(parents=True, exist_ok=True)
@@ -101,18 +114,29 @@ def train_rl(policy_dir: Path, reward_dir: Path, prompts: list[str], out: Path,
     return report
 
 
-def overoptimisation(log_history: list[dict[str, Any]], *, beta: float | None = None) -> dict[str, Any]:
+def overoptimisation(
+    log_history: list[dict[str, Any]], *, beta: float | None = None
+) -> dict[str, Any]:
     """Per logged step: KL to the reference, mean RM reward, mean completion length.
 
     ``trend`` compares the last logged step with the first: a reward that climbs while KL and
     length climb with it is the over-optimisation pattern to look at by hand.
     """
-    steps = [{"step": log.get("step"), "kl": log.get("kl"), "reward": log.get("reward"),
-              "length": log.get("completions/mean_length")}
-             for log in log_history if "reward" in log]
+    steps = [
+        {
+            "step": log.get("step"),
+            "kl": log.get("kl"),
+            "reward": log.get("reward"),
+            "length": log.get("completions/mean_length"),
+        }
+        for log in log_history
+        if "reward" in log
+    ]
     trend = None
     if len(steps) >= 2:
         first, last = steps[0], steps[-1]
-        trend = {k: (last[k] - first[k]) if last[k] is not None and first[k] is not None else None
-                 for k in ("kl", "reward", "length")}
+        trend = {
+            k: (last[k] - first[k]) if last[k] is not None and first[k] is not None else None
+            for k in ("kl", "reward", "length")
+        }
     return {"beta": beta, "steps": steps, "trend": trend}

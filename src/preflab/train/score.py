@@ -21,12 +21,16 @@ Progress = Callable[[int], None]
 class RewardScorer:
     """A reward model directory (``rm train`` output or any 1-label HF classifier) as a function."""
 
-    def __init__(self, model_dir: Path, *, max_length: int | None = None, device: str | None = None) -> None:
+    def __init__(
+        self, model_dir: Path, *, max_length: int | None = None, device: str | None = None
+    ) -> None:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         if not (model_dir / "config.json").is_file():
-            raise FileNotFoundError(f"{model_dir}: not a model directory (no config.json); train one with `preflab rm train`")
+            raise FileNotFoundError(
+                f"{model_dir}: not a model directory (no config.json); train one with `preflab rm train`"
+            )
         card_path = model_dir / "preflab_rm.json"
         card = json.loads(card_path.read_text()) if card_path.is_file() else {}
         self.card = card
@@ -35,25 +39,43 @@ class RewardScorer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), local_files_only=True)
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            str(model_dir), local_files_only=True
+        )
         if self.model.config.num_labels != 1:
-            raise ValueError(f"{model_dir}: a reward model has num_labels=1, this one has {self.model.config.num_labels}")
+            raise ValueError(
+                f"{model_dir}: a reward model has num_labels=1, this one has {self.model.config.num_labels}"
+            )
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device).eval()
         self.length = token_length(self.tokenizer)
 
-    def score(self, prompts: Sequence[str], responses: Sequence[str], *, batch_size: int = 32,
-              progress: Progress | None = None) -> list[float]:
+    def score(
+        self,
+        prompts: Sequence[str],
+        responses: Sequence[str],
+        *,
+        batch_size: int = 32,
+        progress: Progress | None = None,
+    ) -> list[float]:
         """One scalar reward per (prompt, response)."""
         import torch
 
         rewards: list[float] = []
         for start in range(0, len(prompts), batch_size):
-            ids = [encode(self.tokenizer, p, r, self.max_length).ids
-                   for p, r in zip(prompts[start:start + batch_size], responses[start:start + batch_size], strict=True)]
+            ids = [
+                encode(self.tokenizer, p, r, self.max_length).ids
+                for p, r in zip(
+                    prompts[start : start + batch_size],
+                    responses[start : start + batch_size],
+                    strict=True,
+                )
+            ]
             batch = self.tokenizer.pad({"input_ids": ids}, return_tensors="pt").to(self.device)
             with torch.inference_mode():
-                logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+                logits = self.model(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+                ).logits
             rewards.extend(logits[:, 0].float().cpu().tolist())
             if progress is not None:
                 progress(len(ids))
@@ -61,6 +83,7 @@ class RewardScorer:
 
     def reward_function(self) -> Callable[..., list[float]]:
         """A TRL reward function (``GRPOTrainer(reward_funcs=...)``): prompts, completions -> rewards."""
+
         def reward_model(prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
             return self.score([as_text(p) for p in prompts], [as_text(c) for c in completions])
 
@@ -81,7 +104,9 @@ def read_responses(path: Path) -> list[Response]:
         text = row.get("response", row.get("completion"))
         if "prompt" not in row or text is None:
             missing = "prompt" if "prompt" not in row else "response"
-            raise PairDataError(f"{path}:{line_no}: {missing}: missing; rows need prompt and response")
+            raise PairDataError(
+                f"{path}:{line_no}: {missing}: missing; rows need prompt and response"
+            )
         rows.append(Response(as_text(row["prompt"]), as_text(text)))
     return rows
 
@@ -99,37 +124,73 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:
     return n
 
 
-def score_rollouts(scorer: RewardScorer, responses: Sequence[Response], *, batch_size: int = 32,
-                   progress: Progress | None = None) -> list[dict[str, Any]]:
+def score_rollouts(
+    scorer: RewardScorer,
+    responses: Sequence[Response],
+    *,
+    batch_size: int = 32,
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
     """``rollouts.jsonl`` rows: ``{"prompt", "response", "reward", "model"}``."""
-    rewards = scorer.score([r.prompt for r in responses], [r.response for r in responses],
-                           batch_size=batch_size, progress=progress)
-    return [{"prompt": r.prompt, "response": r.response, "reward": w, "model": scorer.name}
-            for r, w in zip(responses, rewards, strict=True)]
+    rewards = scorer.score(
+        [r.prompt for r in responses],
+        [r.response for r in responses],
+        batch_size=batch_size,
+        progress=progress,
+    )
+    return [
+        {"prompt": r.prompt, "response": r.response, "reward": w, "model": scorer.name}
+        for r, w in zip(responses, rewards, strict=True)
+    ]
 
 
-def best_of_n(scorer: RewardScorer, candidates: Sequence[Response], *, length_penalty: float = 0.0,
-              batch_size: int = 32, progress: Progress | None = None) -> list[dict[str, Any]]:
+def best_of_n(
+    scorer: RewardScorer,
+    candidates: Sequence[Response],
+    *,
+    length_penalty: float = 0.0,
+    batch_size: int = 32,
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
     """Per prompt, the candidate with the highest ``reward - length_penalty * tokens``.
 
     Rows are TRL SFT rows (``{"prompt", "completion"}``) plus the reward, the adjusted score
     and the number of candidates; prompts keep their first-seen order. Ties go to the first.
     """
-    rewards = scorer.score([c.prompt for c in candidates], [c.response for c in candidates],
-                           batch_size=batch_size, progress=progress)
+    rewards = scorer.score(
+        [c.prompt for c in candidates],
+        [c.response for c in candidates],
+        batch_size=batch_size,
+        progress=progress,
+    )
     best: dict[str, dict[str, Any]] = {}
     for c, reward in zip(candidates, rewards, strict=True):
         adjusted = reward - length_penalty * scorer.length(c.response)
-        row = best.setdefault(c.prompt, {"prompt": c.prompt, "completion": c.response, "reward": reward,
-                                         "score": adjusted, "n_candidates": 0})
+        row = best.setdefault(
+            c.prompt,
+            {
+                "prompt": c.prompt,
+                "completion": c.response,
+                "reward": reward,
+                "score": adjusted,
+                "n_candidates": 0,
+            },
+        )
         row["n_candidates"] += 1
         if adjusted > row["score"]:
             row.update(completion=c.response, reward=reward, score=adjusted)
     return list(best.values())
 
 
-def generate_candidates(policy_dir: Path, prompts: Sequence[str], n: int, *, max_new_tokens: int = 64,
-                        temperature: float = 1.0, seed: int = 0) -> list[Response]:
+def generate_candidates(
+    policy_dir: Path,
+    prompts: Sequence[str],
+    n: int,
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> list[Response]:
     """``n`` sampled answers per prompt from a local causal LM directory."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -142,8 +203,14 @@ def generate_candidates(policy_dir: Path, prompts: Sequence[str], n: int, *, max
     for prompt in prompts:
         enc = tokenizer(prompt, return_tensors="pt")
         with torch.inference_mode():
-            gen = model.generate(**enc, do_sample=True, temperature=temperature, max_new_tokens=max_new_tokens,
-                                 num_return_sequences=n, pad_token_id=pad)
-        for seq in gen[:, enc["input_ids"].shape[1]:]:
+            gen = model.generate(
+                **enc,
+                do_sample=True,
+                temperature=temperature,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=n,
+                pad_token_id=pad,
+            )
+        for seq in gen[:, enc["input_ids"].shape[1] :]:
             out.append(Response(prompt, tokenizer.decode(seq, skip_special_tokens=True)))
     return out

@@ -8,5 +8,14 @@ from .dispatch import verify
 from .result import Verdict, fill_verifier_block
 from .tasks import CodeTask, MathTask, SqlTask, TaskFileError, load_tasks, parse_task
 
-__all__ = ["CodeTask", "MathTask", "SqlTask", "TaskFileError", "Verdict", "fill_verifier_block",
-           "load_tasks", "parse_task", "verify"]
+__all__ = [
+    "CodeTask",
+    "MathTask",
+    "SqlTask",
+    "TaskFileError",
+    "Verdict",
+    "fill_verifier_block",
+    "load_tasks",
+    "parse_task",
+    "verify",
+]

@@ -15,9 +15,19 @@ import sys
 import pytest
 
 NONCE_FD, RESULT_FD = 3, 4
-WATCHED_MODULES = ("_pytest.runner", "_pytest.python", "_pytest.reports", "_pytest.main",
-                   "_pytest.junitxml", "_pytest.skipping", "_pytest.outcomes", "_pytest.fixtures",
-                   "_pytest.assertion.rewrite", "_pytest.assertion.util", "_pytest.unittest")
+WATCHED_MODULES = (
+    "_pytest.runner",
+    "_pytest.python",
+    "_pytest.reports",
+    "_pytest.main",
+    "_pytest.junitxml",
+    "_pytest.skipping",
+    "_pytest.outcomes",
+    "_pytest.fixtures",
+    "_pytest.assertion.rewrite",
+    "_pytest.assertion.util",
+    "_pytest.unittest",
+)
 
 
 def _behaviour(value):
@@ -34,10 +44,20 @@ def _watched():
     # behaviour only (functions, classes, descriptors): a harness setting a plain attribute such
     # as ``unittest.TestCase.maxDiff`` is no tampering
     seen = {f"builtins.{k}": v for k, v in vars(builtins).items() if _behaviour(v)}
-    for cls in (unittest.TestCase, unittest.TestResult, _pytest.reports.TestReport,
-                _pytest.junitxml.LogXML, _pytest.junitxml._NodeReporter):
-        seen.update({f"{cls.__module__}.{cls.__qualname__}.{k}": v
-                     for k, v in vars(cls).items() if _behaviour(v)})
+    for cls in (
+        unittest.TestCase,
+        unittest.TestResult,
+        _pytest.reports.TestReport,
+        _pytest.junitxml.LogXML,
+        _pytest.junitxml._NodeReporter,
+    ):
+        seen.update(
+            {
+                f"{cls.__module__}.{cls.__qualname__}.{k}": v
+                for k, v in vars(cls).items()
+                if _behaviour(v)
+            }
+        )
     for name in WATCHED_MODULES:
         module = sys.modules.get(name)
         if module is not None:
@@ -76,11 +96,24 @@ def main():
     # shadow the interpreter's modules (-I already keeps the cwd and PYTHON* variables out)
     sys.path.append(solution_dir)
     guard = Guard(nonce)
-    args = ["-q", "-p", "no:cacheprovider", "-p", "no:pastebin", "--import-mode=importlib",
-            "-c", os.path.join(box, "pytest.ini"), "--rootdir", box,
-            "--confcutdir", box, "-o", "junit_family=xunit2",
-            f"--junitxml=/dev/fd/{RESULT_FD}",
-            *[os.path.join(box, n) for n in nodeids]]
+    args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:pastebin",
+        "--import-mode=importlib",
+        "-c",
+        os.path.join(box, "pytest.ini"),
+        "--rootdir",
+        box,
+        "--confcutdir",
+        box,
+        "-o",
+        "junit_family=xunit2",
+        f"--junitxml=/dev/fd/{RESULT_FD}",
+        *[os.path.join(box, n) for n in nodeids],
+    ]
     code = pytest.main(args, plugins=[guard])
     sys.stdout.flush()
     os._exit(int(code))

@@ -43,15 +43,21 @@ def _text(completion: Any) -> str:
 
 def trl_reward_func(prompts: list, completions: list, verify_task: list, **kwargs) -> list[float]:
     """TRL reward function: one float per completion."""
-    return [verify(task_from_label(label), _text(c)).reward
-            for c, label in zip(completions, verify_task, strict=True)]
+    return [
+        verify(task_from_label(label), _text(c)).reward
+        for c, label in zip(completions, verify_task, strict=True)
+    ]
 
 
 trl_reward_func.__name__ = "preflab_verify"
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any,
-                  extra_info: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """verl custom reward function: a dict with ``score`` (verl logs the other keys).
 
     A row of preflab's ``verl`` export names its verifier in ``extra_info["verifier"]``
@@ -60,20 +66,24 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any,
     task = task_from_label(info.get("verify_task") or ground_truth)
     named = info.get("verifier")
     if named and named != f"preflab.verify:{task.kind}":
-        raise ValueError(f"{data_source}: extra_info.verifier is {named!r} but the task is a {task.kind} "
-                         "task; export the rows again with `preflab export --format verl`")
+        raise ValueError(
+            f"{data_source}: extra_info.verifier is {named!r} but the task is a {task.kind} "
+            "task; export the rows again with `preflab export --format verl`"
+        )
     verdict = verify(task, solution_str)
     harness_ok = verdict.harness_sha256_verified is not False
     return {"score": verdict.reward, "harness_ok": float(harness_ok)}
 
 
-def reward_func(queries: list[str], prompts: list[str], labels: list[Any], **kwargs) -> dict[str, Any]:
+def reward_func(
+    queries: list[str], prompts: list[str], labels: list[Any], **kwargs
+) -> dict[str, Any]:
     """OpenRLHF remote reward function (``--remote_rm_url`` pointing at this file)."""
     import torch
 
     rewards = []
     for query, prompt, label in zip(queries, prompts, labels, strict=True):
-        response = query[len(prompt):] if query.startswith(prompt) else query
+        response = query[len(prompt) :] if query.startswith(prompt) else query
         rewards.append(verify(task_from_label(label), response).reward)
     scores = torch.tensor(rewards, dtype=torch.float32)
     return {"rewards": scores, "scores": scores, "extra_logs": {"verifier_reward": scores}}

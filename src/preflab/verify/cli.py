@@ -16,8 +16,9 @@ from .pool import default_workers, load_solutions, result_row, verify_many
 from .sandbox import SandboxUnavailable, check_available
 from .tasks import CodeTask, TaskFileError, load_tasks
 
-verify_app = typer.Typer(help="Score code, SQL and math completions with sandboxed verifiers.",
-                         no_args_is_help=True)
+verify_app = typer.Typer(
+    help="Score code, SQL and math completions with sandboxed verifiers.", no_args_is_help=True
+)
 console = Console(stderr=True)
 
 
@@ -26,7 +27,9 @@ def run(
     tasks_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="tasks JSONL"),
     solutions_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="solutions JSONL"),
     out: Path = typer.Option(Path("verify-results.jsonl"), "--out", "-o", help="results JSONL"),
-    workers: int = typer.Option(default_workers(), "--workers", "-w", min=1, help="worker processes"),
+    workers: int = typer.Option(
+        default_workers(), "--workers", "-w", min=1, help="worker processes"
+    ),
 ) -> None:
     """Verify every solution against its task; write one JSON result per line to OUT."""
     try:
@@ -38,12 +41,18 @@ def run(
         console.print(str(e), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from e
     started = time.monotonic()
-    progress = Progress("[progress.description]{task.description}", BarColumn(),
-                        MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+    progress = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
     with progress:
         bar = progress.add_task("verifying", total=len(submissions))
-        verdicts = verify_many(tasks, submissions, workers=workers,
-                               on_done=lambda _: progress.advance(bar))
+        verdicts = verify_many(
+            tasks, submissions, workers=workers, on_done=lambda _: progress.advance(bar)
+        )
     elapsed = time.monotonic() - started
     tmp = out.with_name(out.name + ".partial")
     with open(tmp, "wb") as f:  # written whole, then renamed: never a half-written results file
@@ -56,8 +65,9 @@ def run(
 @verify_app.command("trajectories")
 def trajectories(
     tasks_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="tasks JSONL"),
-    trajectories_file: Path = typer.Argument(..., exists=True, dir_okay=False,
-                                             help="RLHF-2026.11 trajectories JSONL"),
+    trajectories_file: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, help="RLHF-2026.11 trajectories JSONL"
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="trajectories JSONL with verifier blocks"),
 ) -> None:
     """Verify each trajectory's last answer against its task and fill its ``verifier`` block
@@ -83,8 +93,13 @@ def trajectories(
         verified += verdict is not None
         lines.append(orjson.dumps(filled) + b"\n")
     if errors:
-        console.print("\n".join(errors) + "\nnothing was written", style="red", markup=False,
-                      highlight=False, soft_wrap=True)
+        console.print(
+            "\n".join(errors) + "\nnothing was written",
+            style="red",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(2)
     tmp = out.with_name(out.name + ".partial")
     tmp.write_bytes(b"".join(lines))
@@ -96,8 +111,10 @@ def _summary(verdicts, elapsed: float, workers: int, out: Path) -> None:
     by_kind: dict[str, list] = defaultdict(list)
     for v in verdicts:
         by_kind[v.kind].append(v)
-    table = Table(title=f"{len(verdicts)} verifications in {elapsed:.2f}s "
-                        f"({len(verdicts) / max(elapsed, 1e-9):.1f}/s, {workers} workers)")
+    table = Table(
+        title=f"{len(verdicts)} verifications in {elapsed:.2f}s "
+        f"({len(verdicts) / max(elapsed, 1e-9):.1f}/s, {workers} workers)"
+    )
     for column in ("kind", "solutions", "reward 1", "reward 0", "harness not verified"):
         table.add_column(column)
     for kind, group in sorted(by_kind.items()):
@@ -108,7 +125,9 @@ def _summary(verdicts, elapsed: float, workers: int, out: Path) -> None:
     console.print(f"results: {out}")
 
 
-def verify_project(engine, project_name: str, *, workers: int = 1, on_planned=None, on_done=None) -> dict:
+def verify_project(
+    engine, project_name: str, *, workers: int = 1, on_planned=None, on_done=None
+) -> dict:
     """Verify every verifiable item (and trajectory with a task) of a project and store the
     verdicts (candidates' ``metadata.verifier``, trajectories' ``verifier`` block) in one
     transaction: all of them or, on any error, none. Returns counts.
@@ -124,7 +143,9 @@ def verify_project(engine, project_name: str, *, workers: int = 1, on_planned=No
         items = [entry.item for entry in repo.iter_items_with_judgments(session, project)]
     plan = plan_project(items)
     if plan.errors:
-        raise TaskFileError("\n".join(plan.errors) + "\nfix these items' tasks and run again; nothing was stored")
+        raise TaskFileError(
+            "\n".join(plan.errors) + "\nfix these items' tasks and run again; nothing was stored"
+        )
     if any(isinstance(t, CodeTask) for t in plan.tasks.values()):
         check_available()
     if on_planned:
@@ -134,35 +155,54 @@ def verify_project(engine, project_name: str, *, workers: int = 1, on_planned=No
     with transaction(engine) as session:
         project = repo.get_project(session, project_name)
         repo.merge_metadata(session, project, stored.items, stored.candidates)
-    return {"items": len(plan.tasks), "verified": len(verdicts),
-            "passed": sum(v.passed for v in verdicts),
-            "harness_not_verified": sum(v.harness_sha256_verified is False for v in verdicts)}
+    return {
+        "items": len(plan.tasks),
+        "verified": len(verdicts),
+        "passed": sum(v.passed for v in verdicts),
+        "harness_not_verified": sum(v.harness_sha256_verified is False for v in verdicts),
+    }
 
 
 @verify_app.command("project")
 def project_command(
     name: str = typer.Argument(..., help="project name"),
-    db: str | None = typer.Option(None, "--db", envvar="PREFLAB_DB",
-                                  help="Database URL or SQLite path [default: ./preflab.db]."),
-    workers: int = typer.Option(default_workers(), "--workers", "-w", min=1, help="worker processes"),
+    db: str | None = typer.Option(
+        None,
+        "--db",
+        envvar="PREFLAB_DB",
+        help="Database URL or SQLite path [default: ./preflab.db].",
+    ),
+    workers: int = typer.Option(
+        default_workers(), "--workers", "-w", min=1, help="worker processes"
+    ),
 ) -> None:
     """Verify a project's verifiable items (metadata.verifiable: code / sql / math, and trajectories
     with a task) and store each verdict where the exports read it, in one transaction."""
     from preflab.store.db import default_url, open_db
     from preflab.store.repo import NotFound
 
-    progress = Progress("[progress.description]{task.description}", BarColumn(),
-                        MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+    progress = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
     with progress:
         bar = progress.add_task("verifying", total=None)
         try:
             counts = verify_project(
-                open_db(db or default_url()), name, workers=workers,
+                open_db(db or default_url()),
+                name,
+                workers=workers,
                 on_planned=lambda n: progress.update(bar, total=n),
-                on_done=lambda _: progress.advance(bar))
+                on_done=lambda _: progress.advance(bar),
+            )
         except (TaskFileError, SandboxUnavailable, NotFound) as e:
             progress.stop()
             console.print(str(e), style="red", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from e
-    console.print(f"{counts['verified']} answers of {counts['items']} items verified: {counts['passed']} passed, "
-                  f"{counts['harness_not_verified']} with the harness changed; verdicts stored in project {name!r}")
+    console.print(
+        f"{counts['verified']} answers of {counts['items']} items verified: {counts['passed']} passed, "
+        f"{counts['harness_not_verified']} with the harness changed; verdicts stored in project {name!r}"
+    )

@@ -71,16 +71,19 @@ def read_results(document: bytes, nonce: str) -> dict[tuple[str, str], Outcome]:
     if props.get("preflab_nonce") != nonce:
         raise ResultDocumentError("result document lacks this run's nonce (forged or replaced)")
     if props.get("preflab_integrity") != "ok":
-        raise ResultDocumentError(f"pytest/unittest internals were modified: "
-                                  f"{props.get('preflab_integrity') or 'check missing'}")
+        raise ResultDocumentError(
+            f"pytest/unittest internals were modified: "
+            f"{props.get('preflab_integrity') or 'check missing'}"
+        )
     outcomes: dict[tuple[str, str], Outcome] = {}
     for case in root.iter("testcase"):
         key = (case.get("classname", ""), case.get("name", ""))
         skipped = case.find("skipped") is not None
         failed = case.find("failure") is not None or case.find("error") is not None
         previous = outcomes.get(key, Outcome(ran=True, passed=True))
-        outcomes[key] = Outcome(ran=previous.ran and not skipped,
-                                passed=previous.passed and not failed and not skipped)
+        outcomes[key] = Outcome(
+            ran=previous.ran and not skipped, passed=previous.passed and not failed and not skipped
+        )
     return outcomes
 
 
@@ -98,8 +101,9 @@ def _relative(path: str) -> str:
     return str(pure)
 
 
-def _prepare(task: CodeTask, solution: Mapping[str, str], work: Path,
-             uid: int | None) -> tuple[Path, Path]:
+def _prepare(
+    task: CodeTask, solution: Mapping[str, str], work: Path, uid: int | None
+) -> tuple[Path, Path]:
     box = work / "box"
     if task.harness_dir:
         shutil.copytree(task.harness_dir, box, symlinks=False)
@@ -127,13 +131,18 @@ def _prepare(task: CodeTask, solution: Mapping[str, str], work: Path,
 
 
 def _env(solution_dir: Path) -> dict[str, str]:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(solution_dir),
-            "TMPDIR": str(solution_dir), "LANG": "C.UTF-8",
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(solution_dir),
+        "TMPDIR": str(solution_dir),
+        "LANG": "C.UTF-8",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
 
 
-def verify_code(task: CodeTask, solution: str | Mapping[str, str], *,
-                limits: Limits | None = None) -> Verdict:
+def verify_code(
+    task: CodeTask, solution: str | Mapping[str, str], *, limits: Limits | None = None
+) -> Verdict:
     limits = limits or Limits(wall_s=task.timeout_s, cpu_s=int(task.timeout_s) + 1)
     ensure_available()
     if os.geteuid() != 0:  # no uid drop: the run keeps the caller's uid
@@ -142,8 +151,9 @@ def verify_code(task: CodeTask, solution: str | Mapping[str, str], *,
         return _verify_code(task, solution, limits, uid)
 
 
-def _verify_code(task: CodeTask, solution: str | Mapping[str, str], limits: Limits,
-                 uid: int | None) -> Verdict:
+def _verify_code(
+    task: CodeTask, solution: str | Mapping[str, str], limits: Limits, uid: int | None
+) -> Verdict:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preflab-verify-") as tmp:
         work = Path(tmp)
@@ -153,11 +163,25 @@ def _verify_code(task: CodeTask, solution: str | Mapping[str, str], limits: Limi
         # whole test files, not node ids: a candidate that breaks collection then shows as a
         # collection error of the module (its tests failed) rather than as a usage error
         test_files = list(dict.fromkeys(n.split("::", 1)[0] for n in [*task.f2p, *task.p2p]))
-        command = [sys.executable, "-I", "-B", str(box / "_preflab_runner.py"), str(box),
-                   str(solution_dir), *test_files]
-        run = run_sandboxed(command, workdir=work, cwd=solution_dir, limits=limits,
-                            uid=uid if uid is not None else os.getuid(), env=_env(solution_dir),
-                            secret=nonce.encode(), writable=solution_dir)
+        command = [
+            sys.executable,
+            "-I",
+            "-B",
+            str(box / "_preflab_runner.py"),
+            str(box),
+            str(solution_dir),
+            *test_files,
+        ]
+        run = run_sandboxed(
+            command,
+            workdir=work,
+            cwd=solution_dir,
+            limits=limits,
+            uid=uid if uid is not None else os.getuid(),
+            env=_env(solution_dir),
+            secret=nonce.encode(),
+            writable=solution_dir,
+        )
         after = {**tree_digests(box, skip=(solution_dir,)), **pytest_entry_digests()}
     verdict = _judge(task, run, nonce, diff(before, after))
     verdict.wall_s = time.monotonic() - started
@@ -192,9 +216,16 @@ def _judge(task: CodeTask, run, nonce: str, changes: list[str]) -> Verdict:
     else:
         reason = "; ".join(problems) or "all tests passed"
     reward = 1.0 if verified and not f2p_exit and not p2p_exit else 0.0
-    return Verdict(task_id=task.task_id, kind="code", reward=reward, reason=reason,
-                   f2p_exit=f2p_exit, p2p_exit=p2p_exit, harness_sha256_verified=verified,
-                   tests=tests)
+    return Verdict(
+        task_id=task.task_id,
+        kind="code",
+        reward=reward,
+        reason=reason,
+        f2p_exit=f2p_exit,
+        p2p_exit=p2p_exit,
+        harness_sha256_verified=verified,
+        tests=tests,
+    )
 
 
 def _lookup(outcomes: dict[tuple[str, str], Outcome], nodeid: str) -> Outcome | None:

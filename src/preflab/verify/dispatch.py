@@ -30,6 +30,10 @@ def verify(task: CodeTask | SqlTask | MathTask, completion: str | Mapping[str, s
     except SandboxUnavailable:
         raise
     except (ValueError, TypeError, RecursionError, MemoryError) as e:
-        return Verdict(task_id=task.task_id, kind=task.kind, reward=0.0,
-                       reason=f"could not verify: {type(e).__name__}: {e}",
-                       wall_s=time.monotonic() - started)
+        return Verdict(
+            task_id=task.task_id,
+            kind=task.kind,
+            reward=0.0,
+            reason=f"could not verify: {type(e).__name__}: {e}",
+            wall_s=time.monotonic() - started,
+        )

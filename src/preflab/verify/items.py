@@ -50,7 +50,11 @@ def item_task(item: Item) -> Any | None:
     route = verifiable_route(item)
     record = (item.metadata or {}).get("trajectory")
     data = verify_task(item)
-    if data is None and isinstance(record, Mapping) and isinstance(record.get("verify_task"), Mapping):
+    if (
+        data is None
+        and isinstance(record, Mapping)
+        and isinstance(record.get("verify_task"), Mapping)
+    ):
         data = dict(record["verify_task"])
     if data is not None:
         defaults = {"task_id": item.id, **({"kind": route} if route else {})}
@@ -58,8 +62,10 @@ def item_task(item: Item) -> Any | None:
     if route == "math" and item.reference:
         return MathTask(task_id=item.id, kind="math", answer=item.reference)
     if route is not None:
-        raise ValueError(f"a {route} item needs metadata.verify_task"
-                         + (" (or a reference answer)" if route == "math" else ""))
+        raise ValueError(
+            f"a {route} item needs metadata.verify_task"
+            + (" (or a reference answer)" if route == "math" else "")
+        )
     return None
 
 
@@ -78,7 +84,9 @@ def plan_project(items: Iterable[Item]) -> ProjectPlan:
         if isinstance(record, Mapping):
             plan.trajectories[item.id] = dict(record)
             trajectory = Trajectory.model_validate(record)
-            plan.submissions.append(Submission(item.id, completion_of(trajectory), TRAJECTORY_CANDIDATE))
+            plan.submissions.append(
+                Submission(item.id, completion_of(trajectory), TRAJECTORY_CANDIDATE)
+            )
             continue
         for candidate in item.candidates:
             plan.submissions.append(Submission(item.id, candidate.as_text(), candidate.id))

@@ -94,5 +94,10 @@ def verify_math(task: MathTask, completion: str) -> Verdict:
         reward, reason = 1.0, f"{answer!r} is equivalent to {task.answer!r}"
     else:
         reward, reason = 0.0, f"{answer!r} is not equivalent to {task.answer!r}"
-    return Verdict(task_id=task.task_id, kind="math", reward=reward, reason=reason,
-                   wall_s=time.monotonic() - started)
+    return Verdict(
+        task_id=task.task_id,
+        kind="math",
+        reward=reward,
+        reason=reason,
+        wall_s=time.monotonic() - started,
+    )

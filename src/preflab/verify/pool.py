@@ -41,7 +41,9 @@ def load_solutions(path: Path, known_tasks: Iterable[str]) -> list[Submission]:
         else:
             out.append(Submission(task_id, completion, row.get("solution_id")))
     if errors:
-        raise TaskFileError("\n".join(errors) + "\nfix these lines and run again; nothing was verified")
+        raise TaskFileError(
+            "\n".join(errors) + "\nfix these lines and run again; nothing was verified"
+        )
     return out
 
 
@@ -49,8 +51,13 @@ def default_workers() -> int:
     return max(1, min(8, (os.cpu_count() or 1)))
 
 
-def verify_many(tasks: Mapping[str, Any], submissions: list[Submission], *, workers: int = 1,
-                on_done: Callable[[Verdict], None] | None = None) -> list[Verdict]:
+def verify_many(
+    tasks: Mapping[str, Any],
+    submissions: list[Submission],
+    *,
+    workers: int = 1,
+    on_done: Callable[[Verdict], None] | None = None,
+) -> list[Verdict]:
     """Verdicts in the order of ``submissions``; ``on_done`` runs as each one finishes."""
     results: list[Verdict | None] = [None] * len(submissions)
     if workers <= 1:
@@ -59,8 +66,10 @@ def verify_many(tasks: Mapping[str, Any], submissions: list[Submission], *, work
         return results
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(verify, tasks[sub.task_id], sub.completion): k
-                   for k, sub in enumerate(submissions)}
+        futures = {
+            pool.submit(verify, tasks[sub.task_id], sub.completion): k
+            for k, sub in enumerate(submissions)
+        }
         for future in as_completed(futures):
             k = futures[future]
             results[k] = _finish(future.result(), submissions[k], on_done)

@@ -27,9 +27,12 @@ class Verdict:
         return self.reward > 0
 
     def verifier_block(self) -> dict[str, Any]:
-        block = {"f2p_exit": self.f2p_exit, "p2p_exit": self.p2p_exit,
-                 "harness_sha256_verified": self.harness_sha256_verified,
-                 "terminal_reward": self.reward}
+        block = {
+            "f2p_exit": self.f2p_exit,
+            "p2p_exit": self.p2p_exit,
+            "harness_sha256_verified": self.harness_sha256_verified,
+            "terminal_reward": self.reward,
+        }
         return {k: v for k, v in block.items() if v is not None}
 
     def to_json(self) -> dict[str, Any]:

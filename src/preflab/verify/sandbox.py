@@ -126,7 +126,8 @@ def check_available() -> None:
     if probe.returncode != 0:
         raise SandboxUnavailable(
             f"cannot create namespaces ({probe.stderr.strip()}); run as root or enable "
-            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)"
+        )
 
 
 def _unshare_prefix() -> list[str]:
@@ -145,8 +146,11 @@ def _blocking_ancestor(path: Path) -> Path | None:
 
 
 def interpreter_trees() -> list[Path]:
-    trees = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-             Path(sys.executable).resolve().parent.parent}
+    trees = {
+        Path(sys.prefix).resolve(),
+        Path(sys.base_prefix).resolve(),
+        Path(sys.executable).resolve().parent.parent,
+    }
     return sorted(trees)
 
 
@@ -174,8 +178,11 @@ def _root_setup_script(workdir: Path, uid: int, writable: Path | None, scratch_b
     for blocker in hidden:
         lines.append(f"mount -t tmpfs -o mode=0755,size=1m tmpfs '{blocker}'")
     for k, tree in enumerate(t for trees in hidden.values() for t in trees):
-        lines += [f"mkdir -p '{tree}'", f"mount --bind '{staging}/{k}' '{tree}'",
-                  f"mount -o remount,bind,ro '{tree}'"]
+        lines += [
+            f"mkdir -p '{tree}'",
+            f"mount --bind '{staging}/{k}' '{tree}'",
+            f"mount -o remount,bind,ro '{tree}'",
+        ]
     lines += _private_scratch(workdir, uid, writable, scratch_bytes)
     lines.append(f'exec setpriv --reuid {uid} --regid {uid} --clear-groups --no-new-privs -- "$@"')
     return "\n".join(lines)
@@ -194,26 +201,43 @@ def _private_scratch(workdir: Path, uid: int, writable: Path | None, size: int) 
     for directory in PRIVATE_TMP_DIRS:
         if os.path.isdir(directory):
             lines.append(f"mount -t tmpfs -o size={size},mode=1777 tmpfs '{directory}'")
-    lines += [f"mkdir -p '{workdir}'", f"mount --no-canonicalize --bind /proc/self/fd/9 '{workdir}'",
-              "exec 9<&-"]
+    lines += [
+        f"mkdir -p '{workdir}'",
+        f"mount --no-canonicalize --bind /proc/self/fd/9 '{workdir}'",
+        "exec 9<&-",
+    ]
     for fd, tree in kept:
-        lines += [f"mkdir -p '{tree}'", f"mount --no-canonicalize --bind /proc/self/fd/{fd} '{tree}'",
-                  f"mount -o remount,bind,ro '{tree}'", f"exec {fd}<&-"]
+        lines += [
+            f"mkdir -p '{tree}'",
+            f"mount --no-canonicalize --bind /proc/self/fd/{fd} '{tree}'",
+            f"mount -o remount,bind,ro '{tree}'",
+            f"exec {fd}<&-",
+        ]
     if writable is not None:
         scratch = workdir / ".scratch"
-        lines += [f"mkdir -p '{scratch}'",
-                  f"mount -t tmpfs -o size={size},mode=0700,uid={uid},gid={uid} tmpfs '{scratch}'",
-                  f"cp -a '{writable}/.' '{scratch}/'", f"mount --bind '{scratch}' '{writable}'"]
+        lines += [
+            f"mkdir -p '{scratch}'",
+            f"mount -t tmpfs -o size={size},mode=0700,uid={uid},gid={uid} tmpfs '{scratch}'",
+            f"cp -a '{writable}/.' '{scratch}/'",
+            f"mount --bind '{scratch}' '{writable}'",
+        ]
     lines.append('cd "$(pwd)"')  # re-enter the cwd by path: through the new mounts
     return lines
 
 
-def wrap(command: list[str], workdir: Path, uid: int, writable: Path | None = None,
-         scratch_bytes: int = Limits.scratch_bytes) -> list[str]:
+def wrap(
+    command: list[str],
+    workdir: Path,
+    uid: int,
+    writable: Path | None = None,
+    scratch_bytes: int = Limits.scratch_bytes,
+) -> list[str]:
     if os.geteuid() == 0:
         script = _root_setup_script(workdir, uid, writable, scratch_bytes)
     else:  # root of its own user namespace (the caller's uid outside): may mount, keeps the uid
-        script = "\n".join(["set -e", *_private_scratch(workdir, 0, writable, scratch_bytes), 'exec "$@"'])
+        script = "\n".join(
+            ["set -e", *_private_scratch(workdir, 0, writable, scratch_bytes), 'exec "$@"']
+        )
     return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
 
 
@@ -237,9 +261,18 @@ def _processes_of(uid: int) -> list[int]:
     return found
 
 
-def run_sandboxed(command: list[str], *, workdir: Path, cwd: Path, limits: Limits,
-                  uid: int, env: dict[str, str], secret: bytes, writable: Path | None = None,
-                  channel_cap: int = 4 * 1024**2) -> SandboxRun:
+def run_sandboxed(
+    command: list[str],
+    *,
+    workdir: Path,
+    cwd: Path,
+    limits: Limits,
+    uid: int,
+    env: dict[str, str],
+    secret: bytes,
+    writable: Path | None = None,
+    channel_cap: int = 4 * 1024**2,
+) -> SandboxRun:
     """Run ``command`` sandboxed. Two pipes go in: fd 3 (``secret``, read once by the host's
     runner) and fd 4 (the out-of-band result channel, drained here). Output goes to a host file
     of which only a tail is kept for diagnostics; it is never parsed."""
@@ -256,10 +289,17 @@ def run_sandboxed(command: list[str], *, workdir: Path, cwd: Path, limits: Limit
     with open(log_path, "wb") as log:
         fds = {3: secret_r, 4: channel_w}
         proc = subprocess.Popen(
-            wrap(command, workdir, uid, writable, limits.scratch_bytes), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            wrap(command, workdir, uid, writable, limits.scratch_bytes),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             preexec_fn=lambda: (_move_fds(fds), limits.apply()),
-            pass_fds=tuple(fds), close_fds=True)
+            pass_fds=tuple(fds),
+            close_fds=True,
+        )
     os.close(secret_r)
     os.close(channel_w)
     reader = threading.Thread(target=_drain, args=(channel_r, received, channel_cap), daemon=True)
@@ -278,9 +318,14 @@ def run_sandboxed(command: list[str], *, workdir: Path, cwd: Path, limits: Limit
     reader.join(timeout=5)
     tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
     log_path.unlink()
-    return SandboxRun(returncode=None if timed_out else proc.returncode, timed_out=timed_out,
-                      wall_s=time.monotonic() - started, channel=bytes(received),
-                      output_tail=tail, leftovers=leftovers)
+    return SandboxRun(
+        returncode=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        wall_s=time.monotonic() - started,
+        channel=bytes(received),
+        output_tail=tail,
+        leftovers=leftovers,
+    )
 
 
 def _reap_uid(uid: int, grace_s: float = 10.0) -> list[int]:

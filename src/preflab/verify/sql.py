@@ -23,8 +23,12 @@ from .tasks import SqlTask
 
 MAX_ROWS = 100_000
 SQL_FENCE = re.compile(r"```(?:sql|sqlite)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
-           getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+ALLOWED = {
+    sqlite3.SQLITE_SELECT,
+    sqlite3.SQLITE_READ,
+    sqlite3.SQLITE_FUNCTION,
+    getattr(sqlite3, "SQLITE_RECURSIVE", 33),
+}
 
 
 def extract_sql(completion: str) -> str:
@@ -91,5 +95,11 @@ def verify_sql(task: SqlTask, completion: str) -> Verdict:
         reward, reason = 1.0, f"{len(actual)} rows match"
     else:
         reward, reason = 0.0, f"result differs: {len(actual)} rows, expected {len(expected)}"
-    return Verdict(task_id=task.task_id, kind="sql", reward=reward, reason=reason,
-                   harness_sha256_verified=intact, wall_s=time.monotonic() - started)
+    return Verdict(
+        task_id=task.task_id,
+        kind="sql",
+        reward=reward,
+        reason=reason,
+        harness_sha256_verified=intact,
+        wall_s=time.monotonic() - started,
+    )

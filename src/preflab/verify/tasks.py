@@ -82,7 +82,9 @@ class TaskFileError(ValueError):
     """Bad input, with ``file:line: field: reason`` for every problem found."""
 
 
-def parse_task(data: dict[str, Any], *, base_dir: Path | None = None) -> CodeTask | SqlTask | MathTask:
+def parse_task(
+    data: dict[str, Any], *, base_dir: Path | None = None
+) -> CodeTask | SqlTask | MathTask:
     task = TASK.validate_python(data)
     if base_dir is not None:
         task = _resolve_paths(task, base_dir)
@@ -101,8 +103,10 @@ def _resolve_paths(task, base_dir: Path):
 
 def _errors(where: str, exc: ValidationError | ValueError) -> list[str]:
     if isinstance(exc, ValidationError):
-        return [f"{where}: {'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}"
-                for e in exc.errors()]
+        return [
+            f"{where}: {'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}"
+            for e in exc.errors()
+        ]
     return [f"{where}: (record): {exc}"]
 
 
@@ -140,5 +144,7 @@ def load_tasks(path: Path) -> dict[str, CodeTask | SqlTask | MathTask]:
             errors.append(f"{where}: task_id: duplicate task id {task.task_id!r}")
         tasks[task.task_id] = task
     if errors:
-        raise TaskFileError("\n".join(errors) + "\nfix these lines and run again; nothing was verified")
+        raise TaskFileError(
+            "\n".join(errors) + "\nfix these lines and run again; nothing was verified"
+        )
     return tasks

@@ -38,7 +38,9 @@ def task_for(record: Mapping[str, Any], tasks: Mapping[str, Any]):
     return tasks.get(record.get("trajectory_id"))
 
 
-def verify_trajectory(record: dict[str, Any], tasks: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+def verify_trajectory(
+    record: dict[str, Any], tasks: Mapping[str, Any]
+) -> tuple[dict[str, Any], Any]:
     """``(record with the verifier block filled, verdict)``; the record unchanged and ``None``
     when it has no task."""
     trajectory = Trajectory.model_validate(record)

@@ -41,9 +41,15 @@ class RoutingError(ValueError):
     """A row this function cannot score; the message says which field to fix."""
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any,
-                  extra_info: Mapping[str, Any] | None = None, *, reward_model_path: str | None = None,
-                  **_verl_kwargs: Any) -> dict[str, Any]:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    reward_model_path: str | None = None,
+    **_verl_kwargs: Any,
+) -> dict[str, Any]:
     """Score one rollout of a preflab ``verl`` row; a dict with ``score`` (verl logs the rest)."""
     info = extra_info or {}
     style = info.get("style")
@@ -53,22 +59,30 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any,
             return {"score": exact_match(solution_str, ground_truth), "route": 0.0}
         if isinstance(verifier, str) and verifier.startswith(VERIFIER_PREFIX):
             return {**verify_score(data_source, solution_str, ground_truth, info), "route": 1.0}
-        raise RoutingError(f"extra_info.verifier: expected {VERIFIER_PREFIX}<math|code|sql|exact> on a rule row, "
-                           f"got {verifier!r}; export the file again with preflab")
+        raise RoutingError(
+            f"extra_info.verifier: expected {VERIFIER_PREFIX}<math|code|sql|exact> on a rule row, "
+            f"got {verifier!r}; export the file again with preflab"
+        )
     if style == "model":
         if not reward_model_path:
-            raise RoutingError("a preference row (extra_info.style 'model') needs a reward model: set "
-                               "+reward.custom_reward_function.reward_kwargs.reward_model_path=/path/to/model")
+            raise RoutingError(
+                "a preference row (extra_info.style 'model') needs a reward model: set "
+                "+reward.custom_reward_function.reward_kwargs.reward_model_path=/path/to/model"
+            )
         prompt = str(info.get("prompt_text") or "")
         return {"score": _reward_model(reward_model_path).score(prompt, solution_str), "route": 2.0}
-    raise RoutingError(f"extra_info.style: expected 'rule' or 'model', got {style!r} (data_source {data_source!r}); "
-                       "the row does not come from preflab's verl export")
+    raise RoutingError(
+        f"extra_info.style: expected 'rule' or 'model', got {style!r} (data_source {data_source!r}); "
+        "the row does not come from preflab's verl export"
+    )
 
 
 def exact_match(solution: str, reference: Any) -> float:
     """1.0 when the answer equals the reference after collapsing whitespace and case."""
+
     def norm(text: Any) -> str:
         return " ".join(str(text).split()).casefold()
+
     return float(reference is not None and norm(solution) == norm(reference))
 
 
@@ -86,8 +100,12 @@ class RewardModelScorer:
 
         if getattr(self.tokenizer, "chat_template", None):
             text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}], tokenize=False)
-            inputs = self.tokenizer(text, return_tensors="pt", truncation=True, add_special_tokens=False)
+                [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}],
+                tokenize=False,
+            )
+            inputs = self.tokenizer(
+                text, return_tensors="pt", truncation=True, add_special_tokens=False
+            )
         else:  # an encoder RM: prompt and response as a text pair
             inputs = self.tokenizer(prompt, response, return_tensors="pt", truncation=True)
         with torch.no_grad():

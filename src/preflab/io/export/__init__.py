@@ -50,7 +50,18 @@ from .verl import Verl
 
 EXPORT_FORMATS: dict[str, Exporter] = {
     e.name: e
-    for e in (TRLPreference(), TRLReward(), TRLKTO(), TRLSFT(), TRLStepwise(), OpenRLHF(), Verl(), Raw(), ToLabel(), Rollouts())
+    for e in (
+        TRLPreference(),
+        TRLReward(),
+        TRLKTO(),
+        TRLSFT(),
+        TRLStepwise(),
+        OpenRLHF(),
+        Verl(),
+        Raw(),
+        ToLabel(),
+        Rollouts(),
+    )
 }
 EXPORT_FORMATS[RLHFTrajectory.name] = RLHFTrajectory()
 EXPORT_FORMATS[TRLSFTAgent.name] = TRLSFTAgent()

@@ -34,7 +34,9 @@ from .resolve import (
 POSTERIOR_MARGIN = 0.1
 
 
-def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | None = None) -> list[ResolvedPair]:
+def aggregate_pairwise_dawid_skene(
+    votes: Iterable[PairVote], drops: DropLog | None = None
+) -> list[ResolvedPair]:
     """Winner per pair = the Dawid-Skene posterior mode; strength = median on the winning side.
 
     ``agreement`` reports the posterior probability of the winning side. Units whose posterior
@@ -53,7 +55,9 @@ def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | N
     for unit, v in zip(units, votes, strict=True):
         by_unit.setdefault(unit, []).append(v)
     out: list[ResolvedPair] = []
-    for unit, posterior, label in zip(result.units.tolist(), result.posteriors, result.labels.tolist(), strict=True):
+    for unit, posterior, label in zip(
+        result.units.tolist(), result.posteriors, result.labels.tolist(), strict=True
+    ):
         vs = by_unit[unit]
         item_id, lo, hi = unit.split("\x1f")
         if not separates(posterior):
@@ -70,7 +74,9 @@ def aggregate_pairwise_dawid_skene(votes: Iterable[PairVote], drops: DropLog | N
             if drops is not None:
                 drops.drop("aggregation", "no-supporting-vote", item_id)
             continue
-        out.append(resolved_pair(item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior))))
+        out.append(
+            resolved_pair(item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior)))
+        )
     return out
 
 

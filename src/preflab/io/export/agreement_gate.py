@@ -31,7 +31,9 @@ NOT_GATED = frozenset({"strength"})
 def project_min_alpha(policy: dict[str, Any]) -> float:
     value = policy.get("min_alpha", DEFAULT_MIN_ALPHA)
     if not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ExportError(f"policy.min_alpha: {value!r} is not a number in [0, 1]; set it with `preflab project set`")
+        raise ExportError(
+            f"policy.min_alpha: {value!r} is not a number in [0, 1]; set it with `preflab project set`"
+        )
     return float(value)
 
 
@@ -39,7 +41,9 @@ def _level(dimension: str) -> str:
     return "nominal" if dimension == "winner" else "ordinal"
 
 
-def agreement_figures(labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200) -> list[dict[str, Any]]:
+def agreement_figures(
+    labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200
+) -> list[dict[str, Any]]:
     """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters per item."""
     production = [(j, b) for j, b in labels if int(j.provenance.review_pass) == 0]
     batch_of = {id(j): ("unbatched" if b is None else f"batch-{b}") for j, b in production}
@@ -50,12 +54,21 @@ def agreement_figures(labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200)
             mask = (table.batches == batch) & (table.dimensions == dim)
             units, values = table.units[mask], table.values[mask].astype(float)
             _, per_unit = np.unique(units, return_counts=True)
-            entry = {"batch": batch, "dimension": dim, "level": _level(dim), "items": int(len(per_unit)),
-                     "items_with_2plus_raters": int((per_unit >= 2).sum()),
-                     "raters_per_item": round(float(per_unit.mean()), 3), "alpha": None, "ci95": None}
+            entry = {
+                "batch": batch,
+                "dimension": dim,
+                "level": _level(dim),
+                "items": int(len(per_unit)),
+                "items_with_2plus_raters": int((per_unit >= 2).sum()),
+                "raters_per_item": round(float(per_unit.mean()), 3),
+                "alpha": None,
+                "ci95": None,
+            }
             if entry["items_with_2plus_raters"]:
                 # no interval for dimensions that are not gated (the bootstrap is most of the cost)
-                ci = krippendorff_alpha_ci(units, values, _level(dim), n_boot=0 if dim in NOT_GATED else n_boot)
+                ci = krippendorff_alpha_ci(
+                    units, values, _level(dim), n_boot=0 if dim in NOT_GATED else n_boot
+                )
                 if np.isfinite(ci.estimate):
                     entry["alpha"] = round(float(ci.estimate), 4)
                     if np.isfinite(ci.low) and np.isfinite(ci.high):
@@ -73,15 +86,24 @@ def agreement_gate(
     reports without refusing: the floor is a promise to a trainer, and the raw export is how
     low-agreement labels are taken out for adjudication."""
     figures = agreement_figures(labels)
-    below = [f for f in figures if f["dimension"] not in NOT_GATED and f["alpha"] is not None and f["alpha"] < min_alpha]
+    below = [
+        f
+        for f in figures
+        if f["dimension"] not in NOT_GATED and f["alpha"] is not None and f["alpha"] < min_alpha
+    ]
     if below and refuse and not force:
         worst = ", ".join(f"{f['batch']}/{f['dimension']}: alpha {f['alpha']}" for f in below[:5])
         raise ExportError(
             f"agreement below policy.min_alpha {min_alpha}: {worst}. Adjudicate the disagreements, "
             "lower policy.min_alpha, or pass --force to write the export marked as below the floor"
         )
-    return {"min_alpha": min_alpha, "passed": not below, "forced": bool(below and refuse and force),
-            "below": [[f["batch"], f["dimension"]] for f in below], "by_batch_dimension": figures}
+    return {
+        "min_alpha": min_alpha,
+        "passed": not below,
+        "forced": bool(below and refuse and force),
+        "below": [[f["batch"], f["dimension"]] for f in below],
+        "by_batch_dimension": figures,
+    }
 
 
 def agreement_card(agreement: dict[str, Any] | None) -> str:
@@ -90,19 +112,31 @@ def agreement_card(agreement: dict[str, Any] | None) -> str:
         return ""
     lines = ["", "## Agreement", ""]
     if agreement["forced"]:
-        lines += [f"**Warning: agreement is below the project's floor (alpha >= {agreement['min_alpha']}) "
-                  "for " + ", ".join("/".join(b) for b in agreement["below"]) + "; exported with --force.**", ""]
+        lines += [
+            f"**Warning: agreement is below the project's floor (alpha >= {agreement['min_alpha']}) "
+            "for "
+            + ", ".join("/".join(b) for b in agreement["below"])
+            + "; exported with --force.**",
+            "",
+        ]
     else:
-        lines += [f"Every measured batch and dimension meets the project's floor, Krippendorff's alpha >= "
-                  f"{agreement['min_alpha']}.", ""]
-    lines += ["| batch | dimension | alpha (95% CI) | items | items with 2+ raters | raters per item |",
-              "|---|---|---|---|---|---|"]
+        lines += [
+            f"Every measured batch and dimension meets the project's floor, Krippendorff's alpha >= "
+            f"{agreement['min_alpha']}.",
+            "",
+        ]
+    lines += [
+        "| batch | dimension | alpha (95% CI) | items | items with 2+ raters | raters per item |",
+        "|---|---|---|---|---|---|",
+    ]
     for f in agreement["by_batch_dimension"]:
         alpha = "not measured" if f["alpha"] is None else str(f["alpha"])
         if f["ci95"]:
             alpha += f" ({f['ci95'][0]}, {f['ci95'][1]})"
-        lines.append(f"| {f['batch']} | {f['dimension']} | {alpha} | {f['items']} | "
-                     f"{f['items_with_2plus_raters']} | {f['raters_per_item']} |")
+        lines.append(
+            f"| {f['batch']} | {f['dimension']} | {alpha} | {f['items']} | "
+            f"{f['items_with_2plus_raters']} | {f['raters_per_item']} |"
+        )
     return "\n".join(lines) + "\n"
 
 

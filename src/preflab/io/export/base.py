@@ -153,7 +153,9 @@ class Exporter:
         unknown = sorted(set(options.params) - set(self.params))
         if unknown:
             known = ", ".join(sorted(self.params)) or "none"
-            raise ExportError(f"format {self.name!r} takes no option {unknown[0]!r} (options: {known})")
+            raise ExportError(
+                f"format {self.name!r} takes no option {unknown[0]!r} (options: {known})"
+            )
 
 
 # -- shared column helpers ------------------------------------------------------------------
@@ -171,7 +173,9 @@ class TextCache:
     def prompt(self, item_id: str) -> Any:
         value = self._prompts.get(item_id)
         if value is None:
-            value = self._prompts[item_id] = prompt_value(self.items[item_id].prompt, self.conversational)
+            value = self._prompts[item_id] = prompt_value(
+                self.items[item_id].prompt, self.conversational
+            )
         return value
 
     def completion(self, item_id: str, candidate_id: str) -> Any:
@@ -190,11 +194,15 @@ def _messages(messages: Any) -> list[dict[str, str]]:
 def prompt_value(prompt: Any, conversational: bool) -> str | list[dict[str, str]]:
     """A prompt as text (standard) or a list of ``{role, content}`` messages (conversational)."""
     if conversational:
-        return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _messages(prompt)
+        return (
+            [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _messages(prompt)
+        )
     return prompt_as_text(prompt)  # one rule: "Q" and [user: Q] are the same prompt, exported alike
 
 
-def completion_value(candidate: Candidate | Any, conversational: bool) -> str | list[dict[str, str]]:
+def completion_value(
+    candidate: Candidate | Any, conversational: bool
+) -> str | list[dict[str, str]]:
     """An answer as text, or (conversational) its messages / one assistant message."""
     if not conversational:
         return candidate.as_text()
@@ -235,12 +243,20 @@ def pair_columns(data: ExportData, *, margin: bool, size: int = BATCH_ROWS) -> I
             completions.append(completion_value(cand, conversational))
     # index lookups run in C (map over zip), not a Python loop per pair
     p_arr = pa.array(list(map(item_index.__getitem__, item_ids)), type=pa.int64())
-    c_arr = pa.array(list(map(candidate_index.__getitem__, zip(item_ids, map(attrgetter("chosen_id"), pairs)))),
-                     type=pa.int64())
-    r_arr = pa.array(list(map(candidate_index.__getitem__, zip(item_ids, map(attrgetter("rejected_id"), pairs)))),
-                     type=pa.int64())
+    c_arr = pa.array(
+        list(map(candidate_index.__getitem__, zip(item_ids, map(attrgetter("chosen_id"), pairs)))),
+        type=pa.int64(),
+    )
+    r_arr = pa.array(
+        list(
+            map(candidate_index.__getitem__, zip(item_ids, map(attrgetter("rejected_id"), pairs)))
+        ),
+        type=pa.int64(),
+    )
     # an unknown strength is a null margin, never a number (see PairMargins)
-    margins = pa.array(list(map(attrgetter("strength"), pairs)), type=pa.float64()) if margin else None
+    margins = (
+        pa.array(list(map(attrgetter("strength"), pairs)), type=pa.float64()) if margin else None
+    )
     t = text_type(conversational)
     prompt_dict, completion_dict = pa.array(prompts, type=t), pa.array(completions, type=t)
     for rows in chunked(len(pairs), size):

@@ -38,8 +38,13 @@ AGGREGATION_POLICY = (
 
 def size_category(n: int) -> str:
     """Hugging Face ``size_categories`` bucket."""
-    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
-                         (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")):
+    for limit, label in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+        (10_000_000, "1M<n<10M"),
+    ):
         if n < limit:
             return label
     return "10M<n<100M"
@@ -99,8 +104,11 @@ def build_manifest(
             "min_raters": options.min_raters,
             "length_gate": opts["length_gate"],
         },
-        "aggregation": {"function": aggregator_name, "policy": AGGREGATION_POLICY,
-                        "margin": stats.get("aggregation_margin")},
+        "aggregation": {
+            "function": aggregator_name,
+            "policy": AGGREGATION_POLICY,
+            "margin": stats.get("aggregation_margin"),
+        },
         "counts": {
             "items_in": stats["items_in"],
             "judgments_in": stats["judgments_in"],
@@ -143,7 +151,10 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
     }
     if file_format in ("jsonl", "parquet"):
         front["configs"] = [
-            {"config_name": "default", "data_files": [{"split": split, "path": f"{split}.{file_format}"}]}
+            {
+                "config_name": "default",
+                "data_files": [{"split": split, "path": f"{split}.{file_format}"}],
+            }
         ]
     yaml_text = yaml.safe_dump(front, sort_keys=False, allow_unicode=True)
     counts = manifest["counts"]
@@ -179,13 +190,22 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
         "",
         "## Rubric versions",
         "",
-        *([f"- `{r['id']}` v{r['version']} (sha256 {r['content_hash'][:16]}...)" for r in manifest["rubrics"]]
-          or ["- none"]),
+        *(
+            [
+                f"- `{r['id']}` v{r['version']} (sha256 {r['content_hash'][:16]}...)"
+                for r in manifest["rubrics"]
+            ]
+            or ["- none"]
+        ),
         "",
         "## Aggregation",
         "",
         manifest["aggregation"]["policy"],
-        *([f"Decided when: {manifest['aggregation']['margin']}."] if manifest["aggregation"].get("margin") else []),
+        *(
+            [f"Decided when: {manifest['aggregation']['margin']}."]
+            if manifest["aggregation"].get("margin")
+            else []
+        ),
         "",
         "## Gates",
         "",
@@ -212,7 +232,10 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
 
 def _load_snippet(file_format: str, split: str) -> list[str]:
     if file_format == "hf":
-        return ["from datasets import load_from_disk", f'ds = load_from_disk("path/to/export")["{split}"]']
+        return [
+            "from datasets import load_from_disk",
+            f'ds = load_from_disk("path/to/export")["{split}"]',
+        ]
     builder = "json" if file_format == "jsonl" else "parquet"
     return [
         "from datasets import load_dataset",
@@ -223,7 +246,9 @@ def _load_snippet(file_format: str, split: str) -> list[str]:
 def manifest_summary(manifest: dict[str, Any]) -> list[str]:
     """Human-readable lines about an export: rows, what each gate dropped, files and hashes."""
     counts = manifest["counts"]
-    lines = [f"{counts['rows_out']} rows from {counts['judgments_used']} judgments on {counts['items_in']} items"]
+    lines = [
+        f"{counts['rows_out']} rows from {counts['judgments_used']} judgments on {counts['items_in']} items"
+    ]
     for gate, info in manifest["gates"].items():
         if info.get("dropped"):
             lines.append(f"gate {gate} dropped {info['dropped']}: {info['reasons']}")

@@ -32,7 +32,9 @@ OPENRLHF_VERSION = "0.11.2"
 DATA_FLAGS = "--data.prompt_key prompt --data.chosen_key chosen --data.rejected_key rejected"
 #: a standard (text) export: OpenRLHF formats the prompt with it; newlines with bash $'...'
 INPUT_TEMPLATE = "User: {} Assistant: "
-OLD_SPELLING = "--prompt_key prompt --chosen_key chosen --rejected_key rejected --apply_chat_template"
+OLD_SPELLING = (
+    "--prompt_key prompt --chosen_key chosen --rejected_key rejected --apply_chat_template"
+)
 
 
 class OpenRLHF(TRLPreference):
@@ -51,13 +53,15 @@ class OpenRLHF(TRLPreference):
             "Reward model:",
             "",
             "```bash",
-            "deepspeed --module openrlhf.cli.train_rm " + " ".join(openrlhf_flags(manifest, reward=True)),
+            "deepspeed --module openrlhf.cli.train_rm "
+            + " ".join(openrlhf_flags(manifest, reward=True)),
             "```",
             "",
             "DPO:",
             "",
             "```bash",
-            "deepspeed --module openrlhf.cli.train_dpo " + " ".join(openrlhf_flags(manifest, reward=False)),
+            "deepspeed --module openrlhf.cli.train_dpo "
+            + " ".join(openrlhf_flags(manifest, reward=False)),
             "```",
             "",
             "Conversational rows need `--data.apply_chat_template` (without it OpenRLHF fails with "
@@ -72,8 +76,18 @@ class OpenRLHF(TRLPreference):
 def openrlhf_flags(manifest: dict[str, Any], *, reward: bool) -> list[str]:
     """The card's flags for ``train_rm`` (``reward``) or ``train_dpo``, shell-quoted."""
     split, file_format = manifest["split"], manifest["file_format"]
-    dataset = f"path/to/export/{split}" if file_format == "hf" else f"path/to/export/{split}.{file_format}"
-    flags = ["--model.model_name_or_path", "BASE_MODEL", "--data.dataset", dataset, *DATA_FLAGS.split()]
+    dataset = (
+        f"path/to/export/{split}"
+        if file_format == "hf"
+        else f"path/to/export/{split}.{file_format}"
+    )
+    flags = [
+        "--model.model_name_or_path",
+        "BASE_MODEL",
+        "--data.dataset",
+        dataset,
+        *DATA_FLAGS.split(),
+    ]
     if manifest["conversational"]:
         flags.append("--data.apply_chat_template")
     else:

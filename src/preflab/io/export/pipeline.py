@@ -54,9 +54,13 @@ SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 def check_options(options: ExportOptions, formats: dict[str, Exporter]) -> Exporter:
     if options.format not in formats:
-        raise ExportError(f"unknown export format {options.format!r}; choose one of: {', '.join(sorted(formats))}")
+        raise ExportError(
+            f"unknown export format {options.format!r}; choose one of: {', '.join(sorted(formats))}"
+        )
     if options.file_format not in FILE_FORMATS:
-        raise ExportError(f"unknown file format {options.file_format!r}; choose one of: {', '.join(FILE_FORMATS)}")
+        raise ExportError(
+            f"unknown file format {options.file_format!r}; choose one of: {', '.join(FILE_FORMATS)}"
+        )
     if options.min_raters < 1:
         raise ExportError(f"min_raters must be at least 1, got {options.min_raters}")
     if options.length_gate is not None:
@@ -101,8 +105,12 @@ def collect(
         return rubric_cache[(key, version)]
 
     stats: dict[str, Any] = {
-        "items_in": 0, "judgments_in": 0, "judgments_in_by_kind": Counter(),
-        "judgments_used": 0, "judgments_used_by_kind": Counter(), "judgments_used_by_source": Counter(),
+        "items_in": 0,
+        "judgments_in": 0,
+        "judgments_in_by_kind": Counter(),
+        "judgments_used": 0,
+        "judgments_used_by_kind": Counter(),
+        "judgments_used_by_source": Counter(),
     }
     raters_in: set[str] = set()
     votes = []
@@ -120,14 +128,19 @@ def collect(
     to_raters = verifiable_to_raters(project.settings)
     verifier_resolved = []
     data.policy = dict((project.settings or {}).get("policy") or {})
-    flag_filter = None if options.include_flagged else telemetry_filter(
-        project_telemetry_settings(project.settings), data.drops)
+    flag_filter = (
+        None
+        if options.include_flagged
+        else telemetry_filter(project_telemetry_settings(project.settings), data.drops)
+    )
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
         stats["items_in"] += 1
         if item.gold is not None:
             stats["gold_items"] += 1
-            if not keep_gold:  # qualification / honeypot items are tests of raters, not training data
+            if (
+                not keep_gold
+            ):  # qualification / honeypot items are tests of raters, not training data
                 data.drops.drop("gold", "gold-item", item.id)
                 in_by_kind.update(j.kind for j in iwj.judgments)
                 continue
@@ -169,7 +182,9 @@ def collect(
             effective = without_people_preferences(effective, item.id, data.drops)
         plain = [j for _, j in effective]
         if "pairs" in needs:
-            item_votes, rubric_only = item_pair_votes(item, effective, rubric_for, length_fn, data.drops)
+            item_votes, rubric_only = item_pair_votes(
+                item, effective, rubric_for, length_fn, data.drops
+            )
             votes.extend(item_votes)
             rubric_resolved.extend(rubric_only)
         if "unary" in needs:
@@ -183,7 +198,13 @@ def collect(
     if "pairs" in needs:
         position = {item_id: i for i, item_id in enumerate(data.items)}
         pairs = list(aggregator(votes, data.drops)) + rubric_resolved + verifier_resolved
-        pairs.sort(key=lambda p: (position[p.item_id], min(p.chosen_id, p.rejected_id), max(p.chosen_id, p.rejected_id)))
+        pairs.sort(
+            key=lambda p: (
+                position[p.item_id],
+                min(p.chosen_id, p.rejected_id),
+                max(p.chosen_id, p.rejected_id),
+            )
+        )
         data.pairs = pairs
     # Rubric versions used: also those of rubric judgments not resolved into pairs (raw export).
     for j in data.judgments:
@@ -206,7 +227,9 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
         for name in ("pairs", "unary", "steps"):
             rows = getattr(data, name)
             # verifier labels are one oracle's call, not a vote (see .routing)
-            kept = [r for r in rows if r.n_raters >= n or getattr(r, "origin", None) == VERIFIER_ORIGIN]
+            kept = [
+                r for r in rows if r.n_raters >= n or getattr(r, "origin", None) == VERIFIER_ORIGIN
+            ]
             for r in rows:
                 if r.n_raters < n and getattr(r, "origin", None) != VERIFIER_ORIGIN:
                     data.drops.drop("min_raters", reason, r.item_id)
@@ -249,7 +272,9 @@ def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -
         for r in rows:
             raters_out.update(r.rater_hashes)
     if "demonstrations" in exporter.needs:
-        raters_out.update(d.provenance.rater_hash or d.provenance.rater_id for d in data.demonstrations)
+        raters_out.update(
+            d.provenance.rater_hash or d.provenance.rater_id for d in data.demonstrations
+        )
     if "judgments" in exporter.needs:
         raters_out.update(j.provenance.rater_hash or j.provenance.rater_id for j in data.judgments)
     return {
@@ -278,8 +303,14 @@ def write_export(
     rows_out = write_data(exporter, data, options, directory)
     stats = {**stats, **output_stats(data, exporter, options)}
     manifest = build_manifest(
-        exporter=exporter, data=data, options=options, stats=stats, rows_out=rows_out, files={},
-        aggregator_name=aggregator_name, length_fn_name=length_fn_name,
+        exporter=exporter,
+        data=data,
+        options=options,
+        stats=stats,
+        rows_out=rows_out,
+        files={},
+        aggregator_name=aggregator_name,
+        length_fn_name=length_fn_name,
     )
     if agreement is not None:
         manifest["agreement"] = agreement
@@ -327,8 +358,14 @@ def export_project(
     from . import EXPORT_FORMATS
 
     exporter = check_options(options, formats or EXPORT_FORMATS)
-    length_name = _name(length_fn) if length_fn is not None else (
-        options.length_unit if options.tokenizer is None else f"tokens of {tokenizer_identity(options.tokenizer)}"
+    length_name = (
+        _name(length_fn)
+        if length_fn is not None
+        else (
+            options.length_unit
+            if options.tokenizer is None
+            else f"tokens of {tokenizer_identity(options.tokenizer)}"
+        )
     )
     if length_fn is None:
         length_fn = length_function(options.length_unit, options.tokenizer)
@@ -336,22 +373,41 @@ def export_project(
         if engine.dialect.name == "postgresql":
             # one snapshot for every chunked read (SQLite WAL readers see committed pages only)
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        data, stats = collect(session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn)
+        data, stats = collect(
+            session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn
+        )
         session.rollback()
     apply_gates(data, options)
     if options.drop_disagreement is not None:
         drop_disagreement(data, options.drop_disagreement)
-    min_alpha = options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
-    agreement = agreement_gate(data.labels_with_batch, min_alpha, options.force, refuse=exporter.training)
+    min_alpha = (
+        options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
+    )
+    agreement = agreement_gate(
+        data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
+    )
     target = AtomicDir(Path(options.out))
     try:
         manifest = write_export(
-            exporter, data, options, target.tmp, stats,
-            aggregator_name=_name(aggregator), length_fn_name=length_name, agreement=agreement,
+            exporter,
+            data,
+            options,
+            target.tmp,
+            stats,
+            aggregator_name=_name(aggregator),
+            length_fn_name=length_name,
+            agreement=agreement,
         )
         with transaction(engine) as session:
             project = get_project(session, project_name)
-            session.add(ExportLog(project_pk=project.pk, format=exporter.name, path=str(target.target), manifest=manifest))
+            session.add(
+                ExportLog(
+                    project_pk=project.pk,
+                    format=exporter.name,
+                    path=str(target.target),
+                    manifest=manifest,
+                )
+            )
             session.flush()
             target.publish()
     except BaseException:

@@ -53,7 +53,17 @@ class Raw(Exporter):
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         item_cache: dict[str, tuple[dict[str, Any], str]] = {}
-        names = ["kind", "item_id", "rater_hash", "source", "review_pass", "judgment", "item", "_judgment", "_item"]
+        names = [
+            "kind",
+            "item_id",
+            "rater_hash",
+            "source",
+            "review_pass",
+            "judgment",
+            "item",
+            "_judgment",
+            "_item",
+        ]
         batch: Batch = {n: [] for n in names}
         for j in data.judgments:
             record = dump_judgment(j)

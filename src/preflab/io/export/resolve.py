@@ -167,7 +167,9 @@ class DropLog:
             gate: {
                 "dropped": sum(reasons.values()),
                 "reasons": dict(sorted(reasons.items())),
-                "sample_item_ids": {r: list(self.samples[gate].get(r, [])) for r in sorted(reasons)},
+                "sample_item_ids": {
+                    r: list(self.samples[gate].get(r, [])) for r in sorted(reasons)
+                },
             }
             for gate, reasons in sorted(self.counts.items())
         }
@@ -185,7 +187,9 @@ def _hash(j: JudgmentBase) -> str:
     return j.provenance.rater_hash or j.provenance.rater_id
 
 
-def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]], extra: Iterable[PairVote] = ()) -> list[PairVote]:
+def pair_votes(
+    labelled: Sequence[tuple[int, JudgmentBase]], extra: Iterable[PairVote] = ()
+) -> list[PairVote]:
     """One vote per ``(pair, rater)`` from pairwise judgments, induced ranking pairs and ``extra``
     votes (rubric votes, :func:`rubric_votes`).
 
@@ -202,14 +206,36 @@ def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]], extra: Iterable[Pai
         if isinstance(j, PairwiseJudgment):
             lo, hi = j.pair
             score = UNKNOWN_VOTE_STRENGTH * j.direction if j.score is None else float(j.score)
-            votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j), score,
-                                  "pairwise", key[0], key))
+            votes.append(
+                PairVote(
+                    j.item_id,
+                    lo,
+                    hi,
+                    j.provenance.rater_id,
+                    _hash(j),
+                    score,
+                    "pairwise",
+                    key[0],
+                    key,
+                )
+            )
         else:
             rank = j.rank_of()
             for lo, hi, sign in j.induced_pairs():
                 strength = min(3, abs(rank[lo] - rank[hi]))
-                votes.append(PairVote(j.item_id, lo, hi, j.provenance.rater_id, _hash(j),
-                                      float(sign * strength), "ranking", key[0], key))
+                votes.append(
+                    PairVote(
+                        j.item_id,
+                        lo,
+                        hi,
+                        j.provenance.rater_id,
+                        _hash(j),
+                        float(sign * strength),
+                        "ranking",
+                        key[0],
+                        key,
+                    )
+                )
     if len(votes) <= 1:  # nothing to override or deduplicate
         return votes
     by_pair: dict[tuple[str, str], list[PairVote]] = defaultdict(list)
@@ -229,7 +255,9 @@ def pair_votes(labelled: Sequence[tuple[int, JudgmentBase]], extra: Iterable[Pai
                 out.append(group[0])
                 continue
             timed = all(v.order[1] is not None for v in group)
-            out.append(max(group, key=lambda v: (v.order[0], v.order[1] if timed else 0, v.order[2])))
+            out.append(
+                max(group, key=lambda v: (v.order[0], v.order[1] if timed else 0, v.order[2]))
+            )
     return out
 
 
@@ -242,10 +270,14 @@ class PairAggregator(Protocol):
     Units it cannot resolve are logged in ``drops`` under the gate ``"aggregation"``.
     """
 
-    def __call__(self, votes: Iterable[PairVote], drops: DropLog | None = None) -> list[ResolvedPair]: ...
+    def __call__(
+        self, votes: Iterable[PairVote], drops: DropLog | None = None
+    ) -> list[ResolvedPair]: ...
 
 
-def aggregate_pairwise(votes: Iterable[PairVote], drops: DropLog | None = None) -> list[ResolvedPair]:
+def aggregate_pairwise(
+    votes: Iterable[PairVote], drops: DropLog | None = None
+) -> list[ResolvedPair]:
     """Plurality vote per pair over ``{lo better, hi better, tie}``; see the module docstring.
 
     >>> v = lambda r, s: PairVote("i", "a", "b", r, "h" + r, s, "pairwise", 0, (0, None, 0))
@@ -278,7 +310,13 @@ aggregate_pairwise.margin = "strict plurality: the winning side has more votes t
 
 
 def resolved_pair(
-    item_id: str, lo: str, hi: str, side: int, votes: Sequence[PairVote], strengths: Sequence[float], agreement: float
+    item_id: str,
+    lo: str,
+    hi: str,
+    side: int,
+    votes: Sequence[PairVote],
+    strengths: Sequence[float],
+    agreement: float,
 ) -> ResolvedPair:
     """The exported pair for a unit an aggregator decided: ``side`` < 0 means ``lo`` won."""
     chosen, rejected = (lo, hi) if side < 0 else (hi, lo)
@@ -384,8 +422,19 @@ def rubric_votes(item_id: str, grades: dict[str, dict[str, Grade]]) -> list[Pair
             for rater in sorted(set(grades[lo]) & set(grades[hi])):
                 a, b = grades[lo][rater], grades[hi][rater]
                 later = a if _order_key(a.order, b.order) >= _order_key(b.order, a.order) else b
-                votes.append(PairVote(item_id, lo, hi, rater, a.rater_hash, compare_grades(a, b), "rubric",
-                                      min(a.review_pass, b.review_pass), later.order))
+                votes.append(
+                    PairVote(
+                        item_id,
+                        lo,
+                        hi,
+                        rater,
+                        a.rater_hash,
+                        compare_grades(a, b),
+                        "rubric",
+                        min(a.review_pass, b.review_pass),
+                        later.order,
+                    )
+                )
     return votes
 
 
@@ -429,11 +478,18 @@ def rubric_mean_pairs(
             chosen, rejected = (a, b) if key_a > key_b else (b, a)
             veto = key_a[0] != key_b[0]
             raters = {g.rater_hash for g in (*grades[a].values(), *grades[b].values())}
-            out.append(ResolvedPair(
-                item_id=item_id, chosen_id=chosen, rejected_id=rejected,
-                strength=VETO_STRENGTH if veto else min(3.0, 3.0 * abs(key_a[1] - key_b[1])),
-                n_raters=len(raters), agreement=None, rater_hashes=tuple(sorted(raters)), origin="rubric",
-            ))
+            out.append(
+                ResolvedPair(
+                    item_id=item_id,
+                    chosen_id=chosen,
+                    rejected_id=rejected,
+                    strength=VETO_STRENGTH if veto else min(3.0, 3.0 * abs(key_a[1] - key_b[1])),
+                    n_raters=len(raters),
+                    agreement=None,
+                    rater_hashes=tuple(sorted(raters)),
+                    origin="rubric",
+                )
+            )
     return out
 
 
@@ -484,7 +540,9 @@ def item_pair_votes(
 # -- unary and steps ------------------------------------------------------------------------
 
 
-def resolve_unary(judgments: Sequence[JudgmentBase], drops: DropLog | None = None) -> list[ResolvedUnary]:
+def resolve_unary(
+    judgments: Sequence[JudgmentBase], drops: DropLog | None = None
+) -> list[ResolvedUnary]:
     """Majority thumb per candidate (after :func:`effective_judgments`); an even split is dropped."""
     by_cand: dict[tuple[str, str], list[UnaryJudgment]] = defaultdict(list)
     for j in judgments:
@@ -499,13 +557,21 @@ def resolve_unary(judgments: Sequence[JudgmentBase], drops: DropLog | None = Non
                 drops.drop("aggregation", "no-majority", item_id)
             continue
         out.append(
-            ResolvedUnary(item_id, cand, up > down, len(js), max(up, down) / len(js),
-                          tuple(sorted({_hash(j) for j in js})))
+            ResolvedUnary(
+                item_id,
+                cand,
+                up > down,
+                len(js),
+                max(up, down) / len(js),
+                tuple(sorted({_hash(j) for j in js})),
+            )
         )
     return out
 
 
-def resolve_steps(judgments: Sequence[JudgmentBase], drops: DropLog | None = None) -> list[ResolvedSteps]:
+def resolve_steps(
+    judgments: Sequence[JudgmentBase], drops: DropLog | None = None
+) -> list[ResolvedSteps]:
     """Step labels per candidate: per step the majority over raters who labelled it.
 
     Verdicts map by :func:`step_label`. Labels stop at the first step the majority calls wrong
@@ -537,8 +603,16 @@ def resolve_steps(judgments: Sequence[JudgmentBase], drops: DropLog | None = Non
             if drops is not None:
                 drops.drop("aggregation", "no-majority", item_id)
             continue
-        out.append(ResolvedSteps(item_id, cand, tuple(js[0].steps[: len(labels)]), tuple(labels), len(js),
-                                 tuple(sorted({_hash(j) for j in js}))))
+        out.append(
+            ResolvedSteps(
+                item_id,
+                cand,
+                tuple(js[0].steps[: len(labels)]),
+                tuple(labels),
+                len(js),
+                tuple(sorted({_hash(j) for j in js})),
+            )
+        )
     return out
 
 
@@ -547,8 +621,9 @@ def step_label(verdict: int) -> bool:
     return NEUTRAL_STEP_LABEL if verdict == 0 else verdict > 0
 
 
-def accepted_demonstrations(judgments: Sequence[JudgmentBase], drops: DropLog | None = None
-                            ) -> list[DemonstrationJudgment]:
+def accepted_demonstrations(
+    judgments: Sequence[JudgmentBase], drops: DropLog | None = None
+) -> list[DemonstrationJudgment]:
     """Demonstrations whose latest status is ``accepted`` (after :func:`effective_judgments`);
     the others are counted in ``drops`` under ``demonstration_status`` as pending or rejected."""
     demos = [j for j in judgments if isinstance(j, DemonstrationJudgment)]

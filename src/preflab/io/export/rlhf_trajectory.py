@@ -35,7 +35,10 @@ class RLHFTrajectory(Exporter):
         batch: Batch = {"trajectory_id": [], "record": [], "_record": []}
         for item in data.items.values():
             stored = (item.metadata or {}).get("trajectory")
-            if not isinstance(stored, dict) or stored.get("schema_version") != TRAJECTORY_SCHEMA_VERSION:
+            if (
+                not isinstance(stored, dict)
+                or stored.get("schema_version") != TRAJECTORY_SCHEMA_VERSION
+            ):
                 data.drops.drop("not_trajectory", "item is not an RLHF-2026.11 trajectory", item.id)
                 continue
             record = Trajectory.model_validate(stored).dump()

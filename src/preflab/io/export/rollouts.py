@@ -34,7 +34,9 @@ class Rollouts(Exporter):
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         t = text_type(data.conversational)
-        return pa.schema([("prompt", t), ("response", t), ("reward", pa.float64()), ("model", pa.string())])
+        return pa.schema(
+            [("prompt", t), ("response", t), ("reward", pa.float64()), ("model", pa.string())]
+        )
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         text = TextCache(data.items, data.conversational)
@@ -44,8 +46,11 @@ class Rollouts(Exporter):
         for item_id, item in data.items.items():
             reward = _reward(item.metadata, len(item.candidates))
             for cand in item.candidates:
-                key = (orjson.dumps(item.model_dump(mode="json")["prompt"]).decode(),
-                       orjson.dumps(cand.body_json()).decode(), cand.model)
+                key = (
+                    orjson.dumps(item.model_dump(mode="json")["prompt"]).decode(),
+                    orjson.dumps(cand.body_json()).decode(),
+                    cand.model,
+                )
                 if key in seen:  # the same model's same answer on two items: one row
                     continue
                 seen.add(key)

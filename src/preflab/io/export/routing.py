@@ -51,7 +51,9 @@ def verifier_reward(item: Item, candidate_id: str) -> float | None:
     if verifier_failure(block) is not None:
         return 0.0
     reward = block.get("terminal_reward")
-    return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
+    return (
+        float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
+    )
 
 
 def verifier_pairs(item: Item, drops: DropLog) -> list[ResolvedPair]:
@@ -61,23 +63,33 @@ def verifier_pairs(item: Item, drops: DropLog) -> list[ResolvedPair]:
         return []
     passed = sorted(c for c, ok in outcomes.items() if ok)
     failed = sorted(c for c, ok in outcomes.items() if not ok)
-    return [ResolvedPair(item.id, good, bad, PASS_OVER_FAIL, 1, 1.0, (), origin=VERIFIER_ORIGIN)
-            for good in passed for bad in failed]
+    return [
+        ResolvedPair(item.id, good, bad, PASS_OVER_FAIL, 1, 1.0, (), origin=VERIFIER_ORIGIN)
+        for good in passed
+        for bad in failed
+    ]
 
 
 def verifier_unary(item: Item, drops: DropLog) -> list[ResolvedUnary]:
     outcomes = verifier_outcomes(item)
     if not outcomes:
         drops.drop(GATE, "verifiable item not verified yet (run `preflab verify project`)", item.id)
-    return [ResolvedUnary(item.id, cid, ok, 1, 1.0, (), origin=VERIFIER_ORIGIN)
-            for cid, ok in sorted(outcomes.items())]
+    return [
+        ResolvedUnary(item.id, cid, ok, 1, 1.0, (), origin=VERIFIER_ORIGIN)
+        for cid, ok in sorted(outcomes.items())
+    ]
 
 
-def without_people_preferences(effective: Sequence[tuple[int, JudgmentBase]], item_id: str,
-                               drops: DropLog) -> list[tuple[int, JudgmentBase]]:
+def without_people_preferences(
+    effective: Sequence[tuple[int, JudgmentBase]], item_id: str, drops: DropLog
+) -> list[tuple[int, JudgmentBase]]:
     """The ``(order, judgment)`` of a verifier-routed item that still count: all but preference labels."""
     kept = [(o, j) for o, j in effective if j.kind not in PREFERENCE_KINDS]
     if len(kept) < len(effective):
-        drops.drop(GATE, "people's preference label on a verifiable item (its verifier scores it)",
-                   item_id, len(effective) - len(kept))
+        drops.drop(
+            GATE,
+            "people's preference label on a verifiable item (its verifier scores it)",
+            item_id,
+            len(effective) - len(kept),
+        )
     return kept

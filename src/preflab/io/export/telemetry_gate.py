@@ -24,7 +24,9 @@ def project_telemetry_settings(project_settings: dict[str, Any] | None) -> Telem
     return TelemetrySettings.from_policy(policy.get("telemetry"))
 
 
-def telemetry_filter(settings: TelemetrySettings, drops: DropLog) -> Callable[[Item, JudgmentBase], bool]:
+def telemetry_filter(
+    settings: TelemetrySettings, drops: DropLog
+) -> Callable[[Item, JudgmentBase], bool]:
     """``keep(item, judgment)``: False (and the drop logged) when the judgment has a flag."""
     words: dict[tuple[str, str], int] = {}
 

@@ -62,13 +62,23 @@ class TRLPreference(Exporter):
             why = "no row has a known strength (the sources record only the winner): no margin is invented"
         else:
             why = f"{len(data.pairs) - known} rows have no known strength. {self.margin_rule}"
-        return {"margin": {"written": written, "rows_with_margin": known if written else 0,
-                           "rows_with_known_strength": known, "rows": len(data.pairs), "why": why}}
+        return {
+            "margin": {
+                "written": written,
+                "rows_with_margin": known if written else 0,
+                "rows_with_known_strength": known,
+                "rows": len(data.pairs),
+                "why": why,
+            }
+        }
 
     def margin_card_lines(self, manifest: dict[str, Any]) -> list[str]:
         info = manifest.get("format_notes", {}).get("margin")
         if not info:
             return []
-        return [f"Margin: {info['rows_with_margin']} of {info['rows']} rows carry a real margin "
-                f"(the raters' median strength, 1..3); column `margin` "
-                f"{'written' if info['written'] else 'left out'}: {info['why']}", ""]
+        return [
+            f"Margin: {info['rows_with_margin']} of {info['rows']} rows carry a real margin "
+            f"(the raters' median strength, 1..3); column `margin` "
+            f"{'written' if info['written'] else 'left out'}: {info['why']}",
+            "",
+        ]

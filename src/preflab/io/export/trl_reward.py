@@ -26,8 +26,10 @@ class TRLReward(TRLPreference):
     reference = "https://huggingface.co/docs/trl/reward_trainer"
     task_categories = ("text-classification",)
     margin = "all"
-    margin_rule = ("TRL's RewardTrainer needs a margin on every row of a batch or on none, so the column "
-                   "is left out rather than filled with a number nobody gave")
+    margin_rule = (
+        "TRL's RewardTrainer needs a margin on every row of a batch or on none, so the column "
+        "is left out rather than filled with a number nobody gave"
+    )
 
     def usage(self, manifest: dict[str, Any]) -> list[str]:
         return ["## Training with TRL", "", *self.margin_card_lines(manifest)]

@@ -21,7 +21,9 @@ from .truth import GATE, candidate_failure
 
 class TRLSFT(Exporter):
     name = "trl-sft"
-    description = "TRL SFT (messages, or prompt/completion) from accepted demonstrations: SFTTrainer"
+    description = (
+        "TRL SFT (messages, or prompt/completion) from accepted demonstrations: SFTTrainer"
+    )
     needs = frozenset({"demonstrations"})
     reference = "https://huggingface.co/docs/trl/dataset_formats#language-modeling"
     params = {"human_candidates": False}
@@ -55,7 +57,9 @@ class TRLSFT(Exporter):
                 yield {"messages": [_conversation(data, item_id, a) for item_id, a in part]}
             else:
                 yield {
-                    "prompt": [prompt_value(data.items[item_id].prompt, False) for item_id, _ in part],
+                    "prompt": [
+                        prompt_value(data.items[item_id].prompt, False) for item_id, _ in part
+                    ],
                     "completion": [a.as_text() for _, a in part],
                 }
 
@@ -67,6 +71,3 @@ def _conversation(data: ExportData, item_id: str, answer: Any) -> list[dict[str,
     else:
         turns.append({"role": "assistant", "content": answer.text})
     return turns
-
-
-

@@ -38,8 +38,12 @@ def chat_message(turn: Turn, last_tool: str | None) -> dict[str, Any]:
         content = "\n\n".join(step.text for step in turn.prm_steps)
     message: dict[str, Any] = {"role": turn.role, "content": content or ""}
     if turn.tool_call is not None:
-        message["tool_calls"] = [{"type": "function", "function": {
-            "name": turn.tool_call.name, "arguments": dict(turn.tool_call.args)}}]
+        message["tool_calls"] = [
+            {
+                "type": "function",
+                "function": {"name": turn.tool_call.name, "arguments": dict(turn.tool_call.args)},
+            }
+        ]
     if turn.role == "tool" and last_tool is not None:
         message["name"] = last_tool
     return message
@@ -59,7 +63,9 @@ def sft_rows(trajectory: Trajectory) -> list[dict[str, Any]]:
 
 class TRLSFTAgent(Exporter):
     name = "trl-sft-agent"
-    description = "TRL conversational SFT from agent trajectories, loss_mask honoured, tool calls kept"
+    description = (
+        "TRL conversational SFT from agent trajectories, loss_mask honoured, tool calls kept"
+    )
     needs = frozenset()
     reference = "https://huggingface.co/docs/trl/dataset_formats"
 
@@ -70,7 +76,10 @@ class TRLSFTAgent(Exporter):
         batch: Batch = {"prompt": [], "completion": [], "_row": []}
         for item in data.items.values():
             stored = (item.metadata or {}).get("trajectory")
-            if not isinstance(stored, dict) or stored.get("schema_version") != TRAJECTORY_SCHEMA_VERSION:
+            if (
+                not isinstance(stored, dict)
+                or stored.get("schema_version") != TRAJECTORY_SCHEMA_VERSION
+            ):
                 continue
             if reason := candidate_failure(item, TRAJECTORY_CANDIDATE):
                 data.drops.drop(GATE, f"SFT trajectory: {reason}", item.id)
@@ -98,7 +107,9 @@ def message_text(message: dict[str, Any]) -> str:
     return text
 
 
-def trajectory_step_rows(trajectory: Trajectory, labels: list[bool]) -> list[tuple[str, list[str], list[bool]]]:
+def trajectory_step_rows(
+    trajectory: Trajectory, labels: list[bool]
+) -> list[tuple[str, list[str], list[bool]]]:
     """Stepwise rows of a trajectory: one per assistant turn carrying ``prm_steps``, its prompt
     every prior turn as text (tool calls and tool outputs included), its steps that turn's.
     ``labels`` are the resolved labels of all steps in order (they stop at the first error),
@@ -107,8 +118,13 @@ def trajectory_step_rows(trajectory: Trajectory, labels: list[bool]) -> list[tup
     for turn in trajectory.turns:
         if turn.prm_steps and at < len(labels):
             taken = labels[at : at + len(turn.prm_steps)]
-            rows.append(("\n\n".join(message_text(m) for m in messages),
-                         [s.text for s in turn.prm_steps[: len(taken)]], list(taken)))
+            rows.append(
+                (
+                    "\n\n".join(message_text(m) for m in messages),
+                    [s.text for s in turn.prm_steps[: len(taken)]],
+                    list(taken),
+                )
+            )
             at += len(taken)
         messages.append(chat_message(turn, last_tool))
         if turn.tool_call is not None:

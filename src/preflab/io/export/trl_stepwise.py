@@ -32,7 +32,11 @@ class TRLStepwise(Exporter):
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         return pa.schema(
-            [("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_()))]
+            [
+                ("prompt", pa.string()),
+                ("completions", pa.list_(pa.string())),
+                ("labels", pa.list_(pa.bool_())),
+            ]
         )
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:

@@ -47,28 +47,62 @@ from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked,
 
 REWARD_MODEL = pa.struct([("style", pa.string()), ("ground_truth", pa.string())])
 #: ``style`` and ``verifier`` route the row in :mod:`preflab.verify.verl_reward`
-EXTRA_INFO = pa.struct([("split", pa.string()), ("index", pa.int64()), ("item_id", pa.string()),
-                        ("style", pa.string()), ("verifier", pa.string()), ("prompt_text", pa.string()),
-                        ("verify_task", pa.string())])
+EXTRA_INFO = pa.struct(
+    [
+        ("split", pa.string()),
+        ("index", pa.int64()),
+        ("item_id", pa.string()),
+        ("style", pa.string()),
+        ("verifier", pa.string()),
+        ("prompt_text", pa.string()),
+        ("verify_task", pa.string()),
+    ]
+)
 #: The ``data_source`` keys verl 0.9.1's ``default_compute_score`` knows
 #: (verl/utils/reward_score/__init__.py; also every key starting with ``aime``).
-VERL_BUILTIN_DATA_SOURCES = frozenset({
-    "openai/gsm8k", "lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500",
-    "math_dapo", "math", "math_dapo_reasoning", "numina_aops_forum", "numina_synthetic_math",
-    "numina_amc_aime", "numina_synthetic_amc", "numina_cn_k12", "numina_olympiads", "codecontests", "apps",
-    "codeforces", "taco", "hiyouga/geometry3k", "searchR1_nq", "searchR1_triviaqa", "searchR1_popqa",
-    "searchR1_hotpotqa", "searchR1_2wikimultihopqa", "searchR1_musique", "searchR1_bamboogle",
-})
+VERL_BUILTIN_DATA_SOURCES = frozenset(
+    {
+        "openai/gsm8k",
+        "lighteval/MATH",
+        "DigitalLearningGmbH/MATH-lighteval",
+        "HuggingFaceH4/MATH-500",
+        "math_dapo",
+        "math",
+        "math_dapo_reasoning",
+        "numina_aops_forum",
+        "numina_synthetic_math",
+        "numina_amc_aime",
+        "numina_synthetic_amc",
+        "numina_cn_k12",
+        "numina_olympiads",
+        "codecontests",
+        "apps",
+        "codeforces",
+        "taco",
+        "hiyouga/geometry3k",
+        "searchR1_nq",
+        "searchR1_triviaqa",
+        "searchR1_popqa",
+        "searchR1_hotpotqa",
+        "searchR1_2wikimultihopqa",
+        "searchR1_musique",
+        "searchR1_bamboogle",
+    }
+)
 CONFIG_LINES = (
     "reward.custom_reward_function.path=pkg://preflab.verify.verl_reward",
     "reward.custom_reward_function.name=compute_score",
 )
-REWARD_MODEL_LINE = "+reward.custom_reward_function.reward_kwargs.reward_model_path=/path/to/reward-model"
+REWARD_MODEL_LINE = (
+    "+reward.custom_reward_function.reward_kwargs.reward_model_path=/path/to/reward-model"
+)
 
 
 class Verl(Exporter):
     name = "verl"
-    description = "verl RL prompts (data_source, prompt, ability, reward_model, extra_info): PPO/GRPO"
+    description = (
+        "verl RL prompts (data_source, prompt, ability, reward_model, extra_info): PPO/GRPO"
+    )
     needs = frozenset()
     reference = "https://verl.readthedocs.io/en/latest/preparation/prepare_data.html"
     params = {"require_reference": False, "data_source": None}
@@ -94,9 +128,10 @@ class Verl(Exporter):
                 "prompt": [prompt_value(i.prompt, True) for i in part],
                 "ability": [i.domains[0] if i.domains else "general" for i in part],
                 "reward_model": [_reward_model(i) for i in part],
-                "extra_info": [_extra_info(i, options.split, rows.start + k) for k, i in enumerate(part)],
+                "extra_info": [
+                    _extra_info(i, options.split, rows.start + k) for k, i in enumerate(part)
+                ],
             }
-
 
     def _items(self, data: ExportData, options: ExportOptions) -> list:
         items = list(data.items.values())
@@ -105,7 +140,9 @@ class Verl(Exporter):
         return items
 
     def _data_source(self, item, data: ExportData, options: ExportOptions) -> str:
-        return str(self.param(options, "data_source") or item.metadata.get("source") or data.project)
+        return str(
+            self.param(options, "data_source") or item.metadata.get("source") or data.project
+        )
 
     def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
         """Which ``data_source`` values verl's default reward would refuse (``warnings``)."""
@@ -123,12 +160,16 @@ class Verl(Exporter):
                 model_rows_builtin += 1
         warnings = [
             f"data_source {source!r} ({n} rows) is not one of verl's built-in keys: verl's default reward raises "
-            "NotImplementedError for it; train with the shipped reward function (" + " ".join(CONFIG_LINES) + ")"
+            "NotImplementedError for it; train with the shipped reward function ("
+            + " ".join(CONFIG_LINES)
+            + ")"
             for source, n in sorted(unknown.items())
         ]
         if model_rows_builtin:
-            warnings.append(f"{model_rows_builtin} preference rows (style 'model') carry a built-in data_source: verl's "
-                            "default reward would score them with a rule; use the shipped reward function")
+            warnings.append(
+                f"{model_rows_builtin} preference rows (style 'model') carry a built-in data_source: verl's "
+                "default reward would score them with a rule; use the shipped reward function"
+            )
         return {"rows_by_style": styles, "warnings": warnings}
 
     def usage(self, manifest: dict[str, Any]) -> list[str]:
@@ -164,7 +205,10 @@ def _reward_model(item) -> dict:
     style with the verifier's ground truth; else rule with the hidden reference, else a model."""
     if verifiable_route(item) is not None:
         return {"style": "rule", "ground_truth": rule_ground_truth(item)}
-    return {"style": "rule" if item.reference is not None else "model", "ground_truth": item.reference}
+    return {
+        "style": "rule" if item.reference is not None else "model",
+        "ground_truth": item.reference,
+    }
 
 
 def _extra_info(item, split: str, index: int) -> dict:
@@ -172,11 +216,24 @@ def _extra_info(item, split: str, index: int) -> dict:
     style = _reward_model(item)["style"]
     route = verifiable_route(item)
     task = None
-    if route is not None:  # names the verifier; the whole task travels too (a math task's tolerance)
+    if (
+        route is not None
+    ):  # names the verifier; the whole task travels too (a math task's tolerance)
         verifier = f"preflab.verify:{route}"
         spec = verify_task(item)
-        task = json.dumps({"task_id": item.id, "kind": route, **spec}, sort_keys=True) if spec else None
+        task = (
+            json.dumps({"task_id": item.id, "kind": route, **spec}, sort_keys=True)
+            if spec
+            else None
+        )
     else:
         verifier = "preflab.verify:exact" if style == "rule" else None
-    return {"split": split, "index": index, "item_id": item.id, "style": style, "verifier": verifier,
-            "prompt_text": prompt_as_text(item.prompt) if style == "model" else None, "verify_task": task}
+    return {
+        "split": split,
+        "index": index,
+        "item_id": item.id,
+        "style": style,
+        "verifier": verifier,
+        "prompt_text": prompt_as_text(item.prompt) if style == "model" else None,
+        "verify_task": task,
+    }

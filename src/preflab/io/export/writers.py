@@ -40,7 +40,10 @@ def _array(column, type_: pa.DataType) -> pa.Array:
 
 
 def _pylists(batch: Batch) -> Batch:
-    return {k: v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v for k, v in batch.items()}
+    return {
+        k: v.to_pylist() if isinstance(v, (pa.Array, pa.ChunkedArray)) else v
+        for k, v in batch.items()
+    }
 
 
 def write_jsonl(path: Path, batches: Iterator[Batch], schema: pa.Schema, exporter: Exporter) -> int:
@@ -108,13 +111,17 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def write_data(exporter: Exporter, data: ExportData, options: ExportOptions, directory: Path) -> dict[str, int]:
+def write_data(
+    exporter: Exporter, data: ExportData, options: ExportOptions, directory: Path
+) -> dict[str, int]:
     """Write the exporter's rows into ``directory``; ``{relative file: rows}`` of data files."""
     with gc_paused():
         return _write_data(exporter, data, options, directory)
 
 
-def _write_data(exporter: Exporter, data: ExportData, options: ExportOptions, directory: Path) -> dict[str, int]:
+def _write_data(
+    exporter: Exporter, data: ExportData, options: ExportOptions, directory: Path
+) -> dict[str, int]:
     schema = exporter.schema(data, options)
     batches = exporter.batches(data, options)
     if options.file_format == "jsonl":
@@ -137,7 +144,9 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def file_hashes(directory: Path, skip: tuple[str, ...] = (MANIFEST,)) -> dict[str, dict[str, int | str]]:
+def file_hashes(
+    directory: Path, skip: tuple[str, ...] = (MANIFEST,)
+) -> dict[str, dict[str, int | str]]:
     """``{relative path: {sha256, bytes}}`` of every file under ``directory`` (sorted)."""
     out: dict[str, dict[str, int | str]] = {}
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
@@ -159,14 +168,18 @@ class AtomicDir:
         self.target = Path(target).expanduser().absolute()
         if self.target.exists():
             if not self.target.is_dir():
-                raise ExportError(f"{self.target} exists and is not a directory; choose a directory for --out")
+                raise ExportError(
+                    f"{self.target} exists and is not a directory; choose a directory for --out"
+                )
             if any(self.target.iterdir()) and not (self.target / MANIFEST).is_file():
                 raise ExportError(
                     f"{self.target} is a non-empty directory that is not a preflab export; "
                     "choose a new or empty directory for --out"
                 )
         self.target.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=self.target.parent))
+        self.tmp = Path(
+            tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=self.target.parent)
+        )
         self.old: Path | None = None
         self.published = False
 

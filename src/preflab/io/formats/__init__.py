@@ -91,7 +91,9 @@ def detect_format(record: dict[str, Any]) -> RecordFormat:
     )
 
 
-def require(record: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+def require(
+    record: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = ""
+) -> Any:
     """``record[key]`` checked for presence and type, else a :class:`RecordError`."""
     path = f"{where}{key}"
     if key not in record or record[key] is None:
@@ -106,11 +108,20 @@ def require(record: dict[str, Any], key: str, kind: type | tuple[type, ...], whe
 
 def _type_names(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {str: "a string", int: "an integer", float: "a number", list: "a list", dict: "an object", bool: "a boolean"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        list: "a list",
+        dict: "an object",
+        bool: "a boolean",
+    }
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-def check_unknown(record: dict[str, Any], known: set[str], options: ConvertOptions) -> dict[str, Any]:
+def check_unknown(
+    record: dict[str, Any], known: set[str], options: ConvertOptions
+) -> dict[str, Any]:
     """Unknown keys: an error, or (with ``keep_extra``) returned for the item's metadata."""
     extra = {k: v for k, v in record.items() if k not in known}
     if extra and not options.keep_extra:
@@ -139,14 +150,24 @@ def from_validation_error(exc: ValidationError, prefix: str = "") -> RecordError
     errors = exc.errors(include_url=False)
     first = errors[0]
     # Discriminated unions and model validators put the model name in the path; drop it.
-    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p[:1].isupper() or p in JUDGMENT_TAGS))
+    loc = tuple(
+        p
+        for p in first["loc"]
+        if not (isinstance(p, str) and p[:1].isupper() or p in JUDGMENT_TAGS)
+    )
     reason = first["msg"]
     if first["type"] == "extra_forbidden":
         reason = "unknown field; remove it (or check its spelling)"
-    if "input" in first and first["type"] not in ("missing", "extra_forbidden") and not isinstance(first["input"], dict | list):
+    if (
+        "input" in first
+        and first["type"] not in ("missing", "extra_forbidden")
+        and not isinstance(first["input"], dict | list)
+    ):
         reason += f" (got {first['input']!r:.60})"
     if len(errors) > 1:
-        reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} in this record)"
+        reason += (
+            f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} in this record)"
+        )
     return RecordError(error_path(loc, prefix), reason)
 
 

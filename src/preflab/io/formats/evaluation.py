@@ -36,8 +36,20 @@ from . import (
 from .generic import UNKNOWN_STRENGTH, _identifier, _item, _rater, _source
 
 ROLLOUT_KEYS = {"id", "prompt", "response", "reward", "model", "domains", "metadata"}
-HUMAN_EVAL_KEYS = {"id", "prompt", "answer_1", "answer_2", "human_prefers", "model_1", "model_2", "labeler",
-                   "source", "domains", "rationale", "metadata"}
+HUMAN_EVAL_KEYS = {
+    "id",
+    "prompt",
+    "answer_1",
+    "answer_2",
+    "human_prefers",
+    "model_1",
+    "model_2",
+    "labeler",
+    "source",
+    "domains",
+    "rationale",
+    "metadata",
+}
 #: ``human_prefers`` values and the pairwise winner each one means (answer_1 is shown as A).
 HUMAN_PREFERS = {"answer_1": "a", "answer_2": "b", "tie": "tie", 1: "a", 2: "b", 0: "tie"}
 
@@ -64,7 +76,9 @@ def _body(value: Any, key: str, *, may_be_empty: bool = False) -> str | list[dic
         return value
     if value is None:
         raise RecordError(key, "missing")
-    raise RecordError(key, f"expected a string or a non-empty list of messages, got {type(value).__name__}")
+    raise RecordError(
+        key, f"expected a string or a non-empty list of messages, got {type(value).__name__}"
+    )
 
 
 def _optional_str(record: dict[str, Any], key: str) -> str | None:
@@ -85,7 +99,9 @@ def _domains(record: dict[str, Any]) -> list[str]:
     return value
 
 
-def rollout_fields(record: dict[str, Any], options: ConvertOptions = ConvertOptions()) -> RolloutFields:  # noqa: B008
+def rollout_fields(
+    record: dict[str, Any], options: ConvertOptions = ConvertOptions()
+) -> RolloutFields:  # noqa: B008
     """Check one ``rollouts.jsonl`` record; a :class:`RecordError` names the bad field."""
     extra = check_unknown(record, ROLLOUT_KEYS, options)
     reward = record.get("reward")
@@ -130,16 +146,29 @@ def _rollout_convert(record: dict[str, Any], options: ConvertOptions) -> Convert
         meta["reward"] = r.reward
     # Two models may give the same answer: a rollout is one model's output, so its model is part
     # of what identifies it (else the second model's row would clash with the first's item).
-    item_id = r.id or content_hash({"prompt": r.prompt, "response": r.response, "model": r.model},
-                                   prefix="itm_", length=16)
-    item = _item({"id": item_id, "prompt": r.prompt, "candidates": [_candidate(r.response, r.model)],
-                  "domains": r.domains, "metadata": meta})
+    item_id = r.id or content_hash(
+        {"prompt": r.prompt, "response": r.response, "model": r.model}, prefix="itm_", length=16
+    )
+    item = _item(
+        {
+            "id": item_id,
+            "prompt": r.prompt,
+            "candidates": [_candidate(r.response, r.model)],
+            "domains": r.domains,
+            "metadata": meta,
+        }
+    )
     return Converted([item], [])
 
 
 ROLLOUT = register(
-    RecordFormat("rollout", "model outputs (rollouts.jsonl): prompt, response, reward?, model?",
-                 _rollout_detect, _rollout_convert, samples=True)
+    RecordFormat(
+        "rollout",
+        "model outputs (rollouts.jsonl): prompt, response, reward?, model?",
+        _rollout_detect,
+        _rollout_convert,
+        samples=True,
+    )
 )
 
 # -- human evaluation ------------------------------------------------------------------------
@@ -154,18 +183,29 @@ def _human_eval_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
     prompt = _body(record.get("prompt"), "prompt")
     answers = [_body(record.get(k), k, may_be_empty=True) for k in ("answer_1", "answer_2")]
     if answers[0] == answers[1]:
-        raise RecordError("answer_2", "identical to 'answer_1'; a comparison needs two different answers")
+        raise RecordError(
+            "answer_2", "identical to 'answer_1'; a comparison needs two different answers"
+        )
     prefers = record.get("human_prefers")
     if isinstance(prefers, bool) or prefers not in HUMAN_PREFERS:
-        raise RecordError("human_prefers", f"expected \"answer_1\", \"answer_2\" or \"tie\" (or 1, 2, 0), got {prefers!r:.60}")
+        raise RecordError(
+            "human_prefers",
+            f'expected "answer_1", "answer_2" or "tie" (or 1, 2, 0), got {prefers!r:.60}',
+        )
     models = [_optional_str(record, k) for k in ("model_1", "model_2")]
     rationale = record.get("rationale")
     if rationale is not None and not isinstance(rationale, str):
         raise RecordError("rationale", f"expected a string, got {type(rationale).__name__}")
     item_id = None if record.get("id") is None else _identifier(record["id"], "id")
-    item = _item({"id": item_id, "prompt": prompt, "domains": _domains(record),
-                  "candidates": [_candidate(a, m) for a, m in zip(answers, models, strict=True)],
-                  "metadata": _metadata(record, extra)})
+    item = _item(
+        {
+            "id": item_id,
+            "prompt": prompt,
+            "domains": _domains(record),
+            "candidates": [_candidate(a, m) for a, m in zip(answers, models, strict=True)],
+            "metadata": _metadata(record, extra),
+        }
+    )
     winner = HUMAN_PREFERS[prefers]
     try:
         judgment = PairwiseJudgment(
@@ -182,6 +222,11 @@ def _human_eval_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
 
 
 HUMAN_EVAL = register(
-    RecordFormat("human_eval", "human evaluation (human_eval.jsonl): prompt, answer_1, answer_2, human_prefers, "
-                 "model_1, model_2", _human_eval_detect, _human_eval_convert)
+    RecordFormat(
+        "human_eval",
+        "human evaluation (human_eval.jsonl): prompt, answer_1, answer_2, human_prefers, "
+        "model_1, model_2",
+        _human_eval_detect,
+        _human_eval_convert,
+    )
 )

@@ -55,8 +55,10 @@ from . import (
 
 #: a comparison that gives no strength: stored as unknown, never as a made-up number
 UNKNOWN_STRENGTH = None
-IDENTICAL = ("identical to 'chosen' (compared after normalisation: Unicode NFC, surrounding whitespace, "
-             "one assistant message = its text); a comparison needs two different answers")
+IDENTICAL = (
+    "identical to 'chosen' (compared after normalisation: Unicode NFC, surrounding whitespace, "
+    "one assistant message = its text); a comparison needs two different answers"
+)
 ANONYMOUS = "anonymous"
 SOURCES = ("human", "ai", "ai_assisted")
 
@@ -81,8 +83,26 @@ def _rater(record: dict[str, Any], options: ConvertOptions, key: str = "labeler"
 #: :data:`AI_LABELER_NAMES`, or starting with one of :data:`AI_LABELER_PREFIXES`.
 AI_LABELER_NAMES = frozenset({"ai", "model", "llm", "gpt4", "gpt-4", "chatgpt"})
 AI_LABELER_PREFIXES = (
-    "model:", "ai:", "llm:", "gpt-", "gpt4", "chatgpt", "claude", "gemini", "palm-", "llama", "mistral", "mixtral",
-    "qwen", "deepseek", "phi-", "gemma", "command-r", "o1-", "o3-", "o4-",
+    "model:",
+    "ai:",
+    "llm:",
+    "gpt-",
+    "gpt4",
+    "chatgpt",
+    "claude",
+    "gemini",
+    "palm-",
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen",
+    "deepseek",
+    "phi-",
+    "gemma",
+    "command-r",
+    "o1-",
+    "o3-",
+    "o4-",
 )
 
 
@@ -100,8 +120,11 @@ def labeler_source(rater: str, stated: str, options: ConvertOptions, said: bool)
     if stated == "ai" or not is_ai_labeler(rater, options.ai_labelers):
         return stated
     if said and stated == "human":
-        raise RecordError("source", f"'human', but labeler {rater!r} names a model; a model's label is source 'ai' "
-                                    "(remove 'source', or rename the labeler if it is a person)")
+        raise RecordError(
+            "source",
+            f"'human', but labeler {rater!r} names a model; a model's label is source 'ai' "
+            "(remove 'source', or rename the labeler if it is a person)",
+        )
     return "ai"
 
 
@@ -142,12 +165,28 @@ TRAJECTORY_RUBRIC = Rubric(
     title="RLHF-2026.11 trajectory rubric",
     description="The rubric block of RLHF-2026.11 agent trajectories, scored by the trajectory's annotator.",
     dimensions=[
-        Dimension(name="reasoning_validity", scale="interval", min=0, max=1,
-                  description="the reasoning steps are sound, 0-1"),
-        Dimension(name="constraint_obedience", scale="interval", min=0, max=1,
-                  description="the task's constraints are obeyed, 0-1"),
-        Dimension(name="verbosity_penalty", scale="interval", min=-1, max=0, weight=0,
-                  description="penalty for needless length, -1-0 (0 = none)"),
+        Dimension(
+            name="reasoning_validity",
+            scale="interval",
+            min=0,
+            max=1,
+            description="the reasoning steps are sound, 0-1",
+        ),
+        Dimension(
+            name="constraint_obedience",
+            scale="interval",
+            min=0,
+            max=1,
+            description="the task's constraints are obeyed, 0-1",
+        ),
+        Dimension(
+            name="verbosity_penalty",
+            scale="interval",
+            min=-1,
+            max=0,
+            weight=0,
+            description="penalty for needless length, -1-0 (0 = none)",
+        ),
     ],
 )
 
@@ -155,7 +194,11 @@ TRAJECTORY_RUBRIC = Rubric(
 def _trajectory_provenance(traj: Trajectory, options: ConvertOptions) -> dict[str, Any]:
     """Who labelled a trajectory: its telemetry's ``annotator_hash`` (kept as given)."""
     telemetry = traj.telemetry
-    rater = (telemetry.annotator_hash if telemetry else None) or options.default_rater or TRAJECTORY_RATER
+    rater = (
+        (telemetry.annotator_hash if telemetry else None)
+        or options.default_rater
+        or TRAJECTORY_RATER
+    )
     prov: dict[str, Any] = {"rater_id": rater, "source": options.default_source}
     if telemetry is not None:
         summary = {
@@ -183,18 +226,31 @@ def _trajectory_steps(item_id: str, traj: Trajectory, prov: dict[str, Any]) -> S
     if not (steps and verdicts and (verdicts[-1] == -1 or len(verdicts) == len(steps))):
         return None
     try:
-        return StepsJudgment(item_id=item_id, candidate_id="trajectory", steps=[s.text for s in steps],
-                             verdicts=verdicts, provenance=prov)
+        return StepsJudgment(
+            item_id=item_id,
+            candidate_id="trajectory",
+            steps=[s.text for s in steps],
+            verdicts=verdicts,
+            provenance=prov,
+        )
     except ValidationError as exc:
         raise from_validation_error(exc, "prm_steps") from None
 
 
-def _trajectory_rubric(item_id: str, scores: dict[str, float], prov: dict[str, Any]) -> RubricJudgment:
+def _trajectory_rubric(
+    item_id: str, scores: dict[str, float], prov: dict[str, Any]
+) -> RubricJudgment:
     """The ``rubric`` block as rubric scores under :data:`TRAJECTORY_RUBRIC` (checked against
     it by the importer, like every rubric judgment)."""
-    rubric_prov = {**prov, "rubric_id": TRAJECTORY_RUBRIC.id, "rubric_version": TRAJECTORY_RUBRIC.version}
+    rubric_prov = {
+        **prov,
+        "rubric_id": TRAJECTORY_RUBRIC.id,
+        "rubric_version": TRAJECTORY_RUBRIC.version,
+    }
     try:
-        return RubricJudgment(item_id=item_id, candidate_id="trajectory", scores=scores, provenance=rubric_prov)
+        return RubricJudgment(
+            item_id=item_id, candidate_id="trajectory", scores=scores, provenance=rubric_prov
+        )
     except ValidationError as exc:
         raise from_validation_error(exc, "rubric") from None
 
@@ -212,7 +268,9 @@ def _trajectory_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
         raise from_validation_error(exc) from None
     prompt = traj.prompt_messages()
     if not prompt:
-        raise RecordError("turns", "no user turn before the first assistant turn: nothing to use as the prompt")
+        raise RecordError(
+            "turns", "no user turn before the first assistant turn: nothing to use as the prompt"
+        )
     messages = []
     for turn in traj.turns[len(prompt) :]:
         content = turn.content
@@ -272,7 +330,10 @@ def _judgment_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
     except ValidationError as exc:
         err = from_validation_error(exc)
         if err.reason.startswith("unknown field") and options.keep_extra:
-            err = RecordError(err.field, err.reason + "; judgments have no metadata, so --keep-extra cannot keep it")
+            err = RecordError(
+                err.field,
+                err.reason + "; judgments have no metadata, so --keep-extra cannot keep it",
+            )
         raise err from None
 
 
@@ -290,18 +351,32 @@ def _raw_export_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
     try:
         item = _item(record["item"])
     except RecordError as err:
-        raise RecordError(f"item.{err.field}" if err.field != "(record)" else "item", err.reason) from None
+        raise RecordError(
+            f"item.{err.field}" if err.field != "(record)" else "item", err.reason
+        ) from None
     if item.id != judgment["item_id"]:
-        raise RecordError("item.id", f"{item.id!r} is not the judgment's item_id {judgment['item_id']!r}")
+        raise RecordError(
+            "item.id", f"{item.id!r} is not the judgment's item_id {judgment['item_id']!r}"
+        )
     return Converted([item], _judgment_convert(judgment, options).judgments)
 
 
 RAW_EXPORT = register(
-    RecordFormat("raw-export", "preflab raw export: a judgment with its 'item'", _raw_export_detect, _raw_export_convert)
+    RecordFormat(
+        "raw-export",
+        "preflab raw export: a judgment with its 'item'",
+        _raw_export_detect,
+        _raw_export_convert,
+    )
 )
 
 JUDGMENT = register(
-    RecordFormat("judgment", "preflab judgment: kind, item_id, provenance, ...", _judgment_detect, _judgment_convert)
+    RecordFormat(
+        "judgment",
+        "preflab judgment: kind, item_id, provenance, ...",
+        _judgment_detect,
+        _judgment_convert,
+    )
 )
 
 # -- items to label ------------------------------------------------------------------------
@@ -323,10 +398,26 @@ def _item_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
 
 
 ITEM = register(
-    RecordFormat("item", "items to label: prompt, candidates (strings or objects), id?, domains?, gold?", _item_detect, _item_convert)
+    RecordFormat(
+        "item",
+        "items to label: prompt, candidates (strings or objects), id?, domains?, gold?",
+        _item_detect,
+        _item_convert,
+    )
 )
 
-PAIR_KEYS = {"id", "prompt", "answer_a", "answer_b", "model_a", "model_b", "domains", "reference", "gold", "metadata"}
+PAIR_KEYS = {
+    "id",
+    "prompt",
+    "answer_a",
+    "answer_b",
+    "model_a",
+    "model_b",
+    "domains",
+    "reference",
+    "gold",
+    "metadata",
+}
 
 
 def _pair_detect(record: dict[str, Any]) -> bool:
@@ -340,7 +431,11 @@ def _pair_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
         answer = require(record, f"answer_{side}", (str, list))
         body = {"text": answer} if isinstance(answer, str) else {"messages": answer}
         candidates.append({**body, "model": record.get(f"model_{side}")})
-    data = {k: v for k, v in record.items() if k in PAIR_KEYS and not k.startswith(("answer_", "model_"))}
+    data = {
+        k: v
+        for k, v in record.items()
+        if k in PAIR_KEYS and not k.startswith(("answer_", "model_"))
+    }
     data["candidates"] = candidates
     data["metadata"] = _metadata(record, extra)
     return Converted([_item(data)], [])
@@ -352,22 +447,42 @@ PAIR = register(
 
 # -- existing comparisons --------------------------------------------------------------------
 
-COMPARISON_KEYS = {"id", "prompt", "chosen", "rejected", "labeler", "source", "strength", "margin", "rationale",
-                   "domains", "metadata"}
+COMPARISON_KEYS = {
+    "id",
+    "prompt",
+    "chosen",
+    "rejected",
+    "labeler",
+    "source",
+    "strength",
+    "margin",
+    "rationale",
+    "domains",
+    "metadata",
+}
 #: Keys of the plain shape handled by :func:`comparison_pair`.
-FAST_COMPARISON_KEYS = frozenset({"prompt", "chosen", "rejected", "labeler", "source", "strength", "margin"})
+FAST_COMPARISON_KEYS = frozenset(
+    {"prompt", "chosen", "rejected", "labeler", "source", "strength", "margin"}
+)
 PLAIN_COMPARISON_KEYS = frozenset({"prompt", "chosen", "rejected", "labeler", "source"})
 
 
 def _comparison_detect(record: dict[str, Any]) -> bool:
-    return "chosen" in record and "rejected" in record and ("prompt" in record or isinstance(record["chosen"], list))
+    return (
+        "chosen" in record
+        and "rejected" in record
+        and ("prompt" in record or isinstance(record["chosen"], list))
+    )
 
 
 def _strength(record: dict[str, Any]) -> int | None:
     if record.get("strength") is not None:
         strength = require(record, "strength", int)
         if not 1 <= strength <= 3:
-            raise RecordError("strength", f"expected 1 (slightly better), 2 (better) or 3 (much better), got {strength}")
+            raise RecordError(
+                "strength",
+                f"expected 1 (slightly better), 2 (better) or 3 (much better), got {strength}",
+            )
         return strength
     if record.get("margin") is not None:
         margin = require(record, "margin", (int, float))
@@ -438,16 +553,29 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
     item_id = None if record.get("id") is None else _identifier(record["id"], "id")
     meta = _metadata(record, extra)
 
-    if isinstance(prompt, str) and isinstance(chosen, str) and isinstance(rejected, str) and not record.get("domains"):
+    if (
+        isinstance(prompt, str)
+        and isinstance(chosen, str)
+        and isinstance(rejected, str)
+        and not record.get("domains")
+    ):
         # Fast path: plain text, no pydantic (store.rows builds exactly what the models would).
         if normal_answer(chosen) == normal_answer(rejected):
             raise RecordError("rejected", IDENTICAL)
         try:
-            item = text_item_rows(prompt, [(None, chosen, None), (None, rejected, None)], meta, item_id)
+            item = text_item_rows(
+                prompt, [(None, chosen, None), (None, rejected, None)], meta, item_id
+            )
             ids = item.candidate_keys
             shown = (ids[0], ids[1]) if ids[0] < ids[1] else (ids[1], ids[0])
             judgment = pairwise_rows(
-                item.key, shown, "a" if shown[0] == ids[0] else "b", strength, rater, source, rationale
+                item.key,
+                shown,
+                "a" if shown[0] == ids[0] else "b",
+                strength,
+                rater,
+                source,
+                rationale,
             )
         except ValueError as exc:
             raise RecordError("(record)", str(exc)) from None
@@ -456,18 +584,27 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
     # Message lists (TRL conversational), with or without an explicit prompt.
     for key, value in (("chosen", chosen), ("rejected", rejected)):
         if not isinstance(value, str | list):
-            raise RecordError(key, f"expected a string or a list of messages, got {type(value).__name__}")
+            raise RecordError(
+                key, f"expected a string or a list of messages, got {type(value).__name__}"
+            )
     if prompt is None:
         if not (isinstance(chosen, list) and isinstance(rejected, list)):
-            raise RecordError("prompt", "missing (without a prompt, 'chosen' and 'rejected' must be message lists)")
+            raise RecordError(
+                "prompt",
+                "missing (without a prompt, 'chosen' and 'rejected' must be message lists)",
+            )
         n = _shared_prefix(chosen, rejected)
         if n == 0:
-            raise RecordError("rejected", "shares no leading messages with 'chosen': cannot tell the prompt")
+            raise RecordError(
+                "rejected", "shares no leading messages with 'chosen': cannot tell the prompt"
+            )
         prompt, chosen, rejected = chosen[:n], chosen[n:], rejected[n:]
         if not chosen or not rejected:
             raise RecordError("rejected", IDENTICAL)
     elif not isinstance(prompt, str | list):
-        raise RecordError("prompt", f"expected a string or a list of messages, got {type(prompt).__name__}")
+        raise RecordError(
+            "prompt", f"expected a string or a list of messages, got {type(prompt).__name__}"
+        )
     if normal_answer(chosen) == normal_answer(rejected):
         raise RecordError("rejected", IDENTICAL)
     bodies = [{"text": c} if isinstance(c, str) else {"messages": c} for c in (chosen, rejected)]
@@ -502,7 +639,17 @@ COMPARISON = register(
 
 # -- TRL unpaired preference ------------------------------------------------------------------
 
-UNPAIRED_KEYS = {"id", "prompt", "completion", "label", "labeler", "source", "rationale", "domains", "metadata"}
+UNPAIRED_KEYS = {
+    "id",
+    "prompt",
+    "completion",
+    "label",
+    "labeler",
+    "source",
+    "rationale",
+    "domains",
+    "metadata",
+}
 
 
 def _unpaired_detect(record: dict[str, Any]) -> bool:
@@ -514,8 +661,12 @@ def _unpaired_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
     label = require(record, "label", bool)
     completion = require(record, "completion", (str, list))
     body = {"text": completion} if isinstance(completion, str) else {"messages": completion}
-    data = {"id": record.get("id"), "prompt": require(record, "prompt", (str, list)), "candidates": [body],
-            "metadata": _metadata(record, extra)}
+    data = {
+        "id": record.get("id"),
+        "prompt": require(record, "prompt", (str, list)),
+        "candidates": [body],
+        "metadata": _metadata(record, extra),
+    }
     if record.get("domains") is not None:
         data["domains"] = record["domains"]
     item = _item(data)
@@ -525,7 +676,10 @@ def _unpaired_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
             candidate_id=item.candidates[0].id,
             label=label,
             rationale=record.get("rationale"),
-            provenance={"rater_id": (rater := _rater(record, options)), "source": _source(record, options, rater)},
+            provenance={
+                "rater_id": (rater := _rater(record, options)),
+                "source": _source(record, options, rater),
+            },
         )
     except ValidationError as exc:
         raise from_validation_error(exc) from None
@@ -533,5 +687,10 @@ def _unpaired_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
 
 
 UNPAIRED = register(
-    RecordFormat("unpaired", "TRL unpaired preference: prompt, completion, label (bool)", _unpaired_detect, _unpaired_convert)
+    RecordFormat(
+        "unpaired",
+        "TRL unpaired preference: prompt, completion, label (bool)",
+        _unpaired_detect,
+        _unpaired_convert,
+    )
 )

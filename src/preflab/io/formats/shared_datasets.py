@@ -37,8 +37,16 @@ UNKNOWN_STRENGTH = None
 # -- PandaLM ------------------------------------------------------------------------------
 
 PANDALM_KEYS = {
-    "idx", "motivation_app", "cmp_key", "instruction", "input",
-    "response1", "response2", "annotator1", "annotator2", "annotator3",
+    "idx",
+    "motivation_app",
+    "cmp_key",
+    "instruction",
+    "input",
+    "response1",
+    "response2",
+    "annotator1",
+    "annotator2",
+    "annotator3",
 }
 
 
@@ -64,8 +72,12 @@ def _pandalm_convert(record: dict[str, Any], options: ConvertOptions) -> Convert
         id=f"pandalm-{idx}",
         prompt=prompt,
         candidates=candidates,
-        metadata={"source": "pandalm-testset-v1", "motivation_app": record.get("motivation_app"),
-                  "cmp_key": record.get("cmp_key"), **extra},
+        metadata={
+            "source": "pandalm-testset-v1",
+            "motivation_app": record.get("motivation_app"),
+            "cmp_key": record.get("cmp_key"),
+            **extra,
+        },
     )
     judgments = []
     for n in (1, 2, 3):
@@ -86,15 +98,32 @@ def _pandalm_convert(record: dict[str, Any], options: ConvertOptions) -> Convert
 
 
 PANDALM = register(
-    RecordFormat("pandalm", "PandaLM test set: response1/response2, annotator1..3", _pandalm_detect, _pandalm_convert)
+    RecordFormat(
+        "pandalm",
+        "PandaLM test set: response1/response2, annotator1..3",
+        _pandalm_detect,
+        _pandalm_convert,
+    )
 )
 
 # -- Tulu-1 human eval ------------------------------------------------------------------
 
 TULU_KEYS = {
-    "id", "instance_index", "instance_id", "prompt", "model_a", "model_b", "completion_a",
-    "completion_b", "completion_a_is_acceptable", "completion_b_is_acceptable", "preference",
-    "instance_quality", "comment", "evaluator", "timestamp",
+    "id",
+    "instance_index",
+    "instance_id",
+    "prompt",
+    "model_a",
+    "model_b",
+    "completion_a",
+    "completion_b",
+    "completion_a_is_acceptable",
+    "completion_b_is_acceptable",
+    "preference",
+    "instance_quality",
+    "comment",
+    "evaluator",
+    "timestamp",
 }
 TULU_PREFERENCE = {
     "a-is-better": ("a", 2),
@@ -159,15 +188,24 @@ def _tulu_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
         if accept is None:
             continue
         if accept not in ("yes", "no"):
-            raise RecordError(f"completion_{side}_is_acceptable", f"expected 'yes' or 'no', got {accept!r}")
+            raise RecordError(
+                f"completion_{side}_is_acceptable", f"expected 'yes' or 'no', got {accept!r}"
+            )
         judgments.append(
-            UnaryJudgment(item_id=item.id, candidate_id=model, label=accept == "yes", provenance=provenance)
+            UnaryJudgment(
+                item_id=item.id, candidate_id=model, label=accept == "yes", provenance=provenance
+            )
         )
     return Converted([item], judgments)
 
 
 TULU1 = register(
-    RecordFormat("tulu1", "Tulu-1 human eval: completion_a/b, 5-level preference, evaluator", _tulu_detect, _tulu_convert)
+    RecordFormat(
+        "tulu1",
+        "Tulu-1 human eval: completion_a/b, 5-level preference, evaluator",
+        _tulu_detect,
+        _tulu_convert,
+    )
 )
 
 # -- hh-rlhf --------------------------------------------------------------------------
@@ -182,7 +220,9 @@ def parse_hh_conversation(text: str, where: str) -> list[Message]:
         raise RecordError(where, "text before the first 'Human:' turn")
     messages = []
     for speaker, content in zip(parts[1::2], parts[2::2], strict=True):
-        messages.append(Message(role="user" if speaker == "Human" else "assistant", content=content))
+        messages.append(
+            Message(role="user" if speaker == "Human" else "assistant", content=content)
+        )
     if not messages or messages[-1].role != "assistant":
         raise RecordError(where, "a conversation must end with an 'Assistant:' turn")
     return messages
@@ -201,11 +241,15 @@ def _hh_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
     rejected = parse_hh_conversation(require(record, "rejected", str), "rejected")
     prompt = chosen[:-1]
     if [m.model_dump() for m in rejected[:-1]] != [m.model_dump() for m in prompt]:
-        raise RecordError("rejected", "the conversation before the final reply differs from 'chosen'")
+        raise RecordError(
+            "rejected", "the conversation before the final reply differs from 'chosen'"
+        )
     good, bad = chosen[-1].content, rejected[-1].content
     ids = {"chosen": candidate_key(good), "rejected": candidate_key(bad)}
     if ids["chosen"] == ids["rejected"]:
-        raise RecordError("rejected", "the final reply is identical to the chosen one (after normalisation)")
+        raise RecordError(
+            "rejected", "the final reply is identical to the chosen one (after normalisation)"
+        )
     item = Item(
         prompt=prompt,
         candidates=[{"id": ids["chosen"], "text": good}, {"id": ids["rejected"], "text": bad}],
@@ -220,13 +264,21 @@ def _hh_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
         shown_order=shown,
         winner="a" if shown[0] == ids["chosen"] else "b",
         strength=UNKNOWN_STRENGTH,
-        provenance={"rater_id": rater, "source": labeler_source(rater, "human", options, said=False)},
+        provenance={
+            "rater_id": rater,
+            "source": labeler_source(rater, "human", options, said=False),
+        },
     )
     return Converted([item], [judgment])
 
 
 HH_RLHF = register(
-    RecordFormat("hh-rlhf", "Anthropic hh-rlhf: chosen/rejected '\\n\\nHuman:' conversations", _hh_detect, _hh_convert)
+    RecordFormat(
+        "hh-rlhf",
+        "Anthropic hh-rlhf: chosen/rejected '\\n\\nHuman:' conversations",
+        _hh_detect,
+        _hh_convert,
+    )
 )
 
 # -- SQuALITY -------------------------------------------------------------------------
@@ -260,8 +312,14 @@ def _squality_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
         for system, body in sorted(systems.items()):
             if not isinstance(body, dict):
                 raise RecordError(f"{where}.{system}", "expected an object")
-            candidates.append({"id": system, "text": require(body, "response", str, f"{where}.{system}."),
-                               "model": system, "source": "human" if system == "human" else "model"})
+            candidates.append(
+                {
+                    "id": system,
+                    "text": require(body, "response", str, f"{where}.{system}."),
+                    "model": system,
+                    "source": "human" if system == "human" else "model",
+                }
+            )
         item = Item(
             id=f"squality-{passage}-q{qkey}",
             prompt=f"Summarise the story of SQuALITY passage {passage} to answer question {qkey}.",
@@ -273,14 +331,21 @@ def _squality_convert(record: dict[str, Any], options: ConvertOptions) -> Conver
             for n, review in enumerate(body.get("reviews") or []):
                 rwhere = f"{where}.{system}.reviews[{n}]."
                 worker = require(review, "worker_id", (str, int), rwhere)
-                scores = {d: float(require(review, f"{d}-rating", (int, float), rwhere)) for d in SQUALITY_DIMENSIONS}
+                scores = {
+                    d: float(require(review, f"{d}-rating", (int, float), rwhere))
+                    for d in SQUALITY_DIMENSIONS
+                }
                 out.judgments.append(
                     RubricJudgment(
                         item_id=item.id,
                         candidate_id=system,
                         scores=scores,
-                        provenance={"rater_id": f"squality:{worker}", "rubric_id": "squality",
-                                    "rubric_version": 1, "source": "human"},
+                        provenance={
+                            "rater_id": f"squality:{worker}",
+                            "rubric_id": "squality",
+                            "rubric_version": 1,
+                            "source": "human",
+                        },
                     )
                 )
     return out

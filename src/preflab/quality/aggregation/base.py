@@ -58,7 +58,9 @@ def encode(units: Any, raters: Any, labels: Any, classes: Any = None) -> Encoded
         c = np.searchsorted(classes_, vals)
         bad = (c >= len(classes_)) | (classes_[np.minimum(c, len(classes_) - 1)] != vals)
         if bad.any():
-            raise ValueError(f"labels {np.unique(vals[bad])[:5].tolist()} are not among classes {classes_.tolist()}")
+            raise ValueError(
+                f"labels {np.unique(vals[bad])[:5].tolist()} are not among classes {classes_.tolist()}"
+            )
     return Encoded(u, r, c.astype(np.int64), units_, raters_, classes_)
 
 
@@ -111,7 +113,9 @@ def argmax_labels(posteriors: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return classes[np.argmax(posteriors, axis=1)]
 
 
-def em_e_step(design: sparse.csr_matrix, log_priors: np.ndarray, log_pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def em_e_step(
+    design: sparse.csr_matrix, log_priors: np.ndarray, log_pi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Posteriors and per-unit log-likelihood from ``log_pi[(rater * K + label), true_class]``."""
     logit = design @ log_pi + log_priors
     top = logit.max(axis=1, keepdims=True)

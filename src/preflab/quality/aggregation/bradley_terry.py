@@ -106,7 +106,9 @@ class BTResult:
     n_iter: int
     low: np.ndarray | None = None
     high: np.ndarray | None = None
-    boot_unconverged: int = 0  # bootstrap replicates cut off at the iteration cap (see bradley_terry)
+    boot_unconverged: int = (
+        0  # bootstrap replicates cut off at the iteration cap (see bradley_terry)
+    )
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -123,7 +125,9 @@ class BTResult:
         return out
 
 
-def aggregate_pairs(first: np.ndarray, second: np.ndarray, score: np.ndarray, n_items: int) -> PairCounts:
+def aggregate_pairs(
+    first: np.ndarray, second: np.ndarray, score: np.ndarray, n_items: int
+) -> PairCounts:
     """Collapse comparisons (integer codes, ``score`` of ``first``) to unique pairs and cells."""
     swap = first > second
     i = np.where(swap, second, first).astype(np.int64)
@@ -138,13 +142,20 @@ def aggregate_pairs(first: np.ndarray, second: np.ndarray, score: np.ndarray, n_
     starts[1:] = pair_key[1:] != pair_key[:-1]
     cell_pair = np.cumsum(starts) - 1
     pi, pj = np.divmod(pair_key[starts], n_items)
-    pc = PairCounts(n_items, pi, pj, np.empty(0), np.empty(0), cell_pair, 1.0 - cat / 2.0, counts.astype(float))
+    pc = PairCounts(
+        n_items, pi, pj, np.empty(0), np.empty(0), cell_pair, 1.0 - cat / 2.0, counts.astype(float)
+    )
     pc.w, pc.n = pc.weights(pc.cell_count)
     return pc
 
 
 def _pcg(
-    matvec: Callable[[np.ndarray], np.ndarray], b: np.ndarray, dinv: np.ndarray, rtol: float, maxiter: int, centre: bool,
+    matvec: Callable[[np.ndarray], np.ndarray],
+    b: np.ndarray,
+    dinv: np.ndarray,
+    rtol: float,
+    maxiter: int,
+    centre: bool,
 ) -> np.ndarray:
     """Conjugate gradients for ``H x = b`` with the Jacobi preconditioner ``dinv = 1 / diag(H)``.
 
@@ -200,7 +211,13 @@ class _Newton:
         return expit(s[self.i] - s[self.j])
 
     def solve(
-        self, w: np.ndarray, n: np.ndarray, s: np.ndarray, tol: float, maxiter: int = 100, p: np.ndarray | None = None,
+        self,
+        w: np.ndarray,
+        n: np.ndarray,
+        s: np.ndarray,
+        tol: float,
+        maxiter: int = 100,
+        p: np.ndarray | None = None,
     ) -> tuple[np.ndarray, bool, int]:
         """Minimise from ``s`` (``p`` = ``self.p(s)`` if known): ``(s, converged, iterations)``.
 
@@ -208,12 +225,16 @@ class _Newton:
         """
         i, j, m, l2, upper, upper_t = self.i, self.j, self.m, self.l2, self.upper, self.upper_t
         # the gradient is expected minus observed score per item; the observed part is fixed
-        observed = np.bincount(i, weights=w, minlength=m) + np.bincount(j, weights=n - w, minlength=m)
+        observed = np.bincount(i, weights=w, minlength=m) + np.bincount(
+            j, weights=n - w, minlength=m
+        )
         lin = None
 
         def gradient(s: np.ndarray, p: np.ndarray) -> np.ndarray:
             expected_i = n * p
-            grad = np.bincount(i, weights=expected_i, minlength=m) + np.bincount(j, weights=n - expected_i, minlength=m)
+            grad = np.bincount(i, weights=expected_i, minlength=m) + np.bincount(
+                j, weights=n - expected_i, minlength=m
+            )
             return grad - observed + l2 * s
 
         def loss(s: np.ndarray, p: np.ndarray) -> float:
@@ -222,7 +243,9 @@ class _Newton:
             # matters only beyond |d| > 690.
             nonlocal lin
             if lin is None:  # most solves never evaluate the loss
-                lin = np.bincount(i, weights=n - w, minlength=m) - np.bincount(j, weights=n - w, minlength=m)
+                lin = np.bincount(i, weights=n - w, minlength=m) - np.bincount(
+                    j, weights=n - w, minlength=m
+                )
             return float(lin @ s - n @ np.log(np.maximum(p, 1e-300)) + 0.5 * l2 * (s @ s))
 
         s = np.array(s, dtype=float)
@@ -233,7 +256,9 @@ class _Newton:
         for it in range(1, maxiter + 1):
             c = n * p * (1.0 - p)
             upper.data[:] = c
-            diag = np.bincount(i, weights=c, minlength=m) + np.bincount(j, weights=c, minlength=m) + l2
+            diag = (
+                np.bincount(i, weights=c, minlength=m) + np.bincount(j, weights=c, minlength=m) + l2
+            )
             # an item without comparisons (possible with ``items=``) has a zero row: leave it alone
             dinv = np.divide(1.0, diag, out=np.zeros(m), where=diag > 0)
 
@@ -275,7 +300,9 @@ class _Newton:
             # C * size^2 (quadratic convergence), and C can be read off the last two steps:
             # C ~ size / previous^2. Damped steps give no such estimate, so size itself must be < tol.
             size = t * float(np.max(np.abs(step), initial=0.0))
-            if size < tol or (t == 1.0 and size < previous < np.inf and size**3 < tol * previous**2):
+            if size < tol or (
+                t == 1.0 and size < previous < np.inf and size**3 < tol * previous**2
+            ):
                 return s, True, it
             previous = size if t == 1.0 else np.inf
             p = self.p(s) if p is None else p
@@ -294,20 +321,27 @@ def mle_exists(pc: PairCounts) -> bool:
     fwd, back = pc.w > 0, pc.n - pc.w > 0
     rows = np.concatenate([pc.j[fwd], pc.i[back]])
     cols = np.concatenate([pc.i[fwd], pc.j[back]])
-    graph = sparse.csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(pc.n_items, pc.n_items))
+    graph = sparse.csr_matrix(
+        (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(pc.n_items, pc.n_items)
+    )
     return connected_components(graph, directed=True, connection="strong")[0] == 1
 
 
 def _codes(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Positions of ``values`` in the sorted ``labels``; unknown values are an error."""
     if values.dtype.kind in "iu" and labels.dtype.kind in "iu" and len(labels) and len(values):
-        lo, hi = min(int(values.min()), int(labels.min())), max(int(values.max()), int(labels.max()))
+        lo, hi = (
+            min(int(values.min()), int(labels.min())),
+            max(int(values.max()), int(labels.max())),
+        )
         if lo >= 0 and hi < 4 * len(values) + 1024:  # small ids: a lookup table beats a search
             lookup = np.full(hi + 1, -1, dtype=np.int64)
             lookup[labels] = np.arange(len(labels))
             codes = lookup[values]
             if (codes < 0).any():
-                raise ValueError(f"items {np.unique(values[codes < 0])[:5].tolist()} are not among items")
+                raise ValueError(
+                    f"items {np.unique(values[codes < 0])[:5].tolist()} are not among items"
+                )
             return codes
     codes = np.searchsorted(labels, values)
     bad = codes >= len(labels)
@@ -340,7 +374,9 @@ def bradley_terry(
     """
     a = as_array(first, "first")
     b = as_array(second, "second", len(a))
-    score = np.ones(len(a)) if outcome is None else as_array(outcome, "outcome", len(a), dtype=float)
+    score = (
+        np.ones(len(a)) if outcome is None else as_array(outcome, "outcome", len(a), dtype=float)
+    )
     if not np.isin(score, (0.0, 0.5, 1.0)).all():
         raise ValueError("outcome must be 1 (first wins), 0.5 (tie) or 0 (second wins)")
     if (a == b).any():
@@ -355,8 +391,12 @@ def bradley_terry(
 
     # Start from the smoothed log-odds of each item's score: the right order of magnitude and
     # usually the right ranking, so Newton needs only a few (undamped) steps.
-    won = np.bincount(pc.i, weights=pc.w, minlength=n_items) + np.bincount(pc.j, weights=pc.n - pc.w, minlength=n_items)
-    played = np.bincount(pc.i, weights=pc.n, minlength=n_items) + np.bincount(pc.j, weights=pc.n, minlength=n_items)
+    won = np.bincount(pc.i, weights=pc.w, minlength=n_items) + np.bincount(
+        pc.j, weights=pc.n - pc.w, minlength=n_items
+    )
+    played = np.bincount(pc.i, weights=pc.n, minlength=n_items) + np.bincount(
+        pc.j, weights=pc.n, minlength=n_items
+    )
     start = np.log((won + 0.5) / (played - won + 0.5))
     newton = _Newton(pc, l2)
     s, ok, nit = newton.solve(pc.w, pc.n, start - start.mean(), FIT_TOL)
@@ -371,7 +411,11 @@ def bradley_terry(
         probs = pc.cell_count / pc.cell_count.sum()
         p_hat = newton.p(s)  # every replicate starts at s, so its pair probabilities are shared
         c_hat = pc.n * p_hat * (1 - p_hat)
-        info = np.bincount(pc.i, weights=c_hat, minlength=n_items) + np.bincount(pc.j, weights=c_hat, minlength=n_items) + l2
+        info = (
+            np.bincount(pc.i, weights=c_hat, minlength=n_items)
+            + np.bincount(pc.j, weights=c_hat, minlength=n_items)
+            + l2
+        )
         tol = BOOT_TOL_SE / np.sqrt(info.max()) if info.max() > 0 else FIT_TOL
         boots = np.empty((n_boot, n_items))
         for t in range(n_boot):
@@ -390,7 +434,9 @@ def bradley_terry(
     return result
 
 
-def comparisons_from_winner_rows(units: Any, values: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def comparisons_from_winner_rows(
+    units: Any, values: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``winner`` rows of the label table (unit ``item::lo|hi``, -1 lo better, 1 hi better, 0 tie)
     as ``(first, second, outcome)`` arrays over candidate ids, ready for :func:`bradley_terry`."""
     vals = as_array(values, "values", dtype=float)

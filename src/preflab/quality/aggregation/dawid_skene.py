@@ -82,7 +82,9 @@ def class_priors(post: np.ndarray, pseudo: float) -> np.ndarray:
     return mass / mass.sum()
 
 
-def log_prior_density(pi: np.ndarray, priors: np.ndarray, pseudo: np.ndarray, class_pseudo: float) -> float:
+def log_prior_density(
+    pi: np.ndarray, priors: np.ndarray, pseudo: np.ndarray, class_pseudo: float
+) -> float:
     """Log Dirichlet density (up to a constant) of the parameters: EM maximises likelihood plus
     this, so convergence is judged on their sum (the likelihood alone may fall under MAP EM)."""
     with np.errstate(divide="ignore"):
@@ -138,6 +140,15 @@ def dawid_skene(
             break
     accuracy = np.einsum("k,jkk->j", priors, pi)
     return AggregationResult(
-        "dawid_skene", enc.units, enc.classes, post, argmax_labels(post, enc.classes), enc.raters,
-        accuracy, confusion=pi, priors=priors, n_iter=it, log_likelihood=history,
+        "dawid_skene",
+        enc.units,
+        enc.classes,
+        post,
+        argmax_labels(post, enc.classes),
+        enc.raters,
+        accuracy,
+        confusion=pi,
+        priors=priors,
+        n_iter=it,
+        log_likelihood=history,
     )

@@ -54,4 +54,7 @@ def leave_one_rater_out(units: Any, raters: Any, labels: Any, method: Method) ->
         result = method(u[~held], r[~held], lab[~held])
         hits.append(expected_hits(result, u[scored], lab[scored]))
     all_hits = np.concatenate(hits) if hits else np.zeros(0)
-    return {"accuracy": float(all_hits.mean()) if len(all_hits) else float("nan"), "n": int(len(all_hits))}
+    return {
+        "accuracy": float(all_hits.mean()) if len(all_hits) else float("nan"),
+        "n": int(len(all_hits)),
+    }

@@ -57,13 +57,27 @@ def mace(
         th, x = theta[enc.r], xi[enc.r, enc.c]
         knows = post[enc.u, enc.c] * th / (th + (1 - th) * x)
         spam = 1.0 - knows
-        theta = (np.bincount(enc.r, weights=knows, minlength=n_r) + smoothing) / (n_per_rater + 2 * smoothing)
-        xi = np.bincount(enc.r * k + enc.c, weights=spam, minlength=n_r * k).reshape(n_r, k) + smoothing
+        theta = (np.bincount(enc.r, weights=knows, minlength=n_r) + smoothing) / (
+            n_per_rater + 2 * smoothing
+        )
+        xi = (
+            np.bincount(enc.r * k + enc.c, weights=spam, minlength=n_r * k).reshape(n_r, k)
+            + smoothing
+        )
         xi /= xi.sum(axis=1, keepdims=True)
         history.append(float(unit_ll.sum() / len(enc.u)))
         if len(history) > 1 and abs(history[-1] - history[-2]) < tol:
             break
     return AggregationResult(
-        "mace", enc.units, enc.classes, post, argmax_labels(post, enc.classes), enc.raters, theta,
-        confusion=mace_confusion(theta, xi), priors=np.full(k, 1.0 / k), n_iter=it, log_likelihood=history,
+        "mace",
+        enc.units,
+        enc.classes,
+        post,
+        argmax_labels(post, enc.classes),
+        enc.raters,
+        theta,
+        confusion=mace_confusion(theta, xi),
+        priors=np.full(k, 1.0 / k),
+        n_iter=it,
+        log_likelihood=history,
     )

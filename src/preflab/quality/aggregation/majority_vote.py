@@ -25,7 +25,12 @@ TiePolicy = Literal["random", "lowest", "nan"]
 
 
 def majority_vote(
-    units: Any, raters: Any, labels: Any, tie: TiePolicy = "random", seed: int | None = 0, classes: Any = None
+    units: Any,
+    raters: Any,
+    labels: Any,
+    tie: TiePolicy = "random",
+    seed: int | None = 0,
+    classes: Any = None,
 ) -> AggregationResult:
     enc = encode(units, raters, labels, classes)
     votes = enc.vote_counts()
@@ -48,4 +53,6 @@ def majority_vote(
     n_r = np.bincount(enc.r, weights=decided[enc.u].astype(float), minlength=len(enc.raters))
     with np.errstate(invalid="ignore"):
         reliability = np.bincount(enc.r, weights=hit.astype(float), minlength=len(enc.raters)) / n_r
-    return AggregationResult("majority_vote", enc.units, enc.classes, post, labels_out, enc.raters, reliability)
+    return AggregationResult(
+        "majority_vote", enc.units, enc.classes, post, labels_out, enc.raters, reliability
+    )

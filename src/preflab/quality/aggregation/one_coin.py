@@ -56,7 +56,15 @@ def one_coin_dawid_skene(
         if len(history) > 1 and history[-1] - history[-2] < tol:
             break
     return AggregationResult(
-        "one_coin_dawid_skene", enc.units, enc.classes, post, argmax_labels(post, enc.classes),
-        enc.raters, accuracy, confusion=one_coin_confusion(accuracy, k), priors=priors,
-        n_iter=it, log_likelihood=history,
+        "one_coin_dawid_skene",
+        enc.units,
+        enc.classes,
+        post,
+        argmax_labels(post, enc.classes),
+        enc.raters,
+        accuracy,
+        confusion=one_coin_confusion(accuracy, k),
+        priors=priors,
+        n_iter=it,
+        log_likelihood=history,
     )

@@ -27,7 +27,9 @@ from scipy.optimize import minimize
 from .bradley_terry import BTResult, arena_ratings
 
 
-def plackett_luce(rankings: Sequence[Sequence[Any]], l2: float = 0.0, gtol: float = 1e-9) -> BTResult:
+def plackett_luce(
+    rankings: Sequence[Sequence[Any]], l2: float = 0.0, gtol: float = 1e-9
+) -> BTResult:
     """Fit strengths; each ranking lists item ids best first (at least two items, no repeats)."""
     rankings = [list(r) for r in rankings]
     if not rankings:
@@ -37,9 +39,11 @@ def plackett_luce(rankings: Sequence[Sequence[Any]], l2: float = 0.0, gtol: floa
             raise ValueError(f"ranking {k} has {len(r)} item(s); a ranking needs at least two")
         if len(set(r)) != len(r):
             raise ValueError(f"ranking {k} lists an item twice: {r}")
-    labels = np.unique(np.array([x for r in rankings for x in r], dtype=object).astype(str)) if any(
-        isinstance(x, str) for r in rankings for x in r
-    ) else np.unique(np.array([x for r in rankings for x in r]))
+    labels = (
+        np.unique(np.array([x for r in rankings for x in r], dtype=object).astype(str))
+        if any(isinstance(x, str) for r in rankings for x in r)
+        else np.unique(np.array([x for r in rankings for x in r]))
+    )
     index = {v: i for i, v in enumerate(labels.tolist())}
     width = max(len(r) for r in rankings)
     idx = np.zeros((len(rankings), width), dtype=np.int64)
@@ -68,7 +72,12 @@ def plackett_luce(rankings: Sequence[Sequence[Any]], l2: float = 0.0, gtol: floa
         grad += l2 * s
         return loss / scale, grad / scale
 
-    res = minimize(fun, np.zeros(n_items), jac=True, method="L-BFGS-B",
-                   options={"gtol": gtol, "ftol": 0.0, "maxiter": 5000})
+    res = minimize(
+        fun,
+        np.zeros(n_items),
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": gtol, "ftol": 0.0, "maxiter": 5000},
+    )
     s = res.x - (res.x.mean() if l2 == 0 else 0.0)
     return BTResult(labels, s, arena_ratings(s), len(rankings), bool(res.success), int(res.nit))

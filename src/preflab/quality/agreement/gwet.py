@@ -32,7 +32,9 @@ import numpy as np
 from .fleiss import category_counts
 
 
-def gwet_weights(categories: np.ndarray, weights: Literal["linear", "quadratic"] | None) -> np.ndarray:
+def gwet_weights(
+    categories: np.ndarray, weights: Literal["linear", "quadratic"] | None
+) -> np.ndarray:
     """Agreement weights over category *values* (1 on the diagonal), Gwet (2014) table 3.6."""
     c = np.asarray(categories, dtype=float)
     if weights is None:
@@ -61,7 +63,9 @@ def gwet_ac(
         cats_full = np.asarray(sorted(set(np.asarray(categories, float))), float)
         missing = set(cats) - set(cats_full)
         if missing:
-            raise ValueError(f"values {sorted(missing)} are not among categories {cats_full.tolist()}")
+            raise ValueError(
+                f"values {sorted(missing)} are not among categories {cats_full.tolist()}"
+            )
         full = np.zeros((len(table), len(cats_full)))
         full[:, np.searchsorted(cats_full, cats)] = table
         table, cats = full, cats_full

@@ -83,7 +83,9 @@ def agreement_summary(
     for batch, kind, dim in table.groups():
         sub = table.select(kind=kind, dimension=dim, batch=batch)
         level = level_for(dim, sub.values, levels)
-        ci = krippendorff_alpha_ci(sub.units, sub.values, level, n_boot=n_boot, confidence=confidence, seed=seed)
+        ci = krippendorff_alpha_ci(
+            sub.units, sub.values, level, n_boot=n_boot, confidence=confidence, seed=seed
+        )
         per_unit = defaultdict(int)
         for u in sub.units:
             per_unit[u] += 1

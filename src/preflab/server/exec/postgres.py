@@ -66,8 +66,13 @@ class PgExecutor:
         except queue.Empty:
             raise Busy("busy (every lane connection in use)") from None
         try:
-            return psycopg.connect(self.info, autocommit=False, prepare_threshold=0, options=OPTIONS,
-                                   application_name=APPLICATION_NAME)
+            return psycopg.connect(
+                self.info,
+                autocommit=False,
+                prepare_threshold=0,
+                options=OPTIONS,
+                application_name=APPLICATION_NAME,
+            )
         except psycopg.Error as exc:
             self.free.put(None)
             raise Busy(f"connect: {type(exc).__name__}") from None

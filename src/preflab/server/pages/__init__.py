@@ -25,13 +25,17 @@ HERE = Path(__file__).resolve().parent.parent
 STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
 
-CSP = ("default-src 'self'; script-src 'self'; object-src 'none'; img-src 'self'; base-uri 'none'; "
-       "frame-ancestors 'none'; form-action 'self'")
+CSP = (
+    "default-src 'self'; script-src 'self'; object-src 'none'; img-src 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'; form-action 'self'"
+)
 #: Swagger UI (``/api/v1/docs``) comes from this server too (the ``fastapi-offline`` package's files);
 #: it needs inline styles and ``data:`` images, nothing from another host.
-DOCS_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-            "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
-            "form-action 'none'")
+DOCS_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+    "form-action 'none'"
+)
 DOCS_PATH = "/api/v1/docs"
 
 
@@ -50,8 +54,12 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 names = {k.lower() for k, _ in headers}
-                for k, v in ((b"content-security-policy", csp.encode()), (b"x-content-type-options", b"nosniff"),
-                             (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY")):
+                for k, v in (
+                    (b"content-security-policy", csp.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"same-origin"),
+                    (b"x-frame-options", b"DENY"),
+                ):
                     if k not in names:
                         headers.append((k, v))
                 message = {**message, "headers": headers}
@@ -77,14 +85,22 @@ def mount(app: FastAPI) -> None:
         """The API's JSON for API paths and non-browser clients; for a browser asking for a page,
         a login redirect (401) or an error page, keeping the guard's headers."""
         wants_html = "text/html" in request.headers.get("accept", "")
-        if api_handler is not None and (request.url.path.startswith(("/api/", "/static/")) or not wants_html):
+        if api_handler is not None and (
+            request.url.path.startswith(("/api/", "/static/")) or not wants_html
+        ):
             return await api_handler(request, exc)
-        headers = {k: v for k, v in (getattr(exc, "headers", None) or {}).items() if k.lower() != "www-authenticate"}
+        headers = {
+            k: v
+            for k, v in (getattr(exc, "headers", None) or {}).items()
+            if k.lower() != "www-authenticate"
+        }
         if exc.status_code == 401:
             from urllib.parse import quote
 
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            resp = RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303, headers=headers)
+            resp = RedirectResponse(
+                f"/login?next={quote(target, safe='')}", status_code=303, headers=headers
+            )
             # an ended session's cookie would be refused on /login too (a redirect loop): drop it
             from ..permissions import SESSION_COOKIE
 
@@ -101,9 +117,13 @@ def mount(app: FastAPI) -> None:
         """Never a bare "Internal Server Error": a styled page with a way back for a browser, a
         JSON problem for the API; the traceback goes to the log with the request that caused it."""
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        detail = ("Something went wrong on the server; it has been logged. "
-                  "Go back and try again, or tell an admin what you were doing.")
-        if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
+        detail = (
+            "Something went wrong on the server; it has been logged. "
+            "Go back and try again, or tell an admin what you were doing."
+        )
+        if request.url.path.startswith("/api/") or "text/html" not in request.headers.get(
+            "accept", ""
+        ):
             return JSONResponse({"detail": detail}, status_code=500)
         return views.error_page(request, 500, detail)
 

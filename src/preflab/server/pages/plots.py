@@ -26,13 +26,29 @@ def _scale(lo: float, hi: float, a: float, b: float):  # noqa: ANN202
     return lambda v: round(a + (v - lo) / span * (b - a), 1)
 
 
-def _frame(xlo: float, xhi: float, ylo: float, yhi: float, xticks: list[float], yticks: list[float],
-           xfmt: str = "%g", yfmt: str = "%g") -> dict[str, Any]:
+def _frame(
+    xlo: float,
+    xhi: float,
+    ylo: float,
+    yhi: float,
+    xticks: list[float],
+    yticks: list[float],
+    xfmt: str = "%g",
+    yfmt: str = "%g",
+) -> dict[str, Any]:
     sx, sy = _scale(xlo, xhi, LEFT, WIDTH - RIGHT), _scale(ylo, yhi, HEIGHT - BOTTOM, TOP)
-    return {"sx": sx, "sy": sy, "width": WIDTH, "height": HEIGHT, "left": LEFT, "right": WIDTH - RIGHT,
-            "top": TOP, "bottom": HEIGHT - BOTTOM,
-            "xticks": [{"x": sx(t), "label": xfmt % t} for t in xticks],
-            "yticks": [{"y": sy(t), "label": yfmt % t} for t in yticks]}
+    return {
+        "sx": sx,
+        "sy": sy,
+        "width": WIDTH,
+        "height": HEIGHT,
+        "left": LEFT,
+        "right": WIDTH - RIGHT,
+        "top": TOP,
+        "bottom": HEIGHT - BOTTOM,
+        "xticks": [{"x": sx(t), "label": xfmt % t} for t in xticks],
+        "yticks": [{"y": sy(t), "label": yfmt % t} for t in yticks],
+    }
 
 
 def labels_over_time(per_day: list[tuple[str, int]]) -> dict[str, Any] | None:
@@ -48,7 +64,8 @@ def labels_over_time(per_day: list[tuple[str, int]]) -> dict[str, Any] | None:
     sx, sy = frame.pop("sx"), frame.pop("sy")
     dots = [{"x": sx(i), "y": sy(v), "label": d, "value": v} for i, (d, v) in enumerate(points)]
     frame["xticks"] = [{"x": dots[0]["x"], "label": points[0][0]}] + (
-        [{"x": dots[-1]["x"], "label": points[-1][0]}] if len(dots) > 1 else [])
+        [{"x": dots[-1]["x"], "label": points[-1][0]}] if len(dots) > 1 else []
+    )
     return {**frame, "dots": dots, "path": " ".join(f"{d['x']},{d['y']}" for d in dots)}
 
 
@@ -65,13 +82,32 @@ def agreement_intervals(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     out = []
     for i, r in enumerate(rows):
         y = TOP + 12 + 24 * i
-        low, high = (r["low"] if _ok(r.get("low")) else r["alpha"]), (r["high"] if _ok(r.get("high")) else r["alpha"])
-        out.append({"label": f"{r['batch']} · {r['dimension']}", "y": y, "x": sx(r["alpha"]), "x1": sx(low),
-                    "x2": sx(high), "value": r["alpha"], "low": low, "high": high})
+        low, high = (
+            (r["low"] if _ok(r.get("low")) else r["alpha"]),
+            (r["high"] if _ok(r.get("high")) else r["alpha"]),
+        )
+        out.append(
+            {
+                "label": f"{r['batch']} · {r['dimension']}",
+                "y": y,
+                "x": sx(r["alpha"]),
+                "x1": sx(low),
+                "x2": sx(high),
+                "value": r["alpha"],
+                "low": low,
+                "high": high,
+            }
+        )
     ticks = [t for t in (-1, -0.5, 0, 0.5, 1) if t >= lo]
-    return {"width": WIDTH, "height": height, "top": TOP, "bottom": height - BOTTOM, "rows": out,
-            "xticks": [{"x": sx(t), "label": f"{t:g}"} for t in ticks],
-            "refs": [{"x": sx(t), "label": f"{t:g}"} for t in ALPHA_THRESHOLDS]}
+    return {
+        "width": WIDTH,
+        "height": height,
+        "top": TOP,
+        "bottom": height - BOTTOM,
+        "rows": out,
+        "xticks": [{"x": sx(t), "label": f"{t:g}"} for t in ticks],
+        "refs": [{"x": sx(t), "label": f"{t:g}"} for t in ALPHA_THRESHOLDS],
+    }
 
 
 def accuracy_vs_volume(raters: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -80,7 +116,9 @@ def accuracy_vs_volume(raters: list[dict[str, Any]]) -> dict[str, Any] | None:
     pts = []
     for r in raters:
         gold = r.get("gold") or {}
-        g = next((gold[p] for p in ("production", "qualification") if (gold.get(p) or {}).get("n")), None)
+        g = next(
+            (gold[p] for p in ("production", "qualification") if (gold.get(p) or {}).get("n")), None
+        )
         if g is None or not _ok(g.get("accuracy")):
             continue
         pts.append((r["username"], int(r.get("submitted") or 0), g))
@@ -89,12 +127,25 @@ def accuracy_vs_volume(raters: list[dict[str, Any]]) -> dict[str, Any] | None:
     xhi = max(1, *(n for _, n, _ in pts))
     frame = _frame(0, xhi, 0, 1, [0, xhi / 2, xhi], [0, 0.5, 1], xfmt="%.0f")
     sx, sy = frame.pop("sx"), frame.pop("sy")
-    dots = [{"x": sx(n), "y": sy(g["accuracy"]), "y1": sy(g["wilson"][0]), "y2": sy(g["wilson"][1]),
-             "label": name, "value": g["accuracy"], "n": n, "gold_n": g["n"]} for name, n, g in pts]
+    dots = [
+        {
+            "x": sx(n),
+            "y": sy(g["accuracy"]),
+            "y1": sy(g["wilson"][0]),
+            "y2": sy(g["wilson"][1]),
+            "label": name,
+            "value": g["accuracy"],
+            "n": n,
+            "gold_n": g["n"],
+        }
+        for name, n, g in pts
+    ]
     return {**frame, "dots": dots}
 
 
-def length_bias_curve(chosen: list[int], rejected: list[int], logistic: dict[str, Any] | None) -> dict[str, Any] | None:
+def length_bias_curve(
+    chosen: list[int], rejected: list[int], logistic: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """Share of answers chosen against their length ratio to the other answer (log2 bins, each
     pair counted from both sides, so the curve is symmetric about 1:1), with the fitted logistic
     curve ``sigmoid(slope * ln ratio)`` when there is one. Flat at 0.5: no length preference."""
@@ -108,17 +159,28 @@ def length_bias_curve(chosen: list[int], rejected: list[int], logistic: dict[str
     edges = [-3 + 0.5 * k for k in range(13)]
     frame = _frame(-3, 3, 0, 1, [-3, -2, -1, 0, 1, 2, 3], [0, 0.5, 1])
     sx, sy = frame.pop("sx"), frame.pop("sy")
-    frame["xticks"] = [{**t, "label": f"×{2 ** v:g}"} for t, v in zip(frame["xticks"], range(-3, 4), strict=True)]
+    frame["xticks"] = [
+        {**t, "label": f"×{2**v:g}"} for t, v in zip(frame["xticks"], range(-3, 4), strict=True)
+    ]
     dots = []
     for a, b in zip(edges, edges[1:], strict=False):
         inside = [y for x, y in xs if a <= max(-3, min(x, 2.999)) < b]
         if inside:
             share = sum(inside) / len(inside)
-            dots.append({"x": sx((a + b) / 2), "y": sy(share), "value": share, "n": len(inside),
-                         "label": f"×{2 ** a:.2g}–{2 ** b:.2g}"})
+            dots.append(
+                {
+                    "x": sx((a + b) / 2),
+                    "y": sy(share),
+                    "value": share,
+                    "n": len(inside),
+                    "label": f"×{2**a:.2g}–{2**b:.2g}",
+                }
+            )
     fit = None
     if logistic and _ok(logistic.get("slope")):
         slope = logistic["slope"]
-        pts = [(x / 10, 1 / (1 + math.exp(-slope * (x / 10) * math.log(2)))) for x in range(-30, 31)]
+        pts = [
+            (x / 10, 1 / (1 + math.exp(-slope * (x / 10) * math.log(2)))) for x in range(-30, 31)
+        ]
         fit = " ".join(f"{sx(x)},{sy(p)}" for x, p in pts)
     return {**frame, "dots": dots, "fit": fit, "half": sy(0.5)}

@@ -92,8 +92,10 @@ def _image(self, tokens, idx, options, env) -> str:  # noqa: ANN001
 
 @lru_cache(maxsize=1)
 def _md() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False,
-                                   "highlight": _highlight})
+    md = MarkdownIt(
+        "commonmark",
+        {"html": False, "linkify": False, "typographer": False, "highlight": _highlight},
+    )
     md.enable("table").enable("strikethrough")
     # links with unsafe schemes are not even parsed as links (defence in depth with _link_open)
     md.validateLink = lambda url: safe_url(url) is not None  # type: ignore[method-assign]

@@ -41,8 +41,11 @@ def verifier_rows(block: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def verifier_passed(block: dict[str, Any]) -> bool | None:
     """True when every check the block states passed, False when one failed, None if it says nothing."""
-    checks = [block.get("f2p_exit") in (0, None), block.get("p2p_exit") in (0, None),
-              block.get("harness_sha256_verified") is not False]
+    checks = [
+        block.get("f2p_exit") in (0, None),
+        block.get("p2p_exit") in (0, None),
+        block.get("harness_sha256_verified") is not False,
+    ]
     if all(block.get(k) is None for k in ("f2p_exit", "p2p_exit", "harness_sha256_verified")):
         return None
     return all(checks)
@@ -73,7 +76,9 @@ def with_masks(item_view: dict[str, Any], metadata: dict[str, Any] | None) -> di
     record = _record(metadata)
     if record is None:
         return item_view
-    prompt_len = len(item_view.get("prompt") or []) if isinstance(item_view.get("prompt"), list) else 0
+    prompt_len = (
+        len(item_view.get("prompt") or []) if isinstance(item_view.get("prompt"), list) else 0
+    )
     answer_turns = record["turns"][prompt_len:]
     out = copy.deepcopy(item_view)
     for c in out.get("candidates") or []:
@@ -92,7 +97,9 @@ def step_blocks(candidate: dict[str, Any], steps: list[str]) -> list[dict[str, A
     call after its steps and each tool output where it came. Blocks: ``{"steps": [(i, text)]}``,
     ``{"call": call}``, ``{"tool": message}``. An answer without tool turns is one block."""
     messages = candidate.get("messages") or []
-    if not any(m.get("role") == "tool" or m.get("tool_call") or m.get("tool_calls") for m in messages):
+    if not any(
+        m.get("role") == "tool" or m.get("tool_call") or m.get("tool_calls") for m in messages
+    ):
         return [{"steps": list(enumerate(steps))}]
     blocks: list[dict[str, Any]] = []
     pending = list(enumerate(steps))

@@ -26,8 +26,12 @@ from .trajectory import step_blocks, trajectory_view, with_masks
 
 router = APIRouter(include_in_schema=False)
 
-env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html"]),
-                  trim_blocks=True, lstrip_blocks=True)
+env = Environment(
+    loader=FileSystemLoader(str(TEMPLATES)),
+    autoescape=select_autoescape(["html"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 env.filters["markdown"] = markdown
 env.filters["steps"] = steps_of
 env.filters["step_blocks"] = step_blocks
@@ -61,13 +65,21 @@ def call_args(call: Any, limit: int = 120) -> str:
     import json
 
     fn = call.get("function") if isinstance(call, dict) else None
-    args = fn.get("arguments") if isinstance(fn, dict) else (call.get("args") if isinstance(call, dict) else None)
+    args = (
+        fn.get("arguments")
+        if isinstance(fn, dict)
+        else (call.get("args") if isinstance(call, dict) else None)
+    )
     if isinstance(args, str):
         try:
             args = json.loads(args)
         except ValueError:
             pass
-    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, separators=(", ", ": "))
+    text = (
+        args
+        if isinstance(args, str)
+        else json.dumps(args, ensure_ascii=False, separators=(", ", ": "))
+    )
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -78,7 +90,11 @@ def answer_text(candidate: dict[str, Any]) -> str:
     """A candidate's answer as raw text (assistant turns of a conversation), for step splitting."""
     if candidate.get("text") is not None:
         return candidate["text"]
-    return "\n\n".join(m.get("content") or "" for m in candidate.get("messages") or [] if m.get("role") == "assistant")
+    return "\n\n".join(
+        m.get("content") or ""
+        for m in candidate.get("messages") or []
+        if m.get("role") == "assistant"
+    )
 
 
 env.filters["answer_text"] = answer_text
@@ -94,17 +110,25 @@ def num(value: Any, fmt: str = "%.3f") -> str:
 env.filters["num"] = num
 
 PAIRWISE_SCALE = [  # key, winner, strength, label
-    (1, "a", 3, "A much better"), (2, "a", 2, "A better"), (3, "a", 1, "A slightly better"), (4, "tie", 0, "Tie"),
-    (5, "b", 1, "B slightly better"), (6, "b", 2, "B better"), (7, "b", 3, "B much better"),
+    (1, "a", 3, "A much better"),
+    (2, "a", 2, "A better"),
+    (3, "a", 1, "A slightly better"),
+    (4, "tie", 0, "Tie"),
+    (5, "b", 1, "B slightly better"),
+    (6, "b", 2, "B better"),
+    (7, "b", 3, "B much better"),
 ]
 env.globals["PAIRWISE_SCALE"] = PAIRWISE_SCALE
 env.globals["SKIP_REASONS"] = SKIP_REASONS
 
 
-def render(request: Request, template: str, ctx: Ctx | None = None, http_status: int = 200, **values: Any) -> HTMLResponse:
+def render(
+    request: Request, template: str, ctx: Ctx | None = None, http_status: int = 200, **values: Any
+) -> HTMLResponse:
     actor = ctx.actor if ctx else None
-    html = env.get_template(template).render(request=request, user=actor, csrf=actor.csrf_token if actor else "",
-                                             **values)
+    html = env.get_template(template).render(
+        request=request, user=actor, csrf=actor.csrf_token if actor else "", **values
+    )
     return HTMLResponse(html, status_code=http_status, headers={"Cache-Control": "no-store"})
 
 
@@ -112,8 +136,16 @@ def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
     """A styled error page with a way back (to the project the address names, when it names one)."""
     parts = request.url.path.split("/")
     back = f"/p/{parts[2]}" if len(parts) > 3 and parts[1] == "p" and parts[2] else None
-    return render(request, "error.html", None, http_status=status, status_code=status, detail=detail, back=back,
-                  back_name="the project" if back else None)
+    return render(
+        request,
+        "error.html",
+        None,
+        http_status=status,
+        status_code=status,
+        detail=detail,
+        back=back,
+        back_name="the project" if back else None,
+    )
 
 
 def call(handler, request: Request, ctx: Ctx, **kw: Any) -> Any:  # noqa: ANN001
@@ -137,8 +169,11 @@ def _local(target: str | None) -> str:
 
 
 @router.get("/login")
-def login_page(request: Request, next: str | None = Query(default=None, max_length=2000),  # noqa: A002
-               ctx: Ctx = guard("public")) -> Response:
+def login_page(
+    request: Request,
+    next: str | None = Query(default=None, max_length=2000),  # noqa: A002
+    ctx: Ctx = guard("public"),
+) -> Response:
     with _db(request).reading() as s:
         try:
             actor = _authenticate(request, s) if request.cookies.get(SESSION_COOKIE) else None
@@ -187,7 +222,11 @@ def _project_bits(request: Request, ctx: Ctx) -> dict[str, Any]:
     rubric = call(api.get_rubric, request, ctx, project=ctx.project.name, version=None)
     if rubric is not None and "dimensions" not in rubric:
         rubric = None
-    return {"project": project, "rubric": rubric, "policy": settings_of(ctx.project.settings).policy}
+    return {
+        "project": project,
+        "rubric": rubric,
+        "policy": settings_of(ctx.project.settings).policy,
+    }
 
 
 @router.get("/p/{project}")
@@ -203,95 +242,186 @@ def project_page(request: Request, project: str, ctx: Ctx = guard("project.view"
     with _db(request).reading() as s:
         progress = data.project_progress(s, ctx.project.pk, ctx.user.user_pk)
     sent_back = {r["judgment_id"] for r in revisions or []}
-    return render(request, "project.html", ctx, role=ctx.role, status=status, revisions=revisions or [],
-                  progress=progress, recent=recent, sent_back=sent_back, **bits)
+    return render(
+        request,
+        "project.html",
+        ctx,
+        role=ctx.role,
+        status=status,
+        revisions=revisions or [],
+        progress=progress,
+        recent=recent,
+        sent_back=sent_back,
+        **bits,
+    )
 
 
 @router.get("/p/{project}/label")
-def label_page(request: Request, project: str, kind: str | None = Query(default=None, max_length=40),
-               ctx: Ctx = guard("project.label")) -> Response:
+def label_page(
+    request: Request,
+    project: str,
+    kind: str | None = Query(default=None, max_length=40),
+    ctx: Ctx = guard("project.label"),
+) -> Response:
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
         task = data.live_task(s, ctx.project, ctx.user.user_pk)
-        progress = data.label_progress(s, ctx.project, ctx.user.user_pk, ctx.user.session_pk, task is not None)
+        progress = data.label_progress(
+            s, ctx.project, ctx.user.user_pk, ctx.user.session_pk, task is not None
+        )
         if task is not None:  # masked turns of an imported trajectory (a display copy; masks only)
-            task = {**task, "item": with_masks(task["item"], data.item_metadata(s, ctx.project, task["item"]["id"]))}
+            task = {
+                **task,
+                "item": with_masks(
+                    task["item"], data.item_metadata(s, ctx.project, task["item"]["id"])
+                ),
+            }
     # Only the kinds this item can take (the assignment engine's task payload says which).
     kinds = task["kinds"] if task else ctx.project.kinds
     status = call(api.my_status, request, ctx, project=project)
     chosen, kind = kind, (kind if kind in kinds else (kinds[0] if kinds else None))
     kind_note = _kind_note(task, chosen, kind, ctx.project.kinds) if task else None
-    return render(request, "label.html", ctx, task=task, kind=kind, kinds=kinds, status=status, mode="label",
-                  initial=None, kind_note=kind_note, progress=progress, chosen_kind=chosen if chosen in ctx.project.kinds else None,
-                  **bits)
+    return render(
+        request,
+        "label.html",
+        ctx,
+        task=task,
+        kind=kind,
+        kinds=kinds,
+        status=status,
+        mode="label",
+        initial=None,
+        kind_note=kind_note,
+        progress=progress,
+        chosen_kind=chosen if chosen in ctx.project.kinds else None,
+        **bits,
+    )
 
 
-def _kind_note(task: dict[str, Any], chosen: str | None, kind: str | None, project_kinds: list[str]) -> str | None:
+def _kind_note(
+    task: dict[str, Any], chosen: str | None, kind: str | None, project_kinds: list[str]
+) -> str | None:
     """Why the page shows another kind than the one asked for, or no widget at all."""
     n = len(task["item"]["candidates"])
     if kind is None:
         needs = "; ".join(f"{k} needs {describe_need(k)}" for k in project_kinds)
-        return (f"This item has {n} answer{'s' if n != 1 else ''}, and no kind this project collects fits it "
-                f"({needs}). Release it below; an admin should fix the item or the project's kinds.")
+        return (
+            f"This item has {n} answer{'s' if n != 1 else ''}, and no kind this project collects fits it "
+            f"({needs}). Release it below; an admin should fix the item or the project's kinds."
+        )
     if chosen and chosen != kind and chosen in JUDGMENT_KINDS:
-        return (f"This item has {n} answer{'s' if n != 1 else ''}, so it cannot be labelled as {chosen} "
-                f"({chosen} needs {describe_need(chosen)}); showing {kind}. Your choice stays for the next item.")
+        return (
+            f"This item has {n} answer{'s' if n != 1 else ''}, so it cannot be labelled as {chosen} "
+            f"({chosen} needs {describe_need(chosen)}); showing {kind}. Your choice stays for the next item."
+        )
     return None
 
 
 @router.get("/p/{project}/revise/{judgment_id}")
-def revise_page(request: Request, project: str, judgment_id: DbId, ctx: Ctx = guard("project.label")) -> Response:
+def revise_page(
+    request: Request, project: str, judgment_id: DbId, ctx: Ctx = guard("project.label")
+) -> Response:
     bits = _project_bits(request, ctx)
     revisions = call(api.my_revisions, request, ctx, project=project) or []
     rev = next((r for r in revisions if r["judgment_id"] == judgment_id), None)
     if rev is None:
-        return error_page(request, 404, f"judgment {judgment_id} is not waiting for a revision of yours")
-    task = {"item": rev["item"], "shown_order": rev["shown_order"] or [c["id"] for c in rev["item"]["candidates"]],
-            "phase": "revision", "judgment_id": judgment_id, "note": rev["note"]}
+        return error_page(
+            request, 404, f"judgment {judgment_id} is not waiting for a revision of yours"
+        )
+    task = {
+        "item": rev["item"],
+        "shown_order": rev["shown_order"] or [c["id"] for c in rev["item"]["candidates"]],
+        "phase": "revision",
+        "judgment_id": judgment_id,
+        "note": rev["note"],
+    }
     by_id = {c["id"]: c for c in rev["item"]["candidates"]}
     task["item"]["candidates"] = [by_id[c] for c in task["shown_order"] if c in by_id]
     kind = rev["your_judgment"].get("kind", ctx.project.kinds[0])
     status = call(api.my_status, request, ctx, project=project)
-    return render(request, "label.html", ctx, task=task, kind=kind, kinds=[kind], status=status, mode="revise",
-                  initial=rev["your_judgment"], **bits)
+    return render(
+        request,
+        "label.html",
+        ctx,
+        task=task,
+        kind=kind,
+        kinds=[kind],
+        status=status,
+        mode="revise",
+        initial=rev["your_judgment"],
+        **bits,
+    )
 
 
 @router.get("/p/{project}/qualification")
-def qualification_page(request: Request, project: str, ctx: Ctx = guard("project.label")) -> Response:
+def qualification_page(
+    request: Request, project: str, ctx: Ctx = guard("project.label")
+) -> Response:
     status = call(api.my_status, request, ctx, project=project)
-    return render(request, "qualification.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  status=status)
+    return render(
+        request,
+        "qualification.html",
+        ctx,
+        project=call(api.get_project, request, ctx, project=project),
+        status=status,
+    )
 
 
 # -- reviewers -----------------------------------------------------------------------------------------
 
 
 @router.get("/p/{project}/review")
-def review_page(request: Request, project: str, share: float | None = Query(default=None, ge=0, le=1),
-                ctx: Ctx = guard("project.review")) -> Response:
+def review_page(
+    request: Request,
+    project: str,
+    share: float | None = Query(default=None, ge=0, le=1),
+    ctx: Ctx = guard("project.review"),
+) -> Response:
     with _db(request).reading() as s:
         queues = webapi.review_queues(s, ctx.project, share=share)
         skips = webapi.skip_summary(s, ctx.project)
-    return render(request, "review.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  queues=queues, skips=skips)
+    return render(
+        request,
+        "review.html",
+        ctx,
+        project=call(api.get_project, request, ctx, project=project),
+        queues=queues,
+        skips=skips,
+    )
 
 
 @router.get("/p/{project}/review/item/{item_id}")
-def review_item_page(request: Request, project: str, item_id: str, ctx: Ctx = guard("project.review")) -> Response:
+def review_item_page(
+    request: Request, project: str, item_id: str, ctx: Ctx = guard("project.review")
+) -> Response:
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
         review = webapi.item_review(s, ctx.project, item_id)
         queue = webapi.review_queues(s, ctx.project)["adjudication"]
     # the next open item of the adjudication queue, for "next item" after recording a final label
-    next_item = next((e["item_id"] for e in queue if not e["adjudicated"] and e["item_id"] != item_id), None)
+    next_item = next(
+        (e["item_id"] for e in queue if not e["adjudicated"] and e["item_id"] != item_id), None
+    )
     item = review["item"]
     order = [c["id"] for c in item["candidates"]]
     task = {"item": item, "shown_order": order, "phase": "adjudication"}
     kind = next((j["kind"] for j in review["judgments"]), ctx.project.kinds[0])
     names = {c: "AB"[i] if len(order) == 2 else str(i + 1) for i, c in enumerate(order)}
-    return render(request, "review_item.html", ctx, review=review, task=task, kind=kind, kinds=[kind],
-                  mode="adjudicate", initial=None, names=names, next_item=next_item,
-                  trajectory=trajectory_view(item), **bits)
+    return render(
+        request,
+        "review_item.html",
+        ctx,
+        review=review,
+        task=task,
+        kind=kind,
+        kinds=[kind],
+        mode="adjudicate",
+        initial=None,
+        names=names,
+        next_item=next_item,
+        trajectory=trajectory_view(item),
+        **bits,
+    )
 
 
 # -- admins ---------------------------------------------------------------------------------------------
@@ -303,24 +433,45 @@ def admin_page(request: Request, ctx: Ctx = guard("site.admin")) -> Response:
     users = call(api.list_users, request, ctx) or []
     for u in users:
         u["credentials"] = call(api.user_credentials, request, ctx, username=u["username"]) or []
-    return render(request, "admin.html", ctx, projects=projects, users=users, kinds=list(JUDGMENT_KINDS))
+    return render(
+        request, "admin.html", ctx, projects=projects, users=users, kinds=list(JUDGMENT_KINDS)
+    )
 
 
 @router.get("/admin/p/{project}")
-def admin_project_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
+def admin_project_page(
+    request: Request, project: str, ctx: Ctx = guard("project.manage")
+) -> Response:
     bits = _project_bits(request, ctx)
     members = call(api.list_members, request, ctx, project=project) or []
     history = call(api.settings_history, request, ctx, project=project) or []
     with _db(request).reading() as s:
         versions = webapi.rubric_versions(s, ctx.project.pk)
-    policy_json = orjson.dumps(bits["policy"].model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode()
-    return render(request, "admin_project.html", ctx, members=members, history=list(reversed(history))[:20],
-                  versions=versions, policy_json=policy_json, **bits)
+    policy_json = orjson.dumps(
+        bits["policy"].model_dump(mode="json"), option=orjson.OPT_INDENT_2
+    ).decode()
+    return render(
+        request,
+        "admin_project.html",
+        ctx,
+        members=members,
+        history=list(reversed(history))[:20],
+        versions=versions,
+        policy_json=policy_json,
+        **bits,
+    )
 
 
 @router.get("/admin/p/{project}/import")
-def admin_import_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
-    return render(request, "admin_import.html", ctx, project=call(api.get_project, request, ctx, project=project))
+def admin_import_page(
+    request: Request, project: str, ctx: Ctx = guard("project.manage")
+) -> Response:
+    return render(
+        request,
+        "admin_import.html",
+        ctx,
+        project=call(api.get_project, request, ctx, project=project),
+    )
 
 
 @router.get("/admin/p/{project}/dashboard")
@@ -329,22 +480,48 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
     with _db(request).reading() as s:
         dash = data.dashboard(s, ctx.project, q)
         dash["skips"] = webapi.skip_summary(s, ctx.project)
-    return render(request, "dashboard.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  q=q, dash=dash, can_manage=ctx.user.is_admin or ctx.role == "admin")
+    return render(
+        request,
+        "dashboard.html",
+        ctx,
+        project=call(api.get_project, request, ctx, project=project),
+        q=q,
+        dash=dash,
+        can_manage=ctx.user.is_admin or ctx.role == "admin",
+    )
 
 
 @router.get("/admin/p/{project}/data")
-def data_page(request: Request, project: str, kind: str | None = Query(default=None, max_length=40),
-              rater: str | None = Query(default=None, max_length=200),
-              domain: str | None = Query(default=None, max_length=100), flagged: bool = False,
-              disagreement: bool = False, q: str | None = Query(default=None, max_length=200),
-              offset: int = Query(default=0, ge=0, le=10**9), ctx: Ctx = guard("project.review")) -> Response:
-    filters = {"kind": kind or None, "rater": rater or None, "domain": domain or None, "flagged": flagged,
-               "disagreement": disagreement, "q": q or None}
+def data_page(
+    request: Request,
+    project: str,
+    kind: str | None = Query(default=None, max_length=40),
+    rater: str | None = Query(default=None, max_length=200),
+    domain: str | None = Query(default=None, max_length=100),
+    flagged: bool = False,
+    disagreement: bool = False,
+    q: str | None = Query(default=None, max_length=200),
+    offset: int = Query(default=0, ge=0, le=10**9),
+    ctx: Ctx = guard("project.review"),
+) -> Response:
+    filters = {
+        "kind": kind or None,
+        "rater": rater or None,
+        "domain": domain or None,
+        "flagged": flagged,
+        "disagreement": disagreement,
+        "q": q or None,
+    }
     with _db(request).reading() as s:
         found = webapi.browse_items(s, ctx.project, offset=offset, **filters)
-    return render(request, "data.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  found=found, filters=filters)
+    return render(
+        request,
+        "data.html",
+        ctx,
+        project=call(api.get_project, request, ctx, project=project),
+        found=found,
+        filters=filters,
+    )
 
 
 @router.get("/admin/p/{project}/export")
@@ -352,13 +529,21 @@ def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage
     try:
         from ...io.export import EXPORT_FORMATS
 
-        choices = [(name, getattr(e, "description", "")) for name, e in sorted(EXPORT_FORMATS.items())]
+        choices = [
+            (name, getattr(e, "description", "")) for name, e in sorted(EXPORT_FORMATS.items())
+        ]
     except ImportError:  # EXPORTER HOOK: the page still renders; the API answers 501
         choices = []
     with _db(request).reading() as s:
         history = data.past_exports(s, ctx.project.pk)
-    return render(request, "export.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  formats=choices, history=history)
+    return render(
+        request,
+        "export.html",
+        ctx,
+        project=call(api.get_project, request, ctx, project=project),
+        formats=choices,
+        history=history,
+    )
 
 
 _ = repo
@@ -368,7 +553,9 @@ _ = repo
 
 
 @router.get("/admin/p/{project}/leaderboard")
-def leaderboard_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
+def leaderboard_page(
+    request: Request, project: str, ctx: Ctx = guard("project.manage")
+) -> Response:
     """Model ratings and win rates of a blind evaluation; names models, so admins only."""
     from markupsafe import Markup
 
@@ -376,8 +563,16 @@ def leaderboard_page(request: Request, project: str, ctx: Ctx = guard("project.m
 
     report = ev.build_report(ev.load_verdicts(_db(request).engine, ctx.project.name))
     domains = [(d, v["battles"], ev.pair_rows(v["pairs"])) for d, v in report["domains"].items()]
-    return render(request, "admin_leaderboard.html", ctx, project=call(api.get_project, request, ctx, project=project),
-                  report=report, svg=Markup(ev.leaderboard_svg(report["ratings"])),  # noqa: S704 - escaped inside
-                  rating_header=ev.RATING_HEADER, rating_table=ev.rating_rows(report["ratings"]),
-                  pair_header=ev.PAIR_HEADER, pair_table=ev.pair_rows(report["pairs"]),
-                  domain_tables=domains if len(domains) > 1 or ev.NO_DOMAIN not in report["domains"] else [])
+    return render(
+        request,
+        "admin_leaderboard.html",
+        ctx,
+        project=call(api.get_project, request, ctx, project=project),
+        report=report,
+        svg=Markup(ev.leaderboard_svg(report["ratings"])),  # noqa: S704 - escaped inside
+        rating_header=ev.RATING_HEADER,
+        rating_table=ev.rating_rows(report["ratings"]),
+        pair_header=ev.PAIR_HEADER,
+        pair_table=ev.pair_rows(report["pairs"]),
+        domain_tables=domains if len(domains) > 1 or ev.NO_DOMAIN not in report["domains"] else [],
+    )

@@ -22,8 +22,14 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.create_index("ix_task_pool_open", "task_pool", ["project_pk", "role", "filled", "order_key", "pk"],
-                    unique=False, sqlite_where=sa.text("filled < target"), postgresql_where=sa.text("filled < target"))
+    op.create_index(
+        "ix_task_pool_open",
+        "task_pool",
+        ["project_pk", "role", "filled", "order_key", "pk"],
+        unique=False,
+        sqlite_where=sa.text("filled < target"),
+        postgresql_where=sa.text("filled < target"),
+    )
 
 
 def downgrade() -> None:

@@ -32,13 +32,20 @@ def upgrade() -> None:
         batch_op.drop_constraint("uq_judgments_project_pk", type_="unique")
         batch_op.drop_index("uq_judgments_project_idempotency")
         batch_op.create_index("uq_judgments_item_content", ["item_pk", "content_hash"], unique=True)
-        batch_op.create_index("uq_judgments_project_idempotency", ["project_pk", "idempotency_key"], unique=True,
-                              sqlite_where=HAS_KEY, postgresql_where=HAS_KEY)
+        batch_op.create_index(
+            "uq_judgments_project_idempotency",
+            ["project_pk", "idempotency_key"],
+            unique=True,
+            sqlite_where=HAS_KEY,
+            postgresql_where=HAS_KEY,
+        )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("judgments", schema=None) as batch_op:
         batch_op.drop_index("uq_judgments_project_idempotency")
         batch_op.drop_index("uq_judgments_item_content")
-        batch_op.create_index("uq_judgments_project_idempotency", ["project_pk", "idempotency_key"], unique=True)
+        batch_op.create_index(
+            "uq_judgments_project_idempotency", ["project_pk", "idempotency_key"], unique=True
+        )
         batch_op.create_unique_constraint("uq_judgments_project_pk", ["project_pk", "content_hash"])

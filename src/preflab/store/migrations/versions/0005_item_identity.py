@@ -51,23 +51,66 @@ depends_on: str | Sequence[str] | None = None
 JSON = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 TZ = sa.DateTime(timezone=True)
 
-ITEMS = sa.table("items", sa.column("pk"), sa.column("project_pk"), sa.column("item_key"), sa.column("content_hash"),
-                 sa.column("prompt", JSON), sa.column("domains", JSON), sa.column("reference"),
-                 sa.column("gold", JSON), sa.column("metadata", JSON))
-CANDIDATES = sa.table("candidates", sa.column("pk"), sa.column("item_pk"), sa.column("candidate_key"),
-                      sa.column("position"), sa.column("text"), sa.column("messages", JSON))
-JUDGMENTS = sa.table("judgments", sa.column("pk"), sa.column("item_pk"), sa.column("rater_pk"), sa.column("kind"),
-                     sa.column("body", JSON), sa.column("rationale"), sa.column("pair_lo"), sa.column("pair_hi"),
-                     sa.column("score"), sa.column("shown_order", JSON), sa.column("rubric_key"),
-                     sa.column("rubric_version"), sa.column("review_pass"), sa.column("source"),
-                     sa.column("started_at", TZ), sa.column("submitted_at", TZ), sa.column("telemetry", JSON),
-                     sa.column("idempotency_key"), sa.column("content_hash"), sa.column("excluded"),
-                     sa.column("exclusion_reason"), sa.column("batch_pk"))
+ITEMS = sa.table(
+    "items",
+    sa.column("pk"),
+    sa.column("project_pk"),
+    sa.column("item_key"),
+    sa.column("content_hash"),
+    sa.column("prompt", JSON),
+    sa.column("domains", JSON),
+    sa.column("reference"),
+    sa.column("gold", JSON),
+    sa.column("metadata", JSON),
+)
+CANDIDATES = sa.table(
+    "candidates",
+    sa.column("pk"),
+    sa.column("item_pk"),
+    sa.column("candidate_key"),
+    sa.column("position"),
+    sa.column("text"),
+    sa.column("messages", JSON),
+)
+JUDGMENTS = sa.table(
+    "judgments",
+    sa.column("pk"),
+    sa.column("item_pk"),
+    sa.column("rater_pk"),
+    sa.column("kind"),
+    sa.column("body", JSON),
+    sa.column("rationale"),
+    sa.column("pair_lo"),
+    sa.column("pair_hi"),
+    sa.column("score"),
+    sa.column("shown_order", JSON),
+    sa.column("rubric_key"),
+    sa.column("rubric_version"),
+    sa.column("review_pass"),
+    sa.column("source"),
+    sa.column("started_at", TZ),
+    sa.column("submitted_at", TZ),
+    sa.column("telemetry", JSON),
+    sa.column("idempotency_key"),
+    sa.column("content_hash"),
+    sa.column("excluded"),
+    sa.column("exclusion_reason"),
+    sa.column("batch_pk"),
+)
 RATERS = sa.table("raters", sa.column("pk"), sa.column("project_pk"), sa.column("rater_key"))
-POOL = sa.table("task_pool", sa.column("pk"), sa.column("item_pk"), sa.column("target"), sa.column("filled"))
-POOL_DOMAINS = sa.table("task_pool_domains", sa.column("pk"), sa.column("item_pk"), sa.column("domain"))
-ASSIGNMENTS = sa.table("assignments", sa.column("pk"), sa.column("item_pk"), sa.column("user_pk"),
-                       sa.column("shown_order", JSON))
+POOL = sa.table(
+    "task_pool", sa.column("pk"), sa.column("item_pk"), sa.column("target"), sa.column("filled")
+)
+POOL_DOMAINS = sa.table(
+    "task_pool_domains", sa.column("pk"), sa.column("item_pk"), sa.column("domain")
+)
+ASSIGNMENTS = sa.table(
+    "assignments",
+    sa.column("pk"),
+    sa.column("item_pk"),
+    sa.column("user_pk"),
+    sa.column("shown_order", JSON),
+)
 GOLD_OUTCOMES = sa.table("gold_outcomes", sa.column("pk"), sa.column("item_pk"))
 
 
@@ -82,8 +125,13 @@ def _body(c: Any) -> Any:
 def _plan_item(item: Any, cands: list[Any]) -> tuple[str, str, dict[str, str]]:
     """``(new key, new content hash, {old candidate key: new})`` of one item."""
     old_derived = item.item_key == content_hash(
-        {"prompt": _old_prompt(item.prompt), "candidates": [[c.candidate_key, _body(c)] for c in cands]},
-        prefix="itm_", length=16)
+        {
+            "prompt": _old_prompt(item.prompt),
+            "candidates": [[c.candidate_key, _body(c)] for c in cands],
+        },
+        prefix="itm_",
+        length=16,
+    )
     remap: dict[str, str] = {}
     taken = {c.candidate_key for c in cands}
     for c in cands:
@@ -96,9 +144,20 @@ def _plan_item(item: Any, cands: list[Any]) -> tuple[str, str, dict[str, str]]:
                 remap[c.candidate_key] = new
     ids = [(remap.get(c.candidate_key, c.candidate_key), _body(c)) for c in cands]
     key = item_key(item.prompt, ids) if old_derived else item.item_key
-    dump = {"prompt": item.prompt, "candidates": [{"id": i, "text": b if isinstance(b, str) else None,
-                                                   "messages": None if isinstance(b, str) else b} for i, b in ids],
-            "domains": item.domains or [], "reference": item.reference, "gold": item.gold}
+    dump = {
+        "prompt": item.prompt,
+        "candidates": [
+            {
+                "id": i,
+                "text": b if isinstance(b, str) else None,
+                "messages": None if isinstance(b, str) else b,
+            }
+            for i, b in ids
+        ],
+        "domains": item.domains or [],
+        "reference": item.reference,
+        "gold": item.gold,
+    }
     return key, content_hash(item_content(dump), length=64), remap
 
 
@@ -134,18 +193,34 @@ def _canonical_pair(body: dict[str, Any]) -> tuple[str, str, int]:
 
 
 def _judgment_hash(j: Any, body: dict[str, Any], key: str, rater: str) -> str:
-    prov = {"rater_id": rater, "rubric_id": j.rubric_key, "rubric_version": j.rubric_version,
-            "review_pass": j.review_pass, "source": j.source, "started_at": as_utc(j.started_at),
-            "submitted_at": as_utc(j.submitted_at), "telemetry": j.telemetry, "idempotency_key": j.idempotency_key}
-    data = {**body, "kind": j.kind, "item_id": key, "rationale": j.rationale,
-            "provenance": {k: v for k, v in prov.items() if v is not None}}
+    prov = {
+        "rater_id": rater,
+        "rubric_id": j.rubric_key,
+        "rubric_version": j.rubric_version,
+        "review_pass": j.review_pass,
+        "source": j.source,
+        "started_at": as_utc(j.started_at),
+        "submitted_at": as_utc(j.submitted_at),
+        "telemetry": j.telemetry,
+        "idempotency_key": j.idempotency_key,
+    }
+    data = {
+        **body,
+        "kind": j.kind,
+        "item_id": key,
+        "rationale": j.rationale,
+        "provenance": {k: v for k, v in prov.items() if v is not None},
+    }
     return judgment_rows(parse_judgment(data)).content_hash
 
 
 def _by_pk(table: sa.TableClause, **columns: str) -> sa.Update:
     """``UPDATE table SET column = :b_column ... WHERE pk = :b_pk``, for executemany."""
-    return sa.update(table).where(table.c.pk == sa.bindparam("b_pk")).values(
-        {name: sa.bindparam(f"b_{name}") for name in columns})
+    return (
+        sa.update(table)
+        .where(table.c.pk == sa.bindparam("b_pk"))
+        .values({name: sa.bindparam(f"b_{name}") for name in columns})
+    )
 
 
 def _run(conn: sa.Connection, statement: sa.Executable, rows: list[dict[str, Any]]) -> None:
@@ -155,58 +230,113 @@ def _run(conn: sa.Connection, statement: sa.Executable, rows: list[dict[str, Any
 
 def _of_project(table: sa.TableClause, project_pk: int) -> sa.Select:
     """Rows of ``table`` (which has ``item_pk``) whose item is in the project (no long IN lists)."""
-    return sa.select(table).join(ITEMS, ITEMS.c.pk == table.c.item_pk).where(ITEMS.c.project_pk == project_pk)
+    return (
+        sa.select(table)
+        .join(ITEMS, ITEMS.c.pk == table.c.item_pk)
+        .where(ITEMS.c.project_pk == project_pk)
+    )
 
 
 def _merge_project(conn: sa.Connection, project_pk: int) -> None:
-    items = {r.pk: r for r in conn.execute(sa.select(ITEMS).where(ITEMS.c.project_pk == project_pk))}
+    items = {
+        r.pk: r for r in conn.execute(sa.select(ITEMS).where(ITEMS.c.project_pk == project_pk))
+    }
     if not items:
         return
     cands: dict[int, list[Any]] = defaultdict(list)
-    for c in conn.execute(_of_project(CANDIDATES, project_pk).order_by(CANDIDATES.c.item_pk, CANDIDATES.c.position)):
+    for c in conn.execute(
+        _of_project(CANDIDATES, project_pk).order_by(CANDIDATES.c.item_pk, CANDIDATES.c.position)
+    ):
         cands[c.item_pk].append(c)
     plans = {pk: _plan_item(item, cands[pk]) for pk, item in items.items()}
     groups: dict[str, list[int]] = defaultdict(list)
     for pk in sorted(items):
         groups[plans[pk][0]].append(pk)
     survivor = {pk: group[0] for group in groups.values() for pk in group}
-    touched = {pk for pk, (key, _, remap) in plans.items()
-               if key != items[pk].item_key or remap or survivor[pk] != pk}
+    touched = {
+        pk
+        for pk, (key, _, remap) in plans.items()
+        if key != items[pk].item_key or remap or survivor[pk] != pk
+    }
     _move_judgments(conn, project_pk, plans, survivor, touched)
     _move_server_rows(conn, project_pk, plans, survivor)
     victims = [pk for pk in sorted(items) if survivor[pk] != pk]
     merged: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for pk in victims:
-        merged[survivor[pk]].append({"item_key": items[pk].item_key, "metadata": items[pk].metadata or {}})
+        merged[survivor[pk]].append(
+            {"item_key": items[pk].item_key, "metadata": items[pk].metadata or {}}
+        )
     delete = [{"b_pk": pk} for pk in victims]
     _run(conn, sa.delete(CANDIDATES).where(CANDIDATES.c.item_pk == sa.bindparam("b_pk")), delete)
     _run(conn, sa.delete(ITEMS).where(ITEMS.c.pk == sa.bindparam("b_pk")), delete)
     kept = [pk for pk in sorted(items) if survivor[pk] == pk]
     # two steps, so a new key never meets an old one on the unique (project, key) index
-    _run(conn, _by_pk(ITEMS, item_key=""), [{"b_pk": pk, "b_item_key": f"~0005~{pk}"} for pk in kept
-                                            if plans[pk][0] != items[pk].item_key])
-    _run(conn, _by_pk(ITEMS, item_key="", content_hash=""),
-         [{"b_pk": pk, "b_item_key": plans[pk][0], "b_content_hash": plans[pk][1]} for pk in kept])
+    _run(
+        conn,
+        _by_pk(ITEMS, item_key=""),
+        [
+            {"b_pk": pk, "b_item_key": f"~0005~{pk}"}
+            for pk in kept
+            if plans[pk][0] != items[pk].item_key
+        ],
+    )
+    _run(
+        conn,
+        _by_pk(ITEMS, item_key="", content_hash=""),
+        [{"b_pk": pk, "b_item_key": plans[pk][0], "b_content_hash": plans[pk][1]} for pk in kept],
+    )
     metadata = []
     for pk in kept:
         if merged[pk]:
             meta = items[pk].metadata or {}
-            metadata.append({"b_pk": pk, "b_metadata": {**meta, "merged_items": [*meta.get("merged_items", []),
-                                                                                   *merged[pk]]}})
-    _run(conn, sa.update(ITEMS).where(ITEMS.c.pk == sa.bindparam("b_pk"))
-         .values(metadata=sa.bindparam("b_metadata", type_=JSON)), metadata)
-    renamed = [(c.pk, plans[pk][2][c.candidate_key]) for pk in kept for c in cands[pk]
-               if c.candidate_key in plans[pk][2]]
-    _run(conn, _by_pk(CANDIDATES, candidate_key=""), [{"b_pk": c, "b_candidate_key": f"~0005~{c}"} for c, _ in renamed])
-    _run(conn, _by_pk(CANDIDATES, candidate_key=""), [{"b_pk": c, "b_candidate_key": key} for c, key in renamed])
+            metadata.append(
+                {
+                    "b_pk": pk,
+                    "b_metadata": {
+                        **meta,
+                        "merged_items": [*meta.get("merged_items", []), *merged[pk]],
+                    },
+                }
+            )
+    _run(
+        conn,
+        sa.update(ITEMS)
+        .where(ITEMS.c.pk == sa.bindparam("b_pk"))
+        .values(metadata=sa.bindparam("b_metadata", type_=JSON)),
+        metadata,
+    )
+    renamed = [
+        (c.pk, plans[pk][2][c.candidate_key])
+        for pk in kept
+        for c in cands[pk]
+        if c.candidate_key in plans[pk][2]
+    ]
+    _run(
+        conn,
+        _by_pk(CANDIDATES, candidate_key=""),
+        [{"b_pk": c, "b_candidate_key": f"~0005~{c}"} for c, _ in renamed],
+    )
+    _run(
+        conn,
+        _by_pk(CANDIDATES, candidate_key=""),
+        [{"b_pk": c, "b_candidate_key": key} for c, key in renamed],
+    )
 
 
-def _move_judgments(conn: sa.Connection, project_pk: int, plans: dict[int, Any], survivor: dict[int, int],
-                    touched: set[int]) -> None:
+def _move_judgments(
+    conn: sa.Connection,
+    project_pk: int,
+    plans: dict[int, Any],
+    survivor: dict[int, int],
+    touched: set[int],
+) -> None:
     if not touched:
         return
-    raters = dict(conn.execute(sa.select(RATERS.c.pk, RATERS.c.rater_key)
-                               .where(RATERS.c.project_pk == project_pk)).all())
+    raters = dict(
+        conn.execute(
+            sa.select(RATERS.c.pk, RATERS.c.rater_key).where(RATERS.c.project_pk == project_pk)
+        ).all()
+    )
     targets = {survivor[pk] for pk in touched}
     rows, hashes = [], defaultdict(set)
     for j in conn.execute(_of_project(JUDGMENTS, project_pk).order_by(JUDGMENTS.c.pk)):
@@ -221,59 +351,97 @@ def _move_judgments(conn: sa.Connection, project_pk: int, plans: dict[int, Any],
         body = _rename(j.body, remap)
         if j.kind == "pairwise":
             body = _imported_order(j, body)
-        values: dict[str, Any] = {"b_pk": j.pk, "b_item_pk": target, "b_body": body,
-                                  "b_shown_order": body["shown_order"] if j.kind == "pairwise"
-                                  else _rename(j.shown_order, remap),
-                                  "b_pair_lo": j.pair_lo, "b_pair_hi": j.pair_hi, "b_score": j.score,
-                                  "b_excluded": j.excluded, "b_exclusion_reason": j.exclusion_reason}
+        values: dict[str, Any] = {
+            "b_pk": j.pk,
+            "b_item_pk": target,
+            "b_body": body,
+            "b_shown_order": body["shown_order"]
+            if j.kind == "pairwise"
+            else _rename(j.shown_order, remap),
+            "b_pair_lo": j.pair_lo,
+            "b_pair_hi": j.pair_hi,
+            "b_score": j.score,
+            "b_excluded": j.excluded,
+            "b_exclusion_reason": j.exclusion_reason,
+        }
         if j.kind == "pairwise":
             values["b_pair_lo"], values["b_pair_hi"], values["b_score"] = _canonical_pair(body)
         digest = _judgment_hash(j, body, key, raters[j.rater_pk])
         if digest in hashes[target]:
             # the same judgment twice once the items are one: kept, but not counted twice
             values["b_excluded"] = True
-            values["b_exclusion_reason"] = (f"duplicate after the item merge of migration 0005 "
-                                            f"(same rater, same verdict; was content hash {j.content_hash})")
+            values["b_exclusion_reason"] = (
+                f"duplicate after the item merge of migration 0005 "
+                f"(same rater, same verdict; was content hash {j.content_hash})"
+            )
             digest = hashlib.sha256(f"{digest}:duplicate:{j.pk}".encode()).hexdigest()
         hashes[target].add(digest)
         values["b_content_hash"] = digest
         updates.append(values)
     # a temporary hash first: the (item, content hash) index must not see two rows at once
-    _run(conn, _by_pk(JUDGMENTS, content_hash=""), [{"b_pk": v["b_pk"], "b_content_hash": f"~0005~{v['b_pk']}"}
-                                                    for v in updates])
+    _run(
+        conn,
+        _by_pk(JUDGMENTS, content_hash=""),
+        [{"b_pk": v["b_pk"], "b_content_hash": f"~0005~{v['b_pk']}"} for v in updates],
+    )
     columns = [k[2:] for k in updates[0] if k != "b_pk"] if updates else []
-    statement = sa.update(JUDGMENTS).where(JUDGMENTS.c.pk == sa.bindparam("b_pk")).values(
-        {c: sa.bindparam(f"b_{c}", type_=JUDGMENTS.c[c].type) for c in columns})
+    statement = (
+        sa.update(JUDGMENTS)
+        .where(JUDGMENTS.c.pk == sa.bindparam("b_pk"))
+        .values({c: sa.bindparam(f"b_{c}", type_=JUDGMENTS.c[c].type) for c in columns})
+    )
     _run(conn, statement, updates)
 
 
-def _move_server_rows(conn: sa.Connection, project_pk: int, plans: dict[int, Any], survivor: dict[int, int]) -> None:
+def _move_server_rows(
+    conn: sa.Connection, project_pk: int, plans: dict[int, Any], survivor: dict[int, int]
+) -> None:
     """Pool entries, pool domains, assignments and gold outcomes of merged items follow them."""
     moved = {pk for pk, target in survivor.items() if pk != target}
     assignments = conn.execute(_of_project(ASSIGNMENTS, project_pk)).all()
-    _run(conn, sa.update(ASSIGNMENTS).where(ASSIGNMENTS.c.pk == sa.bindparam("b_pk"))
-         .values(shown_order=sa.bindparam("b_shown_order", type_=JSON)),
-         [{"b_pk": a.pk, "b_shown_order": _rename(a.shown_order, plans[a.item_pk][2])}
-          for a in assignments if plans[a.item_pk][2]])
+    _run(
+        conn,
+        sa.update(ASSIGNMENTS)
+        .where(ASSIGNMENTS.c.pk == sa.bindparam("b_pk"))
+        .values(shown_order=sa.bindparam("b_shown_order", type_=JSON)),
+        [
+            {"b_pk": a.pk, "b_shown_order": _rename(a.shown_order, plans[a.item_pk][2])}
+            for a in assignments
+            if plans[a.item_pk][2]
+        ],
+    )
     if not moved:
         return
     pool = {r.item_pk: r for r in conn.execute(_of_project(POOL, project_pk))}
     sums: dict[int, tuple[int, int]] = {}
     for victim in sorted(moved & pool.keys()):
         target = survivor[victim]
-        base = sums.get(target) or ((pool[target].filled, pool[target].target) if target in pool else None)
+        base = sums.get(target) or (
+            (pool[target].filled, pool[target].target) if target in pool else None
+        )
         if base is None:  # the target had no entry: the victim's becomes its entry
             sums[target] = (pool[victim].filled, pool[victim].target)
             pool[target] = pool[victim]
             continue
         sums[target] = (base[0] + pool[victim].filled, max(base[1], pool[victim].target))
-    delete_pool = [{"b_pk": pool[v].pk} for v in moved & pool.keys() if pool[survivor[v]].pk != pool[v].pk]
+    delete_pool = [
+        {"b_pk": pool[v].pk} for v in moved & pool.keys() if pool[survivor[v]].pk != pool[v].pk
+    ]
     _run(conn, sa.delete(POOL).where(POOL.c.pk == sa.bindparam("b_pk")), delete_pool)
-    _run(conn, _by_pk(POOL, item_pk="", filled="", target=""),
-         [{"b_pk": pool[t].pk, "b_item_pk": t, "b_filled": f, "b_target": n} for t, (f, n) in sums.items()])
+    _run(
+        conn,
+        _by_pk(POOL, item_pk="", filled="", target=""),
+        [
+            {"b_pk": pool[t].pk, "b_item_pk": t, "b_filled": f, "b_target": n}
+            for t, (f, n) in sums.items()
+        ],
+    )
     domains = defaultdict(set)
     stale, repoint = [], []
-    for d in sorted(conn.execute(_of_project(POOL_DOMAINS, project_pk)), key=lambda d: (d.item_pk in moved, d.pk)):
+    for d in sorted(
+        conn.execute(_of_project(POOL_DOMAINS, project_pk)),
+        key=lambda d: (d.item_pk in moved, d.pk),
+    ):
         target = survivor[d.item_pk]
         if d.domain in domains[target]:
             stale.append({"b_pk": d.pk})
@@ -296,9 +464,15 @@ def _move_server_rows(conn: sa.Connection, project_pk: int, plans: dict[int, Any
                 repoint.append({"b_pk": a.pk, "b_item_pk": target})
     _run(conn, sa.delete(ASSIGNMENTS).where(ASSIGNMENTS.c.pk == sa.bindparam("b_pk")), stale)
     _run(conn, _by_pk(ASSIGNMENTS, item_pk=""), repoint)
-    _run(conn, _by_pk(GOLD_OUTCOMES, item_pk=""),
-         [{"b_pk": g.pk, "b_item_pk": survivor[g.item_pk]} for g in conn.execute(_of_project(GOLD_OUTCOMES, project_pk))
-          if g.item_pk in moved])
+    _run(
+        conn,
+        _by_pk(GOLD_OUTCOMES, item_pk=""),
+        [
+            {"b_pk": g.pk, "b_item_pk": survivor[g.item_pk]}
+            for g in conn.execute(_of_project(GOLD_OUTCOMES, project_pk))
+            if g.item_pk in moved
+        ],
+    )
 
 
 def upgrade() -> None:

@@ -39,7 +39,9 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["user_pk"], ["users.pk"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("pk"),
     )
-    op.create_index("ix_item_skips_project_item", "item_skips", ["project_pk", "item_pk"], unique=False)
+    op.create_index(
+        "ix_item_skips_project_item", "item_skips", ["project_pk", "item_pk"], unique=False
+    )
 
 
 def downgrade() -> None:

@@ -46,17 +46,34 @@ TZ = sa.DateTime(timezone=True)
 BATCHES = sa.table("import_batches", sa.column("pk"), sa.column("format"))
 ITEMS = sa.table("items", sa.column("pk"), sa.column("item_key"))
 RATERS = sa.table("raters", sa.column("pk"), sa.column("rater_key"))
-JUDGMENTS = sa.table("judgments", sa.column("pk"), sa.column("item_pk"), sa.column("rater_pk"), sa.column("kind"),
-                     sa.column("body", JSON), sa.column("rationale"), sa.column("pair_lo"), sa.column("score"),
-                     sa.column("rubric_key"), sa.column("rubric_version"), sa.column("review_pass"),
-                     sa.column("source"), sa.column("started_at", TZ), sa.column("submitted_at", TZ),
-                     sa.column("telemetry", JSON), sa.column("idempotency_key"), sa.column("content_hash"),
-                     sa.column("batch_pk"))
+JUDGMENTS = sa.table(
+    "judgments",
+    sa.column("pk"),
+    sa.column("item_pk"),
+    sa.column("rater_pk"),
+    sa.column("kind"),
+    sa.column("body", JSON),
+    sa.column("rationale"),
+    sa.column("pair_lo"),
+    sa.column("score"),
+    sa.column("rubric_key"),
+    sa.column("rubric_version"),
+    sa.column("review_pass"),
+    sa.column("source"),
+    sa.column("started_at", TZ),
+    sa.column("submitted_at", TZ),
+    sa.column("telemetry", JSON),
+    sa.column("idempotency_key"),
+    sa.column("content_hash"),
+    sa.column("batch_pk"),
+)
 
 
 def upgrade() -> None:
-    _rewrite(lambda body: body.get("strength") == OLD_DEFAULT and body.get("winner") != "tie",
-             lambda body: {k: v for k, v in body.items() if k != "strength"})
+    _rewrite(
+        lambda body: body.get("strength") == OLD_DEFAULT and body.get("winner") != "tie",
+        lambda body: {k: v for k, v in body.items() if k != "strength"},
+    )
 
 
 def downgrade() -> None:
@@ -65,30 +82,62 @@ def downgrade() -> None:
 
 def _rewrite(applies, change) -> None:
     conn = op.get_bind()
-    batches = [pk for pk, fmt in conn.execute(sa.select(BATCHES.c.pk, BATCHES.c.format))
-               if fmt and set(fmt.split(",")) <= NO_STRENGTH_FORMATS]
+    batches = [
+        pk
+        for pk, fmt in conn.execute(sa.select(BATCHES.c.pk, BATCHES.c.format))
+        if fmt and set(fmt.split(",")) <= NO_STRENGTH_FORMATS
+    ]
     if not batches:
         return
-    query = (sa.select(JUDGMENTS, ITEMS.c.item_key, RATERS.c.rater_key)
-             .join(ITEMS, ITEMS.c.pk == JUDGMENTS.c.item_pk).join(RATERS, RATERS.c.pk == JUDGMENTS.c.rater_pk)
-             .where(JUDGMENTS.c.kind == "pairwise", JUDGMENTS.c.batch_pk.in_(batches)))
+    query = (
+        sa.select(JUDGMENTS, ITEMS.c.item_key, RATERS.c.rater_key)
+        .join(ITEMS, ITEMS.c.pk == JUDGMENTS.c.item_pk)
+        .join(RATERS, RATERS.c.pk == JUDGMENTS.c.rater_pk)
+        .where(JUDGMENTS.c.kind == "pairwise", JUDGMENTS.c.batch_pk.in_(batches))
+    )
     updates = []
     for j in conn.execute(query):
         if not applies(j.body):
             continue
         rows = judgment_rows(parse_judgment(_wire_form(j, change(j.body))))
-        updates.append({"b_pk": j.pk, "b_body": rows.values["body"], "b_score": rows.values["score"],
-                        "b_content_hash": rows.content_hash})
+        updates.append(
+            {
+                "b_pk": j.pk,
+                "b_body": rows.values["body"],
+                "b_score": rows.values["score"],
+                "b_content_hash": rows.content_hash,
+            }
+        )
     if updates:
-        conn.execute(sa.update(JUDGMENTS).where(JUDGMENTS.c.pk == sa.bindparam("b_pk")).values(
-            body=sa.bindparam("b_body", type_=JSON), score=sa.bindparam("b_score"),
-            content_hash=sa.bindparam("b_content_hash")), updates)
+        conn.execute(
+            sa.update(JUDGMENTS)
+            .where(JUDGMENTS.c.pk == sa.bindparam("b_pk"))
+            .values(
+                body=sa.bindparam("b_body", type_=JSON),
+                score=sa.bindparam("b_score"),
+                content_hash=sa.bindparam("b_content_hash"),
+            ),
+            updates,
+        )
 
 
 def _wire_form(j: Any, body: dict[str, Any]) -> dict[str, Any]:
     """The judgment as it was imported (its hash is the importer's), with ``body`` changed."""
-    prov = {"rater_id": j.rater_key, "rubric_id": j.rubric_key, "rubric_version": j.rubric_version,
-            "review_pass": j.review_pass, "source": j.source, "started_at": as_utc(j.started_at),
-            "submitted_at": as_utc(j.submitted_at), "telemetry": j.telemetry, "idempotency_key": j.idempotency_key}
-    return {**body, "kind": j.kind, "item_id": j.item_key, "rationale": j.rationale,
-            "provenance": {k: v for k, v in prov.items() if v is not None}}
+    prov = {
+        "rater_id": j.rater_key,
+        "rubric_id": j.rubric_key,
+        "rubric_version": j.rubric_version,
+        "review_pass": j.review_pass,
+        "source": j.source,
+        "started_at": as_utc(j.started_at),
+        "submitted_at": as_utc(j.submitted_at),
+        "telemetry": j.telemetry,
+        "idempotency_key": j.idempotency_key,
+    }
+    return {
+        **body,
+        "kind": j.kind,
+        "item_id": j.item_key,
+        "rationale": j.rationale,
+        "provenance": {k: v for k, v in prov.items() if v is not None},
+    }

@@ -28,15 +28,27 @@ PK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
-    op.create_index("ix_items_project_content", "items", ["project_pk", "content_hash"], unique=False)
+    op.create_index(
+        "ix_items_project_content", "items", ["project_pk", "content_hash"], unique=False
+    )
     op.create_table(
         "item_aliases",
         sa.Column("pk", PK, nullable=False),
         sa.Column("project_pk", PK, nullable=False),
         sa.Column("alias_key", sa.String(length=200), nullable=False),
         sa.Column("item_pk", PK, nullable=False),
-        sa.ForeignKeyConstraint(["project_pk"], ["projects.pk"], ondelete="CASCADE", name=op.f("fk_item_aliases_project_pk_projects")),
-        sa.ForeignKeyConstraint(["item_pk"], ["items.pk"], ondelete="CASCADE", name=op.f("fk_item_aliases_item_pk_items")),
+        sa.ForeignKeyConstraint(
+            ["project_pk"],
+            ["projects.pk"],
+            ondelete="CASCADE",
+            name=op.f("fk_item_aliases_project_pk_projects"),
+        ),
+        sa.ForeignKeyConstraint(
+            ["item_pk"],
+            ["items.pk"],
+            ondelete="CASCADE",
+            name=op.f("fk_item_aliases_item_pk_items"),
+        ),
         sa.PrimaryKeyConstraint("pk", name=op.f("pk_item_aliases")),
         sa.UniqueConstraint("project_pk", "alias_key", name=op.f("uq_item_aliases_project_pk")),
     )
