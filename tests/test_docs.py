@@ -19,6 +19,8 @@ from preflab.cli import app
 from preflab.io.export import EXPORT_FORMATS
 from preflab.schema import JUDGMENT_KINDS
 from preflab.server.policy import Settings
+from preflab.settings import Settings as ProcessSettings
+from preflab.settings import env_var
 
 REPO = Path(__file__).resolve().parents[1]
 DOC_FILES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -54,6 +56,11 @@ def setting_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
     return paths
 
 
+def environment_variables() -> list[str]:
+    """``PREFLAB_DB`` and the rest: one a field of :class:`preflab.settings.Settings`."""
+    return [env_var(name) for name in ProcessSettings.model_fields]
+
+
 def undocumented(names: list[str], *, pattern: str) -> list[str]:
     text = docs_text()
     return [name for name in names if not re.search(pattern.format(re.escape(name)), text)]
@@ -70,6 +77,7 @@ def test_the_lists_are_derived_from_the_code():
         commands
     )
     assert "policy.qualification.pass_bar" in setting_paths(Settings)
+    assert "PREFLAB_DB" in environment_variables()
     assert "pairwise" in JUDGMENT_KINDS and "trl-preference" in EXPORT_FORMATS
     # and a name the docs do not hold is reported (a prefix of a documented name is not enough)
     assert undocumented(["trl-pref", "no-such-format"], pattern=r"`{}`") == [
@@ -100,3 +108,8 @@ def test_every_export_format_and_judgment_kind_is_documented(what, names):
 def test_every_project_setting_is_documented():
     missing = undocumented(setting_paths(Settings), pattern=r"`{}`")
     assert not missing, f"project settings not documented as `dotted.name` in {where()}: {missing}"
+
+
+def test_every_environment_variable_is_documented():
+    missing = undocumented(environment_variables(), pattern=r"`{}`")
+    assert not missing, f"environment variables not documented as `NAME` in {where()}: {missing}"

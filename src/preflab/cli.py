@@ -19,9 +19,11 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 
 from . import __version__
+from .logs import configure_logging
+from .settings import LOG_LEVELS, Settings, effective_settings, get_settings
 
 app = typer.Typer(
     name="preflab",
@@ -48,12 +50,22 @@ DbOption = Annotated[
     # show_default as text: Rich would read "[default: ...]" inside the help string as markup and drop it
     typer.Option(
         "--db",
-        envvar="PREFLAB_DB",
-        help="Database URL or SQLite path.",
+        help="Database URL or SQLite path (env var PREFLAB_DB).",
         show_default="./preflab.db",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+LogLevelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--log-level",
+        help=f"{', '.join(LOG_LEVELS)} (env var PREFLAB_LOG_LEVEL; default warning).",
+    ),
+]
+LogFormatOption = Annotated[
+    str | None,
+    typer.Option("--log-format", help="text or json (env var PREFLAB_LOG_FORMAT; default text)."),
+]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -61,6 +73,27 @@ def fail(message: str, code: int = 1) -> NoReturn:
         f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True
     )  # one line, however narrow
     raise typer.Exit(code)
+
+
+def loaded_settings(**options: Any) -> Settings:
+    """The settings with these command-line options; a bad value (option or environment) ends
+    the command with one line per problem naming the variable (exit 2)."""
+    from pydantic import ValidationError
+
+    try:
+        return get_settings(**options)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_setting_source(str(e['loc'][0]), options)}={e['input']!r}: {e['msg']}"
+            for e in exc.errors()
+        )
+        fail(f"{problems}; see `preflab config show --help` and docs/settings.md", 2)
+
+
+def _setting_source(name: str, options: dict[str, Any]) -> str:
+    from .settings import env_var
+
+    return f"--{name.replace('_', '-')}" if options.get(name) is not None else env_var(name)
 
 
 def print_json(value: Any) -> None:
@@ -149,14 +182,20 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
             "--version", callback=_version, is_eager=True, help="Show the version and exit."
         ),
     ] = False,
+    log_level: LogLevelOption = None,
+    log_format: LogFormatOption = None,
 ) -> None:
     """preflab: preference data people can trust."""
+    ctx.obj = {"log_level": log_level, "log_format": log_format}  # for `config show`
+    settings = loaded_settings(**ctx.obj)
+    configure_logging(settings.log_level, json=settings.log_format == "json")
 
 
 # -- database and projects ------------------------------------------------------------
@@ -865,6 +904,43 @@ def _mount_train_commands() -> None:
 
 
 _mount_train_commands()
+
+
+# -- configuration ----------------------------------------------------------------------
+
+config_app = typer.Typer(
+    help="The process configuration (environment variables).", no_args_is_help=True
+)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(
+    ctx: typer.Context,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Database URL or SQLite path, as other commands take it."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the effective configuration: each setting, its environment variable, its value
+    (passwords and secrets masked) and where it came from (default, env or option: this
+    command's --db, the global --log-level and --log-format)."""
+    options = {**(ctx.obj or {}), "db": db}
+    loaded_settings(**options)  # a bad value is reported as every command reports it
+    rows = effective_settings(**options)
+    if as_json:
+        print_json({r.name: {"value": r.value, "source": r.source, "env": r.env_var} for r in rows})
+        return
+    table = Table(
+        "setting",
+        Column("environment variable", no_wrap=True),
+        Column("value", overflow="fold"),
+        "source",
+    )
+    for r in rows:
+        table.add_row(r.name, r.env_var, "" if r.value is None else str(r.value), r.source)
+    out.print(table)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,7 +19,7 @@ from rich.table import Table
 DbOption = Annotated[
     str | None,
     typer.Option(
-        "--db", envvar="PREFLAB_DB", help="Database URL or SQLite path [default: ./preflab.db]."
+        "--db", help="Database URL or SQLite path (env var PREFLAB_DB; default ./preflab.db)."
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]

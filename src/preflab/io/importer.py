@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, Table, func, insert, select, text, update
 
 from ..schema import Rubric, rater_hash
+from ..settings import get_settings
 from ..store import repo
 from ..store.db import transaction
 from ..store.models import (
@@ -287,9 +288,9 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _use_worker(paths: Sequence[Path]) -> bool:
-    forced = os.environ.get("PREFLAB_IMPORT_WORKER")
+    forced = get_settings().import_worker
     if forced is not None:
-        return forced.strip().lower() not in ("0", "false", "no", "off", "")
+        return forced
     try:
         if sum(p.stat().st_size for p in paths) < PARALLEL_MIN_BYTES:
             return False
@@ -1304,7 +1305,7 @@ class _ChunkState:
 #: places (items by key, judgments by content hash); once they outgrow the default 2 MB cache,
 #: every insert reads and rewrites a page. The cache is allocated as it fills, so small imports
 #: do not pay for it.
-IMPORT_CACHE_KIB = int(os.environ.get("PREFLAB_IMPORT_CACHE_KIB", 192 * 1024))
+#: ``$PREFLAB_IMPORT_CACHE_KIB`` (:mod:`preflab.settings`), read per import.
 
 
 @contextmanager
@@ -1314,7 +1315,7 @@ def _import_cache(conn: Connection) -> Iterator[None]:
         yield
         return
     before = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
-    conn.exec_driver_sql(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
+    conn.exec_driver_sql(f"PRAGMA cache_size = -{get_settings().import_cache_kib}")
     try:
         yield
     finally:

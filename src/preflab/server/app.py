@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
+from ..logs import configure_logging
+from ..settings import DEFAULT_DB_URL, env_var, get_settings
 from ..store.repo import Conflict, NotFound, StoreError
 from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
@@ -30,12 +31,12 @@ from .projects import ExporterMissing
 from .transport import TransportSecurity
 from .wire import RejectNulInUrl
 
-CONFIG_ENV = "PREFLAB_SERVER_CONFIG"
+CONFIG_ENV = env_var("server_config")
 
 
 @dataclass
 class ServerConfig:
-    db_url: str = "sqlite:///preflab.db"
+    db_url: str = DEFAULT_DB_URL
     max_body_bytes: int = 2 * 1024 * 1024
     session_ttl: timedelta = timedelta(hours=12)
     login_limit: LoginLimit = field(default_factory=LoginLimit)
@@ -170,9 +171,7 @@ def create_app(
     db_url: str | None = None, *, config: ServerConfig | None = None, init: bool = False
 ) -> FastAPI:
     """Build the app. ``init=True`` creates/migrates the schema first (do it once, not per worker)."""
-    config = config or ServerConfig(
-        db_url=db_url or os.environ.get("PREFLAB_DB", "sqlite:///preflab.db")
-    )
+    config = config or ServerConfig(db_url=db_url or get_settings().db)
     if db_url:
         config.db_url = db_url
     if init:
@@ -285,10 +284,8 @@ def create_app(
 
 def app_from_env() -> FastAPI:
     """Factory for uvicorn workers (``--factory``): configuration comes from the environment."""
-    raw = os.environ.get(CONFIG_ENV)
-    config = (
-        ServerConfig.from_env(raw)
-        if raw
-        else ServerConfig(db_url=os.environ.get("PREFLAB_DB", "sqlite:///preflab.db"))
-    )
+    settings = get_settings()
+    configure_logging(settings.log_level, json=settings.log_format == "json")
+    raw = settings.server_config
+    config = ServerConfig.from_env(raw) if raw else ServerConfig(db_url=settings.db)
     return create_app(config=config)

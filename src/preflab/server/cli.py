@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from ..settings import get_settings
 from ..store import default_url
 
 # The app and database modules import FastAPI and friends: loaded inside the commands, so that
@@ -79,6 +80,7 @@ def user_token(
 
 
 def serve(
+    ctx: typer.Context,
     db: str | None = typer.Option(
         None, "--db", help="Database URL or SQLite path (default $PREFLAB_DB or ./preflab.db)."
     ),
@@ -98,11 +100,22 @@ def serve(
         help="Address or network of a reverse proxy "
         "whose X-Forwarded-For/-Proto to believe (repeat; default: none).",
     ),
-    header_timeout: float = typer.Option(
-        10.0, "--header-timeout", min=0.1, help="Seconds a client has to send a request's headers."
+    header_timeout: float | None = typer.Option(
+        None,
+        "--header-timeout",
+        min=0.1,
+        help="Seconds a client has to send a request's headers "
+        "(env var PREFLAB_HEADER_TIMEOUT_S; default 10).",
     ),
     max_body_mb: float = typer.Option(2.0, "--max-body-mb"),
-    log_level: str = typer.Option("warning", "--log-level"),
+    log_level: str | None = typer.Option(
+        None,
+        "--log-level",
+        help="debug ... critical (env var PREFLAB_LOG_LEVEL; default warning).",
+    ),
+    log_format: str | None = typer.Option(
+        None, "--log-format", help="text or json (env var PREFLAB_LOG_FORMAT; default text)."
+    ),
     demo: bool = typer.Option(
         False, "--demo", help="Serve a fresh demo (PandaLM data, demo accounts) on SQLite."
     ),
@@ -118,6 +131,7 @@ def serve(
     from .database import init_schema
     from .transport import HEADER_TIMEOUT_ENV, HeaderDeadlineProtocol
 
+    level = _server_logging(ctx, log_level, log_format)
     config = ServerConfig(
         db_url=db or default_url(),
         exports_dir=exports_dir.resolve(),
@@ -125,7 +139,7 @@ def serve(
         secure_cookies=secure_cookies,
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         trusted_proxies=list(trusted_proxy),
-        header_timeout_s=header_timeout,
+        header_timeout_s=header_timeout or get_settings().header_timeout_s,
     )
     init_schema(config.db_url)
     os.environ[CONFIG_ENV] = config.to_env()
@@ -138,12 +152,29 @@ def serve(
         host=host,
         port=port,
         workers=workers,
-        log_level=log_level,
+        log_level=level,
+        log_config=None,  # uvicorn's records go to the handler configure_logging installed
         access_log=False,
         timeout_keep_alive=30,
         proxy_headers=False,
         http=HeaderDeadlineProtocol,
     )
+
+
+def _server_logging(ctx: typer.Context, log_level: str | None, log_format: str | None) -> str:
+    """Configure logging here (serve's options over the global ones over the environment) and
+    hand the result to the worker processes through the environment; returns the level."""
+    from ..cli import loaded_settings
+    from ..logs import configure_logging
+    from ..settings import env_var
+
+    given = {"log_level": log_level, "log_format": log_format}
+    options = {name: value or (ctx.obj or {}).get(name) for name, value in given.items()}
+    settings = loaded_settings(**options)
+    configure_logging(settings.log_level, json=settings.log_format == "json")
+    os.environ[env_var("log_level")] = settings.log_level
+    os.environ[env_var("log_format")] = settings.log_format
+    return settings.log_level
 
 
 serve_app = typer.Typer(add_completion=False)

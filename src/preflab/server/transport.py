@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
-import os
+from functools import cache
+
+from ..settings import env_var, get_settings
 
 HSTS = (b"strict-transport-security", b"max-age=31536000; includeSubDomains")
 
@@ -53,7 +55,13 @@ def _secure_cookie(value: bytes) -> bytes:
 # -- the header deadline ------------------------------------------------------------------------------
 
 #: Environment variable the worker processes read the deadline from (set by ``preflab serve``).
-HEADER_TIMEOUT_ENV = "PREFLAB_HEADER_TIMEOUT_S"
+HEADER_TIMEOUT_ENV = env_var("header_timeout_s")
+
+
+@cache
+def _header_timeout_s() -> float:
+    """Read once per worker process, at its first connection (reading settings costs ~1 ms)."""
+    return get_settings().header_timeout_s
 
 
 class _HeaderDeadline:
@@ -63,7 +71,7 @@ class _HeaderDeadline:
 
     def _arm(self) -> None:
         if self._deadline is None:
-            seconds = float(os.environ.get(HEADER_TIMEOUT_ENV, "10"))
+            seconds = _header_timeout_s()
             self._deadline = self.loop.call_later(seconds, self._headers_late)
 
     def _disarm(self) -> None:

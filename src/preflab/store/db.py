@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,12 +11,14 @@ import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-DEFAULT_DB_ENV = "PREFLAB_DB"
+from ..settings import get_settings
+
+log = logging.getLogger(__name__)
 
 
 def default_url() -> str:
     """``$PREFLAB_DB`` if set, else ``sqlite:///preflab.db`` in the working directory."""
-    return os.environ.get(DEFAULT_DB_ENV) or "sqlite:///preflab.db"
+    return get_settings().db
 
 
 def normalise_url(url: str) -> str:
@@ -33,13 +35,13 @@ def normalise_url(url: str) -> str:
 #: pages to the WAL, and 16 KiB pages cost a fetch+submit cycle ~20% more CPU (measured with
 #: ``benchmarks/profile_cycle.py``). A store used mostly for bulk imports of long texts may set
 #: ``$PREFLAB_SQLITE_PAGE_SIZE`` (e.g. 16384) before the file is created: fewer page splits.
-SQLITE_PAGE_SIZE = int(os.environ.get("PREFLAB_SQLITE_PAGE_SIZE", 4096))
+#: Read when a connection opens (:mod:`preflab.settings`), not at import time.
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
     cursor = dbapi_connection.cursor()
     # Only takes effect on a database that has no tables yet, so it must come first.
-    cursor.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
+    cursor.execute(f"PRAGMA page_size={get_settings().sqlite_page_size}")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
@@ -117,6 +119,12 @@ def _run(engine_or_url: Engine | str, direction: str, revision: str) -> None:
             config = alembic_config()
             config.attributes["connection"] = connection
             getattr(command, direction)(config, revision)
+        log.info(
+            "schema %s to %s",
+            direction,
+            revision,
+            extra={"database": engine.url.render_as_string(hide_password=True)},
+        )
     finally:
         if owned:
             engine.dispose()

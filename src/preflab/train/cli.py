@@ -25,7 +25,7 @@ err = Console(stderr=True)
 DbOption = Annotated[
     str | None,
     typer.Option(
-        "--db", envvar="PREFLAB_DB", help="Database URL or SQLite path [default: ./preflab.db]."
+        "--db", help="Database URL or SQLite path (env var PREFLAB_DB; default ./preflab.db)."
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]

@@ -169,8 +169,7 @@ def project_command(
     db: str | None = typer.Option(
         None,
         "--db",
-        envvar="PREFLAB_DB",
-        help="Database URL or SQLite path [default: ./preflab.db].",
+        help="Database URL or SQLite path (env var PREFLAB_DB; default ./preflab.db).",
     ),
     workers: int = typer.Option(
         default_workers(), "--workers", "-w", min=1, help="worker processes"
