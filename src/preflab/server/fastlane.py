@@ -67,7 +67,7 @@ from .permissions import ProjectRef
 from .policy import Policy, policy_of
 from .wire import wire_problems
 
-log = logging.getLogger("preflab.server.fastlane")
+log = logging.getLogger(__name__)
 
 #: Counters for tests and profiling: requests served here, and handed on (by reason).
 STATS: dict[str, int] = {}

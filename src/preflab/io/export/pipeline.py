@@ -8,6 +8,7 @@ records an :class:`~preflab.store.ExportLog` row.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -48,6 +49,8 @@ from .routing import VERIFIER_ORIGIN, verifier_pairs, verifier_unary, without_pe
 from .telemetry_gate import project_telemetry_settings, telemetry_filter
 from .truth import truth_gate
 from .writers import CARD, MANIFEST, AtomicDir, file_hashes, gc_paused, write_data
+
+log = logging.getLogger(__name__)
 
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -414,6 +417,10 @@ def export_project(
         target.abort()
         raise
     target.finish()
+    log.info(
+        "export written",
+        extra={"project": project_name, "format": exporter.name, "out": str(target.target)},
+    )
     return manifest
 
 

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-log = logging.getLogger("preflab.server")
+log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent.parent
 STATIC = HERE / "static"
 TEMPLATES = HERE / "templates"
