@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from .common import content_hash
 
-_NFC = "NFC"
+_NFC: Final = "NFC"
 
 
 def normal_text(text: str) -> str:
@@ -68,7 +68,8 @@ def normal_answer(body: Any) -> str | list[dict[str, Any]]:
         and messages[0].keys() == {"role", "content"}
         and messages[0]["role"] == "assistant"
     ):
-        return messages[0]["content"]
+        content: str = messages[0]["content"]
+        return content
     return messages
 
 

@@ -353,7 +353,7 @@ Judgment = Annotated[
     Field(discriminator="type"),
 ]
 
-_JUDGMENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Judgment)
+_JUDGMENT_ADAPTER: TypeAdapter[JudgmentBase] = TypeAdapter(Judgment)
 
 
 def parse_judgment(data: dict[str, Any]) -> JudgmentBase:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -134,7 +135,10 @@ class Rubric(StrictModel):
         return problems
 
     def reward(
-        self, scores: dict[str, float], vetoes_failed: list[str] = (), length: int | None = None
+        self,
+        scores: dict[str, float],
+        vetoes_failed: Sequence[str] = (),
+        length: int | None = None,
     ) -> float:
         """Weighted mean of normalised scores in [0, 1]; 0 if a veto failed; minus verbosity.
 

@@ -6,12 +6,17 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..settings import get_settings
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.engine.interfaces import DBAPIConnection
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +43,7 @@ def normalise_url(url: str) -> str:
 #: Read when a connection opens (:mod:`preflab.settings`), not at import time.
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
+def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: object) -> None:
     cursor = dbapi_connection.cursor()
     # Only takes effect on a database that has no tables yet, so it must come first.
     cursor.execute(f"PRAGMA page_size={get_settings().sqlite_page_size}")
@@ -53,7 +58,7 @@ def _json_dumps(value: object) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-def make_engine(url: str | None = None, **kwargs) -> Engine:  # noqa: ANN003
+def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     url = normalise_url(url or default_url())
     # orjson for JSON columns: several times faster than json.dumps on bulk imports.
     kwargs.setdefault("json_serializer", _json_dumps)
@@ -82,7 +87,7 @@ def transaction(engine: Engine) -> Iterator[Session]:
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
-def alembic_config(url: str | None = None):  # noqa: ANN201
+def alembic_config(url: str | None = None) -> Config:
     """An Alembic ``Config`` pointing at the migrations shipped inside the package."""
     from alembic.config import Config
 
@@ -149,7 +154,7 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def open_db(url: str | None = None, **kwargs) -> Engine:  # noqa: ANN003
+def open_db(url: str | None = None, **kwargs: Any) -> Engine:
     """An engine on ``url`` (default :func:`default_url`) whose schema is at the newest revision."""
     engine = make_engine(url, **kwargs)
     if current_revision(engine) != head_revision():

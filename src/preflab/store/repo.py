@@ -292,7 +292,7 @@ def check_judgment_against_item(judgment: JudgmentBase, item: Item) -> list[str]
     for cid in judgment.candidate_ids():
         if cid not in known:
             problems.append(
-                f"candidate {cid!r}: not a candidate of item {item.id!r} (has {sorted(known)})"
+                f"candidate {cid!r}: not a candidate of item {item.id!r} (has {sorted(known, key=str)})"
             )
     return problems
 

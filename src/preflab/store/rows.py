@@ -116,10 +116,10 @@ def check_identifier(value: Any, where: str) -> str:
     """The wire models' ``Identifier`` rule (a string, stripped, 1-200 characters) without pydantic."""
     if not isinstance(value, str):
         raise ValueError(f"{where}: expected a string, got {type(value).__name__}")
-    value = value.strip()
-    if not 1 <= len(value) <= 200:
-        raise ValueError(f"{where}: an id needs 1-200 characters, got {len(value)}")
-    return value
+    stripped = value.strip()
+    if not 1 <= len(stripped) <= 200:
+        raise ValueError(f"{where}: an id needs 1-200 characters, got {len(stripped)}")
+    return stripped
 
 
 def text_item_rows(
@@ -133,7 +133,7 @@ def text_item_rows(
     ``candidates`` are ``(id or None, text, model or None)``; ids must already satisfy
     :func:`check_identifier`. Raises ``ValueError`` where the model would (duplicate candidate ids).
     """
-    cands = [
+    cands: list[dict[str, Any]] = [
         {
             "id": candidate_key(text) if cid is None else cid,
             "text": text,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -51,7 +51,7 @@ def _new(  # ``_set=_set``: a local name, four calls per object
     fields: dict[str, Any],
     fields_set: set[str],
     extra: dict[str, Any] | None = None,
-    _set=_set,
+    _set: Callable[[object, str, Any], None] = _set,
 ) -> M:
     """``cls`` holding ``fields`` (every field, in declaration order), as validation leaves it:
     ``fields_set`` the fields the input had (extras included), ``extra`` the extras of an
@@ -64,7 +64,15 @@ def _new(  # ``_set=_set``: a local name, four calls per object
     return obj
 
 
-_TRUSTED = (Message, Candidate, GoldAnswer, Item, Telemetry, Provenance, *JUDGMENT_KINDS.values())
+_TRUSTED: tuple[type[BaseModel], ...] = (
+    Message,
+    Candidate,
+    GoldAnswer,
+    Item,
+    Telemetry,
+    Provenance,
+    *JUDGMENT_KINDS.values(),
+)
 for _cls in _TRUSTED:
     # _new() sets __dict__ and friends only: a model that needs more cannot come through it.
     if (
@@ -82,17 +90,23 @@ def _defaults(
 ) -> tuple[tuple[str, Callable[[], Any]], ...]:
     """``(field, default)`` in declaration order; ``default()`` gives a fresh value (factories
     are called each time, as validation does) or raises for a required field."""
-    out = []
+    out: list[tuple[str, Callable[[], Any]]] = []
     for name, info in cls.model_fields.items():
         if name in skip:
             continue
         if info.is_required():
             out.append((name, _required(cls, name)))
         elif info.default_factory is not None:
-            out.append((name, info.default_factory))
+            if info.default_factory_takes_validated_data:
+                raise TypeError(f"{cls.__name__}.{name}: a default factory that takes the data")
+            out.append((name, cast(Callable[[], Any], info.default_factory)))
         else:
-            out.append((name, lambda default=info.default: default))
+            out.append((name, _constant(info.default)))
     return tuple(out)
+
+
+def _constant(value: Any) -> Callable[[], Any]:
+    return lambda: value
 
 
 def _required(cls: type[BaseModel], name: str) -> Callable[[], Any]:
@@ -115,7 +129,9 @@ def construct(cls: type[M], values: dict[str, Any]) -> M:
     return _new(cls, fields, set(values))
 
 
-_DEFAULTS = {cls: _defaults(cls) for cls in (GoldAnswer, Telemetry)}
+_DEFAULTS: dict[type[BaseModel], tuple[tuple[str, Callable[[], Any]], ...]] = {
+    cls: _defaults(cls) for cls in (GoldAnswer, Telemetry)
+}
 
 
 # -- items ----------------------------------------------------------------------------------
@@ -145,7 +161,7 @@ def candidate(
     """A candidate from its columns (as :func:`preflab.store.repo.item_from_row` reads them)."""
     # the stored form has exactly one body; item_from_row passes only that key to validation
     if msgs is None:
-        fields = {
+        fields: dict[str, Any] = {
             "id": key,
             "text": text,
             "messages": None,
@@ -247,7 +263,12 @@ def judgment(
     kind: str, body: dict[str, Any], item_key: str, rationale: str | None, prov: Provenance
 ) -> JudgmentBase:
     """A judgment from its stored ``body`` (the kind's fields, ``kind`` included) and columns."""
-    fields = {"item_id": item_key, "rationale": rationale, "provenance": prov, "type": kind}
+    fields: dict[str, Any] = {
+        "item_id": item_key,
+        "rationale": rationale,
+        "provenance": prov,
+        "type": kind,
+    }
     for name, default in _BODY_FIELDS[kind]:
         fields[name] = body[name] if name in body else default()
     if kind == "pairwise":

@@ -228,7 +228,7 @@ def _run(conn: sa.Connection, statement: sa.Executable, rows: list[dict[str, Any
         conn.execute(statement, rows)
 
 
-def _of_project(table: sa.TableClause, project_pk: int) -> sa.Select:
+def _of_project(table: sa.TableClause, project_pk: int) -> sa.Select[Any]:
     """Rows of ``table`` (which has ``item_pk``) whose item is in the project (no long IN lists)."""
     return (
         sa.select(table)
@@ -436,7 +436,7 @@ def _move_server_rows(
             for t, (f, n) in sums.items()
         ],
     )
-    domains = defaultdict(set)
+    domains: defaultdict[int, set[str]] = defaultdict(set)
     stale, repoint = [], []
     for d in sorted(
         conn.execute(_of_project(POOL_DOMAINS, project_pk)),
@@ -451,7 +451,7 @@ def _move_server_rows(
                 repoint.append({"b_pk": d.pk, "b_item_pk": target})
     _run(conn, sa.delete(POOL_DOMAINS).where(POOL_DOMAINS.c.pk == sa.bindparam("b_pk")), stale)
     _run(conn, _by_pk(POOL_DOMAINS, item_pk=""), repoint)
-    users = defaultdict(set)
+    users: defaultdict[int, set[int]] = defaultdict(set)
     stale, repoint = [], []
     # a rater leased both halves: the lease of the merged-away half goes (its judgment stays)
     for a in sorted(assignments, key=lambda a: (a.item_pk in moved, a.pk)):

@@ -22,7 +22,7 @@ a new project. Downgrade writes the old default (2) back into the rows this revi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -80,7 +80,10 @@ def downgrade() -> None:
     _rewrite(lambda body: "strength" not in body, lambda body: {**body, "strength": OLD_DEFAULT})
 
 
-def _rewrite(applies, change) -> None:
+def _rewrite(
+    applies: Callable[[dict[str, Any]], bool],
+    change: Callable[[dict[str, Any]], dict[str, Any]],
+) -> None:
     conn = op.get_bind()
     batches = [
         pk
