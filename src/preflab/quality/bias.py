@@ -264,9 +264,9 @@ def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) ->
     per_rater = {r: stats(*v) for r, v in sorted(per.items())}
     if per_rater:
         q_values = false_discovery_control([s["p_value"] for s in per_rater.values()], method="bh")
-        for s, q in zip(per_rater.values(), q_values, strict=True):
-            s["q_value"] = float(q)
-            s["flagged"] = bool(q < alpha)
+        for rater_stats, q in zip(per_rater.values(), q_values, strict=True):
+            rater_stats["q_value"] = float(q)
+            rater_stats["flagged"] = bool(q < alpha)
     return {
         "overall": stats(total_k, total_n),
         "per_rater": per_rater,

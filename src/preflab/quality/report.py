@@ -36,7 +36,8 @@ from .telemetry import telemetry_flags
 def load_judgments_jsonl(path: str | Path) -> tuple[list[JudgmentBase], dict[str, Item]]:
     """Judgments from JSONL (one judgment dict per line, as ``parse_judgment`` accepts); a line
     may carry its ``"item"`` (an Item dict), collected by id. Errors say ``file:line: reason``."""
-    judgments, items = [], {}
+    judgments: list[JudgmentBase] = []
+    items: dict[str, Item] = {}
     with open(path, "rb") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
@@ -46,12 +47,20 @@ def load_judgments_jsonl(path: str | Path) -> tuple[list[JudgmentBase], dict[str
                 item = data.pop("item", None)
                 j = parse_judgment(data)
                 if item is not None:
-                    it = Item.model_validate(item)
-                    items[it.id] = it
+                    items.update(_by_id([Item.model_validate(item)]))
             except Exception as exc:  # report where, then re-raise as a clear error
                 raise ValueError(f"{path}:{n}: {exc}") from exc
             judgments.append(j)
     return judgments, items
+
+
+def _by_id(items: Mapping[str, Item] | Iterable[Item] | None) -> dict[str, Item]:
+    """Items by id (an empty dict for none); validation gives every item an id."""
+    if items is None:
+        return {}
+    if isinstance(items, Mapping):
+        return dict(items)
+    return {it.id: it for it in items if it.id is not None}
 
 
 def _clean(x: Any) -> Any:
@@ -72,7 +81,7 @@ def build_report(
     judgments: Iterable[JudgmentBase],
     items: Mapping[str, Item] | Iterable[Item] | None = None,
     batches: Mapping[str, Any] | Callable[[JudgmentBase], Any] | None = None,
-    gold: Mapping[str, Mapping[str, Iterable[bool]]] | Mapping[str, Iterable[bool]] | None = None,
+    gold: Mapping[str, Iterable[bool]] | None = None,
     metrics: Mapping[str, str] | None = None,
     n_boot: int = 200,
     adjudication: AdjudicationSettings | None = None,
@@ -87,8 +96,7 @@ def build_report(
     """
     label_set = resolve_labels(judgments, include_ai=include_ai)
     js = label_set.judgments
-    if items is not None and not isinstance(items, Mapping):
-        items = {it.id: it for it in items}
+    item_map = _by_id(items)
     table = LabelTable.from_judgments(js, batches)
     agreement = agreement_summary(table, metrics=metrics, n_boot=n_boot) if len(table) else []
 
@@ -99,7 +107,7 @@ def build_report(
     times: dict[str, list[float]] = defaultdict(list)
     for j in js:
         p = j.provenance
-        ms = None
+        ms: float | None = None
         if p.telemetry is not None and p.telemetry.active_ms is not None:
             ms = p.telemetry.active_ms
         elif p.started_at and p.submitted_at:
@@ -112,9 +120,9 @@ def build_report(
     main = table.where(np.isin(table.dimensions.astype(str), ["winner", "thumb"]))
     if len(main):
         loo = leave_one_out_agreement(main.units, main.raters, main.values)
-        for r, v in loo.items():
-            raters[r]["consensus_agreement"] = v["agreement"]
-            raters[r]["consensus_n"] = v["n"]
+        for r, consensus in loo.items():
+            raters[r]["consensus_agreement"] = consensus["agreement"]
+            raters[r]["consensus_n"] = consensus["n"]
         # each rater vs the majority of the others
         by_unit: dict[str, list[tuple[str, float]]] = defaultdict(list)
         for u, r, v in zip(main.units, main.raters, main.values):
@@ -122,7 +130,7 @@ def build_report(
         pairs: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
         for labels in by_unit.values():
             for r, v in labels:
-                others = [w for s, w in labels if s != r]
+                others = [w for other, w in labels if other != r]
                 if not others:
                     continue
                 vals, counts = np.unique(others, return_counts=True)
@@ -134,10 +142,10 @@ def build_report(
             tab, _ = confusion_table(mine, cons, cats)
             confusions[r] = {"categories": cats.tolist(), "table": tab.astype(int).tolist()}
     honeypots = None
-    if gold is None and items:
+    if gold is None and item_map:
         # honeypots imported with a gold answer grade the raters who labelled them
         honeypots = gold = gold_outcomes(
-            js, {i.id: i.gold.model_dump() for i in items.values() if i.gold is not None}
+            js, {key: i.gold.model_dump() for key, i in item_map.items() if i.gold is not None}
         )
     if gold:
         for r, outcomes in gold.items():
@@ -152,7 +160,7 @@ def build_report(
     text_len = None
     if items and pairwise:
         lens, texts = {}, {}
-        for it in items.values():
+        for it in item_map.values():
             for c in it.candidates:
                 texts[(it.id, c.id)] = c.as_text()
                 lens[(it.id, c.id)] = word_length(texts[(it.id, c.id)])
@@ -205,7 +213,8 @@ def build_report(
         if honeypots
         else None,
     }
-    return _clean(report)
+    cleaned: dict[str, Any] = _clean(report)
+    return cleaned
 
 
 # ---------------------------------------------------------------- HTML
@@ -229,7 +238,10 @@ def _bar_svg(
     """Horizontal bars with optional CI whiskers, in [lo, hi]."""
     w, row, left = 520, 22, 220
     h = row * len(values) + 30
-    scale = lambda v: left + (w - left - 10) * (min(max(v, lo), hi) - lo) / (hi - lo)  # noqa: E731
+
+    def scale(v: float) -> float:
+        return left + (w - left - 10) * (min(max(v, lo), hi) - lo) / (hi - lo)
+
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">']
     zero = scale(0.0)
     parts.append(f'<line x1="{zero:.1f}" y1="0" x2="{zero:.1f}" y2="{h - 20}" stroke="#999"/>')

@@ -39,17 +39,20 @@ def simulate_pairwise(
     rng = np.random.default_rng(seed)
     names = sorted(raters)
     done = {r: 0 for r in names}
-    items, judgments, truth = [], [], {}
+    items: list[Item] = []
+    judgments: list[PairwiseJudgment] = []
+    truth: dict[str, str] = {}
     t0 = datetime(2025, 1, 1, tzinfo=UTC)
     for i in range(n_items):
         lengths = rng.integers(20, 400, 2)
         cands = [
             {"id": c, "text": " ".join(["word"] * int(n))} for c, n in zip(("x", "y"), lengths)
         ]
-        item = Item(id=f"item{i}", prompt=f"prompt {i}", candidates=cands)
+        item_id = f"item{i}"
+        item = Item(id=item_id, prompt=f"prompt {i}", candidates=cands)
         items.append(item)
         better = "x" if rng.random() < 0.5 else "y"
-        truth[item.id] = better
+        truth[item_id] = better
         longer = "x" if lengths[0] >= lengths[1] else "y"
         for name in rng.choice(names, size=min(raters_per_item, len(names)), replace=False):
             p = raters[name]

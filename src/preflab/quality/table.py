@@ -131,15 +131,14 @@ class LabelTable:
                 cols["d"].append(row.dimension)
                 cols["k"].append(row.kind)
                 cols["b"].append(str(batch))
-        obj = lambda xs: np.array(xs, dtype=object)  # noqa: E731 - keep strings as objects
         return cls(
-            units=obj(cols["u"]),
-            raters=obj(cols["r"]),
+            units=_objects(cols["u"]),
+            raters=_objects(cols["r"]),
             values=np.array(cols["v"], dtype=float),
-            items=obj(cols["i"]),
-            dimensions=obj(cols["d"]),
-            kinds=obj(cols["k"]),
-            batches=obj(cols["b"]),
+            items=_objects(cols["i"]),
+            dimensions=_objects(cols["d"]),
+            kinds=_objects(cols["k"]),
+            batches=_objects(cols["b"]),
         )
 
     def where(self, mask: np.ndarray) -> LabelTable:
@@ -227,3 +226,8 @@ def time_window_batches(window: timedelta) -> Callable[[JudgmentBase], str]:
         return f"{start.isoformat()}/{(start + window).isoformat()}"
 
     return batch
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """An object array: strings stay Python strings (no fixed-width numpy unicode)."""
+    return np.array(values, dtype=object)

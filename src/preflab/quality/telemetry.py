@@ -80,7 +80,8 @@ def minhash_signature(text: str, k: int = 5, num_perm: int = 64, seed: int = 1) 
     b = rng.integers(0, 2**61 - 1, num_perm, dtype=np.uint64)
     with np.errstate(over="ignore"):
         hashed = base[None, :] * a[:, None] + b[:, None]
-    return hashed.min(axis=1)
+    result: np.ndarray = hashed.min(axis=1)
+    return result
 
 
 def jaccard(a: str, b: str, k: int = 5) -> float:

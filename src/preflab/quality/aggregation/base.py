@@ -110,7 +110,8 @@ class AggregationResult:
 
 
 def argmax_labels(posteriors: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    return classes[np.argmax(posteriors, axis=1)]
+    result: np.ndarray = classes[np.argmax(posteriors, axis=1)]
+    return result
 
 
 def em_e_step(

@@ -66,7 +66,8 @@ BOOT_TOL_SE = 0.01
 
 
 def arena_ratings(strengths: Any, base: float = 1000.0) -> np.ndarray:
-    return base + ARENA_SCALE * np.asarray(strengths, dtype=float)
+    result: np.ndarray = base + ARENA_SCALE * np.asarray(strengths, dtype=float)
+    return result
 
 
 @dataclass
@@ -208,7 +209,8 @@ class _Newton:
 
     def p(self, s: np.ndarray) -> np.ndarray:
         """P(i beats j) per pair."""
-        return expit(s[self.i] - s[self.j])
+        result: np.ndarray = expit(s[self.i] - s[self.j])
+        return result
 
     def solve(
         self,
@@ -263,7 +265,8 @@ class _Newton:
             dinv = np.divide(1.0, diag, out=np.zeros(m), where=diag > 0)
 
             def hess(v: np.ndarray, diag: np.ndarray = diag) -> np.ndarray:
-                return diag * v - upper @ v - upper_t @ v
+                result: np.ndarray = diag * v - upper @ v - upper_t @ v
+                return result
 
             # Inexact Newton: max |g_k| / H_kk is about the size of the step still to go; solving to
             # that relative accuracy keeps convergence quadratic while early solves stay cheap.
@@ -324,7 +327,7 @@ def mle_exists(pc: PairCounts) -> bool:
     graph = sparse.csr_matrix(
         (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(pc.n_items, pc.n_items)
     )
-    return connected_components(graph, directed=True, connection="strong")[0] == 1
+    return bool(connected_components(graph, directed=True, connection="strong")[0] == 1)
 
 
 def _codes(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -342,7 +345,8 @@ def _codes(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
                 raise ValueError(
                     f"items {np.unique(values[codes < 0])[:5].tolist()} are not among items"
                 )
-            return codes
+            result: np.ndarray = codes
+            return result
     codes = np.searchsorted(labels, values)
     bad = codes >= len(labels)
     bad[~bad] = labels[codes[~bad]] != values[~bad]

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from .base import AggregationResult, argmax_labels, em_e_step, encode
 
@@ -53,7 +54,12 @@ def confusion_pseudo_counts(k: int, strength: float, accuracy: float) -> np.ndar
 
 
 def confusion_m_step(
-    design, post: np.ndarray, n_raters: int, k: int, observed: np.ndarray, pseudo: np.ndarray
+    design: sparse.csr_matrix,
+    post: np.ndarray,
+    n_raters: int,
+    k: int,
+    observed: np.ndarray,
+    pseudo: np.ndarray,
 ) -> np.ndarray:
     """``pi[j, k, l]`` from posteriors plus pseudo-counts ``pseudo[k, l]`` (MAP under a Dirichlet).
 
@@ -74,12 +80,14 @@ def log_pi_matrix(pi: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
         log = np.log(np.transpose(pi, (0, 2, 1)).reshape(n_r * k, k))
     log[~np.isfinite(log)] = 0.0  # never multiplied by a nonzero design entry
-    return log
+    result: np.ndarray = log
+    return result
 
 
 def class_priors(post: np.ndarray, pseudo: float) -> np.ndarray:
     mass = post.sum(axis=0) + pseudo
-    return mass / mass.sum()
+    result: np.ndarray = mass / mass.sum()
+    return result
 
 
 def log_prior_density(

@@ -28,7 +28,10 @@ from .dawid_skene import log_pi_matrix
 
 def mace_confusion(theta: np.ndarray, xi: np.ndarray) -> np.ndarray:
     k = xi.shape[1]
-    return theta[:, None, None] * np.eye(k)[None] + (1 - theta)[:, None, None] * xi[:, None, :]
+    result: np.ndarray = (
+        theta[:, None, None] * np.eye(k)[None] + (1 - theta)[:, None, None] * xi[:, None, :]
+    )
+    return result
 
 
 def mace(

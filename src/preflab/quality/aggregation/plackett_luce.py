@@ -67,7 +67,9 @@ def plackett_luce(
         loss = -(np.where(stage, sv, 0.0).sum() - np.where(stage, log_z, 0.0).sum())
         inv = np.where(stage, 1.0 / np.where(stage, suffix, 1.0), 0.0)
         expected = e * np.cumsum(inv, axis=1)  # item at u is in the choice sets t <= u
-        grad = -(chosen - np.bincount(idx[mask], weights=expected[mask], minlength=n_items))
+        grad: np.ndarray = -(
+            chosen - np.bincount(idx[mask], weights=expected[mask], minlength=n_items)
+        )
         loss += 0.5 * l2 * (s @ s)
         grad += l2 * s
         return loss / scale, grad / scale

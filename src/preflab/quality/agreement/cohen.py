@@ -32,11 +32,14 @@ def _weight_matrix(k: int, weights: Weights) -> np.ndarray:
     idx = np.arange(k)
     diff = np.abs(idx[:, None] - idx[None, :]).astype(float)
     if weights is None:
-        return (diff > 0).astype(float)
+        result: np.ndarray = (diff > 0).astype(float)
+        return result
     if weights == "linear":
-        return diff
+        result = diff
+        return result
     if weights == "quadratic":
-        return diff**2
+        result = diff**2
+        return result
     raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
 
 

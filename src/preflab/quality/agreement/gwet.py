@@ -42,9 +42,11 @@ def gwet_weights(
     span = c.max() - c.min() if len(c) > 1 else 1.0
     diff = np.abs(c[:, None] - c[None, :]) / span
     if weights == "linear":
-        return 1.0 - diff
+        result: np.ndarray = 1.0 - diff
+        return result
     if weights == "quadratic":
-        return 1.0 - diff**2
+        result = 1.0 - diff**2
+        return result
     raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
 
 

@@ -23,7 +23,7 @@ Worked example (Krippendorff 2011, section C: two observers, binary data, 10 uni
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from scipy import sparse
@@ -32,6 +32,13 @@ from ..table import as_array, factorize, matrix_to_long
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS = ("nominal", "ordinal", "interval", "ratio")
+
+
+def as_level(value: str) -> Level:
+    """``value`` as a measurement level, or a ``ValueError`` naming the accepted ones."""
+    if value not in LEVELS:
+        raise ValueError(f"unknown level {value!r}: use one of {', '.join(LEVELS)}")
+    return cast(Level, value)
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,8 @@ class Coincidences:
         weighted = sparse.diags(scale) @ self.counts
         o = (self.counts.T @ weighted).toarray()
         o[np.diag_indices_from(o)] -= np.asarray(weighted.sum(axis=0)).ravel()
-        return o
+        result: np.ndarray = o
+        return result
 
 
 def coincidences(units: Any, values: Any) -> Coincidences:
@@ -84,9 +92,11 @@ def distance_matrix(level: Level, domain: np.ndarray, n_c: np.ndarray) -> np.nda
     c = domain[:, None]
     k = domain[None, :]
     if level == "nominal":
-        return (c != k).astype(float)
+        result: np.ndarray = (c != k).astype(float)
+        return result
     if level == "interval":
-        return (c - k) ** 2
+        result = (c - k) ** 2
+        return result
     if level == "ratio":
         total = c + k
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -98,7 +108,8 @@ def distance_matrix(level: Level, domain: np.ndarray, n_c: np.ndarray) -> np.nda
         lo = np.minimum(i[:, None], i[None, :])
         hi = np.maximum(i[:, None], i[None, :])
         between = cum[hi + 1] - cum[lo]  # sum of n_g for g in [lo, hi]
-        return (between - (n_c[lo] + n_c[hi]) / 2.0) ** 2
+        result = (between - (n_c[lo] + n_c[hi]) / 2.0) ** 2
+        return result
     raise ValueError(f"unknown level {level!r}: use one of {', '.join(LEVELS)}")
 
 

@@ -35,8 +35,9 @@ import numpy as np
 from preflab.schema import Rubric
 
 from ..table import LabelTable
+from .cohen import Weights
 from .gwet import gwet_ac
-from .krippendorff import krippendorff_alpha_ci
+from .krippendorff import Level, as_level, krippendorff_alpha_ci
 from .percent import percent_agreement
 
 DEFAULT_LEVELS = {
@@ -57,11 +58,13 @@ def rubric_metrics(rubrics: Iterable[Rubric]) -> dict[str, str]:
     return out
 
 
-def level_for(dimension: str, values: np.ndarray, metrics: Mapping[str, str] | None = None) -> str:
+def level_for(
+    dimension: str, values: np.ndarray, metrics: Mapping[str, str] | None = None
+) -> Level:
     if metrics and dimension in metrics:
-        return metrics[dimension]
+        return as_level(metrics[dimension])
     if dimension in DEFAULT_LEVELS:
-        return DEFAULT_LEVELS[dimension]
+        return as_level(DEFAULT_LEVELS[dimension])
     finite = values[~np.isnan(values)]
     return "ordinal" if np.all(finite == np.round(finite)) else "interval"
 
@@ -86,10 +89,12 @@ def agreement_summary(
         ci = krippendorff_alpha_ci(
             sub.units, sub.values, level, n_boot=n_boot, confidence=confidence, seed=seed
         )
-        per_unit = defaultdict(int)
+        per_unit: defaultdict[Any, int] = defaultdict(int)
         for u in sub.units:
             per_unit[u] += 1
-        gwet_w = None if level == "nominal" else ("linear" if level == "ordinal" else "quadratic")
+        gwet_w: Weights = (
+            None if level == "nominal" else ("linear" if level == "ordinal" else "quadratic")
+        )
         rows.append(
             {
                 "batch": batch,
