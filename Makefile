@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of torch 2.13.0 lies on local disk on the project's machines.
 PIP_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: install consumers demo test test-fast bench schemas lint clean
+.PHONY: install consumers demo test test-fast bench schemas lint typecheck clean
 
 install: $(VENV)/.installed
 
@@ -38,9 +38,13 @@ test-fast: install consumers  ## the inner loop: no `slow` (servers under load, 
 bench: install  ## every benchmark, figures printed
 	$(BIN)/python benchmarks/run_all.py
 
-lint: install  ## ruff (rules and formatting) over the code, tests, benchmarks and scripts
+lint: install  ## ruff (rules and formatting) over the code, tests, benchmarks and scripts; mypy
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(MAKE) typecheck
+
+typecheck: install  ## mypy: strict on schema, quality and store ([tool.mypy] in pyproject.toml)
+	$(BIN)/mypy
 
 schemas: install  ## regenerate schemas/*.schema.json from the pydantic models
 	$(BIN)/preflab schema export --out schemas
