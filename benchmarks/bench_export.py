@@ -35,11 +35,11 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from preflab.io.export import EXPORT_FORMATS, ExportData, ExportOptions, export_project  # noqa: E402
-from preflab.io.export.base import BATCH_ROWS  # noqa: E402
-from preflab.io.export.resolve import ResolvedPair  # noqa: E402
-from preflab.io.export.writers import PARQUET_COMPRESSION, write_data  # noqa: E402
-from preflab.schema import Item, PairwiseJudgment  # noqa: E402
+from preflab.io.export import EXPORT_FORMATS, ExportData, ExportOptions, export_project
+from preflab.io.export.base import BATCH_ROWS
+from preflab.io.export.resolve import ResolvedPair
+from preflab.io.export.writers import PARQUET_COMPRESSION, write_data
+from preflab.schema import Item, PairwiseJudgment
 
 
 def _vocabulary(n: int = 20_000, seed: int = 42) -> list[str]:

@@ -117,7 +117,7 @@ def child_import(data: Path, db: Path) -> dict:
     in_sqlite = {"insert": 0.0, "commit_from": 0.0}
     insert = importer._Writer.insert
 
-    def timed_insert(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def timed_insert(self, *args, **kwargs):
         t = time.perf_counter()
         insert(self, *args, **kwargs)
         in_sqlite["insert"] += time.perf_counter() - t

@@ -62,7 +62,7 @@ CHUNK = 5000
 CACHE_KIB = 192 * 1024  # the importer's page cache (preflab.io.importer.IMPORT_CACHE_KIB)
 
 
-def _connect(db: Path):  # noqa: ANN202
+def _connect(db: Path):
     import sqlite3
 
     conn = sqlite3.connect(db, isolation_level=None)
@@ -76,7 +76,7 @@ def _connect(db: Path):  # noqa: ANN202
     return conn
 
 
-def _timed_write(conn, statements: list[tuple[str, list[tuple]]]) -> float:  # noqa: ANN001
+def _timed_write(conn, statements: list[tuple[str, list[tuple]]]) -> float:
     """Seconds to write every statement's rows in one transaction, chunk by chunk and table by
     table in turn (as the importer does), then commit and close."""
     start = time.perf_counter()
@@ -91,7 +91,7 @@ def _timed_write(conn, statements: list[tuple[str, list[tuple]]]) -> float:  # n
     return time.perf_counter() - start
 
 
-def _timed_staged_write(conn, db: Path, statements: list[tuple[str, list[tuple]]]) -> dict:  # noqa: ANN001
+def _timed_staged_write(conn, db: Path, statements: list[tuple[str, list[tuple]]]) -> dict:
     """SQLite's own work, without Python's per-row binding in the writer: the rows go first into an
     unjournaled staging file (timed apart as ``stage_seconds``: work a second process could do),
     then one ``INSERT ... SELECT`` per table moves them inside SQLite, committed and closed as in
@@ -124,14 +124,14 @@ def _timed_staged_write(conn, db: Path, statements: list[tuple[str, list[tuple]]
     return {"seconds": seconds + time.perf_counter() - start, "stage_seconds": stage_seconds}
 
 
-def _write(conn, db: Path, statements: list[tuple[str, list[tuple]]], staged: bool) -> dict:  # noqa: ANN001
+def _write(conn, db: Path, statements: list[tuple[str, list[tuple]]], staged: bool) -> dict:
     rows = len(statements[0][1])
     if staged:
         return {"rows": rows, **_timed_staged_write(conn, db, statements)}
     return {"rows": rows, "seconds": _timed_write(conn, statements)}
 
 
-def _pairs(data: Path):  # noqa: ANN202
+def _pairs(data: Path):
     """Each record with its rows, as the importer converts it (its own ``comparison_pair``)."""
     from preflab.io.formats.generic import comparison_pair
     from preflab.io.importer import ImportOptions, _convert_options
@@ -331,7 +331,7 @@ def child_preflab(data: Path, db: Path, staged: bool = False) -> dict:
     )
 
 
-def child_convert(data: Path, db: Path) -> dict:  # noqa: ARG001
+def child_convert(data: Path, db: Path) -> dict:
     next(_pairs(data))  # the imports, before the clock starts
     start = time.perf_counter()
     n = sum(1 for _ in _pairs(data))

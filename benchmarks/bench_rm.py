@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from preflab.train.data import Pair, PairSource  # noqa: E402
+from preflab.train.data import Pair, PairSource
 
 HH_FILE = "hh-rlhf-harmless-base-test.jsonl.gz"
 PANDALM_FILE = "pandalm-testset-v1.json"
@@ -127,7 +127,7 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:  # noqa: ANN001
+def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
     import datasets  # noqa: F401  (imported before the clock starts, as in the TRL run)
     import trl  # noqa: F401
 
@@ -148,7 +148,7 @@ def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> N
     )
 
 
-def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:  # noqa: ANN001
+def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
     import datasets
     from transformers import set_seed
     from trl import RewardTrainer
@@ -189,7 +189,7 @@ def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
     )
 
 
-def _in_process(target, *args) -> dict:  # noqa: ANN001
+def _in_process(target, *args) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=target, args=(*args, queue))

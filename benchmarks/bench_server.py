@@ -230,7 +230,7 @@ async def drive(
     errors: list[str] = []
     try:
         await asyncio.gather(*(r.cycle() for r in raters))  # warm-up: item views, statement caches
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return _figures(0, 0.0, [], [], [], [f"warm-up: {exc!r}"])
     lat_fetch: list[float] = []
     lat_submit: list[float] = []
@@ -326,7 +326,7 @@ def run_one(
     server_cores, client_cores = (
         (cores[:-1], cores[-1:]) if pin and len(cores) > 1 else (cores, cores)
     )
-    log = open(tmp / f"server-{port}.log", "w")  # noqa: SIM115
+    log = open(tmp / f"server-{port}.log", "w")
     own_affinity = os.sched_getaffinity(0)
     if pin:  # the server (and the workers it forks) inherit this
         os.sched_setaffinity(0, server_cores)
@@ -387,7 +387,7 @@ def run_one(
     }
 
 
-def _plan(args) -> list[tuple[str, int, str, int]]:  # noqa: ANN001
+def _plan(args) -> list[tuple[str, int, str, int]]:
     """(db, raters, mode, workers) of each run. SQLite: one worker (one writer) unless it is the
     only database asked for; PostgreSQL: each of ``--workers`` (default 2)."""
     out = []

@@ -100,7 +100,7 @@ def print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
 
 
-def engine_for(db: str | None, *, create: bool = False):  # noqa: ANN201
+def engine_for(db: str | None, *, create: bool = False):
     """An engine with the schema migrated to the latest revision. Only ``create`` (``init``,
     ``project create``) makes a new SQLite file; a bad, missing or unreachable ``--db`` ends the
     command with one line naming the problem and the fix (exit 2), never a traceback."""
@@ -125,7 +125,7 @@ def engine_for(db: str | None, *, create: bool = False):  # noqa: ANN201
 SUPPORTED_DB = ("sqlite", "postgresql")
 
 
-def checked_db_url(db: str | None, *, create: bool = False):  # noqa: ANN201
+def checked_db_url(db: str | None, *, create: bool = False):
     """``--db`` (or ``$PREFLAB_DB``, or ./preflab.db) as a SQLAlchemy URL, checked before anything
     connects: a known scheme, an installed driver, and for SQLite an existing file (or, with
     ``create``, an existing directory)."""
@@ -247,7 +247,7 @@ def project_create(
         out.print(f"created project [bold]{name}[/] collecting {', '.join(info['kinds'])}")
 
 
-def _load_rubric(path: Path):  # noqa: ANN202
+def _load_rubric(path: Path):
     from pydantic import ValidationError
 
     from .schema import Rubric
@@ -263,7 +263,7 @@ def _load_rubric(path: Path):  # noqa: ANN202
         fail(f"{path}: {exc}", 2)
 
 
-def _project_info(project) -> dict[str, Any]:  # noqa: ANN001
+def _project_info(project) -> dict[str, Any]:
     return {
         "name": project.name,
         "title": project.title,

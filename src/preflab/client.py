@@ -340,7 +340,7 @@ class Client:
     def quality(self, project: str) -> dict:
         return self.request("GET", f"/projects/{project}/quality")
 
-    def export(self, project: str, format: str = "jsonl") -> dict:  # noqa: A002
+    def export(self, project: str, format: str = "jsonl") -> dict:
         return self.request("POST", f"/projects/{project}/exports", json={"format": format})
 
     def export_file(self, project: str, export_id: int, filename: str) -> bytes:

@@ -24,7 +24,7 @@ for p in (str(SRC), str(HERE)):
 from webui_helpers import PageGuard, Site  # noqa: E402
 
 
-def pytest_collection_modifyitems(items) -> None:  # noqa: ANN001
+def pytest_collection_modifyitems(items) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.browser)

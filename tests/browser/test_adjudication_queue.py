@@ -46,7 +46,7 @@ def site(tmp_path_factory):
 
 def _label_through_the_api(
     site, who: str, rationale: str, project: str = "dup", better: str | None = None, times: int = 1
-) -> None:  # noqa: ANN001
+) -> None:
     with httpx.Client(base_url=site.base, timeout=30) as c:
         csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()[
             "csrf_token"

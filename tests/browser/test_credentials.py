@@ -31,7 +31,7 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
-def _ask_for_a_task(page) -> None:  # noqa: ANN001
+def _ask_for_a_task(page) -> None:
     page.goto("/p/mixed/label")
     page.locator('[data-action="get-task"]').click()
 

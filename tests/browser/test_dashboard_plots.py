@@ -48,7 +48,7 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
-def _label_everything(site, who: str) -> None:  # noqa: ANN001
+def _label_everything(site, who: str) -> None:
     """Both raters prefer the right answer on gold and the longer answer elsewhere."""
     with httpx.Client(base_url=site.base, timeout=30) as c:
         csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()[

@@ -42,7 +42,7 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
-def _write_demo(new_page, site, who: str) -> None:  # noqa: ANN001
+def _write_demo(new_page, site, who: str) -> None:
     page = new_page(site)
     login(page, who, next_path="/p/dem/label")
     with page.expect_navigation():
@@ -59,7 +59,7 @@ def _write_demo(new_page, site, who: str) -> None:  # noqa: ANN001
     page.guard.assert_clean()
 
 
-def _cli(site, *args: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+def _cli(site, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "preflab.cli", *args, "--db", f"sqlite:///{site.tmp / 'web.db'}"],
         capture_output=True,
@@ -69,7 +69,7 @@ def _cli(site, *args: str) -> subprocess.CompletedProcess:  # noqa: ANN001
     )
 
 
-def _export(site, out) -> dict:  # noqa: ANN001
+def _export(site, out) -> dict:
     # Playwright's fill() enters a whole text at once, which the telemetry gate flags as machine
     # input (issue 16 §2, tested in tests/io/test_export_telemetry_gate.py): keep those labels here
     r = _cli(
@@ -87,7 +87,7 @@ def _export(site, out) -> dict:  # noqa: ANN001
     return json.loads(r.stdout)
 
 
-def _rows(out) -> list[dict]:  # noqa: ANN001
+def _rows(out) -> list[dict]:
     return [
         json.loads(line)
         for p in out.glob("*.jsonl")

@@ -32,18 +32,18 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
-def _task(page) -> dict:  # noqa: ANN001
+def _task(page) -> dict:
     return json.loads(page.locator("#task-data").text_content())
 
 
-def _offered(page) -> list[str]:  # noqa: ANN001
+def _offered(page) -> list[str]:
     tabs = page.locator("nav.kinds a")
     if tabs.count():
         return [a.inner_text() for a in tabs.all()]
     return [page.locator("#label-app").get_attribute("data-kind")]
 
 
-def _fill(page, kind: str) -> None:  # noqa: ANN001
+def _fill(page, kind: str) -> None:
     """Enter a valid answer in the widget on screen."""
     if kind == "pairwise":
         page.keyboard.press("2")
@@ -60,9 +60,9 @@ def _fill(page, kind: str) -> None:  # noqa: ANN001
     # ranking: the shown order is a valid ranking as it stands
 
 
-def _server_log(site) -> str:  # noqa: ANN001
+def _server_log(site) -> str:
     site.server.log.flush()
-    return open(site.server.log.name).read()  # noqa: SIM115, PTH123
+    return open(site.server.log.name).read()
 
 
 def test_a_rater_labels_every_item_shape_of_a_multi_kind_project(site, new_page):

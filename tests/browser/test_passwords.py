@@ -21,7 +21,7 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
-def _api_token(site, user: str, password: str) -> str:  # noqa: ANN001
+def _api_token(site, user: str, password: str) -> str:
     with httpx.Client(base_url=site.base, timeout=30) as c:
         csrf = c.post("/api/v1/auth/login", json={"username": user, "password": password}).json()[
             "csrf_token"
@@ -31,14 +31,14 @@ def _api_token(site, user: str, password: str) -> str:  # noqa: ANN001
         return r.json()["token"]
 
 
-def _login_status(site, user: str, password: str) -> int:  # noqa: ANN001
+def _login_status(site, user: str, password: str) -> int:
     with httpx.Client(base_url=site.base, timeout=30) as c:
         return c.post(
             "/api/v1/auth/login", json={"username": user, "password": password}
         ).status_code
 
 
-def _token_works(site, token: str) -> bool:  # noqa: ANN001
+def _token_works(site, token: str) -> bool:
     with httpx.Client(base_url=site.base, timeout=30) as c:
         return (
             c.get("/api/v1/auth/me", headers={"Authorization": f"Bearer {token}"}).status_code

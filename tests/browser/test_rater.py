@@ -30,7 +30,7 @@ def _mine(site, project: str, rater: str = "alice") -> list[dict]:
     return [j for j in site.judgments(project) if j["rater"] == rater]
 
 
-def _get_task(page, project: str) -> None:  # noqa: ANN001
+def _get_task(page, project: str) -> None:
     """From the empty label page: Enter on the focused 'Get the next task' button."""
     page.goto(f"/p/{project}/label")
     expect(page.locator('[data-action="get-task"]')).to_be_focused()
@@ -39,19 +39,19 @@ def _get_task(page, project: str) -> None:  # noqa: ANN001
     page.locator("#label-app").wait_for()
 
 
-def _type_rationale(page, text: str = RATIONALE) -> None:  # noqa: ANN001
+def _type_rationale(page, text: str = RATIONALE) -> None:
     page.keyboard.press("r")  # jumps to the rationale box
     page.keyboard.type(text, delay=35)
     page.keyboard.press("Escape")  # leave nothing half-done; focus stays in the box
     page.locator("#rationale").evaluate("el => el.blur()")
 
 
-def _submit_and_wait(page) -> None:  # noqa: ANN001
+def _submit_and_wait(page) -> None:
     with page.expect_navigation():
         page.keyboard.press("Control+Enter")
 
 
-def _shown(page) -> list[str]:  # noqa: ANN001
+def _shown(page) -> list[str]:
     return [
         page.locator(".answer.side-a").get_attribute("data-candidate"),
         page.locator(".answer.side-b").get_attribute("data-candidate"),

@@ -27,7 +27,7 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
-def _latest_policy(site) -> dict:  # noqa: ANN001
+def _latest_policy(site) -> dict:
     with site.api() as c:
         history = c.get("/api/v1/projects/sf/settings/history").json()
     return history[-1]["after"]["policy"]

@@ -56,7 +56,7 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
-def _check_run_a(page) -> None:  # noqa: ANN001
+def _check_run_a(page) -> None:
     run = page.locator('.answer[data-candidate="run-a"]').first
     call = run.locator(".tool-call")
     expect(call.locator(".tool-name")).to_have_text("shell")

@@ -117,7 +117,7 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
-def assert_inert(page) -> None:  # noqa: ANN001
+def assert_inert(page) -> None:
     """Nothing ran, nothing foreign loaded, no active markup survived in rendered output."""
     page.wait_for_timeout(300)
     page.guard.assert_clean()

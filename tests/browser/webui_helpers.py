@@ -37,7 +37,7 @@ class Server:
 
     def start(self) -> Server:
         env = {**os.environ, "PYTHONPATH": str(SRC)}
-        self.log = open(self.tmp / f"server-{self.port}.log", "w")  # noqa: SIM115
+        self.log = open(self.tmp / f"server-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -152,7 +152,7 @@ class PageGuard:
     """Records what would betray an injection: dialogs, console errors, page errors and any
     request to a host other than the server's."""
 
-    def __init__(self, page, base: str) -> None:  # noqa: ANN001
+    def __init__(self, page, base: str) -> None:
         self.host = urlsplit(base).netloc
         self.dialogs: list[str] = []
         self.console_errors: list[str] = []
@@ -165,11 +165,11 @@ class PageGuard:
         page.on("pageerror", lambda e: self.page_errors.append(str(e)))
         page.on("request", self._request)
 
-    def _dialog(self, dialog) -> None:  # noqa: ANN001
+    def _dialog(self, dialog) -> None:
         self.dialogs.append(f"{dialog.type}: {dialog.message}")
         dialog.dismiss()
 
-    def _request(self, request) -> None:  # noqa: ANN001
+    def _request(self, request) -> None:
         parts = urlsplit(request.url)
         if parts.scheme in ("http", "https", "ws", "wss") and parts.netloc != self.host:
             self.foreign.append(request.url)
@@ -186,7 +186,7 @@ class PageGuard:
 SCREEN_WIDTHS = (1366, 390)  # a laptop and a phone
 
 
-def shot(page, name: str, full: bool = True) -> Path:  # noqa: ANN001
+def shot(page, name: str, full: bool = True) -> Path:
     """``name-1366.png`` and ``name-390.png`` in ``test-artifacts/screens/`` (the README names
     the folder); the page's own viewport is restored afterwards."""
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -199,7 +199,7 @@ def shot(page, name: str, full: bool = True) -> Path:  # noqa: ANN001
     return SHOTS / f"{name}-{SCREEN_WIDTHS[0]}.png"
 
 
-def login(page, username: str, password: str = PASSWORD, *, next_path: str = "/") -> None:  # noqa: ANN001
+def login(page, username: str, password: str = PASSWORD, *, next_path: str = "/") -> None:
     """Log in with the keyboard only."""
     page.goto(f"/login?next={next_path}")
     page.keyboard.type(username)  # the username field has autofocus

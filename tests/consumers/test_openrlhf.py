@@ -55,7 +55,7 @@ def script_parser(script: Path) -> argparse.ArgumentParser:
             break
         setup.append(statement)
     namespace = {"argparse": argparse, "datetime": datetime}
-    exec(compile(ast.Module(body=setup, type_ignores=[]), str(script), "exec"), namespace)  # noqa: S102
+    exec(compile(ast.Module(body=setup, type_ignores=[]), str(script), "exec"), namespace)
     return namespace["parser"]
 
 

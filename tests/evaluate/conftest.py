@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 
-def _server_suite():  # noqa: ANN202
+def _server_suite():
     """The server suite's fixtures module (a real ``preflab serve`` and a seeded database)."""
     path = Path(__file__).resolve().parents[1] / "server" / "conftest.py"
     spec = importlib.util.spec_from_file_location("_preflab_server_fixtures", path)

@@ -146,7 +146,7 @@ class Server:
 
     def start(self, timeout: float = 60) -> Server:
         env = {**os.environ, "PYTHONPATH": str(SRC), **self.env}
-        self.log = open(self.tmp / f"server-{self.port}-{time.time_ns()}.log", "w")  # noqa: SIM115
+        self.log = open(self.tmp / f"server-{self.port}-{time.time_ns()}.log", "w")
         self.proc = subprocess.Popen(
             [
                 sys.executable,

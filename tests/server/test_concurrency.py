@@ -36,7 +36,7 @@ class _Retrying(httpx.Client):
     """Retries a request after a dropped connection (keep-alive races): both calls are safe to
     repeat — ``next`` resumes the live lease, a submission carries its idempotency key."""
 
-    def post(self, *args, **kw):  # noqa: ANN002, ANN003, ANN201
+    def post(self, *args, **kw):
         for attempt in range(3):
             try:
                 return super().post(*args, **kw)

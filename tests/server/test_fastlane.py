@@ -303,7 +303,7 @@ def test_pairwise_values_match_the_pydantic_path(
             else None
         )
         tel_ok = True
-    except Exception:  # noqa: BLE001
+    except Exception:
         tel_ok = False
     try:
         tel_fast = telemetry_fast(telemetry)

@@ -404,7 +404,7 @@ def test_concurrent_wrong_passwords_are_evaluated_at_most_the_limit(db_url, monk
     add_password_user(db_url, "alice")
     checked = []
 
-    def slow_verify(stored, password):  # noqa: ANN001, ANN202 - a slow hash widens the race window
+    def slow_verify(stored, password):  # a slow hash widens the race window
         import time
 
         checked.append(password)
@@ -765,7 +765,7 @@ def chromium_page():
             context = browser.new_context()
             page = context.new_page()
 
-            def only_this_site(route) -> None:  # noqa: ANN001 - record and block every other host
+            def only_this_site(route) -> None:  # record and block every other host
                 if route.request.url.startswith(base):
                     route.continue_()
                 else:

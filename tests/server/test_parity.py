@@ -64,7 +64,7 @@ def _judgment(task: dict) -> dict:
     }
 
 
-def _shape(r) -> tuple:  # noqa: ANN001
+def _shape(r) -> tuple:
     """The outcome of a response without what differs between two raters (ids, times)."""
     body = r.json()
     detail = body.get("detail") if isinstance(body, dict) else None
@@ -82,7 +82,7 @@ def _shape(r) -> tuple:  # noqa: ANN001
     )
 
 
-def _script(c: TestClient, token: str, apply_state) -> list[tuple]:  # noqa: ANN001
+def _script(c: TestClient, token: str, apply_state) -> list[tuple]:
     h = {"Authorization": f"Bearer {token}"}
     for _ in range(2):
         task = c.post(NEXT, headers=h).json()["task"]
@@ -112,7 +112,7 @@ def test_lane_and_framework_agree(db_url, monkeypatch, policy, state):
                     )
                 )
 
-    def state_of(name: str):  # noqa: ANN202
+    def state_of(name: str):
         def apply() -> None:
             with engine.begin() as conn:
                 if policy == "required_domains":

@@ -22,10 +22,10 @@ def _locked() -> OperationalError:
 class _FailFirst:
     """Wrap a function so its first ``n`` calls raise a retryable database error."""
 
-    def __init__(self, fn, n: int, exc=_locked) -> None:  # noqa: ANN001
+    def __init__(self, fn, n: int, exc=_locked) -> None:
         self.fn, self.left, self.exc, self.calls = fn, n, exc, 0
 
-    def __call__(self, *a, **kw):  # noqa: ANN002, ANN003, ANN204
+    def __call__(self, *a, **kw):
         self.calls += 1
         if self.left > 0:
             self.left -= 1
@@ -33,7 +33,7 @@ class _FailFirst:
         return self.fn(*a, **kw)
 
 
-def _client(app, token: str):  # noqa: ANN001, ANN202
+def _client(app, token: str):
     from preflab.client import Client
 
     c = Client("http://testserver", token)
@@ -57,7 +57,7 @@ def test_db_error_kinds() -> None:
     assert db_error_kind(_locked()) == "database is locked"
 
 
-def test_503_and_client_retry(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_503_and_client_retry(tmp_path, monkeypatch) -> None:
     from preflab import client as client_mod
     from preflab.server import assign, judging
     from preflab.server.app import create_app

@@ -21,13 +21,13 @@ pytest.importorskip("trl")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import datasets  # noqa: E402
+import datasets
 
-from preflab.io.export import ExportOptions, export_project  # noqa: E402
-from preflab.io.formats import FORMATS, ConvertOptions  # noqa: E402
-from preflab.schema import JUDGMENT_KINDS, DemonstrationJudgment, StepsJudgment, UnaryJudgment  # noqa: E402
-from preflab.store import Base, make_engine, transaction  # noqa: E402
-from preflab.store.repo import add_item, add_judgment, create_project  # noqa: E402
+from preflab.io.export import ExportOptions, export_project
+from preflab.io.formats import FORMATS, ConvertOptions
+from preflab.schema import JUDGMENT_KINDS, DemonstrationJudgment, StepsJudgment, UnaryJudgment
+from preflab.store import Base, make_engine, transaction
+from preflab.store.repo import add_item, add_judgment, create_project
 
 pytestmark = pytest.mark.train
 

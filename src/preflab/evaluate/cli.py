@@ -36,7 +36,7 @@ def print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
 
 
-def engine_for(db: str | None):  # noqa: ANN201
+def engine_for(db: str | None):
     from ..store.db import default_url, open_db
 
     return open_db(db or default_url())

@@ -168,7 +168,7 @@ def read_outputs_by_model(
 def read_all_outputs(
     sources: list[tuple[str | None, Path]],
     mixed: list[Path] = (),
-    *,  # noqa: B006
+    *,
     first_answer: bool = False,
 ) -> list[ModelOutputs]:
     """Read every model's file (``sources``: one model each) and the files holding several models

@@ -375,7 +375,7 @@ def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
     ``(paths, options)`` from ``stdin``, writes its chunks to ``stdout``, then a ``done`` (or an
     ``error``) message."""
     gc.disable()
-    paths, options = pickle.loads(stdin.read())  # noqa: S301 -- written by our own parent process
+    paths, options = pickle.loads(stdin.read())  # written by our own parent process
     read = 0
 
     def progress(n: int) -> None:
@@ -392,7 +392,7 @@ def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
         _send(stdout, pickle.dumps(("done", read)))
     except BrokenPipeError:
         return  # the parent stopped listening: it failed already and reports why
-    except Exception as exc:  # noqa: BLE001 -- reported to the parent, which raises it
+    except Exception as exc:  # reported to the parent, which raises it
         _send(stdout, pickle.dumps(("error", f"{type(exc).__name__}: {exc}")))
 
 
@@ -411,7 +411,7 @@ def _worker_chunks(
     into it. Its chunks come over a pipe that holds about one of them, so it converts at most a
     chunk or two ahead of what this process has written and memory stays flat.
     """
-    worker = subprocess.Popen(  # noqa: S603 -- our own module, by the running interpreter
+    worker = subprocess.Popen(  # our own module, by the running interpreter
         [sys.executable, "-m", "preflab.io.convert_worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -439,7 +439,7 @@ def _worker_chunks(
                     f"the converting process stopped with exit code {code} before the end of "
                     "the files; nothing was imported (see its message above)"
                 )
-            tag, *body = pickle.loads(message)  # noqa: S301 -- from our own child process
+            tag, *body = pickle.loads(message)  # from our own child process
             if tag == "error":
                 raise WorkerFailed(f"converting the records failed: {body[0]}")
             if progress is not None and body[0]:
@@ -1143,7 +1143,7 @@ class _Loader:
         item_rows_: list[tuple[Any, ...]] = []
         candidate_rows: list[tuple[Any, ...]] = []
         project_pk, batch_pk = self.project_pk, self.batch_pk
-        J = w.json  # noqa: N806
+        J = w.json
         empty_list, empty_dict = J([]), J({})
         for pk, (key, item) in zip(pks, items.items(), strict=True):
             item_pks[key] = pk
@@ -1329,7 +1329,7 @@ def import_files(
     engine: Any,
     project_name: str,
     paths: Sequence[Path],
-    options: ImportOptions = ImportOptions(),  # noqa: B008 - a frozen-by-convention default
+    options: ImportOptions = ImportOptions(),  # a frozen-by-convention default
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Import ``paths`` into project ``project_name`` in one transaction; see the module doc."""
@@ -1405,7 +1405,7 @@ def _with_project_ai_labelers(options: ImportOptions, project: Project) -> Impor
 
 def validate_files(
     paths: Sequence[Path], options: ImportOptions = ImportOptions()
-) -> ValidationReport:  # noqa: B008
+) -> ValidationReport:
     """The record checks of :func:`import_files` without a database.
 
     Checks everything a file says about itself: reading, formats, types, unknown fields, item ids

@@ -81,7 +81,7 @@ def _sniff(path: Path, gz: bool) -> str:
 
 
 def _open_binary(path: Path, gz: bool) -> BinaryIO:
-    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller's context
+    raw = open(path, "rb")  # closed by the caller's context
     if gz:
         return io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=1 << 20)  # type: ignore[return-value]
     return raw
@@ -347,7 +347,7 @@ def _read_parquet(
     try:
         source: Any = path
         if gz:
-            tmp = tempfile.NamedTemporaryFile(suffix=".parquet", delete=False)  # noqa: SIM115
+            tmp = tempfile.NamedTemporaryFile(suffix=".parquet", delete=False)
             with gzip.open(path, "rb") as src:
                 shutil.copyfileobj(src, tmp, 1 << 20)
             tmp.close()

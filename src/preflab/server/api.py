@@ -57,7 +57,7 @@ class RubricIn(Rubric):
 
     @model_validator(mode="before")
     @classmethod
-    def _wire_rules(cls, data: Any) -> Any:  # noqa: ANN401
+    def _wire_rules(cls, data: Any) -> Any:
         check_wire(data, "Rubric")
         return data
 
@@ -182,7 +182,7 @@ class ExportIn(Strict):
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _db(request: Request):  # noqa: ANN202
+def _db(request: Request):
     return request.app.state.db
 
 
@@ -369,7 +369,7 @@ def claim_credential(
         return ok({"domain": row.domain, "verified": row.verified}, 201)
 
 
-def _credentials(s, user_pk: int) -> list[dict[str, Any]]:  # noqa: ANN001
+def _credentials(s, user_pk: int) -> list[dict[str, Any]]:
     rows = s.scalars(
         select(Credential).where(Credential.user_pk == user_pk).order_by(Credential.domain)
     )
@@ -797,7 +797,7 @@ def list_raters(request: Request, project: str, ctx: Ctx = guard("project.review
         return ok(_rater_figures(s, ctx))
 
 
-def _rater_figures(s, ctx: Ctx) -> list[dict[str, Any]]:  # noqa: ANN001
+def _rater_figures(s, ctx: Ctx) -> list[dict[str, Any]]:
     q = projects.settings_of(ctx.project.settings).policy.qualification
     rows = s.execute(
         select(RaterStatus, User.username)

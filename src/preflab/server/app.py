@@ -109,10 +109,10 @@ def _json(
 class BodyLimit:
     """Refuse request bodies over ``limit`` bytes with 413, declared or streamed (pure ASGI)."""
 
-    def __init__(self, app, limit: int) -> None:  # noqa: ANN001
+    def __init__(self, app, limit: int) -> None:
         self.app, self.limit = app, limit
 
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+    async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         too_big = _json(413, f"request body over {self.limit} bytes; send fewer items per request")
@@ -127,14 +127,14 @@ class BodyLimit:
         seen = 0
         state = {"answered": False, "started": False}
 
-        async def guarded_send(message):  # noqa: ANN001, ANN202
+        async def guarded_send(message):
             if state["answered"]:
                 return  # we already refused the request; drop the app's late answer
             if message["type"] == "http.response.start":
                 state["started"] = True
             await send(message)
 
-        async def limited_receive():  # noqa: ANN202
+        async def limited_receive():
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":

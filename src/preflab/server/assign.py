@@ -81,7 +81,7 @@ def lock_rater_status(
     )
 
 
-def live_lease_count(item_pk_col, now: datetime):  # noqa: ANN001, ANN201
+def live_lease_count(item_pk_col, now: datetime):
     return (
         select(func.count())
         .select_from(Assignment)
@@ -94,7 +94,7 @@ def live_lease_count(item_pk_col, now: datetime):  # noqa: ANN001, ANN201
     )
 
 
-def _domain_filter(domains: list[str], match: str):  # noqa: ANN202
+def _domain_filter(domains: list[str], match: str):
     has_any = exists().where(PoolDomain.item_pk == PoolEntry.item_pk)
     if match == "any":
         if not domains:
@@ -190,7 +190,7 @@ def task_payload(session: Session, project: ProjectRef, lease: Assignment) -> di
 
 def next_task(
     db, project: ProjectRef, user_pk: int, *, rng: random.Random | None = None
-) -> dict[str, Any]:  # noqa: ANN001
+) -> dict[str, Any]:
     """A task (a lease) for this rater, or ``{"task": None, "reason": ...}``."""
     rng = rng or random.Random()
     policy = settings_of(project.settings).policy
@@ -351,7 +351,7 @@ def _lease(
     return lease
 
 
-def release(db, project: ProjectRef, user_pk: int, lease_id: str) -> dict[str, Any]:  # noqa: ANN001
+def release(db, project: ProjectRef, user_pk: int, lease_id: str) -> dict[str, Any]:
     """The rater gives a task back; its item returns to the pool at once."""
     with db.writing() as session:
         lease = release_lease(session, project, user_pk, lease_id)
@@ -487,7 +487,7 @@ _RECOUNT = (
 )
 
 
-def _build_pick(role: str, match: str, retry: bool):  # noqa: ANN202
+def _build_pick(role: str, match: str, retry: bool):
     """The candidate query for one role: eligibility, counts and order in a single statement.
 
     * ``NOT EXISTS`` a lease of this rater on the item: never the same item twice (any status);
@@ -542,7 +542,7 @@ _PICKS = {
 _VIEWS: dict[tuple[int, str], tuple[dict[str, Any], list[str]]] = {}
 
 
-def _item_view(conn, item_pk: int) -> tuple[dict[str, Any], list[str]]:  # noqa: ANN001
+def _item_view(conn, item_pk: int) -> tuple[dict[str, Any], list[str]]:
     rows = conn.execute(_ITEM_VIEW, {"item_pk": item_pk}).all()
     key = (item_pk, rows[0].content_hash)
     hit = _VIEWS.get(key)
@@ -603,7 +603,7 @@ def _payload(
     }
 
 
-def _pick_fast(conn, params: dict[str, Any], role: str, policy: Policy, is_pg: bool) -> Any:  # noqa: ANN001, ANN401
+def _pick_fast(conn, params: dict[str, Any], role: str, policy: Policy, is_pg: bool) -> Any:
     if not is_pg:
         # SQLite: BEGIN IMMEDIATE holds the write lock for the whole transaction, so the counts
         # in the candidate query are current; the first eligible row is the answer.
@@ -635,9 +635,9 @@ def next_task_fast(
     project: ProjectRef,
     user_pk: int,
     *,
-    rng: random.Random | None = None,  # noqa: ANN001
+    rng: random.Random | None = None,
     lane=None,
-) -> dict[str, Any]:  # noqa: ANN001
+) -> dict[str, Any]:
     """:func:`next_task` for the common case (a qualified rater); anything else goes there.
 
     ``lane``: called by :mod:`preflab.server.fastlane` inside its own SQLite transaction; the
@@ -677,7 +677,7 @@ def _lease_fast(
     project: ProjectRef,
     user_pk: int,
     policy: Policy,
-    params: dict[str, Any],  # noqa: ANN001
+    params: dict[str, Any],
     rng: random.Random,
     is_pg: bool,
 ) -> dict[str, Any] | None:

@@ -209,7 +209,7 @@ def _address_key(ip: str) -> str:
     return sha256(f"addr|{ip}")
 
 
-def login(db, username: str, password: str, ip: str, limit: LoginLimit, gate: PasswordGate) -> User:  # noqa: ANN001
+def login(db, username: str, password: str, ip: str, limit: LoginLimit, gate: PasswordGate) -> User:
     """The user for valid credentials, or ``BadCredentials`` / ``RateLimited``.
 
     Atomic across threads, workers and hosts: an attempt is first *recorded* (one row per

@@ -22,7 +22,7 @@ from ..store import default_url
 user_app = typer.Typer(help="Accounts of the collection server.", no_args_is_help=True)
 
 
-def _db(db: str | None):  # noqa: ANN202
+def _db(db: str | None):
     from .database import Database, init_schema
 
     url = db or default_url()

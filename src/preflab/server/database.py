@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..store import make_engine, normalise_url
 
 
-def _autocommit_driver(dbapi_connection, _record) -> None:  # noqa: ANN001
+def _autocommit_driver(dbapi_connection, _record) -> None:
     # pysqlite's own transaction handling would BEGIN lazily (DEFERRED); we emit BEGIN ourselves.
     dbapi_connection.isolation_level = None
 

@@ -94,7 +94,7 @@ class _Sql:
 
     __slots__ = ("defaults", "names", "sql")
 
-    def __init__(self, stmt, dialect) -> None:  # noqa: ANN001
+    def __init__(self, stmt, dialect) -> None:
         compiled = stmt.compile(dialect=dialect)
         self.sql = compiled.string
         self.names = tuple(compiled.positiontup)
@@ -115,7 +115,7 @@ _U, _T, _PJ, _M, _RS, _A = (
 )
 
 
-def _auth_stmt(with_live: bool, lock: bool):  # noqa: ANN202
+def _auth_stmt(with_live: bool, lock: bool):
     """The guard's token check (permissions._BY_TOKEN), the project, the caller's role in it
     (permissions._PROJECT) and the rater's status, in one statement.
 
@@ -176,8 +176,8 @@ def _auth_stmt(with_live: bool, lock: bool):  # noqa: ANN202
 class _Statements:
     """Every statement of the lane, compiled once for one executor's dialect."""
 
-    def __init__(self, ex) -> None:  # noqa: ANN001
-        def c(stmt) -> _Sql:  # noqa: ANN001
+    def __init__(self, ex) -> None:
+        def c(stmt) -> _Sql:
             return _Sql(stmt, ex.dialect)
 
         pg, m = ex.is_pg, ex.mark
@@ -376,7 +376,7 @@ def _insert_judgment(
     ex,
     project_pk: int,
     item_pk: int,
-    rater_pk: int,  # noqa: ANN001
+    rater_pk: int,
     values: dict[str, Any],
     now: datetime,
 ) -> tuple[str, list[Any]]:
@@ -446,7 +446,7 @@ def _project(
     title: str,
     kinds: Any,
     settings: Any,
-    rubric_key: str | None,  # noqa: ANN001, ANN401
+    rubric_key: str | None,
     rubric_version: int | None,
 ) -> ProjectRef:
     """The guard's ``ProjectRef``, memoised on the row's content (read in the same query)."""
@@ -533,7 +533,7 @@ class Lane:
         cur,
         now: datetime,
         status: str | None,
-        live_pk: int | None,  # noqa: ANN001
+        live_pk: int | None,
         after_commit: list,
     ) -> None:
         self.ex, self.sql, self.cur, self.now, self.now_s = (
@@ -799,7 +799,7 @@ class _Shared:
         self.enabled: bool | None = None
         self.ex = None
 
-    def executor(self):  # noqa: ANN201
+    def executor(self):
         if self.enabled is None:
             db = self.get_db()
             self.enabled = ENABLED and (
@@ -821,7 +821,7 @@ class _Shared:
             self._slots = anyio.Semaphore(self.ex.pool_size)
         return self._slots
 
-    def _sqlite(self, db) -> SqliteExecutor:  # noqa: ANN001
+    def _sqlite(self, db) -> SqliteExecutor:
         path = db.engine.url.database
         conn = _connect(path)  # busy_timeout 0: never wait on the event loop, hand on
         conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -835,7 +835,7 @@ class _Shared:
 _STATEMENTS: dict[bool, _Statements] = {}
 
 
-def _statements(ex) -> _Statements:  # noqa: ANN001
+def _statements(ex) -> _Statements:
     """The lane's statements for this executor's backend, compiled on first use."""
     found = _STATEMENTS.get(ex.is_pg)
     if found is None:
@@ -935,7 +935,7 @@ class LaneEndpoint:
         )
         await send({"type": "http.response.body", "body": body})
 
-    def _run(self, token_hash: str, project_name: str, submit) -> dict[str, Any]:  # noqa: ANN001
+    def _run(self, token_hash: str, project_name: str, submit) -> dict[str, Any]:
         shared = self.shared
         ex = shared.ex
         try:
@@ -972,7 +972,7 @@ class LaneEndpoint:
         cur,
         token_hash: str,
         project_name: str,
-        submit,  # noqa: ANN001
+        submit,
         after_commit: list,
     ) -> dict[str, Any]:
         db = self.shared.db

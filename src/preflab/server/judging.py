@@ -76,7 +76,7 @@ def build_judgment(
     telemetry: dict[str, Any] | None,
     item_key: str | None = None,
     candidate_keys: list[str] | None = None,
-):  # noqa: ANN201
+):
     """Validate a submitted judgment body into its schema class (422 field-by-field).
 
     ``project`` needs ``kinds``, ``rubric_key``, ``rubric_version`` and ``settings`` (a
@@ -228,7 +228,7 @@ def _result(
 
 
 def submit_reference(
-    db,  # noqa: ANN001
+    db,
     project_ref: ProjectRef,
     user_pk: int,
     username: str,
@@ -262,7 +262,7 @@ def _submit_reference(
     project_ref: ProjectRef,
     policy: Policy,
     user_pk: int,
-    username: str,  # noqa: ANN001
+    username: str,
     assignment_id: str,
     judgment: dict[str, Any],
     idempotency_key: str | None,
@@ -442,7 +442,7 @@ class _Fallback(Exception):
 
 
 def submit(
-    db,  # noqa: ANN001
+    db,
     project_ref: ProjectRef,
     user_pk: int,
     username: str,
@@ -474,12 +474,12 @@ def _submit_fast(
     user_pk: int,
     username: str,
     *,
-    assignment_id: str,  # noqa: ANN001
+    assignment_id: str,
     judgment: dict[str, Any],
     idempotency_key: str | None,
     telemetry: dict[str, Any] | None,
     lane=None,
-) -> dict[str, Any]:  # noqa: ANN001
+) -> dict[str, Any]:
     if lane is not None:  # preflab.server.fastlane: the same on its own SQLite transaction
         from .fastlane import submit_in_lane
 
@@ -559,7 +559,7 @@ def _submit_fast(
     return out
 
 
-def after_submit(db, pool_role: str, judgment_pk: int) -> None:  # noqa: ANN001
+def after_submit(db, pool_role: str, judgment_pk: int) -> None:
     """Every submit path calls this after its commit: production gold goes to the scorer."""
     if pool_role == "gold":
         defer_gold_scoring(db, judgment_pk)
@@ -626,12 +626,12 @@ def _score(
     policy: Policy,
     status: RaterStatus,
     user_pk: int,
-    item_row: ItemRow,  # noqa: ANN001
+    item_row: ItemRow,
     row: JudgmentRow,
     parsed,
     role: str,
     now,
-) -> None:  # noqa: ANN001
+) -> None:
     correct = score_gold(parsed, item_row.item_key, item_row.gold)
     if correct is None:
         return
@@ -691,7 +691,7 @@ def _score(
 
 def suspend(
     session: Session, project: Project, user_pk: int, status: RaterStatus, evidence: dict, now
-) -> int:  # noqa: ANN001
+) -> int:
     """Suspend a rater: keep the evidence, exclude their labels (with the reason), free their leases."""
     reason = (
         f"gold accuracy drift: {evidence['correct']}/{evidence['n']} correct in the last "
@@ -755,7 +755,7 @@ _RNG = random.SystemRandom()
 log = logging.getLogger(__name__)
 
 
-def score_production_gold(db, judgment_pk: int) -> bool:  # noqa: ANN001
+def score_production_gold(db, judgment_pk: int) -> bool:
     """Score one production gold judgment (idempotent); whether an outcome was recorded."""
     with db.writing() as session:
         row = session.get(JudgmentRow, judgment_pk)
@@ -788,7 +788,7 @@ def score_production_gold(db, judgment_pk: int) -> bool:  # noqa: ANN001
         return True
 
 
-def unscored_gold(db) -> list[int]:  # noqa: ANN001
+def unscored_gold(db) -> list[int]:
     """Production gold judgments with no outcome yet (left by a crash or another process)."""
     with db.reading() as session:
         return list(
@@ -810,7 +810,7 @@ def unscored_gold(db) -> list[int]:  # noqa: ANN001
 class GoldScorer(threading.Thread):
     """One per database per process: scores what the submit paths hand it, and sweeps."""
 
-    def __init__(self, db) -> None:  # noqa: ANN001
+    def __init__(self, db) -> None:
         super().__init__(name="preflab-gold-scorer", daemon=True)
         self.db, self.jobs = db, queue.Queue()
 
@@ -847,7 +847,7 @@ class GoldScorer(threading.Thread):
             try:
                 score_production_gold(self.db, judgment_pk)
                 return
-            except Exception:  # noqa: BLE001 - busy database and the like: the sweep retries later
+            except Exception:  # busy database and the like: the sweep retries later
                 if attempt == 2:
                     log.exception(
                         "gold scoring of judgment %s failed; the next sweep retries", judgment_pk
@@ -858,7 +858,7 @@ class GoldScorer(threading.Thread):
         try:
             for judgment_pk in unscored_gold(self.db):
                 self._score(judgment_pk)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("gold scoring sweep failed; retrying in %s s", SWEEP_EVERY_S)
 
 
@@ -866,7 +866,7 @@ _SCORERS: dict[int, GoldScorer] = {}
 _SCORERS_LOCK = threading.Lock()
 
 
-def start_gold_scorer(db) -> GoldScorer:  # noqa: ANN001
+def start_gold_scorer(db) -> GoldScorer:
     """The database's scorer in this process (started on first use; sweeps at once)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.get(id(db))
@@ -876,11 +876,11 @@ def start_gold_scorer(db) -> GoldScorer:  # noqa: ANN001
         return scorer
 
 
-def defer_gold_scoring(db, judgment_pk: int) -> None:  # noqa: ANN001
+def defer_gold_scoring(db, judgment_pk: int) -> None:
     start_gold_scorer(db).jobs.put(judgment_pk)
 
 
-def stop_gold_scorer(db, timeout: float = 10.0) -> None:  # noqa: ANN001
+def stop_gold_scorer(db, timeout: float = 10.0) -> None:
     """Score what is queued, then stop (the app's shutdown, before the engines close)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.pop(id(db), None)
@@ -889,7 +889,7 @@ def stop_gold_scorer(db, timeout: float = 10.0) -> None:  # noqa: ANN001
         scorer.join(timeout)
 
 
-def wait_for_gold_scoring(db) -> None:  # noqa: ANN001
+def wait_for_gold_scoring(db) -> None:
     """Block until every judgment handed to the scorer so far is scored (tests, shutdown)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.get(id(db))
@@ -946,7 +946,7 @@ def revise(
     user_pk: int,
     username: str,
     judgment_pk: int,
-    data: dict[str, Any],  # noqa: ANN001
+    data: dict[str, Any],
     *,
     idempotency_key: str | None = None,
     telemetry: dict[str, Any] | None = None,

@@ -126,7 +126,7 @@ _PROJECT = (
 )
 
 
-def _authenticate(request: Request, conn) -> Actor | None:  # noqa: ANN001
+def _authenticate(request: Request, conn) -> Actor | None:
     now = utcnow()
     auth = request.headers.get("authorization")
     if auth:
@@ -155,7 +155,7 @@ def _authenticate(request: Request, conn) -> Actor | None:  # noqa: ANN001
     return None
 
 
-def _load_project(conn, name: str, user_pk: int) -> tuple[ProjectRef | None, str | None]:  # noqa: ANN001
+def _load_project(conn, name: str, user_pk: int) -> tuple[ProjectRef | None, str | None]:
     p = conn.execute(_PROJECT, {"name": name, "user_pk": user_pk}).first()
     if p is None:
         return None, None
@@ -185,7 +185,7 @@ def allowed(action: str, *, is_admin: bool, role: str | None) -> bool:
     return is_admin or role in rule
 
 
-def guard(action: str):  # noqa: ANN201
+def guard(action: str):
     """The dependency every route uses: authenticate, load the project, check the rule."""
     if action not in RULES:
         raise ValueError(f"unknown action {action!r}; add it to permissions.RULES")
@@ -228,7 +228,7 @@ def guard(action: str):  # noqa: ANN201
     return Depends(dependency)
 
 
-def iter_api_routes(routes):  # noqa: ANN001, ANN201
+def iter_api_routes(routes):
     """Every APIRoute of an app, also inside included routers (FastAPI >= 0.1xx wraps them)."""
     from fastapi.routing import APIRoute
 
@@ -240,7 +240,7 @@ def iter_api_routes(routes):  # noqa: ANN001, ANN201
             yield from iter_api_routes(inner.routes)
 
 
-def route_action(route) -> str | None:  # noqa: ANN001
+def route_action(route) -> str | None:
     actions = [getattr(d.call, "preflab_action", None) for d in route.dependant.dependencies]
     actions = [a for a in actions if a]
     return actions[0] if len(actions) == 1 else None

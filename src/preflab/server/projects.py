@@ -22,7 +22,7 @@ from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
 from .policy import Policy, Settings, settings_of
 
 
-def insert_ignore(session: Session, table, rows: list[dict[str, Any]], index: list[str]) -> None:  # noqa: ANN001
+def insert_ignore(session: Session, table, rows: list[dict[str, Any]], index: list[str]) -> None:
     """INSERT ... ON CONFLICT DO NOTHING on both SQLite and PostgreSQL (idempotent, race-safe)."""
     if not rows:
         return
@@ -223,7 +223,7 @@ def retarget_pool(session: Session, project: Project, policy: Policy) -> None:
 # -- importer / exporter adapters ----------------------------------------------------------------
 
 
-def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: ANN001
+def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
     """Import items through :func:`preflab.io.importer.import_files` when available (all or
     nothing, idempotent); otherwise validate and insert them in one transaction."""
     validated = [Item.model_validate(d) for d in items]  # ValidationError -> 422 upstream
@@ -319,7 +319,7 @@ def export_project(
     project_name: str,
     fmt: str,
     out_dir: Path,
-    aggregation: str = "majority",  # noqa: ANN001
+    aggregation: str = "majority",
     **options: Any,
 ) -> tuple[int | None, dict[str, Any]]:
     """Run :func:`preflab.io.export.export_project` (it writes the files, the manifest and the

@@ -23,17 +23,17 @@ HSTS = (b"strict-transport-security", b"max-age=31536000; includeSubDomains")
 class TransportSecurity:
     """``Secure`` cookies and HSTS over HTTPS (pure ASGI)."""
 
-    def __init__(self, app, *, secure_cookies: bool = False) -> None:  # noqa: ANN001
+    def __init__(self, app, *, secure_cookies: bool = False) -> None:
         self.app, self.secure_cookies = app, secure_cookies
 
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+    async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         https = scope.get("scheme") == "https"
         if not (https or self.secure_cookies):
             return await self.app(scope, receive, send)
 
-        async def send_secure(message) -> None:  # noqa: ANN001
+        async def send_secure(message) -> None:
             if message["type"] == "http.response.start":
                 headers = [
                     (k, _secure_cookie(v) if k.lower() == b"set-cookie" else v)
@@ -85,15 +85,15 @@ class _HeaderDeadline:
             self.transport.close()
 
 
-def _protocol_class():  # noqa: ANN202
+def _protocol_class():
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:  # pragma: no cover - httptools is optional in uvicorn
-        HttpToolsProtocol = None  # noqa: N806
+        HttpToolsProtocol = None
     if HttpToolsProtocol is not None:
 
         class HeaderDeadlineProtocol(_HeaderDeadline, HttpToolsProtocol):
-            def connection_made(self, transport) -> None:  # noqa: ANN001
+            def connection_made(self, transport) -> None:
                 super().connection_made(transport)
                 self._arm()
 
@@ -105,7 +105,7 @@ def _protocol_class():  # noqa: ANN202
                 self._disarm()
                 super().on_headers_complete()
 
-            def connection_lost(self, exc) -> None:  # noqa: ANN001
+            def connection_lost(self, exc) -> None:
                 self._disarm()
                 super().connection_lost(exc)
 
@@ -114,7 +114,7 @@ def _protocol_class():  # noqa: ANN202
     from uvicorn.protocols.http.h11_impl import H11Protocol  # pragma: no cover
 
     class HeaderDeadlineH11Protocol(_HeaderDeadline, H11Protocol):  # pragma: no cover
-        def connection_made(self, transport) -> None:  # noqa: ANN001
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._arm()
 
@@ -128,7 +128,7 @@ def _protocol_class():  # noqa: ANN202
             if self.cycle is not None and not self.cycle.response_complete:
                 self._disarm()
 
-        def connection_lost(self, exc) -> None:  # noqa: ANN001
+        def connection_lost(self, exc) -> None:
             self._disarm()
             super().connection_lost(exc)
 

@@ -289,7 +289,7 @@ def adjudicate(
     project: ProjectRef,
     reviewer_pk: int,
     reviewer: str,
-    item_key: str,  # noqa: ANN001
+    item_key: str,
     judgment: dict[str, Any],
     note: str,
     idempotency_key: str | None = None,
@@ -461,7 +461,7 @@ def no_items_detail(session: Session, project: ProjectRef, user_pk: int) -> str 
 
 def skip_task(
     db, project: ProjectRef, user_pk: int, lease_id: str, reason: str, note: str
-) -> dict[str, Any]:  # noqa: ANN001
+) -> dict[str, Any]:
     """The rater gives the task back with a reason: the lease is released (the item goes to
     another rater; never again to this one) and the reason recorded, in one transaction."""
     if reason not in SKIP_REASONS:
@@ -557,7 +557,7 @@ def review_demonstration(
     project: ProjectRef,
     reviewer: str,
     judgment_pk: int,
-    decision: str,  # noqa: ANN001
+    decision: str,
     note: str,
 ) -> dict[str, Any]:
     """:func:`decide_demonstration` in one write transaction of the server's database."""
@@ -675,7 +675,7 @@ def _validate_lines(name: str, raw: bytes) -> tuple[list[dict[str, Any]], list[d
     return items, problems
 
 
-def import_file(db, project_name: str, filename: str, raw: bytes) -> dict[str, Any]:  # noqa: ANN001
+def import_file(db, project_name: str, filename: str, raw: bytes) -> dict[str, Any]:
     """Import one uploaded file, all or nothing. ``{"ok": False, "problems": [...]}`` lists every
     bad line as ``file:line: field: reason``; nothing is imported then."""
     name = Path(filename or "upload.jsonl").name or "upload.jsonl"

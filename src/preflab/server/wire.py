@@ -29,7 +29,7 @@ INT_MESSAGE = f"integer out of range: at most {MAX_INT} in magnitude"
 FLOAT_MESSAGE = "must be a finite number"
 
 
-def wire_problems(value: Any, loc: tuple = ()) -> list[tuple[tuple, str, str]]:  # noqa: ANN401
+def wire_problems(value: Any, loc: tuple = ()) -> list[tuple[tuple, str, str]]:
     """``(location, error type, message)`` for each value that breaks a wire rule."""
     out: list[tuple[tuple, str, str]] = []
     if isinstance(value, str):
@@ -74,7 +74,7 @@ def jsonl_problems(raw: bytes) -> list[tuple[int, str, str]]:
     return out
 
 
-def check_wire(value: Any, title: str) -> None:  # noqa: ANN401
+def check_wire(value: Any, title: str) -> None:
     """Raise a pydantic ``ValidationError`` (422 field by field) for every wire problem."""
     problems = wire_problems(value)
     if problems:
@@ -94,7 +94,7 @@ class WireModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _wire_rules(cls, data: Any) -> Any:  # noqa: ANN401
+    def _wire_rules(cls, data: Any) -> Any:
         check_wire(data, cls.__name__)
         return data
 
@@ -111,10 +111,10 @@ def _json_error(loc: list, message: str) -> bytes:
 class RejectNulInUrl:
     """422 for a NUL anywhere in the path or a query parameter, before any route runs (pure ASGI)."""
 
-    def __init__(self, app) -> None:  # noqa: ANN001
+    def __init__(self, app) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+    async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
             loc = None
             if "\x00" in scope.get("path", ""):

@@ -1,6 +1,6 @@
 """Persistence: SQLAlchemy models, Alembic migrations, engines and sessions."""
 
-from . import server_models  # noqa: F401  (registers the server tables on Base.metadata)
+from . import server_models  # registers the server tables on Base.metadata
 from .db import (
     current_revision,
     default_url,

@@ -61,7 +61,7 @@ def _progress() -> Progress:
     )
 
 
-def _load_source(source: str, out_dir: Path, db: str | None):  # noqa: ANN202
+def _load_source(source: str, out_dir: Path, db: str | None):
     from .data import PairDataError, export_project_pairs, read_export
 
     path = Path(source)

@@ -174,6 +174,6 @@ def from_validation_error(exc: ValidationError, prefix: str = "") -> RecordError
 JUDGMENT_TAGS = {"pairwise", "ranking", "rubric", "unary", "steps", "demonstration"}
 
 # Registration order is detection order: specific shapes before generic ones.
-from . import evaluation as _evaluation  # noqa: E402,F401
-from . import generic as _generic  # noqa: E402,F401
-from . import shared_datasets as _shared_datasets  # noqa: E402,F401
+from . import evaluation as _evaluation  # noqa: E402
+from . import generic as _generic  # noqa: E402
+from . import shared_datasets as _shared_datasets  # noqa: E402

@@ -101,7 +101,7 @@ def _domains(record: dict[str, Any]) -> list[str]:
 
 def rollout_fields(
     record: dict[str, Any], options: ConvertOptions = ConvertOptions()
-) -> RolloutFields:  # noqa: B008
+) -> RolloutFields:
     """Check one ``rollouts.jsonl`` record; a :class:`RecordError` names the bad field."""
     extra = check_unknown(record, ROLLOUT_KEYS, options)
     reward = record.get("reward")

@@ -22,21 +22,21 @@ class TracingCursor:
 
     __slots__ = ("_cur", "_trace")
 
-    def __init__(self, cur: Any, trace: Callable[[str], None]) -> None:  # noqa: ANN401
+    def __init__(self, cur: Any, trace: Callable[[str], None]) -> None:
         self._cur, self._trace = cur, trace
 
-    def execute(self, sql: str, args: Any = None) -> TracingCursor:  # noqa: ANN401
+    def execute(self, sql: str, args: Any = None) -> TracingCursor:
         self._trace(sql)
         self._cur.execute(sql, args)
         return self
 
-    def fetchone(self) -> Any:  # noqa: ANN401
+    def fetchone(self) -> Any:
         return self._cur.fetchone()
 
     def fetchall(self) -> list[Any]:
         return self._cur.fetchall()
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         return iter(self._cur.fetchall())
 
     @property

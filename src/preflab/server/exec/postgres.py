@@ -38,7 +38,7 @@ POOL_SIZE = 8
 OPTIONS = f"-c plan_cache_mode=force_generic_plan -c lock_timeout={LOCK_TIMEOUT_MS}"
 
 
-def conninfo(sqlalchemy_url) -> str:  # noqa: ANN001
+def conninfo(sqlalchemy_url) -> str:
     """The libpq connection string of a SQLAlchemy URL (``postgresql+psycopg://...``)."""
     return sqlalchemy_url.set(drivername="postgresql").render_as_string(hide_password=False)
 
@@ -49,7 +49,7 @@ class PgExecutor:
     mark = "%s"
     errors = (psycopg.Error,)
 
-    def __init__(self, url, pool_size: int = POOL_SIZE) -> None:  # noqa: ANN001
+    def __init__(self, url, pool_size: int = POOL_SIZE) -> None:
         self.info, self.pool_size = conninfo(url), pool_size
         self.idle: queue.LifoQueue[psycopg.Connection] = queue.LifoQueue()
         self.free = queue.Queue()  # one token per connection not yet opened
@@ -83,11 +83,11 @@ class PgExecutor:
         return value
 
     @staticmethod
-    def json(value: Any) -> Jsonb:  # noqa: ANN401
+    def json(value: Any) -> Jsonb:
         return Jsonb(value)
 
     @staticmethod
-    def load_json(value: Any) -> Any:  # noqa: ANN401
+    def load_json(value: Any) -> Any:
         return value
 
     @staticmethod

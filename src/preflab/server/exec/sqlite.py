@@ -21,7 +21,7 @@ DIALECT = sqlite_dialect.dialect(paramstyle="qmark")
 _DT = ItemRow.__table__.c.created_at.type.dialect_impl(DIALECT).bind_processor(DIALECT)
 
 
-def _dumps(value: Any) -> str:  # noqa: ANN401
+def _dumps(value: Any) -> str:
     """JSON columns as the engine writes them (``preflab.store.db``: orjson, non-str keys)."""
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
@@ -32,7 +32,7 @@ class SqliteExecutor:
     mark = "?"
     errors = (sqlite3.Error,)
 
-    def __init__(self, conn: sqlite3.Connection, lock) -> None:  # noqa: ANN001
+    def __init__(self, conn: sqlite3.Connection, lock) -> None:
         self.conn, self.lock = conn, lock
 
     # -- values as SQLAlchemy's SQLite types bind and return them ----------------------------
@@ -41,11 +41,11 @@ class SqliteExecutor:
         return _DT(value)
 
     @staticmethod
-    def json(value: Any) -> str:  # noqa: ANN401
+    def json(value: Any) -> str:
         return _dumps(value)
 
     @staticmethod
-    def load_json(value: str | None) -> Any:  # noqa: ANN401
+    def load_json(value: str | None) -> Any:
         return orjson.loads(value) if value is not None else None
 
     @staticmethod

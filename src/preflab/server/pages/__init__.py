@@ -42,15 +42,15 @@ DOCS_PATH = "/api/v1/docs"
 class SecurityHeaders:
     """Pure ASGI middleware adding CSP and friends to every response."""
 
-    def __init__(self, app) -> None:  # noqa: ANN001
+    def __init__(self, app) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
+    async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         csp = DOCS_CSP if scope.get("path", "").startswith(DOCS_PATH) else CSP
 
-        async def send_with_headers(message) -> None:  # noqa: ANN001
+        async def send_with_headers(message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 names = {k.lower() for k, _ in headers}

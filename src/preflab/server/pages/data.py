@@ -338,7 +338,7 @@ def _quality_panels(
                     "chart": _svg_bars(coarse, hi=max([1, *(v for _, v in coarse)])),
                     "curve": plots.length_bias_curve(chosen, rejected, lb.get("logistic")),
                 }
-    except Exception as exc:  # noqa: BLE001 - a panel failing must not take the dashboard down
+    except Exception as exc:  # a panel failing must not take the dashboard down
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out
 

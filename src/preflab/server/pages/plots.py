@@ -21,7 +21,7 @@ def _ok(v: Any) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
-def _scale(lo: float, hi: float, a: float, b: float):  # noqa: ANN202
+def _scale(lo: float, hi: float, a: float, b: float):
     span = (hi - lo) or 1.0
     return lambda v: round(a + (v - lo) / span * (b - a), 1)
 

@@ -57,7 +57,7 @@ def _highlight(code: str, lang: str, _attrs: str) -> str:
     return f'<pre class="code"><code class="language-{cls}">{body}</code></pre>\n'
 
 
-def _link_open(self, tokens, idx, options, env) -> str:  # noqa: ANN001
+def _link_open(self, tokens, idx, options, env) -> str:
     token = tokens[idx]
     href = safe_url(token.attrGet("href"))
     if href is None:
@@ -74,13 +74,13 @@ def _link_open(self, tokens, idx, options, env) -> str:  # noqa: ANN001
     return self.renderToken(tokens, idx, options, env)
 
 
-def _link_close(self, tokens, idx, options, env) -> str:  # noqa: ANN001
+def _link_close(self, tokens, idx, options, env) -> str:
     stack = env.get("_closing") or ["a"]
     tag = stack.pop() if stack else "a"
     return f"</{tag}>"
 
 
-def _image(self, tokens, idx, options, env) -> str:  # noqa: ANN001
+def _image(self, tokens, idx, options, env) -> str:
     token = tokens[idx]
     alt = self.renderInlineAsText(token.children or [], options, env) or "image"
     href = safe_url(token.attrGet("src"))

@@ -148,13 +148,13 @@ def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
     )
 
 
-def call(handler, request: Request, ctx: Ctx, **kw: Any) -> Any:  # noqa: ANN001
+def call(handler, request: Request, ctx: Ctx, **kw: Any) -> Any:
     """Run a REST handler with the page's context and return its JSON body (one code path)."""
     resp = handler(request, ctx=ctx, **kw)
     return orjson.loads(resp.body) if resp.status_code < 400 else None
 
 
-def _db(request: Request):  # noqa: ANN202
+def _db(request: Request):
     return request.app.state.db
 
 
@@ -171,13 +171,13 @@ def _local(target: str | None) -> str:
 @router.get("/login")
 def login_page(
     request: Request,
-    next: str | None = Query(default=None, max_length=2000),  # noqa: A002
+    next: str | None = Query(default=None, max_length=2000),
     ctx: Ctx = guard("public"),
 ) -> Response:
     with _db(request).reading() as s:
         try:
             actor = _authenticate(request, s) if request.cookies.get(SESSION_COOKIE) else None
-        except Exception:  # noqa: BLE001 - an expired cookie: log in again
+        except Exception:  # an expired cookie: log in again
             actor = None
     if actor is not None:
         return RedirectResponse(_local(next), status_code=303)
@@ -569,7 +569,7 @@ def leaderboard_page(
         ctx,
         project=call(api.get_project, request, ctx, project=project),
         report=report,
-        svg=Markup(ev.leaderboard_svg(report["ratings"])),  # noqa: S704 - escaped inside
+        svg=Markup(ev.leaderboard_svg(report["ratings"])),  # escaped inside
         rating_header=ev.RATING_HEADER,
         rating_table=ev.rating_rows(report["ratings"]),
         pair_header=ev.PAIR_HEADER,
