@@ -6,8 +6,9 @@ Exit status: 0 success, 1 failure, 2 bad input (e.g. an import with invalid line
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import orjson
 import typer
@@ -24,6 +25,9 @@ from rich.table import Column, Table
 from . import __version__
 from .logs import configure_logging
 from .settings import LOG_LEVELS, Settings, effective_settings, get_settings
+
+if TYPE_CHECKING:
+    from .schema import JudgmentBase
 
 app = typer.Typer(
     name="preflab",
@@ -704,6 +708,7 @@ def quality_report(
 
     if not Path(source).is_file():  # a project name: the database must exist and open
         engine_for(db).dispose()
+    batches: dict[str, Any] | Callable[[JudgmentBase], str]
     try:
         judgments, items, batches = load_for_report(source, db)
     except (LookupError, ValueError, OSError) as exc:

@@ -209,7 +209,7 @@ def arena_ratings(
         else None
     )
     tail = (1 - confidence) / 2
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, m in enumerate(models):
         ci = None
         if boot is not None and len(boot):

@@ -13,7 +13,7 @@ first answer in file order is used and the others are counted (``extra_answers``
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,7 +167,7 @@ def read_outputs_by_model(
 
 def read_all_outputs(
     sources: list[tuple[str | None, Path]],
-    mixed: list[Path] = (),
+    mixed: Sequence[Path] = (),
     *,
     first_answer: bool = False,
 ) -> list[ModelOutputs]:

@@ -74,9 +74,8 @@ def _verdicts_of(
         skipped["items not comparing two models"] += 1
         return []
     prompt = item.model_dump(mode="json")["prompt"]
-    evaluation = (
-        item.metadata.get("evaluation") if isinstance(item.metadata.get("evaluation"), dict) else {}
-    )
+    stated = item.metadata.get("evaluation")
+    evaluation: dict[str, Any] = stated if isinstance(stated, dict) else {}
     topics = tuple(sorted(set(item.domains) | set(evaluation.get("domains") or ())))
     out = []
     for _, j in effective_judgments(judgments, order):
@@ -158,21 +157,21 @@ def rm_agreement(verdicts: list[Verdict], scores: dict[tuple[str, str], float]) 
     Wilson interval. ``rm_preferred_score``: over every scored battle, the people's score of the
     reward model's choice (win 1, tie 0.5, loss 0). Battles with an unscored answer are counted.
     """
-    counts = Counter()
+    counts: Counter[str] = Counter()
     agree = decided = 0
     score = 0.0
     for v in verdicts:
         key = prompt_key(v.prompt)
-        r = [scores.get((key, answer_key(a))) for a in v.answers]
-        if None in r:
+        first, second = (scores.get((key, answer_key(a))) for a in v.answers)
+        if first is None or second is None:
             counts["unscored"] += 1
             continue
         counts["scored"] += 1
-        if r[0] == r[1]:
+        if first == second:
             counts["rm_ties"] += 1
             score += 0.5
             continue
-        rm_pick = "model_a" if r[0] > r[1] else "model_b"
+        rm_pick = "model_a" if first > second else "model_b"
         if v.winner == "tie":
             counts["human_ties"] += 1
             score += 0.5

@@ -544,7 +544,7 @@ class _Writer:
                 rows = converted
             columns, rows = _without_null_columns(columns, rows)  # the statement names the rest
             sql, _ = self._prepare(table, columns, constants)
-            self.conn.exec_driver_sql(sql, rows)  # type: ignore[arg-type]
+            self.conn.exec_driver_sql(sql, rows)
         else:
             self.conn.execute(insert(table), [dict(zip(columns, row, strict=True)) for row in rows])
 

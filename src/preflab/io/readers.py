@@ -83,7 +83,7 @@ def _sniff(path: Path, gz: bool) -> str:
 def _open_binary(path: Path, gz: bool) -> BinaryIO:
     raw = open(path, "rb")  # closed by the caller's context
     if gz:
-        return io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=1 << 20)  # type: ignore[return-value]
+        return io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=1 << 20)
     return raw
 
 
@@ -186,7 +186,7 @@ def _read_jsonl(
             io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=1 << 20)
             if gz
             else raw
-        )  # type: ignore[assignment]
+        )
         tracker = _ProgressTracker(raw, size, progress)
         line_no = 0
         offset = 0

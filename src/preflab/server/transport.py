@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from functools import cache
 
 from ..settings import env_var, get_settings
@@ -67,7 +68,9 @@ def _header_timeout_s() -> float:
 class _HeaderDeadline:
     """Mixed into a uvicorn HTTP protocol: close the connection when headers are late."""
 
-    _deadline = None
+    loop: asyncio.AbstractEventLoop  # set by the uvicorn protocol it is mixed into
+    transport: asyncio.Transport
+    _deadline: asyncio.TimerHandle | None = None
 
     def _arm(self) -> None:
         if self._deadline is None:

@@ -537,7 +537,7 @@ def skip_summary(session: Session, project: ProjectRef) -> dict[str, Any]:
 DEMO_DECISIONS = ("accepted", "rejected")
 
 
-def pending_demonstrations(session: Session, project: ProjectRef) -> list[dict[str, Any]]:
+def pending_demonstrations(session: Session, project: ProjectRef | Project) -> list[dict[str, Any]]:
     """Demonstrations waiting for a reviewer's decision, oldest first."""
     blind = settings_of(project.settings).policy.blind
     return [
@@ -688,7 +688,7 @@ def import_file(db, project_name: str, filename: str, raw: bytes) -> dict[str, A
         if bad:
             return {"ok": False, "total": len(bad), "problems": bad}
     try:  # the importer branch: every record format, streamed, idempotent
-        from ..io.importer import ImportFailed, import_files  # type: ignore[attr-defined]
+        from ..io.importer import ImportFailed, import_files
     except ImportError:
         import_files = None
     if import_files is not None:

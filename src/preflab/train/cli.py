@@ -315,6 +315,7 @@ def bestofn(
         if candidates is not None:
             pool = read_responses(candidates)
         else:
+            assert policy is not None and prompts is not None  # both checked above
             pool = generate_candidates(
                 policy, read_prompts(prompts), n, max_new_tokens=max_new_tokens, seed=seed
             )

@@ -38,7 +38,7 @@ def pytest_entry_digests() -> dict[str, str]:
 
     out = {}
     for package in (pytest, _pytest, pluggy):
-        root = Path(package.__file__).parent
+        root = Path(str(package.__file__)).parent
         for name, digest in tree_digests(root).items():
             if name.endswith(".py"):
                 out[f"{package.__name__}/{name}"] = digest

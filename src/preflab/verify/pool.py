@@ -61,9 +61,9 @@ def verify_many(
     """Verdicts in the order of ``submissions``; ``on_done`` runs as each one finishes."""
     results: list[Verdict | None] = [None] * len(submissions)
     if workers <= 1:
-        for k, sub in enumerate(submissions):
-            results[k] = _finish(verify(tasks[sub.task_id], sub.completion), sub, on_done)
-        return results
+        return [
+            _finish(verify(tasks[sub.task_id], sub.completion), sub, on_done) for sub in submissions
+        ]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = {
@@ -73,7 +73,7 @@ def verify_many(
         for future in as_completed(futures):
             k = futures[future]
             results[k] = _finish(future.result(), submissions[k], on_done)
-    return results
+    return [verdict for verdict in results if verdict is not None]  # every one is set by now
 
 
 def _finish(verdict: Verdict, sub: Submission, on_done) -> Verdict:

@@ -296,7 +296,7 @@ def run_sandboxed(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=lambda: (_move_fds(fds), limits.apply()),
+            preexec_fn=functools.partial(_child_setup, fds, limits),
             pass_fds=tuple(fds),
             close_fds=True,
         )
@@ -337,6 +337,12 @@ def _reap_uid(uid: int, grace_s: float = 10.0) -> list[int]:
             _kill(pid)
         time.sleep(0.02)
     return first
+
+
+def _child_setup(fds: dict[int, int], limits: Limits) -> None:
+    """In the child before exec: the pipes at 3 and 4, then the resource limits."""
+    _move_fds(fds)
+    limits.apply()
 
 
 def _move_fds(fds: dict[int, int]) -> None:

@@ -31,7 +31,7 @@ def completion_of(trajectory: Trajectory) -> str | dict[str, str]:
     return "\n\n".join(s.text for s in last.prm_steps or [])
 
 
-def task_for(record: Mapping[str, Any], tasks: Mapping[str, Any]):
+def task_for(record: Mapping[str, Any], tasks: Mapping[Any, Any]):
     inline = record.get("verify_task")
     if isinstance(inline, Mapping):
         return parse_task(dict(inline))

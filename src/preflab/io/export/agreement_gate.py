@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...quality.agreement import krippendorff_alpha_ci
+from ...quality.agreement.krippendorff import Level
 from ...quality.table import LabelTable
 from ...schema import JudgmentBase
 from .base import ExportError
@@ -37,7 +38,7 @@ def project_min_alpha(policy: dict[str, Any]) -> float:
     return float(value)
 
 
-def _level(dimension: str) -> str:
+def _level(dimension: str) -> Level:
     return "nominal" if dimension == "winner" else "ordinal"
 
 
