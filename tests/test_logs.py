@@ -85,3 +85,20 @@ def test_the_cli_writes_json_logs_of_library_modules(tmp_path, restore_root_logg
     migrated = [e for e in entries if e["logger"] == "preflab.store.db"]
     assert migrated and migrated[-1]["message"] == "schema upgrade to head"
     assert migrated[-1]["database"].endswith("x.db")
+
+
+def test_a_server_worker_takes_its_log_format_from_the_environment(
+    monkeypatch, restore_root_logger
+):
+    # `preflab serve` hands --log-level/--log-format to its worker processes this way
+    from preflab.logs import JsonFormatter
+    from preflab.server import app as server_app
+
+    monkeypatch.setenv("PREFLAB_LOG_FORMAT", "json")
+    monkeypatch.setenv("PREFLAB_LOG_LEVEL", "info")
+    monkeypatch.delenv("PREFLAB_SERVER_CONFIG", raising=False)
+    monkeypatch.setattr(server_app, "create_app", lambda config: config)
+    server_app.app_from_env()
+    root = logging.getLogger()
+    assert root.level == logging.INFO
+    assert any(isinstance(h.formatter, JsonFormatter) for h in root.handlers)

@@ -6,7 +6,7 @@ A JSON line holds ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, 
 passed with ``extra=`` and, for an exception, ``exception`` (the traceback)::
 
     log.info("import done", extra={"project": "p", "judgments": 1200})
-    {"time": "2026-11-30T18:40:01.123Z", "level": "info", "logger": "preflab.io.importer",
+    {"time": "2026-11-30T18:40:01.123+00:00", "level": "info", "logger": "preflab.io.importer",
      "message": "import done", "project": "p", "judgments": 1200}
 """
 
