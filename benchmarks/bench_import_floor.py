@@ -59,7 +59,7 @@ bench_import = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_import)  # type: ignore[union-attr]
 
 CHUNK = 5000
-CACHE_KIB = 192 * 1024  # the importer's page cache (preflab.io.importer.IMPORT_CACHE_KIB)
+CACHE_KIB = 192 * 1024  # the importer's page cache (PREFLAB_IMPORT_CACHE_KIB's default)
 
 
 def _connect(db: Path):
