@@ -103,8 +103,8 @@ def child_baseline(data: Path, db: Path) -> dict:
 def child_import(data: Path, db: Path) -> dict:
     from sqlalchemy import event
 
-    from preflab.io import importer
     from preflab.io.importer import import_files
+    from preflab.io.importer.writer import Writer
     from preflab.store import db as store_db
     from preflab.store import repo, transaction
 
@@ -115,14 +115,14 @@ def child_import(data: Path, db: Path) -> dict:
     # Where the time goes: seconds inside the importer's bulk inserts (SQLite's executemany of
     # the finished rows) and in the final commit; the rest is reading, converting and checking.
     in_sqlite = {"insert": 0.0, "commit_from": 0.0}
-    insert = importer._Writer.insert
+    insert = Writer.insert
 
     def timed_insert(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         t = time.perf_counter()
         insert(self, *args, **kwargs)
         in_sqlite["insert"] += time.perf_counter() - t
 
-    importer._Writer.insert = timed_insert  # type: ignore[method-assign]
+    Writer.insert = timed_insert  # type: ignore[method-assign]
     event.listen(
         engine, "commit", lambda conn: in_sqlite.__setitem__("commit_from", time.perf_counter())
     )

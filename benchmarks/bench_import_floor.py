@@ -134,9 +134,10 @@ def _write(conn, db: Path, statements: list[tuple[str, list[tuple]]], staged: bo
 def _pairs(data: Path):  # noqa: ANN202
     """Each record with its rows, as the importer converts it (its own ``comparison_pair``)."""
     from preflab.io.formats.generic import comparison_pair
-    from preflab.io.importer import ImportOptions, _convert_options
+    from preflab.io.importer import ImportOptions
+    from preflab.io.importer.convert import convert_options
 
-    options = _convert_options(ImportOptions())
+    options = convert_options(ImportOptions())
     with open(data, "rb") as f:
         for line in f:
             r = orjson.loads(line)
@@ -253,10 +254,10 @@ def child_preflab_c(data: Path, db: Path) -> dict:
 
 
 def child_preflab(data: Path, db: Path, staged: bool = False) -> dict:
-    """The rows :meth:`preflab.io.importer._Loader._write` builds for these records (the
+    """The rows :meth:`preflab.io.importer.loader.Loader._write` builds for these records (the
     all-NULL columns left out, as the importer does), into a database made by ``open_db``;
     ``staged``: see :func:`_timed_staged_write`."""
-    from preflab.io import importer
+    from preflab.schema import rater_hash
     from preflab.store import db as store_db
     from preflab.store import repo, transaction
 
@@ -302,7 +303,7 @@ def child_preflab(data: Path, db: Path, staged: bool = False) -> dict:
     conn.executemany(
         "INSERT INTO raters (pk, project_pk, rater_key, rater_hash, created_at) VALUES (?, ?, ?, ?, ?)",
         [
-            (pk, project_pk, key, importer.rater_hash(key, secret), now)
+            (pk, project_pk, key, rater_hash(key, secret), now)
             for key, pk in raters.items()
         ],
     )

@@ -1,0 +1,474 @@
+"""Checks chunks of converted records against the database and writes the accepted rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from ...schema import Rubric, rater_hash
+from ...store import repo
+from ...store.models import Project, utcnow
+from ...store.rows import ItemRows, JudgmentRows, PairRows
+from ..formats import FORMATS
+from .checks import CheckState, ProjectRules, check_record
+from .convert import Pair, Record
+from .options import MAX_SKIPPED, ImportOptions, ImportReport, Problem
+from .writer import (
+    ALIASES,
+    CANDIDATE_COLUMNS,
+    CANDIDATES,
+    ITEM_COLUMNS,
+    ITEMS,
+    JUDGMENT_COLUMNS,
+    JUDGMENTS,
+    RATERS,
+    Writer,
+)
+
+#: Keys per ``IN (...)`` list on SQLite (old builds allow 999 parameters; PostgreSQL gets one array).
+IN_CHUNK = 900
+
+
+def _in_chunks(values: Iterable[Any]) -> Iterator[list[Any]]:
+    values = list(values)
+    for i in range(0, len(values), IN_CHUNK):
+        yield values[i : i + IN_CHUNK]
+
+
+class Loader:
+    """Checks chunks of converted records against the database and writes the accepted rows."""
+
+    def __init__(
+        self,
+        session: Any,
+        project: Project,
+        batch_pk: int,
+        options: ImportOptions,
+        report: ImportReport,
+    ):
+        self.session = session
+        self.conn: Connection = session.connection()
+        self.writer = Writer(self.conn)
+        self.project = project
+        self.project_pk = project.pk
+        self.batch_pk = batch_pk
+        self.options = options
+        self.report = report
+        self.kinds = set(project.kinds)
+        self.rules = ProjectRules(name=project.name, kinds=self.kinds, rubric=self._rubric)
+        self.rater_pks: dict[str, int] = {}
+        self.rubrics: dict[tuple[str, int | None], Rubric | None] = {}
+        self.formats_seen: set[str] = set()
+        # Alias lookups only once the project has any (most never do).
+        self.has_aliases = (
+            self.conn.execute(
+                select(ALIASES.c.pk).where(ALIASES.c.project_pk == self.project_pk).limit(1)
+            ).first()
+            is not None
+        )
+        # A plain comparison (derived id) can only join a stored item of another id if that item
+        # came from a record of another shape: one stored before this import, or written by it.
+        # Until then its content lookup is skipped (a bulk import into a fresh project: ~10% of its time).
+        self.other_ids_stored = (
+            self.conn.execute(
+                select(ITEMS.c.pk).where(ITEMS.c.project_pk == self.project_pk).limit(1)
+            ).first()
+            is not None
+        )
+        self.problems: list[Problem] = []
+        self.problem_count = 0
+        self.now = utcnow()
+
+    # -- problems
+
+    def _problem(self, rec: Record, field: str, reason: str) -> None:
+        problem = Problem(rec.file, rec.line, field, reason)
+        self.problem_count += 1
+        if self.options.skip_invalid:
+            if len(self.report.skipped) < MAX_SKIPPED:
+                self.report.skipped.append(problem)
+        elif len(self.problems) < max(self.options.max_errors, 1):
+            self.problems.append(problem)
+
+    # -- lookups
+
+    def _select_in(self, sql: str, values: set[str]) -> Iterator[Any]:
+        """Rows of ``sql`` for every value: its ``{values}`` is an ``IN`` list (SQLite, in parts)
+        or ``= ANY`` of one array (PostgreSQL); its one other parameter is the project's pk.
+
+        Raw driver SQL: a SQLAlchemy ``select`` with an expanding ``IN`` is compiled on every
+        call, which cost more than the lookup itself.
+        """
+        if not values:
+            return
+        if self.writer.sqlite:
+            for part in _in_chunks(values):
+                yield from self.conn.exec_driver_sql(
+                    sql.format(param="?", values=f"IN ({', '.join('?' * len(part))})"),
+                    (self.project_pk, *part),
+                )
+        else:
+            yield from self.conn.exec_driver_sql(
+                sql.format(param="%s", values="= ANY(%s)"), (self.project_pk, list(values))
+            )
+
+    def _existing_items(self, keys: set[str]) -> dict[str, tuple[int, str]]:
+        sql = "SELECT item_key, pk, content_hash FROM items WHERE project_pk = {param} AND item_key {values}"
+        return {key: (pk, digest) for key, pk, digest in self._select_in(sql, keys)}
+
+    def _aliases(self, keys: set[str]) -> dict[str, tuple[str, int, str]]:
+        """alias -> (item key, item pk, content hash) of the items these keys are aliases of."""
+        if not self.has_aliases:
+            return {}
+        sql = (
+            "SELECT a.alias_key, i.item_key, i.pk, i.content_hash FROM item_aliases a JOIN items i "
+            "ON i.pk = a.item_pk WHERE a.project_pk = {param} AND a.alias_key {values}"
+        )
+        return {alias: (key, pk, digest) for alias, key, pk, digest in self._select_in(sql, keys)}
+
+    def _items_by_content(self, hashes: set[str]) -> dict[str, tuple[str, int]]:
+        """content hash -> (item key, pk) of the project's items with that content (the first
+        imported one, should older databases hold several)."""
+        sql = (
+            "SELECT content_hash, item_key, pk FROM items WHERE project_pk = {param} AND content_hash {values} "
+            "ORDER BY pk DESC"
+        )
+        return {digest: (key, pk) for digest, key, pk in self._select_in(sql, hashes)}
+
+    def _candidate_keys(self, item_pks: dict[str, int]) -> dict[str, set[str]]:
+        by_pk: dict[int, set[str]] = {pk: set() for pk in item_pks.values()}
+        for part in _in_chunks(by_pk):
+            for pk, key in self.conn.execute(
+                select(CANDIDATES.c.item_pk, CANDIDATES.c.candidate_key).where(
+                    CANDIDATES.c.item_pk.in_(part)
+                )
+            ):
+                by_pk[pk].add(key)
+        return {key: by_pk[pk] for key, pk in item_pks.items()}
+
+    def _hashes_of_items(self, item_pks: set[int]) -> set[str]:
+        """Content hashes of the judgments of these items (served by ``uq_judgments_item_content``)."""
+        found: set[str] = set()
+        for part in _in_chunks(item_pks):
+            found.update(
+                self.conn.execute(
+                    select(JUDGMENTS.c.content_hash).where(JUDGMENTS.c.item_pk.in_(part))
+                ).scalars()
+            )
+        return found
+
+    def _existing(self, column: str, values: set[str]) -> set[str]:
+        sql = f"SELECT {column} FROM judgments WHERE project_pk = {{param}} AND {column} {{values}}"
+        return {value for (value,) in self._select_in(sql, values)}
+
+    def _rubric(self, key: str, version: int | None) -> Rubric | None:
+        if (key, version) not in self.rubrics:
+            self.rubrics[(key, version)] = repo.get_rubric(self.session, self.project, key, version)
+        return self.rubrics[(key, version)]
+
+    def _register_rubrics(self, chunk: list[Record]) -> None:
+        if "rubric" not in self.kinds:  # a format's rubrics are for its rubric judgments only
+            return
+        for rec in chunk:
+            if rec.format and rec.format not in self.formats_seen:
+                self.formats_seen.add(rec.format)
+                for rubric in FORMATS[rec.format].rubrics:
+                    repo.add_rubric(
+                        self.session,
+                        self.project,
+                        rubric,
+                        make_current=self.project.rubric_key is None,
+                    )
+                    self.rubrics.clear()
+
+    def _rater_pks(self, keys: set[str]) -> None:
+        missing = keys - self.rater_pks.keys()
+        for part in _in_chunks(missing):
+            for key, pk in self.conn.execute(
+                select(RATERS.c.rater_key, RATERS.c.pk).where(
+                    RATERS.c.project_pk == self.project_pk, RATERS.c.rater_key.in_(part)
+                )
+            ):
+                self.rater_pks[key] = pk
+        new = sorted(keys - self.rater_pks.keys())
+        if new:
+            pks = self.writer.allocate_pks(RATERS, len(new))
+            created = self.writer.constant(RATERS, "created_at", self.now)
+            self.writer.insert(
+                RATERS,
+                ("pk", "project_pk", "rater_key", "rater_hash", "created_at"),
+                [
+                    (pk, self.project_pk, key, rater_hash(key, self.project.secret), created)
+                    for pk, key in zip(pks, new, strict=True)
+                ],
+                constants=("created_at",),
+            )
+            self.rater_pks.update(zip(new, pks, strict=True))
+
+    # -- one chunk
+
+    def load(self, chunk: list[Record | Pair]) -> None:
+        self._register_rubrics(chunk)
+        item_keys: set[str] = set()
+        idem: set[str] = set()
+        referenced: set[str] = set()  # items judged by generic records
+        pairs: list[PairRows] = []
+        for rec in chunk:
+            if type(rec) is Pair:
+                pairs.append(rec.rows)
+                continue
+            item_keys.update(i.key for i in rec.items)
+            for j in rec.judgments:
+                referenced.add(j.item_key)
+                if j.idempotency_key:
+                    idem.add(j.idempotency_key)
+        named = item_keys | referenced | {p.item_key for p in pairs}
+        existing_items = self._existing_items(named)
+        # Items this chunk names by an alias or brings again under another id (found by content).
+        aliases = self._aliases(named - existing_items.keys())
+        unnamed = {
+            i.content_hash
+            for rec in chunk
+            if type(rec) is not Pair
+            for i in rec.items  # type: ignore[union-attr]
+            if i.key not in existing_items and i.key not in aliases
+        }
+        if self.other_ids_stored:
+            unnamed.update(p.item_hash for p in pairs if p.item_key not in existing_items)
+        by_content = self._items_by_content(unnamed)
+        joined = {key: (pk, digest) for key, pk, digest in aliases.values()}
+        joined.update((key, (pk, digest)) for digest, (key, pk) in by_content.items())
+        for key, value in joined.items():
+            existing_items.setdefault(key, value)
+        # A judgment's content hash covers its item's key, and judgments are stored with their
+        # item (unique per item_pk and hash): one of an item the project does not have is not in
+        # the database either. So only the judgments of existing items are looked up (a fresh
+        # import: none), by item.
+        judged = {existing_items[p.item_key][0] for p in pairs if p.item_key in existing_items}
+        judged.update(existing_items[k][0] for k in referenced if k in existing_items)
+        judged.update(pk for pk, _ in joined.values())
+        # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
+        outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
+        outside.update((aliases[k][0], aliases[k][1]) for k in referenced if k in aliases)
+        state = CheckState(
+            existing_items=existing_items,
+            aliases={alias: key for alias, (key, _, _) in aliases.items()},
+            by_content={digest: key for digest, (key, _) in by_content.items()},
+            outside_candidates=self._candidate_keys(outside) if outside else {},
+            existing_hashes=self._hashes_of_items(judged),
+            existing_idem=self._existing("idempotency_key", idem),
+        )
+        report = self.report
+        formats = report.formats
+        known, accepted_items, new_judgments, seen_hashes = (
+            state.known,
+            state.accepted_items,
+            state.new_judgments,
+            state.seen_hashes,
+        )
+        existing_hashes, by_content_ = state.existing_hashes, state.by_content
+        pairwise = "pairwise" in self.kinds
+        for rec in chunk:
+            if type(rec) is Pair:
+                p = rec.rows
+                key = p.item_key
+                if (
+                    pairwise
+                    and key not in known
+                    and key not in existing_items
+                    and p.item_hash not in by_content_
+                ):
+                    # The common case, decided here as _check would decide it: a new item, and a
+                    # judgment of its own candidates, new unless its hash is known.
+                    known[key] = (p.item_hash, p.candidate_keys)
+                    by_content_[p.item_hash] = key
+                    accepted_items[key] = p
+                    report.items_added += 1
+                    h = p.content_hash
+                    if h in existing_hashes or h in seen_hashes:
+                        report.judgments_existing += 1
+                    else:
+                        seen_hashes.add(h)
+                        new_judgments.append(p)
+                        report.judgments_added += 1
+                    formats[rec.format] = formats.get(rec.format, 0) + 1
+                    continue
+                rec = rec.as_record()
+            self._check(rec, state)
+        if not self.other_ids_stored:
+            self.other_ids_stored = any(
+                type(i) is not PairRows for i in state.accepted_items.values()
+            )
+        self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
+
+    def _check(self, rec: Record, state: CheckState) -> None:
+        """Check one record (:func:`check_record`); count it or list its problems."""
+        checked = check_record(rec, state, self.rules)
+        if checked.problems:
+            for fld, reason in checked.problems:
+                self._problem(rec, fld, reason)
+            return
+        report = self.report
+        report.items_added += checked.items_added
+        report.items_existing += checked.items_existing
+        report.judgments_added += checked.judgments_added
+        report.judgments_existing += checked.judgments_existing
+        report.judgments_not_collected += checked.not_collected
+        if rec.format:
+            report.formats[rec.format] = report.formats.get(rec.format, 0) + 1
+
+    def _write(
+        self,
+        items: dict[str, ItemRows | PairRows],
+        judgments: list[JudgmentRows | PairRows],
+        existing_items: dict[str, tuple[int, str]],
+        aliases: dict[str, str],
+    ) -> None:
+        w = self.writer
+        if (
+            not w.sqlite
+        ):  # the lean rows are for SQLite's raw executemany; elsewhere the generic ones
+            items = {k: i.item_rows() if type(i) is PairRows else i for k, i in items.items()}
+            judgments = [j.judgment_rows() if type(j) is PairRows else j for j in judgments]
+        item_pks = {key: pk for key, (pk, _) in existing_items.items()}
+        pks = w.allocate_pks(ITEMS, len(items))
+        created = w.constant(ITEMS, "created_at", self.now)
+        item_rows_: list[tuple[Any, ...]] = []
+        candidate_rows: list[tuple[Any, ...]] = []
+        project_pk, batch_pk = self.project_pk, self.batch_pk
+        J = w.json  # noqa: N806
+        empty_list, empty_dict = J([]), J({})
+        for pk, (key, item) in zip(pks, items.items(), strict=True):
+            item_pks[key] = pk
+            if type(item) is PairRows:
+                item_rows_.append(
+                    (
+                        pk,
+                        project_pk,
+                        key,
+                        item.item_hash,
+                        item.prompt_json,
+                        empty_list,
+                        None,
+                        None,
+                        empty_dict,
+                        batch_pk,
+                        created,
+                    )
+                )
+                (c0, c1), (t0, t1) = item.candidate_keys, item.texts
+                candidate_rows.append((pk, c0, 0, t0, None, None, "model", empty_dict))
+                candidate_rows.append((pk, c1, 1, t1, None, None, "model", empty_dict))
+                continue
+            v = item.values
+            item_rows_.append(
+                (
+                    pk,
+                    project_pk,
+                    key,
+                    item.content_hash,
+                    J(v["prompt"]),
+                    J(v["domains"]) if v["domains"] else empty_list,
+                    v["reference"],
+                    J(v["gold"]),
+                    J(v["meta"]) if v["meta"] else empty_dict,
+                    batch_pk,
+                    created,
+                )
+            )
+            for c in item.candidates:
+                candidate_rows.append(
+                    (
+                        pk,
+                        c["candidate_key"],
+                        c["position"],
+                        c["text"],
+                        J(c["messages"]),
+                        c["model"],
+                        c["source"],
+                        J(c["meta"]) if c["meta"] else empty_dict,
+                    )
+                )
+        w.insert(ITEMS, ITEM_COLUMNS, item_rows_, constants=("created_at",), processed=True)
+        w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
+        del item_rows_, candidate_rows
+        if aliases:
+            alias_pks = w.allocate_pks(ALIASES, len(aliases))
+            w.insert(
+                ALIASES,
+                ("pk", "project_pk", "alias_key", "item_pk"),
+                [
+                    (pk, project_pk, alias, item_pks[key])
+                    for pk, (alias, key) in zip(alias_pks, aliases.items(), strict=True)
+                ],
+            )
+            self.has_aliases = True
+        if not judgments:
+            return
+        self._rater_pks({j.rater_key for j in judgments})
+        excluded = w.constant(JUDGMENTS, "excluded", False)
+        jcreated = w.constant(JUDGMENTS, "created_at", self.now)
+        started = self.writer.datetime
+        rater_pks = self.rater_pks
+        rows = []
+        for j in judgments:
+            if type(j) is PairRows:
+                rows.append(
+                    (
+                        project_pk,
+                        item_pks[j.item_key],
+                        rater_pks[j.rater_key],
+                        "pairwise",
+                        j.body_json,
+                        None,
+                        j.pair_lo,
+                        j.pair_hi,
+                        j.score,
+                        j.shown_order_json,
+                        None,
+                        None,
+                        0,
+                        j.source,
+                        None,
+                        None,
+                        None,
+                        None,
+                        j.content_hash,
+                        batch_pk,
+                        excluded,
+                        jcreated,
+                    )
+                )
+                continue
+            v = j.values
+            rows.append(
+                (
+                    project_pk,
+                    item_pks[j.item_key],
+                    rater_pks[j.rater_key],
+                    v["kind"],
+                    J(v["body"]),
+                    v["rationale"],
+                    v["pair_lo"],
+                    v["pair_hi"],
+                    v["score"],
+                    J(v["shown_order"]),
+                    v["rubric_key"],
+                    v["rubric_version"],
+                    v["review_pass"],
+                    v["source"],
+                    started(v["started_at"]),
+                    started(v["submitted_at"]),
+                    J(v["telemetry"]),
+                    v["idempotency_key"],
+                    v["content_hash"],
+                    batch_pk,
+                    excluded,
+                    jcreated,
+                )
+            )
+        w.insert(
+            JUDGMENTS, JUDGMENT_COLUMNS, rows, constants=("excluded", "created_at"), processed=True
+        )
