@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import groupby
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -13,6 +14,7 @@ from ...store.models import Project, utcnow
 from ...store.rows import ItemRows, JudgmentRows, PairRows
 from ..formats import FORMATS
 from .checks import CheckState, ProjectRules, check_record
+from .columns import RowBuilder
 from .convert import Pair, Record
 from .options import MAX_SKIPPED, ImportOptions, ImportReport, Problem
 from .writer import (
@@ -326,149 +328,68 @@ class Loader:
         existing_items: dict[str, tuple[int, str]],
         aliases: dict[str, str],
     ) -> None:
+        """Insert the chunk's accepted rows, in the order they were accepted."""
         w = self.writer
-        if (
-            not w.sqlite
-        ):  # the lean rows are for SQLite's raw executemany; elsewhere the generic ones
-            items = {k: i.item_rows() if type(i) is PairRows else i for k, i in items.items()}
-            judgments = [j.judgment_rows() if type(j) is PairRows else j for j in judgments]
+        build = RowBuilder(
+            self.project_pk,
+            self.batch_pk,
+            json=w.json,
+            datetime=w.datetime,
+            now=w.constant(ITEMS, "created_at", self.now),
+            excluded=w.constant(JUDGMENTS, "excluded", False),
+        )
         item_pks = {key: pk for key, (pk, _) in existing_items.items()}
-        pks = w.allocate_pks(ITEMS, len(items))
-        created = w.constant(ITEMS, "created_at", self.now)
-        item_rows_: list[tuple[Any, ...]] = []
-        candidate_rows: list[tuple[Any, ...]] = []
-        project_pk, batch_pk = self.project_pk, self.batch_pk
-        J = w.json  # noqa: N806
-        empty_list, empty_dict = J([]), J({})
-        for pk, (key, item) in zip(pks, items.items(), strict=True):
-            item_pks[key] = pk
-            if type(item) is PairRows:
-                item_rows_.append(
-                    (
-                        pk,
-                        project_pk,
-                        key,
-                        item.item_hash,
-                        item.prompt_json,
-                        empty_list,
-                        None,
-                        None,
-                        empty_dict,
-                        batch_pk,
-                        created,
-                    )
+        item_pks.update(zip(items, w.allocate_pks(ITEMS, len(items)), strict=True))
+        for lean, run in _runs(items.values()):
+            pks = [item_pks[i.key if type(i) is ItemRows else i.item_key] for i in run]
+            if lean:
+                item_rows, candidate_rows = (
+                    build.pair_items(pks, run),
+                    build.pair_candidates(pks, run),
                 )
-                (c0, c1), (t0, t1) = item.candidate_keys, item.texts
-                candidate_rows.append((pk, c0, 0, t0, None, None, "model", empty_dict))
-                candidate_rows.append((pk, c1, 1, t1, None, None, "model", empty_dict))
-                continue
-            v = item.values
-            item_rows_.append(
-                (
-                    pk,
-                    project_pk,
-                    key,
-                    item.content_hash,
-                    J(v["prompt"]),
-                    J(v["domains"]) if v["domains"] else empty_list,
-                    v["reference"],
-                    J(v["gold"]),
-                    J(v["meta"]) if v["meta"] else empty_dict,
-                    batch_pk,
-                    created,
-                )
-            )
-            for c in item.candidates:
-                candidate_rows.append(
-                    (
-                        pk,
-                        c["candidate_key"],
-                        c["position"],
-                        c["text"],
-                        J(c["messages"]),
-                        c["model"],
-                        c["source"],
-                        J(c["meta"]) if c["meta"] else empty_dict,
-                    )
-                )
-        w.insert(ITEMS, ITEM_COLUMNS, item_rows_, constants=("created_at",), processed=True)
-        w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
-        del item_rows_, candidate_rows
+            else:
+                item_rows = [build.item(pk, i) for pk, i in zip(pks, run, strict=True)]
+                candidate_rows = [
+                    c for pk, i in zip(pks, run, strict=True) for c in build.candidates(pk, i)
+                ]
+            w.insert(ITEMS, ITEM_COLUMNS, item_rows, constants=("created_at",), processed=True)
+            w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
         if aliases:
-            alias_pks = w.allocate_pks(ALIASES, len(aliases))
-            w.insert(
-                ALIASES,
-                ("pk", "project_pk", "alias_key", "item_pk"),
-                [
-                    (pk, project_pk, alias, item_pks[key])
-                    for pk, (alias, key) in zip(alias_pks, aliases.items(), strict=True)
-                ],
-            )
-            self.has_aliases = True
+            self._write_aliases(aliases, item_pks)
         if not judgments:
             return
         self._rater_pks({j.rater_key for j in judgments})
-        excluded = w.constant(JUDGMENTS, "excluded", False)
-        jcreated = w.constant(JUDGMENTS, "created_at", self.now)
-        started = self.writer.datetime
         rater_pks = self.rater_pks
-        rows = []
-        for j in judgments:
-            if type(j) is PairRows:
-                rows.append(
-                    (
-                        project_pk,
-                        item_pks[j.item_key],
-                        rater_pks[j.rater_key],
-                        "pairwise",
-                        j.body_json,
-                        None,
-                        j.pair_lo,
-                        j.pair_hi,
-                        j.score,
-                        j.shown_order_json,
-                        None,
-                        None,
-                        0,
-                        j.source,
-                        None,
-                        None,
-                        None,
-                        None,
-                        j.content_hash,
-                        batch_pk,
-                        excluded,
-                        jcreated,
-                    )
-                )
-                continue
-            v = j.values
-            rows.append(
-                (
-                    project_pk,
-                    item_pks[j.item_key],
-                    rater_pks[j.rater_key],
-                    v["kind"],
-                    J(v["body"]),
-                    v["rationale"],
-                    v["pair_lo"],
-                    v["pair_hi"],
-                    v["score"],
-                    J(v["shown_order"]),
-                    v["rubric_key"],
-                    v["rubric_version"],
-                    v["review_pass"],
-                    v["source"],
-                    started(v["started_at"]),
-                    started(v["submitted_at"]),
-                    J(v["telemetry"]),
-                    v["idempotency_key"],
-                    v["content_hash"],
-                    batch_pk,
-                    excluded,
-                    jcreated,
-                )
+        for lean, run in _runs(judgments):
+            ipks = [item_pks[j.item_key] for j in run]
+            rpks = [rater_pks[j.rater_key] for j in run]
+            if lean:
+                rows = build.pair_judgments(ipks, rpks, run)
+            else:
+                rows = [build.judgment(*args) for args in zip(ipks, rpks, run, strict=True)]
+            w.insert(
+                JUDGMENTS,
+                JUDGMENT_COLUMNS,
+                rows,
+                constants=("excluded", "created_at"),
+                processed=True,
             )
+
+    def _write_aliases(self, aliases: dict[str, str], item_pks: dict[str, int]) -> None:
+        w = self.writer
+        alias_pks = w.allocate_pks(ALIASES, len(aliases))
         w.insert(
-            JUDGMENTS, JUDGMENT_COLUMNS, rows, constants=("excluded", "created_at"), processed=True
+            ALIASES,
+            ("pk", "project_pk", "alias_key", "item_pk"),
+            [
+                (pk, self.project_pk, alias, item_pks[key])
+                for pk, (alias, key) in zip(alias_pks, aliases.items(), strict=True)
+            ],
         )
+        self.has_aliases = True
+
+
+def _runs(rows: Iterable[Any]) -> Iterator[tuple[bool, list[Any]]]:
+    """Consecutive rows of one shape: ``(True, lean PairRows...)`` or ``(False, generic rows...)``."""
+    for lean, run in groupby(rows, key=lambda r: type(r) is PairRows):
+        yield lean, list(run)

@@ -1,4 +1,4 @@
-"""Bulk inserts of finished rows: raw ``executemany`` on SQLite, Core ``insert()`` elsewhere."""
+"""Bulk inserts of finished rows: raw ``executemany`` on SQLite, ``COPY`` on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from operator import itemgetter
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Table, func, insert, select, text
+from sqlalchemy import Connection, Table, func, select, text
 
 from ...store.models import CandidateRow, ItemAlias, ItemRow, JudgmentRow, Rater
+from .columns import CandidateColumns, ItemColumns, JudgmentColumns
 
 ITEMS: Table = ItemRow.__table__  # type: ignore[assignment]
 CANDIDATES: Table = CandidateRow.__table__  # type: ignore[assignment]
@@ -17,65 +18,31 @@ JUDGMENTS: Table = JudgmentRow.__table__  # type: ignore[assignment]
 RATERS: Table = Rater.__table__  # type: ignore[assignment]
 ALIASES: Table = ItemAlias.__table__  # type: ignore[assignment]
 
-ITEM_COLUMNS = (
-    "pk",
-    "project_pk",
-    "item_key",
-    "content_hash",
-    "prompt",
-    "domains",
-    "reference",
-    "gold",
-    "metadata",
-    "batch_pk",
-    "created_at",
-)
-CANDIDATE_COLUMNS = (
-    "item_pk",
-    "candidate_key",
-    "position",
-    "text",
-    "messages",
-    "model",
-    "source",
-    "metadata",
-)
-JUDGMENT_VALUE_KEYS = (
-    "kind",
-    "body",
-    "rationale",
-    "pair_lo",
-    "pair_hi",
-    "score",
-    "shown_order",
-    "rubric_key",
-    "rubric_version",
-    "review_pass",
-    "source",
-    "started_at",
-    "submitted_at",
-    "telemetry",
-    "idempotency_key",
-    "content_hash",
-)
-JUDGMENT_COLUMNS = (
-    "project_pk",
-    "item_pk",
-    "rater_pk",
-    *JUDGMENT_VALUE_KEYS,
-    "batch_pk",
-    "excluded",
-    "created_at",
-)
+ITEM_COLUMNS = ItemColumns._fields
+CANDIDATE_COLUMNS = CandidateColumns._fields
+JUDGMENT_COLUMNS = JudgmentColumns._fields
 
 
 class Writer:
-    """Bulk inserts: raw ``executemany`` on SQLite (the fast path), Core ``insert()`` elsewhere."""
+    """Bulk inserts: raw ``executemany`` on SQLite, ``COPY ... FROM STDIN`` on PostgreSQL.
+
+    Both take the same rows: JSON columns as JSON text (:meth:`json`), which SQLite stores as it
+    is and PostgreSQL's ``COPY`` parses into ``jsonb`` (an ``INSERT`` of the text would store a
+    JSON string instead).
+    """
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.dialect = conn.dialect
         self.sqlite = conn.dialect.name == "sqlite"
+        if not self.sqlite and (conn.dialect.name, conn.dialect.driver) != (
+            "postgresql",
+            "psycopg",
+        ):
+            raise ValueError(
+                f"bulk import supports SQLite and PostgreSQL through psycopg, not "
+                f"{conn.dialect.name}+{conn.dialect.driver}; use a postgresql+psycopg:// URL"
+            )
         self._datetime_proc = JUDGMENTS.c.started_at.type.dialect_impl(self.dialect).bind_processor(
             self.dialect
         )
@@ -128,11 +95,22 @@ class Writer:
             sql, _ = self._prepare(table, columns, constants)
             self.conn.exec_driver_sql(sql, rows)  # type: ignore[arg-type]
         else:
-            self.conn.execute(insert(table), [dict(zip(columns, row, strict=True)) for row in rows])
+            self._copy(table, columns, rows)
+
+    def _copy(self, table: Table, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        """``COPY`` the rows in on this transaction's own psycopg connection (text format: the
+        server parses each value as its column's type, JSON text into ``jsonb``)."""
+        driver = self.conn.connection.driver_connection
+        assert driver is not None
+        statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
+        with driver.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[attr-defined]
+            write_row = copy.write_row
+            for row in rows:
+                write_row(row)
 
     def json(self, value: Any) -> Any:
-        """A JSON column value ready for :meth:`insert` with ``processed=True``."""
-        if not self.sqlite or value is None:
+        """A JSON column value ready for :meth:`insert` with ``processed=True``: its JSON text."""
+        if value is None:
             return value
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
