@@ -110,7 +110,9 @@ def imported(url: str, tmp_path: Path) -> dict[str, list]:
         with transaction(engine) as s:
             repo.create_project(s, "p", kinds=ALL_KINDS)
             s.flush()
-        import_files(engine, "p", first_files(tmp_path), ImportOptions(keep_extra=True, skip_invalid=True))
+        import_files(
+            engine, "p", first_files(tmp_path), ImportOptions(keep_extra=True, skip_invalid=True)
+        )
         import_files(engine, "p", second_files(tmp_path))
         return snapshot(engine)
     finally:

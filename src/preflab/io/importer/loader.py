@@ -170,7 +170,7 @@ class Loader:
             self.rubrics[(key, version)] = repo.get_rubric(self.session, self.project, key, version)
         return self.rubrics[(key, version)]
 
-    def _register_rubrics(self, chunk: list[Record]) -> None:
+    def _register_rubrics(self, chunk: list[Record | Pair]) -> None:
         if "rubric" not in self.kinds:  # a format's rubrics are for its rubric judgments only
             return
         for rec in chunk:
@@ -218,7 +218,7 @@ class Loader:
         referenced: set[str] = set()  # items judged by generic records
         pairs: list[PairRows] = []
         for rec in chunk:
-            if type(rec) is Pair:
+            if isinstance(rec, Pair):
                 pairs.append(rec.rows)
                 continue
             item_keys.update(i.key for i in rec.items)
@@ -273,7 +273,7 @@ class Loader:
         existing_hashes, by_content_ = state.existing_hashes, state.by_content
         pairwise = "pairwise" in self.kinds
         for rec in chunk:
-            if type(rec) is Pair:
+            if isinstance(rec, Pair):
                 p = rec.rows
                 key = p.item_key
                 if (

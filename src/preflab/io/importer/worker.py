@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from ...store.rows import PairRows
 from .convert import Pair, Record, records
@@ -108,7 +108,7 @@ def _send(out: BinaryIO, message: bytes) -> None:
     out.flush()
 
 
-def _receive(src: BinaryIO) -> bytes | None:
+def _receive(src: IO[bytes]) -> bytes | None:
     """One message, or ``None`` at the end of the stream (a short read: the writer is gone)."""
     head = src.read(8)
     if len(head) < 8:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
@@ -43,16 +42,20 @@ class Writer:
                 f"bulk import supports SQLite and PostgreSQL through psycopg, not "
                 f"{conn.dialect.name}+{conn.dialect.driver}; use a postgresql+psycopg:// URL"
             )
-        self._datetime_proc = JUDGMENTS.c.started_at.type.dialect_impl(self.dialect).bind_processor(
-            self.dialect
+        #: SQLite's text form of a timestamp; PostgreSQL's COPY takes the datetime itself
+        self._datetime_proc = (
+            JUDGMENTS.c.started_at.type.dialect_impl(self.dialect).bind_processor(self.dialect)
+            if self.sqlite
+            else None
         )
         self._sql: dict[
-            tuple[str, tuple[str, ...]], tuple[str, list[tuple[int, Callable[[Any], Any]]]]
+            tuple[str, tuple[str, ...], tuple[str, ...]],
+            tuple[str, list[tuple[int, Any]]],
         ] = {}
 
     def _prepare(
         self, table: Table, columns: tuple[str, ...], constants: tuple[str, ...]
-    ) -> tuple[str, list[tuple[int, Callable[[Any], Any]]]]:
+    ) -> tuple[str, list[tuple[int, Any]]]:
         key = (table.name, columns, constants)
         if key not in self._sql:
             procs = []
@@ -122,7 +125,7 @@ class Writer:
         return proc(value) if proc else value
 
     def datetime(self, value: Any) -> Any:
-        if value is None or not self.sqlite:
+        if value is None or self._datetime_proc is None:
             return value
         return self._datetime_proc(value)
 
