@@ -1,20 +1,28 @@
-"""Import speed and memory against a floor: ``python benchmarks/bench_import.py [--rows N]``.
+"""Import speed and memory against floors: ``python benchmarks/bench_import.py [--rows N]``.
 
 Generates N comparison rows ``{"prompt", "chosen", "rejected", "labeler"}`` into a temporary
-JSONL file, then in two child processes (each timed, and its peak RSS read with ``wait4``):
+JSONL file, then runs each part in its own fresh child process (timed, CPU seconds and peak RSS
+read):
 
 - **baseline**: ``orjson.loads`` every line + ``executemany`` of the four strings into a bare
-  SQLite table (no indexes, no validation), chunks of 2,000 rows: the floor for reading the
-  file and writing the same bytes into SQLite;
+  SQLite table (no indexes, no validation), chunks of 2,000 rows;
+- **floor**: SQLite alone writing the rows the importer writes for this file into preflab's
+  schema: the rows built and staged in an unjournaled file before the clock starts, then one
+  ``INSERT ... SELECT`` per table, commit and close (SQLite's B-trees, foreign-key checks and
+  WAL checkpoint, no Python). What no importer of this schema can beat (issue 10: keep the
+  import within 1.3x of it; the experiment behind it: ``docs/experiments/bench_import_floor.py``);
 - **import**: :func:`preflab.io.importer.import_files` into a fresh SQLite database (validation,
   content hashes, idempotency lookups; each row becomes an item, two candidates and a pairwise
-  judgment).
+  judgment);
+- with PostgreSQL (``--pg-url``, default ``$PREFLAB_TEST_PG_URL``; a fresh database each, dropped
+  afterwards): **pg copy**, the baseline's parse + a bare ``COPY`` of the four strings into an
+  unindexed table, and **pg import**, ``import_files`` there (bulk rows through ``COPY``).
 
-Both children also report the CPU seconds of the timed part (all threads, ``getrusage``): other
+CPU seconds are of the timed part (all threads and finished children, ``getrusage``): other
 processes loading the machine stretch the wall time much more than the CPU time.
 
-Targets (foundation issue): >= 50,000 rows/s, <= 3x the baseline's time, peak RSS <= 500 MB at
-1,000,000 rows. Prints one JSON line of results last (``--json`` prints only that).
+Prints the ratios (import / floor, PostgreSQL import / bare COPY and / SQLite import), then one
+JSON line of results last (``--json`` prints only that).
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import orjson
@@ -100,29 +111,161 @@ def child_baseline(data: Path, db: Path) -> dict:
     }
 
 
-def child_import(data: Path, db: Path) -> dict:
-    from sqlalchemy import event
+def _stage(db: Path, tables: list[tuple[str, list[tuple]]]) -> Path:
+    """The rows in an unjournaled staging file beside ``db``, one plain table each."""
+    import sqlite3
 
-    from preflab.io import importer
-    from preflab.io.importer import import_files
+    stage_path = db.with_name(db.stem + "-stage.db")
+    stage = sqlite3.connect(stage_path, isolation_level=None)
+    stage.execute("PRAGMA journal_mode=OFF")
+    stage.execute("PRAGMA synchronous=OFF")
+    stage.execute("BEGIN")
+    for n, (_, rows) in enumerate(tables):
+        width = len(rows[0])
+        stage.execute(f"CREATE TABLE t{n} ({', '.join(f'c{i}' for i in range(width))})")
+        stage.executemany(f"INSERT INTO t{n} VALUES ({', '.join('?' * width)})", rows)
+    stage.execute("COMMIT")
+    stage.close()
+    return stage_path
+
+
+def _importer_rows(data: Path, project_pk: int, secret: str) -> tuple[list, dict[str, list[tuple]]]:
+    """The raters and the rows the importer writes for ``data`` (its own conversion,
+    ``comparison_pair``; the columns that are NULL in every row left out, as it does)."""
+    from preflab.io.formats.generic import comparison_pair
+    from preflab.io.importer import ImportOptions
+    from preflab.io.importer.convert import convert_options
+    from preflab.schema import rater_hash
+
+    options = convert_options(ImportOptions())
+    raters: dict[str, int] = {}
+    items, candidates, judgments = [], [], []
+    with open(data, "rb") as f:
+        for pk, line in enumerate(f, 1):
+            p = comparison_pair(orjson.loads(line), options)
+            (c0, c1), (t0, t1) = p.candidate_keys, p.texts
+            items.append(
+                (pk, project_pk, p.item_key, p.item_hash, p.prompt_json, "[]", "{}", 1, NOW)
+            )
+            candidates += [(pk, c0, 0, t0, "model", "{}"), (pk, c1, 1, t1, "model", "{}")]
+            rater = raters.setdefault(p.rater_key, len(raters) + 1)
+            judgments.append(
+                (project_pk, pk, rater, "pairwise", p.body_json, p.pair_lo, p.pair_hi, p.score,
+                 p.shown_order_json, 0, p.source, p.content_hash, 1, 0, NOW)
+            )  # fmt: skip
+    rater_rows = [(pk, project_pk, key, rater_hash(key, secret), NOW) for key, pk in raters.items()]
+    return rater_rows, {
+        "items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, batch_pk, created_at)": items,
+        "candidates (item_pk, candidate_key, position, text, source, metadata)": candidates,
+        "judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, score, shown_order, "
+        "review_pass, source, content_hash, batch_pk, excluded, created_at)": judgments,
+    }
+
+
+NOW = "2026-11-30 00:00:00.000000"
+
+
+def child_floor(data: Path, db: Path) -> dict:
+    """SQLite alone writing the importer's rows into preflab's schema (see the module doc)."""
+    import sqlite3
+
+    from preflab.io.importer.api import IMPORT_CACHE_KIB
     from preflab.store import db as store_db
     from preflab.store import repo, transaction
 
     engine = store_db.open_db(f"sqlite:///{db}")
     with transaction(engine) as s:
+        project = repo.create_project(s, "bench", kinds=["pairwise"])
+        project_pk, secret = project.pk, project.secret
+    engine.dispose()
+    raters, tables = _importer_rows(data, project_pk, secret)
+    stage = _stage(db, list(tables.items()))
+    targets = list(tables)  # "table (columns)"
+    del tables
+    conn = sqlite3.connect(db, isolation_level=None)
+    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+        conn.execute(f"PRAGMA {pragma}")
+    conn.execute(f"PRAGMA cache_size=-{IMPORT_CACHE_KIB}")
+    conn.execute(
+        "INSERT INTO import_batches (pk, project_pk, content_hash, sources, format, counts, created_at) "
+        "VALUES (1, ?, 'x', '[]', 'comparison', '{}', ?)",
+        (project_pk, NOW),
+    )
+    conn.executemany(
+        "INSERT INTO raters (pk, project_pk, rater_key, rater_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+        raters,
+    )
+    conn.execute("ATTACH DATABASE ? AS stage", (str(stage),))
+    cpu, start = _cpu(), time.perf_counter()
+    conn.execute("BEGIN")
+    for n, target in enumerate(targets):  # a plain table scans in rowid order: the rows' order
+        conn.execute(f"INSERT INTO {target} SELECT * FROM stage.t{n}")
+    conn.execute("COMMIT")
+    conn.execute("DETACH DATABASE stage")
+    conn.close()  # checkpoints the WAL into the file, as the importer's connection does
+    seconds = time.perf_counter() - start
+    with closing(sqlite3.connect(db)) as check:
+        rows = check.execute("SELECT count(*) FROM judgments").fetchone()[0]
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "cpu_seconds": _cpu() - cpu,
+        "main_rss_mb": _own_peak_rss_kib() / 1024,
+    }
+
+
+def child_pg_copy(data: Path, url: str) -> dict:
+    """The baseline on PostgreSQL: parse every line, ``COPY`` the four strings into a bare table."""
+    import psycopg
+
+    cpu, start = _cpu(), time.perf_counter()
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        conn.execute(
+            "CREATE TABLE comparisons (prompt TEXT, chosen TEXT, rejected TEXT, labeler TEXT)"
+        )
+        n = 0
+        with (
+            conn.cursor() as cur,
+            cur.copy("COPY comparisons FROM STDIN") as copy,
+            open(data, "rb") as f,
+        ):
+            for line in f:
+                r = orjson.loads(line)
+                copy.write_row((r["prompt"], r["chosen"], r["rejected"], r["labeler"]))
+                n += 1
+    return {
+        "rows": n,
+        "seconds": time.perf_counter() - start,
+        "cpu_seconds": _cpu() - cpu,
+        "main_rss_mb": _own_peak_rss_kib() / 1024,
+    }
+
+
+def child_import(data: Path, db: Path | str) -> dict:
+    """``import_files`` into ``db``: a SQLite file, or a database URL."""
+    from sqlalchemy import event
+
+    from preflab.io.importer import import_files
+    from preflab.io.importer.writer import Writer
+    from preflab.store import db as store_db
+    from preflab.store import repo, transaction
+
+    engine = store_db.open_db(str(db) if "://" in str(db) else f"sqlite:///{db}")
+    with transaction(engine) as s:
         repo.create_project(s, "bench", kinds=["pairwise"])
 
-    # Where the time goes: seconds inside the importer's bulk inserts (SQLite's executemany of
-    # the finished rows) and in the final commit; the rest is reading, converting and checking.
+    # Where the time goes: seconds inside the importer's bulk inserts (SQLite's executemany or
+    # PostgreSQL's COPY of the finished rows) and in the final commit; the rest is reading,
+    # converting and checking.
     in_sqlite = {"insert": 0.0, "commit_from": 0.0}
-    insert = importer._Writer.insert
+    insert = Writer.insert
 
     def timed_insert(self, *args, **kwargs):
         t = time.perf_counter()
         insert(self, *args, **kwargs)
         in_sqlite["insert"] += time.perf_counter() - t
 
-    importer._Writer.insert = timed_insert  # type: ignore[method-assign]
+    Writer.insert = timed_insert  # type: ignore[method-assign]
     event.listen(
         engine, "commit", lambda conn: in_sqlite.__setitem__("commit_from", time.perf_counter())
     )
@@ -151,7 +294,33 @@ def child_import(data: Path, db: Path) -> dict:
     }
 
 
-def run_child(kind: str, data: Path, db: Path) -> dict:
+CHILDREN = {
+    "baseline": child_baseline,
+    "floor": child_floor,
+    "import": child_import,
+    "pg_copy": child_pg_copy,
+    "pg_import": child_import,
+}
+
+
+@contextmanager
+def pg_database(admin_url: str) -> Iterator[str]:
+    """A fresh PostgreSQL database on the server of ``admin_url``, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+
+    name = f"preflab_bench_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{admin_url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+
+def run_child(kind: str, data: Path, db: Path | str) -> dict:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
@@ -172,17 +341,52 @@ def run_child(kind: str, data: Path, db: Path) -> dict:
     return result
 
 
+def run_postgres(admin_url: str, data: Path, rows: int, sqlite: dict, say) -> dict:
+    """The bare ``COPY`` and the import on PostgreSQL, each into a fresh database."""
+    with pg_database(admin_url) as url:
+        copied = run_child("pg_copy", data, url)
+    with pg_database(admin_url) as url:
+        imported = run_child("pg_import", data, url)
+    assert copied["rows"] == rows and imported["rows"] == rows, (copied, imported)
+    to_copy = imported["seconds"] / copied["seconds"]
+    to_sqlite = imported["seconds"] / sqlite["seconds"]
+    say(
+        f"pg copy:  {rows / copied['seconds']:,.0f} rows/s ({copied['seconds']:.1f}s, CPU {copied['cpu_seconds']:.1f}s) "
+        "parse + bare COPY"
+    )
+    say(
+        f"pg import: {rows / imported['seconds']:,.0f} rows/s ({imported['seconds']:.1f}s, CPU "
+        f"{imported['cpu_seconds']:.1f}s of this process, the server's apart): {to_copy:.2f}x the bare COPY, "
+        f"{to_sqlite:.2f}x the SQLite import"
+    )
+    return {
+        "pg_copy_seconds": round(copied["seconds"], 2),
+        "pg_import_seconds": round(imported["seconds"], 2),
+        "pg_import_rows_per_s": round(rows / imported["seconds"]),
+        "pg_import_cpu_seconds": round(imported["cpu_seconds"], 2),
+        "pg_ratio_to_copy": round(to_copy, 2),
+        "pg_ratio_to_sqlite_import": round(to_sqlite, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--json", action="store_true", help="print only the JSON result line")
-    parser.add_argument("--child", choices=["baseline", "import"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("PREFLAB_TEST_PG_URL"),
+        help="a PostgreSQL server (postgresql+psycopg://user@host:port/db) to import into as well; "
+        "default $PREFLAB_TEST_PG_URL; without one only SQLite is measured",
+    )
+    parser.add_argument("--child", choices=list(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--db", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.child:
-        result = (child_baseline if args.child == "baseline" else child_import)(args.data, args.db)
+        db = args.db if "://" in args.db else Path(args.db)
+        result = CHILDREN[args.child](args.data, db)
         print(json.dumps(result))
         return result
 
@@ -217,7 +421,16 @@ def main(argv: list[str] | None = None) -> dict:
         say(
             f"          of the wall time, {in_sqlite:.1f}s ({in_sqlite / imported['seconds']:.0%}) in SQLite writing the "
             f"finished rows (executemany {imported['sqlite_insert_seconds']:.1f}s + commit "
-            f"{imported['sqlite_commit_seconds']:.1f}s): {args.rows / in_sqlite:,.0f} rows/s is this schema's floor"
+            f"{imported['sqlite_commit_seconds']:.1f}s)"
+        )
+        floor = run_child("floor", data, Path(tmp) / "floor.db")
+        assert floor["rows"] == args.rows, floor
+        floor_ratio = imported["seconds"] / floor["seconds"]
+        say(
+            f"floor:    SQLite alone writing the importer's rows {floor['seconds']:.1f}s "
+            f"(CPU {floor['cpu_seconds']:.1f}s, {args.rows / floor['seconds']:,.0f} rows/s): the import takes "
+            f"{floor_ratio:.2f}x the floor's time (target <= 1.3x; on a loaded machine compare the CPU "
+            "times, the import's including its converting process)"
         )
         result = {
             "rows": args.rows,
@@ -232,7 +445,16 @@ def main(argv: list[str] | None = None) -> dict:
                 imported["sqlite_insert_seconds"] + imported["sqlite_commit_seconds"], 2
             ),
             "baseline_peak_rss_mb": round(baseline["peak_rss_mb"], 1),
+            "floor_seconds": round(floor["seconds"], 2),
+            "import_seconds": round(imported["seconds"], 2),
+            "ratio_to_floor": round(floor_ratio, 2),
+            "floor_cpu_seconds": round(floor["cpu_seconds"], 2),
+            "import_cpu_seconds": round(imported["cpu_seconds"], 2),
         }
+        if args.pg_url:
+            result.update(run_postgres(args.pg_url, data, args.rows, imported, say))
+        else:
+            say("PostgreSQL: not measured (no --pg-url or $PREFLAB_TEST_PG_URL)")
         print(json.dumps(result))
         return result
 

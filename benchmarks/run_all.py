@@ -15,8 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 FULL = [
-    ["bench_import.py"],  # 1,000,000 comparison rows into SQLite
-    ["bench_import_floor.py"],  # what writing those rows costs SQLite alone
+    ["bench_import.py"],  # 1,000,000 comparison rows: SQLite vs its floor, PostgreSQL vs COPY
     ["bench_export.py"],  # 1,000,000 pairs to Parquet vs pyarrow
     ["bench_read.py", "--items", "10000"],  # SQLite -> export, before/after the fast reader
     ["bench_quality.py"],  # alpha, Dawid-Skene, Bradley-Terry vs references
@@ -32,7 +31,6 @@ FULL = [
 ]
 QUICK = [
     ["bench_import.py", "--rows", "20000"],
-    ["bench_import_floor.py", "--rows", "20000"],
     ["bench_export.py", "--pairs", "50000", "--repeats", "1", "--e2e-pairs", "2000"],
     ["bench_quality.py", "--quick"],
     ["bench_server.py", "--raters", "20", "--submissions", "200"],

@@ -12,8 +12,8 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from preflab.io import importer
 from preflab.io.importer import ImportFailed, ImportOptions, WorkerFailed, import_files
+from preflab.io.importer import worker as importer_worker
 from preflab.store import db, repo, transaction
 from preflab.store.models import CandidateRow, ItemRow, JudgmentRow, Rater
 
@@ -146,7 +146,7 @@ def test_a_failing_converter_fails_the_import_and_says_why(tmp_path):
     """The child raises (here: a format name it cannot know); the parent raises WorkerFailed."""
     path = mixed_file(tmp_path, n=10)
     with pytest.raises(WorkerFailed, match="unknown record format 'no-such-format'"):
-        with importer._worker_chunks(
+        with importer_worker.worker_chunks(
             [path], ImportOptions(format="no-such-format"), None
         ) as chunks:
             list(chunks)
@@ -155,16 +155,16 @@ def test_a_failing_converter_fails_the_import_and_says_why(tmp_path):
 def test_the_second_process_is_used_for_large_files_and_a_free_core_only(tmp_path, monkeypatch):
     small = mixed_file(tmp_path, n=10)
     monkeypatch.delenv("PREFLAB_IMPORT_WORKER", raising=False)
-    monkeypatch.setattr(importer, "_idle_cores", lambda: 1.0)
-    assert importer._use_worker([small]) is False  # too small to pay for a process
-    monkeypatch.setattr(importer, "PARALLEL_MIN_BYTES", small.stat().st_size)
-    assert importer._use_worker([small]) is True
-    monkeypatch.setattr(importer, "_idle_cores", lambda: 0.3)
-    assert importer._use_worker([small]) is False  # no core to spare
+    monkeypatch.setattr(importer_worker, "idle_cores", lambda: 1.0)
+    assert importer_worker.use_worker([small]) is False  # too small to pay for a process
+    monkeypatch.setattr(importer_worker, "PARALLEL_MIN_BYTES", small.stat().st_size)
+    assert importer_worker.use_worker([small]) is True
+    monkeypatch.setattr(importer_worker, "idle_cores", lambda: 0.3)
+    assert importer_worker.use_worker([small]) is False  # no core to spare
     monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "1")
-    assert importer._use_worker([small]) is True
+    assert importer_worker.use_worker([small]) is True
     monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "0")
-    assert importer._use_worker([small]) is False
+    assert importer_worker.use_worker([small]) is False
 
 
 def test_idle_cores_reads_the_machine():
@@ -177,17 +177,17 @@ def test_idle_cores_reads_the_machine():
         while not stop.is_set():
             pass
 
-    cores = len(importer.os.sched_getaffinity(0))
-    quiet = importer._idle_cores(0.2)
+    cores = len(importer_worker.os.sched_getaffinity(0))
+    quiet = importer_worker.idle_cores(0.2)
     worker = threading.Thread(target=spin)
     worker.start()
     try:
-        busy = importer._idle_cores(0.2)
+        busy = importer_worker.idle_cores(0.2)
     finally:
         stop.set()
         worker.join()
     assert 0.0 <= busy <= cores and 0.0 <= quiet <= cores
     if (
-        cores == importer.os.cpu_count()
+        cores == importer_worker.os.cpu_count()
     ):  # (a process pinned to some of the cores cannot tell which are idle)
         assert busy <= cores - 0.5, (busy, quiet)

@@ -213,7 +213,7 @@ def test_same_id_with_different_content_within_one_file(engine, tmp_path):
 
 
 def test_duplicates_across_chunks(engine, tmp_path, monkeypatch):
-    monkeypatch.setattr("preflab.io.importer.CHUNK", 3)
+    monkeypatch.setattr("preflab.io.importer.worker.CHUNK", 3)
     recs = [{"id": f"i{n}", "prompt": "p", "candidates": ["a", f"b{n}"]} for n in range(7)]
     recs.append({"id": "i1", "prompt": "changed", "candidates": ["a", "b1"]})
     p = one_problem(engine, "p", [jsonl(tmp_path, "a.jsonl", *recs)])
@@ -226,7 +226,7 @@ def test_duplicates_across_chunks(engine, tmp_path, monkeypatch):
 
 def test_one_content_under_many_ids_across_chunks_is_one_item(engine, tmp_path, monkeypatch):
     # the ids after the first are aliases, found in later chunks from the database
-    monkeypatch.setattr("preflab.io.importer.CHUNK", 3)
+    monkeypatch.setattr("preflab.io.importer.worker.CHUNK", 3)
     recs = [{"id": f"i{n}", "prompt": "p", "candidates": ["a", "b"]} for n in range(7)]
     recs.append({"id": "i5", "prompt": "changed", "candidates": ["a", "b"]})
     p = one_problem(engine, "p", [jsonl(tmp_path, "a.jsonl", *recs)])
@@ -618,7 +618,7 @@ def test_lean_path_writes_what_the_generic_path_writes(engine, tmp_path, monkeyp
     with transaction(engine) as s:
         repo.create_project(s, "generic", kinds=["pairwise"])
     lean = import_files(engine, "pairs", [path])
-    monkeypatch.setattr("preflab.io.importer.comparison_pair", lambda record, options: None)
+    monkeypatch.setattr("preflab.io.importer.convert.comparison_pair", lambda record, options: None)
     monkeypatch.setattr("preflab.io.formats.generic.comparison_pair", lambda record, options: None)
     generic = import_files(engine, "generic", [path])
     assert (
@@ -649,7 +649,7 @@ def test_lean_path_problems_match_the_generic_path(engine, tmp_path, monkeypatch
     ]
     path = jsonl(tmp_path, "bad.jsonl", *records)
     lean = fails(engine, "pairs", [path])
-    monkeypatch.setattr("preflab.io.importer.comparison_pair", lambda record, options: None)
+    monkeypatch.setattr("preflab.io.importer.convert.comparison_pair", lambda record, options: None)
     monkeypatch.setattr("preflab.io.formats.generic.comparison_pair", lambda record, options: None)
     generic = fails(engine, "pairs", [path])
     assert [str(p) for p in lean.problems] == [str(p) for p in generic.problems]

@@ -522,7 +522,7 @@ def test_validate_reports_what_import_does_for_ids(tmp_path):
     )
     assert str(bad.problems[0]) == (
         f"{tmp_path}/d.jsonl:3: id: item 'c2' (another id of item 'c1') already exists with different content; give "
-        "the new version another id (or leave 'id' out to derive one from the content) (earlier in these files)"
+        "the new version another id (or leave 'id' out to derive one from the content)"
     )
 
 
@@ -558,7 +558,7 @@ def test_records_in_separate_chunks_of_a_fresh_project_join_by_content(
     engine, tmp_path, monkeypatch, order
 ):
     # each record is looked up in the database, not in the chunk: the lean path's shortcuts must not skip it
-    monkeypatch.setattr("preflab.io.importer.CHUNK", 1)
+    monkeypatch.setattr("preflab.io.importer.worker.CHUNK", 1)
     import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", *order)])
     assert item_count(engine) == 1 and {r for _, r, _, _ in labels(engine)} == {
         "alice",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from .importer import convert_worker_main
+from .importer.worker import convert_worker_main
 
 if __name__ == "__main__":
     convert_worker_main(sys.stdin.buffer, sys.stdout.buffer)

@@ -26,6 +26,15 @@ import orjson
 
 from ..schema import Item, JudgmentBase, content_hash, dump_judgment
 from ..schema.identity import candidate_key, item_content, item_key, normal_text
+from ..schema.pairwise import (
+    canonical_pair,
+    hashed_form,
+    judgment_content_hash,
+    pairwise_body,
+    pairwise_body_json,
+    pairwise_hashed,
+    plain_pair_content_hash,
+)
 
 _BODY_EXCLUDE = {"item_id", "rationale", "provenance"}
 _SOURCES = ("human", "ai", "ai_assisted")
@@ -194,11 +203,8 @@ def _judgment_rows_from_dump(
     submitted_at: datetime | None = None,
 ) -> JudgmentRows:
     prov = data["provenance"]
-    hashed = {
-        **data,
-        "provenance": {k: v for k, v in prov.items() if k not in ("idempotency_key", "rater_hash")},
-    }
-    digest = content_hash(hashed, length=64)
+    hashed = hashed_form(data)
+    digest = judgment_content_hash(hashed)
     kind = data["kind"]
     values: dict[str, Any] = {
         "kind": kind,
@@ -221,10 +227,8 @@ def _judgment_rows_from_dump(
     rubric = None
     if kind == "pairwise":
         a, b = data["shown_order"]
-        lo, hi = sorted((a, b))
-        winner = data["winner"]
-        score = _signed_strength(a, b, winner, data.get("strength"))
-        values.update(pair_lo=lo, pair_hi=hi, score=score, shown_order=[a, b])
+        pair = canonical_pair(a, b, data["winner"], data.get("strength"))
+        values.update(pair_lo=pair.lo, pair_hi=pair.hi, score=pair.score, shown_order=[a, b])
     elif kind == "rubric" and prov.get("rubric_id"):
         rubric = (
             prov["rubric_id"],
@@ -254,7 +258,7 @@ def rekeyed(judgment: JudgmentRows, item_key: str) -> JudgmentRows:
     if judgment.hashed is None:
         raise ValueError("a judgment built without its hashed content cannot be re-keyed")
     hashed = {**judgment.hashed, "item_id": item_key}
-    digest = content_hash(hashed, length=64)
+    digest = judgment_content_hash(hashed)
     return dataclasses.replace(
         judgment,
         item_key=item_key,
@@ -314,19 +318,16 @@ def pairwise_rows(
     if source not in _SOURCES:
         raise ValueError(f"source must be one of {list(_SOURCES)}, got {source!r}")
     a, b = shown_order
-    hashed: dict[str, Any] = {
-        "item_id": item_key,
-        "provenance": {"rater_id": rater_id, "review_pass": 0, "source": source},
-        "kind": "pairwise",
-        "shown_order": [a, b],
-        "winner": winner,
-    }
-    if strength is not None:  # the wire form leaves an unknown strength out (dump_judgment)
-        hashed["strength"] = strength
-    if rationale is not None:
-        hashed["rationale"] = rationale
-    digest = content_hash(hashed, length=64)
-    score = _signed_strength(a, b, winner, strength)
+    hashed = pairwise_hashed(
+        item_key,
+        (a, b),
+        winner,
+        strength,
+        {"rater_id": rater_id, "review_pass": 0, "source": source},
+        rationale,
+    )
+    digest = judgment_content_hash(hashed)
+    pair = canonical_pair(a, b, winner, strength)
     return JudgmentRows(
         item_key=item_key,
         rater_key=rater_id,
@@ -336,11 +337,11 @@ def pairwise_rows(
         candidate_ids=[a, b],
         values={
             "kind": "pairwise",
-            "body": _pair_body(a, b, winner, strength),
+            "body": pairwise_body(a, b, winner, strength),
             "rationale": rationale,
-            "pair_lo": min(a, b),
-            "pair_hi": max(a, b),
-            "score": score,
+            "pair_lo": pair.lo,
+            "pair_hi": pair.hi,
+            "score": pair.score,
             "shown_order": [a, b],
             "rubric_key": None,
             "rubric_version": None,
@@ -418,7 +419,7 @@ class PairRows:
         a, b = candidate_keys
         self.pair_lo, self.pair_hi = lo, hi = (a, b) if a < b else (b, a)
         self.shown_order_json = f'["{lo}","{hi}"]'
-        self.body_json = f'{{"kind":"pairwise","shown_order":["{lo}","{hi}"],"winner":"{winner}"{_json_strength(strength)}}}'
+        self.body_json = pairwise_body_json(lo, hi, winner, strength)
 
     @property
     def shown_order(self) -> tuple[str, str]:
@@ -510,7 +511,7 @@ class PairRows:
             candidate_ids=[a, b],
             values={
                 "kind": "pairwise",
-                "body": _pair_body(a, b, self.winner, self.strength),
+                "body": pairwise_body(a, b, self.winner, self.strength),
                 "rationale": None,
                 "pair_lo": a,
                 "pair_hi": b,
@@ -581,21 +582,10 @@ def pair_rows(
         lo, hi, winner, direction = b0, b1, b"a", -1
     else:
         lo, hi, winner, direction = b1, b0, b"b", 1
-    score = None if strength is None else direction * strength
-    # content_hash of the judgment's dump without the idempotency key (see pairwise_rows)
-    judgment_hash = sha256(
-        b'{"item_id":"%s","kind":"pairwise","provenance":{"rater_id":%s,"review_pass":0,"source":"%s"},'
-        b'"shown_order":["%s","%s"]%s,"winner":"%s"}'
-        % (
-            item_key_.encode(),
-            dumps(rater_id),
-            source.encode(),
-            lo,
-            hi,
-            _json_strength(strength).encode(),
-            winner,
-        )
-    ).hexdigest()
+    score = None if strength is None else direction * strength  # canonical_pair(...).score
+    judgment_hash = plain_pair_content_hash(
+        item_key_.encode(), dumps(rater_id), source.encode(), lo, hi, winner, strength
+    )
     return PairRows(
         item_key_,
         item_hash,
@@ -610,26 +600,3 @@ def pair_rows(
         score,
         judgment_hash,
     )
-
-
-def _signed_strength(a: str, b: str, winner: str, strength: int | None) -> int | None:
-    """The ``score`` column: signed strength over the sorted pair (negative: the first better),
-    ``None`` when the strength is unknown (the winner is in the body)."""
-    if winner == "tie":
-        return 0
-    if strength is None:
-        return None
-    chosen = a if winner == "a" else b
-    return -strength if chosen == min(a, b) else strength
-
-
-def _json_strength(strength: int | None) -> str:
-    """``,"strength":N`` as the canonical JSON has it; nothing for an unknown strength."""
-    return "" if strength is None else f',"strength":{strength}'
-
-
-def _pair_body(a: str, b: str, winner: str, strength: int | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"kind": "pairwise", "shown_order": [a, b], "winner": winner}
-    if strength is not None:
-        body["strength"] = strength
-    return body

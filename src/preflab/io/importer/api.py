@@ -1,0 +1,179 @@
+"""``import`` and ``validate``: the pipeline of :mod:`preflab.io.importer` put together."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from ...settings import get_settings
+from ...store import repo
+from ...store.db import transaction
+from ...store.models import ImportBatch, Project
+from .checks import NO_PROJECT, CheckState, check_record
+from .convert import Record, forced_format, records
+from .loader import Loader
+from .options import (
+    SKIPPED_IN_COUNTS,
+    ImportFailed,
+    ImportOptions,
+    ImportReport,
+    Problem,
+    ValidationReport,
+)
+from .worker import chunks
+
+
+def files_hash(paths: Sequence[Path]) -> str:
+    """SHA-256 over the files' bytes (each prefixed by its length), in the order given."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.stat().st_size.to_bytes(8, "big"))
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+#: SQLite page cache for an import (KiB). A large import inserts into two indexes at random
+#: places (items by key, judgments by content hash); once they outgrow the default 2 MB cache,
+#: every insert reads and rewrites a page. The cache is allocated as it fills, so small imports
+#: do not pay for it.
+#: ``$PREFLAB_IMPORT_CACHE_KIB`` (:mod:`preflab.settings`), read per import.
+
+
+@contextmanager
+def _import_cache(conn: Connection) -> Iterator[None]:
+    """SQLite: a larger page cache for this import's connection, restored afterwards."""
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    before = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
+    conn.exec_driver_sql(f"PRAGMA cache_size = -{get_settings().import_cache_kib}")
+    try:
+        yield
+    finally:
+        conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
+
+
+# -- the public API ------------------------------------------------------------------------------
+
+
+def import_files(
+    engine: Any,
+    project_name: str,
+    paths: Sequence[Path],
+    options: ImportOptions = ImportOptions(),  # a frozen-by-convention default
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import ``paths`` into project ``project_name`` in one transaction; see the module doc."""
+    paths = [Path(p) for p in paths]
+    forced_format(options)
+    digest = files_hash(paths)
+    report = ImportReport(batch_pk=None, files=[str(p) for p in paths], formats={})
+    with transaction(engine) as session:
+        project = repo.get_project(session, project_name)
+        previous = session.scalar(
+            select(ImportBatch).where(
+                ImportBatch.project_pk == project.pk, ImportBatch.content_hash == digest
+            )
+        )
+        if previous is not None:
+            report.batch_pk = previous.pk
+            report.already_imported = True
+            report.formats = dict(previous.counts.get("formats", {}))
+            return report
+        batch = ImportBatch(
+            project_pk=project.pk, content_hash=digest, sources=report.files, format="", counts={}
+        )
+        session.add(batch)
+        session.flush()
+        report.batch_pk = batch.pk
+        options = _with_project_ai_labelers(options, project)
+        loader = Loader(session, project, batch.pk, options, report)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
+        try:
+            with _import_cache(loader.conn), chunks(paths, options, progress) as converted:
+                for chunk in converted:
+                    loader.load(chunk)
+                    del chunk  # freed before the collection, not traversed by it
+                    gc.collect(
+                        0
+                    )  # the youngest generation only: frees any cycles, keeps memory flat
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        if loader.problem_count and not options.skip_invalid:
+            raise ImportFailed(loader.problems, loader.problem_count, options.max_errors)
+        report.skipped_count = loader.problem_count if options.skip_invalid else 0
+        counts = {
+            "items_added": report.items_added,
+            "items_existing": report.items_existing,
+            "judgments_added": report.judgments_added,
+            "judgments_existing": report.judgments_existing,
+            "formats": report.formats,
+            "skipped": report.skipped_count,
+            "judgments_not_collected": report.judgments_not_collected,
+            "skipped_problems": [str(p) for p in report.skipped[:SKIPPED_IN_COUNTS]],
+        }
+        fmt = ",".join(sorted(report.formats)) or "none"
+        session.execute(
+            update(ImportBatch)
+            .where(ImportBatch.pk == batch.pk)
+            .values(format=fmt[:50], counts=counts)
+        )
+        session.expire(batch)
+    return report
+
+
+def _with_project_ai_labelers(options: ImportOptions, project: Project) -> ImportOptions:
+    """``options`` with the project's ``policy.ai_labelers`` setting added (read raw: io does not
+    import the server, whose ``Policy`` model validates the setting when it is changed)."""
+    policy = (project.settings or {}).get("policy") or {}
+    names = tuple(str(n) for n in policy.get("ai_labelers") or ())
+    if not names:
+        return options
+    return dataclasses.replace(options, ai_labelers=tuple(options.ai_labelers) + names)
+
+
+def validate_files(
+    paths: Sequence[Path],
+    options: ImportOptions = ImportOptions(),  # a frozen-by-convention default
+) -> ValidationReport:
+    """The record checks of :func:`import_files` without a database: the same
+    :func:`~preflab.io.importer.checks.check_record`, against the files alone, so a problem is
+    reported in the same words by both.
+
+    Checks everything a file says about itself: reading, formats, types, unknown fields, item ids
+    reused with different content, judgments naming candidates their item (when in these files)
+    does not have. Not checked: items in the database, judgment kinds a project collects, rubrics.
+    """
+    paths = [Path(p) for p in paths]
+    forced_format(options)
+    report = ValidationReport(files=[str(p) for p in paths], formats={})
+    formats: Counter[str] = Counter()
+    state = CheckState()
+    for rec in records(paths, options, None, lean=False):
+        assert isinstance(rec, Record)
+        if not rec.problems:
+            report.records += 1
+            report.items += len(rec.items)
+            report.judgments += len(rec.judgments)
+            formats[rec.format or "?"] += 1
+        for fld, reason in check_record(rec, state, NO_PROJECT).problems:
+            report.total_problems += 1
+            if len(report.problems) < max(options.max_errors, 1):
+                report.problems.append(Problem(rec.file, rec.line, fld, reason))
+        # Nothing is written: only what later records are checked against is kept.
+        state.accepted_items.clear()
+        state.new_judgments.clear()
+    report.formats = dict(formats)
+    return report

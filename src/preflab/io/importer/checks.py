@@ -1,0 +1,274 @@
+"""The checks of one record against what is known: the one rule set of ``import`` and ``validate``.
+
+:func:`check_record` decides a record against a :class:`CheckState` (what the database answered
+for the chunk, what earlier records accepted) and the project's :class:`ProjectRules`. The import
+runs it against the database, chunk by chunk; ``validate`` against the files alone
+(:data:`NO_PROJECT`: what only a project can tell, its kinds, rubrics and stored items, is not
+checked), so both report a problem with the same ``field: reason``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+
+from ...schema import Rubric
+from ...store.rows import ItemRows, JudgmentRows, PairRows, rekeyed
+from ..formats import FORMATS
+from .convert import Record
+
+
+@dataclass(frozen=True)
+class ProjectRules:
+    """What the checks know of the project; ``None``: no project (``validate``), not checked."""
+
+    name: str | None
+    kinds: Collection[str] | None
+    #: ``(rubric key, version or None)`` -> the project's rubric, or ``None`` if it has none.
+    rubric: Callable[[str, int | None], Rubric | None] | None
+
+
+#: ``validate``: the files alone. Judgments of items outside the files may name items a project has.
+NO_PROJECT = ProjectRules(name=None, kinds=None, rubric=None)
+
+
+@dataclass(slots=True)
+class CheckState:
+    """What the checks of one chunk share: the database's answers and what the chunk accepted so far."""
+
+    existing_items: dict[str, tuple[int, str]] = field(default_factory=dict)
+    outside_candidates: dict[str, set[str]] = field(default_factory=dict)
+    existing_hashes: set[str] = field(default_factory=set)
+    existing_idem: set[str] = field(default_factory=set)
+    #: alias -> item key: the database's aliases named in this chunk, and the chunk's new ones
+    aliases: dict[str, str] = field(default_factory=dict)
+    #: content hash -> item key: the database's items this chunk may join, and the chunk's own
+    by_content: dict[str, str] = field(default_factory=dict)
+    #: item key -> (content hash, candidate keys) of the items seen in this chunk
+    known: dict[str, tuple[str, Collection[str]]] = field(default_factory=dict)
+    accepted_items: dict[str, ItemRows | PairRows] = field(default_factory=dict)
+    new_judgments: list[JudgmentRows | PairRows] = field(default_factory=list)
+    seen_hashes: set[str] = field(default_factory=set)
+    seen_idem: set[str] = field(default_factory=set)
+    #: alias -> item key, to write with the chunk
+    new_aliases: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Checked:
+    """One record's verdict: its problems (then nothing of it was accepted), else its counts."""
+
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    items_added: int = 0
+    items_existing: int = 0
+    judgments_added: int = 0
+    judgments_existing: int = 0
+    #: judgments of a kind the project does not collect that their format marks optional
+    not_collected: int = 0
+
+
+_PAIR_FIELD = {"pairwise": "shown_order", "ranking": "order"}
+
+
+def joined_item(
+    item: ItemRows,
+    is_item: Callable[[str], bool],
+    aliases: Callable[[str], str | None],
+    by_content: Callable[[str], str | None],
+    fmt: str | None,
+) -> tuple[str, bool]:
+    """The key the item of a record is stored under, and whether its own key is a new alias.
+
+    An item is its content (:mod:`preflab.schema.identity`), also when a record names it: its own
+    key if an item has it; else the item that key is an alias of; else the item with the same
+    content hash (the record's key becomes an alias of it); else its own key (a new item). The
+    one rule of :func:`import_files` and :func:`validate_files`.
+
+    The items of a format of model samples (:attr:`RecordFormat.samples`: rollouts, trajectories)
+    keep their own id: each is one output with its outcome (a reward, a verifier's result), which
+    the content hash does not cover, so two samples with the same text but different outcomes (a
+    flaky test) stay two instead of one losing its outcome.
+    """
+    if is_item(item.key):
+        return item.key, False
+    target = aliases(item.key)
+    if target is not None:
+        return target, False
+    if fmt is not None and FORMATS[fmt].samples:
+        return item.key, False
+    target = by_content(item.content_hash)
+    if target is not None and target != item.key:
+        return target, True
+    return item.key, False
+
+
+def different_content(key: str, target: str) -> str:
+    named = repr(key) if key == target else f"{key!r} (another id of item {target!r})"
+    return (
+        f"item {named} already exists with different content; give the new version another id "
+        "(or leave 'id' out to derive one from the content)"
+    )
+
+
+def check_record(rec: Record, state: CheckState, rules: ProjectRules) -> Checked:
+    """Check one record against ``state`` and ``rules``; accept it into ``state`` when it has no
+    problems (its new items, aliases and judgments), else leave ``state`` as it was."""
+    if rec.problems:
+        return Checked(problems=list(rec.problems))
+    items = _RecordItems(state)
+    checked = Checked()
+    for item in rec.items:
+        items.check(item, rec.format, checked)
+    judgments = _check_judgments(rec, state, rules, items, checked)
+    if checked.problems:
+        return checked
+    for item in items.new:
+        state.accepted_items[item.key] = item
+    state.known.update(items.known)
+    state.by_content.update(items.by_content)
+    state.aliases.update(items.new_aliases)
+    state.new_aliases.update(items.new_aliases)
+    state.new_judgments.extend(judgments)
+    state.seen_hashes.update(j.content_hash for j in judgments)
+    state.seen_idem.update(j.idempotency_key for j in judgments if j.idempotency_key)
+    checked.items_added = len(items.new)
+    checked.judgments_added = len(judgments)
+    return checked
+
+
+class _RecordItems:
+    """The items of one record as it is checked: where each is stored, which are new."""
+
+    def __init__(self, state: CheckState) -> None:
+        self.state = state
+        self.new: list[ItemRows] = []
+        self.known: dict[str, tuple[str, Collection[str]]] = {}
+        #: this record's ids of items stored under another key
+        self.aliases: dict[str, str] = {}
+        self.new_aliases: dict[str, str] = {}
+        self.by_content: dict[str, str] = {}
+
+    def is_item(self, key: str) -> bool:
+        return key in self.state.known or key in self.known or key in self.state.existing_items
+
+    def alias(self, key: str) -> str | None:
+        return self.aliases.get(key) or self.state.aliases.get(key)
+
+    def with_content(self, digest: str) -> str | None:
+        return self.by_content.get(digest) or self.state.by_content.get(digest)
+
+    def entry(self, key: str) -> tuple[str, Collection[str]] | None:
+        return self.known.get(key) or self.state.known.get(key)
+
+    def check(self, item: ItemRows, fmt: str | None, checked: Checked) -> None:
+        key, new_alias = joined_item(item, self.is_item, self.alias, self.with_content, fmt)
+        if key != item.key:
+            self.aliases[item.key] = key
+            if new_alias:
+                self.new_aliases[item.key] = key
+        prior = self.entry(key)
+        existing = self.state.existing_items.get(key)
+        if prior is None and existing is not None:
+            prior = (existing[1], set(item.candidate_keys))
+            self.known[key] = prior
+        if prior is not None:
+            if prior[0] != item.content_hash:
+                checked.problems.append(("id", different_content(item.key, key)))
+            else:
+                checked.items_existing += 1
+            return
+        self.new.append(item)
+        self.known[key] = (item.content_hash, set(item.candidate_keys))
+        self.by_content[item.content_hash] = key
+
+
+def _check_judgments(
+    rec: Record, state: CheckState, rules: ProjectRules, items: _RecordItems, checked: Checked
+) -> list[JudgmentRows]:
+    """The record's new judgments; problems and counts go to ``checked``."""
+    accepted: list[JudgmentRows] = []
+    hashes: set[str] = set()
+    for j in rec.judgments:
+        if rules.kinds is not None and j.kind not in rules.kinds:
+            if rec.format and j.kind in FORMATS[rec.format].optional_kinds:
+                checked.not_collected += 1
+                continue
+            checked.problems.append(
+                (
+                    "kind",
+                    f"project {rules.name!r} collects {sorted(rules.kinds)}, not {j.kind!r}; "
+                    "add the kind to the project or leave these judgments out",
+                )
+            )
+            continue
+        target = items.alias(j.item_key)
+        if target is not None:
+            j = rekeyed(j, target)
+        entry = items.entry(j.item_key)
+        candidates = entry[1] if entry else state.outside_candidates.get(j.item_key)
+        problem = _judgment_problem(j, candidates, rules)
+        if problem is not None:
+            checked.problems.append(problem)
+            continue
+        if j.rubric is not None and rules.rubric is not None:
+            rubric_problems = _rubric_problems(j, rules)
+            if rubric_problems:
+                checked.problems.extend(rubric_problems)
+                continue
+        if (
+            j.content_hash in state.existing_hashes
+            or j.content_hash in state.seen_hashes
+            or j.content_hash in hashes
+            or (
+                j.idempotency_key
+                and (
+                    j.idempotency_key in state.existing_idem or j.idempotency_key in state.seen_idem
+                )
+            )
+        ):
+            checked.judgments_existing += 1
+            continue
+        hashes.add(j.content_hash)
+        accepted.append(j)
+    return accepted
+
+
+def _judgment_problem(
+    j: JudgmentRows, candidates: Collection[str] | None, rules: ProjectRules
+) -> tuple[str, str] | None:
+    """The judgment's item and candidates must be known (without a project, an item outside the
+    files may be in the project: not checked)."""
+    if candidates is None:
+        if rules.name is None:
+            return None
+        return (
+            "item_id",
+            f"no item {j.item_key!r} in project {rules.name!r} or earlier in this "
+            "import; import the item before its judgments",
+        )
+    unknown = [c for c in j.candidate_ids if c not in candidates]
+    if unknown:
+        return (
+            _PAIR_FIELD.get(j.kind, "candidate_id"),
+            f"{unknown[0]!r} is not a candidate of item {j.item_key!r} (it has {', '.join(sorted(candidates))})",
+        )
+    return None
+
+
+def _rubric_problems(j: JudgmentRows, rules: ProjectRules) -> list[tuple[str, str]]:
+    assert j.rubric is not None and rules.rubric is not None
+    rkey, rversion, scores, vetoes = j.rubric
+    rubric = rules.rubric(rkey, rversion)
+    if rubric is None:
+        return [
+            (
+                "provenance.rubric_id",
+                f"project {rules.name!r} has no rubric {rkey!r}"
+                + (f" version {rversion}" if rversion else "")
+                + "; add the rubric first",
+            )
+        ]
+    return [
+        (fld, reason)
+        for fld, _, reason in (p.partition(": ") for p in rubric.check_scores(scores, vetoes))
+    ]

@@ -1,0 +1,395 @@
+"""Checks chunks of converted records against the database and writes the accepted rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import groupby
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from ...schema import Rubric, rater_hash
+from ...store import repo
+from ...store.models import Project, utcnow
+from ...store.rows import ItemRows, JudgmentRows, PairRows
+from ..formats import FORMATS
+from .checks import CheckState, ProjectRules, check_record
+from .columns import RowBuilder
+from .convert import Pair, Record
+from .options import MAX_SKIPPED, ImportOptions, ImportReport, Problem
+from .writer import (
+    ALIASES,
+    CANDIDATE_COLUMNS,
+    CANDIDATES,
+    ITEM_COLUMNS,
+    ITEMS,
+    JUDGMENT_COLUMNS,
+    JUDGMENTS,
+    RATERS,
+    Writer,
+)
+
+#: Keys per ``IN (...)`` list on SQLite (old builds allow 999 parameters; PostgreSQL gets one array).
+IN_CHUNK = 900
+
+
+def _in_chunks(values: Iterable[Any]) -> Iterator[list[Any]]:
+    values = list(values)
+    for i in range(0, len(values), IN_CHUNK):
+        yield values[i : i + IN_CHUNK]
+
+
+class Loader:
+    """Checks chunks of converted records against the database and writes the accepted rows."""
+
+    def __init__(
+        self,
+        session: Any,
+        project: Project,
+        batch_pk: int,
+        options: ImportOptions,
+        report: ImportReport,
+    ):
+        self.session = session
+        self.conn: Connection = session.connection()
+        self.writer = Writer(self.conn)
+        self.project = project
+        self.project_pk = project.pk
+        self.batch_pk = batch_pk
+        self.options = options
+        self.report = report
+        self.kinds = set(project.kinds)
+        self.rules = ProjectRules(name=project.name, kinds=self.kinds, rubric=self._rubric)
+        self.rater_pks: dict[str, int] = {}
+        self.rubrics: dict[tuple[str, int | None], Rubric | None] = {}
+        self.formats_seen: set[str] = set()
+        # Alias lookups only once the project has any (most never do).
+        self.has_aliases = (
+            self.conn.execute(
+                select(ALIASES.c.pk).where(ALIASES.c.project_pk == self.project_pk).limit(1)
+            ).first()
+            is not None
+        )
+        # A plain comparison (derived id) can only join a stored item of another id if that item
+        # came from a record of another shape: one stored before this import, or written by it.
+        # Until then its content lookup is skipped (a bulk import into a fresh project: ~10% of its time).
+        self.other_ids_stored = (
+            self.conn.execute(
+                select(ITEMS.c.pk).where(ITEMS.c.project_pk == self.project_pk).limit(1)
+            ).first()
+            is not None
+        )
+        self.problems: list[Problem] = []
+        self.problem_count = 0
+        self.now = utcnow()
+
+    # -- problems
+
+    def _problem(self, rec: Record, field: str, reason: str) -> None:
+        problem = Problem(rec.file, rec.line, field, reason)
+        self.problem_count += 1
+        if self.options.skip_invalid:
+            if len(self.report.skipped) < MAX_SKIPPED:
+                self.report.skipped.append(problem)
+        elif len(self.problems) < max(self.options.max_errors, 1):
+            self.problems.append(problem)
+
+    # -- lookups
+
+    def _select_in(self, sql: str, values: set[str]) -> Iterator[Any]:
+        """Rows of ``sql`` for every value: its ``{values}`` is an ``IN`` list (SQLite, in parts)
+        or ``= ANY`` of one array (PostgreSQL); its one other parameter is the project's pk.
+
+        Raw driver SQL: a SQLAlchemy ``select`` with an expanding ``IN`` is compiled on every
+        call, which cost more than the lookup itself.
+        """
+        if not values:
+            return
+        if self.writer.sqlite:
+            for part in _in_chunks(values):
+                yield from self.conn.exec_driver_sql(
+                    sql.format(param="?", values=f"IN ({', '.join('?' * len(part))})"),
+                    (self.project_pk, *part),
+                )
+        else:
+            yield from self.conn.exec_driver_sql(
+                sql.format(param="%s", values="= ANY(%s)"), (self.project_pk, list(values))
+            )
+
+    def _existing_items(self, keys: set[str]) -> dict[str, tuple[int, str]]:
+        sql = "SELECT item_key, pk, content_hash FROM items WHERE project_pk = {param} AND item_key {values}"
+        return {key: (pk, digest) for key, pk, digest in self._select_in(sql, keys)}
+
+    def _aliases(self, keys: set[str]) -> dict[str, tuple[str, int, str]]:
+        """alias -> (item key, item pk, content hash) of the items these keys are aliases of."""
+        if not self.has_aliases:
+            return {}
+        sql = (
+            "SELECT a.alias_key, i.item_key, i.pk, i.content_hash FROM item_aliases a JOIN items i "
+            "ON i.pk = a.item_pk WHERE a.project_pk = {param} AND a.alias_key {values}"
+        )
+        return {alias: (key, pk, digest) for alias, key, pk, digest in self._select_in(sql, keys)}
+
+    def _items_by_content(self, hashes: set[str]) -> dict[str, tuple[str, int]]:
+        """content hash -> (item key, pk) of the project's items with that content (the first
+        imported one, should older databases hold several)."""
+        sql = (
+            "SELECT content_hash, item_key, pk FROM items WHERE project_pk = {param} AND content_hash {values} "
+            "ORDER BY pk DESC"
+        )
+        return {digest: (key, pk) for digest, key, pk in self._select_in(sql, hashes)}
+
+    def _candidate_keys(self, item_pks: dict[str, int]) -> dict[str, set[str]]:
+        by_pk: dict[int, set[str]] = {pk: set() for pk in item_pks.values()}
+        for part in _in_chunks(by_pk):
+            for pk, key in self.conn.execute(
+                select(CANDIDATES.c.item_pk, CANDIDATES.c.candidate_key).where(
+                    CANDIDATES.c.item_pk.in_(part)
+                )
+            ):
+                by_pk[pk].add(key)
+        return {key: by_pk[pk] for key, pk in item_pks.items()}
+
+    def _hashes_of_items(self, item_pks: set[int]) -> set[str]:
+        """Content hashes of the judgments of these items (served by ``uq_judgments_item_content``)."""
+        found: set[str] = set()
+        for part in _in_chunks(item_pks):
+            found.update(
+                self.conn.execute(
+                    select(JUDGMENTS.c.content_hash).where(JUDGMENTS.c.item_pk.in_(part))
+                ).scalars()
+            )
+        return found
+
+    def _existing(self, column: str, values: set[str]) -> set[str]:
+        sql = f"SELECT {column} FROM judgments WHERE project_pk = {{param}} AND {column} {{values}}"
+        return {value for (value,) in self._select_in(sql, values)}
+
+    def _rubric(self, key: str, version: int | None) -> Rubric | None:
+        if (key, version) not in self.rubrics:
+            self.rubrics[(key, version)] = repo.get_rubric(self.session, self.project, key, version)
+        return self.rubrics[(key, version)]
+
+    def _register_rubrics(self, chunk: list[Record | Pair]) -> None:
+        if "rubric" not in self.kinds:  # a format's rubrics are for its rubric judgments only
+            return
+        for rec in chunk:
+            if rec.format and rec.format not in self.formats_seen:
+                self.formats_seen.add(rec.format)
+                for rubric in FORMATS[rec.format].rubrics:
+                    repo.add_rubric(
+                        self.session,
+                        self.project,
+                        rubric,
+                        make_current=self.project.rubric_key is None,
+                    )
+                    self.rubrics.clear()
+
+    def _rater_pks(self, keys: set[str]) -> None:
+        missing = keys - self.rater_pks.keys()
+        for part in _in_chunks(missing):
+            for key, pk in self.conn.execute(
+                select(RATERS.c.rater_key, RATERS.c.pk).where(
+                    RATERS.c.project_pk == self.project_pk, RATERS.c.rater_key.in_(part)
+                )
+            ):
+                self.rater_pks[key] = pk
+        new = sorted(keys - self.rater_pks.keys())
+        if new:
+            pks = self.writer.allocate_pks(RATERS, len(new))
+            created = self.writer.constant(RATERS, "created_at", self.now)
+            self.writer.insert(
+                RATERS,
+                ("pk", "project_pk", "rater_key", "rater_hash", "created_at"),
+                [
+                    (pk, self.project_pk, key, rater_hash(key, self.project.secret), created)
+                    for pk, key in zip(pks, new, strict=True)
+                ],
+                constants=("created_at",),
+            )
+            self.rater_pks.update(zip(new, pks, strict=True))
+
+    # -- one chunk
+
+    def load(self, chunk: list[Record | Pair]) -> None:
+        self._register_rubrics(chunk)
+        item_keys: set[str] = set()
+        idem: set[str] = set()
+        referenced: set[str] = set()  # items judged by generic records
+        pairs: list[PairRows] = []
+        for rec in chunk:
+            if isinstance(rec, Pair):
+                pairs.append(rec.rows)
+                continue
+            item_keys.update(i.key for i in rec.items)
+            for j in rec.judgments:
+                referenced.add(j.item_key)
+                if j.idempotency_key:
+                    idem.add(j.idempotency_key)
+        named = item_keys | referenced | {p.item_key for p in pairs}
+        existing_items = self._existing_items(named)
+        # Items this chunk names by an alias or brings again under another id (found by content).
+        aliases = self._aliases(named - existing_items.keys())
+        unnamed = {
+            i.content_hash
+            for rec in chunk
+            if type(rec) is not Pair
+            for i in rec.items  # type: ignore[union-attr]
+            if i.key not in existing_items and i.key not in aliases
+        }
+        if self.other_ids_stored:
+            unnamed.update(p.item_hash for p in pairs if p.item_key not in existing_items)
+        by_content = self._items_by_content(unnamed)
+        joined = {key: (pk, digest) for key, pk, digest in aliases.values()}
+        joined.update((key, (pk, digest)) for digest, (key, pk) in by_content.items())
+        for key, value in joined.items():
+            existing_items.setdefault(key, value)
+        # A judgment's content hash covers its item's key, and judgments are stored with their
+        # item (unique per item_pk and hash): one of an item the project does not have is not in
+        # the database either. So only the judgments of existing items are looked up (a fresh
+        # import: none), by item.
+        judged = {existing_items[p.item_key][0] for p in pairs if p.item_key in existing_items}
+        judged.update(existing_items[k][0] for k in referenced if k in existing_items)
+        judged.update(pk for pk, _ in joined.values())
+        # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
+        outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
+        outside.update((aliases[k][0], aliases[k][1]) for k in referenced if k in aliases)
+        state = CheckState(
+            existing_items=existing_items,
+            aliases={alias: key for alias, (key, _, _) in aliases.items()},
+            by_content={digest: key for digest, (key, _) in by_content.items()},
+            outside_candidates=self._candidate_keys(outside) if outside else {},
+            existing_hashes=self._hashes_of_items(judged),
+            existing_idem=self._existing("idempotency_key", idem),
+        )
+        report = self.report
+        formats = report.formats
+        known, accepted_items, new_judgments, seen_hashes = (
+            state.known,
+            state.accepted_items,
+            state.new_judgments,
+            state.seen_hashes,
+        )
+        existing_hashes, by_content_ = state.existing_hashes, state.by_content
+        pairwise = "pairwise" in self.kinds
+        for rec in chunk:
+            if isinstance(rec, Pair):
+                p = rec.rows
+                key = p.item_key
+                if (
+                    pairwise
+                    and key not in known
+                    and key not in existing_items
+                    and p.item_hash not in by_content_
+                ):
+                    # The common case, decided here as _check would decide it: a new item, and a
+                    # judgment of its own candidates, new unless its hash is known.
+                    known[key] = (p.item_hash, p.candidate_keys)
+                    by_content_[p.item_hash] = key
+                    accepted_items[key] = p
+                    report.items_added += 1
+                    h = p.content_hash
+                    if h in existing_hashes or h in seen_hashes:
+                        report.judgments_existing += 1
+                    else:
+                        seen_hashes.add(h)
+                        new_judgments.append(p)
+                        report.judgments_added += 1
+                    formats[rec.format] = formats.get(rec.format, 0) + 1
+                    continue
+                rec = rec.as_record()
+            self._check(rec, state)
+        if not self.other_ids_stored:
+            self.other_ids_stored = any(
+                type(i) is not PairRows for i in state.accepted_items.values()
+            )
+        self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
+
+    def _check(self, rec: Record, state: CheckState) -> None:
+        """Check one record (:func:`check_record`); count it or list its problems."""
+        checked = check_record(rec, state, self.rules)
+        if checked.problems:
+            for fld, reason in checked.problems:
+                self._problem(rec, fld, reason)
+            return
+        report = self.report
+        report.items_added += checked.items_added
+        report.items_existing += checked.items_existing
+        report.judgments_added += checked.judgments_added
+        report.judgments_existing += checked.judgments_existing
+        report.judgments_not_collected += checked.not_collected
+        if rec.format:
+            report.formats[rec.format] = report.formats.get(rec.format, 0) + 1
+
+    def _write(
+        self,
+        items: dict[str, ItemRows | PairRows],
+        judgments: list[JudgmentRows | PairRows],
+        existing_items: dict[str, tuple[int, str]],
+        aliases: dict[str, str],
+    ) -> None:
+        """Insert the chunk's accepted rows, in the order they were accepted."""
+        w = self.writer
+        build = RowBuilder(
+            self.project_pk,
+            self.batch_pk,
+            json=w.json,
+            datetime=w.datetime,
+            now=w.constant(ITEMS, "created_at", self.now),
+            excluded=w.constant(JUDGMENTS, "excluded", False),
+        )
+        item_pks = {key: pk for key, (pk, _) in existing_items.items()}
+        item_pks.update(zip(items, w.allocate_pks(ITEMS, len(items)), strict=True))
+        for lean, run in _runs(items.values()):
+            pks = [item_pks[i.key if type(i) is ItemRows else i.item_key] for i in run]
+            if lean:
+                item_rows, candidate_rows = (
+                    build.pair_items(pks, run),
+                    build.pair_candidates(pks, run),
+                )
+            else:
+                item_rows = [build.item(pk, i) for pk, i in zip(pks, run, strict=True)]
+                candidate_rows = [
+                    c for pk, i in zip(pks, run, strict=True) for c in build.candidates(pk, i)
+                ]
+            w.insert(ITEMS, ITEM_COLUMNS, item_rows, constants=("created_at",), processed=True)
+            w.insert(CANDIDATES, CANDIDATE_COLUMNS, candidate_rows, processed=True)
+        if aliases:
+            self._write_aliases(aliases, item_pks)
+        if not judgments:
+            return
+        self._rater_pks({j.rater_key for j in judgments})
+        rater_pks = self.rater_pks
+        for lean, run in _runs(judgments):
+            ipks = [item_pks[j.item_key] for j in run]
+            rpks = [rater_pks[j.rater_key] for j in run]
+            if lean:
+                rows = build.pair_judgments(ipks, rpks, run)
+            else:
+                rows = [build.judgment(*args) for args in zip(ipks, rpks, run, strict=True)]
+            w.insert(
+                JUDGMENTS,
+                JUDGMENT_COLUMNS,
+                rows,
+                constants=("excluded", "created_at"),
+                processed=True,
+            )
+
+    def _write_aliases(self, aliases: dict[str, str], item_pks: dict[str, int]) -> None:
+        w = self.writer
+        alias_pks = w.allocate_pks(ALIASES, len(aliases))
+        w.insert(
+            ALIASES,
+            ("pk", "project_pk", "alias_key", "item_pk"),
+            [
+                (pk, self.project_pk, alias, item_pks[key])
+                for pk, (alias, key) in zip(alias_pks, aliases.items(), strict=True)
+            ],
+        )
+        self.has_aliases = True
+
+
+def _runs(rows: Iterable[Any]) -> Iterator[tuple[bool, list[Any]]]:
+    """Consecutive rows of one shape: ``(True, lean PairRows...)`` or ``(False, generic rows...)``."""
+    for lean, run in groupby(rows, key=lambda r: type(r) is PairRows):
+        yield lean, list(run)

@@ -1,0 +1,91 @@
+"""What an import is asked to do and what it reports: options, problems, reports, the failure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..readers import DEFAULT_MAX_LINE_BYTES
+
+#: Skipped-record problems kept in the batch's ``counts`` (the report keeps up to MAX_SKIPPED).
+SKIPPED_IN_COUNTS = 200
+MAX_SKIPPED = 10_000
+
+
+@dataclass
+class ImportOptions:
+    #: Unknown fields go into the item's metadata instead of failing the record.
+    keep_extra: bool = False
+    #: Leave bad records out (listed in the report) instead of failing the whole import.
+    skip_invalid: bool = False
+    #: Force a record format by name (see :data:`preflab.io.formats.FORMATS`); default: detect.
+    format: str | None = None
+    #: Source of imported judgments whose record does not say: ``human``, ``ai`` or ``ai_assisted``.
+    default_source: str = "human"
+    #: Problems listed in the :class:`ImportFailed` message (all are counted).
+    max_errors: int = 50
+    #: Longest JSONL line accepted.
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: ``labeler`` names that are models (stored as ``source: ai``) besides the built-in patterns;
+    #: :func:`import_files` adds the project's ``policy.ai_labelers`` setting.
+    ai_labelers: tuple[str, ...] = ()
+
+
+@dataclass
+class Problem:
+    file: str
+    line: int | None
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.field}: {self.reason}"
+
+
+@dataclass
+class ImportReport:
+    batch_pk: int | None
+    files: list[str]
+    formats: dict[str, int]
+    items_added: int = 0
+    items_existing: int = 0
+    judgments_added: int = 0
+    judgments_existing: int = 0
+    skipped: list[Problem] = field(default_factory=list)
+    already_imported: bool = False
+    #: All skipped records (``skipped`` keeps the first MAX_SKIPPED).
+    skipped_count: int = 0
+    #: Judgments of a kind the project does not collect that their format marks optional
+    #: (:attr:`RecordFormat.optional_kinds`), left out.
+    judgments_not_collected: int = 0
+
+
+class ImportFailed(Exception):
+    """The import changed nothing. ``problems``: the first ``max_errors``; ``total``: all of them."""
+
+    def __init__(self, problems: list[Problem], total: int, max_errors: int = 50) -> None:
+        self.problems = problems
+        self.total = total
+        shown = problems[:max_errors]
+        lines = [str(p) for p in shown]
+        if total > len(shown):
+            lines.append(f"... and {total - len(shown)} more")
+        hint = "nothing was imported; fix these records, or pass --skip-invalid to import the rest"
+        super().__init__(
+            f"{total} problem{'s' if total != 1 else ''} ({hint}):\n" + "\n".join(lines)
+        )
+
+
+@dataclass
+class ValidationReport:
+    files: list[str]
+    formats: dict[str, int]
+    records: int = 0
+    items: int = 0
+    judgments: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    total_problems: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.total_problems == 0
