@@ -650,6 +650,7 @@ JUDGMENT_VALUE_KEYS = (
     "shown_order",
     "rubric_key",
     "rubric_version",
+    "guideline_version",
     "review_pass",
     "source",
     "started_at",
@@ -1233,6 +1234,7 @@ class _Loader:
                         j.shown_order_json,
                         None,
                         None,
+                        None,  # guideline_version
                         0,
                         j.source,
                         None,
@@ -1261,6 +1263,7 @@ class _Loader:
                     J(v["shown_order"]),
                     v["rubric_key"],
                     v["rubric_version"],
+                    v["guideline_version"],
                     v["review_pass"],
                     v["source"],
                     started(v["started_at"]),
