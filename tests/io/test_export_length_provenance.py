@@ -199,6 +199,20 @@ def test_every_row_says_its_source_when_ai_labels_are_included(db_url, tmp_path)
     engine = project(db_url, items, judgments)
     export_project(engine, "p", ExportOptions(format="trl-preference", out=tmp_path / "o"))
     assert [r["source"] for r in rows(tmp_path / "o")] == ["human", "ai_assisted+human"]
+    # KTO rows too (each pair gives a chosen and a rejected row), with provenance columns
+    export_project(
+        engine,
+        "p",
+        ExportOptions(format="trl-kto", out=tmp_path / "k", provenance_columns=True),
+    )
+    kto = rows(tmp_path / "k")
+    assert [r["source"] for r in kto] == [
+        "human",
+        "human",
+        "ai_assisted+human",
+        "ai_assisted+human",
+    ]
+    assert [len(r["rater_hash"]) for r in kto] == [1, 1, 2, 2]
     # all human: no source column
     human = project(db_url, items, [pw("h", "a", "r1")], name="h")
     export_project(human, "h", ExportOptions(format="trl-preference", out=tmp_path / "h"))
