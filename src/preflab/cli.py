@@ -566,6 +566,8 @@ def export(
         fail(f"unknown format {format!r}; choose from: {', '.join(EXPORT_FORMATS)}", 2)
     if aggregation not in AGGREGATORS:
         fail(f"unknown aggregation {aggregation!r}; choose from: {', '.join(AGGREGATORS)}", 2)
+    if no_length_gate and length_gate is not None:
+        fail("--length-gate and --no-length-gate: give one of them", 2)
     options = ExportOptions(
         format=format,
         out=out_path,

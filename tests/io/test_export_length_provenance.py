@@ -106,6 +106,10 @@ def test_no_length_gate_turns_it_off_from_the_cli(db_url, tmp_path):
     assert manifest["counts"]["rows_out"] == 1
     assert manifest["gates"]["length_parity"]["enabled"] is False
     assert "Length-parity gate: off" in (tmp_path / "off" / "README.md").read_text()
+    both = CliRunner().invoke(
+        app, [*args, "-o", str(tmp_path / "x"), "--no-length-gate", "--length-gate", "0.9:1.1"]
+    )
+    assert both.exit_code == 2 and "give one of them" in both.output
 
 
 def test_parity_and_drops_are_reported_per_domain_cohort(db_url, tmp_path):
