@@ -7,6 +7,7 @@ import datasets
 import pytest
 
 from preflab.io.export import ExportOptions, export_project
+from preflab.io.export.raw import raw_jsonl_features
 from preflab.schema import (
     JUDGMENT_KINDS,
     DemonstrationJudgment,
@@ -166,13 +167,31 @@ def test_the_raw_parquet_of_every_kind_loads_in_any_number_of_blocks(sqlite_url,
     assert ds.num_rows == 12 and sorted(set(ds["kind"])) == sorted(JUDGMENT_KINDS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 16 §6, not fixed: datasets' JSON builder takes the columns and types of its "
-    "first 10 MB block; a later block with another kind's fields fails. Use --file-format "
-    "parquet for large mixed raw exports (docs/gates.md).",
-)
-def test_the_raw_jsonl_of_every_kind_loads_when_read_in_several_blocks(sqlite_url, tmp_path):
+def test_without_declared_features_a_mix_over_several_blocks_fails_to_load(sqlite_url, tmp_path):
+    """The failure the card's features cure: datasets' JSON builder takes the columns of its first
+    block (10 MB by default; a small block here stands for a large file)."""
     out = raw_export(sqlite_url, tmp_path, JUDGMENT_KINDS)
-    # a small block size stands for a file of more than 10 MB (datasets' default block)
-    load_as_the_card_says(out, chunksize=2_000)
+    with pytest.raises(datasets.exceptions.DatasetGenerationError):
+        load_as_the_card_says(out, chunksize=2_000)
+
+
+def test_with_the_cards_features_every_kind_loads_over_several_blocks(sqlite_url, tmp_path):
+    out = raw_export(sqlite_url, tmp_path, JUDGMENT_KINDS)
+    ds = load_as_the_card_says(out, chunksize=2_000, features=raw_jsonl_features())
+    assert ds.num_rows == 12 and sorted(set(ds["kind"])) == sorted(JUDGMENT_KINDS)
+    # values load as written: nested objects as dicts, optional fields None where absent
+    pairwise = [r for r in ds if r["kind"] == "pairwise"]
+    assert {r["winner"] for r in pairwise} == {"a", "tie"} and pairwise[0]["order"] is None
+    assert isinstance(pairwise[0]["item"]["candidates"], list)
+
+
+def test_the_cards_loading_code_runs_as_written(sqlite_url, tmp_path):
+    out = raw_export(sqlite_url, tmp_path, JUDGMENT_KINDS)
+    card = (out / "README.md").read_text()
+    section = card.split("## Loading a large or mixed raw JSONL", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    code = code.replace("path/to/export", str(out))
+    code = code.replace('split="train",', f'split="train", cache_dir="{tmp_path / "hf"}",')
+    exec(code, scope)  # noqa: S102 - the card's own code
+    assert scope["ds"].num_rows == 12
