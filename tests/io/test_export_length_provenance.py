@@ -110,6 +110,8 @@ def test_no_length_gate_turns_it_off_from_the_cli(db_url, tmp_path):
         app, [*args, "-o", str(tmp_path / "x"), "--no-length-gate", "--length-gate", "0.9:1.1"]
     )
     assert both.exit_code == 2 and "give one of them" in both.output
+    unit = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "u"), "--length-unit", "lines"])
+    assert unit.exit_code == 2 and "length unit 'lines': choose tokens" in unit.output
 
 
 def test_parity_and_drops_are_reported_per_domain_cohort(db_url, tmp_path):

@@ -72,6 +72,10 @@ def check_options(options: ExportOptions, formats: dict[str, Exporter]) -> Expor
         lo, hi = options.length_gate
         if not 0 < lo <= hi:
             raise ExportError(f"length gate needs 0 < min_ratio <= max_ratio, got {lo}, {hi}")
+    if options.length_unit not in ("tokens", "words", "chars"):
+        raise ExportError(
+            f"length unit {options.length_unit!r}: choose tokens (default), words or chars"
+        )
     if not SPLIT_NAME.match(options.split):
         raise ExportError(f"split {options.split!r}: use letters, digits, '_', '-' or '.'")
     exporter = formats[options.format]
