@@ -283,3 +283,47 @@ def test_unary_labels_still_export_without_a_pair_length(db_url, tmp_path):
     )
     manifest = export_project(engine, "p", ExportOptions(format="trl-kto", out=tmp_path / "o"))
     assert manifest["counts"]["rows_out"] == 1
+
+
+def test_sft_and_stepwise_rows_say_their_source_and_provenance(db_url, tmp_path):
+    from preflab.schema import DemonstrationJudgment, StepsJudgment
+
+    engine = make_engine(db_url)
+    upgrade(engine)
+    with transaction(engine) as s:
+        proj = create_project(
+            s, "d", kinds=["demonstration", "steps"], settings={"policy": NO_FLOOR}
+        )
+        add_item(s, proj, Item(id="m", prompt="3*4+1?", candidates=[{"id": "c", "text": "13"}]))
+        for j in (
+            DemonstrationJudgment(
+                item_id="m",
+                text="3*4 = 12, 12+1 = 13",
+                status="accepted",
+                provenance={"rater_id": "e1", "guideline_version": 4},
+            ),
+            DemonstrationJudgment(
+                item_id="m",
+                text="13",
+                status="accepted",
+                provenance={"rater_id": "e2", "source": "ai_assisted"},
+            ),
+            StepsJudgment(
+                item_id="m",
+                candidate_id="c",
+                steps=["3*4=12", "12+1=13"],
+                verdicts=[1, 1],
+                provenance={"rater_id": "e1", "guideline_version": 4},
+            ),
+        ):
+            add_judgment(s, proj, j)
+    for fmt in ("trl-sft", "trl-stepwise"):
+        export_project(
+            engine, "d", ExportOptions(format=fmt, out=tmp_path / fmt, provenance_columns=True)
+        )
+    sft = rows(tmp_path / "trl-sft")
+    assert [r["source"] for r in sft] == ["human", "ai_assisted"]
+    assert [r["guideline_version"] for r in sft] == [[4], []]
+    (step,) = rows(tmp_path / "trl-stepwise")
+    assert step["source"] == "human" and step["guideline_version"] == [4]
+    assert len(step["rater_hash"]) == 1

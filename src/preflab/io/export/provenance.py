@@ -84,6 +84,20 @@ def row_provenance(row: Any, index: LabelIndex, candidates: set[str]) -> dict[st
     }
 
 
+def judgment_provenance(judgment: JudgmentBase | None, source: str = "human") -> dict[str, Any]:
+    """``source`` and the provenance columns of a row made from one label (a demonstration), or
+    from no label at all (``None``: e.g. a human-written candidate answer, ``source``)."""
+    if judgment is None:
+        return {SOURCE: source, "rater_hash": [], "rubric_version": [], "guideline_version": []}
+    p = judgment.provenance
+    return {
+        SOURCE: p.source,
+        "rater_hash": [p.rater_hash or p.rater_id],
+        "rubric_version": [f"{p.rubric_id}@{p.rubric_version}"] if p.rubric_id else [],
+        "guideline_version": [p.guideline_version] if p.guideline_version else [],
+    }
+
+
 def provenance_fields(index: LabelIndex, with_columns: bool) -> list[tuple[str, pa.DataType]]:
     """The extra schema fields: ``source`` when sources are mixed, the rest when asked."""
     fields: list[tuple[str, pa.DataType]] = [(SOURCE, pa.string())] if index.mixed else []
