@@ -169,7 +169,7 @@ def child_floor(data: Path, db: Path) -> dict:
     """SQLite alone writing the importer's rows into preflab's schema (see the module doc)."""
     import sqlite3
 
-    from preflab.io.importer.api import IMPORT_CACHE_KIB
+    from preflab.settings import get_settings
     from preflab.store import db as store_db
     from preflab.store import repo, transaction
 
@@ -185,7 +185,7 @@ def child_floor(data: Path, db: Path) -> dict:
     conn = sqlite3.connect(db, isolation_level=None)
     for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
         conn.execute(f"PRAGMA {pragma}")
-    conn.execute(f"PRAGMA cache_size=-{IMPORT_CACHE_KIB}")
+    conn.execute(f"PRAGMA cache_size=-{get_settings().import_cache_kib}")
     conn.execute(
         "INSERT INTO import_batches (pk, project_pk, content_hash, sources, format, counts, created_at) "
         "VALUES (1, ?, 'x', '[]', 'comparison', '{}', ?)",

@@ -522,9 +522,16 @@ def export(
     length_gate: Annotated[
         str | None,
         typer.Option(
-            help="Keep pairs with MIN <= len(chosen)/len(rejected) <= MAX, e.g. 0.85:1.20."
+            help="Keep pairs with MIN <= len(chosen)/len(rejected) <= MAX (default 0.85:1.20, on)."
         ),
     ] = None,
+    no_length_gate: Annotated[
+        bool, typer.Option("--no-length-gate", help="Turn the length-parity gate off.")
+    ] = False,
+    provenance_columns: Annotated[
+        bool,
+        typer.Option(help="Add rater_hash, rubric_version and guideline_version columns."),
+    ] = False,
     include_ai: Annotated[
         bool, typer.Option(help="Include AI-sourced labels (never as human).")
     ] = False,
@@ -548,11 +555,13 @@ def export(
         ),
     ] = "majority",
     length_unit: Annotated[
-        str, typer.Option(help="Length for the gate: words, chars or tokens.")
-    ] = "words",
+        str, typer.Option(help="Length for the gate and margins: tokens, words or chars.")
+    ] = "tokens",
     tokenizer: Annotated[
         str | None,
-        typer.Option(help="Local Hugging Face tokenizer directory (with --length-unit tokens)."),
+        typer.Option(
+            help="Local Hugging Face tokenizer directory (default: policy.length_tokenizer, else MiniLM)."
+        ),
     ] = None,
     require_reference: Annotated[
         bool, typer.Option(help="verl: export only items with a reference answer.")
@@ -586,13 +595,22 @@ def export(
     as_json: JsonOption = False,
 ) -> None:
     """Export a project for a trainer, with manifest.json and a dataset card."""
-    from .io.export import AGGREGATORS, EXPORT_FORMATS, ExportError, ExportOptions, export_project
+    from .io.export import (
+        AGGREGATORS,
+        DEFAULT_LENGTH_GATE,
+        EXPORT_FORMATS,
+        ExportError,
+        ExportOptions,
+        export_project,
+    )
     from .store.repo import StoreError
 
     if format not in EXPORT_FORMATS:
         fail(f"unknown format {format!r}; choose from: {', '.join(EXPORT_FORMATS)}", 2)
     if aggregation not in AGGREGATORS:
         fail(f"unknown aggregation {aggregation!r}; choose from: {', '.join(AGGREGATORS)}", 2)
+    if no_length_gate and length_gate is not None:
+        fail("--length-gate and --no-length-gate: give one of them", 2)
     options = ExportOptions(
         format=format,
         out=out_path,
@@ -601,7 +619,8 @@ def export(
         include_ai=include_ai,
         include_rater_ids=include_rater_ids,
         include_gold=include_gold,
-        length_gate=_parse_gate(length_gate),
+        length_gate=None if no_length_gate else _parse_gate(length_gate) or DEFAULT_LENGTH_GATE,
+        provenance_columns=provenance_columns,
         min_raters=min_raters,
         length_unit=length_unit,
         tokenizer=tokenizer,

@@ -210,6 +210,9 @@ def read_rows(out: Path, file_format: str, split: str = "train") -> list[dict]:
 
 def export(engine, tmp_path, fmt, name="demo", sub=None, **kw):
     out = tmp_path / (sub or f"{fmt}-{kw.get('file_format', 'jsonl')}")
+    # these fixtures exercise resolution and formats: the length gate (on by default) has its
+    # own tests (below and tests/io/test_export_length_provenance.py)
+    kw.setdefault("length_gate", None)
     manifest = export_project(engine, name, ExportOptions(format=fmt, out=out, **kw))
     return out, manifest
 
@@ -316,7 +319,9 @@ def test_ai_labels_are_excluded_by_default_and_can_be_included(engine, tmp_path)
     assert (p1["chosen"], p1["rejected"], p1["margin"]) == ("Red.", "Blue, like the sky.", 3.0)
     out, _ = export(engine, tmp_path, "trl-reward", sub="human")
     p1 = read_rows(out, "jsonl")[0]
-    assert (p1["chosen"], p1["margin"]) == ("Blue, like the sky.", 2.5)
+    # the raters' median strength 2.5, less the verbosity penalty: the chosen answer is more
+    # than e times as long in tokens, so the capped 1.0 (preflab.io.export.length_gate)
+    assert (p1["chosen"], p1["margin"]) == ("Blue, like the sky.", 1.5)
 
 
 def test_kto_stepwise_sft_and_verl_rows(engine, tmp_path):
@@ -424,7 +429,12 @@ def test_min_raters_and_length_parity_gates(engine, tmp_path):
         "fewer-than-2-raters": ["p2", "p3", "p4"]
     }
     out, manifest = export(
-        engine, tmp_path, "trl-preference", sub="parity", length_gate=(0.85, 1.20)
+        engine,
+        tmp_path,
+        "trl-preference",
+        sub="parity",
+        length_gate=(0.85, 1.20),
+        length_unit="words",
     )
     # p1 4 words vs 1: too long; p2 3 vs 1: too long; p3 equal lengths kept; p4 2 vs 2 kept
     assert [r["prompt"] for r in read_rows(out, "jsonl")] == [

@@ -249,7 +249,14 @@ def load(engine, items, said) -> str:
     eng, _, counter = engine
     name = f"p{next(counter)}"
     with transaction(eng) as s:
-        project = create_project(s, name, kinds=list(JUDGMENT_KINDS))
+        # margins here are the raters' strengths: the token-ratio verbosity penalty (on by
+        # default, its own tests in test_export_length_provenance.py) is set to 0
+        project = create_project(
+            s,
+            name,
+            kinds=list(JUDGMENT_KINDS),
+            settings={"policy": {"verbosity_penalty": {"per_log_ratio": 0}}},
+        )
         add_rubric(s, project, RUBRIC)
         for item in items:
             add_item(s, project, item)
@@ -263,7 +270,8 @@ def exported(engine, name, items, fmt="trl-reward", aggregation="majority", **op
     out = tmp / f"{name}-{next(counter)}"
     # random votes disagree by design (alpha can be below 0): forced past the agreement floor,
     # these properties are about resolution (the gate has its own tests)
-    options = {"force": True, **options}
+    # (nor about length: the length gate, on by default, is off)
+    options = {"force": True, "length_gate": None, **options}
     manifest = export_project(
         eng,
         name,

@@ -93,7 +93,11 @@ def export(engine, tmp_path: Path, fmt: str = "trl-reward", aggregation: str = "
     # forced past the agreement floor, so what is checked is resolution, not the gate (tested on its own)
     kw.setdefault("force", True)
     manifest = export_project(
-        engine, "p", ExportOptions(format=fmt, out=out, **kw), aggregator=AGGREGATORS[aggregation]
+        engine,
+        "p",
+        # the length gate (on by default) has its own tests: test_export_length_provenance.py
+        ExportOptions(format=fmt, out=out, **{"length_gate": None, **kw}),
+        aggregator=AGGREGATORS[aggregation],
     )
     rows = [orjson.loads(line) for line in (out / "train.jsonl").read_bytes().splitlines()]
     return rows, manifest
@@ -382,11 +386,11 @@ def test_the_cli_keeps_gold_out_unless_asked_and_reports_ai_raters_only_when_ask
         assert result.exit_code == 0, result.output
         return orjson.loads(result.stdout)
 
-    plain = run_json("export", "p", "--format", "trl-preference", "--out", str(tmp_path / "a"))
+    # gold, not length: the gate (on by default) has its own tests
+    export = ("export", "p", "--format", "trl-preference", "--no-length-gate")
+    plain = run_json(*export, "--out", str(tmp_path / "a"))
     assert plain["counts"]["rows_out"] == 1 and plain["gates"]["gold"]["dropped"] == 1
-    gold = run_json(
-        "export", "p", "--format", "trl-preference", "--out", str(tmp_path / "b"), "--include-gold"
-    )
+    gold = run_json(*export, "--out", str(tmp_path / "b"), "--include-gold")
     assert gold["counts"]["rows_out"] == 2 and gold["gates"]["gold"]["include_gold"] is True
     assert sorted(run_json("quality", "report", "p")["raters"]) == ["alice"]
     assert sorted(run_json("quality", "report", "p", "--include-ai")["raters"]) == [

@@ -104,6 +104,7 @@ def verify_project(url: str, name: str = "rl"):
 
 def export(engine, tmp_path: Path, fmt: str, name: str = "rl", **kw) -> tuple[list[dict], dict]:
     out = tmp_path / f"{name}-{fmt}-{len(list(tmp_path.iterdir()))}"
+    kw.setdefault("length_gate", None)  # resolution, not length: see test_export_length_provenance
     manifest = export_project(engine, name, ExportOptions(format=fmt, out=out, **kw))
     return [orjson.loads(x) for x in (out / "train.jsonl").read_bytes().splitlines()], manifest
 

@@ -384,7 +384,12 @@ def test_five_raters_of_one_pair_written_five_ways_pass_min_raters_2(engine, tmp
     ]
     import_files(engine, "p", [jsonl(tmp_path / "c.jsonl", *records)])
     out = tmp_path / "out"
-    export_project(engine, "p", ExportOptions(format="trl-preference", out=out, min_raters=2))
+    # identity, not length: the length gate (on by default) is off
+    export_project(
+        engine,
+        "p",
+        ExportOptions(format="trl-preference", out=out, min_raters=2, length_gate=None),
+    )
     exported = [orjson.loads(line) for line in (out / "train.jsonl").read_bytes().splitlines()]
     assert [(r["prompt"], r["chosen"], r["rejected"]) for r in exported] == [(prompt, good, bad)]
 

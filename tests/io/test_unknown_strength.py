@@ -105,7 +105,10 @@ def test_pandalm_reward_exports_carry_no_margin_and_say_why(sqlite_url, tmp_path
     for fmt in ("trl-reward", "openrlhf"):
         out = tmp_path / fmt
         manifest = export_project(
-            engine, "p", ExportOptions(format=fmt, out=out, file_format="parquet")
+            # margins, not length: every pair, the gate (on by default) off
+            engine,
+            "p",
+            ExportOptions(format=fmt, out=out, file_format="parquet", length_gate=None),
         )
         assert pq.read_schema(out / "train.parquet").names == ["prompt", "chosen", "rejected"]
         note = manifest["format_notes"]["margin"]
@@ -129,8 +132,11 @@ def test_a_mix_of_known_and_unknown_strengths(sqlite_url, tmp_path):
         ],
     )
     # OpenRLHF reads a null margin as 0 (the plain loss): the real margin is kept, the other null
+    # (margins, not length: the gate, on by default, is off here)
     out = tmp_path / "o"
-    manifest = export_project(engine, "p", ExportOptions(format="openrlhf", out=out))
+    manifest = export_project(
+        engine, "p", ExportOptions(format="openrlhf", out=out, length_gate=None)
+    )
     rows = {
         r["prompt"]: r["margin"]
         for r in map(json.loads, (out / "train.jsonl").read_text().splitlines())
@@ -139,7 +145,9 @@ def test_a_mix_of_known_and_unknown_strengths(sqlite_url, tmp_path):
     assert manifest["format_notes"]["margin"]["rows_with_margin"] == 1
     # TRL's collator needs a margin on every row or none: the column is left out, and the manifest says why
     out = tmp_path / "t"
-    manifest = export_project(engine, "p", ExportOptions(format="trl-reward", out=out))
+    manifest = export_project(
+        engine, "p", ExportOptions(format="trl-reward", out=out, length_gate=None)
+    )
     assert all(
         "margin" not in json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()
     )

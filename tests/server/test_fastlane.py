@@ -262,6 +262,8 @@ _tel = st.one_of(
     rubric=st.sampled_from([(None, None), ("r1", 2)]),
     min_chars=st.sampled_from([0, 5]),
     micro=st.integers(0, 999_999),
+    # the assignment's settings version (0: an assignment from before versions were recorded)
+    guideline=st.sampled_from([None, 0, 3]),
 )
 def test_pairwise_values_match_the_pydantic_path(
     winner,
@@ -275,6 +277,7 @@ def test_pairwise_values_match_the_pydantic_path(
     rubric,
     min_chars,
     micro,
+    guideline,
 ):
     from preflab.schema import Telemetry
     from preflab.server.fastlane import _Pass, pairwise_values, telemetry_fast
@@ -326,6 +329,7 @@ def test_pairwise_values_match_the_pydantic_path(
             telemetry=tel_ref,
             item_key=item_key,
             candidate_keys=list(shown),
+            guideline_version=guideline,
         )
         import preflab.server.judging as J
 
@@ -348,6 +352,7 @@ def test_pairwise_values_match_the_pydantic_path(
             idempotency_key=idem,
             telemetry=tel_ref,
             min_rationale_chars=min_chars,
+            guideline_version=guideline,
         )
     except _Pass:
         return  # the lane hands these to the reference path
@@ -369,6 +374,7 @@ def test_pairwise_values_match_the_pydantic_path(
         telemetry=tel_ref,
         item_key=item_key,
         candidate_keys=list(shown),
+        guideline_version=guideline,
     )
     pinned = again.model_copy(
         update={"provenance": again.provenance.model_copy(update={"submitted_at": fast_sub})}

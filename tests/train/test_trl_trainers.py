@@ -120,6 +120,9 @@ def exports(tmp_path_factory) -> dict[str, Path]:
         "chat-preference": ("hh", "trl-preference", "jsonl", None),
         "chat-reward": ("hh", "trl-reward", "hf", None),
         "chat-kto": ("hh", "trl-kto", "parquet", None),
+        # issue 16 §3: rater_hash, rubric_version, guideline_version columns beside TRL's own
+        "reward-provenance": ("pandalm", "trl-reward", "jsonl", None),
+        "preference-provenance": ("pandalm", "trl-preference", "parquet", None),
     }
     out = {}
     for name, (project, fmt, file_format, conversational) in plan.items():
@@ -128,7 +131,14 @@ def exports(tmp_path_factory) -> dict[str, Path]:
             engine,
             project,
             ExportOptions(
-                format=fmt, out=out[name], file_format=file_format, conversational=conversational
+                format=fmt,
+                out=out[name],
+                file_format=file_format,
+                conversational=conversational,
+                # every short pair, whatever the lengths: these tests are about TRL loading
+                # them (the token-length gate, on by default, has its own tests)
+                length_gate=None,
+                provenance_columns=name.endswith("-provenance"),
             ),
         )
     engine.dispose()
@@ -226,7 +236,10 @@ def assert_trained(trainer) -> None:
     assert result.training_loss == result.training_loss
 
 
-@pytest.mark.parametrize("export_name", ["reward", "chat-reward"])
+PROVENANCE = {"rater_hash", "rubric_version", "guideline_version"}
+
+
+@pytest.mark.parametrize("export_name", ["reward", "chat-reward", "reward-provenance"])
 def test_reward_trainer(exports, tokenizer, tmp_path, export_name):
     import torch
     from transformers import LlamaForSequenceClassification
@@ -235,7 +248,8 @@ def test_reward_trainer(exports, tokenizer, tmp_path, export_name):
     dataset = load(exports[export_name])
     # PandaLM and hh-rlhf record no preference strength: no invented margin column (issue 15);
     # margins that raters gave reach TRL's collator in tests/consumers/test_trl_reward.py
-    assert set(dataset.column_names) == {"prompt", "chosen", "rejected"}
+    extra = PROVENANCE if export_name.endswith("-provenance") else set()
+    assert set(dataset.column_names) == {"prompt", "chosen", "rejected"} | extra
     torch.manual_seed(0)
     config = tiny_config(tokenizer)
     config.num_labels = 1
@@ -248,12 +262,13 @@ def test_reward_trainer(exports, tokenizer, tmp_path, export_name):
     assert_trained(trainer)
 
 
-@pytest.mark.parametrize("export_name", ["preference", "chat-preference"])
+@pytest.mark.parametrize("export_name", ["preference", "chat-preference", "preference-provenance"])
 def test_dpo_trainer(exports, tokenizer, tmp_path, export_name):
     from trl import DPOConfig, DPOTrainer
 
     dataset = load(exports[export_name])
-    assert dataset.column_names == ["prompt", "chosen", "rejected"]
+    extra = sorted(PROVENANCE) if export_name.endswith("-provenance") else []
+    assert sorted(dataset.column_names) == sorted(["prompt", "chosen", "rejected", *extra])
     args = DPOConfig(output_dir=str(tmp_path), max_length=256, **COMMON)
     trainer = DPOTrainer(
         model=causal_lm(tokenizer),

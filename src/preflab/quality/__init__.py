@@ -46,7 +46,12 @@ from .gold import (
     wilson_interval,
 )
 from .labels import LABEL_SET_RULE, LabelSet, resolve_labels
-from .report import build_report, load_judgments_jsonl, render_html
+from .report import (
+    agreement_by_guideline_version,
+    build_report,
+    load_judgments_jsonl,
+    render_html,
+)
 from .simulate import (
     RaterProfile,
     overlap_items_for_alpha_ci,

@@ -77,6 +77,31 @@ def _clean(x: Any) -> Any:
     return x
 
 
+def guideline_version_of(judgment: JudgmentBase) -> str:
+    """``v3`` for the guideline (project settings) version a rater saw; ``unrecorded`` when the
+    label does not say (imports without the field, judgments from before 0010)."""
+    version = judgment.provenance.guideline_version
+    return "unrecorded" if version is None else f"v{version}"
+
+
+def agreement_by_guideline_version(
+    judgments: Iterable[JudgmentBase],
+    metrics: Mapping[str, str] | None = None,
+    n_boot: int = 200,
+) -> list[dict[str, Any]]:
+    """Agreement (alpha with CI, percent agreement, Gwet's AC) per guideline version and label
+    dimension: the rows of :func:`agreement_summary` with ``batch`` renamed
+    ``guideline_version``. Did a change of guidelines make raters agree more (or less)?
+
+    Pass the resolved label set (:func:`preflab.quality.labels.resolve_labels`).
+    """
+    table = LabelTable.from_judgments(judgments, guideline_version_of)
+    if not len(table):
+        return []
+    rows = agreement_summary(table, metrics=metrics, n_boot=n_boot)
+    return [{"guideline_version": r.pop("batch"), **r} for r in rows]
+
+
 def build_report(
     judgments: Iterable[JudgmentBase],
     items: Mapping[str, Item] | Iterable[Item] | None = None,
@@ -99,6 +124,11 @@ def build_report(
     item_map = _by_id(items)
     table = LabelTable.from_judgments(js, batches)
     agreement = agreement_summary(table, metrics=metrics, n_boot=n_boot) if len(table) else []
+    by_guideline = (
+        agreement_by_guideline_version(js, metrics=metrics, n_boot=n_boot)
+        if any(j.provenance.guideline_version is not None for j in js)
+        else []
+    )
 
     # consensus-based rater stats on the main nominal dimension of each kind
     raters: dict[str, dict[str, Any]] = defaultdict(lambda: {"labels": 0})
@@ -201,6 +231,7 @@ def build_report(
         "n_raters": len(raters),
         "kinds": sorted({j.kind for j in js}),
         "agreement": agreement,
+        "agreement_by_guideline_version": by_guideline,
         "raters": {r: dict(v) for r, v in sorted(raters.items())},
         "confusion": confusions,
         "position_bias": pos,
@@ -347,6 +378,26 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             ],
         )
     )
+    by_version = report.get("agreement_by_guideline_version") or []
+    if by_version:
+        out.append("<h2>Agreement per guideline version</h2>")
+        out.append(
+            _table(
+                ["guideline version", "kind", "dimension", "alpha", "low", "high", "units"],
+                [
+                    [
+                        a["guideline_version"],
+                        a["kind"],
+                        a["dimension"],
+                        a["alpha"],
+                        a["alpha_low"],
+                        a["alpha_high"],
+                        a["n_units"],
+                    ]
+                    for a in by_version
+                ],
+            )
+        )
     out.append(
         _bar_svg(
             [

@@ -53,6 +53,11 @@ class Provenance(StrictModel):
     )
     rubric_id: str | None = None
     rubric_version: int | None = Field(default=None, ge=1)
+    guideline_version: int | None = Field(
+        default=None,
+        ge=1,
+        description="Version of the project's guidelines the rater saw (the settings version).",
+    )
     review_pass: ReviewPass = ReviewPass.PRODUCTION
     source: LabelSource = "human"
     started_at: datetime | None = None

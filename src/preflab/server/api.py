@@ -168,9 +168,14 @@ class ExportIn(Strict):
         default="majority", max_length=40, description="majority or dawid-skene"
     )
     length_gate: tuple[float, float] | None = Field(
-        default=None, description="[min, max] chosen/rejected length ratio"
+        default=(0.85, 1.20),
+        description="[min, max] chosen/rejected length ratio (on by default; null: off)",
     )
-    length_unit: Literal["words", "chars"] = "words"
+    # tokens of the project's policy.length_tokenizer (else MiniLM); no tokenizer path from clients
+    length_unit: Literal["tokens", "words", "chars"] = "tokens"
+    provenance_columns: bool = Field(
+        default=False, description="rater_hash, rubric_version and guideline_version columns"
+    )
     min_raters: int = Field(default=1, ge=1, le=100)
     include_ai: bool = False
     include_gold: bool = False

@@ -269,6 +269,7 @@ def pairwise_values(
     rubric_version: int | None,
     started_at: datetime,
     submitted_at: datetime,
+    guideline_version: int | None = None,
     idempotency_key: str | None,
     telemetry: dict[str, Any] | None,
     min_rationale_chars: int,
@@ -314,6 +315,8 @@ def pairwise_values(
         prov["rubric_id"] = rubric_key
     if rubric_version is not None:
         prov["rubric_version"] = rubric_version
+    if guideline_version:  # 0: not recorded (judging.build_judgment)
+        prov["guideline_version"] = guideline_version
     prov["review_pass"] = 0
     prov["source"] = "human"
     prov["started_at"] = _DT_JSON.dump_python(started_at, mode="json")
@@ -345,6 +348,7 @@ def pairwise_values(
         "shown_order": [a, b],
         "rubric_key": rubric_key,
         "rubric_version": rubric_version,
+        "guideline_version": guideline_version or None,
         "review_pass": 0,
         "source": "human",
         "started_at": started_at,
@@ -363,6 +367,7 @@ _JUDGMENT_COLS = (
     "score",
     "rubric_key",
     "rubric_version",
+    "guideline_version",
     "review_pass",
     "source",
     "idempotency_key",
@@ -679,6 +684,7 @@ def submit_in_lane(
         _role,
         status,
         shown,
+        settings_version,
         created,
         expires,
         pool_pk,
@@ -704,10 +710,11 @@ def submit_in_lane(
             judgment,
             item_key=item_key,
             shown_order=ex.load_json(shown),
-            candidate_keys=[r[11] for r in rows],
+            candidate_keys=[r[12] for r in rows],
             username=username,
             rubric_key=project.rubric_key,
             rubric_version=project.rubric_version,
+            guideline_version=settings_version,
             started_at=ex.load_dt(created),
             submitted_at=now,
             idempotency_key=idempotency_key,

@@ -76,6 +76,7 @@ def build_judgment(
     telemetry: dict[str, Any] | None,
     item_key: str | None = None,
     candidate_keys: list[str] | None = None,
+    guideline_version: int | None = None,
 ):
     """Validate a submitted judgment body into its schema class (422 field-by-field).
 
@@ -123,6 +124,9 @@ def build_judgment(
         "rater_id": username,
         "rubric_id": project.rubric_key,
         "rubric_version": project.rubric_version,
+        # the settings (guidelines) version the assignment showed; 0: an assignment from before
+        # settings were versioned, not recorded
+        "guideline_version": guideline_version or None,
         "source": "human",
         "started_at": aware(started_at).isoformat() if started_at else None,
         "submitted_at": utcnow().isoformat(),
@@ -329,6 +333,7 @@ def _submit_reference(
             started_at=lease.created_at,
             idempotency_key=idempotency_key,
             telemetry=telemetry,
+            guideline_version=lease.settings_version,
         )
         # validated above (kind, candidates, shown order, rubric); the unique constraints on
         # (project, idempotency key) and (project, content hash) still guard against doubles
@@ -393,6 +398,7 @@ _LEASE = (
         _A.c.role,
         _A.c.status,
         _A.c.shown_order,
+        _A.c.settings_version,
         _A.c.created_at,
         _A.c.expires_at,
         _P.c.pk.label("pool_pk"),
@@ -532,6 +538,7 @@ def _submit_fast(
             telemetry=telemetry,
             item_key=lease.item_key,
             candidate_keys=[r.candidate_key for r in rows],
+            guideline_version=lease.settings_version,
         )
         values = judgment_rows(parsed).values
         j_pk = conn.execute(

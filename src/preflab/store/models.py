@@ -207,6 +207,8 @@ class JudgmentRow(Base):
     # provenance
     rubric_key: Mapped[str | None] = mapped_column(String(200))
     rubric_version: Mapped[int | None] = mapped_column(Integer)
+    #: The project settings (guidelines) version the rater saw (0010; None: not recorded).
+    guideline_version: Mapped[int | None] = mapped_column(Integer)
     review_pass: Mapped[int] = mapped_column(SmallInteger, default=0)
     source: Mapped[str] = mapped_column(String(12), default="human")
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

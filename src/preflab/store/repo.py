@@ -344,6 +344,7 @@ def judgment_from_row(row: JudgmentRow, *, with_rater_hash: str | None = None) -
         "rater_hash": with_rater_hash or row.rater.rater_hash,
         "rubric_id": row.rubric_key,
         "rubric_version": row.rubric_version,
+        "guideline_version": row.guideline_version,
         "review_pass": row.review_pass,
         "source": row.source,
         "started_at": as_utc(row.started_at),
@@ -435,6 +436,7 @@ def iter_items_with_judgments(
             judgments.submitted_at,
             judgments.telemetry,
             judgments.idempotency_key,
+            judgments.guideline_version,
             judgments.batch_pk,
             judgments.excluded,
             judgments.exclusion_reason,
@@ -484,6 +486,7 @@ def iter_items_with_judgments(
             submitted_at,
             telemetry,
             idempotency_key,
+            guideline_version,
             batch_pk,
             excluded,
             exclusion_reason,
@@ -503,6 +506,7 @@ def iter_items_with_judgments(
                 submitted_at,
                 telemetry,
                 idempotency_key,
+                guideline_version,
             )
             js, meta = judged[item_pk]
             js.append(trusted.judgment(kind, body, keys[item_pk], rationale, prov))

@@ -223,6 +223,7 @@ def provenance(
     submitted_at: datetime | None,
     telemetry: dict[str, Any] | None,
     idempotency_key: str | None,
+    guideline_version: int | None = None,
 ) -> Provenance:
     fields = {
         "rater_id": rater_key,
@@ -235,6 +236,7 @@ def provenance(
         "submitted_at": None if submitted_at is None else as_utc(submitted_at),
         "telemetry": None if telemetry is None else construct(Telemetry, telemetry),
         "idempotency_key": idempotency_key,
+        "guideline_version": guideline_version,
     }
     # judgment_from_row leaves None values out of what it validates: not in fields-set either
     # (rater, hash, pass and source are NOT NULL columns; the rest is mostly NULL)
@@ -251,6 +253,8 @@ def provenance(
         fields_set.add("telemetry")
     if idempotency_key is not None:
         fields_set.add("idempotency_key")
+    if guideline_version is not None:
+        fields_set.add("guideline_version")
     return _new(Provenance, fields, fields_set)
 
 

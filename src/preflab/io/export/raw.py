@@ -17,6 +17,13 @@ production labels under adjudication are all present); excluded judgments are le
 labels too unless ``include_ai``. ``ai_assisted`` labels are kept and flagged by their
 ``provenance.source`` (counted in the manifest). In Parquet and ``datasets`` output the
 judgment and the item are JSON strings beside flat provenance columns.
+
+Loading the JSONL with ``datasets.load_dataset("json", ...)``: the JSON builder takes the columns
+and types of the file's first block (10 MB), so a large file whose later lines bring another kind
+or an optional field fails to load. :func:`raw_jsonl_features` (written out in the dataset card)
+declares every key a line can have, ``kind`` and ``item_id`` as strings and the rest as
+``datasets.Json`` values, which load whatever their shape; the lines stay exactly as written, so
+the file still re-imports as it is.
 """
 
 from __future__ import annotations
@@ -27,8 +34,40 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from ...schema import dump_judgment
+from ...schema import JUDGMENT_KINDS, dump_judgment
 from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
+
+#: Every top-level key of a raw JSONL line: the fields of every judgment kind, and ``item``.
+RAW_JSONL_KEYS = sorted(
+    {f.alias or name for cls in JUDGMENT_KINDS.values() for name, f in cls.model_fields.items()}
+    | {"item"}
+)
+#: Keys that are always a string; the others load as ``datasets.Json``.
+RAW_STRING_KEYS = ("kind", "item_id")
+
+
+def raw_jsonl_features():
+    """``datasets.Features`` that load a raw JSONL export of any size and mix of kinds."""
+    from datasets import Features, Json, Value
+
+    return Features(
+        {k: Value("string") if k in RAW_STRING_KEYS else Json() for k in RAW_JSONL_KEYS}
+    )
+
+
+def features_snippet(path: str) -> list[str]:
+    """The card's code: :func:`raw_jsonl_features` written out, then the load call."""
+    others = [k for k in RAW_JSONL_KEYS if k not in RAW_STRING_KEYS]
+    return [
+        "from datasets import Features, Json, Value, load_dataset",
+        "",
+        "# every key a line can have: a file of any size and mix of kinds loads",
+        f"others = {others!r}",
+        "features = Features(",
+        '    {"kind": Value("string"), "item_id": Value("string"), **{k: Json() for k in others}}',
+        ")",
+        f'ds = load_dataset("json", data_files="{path}", split="train", features=features)',
+    ]
 
 
 class Raw(Exporter):
@@ -89,6 +128,21 @@ class Raw(Exporter):
                 batch = {n: [] for n in names}
         if batch["kind"]:
             yield batch
+
+    def usage(self, manifest: dict[str, Any]) -> list[str]:
+        if manifest["file_format"] != "jsonl":
+            return []
+        return [
+            "## Loading a large or mixed raw JSONL",
+            "",
+            "`datasets` infers the columns of a JSONL file from its first 10 MB; declare them "
+            "(needs a `datasets` release with the `Json` feature, 5.2 checked):",
+            "",
+            "```python",
+            *features_snippet(f"path/to/export/{manifest['split']}.jsonl"),
+            "```",
+            "",
+        ]
 
     def json_record(self, batch: Batch, names: list[str], i: int) -> dict[str, Any]:
         return {**batch["_judgment"][i], "item": batch["_item"][i]}

@@ -11,10 +11,21 @@ item order, thumbs first. A candidate in several pairs yields several rows.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
-from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions, TextCache, text_type
+from .base import (
+    BATCH_ROWS,
+    Batch,
+    ExportData,
+    Exporter,
+    ExportOptions,
+    TextCache,
+    row_provenance_fields,
+    text_type,
+)
+from .provenance import row_provenance
 
 
 class TRLKTO(Exporter):
@@ -26,30 +37,42 @@ class TRLKTO(Exporter):
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         t = text_type(data.conversational)
-        return pa.schema([("prompt", t), ("completion", t), ("label", pa.bool_())])
+        fields = [("prompt", t), ("completion", t), ("label", pa.bool_())]
+        return pa.schema(fields + row_provenance_fields(data, options))
 
-    def _rows(self, data: ExportData, options: ExportOptions) -> Iterator[tuple[str, str, bool]]:
-        units: dict[str, list[tuple[str, str, bool]]] = {}
+    def _rows(
+        self, data: ExportData, options: ExportOptions
+    ) -> Iterator[tuple[str, str, bool, Any, set[str]]]:
+        """``(item, candidate, label, resolved row, candidates the row is about)``."""
+        units: dict[str, list[tuple[str, str, bool, Any, set[str]]]] = {}
         if self.param(options, "from_unary"):
             for u in data.unary:
-                units.setdefault(u.item_id, []).append((u.item_id, u.candidate_id, u.label))
+                row = (u.item_id, u.candidate_id, u.label, u, {u.candidate_id})
+                units.setdefault(u.item_id, []).append(row)
         if self.param(options, "from_pairs"):
             for p in data.pairs:
                 rows = units.setdefault(p.item_id, [])
-                rows.append((p.item_id, p.chosen_id, True))
-                rows.append((p.item_id, p.rejected_id, False))
+                both = {p.chosen_id, p.rejected_id}
+                rows.append((p.item_id, p.chosen_id, True, p, both))
+                rows.append((p.item_id, p.rejected_id, False, p, both))
         for item_id in data.items:
             yield from units.get(item_id, ())
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         cache = TextCache(data.items, data.conversational)
-        batch: Batch = {"prompt": [], "completion": [], "label": []}
-        for item_id, cand, label in self._rows(data, options):
+        extra = [name for name, _ in row_provenance_fields(data, options)]
+        names = ["prompt", "completion", "label", *extra]
+        batch: Batch = {n: [] for n in names}
+        for item_id, cand, label, row, about in self._rows(data, options):
             batch["prompt"].append(cache.prompt(item_id))
             batch["completion"].append(cache.completion(item_id, cand))
             batch["label"].append(label)
+            if extra:
+                provenance = row_provenance(row, data.label_index, about)
+                for name in extra:
+                    batch[name].append(provenance[name])
             if len(batch["label"]) >= BATCH_ROWS:
                 yield batch
-                batch = {"prompt": [], "completion": [], "label": []}
+                batch = {n: [] for n in names}
         if batch["label"]:
             yield batch

@@ -19,7 +19,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from .base import Batch, ExportData, Exporter, ExportOptions, pair_columns, text_type
+from .base import (
+    Batch,
+    ExportData,
+    Exporter,
+    ExportOptions,
+    pair_columns,
+    row_provenance_fields,
+    text_type,
+)
 
 
 class TRLPreference(Exporter):
@@ -44,10 +52,11 @@ class TRLPreference(Exporter):
         fields = [("prompt", t), ("chosen", t), ("rejected", t)]
         if self.margin_written(data):
             fields.append(("margin", pa.float64()))
-        return pa.schema(fields)
+        return pa.schema(fields + row_provenance_fields(data, options))
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
-        return pair_columns(data, margin=self.margin_written(data))
+        extra = [name for name, _ in row_provenance_fields(data, options)]
+        return pair_columns(data, margin=self.margin_written(data), extra=extra)
 
     def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
         if self.margin is None:

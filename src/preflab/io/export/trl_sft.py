@@ -15,7 +15,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
+from ...schema import JudgmentBase
+from .base import (
+    MESSAGES,
+    Batch,
+    ExportData,
+    Exporter,
+    ExportOptions,
+    chunked,
+    prompt_value,
+    row_provenance_fields,
+)
+from .provenance import judgment_provenance
 from .truth import GATE, candidate_failure
 
 
@@ -29,9 +40,10 @@ class TRLSFT(Exporter):
     params = {"human_candidates": False}
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
+        extra = row_provenance_fields(data, options)
         if data.conversational:
-            return pa.schema([("messages", MESSAGES)])
-        return pa.schema([("prompt", pa.string()), ("completion", pa.string())])
+            return pa.schema([("messages", MESSAGES), *extra])
+        return pa.schema([("prompt", pa.string()), ("completion", pa.string()), *extra])
 
     def _answers(self, data: ExportData, options: ExportOptions) -> list[tuple[str, Any]]:
         """``(item_id, answer)`` where an answer is a demonstration or a candidate."""
@@ -51,17 +63,28 @@ class TRLSFT(Exporter):
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         answers = self._answers(data, options)
+        extra = [name for name, _ in row_provenance_fields(data, options)]
         for rows in chunked(len(answers)):
             part = answers[rows.start : rows.stop]
             if data.conversational:
-                yield {"messages": [_conversation(data, item_id, a) for item_id, a in part]}
+                batch: Batch = {
+                    "messages": [_conversation(data, item_id, a) for item_id, a in part]
+                }
             else:
-                yield {
+                batch = {
                     "prompt": [
                         prompt_value(data.items[item_id].prompt, False) for item_id, _ in part
                     ],
                     "completion": [a.as_text() for _, a in part],
                 }
+            if extra:
+                # a demonstration is a label; a human-written candidate is no one's label
+                prov = [
+                    judgment_provenance(a if isinstance(a, JudgmentBase) else None) for _, a in part
+                ]
+                for name in extra:
+                    batch[name] = [p[name] for p in prov]
+            yield batch
 
 
 def _conversation(data: ExportData, item_id: str, answer: Any) -> list[dict[str, str]]:

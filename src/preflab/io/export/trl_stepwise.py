@@ -18,7 +18,16 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from ...schema.trajectory import Trajectory
-from .base import Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
+from .base import (
+    Batch,
+    ExportData,
+    Exporter,
+    ExportOptions,
+    chunked,
+    prompt_value,
+    row_provenance_fields,
+)
+from .provenance import row_provenance
 from .trl_sft_agent import trajectory_step_rows
 from .truth import TRAJECTORY_CANDIDATE
 
@@ -36,18 +45,27 @@ class TRLStepwise(Exporter):
                 ("prompt", pa.string()),
                 ("completions", pa.list_(pa.string())),
                 ("labels", pa.list_(pa.bool_())),
+                *row_provenance_fields(data, options),
             ]
         )
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
-        rows = [row for s in data.steps for row in _rows(data, s)]
+        extra = [name for name, _ in row_provenance_fields(data, options)]
+        rows = [
+            (*row, s) for s in data.steps for row in _rows(data, s)
+        ]  # (prompt, steps, labels, resolved steps)
         for part in chunked(len(rows)):
             chunk = rows[part.start : part.stop]
-            yield {
-                "prompt": [prompt for prompt, _, _ in chunk],
-                "completions": [steps for _, steps, _ in chunk],
-                "labels": [labels for _, _, labels in chunk],
+            batch: Batch = {
+                "prompt": [r[0] for r in chunk],
+                "completions": [r[1] for r in chunk],
+                "labels": [r[2] for r in chunk],
             }
+            if extra:
+                prov = [row_provenance(r[3], data.label_index, {r[3].candidate_id}) for r in chunk]
+                for name in extra:
+                    batch[name] = [p[name] for p in prov]
+            yield batch
 
 
 def _rows(data: ExportData, s) -> list[tuple[str, list[str], list[bool]]]:

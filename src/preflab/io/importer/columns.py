@@ -58,6 +58,7 @@ class JudgmentColumns(NamedTuple):
     shown_order: Any
     rubric_key: str | None
     rubric_version: int | None
+    guideline_version: int | None
     review_pass: int
     source: str
     started_at: Any
@@ -161,6 +162,7 @@ class RowBuilder:
                 "rationale": None,
                 "rubric_key": None,
                 "rubric_version": None,
+                "guideline_version": None,
                 "review_pass": 0,
                 "started_at": None,
                 "submitted_at": None,
@@ -221,6 +223,7 @@ class RowBuilder:
             shown_order=j(v["shown_order"]),
             rubric_key=v["rubric_key"],
             rubric_version=v["rubric_version"],
+            guideline_version=v["guideline_version"],
             review_pass=v["review_pass"],
             source=v["source"],
             started_at=dt(v["started_at"]),

