@@ -739,7 +739,7 @@ app.add_typer(demonstrations_app, name="demonstrations")
 @demonstrations_app.command("list")
 def demonstrations_list(project: str, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Demonstrations waiting for a decision."""
-    from .server.webapi import pending_demonstrations
+    from .server.review import pending_demonstrations
     from .store import repo, transaction
 
     try:
@@ -769,7 +769,7 @@ def _decide_demonstration(
     as_json: bool,
 ) -> None:
     from .server.judging import JudgingError
-    from .server.webapi import decide_demonstration
+    from .server.review import decide_demonstration
     from .store import repo, transaction
 
     try:

@@ -192,9 +192,9 @@ def create_app(
     )
     app.state.password_gate = PasswordGate(config.login_limit.concurrent)
 
-    from .api import router
+    from .routes import include_all
 
-    app.include_router(router)
+    include_all(app)
     # The common case of the two hot routes on SQLite, in front of them (preflab.server.fastlane).
     from .fastlane import install as install_fast_lane
 
