@@ -26,7 +26,6 @@ from ..store.repo import Conflict, NotFound, StoreError
 from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
 from .judging import JudgingError
-from .projects import ExporterMissing
 from .transport import TransportSecurity
 from .wire import RejectNulInUrl
 
@@ -239,10 +238,6 @@ def create_app(
             for e in exc.errors()
         ]
         return _json(422, "invalid request", errors)
-
-    @app.exception_handler(ExporterMissing)
-    async def _no_exporter(_: Request, exc: ExporterMissing) -> Response:
-        return _json(501, str(exc))
 
     @app.exception_handler(IntegrityError)
     async def _integrity(_: Request, exc: IntegrityError) -> Response:
