@@ -22,6 +22,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from .. import audit
 from ..store.models import Project, utcnow
 from ..store.server_models import (
     PROJECT_ROLES,
@@ -216,6 +217,13 @@ def change_own_password(
         if user.password_hash != stored:
             raise Gone("the password was changed meanwhile; log in again")
         set_password(s, user, new, keep_api_tokens=not revoke_api_tokens)
+        audit.record(
+            s,
+            user,
+            "user.password_changed",
+            f"user:{user.username}",
+            {"api_tokens_revoked": revoke_api_tokens},
+        )
         return user
 
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from .. import audit
 from ..quality import LabelTable, route_for_adjudication
 from ..quality import telemetry_flags as quality_telemetry_flags
 from ..schema import ReviewPass, prompt_as_text
@@ -240,8 +241,7 @@ def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[st
 def adjudicate(
     db: Database,
     project: ProjectRef,
-    reviewer_pk: int,
-    reviewer: str,
+    reviewer: audit.Who,
     item_key: str,
     judgment: dict[str, Any],
     note: str,
@@ -265,7 +265,7 @@ def adjudicate(
             s,
             p,
             item_row,
-            reviewer,
+            reviewer.username,
             data,
             shown_order=None,
             started_at=None,
@@ -276,7 +276,10 @@ def adjudicate(
         row, created = repo.add_judgment(s, p, parsed, item_row=item_row)
         rater = s.get(Rater, row.rater_pk)
         if rater.user_pk is None:
-            rater.user_pk = reviewer_pk
+            rater.user_pk = reviewer.user_pk
+        if created:  # a retry with the same key returns the first result and is no new event
+            where = audit.target(p.name, item=item_key)
+            audit.record(s, reviewer, "item.adjudicated", where, {"judgment_id": row.pk})
         return {
             "judgment_id": row.pk,
             "item_id": item_key,
@@ -406,18 +409,27 @@ def pending_demonstrations(session: Session, project: ProjectRef) -> list[dict[s
 def review_demonstration(
     db: Database,
     project: ProjectRef,
-    reviewer: str,
+    reviewer: audit.Who,
     judgment_pk: int,
     decision: str,
     note: str,
 ) -> dict[str, Any]:
     """:func:`decide_demonstration` in one write transaction of the server's database."""
     with db.writing() as s:
-        return decide_demonstration(s, project.pk, reviewer, judgment_pk, decision, note)
+        return decide_demonstration(
+            s, project.pk, reviewer.username, judgment_pk, decision, note, actor=reviewer
+        )
 
 
 def decide_demonstration(
-    session: Session, project_pk: int, reviewer: str, judgment_pk: int, decision: str, note: str
+    session: Session,
+    project_pk: int,
+    reviewer: str,
+    judgment_pk: int,
+    decision: str,
+    note: str,
+    *,
+    actor: audit.Actor | None = None,
 ) -> dict[str, Any]:
     """Accept or reject a demonstration: a revision of it with the status, the reviewer, the time
     and the note (the author's text unchanged, the original row kept). Only accepted ones reach
@@ -459,6 +471,14 @@ def decide_demonstration(
     row.supersedes_pk = old.pk
     session.add(row)
     session.flush()
+    project = session.get(Project, project_pk)
+    audit.record(
+        session,
+        actor if actor is not None else reviewer,
+        f"demonstration.{decision}",
+        audit.target(project.name, judgment=old.pk),
+        {"reviewer": reviewer, "note": reviewed.review_note, "revision": row.pk},
+    )
     return {
         "judgment_id": row.pk,
         "revision_of": old.pk,

@@ -15,7 +15,7 @@ from fastapi import APIRouter, FastAPI
 def routers() -> list[APIRouter]:
     """Every router of the REST API, in the order they are matched."""
     from .. import api, webapi
-    from . import auth, items, projects, review, users
+    from . import audit, auth, items, projects, review, users
 
     return [
         auth.router,
@@ -23,6 +23,7 @@ def routers() -> list[APIRouter]:
         projects.router,
         items.router,
         review.router,
+        audit.router,
         api.router,
         webapi.router,
     ]

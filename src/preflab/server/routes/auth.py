@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from pydantic import Field
 from sqlalchemy import select
 
+from ... import audit
 from ...store.server_models import User
 from .. import auth, queries
 from ..permissions import SESSION_COOKIE, Ctx, guard
@@ -67,11 +68,18 @@ def login(request: Request, body: LoginIn, ctx: Ctx = guard("public")) -> Respon
     cfg = request.app.state.config
     db = db_of(request)
     ip = client_ip(request)
-    user = auth.login(
-        db, body.username, body.password, ip, cfg.login_limit, request.app.state.password_gate
-    )
+    try:
+        user = auth.login(
+            db, body.username, body.password, ip, cfg.login_limit, request.app.state.password_gate
+        )
+    except auth.BadCredentials:
+        with db.writing() as s:  # the username and address, never the password
+            details = {"username": body.username, "address": ip}
+            audit.record(s, audit.ANONYMOUS, "auth.login_failed", f"user:{body.username}", details)
+        raise
     with db.writing() as s:
         token, ws = auth.create_web_session(s, user, ttl=cfg.session_ttl, ip=ip)
+        audit.record(s, user, "auth.login", f"user:{user.username}", {"address": ip})
         data = {
             "username": user.username,
             "is_admin": user.is_admin,
@@ -96,6 +104,7 @@ def accept_invite(
 ) -> Response:
     with db_of(request).writing() as s:
         user = auth.accept_invite(s, token, body.username, body.password)
+        audit.record(s, user, "invite.accepted", f"user:{user.username}")
         return ok(queries.user_out(user), 201)
 
 
@@ -106,6 +115,7 @@ def claim_reset_link(
     """Set a new password with a reset link (single use, expiring)."""
     with db_of(request).writing() as s:
         user = auth.claim_reset_link(s, token, body.password)
+        audit.record(s, user, "user.reset_link_claimed", f"user:{user.username}")
         return ok({"username": user.username, "changed": True})
 
 

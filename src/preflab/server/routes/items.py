@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
+from ... import audit
 from ...store import repo
 from ...store.models import Project
 from .. import files, projects, queries
@@ -56,7 +57,19 @@ def import_items(
     request: Request, project: str, body: ItemsIn, ctx: Ctx = guard("project.manage")
 ) -> Response:
     """Import items (all or nothing, idempotent by content) and add them to the task pool."""
-    return ok(projects.import_items(db_of(request), ctx.project.name, body.items))
+    summary = projects.import_items(db_of(request), ctx.project.name, body.items)
+    _record_import(request, ctx, summary, source="api")
+    return ok(summary)
+
+
+def _record_import(request: Request, ctx: Ctx, summary: dict[str, Any], source: str) -> None:
+    """One ``items.imported`` event for an import that changed something (a repeat of the same
+    file or items changes nothing and is not an event)."""
+    if summary.get("already_imported"):
+        return
+    with db_of(request).writing() as s:
+        details = audit.import_details(summary) | {"source": source}
+        audit.record(s, ctx.user, "items.imported", audit.target(ctx.project.name), details)
 
 
 @router.post(
@@ -76,6 +89,8 @@ async def post_items_file(
     out = await run_in_threadpool(
         files.import_file, db_of(request), ctx.project.name, filename, raw
     )
+    if out["ok"]:
+        await run_in_threadpool(_record_import, request, ctx, out, f"file:{filename}")
     return ok(out, 200 if out["ok"] else 422)
 
 

@@ -418,3 +418,23 @@ class JudgmentAckOut(Out):
     created: bool
     replayed: bool
     submitted_at: str | None
+
+
+# -- audit ------------------------------------------------------------------------------------------
+
+
+class AuditEventOut(Out):
+    id: int
+    at: str
+    actor: str = Field(description="a username, cli:<os user>, system or anonymous")
+    actor_id: int | None
+    action: str
+    target: str
+    details: dict[str, Any]
+
+
+class AuditPageOut(Out):
+    events: list[AuditEventOut]
+    next_before: int | None = Field(
+        description="pass as ?before= for older events; null at the end"
+    )

@@ -11,6 +11,7 @@ from fastapi.responses import FileResponse, Response
 from pydantic import Field
 from sqlalchemy import select
 
+from ... import audit
 from ...store.models import Project, utcnow
 from ...store.server_models import User
 from .. import auth, judging, projects, queries, review
@@ -98,6 +99,7 @@ def create_project(
             policy=body.policy,
             created_by=ctx.user.user_pk,
         )
+        audit.record(s, ctx.user, "project.created", audit.target(p.name), {"kinds": p.kinds})
         return ok(queries.project_out(p, None, full=True), 201)
 
 
@@ -122,6 +124,8 @@ def patch_settings(
         version, _ = projects.update_settings(
             s, p, changes, changed_by=ctx.user.user_pk, note=body.note
         )
+        details = {"version": version, "changed": sorted(changes), "note": body.note}
+        audit.record(s, ctx.user, "project.settings_changed", audit.target(p.name), details)
         return ok({"version": version, **queries.project_out(p, ctx.role, full=True)})
 
 
@@ -152,9 +156,12 @@ def put_member(
     ctx: Ctx = guard("project.manage"),
 ) -> Response:
     with db_of(request).writing() as s:
-        membership = auth.set_membership(
-            s, s.get(Project, ctx.project.pk), auth.get_user(s, username), body.role
-        )
+        user = auth.get_user(s, username)
+        before = queries.project_roles(s, user.pk).get(ctx.project.name)
+        membership = auth.set_membership(s, s.get(Project, ctx.project.pk), user, body.role)
+        details = {"role": membership.role, "before": before}
+        where = audit.target(ctx.project.name, user=username)
+        audit.record(s, ctx.user, "member.role_set", where, details)
         return ok({"username": username, "role": membership.role})
 
 
@@ -167,7 +174,11 @@ def delete_member(
     request: Request, project: str, username: str, ctx: Ctx = guard("project.manage")
 ) -> Response:
     with db_of(request).writing() as s:
-        auth.remove_membership(s, s.get(Project, ctx.project.pk), auth.get_user(s, username))
+        user = auth.get_user(s, username)
+        before = queries.project_roles(s, user.pk).get(ctx.project.name)
+        auth.remove_membership(s, s.get(Project, ctx.project.pk), user)
+        where = audit.target(ctx.project.name, user=username)
+        audit.record(s, ctx.user, "member.removed", where, {"before": before})
         return ok({"username": username, "removed": True})
 
 
@@ -187,6 +198,8 @@ def create_invite(
             ttl=timedelta(hours=body.ttl_hours),
             email=body.email,
         )
+        details = {"role": row.role, "email": body.email, "ttl_hours": body.ttl_hours}
+        audit.record(s, ctx.user, "invite.created", audit.target(ctx.project.name), details)
         return ok(
             {
                 "token": token,
@@ -221,6 +234,8 @@ def reinstate(
 ) -> Response:
     with db_of(request).writing() as s:
         st = judging.reinstate(s, ctx.project.pk, auth.get_user(s, username).pk, body.note)
+        where = audit.target(ctx.project.name, user=username)
+        audit.record(s, ctx.user, "rater.reinstated", where, {"note": body.note})
         return ok({"username": username, "status": st.status, "reason": st.reason})
 
 
@@ -236,13 +251,13 @@ def export(
         / ctx.project.name
         / utcnow().strftime("%Y%m%dT%H%M%S%f")
     ).resolve()
+    db = db_of(request)
     export_id, manifest = projects.export_project(
-        db_of(request),
-        ctx.project.name,
-        body.format,
-        out_dir,
-        **body.model_dump(exclude={"format"}),
+        db, ctx.project.name, body.format, out_dir, **body.model_dump(exclude={"format"})
     )
+    with db.writing() as s:
+        details = audit.export_details(body.format, out_dir, manifest) | {"export_id": export_id}
+        audit.record(s, ctx.user, "project.exported", audit.target(ctx.project.name), details)
     return ok({"export_id": export_id, "manifest": manifest}, 201)
 
 

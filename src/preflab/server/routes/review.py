@@ -107,8 +107,7 @@ def post_adjudication(
     out = service.adjudicate(
         db_of(request),
         ctx.project,
-        ctx.user.user_pk,
-        ctx.user.username,
+        ctx.user,
         item_id,
         body.judgment,
         body.note,
@@ -185,6 +184,6 @@ def post_demonstration_review(
     """Accept or reject a demonstration (a note is required to reject). Stored as a revision with
     the reviewer and the time; only accepted demonstrations are exported by ``trl-sft``."""
     out = service.review_demonstration(
-        db_of(request), ctx.project, ctx.user.username, judgment_id, body.decision, body.note
+        db_of(request), ctx.project, ctx.user, judgment_id, body.decision, body.note
     )
     return ok(out, 201)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import Field
 
+from ... import audit
 from ...store.server_models import User
 from .. import auth, queries
 from ..permissions import Ctx, guard
@@ -59,6 +60,9 @@ def create_user(request: Request, body: UserCreateIn, ctx: Ctx = guard("site.adm
             display_name=body.display_name,
             email=body.email,
         )
+        audit.record(
+            s, ctx.user, "user.created", f"user:{user.username}", {"is_admin": body.is_admin}
+        )
         out = queries.user_out(user)
         if body.password is None:
             out["password"] = password
@@ -77,7 +81,7 @@ def patch_user(
 ) -> Response:
     with db_of(request).writing() as s:
         user = auth.get_user(s, username)
-        auth.update_user(
+        changed = auth.update_user(
             s,
             user,
             is_active=body.is_active,
@@ -85,7 +89,18 @@ def patch_user(
             password=body.password,
             keep_api_tokens=body.keep_api_tokens,
         )
+        for what in changed:
+            action, details = _user_change_event(what, user, body)
+            audit.record(s, ctx.user, action, f"user:{user.username}", details)
         return ok(queries.user_out(user))
+
+
+def _user_change_event(what: str, user: User, body: UserPatchIn) -> tuple[str, dict]:
+    if what == "is_active":
+        return ("user.reactivated" if user.is_active else "user.deactivated"), {}
+    if what == "is_admin":
+        return ("user.admin_granted" if user.is_admin else "user.admin_revoked"), {}
+    return "user.password_reset", {"api_tokens_revoked": not body.keep_api_tokens}
 
 
 @router.get("/users/{username}/credentials", tags=["users"], response_model=list[m.CredentialOut])
@@ -122,6 +137,8 @@ def create_reset_link(
         token = auth.create_reset_link(
             s, user, created_by=s.get(User, ctx.user.user_pk), ttl=timedelta(hours=body.ttl_hours)
         )
+        details = {"ttl_hours": body.ttl_hours}
+        audit.record(s, ctx.user, "user.reset_link_created", f"user:{username}", details)
     return ok(
         {"username": username, "path": f"/reset/{token}", "expires_in_hours": body.ttl_hours}, 201
     )
