@@ -278,3 +278,20 @@ def test_a_secret_in_the_details_is_refused():
         audit.record(None, "x", "auth.login", "", {"password": "hunter2"})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown audit action"):
         audit.record(None, "x", "auth.logged", "")  # type: ignore[arg-type]
+
+
+def test_cli_user_create_is_an_event_of_the_os_user(sqlite_url, monkeypatch):
+    from preflab.cli import app
+
+    monkeypatch.setattr("getpass.getuser", lambda: "ops")
+    run = CliRunner().invoke
+    r = run(app, ["user", "create", "dana", "--admin", "--db", sqlite_url])
+    assert r.exit_code == 0, r.output
+    r = run(app, ["audit", "list", "--db", sqlite_url, "--json", "--action", "user.created"])
+    (event,) = json.loads(r.output)
+    assert (event["actor"], event["target"], event["details"]) == (
+        "cli:ops",
+        "user:dana",
+        {"is_admin": True},
+    )
+    assert "password" not in json.dumps(event)  # the generated password is printed once, not logged

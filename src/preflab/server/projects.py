@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Table, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -35,7 +35,9 @@ def _judging_error(status: int, message: str, errors: list | None = None) -> Exc
     return JudgingError(status, message, errors)
 
 
-def insert_ignore(session: Session, table, rows: list[dict[str, Any]], index: list[str]) -> None:  # noqa: ANN001
+def insert_ignore(
+    session: Session, table: Table, rows: list[dict[str, Any]], index: list[str]
+) -> None:
     """INSERT ... ON CONFLICT DO NOTHING on both SQLite and PostgreSQL (idempotent, race-safe)."""
     if not rows:
         return
