@@ -295,3 +295,21 @@ def test_cli_user_create_is_an_event_of_the_os_user(sqlite_url, monkeypatch):
         {"is_admin": True},
     )
     assert "password" not in json.dumps(event)  # the generated password is printed once, not logged
+
+
+def test_cli_demonstration_decision_is_an_event_of_the_os_user(sqlite_url, monkeypatch):
+    from preflab.cli import app
+
+    seed(sqlite_url, n_items=1, raters=1, kinds=["pairwise", "demonstration"])
+    pk = _demonstration(sqlite_url, "demo", "item-00000")
+    monkeypatch.setattr("getpass.getuser", lambda: "ops")
+    run = CliRunner().invoke
+    args = ["demonstrations", "reject", "demo", str(pk), "--reviewer", "dr-who", "--note", "vague"]
+    r = run(app, [*args, "--db", sqlite_url])
+    assert r.exit_code == 0, r.output
+    r = run(app, ["audit", "list", "--db", sqlite_url, "--json"])
+    (event,) = json.loads(r.output)
+    assert event["actor"] == "cli:ops"
+    assert event["action"] == "demonstration.rejected"
+    assert event["target"] == f"project:demo/judgment:{pk}"
+    assert event["details"]["reviewer"] == "dr-who" and event["details"]["note"] == "vague"
