@@ -189,6 +189,7 @@ def project_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a project (and the SQLite database, if the file does not exist yet)."""
+    from . import audit
     from .store import repo, transaction
 
     engine = engine_for(db, create=True)
@@ -200,6 +201,8 @@ def project_create(
             if rubric is not None:
                 repo.add_rubric(session, project, _load_rubric(rubric))
             info = _project_info(project)
+            details = {"kinds": info["kinds"]}
+            audit.record(session, audit.cli_actor(), "project.created", audit.target(name), details)
     except repo.StoreError as exc:
         fail(str(exc), 2)
     if as_json:

@@ -280,13 +280,18 @@ def test_a_secret_in_the_details_is_refused():
         audit.record(None, "x", "auth.logged", "")  # type: ignore[arg-type]
 
 
-def test_cli_user_create_is_an_event_of_the_os_user(sqlite_url, monkeypatch):
+def test_cli_user_and_project_create_are_events_of_the_os_user(sqlite_url, monkeypatch):
     from preflab.cli import app
 
     monkeypatch.setattr("getpass.getuser", lambda: "ops")
     run = CliRunner().invoke
     r = run(app, ["user", "create", "dana", "--admin", "--db", sqlite_url])
     assert r.exit_code == 0, r.output
+    r = run(app, ["project", "create", "p2", "--kinds", "pairwise", "--db", sqlite_url])
+    assert r.exit_code == 0, r.output
+    r = run(app, ["audit", "list", "--db", sqlite_url, "--json", "--action", "project.created"])
+    (created,) = json.loads(r.output)
+    assert (created["actor"], created["target"]) == ("cli:ops", "project:p2")
     r = run(app, ["audit", "list", "--db", sqlite_url, "--json", "--action", "user.created"])
     (event,) = json.loads(r.output)
     assert (event["actor"], event["target"], event["details"]) == (
