@@ -232,6 +232,7 @@ def project_create(
     as_json: JsonOption = False,
 ) -> None:
     """Create a project (and the SQLite database, if the file does not exist yet)."""
+    from . import audit
     from .store import repo, transaction
 
     engine = engine_for(db, create=True)
@@ -243,6 +244,8 @@ def project_create(
             if rubric is not None:
                 repo.add_rubric(session, project, _load_rubric(rubric))
             info = _project_info(project)
+            details = {"kinds": info["kinds"]}
+            audit.record(session, audit.cli_actor(), "project.created", audit.target(name), details)
     except repo.StoreError as exc:
         fail(str(exc), 2)
     if as_json:
@@ -424,6 +427,7 @@ def import_(
         except StoreError as exc:
             progress.stop()
             fail(str(exc), 2)
+    _audit_import(engine, project, files, report)
     data = report.__dict__ | {"skipped": [str(p) for p in report.skipped]}
     if as_json:
         print_json(data)
@@ -447,6 +451,23 @@ def import_(
     if report.skipped:
         err.print(f"skipped {len(report.skipped)} invalid record(s):", highlight=False)
         _report_problems(report.skipped[:50], len(report.skipped))
+
+
+def _audit_import(engine, project: str, files: list[Path], report) -> None:
+    """One ``items.imported`` audit event by ``cli:<os user>`` (none when nothing changed)."""
+    from . import audit
+
+    if report.already_imported:
+        return
+    details = audit.import_details(report) | {"source": "cli", "files": [p.name for p in files]}
+    audit.record_in(engine, audit.cli_actor(), "items.imported", audit.target(project), details)
+
+
+def _audit_export(engine, project: str, fmt: str, out_path: Path, manifest: dict) -> None:
+    from . import audit
+
+    details = audit.export_details(fmt, out_path, manifest) | {"source": "cli"}
+    audit.record_in(engine, audit.cli_actor(), "project.exported", audit.target(project), details)
 
 
 @app.command()
@@ -630,12 +651,12 @@ def export(
         drop_disagreement=drop_disagreement,
         params=_verl_params(require_reference, data_source),
     )
+    engine = engine_for(db)
     try:
-        manifest = export_project(
-            engine_for(db), project, options, aggregator=AGGREGATORS[aggregation]
-        )
+        manifest = export_project(engine, project, options, aggregator=AGGREGATORS[aggregation])
     except (StoreError, ExportError, ValueError) as exc:  # options, --out or project the user gave
         fail(str(exc), 2)
+    _audit_export(engine, project, format, out_path, manifest)
     if as_json:
         print_json(manifest)
         return
@@ -802,7 +823,7 @@ app.add_typer(demonstrations_app, name="demonstrations")
 @demonstrations_app.command("list")
 def demonstrations_list(project: str, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Demonstrations waiting for a decision."""
-    from .server.webapi import pending_demonstrations
+    from .server.review import pending_demonstrations
     from .store import repo, transaction
 
     try:
@@ -831,8 +852,9 @@ def _decide_demonstration(
     db: str | None,
     as_json: bool,
 ) -> None:
+    from .audit import cli_actor
     from .server.judging import JudgingError
-    from .server.webapi import decide_demonstration
+    from .server.review import decide_demonstration
     from .store import repo, transaction
 
     try:
@@ -844,6 +866,7 @@ def _decide_demonstration(
                 judgment_id,
                 decision,
                 note,
+                actor=cli_actor(),
             )
     except repo.NotFound as exc:
         fail(str(exc), 2)
@@ -887,6 +910,53 @@ def demonstrations_reject(
 ) -> None:
     """Reject a demonstration with a note: trl-sft leaves it out and its manifest says so."""
     _decide_demonstration(project, judgment_id, "rejected", reviewer, note, db, as_json)
+
+
+# -- audit: who changed what, and when ------------------------------------------------------------
+
+audit_app = typer.Typer(help="Read the audit log of state changes.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+
+
+@audit_app.command("list")
+def audit_list(
+    action: Annotated[
+        str | None, typer.Option(help="Only this action, e.g. auth.login_failed.")
+    ] = None,
+    actor: Annotated[
+        str | None, typer.Option(help="Only this actor: a username or cli:<user>.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="From this UTC time on, e.g. 2026-11-30T18:00.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, max=100_000, help="At most this many, newest first.")
+    ] = 100,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Audit events newest first: logins, role changes, suspensions, imports, exports, ..."""
+    from . import audit
+    from .store import transaction
+
+    try:
+        start = audit.parse_since(since) if since else None
+    except ValueError as exc:
+        fail(str(exc), 2)
+    with transaction(engine_for(db)) as session:
+        rows = audit.events(session, action=action, actor=actor, since=start, limit=limit)
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        details = " ".join(f"{k}={v}" for k, v in r["details"].items())
+        out.print(
+            f"{r['at']}  {r['actor']}  {r['action']}  {r['target']}  {details}",
+            highlight=False,
+            markup=False,
+        )
+    if not rows:
+        err.print("no audit events match")
 
 
 def _mount_server_commands() -> None:

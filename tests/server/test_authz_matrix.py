@@ -37,6 +37,7 @@ EXPECTED = {
     ("GET", "/api/v1/projects"): ("authenticated", SIGNED_IN),
     ("POST", "/api/v1/users"): ("site.admin", {"root"}),
     ("GET", "/api/v1/users"): ("site.admin", {"root"}),
+    ("GET", "/api/v1/audit"): ("site.admin", {"root"}),
     ("PATCH", "/api/v1/users/{username}"): ("site.admin", {"root"}),
     ("GET", "/api/v1/users/{username}/credentials"): ("site.admin", {"root"}),
     ("POST", "/api/v1/users/{username}/credentials/{domain}/verify"): ("site.admin", {"root"}),

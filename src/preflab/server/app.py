@@ -27,7 +27,6 @@ from ..store.repo import Conflict, NotFound, StoreError
 from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
 from .judging import JudgingError
-from .projects import ExporterMissing
 from .transport import TransportSecurity
 from .wire import RejectNulInUrl
 
@@ -191,9 +190,9 @@ def create_app(
     )
     app.state.password_gate = PasswordGate(config.login_limit.concurrent)
 
-    from .api import router
+    from .routes import include_all
 
-    app.include_router(router)
+    include_all(app)
     # The common case of the two hot routes on SQLite, in front of them (preflab.server.fastlane).
     from .fastlane import install as install_fast_lane
 
@@ -238,10 +237,6 @@ def create_app(
             for e in exc.errors()
         ]
         return _json(422, "invalid request", errors)
-
-    @app.exception_handler(ExporterMissing)
-    async def _no_exporter(_: Request, exc: ExporterMissing) -> Response:
-        return _json(501, str(exc))
 
     @app.exception_handler(IntegrityError)
     async def _integrity(_: Request, exc: IntegrityError) -> Response:

@@ -22,6 +22,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from .. import audit
 from ..store.models import Project, utcnow
 from ..store.server_models import (
     PROJECT_ROLES,
@@ -33,6 +34,7 @@ from ..store.server_models import (
     User,
     WebSession,
 )
+from .database import Database
 
 USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
 DOMAIN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
@@ -168,6 +170,63 @@ def set_password(
         )
 
 
+def update_user(
+    session: Session,
+    user: User,
+    *,
+    is_active: bool | None = None,
+    is_admin: bool | None = None,
+    password: str | None = None,
+    keep_api_tokens: bool = False,
+) -> list[str]:
+    """An admin's change to an account; returns what changed (``is_active``, ``is_admin``,
+    ``password``), values equal to the current ones left out."""
+    changed = []
+    if is_active is not None and is_active != user.is_active:
+        user.is_active = is_active
+        changed.append("is_active")
+    if is_admin is not None and is_admin != user.is_admin:
+        user.is_admin = is_admin
+        changed.append("is_admin")
+    if password is not None:
+        set_password(session, user, password, keep_api_tokens=keep_api_tokens)
+        changed.append("password")
+    return changed
+
+
+def change_own_password(
+    db: Database,
+    gate: PasswordGate,
+    user_pk: int,
+    current: str,
+    new: str,
+    *,
+    revoke_api_tokens: bool = True,
+) -> User:
+    """The user changes their own password, proving the current one (checked outside the write
+    transaction, in a slot of the login's concurrency cap). ``NotAllowed`` when it is wrong,
+    ``Gone`` when the password changed meanwhile; then nothing changes."""
+    with db.reading() as s:
+        stored = s.get(User, user_pk).password_hash
+    with gate.slot():
+        right = verify_password(stored, current)
+    if not right:
+        raise NotAllowed("current_password: wrong password; nothing was changed")
+    with db.writing() as s:
+        user = s.get(User, user_pk)
+        if user.password_hash != stored:
+            raise Gone("the password was changed meanwhile; log in again")
+        set_password(s, user, new, keep_api_tokens=not revoke_api_tokens)
+        audit.record(
+            s,
+            user,
+            "user.password_changed",
+            f"user:{user.username}",
+            {"api_tokens_revoked": revoke_api_tokens},
+        )
+        return user
+
+
 # -- login and rate limiting -----------------------------------------------------------------
 
 
@@ -209,7 +268,9 @@ def _address_key(ip: str) -> str:
     return sha256(f"addr|{ip}")
 
 
-def login(db, username: str, password: str, ip: str, limit: LoginLimit, gate: PasswordGate) -> User:
+def login(
+    db: Database, username: str, password: str, ip: str, limit: LoginLimit, gate: PasswordGate
+) -> User:
     """The user for valid credentials, or ``BadCredentials`` / ``RateLimited``.
 
     Atomic across threads, workers and hosts: an attempt is first *recorded* (one row per

@@ -44,6 +44,7 @@ def user_create(
 ) -> None:
     """Create an account. There is no default password: one is generated and printed once,
     or read from stdin with --password-stdin."""
+    from .. import audit
     from .auth import AuthError, create_user
 
     password = sys.stdin.readline().rstrip("\n") if password_stdin else None
@@ -51,6 +52,9 @@ def user_create(
     try:
         with database.writing() as s:
             user, pw = create_user(s, username, password=password, is_admin=admin, email=email)
+            audit.record(
+                s, audit.cli_actor(), "user.created", f"user:{username}", {"is_admin": admin}
+            )
     except AuthError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

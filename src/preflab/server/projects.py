@@ -9,20 +9,35 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Table, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from ..io.export import AGGREGATORS, ExportOptions
+from ..io.export import export_project as run_export
+from ..io.export.base import ExportError
+from ..io.importer import ImportFailed, ImportOptions, import_files
 from ..schema import JUDGMENT_KINDS, Item, describe_need, kinds_for_item
 from ..schema.routing import scored_by_verifier
 from ..store import repo
-from ..store.models import CandidateRow, ItemRow, JudgmentRow, Project
+from ..store.models import CandidateRow, ExportLog, ItemRow, JudgmentRow, Project
 from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
+from .database import Database
 from .policy import Policy, Settings, settings_of
 
 
-def insert_ignore(session: Session, table, rows: list[dict[str, Any]], index: list[str]) -> None:
+def _judging_error(status: int, message: str, errors: list | None = None) -> Exception:
+    """The server's 422 error, imported when raised: judging imports assign, which imports this
+    module (flow's restructure of assign/judging removes the cycle)."""
+    from .judging import JudgingError
+
+    return JudgingError(status, message, errors)
+
+
+def insert_ignore(
+    session: Session, table: Table, rows: list[dict[str, Any]], index: list[str]
+) -> None:
     """INSERT ... ON CONFLICT DO NOTHING on both SQLite and PostgreSQL (idempotent, race-safe)."""
     if not rows:
         return
@@ -223,50 +238,25 @@ def retarget_pool(session: Session, project: Project, policy: Policy) -> None:
 # -- importer / exporter adapters ----------------------------------------------------------------
 
 
-def import_items(db, project_name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    """Import items through :func:`preflab.io.importer.import_files` when available (all or
-    nothing, idempotent); otherwise validate and insert them in one transaction."""
+def import_items(db: Database, project_name: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Import items through :func:`preflab.io.importer.import_files` (all or nothing,
+    idempotent) and add the new ones to the task pool."""
     validated = [Item.model_validate(d) for d in items]  # ValidationError -> 422 upstream
     with db.reading() as session:
         kinds = list(repo.get_project(session, project_name).kinds)
     check_items_fit(validated, kinds)
-    try:
-        from ..io.importer import ImportFailed, ImportOptions, import_files
-    except (
-        ImportError
-    ):  # pragma: no cover - the importer ships with preflab; kept for partial builds
-        import_files = None
-    if import_files is not None:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "items.jsonl"
-            with path.open("w") as fh:
-                for item in validated:
-                    fh.write(json.dumps(item.model_dump(mode="json")) + "\n")
-            try:
-                with db.write_lock:
-                    report = import_files(db.write_engine, project_name, [path], ImportOptions())
-            except ImportFailed as exc:
-                from .judging import JudgingError
-
-                raise JudgingError(422, str(exc).replace(str(path), "items")) from None
-        summary = (
-            dataclasses.asdict(report)
-            if dataclasses.is_dataclass(report)
-            else {"report": str(report)}
-        )
-        summary.pop("files", None)
-    else:
-        created = 0
-        with db.writing() as session:
-            project = repo.get_project(session, project_name)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "items.jsonl"
+        with path.open("w") as fh:
             for item in validated:
-                _, new = repo.add_item(session, project, item)
-                created += int(new)
-        summary = {
-            "items": len(validated),
-            "created": created,
-            "unchanged": len(validated) - created,
-        }
+                fh.write(json.dumps(item.model_dump(mode="json")) + "\n")
+        try:
+            with db.write_lock:
+                report = import_files(db.write_engine, project_name, [path], ImportOptions())
+        except ImportFailed as exc:
+            raise _judging_error(422, str(exc).replace(str(path), "items")) from None
+    summary = dataclasses.asdict(report)
+    summary.pop("files", None)
     with db.writing() as session:
         project = repo.get_project(session, project_name)
         summary["pooled"] = sync_pool(session, project.pk, current_settings(project).policy)
@@ -297,9 +287,7 @@ def check_items_fit(items: list[Item], kinds: list[str]) -> None:
                 }
             )
     if problems:
-        from .judging import JudgingError
-
-        raise JudgingError(
+        raise _judging_error(
             422,
             f"{len(problems)} item(s) cannot be labelled in this project; nothing was imported",
             problems,
@@ -310,12 +298,8 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-class ExporterMissing(RuntimeError):
-    pass
-
-
 def export_project(
-    db,
+    db: Database,
     project_name: str,
     fmt: str,
     out_dir: Path,
@@ -324,23 +308,13 @@ def export_project(
 ) -> tuple[int | None, dict[str, Any]]:
     """Run :func:`preflab.io.export.export_project` (it writes the files, the manifest and the
     ``ExportLog`` row) with ``options`` of :class:`ExportOptions`; returns ``(export log pk, manifest)``."""
-    try:
-        from ..io.export import AGGREGATORS, ExportOptions
-        from ..io.export import export_project as run_export
-        from ..io.export.base import ExportError
-    except ImportError as exc:  # pragma: no cover
-        raise ExporterMissing(
-            "the exporter (preflab.io.export) is not installed in this build"
-        ) from exc
-    from .judging import JudgingError
-
     if aggregation not in AGGREGATORS:
-        raise JudgingError(
+        raise _judging_error(
             422, f"aggregation {aggregation!r}: choose from {', '.join(AGGREGATORS)}"
         )
     gate = options.get("length_gate")
     if gate is not None and not 0 < gate[0] <= 1 <= gate[1]:
-        raise JudgingError(
+        raise _judging_error(
             422, f"length_gate {list(gate)}: need 0 < min <= 1 <= max, e.g. [0.85, 1.2]"
         )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -352,10 +326,8 @@ def export_project(
             aggregator=AGGREGATORS[aggregation],
         )
     except ExportError as exc:
-        raise JudgingError(422, str(exc)) from None
+        raise _judging_error(422, str(exc)) from None
     with db.reading() as session:
-        from ..store.models import ExportLog
-
         log_pk = session.scalar(
             select(ExportLog.pk).where(ExportLog.path == str(out_dir)).order_by(ExportLog.pk.desc())
         )

@@ -335,3 +335,21 @@ class PasswordReset(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class AuditEvent(Base):
+    """One state change that matters, with who and when (:mod:`preflab.audit`): logins and failed
+    logins, role changes, suspensions, imports, exports, adjudications, settings changes.
+    ``actor`` is a username, ``cli:<os user>``, ``system`` or ``anonymous``; ``actor_pk`` the
+    account when there is one (kept as a name when the account is deleted)."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_events_action_at", "action", "at"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    actor_pk: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
+    actor: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(60))
+    target: Mapped[str] = mapped_column(String(300), default="")
+    details: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)

@@ -69,11 +69,9 @@ class SecurityHeaders:
 
 
 def mount(app: FastAPI) -> None:
-    """Add the web UI to the app: pages, the review/admin API additions, static files, headers."""
-    from .. import webapi
+    """Add the web UI to the app: pages, static files, the API docs page, headers."""
     from . import views
 
-    app.include_router(webapi.router)
     app.include_router(views.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _mount_api_docs(app)

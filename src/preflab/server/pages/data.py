@@ -19,7 +19,7 @@ from ...quality.labels import LABEL_SET_RULE, resolve_labels
 from ...schema import PairwiseJudgment
 from ...store.models import utcnow
 from ...store.server_models import Assignment, PoolEntry, RaterStatus
-from .. import assign, webapi
+from .. import assign, review
 from ..permissions import ProjectRef
 from . import plots
 
@@ -182,9 +182,9 @@ def _svg_bars(
 
 def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]) -> dict[str, Any]:
     """Throughput, per-rater timing and flags, and the quality engine's panels when installed."""
-    rows = webapi.active_judgments(session, project.pk)
-    parsed = webapi._parsed(rows)
-    flags = webapi.telemetry_flags(parsed)
+    rows = review.active_judgments(session, project.pk)
+    parsed = review.parsed_judgments(rows)
+    flags = review.telemetry_flags(parsed)
     now = utcnow()
     per_day: Counter[str] = Counter()
     last_24h = 0

@@ -16,10 +16,15 @@ from ...schema import JUDGMENT_KINDS, describe_need
 from ...store import repo
 from ...store.models import Project
 from ...store.server_models import SKIP_REASONS
-from .. import api, webapi
-from ..api import DbId
+from .. import api, files
+from .. import review as review_service
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
+from ..routes import auth as auth_routes
+from ..routes import items as item_routes
+from ..routes import projects as project_routes
+from ..routes import users as user_routes
+from ..routes.common import DbId
 from . import TEMPLATES, data
 from .render import markdown, steps_of
 from .trajectory import step_blocks, trajectory_view, with_masks
@@ -202,7 +207,7 @@ def reset_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Resp
 
 @router.get("/")
 def home(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
-    projects = call(api.list_projects, request, ctx) or []
+    projects = call(project_routes.list_projects, request, ctx) or []
     with _db(request).reading() as s:
         for p in projects:
             pk = s.scalar(select(Project.pk).where(Project.name == p["name"]))
@@ -212,14 +217,14 @@ def home(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
 
 @router.get("/account")
 def account(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
-    me = call(api.me, request, ctx)
-    creds = call(api.my_credentials, request, ctx)
+    me = call(auth_routes.me, request, ctx)
+    creds = call(auth_routes.my_credentials, request, ctx)
     return render(request, "account.html", ctx, me=me, credentials=creds)
 
 
 def _project_bits(request: Request, ctx: Ctx) -> dict[str, Any]:
-    project = call(api.get_project, request, ctx, project=ctx.project.name)
-    rubric = call(api.get_rubric, request, ctx, project=ctx.project.name, version=None)
+    project = call(project_routes.get_project, request, ctx, project=ctx.project.name)
+    rubric = call(item_routes.get_rubric, request, ctx, project=ctx.project.name, version=None)
     if rubric is not None and "dimensions" not in rubric:
         rubric = None
     return {
@@ -362,7 +367,7 @@ def qualification_page(
         request,
         "qualification.html",
         ctx,
-        project=call(api.get_project, request, ctx, project=project),
+        project=call(project_routes.get_project, request, ctx, project=project),
         status=status,
     )
 
@@ -378,13 +383,13 @@ def review_page(
     ctx: Ctx = guard("project.review"),
 ) -> Response:
     with _db(request).reading() as s:
-        queues = webapi.review_queues(s, ctx.project, share=share)
-        skips = webapi.skip_summary(s, ctx.project)
+        queues = review_service.review_queues(s, ctx.project, share=share)
+        skips = review_service.skip_summary(s, ctx.project)
     return render(
         request,
         "review.html",
         ctx,
-        project=call(api.get_project, request, ctx, project=project),
+        project=call(project_routes.get_project, request, ctx, project=project),
         queues=queues,
         skips=skips,
     )
@@ -396,8 +401,8 @@ def review_item_page(
 ) -> Response:
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
-        review = webapi.item_review(s, ctx.project, item_id)
-        queue = webapi.review_queues(s, ctx.project)["adjudication"]
+        review = review_service.item_review(s, ctx.project, item_id)
+        queue = review_service.review_queues(s, ctx.project)["adjudication"]
     # the next open item of the adjudication queue, for "next item" after recording a final label
     next_item = next(
         (e["item_id"] for e in queue if not e["adjudicated"] and e["item_id"] != item_id), None
@@ -429,10 +434,12 @@ def review_item_page(
 
 @router.get("/admin")
 def admin_page(request: Request, ctx: Ctx = guard("site.admin")) -> Response:
-    projects = call(api.list_projects, request, ctx) or []
-    users = call(api.list_users, request, ctx) or []
+    projects = call(project_routes.list_projects, request, ctx) or []
+    users = call(user_routes.list_users, request, ctx) or []
     for u in users:
-        u["credentials"] = call(api.user_credentials, request, ctx, username=u["username"]) or []
+        u["credentials"] = (
+            call(user_routes.user_credentials, request, ctx, username=u["username"]) or []
+        )
     return render(
         request, "admin.html", ctx, projects=projects, users=users, kinds=list(JUDGMENT_KINDS)
     )
@@ -443,10 +450,10 @@ def admin_project_page(
     request: Request, project: str, ctx: Ctx = guard("project.manage")
 ) -> Response:
     bits = _project_bits(request, ctx)
-    members = call(api.list_members, request, ctx, project=project) or []
-    history = call(api.settings_history, request, ctx, project=project) or []
+    members = call(project_routes.list_members, request, ctx, project=project) or []
+    history = call(project_routes.settings_history, request, ctx, project=project) or []
     with _db(request).reading() as s:
-        versions = webapi.rubric_versions(s, ctx.project.pk)
+        versions = files.rubric_versions(s, ctx.project.pk)
     policy_json = orjson.dumps(
         bits["policy"].model_dump(mode="json"), option=orjson.OPT_INDENT_2
     ).decode()
@@ -470,21 +477,21 @@ def admin_import_page(
         request,
         "admin_import.html",
         ctx,
-        project=call(api.get_project, request, ctx, project=project),
+        project=call(project_routes.get_project, request, ctx, project=project),
     )
 
 
 @router.get("/admin/p/{project}/dashboard")
 def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
-    q = call(api.quality, request, ctx, project=project)
+    q = call(project_routes.quality, request, ctx, project=project)
     with _db(request).reading() as s:
         dash = data.dashboard(s, ctx.project, q)
-        dash["skips"] = webapi.skip_summary(s, ctx.project)
+        dash["skips"] = review_service.skip_summary(s, ctx.project)
     return render(
         request,
         "dashboard.html",
         ctx,
-        project=call(api.get_project, request, ctx, project=project),
+        project=call(project_routes.get_project, request, ctx, project=project),
         q=q,
         dash=dash,
         can_manage=ctx.user.is_admin or ctx.role == "admin",
@@ -513,12 +520,12 @@ def data_page(
         "q": q or None,
     }
     with _db(request).reading() as s:
-        found = webapi.browse_items(s, ctx.project, offset=offset, **filters)
+        found = review_service.browse_items(s, ctx.project, offset=offset, **filters)
     return render(
         request,
         "data.html",
         ctx,
-        project=call(api.get_project, request, ctx, project=project),
+        project=call(project_routes.get_project, request, ctx, project=project),
         found=found,
         filters=filters,
     )
@@ -540,7 +547,7 @@ def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage
         request,
         "export.html",
         ctx,
-        project=call(api.get_project, request, ctx, project=project),
+        project=call(project_routes.get_project, request, ctx, project=project),
         formats=choices,
         history=history,
     )
@@ -567,7 +574,7 @@ def leaderboard_page(
         request,
         "admin_leaderboard.html",
         ctx,
-        project=call(api.get_project, request, ctx, project=project),
+        project=call(project_routes.get_project, request, ctx, project=project),
         report=report,
         svg=Markup(ev.leaderboard_svg(report["ratings"])),  # escaped inside
         rating_header=ev.RATING_HEADER,

@@ -1,0 +1,600 @@
+"""Review services: the adjudication and spot-review queues, one item under review, the
+adjudicated (review pass 2) final label, the data browser, skips, demonstrations accepted or
+rejected, and the reviewer's list of judgments. The REST routes (:mod:`preflab.server.routes.review`),
+the pages and the CLI call these; none of them holds review logic of its own.
+
+Disagreement and telemetry flags come from the quality engine (:mod:`preflab.quality`), the
+same rules as ``preflab quality report``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from .. import audit
+from ..quality import LabelTable, route_for_adjudication
+from ..quality import telemetry_flags as quality_telemetry_flags
+from ..schema import ReviewPass, prompt_as_text
+from ..store import repo
+from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
+from ..store.server_models import (
+    SKIP_REASONS,
+    Assignment,
+    GoldOutcome,
+    ItemSkip,
+    PoolEntry,
+    RaterStatus,
+    ReviewRequest,
+    User,
+)
+from .assign import expired_leases
+from .database import Database
+from .judging import JudgingError, build_judgment
+from .permissions import ProjectRef
+from .policy import settings_of
+from .quality_adapter import wilson_interval
+
+# -- judgments under review -----------------------------------------------------------------------
+
+
+def active_judgments(
+    session: Session, project_pk: int, item_pk: int | None = None
+) -> list[JudgmentRow]:
+    """Judgments that count: not excluded, not replaced by a revision; oldest first."""
+    revised = select(JudgmentRow.supersedes_pk).where(
+        JudgmentRow.project_pk == project_pk, JudgmentRow.supersedes_pk.is_not(None)
+    )
+    stmt = (
+        select(JudgmentRow)
+        .where(
+            JudgmentRow.project_pk == project_pk,
+            JudgmentRow.excluded.is_(False),
+            JudgmentRow.pk.not_in(revised),
+        )
+        .options(selectinload(JudgmentRow.rater), selectinload(JudgmentRow.item))
+        .order_by(JudgmentRow.pk)
+    )
+    if item_pk is not None:
+        stmt = stmt.where(JudgmentRow.item_pk == item_pk)
+    return list(session.scalars(stmt))
+
+
+def parsed_judgments(rows: list[JudgmentRow]) -> list[Any]:
+    """Each row as its judgment model (``None`` for a row that no longer parses)."""
+    out = []
+    for r in rows:
+        try:
+            out.append(repo.judgment_from_row(r))
+        except ValidationError:  # pragma: no cover - stored rows were validated on the way in
+            out.append(None)
+    return out
+
+
+def disagreement_reasons(judgments: list[Any]) -> dict[str, list[str]]:
+    """item id -> reasons its production labels disagree (pass 0 only), by the quality engine's
+    routing rule (:func:`preflab.quality.route_for_adjudication`)."""
+    production = [j for j in judgments if j is not None and int(j.provenance.review_pass) == 0]
+    table = LabelTable.from_judgments(production)
+    out: dict[str, list[str]] = defaultdict(list)
+    for row in route_for_adjudication(table):
+        out[str(row["item_id"])] += [f"low agreement: {r}" for r in row["reasons"]]
+    return dict(out)
+
+
+def telemetry_flags(judgments: list[Any]) -> dict[int, dict[str, list[int]]]:
+    """Index in ``judgments`` -> {flag: indices of the other judgments it pairs with} (evidence for
+    a reviewer, not verdicts), by :func:`preflab.quality.telemetry_flags`. A judgment whose
+    rationale nearly duplicates five others has the flag once, naming the five; pair flags are
+    never counted per pair."""
+    present = [(i, j) for i, j in enumerate(judgments) if j is not None]
+    out: dict[int, dict[str, list[int]]] = defaultdict(dict)
+    for f in quality_telemetry_flags([j for _, j in present]):
+        others = out[present[f["index"]][0]].setdefault(f["flag"], [])
+        other = (f.get("evidence") or {}).get("other_index")
+        if other is not None and present[other][0] not in others:
+            others.append(present[other][0])
+    return dict(out)
+
+
+def review_queues(
+    session: Session, project: ProjectRef, *, share: float | None = None
+) -> dict[str, Any]:
+    """The adjudication queue (low agreement, failed gold, telemetry flags) and the spot-review
+    queue (a stable pseudo-random ``share`` of the other production judgments)."""
+    p = session.get(Project, project.pk)
+    policy = settings_of(project.settings).policy
+    share = policy.spot_review_share if share is None else share
+    rows = active_judgments(session, project.pk)
+    parsed = parsed_judgments(rows)
+    flags = telemetry_flags(parsed)
+    disagree = disagreement_reasons(parsed)
+    failed_gold = set(
+        session.scalars(
+            select(GoldOutcome.judgment_pk).where(
+                GoldOutcome.project_pk == project.pk,
+                GoldOutcome.correct.is_(False),
+                GoldOutcome.phase == "production",
+            )
+        )
+    )
+    adjudicated = {r.item.item_key for r in rows if r.review_pass == int(ReviewPass.ADJUDICATION)}
+    queue: dict[str, dict[str, Any]] = {}
+
+    def entry(item_id: str) -> dict[str, Any]:
+        return queue.setdefault(
+            item_id,
+            {
+                "item_id": item_id,
+                "reasons": [],
+                "judgments": 0,
+                "adjudicated": item_id in adjudicated,
+            },
+        )
+
+    for item_id, reasons in disagree.items():
+        entry(item_id)["reasons"] += reasons
+    flagged_pks = set()
+    for i, row in enumerate(rows):
+        key = row.item.item_key
+        if row.pk in failed_gold:
+            entry(key)["reasons"].append(f"failed gold (judgment {row.pk})")
+            flagged_pks.add(row.pk)
+        for f, others in flags.get(i, {}).items():
+            like = (
+                f", like judgment{'s' if len(others) > 1 else ''} {', '.join(str(rows[o].pk) for o in others)}"
+                if others
+                else ""
+            )
+            entry(key)["reasons"].append(f"telemetry: {f} (judgment {row.pk}{like})")
+            flagged_pks.add(row.pk)
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        if r.review_pass == 0:
+            counts[r.item.item_key] += 1
+    for item_id, e in queue.items():
+        e["judgments"] = counts.get(item_id, 0)
+    ordered = sorted(
+        queue.values(), key=lambda e: (e["adjudicated"], -len(e["reasons"]), e["item_id"])
+    )
+    spot = []
+    for r in rows:
+        if r.review_pass != 0 or r.pk in flagged_pks or r.item.item_key in queue:
+            continue
+        if _unit_hash(p.secret, r.pk) < share:
+            spot.append({"judgment_id": r.pk, "item_id": r.item.item_key, "kind": r.kind})
+    return {
+        "adjudication": ordered,
+        "spot": spot,
+        "spot_share": share,
+        "demonstrations": pending_demonstrations(session, project),
+    }
+
+
+def _unit_hash(secret: str, pk: int) -> float:
+    return int(hashlib.sha256(f"{secret}:{pk}".encode()).hexdigest()[:8], 16) / 2**32
+
+
+def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[str, Any]:
+    """Everything a reviewer sees about one item: the full item (gold and reference included),
+    every counting judgment with its rater (a hash when the project is blind), rationale,
+    telemetry, flags and open review requests."""
+    p = session.get(Project, project.pk)
+    blind = settings_of(project.settings).policy.blind
+    row = repo.get_item(session, p, item_key)
+    rows = active_judgments(session, project.pk, row.pk)
+    parsed = parsed_judgments(rows)
+    flags = telemetry_flags(parsed)
+    gold = dict(
+        session.execute(
+            select(GoldOutcome.judgment_pk, GoldOutcome.correct).where(
+                GoldOutcome.item_pk == row.pk
+            )
+        ).all()
+    )
+    open_reqs = {
+        r.judgment_pk: r
+        for r in session.scalars(
+            select(ReviewRequest).where(
+                ReviewRequest.project_pk == project.pk, ReviewRequest.status == "open"
+            )
+        )
+    }
+    reviewers = dict(session.execute(select(User.pk, User.username)).all())
+    out = []
+    for i, (j, pj) in enumerate(zip(rows, parsed)):
+        req = open_reqs.get(j.pk)
+        out.append(
+            {
+                "judgment_id": j.pk,
+                "kind": j.kind,
+                "body": j.body,
+                "rationale": j.rationale,
+                "rater": j.rater.rater_hash[:24] if blind else j.rater.rater_key,
+                "review_pass": j.review_pass,
+                "source": j.source,
+                "telemetry": j.telemetry or {},
+                "flags": list(flags.get(i, {})),
+                "gold_correct": gold.get(j.pk),
+                "submitted_at": j.submitted_at.isoformat() if j.submitted_at else None,
+                "shown_order": j.shown_order,
+                "revision_of": j.supersedes_pk,
+                "sent_back": {"note": req.note, "by": reviewers.get(req.reviewer_pk)}
+                if req
+                else None,
+                "label_rows": [r.model_dump() for r in pj.label_rows()] if pj is not None else [],
+            }
+        )
+    item = repo.item_from_row(row)
+    return {
+        "item": item.model_dump(mode="json"),
+        "judgments": out,
+        "reasons": disagreement_reasons(parsed).get(item_key, []),
+    }
+
+
+def adjudicate(
+    db: Database,
+    project: ProjectRef,
+    reviewer: audit.Who,
+    item_key: str,
+    judgment: dict[str, Any],
+    note: str,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """Record the final label of an item (review pass 2) with the reviewer's note.
+
+    The judgment is validated like a rater's (kind, candidates, rubric); the note is its
+    rationale. Exports take the adjudicated label over the production labels."""
+    if not note.strip():
+        raise JudgingError(
+            422,
+            "an adjudication needs a note",
+            [{"loc": ["body", "note"], "msg": "required", "type": "value_error"}],
+        )
+    with db.writing() as s:
+        p = s.get(Project, project.pk)
+        item_row = repo.get_item(s, p, item_key)
+        data = {**judgment, "rationale": note}
+        parsed = build_judgment(
+            s,
+            p,
+            item_row,
+            reviewer.username,
+            data,
+            shown_order=None,
+            started_at=None,
+            idempotency_key=idempotency_key,
+            telemetry=None,
+        )
+        parsed.provenance.review_pass = ReviewPass.ADJUDICATION
+        row, created = repo.add_judgment(s, p, parsed, item_row=item_row)
+        rater = s.get(Rater, row.rater_pk)
+        if rater.user_pk is None:
+            rater.user_pk = reviewer.user_pk
+        if created:  # a retry with the same key returns the first result and is no new event
+            where = audit.target(p.name, item=item_key)
+            audit.record(s, reviewer, "item.adjudicated", where, {"judgment_id": row.pk})
+        return {
+            "judgment_id": row.pk,
+            "item_id": item_key,
+            "kind": row.kind,
+            "review_pass": row.review_pass,
+            "created": created,
+        }
+
+
+# -- the data browser ---------------------------------------------------------------------------------
+
+
+def browse_items(
+    session: Session,
+    project: ProjectRef,
+    *,
+    kind: str | None = None,
+    rater: str | None = None,
+    domain: str | None = None,
+    flagged: bool = False,
+    disagreement: bool = False,
+    q: str | None = None,
+    offset: int = 0,
+    limit: int = 50,
+) -> dict[str, Any]:
+    """Items with their counting labels, filtered by kind, rater, domain, telemetry flags,
+    disagreement (the adjudication rule) and a text search over prompt and answers."""
+    rows = active_judgments(session, project.pk)
+    parsed = parsed_judgments(rows)
+    flags = telemetry_flags(parsed)
+    disagree = disagreement_reasons(parsed)
+    blind = settings_of(project.settings).policy.blind
+    per_item: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        per_item[r.item_pk].append(i)
+    stmt = (
+        select(ItemRow)
+        .where(ItemRow.project_pk == project.pk)
+        .options(selectinload(ItemRow.candidates))
+        .order_by(ItemRow.pk)
+    )
+    needle = (q or "").strip().lower()
+    out = []
+    for item in session.scalars(stmt):
+        idx = per_item.get(item.pk, [])
+        who = {i: rows[i].rater.rater_hash[:24] if blind else rows[i].rater.rater_key for i in idx}
+        if kind and not any(rows[i].kind == kind for i in idx):
+            continue
+        if rater and rater not in who.values():
+            continue
+        if domain and domain not in (item.domains or []):
+            continue
+        if flagged and not any(flags.get(i) for i in idx):
+            continue
+        if disagreement and item.item_key not in disagree:
+            continue
+        if needle:
+            text = (
+                prompt_as_text(item.prompt) + " " + " ".join(c.text or "" for c in item.candidates)
+            )
+            if needle not in text.lower() and needle not in item.item_key.lower():
+                continue
+        out.append(
+            {
+                "item_id": item.item_key,
+                "domains": item.domains or [],
+                "answers": len(item.candidates),
+                "labels": len(idx),
+                "kinds": sorted({rows[i].kind for i in idx}),
+                "raters": sorted(set(who.values())),
+                "flags": sorted({f for i in idx for f in flags.get(i, {})}),
+                "disagreement": disagree.get(item.item_key, []),
+            }
+        )
+    return {"total": len(out), "offset": offset, "items": out[offset : offset + limit]}
+
+
+def skip_summary(session: Session, project: ProjectRef) -> dict[str, Any]:
+    """Skips counted per reason, and the items raters flagged (broken, harmful) with their notes."""
+    rows = session.execute(
+        select(ItemSkip.reason, ItemSkip.note, ItemRow.item_key, User.username)
+        .join(ItemRow, ItemRow.pk == ItemSkip.item_pk)
+        .join(User, User.pk == ItemSkip.user_pk)
+        .where(ItemSkip.project_pk == project.pk)
+        .order_by(ItemSkip.pk)
+    ).all()
+    per_reason = {r: 0 for r in SKIP_REASONS}
+    flagged: dict[str, dict[str, Any]] = {}
+    blind = settings_of(project.settings).policy.blind
+    for reason, note, item_key, username in rows:
+        per_reason[reason] = per_reason.get(reason, 0) + 1
+        if SKIP_REASONS.get(reason, {}).get("flag"):
+            entry = flagged.setdefault(
+                item_key, {"item_id": item_key, "reasons": defaultdict(int), "notes": []}
+            )
+            entry["reasons"][reason] += 1
+            if note:
+                entry["notes"].append(note if blind else f"{username}: {note}")
+    return {
+        "total": len(rows),
+        "per_reason": per_reason,
+        "labels": {k: v["label"] for k, v in SKIP_REASONS.items()},
+        "flagged": [{**e, "reasons": dict(e["reasons"])} for e in flagged.values()],
+    }
+
+
+# -- demonstrations: a reviewer accepts or rejects them -------------------------------------------------
+
+DEMO_DECISIONS = ("accepted", "rejected")
+
+
+def pending_demonstrations(session: Session, project: ProjectRef | Project) -> list[dict[str, Any]]:
+    """Demonstrations waiting for a reviewer's decision, oldest first."""
+    blind = settings_of(project.settings).policy.blind
+    return [
+        {
+            "judgment_id": r.pk,
+            "item_id": r.item.item_key,
+            "rater": r.rater.rater_hash[:24] if blind else r.rater.rater_key,
+            "submitted_at": r.submitted_at.isoformat() if r.submitted_at else None,
+        }
+        for r in active_judgments(session, project.pk)
+        if r.kind == "demonstration" and (r.body or {}).get("status", "pending") == "pending"
+    ]
+
+
+def review_demonstration(
+    db: Database,
+    project: ProjectRef,
+    reviewer: audit.Who,
+    judgment_pk: int,
+    decision: str,
+    note: str,
+) -> dict[str, Any]:
+    """:func:`decide_demonstration` in one write transaction of the server's database."""
+    with db.writing() as s:
+        return decide_demonstration(
+            s, project.pk, reviewer.username, judgment_pk, decision, note, actor=reviewer
+        )
+
+
+def decide_demonstration(
+    session: Session,
+    project_pk: int,
+    reviewer: str,
+    judgment_pk: int,
+    decision: str,
+    note: str,
+    *,
+    actor: audit.Actor | None = None,
+) -> dict[str, Any]:
+    """Accept or reject a demonstration: a revision of it with the status, the reviewer, the time
+    and the note (the author's text unchanged, the original row kept). Only accepted ones reach
+    ``trl-sft``; its manifest counts the pending and rejected ones it left out. The web UI, the
+    API and ``preflab review-demo`` all call this."""
+    if decision not in DEMO_DECISIONS:
+        raise JudgingError(422, f"decision must be one of {list(DEMO_DECISIONS)}, not {decision!r}")
+    if decision == "rejected" and not note.strip():
+        raise JudgingError(
+            422,
+            "a rejection needs a note saying why",
+            [{"loc": ["body", "note"], "msg": "required to reject", "type": "value_error"}],
+        )
+    old = session.get(JudgmentRow, judgment_pk)
+    if old is None or old.project_pk != project_pk or old.kind != "demonstration":
+        raise JudgingError(404, f"no demonstration {judgment_pk} in this project")
+    newer = session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk))
+    if newer is not None:
+        raise JudgingError(
+            409,
+            f"demonstration {judgment_pk} was already reviewed or revised: "
+            f"review judgment {newer} instead",
+        )
+    demo = repo.judgment_from_row(old)
+    reviewed = demo.model_copy(
+        update={
+            "status": decision,
+            "reviewed_by": reviewer,
+            "reviewed_at": utcnow(),
+            "review_note": note.strip() or None,
+            # the key belongs to the author's submission; the decision is a new row
+            "provenance": demo.provenance.model_copy(update={"idempotency_key": None}),
+        }
+    )
+    item_row = session.get(ItemRow, old.item_pk)
+    row = repo.judgment_row_from_judgment(
+        session.get(Project, project_pk), item_row, session.get(Rater, old.rater_pk), reviewed
+    )
+    row.supersedes_pk = old.pk
+    session.add(row)
+    session.flush()
+    project = session.get(Project, project_pk)
+    audit.record(
+        session,
+        actor if actor is not None else reviewer,
+        f"demonstration.{decision}",
+        audit.target(project.name, judgment=old.pk),
+        {"reviewer": reviewer, "note": reviewed.review_note, "revision": row.pk},
+    )
+    return {
+        "judgment_id": row.pk,
+        "revision_of": old.pk,
+        "item_id": item_row.item_key,
+        "status": decision,
+        "reviewed_by": reviewer,
+        "reviewed_at": reviewed.reviewed_at.isoformat(),
+        "note": reviewed.review_note,
+    }
+
+
+# -- the reviewer's lists: judgments, raters, quality ---------------------------------------------
+
+
+def list_judgments(
+    session: Session, project: ProjectRef, *, after: int, limit: int, item_key: str | None
+) -> list[dict[str, Any]]:
+    """Judgments with provenance, oldest first; raters appear as hashes when the project is blind."""
+    blind = settings_of(project.settings).policy.blind
+    stmt = (
+        select(JudgmentRow, ItemRow.item_key, Rater.rater_key, Rater.rater_hash)
+        .join(ItemRow, ItemRow.pk == JudgmentRow.item_pk)
+        .join(Rater, Rater.pk == JudgmentRow.rater_pk)
+        .where(JudgmentRow.project_pk == project.pk, JudgmentRow.pk > after)
+    )
+    if item_key is not None:
+        stmt = stmt.where(ItemRow.item_key == item_key)
+    rows = session.execute(stmt.order_by(JudgmentRow.pk).limit(limit)).all()
+    return [
+        {
+            "judgment_id": j.pk,
+            "item_id": key,
+            "kind": j.kind,
+            "body": j.body,
+            "rationale": j.rationale,
+            "rater": rhash if blind else rkey,
+            "review_pass": j.review_pass,
+            "source": j.source,
+            "telemetry": j.telemetry,
+            "excluded": j.excluded,
+            "exclusion_reason": j.exclusion_reason,
+            "supersedes": j.supersedes_pk,
+            "submitted_at": j.submitted_at.isoformat() if j.submitted_at else None,
+        }
+        for j, key, rkey, rhash in rows
+    ]
+
+
+def rater_figures(session: Session, project: ProjectRef) -> list[dict[str, Any]]:
+    """Each rater's status, submitted count and gold accuracy per phase with its Wilson interval
+    at the project's qualification confidence."""
+    q = settings_of(project.settings).policy.qualification
+    rows = session.execute(
+        select(RaterStatus, User.username)
+        .join(User, User.pk == RaterStatus.user_pk)
+        .where(RaterStatus.project_pk == project.pk)
+        .order_by(User.username)
+    ).all()
+    out = []
+    for st, username in rows:
+        gold = session.execute(
+            select(GoldOutcome.phase, GoldOutcome.correct).where(
+                GoldOutcome.project_pk == project.pk, GoldOutcome.user_pk == st.user_pk
+            )
+        ).all()
+        figures = {}
+        for phase in ("qualification", "production"):
+            outcomes = [c for p, c in gold if p == phase]
+            lo, hi = wilson_interval(sum(outcomes), len(outcomes), q.confidence)
+            figures[phase] = {
+                "n": len(outcomes),
+                "correct": sum(outcomes),
+                "accuracy": (sum(outcomes) / len(outcomes)) if outcomes else None,
+                "wilson": [lo, hi],
+            }
+        submitted = session.scalar(
+            select(func.count())
+            .select_from(Assignment)
+            .where(
+                Assignment.project_pk == project.pk,
+                Assignment.user_pk == st.user_pk,
+                Assignment.status == "submitted",
+            )
+        )
+        out.append(
+            {
+                "username": username,
+                "status": st.status,
+                "reason": st.reason,
+                "evidence": st.evidence,
+                "submitted": submitted,
+                "gold": figures,
+            }
+        )
+    return out
+
+
+def quality_summary(session: Session, project: ProjectRef) -> dict[str, Any]:
+    """Counts, pool progress, excluded judgments, expired leases and every rater's figures."""
+    p = session.get(Project, project.pk)
+    pool = session.execute(
+        select(PoolEntry.role, func.count(), func.sum(PoolEntry.target), func.sum(PoolEntry.filled))
+        .where(PoolEntry.project_pk == p.pk)
+        .group_by(PoolEntry.role)
+    ).all()
+    excluded = session.scalar(
+        select(func.count())
+        .select_from(JudgmentRow)
+        .where(JudgmentRow.project_pk == p.pk, JudgmentRow.excluded.is_(True))
+    )
+    return {
+        "counts": repo.project_counts(session, p),
+        "excluded_judgments": excluded,
+        "pool": {
+            r: {"items": n, "target": int(t or 0), "filled": int(f or 0)} for r, n, t, f in pool
+        },
+        "expired_leases": expired_leases(session, p.pk),
+        "raters": rater_figures(session, project),
+    }

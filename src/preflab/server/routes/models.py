@@ -1,0 +1,440 @@
+"""Response models of the REST API: each route declares one (``response_model``), so the OpenAPI
+document at ``/api/v1/openapi.json`` describes what every endpoint answers.
+
+The routes answer with orjson (:func:`preflab.server.routes.common.ok`), so these models document
+the answers; ``tests/server/test_routes.py`` checks real answers against them. Free-form values
+(a judgment body, a manifest, a policy) are ``dict[str, Any]``: their own schemas live in
+:mod:`preflab.schema` and ``docs/``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...schema import Item, Rubric
+
+__all__ = ["Item", "Rubric"]  # re-exported: the item and rubric routes answer with these
+
+
+class Out(BaseModel):
+    """A response body. Unknown keys are allowed so that adding a field never breaks a client."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# -- meta and auth ------------------------------------------------------------------------------
+
+
+class HealthOut(Out):
+    status: str
+
+
+class LoginOut(Out):
+    username: str
+    is_admin: bool
+    csrf_token: str
+    expires_at: str
+
+
+class LoggedOut(Out):
+    logged_out: bool
+
+
+class UserOut(Out):
+    username: str
+    display_name: str
+    email: str | None
+    is_admin: bool
+    is_active: bool
+    created_at: str
+
+
+class UserCreatedOut(UserOut):
+    password: str | None = Field(default=None, description="Only when it was generated.")
+
+
+class MeOut(UserOut):
+    projects: dict[str, str] = Field(description="project name -> your role")
+    via: str
+    csrf_token: str | None
+
+
+class TokenCreatedOut(Out):
+    id: int
+    token: str = Field(description="Shown once; only its SHA-256 is stored.")
+    prefix: str
+    name: str
+    expires_at: str | None
+
+
+class TokenOut(Out):
+    id: int
+    prefix: str
+    name: str
+    created_at: str
+    revoked: bool
+
+
+class TokenRevokedOut(Out):
+    id: int
+    revoked: bool
+
+
+class CredentialOut(Out):
+    domain: str
+    evidence: str
+    verified: bool
+    verified_at: str | None
+
+
+class CredentialStateOut(Out):
+    domain: str
+    verified: bool
+
+
+class PasswordChangedOut(Out):
+    changed: bool
+    api_tokens_revoked: bool
+    next: str
+
+
+class PasswordResetOut(Out):
+    username: str
+    changed: bool
+
+
+class ResetLinkOut(Out):
+    username: str
+    path: str
+    expires_in_hours: int
+
+
+class MarkdownOut(Out):
+    html: str
+
+
+# -- projects -----------------------------------------------------------------------------------
+
+
+class RubricRef(Out):
+    id: str
+    version: int
+
+
+class ProjectOut(Out):
+    name: str
+    title: str
+    kinds: list[str]
+    role: str | None
+    rubric: RubricRef | None
+    guidelines: str
+    settings_version: int
+    policy: dict[str, Any] | None = Field(default=None, description="Admins and reviewers only.")
+
+
+class SettingsChangedOut(ProjectOut):
+    version: int
+
+
+class SettingsVersionOut(Out):
+    version: int
+    changed_by: str | None
+    changed_at: str
+    before: dict[str, Any] | None
+    after: dict[str, Any]
+    note: str
+
+
+class MemberOut(Out):
+    username: str
+    role: str
+
+
+class MemberRemovedOut(Out):
+    username: str
+    removed: bool
+
+
+class InviteOut(Out):
+    token: str
+    path: str
+    role: str
+    expires_at: str
+
+
+class GoldFigures(Out):
+    n: int
+    correct: int
+    accuracy: float | None
+    wilson: list[float]
+
+
+class RaterOut(Out):
+    username: str
+    status: str
+    reason: str | None
+    evidence: dict[str, Any] | None
+    submitted: int
+    gold: dict[str, GoldFigures]
+
+
+class PoolFigures(Out):
+    items: int
+    target: int
+    filled: int
+
+
+class QualityOut(Out):
+    counts: dict[str, Any]
+    excluded_judgments: int
+    pool: dict[str, PoolFigures]
+    expired_leases: int
+    raters: list[RaterOut]
+
+
+class RaterStatusOut(Out):
+    username: str
+    status: str
+    reason: str | None
+
+
+class ExportOut(Out):
+    export_id: int | None
+    manifest: dict[str, Any] = Field(description="manifest.json: files, SHA-256, gates, counts")
+
+
+# -- items and rubrics ---------------------------------------------------------------------------
+
+
+class ItemSummaryOut(Out):
+    pk: int
+    id: str
+    domains: list[str] | None
+    gold: bool
+    role: str | None
+    target: int | None
+    filled: int | None
+
+
+class ImportSummaryOut(Out):
+    """The importer's report (:class:`preflab.io.importer.ImportReport`) and the items pooled."""
+
+    items_added: int = 0
+    items_existing: int = 0
+    judgments_added: int = 0
+    already_imported: bool = False
+    pooled: int
+
+
+class Problem(Out):
+    file: str
+    line: int | None
+    field: str
+    reason: str
+    text: str = Field(description="file:line: field: reason")
+
+
+class FileImportOut(Out):
+    """200 with ``ok`` true and the counts, or 422 with ``ok`` false and every problem."""
+
+    ok: bool
+    items_added: int | None = None
+    items_existing: int | None = None
+    judgments_added: int | None = None
+    already_imported: bool | None = None
+    formats: dict[str, int] | None = None
+    pooled: int | None = None
+    total: int | None = None
+    problems: list[Problem] | None = None
+
+
+class RubricVersionOut(Out):
+    id: str
+    version: int
+    created_at: str | None
+    dimensions: int
+
+
+# -- review ---------------------------------------------------------------------------------------
+
+
+class JudgmentOut(Out):
+    judgment_id: int
+    item_id: str
+    kind: str
+    body: dict[str, Any]
+    rationale: str | None
+    rater: str = Field(description="the rater's id, or a hash when the project is blind")
+    review_pass: int
+    source: str
+    telemetry: dict[str, Any] | None
+    excluded: bool
+    exclusion_reason: str | None
+    supersedes: int | None
+    submitted_at: str | None
+
+
+class SentBackOut(Out):
+    request_id: int
+    judgment_id: int
+    status: str
+
+
+class QueueEntry(Out):
+    item_id: str
+    reasons: list[str]
+    judgments: int
+    adjudicated: bool
+
+
+class SpotEntry(Out):
+    judgment_id: int
+    item_id: str
+    kind: str
+
+
+class PendingDemonstration(Out):
+    judgment_id: int
+    item_id: str
+    rater: str
+    submitted_at: str | None
+
+
+class ReviewQueuesOut(Out):
+    adjudication: list[QueueEntry]
+    spot: list[SpotEntry]
+    spot_share: float
+    demonstrations: list[PendingDemonstration]
+
+
+class ReviewedJudgment(Out):
+    judgment_id: int
+    kind: str
+    body: dict[str, Any]
+    rationale: str | None
+    rater: str
+    review_pass: int
+    source: str
+    telemetry: dict[str, Any]
+    flags: list[str]
+    gold_correct: bool | None
+    submitted_at: str | None
+    shown_order: list[str] | None
+    revision_of: int | None
+    sent_back: dict[str, Any] | None
+    label_rows: list[dict[str, Any]]
+
+
+class ItemReviewOut(Out):
+    item: dict[str, Any] = Field(description="the full item, gold and reference included")
+    judgments: list[ReviewedJudgment]
+    reasons: list[str]
+
+
+class AdjudicationOut(Out):
+    judgment_id: int
+    item_id: str
+    kind: str
+    review_pass: int
+    created: bool
+
+
+class BrowseItem(Out):
+    item_id: str
+    domains: list[str]
+    answers: int
+    labels: int
+    kinds: list[str]
+    raters: list[str]
+    flags: list[str]
+    disagreement: list[str]
+
+
+class BrowseOut(Out):
+    total: int
+    offset: int
+    items: list[BrowseItem]
+
+
+class FlaggedItem(Out):
+    item_id: str
+    reasons: dict[str, int]
+    notes: list[str]
+
+
+class SkipSummaryOut(Out):
+    total: int
+    per_reason: dict[str, int]
+    labels: dict[str, str]
+    flagged: list[FlaggedItem]
+
+
+class DemonstrationDecisionOut(Out):
+    judgment_id: int
+    revision_of: int
+    item_id: str
+    status: str
+    reviewed_by: str
+    reviewed_at: str
+    note: str | None
+
+
+# -- the caller's own labelling record ------------------------------------------------------------
+
+
+class MyStatusOut(Out):
+    status: str
+    reason: str | None
+    submitted: int
+
+
+class MyJudgmentOut(Out):
+    judgment_id: int
+    item_id: str
+    kind: str
+    body: dict[str, Any]
+    rationale: str | None
+    supersedes: int | None
+    submitted_at: str | None
+
+
+class RevisionRequestOut(Out):
+    request_id: int
+    judgment_id: int
+    note: str
+    item: dict[str, Any] = Field(description="the item as the rater saw it (no gold)")
+    shown_order: list[str] | None
+    your_judgment: dict[str, Any]
+
+
+class JudgmentAckOut(Out):
+    """A stored judgment (``created``) or the first result of a retry (``replayed``)."""
+
+    judgment_id: int
+    item_id: str
+    kind: str
+    created: bool
+    replayed: bool
+    submitted_at: str | None
+
+
+# -- audit ------------------------------------------------------------------------------------------
+
+
+class AuditEventOut(Out):
+    id: int
+    at: str
+    actor: str = Field(description="a username, cli:<os user>, system or anonymous")
+    actor_id: int | None
+    action: str
+    target: str
+    details: dict[str, Any]
+
+
+class AuditPageOut(Out):
+    events: list[AuditEventOut]
+    next_before: int | None = Field(
+        description="pass as ?before= for older events; null at the end"
+    )

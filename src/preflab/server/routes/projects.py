@@ -1,0 +1,291 @@
+"""Projects: create and list, settings and their history, members and invites, raters and
+quality figures, reinstatement, exports and their files."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, Response
+from pydantic import Field
+from sqlalchemy import select
+
+from ... import audit
+from ...store.models import Project, utcnow
+from ...store.server_models import User
+from .. import auth, judging, projects, queries, review
+from ..permissions import Ctx, guard
+from ..policy import Policy
+from . import models as m
+from .common import DbId, Strict, db_of, ok
+
+router = APIRouter(prefix="/api/v1")
+
+
+class ProjectCreateIn(Strict):
+    name: str = Field(min_length=1, max_length=100)
+    title: str = Field(default="", max_length=300)
+    kinds: list[str] = Field(default_factory=lambda: ["pairwise"], min_length=1, max_length=10)
+    guidelines: str = Field(default="", max_length=200_000)
+    policy: Policy = Field(default_factory=Policy)
+
+
+class SettingsPatchIn(Strict):
+    title: str | None = Field(default=None, max_length=300)
+    guidelines: str | None = Field(default=None, max_length=200_000)
+    policy: dict[str, Any] | None = None
+    note: str = Field(default="", max_length=2000)
+
+
+class MemberIn(Strict):
+    role: str = Field(description="admin, reviewer or rater")
+
+
+class InviteIn(Strict):
+    role: str = "rater"
+    email: str | None = Field(default=None, max_length=320)
+    ttl_hours: int = Field(default=72, ge=1, le=24 * 90)
+
+
+class NoteIn(Strict):
+    note: str = Field(min_length=1, max_length=5000)
+
+
+class ExportIn(Strict):
+    format: str = Field(
+        default="raw",
+        min_length=1,
+        max_length=50,
+        description="trl-preference, trl-reward, trl-kto, trl-sft, trl-stepwise, openrlhf, verl, raw",
+    )
+    # the options of `preflab export` (preflab.io.export.ExportOptions), same defaults
+    aggregation: str = Field(
+        default="majority", max_length=40, description="majority or dawid-skene"
+    )
+    length_gate: tuple[float, float] | None = Field(
+        default=(0.85, 1.20),
+        description="[min, max] chosen/rejected length ratio (on by default; null: off)",
+    )
+    # tokens of the project's policy.length_tokenizer (else MiniLM); no tokenizer path from clients
+    length_unit: Literal["tokens", "words", "chars"] = "tokens"
+    provenance_columns: bool = Field(
+        default=False, description="rater_hash, rubric_version and guideline_version columns"
+    )
+    min_raters: int = Field(default=1, ge=1, le=100)
+    include_ai: bool = False
+    include_gold: bool = False
+    include_rater_ids: bool = Field(
+        default=False, description="raw export: rater ids instead of HMAC hashes"
+    )
+
+
+def _sees_policy(ctx: Ctx) -> bool:
+    return queries.sees_policy(ctx.user.is_admin, ctx.role)
+
+
+@router.get("/projects", tags=["projects"], response_model=list[m.ProjectOut])
+def list_projects(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
+    with db_of(request).reading() as s:
+        return ok(queries.visible_projects(s, ctx.user.user_pk, is_admin=ctx.user.is_admin))
+
+
+@router.post("/projects", tags=["projects"], status_code=201, response_model=m.ProjectOut)
+def create_project(
+    request: Request, body: ProjectCreateIn, ctx: Ctx = guard("site.admin")
+) -> Response:
+    with db_of(request).writing() as s:
+        p = projects.create_project(
+            s,
+            body.name,
+            title=body.title,
+            kinds=body.kinds,
+            guidelines=body.guidelines,
+            policy=body.policy,
+            created_by=ctx.user.user_pk,
+        )
+        audit.record(s, ctx.user, "project.created", audit.target(p.name), {"kinds": p.kinds})
+        return ok(queries.project_out(p, None, full=True), 201)
+
+
+@router.get("/projects/{project}", tags=["projects"], response_model=m.ProjectOut)
+def get_project(request: Request, project: str, ctx: Ctx = guard("project.view")) -> Response:
+    """Guidelines, kinds and rubric for everyone; the full policy for admins and reviewers."""
+    with db_of(request).reading() as s:
+        p = s.get(Project, ctx.project.pk)
+        return ok(queries.project_out(p, ctx.role, full=_sees_policy(ctx)))
+
+
+@router.patch(
+    "/projects/{project}/settings", tags=["projects"], response_model=m.SettingsChangedOut
+)
+def patch_settings(
+    request: Request, project: str, body: SettingsPatchIn, ctx: Ctx = guard("project.manage")
+) -> Response:
+    """Change title, guidelines or policy (merged key by key); each change is a new audited version."""
+    changes = body.model_dump(exclude_none=True, exclude={"note"})
+    with db_of(request).writing() as s:
+        p = s.scalar(select(Project).where(Project.pk == ctx.project.pk).with_for_update())
+        version, _ = projects.update_settings(
+            s, p, changes, changed_by=ctx.user.user_pk, note=body.note
+        )
+        details = {"version": version, "changed": sorted(changes), "note": body.note}
+        audit.record(s, ctx.user, "project.settings_changed", audit.target(p.name), details)
+        return ok({"version": version, **queries.project_out(p, ctx.role, full=True)})
+
+
+@router.get(
+    "/projects/{project}/settings/history",
+    tags=["projects"],
+    response_model=list[m.SettingsVersionOut],
+)
+def settings_history(
+    request: Request, project: str, ctx: Ctx = guard("project.manage")
+) -> Response:
+    with db_of(request).reading() as s:
+        return ok(queries.settings_versions(s, ctx.project.pk))
+
+
+@router.get("/projects/{project}/members", tags=["projects"], response_model=list[m.MemberOut])
+def list_members(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+    with db_of(request).reading() as s:
+        return ok(queries.members(s, ctx.project.pk))
+
+
+@router.put("/projects/{project}/members/{username}", tags=["projects"], response_model=m.MemberOut)
+def put_member(
+    request: Request,
+    project: str,
+    username: str,
+    body: MemberIn,
+    ctx: Ctx = guard("project.manage"),
+) -> Response:
+    with db_of(request).writing() as s:
+        user = auth.get_user(s, username)
+        before = queries.project_roles(s, user.pk).get(ctx.project.name)
+        membership = auth.set_membership(s, s.get(Project, ctx.project.pk), user, body.role)
+        details = {"role": membership.role, "before": before}
+        where = audit.target(ctx.project.name, user=username)
+        audit.record(s, ctx.user, "member.role_set", where, details)
+        return ok({"username": username, "role": membership.role})
+
+
+@router.delete(
+    "/projects/{project}/members/{username}",
+    tags=["projects"],
+    response_model=m.MemberRemovedOut,
+)
+def delete_member(
+    request: Request, project: str, username: str, ctx: Ctx = guard("project.manage")
+) -> Response:
+    with db_of(request).writing() as s:
+        user = auth.get_user(s, username)
+        before = queries.project_roles(s, user.pk).get(ctx.project.name)
+        auth.remove_membership(s, s.get(Project, ctx.project.pk), user)
+        where = audit.target(ctx.project.name, user=username)
+        audit.record(s, ctx.user, "member.removed", where, {"before": before})
+        return ok({"username": username, "removed": True})
+
+
+@router.post(
+    "/projects/{project}/invites", tags=["projects"], status_code=201, response_model=m.InviteOut
+)
+def create_invite(
+    request: Request, project: str, body: InviteIn, ctx: Ctx = guard("project.manage")
+) -> Response:
+    """An invite link that expires; the token is shown once (only its hash is stored)."""
+    with db_of(request).writing() as s:
+        token, row = auth.create_invite(
+            s,
+            s.get(Project, ctx.project.pk),
+            role=body.role,
+            created_by=s.get(User, ctx.user.user_pk),
+            ttl=timedelta(hours=body.ttl_hours),
+            email=body.email,
+        )
+        details = {"role": row.role, "email": body.email, "ttl_hours": body.ttl_hours}
+        audit.record(s, ctx.user, "invite.created", audit.target(ctx.project.name), details)
+        return ok(
+            {
+                "token": token,
+                "path": f"/api/v1/invites/{token}/accept",
+                "role": row.role,
+                "expires_at": row.expires_at.isoformat(),
+            },
+            201,
+        )
+
+
+@router.get("/projects/{project}/raters", tags=["quality"], response_model=list[m.RaterOut])
+def list_raters(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+    with db_of(request).reading() as s:
+        return ok(review.rater_figures(s, ctx.project))
+
+
+@router.get("/projects/{project}/quality", tags=["quality"], response_model=m.QualityOut)
+def quality(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+    """Counts, pool progress, gold accuracy per rater (Wilson intervals), suspensions."""
+    with db_of(request).reading() as s:
+        return ok(review.quality_summary(s, ctx.project))
+
+
+@router.post(
+    "/projects/{project}/raters/{username}/reinstate",
+    tags=["quality"],
+    response_model=m.RaterStatusOut,
+)
+def reinstate(
+    request: Request, project: str, username: str, body: NoteIn, ctx: Ctx = guard("project.manage")
+) -> Response:
+    with db_of(request).writing() as s:
+        st = judging.reinstate(s, ctx.project.pk, auth.get_user(s, username).pk, body.note)
+        where = audit.target(ctx.project.name, user=username)
+        audit.record(s, ctx.user, "rater.reinstated", where, {"note": body.note})
+        return ok({"username": username, "status": st.status, "reason": st.reason})
+
+
+@router.post(
+    "/projects/{project}/exports", tags=["exports"], status_code=201, response_model=m.ExportOut
+)
+def export(
+    request: Request, project: str, body: ExportIn, ctx: Ctx = guard("project.manage")
+) -> Response:
+    """Run the exporter; the manifest (files, SHA-256, gates) comes back."""
+    out_dir = (
+        request.app.state.config.exports_dir
+        / ctx.project.name
+        / utcnow().strftime("%Y%m%dT%H%M%S%f")
+    ).resolve()
+    db = db_of(request)
+    export_id, manifest = projects.export_project(
+        db, ctx.project.name, body.format, out_dir, **body.model_dump(exclude={"format"})
+    )
+    with db.writing() as s:
+        details = audit.export_details(body.format, out_dir, manifest) | {"export_id": export_id}
+        audit.record(s, ctx.user, "project.exported", audit.target(ctx.project.name), details)
+    return ok({"export_id": export_id, "manifest": manifest}, 201)
+
+
+@router.get(
+    "/projects/{project}/exports/{export_id}/files/{filename}",
+    tags=["exports"],
+    response_class=FileResponse,
+    responses={
+        200: {
+            "description": "The file's bytes.",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+)
+def export_file(
+    request: Request,
+    project: str,
+    export_id: DbId,
+    filename: str,
+    ctx: Ctx = guard("project.manage"),
+) -> FileResponse:
+    with db_of(request).reading() as s:
+        path = queries.export_file(s, ctx.project, export_id, filename)
+    return FileResponse(path)
