@@ -17,7 +17,7 @@ from alembic import op
 from preflab.store.models import JSONType
 
 revision: str = "0011_audit_log"
-down_revision: str | None = "0009_item_aliases"
+down_revision: str | None = "0010_judgment_guideline_version"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
