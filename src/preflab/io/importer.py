@@ -105,6 +105,10 @@ class ImportOptions:
     #: ``labeler`` names that are models (stored as ``source: ai``) besides the built-in patterns;
     #: :func:`import_files` adds the project's ``policy.ai_labelers`` setting.
     ai_labelers: tuple[str, ...] = ()
+    #: What an imported trajectory's ``prm_steps`` verdicts become: ``label`` (a steps judgment)
+    #: or ``suggestion`` (kept in the item's record only, for raters to check);
+    #: :func:`import_files` takes the project's ``policy.imported_step_verdicts`` setting.
+    step_verdicts: str = "label"
 
 
 @dataclass
@@ -135,6 +139,9 @@ class ImportReport:
     #: Judgments of a kind the project does not collect that their format marks optional
     #: (:attr:`RecordFormat.optional_kinds`), left out.
     judgments_not_collected: int = 0
+    #: What imported ``prm_steps`` verdicts became (``label`` or ``suggestion``; recorded in the
+    #: import batch's counts).
+    step_verdicts: str = "label"
 
 
 class ImportFailed(Exception):
@@ -187,6 +194,7 @@ def _convert_options(options: ImportOptions) -> ConvertOptions:
         keep_extra=options.keep_extra,
         default_source=options.default_source,
         ai_labelers=frozenset(options.ai_labelers),
+        step_verdicts=options.step_verdicts,
     )
 
 
@@ -1354,7 +1362,8 @@ def import_files(
         session.add(batch)
         session.flush()
         report.batch_pk = batch.pk
-        options = _with_project_ai_labelers(options, project)
+        options = _with_project_step_verdicts(_with_project_ai_labelers(options, project), project)
+        report.step_verdicts = options.step_verdicts
         loader = _Loader(session, project, batch.pk, options, report)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
@@ -1381,6 +1390,7 @@ def import_files(
             "skipped": report.skipped_count,
             "judgments_not_collected": report.judgments_not_collected,
             "skipped_problems": [str(p) for p in report.skipped[:SKIPPED_IN_COUNTS]],
+            "step_verdicts": report.step_verdicts,
         }
         fmt = ",".join(sorted(report.formats)) or "none"
         session.execute(
@@ -1400,6 +1410,13 @@ def _with_project_ai_labelers(options: ImportOptions, project: Project) -> Impor
     if not names:
         return options
     return dataclasses.replace(options, ai_labelers=tuple(options.ai_labelers) + names)
+
+
+def _with_project_step_verdicts(options: ImportOptions, project: Project) -> ImportOptions:
+    """``options`` with the project's ``policy.imported_step_verdicts`` setting (read raw, like
+    :func:`_with_project_ai_labelers`; the server's ``Policy`` validates it when it changes)."""
+    mode = ((project.settings or {}).get("policy") or {}).get("imported_step_verdicts") or "label"
+    return dataclasses.replace(options, step_verdicts=str(mode))
 
 
 def validate_files(

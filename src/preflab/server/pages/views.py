@@ -22,7 +22,7 @@ from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
 from . import TEMPLATES, data
 from .render import markdown, steps_of
-from .trajectory import step_blocks, trajectory_view, with_masks
+from .trajectory import step_blocks, step_suggestions, trajectory_view, with_masks
 
 router = APIRouter(include_in_schema=False)
 
@@ -270,12 +270,10 @@ def label_page(
             s, ctx.project, ctx.user.user_pk, ctx.user.session_pk, task is not None
         )
         if task is not None:  # masked turns of an imported trajectory (a display copy; masks only)
-            task = {
-                **task,
-                "item": with_masks(
-                    task["item"], data.item_metadata(s, ctx.project, task["item"]["id"])
-                ),
-            }
+            meta = data.item_metadata(s, ctx.project, task["item"]["id"])
+            task = {**task, "item": with_masks(task["item"], meta)}
+            if bits["policy"].imported_step_verdicts == "suggestion":
+                task["step_suggestions"] = step_suggestions(meta)
     # Only the kinds this item can take (the assignment engine's task payload says which).
     kinds = task["kinds"] if task else ctx.project.kinds
     status = call(api.my_status, request, ctx, project=project)
