@@ -71,9 +71,11 @@ class SecurityHeaders:
 def mount(app: FastAPI) -> None:
     """Add the web UI to the app: pages, the review/admin API additions, static files, headers."""
     from .. import webapi
+    from ..routes import my_labels
     from . import views
 
     app.include_router(webapi.router)
+    app.include_router(my_labels.router)  # a rater edits their own recent labels
     app.include_router(views.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     _mount_api_docs(app)

@@ -20,6 +20,7 @@ from .. import api, webapi
 from ..api import DbId
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
+from ..routes import my_labels
 from . import TEMPLATES, data
 from .render import markdown, steps_of
 from .trajectory import step_blocks, step_suggestions, trajectory_view, with_masks
@@ -241,6 +242,9 @@ def project_page(request: Request, project: str, ctx: Ctx = guard("project.view"
         recent = list(reversed(mine))[:10]
     with _db(request).reading() as s:
         progress = data.project_progress(s, ctx.project.pk, ctx.user.user_pk)
+        closed = my_labels.editable(
+            s, ctx.project.pk, ctx.user.user_pk, [j["judgment_id"] for j in recent]
+        )
     sent_back = {r["judgment_id"] for r in revisions or []}
     return render(
         request,
@@ -252,6 +256,7 @@ def project_page(request: Request, project: str, ctx: Ctx = guard("project.view"
         progress=progress,
         recent=recent,
         sent_back=sent_back,
+        closed=closed,
         **bits,
     )
 
@@ -319,24 +324,52 @@ def _kind_note(
 def revise_page(
     request: Request, project: str, judgment_id: DbId, ctx: Ctx = guard("project.label")
 ) -> Response:
-    bits = _project_bits(request, ctx)
     revisions = call(api.my_revisions, request, ctx, project=project) or []
     rev = next((r for r in revisions if r["judgment_id"] == judgment_id), None)
     if rev is None:
         return error_page(
             request, 404, f"judgment {judgment_id} is not waiting for a revision of yours"
         )
+    return judgment_page(
+        request,
+        ctx,
+        item=rev["item"],
+        shown_order=rev["shown_order"],
+        judgment_id=judgment_id,
+        kind=rev["your_judgment"].get("kind", ctx.project.kinds[0]),
+        initial=rev["your_judgment"],
+        mode="revise",
+        note=rev["note"],
+    )
+
+
+def judgment_page(
+    request: Request,
+    ctx: Ctx,
+    *,
+    item: dict[str, Any],
+    shown_order: list[str] | None,
+    judgment_id: int,
+    kind: str,
+    initial: dict[str, Any],
+    mode: str,
+    note: str | None,
+) -> Response:
+    """The label page over a stored judgment, pre-filled, in the order the rater saw: ``revise``
+    (sent back, with the reviewer's note) or ``edit`` (the rater's own change); the page posts
+    a new revision."""
+    order = shown_order or [c["id"] for c in item["candidates"]]
+    by_id = {c["id"]: c for c in item["candidates"]}
+    item = {**item, "candidates": [by_id[c] for c in order if c in by_id]}
+    phase = "revision" if mode == "revise" else "edit"
     task = {
-        "item": rev["item"],
-        "shown_order": rev["shown_order"] or [c["id"] for c in rev["item"]["candidates"]],
-        "phase": "revision",
+        "item": item,
+        "shown_order": order,
+        "phase": phase,
         "judgment_id": judgment_id,
-        "note": rev["note"],
+        "note": note,
     }
-    by_id = {c["id"]: c for c in rev["item"]["candidates"]}
-    task["item"]["candidates"] = [by_id[c] for c in task["shown_order"] if c in by_id]
-    kind = rev["your_judgment"].get("kind", ctx.project.kinds[0])
-    status = call(api.my_status, request, ctx, project=project)
+    status = call(api.my_status, request, ctx, project=ctx.project.name)
     return render(
         request,
         "label.html",
@@ -345,9 +378,9 @@ def revise_page(
         kind=kind,
         kinds=[kind],
         status=status,
-        mode="revise",
-        initial=rev["your_judgment"],
-        **bits,
+        mode=mode,
+        initial=initial,
+        **_project_bits(request, ctx),
     )
 
 

@@ -503,8 +503,8 @@
       const body = Object.assign({}, got.body, text.trim() ? { rationale: text } : {});
       busy = true;
       let r;
-      if (mode === "revise") {
-        r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + app.dataset.judgmentId + "/revise",
+      if (mode === "revise" || mode === "edit") {  // a new revision of a stored judgment
+        r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + app.dataset.judgmentId + "/" + mode,
           { judgment: body, telemetry: telemetry.summary(), idempotency_key: idem });
       } else {
         r = await api("POST", "/api/v1/projects/" + project + "/judgments",
@@ -514,7 +514,7 @@
       if (!r.ok) { showError(err, problemText(r.data)); return; }
       done = true;
       showError(err, "");
-      if (mode === "revise") { location.href = "/p/" + project; return; }
+      if (mode === "revise" || mode === "edit") { location.href = "/p/" + project; return; }
       if (r.data.gold) {
         const fb = $("#feedback");
         const g = r.data.gold;
