@@ -68,8 +68,8 @@ def print_json(value: Any) -> None:
 
 
 def engine_for(db: str | None, *, create: bool = False):  # noqa: ANN201
-    """An engine with the schema migrated to the latest revision. Only ``create`` (``init``,
-    ``project create``) makes a new SQLite file; a bad, missing or unreachable ``--db`` ends the
+    """An engine with the schema migrated to the latest revision. Only ``create`` (``init``)
+    makes a new SQLite file; a bad, missing or unreachable ``--db`` ends the
     command with one line naming the problem and the fix (exit 2), never a traceback."""
     from sqlalchemy.exc import DBAPIError
 
@@ -188,10 +188,10 @@ def project_create(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a project (and the SQLite database, if the file does not exist yet)."""
+    """Create a project in an existing database (`preflab init` creates one)."""
     from .store import repo, transaction
 
-    engine = engine_for(db, create=True)
+    engine = engine_for(db)
     try:
         with transaction(engine) as session:
             project = repo.create_project(
