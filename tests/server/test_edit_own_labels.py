@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from .conftest import seed
+from .conftest import pairwise_item, seed
 from .test_holes import app_client, bearer, submit_body
 
 P = "/api/v1/projects/demo"
@@ -141,3 +141,27 @@ def test_the_export_takes_the_latest_revision_only(labelled, db_url, tmp_path):
     (row,) = rows
     answers = {c_["id"]: c_["text"] for c_ in task["item"]["candidates"]}
     assert answers["a"] in str(row["chosen"]) and answers["b"] in str(row["rejected"])
+
+
+def test_a_qualification_answer_is_not_edited_after_its_feedback(db_url, monkeypatch):
+    items = [pairwise_item(i, gold=-1, prefix="qual", qualification=True) for i in range(2)]
+    s = seed(
+        db_url,
+        items=[*items, pairwise_item(0)],
+        raters=1,
+        policy={"qualification": {"n_items": 2, "min_items": 2, "pass_bar": 0.5}},
+    )
+    h = bearer(s.tokens["rater000"])
+    with app_client(db_url, monkeypatch=monkeypatch) as c:
+        task = c.post(f"{P}/assignments/next", headers=h).json()["task"]
+        assert task["phase"] == "qualification"
+        body = submit_body(task, winner="a")
+        body["judgment"]["shown_order"] = task["shown_order"]
+        first = c.post(f"{P}/judgments", json=body, headers=h)
+        assert first.status_code == 201 and "gold" in first.json(), "the rater saw the feedback"
+        r = c.post(
+            f"{P}/judgments/{first.json()['judgment_id']}/edit", json=_edit_body("b"), headers=h
+        )
+        assert (
+            r.status_code == 409 and "qualification answers are scored once" in r.json()["detail"]
+        )

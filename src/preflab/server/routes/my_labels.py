@@ -5,8 +5,9 @@ on their own judgment (:func:`preflab.server.judging.send_back`, the requester b
 and :func:`preflab.server.judging.revise` stores the new answer as a row that supersedes the old
 one (kept, with its provenance); exports take each rater's latest revision. A label is closed to
 edits once a reviewer acted on it or anything it revises: sent it back, decided it (a
-demonstration), adjudicated its item, or excluded it; a scored gold answer is closed too (the
-rater has seen the expected answer).
+demonstration), adjudicated its item, or excluded it; a qualification answer is closed too (the
+rater has seen the expected answer). A production gold answer stays open like any other label,
+so that the refusal never tells a rater which items are gold (it was scored on the first answer).
 """
 
 from __future__ import annotations
@@ -76,8 +77,12 @@ def closed_reason(session: Session, row: JudgmentRow, user_pk: int) -> str | Non
     )
     if adjudicated is not None:
         return f"a reviewer adjudicated this item (judgment {adjudicated})"
-    if session.scalar(select(GoldOutcome.pk).where(GoldOutcome.judgment_pk.in_(pks))):
-        return "it answered a gold item and was scored"
+    qualification = select(GoldOutcome.pk).where(
+        GoldOutcome.judgment_pk.in_(pks), GoldOutcome.phase == "qualification"
+    )
+    if session.scalar(qualification) is not None:  # she saw the expected answer after it
+        return "qualification answers are scored once"
+    # production gold is not named: which items are gold never reaches a rater
     return None
 
 
