@@ -401,9 +401,21 @@ def import_(
             "(derived from records kept whole, e.g. a trajectory's rubric block)",
             highlight=False,
         )
+    if report.formats.get("trajectory"):
+        out.print(_step_verdicts_line(report.step_verdicts), highlight=False)
     if report.skipped:
         err.print(f"skipped {len(report.skipped)} invalid record(s):", highlight=False)
         _report_problems(report.skipped[:50], len(report.skipped))
+
+
+def _step_verdicts_line(mode: str) -> str:
+    """What imported ``prm_steps`` verdicts became (the project's ``policy.imported_step_verdicts``)."""
+    if mode == "suggestion":
+        return "trajectory step verdicts: kept as suggestions for raters to check (no label stored)"
+    return (
+        "trajectory step verdicts: stored as labels (the items count as labelled); set "
+        "policy.imported_step_verdicts to 'suggestion' to have raters check them"
+    )
 
 
 @app.command()

@@ -88,3 +88,17 @@ def test_the_setting_takes_only_the_two_choices():
     assert Policy().imported_step_verdicts == "label"
     with pytest.raises(ValidationError, match="imported_step_verdicts"):
         Policy(imported_step_verdicts="ignore")
+
+
+def test_the_cli_import_says_what_the_step_verdicts_became(tmp_path):
+    from typer.testing import CliRunner
+
+    from preflab.cli import app
+
+    runner, db = CliRunner(), str(tmp_path / "cli.db")
+    for args in (["init"], ["project", "create", "t", "--kinds", "steps"]):
+        assert runner.invoke(app, [*args, "--db", db]).exit_code == 0
+    result = runner.invoke(app, ["import", "t", str(DATA), "--db", db], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "trajectory step verdicts: stored as labels" in result.output
+    assert "policy.imported_step_verdicts" in result.output, "says how to choose the other way"
