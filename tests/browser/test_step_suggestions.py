@@ -64,4 +64,19 @@ def test_a_rater_checks_imported_step_verdicts_and_her_verdicts_are_the_label(si
     assert len(stored) == 1, "the imported verdicts were not stored as a label"
     assert stored[0]["rater"] == "alice"
     assert stored[0]["body"]["verdicts"] == [1, -1]
+
+    # her own label stays hers to edit: the edit page shows her verdicts, not the suggestions
+    page.goto("/p/agent")
+    with page.expect_navigation():
+        page.locator(f'a.edit-label[data-judgment="{stored[0]["judgment_id"]}"]').click()
+    steps = page.locator("li.step")
+    expect(steps.nth(0).locator('input[value="1"]')).to_be_checked()
+    expect(steps.nth(1).locator('input[value="-1"]')).to_be_checked()
+    steps.nth(0).focus()
+    page.keyboard.press("0")
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    latest = [j for j in site.judgments("agent", TRAJECTORY_ID) if j["kind"] == "steps"][-1]
+    assert latest["supersedes"] == stored[0]["judgment_id"]
+    assert latest["body"]["verdicts"] == [0, -1]
     page.guard.assert_clean()
