@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 from webui_helpers import build_site, login, shot
-from webui_items import OPEN, pair_item
+from webui_items import OPEN, RUBRIC, pair_item, single
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,15 @@ def site(tmp_path_factory):
                 "policy": {**OPEN, "overlap_share": 0.0, "randomise_order": False},
                 "members": {"alice": "rater"},
                 "items": [pair_item("p-1")],
-            }
+            },
+            {
+                "name": "edits-rubric",
+                "kinds": ["rubric"],
+                "policy": OPEN,
+                "members": {"alice": "rater"},
+                "rubric": RUBRIC,
+                "items": [single("r-1", "Water boils at 100 °C at sea level.", "Boiling point?")],
+            },
         ],
     )
     yield s
@@ -86,4 +94,33 @@ def test_a_rater_edits_her_recent_label_until_a_reviewer_acts(site, new_page):
     assert response.status == 409
     expect(page.locator("body")).to_contain_text("a reviewer sent it back")
     page.guard.console_errors = [e for e in page.guard.console_errors if "409" not in e]
+    page.guard.assert_clean()
+
+
+def test_the_edit_page_starts_from_her_rubric_scores(site, new_page):
+    page = new_page(site)
+    login(page, "alice", next_path="/p/edits-rubric/label")
+    page.locator('[data-action="get-task"]').click()
+    page.locator("#label-app").wait_for()
+    for dim in ("correctness", "clarity", "safe"):
+        page.locator(f'input[name="dim-{dim}"]').first.check()
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    (first,) = [j for j in site.judgments("edits-rubric") if j["rater"] == "alice"]
+
+    page.goto(f"/p/edits-rubric/edit/{first['judgment_id']}")
+    for dim in ("correctness", "clarity", "safe"):
+        expect(page.locator(f'input[name="dim-{dim}"]').first).to_be_checked()
+    page.locator('input[name="dim-correctness"]').last.check()
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    old, new = sorted(
+        (j for j in site.judgments("edits-rubric") if j["rater"] == "alice"),
+        key=lambda j: j["judgment_id"],
+    )
+    assert new["supersedes"] == old["judgment_id"]
+    changed = {
+        d for d in old["body"]["scores"] if old["body"]["scores"][d] != new["body"]["scores"][d]
+    }
+    assert changed == {"correctness"}, (old["body"], new["body"])
     page.guard.assert_clean()
