@@ -167,3 +167,17 @@ def test_a_qualification_answer_is_not_edited_after_its_feedback(db_url, monkeyp
         assert (
             r.status_code == 409 and "qualification answers are scored once" in r.json()["detail"]
         )
+
+
+def test_the_python_client_edits_and_says_why_it_cannot(labelled):
+    from preflab.client import ApiError, Client
+
+    c, s, h, _, jid = labelled
+    client = Client("http://testserver")
+    client._http, c.headers = c, {**c.headers, **h}  # the same in-process app, as the rater
+    with client:
+        new = client.edit("demo", jid, _edit_body("a")["judgment"])
+        assert new["created"] and new["judgment_id"] != jid
+        with pytest.raises(ApiError) as refused:
+            client.edit("demo", jid, _edit_body("b")["judgment"])
+    assert refused.value.status == 409 and "latest revision" in str(refused.value)
