@@ -65,7 +65,8 @@ def test_status_on_a_mistyped_sqlite_path_fails_and_creates_nothing(tmp_path):
         ["user", "create", "alice"],
         ["user", "token", "alice"],
         ["user", "reset-link", "alice"],
-        ["serve"],
+        # an address that cannot be bound: were the check gone, serve would fail, not hang
+        ["serve", "--host", "256.256.256.256"],
         ["eval", "create", "e", "--model-a", "a.jsonl", "--model-b", "b.jsonl"],
         ["eval", "report", "e"],
         ["verify", "project", "p"],
