@@ -14,7 +14,10 @@ runner = CliRunner()
 
 @pytest.fixture
 def db(tmp_path: Path) -> str:
-    return str(tmp_path / "cli.db")
+    """A fresh database (only `init` creates one)."""
+    path = str(tmp_path / "cli.db")
+    assert runner.invoke(app, ["init", "--db", path]).exit_code == 0
+    return path
 
 
 def run(*args: str, code: int = 0) -> str:

@@ -47,7 +47,7 @@ def test_status_on_a_mistyped_sqlite_path_fails_and_creates_nothing(tmp_path):
     missing = tmp_path / "typo.db"
     line = one_line_error(["status", "p", "--db", str(missing)])
     assert "no database at" in line and "preflab init --db" in line
-    assert not missing.exists(), "only init (and project create) make a database"
+    assert not missing.exists(), "only init makes a database"
 
 
 @pytest.mark.parametrize(
@@ -59,10 +59,32 @@ def test_status_on_a_mistyped_sqlite_path_fails_and_creates_nothing(tmp_path):
         ["export", "p", "-f", "raw", "-o", "out"],
         ["quality", "report", "p"],
         ["demonstrations", "list", "p"],
+        ["project", "create", "p"],
+        ["rubric", "add", "p", "rubric.yaml"],
+        ["import", "p", "items.jsonl"],
+        ["user", "create", "alice"],
+        ["user", "token", "alice"],
+        ["user", "reset-link", "alice"],
+        # an address that cannot be bound: were the check gone, serve would fail, not hang
+        ["serve", "--host", "256.256.256.256"],
+        ["eval", "create", "e", "--model-a", "a.jsonl", "--model-b", "b.jsonl"],
+        ["eval", "report", "e"],
+        ["verify", "project", "p"],
+        ["rm", "train", "p", "--out", "model"],
     ],
 )
-def test_every_reading_command_refuses_a_missing_database(command, tmp_path):
+def test_every_command_but_init_refuses_a_missing_database(command, tmp_path):
     missing = tmp_path / "nope.db"
+    from preflab.io.formats.generic import TRAJECTORY_RUBRIC
+
+    # valid input files: the missing database is the only problem
+    (tmp_path / "rubric.yaml").write_text(TRAJECTORY_RUBRIC.model_dump_json())
+    (tmp_path / "items.jsonl").write_text('{"prompt": "p", "completion": "c", "label": true}\n')
+    for model in "ab":
+        (tmp_path / f"{model}.jsonl").write_text(
+            f'{{"prompt": "Q", "response": "R{model}", "model": "m-{model}"}}\n'
+        )
+    command = [str(tmp_path / a) if a.endswith((".yaml", ".jsonl")) else a for a in command]
     line = one_line_error([*command, "--db", str(missing)])
     assert "no database at" in line
     assert not missing.exists()
@@ -122,3 +144,29 @@ def test_help_shows_the_default_database():
     result = runner.invoke(app, ["status", "--help"], env={"COLUMNS": "200"})
     assert "[default: (./preflab.db)]" in result.output
     assert "PREFLAB_DB" in result.output
+
+
+def test_user_reset_link_prints_a_single_use_link_that_sets_a_new_password(db):
+    from preflab.server.auth import Gone, claim_reset_link, create_user
+    from preflab.server.database import Database
+
+    database = Database(db, pool_size=1, max_overflow=1)
+    with database.writing() as s:
+        create_user(s, "alice", password="first-password-123")
+    result = runner.invoke(
+        app, ["user", "reset-link", "alice", "--base-url", "https://label.example.org/", "--db", db]
+    )
+    assert result.exit_code == 0, result.output
+    link = result.stdout.strip()
+    assert link.startswith("https://label.example.org/reset/"), link
+    token = link.rsplit("/", 1)[1]
+    with database.writing() as s:
+        assert claim_reset_link(s, token, "second-password-456").username == "alice"
+    with pytest.raises(Gone, match="already used"), database.writing() as s:
+        claim_reset_link(s, token, "third-password-789")
+    database.dispose()
+
+
+def test_user_reset_link_for_an_unknown_user_is_bad_input(db):
+    line = one_line_error(["user", "reset-link", "bob", "--db", db])
+    assert "no user 'bob'" in line and "preflab user create bob" in line

@@ -105,8 +105,8 @@ def print_json(value: Any) -> None:
 
 
 def engine_for(db: str | None, *, create: bool = False):
-    """An engine with the schema migrated to the latest revision. Only ``create`` (``init``,
-    ``project create``) makes a new SQLite file; a bad, missing or unreachable ``--db`` ends the
+    """An engine with the schema migrated to the latest revision. Only ``create`` (``init``)
+    makes a new SQLite file; a bad, missing or unreachable ``--db`` ends the
     command with one line naming the problem and the fix (exit 2), never a traceback."""
     from sqlalchemy.exc import DBAPIError
 
@@ -231,11 +231,11 @@ def project_create(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a project (and the SQLite database, if the file does not exist yet)."""
+    """Create a project in an existing database (`preflab init` creates one)."""
     from . import audit
     from .store import repo, transaction
 
-    engine = engine_for(db, create=True)
+    engine = engine_for(db)
     try:
         with transaction(engine) as session:
             project = repo.create_project(
@@ -448,6 +448,8 @@ def import_(
             "(derived from records kept whole, e.g. a trajectory's rubric block)",
             highlight=False,
         )
+    if report.formats.get("trajectory"):
+        out.print(_step_verdicts_line(report.step_verdicts), highlight=False)
     if report.skipped:
         err.print(f"skipped {len(report.skipped)} invalid record(s):", highlight=False)
         _report_problems(report.skipped[:50], len(report.skipped))
@@ -468,6 +470,16 @@ def _audit_export(engine, project: str, fmt: str, out_path: Path, manifest: dict
 
     details = audit.export_details(fmt, out_path, manifest) | {"source": "cli"}
     audit.record_in(engine, audit.cli_actor(), "project.exported", audit.target(project), details)
+
+
+def _step_verdicts_line(mode: str) -> str:
+    """What imported ``prm_steps`` verdicts became (the project's ``policy.imported_step_verdicts``)."""
+    if mode == "suggestion":
+        return "trajectory step verdicts: kept as suggestions for raters to check (no label stored)"
+    return (
+        "trajectory step verdicts: stored as labels (the items count as labelled); set "
+        "policy.imported_step_verdicts to 'suggestion' to have raters check them"
+    )
 
 
 @app.command()

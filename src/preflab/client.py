@@ -315,6 +315,17 @@ class Client:
             json={"judgment": judgment, "idempotency_key": idempotency_key or uuid.uuid4().hex},
         )
 
+    def edit(
+        self, project: str, judgment_id: int, judgment: dict, *, idempotency_key: str | None = None
+    ) -> dict:
+        """Edit one of your own labels until a reviewer acts on it: a new revision (the old one
+        is kept); 409 with the reason once a reviewer has acted."""
+        return self.request(
+            "POST",
+            f"/projects/{project}/judgments/{judgment_id}/edit",
+            json={"judgment": judgment, "idempotency_key": idempotency_key or uuid.uuid4().hex},
+        )
+
     # -- review and quality ---------------------------------------------------------------------------------
     def judgments(
         self, project: str, after: int = 0, limit: int = 100, item_id: str | None = None

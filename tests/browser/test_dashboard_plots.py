@@ -105,6 +105,9 @@ def test_dashboard_draws_its_plots_inline_and_links_the_leaderboard(site, new_pa
     expect(page.locator("#leaderboard-link")).to_have_attribute(
         "href", "/admin/p/plots/leaderboard"
     )
+    # which labels the panels measured (issue 11): 8 items x 2 raters, nothing set aside
+    expect(page.locator("#label-set")).to_contain_text("Labels measured: 16 of 16 judgments")
+    expect(page.locator("#label-set")).to_contain_text("latest label per rater and unit")
     shot(page, "74-dashboard-plots")
     with page.expect_navigation():
         page.locator("#leaderboard-link").click()

@@ -44,6 +44,8 @@ def test_an_admin_edits_the_policy_in_a_form_and_keeps_the_rest(site, new_page):
     form.locator("#pf-gold-rate").fill("0.1")
     form.locator("#pf-domains").fill("code, math")
     form.locator("#pf-domain-match").select_option("any")
+    expect(form.locator("#pf-step-verdicts")).to_have_value("label")  # the default
+    form.locator("#pf-step-verdicts").select_option("suggestion")
     form.locator('input[name="policy.blind"]').uncheck()
     form.locator("#pf-note").fill("three raters per overlap item")
     shot(page, "73-settings-form")
@@ -57,6 +59,7 @@ def test_an_admin_edits_the_policy_in_a_form_and_keeps_the_rest(site, new_page):
         policy["domain_match"],
     ) == (3, 0.1, ["code", "math"], "any")
     assert policy["blind"] is False
+    assert policy["imported_step_verdicts"] == "suggestion"
     assert (
         policy["overlap_share"] == 0.2 and policy["qualification"]["n_items"] == 3
     )  # untouched fields kept

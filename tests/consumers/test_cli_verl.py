@@ -33,6 +33,7 @@ def cli(*args: str, code: int = 0):
 
 def _project(tmp_path: Path) -> str:
     db = str(tmp_path / "cli.db")
+    cli("init", "--db", db)  # only init creates a database
     cli("project", "create", "quiz", "--kinds", "pairwise", "--db", db)
     source = tmp_path / "items.jsonl"
     source.write_text("".join(json.dumps(i) + "\n" for i in ITEMS))

@@ -58,6 +58,7 @@ def label_everything(db: str, tmp_path: Path) -> Path:
 
 def test_create_label_report(tmp_path: Path):
     db = str(tmp_path / "cli.db")
+    run("init", "--db", db)  # only init creates a database
     v1 = write_outputs(tmp_path / "v1.jsonl", outputs(V1, 8, domains=True))
     v2 = write_outputs(tmp_path / "v2.jsonl", outputs(V2, 8, better=True))
     v3 = write_outputs(

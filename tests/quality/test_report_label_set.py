@@ -103,4 +103,10 @@ def test_the_dashboard_measures_the_same_label_set(tmp_path):
     assert "error" not in panels
     assert sorted(panels["consensus"]) == ["alice", "bob"]
     assert panels["consensus"]["alice"]["agreement"] == 1.0  # her latest label agrees with bob
-    assert panels["label_set"] == LABEL_SET_RULE
+    assert panels["label_set"] == {  # the data carries what the dashboard prints it measured
+        "rule": LABEL_SET_RULE,
+        "include_ai": False,
+        "judgments_in": 4,
+        "judgments_used": 2,
+        "set_aside": {"revised": 1, "source-ai": 1},
+    }

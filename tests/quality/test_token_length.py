@@ -58,7 +58,11 @@ def test_export_gate_counts_tokens_and_the_manifest_says_so(tokenizer_dir: Path,
         + "\n"
     )
     runner = CliRunner()
-    for args in (["project", "create", "p", "--db", db], ["import", "p", str(rows), "--db", db]):
+    for args in (
+        ["init", "--db", db],
+        ["project", "create", "p", "--db", db],
+        ["import", "p", str(rows), "--db", db],
+    ):
         assert runner.invoke(app, args).exit_code == 0
     by_words = runner.invoke(
         app,

@@ -57,6 +57,10 @@ EXPECTED = {
         "project.label",
         {"rater000"},
     ),
+    ("POST", "/api/v1/projects/{project}/judgments/{judgment_id}/edit"): (
+        "project.label",
+        {"rater000"},
+    ),
     ("GET", "/api/v1/projects/{project}/items"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/items/{item_id}"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/judgments"): ("project.review", STAFF),
@@ -110,6 +114,7 @@ EXPECTED = {
     ("GET", "/p/{project}"): ("project.view", MEMBERS_AND_ROOT),
     ("GET", "/p/{project}/label"): ("project.label", {"rater000"}),
     ("GET", "/p/{project}/revise/{judgment_id}"): ("project.label", {"rater000"}),
+    ("GET", "/p/{project}/edit/{judgment_id}"): ("project.label", {"rater000"}),
     ("GET", "/p/{project}/qualification"): ("project.label", {"rater000"}),
     ("GET", "/p/{project}/review"): ("project.review", STAFF),
     ("GET", "/p/{project}/review/item/{item_id}"): ("project.review", STAFF),

@@ -37,9 +37,10 @@ def print_json(value: Any) -> None:
 
 
 def engine_for(db: str | None):
-    from ..store.db import default_url, open_db
+    # the main CLI's rule: a missing SQLite file or a bad --db is one line, exit 2 (only init creates)
+    from ..cli import engine_for as checked_engine
 
-    return open_db(db or default_url())
+    return checked_engine(db)
 
 
 eval_app = typer.Typer(

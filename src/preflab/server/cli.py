@@ -14,7 +14,6 @@ from pathlib import Path
 import typer
 
 from ..settings import get_settings
-from ..store import default_url
 
 # The app and database modules import FastAPI and friends: loaded inside the commands, so that
 # mounting these commands keeps `preflab --help` fast.
@@ -22,12 +21,22 @@ from ..store import default_url
 user_app = typer.Typer(help="Accounts of the collection server.", no_args_is_help=True)
 
 
-def _db(db: str | None):
-    from .database import Database, init_schema
+def _checked_url(db: str | None) -> str:
+    """``--db`` checked and migrated by the main CLI's rule (:func:`preflab.cli.engine_for`):
+    a missing SQLite file, a bad scheme or an unreachable server is one line and exit 2; only
+    ``preflab init`` creates a database."""
+    from ..cli import engine_for
 
-    url = db or default_url()
-    init_schema(url)
-    return Database(url, pool_size=2, max_overflow=2)
+    engine = engine_for(db)
+    url = engine.url.render_as_string(hide_password=False)
+    engine.dispose()
+    return url
+
+
+def _db(db: str | None):
+    from .database import Database
+
+    return Database(_checked_url(db), pool_size=2, max_overflow=2)
 
 
 @user_app.command("create")
@@ -83,6 +92,46 @@ def user_token(
     typer.echo(token)
 
 
+@user_app.command("reset-link")
+def user_reset_link(
+    username: str,
+    base_url: str = typer.Option(
+        "http://127.0.0.1:8000",
+        "--base-url",
+        help="Address of the web app the user opens (the link is this plus /reset/TOKEN).",
+    ),
+    hours: float = typer.Option(
+        24.0, "--hours", min=0.1, max=24 * 14, help="Hours until the link expires."
+    ),
+    db: str | None = typer.Option(
+        None, "--db", help="Database URL or SQLite path (default $PREFLAB_DB or ./preflab.db)."
+    ),
+) -> None:
+    """Print a single-use password reset link for a user (the web UI's mechanism: setting a new
+    password with it ends the user's sessions and revokes their API tokens). Hand it over
+    yourself; it is shown once."""
+    from .auth import AuthError, create_reset_link, get_user
+
+    database = _db(db)
+    try:
+        with database.writing() as s:
+            token = create_reset_link(
+                s, get_user(s, username), created_by=None, ttl=timedelta(hours=hours)
+            )
+    except AuthError as exc:
+        fix = (
+            f"; create the account with `preflab user create {username}`"
+            if exc.status == 404
+            else ""
+        )
+        typer.echo(f"error: {exc}{fix}", err=True)
+        raise typer.Exit(2 if exc.status == 404 else 1) from None
+    finally:
+        database.dispose()
+    typer.echo(f"{base_url.rstrip('/')}/reset/{token}")
+    typer.echo(f"(single use, expires in {hours:g} h; shown once)", err=True)
+
+
 def serve(
     ctx: typer.Context,
     db: str | None = typer.Option(
@@ -132,12 +181,11 @@ def serve(
     import uvicorn
 
     from .app import CONFIG_ENV, ServerConfig
-    from .database import init_schema
     from .transport import HEADER_TIMEOUT_ENV, HeaderDeadlineProtocol
 
     level = _server_logging(ctx, log_level, log_format)
     config = ServerConfig(
-        db_url=db or default_url(),
+        db_url=_checked_url(db),
         exports_dir=exports_dir.resolve(),
         session_ttl=timedelta(hours=session_hours),
         secure_cookies=secure_cookies,
@@ -145,7 +193,6 @@ def serve(
         trusted_proxies=list(trusted_proxy),
         header_timeout_s=header_timeout or get_settings().header_timeout_s,
     )
-    init_schema(config.db_url)
     os.environ[CONFIG_ENV] = config.to_env()
     os.environ[HEADER_TIMEOUT_ENV] = str(config.header_timeout_s)
     # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 (any local

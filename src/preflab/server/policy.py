@@ -169,6 +169,14 @@ class Policy(BaseModel):
     )
     verbosity_penalty: VerbosityPolicy = Field(default_factory=lambda: VerbosityPolicy())
 
+    # -- webapp branch: imported step verdicts (issue 11) ----------------------------------------
+    imported_step_verdicts: Literal["label", "suggestion"] = Field(
+        default="label",
+        description="An imported trajectory's prm_steps verdicts: 'label' stores them as a steps "
+        "judgment (the item counts as labelled); 'suggestion' shows them to raters to check (the "
+        "item is still assigned and the rater's verdicts are the label).",
+    )
+
     @field_validator("required_domains")
     @classmethod
     def _lower(cls, v: list[str]) -> list[str]:

@@ -67,11 +67,11 @@ def _load_source(source: str, out_dir: Path, db: str | None):
     path = Path(source)
     if path.is_dir():
         return read_export(path)
-    from ..store.db import default_url, open_db
+    from ..cli import engine_for  # a missing SQLite file or a bad --db: one line, exit 2
     from ..store.repo import StoreError
 
     try:
-        return export_project_pairs(open_db(db or default_url()), source, out_dir / "data")
+        return export_project_pairs(engine_for(db), source, out_dir / "data")
     except StoreError as exc:
         raise PairDataError(
             f"{source!r} is neither an export directory nor a project: {exc}"

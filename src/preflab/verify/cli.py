@@ -177,9 +177,10 @@ def project_command(
 ) -> None:
     """Verify a project's verifiable items (metadata.verifiable: code / sql / math, and trajectories
     with a task) and store each verdict where the exports read it, in one transaction."""
-    from preflab.store.db import default_url, open_db
+    from preflab.cli import engine_for  # a missing SQLite file or a bad --db: one line, exit 2
     from preflab.store.repo import NotFound
 
+    engine = engine_for(db)  # before the progress bar, so a refusal is its only line
     progress = Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -191,7 +192,7 @@ def project_command(
         bar = progress.add_task("verifying", total=None)
         try:
             counts = verify_project(
-                open_db(db or default_url()),
+                engine,
                 name,
                 workers=workers,
                 on_planned=lambda n: progress.update(bar, total=n),

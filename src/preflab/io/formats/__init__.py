@@ -67,6 +67,10 @@ class ConvertOptions:
     #: (:func:`preflab.io.formats.generic.labeler_source`): ``--ai-labeler`` and the project's
     #: ``policy.ai_labelers`` setting.
     ai_labelers: frozenset[str] = frozenset()
+    #: A trajectory's ``prm_steps`` verdicts: ``label`` makes them a steps judgment,
+    #: ``suggestion`` leaves them in the item's record for raters to check (the project's
+    #: ``policy.imported_step_verdicts``).
+    step_verdicts: str = "label"
 
 
 FORMATS: dict[str, RecordFormat] = {}

@@ -292,7 +292,8 @@ def _trajectory_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
     )
     out = Converted([item], [])
     prov = _trajectory_provenance(traj, options)
-    steps = _trajectory_steps(item.id, traj, prov)
+    # as a suggestion the verdicts stay in metadata.trajectory only: no label fills the item
+    steps = _trajectory_steps(item.id, traj, prov) if options.step_verdicts == "label" else None
     if steps is not None:
         out.judgments.append(steps)
     if traj.rubric:

@@ -96,7 +96,8 @@ def import_files(
         session.add(batch)
         session.flush()
         report.batch_pk = batch.pk
-        options = _with_project_ai_labelers(options, project)
+        options = _with_project_step_verdicts(_with_project_ai_labelers(options, project), project)
+        report.step_verdicts = options.step_verdicts
         loader = Loader(session, project, batch.pk, options, report)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
@@ -123,6 +124,7 @@ def import_files(
             "skipped": report.skipped_count,
             "judgments_not_collected": report.judgments_not_collected,
             "skipped_problems": [str(p) for p in report.skipped[:SKIPPED_IN_COUNTS]],
+            "step_verdicts": report.step_verdicts,
         }
         fmt = ",".join(sorted(report.formats)) or "none"
         session.execute(
@@ -142,6 +144,13 @@ def _with_project_ai_labelers(options: ImportOptions, project: Project) -> Impor
     if not names:
         return options
     return dataclasses.replace(options, ai_labelers=tuple(options.ai_labelers) + names)
+
+
+def _with_project_step_verdicts(options: ImportOptions, project: Project) -> ImportOptions:
+    """``options`` with the project's ``policy.imported_step_verdicts`` setting (read raw, like
+    :func:`_with_project_ai_labelers`; the server's ``Policy`` validates it when it changes)."""
+    mode = ((project.settings or {}).get("policy") or {}).get("imported_step_verdicts") or "label"
+    return dataclasses.replace(options, step_verdicts=str(mode))
 
 
 def validate_files(

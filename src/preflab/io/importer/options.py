@@ -28,6 +28,10 @@ class ImportOptions:
     #: ``labeler`` names that are models (stored as ``source: ai``) besides the built-in patterns;
     #: :func:`import_files` adds the project's ``policy.ai_labelers`` setting.
     ai_labelers: tuple[str, ...] = ()
+    #: What an imported trajectory's ``prm_steps`` verdicts become: ``label`` (a steps judgment)
+    #: or ``suggestion`` (kept in the item's record only, for raters to check);
+    #: :func:`import_files` takes the project's ``policy.imported_step_verdicts`` setting.
+    step_verdicts: str = "label"
 
 
 @dataclass
@@ -58,6 +62,9 @@ class ImportReport:
     #: Judgments of a kind the project does not collect that their format marks optional
     #: (:attr:`RecordFormat.optional_kinds`), left out.
     judgments_not_collected: int = 0
+    #: What imported ``prm_steps`` verdicts became (``label`` or ``suggestion``; recorded in the
+    #: import batch's counts).
+    step_verdicts: str = "label"
 
 
 class ImportFailed(Exception):

@@ -213,6 +213,7 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
         )  # flagged labels, not flags or pairs
         user_of_rater[r.rater.rater_key] = r.rater.user_pk
     days = sorted(per_day)[-14:]
+    labels = resolve_labels([j for j in parsed if j is not None])
     per_rater = []
     for rater in quality_api.get("raters", []):
         name = rater["username"]
@@ -233,9 +234,10 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
         "per_rater": per_rater,
         # the labels the report and exports measure: one rule (preflab.quality.labels)
         "quality": _quality_panels(
-            resolve_labels([j for j in parsed if j is not None]).judgments,
+            labels.judgments,
             {r.item.item_key: str(r.item.batch_pk or "none") for r in rows},
             _candidate_lengths(rows),
+            label_set=labels.describe(),
         ),
     }
     out["plots"] = {
@@ -272,9 +274,11 @@ def _quality_panels(
     judgments: list[Any],
     batch_of: dict[str, str],
     lengths: dict[tuple[str, str], int] | None = None,
+    label_set: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Agreement per batch and dimension with CIs, agreement with consensus, length and position
-    bias, from :mod:`preflab.quality`."""
+    bias, from :mod:`preflab.quality`; ``label_set`` says which labels they measured
+    (:meth:`preflab.quality.labels.LabelSet.describe`), printed on the dashboard."""
     from ... import quality as q
 
     table_cls = q.LabelTable
@@ -284,7 +288,7 @@ def _quality_panels(
         "consensus": {},
         "position": None,
         "length": None,
-        "label_set": LABEL_SET_RULE,
+        "label_set": label_set or {"rule": LABEL_SET_RULE},
     }
     try:
         table = table_cls.from_judgments(judgments, batches=batch_of)

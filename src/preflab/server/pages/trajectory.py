@@ -91,6 +91,20 @@ def with_masks(item_view: dict[str, Any], metadata: dict[str, Any] | None) -> di
     return out
 
 
+def step_suggestions(metadata: dict[str, Any] | None) -> dict[str, int]:
+    """An imported trajectory's ``prm_steps`` verdicts by step text, for a project that takes
+    them as suggestions (``policy.imported_step_verdicts``): the label page shows each beside
+    the step it belongs to, and the rater's own verdict is the label. Steps without a verdict
+    suggest nothing."""
+    record = _record(metadata)
+    out: dict[str, int] = {}
+    for turn in record["turns"] if record else []:
+        for s in (turn.get("prm_steps") if isinstance(turn, dict) else None) or []:
+            if isinstance(s, dict) and s.get("verdict") in (-1, 0, 1) and s.get("text"):
+                out.setdefault(str(s["text"]).strip(), s["verdict"])
+    return out
+
+
 def step_blocks(candidate: dict[str, Any], steps: list[str]) -> list[dict[str, Any]]:
     """The steps widget's layout for an agent run: the answer's steps (split as for any answer,
     so the stored ``steps`` do not change) in the order of the turns, each assistant turn's tool

@@ -22,12 +22,13 @@ from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
 from ..routes import auth as auth_routes
 from ..routes import items as item_routes
+from ..routes import my_labels
 from ..routes import projects as project_routes
 from ..routes import users as user_routes
 from ..routes.common import DbId
 from . import TEMPLATES, data
 from .render import markdown, steps_of
-from .trajectory import step_blocks, trajectory_view, with_masks
+from .trajectory import step_blocks, step_suggestions, trajectory_view, with_masks
 
 router = APIRouter(include_in_schema=False)
 
@@ -246,6 +247,9 @@ def project_page(request: Request, project: str, ctx: Ctx = guard("project.view"
         recent = list(reversed(mine))[:10]
     with _db(request).reading() as s:
         progress = data.project_progress(s, ctx.project.pk, ctx.user.user_pk)
+        closed = my_labels.editable(
+            s, ctx.project.pk, ctx.user.user_pk, [j["judgment_id"] for j in recent]
+        )
     sent_back = {r["judgment_id"] for r in revisions or []}
     return render(
         request,
@@ -257,6 +261,7 @@ def project_page(request: Request, project: str, ctx: Ctx = guard("project.view"
         progress=progress,
         recent=recent,
         sent_back=sent_back,
+        closed=closed,
         **bits,
     )
 
@@ -275,12 +280,10 @@ def label_page(
             s, ctx.project, ctx.user.user_pk, ctx.user.session_pk, task is not None
         )
         if task is not None:  # masked turns of an imported trajectory (a display copy; masks only)
-            task = {
-                **task,
-                "item": with_masks(
-                    task["item"], data.item_metadata(s, ctx.project, task["item"]["id"])
-                ),
-            }
+            meta = data.item_metadata(s, ctx.project, task["item"]["id"])
+            task = {**task, "item": with_masks(task["item"], meta)}
+            if bits["policy"].imported_step_verdicts == "suggestion":
+                task["step_suggestions"] = step_suggestions(meta)
     # Only the kinds this item can take (the assignment engine's task payload says which).
     kinds = task["kinds"] if task else ctx.project.kinds
     status = call(api.my_status, request, ctx, project=project)
@@ -326,24 +329,52 @@ def _kind_note(
 def revise_page(
     request: Request, project: str, judgment_id: DbId, ctx: Ctx = guard("project.label")
 ) -> Response:
-    bits = _project_bits(request, ctx)
     revisions = call(api.my_revisions, request, ctx, project=project) or []
     rev = next((r for r in revisions if r["judgment_id"] == judgment_id), None)
     if rev is None:
         return error_page(
             request, 404, f"judgment {judgment_id} is not waiting for a revision of yours"
         )
+    return judgment_page(
+        request,
+        ctx,
+        item=rev["item"],
+        shown_order=rev["shown_order"],
+        judgment_id=judgment_id,
+        kind=rev["your_judgment"].get("kind", ctx.project.kinds[0]),
+        initial=rev["your_judgment"],
+        mode="revise",
+        note=rev["note"],
+    )
+
+
+def judgment_page(
+    request: Request,
+    ctx: Ctx,
+    *,
+    item: dict[str, Any],
+    shown_order: list[str] | None,
+    judgment_id: int,
+    kind: str,
+    initial: dict[str, Any],
+    mode: str,
+    note: str | None,
+) -> Response:
+    """The label page over a stored judgment, pre-filled, in the order the rater saw: ``revise``
+    (sent back, with the reviewer's note) or ``edit`` (the rater's own change); the page posts
+    a new revision."""
+    order = shown_order or [c["id"] for c in item["candidates"]]
+    by_id = {c["id"]: c for c in item["candidates"]}
+    item = {**item, "candidates": [by_id[c] for c in order if c in by_id]}
+    phase = "revision" if mode == "revise" else "edit"
     task = {
-        "item": rev["item"],
-        "shown_order": rev["shown_order"] or [c["id"] for c in rev["item"]["candidates"]],
-        "phase": "revision",
+        "item": item,
+        "shown_order": order,
+        "phase": phase,
         "judgment_id": judgment_id,
-        "note": rev["note"],
+        "note": note,
     }
-    by_id = {c["id"]: c for c in rev["item"]["candidates"]}
-    task["item"]["candidates"] = [by_id[c] for c in task["shown_order"] if c in by_id]
-    kind = rev["your_judgment"].get("kind", ctx.project.kinds[0])
-    status = call(api.my_status, request, ctx, project=project)
+    status = call(api.my_status, request, ctx, project=ctx.project.name)
     return render(
         request,
         "label.html",
@@ -352,9 +383,9 @@ def revise_page(
         kind=kind,
         kinds=[kind],
         status=status,
-        mode="revise",
-        initial=rev["your_judgment"],
-        **bits,
+        mode=mode,
+        initial=initial,
+        **_project_bits(request, ctx),
     )
 
 

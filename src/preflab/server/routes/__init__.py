@@ -15,7 +15,7 @@ from fastapi import APIRouter, FastAPI
 def routers() -> list[APIRouter]:
     """Every router of the REST API, in the order they are matched."""
     from .. import api, webapi
-    from . import audit, auth, items, projects, review, users
+    from . import audit, auth, items, my_labels, projects, review, users
 
     return [
         auth.router,
@@ -26,6 +26,7 @@ def routers() -> list[APIRouter]:
         audit.router,
         api.router,
         webapi.router,
+        my_labels.router,  # a rater edits their own recent labels
     ]
 
 

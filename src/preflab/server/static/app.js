@@ -278,7 +278,16 @@
     },
 
     rubric: {
-      init(root) {
+      init(root, initial) {
+        // a stored answer (revise, edit): its score per dimension
+        Object.entries((initial && initial.scores) || {}).forEach(([dim, v]) => {
+          const tr = $('tr[data-dimension="' + CSS.escape(dim) + '"]', root);
+          if (!tr) return;
+          const num = $('input[type="number"]', tr);
+          if (num) { num.value = v; return; }
+          const r = $$("input", tr).find((x) => +x.value === +v);
+          if (r) r.checked = true;
+        });
         return null;
       },
       read(root) {
@@ -324,7 +333,7 @@
     },
 
     steps: {
-      init(root) {
+      init(root, initial) {
         const steps = $$(".step", root);
         const set = (li, v) => { const r = $('input[value="' + v + '"]', li); r.checked = true; update(); };
         const update = () => {
@@ -362,6 +371,10 @@
           ev.preventDefault();
           ev.stopPropagation();
         });
+        // a stored answer (revise, edit): its verdicts, step by step
+        if (initial && Array.isArray(initial.verdicts)) {
+          initial.verdicts.forEach((v, i) => { if (steps[i]) set(steps[i], String(v)); });
+        }
         return null;
       },
       read(root) {
@@ -503,8 +516,8 @@
       const body = Object.assign({}, got.body, text.trim() ? { rationale: text } : {});
       busy = true;
       let r;
-      if (mode === "revise") {
-        r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + app.dataset.judgmentId + "/revise",
+      if (mode === "revise" || mode === "edit") {  // a new revision of a stored judgment
+        r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + app.dataset.judgmentId + "/" + mode,
           { judgment: body, telemetry: telemetry.summary(), idempotency_key: idem });
       } else {
         r = await api("POST", "/api/v1/projects/" + project + "/judgments",
@@ -514,7 +527,7 @@
       if (!r.ok) { showError(err, problemText(r.data)); return; }
       done = true;
       showError(err, "");
-      if (mode === "revise") { location.href = "/p/" + project; return; }
+      if (mode === "revise" || mode === "edit") { location.href = "/p/" + project; return; }
       if (r.data.gold) {
         const fb = $("#feedback");
         const g = r.data.gold;

@@ -1,7 +1,7 @@
 """The audit log: one row per state change that matters (issue 14: logging with an audit log).
 
 Revision ID: 0011_audit_log
-Revises: 0009_item_aliases
+Revises: 0010_judgment_guideline_version
 Create Date: 2026-11-30
 
 ``actor_pk`` is set null when the account is deleted; ``actor`` keeps the name.
