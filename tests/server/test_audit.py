@@ -285,6 +285,7 @@ def test_cli_user_and_project_create_are_events_of_the_os_user(sqlite_url, monke
 
     monkeypatch.setattr("getpass.getuser", lambda: "ops")
     run = CliRunner().invoke
+    assert run(app, ["init", "--db", sqlite_url]).exit_code == 0  # only init creates a database
     r = run(app, ["user", "create", "dana", "--admin", "--db", sqlite_url])
     assert r.exit_code == 0, r.output
     r = run(app, ["project", "create", "p2", "--kinds", "pairwise", "--db", sqlite_url])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,7 +92,9 @@ def alembic_config(url: str | None = None) -> Config:
     """An Alembic ``Config`` pointing at the migrations shipped inside the package."""
     from alembic.config import Config
 
-    config = Config()
+    # stdout given at call time: Alembic's default is the sys.stdout of the moment alembic was
+    # first imported, which is a closed stream if that happened inside a captured CLI run
+    config = Config(stdout=sys.stdout)
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("path_separator", "os")
     if url is not None:

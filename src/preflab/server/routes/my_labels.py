@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from sqlalchemy import select
@@ -26,6 +25,8 @@ from .. import judging
 from ..api import DbId, ReviseIn
 from ..judging import JudgingError
 from ..permissions import Ctx, guard
+from . import models as m
+from .common import ok
 
 router = APIRouter()
 
@@ -172,7 +173,11 @@ def edit(db, ctx: Ctx, judgment_pk: int, body: ReviseIn) -> dict[str, Any]:
 # -- routes --------------------------------------------------------------------------------------
 
 
-@router.post("/api/v1/projects/{project}/judgments/{judgment_id}/edit", tags=["labelling"])
+@router.post(
+    "/api/v1/projects/{project}/judgments/{judgment_id}/edit",
+    tags=["labelling"],
+    response_model=m.JudgmentAckOut,
+)
 def edit_judgment(
     request: Request,
     project: str,
@@ -183,9 +188,7 @@ def edit_judgment(
     """Edit one of your own labels: a new revision that supersedes it (the old one is kept).
     409 once a reviewer has acted on it (sent back, decided, adjudicated or excluded)."""
     out = edit(request.app.state.db, ctx, judgment_id, body)
-    return Response(
-        orjson.dumps(out), status_code=201 if out["created"] else 200, media_type="application/json"
-    )
+    return ok(out, 201 if out["created"] else 200)
 
 
 @router.get("/p/{project}/edit/{judgment_id}", include_in_schema=False)
