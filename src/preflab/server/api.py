@@ -514,7 +514,7 @@ def next_task(request: Request, project: str, ctx: Ctx = guard("project.label"))
     """The next task for the caller (a lease), or ``{"task": null, "reason": ...}``.
 
     While a lease is live the same task comes back (``resumed``: true)."""
-    out = assign.next_task_fast(_db(request), ctx.project, ctx.user.user_pk)
+    out = assign.next_task(_db(request), ctx.project, ctx.user.user_pk)
     if (
         out.get("reason") == "no_items"
     ):  # say why when items wait for a credential (preflab.server.webapi)
