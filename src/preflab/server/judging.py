@@ -217,7 +217,7 @@ def _result(
 
 
 def submit_reference(
-    db,  # noqa: ANN001
+    db: Database,
     project_ref: ProjectRef,
     user_pk: int,
     username: str,
@@ -247,11 +247,11 @@ def submit_reference(
 
 
 def _submit_reference(
-    db,
+    db: Database,
     project_ref: ProjectRef,
     policy: Policy,
     user_pk: int,
-    username: str,  # noqa: ANN001
+    username: str,
     assignment_id: str,
     judgment: dict[str, Any],
     idempotency_key: str | None,
@@ -370,7 +370,7 @@ def submit(
     )
 
 
-def after_submit(db, pool_role: str, judgment_pk: int) -> None:  # noqa: ANN001
+def after_submit(db: Database, pool_role: str, judgment_pk: int) -> None:
     """Every submit path calls this after its commit: production gold goes to the scorer."""
     if pool_role == "gold":
         defer_gold_scoring(db, judgment_pk)
@@ -566,7 +566,7 @@ _RNG = random.SystemRandom()
 log = logging.getLogger("preflab.server.judging")
 
 
-def score_production_gold(db, judgment_pk: int) -> bool:  # noqa: ANN001
+def score_production_gold(db: Database, judgment_pk: int) -> bool:
     """Score one production gold judgment (idempotent); whether an outcome was recorded."""
     with db.writing() as session:
         row = session.get(JudgmentRow, judgment_pk)
@@ -599,7 +599,7 @@ def score_production_gold(db, judgment_pk: int) -> bool:  # noqa: ANN001
         return True
 
 
-def unscored_gold(db) -> list[int]:  # noqa: ANN001
+def unscored_gold(db: Database) -> list[int]:
     """Production gold judgments with no outcome yet (left by a crash or another process)."""
     with db.reading() as session:
         return list(
@@ -621,7 +621,7 @@ def unscored_gold(db) -> list[int]:  # noqa: ANN001
 class GoldScorer(threading.Thread):
     """One per database per process: scores what the submit paths hand it, and sweeps."""
 
-    def __init__(self, db) -> None:  # noqa: ANN001
+    def __init__(self, db: Database) -> None:
         super().__init__(name="preflab-gold-scorer", daemon=True)
         self.db, self.jobs = db, queue.Queue()
 
@@ -677,7 +677,7 @@ _SCORERS: dict[int, GoldScorer] = {}
 _SCORERS_LOCK = threading.Lock()
 
 
-def start_gold_scorer(db) -> GoldScorer:  # noqa: ANN001
+def start_gold_scorer(db: Database) -> GoldScorer:
     """The database's scorer in this process (started on first use; sweeps at once)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.get(id(db))
@@ -687,11 +687,11 @@ def start_gold_scorer(db) -> GoldScorer:  # noqa: ANN001
         return scorer
 
 
-def defer_gold_scoring(db, judgment_pk: int) -> None:  # noqa: ANN001
+def defer_gold_scoring(db: Database, judgment_pk: int) -> None:
     start_gold_scorer(db).jobs.put(judgment_pk)
 
 
-def stop_gold_scorer(db, timeout: float = 10.0) -> None:  # noqa: ANN001
+def stop_gold_scorer(db: Database, timeout: float = 10.0) -> None:
     """Score what is queued, then stop (the app's shutdown, before the engines close)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.pop(id(db), None)
@@ -700,7 +700,7 @@ def stop_gold_scorer(db, timeout: float = 10.0) -> None:  # noqa: ANN001
         scorer.join(timeout)
 
 
-def wait_for_gold_scoring(db) -> None:  # noqa: ANN001
+def wait_for_gold_scoring(db: Database) -> None:
     """Block until every judgment handed to the scorer so far is scored (tests, shutdown)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.get(id(db))
@@ -752,12 +752,12 @@ def send_back(
 
 
 def revise(
-    db,
+    db: Database,
     project_ref: ProjectRef,
     user_pk: int,
     username: str,
     judgment_pk: int,
-    data: dict[str, Any],  # noqa: ANN001
+    data: dict[str, Any],
     *,
     idempotency_key: str | None = None,
     telemetry: dict[str, Any] | None = None,
