@@ -195,6 +195,9 @@ def create_app(
     from .api import router
 
     app.include_router(router)
+    from .routes.labelling import router as labelling_router
+
+    app.include_router(labelling_router)
     # The common case of the two hot routes on SQLite, in front of them (preflab.server.fastlane).
     from .fastlane import install as install_fast_lane
 

@@ -852,33 +852,7 @@ def get_browse(
         )
 
 
-class SkipIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    reason: str = Field(max_length=40)
-    note: str = Field(default="", max_length=2000)
-
-
-@router.post("/projects/{project}/assignments/{assignment_id}/skip", tags=["labelling"])
-def post_skip(
-    request: Request,
-    project: str,
-    assignment_id: str,
-    body: SkipIn,
-    ctx: Ctx = guard("project.label"),
-) -> Response:
-    """Skip or flag the task you hold, with a reason (``unclear``, ``expertise``, ``broken``,
-    ``harmful``, ``other`` + note). The item goes to another rater; reviewers see the flags."""
-    return _ok(
-        skip_task(
-            request.app.state.db,
-            ctx.project,
-            ctx.user.user_pk,
-            assignment_id,
-            body.reason,
-            body.note,
-        )
-    )
+# POST .../assignments/{id}/skip: preflab.server.routes.labelling
 
 
 @router.get("/projects/{project}/skips", tags=["review"])
