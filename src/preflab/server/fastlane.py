@@ -247,7 +247,7 @@ class LaneEndpoint:
                     idempotency_key=idem,
                     telemetry=telemetry,
                 )
-            if ex.is_pg and TRACE is not None:
+            if ex.is_pg and TRACE is not None and ex.in_transaction(raw):
                 TRACE("COMMIT")
             ex.commit(raw)
         except BaseException as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sqlalchemy import and_, bindparam, case, exists, func, or_, select, text, update
+from sqlalchemy import Text, and_, bindparam, case, cast, exists, func, or_, select, text, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
@@ -84,8 +84,8 @@ AUTH_COLS = (
     _PJ.c.pk,
     _PJ.c.name,
     _PJ.c.title,
-    _PJ.c.kinds,
-    _PJ.c.settings,
+    cast(_PJ.c.kinds, Text),  # as text on both backends: the memo key of the project's
+    cast(_PJ.c.settings, Text),  # parsed values (flow.lane._project), no JSONB parse a request
     _PJ.c.rubric_key,
     _PJ.c.rubric_version,
     _M.c.role,
@@ -140,8 +140,8 @@ def auth_next(lock: bool):  # noqa: ANN201
 
 #: The caller, their status, the lease with its pool row, item and candidates (one row per
 #: candidate, in item order), the caller's rater row and whether the idempotency key is taken.
-#: Locks (PostgreSQL): the status row, the lease, the pool row — the order of the assigner and
-#: of the ORM path, so an expired lease handed to someone else can never land as a (k+1)-th label.
+#: A plain read: on SQLite inside BEGIN IMMEDIATE; on PostgreSQL without locks (autocommit),
+#: the store statement (:data:`PG_GUARDED_STORE`) checks again under its own locks.
 SUBMIT = (
     _caller_joins(
         select(
@@ -172,7 +172,6 @@ SUBMIT = (
     .outerjoin(_R, and_(_R.c.project_pk == _PJ.c.pk, _R.c.rater_key == _U.c.username))
     .where(_token_ok())
     .order_by(_C.c.position)
-    .with_for_update(of=[_RS, _A, _P])
 )
 
 # -- next task -----------------------------------------------------------------------------------
@@ -341,13 +340,25 @@ FILL = (
     .values(filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
 )
 
-#: PostgreSQL: the judgment, the lease closed and the pool row counted in one statement (one
-#: round trip instead of three; the rows locked by the submit query are released at COMMIT).
-PG_STORE = (
-    "WITH j AS ({insert} RETURNING pk), "
-    "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) WHERE pk = %s), "
-    "p AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
-    "WHERE pk = %s) "
+#: PostgreSQL: the whole write of a submit in one statement, its own transaction (autocommit):
+#: lock the rater's status row (still ``qualified``), the lease (still the caller's, active and
+#: unexpired) and the pool row — the ORM path's order — then insert the judgment, close the
+#: lease and count the label. Locks are held for the statement only (microseconds). A row lock
+#: waited for is re-checked on the newest row version (READ COMMITTED), so a suspension, an
+#: expiry or another submit that won the race leaves no row: nothing written, the framework
+#: answers. ``{columns}`` / ``{values}``: the judgment's (``flow.lane._judgment_values``).
+PG_GUARDED_STORE = (
+    "WITH s AS (SELECT 1 FROM rater_status WHERE project_pk = %s AND user_pk = %s "
+    "AND status = 'qualified' FOR UPDATE), "
+    "l AS (SELECT pk FROM assignments WHERE pk = %s AND user_pk = %s AND status = 'active' "
+    "AND expires_at > %s AND EXISTS (SELECT 1 FROM s) FOR UPDATE), "
+    "p AS (SELECT pk FROM task_pool WHERE pk = %s AND EXISTS (SELECT 1 FROM l) FOR UPDATE), "
+    "j AS (INSERT INTO judgments ({columns}) SELECT {values} WHERE EXISTS (SELECT 1 FROM p) "
+    "RETURNING pk), "
+    "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) "
+    "WHERE pk = %s AND EXISTS (SELECT 1 FROM j)), "
+    "f AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
+    "WHERE pk = %s AND EXISTS (SELECT 1 FROM j)) "
     "SELECT pk FROM j"
 )
 

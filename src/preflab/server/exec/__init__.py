@@ -25,10 +25,14 @@ class TracingCursor:
     def __init__(self, cur: Any, trace: Callable[[str], None]) -> None:  # noqa: ANN401
         self._cur, self._trace = cur, trace
 
-    def execute(self, sql: str, args: Any = None) -> TracingCursor:  # noqa: ANN401
+    def execute(self, sql: str, args: Any = None, **kw: Any) -> TracingCursor:  # noqa: ANN401
         self._trace(sql)
-        self._cur.execute(sql, args)
+        self._cur.execute(sql, args, **kw)
         return self
+
+    @property
+    def connection(self) -> Any:  # noqa: ANN401
+        return self._cur.connection
 
     def fetchone(self) -> Any:  # noqa: ANN401
         return self._cur.fetchone()

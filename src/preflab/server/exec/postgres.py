@@ -69,7 +69,7 @@ class PgExecutor:
         try:
             return psycopg.connect(
                 self.info,
-                autocommit=False,
+                autocommit=True,
                 prepare_threshold=0,
                 options=OPTIONS,
                 application_name=APPLICATION_NAME,
@@ -109,9 +109,20 @@ class PgExecutor:
     def false() -> bool:
         return False
 
-    # -- transactions (psycopg begins implicitly with the first statement) ----------------------
+    # -- transactions ---------------------------------------------------------------------------
+    # Autocommit connections: psycopg would otherwise send BEGIN as a round trip of its own
+    # before the first statement. A request that needs locks across statements ("next") opens
+    # its transaction explicitly; a single-statement write ("submit"'s store) needs none.
     def begin(self) -> psycopg.Cursor:
         return self._connection().cursor()
+
+    @staticmethod
+    def start_transaction(cur: psycopg.Cursor) -> None:
+        cur.execute("BEGIN", prepare=False)
+
+    @staticmethod
+    def in_transaction(cur: psycopg.Cursor) -> bool:
+        return cur.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def commit(self, cur: psycopg.Cursor) -> None:
         cur.connection.commit()

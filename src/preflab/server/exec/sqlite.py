@@ -73,6 +73,14 @@ class SqliteExecutor:
             raise Busy("busy (another process)") from None
         return cur
 
+    @staticmethod
+    def start_transaction(cur: sqlite3.Cursor) -> None:
+        """Already in one: :meth:`begin` ran ``BEGIN IMMEDIATE``."""
+
+    @staticmethod
+    def in_transaction(cur: sqlite3.Cursor) -> bool:
+        return True
+
     def commit(self, cur: sqlite3.Cursor) -> None:
         cur.execute("COMMIT")
 

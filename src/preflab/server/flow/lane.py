@@ -23,7 +23,13 @@ import orjson
 
 from ..permissions import ProjectRef, allowed
 from ..policy import Policy, policy_of
-from ..sql import JUDGMENT_DT_COLS, JUDGMENT_JSON_COLS, PG_LEASE_IF_ROOM, PG_STORE, Statements
+from ..sql import (
+    JUDGMENT_DT_COLS,
+    JUDGMENT_JSON_COLS,
+    PG_GUARDED_STORE,
+    PG_LEASE_IF_ROOM,
+    Statements,
+)
 from ..sql import statements as compiled_statements
 from . import next as rules
 from .common import NotCommon
@@ -56,6 +62,7 @@ class Executor(Protocol):
     def load_dt(self, value: Any) -> datetime: ...  # noqa: ANN401
     def false(self) -> Any: ...  # noqa: ANN401
     def insert_returning_pk(self, cur: Cursor, sql: str, args: list[Any]) -> int: ...
+    def start_transaction(self, cur: Cursor) -> None: ...
 
 
 class Lane:
@@ -73,28 +80,26 @@ class Lane:
 
 # -- the caller ----------------------------------------------------------------------------------
 
-_PROJECTS: dict[tuple, ProjectRef] = {}
+_PROJECTS: dict[tuple, tuple[ProjectRef, Policy]] = {}
 
 
-def _project(ex: Executor, row: Sequence[Any]) -> ProjectRef:
-    """The guard's ``ProjectRef`` from the caller row, memoised on the row's own content."""
-    pk, name, title, kinds, settings, rubric_key, rubric_version = row[2:9]
-    if ex.is_pg:  # JSONB comes back parsed: key on its canonical text
-        kinds = orjson.dumps(kinds, option=orjson.OPT_SORT_KEYS)
-        settings = orjson.dumps(settings, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    key = (pk, name, title, kinds, settings, rubric_key, rubric_version)
-    ref = _PROJECTS.get(key)
-    if ref is None:
+def _project(row: Sequence[Any]) -> tuple[ProjectRef, Policy]:
+    """The guard's ``ProjectRef`` and its policy from the caller row, memoised on the row's own
+    content (kinds and settings read as JSON text on both backends)."""
+    key = tuple(row[2:9])
+    found = _PROJECTS.get(key)
+    if found is None:
+        pk, name, title, kinds, settings, rubric_key, rubric_version = key
         raw = orjson.loads(settings) if settings else {}
         kinds_list = list(orjson.loads(kinds) if kinds else [])
         ref = ProjectRef(pk, name, title, kinds_list, dict(raw or {}), rubric_key, rubric_version)
         if len(_PROJECTS) > 256:
             _PROJECTS.clear()
-        _PROJECTS[key] = ref
-    return ref
+        found = _PROJECTS[key] = (ref, policy_of(ref.settings))
+    return found
 
 
-def _caller(ex: Executor, row: Sequence[Any] | None) -> tuple[int, str, ProjectRef]:
+def _caller(row: Sequence[Any] | None) -> tuple[int, str, ProjectRef, Policy]:
     """The guard's decision on the caller row (token, user, project, membership, status)."""
     if row is None:
         raise NotCommon("auth")  # 401/403/404 or no status row yet: the framework says which
@@ -102,7 +107,7 @@ def _caller(ex: Executor, row: Sequence[Any] | None) -> tuple[int, str, ProjectR
         raise NotCommon("not a rater here")
     if row[10] != "qualified":
         raise NotCommon("not qualified")  # new, qualifying, failed, suspended: the ORM path
-    return row[0], row[1], _project(ex, row)
+    return (row[0], row[1], *_project(row))
 
 
 # -- item views ---------------------------------------------------------------------------------
@@ -162,11 +167,11 @@ def item_view(
 def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
     """The common case of "next task"; ``NotCommon`` for every other."""
     ex, cur, q = lane.ex, lane.cur, lane.sql
+    ex.start_transaction(cur)  # PostgreSQL: the status lock is held until the lease is in
     params = {"hash": token_hash, "now": lane.now_s, "name": project_name}
     row = cur.execute(q.auth_next.sql, q.auth_next.args(params)).fetchone()
-    user_pk, _username, project = _caller(ex, row)
+    user_pk, _username, project, policy = _caller(row)
     params = {"project_pk": project.pk, "user_pk": user_pk, "now": lane.now_s}
-    policy = policy_of(project.settings)
     roles = rules.roles_to_try(policy, _RNG)
     params["n"] = rules.PICK_BATCH if ex.is_pg else 1
     if ex.is_pg:  # read after the status lock (READ COMMITTED: a fresh snapshot)
@@ -280,7 +285,7 @@ def run_submit(
         "idem": idempotency_key,
     }
     rows = cur.execute(q.submit.sql, q.submit.args(params)).fetchall()
-    user_pk, username, project = _caller(ex, rows[0] if rows else None)
+    user_pk, username, project, policy = _caller(rows[0] if rows else None)
     (a_pk, a_user, item_pk, a_status, shown, created, expires, pool_pk, pool_role, item_key) = rows[
         0
     ][12:22]
@@ -315,10 +320,10 @@ def run_submit(
         submitted_at=now,
         idempotency_key=idempotency_key,
         telemetry=telemetry,
-        min_rationale_chars=policy_of(project.settings).min_rationale_chars,
+        min_rationale_chars=policy.min_rationale_chars,
     )
     columns = judgment_columns(project.pk, item_pk, rater_pk, values)
-    j_pk = _store_judgment(lane, columns, a_pk, pool_pk)
+    j_pk = _store_judgment(lane, columns, user_pk, project.pk, a_pk, pool_pk)
     lane.after_commit.append((pool_role, j_pk))
     return {
         "judgment_id": j_pk,
@@ -330,9 +335,11 @@ def run_submit(
     }
 
 
-def insert_judgment(ex: Executor, columns: dict[str, Any], now: datetime) -> tuple[str, list[Any]]:
-    """``INSERT INTO judgments`` with what the ORM binds (NULL columns left out: they have no
-    defaults; ``excluded`` and ``created_at`` get the model defaults)."""
+def _judgment_values(
+    ex: Executor, columns: dict[str, Any], now: datetime
+) -> tuple[list[str], list[Any]]:
+    """The judgment's column names and bound values as the ORM binds them (NULL columns left
+    out: they have no defaults; ``excluded`` and ``created_at`` get the model defaults)."""
     names = ["excluded", "created_at"]
     args: list[Any] = [ex.false(), ex.dt(now)]
     for col, v in columns.items():
@@ -345,16 +352,24 @@ def insert_judgment(ex: Executor, columns: dict[str, Any], now: datetime) -> tup
             args.append(ex.dt(v))
         else:
             args.append(v)
-    marks = ", ".join([ex.mark] * len(names))
-    return f"INSERT INTO judgments ({', '.join(names)}) VALUES ({marks})", args
+    return names, args
 
 
-def _store_judgment(lane: Lane, columns: dict[str, Any], a_pk: int, pool_pk: int) -> int:
+def _store_judgment(
+    lane: Lane, columns: dict[str, Any], user_pk: int, project_pk: int, a_pk: int, pool_pk: int
+) -> int:
     """Insert the judgment, close the lease, count the label on the pool row; the judgment's pk."""
     ex, cur, q = lane.ex, lane.cur, lane.sql
-    insert, args = insert_judgment(ex, columns, lane.now)
+    names, args = _judgment_values(ex, columns, lane.now)
+    marks = ", ".join([ex.mark] * len(names))
     if ex.is_pg:
-        return cur.execute(PG_STORE.format(insert=insert), [*args, a_pk, pool_pk]).fetchone()[0]
+        sql = PG_GUARDED_STORE.format(columns=", ".join(names), values=marks)
+        guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
+        found = cur.execute(sql, [*guards, *args, a_pk, pool_pk]).fetchone()
+        if found is None:
+            raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
+        return found[0]
+    insert = f"INSERT INTO judgments ({', '.join(names)}) VALUES ({marks})"
     j_pk = ex.insert_returning_pk(cur, insert, args)
     cur.execute(q.close_lease.sql, q.close_lease.args({"a_pk": a_pk, "j_pk": j_pk}))
     cur.execute(q.fill.sql, q.fill.args({"p_pk": pool_pk}))
