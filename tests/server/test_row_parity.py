@@ -147,3 +147,30 @@ def test_lane_and_orm_oracle_write_identical_rows(two_urls, monkeypatch) -> None
         assert lane_rows[table] == oracle_rows[table], table
     filled = [r["filled"] for r in lane_rows["task_pool"]]
     assert sum(filled) == sum(1 for a in lane_rows["assignments"] if a["status"] == "submitted")
+
+
+def test_lane_refuses_a_kind_the_project_does_not_declare(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """A pairwise answer in a project that collects rankings only: 422 naming the kinds, and
+    nothing written — the lane hands it on (flow.submit.kind_refusal) and the ORM path says why."""
+    from preflab.server import fastlane
+    from preflab.server.app import create_app
+
+    url = f"sqlite:///{tmp_path / 'kinds.db'}"
+    s = seed(url, raters=1, n_items=2, extra_roles=False, kinds=["ranking"])
+    monkeypatch.setattr(fastlane, "ENABLED", True)
+    fastlane.STATS.clear()
+    h = {"Authorization": f"Bearer {s.tokens['rater000']}"}
+    with TestClient(create_app(url)) as c:
+        for _ in range(2):  # the second answer is the lane's common case, but for its kind
+            task = c.post(NEXT, headers=h).json()["task"]
+            body = {"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex}
+            ranked = {"kind": "ranking", "order": [[c] for c in task["shown_order"]]}
+            pair = {"kind": "pairwise", "winner": "a", "strength": 1}
+            refused = c.post(SUBMIT, json={**body, "judgment": pair}, headers=h)
+            assert refused.status_code == 422, refused.text
+            assert "collects ['ranking']" in refused.json()["detail"]
+            assert c.post(SUBMIT, json={**body, "judgment": ranked}, headers=h).status_code == 201
+        c.app.state.db.dispose()
+    assert _tables(url)["judgments"] and all(
+        j["kind"] == "ranking" for j in _tables(url)["judgments"]
+    )
