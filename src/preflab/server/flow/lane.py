@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from ...schema import Item
 from ..permissions import ProjectRef, allowed
 from ..policy import Policy, policy_of
 from ..sql import (
@@ -131,8 +132,6 @@ def item_view(
     hit = VIEWS.get(key)
     if hit is not None:
         return hit
-    from ...schema import Item
-
     j = lane.ex.load_json
     first = rows[0]
     item = Item.model_validate(
