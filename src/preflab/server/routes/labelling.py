@@ -114,7 +114,12 @@ def release_task(
     return _ok(out, 200 if out.get("reason") != "not_found" else 404)
 
 
-@router.post("/projects/{project}/judgments", response_model=SubmitOut)
+@router.post(
+    "/projects/{project}/judgments",
+    response_model=SubmitOut,
+    status_code=201,
+    responses={200: {"model": SubmitOut, "description": "a retry: the first result again"}},
+)
 def submit_judgment(
     request: Request, project: str, body: SubmitIn, ctx: Ctx = guard("project.label")
 ) -> Response:
