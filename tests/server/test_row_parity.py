@@ -174,3 +174,112 @@ def test_lane_refuses_a_kind_the_project_does_not_declare(tmp_path, monkeypatch)
     assert _tables(url)["judgments"] and all(
         j["kind"] == "ranking" for j in _tables(url)["judgments"]
     )
+
+
+def test_concurrent_submits_of_one_lease_store_one_judgment(db_url, start_server) -> None:  # noqa: ANN001
+    """Twelve submits of one lease at once, each with its own key and answer, on two server
+    processes: exactly one is stored (201) and counted once on the pool row; the others get
+    the framework's refusal (409: already submitted with another answer). On PostgreSQL the
+    lane's read takes no lock; its one guarded write re-checks the lease under the locks."""
+    import threading
+
+    s = seed(db_url, raters=1, n_items=3, extra_roles=False)
+    hosts = [start_server(db_url, workers=1), start_server(db_url, workers=1)]
+    token = s.tokens["rater000"]
+    with hosts[0].client(token) as c:  # a first label (the rater row), then the raced task
+        first = c.post(NEXT).json()["task"]
+        answer = {"kind": "pairwise", "winner": "a", "strength": 1}
+        c.post(SUBMIT, json={"assignment_id": first["assignment_id"], "judgment": answer})
+        task = c.post(NEXT).json()["task"]
+    codes: list[int] = []
+    start = threading.Barrier(12)
+
+    def submit(i: int) -> None:
+        body = {
+            "assignment_id": task["assignment_id"],
+            "idempotency_key": f"race-{i}",
+            "judgment": {
+                "kind": "pairwise",
+                "winner": "ab"[i % 2],
+                "strength": 1 + i % 3,
+                "rationale": f"answer {i}",  # every body differs: no replay among them
+            },
+        }
+        with hosts[i % 2].client(token) as c:
+            start.wait()
+            codes.append(c.post(SUBMIT, json=body).status_code)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(codes).count(201) == 1 and set(codes) <= {201, 409}, codes
+    rows = _tables(db_url)
+    assert len(rows["judgments"]) == 2
+    assert sum(r["filled"] for r in rows["task_pool"]) == 2
+
+
+@pytest.mark.parametrize(
+    "meanwhile",
+    [
+        "UPDATE rater_status SET status = 'suspended', reason = 'drift'",
+        "UPDATE assignments SET status = 'released' WHERE status = 'active'",
+        "UPDATE assignments SET expires_at = now() - interval '1 second' WHERE status = 'active'",
+    ],
+    ids=["suspended", "released", "expired"],
+)
+def test_pg_guarded_write_stores_nothing_when_the_lease_changed_after_the_read(
+    pg_url, monkeypatch, meanwhile: str
+) -> None:  # noqa: ANN001
+    """PostgreSQL: the submit's read takes no lock; a change committed between the read and the
+    write (here: inside the decision step) makes the one guarded write store nothing."""
+    import hashlib
+
+    from preflab.server.exec.postgres import PgExecutor
+    from preflab.server.flow import NotCommon
+    from preflab.server.flow import lane as flow_lane
+    from preflab.store.models import utcnow
+
+    s = seed(pg_url, raters=1, n_items=3, extra_roles=False)
+    token = s.tokens["rater000"]
+    h = {"Authorization": f"Bearer {token}"}
+    from preflab.server.app import create_app
+
+    app = create_app(pg_url)
+    with TestClient(app) as c:  # a first label (the rater row), then the task to race
+        first = c.post(NEXT, headers=h).json()["task"]
+        answer = {"kind": "pairwise", "winner": "a", "strength": 1}
+        c.post(
+            SUBMIT, json={"assignment_id": first["assignment_id"], "judgment": answer}, headers=h
+        )
+        task = c.post(NEXT, headers=h).json()["task"]
+    app.state.db.dispose()
+    engine = create_engine(pg_url)
+    decide = flow_lane.pairwise_values
+
+    def change_then_decide(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        with engine.begin() as conn:  # another request, committed between read and write
+            conn.execute(text(meanwhile))
+        return decide(*args, **kwargs)
+
+    monkeypatch.setattr(flow_lane, "pairwise_values", change_then_decide)
+    ex = PgExecutor(engine.url)
+    cur = ex.begin()
+    with pytest.raises(NotCommon, match="changed since read"):
+        flow_lane.run_submit(
+            flow_lane.Lane(ex, cur, utcnow()),
+            hashlib.sha256(token.encode()).hexdigest(),
+            "demo",
+            assignment_id=task["assignment_id"],
+            judgment={"kind": "pairwise", "winner": "b", "strength": 2},
+            idempotency_key="k-race",
+            telemetry=None,
+        )
+    ex.rollback(cur)
+    ex.end(cur)
+    ex.close()
+    engine.dispose()
+    rows = _tables(pg_url)
+    assert len(rows["judgments"]) == 1  # only the first label
+    assert sum(r["filled"] for r in rows["task_pool"]) == 1
