@@ -11,10 +11,12 @@ numbers are the server's own cost per cycle (auth + next + submit), HTTP parsing
 TestClient, whose own overhead (httpx, a thread portal) is counted in the CPU figure.
 
 Statements are counted by SQLite itself (``set_trace_callback`` on every connection the
-server opens, the fast lane's included), so BEGIN/COMMIT count too. On PostgreSQL they are
-counted at the DBAPI cursor (SQLAlchemy's ``before_cursor_execute``) plus one COMMIT or ROLLBACK
-per transaction (psycopg begins implicitly, so BEGIN is part of the first statement's round
-trip); a transaction is counted at each BEGIN (SQLite) or each commit/rollback (PostgreSQL).
+server opens, the fast lane's included), so BEGIN/COMMIT count too. On PostgreSQL the lane's
+statements are counted at its cursor, its explicit BEGIN and COMMIT included (its connections
+are in autocommit: psycopg would otherwise send BEGIN as a round trip of its own, uncounted),
+and the framework's at the DBAPI cursor (SQLAlchemy's ``before_cursor_execute``) plus one
+COMMIT or ROLLBACK per transaction. A transaction is counted at each BEGIN, and on PostgreSQL
+at each write statement run on its own (autocommit).
 """
 
 from __future__ import annotations
@@ -185,17 +187,25 @@ def main() -> int:
     from preflab.server import fastlane
     from preflab.server.app import create_app
 
-    count, txns = [0], [0]
+    count, txns, in_tx = [0], [0], [False]
 
     def trace(sql: str) -> None:
+        """Every statement is a round trip (BEGIN and COMMIT included). Transactions: each
+        BEGIN, and on PostgreSQL each write run on its own (autocommit: the submit's store);
+        an autocommit read (the submit's read, no locks) writes nothing and is not counted."""
         count[0] += 1
-        # SQLite: every transaction starts with BEGIN; the PostgreSQL lane reports its COMMIT
-        if sql.lstrip()[:6].upper() in ("BEGIN", "BEGIN ", "COMMIT"):
-            txns[0] += (
-                sql.lstrip()[:5].upper() == "BEGIN"
-                if args.db == "sqlite"
-                else sql.startswith("COMMIT")
-            )
+        head = sql.lstrip()[:6].upper()
+        if head.startswith("BEGIN"):
+            txns[0] += 1
+            in_tx[0] = True
+        elif head.startswith("COMMIT"):
+            in_tx[0] = False
+        elif (
+            args.db == "postgres"
+            and not in_tx[0]
+            and head.startswith(("WITH S", "INSERT", "UPDATE"))
+        ):
+            txns[0] += 1
 
     fastlane.TRACE = trace
     with tempfile.TemporaryDirectory() as tmp:

@@ -280,7 +280,8 @@ def test_pairwise_values_match_the_pydantic_path(
     guideline,
 ):
     from preflab.schema import Telemetry
-    from preflab.server.fastlane import _Pass, pairwise_values, telemetry_fast
+    from preflab.server.flow import NotCommon as _Pass
+    from preflab.server.flow.submit import pairwise_values, telemetry_fast
     from preflab.server.judging import JudgingError, build_judgment
     from preflab.server.permissions import ProjectRef
     from preflab.store.rows import judgment_rows
@@ -383,13 +384,15 @@ def test_pairwise_values_match_the_pydantic_path(
     assert ref_hash  # (the reference's own hash covers its own clock)
 
 
-def test_lane_item_view_equals_the_core_one(tmp_path):
+def test_lane_item_view_equals_the_orm_one(tmp_path):
     import sqlite3
     import threading
 
-    from preflab.server import assign, fastlane
     from preflab.server.database import Database
     from preflab.server.exec.sqlite import SqliteExecutor
+    from preflab.server.flow import lane as flow_lane
+    from preflab.store.models import ItemRow
+    from preflab.store.repo import item_from_row
 
     url = f"sqlite:///{tmp_path / 'views.db'}"
     items = [pairwise_item(0, gold=-1, domains=["law"]), pairwise_item(1)]
@@ -407,16 +410,13 @@ def test_lane_item_view_equals_the_core_one(tmp_path):
     seed(url, raters=1, items=items, extra_roles=False)
     db = Database(url, pool_size=1, max_overflow=1)
     conn = sqlite3.connect(db.engine.url.database)
-    with db.read_conn() as c:
-        pks = [r[0] for r in c.execute(text("SELECT pk FROM items ORDER BY pk"))]
-        for pk in pks:
-            assign._VIEWS.clear()
-            core = assign._item_view(c, pk)
-            assign._VIEWS.clear()
+    with db.reading() as s:
+        for row in s.query(ItemRow).order_by(ItemRow.pk):
+            orm = item_from_row(row).public_view()
+            flow_lane.VIEWS.clear()
             ex = SqliteExecutor(conn, threading.Lock())
-            lane = fastlane._item_view(
-                fastlane.Lane(ex, conn.cursor(), datetime.now(UTC), None, None, []), pk, None
-            )
-            assert lane == core
+            lane = flow_lane.Lane(ex, conn.cursor(), datetime.now(UTC))
+            view, ids = flow_lane.item_view(lane, row.pk, None)
+            assert view == orm and ids == [c["id"] for c in orm["candidates"]]
     conn.close()
     db.dispose()

@@ -33,3 +33,50 @@ def test_startup_sizes_the_thread_pool_and_shutdown_closes_the_database(tmp_path
         )
         assert disposed == []
     assert disposed == [True]
+
+
+def test_shutdown_closes_the_fast_lanes_own_connections(db_url):
+    """The lane opens connections of its own (SQLite: one + the WAL checkpointer; PostgreSQL:
+    a psycopg pool); the app's shutdown closes them with the database."""
+    from sqlalchemy import create_engine, text
+
+    from preflab.server import fastlane
+    from preflab.server.exec.postgres import APPLICATION_NAME
+
+    from .conftest import seed
+
+    s = seed(db_url, raters=1, n_items=2, extra_roles=False)
+    app = create_app(db_url)
+    shared = next(
+        r.endpoint.shared
+        for r in app.router.routes
+        if hasattr(r, "endpoint") and isinstance(r.endpoint, fastlane.LaneEndpoint)
+    )
+    h = {"Authorization": f"Bearer {s.tokens['rater000']}"}
+    with TestClient(app) as client:
+        for _ in range(2):  # the second request is the lane's
+            assert (
+                client.post("/api/v1/projects/demo/assignments/next", headers=h).status_code == 200
+            )
+        executor = shared.ex
+        assert executor is not None
+    assert shared.ex is None
+    if db_url.startswith("sqlite"):
+        assert not shared.checkpointer.is_alive()
+        try:
+            executor.conn.execute("SELECT 1")
+        except Exception as exc:
+            assert "closed" in str(exc)
+        else:
+            raise AssertionError("the lane's SQLite connection is still open")
+        return
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        left = conn.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = :a AND datname = current_database()"
+            ),
+            {"a": APPLICATION_NAME},
+        ).scalar()
+    engine.dispose()
+    assert left == 0

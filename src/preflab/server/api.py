@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from ..schema import Telemetry
-from . import assign, judging, queries
+from . import judging, queries
 from .permissions import Ctx, guard
 from .routes import models as m
 from .routes.common import DbId, Strict, db_of, idempotency_key, ok
@@ -27,66 +27,10 @@ _db = db_of
 _idem = idempotency_key
 
 
-class SubmitIn(Strict):
-    assignment_id: str = Field(min_length=1, max_length=64)
-    judgment: dict[str, Any] = Field(description="A judgment body with 'kind' (no provenance).")
-    telemetry: Telemetry | None = None
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
-
-
 class ReviseIn(Strict):
     judgment: dict[str, Any]
     telemetry: Telemetry | None = None
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
-
-
-@router.post("/projects/{project}/assignments/next", tags=["labelling"])
-def next_task(request: Request, project: str, ctx: Ctx = guard("project.label")) -> Response:
-    """The next task for the caller (a lease), or ``{"task": null, "reason": ...}``.
-
-    While a lease is live the same task comes back (``resumed``: true)."""
-    out = assign.next_task_fast(_db(request), ctx.project, ctx.user.user_pk)
-    if (
-        out.get("reason") == "no_items"
-    ):  # say why when items wait for a credential (preflab.server.webapi)
-        from .webapi import no_items_detail
-
-        with _db(request).reading() as s:
-            out = {
-                **out,
-                "detail": no_items_detail(s, ctx.project, ctx.user.user_pk) or out.get("detail"),
-            }
-    return ok(out)
-
-
-@router.post("/projects/{project}/assignments/{assignment_id}/release", tags=["labelling"])
-def release_task(
-    request: Request, project: str, assignment_id: str, ctx: Ctx = guard("project.label")
-) -> Response:
-    out = assign.release(_db(request), ctx.project, ctx.user.user_pk, assignment_id)
-    return ok(out, 200 if out.get("reason") != "not_found" else 404)
-
-
-@router.post("/projects/{project}/judgments", tags=["labelling"])
-def submit_judgment(
-    request: Request, project: str, body: SubmitIn, ctx: Ctx = guard("project.label")
-) -> Response:
-    """Submit the judgment for a live assignment. Retries (same ``idempotency_key`` or the
-    same assignment and answer) return the first result; nothing is stored twice."""
-    telemetry = (
-        body.telemetry.model_dump(mode="json", exclude_none=True) if body.telemetry else None
-    )
-    out = judging.submit(
-        _db(request),
-        ctx.project,
-        ctx.user.user_pk,
-        ctx.user.username,
-        assignment_id=body.assignment_id,
-        judgment=body.judgment,
-        idempotency_key=_idem(request, body.idempotency_key),
-        telemetry=telemetry,
-    )
-    return ok(out, 201 if out["created"] else 200)
 
 
 @router.get("/projects/{project}/my/status", tags=["labelling"], response_model=m.MyStatusOut)

@@ -21,30 +21,27 @@ Correctness under concurrency (many threads, many processes):
 from __future__ import annotations
 
 import random
-import secrets
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
-from ..schema import kinds_for_item
 from ..store.models import ItemRow, utcnow
 from ..store.repo import item_from_row
 from ..store.server_models import Assignment, PoolDomain, PoolEntry, RaterStatus
 from .auth import verified_domains
+from .database import Database
+from .flow import next as rules
+from .flow.common import aware
+from .flow.next import PICK_BATCH
 from .gold import qualification_record
 from .permissions import ProjectRef
 from .policy import Policy, settings_of
 from .projects import insert_ignore, sync_pool
 from .quality_adapter import final_qualification
 
-#: How many candidate rows one pick locks at a time (PostgreSQL skips rows others hold).
-PICK_BATCH = 4
-
-
-def aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+__all__ = ["PICK_BATCH", "aware", "lock_rater_status", "next_task", "release", "task_payload"]
 
 
 def lock_rater_status(
@@ -160,36 +157,22 @@ def _pick(
                     Assignment.expires_at > now,
                 )
             )
-            if row.filled + live < row.target:
+            if rules.has_room(row.filled, live, row.target):
                 return row
             tried.append(row.pk)
     return None
 
 
 def task_payload(session: Session, project: ProjectRef, lease: Assignment) -> dict[str, Any]:
-    """What the rater gets: the item's public view in the shown order. Gold looks the same."""
-    row = session.get(ItemRow, lease.item_pk)
-    view = item_from_row(row).public_view()
-    by_id = {c["id"]: c for c in view["candidates"]}
-    view["candidates"] = [by_id[c] for c in lease.shown_order]
-    settings = project.settings or {}
-    return {
-        "assignment_id": lease.lease_id,
-        "project": project.name,
-        "phase": "qualification" if lease.role == "qualification" else "production",
-        "kinds": kinds_for_item(project.kinds, len(view["candidates"]), view.get("kinds")),
-        "rubric": {"id": project.rubric_key, "version": project.rubric_version}
-        if project.rubric_key
-        else None,
-        "item": view,
-        "shown_order": list(lease.shown_order),
-        "expires_at": aware(lease.expires_at).isoformat(),
-        "settings_version": int(settings.get("version", 1)),
-    }
+    """What the rater gets (:func:`flow.next.task_payload`) for a lease loaded by the ORM."""
+    view = item_from_row(session.get(ItemRow, lease.item_pk)).public_view()
+    return rules.task_payload(
+        project, view, lease.lease_id, lease.role, lease.shown_order, lease.expires_at
+    )
 
 
 def next_task(
-    db, project: ProjectRef, user_pk: int, *, rng: random.Random | None = None
+    db: Database, project: ProjectRef, user_pk: int, *, rng: random.Random | None = None
 ) -> dict[str, Any]:
     """A task (a lease) for this rater, or ``{"task": None, "reason": ...}``."""
     rng = rng or random.Random()
@@ -202,15 +185,7 @@ def next_task(
             # nothing found: items imported by another route may lack pool rows
             if attempt == 0 and sync_pool(session, project.pk, policy) == 0:
                 break
-    return {
-        "task": None,
-        "reason": "no_items",
-        "detail": "no more items for you in this project right now",
-    }
-
-
-def _no_task(reason: str, detail: str) -> dict[str, Any]:
-    return {"task": None, "reason": reason, "detail": detail}
+    return rules.no_items()
 
 
 def _next_task(
@@ -218,10 +193,9 @@ def _next_task(
 ) -> dict[str, Any] | None:
     now = utcnow()
     status = lock_rater_status(session, project.pk, user_pk, policy)
-    if status.status == "suspended":
-        return _no_task("suspended", f"you are suspended from this project: {status.reason}")
-    if status.status == "failed":
-        return _no_task("not_qualified", "you did not pass this project's qualification")
+    refusal = rules.status_refusal(status.status, status.reason)
+    if refusal is not None:
+        return refusal
     live = session.scalar(
         select(Assignment)
         .where(
@@ -235,9 +209,9 @@ def _next_task(
     if live is not None:  # resume: one live lease per rater
         return {"task": task_payload(session, project, live), "resumed": True}
     domains = verified_domains(session, user_pk)
-    missing = sorted(set(policy.required_domains) - set(domains))
-    if missing:
-        return _no_task("domain_required", f"this project needs verified credentials in {missing}")
+    refusal = rules.domain_refusal(policy, domains)
+    if refusal is not None:
+        return refusal
 
     if status.status == "qualifying":
         if policy.qualification.n_items > 0:
@@ -259,9 +233,7 @@ def _next_task(
                     now,
                 )
                 if decision != "pass":
-                    return _no_task(
-                        "not_qualified", "you did not pass this project's qualification"
-                    )
+                    return rules.status_refusal("failed", "")
             else:
                 _set_status(status, "qualified", "project has no qualification items", now)
         else:
@@ -278,18 +250,11 @@ def _next_task(
                 Assignment.status == "submitted",
             )
         )
-        if done >= policy.max_items_per_rater:
-            return _no_task(
-                "limit_reached",
-                f"you reached this project's limit of {policy.max_items_per_rater} items",
-            )
+        refusal = rules.cap_refusal(policy, done)
+        if refusal is not None:
+            return refusal
 
-    roles = (
-        ["gold", "production"]
-        if policy.gold_rate > 0 and rng.random() < policy.gold_rate
-        else ["production"]
-    )
-    for role in roles:
+    for role in rules.roles_to_try(policy, rng):
         entry = _pick(session, project.pk, user_pk, role, domains, policy, now)
         if entry is not None:
             return {
@@ -331,27 +296,24 @@ def _lease(
     order = list(
         session.scalars(select(ItemRow).where(ItemRow.pk == entry.item_pk)).one().candidates
     )
-    ids = [c.candidate_key for c in order]
-    if policy.randomise_order:
-        rng.shuffle(ids)
     lease = Assignment(
-        lease_id="asg_" + secrets.token_urlsafe(16),
+        lease_id=rules.new_lease_id(),
         project_pk=project.pk,
         item_pk=entry.item_pk,
         user_pk=user_pk,
         role=entry.role,
         status="active",
-        shown_order=ids,
-        settings_version=int((project.settings or {}).get("version", 1)),
+        shown_order=rules.shown_order([c.candidate_key for c in order], policy, rng),
+        settings_version=rules.settings_version(project),
         created_at=now,
-        expires_at=now + timedelta(seconds=policy.lease_seconds),
+        expires_at=rules.lease_expiry(now, policy),
     )
     session.add(lease)
     session.flush()
     return lease
 
 
-def release(db, project: ProjectRef, user_pk: int, lease_id: str) -> dict[str, Any]:
+def release(db: Database, project: ProjectRef, user_pk: int, lease_id: str) -> dict[str, Any]:
     """The rater gives a task back; its item returns to the pool at once."""
     with db.writing() as session:
         lease = release_lease(session, project, user_pk, lease_id)
@@ -392,334 +354,3 @@ def expired_leases(session: Session, project_pk: int) -> int:
             )
         )
     )
-
-
-# -- the hot path in SQLAlchemy Core -------------------------------------------------------------
-#
-# ``next_task`` above is the reference implementation (ORM). Most requests are a qualified
-# rater asking for a production (or gold) task; ``next_task_fast`` serves those with a few
-# prebuilt Core statements and hands every other case (new rater, qualification, suspended,
-# empty pool, ...) to ``next_task``. Statements are built once at import with bind parameters,
-# so a request pays neither statement construction nor ORM bookkeeping.
-
-from sqlalchemy import bindparam, insert  # noqa: E402
-
-from ..store.models import CandidateRow  # noqa: E402
-from ..store.server_models import Credential  # noqa: E402
-from .policy import policy_of  # noqa: E402
-
-_A, _P, _PD = Assignment.__table__, PoolEntry.__table__, PoolDomain.__table__
-_I, _C, _RS, _CR = (
-    ItemRow.__table__,
-    CandidateRow.__table__,
-    RaterStatus.__table__,
-    Credential.__table__,
-)
-
-#: The rater's status row, locked: serialises one rater's requests (PostgreSQL; on SQLite the
-#: BEGIN IMMEDIATE of the write transaction already serialises every writer).
-_LOCK_STATUS = (
-    select(_RS.c.status)
-    .where(_RS.c.project_pk == bindparam("project_pk"), _RS.c.user_pk == bindparam("user_pk"))
-    .with_for_update()
-)
-
-#: A live lease of this rater (resume it: one live lease per rater).
-_LIVE_LEASE = (
-    select(_A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at)
-    .where(
-        _A.c.project_pk == bindparam("project_pk"),
-        _A.c.user_pk == bindparam("user_pk"),
-        _A.c.status == "active",
-        _A.c.expires_at > bindparam("now"),
-    )
-    .limit(1)
-)
-
-_VERIFIED_DOMAINS = select(_CR.c.domain).where(
-    _CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True)
-)
-
-_DONE_COUNT = (
-    select(func.count())
-    .select_from(_A)
-    .where(
-        _A.c.project_pk == bindparam("project_pk"),
-        _A.c.user_pk == bindparam("user_pk"),
-        _A.c.role != "qualification",
-        _A.c.status == "submitted",
-    )
-)
-
-#: The item and its candidates in one round trip (one row per candidate, in item order).
-_ITEM_VIEW = (
-    select(
-        _I.c.item_key,
-        _I.c.content_hash,
-        _I.c.prompt,
-        _I.c.domains,
-        _I.c.reference,
-        _I.c.gold,
-        _I.c["metadata"].label("meta"),
-        _C.c.candidate_key,
-        _C.c.text,
-        _C.c.messages,
-        _C.c.model,
-        _C.c.source,
-        _C.c["metadata"].label("cmeta"),
-    )
-    .join(_C, _C.c.item_pk == _I.c.pk)
-    .where(_I.c.pk == bindparam("item_pk"))
-    .order_by(_C.c.position)
-)
-
-_INSERT_LEASE = insert(_A)
-
-#: Live leases of the locked candidates, counted again after the lock (PostgreSQL only).
-_RECOUNT = (
-    select(_A.c.item_pk, func.count())
-    .where(
-        _A.c.item_pk.in_(bindparam("item_pks", expanding=True)),
-        _A.c.status == "active",
-        _A.c.expires_at > bindparam("now"),
-    )
-    .group_by(_A.c.item_pk)
-)
-
-
-def _build_pick(role: str, match: str, retry: bool):
-    """The candidate query for one role: eligibility, counts and order in a single statement.
-
-    * ``NOT EXISTS`` a lease of this rater on the item: never the same item twice (any status);
-    * domains compared in SQL against the rater's verified credentials (a subquery), so the
-      credentials need no round trip of their own;
-    * production: submitted labels + live leases below the target, as a correlated count —
-      the exact-k rule; fuller items first so overlap items reach k;
-    * ``FOR UPDATE OF task_pool SKIP LOCKED`` on PostgreSQL (no-op on SQLite, where BEGIN
-      IMMEDIATE serialises writers): concurrent assigners skip each other's candidates.
-    """
-    item = _P.c.item_pk
-    mine = select(_CR.c.domain).where(
-        _CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True)
-    )
-    has_any = exists().where(_PD.c.item_pk == item)
-    if match == "any":
-        domain_ok = or_(~has_any, exists().where(_PD.c.item_pk == item, _PD.c.domain.in_(mine)))
-    else:
-        domain_ok = ~exists().where(_PD.c.item_pk == item, _PD.c.domain.not_in(mine))
-    live = (
-        select(func.count())
-        .select_from(_A)
-        .where(_A.c.item_pk == item, _A.c.status == "active", _A.c.expires_at > bindparam("now"))
-        .scalar_subquery()
-    )
-    stmt = select(_P.c.pk, _P.c.item_pk, _P.c.role, _P.c.filled, _P.c.target).where(
-        _P.c.project_pk == bindparam("project_pk"),
-        _P.c.role == role,
-        ~exists().where(_A.c.item_pk == item, _A.c.user_pk == bindparam("user_pk")),
-        domain_ok,
-    )
-    if role == "production":
-        stmt = stmt.where(_P.c.filled < _P.c.target, _P.c.filled + live < _P.c.target).order_by(
-            _P.c.filled.desc(), _P.c.order_key.desc(), _P.c.pk.desc()
-        )
-    else:
-        stmt = stmt.order_by(_P.c.order_key.desc(), _P.c.pk.desc())
-    if retry:
-        stmt = stmt.where(_P.c.pk.not_in(bindparam("tried", expanding=True)))
-    return stmt.limit(bindparam("n")).with_for_update(skip_locked=True, of=_P)
-
-
-_PICKS = {
-    (role, match, retry): _build_pick(role, match, retry)
-    for role in ("production", "gold")
-    for match in ("any", "all")
-    for retry in (False, True)
-}
-
-#: Public views of items by (pk, content hash): items are immutable once imported (same id
-#: with other content is refused), and the hash guards against a reused primary key.
-_VIEWS: dict[tuple[int, str], tuple[dict[str, Any], list[str]]] = {}
-
-
-def _item_view(conn, item_pk: int) -> tuple[dict[str, Any], list[str]]:
-    rows = conn.execute(_ITEM_VIEW, {"item_pk": item_pk}).all()
-    key = (item_pk, rows[0].content_hash)
-    hit = _VIEWS.get(key)
-    if hit is not None:
-        return hit
-    first = rows[0]
-    from ..schema import Item
-
-    item = Item.model_validate(
-        {
-            "id": first.item_key,
-            "prompt": first.prompt,
-            "candidates": [
-                {
-                    "id": r.candidate_key,
-                    **({"text": r.text} if r.messages is None else {"messages": r.messages}),
-                    "model": r.model,
-                    "source": r.source,
-                    "metadata": r.cmeta or {},
-                }
-                for r in rows
-            ],
-            "domains": first.domains or [],
-            "reference": first.reference,
-            "gold": first.gold,
-            "metadata": first.meta or {},
-        }
-    )
-    if len(_VIEWS) > 20_000:
-        _VIEWS.clear()
-    hit = _VIEWS[key] = (item.public_view(), [r.candidate_key for r in rows])
-    return hit
-
-
-def _payload(
-    project: ProjectRef,
-    view: dict[str, Any],
-    lease_id: str,
-    role: str,
-    shown: list[str],
-    expires_at: datetime,
-) -> dict[str, Any]:
-    """Same shape as :func:`task_payload`."""
-    by_id = {c["id"]: c for c in view["candidates"]}
-    settings = project.settings or {}
-    return {
-        "assignment_id": lease_id,
-        "project": project.name,
-        "phase": "qualification" if role == "qualification" else "production",
-        "kinds": kinds_for_item(project.kinds, len(shown), view.get("kinds")),
-        "rubric": {"id": project.rubric_key, "version": project.rubric_version}
-        if project.rubric_key
-        else None,
-        "item": {**view, "candidates": [by_id[c] for c in shown]},
-        "shown_order": list(shown),
-        "expires_at": aware(expires_at).isoformat(),
-        "settings_version": int(settings.get("version", 1)),
-    }
-
-
-def _pick_fast(conn, params: dict[str, Any], role: str, policy: Policy, is_pg: bool) -> Any:
-    if not is_pg:
-        # SQLite: BEGIN IMMEDIATE holds the write lock for the whole transaction, so the counts
-        # in the candidate query are current; the first eligible row is the answer.
-        return conn.execute(_PICKS[(role, policy.domain_match, False)], {**params, "n": 1}).first()
-    tried: list[int] = []
-    for _ in range(8):
-        stmt = _PICKS[(role, policy.domain_match, bool(tried))]
-        rows = conn.execute(stmt, {**params, "n": PICK_BATCH, "tried": tried}).all()
-        if not rows:
-            return None
-        if role != "production":
-            return rows[0]
-        # PostgreSQL READ COMMITTED: the subquery's snapshot may predate a lease committed by
-        # another worker just before we locked the row; recount the locked rows (one query).
-        live = dict(
-            conn.execute(
-                _RECOUNT, {"item_pks": [r.item_pk for r in rows], "now": params["now"]}
-            ).all()
-        )
-        for row in rows:
-            if row.filled + live.get(row.item_pk, 0) < row.target:
-                return row
-            tried.append(row.pk)
-    return None
-
-
-def next_task_fast(
-    db,
-    project: ProjectRef,
-    user_pk: int,
-    *,
-    rng: random.Random | None = None,
-    lane=None,
-) -> dict[str, Any]:
-    """:func:`next_task` for the common case (a qualified rater); anything else goes there.
-
-    ``lane``: called by :mod:`preflab.server.fastlane` inside its own SQLite transaction; the
-    same decisions on the DBAPI connection, raising ``judging._Fallback`` where this function
-    would call :func:`next_task` (the lane does that after its rollback)."""
-    if lane is not None:
-        from .fastlane import next_in_lane
-
-        return next_in_lane(lane, project, user_pk)
-    rng = rng or random.Random()
-    policy = policy_of(project.settings)
-    is_pg = not db.is_sqlite
-    with db.write_conn() as conn:
-        now = utcnow()
-        params = {"project_pk": project.pk, "user_pk": user_pk, "now": now}
-        status = conn.execute(_LOCK_STATUS, params).scalar()
-        if status != "qualified":
-            result = None  # new, qualifying, failed or suspended: the reference path decides
-        else:
-            live = conn.execute(_LIVE_LEASE, params).first()
-            if live is not None:
-                view, _ = _item_view(conn, live.item_pk)
-                return {
-                    "task": _payload(
-                        project, view, live.lease_id, live.role, live.shown_order, live.expires_at
-                    ),
-                    "resumed": True,
-                }
-            result = _lease_fast(conn, project, user_pk, policy, params, rng, is_pg)
-    if result is not None:
-        return result
-    return next_task(db, project, user_pk, rng=rng)
-
-
-def _lease_fast(
-    conn,
-    project: ProjectRef,
-    user_pk: int,
-    policy: Policy,
-    params: dict[str, Any],
-    rng: random.Random,
-    is_pg: bool,
-) -> dict[str, Any] | None:
-    if policy.required_domains:
-        domains = set(conn.execute(_VERIFIED_DOMAINS, params).scalars())
-        if set(policy.required_domains) - domains:
-            return None  # the reference path explains which domains are missing
-    if (
-        policy.max_items_per_rater is not None
-        and conn.execute(_DONE_COUNT, params).scalar() >= policy.max_items_per_rater
-    ):
-        return None
-    roles = (
-        ["gold", "production"]
-        if policy.gold_rate > 0 and rng.random() < policy.gold_rate
-        else ["production"]
-    )
-    for role in roles:
-        entry = _pick_fast(conn, params, role, policy, is_pg)
-        if entry is None:
-            continue
-        view, ids = _item_view(conn, entry.item_pk)
-        ids = list(ids)
-        if policy.randomise_order:
-            rng.shuffle(ids)
-        lease_id = "asg_" + secrets.token_urlsafe(16)
-        now = params["now"]
-        expires = now + timedelta(seconds=policy.lease_seconds)
-        conn.execute(
-            _INSERT_LEASE,
-            {
-                "lease_id": lease_id,
-                "project_pk": project.pk,
-                "item_pk": entry.item_pk,
-                "user_pk": user_pk,
-                "role": entry.role,
-                "status": "active",
-                "shown_order": ids,
-                "settings_version": int((project.settings or {}).get("version", 1)),
-                "created_at": now,
-                "expires_at": expires,
-            },
-        )
-        return {"task": _payload(project, view, lease_id, entry.role, ids, expires)}
-    return None

@@ -9,7 +9,7 @@ PostgreSQL: READ COMMITTED; the assignment engine takes row locks (``FOR UPDATE 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 
 from sqlalchemy import Connection, event
@@ -51,6 +51,11 @@ class Database:
         self.write_lock = threading.Lock() if self.is_sqlite else nullcontext()
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
+        self._closers: list[Callable[[], None]] = []
+
+    def on_dispose(self, close: Callable[[], None]) -> None:
+        """Run ``close`` when the database is disposed (the fast lane's own connections)."""
+        self._closers.append(close)
 
     @contextmanager
     def reading(self) -> Iterator[Session]:
@@ -68,9 +73,8 @@ class Database:
         with self.write_lock, self._write() as session, session.begin():
             yield session
 
-    # -- Core connections for the hot paths (fetch next task, submit) ------------------------
-    # The ORM costs ~1 ms of CPU per statement here (identity map, unit of work, statement
-    # construction); a prebuilt Core statement on a Connection costs a few tens of µs.
+    # -- a Core connection for the guard's reads (a prebuilt Core statement costs a few tens of
+    # µs; the ORM ~1 ms of CPU a statement). The hot writes run on the fast lane's executors.
 
     @contextmanager
     def read_conn(self) -> Iterator[Connection]:
@@ -78,13 +82,9 @@ class Database:
         with self.engine.connect() as conn:
             yield conn
 
-    @contextmanager
-    def write_conn(self) -> Iterator[Connection]:
-        """A Core write transaction with the same locking as :meth:`writing`."""
-        with self.write_lock, self.write_engine.begin() as conn:
-            yield conn
-
     def dispose(self) -> None:
+        while self._closers:
+            self._closers.pop()()
         self.engine.dispose()
         if self.write_engine is not self.engine:
             self.write_engine.dispose()

@@ -19,35 +19,32 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from ..schema import (
-    PairwiseJudgment,
-    RubricJudgment,
-    describe_need,
-    kind_fits,
-    kinds_for_item,
-    parse_judgment,
-)
+from ..schema import PairwiseJudgment, RubricJudgment, parse_judgment
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
+from ..store.rows import judgment_rows
 from ..store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatus, ReviewRequest
-from .assign import aware, lock_rater_status
+from .assign import lock_rater_status
+from .database import Database
+from .flow.common import aware
+from .flow.submit import (
+    SCORED_LATER,
+    JudgingError,
+    judgment_columns,
+    kind_refusal,
+    lease_refusal,
+    problem,
+    rationale_refusal,
+)
 from .gold import expected_judgment, qualification_record, score_gold
 from .permissions import ProjectRef
 from .policy import Policy, policy_of, settings_of
 from .quality_adapter import drift_alarm, qualification_decision, wilson_interval
 
-
-class JudgingError(Exception):
-    """A refused submission: ``status`` is the HTTP code, ``errors`` field-by-field problems."""
-
-    def __init__(
-        self, status: int, message: str, errors: list[dict[str, Any]] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.errors = status, message, errors or []
+__all__ = ["SCORED_LATER", "JudgingError", "submit", "after_submit", "build_judgment"]
 
 
 def _field_errors(
@@ -59,8 +56,7 @@ def _field_errors(
     ]
 
 
-def _problem(loc: str, msg: str) -> dict[str, Any]:
-    return {"loc": ["body", "judgment", *loc.split(".")], "msg": msg, "type": "value_error"}
+_problem = problem
 
 
 def build_judgment(
@@ -91,20 +87,9 @@ def build_judgment(
             422, "judgment must be an object", [_problem("judgment", "expected an object")]
         )
     data = dict(data)
-    kind = data.get("kind")
-    if kind not in project.kinds:
-        raise JudgingError(
-            422,
-            f"this project collects {project.kinds}, not {kind!r}",
-            [_problem("kind", f"must be one of {project.kinds}")],
-        )
-    n_candidates = len(candidate_keys or [])
-    if not kind_fits(kind, n_candidates):  # the rule the label page offers kinds by
-        raise JudgingError(
-            422,
-            f"this item has {n_candidates} answers; {kind} needs {describe_need(kind)}",
-            [_problem("kind", f"choose one of {kinds_for_item(project.kinds, n_candidates)}")],
-        )
+    refusal = kind_refusal(data.get("kind"), project.kinds, len(candidate_keys or []))
+    if refusal is not None:
+        raise refusal
     if "item_id" in data and data["item_id"] != item_key:
         raise JudgingError(
             422,
@@ -118,7 +103,12 @@ def build_judgment(
             [_problem("provenance", "do not send provenance; send telemetry beside the judgment")],
         )
     data["item_id"] = item_key
-    if kind == "pairwise" and "shown_order" not in data and shown_order and len(shown_order) == 2:
+    if (
+        data.get("kind") == "pairwise"
+        and "shown_order" not in data
+        and shown_order
+        and len(shown_order) == 2
+    ):
         data["shown_order"] = list(shown_order)
     data["provenance"] = {
         "rater_id": username,
@@ -169,12 +159,11 @@ def build_judgment(
                 _problem(p.split(":")[0], p.split(": ", 1)[-1])
                 for p in rubric.check_scores(judgment.scores, judgment.vetoes_failed)
             ]
-    # webui branch: the project's minimum rationale length (Policy.min_rationale_chars)
-    min_chars = policy_of(project.settings or {}).min_rationale_chars
-    if min_chars and len((judgment.rationale or "").strip()) < min_chars:
-        problems.append(
-            _problem("rationale", f"write at least {min_chars} characters explaining your judgment")
-        )
+    short = rationale_refusal(
+        judgment.rationale, policy_of(project.settings or {}).min_rationale_chars
+    )
+    if short is not None:
+        problems.append(short)
     if problems:
         raise JudgingError(422, "the judgment does not fit this item or rubric", problems)
     return judgment
@@ -232,7 +221,7 @@ def _result(
 
 
 def submit_reference(
-    db,
+    db: Database,
     project_ref: ProjectRef,
     user_pk: int,
     username: str,
@@ -262,7 +251,7 @@ def submit_reference(
 
 
 def _submit_reference(
-    db,
+    db: Database,
     project_ref: ProjectRef,
     policy: Policy,
     user_pk: int,
@@ -288,11 +277,16 @@ def _submit_reference(
             .with_for_update()
             .execution_options(populate_existing=True)
         )
-        if lease is None or lease.user_pk != user_pk:
-            raise JudgingError(
-                404,
-                f"no assignment {assignment_id!r} of yours in this project; "
-                "get one with POST .../assignments/next",
+        found = lease is not None and lease.user_pk == user_pk
+        if not found:
+            raise lease_refusal(
+                assignment_id,
+                found=False,
+                lease_status=None,
+                rater_status=None,
+                rater_reason="",
+                expires_at=None,
+                now=utcnow(),
             )
         pool = session.scalar(
             select(PoolEntry)
@@ -305,24 +299,18 @@ def _submit_reference(
             first = session.get(JudgmentRow, lease.judgment_pk)
             if first is not None and _same_answer(first, judgment):
                 return _result(session, first, created=False)
-            raise JudgingError(
-                409,
-                "this assignment was already submitted with a different answer; "
-                "ask a reviewer to send it back if you want to revise it",
-            )
-        if lease.status == "released":
-            raise JudgingError(
-                409, "you released this assignment; get a new one with POST .../assignments/next"
-            )
-        if status.status == "suspended":
-            raise JudgingError(403, f"you are suspended from this project: {status.reason}")
         now = utcnow()
-        if aware(lease.expires_at) <= now:
-            raise JudgingError(
-                410,
-                f"assignment {assignment_id} expired at {aware(lease.expires_at).isoformat()}; "
-                "its item went back to the pool; get a new task with POST .../assignments/next",
-            )
+        refusal = lease_refusal(
+            assignment_id,
+            found=True,
+            lease_status=lease.status,
+            rater_status=status.status,
+            rater_reason=status.reason,
+            expires_at=lease.expires_at,
+            now=now,
+        )
+        if refusal is not None:
+            raise refusal
         parsed = build_judgment(
             session,
             project,
@@ -340,11 +328,12 @@ def _submit_reference(
         rater = repo.get_or_create_rater(session, project, username)
         if rater.user_pk is None:
             rater.user_pk = user_pk
-        row, created = repo.judgment_row_from_judgment(project, item_row, rater, parsed), True
+        columns = judgment_columns(project.pk, item_row.pk, rater.pk, judgment_rows(parsed).values)
+        row, created = JudgmentRow(**columns), True
         session.add(row)
         session.flush()
         lease.status, lease.judgment_pk = "submitted", row.pk
-        if pool is not None and pool.role == "production":
+        if pool is not None and pool.role == "production":  # as sql.FILL
             pool.filled += 1
         if pool is not None and pool.role == "qualification" and item_row.gold:
             # qualification answers are explained at once (the rater knows these are tests)
@@ -361,94 +350,8 @@ def _submit_reference(
         )
 
 
-# -- the hot path in SQLAlchemy Core -------------------------------------------------------------
-#
-# ``submit_reference`` above handles every case with the ORM. The common case — a qualified
-# rater submits a valid judgment of a production item on their live lease, with a fresh
-# idempotency key — is served by ``submit`` below in one short transaction: lock the rater,
-# read (and lock) the lease with everything needed to validate, insert, update two rows.
-# Anything else (replays, gold scoring, first submission of a rater, expired or foreign
-# leases, rubric judgments) is rolled back untouched and redone by ``submit_reference``,
-# which re-checks everything under its own locks.
-
-from sqlalchemy import bindparam, case, insert  # noqa: E402
-
-from ..store.models import CandidateRow  # noqa: E402
-from ..store.rows import judgment_rows  # noqa: E402
-from .assign import _LOCK_STATUS  # noqa: E402
-
-_A, _P, _I, _C = (
-    Assignment.__table__,
-    PoolEntry.__table__,
-    ItemRow.__table__,
-    CandidateRow.__table__,
-)
-_J, _R = JudgmentRow.__table__, Rater.__table__
-
-#: The lease, its pool row and item, the item's candidate ids (one row per candidate), the
-#: caller's rater row and whether the idempotency key is taken — one round trip.
-#: ``FOR UPDATE OF assignments, task_pool`` (PostgreSQL): the pool row is locked before the
-#: lease is checked, the same order as the assigner, so an expired lease re-assigned to
-#: someone else can never land as a (k+1)-th label. The outer joins are on unlocked tables.
-_LEASE = (
-    select(
-        _A.c.pk,
-        _A.c.user_pk,
-        _A.c.item_pk,
-        _A.c.role,
-        _A.c.status,
-        _A.c.shown_order,
-        _A.c.settings_version,
-        _A.c.created_at,
-        _A.c.expires_at,
-        _P.c.pk.label("pool_pk"),
-        _P.c.role.label("pool_role"),
-        _I.c.item_key,
-        _C.c.candidate_key,
-        _R.c.pk.label("rater_pk"),
-        _R.c.user_pk.label("rater_user_pk"),
-        select(_J.c.pk)
-        .where(
-            _J.c.project_pk == bindparam("project_pk"), _J.c.idempotency_key == bindparam("idem")
-        )
-        .scalar_subquery()
-        .label("idem_pk"),
-    )
-    .join(_P, _P.c.item_pk == _A.c.item_pk)
-    .join(_I, _I.c.pk == _A.c.item_pk)
-    .join(_C, _C.c.item_pk == _A.c.item_pk)
-    .outerjoin(
-        _R, and_(_R.c.project_pk == _A.c.project_pk, _R.c.rater_key == bindparam("username"))
-    )
-    .where(_A.c.lease_id == bindparam("lease_id"), _A.c.project_pk == bindparam("project_pk"))
-    .order_by(_C.c.position)
-    .with_for_update(of=[_A, _P])
-)
-
-_INSERT_JUDGMENT = insert(_J).returning(_J.c.pk)
-_CLOSE_LEASE = (
-    update(_A)
-    .where(_A.c.pk == bindparam("a_pk"))
-    .values(status="submitted", judgment_pk=bindparam("j_pk"))
-)
-#: Production labels count towards the item's target; gold rows run the same statement unchanged.
-_FILL = (
-    update(_P)
-    .where(_P.c.pk == bindparam("p_pk"))
-    .values(filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
-)
-
-#: Pool roles the fast paths submit: production and production gold look and cost the same,
-#: gold being scored after the response (:func:`defer_gold_scoring`).
-SCORED_LATER = frozenset({"production", "gold"})
-
-
-class _Fallback(Exception):
-    """Not the common case: roll back and let the reference path handle it."""
-
-
 def submit(
-    db,
+    db: Database,
     project_ref: ProjectRef,
     user_pk: int,
     username: str,
@@ -458,115 +361,21 @@ def submit(
     idempotency_key: str | None = None,
     telemetry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    kwargs = {
-        "assignment_id": assignment_id,
-        "judgment": judgment,
-        "idempotency_key": idempotency_key,
-        "telemetry": telemetry,
-    }
-    if (
-        not isinstance(judgment, dict) or judgment.get("kind") == "rubric"
-    ):  # rubric checks need the ORM
-        return submit_reference(db, project_ref, user_pk, username, **kwargs)
-    try:
-        return _submit_fast(db, project_ref, user_pk, username, **kwargs)
-    except _Fallback:
-        return submit_reference(db, project_ref, user_pk, username, **kwargs)
+    """Every submission the fast lane does not serve (its common case is
+    :func:`preflab.server.flow.lane.run_submit`, deciding with the same rule functions)."""
+    return submit_reference(
+        db,
+        project_ref,
+        user_pk,
+        username,
+        assignment_id=assignment_id,
+        judgment=judgment,
+        idempotency_key=idempotency_key,
+        telemetry=telemetry,
+    )
 
 
-def _submit_fast(
-    db,
-    project: ProjectRef,
-    user_pk: int,
-    username: str,
-    *,
-    assignment_id: str,
-    judgment: dict[str, Any],
-    idempotency_key: str | None,
-    telemetry: dict[str, Any] | None,
-    lane=None,
-) -> dict[str, Any]:
-    if lane is not None:  # preflab.server.fastlane: the same on its own SQLite transaction
-        from .fastlane import submit_in_lane
-
-        return submit_in_lane(
-            lane,
-            project,
-            user_pk,
-            username,
-            assignment_id=assignment_id,
-            judgment=judgment,
-            idempotency_key=idempotency_key,
-            telemetry=telemetry,
-        )
-    with db.write_conn() as conn:
-        params = {"project_pk": project.pk, "user_pk": user_pk}
-        if conn.execute(_LOCK_STATUS, params).scalar() != "qualified":
-            raise _Fallback
-        rows = conn.execute(
-            _LEASE,
-            {
-                "project_pk": project.pk,
-                "lease_id": assignment_id,
-                "username": username,
-                "idem": idempotency_key,
-            },
-        ).all()
-        if not rows:
-            raise _Fallback
-        lease = rows[0]
-        now = utcnow()
-        if (
-            lease.user_pk != user_pk
-            or lease.status != "active"
-            or lease.pool_role not in SCORED_LATER
-            or lease.idem_pk is not None
-            or lease.rater_pk is None
-            or lease.rater_user_pk is None
-            or aware(lease.expires_at) <= now
-        ):
-            raise _Fallback
-        parsed = build_judgment(
-            None,
-            project,
-            None,
-            username,
-            judgment,
-            shown_order=list(lease.shown_order),
-            started_at=lease.created_at,
-            idempotency_key=idempotency_key,
-            telemetry=telemetry,
-            item_key=lease.item_key,
-            candidate_keys=[r.candidate_key for r in rows],
-            guideline_version=lease.settings_version,
-        )
-        values = judgment_rows(parsed).values
-        j_pk = conn.execute(
-            _INSERT_JUDGMENT,
-            {
-                "project_pk": project.pk,
-                "item_pk": lease.item_pk,
-                "rater_pk": lease.rater_pk,
-                "batch_pk": None,
-                **values,
-            },
-        ).scalar_one()
-        conn.execute(_CLOSE_LEASE, {"a_pk": lease.pk, "j_pk": j_pk})
-        conn.execute(_FILL, {"p_pk": lease.pool_pk})
-        submitted = values.get("submitted_at")
-        out = {
-            "judgment_id": j_pk,
-            "item_id": lease.item_key,
-            "kind": values["kind"],
-            "created": True,
-            "replayed": False,
-            "submitted_at": aware(submitted).isoformat() if submitted else None,
-        }
-    after_submit(db, lease.pool_role, j_pk)
-    return out
-
-
-def after_submit(db, pool_role: str, judgment_pk: int) -> None:
+def after_submit(db: Database, pool_role: str, judgment_pk: int) -> None:
     """Every submit path calls this after its commit: production gold goes to the scorer."""
     if pool_role == "gold":
         defer_gold_scoring(db, judgment_pk)
@@ -759,10 +568,10 @@ SWEEP_EVERY_S = 30.0
 #: A production gold judgment is scored this many seconds (uniformly random) after it arrives.
 SCORING_DELAY_S = (0.2, 1.0)
 _RNG = random.SystemRandom()
-log = logging.getLogger(__name__)
+log = logging.getLogger("preflab.server.judging")
 
 
-def score_production_gold(db, judgment_pk: int) -> bool:
+def score_production_gold(db: Database, judgment_pk: int) -> bool:
     """Score one production gold judgment (idempotent); whether an outcome was recorded."""
     with db.writing() as session:
         row = session.get(JudgmentRow, judgment_pk)
@@ -795,7 +604,7 @@ def score_production_gold(db, judgment_pk: int) -> bool:
         return True
 
 
-def unscored_gold(db) -> list[int]:
+def unscored_gold(db: Database) -> list[int]:
     """Production gold judgments with no outcome yet (left by a crash or another process)."""
     with db.reading() as session:
         return list(
@@ -817,7 +626,7 @@ def unscored_gold(db) -> list[int]:
 class GoldScorer(threading.Thread):
     """One per database per process: scores what the submit paths hand it, and sweeps."""
 
-    def __init__(self, db) -> None:
+    def __init__(self, db: Database) -> None:
         super().__init__(name="preflab-gold-scorer", daemon=True)
         self.db, self.jobs = db, queue.Queue()
 
@@ -854,7 +663,7 @@ class GoldScorer(threading.Thread):
             try:
                 score_production_gold(self.db, judgment_pk)
                 return
-            except Exception:  # busy database and the like: the sweep retries later
+            except Exception:
                 if attempt == 2:
                     log.exception(
                         "gold scoring of judgment %s failed; the next sweep retries", judgment_pk
@@ -873,7 +682,7 @@ _SCORERS: dict[int, GoldScorer] = {}
 _SCORERS_LOCK = threading.Lock()
 
 
-def start_gold_scorer(db) -> GoldScorer:
+def start_gold_scorer(db: Database) -> GoldScorer:
     """The database's scorer in this process (started on first use; sweeps at once)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.get(id(db))
@@ -883,11 +692,11 @@ def start_gold_scorer(db) -> GoldScorer:
         return scorer
 
 
-def defer_gold_scoring(db, judgment_pk: int) -> None:
+def defer_gold_scoring(db: Database, judgment_pk: int) -> None:
     start_gold_scorer(db).jobs.put(judgment_pk)
 
 
-def stop_gold_scorer(db, timeout: float = 10.0) -> None:
+def stop_gold_scorer(db: Database, timeout: float = 10.0) -> None:
     """Score what is queued, then stop (the app's shutdown, before the engines close)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.pop(id(db), None)
@@ -896,7 +705,7 @@ def stop_gold_scorer(db, timeout: float = 10.0) -> None:
         scorer.join(timeout)
 
 
-def wait_for_gold_scoring(db) -> None:
+def wait_for_gold_scoring(db: Database) -> None:
     """Block until every judgment handed to the scorer so far is scored (tests, shutdown)."""
     with _SCORERS_LOCK:
         scorer = _SCORERS.get(id(db))
@@ -948,7 +757,7 @@ def send_back(
 
 
 def revise(
-    db,
+    db: Database,
     project_ref: ProjectRef,
     user_pk: int,
     username: str,

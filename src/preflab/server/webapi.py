@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
-from pydantic import Field
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, aliased
 
@@ -28,11 +25,8 @@ from .assign import _domain_filter, release_lease
 from .auth import verified_domains
 from .database import Database
 from .judging import JudgingError
-from .permissions import Ctx, ProjectRef, guard
+from .permissions import ProjectRef
 from .policy import settings_of
-from .routes.common import Strict, db_of, ok
-
-router = APIRouter(prefix="/api/v1")
 
 # -- why a rater gets no item ----------------------------------------------------------------------
 
@@ -132,30 +126,3 @@ def skip_task(
             )
         )
         return {"skipped": True, "reason": reason, "flag": SKIP_REASONS[reason]["flag"]}
-
-
-class SkipIn(Strict):
-    reason: str = Field(max_length=40)
-    note: str = Field(default="", max_length=2000)
-
-
-@router.post("/projects/{project}/assignments/{assignment_id}/skip", tags=["labelling"])
-def post_skip(
-    request: Request,
-    project: str,
-    assignment_id: str,
-    body: SkipIn,
-    ctx: Ctx = guard("project.label"),
-) -> Response:
-    """Skip or flag the task you hold, with a reason (``unclear``, ``expertise``, ``broken``,
-    ``harmful``, ``other`` + note). The item goes to another rater; reviewers see the flags."""
-    return ok(
-        skip_task(
-            db_of(request),
-            ctx.project,
-            ctx.user.user_pk,
-            assignment_id,
-            body.reason,
-            body.note,
-        )
-    )

@@ -25,10 +25,14 @@ class TracingCursor:
     def __init__(self, cur: Any, trace: Callable[[str], None]) -> None:
         self._cur, self._trace = cur, trace
 
-    def execute(self, sql: str, args: Any = None) -> TracingCursor:
+    def execute(self, sql: str, args: Any = None, **kw: Any) -> TracingCursor:
         self._trace(sql)
-        self._cur.execute(sql, args)
+        self._cur.execute(sql, args, **kw)
         return self
+
+    @property
+    def connection(self) -> Any:
+        return self._cur.connection
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()

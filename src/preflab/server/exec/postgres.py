@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.engine import URL
 
 from . import Busy
 
@@ -38,7 +39,7 @@ POOL_SIZE = 8
 OPTIONS = f"-c plan_cache_mode=force_generic_plan -c lock_timeout={LOCK_TIMEOUT_MS}"
 
 
-def conninfo(sqlalchemy_url) -> str:
+def conninfo(sqlalchemy_url: URL) -> str:
     """The libpq connection string of a SQLAlchemy URL (``postgresql+psycopg://...``)."""
     return sqlalchemy_url.set(drivername="postgresql").render_as_string(hide_password=False)
 
@@ -49,7 +50,7 @@ class PgExecutor:
     mark = "%s"
     errors = (psycopg.Error,)
 
-    def __init__(self, url, pool_size: int = POOL_SIZE) -> None:
+    def __init__(self, url: URL, pool_size: int = POOL_SIZE) -> None:
         self.info, self.pool_size = conninfo(url), pool_size
         self.idle: queue.LifoQueue[psycopg.Connection] = queue.LifoQueue()
         self.free = queue.Queue()  # one token per connection not yet opened
@@ -68,7 +69,7 @@ class PgExecutor:
         try:
             return psycopg.connect(
                 self.info,
-                autocommit=False,
+                autocommit=True,
                 prepare_threshold=0,
                 options=OPTIONS,
                 application_name=APPLICATION_NAME,
@@ -76,6 +77,16 @@ class PgExecutor:
         except psycopg.Error as exc:
             self.free.put(None)
             raise Busy(f"connect: {type(exc).__name__}") from None
+
+    def close(self) -> None:
+        """Close the idle connections (the app's shutdown; requests in flight have ended)."""
+        while True:
+            try:
+                conn = self.idle.get_nowait()
+            except queue.Empty:
+                return
+            conn.close()
+            self.free.put(None)
 
     # -- values: psycopg adapts datetimes itself; JSONB is bound as Jsonb and read parsed -------
     @staticmethod
@@ -98,9 +109,20 @@ class PgExecutor:
     def false() -> bool:
         return False
 
-    # -- transactions (psycopg begins implicitly with the first statement) ----------------------
+    # -- transactions ---------------------------------------------------------------------------
+    # Autocommit connections: psycopg would otherwise send BEGIN as a round trip of its own
+    # before the first statement. A request that needs locks across statements ("next") opens
+    # its transaction explicitly; a single-statement write ("submit"'s store) needs none.
     def begin(self) -> psycopg.Cursor:
         return self._connection().cursor()
+
+    @staticmethod
+    def start_transaction(cur: psycopg.Cursor) -> None:
+        cur.execute("BEGIN", prepare=False)
+
+    @staticmethod
+    def in_transaction(cur: psycopg.Cursor) -> bool:
+        return cur.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def commit(self, cur: psycopg.Cursor) -> None:
         cur.connection.commit()

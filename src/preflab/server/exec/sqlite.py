@@ -8,6 +8,7 @@ writing, :class:`Busy` sends the request to the framework, which waits its turn.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ import orjson
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from ...store.models import ItemRow
+from ..flow.common import aware
 from . import Busy
 
 DIALECT = sqlite_dialect.dialect(paramstyle="qmark")
@@ -32,8 +34,11 @@ class SqliteExecutor:
     mark = "?"
     errors = (sqlite3.Error,)
 
-    def __init__(self, conn: sqlite3.Connection, lock) -> None:
+    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock) -> None:
         self.conn, self.lock = conn, lock
+
+    def close(self) -> None:
+        self.conn.close()
 
     # -- values as SQLAlchemy's SQLite types bind and return them ----------------------------
     @staticmethod
@@ -50,8 +55,6 @@ class SqliteExecutor:
 
     @staticmethod
     def load_dt(value: str) -> datetime:
-        from ..assign import aware
-
         return aware(datetime.fromisoformat(value))
 
     @staticmethod
@@ -69,6 +72,14 @@ class SqliteExecutor:
             self.lock.release()
             raise Busy("busy (another process)") from None
         return cur
+
+    @staticmethod
+    def start_transaction(cur: sqlite3.Cursor) -> None:
+        """Already in one: :meth:`begin` ran ``BEGIN IMMEDIATE``."""
+
+    @staticmethod
+    def in_transaction(cur: sqlite3.Cursor) -> bool:
+        return True
 
     def commit(self, cur: sqlite3.Cursor) -> None:
         cur.execute("COMMIT")

@@ -1,6 +1,7 @@
 """The REST API under ``/api/v1``, one module per concern: ``auth`` (the caller's own account),
 ``users`` (site administration), ``projects``, ``items`` (and rubrics), ``review``, ``audit``.
-The labelling routes are in :mod:`preflab.server.api` and :mod:`preflab.server.webapi`.
+``labelling`` holds next task, release, submit and skip (the two hot ones are also served by
+:mod:`preflab.server.fastlane`); the caller's own labels and revise are in :mod:`preflab.server.api`.
 
 Handlers are thin: parse, call a service (:mod:`preflab.server.queries`, ``review``, ``files``,
 ``auth``, ``projects``, ``judging``), shape the answer. Each declares a ``response_model``
@@ -14,8 +15,8 @@ from fastapi import APIRouter, FastAPI
 
 def routers() -> list[APIRouter]:
     """Every router of the REST API, in the order they are matched."""
-    from .. import api, webapi
-    from . import audit, auth, items, my_labels, projects, review, users
+    from .. import api
+    from . import audit, auth, items, labelling, my_labels, projects, review, users
 
     return [
         auth.router,
@@ -24,8 +25,8 @@ def routers() -> list[APIRouter]:
         items.router,
         review.router,
         audit.router,
+        labelling.router,
         api.router,
-        webapi.router,
         my_labels.router,  # a rater edits their own recent labels
     ]
 

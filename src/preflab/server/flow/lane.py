@@ -1,0 +1,376 @@
+"""The common case of "next task" and "submit", run on an executor.
+
+Fetch rows with the statements of :mod:`preflab.server.sql`, decide with :mod:`.next` and
+:mod:`.submit` (and :func:`preflab.server.permissions.allowed`), write. Every case that is not
+the common one raises :class:`NotCommon`: the executor rolls back and the framework path
+(:mod:`preflab.server.assign`, :mod:`preflab.server.judging`, ORM) answers it, deciding with
+the same rule functions.
+
+The common case: a member with the ``rater`` role whose status is ``qualified``; "next" resumes
+a live lease or leases a production (or production gold) item; "submit" stores a plain
+pairwise judgment on the caller's live, unexpired production (or production gold) lease with a
+fresh idempotency key.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+import orjson
+
+from ...schema import Item
+from ..permissions import ProjectRef, allowed
+from ..policy import Policy, policy_of
+from ..sql import (
+    JUDGMENT_DT_COLS,
+    JUDGMENT_JSON_COLS,
+    PG_GUARDED_STORE,
+    PG_LEASE_IF_ROOM,
+    Statements,
+)
+from ..sql import statements as compiled_statements
+from . import next as rules
+from .common import NotCommon
+from .submit import (
+    SCORED_LATER,
+    judgment_columns,
+    kind_refusal,
+    lease_refusal,
+    pairwise_values,
+)
+
+_RNG = random.SystemRandom()
+
+
+class Cursor(Protocol):
+    def execute(self, sql: str, args: Sequence[Any] = ...) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+class Executor(Protocol):
+    """What the flow needs of an executor (:mod:`preflab.server.exec`)."""
+
+    is_pg: bool
+    mark: str
+
+    def dt(self, value: datetime) -> Any: ...
+    def json(self, value: Any) -> Any: ...
+    def load_json(self, value: Any) -> Any: ...
+    def load_dt(self, value: Any) -> datetime: ...
+    def false(self) -> Any: ...
+    def insert_returning_pk(self, cur: Cursor, sql: str, args: list[Any]) -> int: ...
+    def start_transaction(self, cur: Cursor) -> None: ...
+
+
+class Lane:
+    """One request's open transaction on an executor."""
+
+    __slots__ = ("after_commit", "cur", "ex", "now", "now_s", "sql")
+
+    def __init__(self, ex: Executor, cur: Cursor, now: datetime) -> None:
+        self.ex, self.cur, self.now = ex, cur, now
+        self.sql: Statements = compiled_statements(ex)
+        self.now_s = ex.dt(now)
+        #: (pool role, judgment pk) for :func:`preflab.server.judging.after_submit`.
+        self.after_commit: list[tuple[str, int]] = []
+
+
+# -- the caller ----------------------------------------------------------------------------------
+
+_PROJECTS: dict[tuple, tuple[ProjectRef, Policy]] = {}
+
+
+def _project(row: Sequence[Any]) -> tuple[ProjectRef, Policy]:
+    """The guard's ``ProjectRef`` and its policy from the caller row, memoised on the row's own
+    content (kinds and settings read as JSON text on both backends)."""
+    key = tuple(row[2:9])
+    found = _PROJECTS.get(key)
+    if found is None:
+        pk, name, title, kinds, settings, rubric_key, rubric_version = key
+        raw = orjson.loads(settings) if settings else {}
+        kinds_list = list(orjson.loads(kinds) if kinds else [])
+        ref = ProjectRef(pk, name, title, kinds_list, dict(raw or {}), rubric_key, rubric_version)
+        if len(_PROJECTS) > 256:
+            _PROJECTS.clear()
+        found = _PROJECTS[key] = (ref, policy_of(ref.settings))
+    return found
+
+
+def _caller(row: Sequence[Any] | None) -> tuple[int, str, ProjectRef, Policy]:
+    """The guard's decision on the caller row (token, user, project, membership, status)."""
+    if row is None:
+        raise NotCommon("auth")  # 401/403/404 or no status row yet: the framework says which
+    if not allowed("project.label", is_admin=row[11], role=row[9]):
+        raise NotCommon("not a rater here")
+    if row[10] != "qualified":
+        raise NotCommon("not qualified")  # new, qualifying, failed, suspended: the ORM path
+    return (row[0], row[1], *_project(row))
+
+
+# -- item views ---------------------------------------------------------------------------------
+
+#: Public views of items by (pk, content hash): items are immutable once imported (same id
+#: with other content is refused), and the hash guards against a reused primary key.
+VIEWS: dict[tuple[int, str], tuple[dict[str, Any], list[str]]] = {}
+
+
+def item_view(
+    lane: Lane, item_pk: int, content_hash: str | None
+) -> tuple[dict[str, Any], list[str]]:
+    """The item's public view and candidate ids (cached on pk + content hash)."""
+    if content_hash is not None:
+        hit = VIEWS.get((item_pk, content_hash))
+        if hit is not None:
+            return hit
+    q = lane.sql.item_view
+    rows = lane.cur.execute(q.sql, q.args({"item_pk": item_pk})).fetchall()
+    key = (item_pk, rows[0][1])
+    hit = VIEWS.get(key)
+    if hit is not None:
+        return hit
+    j = lane.ex.load_json
+    first = rows[0]
+    item = Item.model_validate(
+        {
+            "id": first[0],
+            "prompt": j(first[2]),
+            "candidates": [
+                {
+                    "id": r[7],
+                    **({"text": r[8]} if r[9] is None else {"messages": j(r[9])}),
+                    "model": r[10],
+                    "source": r[11],
+                    "metadata": j(r[12]) or {},
+                }
+                for r in rows
+            ],
+            "domains": j(first[3]) or [],
+            "reference": first[4],
+            "gold": j(first[5]),
+            "metadata": j(first[6]) or {},
+        }
+    )
+    if len(VIEWS) > 20_000:
+        VIEWS.clear()
+    hit = VIEWS[key] = (item.public_view(), [r[7] for r in rows])
+    return hit
+
+
+# -- next task ----------------------------------------------------------------------------------
+
+
+def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
+    """The common case of "next task"; ``NotCommon`` for every other."""
+    ex, cur, q = lane.ex, lane.cur, lane.sql
+    ex.start_transaction(cur)  # PostgreSQL: the status lock is held until the lease is in
+    params = {"hash": token_hash, "now": lane.now_s, "name": project_name}
+    row = cur.execute(q.auth_next.sql, q.auth_next.args(params)).fetchone()
+    user_pk, _username, project, policy = _caller(row)
+    params = {"project_pk": project.pk, "user_pk": user_pk, "now": lane.now_s}
+    roles = rules.roles_to_try(policy, _RNG)
+    params["n"] = rules.PICK_BATCH if ex.is_pg else 1
+    if ex.is_pg:  # read after the status lock (READ COMMITTED: a fresh snapshot)
+        _rules_before_pick(lane, policy, params)
+        both = q.live_or_pick[(roles[0], policy.domain_match)]
+        found = cur.execute(both.sql, both.args(params)).fetchall()
+        live = found[0][1:6] if found and found[0][0] == "live" else None
+        picked = [r[6:10] + (r[2], r[3]) for r in found if r[0] == "pick"]
+    else:  # found by the caller statement (BEGIN IMMEDIATE: nothing changed since)
+        live_pk = row[12]
+        live = cur.execute(q.lease_by_pk.sql, (live_pk,)).fetchone() if live_pk else None
+        picked = None
+    if live is not None:  # resume: one live lease per rater
+        lease_id, item_pk, role, shown, expires = live
+        view, _ = item_view(lane, item_pk, None)
+        shown, expires = ex.load_json(shown), ex.load_dt(expires)
+        return {
+            "task": rules.task_payload(project, view, lease_id, role, shown, expires),
+            "resumed": True,
+        }
+    if picked is None:
+        _rules_before_pick(lane, policy, params)
+    for role in roles:
+        if picked is None:
+            stmt = q.picks[(role, policy.domain_match)]
+            picked = [
+                (pool_pk, filled, target, content_hash, item_pk, entry_role)
+                for pool_pk, item_pk, entry_role, filled, target, content_hash in cur.execute(
+                    stmt.sql, stmt.args(params)
+                ).fetchall()
+            ]
+        for pool_pk, _filled, target, content_hash, item_pk, entry_role in picked:
+            view, ids = item_view(lane, item_pk, content_hash)
+            entry = (pool_pk, item_pk, entry_role, target)
+            task = _lease(lane, project, policy, user_pk, entry, view, ids)
+            if task is not None:
+                return {"task": task}
+        if picked:
+            raise NotCommon("filled meanwhile")  # the framework tries further batches
+        picked = None
+    raise NotCommon("nothing found")  # the framework syncs the pool and explains
+
+
+def _rules_before_pick(lane: Lane, policy: Policy, params: dict[str, Any]) -> None:
+    """Domain match and the per-rater cap; the framework explains a refusal."""
+    cur, q = lane.cur, lane.sql
+    if policy.required_domains:
+        found = cur.execute(q.verified_domains.sql, q.verified_domains.args(params))
+        if rules.domain_refusal(policy, [r[0] for r in found]) is not None:
+            raise NotCommon("domains")
+    if policy.max_items_per_rater is not None:
+        done = cur.execute(q.done_count.sql, q.done_count.args(params)).fetchone()[0]
+        if rules.cap_refusal(policy, done) is not None:
+            raise NotCommon("cap")
+
+
+def _lease(
+    lane: Lane,
+    project: ProjectRef,
+    policy: Policy,
+    user_pk: int,
+    entry: tuple[int, int, str, int],
+    view: dict[str, Any],
+    ids: list[str],
+) -> dict[str, Any] | None:
+    """Insert the lease (on PostgreSQL a production one only if the item still has room)."""
+    pool_pk, item_pk, role, target = entry
+    ex, now = lane.ex, lane.now
+    shown = rules.shown_order(ids, policy, _RNG)
+    lease_id, expires = rules.new_lease_id(), rules.lease_expiry(now, policy)
+    values = [
+        lease_id,
+        project.pk,
+        item_pk,
+        user_pk,
+        role,
+        ex.json(shown),
+        rules.settings_version(project),
+        lane.now_s,
+        ex.dt(expires),
+    ]
+    if ex.is_pg and role == "production":
+        args = [*values, pool_pk, item_pk, lane.now_s, target]
+        if lane.cur.execute(PG_LEASE_IF_ROOM, args).fetchone() is None:
+            return None
+    else:
+        lane.cur.execute(lane.sql.insert_lease, values)
+    return rules.task_payload(project, view, lease_id, role, shown, expires)
+
+
+# -- submit --------------------------------------------------------------------------------------
+
+
+def run_submit(
+    lane: Lane,
+    token_hash: str,
+    project_name: str,
+    *,
+    assignment_id: str,
+    judgment: dict[str, Any],
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The common case of "submit"; ``NotCommon`` for every other."""
+    ex, cur, q, now = lane.ex, lane.cur, lane.sql, lane.now
+    params = {
+        "hash": token_hash,
+        "now": lane.now_s,
+        "name": project_name,
+        "lease_id": assignment_id,
+        "idem": idempotency_key,
+    }
+    rows = cur.execute(q.submit.sql, q.submit.args(params)).fetchall()
+    user_pk, username, project, policy = _caller(rows[0] if rows else None)
+    (a_pk, a_user, item_pk, a_status, shown, created, expires, pool_pk, pool_role, item_key) = rows[
+        0
+    ][12:22]
+    rater_pk, rater_user_pk, idem_pk, settings_version = rows[0][23:27]
+    candidate_keys = [r[22] for r in rows]
+    refusal = lease_refusal(
+        assignment_id,
+        found=a_user == user_pk,
+        lease_status=a_status,
+        rater_status=rows[0][10],
+        rater_reason="",
+        expires_at=ex.load_dt(expires),
+        now=now,
+    )
+    if refusal is not None or kind_refusal(
+        judgment.get("kind"), project.kinds, len(candidate_keys)
+    ):
+        raise NotCommon("refused")  # the framework answers (replay, 404, 409, 410, 422)
+    if a_status != "active" or pool_role not in SCORED_LATER:
+        raise NotCommon("qualification lease")  # explained at once by the ORM path
+    if idem_pk is not None or rater_pk is None or rater_user_pk is None:
+        raise NotCommon("replay or first label")
+    values = pairwise_values(
+        judgment,
+        item_key=item_key,
+        shown_order=ex.load_json(shown),
+        candidate_keys=candidate_keys,
+        username=username,
+        rubric_key=project.rubric_key,
+        rubric_version=project.rubric_version,
+        guideline_version=settings_version,
+        started_at=ex.load_dt(created),
+        submitted_at=now,
+        idempotency_key=idempotency_key,
+        telemetry=telemetry,
+        min_rationale_chars=policy.min_rationale_chars,
+    )
+    columns = judgment_columns(project.pk, item_pk, rater_pk, values)
+    j_pk = _store_judgment(lane, columns, user_pk, project.pk, a_pk, pool_pk)
+    lane.after_commit.append((pool_role, j_pk))
+    return {
+        "judgment_id": j_pk,
+        "item_id": item_key,
+        "kind": "pairwise",
+        "created": True,
+        "replayed": False,
+        "submitted_at": now.isoformat(),
+    }
+
+
+def _judgment_values(
+    ex: Executor, columns: dict[str, Any], now: datetime
+) -> tuple[list[str], list[Any]]:
+    """The judgment's column names and bound values as the ORM binds them (NULL columns left
+    out: they have no defaults; ``excluded`` and ``created_at`` get the model defaults)."""
+    names = ["excluded", "created_at"]
+    args: list[Any] = [ex.false(), ex.dt(now)]
+    for col, v in columns.items():
+        if v is None:
+            continue
+        names.append(col)
+        if col in JUDGMENT_JSON_COLS:
+            args.append(ex.json(v))
+        elif col in JUDGMENT_DT_COLS:
+            args.append(ex.dt(v))
+        else:
+            args.append(v)
+    return names, args
+
+
+def _store_judgment(
+    lane: Lane, columns: dict[str, Any], user_pk: int, project_pk: int, a_pk: int, pool_pk: int
+) -> int:
+    """Insert the judgment, close the lease, count the label on the pool row; the judgment's pk."""
+    ex, cur, q = lane.ex, lane.cur, lane.sql
+    names, args = _judgment_values(ex, columns, lane.now)
+    marks = ", ".join([ex.mark] * len(names))
+    if ex.is_pg:
+        sql = PG_GUARDED_STORE.format(columns=", ".join(names), values=marks)
+        guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
+        found = cur.execute(sql, [*guards, *args, a_pk, pool_pk]).fetchone()
+        if found is None:
+            raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
+        return found[0]
+    insert = f"INSERT INTO judgments ({', '.join(names)}) VALUES ({marks})"
+    j_pk = ex.insert_returning_pk(cur, insert, args)
+    cur.execute(q.close_lease.sql, q.close_lease.args({"a_pk": a_pk, "j_pk": j_pk}))
+    cur.execute(q.fill.sql, q.fill.args({"p_pk": pool_pk}))
+    return j_pk

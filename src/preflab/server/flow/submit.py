@@ -1,0 +1,298 @@
+"""The rules of "submit", as decisions over values the caller has fetched.
+
+Used by the ORM path (:mod:`preflab.server.judging`) and by the executors' common case
+(:func:`preflab.server.flow.lane.run_submit`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter
+
+from ...schema import describe_need, kind_fits, kinds_for_item
+from ..wire import wire_problems
+from .common import NotCommon, aware
+
+#: Pool roles the common case submits: production and production gold look and cost the same,
+#: gold being scored after the response (:func:`preflab.server.judging.defer_gold_scoring`).
+SCORED_LATER = frozenset({"production", "gold"})
+
+
+class JudgingError(Exception):
+    """A refused submission: ``status`` is the HTTP code, ``errors`` field-by-field problems."""
+
+    def __init__(
+        self, status: int, message: str, errors: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.errors = status, message, errors or []
+
+
+def problem(loc: str, msg: str) -> dict[str, Any]:
+    return {"loc": ["body", "judgment", *loc.split(".")], "msg": msg, "type": "value_error"}
+
+
+def lease_refusal(
+    assignment_id: str,
+    *,
+    found: bool,
+    lease_status: str | None,
+    rater_status: str | None,
+    rater_reason: str,
+    expires_at: datetime | None,
+    now: datetime,
+) -> JudgingError | None:
+    """Why this caller may not submit on this lease now, in the order the checks apply.
+
+    ``found``: the lease exists in the project and is the caller's. A submitted lease is
+    refused here; the caller first answers a replay of the same answer with the first result.
+    """
+    if not found:
+        return JudgingError(
+            404,
+            f"no assignment {assignment_id!r} of yours in this project; "
+            "get one with POST .../assignments/next",
+        )
+    if lease_status == "submitted":
+        return JudgingError(
+            409,
+            "this assignment was already submitted with a different answer; "
+            "ask a reviewer to send it back if you want to revise it",
+        )
+    if lease_status == "released":
+        return JudgingError(
+            409, "you released this assignment; get a new one with POST .../assignments/next"
+        )
+    if rater_status == "suspended":
+        return JudgingError(403, f"you are suspended from this project: {rater_reason}")
+    if expires_at is not None and aware(expires_at) <= now:
+        return JudgingError(
+            410,
+            f"assignment {assignment_id} expired at {aware(expires_at).isoformat()}; "
+            "its item went back to the pool; get a new task with POST .../assignments/next",
+        )
+    return None
+
+
+def kind_refusal(kind: Any, project_kinds: Sequence[str], n_candidates: int) -> JudgingError | None:
+    """The project's declared kinds, and the kind's fit to the item's number of answers."""
+    if kind not in project_kinds:
+        return JudgingError(
+            422,
+            f"this project collects {list(project_kinds)}, not {kind!r}",
+            [problem("kind", f"must be one of {list(project_kinds)}")],
+        )
+    if not kind_fits(kind, n_candidates):  # the rule the label page offers kinds by
+        return JudgingError(
+            422,
+            f"this item has {n_candidates} answers; {kind} needs {describe_need(kind)}",
+            [problem("kind", f"choose one of {kinds_for_item(list(project_kinds), n_candidates)}")],
+        )
+    return None
+
+
+def rationale_refusal(rationale: str | None, min_chars: int) -> dict[str, Any] | None:
+    """The project's minimum rationale length (``Policy.min_rationale_chars``)."""
+    if min_chars and len((rationale or "").strip()) < min_chars:
+        return problem(
+            "rationale", f"write at least {min_chars} characters explaining your judgment"
+        )
+    return None
+
+
+def judgment_columns(
+    project_pk: int,
+    item_pk: int,
+    rater_pk: int,
+    values: dict[str, Any],
+    *,
+    batch_pk: int | None = None,
+) -> dict[str, Any]:
+    """The judgment row's columns, assembled in this one place for every submit path (the ORM
+    row and the executors' INSERT): a new column written at submit is added here."""
+    return {
+        "project_pk": project_pk,
+        "item_pk": item_pk,
+        "rater_pk": rater_pk,
+        "batch_pk": batch_pk,
+        **values,
+    }
+
+
+# -- the common case's body, validated without pydantic ---------------------------------------------
+
+_DT_JSON = TypeAdapter(datetime)
+_JUDGMENT_KEYS = frozenset({"kind", "winner", "strength", "rationale"})
+_SUBMIT_KEYS = frozenset({"assignment_id", "judgment", "telemetry", "idempotency_key"})
+_TEL_ORDER = (
+    "iki_cv",
+    "revision_ratio",
+    "pasted_chars",
+    "paste_count",
+    "typed_chars",
+    "active_ms",
+    "focus_losses",
+)
+_TEL_FLOAT = frozenset({"iki_cv", "revision_ratio"})
+_TEL_KEYS = frozenset(_TEL_ORDER)
+
+
+def _ident(value: Any) -> bool:
+    """Already a valid ``Identifier`` (a string of 1-200 characters, nothing to strip)."""
+    return type(value) is str and 1 <= len(value) <= 200 and value == value.strip()
+
+
+def telemetry_fast(raw: Any) -> dict[str, Any] | None:
+    """``Telemetry.model_validate(raw).model_dump(mode="json", exclude_none=True)`` for plain
+    values (ints where ints go, floats where floats go, all >= 0); ``NotCommon`` otherwise."""
+    if raw is None:
+        return None
+    if type(raw) is not dict:
+        raise NotCommon("telemetry")
+    for k, v in raw.items():
+        if k not in _TEL_KEYS:
+            raise NotCommon("telemetry")
+        if v is None:
+            continue
+        if (type(v) is not (float if k in _TEL_FLOAT else int)) or v < 0:
+            raise NotCommon("telemetry")
+    return {k: raw[k] for k in _TEL_ORDER if raw.get(k) is not None}
+
+
+def parse_submit(
+    body: bytes, header_idem: str | None
+) -> tuple[str, dict[str, Any], dict[str, Any] | None, str | None]:
+    """``SubmitIn`` for plain values (``NotCommon`` for anything the model might treat otherwise)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise NotCommon("body") from None
+    if type(data) is not dict or not data.keys() <= _SUBMIT_KEYS:
+        raise NotCommon("body")
+    if wire_problems(data):
+        raise NotCommon("wire rules")  # the framework's models answer the 422, field by field
+    lease_id, judgment = data.get("assignment_id"), data.get("judgment")
+    if type(lease_id) is not str or not 1 <= len(lease_id) <= 64 or type(judgment) is not dict:
+        raise NotCommon("body")
+    idem = data.get("idempotency_key")
+    if idem is not None and (type(idem) is not str or not 1 <= len(idem) <= 200):
+        raise NotCommon("body")
+    telemetry = telemetry_fast(data.get("telemetry"))
+    return lease_id, judgment, telemetry, idem or header_idem or None
+
+
+def _check_pairwise(judgment: dict[str, Any], min_rationale_chars: int) -> None:
+    if not judgment.keys() <= _JUDGMENT_KEYS or judgment.get("kind") != "pairwise":
+        raise NotCommon("judgment shape")
+    winner, strength = judgment.get("winner"), judgment.get("strength")
+    if winner not in ("a", "b", "tie") or type(winner) is not str or type(strength) is not int:
+        raise NotCommon("judgment values")
+    if not 0 <= strength <= 3 or (winner == "tie") != (strength == 0):
+        raise NotCommon("judgment values")
+    rationale = judgment.get("rationale")
+    if rationale is not None and (type(rationale) is not str or len(rationale) > 20_000):
+        raise NotCommon("rationale")
+    if rationale_refusal(rationale, min_rationale_chars) is not None:
+        raise NotCommon("rationale")
+
+
+def pairwise_values(
+    judgment: dict[str, Any],
+    *,
+    item_key: str,
+    shown_order: list[str],
+    candidate_keys: list[str],
+    username: str,
+    rubric_key: str | None,
+    rubric_version: int | None,
+    guideline_version: int | None,
+    started_at: datetime,
+    submitted_at: datetime,
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+    min_rationale_chars: int,
+) -> dict[str, Any]:
+    """``judgment_rows(build_judgment(...)).values`` for a plain pairwise judgment.
+
+    Accepts only what the ORM path would accept unchanged (``NotCommon`` for anything else,
+    which then gets that path's own answer, errors included); the property test in
+    ``tests/server/test_fastlane.py`` holds the two equal.
+    """
+    _check_pairwise(judgment, min_rationale_chars)
+    if (
+        len(shown_order) != 2
+        or not _ident(shown_order[0])
+        or not _ident(shown_order[1])
+        or shown_order[0] == shown_order[1]
+        or shown_order[0] not in candidate_keys
+        or shown_order[1] not in candidate_keys
+    ):
+        raise NotCommon("shown order")
+    if not _ident(item_key) or not _ident(username):
+        raise NotCommon("identifiers")
+    if idempotency_key is not None and len(idempotency_key) > 200:
+        raise NotCommon("idempotency key")
+    if rubric_key is not None and type(rubric_key) is not str:
+        raise NotCommon("rubric")
+    if rubric_version is not None and (type(rubric_version) is not int or rubric_version < 1):
+        raise NotCommon("rubric")
+    winner, strength, rationale = (
+        judgment["winner"],
+        judgment["strength"],
+        judgment.get("rationale"),
+    )
+    a, b = shown_order
+    prov: dict[str, Any] = {"rater_id": username}
+    if rubric_key is not None:
+        prov["rubric_id"] = rubric_key
+    if rubric_version is not None:
+        prov["rubric_version"] = rubric_version
+    if guideline_version:  # 0: an assignment from before settings were versioned, not recorded
+        if type(guideline_version) is not int or guideline_version < 1:
+            raise NotCommon("guideline version")
+        prov["guideline_version"] = guideline_version
+    prov["review_pass"] = 0
+    prov["source"] = "human"
+    prov["started_at"] = _DT_JSON.dump_python(started_at, mode="json")
+    prov["submitted_at"] = _DT_JSON.dump_python(submitted_at, mode="json")
+    if telemetry is not None:
+        prov["telemetry"] = telemetry
+    hashed: dict[str, Any] = {"item_id": item_key}
+    if rationale is not None:
+        hashed["rationale"] = rationale
+    hashed["provenance"] = prov
+    hashed["kind"] = "pairwise"
+    hashed["shown_order"] = [a, b]
+    hashed["winner"] = winner
+    hashed["strength"] = strength
+    digest = hashlib.sha256(orjson.dumps(hashed, option=orjson.OPT_SORT_KEYS)).hexdigest()[:64]
+    lo, hi = (a, b) if a < b else (b, a)
+    if winner == "tie":
+        score = 0
+    else:
+        chosen = a if winner == "a" else b
+        score = -strength if chosen == lo else strength
+    return {
+        "kind": "pairwise",
+        "body": {"kind": "pairwise", "shown_order": [a, b], "winner": winner, "strength": strength},
+        "rationale": rationale,
+        "pair_lo": lo,
+        "pair_hi": hi,
+        "score": score,
+        "shown_order": [a, b],
+        "rubric_key": rubric_key,
+        "rubric_version": rubric_version,
+        "guideline_version": guideline_version or None,
+        "review_pass": 0,
+        "source": "human",
+        "started_at": started_at,
+        "submitted_at": submitted_at,
+        "telemetry": telemetry,
+        "idempotency_key": idempotency_key,
+        "content_hash": digest,
+    }

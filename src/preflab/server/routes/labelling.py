@@ -1,0 +1,157 @@
+"""Labelling routes: the next task (a lease), submit, release and skip.
+
+Handlers are thin: parse, call the engine (:mod:`preflab.server.assign`,
+:mod:`preflab.server.judging`), shape the answer. The common case of "next" and "submit" is
+served in front of these routes by :mod:`preflab.server.fastlane` with the same rules
+(:mod:`preflab.server.flow`); these routes answer everything else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...schema import Telemetry
+from .. import assign, judging
+from ..database import Database
+from ..permissions import Ctx, guard
+from ..webapi import no_items_detail, skip_task
+from ..wire import WireModel
+
+router = APIRouter(prefix="/api/v1", tags=["labelling"])
+
+
+def _ok(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def _db(request: Request) -> Database:
+    return request.app.state.db
+
+
+# -- wire models ---------------------------------------------------------------------------------
+
+
+class SubmitIn(WireModel):
+    assignment_id: str = Field(min_length=1, max_length=64)
+    judgment: dict[str, Any] = Field(description="A judgment body with 'kind' (no provenance).")
+    telemetry: Telemetry | None = None
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class SkipIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(max_length=40)
+    note: str = Field(default="", max_length=2000)
+
+
+class NextTaskOut(BaseModel):
+    """A task (``flow.next.task_payload``) or ``task: null`` with the reason."""
+
+    task: dict[str, Any] | None = Field(
+        description="assignment_id, project, phase, kinds, rubric, item (public view, in the "
+        "shown order), shown_order, expires_at, settings_version"
+    )
+    resumed: bool | None = Field(default=None, description="true: the live lease came back")
+    reason: str | None = Field(
+        default=None,
+        description="no_items, suspended, not_qualified, domain_required, limit_reached",
+    )
+    detail: str | None = None
+
+
+class SubmitOut(BaseModel):
+    judgment_id: int
+    item_id: str
+    kind: str
+    created: bool
+    replayed: bool
+    submitted_at: str | None
+    gold: dict[str, Any] | None = Field(
+        default=None, description="qualification items only: correct, expected, explanation"
+    )
+    qualification: dict[str, Any] | None = None
+
+
+class ReleaseOut(BaseModel):
+    released: bool
+    status: str | None = None
+    reason: str | None = None
+
+
+class SkipOut(BaseModel):
+    skipped: bool
+    reason: str
+    flag: str
+
+
+# -- routes --------------------------------------------------------------------------------------
+
+
+@router.post("/projects/{project}/assignments/next", response_model=NextTaskOut)
+def next_task(request: Request, project: str, ctx: Ctx = guard("project.label")) -> Response:
+    """The next task for the caller (a lease), or ``{"task": null, "reason": ...}``.
+
+    While a lease is live the same task comes back (``resumed``: true)."""
+    out = assign.next_task(_db(request), ctx.project, ctx.user.user_pk)
+    if out.get("reason") == "no_items":  # say why when items wait for a credential
+        with _db(request).reading() as s:
+            detail = no_items_detail(s, ctx.project, ctx.user.user_pk) or out.get("detail")
+        out = {**out, "detail": detail}
+    return _ok(out)
+
+
+@router.post("/projects/{project}/assignments/{assignment_id}/release", response_model=ReleaseOut)
+def release_task(
+    request: Request, project: str, assignment_id: str, ctx: Ctx = guard("project.label")
+) -> Response:
+    out = assign.release(_db(request), ctx.project, ctx.user.user_pk, assignment_id)
+    return _ok(out, 200 if out.get("reason") != "not_found" else 404)
+
+
+@router.post(
+    "/projects/{project}/judgments",
+    response_model=SubmitOut,
+    status_code=201,
+    responses={200: {"model": SubmitOut, "description": "a retry: the first result again"}},
+)
+def submit_judgment(
+    request: Request, project: str, body: SubmitIn, ctx: Ctx = guard("project.label")
+) -> Response:
+    """Submit the judgment for a live assignment. Retries (same ``idempotency_key`` or the
+    same assignment and answer) return the first result; nothing is stored twice."""
+    telemetry = (
+        body.telemetry.model_dump(mode="json", exclude_none=True) if body.telemetry else None
+    )
+    out = judging.submit(
+        _db(request),
+        ctx.project,
+        ctx.user.user_pk,
+        ctx.user.username,
+        assignment_id=body.assignment_id,
+        judgment=body.judgment,
+        idempotency_key=body.idempotency_key or request.headers.get("idempotency-key") or None,
+        telemetry=telemetry,
+    )
+    return _ok(out, 201 if out["created"] else 200)
+
+
+@router.post("/projects/{project}/assignments/{assignment_id}/skip", response_model=SkipOut)
+def post_skip(
+    request: Request,
+    project: str,
+    assignment_id: str,
+    body: SkipIn,
+    ctx: Ctx = guard("project.label"),
+) -> Response:
+    """Skip or flag the task you hold, with a reason (``unclear``, ``expertise``, ``broken``,
+    ``harmful``, ``other`` + note). The item goes to another rater; reviewers see the flags."""
+    out = skip_task(
+        _db(request), ctx.project, ctx.user.user_pk, assignment_id, body.reason, body.note
+    )
+    return _ok(out)

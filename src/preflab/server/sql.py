@@ -1,0 +1,410 @@
+"""Every statement of the labelling common case, built once and compiled once per backend.
+
+The executors (:mod:`preflab.server.exec`) run these; the decisions on what they return are
+:mod:`preflab.server.flow`. Round trips a cycle (next task + submit), both backends:
+
+* next: the guard's check with the rater's status (locked on PostgreSQL) — the live lease to
+  resume (a separate read on PostgreSQL, after the lock) — the candidate pick (room, domain
+  match, never the same item twice, ``FOR UPDATE SKIP LOCKED``) — the lease insert (on
+  PostgreSQL only if the item still has room, counted under the pool row's lock);
+* submit: the guard's check, the rater's status, the lease, its pool row, item and candidates,
+  the caller's rater row and whether the idempotency key is taken, in **one** statement
+  (locks taken in the order status, lease, pool row — the assigner's order); then the judgment
+  insert, the lease closed and the pool row counted (one statement on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from sqlalchemy import Text, and_, bindparam, case, cast, exists, func, or_, select, text, update
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql import Executable
+
+from ..store.models import CandidateRow, ItemRow, JudgmentRow, Project, Rater
+from ..store.server_models import (
+    ApiToken,
+    Assignment,
+    Credential,
+    Membership,
+    PoolDomain,
+    PoolEntry,
+    RaterStatus,
+    User,
+)
+
+_U, _T, _PJ, _M, _RS, _A = (
+    User.__table__,
+    ApiToken.__table__,
+    Project.__table__,
+    Membership.__table__,
+    RaterStatus.__table__,
+    Assignment.__table__,
+)
+_P, _PD, _I, _C, _CR = (
+    PoolEntry.__table__,
+    PoolDomain.__table__,
+    ItemRow.__table__,
+    CandidateRow.__table__,
+    Credential.__table__,
+)
+_J, _R = JudgmentRow.__table__, Rater.__table__
+
+
+class Backend(Protocol):
+    """What compiling needs to know of an executor."""
+
+    is_pg: bool
+    dialect: Dialect
+    mark: str
+
+
+class Compiled:
+    """A Core statement compiled once for one backend: SQL text + positional parameter names."""
+
+    __slots__ = ("defaults", "names", "sql")
+
+    def __init__(self, stmt: Executable, dialect: Dialect) -> None:
+        compiled = stmt.compile(dialect=dialect)
+        self.sql = compiled.string
+        self.names = tuple(compiled.positiontup)
+        self.defaults = dict(compiled.params)
+
+    def args(self, params: dict[str, Any]) -> list[Any]:
+        d = self.defaults
+        return [params[n] if n in params else d[n] for n in self.names]
+
+
+# -- the guard's check (permissions: token hash, not revoked, not expired, active user) ----------
+
+#: Columns of the caller: user, project, role, rater status (positions used by flow.lane).
+AUTH_COLS = (
+    _U.c.pk,
+    _U.c.username,
+    _PJ.c.pk,
+    _PJ.c.name,
+    _PJ.c.title,
+    cast(_PJ.c.kinds, Text),  # as text on both backends: the memo key of the project's
+    cast(_PJ.c.settings, Text),  # parsed values (flow.lane._project), no JSONB parse a request
+    _PJ.c.rubric_key,
+    _PJ.c.rubric_version,
+    _M.c.role,
+    _RS.c.status,
+    _U.c.is_admin,
+)
+
+
+def _token_ok():
+    return and_(
+        _T.c.token_hash == bindparam("hash"),
+        _T.c.revoked_at.is_(None),
+        or_(_T.c.expires_at.is_(None), _T.c.expires_at > bindparam("now")),
+        _U.c.is_active.is_(True),
+    )
+
+
+def _caller_joins(stmt):
+    """Token -> user -> project (by name) -> membership -> rater status (inner joins: the common
+    case is a member with a status row; anything else is answered by the framework)."""
+    return (
+        stmt.select_from(_T)
+        .join(_U, _U.c.pk == _T.c.user_pk)
+        .join(_PJ, _PJ.c.name == bindparam("name"))
+        .join(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
+        .join(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk))
+    )
+
+
+def _live_lease_pk():
+    return (
+        select(_A.c.pk)
+        .where(
+            _A.c.project_pk == _PJ.c.pk,
+            _A.c.user_pk == _U.c.pk,
+            _A.c.status == "active",
+            _A.c.expires_at > bindparam("now"),
+        )
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def auth_next(lock: bool):
+    """The caller for "next". SQLite (``lock`` False): also the live lease's pk (BEGIN
+    IMMEDIATE: nothing changes before the next statement). PostgreSQL: ``FOR UPDATE OF
+    rater_status`` serialises one rater's requests; the live lease is read after the lock."""
+    cols = list(AUTH_COLS) if lock else [*AUTH_COLS, _live_lease_pk()]
+    stmt = _caller_joins(select(*cols)).where(_token_ok())
+    return stmt.with_for_update(of=_RS) if lock else stmt
+
+
+#: The caller, their status, the lease with its pool row, item and candidates (one row per
+#: candidate, in item order), the caller's rater row and whether the idempotency key is taken.
+#: A plain read: on SQLite inside BEGIN IMMEDIATE; on PostgreSQL without locks (autocommit),
+#: the store statement (:data:`PG_GUARDED_STORE`) checks again under its own locks.
+SUBMIT = (
+    _caller_joins(
+        select(
+            *AUTH_COLS,
+            _A.c.pk.label("a_pk"),
+            _A.c.user_pk.label("a_user"),
+            _A.c.item_pk,
+            _A.c.status.label("a_status"),
+            _A.c.shown_order,
+            _A.c.created_at,
+            _A.c.expires_at,
+            _P.c.pk.label("pool_pk"),
+            _P.c.role.label("pool_role"),
+            _I.c.item_key,
+            _C.c.candidate_key,
+            _R.c.pk.label("rater_pk"),
+            _R.c.user_pk.label("rater_user_pk"),
+            select(_J.c.pk)
+            .where(_J.c.project_pk == _PJ.c.pk, _J.c.idempotency_key == bindparam("idem"))
+            .scalar_subquery()
+            .label("idem_pk"),
+            _A.c.settings_version,  # the guidelines the rater saw: the judgment's guideline_version
+        )
+    )
+    .join(_A, and_(_A.c.project_pk == _PJ.c.pk, _A.c.lease_id == bindparam("lease_id")))
+    .join(_P, _P.c.item_pk == _A.c.item_pk)
+    .join(_I, _I.c.pk == _A.c.item_pk)
+    .join(_C, _C.c.item_pk == _A.c.item_pk)
+    .outerjoin(_R, and_(_R.c.project_pk == _PJ.c.pk, _R.c.rater_key == _U.c.username))
+    .where(_token_ok())
+    .order_by(_C.c.position)
+)
+
+# -- next task -----------------------------------------------------------------------------------
+
+#: A live lease of this rater (resume it: one live lease per rater).
+LIVE_LEASE = (
+    select(_A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at)
+    .where(
+        _A.c.project_pk == bindparam("project_pk"),
+        _A.c.user_pk == bindparam("user_pk"),
+        _A.c.status == "active",
+        _A.c.expires_at > bindparam("now"),
+    )
+    .limit(1)
+)
+
+LEASE_BY_PK = select(
+    _A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at
+).where(_A.c.pk == bindparam("a_pk"))
+
+VERIFIED_DOMAINS = select(_CR.c.domain).where(
+    _CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True)
+)
+
+#: Submitted non-qualification items of this rater (``max_items_per_rater``).
+DONE_COUNT = (
+    select(func.count())
+    .select_from(_A)
+    .where(
+        _A.c.project_pk == bindparam("project_pk"),
+        _A.c.user_pk == bindparam("user_pk"),
+        _A.c.role != "qualification",
+        _A.c.status == "submitted",
+    )
+)
+
+#: The item and its candidates in one round trip (one row per candidate, in item order).
+ITEM_VIEW = (
+    select(
+        _I.c.item_key,
+        _I.c.content_hash,
+        _I.c.prompt,
+        _I.c.domains,
+        _I.c.reference,
+        _I.c.gold,
+        _I.c["metadata"].label("meta"),
+        _C.c.candidate_key,
+        _C.c.text,
+        _C.c.messages,
+        _C.c.model,
+        _C.c.source,
+        _C.c["metadata"].label("cmeta"),
+    )
+    .join(_C, _C.c.item_pk == _I.c.pk)
+    .where(_I.c.pk == bindparam("item_pk"))
+    .order_by(_C.c.position)
+)
+
+
+def pick(role: str, match: str, *, unless_live: bool = False):
+    """The candidate query for one role: eligibility, counts and order in a single statement.
+
+    * ``NOT EXISTS`` a lease of this rater on the item: never the same item twice (any status);
+    * domains compared in SQL against the rater's verified credentials (``domain_match``
+      ``any``: one shared domain; ``all``: every domain of the item);
+    * production: submitted labels + live leases below the target (exact k); fuller items
+      first so overlap items reach k;
+    * ``FOR UPDATE OF task_pool SKIP LOCKED`` on PostgreSQL (no-op on SQLite, where BEGIN
+      IMMEDIATE serialises writers): concurrent assigners skip each other's candidates.
+    """
+    item = _P.c.item_pk
+    mine = select(_CR.c.domain).where(
+        _CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True)
+    )
+    has_any = exists().where(_PD.c.item_pk == item)
+    if match == "any":
+        domain_ok = or_(~has_any, exists().where(_PD.c.item_pk == item, _PD.c.domain.in_(mine)))
+    else:
+        domain_ok = ~exists().where(_PD.c.item_pk == item, _PD.c.domain.not_in(mine))
+    live = (
+        select(func.count())
+        .select_from(_A)
+        .where(_A.c.item_pk == item, _A.c.status == "active", _A.c.expires_at > bindparam("now"))
+        .scalar_subquery()
+    )
+    content_hash = (
+        select(_I.c.content_hash).where(_I.c.pk == item).scalar_subquery().label("content_hash")
+    )
+    stmt = select(_P.c.pk, _P.c.item_pk, _P.c.role, _P.c.filled, _P.c.target, content_hash).where(
+        _P.c.project_pk == bindparam("project_pk"),
+        _P.c.role == role,
+        ~exists().where(_A.c.item_pk == item, _A.c.user_pk == bindparam("user_pk")),
+        domain_ok,
+    )
+    if unless_live:
+        stmt = stmt.where(text("NOT EXISTS (SELECT 1 FROM live)"))
+    if role == "production":
+        stmt = stmt.where(_P.c.filled < _P.c.target, _P.c.filled + live < _P.c.target).order_by(
+            _P.c.filled.desc(), _P.c.order_key.desc(), _P.c.pk.desc()
+        )
+    else:
+        stmt = stmt.order_by(_P.c.order_key.desc(), _P.c.pk.desc())
+    return stmt.limit(bindparam("n")).with_for_update(skip_locked=True, of=_P)
+
+
+class LiveOrPick:
+    """PostgreSQL: the rater's live lease, or (when there is none) the first role's candidates,
+    locked, in one round trip read after the status lock (one snapshot for both).
+
+    Rows: ``("live", lease_id, item_pk, role, shown_order, expires_at, None, None, None, None)``
+    or ``("pick", None, item_pk, role, None, None, pool_pk, filled, target, content_hash)``.
+    """
+
+    def __init__(self, role: str, match: str, dialect: Dialect) -> None:
+        live, cand = (
+            Compiled(LIVE_LEASE, dialect),
+            Compiled(pick(role, match, unless_live=True), dialect),
+        )
+        self.sql = (
+            f"WITH live AS ({live.sql}), cand AS ({cand.sql}) "
+            "SELECT 'live', lease_id, item_pk, role, shown_order, expires_at, "
+            "NULL::integer, NULL::integer, NULL::integer, NULL::varchar FROM live "
+            "UNION ALL SELECT 'pick', NULL, item_pk, role, NULL, NULL, pk, filled, target, "
+            "content_hash FROM cand"
+        )
+        self._parts = (live, cand)
+
+    def args(self, params: dict[str, Any]) -> list[Any]:
+        return [a for part in self._parts for a in part.args(params)]
+
+
+_LEASE_COLS = (
+    "lease_id, project_pk, item_pk, user_pk, role, status, shown_order, settings_version, "
+    "created_at, expires_at"
+)
+
+
+def insert_lease(mark: str) -> str:
+    m = mark
+    return (
+        f"INSERT INTO assignments ({_LEASE_COLS}) "
+        f"VALUES ({m}, {m}, {m}, {m}, {m}, 'active', {m}, {m}, {m}, {m})"
+    )
+
+
+#: PostgreSQL READ COMMITTED: the candidate query's snapshot may predate a lease another host
+#: committed just before this one locked the pool row, so the lease is inserted only if the
+#: item still has room, counted in the insert's own (newer) snapshot under the row lock.
+PG_LEASE_IF_ROOM = (
+    f"INSERT INTO assignments ({_LEASE_COLS}) SELECT %s, %s, %s, %s, %s, 'active', %s, %s, %s, %s "
+    "WHERE (SELECT filled FROM task_pool WHERE pk = %s) + (SELECT count(*) FROM assignments "
+    "WHERE item_pk = %s AND status = 'active' AND expires_at > %s) < %s RETURNING pk"
+)
+
+# -- submit: the writes ------------------------------------------------------------------------------
+
+CLOSE_LEASE = (
+    update(_A)
+    .where(_A.c.pk == bindparam("a_pk"))
+    .values(status="submitted", judgment_pk=bindparam("j_pk"))
+)
+#: Production labels count towards the item's target; gold rows run the same statement unchanged.
+FILL = (
+    update(_P)
+    .where(_P.c.pk == bindparam("p_pk"))
+    .values(filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
+)
+
+#: PostgreSQL: the whole write of a submit in one statement, its own transaction (autocommit):
+#: lock the rater's status row (still ``qualified``), the lease (still the caller's, active and
+#: unexpired) and the pool row — the ORM path's order — then insert the judgment, close the
+#: lease and count the label. Locks are held for the statement only (microseconds). A row lock
+#: waited for is re-checked on the newest row version (READ COMMITTED), so a suspension, an
+#: expiry or another submit that won the race leaves no row: nothing written, the framework
+#: answers. ``{columns}`` / ``{values}``: the judgment's (``flow.lane._judgment_values``).
+PG_GUARDED_STORE = (
+    "WITH s AS (SELECT 1 FROM rater_status WHERE project_pk = %s AND user_pk = %s "
+    "AND status = 'qualified' FOR UPDATE), "
+    "l AS (SELECT pk FROM assignments WHERE pk = %s AND user_pk = %s AND status = 'active' "
+    "AND expires_at > %s AND EXISTS (SELECT 1 FROM s) FOR UPDATE), "
+    "p AS (SELECT pk FROM task_pool WHERE pk = %s AND EXISTS (SELECT 1 FROM l) FOR UPDATE), "
+    "j AS (INSERT INTO judgments ({columns}) SELECT {values} WHERE EXISTS (SELECT 1 FROM p) "
+    "RETURNING pk), "
+    "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) "
+    "WHERE pk = %s AND EXISTS (SELECT 1 FROM j)), "
+    "f AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
+    "WHERE pk = %s AND EXISTS (SELECT 1 FROM j)) "
+    "SELECT pk FROM j"
+)
+
+#: How each judgment column is bound (JSON and datetimes by the executor; NULLs left out: the
+#: columns have no defaults; ``excluded`` and ``created_at`` get the model defaults).
+JUDGMENT_JSON_COLS = frozenset({"body", "shown_order", "telemetry"})
+JUDGMENT_DT_COLS = frozenset({"started_at", "submitted_at"})
+
+
+class Statements:
+    """Every statement of the common case, compiled once for one backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        def c(stmt: Executable) -> Compiled:
+            return Compiled(stmt, backend.dialect)
+
+        self.auth_next = c(auth_next(lock=backend.is_pg))
+        self.submit = c(SUBMIT)
+        self.live = c(LIVE_LEASE)
+        self.lease_by_pk = c(LEASE_BY_PK)
+        self.verified_domains = c(VERIFIED_DOMAINS)
+        self.done_count = c(DONE_COUNT)
+        self.item_view = c(ITEM_VIEW)
+        self.picks = {
+            (role, match): c(pick(role, match))
+            for role in ("production", "gold")
+            for match in ("any", "all")
+        }
+        if backend.is_pg:
+            self.live_or_pick = {
+                (role, match): LiveOrPick(role, match, backend.dialect)
+                for role in ("production", "gold")
+                for match in ("any", "all")
+            }
+        self.insert_lease = insert_lease(backend.mark)
+        self.close_lease = c(CLOSE_LEASE)
+        self.fill = c(FILL)
+
+
+_COMPILED: dict[bool, Statements] = {}
+
+
+def statements(backend: Backend) -> Statements:
+    """The statements for this executor's backend, compiled on first use."""
+    found = _COMPILED.get(backend.is_pg)
+    if found is None:
+        found = _COMPILED[backend.is_pg] = Statements(backend)
+    return found

@@ -1,0 +1,285 @@
+"""Row-level parity: the fast lane (SQLite or PostgreSQL executor) writes exactly the rows the
+ORM path writes — assignments, judgments and the pool's counters — for the same scripted
+sequence of requests. The ORM path (lane off) is the oracle.
+
+Script: three raters, overlap items (k = 2) and single items, interleaved "next" and "submit"
+requests, a resume, a release, and a replay; then the three tables are read back and compared
+column by column (times, random ids, the random shown order and what is derived from them —
+the content hash, the canonical pair and the score — are per-run values and left out).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+from .conftest import seed
+
+PER_RUN = (
+    "created_at",
+    "started_at",
+    "submitted_at",
+    "expires_at",
+    "content_hash",
+    "lease_id",
+    "shown_order",
+    "idempotency_key",
+    "body",
+    "pair_lo",
+    "pair_hi",
+    "score",
+)
+POLICY = {"overlap_share": 0.5, "overlap_k": 2, "randomise_order": True}
+NEXT = "/api/v1/projects/demo/assignments/next"
+SUBMIT = "/api/v1/projects/demo/judgments"
+
+
+def _script(c: TestClient, tokens: dict[str, str]) -> list[tuple[int, str]]:
+    """The requests, in order; returns (status, reason or kind) of each answer."""
+    heads = {name: {"Authorization": f"Bearer {t}"} for name, t in sorted(tokens.items())}
+    out: list[tuple[int, str]] = []
+    held: dict[str, dict] = {}
+    for round_ in range(4):
+        for name, h in heads.items():  # everyone takes a task, then everyone answers it
+            r = c.post(NEXT, headers=h)
+            task = r.json().get("task")
+            out.append((r.status_code, task["phase"] if task else r.json()["reason"]))
+            if task:
+                held[name] = task
+        resumed = c.post(NEXT, headers=heads["rater000"])  # a live lease comes back
+        out.append((resumed.status_code, str(resumed.json().get("resumed"))))
+        for i, (name, h) in enumerate(heads.items()):
+            task = held.pop(name, None)
+            if task is None:
+                continue
+            if round_ == 1 and i == 2:  # one release instead of an answer
+                rel = c.post(
+                    f"/api/v1/projects/demo/assignments/{task['assignment_id']}/release", headers=h
+                )
+                out.append((rel.status_code, "released"))
+                continue
+            body = {
+                "assignment_id": task["assignment_id"],
+                "idempotency_key": uuid.uuid4().hex,
+                "judgment": {
+                    "kind": "pairwise",
+                    "winner": "ab"[i % 2],
+                    "strength": 1 + i % 3,
+                    "rationale": f"round {round_} rater {name}",
+                },
+                "telemetry": {"active_ms": 1000 + i, "typed_chars": 20},
+            }
+            r = c.post(SUBMIT, json=body, headers=h)
+            out.append((r.status_code, r.json().get("kind", "")))
+            if round_ == 0 and i == 0:  # a retry with the same key: the first result, nothing new
+                again = c.post(SUBMIT, json=body, headers=h)
+                out.append((again.status_code, str(again.json().get("replayed"))))
+    return out
+
+
+def _tables(url: str) -> dict[str, list[dict]]:
+    engine = create_engine(url)
+    queries = {
+        "assignments": "SELECT * FROM assignments ORDER BY pk",
+        "judgments": "SELECT * FROM judgments ORDER BY pk",
+        "task_pool": "SELECT pk, item_pk, role, filled, target FROM task_pool ORDER BY pk",
+        "rater_status": "SELECT project_pk, user_pk, status FROM rater_status ORDER BY pk",
+    }
+    with engine.connect() as conn:
+        out = {
+            name: [
+                {k: v for k, v in dict(r._mapping).items() if k not in PER_RUN}
+                for r in conn.execute(text(sql))
+            ]
+            for name, sql in queries.items()
+        }
+    engine.dispose()
+    return out
+
+
+def _run(url: str, lane: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list, dict, dict]:
+    from preflab.server import fastlane
+    from preflab.server.app import create_app
+
+    monkeypatch.setattr(fastlane, "ENABLED", lane)
+    fastlane.STATS.clear()
+    s = seed(url, raters=3, n_items=8, extra_roles=False, policy=POLICY)
+    app = create_app(url)
+    with TestClient(app) as c:
+        answers = _script(c, s.tokens)
+    app.state.db.dispose()
+    return answers, _tables(url), dict(fastlane.STATS)
+
+
+@pytest.fixture
+def two_urls(request: pytest.FixtureRequest, tmp_path) -> Iterator[tuple[str, str]]:
+    """Two fresh databases of one backend: the lane's and the oracle's."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'lane.db'}", f"sqlite:///{tmp_path / 'oracle.db'}"
+        return
+    lane_url = request.getfixturevalue("pg_url")
+    engine = create_engine(lane_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    name = f"preflab_oracle_{uuid.uuid4().hex[:12]}"
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield lane_url, lane_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+
+@pytest.mark.parametrize("two_urls", ["sqlite", "postgres"], indirect=True)
+def test_lane_and_orm_oracle_write_identical_rows(two_urls, monkeypatch) -> None:
+    lane_url, oracle_url = two_urls
+    lane_answers, lane_rows, lane_stats = _run(lane_url, True, monkeypatch)
+    oracle_answers, oracle_rows, oracle_stats = _run(oracle_url, False, monkeypatch)
+    # the lane served most of the script itself (first contacts and refusals go to the ORM path)
+    assert lane_stats.get("served", 0) >= 12 and not oracle_stats.get("served")
+    assert lane_answers == oracle_answers
+    assert (201, "pairwise") in lane_answers and (200, "True") in lane_answers
+    for table in ("assignments", "judgments", "task_pool", "rater_status"):
+        assert lane_rows[table] == oracle_rows[table], table
+    filled = [r["filled"] for r in lane_rows["task_pool"]]
+    assert sum(filled) == sum(1 for a in lane_rows["assignments"] if a["status"] == "submitted")
+
+
+def test_lane_refuses_a_kind_the_project_does_not_declare(tmp_path, monkeypatch) -> None:
+    """A pairwise answer in a project that collects rankings only: 422 naming the kinds, and
+    nothing written — the lane hands it on (flow.submit.kind_refusal) and the ORM path says why."""
+    from preflab.server import fastlane
+    from preflab.server.app import create_app
+
+    url = f"sqlite:///{tmp_path / 'kinds.db'}"
+    s = seed(url, raters=1, n_items=2, extra_roles=False, kinds=["ranking"])
+    monkeypatch.setattr(fastlane, "ENABLED", True)
+    fastlane.STATS.clear()
+    h = {"Authorization": f"Bearer {s.tokens['rater000']}"}
+    with TestClient(create_app(url)) as c:
+        for _ in range(2):  # the second answer is the lane's common case, but for its kind
+            task = c.post(NEXT, headers=h).json()["task"]
+            body = {"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex}
+            ranked = {"kind": "ranking", "order": [[c] for c in task["shown_order"]]}
+            pair = {"kind": "pairwise", "winner": "a", "strength": 1}
+            refused = c.post(SUBMIT, json={**body, "judgment": pair}, headers=h)
+            assert refused.status_code == 422, refused.text
+            assert "collects ['ranking']" in refused.json()["detail"]
+            assert c.post(SUBMIT, json={**body, "judgment": ranked}, headers=h).status_code == 201
+        c.app.state.db.dispose()
+    assert _tables(url)["judgments"] and all(
+        j["kind"] == "ranking" for j in _tables(url)["judgments"]
+    )
+
+
+def test_concurrent_submits_of_one_lease_store_one_judgment(db_url, start_server) -> None:
+    """Twelve submits of one lease at once, each with its own key and answer, on two server
+    processes: exactly one is stored (201) and counted once on the pool row; the others get
+    the framework's refusal (409: already submitted with another answer). On PostgreSQL the
+    lane's read takes no lock; its one guarded write re-checks the lease under the locks."""
+    import threading
+
+    s = seed(db_url, raters=1, n_items=3, extra_roles=False)
+    hosts = [start_server(db_url, workers=1), start_server(db_url, workers=1)]
+    token = s.tokens["rater000"]
+    with hosts[0].client(token) as c:  # a first label (the rater row), then the raced task
+        first = c.post(NEXT).json()["task"]
+        answer = {"kind": "pairwise", "winner": "a", "strength": 1}
+        c.post(SUBMIT, json={"assignment_id": first["assignment_id"], "judgment": answer})
+        task = c.post(NEXT).json()["task"]
+    codes: list[int] = []
+    start = threading.Barrier(12)
+
+    def submit(i: int) -> None:
+        body = {
+            "assignment_id": task["assignment_id"],
+            "idempotency_key": f"race-{i}",
+            "judgment": {
+                "kind": "pairwise",
+                "winner": "ab"[i % 2],
+                "strength": 1 + i % 3,
+                "rationale": f"answer {i}",  # every body differs: no replay among them
+            },
+        }
+        with hosts[i % 2].client(token) as c:
+            start.wait()
+            codes.append(c.post(SUBMIT, json=body).status_code)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(codes).count(201) == 1 and set(codes) <= {201, 409}, codes
+    rows = _tables(db_url)
+    assert len(rows["judgments"]) == 2
+    assert sum(r["filled"] for r in rows["task_pool"]) == 2
+
+
+@pytest.mark.parametrize(
+    "meanwhile",
+    [
+        "UPDATE rater_status SET status = 'suspended', reason = 'drift'",
+        "UPDATE assignments SET status = 'released' WHERE status = 'active'",
+        "UPDATE assignments SET expires_at = now() - interval '1 second' WHERE status = 'active'",
+    ],
+    ids=["suspended", "released", "expired"],
+)
+def test_pg_guarded_write_stores_nothing_when_the_lease_changed_after_the_read(
+    pg_url, monkeypatch, meanwhile: str
+) -> None:
+    """PostgreSQL: the submit's read takes no lock; a change committed between the read and the
+    write (here: inside the decision step) makes the one guarded write store nothing."""
+    import hashlib
+
+    from preflab.server.exec.postgres import PgExecutor
+    from preflab.server.flow import NotCommon
+    from preflab.server.flow import lane as flow_lane
+    from preflab.store.models import utcnow
+
+    s = seed(pg_url, raters=1, n_items=3, extra_roles=False)
+    token = s.tokens["rater000"]
+    h = {"Authorization": f"Bearer {token}"}
+    from preflab.server.app import create_app
+
+    app = create_app(pg_url)
+    with TestClient(app) as c:  # a first label (the rater row), then the task to race
+        first = c.post(NEXT, headers=h).json()["task"]
+        answer = {"kind": "pairwise", "winner": "a", "strength": 1}
+        c.post(
+            SUBMIT, json={"assignment_id": first["assignment_id"], "judgment": answer}, headers=h
+        )
+        task = c.post(NEXT, headers=h).json()["task"]
+    app.state.db.dispose()
+    engine = create_engine(pg_url)
+    decide = flow_lane.pairwise_values
+
+    def change_then_decide(*args, **kwargs):
+        with engine.begin() as conn:  # another request, committed between read and write
+            conn.execute(text(meanwhile))
+        return decide(*args, **kwargs)
+
+    monkeypatch.setattr(flow_lane, "pairwise_values", change_then_decide)
+    ex = PgExecutor(engine.url)
+    cur = ex.begin()
+    with pytest.raises(NotCommon, match="changed since read"):
+        flow_lane.run_submit(
+            flow_lane.Lane(ex, cur, utcnow()),
+            hashlib.sha256(token.encode()).hexdigest(),
+            "demo",
+            assignment_id=task["assignment_id"],
+            judgment={"kind": "pairwise", "winner": "b", "strength": 2},
+            idempotency_key="k-race",
+            telemetry=None,
+        )
+    ex.rollback(cur)
+    ex.end(cur)
+    ex.close()
+    engine.dispose()
+    rows = _tables(pg_url)
+    assert len(rows["judgments"]) == 1  # only the first label
+    assert sum(r["filled"] for r in rows["task_pool"]) == 1
