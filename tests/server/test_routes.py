@@ -13,16 +13,6 @@ from preflab.server.permissions import iter_api_routes
 from .conftest import pairwise_item, seed
 from .test_holes import app_client, bearer
 
-#: The hot labelling routes that the rule-flow restructure (``server/routes/labelling.py``) owns;
-#: they get their response models there. Remove an entry when its route has one.
-PENDING_LABELLING = {
-    ("post", "/api/v1/projects/{project}/assignments/next"),
-    ("post", "/api/v1/projects/{project}/assignments/{assignment_id}/release"),
-    ("post", "/api/v1/projects/{project}/judgments"),
-    ("post", "/api/v1/projects/{project}/assignments/{assignment_id}/skip"),
-}
-
-
 def _without_response_schema(openapi: dict) -> set[tuple[str, str]]:
     missing = set()
     for path, operations in openapi["paths"].items():
@@ -40,8 +30,7 @@ def test_every_route_in_the_openapi_document_has_a_response_schema(sqlite_url):
         openapi = c.get("/api/v1/openapi.json").json()
     assert len(openapi["paths"]) > 40  # the walk found the API
     missing = _without_response_schema(openapi)
-    assert missing - PENDING_LABELLING == set(), "give these routes a response_model"
-    assert PENDING_LABELLING - missing == set(), "these have one now: drop them from the list"
+    assert missing == set(), "give these routes a response_model"
 
 
 def test_a_route_without_a_response_model_is_caught():
