@@ -13,6 +13,7 @@ from preflab.server.permissions import iter_api_routes
 from .conftest import pairwise_item, seed
 from .test_holes import app_client, bearer
 
+
 def _without_response_schema(openapi: dict) -> set[tuple[str, str]]:
     missing = set()
     for path, operations in openapi["paths"].items():
