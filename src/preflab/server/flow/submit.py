@@ -6,7 +6,6 @@ Used by the ORM path (:mod:`preflab.server.judging`) and by the executors' commo
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -15,6 +14,12 @@ import orjson
 from pydantic import TypeAdapter
 
 from ...schema import describe_need, kind_fits, kinds_for_item
+from ...schema.pairwise import (
+    canonical_pair,
+    judgment_content_hash,
+    pairwise_body,
+    pairwise_hashed,
+)
 from ..wire import wire_problems
 from .common import NotCommon, aware
 
@@ -262,28 +267,18 @@ def pairwise_values(
     prov["submitted_at"] = _DT_JSON.dump_python(submitted_at, mode="json")
     if telemetry is not None:
         prov["telemetry"] = telemetry
-    hashed: dict[str, Any] = {"item_id": item_key}
-    if rationale is not None:
-        hashed["rationale"] = rationale
-    hashed["provenance"] = prov
-    hashed["kind"] = "pairwise"
-    hashed["shown_order"] = [a, b]
-    hashed["winner"] = winner
-    hashed["strength"] = strength
-    digest = hashlib.sha256(orjson.dumps(hashed, option=orjson.OPT_SORT_KEYS)).hexdigest()[:64]
-    lo, hi = (a, b) if a < b else (b, a)
-    if winner == "tie":
-        score = 0
-    else:
-        chosen = a if winner == "a" else b
-        score = -strength if chosen == lo else strength
+    # the one canonical form and hash (preflab.schema.pairwise), as every other writer stores it
+    digest = judgment_content_hash(
+        pairwise_hashed(item_key, (a, b), winner, strength, prov, rationale)
+    )
+    pair = canonical_pair(a, b, winner, strength)
     return {
         "kind": "pairwise",
-        "body": {"kind": "pairwise", "shown_order": [a, b], "winner": winner, "strength": strength},
+        "body": pairwise_body(a, b, winner, strength),
         "rationale": rationale,
-        "pair_lo": lo,
-        "pair_hi": hi,
-        "score": score,
+        "pair_lo": pair.lo,
+        "pair_hi": pair.hi,
+        "score": pair.score,
         "shown_order": [a, b],
         "rubric_key": rubric_key,
         "rubric_version": rubric_version,
