@@ -110,6 +110,41 @@ def test_cpu_settings_turn_off_trl_bf16_and_gradient_checkpointing_defaults(tmp_
     assert not ours.bf16 and not ours.gradient_checkpointing and ours.use_cpu
 
 
+@pytest.mark.parametrize(
+    ("device", "expected"),
+    [
+        ("cpu", {"bf16": False, "use_cpu": True, "dataloader_num_workers": 0}),
+        ("cuda-bf16", {"bf16": True, "use_cpu": False, "dataloader_num_workers": 2}),
+        ("cuda-no-bf16", {"bf16": False, "use_cpu": False, "dataloader_num_workers": 2}),
+    ],
+)
+def test_device_settings_use_bf16_only_on_a_gpu_that_supports_it(device, expected):
+    from preflab.train.reward_model import Device, device_settings
+
+    chosen = {
+        "cpu": Device(cuda=False),
+        "cuda-bf16": Device(cuda=True, bf16_supported=True),
+        "cuda-no-bf16": Device(cuda=True, bf16_supported=False),
+    }[device]
+    settings = device_settings(chosen)
+    assert {k: settings[k] for k in expected} == expected
+    assert (
+        settings["fp16"] is False
+    )  # never: fp16 needs loss scaling this small model does not repay
+    checkpointing = [k for k in settings if k.endswith("_checkpointing")]
+    assert checkpointing and not any(settings[k] for k in checkpointing)
+
+
+def test_device_detect_matches_torch():
+    import torch
+
+    from preflab.train.reward_model import Device
+
+    detected = Device.detect()
+    assert detected.cuda == torch.cuda.is_available()
+    assert detected.bf16_supported == (detected.cuda and torch.cuda.is_bf16_supported())
+
+
 def _pairs(n_prompts: int, per_prompt: int) -> list[Pair]:
     return [
         Pair(f"prompt {i}", f"good {i}.{k}", f"bad {i}.{k}")
