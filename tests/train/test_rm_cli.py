@@ -313,3 +313,40 @@ def test_rm_train_refuses_to_overwrite_a_directory_it_did_not_write(
     )
     assert result.exit_code == 2 and "not an rm train output" in flat(result.output)
     assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_rm_eval_of_a_model_trained_from_an_export_directory_has_domain_and_agreement_strata(
+    tmp_path, export_dir, backbone_dir, pandalm_records
+):
+    out = tmp_path / "model"
+    run("rm", "train", export_dir, "--out", out, "--backbone", backbone_dir, "--max-steps", 1)
+    report = json.loads(run("rm", "eval", out, "--json"))
+    strata = report["methods"]["reward_model"]["strata"]
+    domains = {r["motivation_app"].lower() for r in pandalm_records}
+    assert set(strata["domain"]) <= domains and "none" not in strata["domain"]
+    assert (
+        set(strata["agreement"]) <= {"unanimous", "split"} and "unknown" not in strata["agreement"]
+    )
+    assert sum(s["n"] for s in strata["agreement"].values()) == report["n_heldout"]
+
+
+def test_export_pair_metadata_follows_the_rows_of_the_export(export_dir, pandalm_records):
+    from preflab.train.data import read_export
+
+    pairs = read_export(export_dir).pairs
+    domain_of = {r["idx"]: r["motivation_app"].lower() for r in pandalm_records}
+    assert all(p.item_id and p.n_raters == 3 and 0.5 < p.agreement <= 1 for p in pairs)
+    assert {p.domain for p in pairs} <= set(domain_of.values())
+
+
+def test_a_pair_metadata_file_that_does_not_match_the_rows_is_refused(tmp_path, export_dir):
+    import shutil
+
+    from preflab.train.data import PairDataError, read_export
+
+    copy = tmp_path / "reward"
+    shutil.copytree(export_dir, copy)
+    lines = (copy / "pair_metadata.jsonl").read_text().splitlines()
+    (copy / "pair_metadata.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(PairDataError, match=r"pair_metadata.jsonl: \d+ rows for \d+ pairs"):
+        read_export(copy)
