@@ -257,50 +257,64 @@ def speed(pairs: list[Pair], args: argparse.Namespace) -> dict:
 # -- accuracy ---------------------------------------------------------------------------------
 
 
+#: ``rm train`` variants compared on the same split (RMSettings overrides)
+VARIANTS: dict[str, dict] = {
+    "default": {},
+    "plain": {"length_balance": False},
+    "length_balance": {"length_balance": True},
+    "length_parity": {"length_parity": True, "length_balance": False},
+}
+
+
 def accuracy(name: str, pairs: list[Pair], args: argparse.Namespace) -> dict:
+    """Train each variant in ``--variants`` for each seed in ``--seeds``; score the held-out split."""
+    out: dict = {"pairs": len(pairs), "runs": []}
+    for seed in args.seeds:
+        for variant in args.variants:
+            report = train_and_evaluate(name, pairs, args, seed, VARIANTS[variant])
+            out["runs"].append({"variant": variant, "seed": seed, **report})
+            print_run(name, out["runs"][-1])
+    return out
+
+
+def train_and_evaluate(
+    name: str, pairs: list[Pair], args: argparse.Namespace, seed: int, overrides: dict
+) -> dict:
     from preflab.train.data import read_pairs
     from preflab.train.evaluation import evaluate_pairs
     from preflab.train.reward_model import RMSettings, train_reward_model
     from preflab.train.score import RewardScorer
 
-    out: dict = {"pairs": len(pairs)}
-    for variant, parity in (("default", False), ("length_parity", True)):
-        if parity and args.skip_parity:
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            settings = RMSettings(
-                max_length=args.max_length,
-                epochs=args.epochs,
-                batch_size=args.batch_size,
-                length_parity=parity,
-                seed=args.seed,
-                progress=False,
-                logging_steps=1000,
-            )
-            start = time.perf_counter()
-            card = train_reward_model(
-                PairSource(pairs, {}, None, name), Path(tmp), settings=settings
-            ).card
-            train, held = (
-                read_pairs(Path(tmp) / "split/train.jsonl"),
-                read_pairs(Path(tmp) / "split/heldout.jsonl"),
-            )
-            scorer = RewardScorer(Path(tmp))
-            rc = scorer.score([p.prompt for p in held], [p.chosen for p in held])
-            rr = scorer.score([p.prompt for p in held], [p.rejected for p in held])
-            report = evaluate_pairs(
-                held,
-                train,
-                reward_chosen=rc,
-                reward_rejected=rr,
-                length=scorer.length,
-                seed=args.seed,
-            )
-            report["seconds"] = time.perf_counter() - start
-            report["truncated_pairs"] = card["truncated_pairs"]
-            report["train_pairs"] = card["split"]["train_pairs"]
-            out[variant] = report
-    return out
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = RMSettings(
+            max_length=args.max_length,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            seed=seed,
+            progress=False,
+            logging_steps=1000,
+            **overrides,
+        )
+        start = time.perf_counter()
+        card = train_reward_model(
+            PairSource(pairs, {}, None, name), Path(tmp), settings=settings
+        ).card
+        train, held = (
+            read_pairs(Path(tmp) / "split/train.jsonl"),
+            read_pairs(Path(tmp) / "split/heldout.jsonl"),
+        )
+        scorer = RewardScorer(Path(tmp))
+        rc = scorer.score([p.prompt for p in held], [p.chosen for p in held])
+        rr = scorer.score([p.prompt for p in held], [p.rejected for p in held])
+        report = evaluate_pairs(
+            held, train, reward_chosen=rc, reward_rejected=rr, length=scorer.length, seed=seed
+        )
+    report["seconds"] = time.perf_counter() - start
+    report["truncated_pairs"] = card["truncated_pairs"]
+    report["train_pairs"] = card["split"]["train_pairs"]
+    report["steps"] = card["training"]["steps"]
+    return report
 
 
 def _acc(m: dict, stratum: str | None = None) -> str:
@@ -309,40 +323,58 @@ def _acc(m: dict, stratum: str | None = None) -> str:
     return "   –  " if m.get("accuracy") is None else f"{m['accuracy']:.3f}"
 
 
-def print_accuracy(name: str, result: dict) -> None:
-    print(f"\n{name}: {result['pairs']} pairs sampled")
-    print(f"  {'method':<26}{'accuracy':>9}{'95% CI':>16}{'ch. longer':>12}{'ch. shorter':>12}")
-    for variant in ("default", "length_parity"):
-        if variant not in result:
-            continue
-        r = result[variant]
-        methods = (
-            r["methods"] if variant == "default" else {"reward_model": r["methods"]["reward_model"]}
-        )
-        for key, m in methods.items():
-            label = {
-                "reward_model": f"MiniLM RM ({variant})",
-                "longer_wins": "longer wins",
-                "shorter_wins": "shorter wins",
-                "tfidf_lr": "TF-IDF + LR",
-            }[key]
-            print(
-                f"  {label:<26}{_acc(m):>9}   [{m['low']:.3f}, {m['high']:.3f}]"
-                f"{_acc(m, 'chosen longer'):>12}{_acc(m, 'chosen shorter'):>12}"
-            )
-        print(
-            f"    ({variant}: {r['train_pairs']} train / {r['n_heldout']} held-out pairs, {r['truncated_pairs']} "
-            f"truncated, {r['seconds']:.0f} s; Spearman(reward, length) "
-            f"{(r['spearman_reward_length'] or {}).get('rho', float('nan')):.3f}; "
-            f"ECE {r['calibration']['reward_model']['ece']:.3f})"
-        )
+METHOD_LABELS = {
+    "longer_wins": "longer wins",
+    "shorter_wins": "shorter wins",
+    "tfidf_lr": "TF-IDF + LR",
+}
+
+
+def _row(label: str, m: dict) -> str:
+    gap = _gap(m)
+    return (
+        f"  {label:<30}{_acc(m):>9}   [{m['low']:.3f}, {m['high']:.3f}]"
+        f"{_acc(m, 'chosen longer'):>12}{_acc(m, 'chosen shorter'):>12}"
+        f"{'   –' if gap is None else f'{gap:7.3f}':>8}"
+    )
+
+
+def _gap(m: dict) -> float | None:
+    strata = m["strata"]["length"]
+    a = strata.get("chosen longer", {}).get("accuracy")
+    b = strata.get("chosen shorter", {}).get("accuracy")
+    return None if a is None or b is None else abs(a - b)
+
+
+def print_run(name: str, run: dict) -> None:
+    """One trained variant against the baselines fitted on the same split."""
+    print(
+        f"\n{name}, variant {run['variant']}, seed {run['seed']}: {run['train_pairs']} train / "
+        f"{run['n_heldout']} held-out pairs, {run['steps']} steps, {run['truncated_pairs']} truncated, "
+        f"{run['seconds']:.0f} s",
+        flush=True,
+    )
+    print(
+        f"  {'method':<30}{'accuracy':>9}{'95% CI':>16}{'ch. longer':>12}{'ch. shorter':>12}{'gap':>8}"
+    )
+    print(_row(f"MiniLM RM ({run['variant']})", run["methods"]["reward_model"]))
+    for key, label in METHOD_LABELS.items():
+        if key in run["methods"]:
+            print(_row(label, run["methods"][key]))
+    rho = (run["spearman_reward_length"] or {}).get("rho", float("nan"))
+    print(
+        f"  Spearman(reward, length) {rho:.3f}; ECE {run['calibration']['reward_model']['ece']:.3f}",
+        flush=True,
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--speed-pairs", type=int, default=64)
-    parser.add_argument("--accuracy-pairs", type=int, default=300)
+    parser.add_argument(
+        "--accuracy-pairs", type=int, default=300, help="pairs per data set (0: all of them)"
+    )
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=16)
@@ -350,7 +382,19 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-accuracy", action="store_true")
-    parser.add_argument("--skip-parity", action="store_true")
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument(
+        "--variants",
+        type=lambda v: v.split(","),
+        default=["default", "plain"],
+        help=f"comma-separated, of {', '.join(VARIANTS)}",
+    )
+    parser.add_argument(
+        "--seeds", type=lambda v: [int(x) for x in v.split(",")], default=[0], help="e.g. 0,1,2"
+    )
+    parser.add_argument(
+        "--datasets", type=lambda v: v.split(","), default=["hh", "pandalm"], help="hh,pandalm"
+    )
     parser.add_argument("--json", type=Path, help="also write all figures here")
     args = parser.parse_args()
 
@@ -385,9 +429,10 @@ def main() -> int:
                 f"  TRL's max_length={n} filter would drop {share:.1%} of hh-rlhf harmless (preflab truncates them)"
             )
     if not args.skip_accuracy:
-        for name, pairs in (("hh-rlhf harmless", hh), ("PandaLM", panda)):
-            results[name] = accuracy(name, sample(pairs, args.accuracy_pairs, args.seed), args)
-            print_accuracy(name, results[name])
+        for key, name, pairs in (("hh", "hh-rlhf harmless", hh), ("pandalm", "PandaLM", panda)):
+            if key in args.datasets:
+                chosen = sample(pairs, args.accuracy_pairs or len(pairs), args.seed)
+                results[name] = accuracy(name, chosen, args)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0

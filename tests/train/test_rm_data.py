@@ -189,6 +189,32 @@ def test_length_parity_keeps_ratios_within_bounds_inclusive():
     assert length_parity(pairs, lambda t: len(t.split()), (0.85, 1.20)) == pairs[:2]
 
 
+def test_length_balance_repeats_the_rarer_side_until_length_decides_nothing():
+    from preflab.train.data import length_balanced
+
+    words = lambda n: " ".join(["w"] * n)  # noqa: E731
+    n_words = lambda t: len(t.split())  # noqa: E731
+    shorter_wins = [Pair(f"p{i}", words(3), words(9)) for i in range(7)]
+    longer_wins = [Pair(f"q{i}", words(9), words(3)) for i in range(2)]
+    tie = [Pair("t", words(4), words(4))]
+    balanced = length_balanced([*shorter_wins, *longer_wins, *tie], n_words, seed=0)
+    longer = [p for p in balanced if n_words(p.chosen) > n_words(p.rejected)]
+    shorter = [p for p in balanced if n_words(p.chosen) < n_words(p.rejected)]
+    assert len(longer) == len(shorter) == 7
+    assert set(longer) == set(longer_wins) and sorted(shorter, key=str) == sorted(
+        shorter_wins, key=str
+    )
+    assert balanced.count(tie[0]) == 1
+    assert balanced == length_balanced([*shorter_wins, *longer_wins, *tie], n_words, seed=0)
+
+
+def test_length_balance_leaves_one_sided_data_alone():
+    from preflab.train.data import length_balanced
+
+    pairs = [Pair(f"p{i}", "a", "a b") for i in range(3)]
+    assert length_balanced(pairs, lambda t: len(t.split()), seed=0) == pairs
+
+
 def test_read_export_says_what_to_do_without_a_manifest(tmp_path):
     with pytest.raises(PairDataError, match="no manifest.json.*preflab export"):
         read_export(tmp_path)

@@ -207,6 +207,29 @@ def length_parity(
     return [p for p, keep in zip(pairs, result.keep, strict=True) if keep]
 
 
+def length_balanced(pairs: Sequence[Pair], length: Callable[[str], int], seed: int) -> list[Pair]:
+    """Pairs with as many "chosen longer" as "chosen shorter": the smaller side is repeated.
+
+    Where one side dominates (hh-rlhf harmless: the shorter answer wins 56 %), a reward model
+    can lower its loss by scoring length alone; with both sides equally common, length carries
+    no signal on average and the model has to learn something else. Oversampling (seeded
+    ``random.Random(seed)`` draws with replacement) keeps every pair, unlike the parity gate.
+    Equal-length pairs are kept once.
+    """
+    longer, shorter, equal = [], [], []
+    for p in pairs:
+        lc, lr = length(p.chosen), length(p.rejected)
+        (longer if lc > lr else shorter if lc < lr else equal).append(p)
+    small, big = sorted((longer, shorter), key=len)
+    if not small:
+        return list(pairs)  # nothing to repeat: length decides every pair one way
+    rng = random.Random(seed)
+    extra = [rng.choice(small) for _ in range(len(big) - len(small))]
+    balanced = [*longer, *shorter, *equal, *extra]
+    rng.shuffle(balanced)
+    return balanced
+
+
 def write_pairs(path: Path, pairs: Iterable[Pair]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:

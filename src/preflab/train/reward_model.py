@@ -22,7 +22,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .data import Pair, PairSource, length_parity, split_by_prompt, write_pairs
+from .data import (
+    Pair,
+    PairSource,
+    length_balanced,
+    length_parity,
+    split_by_prompt,
+    write_pairs,
+)
 from .encode import encode, token_length
 
 CARD_FILE = "preflab_rm.json"
@@ -81,6 +88,9 @@ class RMSettings:
     #: TRL margin = strength x margin_scale (strength is 0..3; 1/3 asks a unit logit gap at most)
     margin_scale: float = 1 / 3
     length_parity: bool = False
+    #: repeat the rarer of "chosen longer" / "chosen shorter" training pairs until both are
+    #: equally common (:func:`.data.length_balanced`)
+    length_balance: bool = False
     max_steps: int = -1
     logging_steps: int = 10
     progress: bool = True
@@ -223,7 +233,12 @@ def train_reward_model(
             raise ValueError(
                 f"no training pair has a length ratio within {PARITY_BOUNDS}; train without --length-parity"
             )
-    tokenized = tokenize_pairs(tokenizer, train_pairs, settings.max_length, settings.margin_scale)
+    fitted_pairs = (
+        length_balanced(train_pairs, token_length(tokenizer), settings.seed)
+        if settings.length_balance
+        else train_pairs
+    )
+    tokenized = tokenize_pairs(tokenizer, fitted_pairs, settings.max_length, settings.margin_scale)
     dataset = datasets.Dataset.from_dict(tokenized.rows)
     args = reward_config(out, settings)
     trainer = RewardTrainer(
@@ -249,6 +264,7 @@ def train_reward_model(
         train_pairs,
         heldout_pairs,
         n_before_parity,
+        len(fitted_pairs) - len(train_pairs),
         tokenized.truncated_pairs,
         result,
         trainer,
@@ -267,6 +283,7 @@ def model_card(
     train: list[Pair],
     heldout: list[Pair],
     n_before_parity: int,
+    repeated: int,
     truncated: int,
     result: Any,
     trainer: Any,
@@ -304,6 +321,7 @@ def model_card(
                 "bounds": list(PARITY_BOUNDS),
                 "dropped": n_before_parity - len(train),
             },
+            "length_balance": {"enabled": settings.length_balance, "repeated": repeated},
         },
         "truncated_pairs": truncated,
         "training": {
