@@ -41,6 +41,29 @@ def test_an_answer_longer_than_the_budget_keeps_its_start_and_the_eos(tokenizer)
     assert tokenizer.decode(enc.ids[:4]) == "Please let me know"
 
 
+class CountingTokenizer:
+    """A tokenizer that counts its calls (everything else is the wrapped tokenizer's)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.calls = tokenizer, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.tokenizer(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def test_a_pair_that_fits_costs_one_tokenizer_call_as_in_trl(tokenizer):
+    counting = CountingTokenizer(tokenizer)
+    encoded = [encode(counting, f"prompt {k}", "a short answer", 64) for k in range(20)]
+    assert counting.calls <= 20 + 1  # one per pair, plus once to ask whether EOS is appended
+    assert [e.ids for e in encoded] == [
+        encode(tokenizer, f"prompt {k}", "a short answer", 64).ids for k in range(20)
+    ]
+
+
 def test_trl_drops_long_pairs_but_preflab_keeps_and_counts_them(
     tokenizer, export_dir, tmp_path, make_tiny_reward_model
 ):
