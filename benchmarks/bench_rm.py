@@ -41,6 +41,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -127,9 +128,18 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:  # noqa: ANN001
+def _set_threads(threads: int) -> None:
+    import torch
+
+    if threads > 0:  # both sides alike: on a shared machine fewer threads wait less on each other
+        torch.set_num_threads(threads)
+
+
+def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, threads: int, queue) -> None:  # noqa: ANN001
     import datasets  # noqa: F401  (imported before the clock starts, as in the TRL run)
     import trl  # noqa: F401
+
+    _set_threads(threads)
 
     from preflab.train.reward_model import RMSettings, train_reward_model
 
@@ -143,12 +153,14 @@ def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> N
             "cpu_seconds": cpu,
             "pairs": result.card["split"]["train_pairs"],
             "steps": result.card["training"]["steps"],
+            "train_seconds": result.card["training"]["runtime_s"],
             "peak_rss_mb": _peak_rss_mb(),
         }
     )
 
 
-def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:  # noqa: ANN001
+def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, threads: int, queue) -> None:  # noqa: ANN001
+    _set_threads(threads)
     import datasets
     from transformers import set_seed
     from trl import RewardTrainer
@@ -175,7 +187,7 @@ def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
     trainer = RewardTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer
     )
-    trainer.train()
+    train_seconds = trainer.train().metrics["train_runtime"]
     trainer.save_model(out)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     queue.put(
@@ -184,6 +196,7 @@ def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
             "cpu_seconds": cpu,
             "pairs": len(trainer.train_dataset),
             "steps": trainer.state.global_step,
+            "train_seconds": train_seconds,
             "peak_rss_mb": _peak_rss_mb(),
         }
     )
@@ -233,24 +246,28 @@ def speed(pairs: list[Pair], args: argparse.Namespace) -> dict:
         for k in range(args.repeats):
             order = [("preflab", _run_preflab), ("trl", _run_trl)]
             for name, target in order if k % 2 == 0 else order[::-1]:
-                runs[name].append(_in_process(target, chosen, settings, f"{tmp}/{name}{k}"))
-    best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
-    rate = {name: b["pairs"] * args.epochs / b["seconds"] for name, b in best.items()}
+                out = f"{tmp}/{name}{k}"
+                runs[name].append(_in_process(target, chosen, settings, out, args.threads))
+    # medians of alternating runs: a neighbour's load burst moves one run, not the median
+    rate = {n: median(x["pairs"] * args.epochs / x["seconds"] for x in r) for n, r in runs.items()}
     cpu_rate = {
-        name: min(x["pairs"] * args.epochs / x["cpu_seconds"] for x in r)
-        for name, r in runs.items()
+        n: median(x["pairs"] * args.epochs / x["cpu_seconds"] for x in r) for n, r in runs.items()
     }
+    outside = {n: median(x["seconds"] - x["train_seconds"] for x in r) for n, r in runs.items()}
     return {
         "pairs": len(chosen),
         "max_length": args.max_length,
         "epochs": args.epochs,
+        "repeats": args.repeats,
+        "threads": args.threads,
         "trl_would_drop_share": dropped,
         "runs": runs,
         "pairs_per_s": rate,
         "ratio": rate["preflab"] / rate["trl"],
         "pairs_per_cpu_s": cpu_rate,
         "cpu_ratio": cpu_rate["preflab"] / cpu_rate["trl"],
-        "peak_rss_mb": {name: b["peak_rss_mb"] for name, b in best.items()},
+        "seconds_outside_training": outside,
+        "peak_rss_mb": {n: max(x["peak_rss_mb"] for x in r) for n, r in runs.items()},
     }
 
 
@@ -378,7 +395,8 @@ def main() -> int:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per side")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's choice)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-accuracy", action="store_true")
@@ -422,7 +440,12 @@ def main() -> int:
                 f"   peak RSS {s['peak_rss_mb'][name]:7.0f} MB"
             )
         print(
-            f"  ratio preflab/TRL: {s['ratio']:.3f} wall, {s['cpu_ratio']:.3f} CPU (target >= 0.95)"
+            f"  ratio preflab/TRL (medians of {s['repeats']} alternating runs): {s['ratio']:.3f} wall, "
+            f"{s['cpu_ratio']:.3f} CPU (target >= 0.95)"
+        )
+        print(
+            "  seconds outside trainer.train() (load, tokenize, save): "
+            + ", ".join(f"{n} {v:.1f}" for n, v in s["seconds_outside_training"].items())
         )
         for n, share in s["trl_would_drop_share"].items():
             print(
