@@ -1,8 +1,9 @@
 """Reward-model benchmark: ``rm train`` speed against TRL called directly, and held-out accuracy.
 
-    python benchmarks/bench_rm.py                               # small CPU run (defaults below)
-    python benchmarks/bench_rm.py --speed-pairs 256 --accuracy-pairs 2000 --epochs 1 --json out.json
-    python benchmarks/bench_rm.py --data-dir /path/to/shared/data --skip-speed
+    python benchmarks/bench_rm.py --data-dir DIR                     # small CPU run (defaults below)
+    python benchmarks/bench_rm.py --data-dir DIR --skip-accuracy --speed-pairs 256 --repeats 5
+    python benchmarks/bench_rm.py --data-dir DIR --skip-speed --accuracy-pairs 0 \
+        --variants plain,length_balance,length_parity --seeds 0,1,2 --max-length 256 --epochs 3
 
 What is measured:
 
@@ -12,17 +13,26 @@ What is measured:
    ``RewardTrainer``, save model, split and card) and (b) TRL's ``RewardTrainer`` called directly
    on the raw ``prompt/chosen/rejected`` text of the same training pairs with the same
    ``RewardConfig``, then ``save_model``. Each run is a fresh process (peak RSS is that
-   process's ``ru_maxrss``). Target: preflab pairs/s >= 0.95x TRL's.
+   process's ``ru_maxrss``). Target: preflab pairs/s >= 0.95x TRL's. ``--repeats`` alternating
+   runs per side (preflab first, then TRL first, ...); the ratio is of the medians, and the time
+   each side spends outside ``trainer.train()`` (load, tokenize, save) is printed apart, since
+   that is the only place the two can differ: the training steps see the same number of tokens.
+   ``--threads`` (default 1) sets torch's threads in both alike.
    TRL needs an EOS token it can append as text; BERT-style tokenizers have none, so the
    direct run sets ``eos_token=[SEP]`` (preflab tokenizes itself and needs no such setting).
    Also printed: the share of the sampled hh-rlhf pairs that TRL's ``max_length`` filter drops.
-2. **accuracy** (``--accuracy-pairs`` per data set): hh-rlhf harmless (one label per pair; the
-   prompt is the conversation up to the final ``Assistant:`` turn) and PandaLM (majority of the
-   3 annotators; ties and no-majority items skipped). ``rm train`` defaults (split by prompt,
-   20 % held out, seed 0), with and without ``--length-parity``; ``rm eval``'s baselines on the
-   same split. Reference figures from issue 12 (full data, split by item): hh-rlhf longer-wins
-   0.437, shorter-wins 0.558, TF-IDF+LR 0.628, fine-tuned MiniLM 0.606 (0.36 chosen longer /
-   0.80 chosen shorter); PandaLM longer-wins 0.665, TF-IDF+LR 0.866, fine-tuned MiniLM 0.860.
+2. **accuracy** (``--accuracy-pairs`` per data set, 0 for all): hh-rlhf harmless (one label
+   per pair; the prompt is the conversation up to the final ``Assistant:`` turn) and PandaLM
+   (majority of the 3 annotators; ties and no-majority items skipped). Each of ``--variants``
+   (``plain``: no length remedy; ``length_balance``; ``length_parity``; ``default``: what
+   ``rm train`` does with no options) for each of ``--seeds`` (the seed of the split by prompt
+   and of training); ``rm eval``'s baselines fitted on the same split. Printed per run:
+   accuracy with its 95 % Wilson CI, accuracy when the chosen answer is longer / shorter and
+   the gap between the two (the length bias). Reference figures from issue 12 (full data,
+   split **by item**, so the same prompt and often the same answer text is on both sides):
+   hh-rlhf longer-wins 0.437, shorter-wins 0.558, TF-IDF+LR 0.628, fine-tuned MiniLM 0.606
+   (0.36 chosen longer / 0.80 chosen shorter); PandaLM longer-wins 0.665, TF-IDF+LR 0.866,
+   fine-tuned MiniLM 0.860.
 
 Data: ``--data-dir`` (default ``../shared/data`` beside the checkout); a clear message and exit
 status 2 when the files are absent.
