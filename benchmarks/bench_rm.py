@@ -146,8 +146,11 @@ def _set_threads(threads: int) -> None:
 
 
 def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, threads: int, queue) -> None:  # noqa: ANN001
-    import datasets  # noqa: F401  (imported before the clock starts, as in the TRL run)
-    import trl  # noqa: F401
+    # imported before the clock starts, as in the TRL run: `import trl` alone is a lazy shell,
+    # and loading RewardTrainer (transformers.trainer, torch.distributed, dynamo) costs ~11
+    # CPU-s in a fresh process, which the first version of this benchmark charged to preflab only
+    import datasets  # noqa: F401
+    from trl import RewardTrainer  # noqa: F401
 
     _set_threads(threads)
 
