@@ -100,6 +100,21 @@ def test_rm_train_splits_by_prompt_and_keeps_every_pair(trained):
     assert all(p.item_id and p.domain and p.n_raters == 3 for p in held)
 
 
+def test_rm_train_balances_chosen_longer_and_shorter_by_default(trained, tokenizer):
+    from preflab.train.encode import token_length
+
+    card = json.loads((trained / "preflab_rm.json").read_text())
+    train = read_pairs(trained / "split/train.jsonl")
+    length = token_length(tokenizer)
+    longer = sum(length(p.chosen) > length(p.rejected) for p in train)
+    shorter = sum(length(p.chosen) < length(p.rejected) for p in train)
+    assert card["split"]["length_balance"] == {"enabled": True, "repeated": abs(longer - shorter)}
+    assert abs(longer - shorter) > 0  # the fixture has a side to repeat
+    assert len(set(train)) == len(
+        train
+    )  # the split lists each pair once; repeats are in training only
+
+
 def test_rm_train_counts_truncated_pairs(trained, tokenizer):
     card = json.loads((trained / "preflab_rm.json").read_text())
     train = read_pairs(trained / "split/train.jsonl")

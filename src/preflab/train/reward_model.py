@@ -90,7 +90,7 @@ class RMSettings:
     length_parity: bool = False
     #: repeat the rarer of "chosen longer" / "chosen shorter" training pairs until both are
     #: equally common (:func:`.data.length_balanced`)
-    length_balance: bool = False
+    length_balance: bool = True
     max_steps: int = -1
     logging_steps: int = 10
     progress: bool = True
@@ -233,13 +233,14 @@ def train_reward_model(
             raise ValueError(
                 f"no training pair has a length ratio within {PARITY_BOUNDS}; train without --length-parity"
             )
-    fitted_pairs = (
-        length_balanced(train_pairs, token_length(tokenizer), settings.seed)
-        if settings.length_balance
-        else train_pairs
-    )
-    tokenized = tokenize_pairs(tokenizer, fitted_pairs, settings.max_length, settings.margin_scale)
-    dataset = datasets.Dataset.from_dict(tokenized.rows)
+    tokenized = tokenize_pairs(tokenizer, train_pairs, settings.max_length, settings.margin_scale)
+    rows, repeated = tokenized.rows, 0
+    if settings.length_balance:  # each pair tokenized once; the repeats reuse its row
+        fitted = length_balanced(train_pairs, token_length(tokenizer), settings.seed)
+        row_of = {pair: k for k, pair in enumerate(train_pairs)}
+        rows = {name: [column[row_of[p]] for p in fitted] for name, column in rows.items()}
+        repeated = len(fitted) - len(train_pairs)
+    dataset = datasets.Dataset.from_dict(rows)
     args = reward_config(out, settings)
     trainer = RewardTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer
@@ -264,7 +265,7 @@ def train_reward_model(
         train_pairs,
         heldout_pairs,
         n_before_parity,
-        len(fitted_pairs) - len(train_pairs),
+        repeated,
         tokenized.truncated_pairs,
         result,
         trainer,
