@@ -253,6 +253,7 @@ def speed(pairs: list[Pair], args: argparse.Namespace) -> dict:
         "batch_size": args.batch_size,
         "progress": False,
         "logging_steps": 1000,
+        "length_balance": False,  # TRL trains on the split as it is: so does preflab here
     }
     runs: dict[str, list[dict]] = {"preflab": [], "trl": []}
     with tempfile.TemporaryDirectory() as tmp:
