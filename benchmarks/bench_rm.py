@@ -1,8 +1,9 @@
 """Reward-model benchmark: ``rm train`` speed against TRL called directly, and held-out accuracy.
 
-    python benchmarks/bench_rm.py                               # small CPU run (defaults below)
-    python benchmarks/bench_rm.py --speed-pairs 256 --accuracy-pairs 2000 --epochs 1 --json out.json
-    python benchmarks/bench_rm.py --data-dir /path/to/shared/data --skip-speed
+    python benchmarks/bench_rm.py --data-dir DIR                     # small CPU run (defaults below)
+    python benchmarks/bench_rm.py --data-dir DIR --skip-accuracy --speed-pairs 256 --repeats 5
+    python benchmarks/bench_rm.py --data-dir DIR --skip-speed --accuracy-pairs 0 \
+        --variants plain,length_balance,length_parity --seeds 0,1,2 --max-length 256 --epochs 3
 
 What is measured:
 
@@ -12,17 +13,26 @@ What is measured:
    ``RewardTrainer``, save model, split and card) and (b) TRL's ``RewardTrainer`` called directly
    on the raw ``prompt/chosen/rejected`` text of the same training pairs with the same
    ``RewardConfig``, then ``save_model``. Each run is a fresh process (peak RSS is that
-   process's ``ru_maxrss``). Target: preflab pairs/s >= 0.95x TRL's.
+   process's ``ru_maxrss``). Target: preflab pairs/s >= 0.95x TRL's. ``--repeats`` alternating
+   runs per side (preflab first, then TRL first, ...); the ratio is of the medians, and the time
+   each side spends outside ``trainer.train()`` (load, tokenize, save) is printed apart, since
+   that is the only place the two can differ: the training steps see the same number of tokens.
+   ``--threads`` (default 1) sets torch's threads in both alike.
    TRL needs an EOS token it can append as text; BERT-style tokenizers have none, so the
    direct run sets ``eos_token=[SEP]`` (preflab tokenizes itself and needs no such setting).
    Also printed: the share of the sampled hh-rlhf pairs that TRL's ``max_length`` filter drops.
-2. **accuracy** (``--accuracy-pairs`` per data set): hh-rlhf harmless (one label per pair; the
-   prompt is the conversation up to the final ``Assistant:`` turn) and PandaLM (majority of the
-   3 annotators; ties and no-majority items skipped). ``rm train`` defaults (split by prompt,
-   20 % held out, seed 0), with and without ``--length-parity``; ``rm eval``'s baselines on the
-   same split. Reference figures from issue 12 (full data, split by item): hh-rlhf longer-wins
-   0.437, shorter-wins 0.558, TF-IDF+LR 0.628, fine-tuned MiniLM 0.606 (0.36 chosen longer /
-   0.80 chosen shorter); PandaLM longer-wins 0.665, TF-IDF+LR 0.866, fine-tuned MiniLM 0.860.
+2. **accuracy** (``--accuracy-pairs`` per data set, 0 for all): hh-rlhf harmless (one label
+   per pair; the prompt is the conversation up to the final ``Assistant:`` turn) and PandaLM
+   (majority of the 3 annotators; ties and no-majority items skipped). Each of ``--variants``
+   (``plain``: no length remedy; ``length_balance``; ``length_parity``; ``default``: what
+   ``rm train`` does with no options) for each of ``--seeds`` (the seed of the split by prompt
+   and of training); ``rm eval``'s baselines fitted on the same split. Printed per run:
+   accuracy with its 95 % Wilson CI, accuracy when the chosen answer is longer / shorter and
+   the gap between the two (the length bias). Reference figures from issue 12 (full data,
+   split **by item**, so the same prompt and often the same answer text is on both sides):
+   hh-rlhf longer-wins 0.437, shorter-wins 0.558, TF-IDF+LR 0.628, fine-tuned MiniLM 0.606
+   (0.36 chosen longer / 0.80 chosen shorter); PandaLM longer-wins 0.665, TF-IDF+LR 0.866,
+   fine-tuned MiniLM 0.860.
 
 Data: ``--data-dir`` (default ``../shared/data`` beside the checkout); a clear message and exit
 status 2 when the files are absent.
@@ -41,6 +51,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -127,9 +138,21 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
-    import datasets  # noqa: F401  (imported before the clock starts, as in the TRL run)
-    import trl  # noqa: F401
+def _set_threads(threads: int) -> None:
+    import torch
+
+    if threads > 0:  # both sides alike: on a shared machine fewer threads wait less on each other
+        torch.set_num_threads(threads)
+
+
+def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, threads: int, queue) -> None:
+    # imported before the clock starts, as in the TRL run: `import trl` alone is a lazy shell,
+    # and loading RewardTrainer (transformers.trainer, torch.distributed, dynamo) costs ~11
+    # CPU-s in a fresh process, which the first version of this benchmark charged to preflab only
+    import datasets  # noqa: F401
+    from trl import RewardTrainer  # noqa: F401
+
+    _set_threads(threads)
 
     from preflab.train.reward_model import RMSettings, train_reward_model
 
@@ -143,12 +166,14 @@ def _run_preflab(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> N
             "cpu_seconds": cpu,
             "pairs": result.card["split"]["train_pairs"],
             "steps": result.card["training"]["steps"],
+            "train_seconds": result.card["training"]["runtime_s"],
             "peak_rss_mb": _peak_rss_mb(),
         }
     )
 
 
-def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
+def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, threads: int, queue) -> None:
+    _set_threads(threads)
     import datasets
     from transformers import set_seed
     from trl import RewardTrainer
@@ -175,7 +200,7 @@ def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
     trainer = RewardTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer
     )
-    trainer.train()
+    train_seconds = trainer.train().metrics["train_runtime"]
     trainer.save_model(out)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
     queue.put(
@@ -184,6 +209,7 @@ def _run_trl(pairs: list[Pair], settings_kwargs: dict, out: str, queue) -> None:
             "cpu_seconds": cpu,
             "pairs": len(trainer.train_dataset),
             "steps": trainer.state.global_step,
+            "train_seconds": train_seconds,
             "peak_rss_mb": _peak_rss_mb(),
         }
     )
@@ -227,80 +253,99 @@ def speed(pairs: list[Pair], args: argparse.Namespace) -> dict:
         "batch_size": args.batch_size,
         "progress": False,
         "logging_steps": 1000,
+        "length_balance": False,  # TRL trains on the split as it is: so does preflab here
     }
     runs: dict[str, list[dict]] = {"preflab": [], "trl": []}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.repeats):
             order = [("preflab", _run_preflab), ("trl", _run_trl)]
             for name, target in order if k % 2 == 0 else order[::-1]:
-                runs[name].append(_in_process(target, chosen, settings, f"{tmp}/{name}{k}"))
-    best = {name: min(r, key=lambda x: x["seconds"]) for name, r in runs.items()}
-    rate = {name: b["pairs"] * args.epochs / b["seconds"] for name, b in best.items()}
+                out = f"{tmp}/{name}{k}"
+                runs[name].append(_in_process(target, chosen, settings, out, args.threads))
+    # medians of alternating runs: a neighbour's load burst moves one run, not the median
+    rate = {n: median(x["pairs"] * args.epochs / x["seconds"] for x in r) for n, r in runs.items()}
     cpu_rate = {
-        name: min(x["pairs"] * args.epochs / x["cpu_seconds"] for x in r)
-        for name, r in runs.items()
+        n: median(x["pairs"] * args.epochs / x["cpu_seconds"] for x in r) for n, r in runs.items()
     }
+    outside = {n: median(x["seconds"] - x["train_seconds"] for x in r) for n, r in runs.items()}
     return {
         "pairs": len(chosen),
         "max_length": args.max_length,
         "epochs": args.epochs,
+        "repeats": args.repeats,
+        "threads": args.threads,
         "trl_would_drop_share": dropped,
         "runs": runs,
         "pairs_per_s": rate,
         "ratio": rate["preflab"] / rate["trl"],
         "pairs_per_cpu_s": cpu_rate,
         "cpu_ratio": cpu_rate["preflab"] / cpu_rate["trl"],
-        "peak_rss_mb": {name: b["peak_rss_mb"] for name, b in best.items()},
+        "seconds_outside_training": outside,
+        "peak_rss_mb": {n: max(x["peak_rss_mb"] for x in r) for n, r in runs.items()},
     }
 
 
 # -- accuracy ---------------------------------------------------------------------------------
 
 
+#: ``rm train`` variants compared on the same split (RMSettings overrides)
+VARIANTS: dict[str, dict] = {
+    "default": {},
+    "plain": {"length_balance": False},
+    "length_balance": {"length_balance": True},
+    "length_parity": {"length_parity": True, "length_balance": False},
+}
+
+
 def accuracy(name: str, pairs: list[Pair], args: argparse.Namespace) -> dict:
+    """Train each variant in ``--variants`` for each seed in ``--seeds``; score the held-out split."""
+    out: dict = {"pairs": len(pairs), "runs": []}
+    for seed in args.seeds:
+        for variant in args.variants:
+            report = train_and_evaluate(name, pairs, args, seed, VARIANTS[variant])
+            out["runs"].append({"variant": variant, "seed": seed, **report})
+            print_run(name, out["runs"][-1])
+    return out
+
+
+def train_and_evaluate(
+    name: str, pairs: list[Pair], args: argparse.Namespace, seed: int, overrides: dict
+) -> dict:
     from preflab.train.data import read_pairs
     from preflab.train.evaluation import evaluate_pairs
     from preflab.train.reward_model import RMSettings, train_reward_model
     from preflab.train.score import RewardScorer
 
-    out: dict = {"pairs": len(pairs)}
-    for variant, parity in (("default", False), ("length_parity", True)):
-        if parity and args.skip_parity:
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            settings = RMSettings(
-                max_length=args.max_length,
-                epochs=args.epochs,
-                batch_size=args.batch_size,
-                length_parity=parity,
-                seed=args.seed,
-                progress=False,
-                logging_steps=1000,
-            )
-            start = time.perf_counter()
-            card = train_reward_model(
-                PairSource(pairs, {}, None, name), Path(tmp), settings=settings
-            ).card
-            train, held = (
-                read_pairs(Path(tmp) / "split/train.jsonl"),
-                read_pairs(Path(tmp) / "split/heldout.jsonl"),
-            )
-            scorer = RewardScorer(Path(tmp))
-            rc = scorer.score([p.prompt for p in held], [p.chosen for p in held])
-            rr = scorer.score([p.prompt for p in held], [p.rejected for p in held])
-            report = evaluate_pairs(
-                held,
-                train,
-                reward_chosen=rc,
-                reward_rejected=rr,
-                length=scorer.length,
-                seed=args.seed,
-            )
-            report["seconds"] = time.perf_counter() - start
-            report["truncated_pairs"] = card["truncated_pairs"]
-            report["train_pairs"] = card["split"]["train_pairs"]
-            out[variant] = report
-    return out
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = RMSettings(
+            max_length=args.max_length,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            seed=seed,
+            progress=False,
+            logging_steps=1000,
+            **overrides,
+        )
+        start = time.perf_counter()
+        card = train_reward_model(
+            PairSource(pairs, {}, None, name), Path(tmp), settings=settings
+        ).card
+        train, held = (
+            read_pairs(Path(tmp) / "split/train.jsonl"),
+            read_pairs(Path(tmp) / "split/heldout.jsonl"),
+        )
+        scorer = RewardScorer(Path(tmp))
+        rc = scorer.score([p.prompt for p in held], [p.chosen for p in held])
+        rr = scorer.score([p.prompt for p in held], [p.rejected for p in held])
+        report = evaluate_pairs(
+            held, train, reward_chosen=rc, reward_rejected=rr, length=scorer.length, seed=seed
+        )
+    report["seconds"] = time.perf_counter() - start
+    report["truncated_pairs"] = card["truncated_pairs"]
+    report["train_pairs"] = card["split"]["train_pairs"]
+    report["steps"] = card["training"]["steps"]
+    return report
 
 
 def _acc(m: dict, stratum: str | None = None) -> str:
@@ -309,48 +354,79 @@ def _acc(m: dict, stratum: str | None = None) -> str:
     return "   –  " if m.get("accuracy") is None else f"{m['accuracy']:.3f}"
 
 
-def print_accuracy(name: str, result: dict) -> None:
-    print(f"\n{name}: {result['pairs']} pairs sampled")
-    print(f"  {'method':<26}{'accuracy':>9}{'95% CI':>16}{'ch. longer':>12}{'ch. shorter':>12}")
-    for variant in ("default", "length_parity"):
-        if variant not in result:
-            continue
-        r = result[variant]
-        methods = (
-            r["methods"] if variant == "default" else {"reward_model": r["methods"]["reward_model"]}
-        )
-        for key, m in methods.items():
-            label = {
-                "reward_model": f"MiniLM RM ({variant})",
-                "longer_wins": "longer wins",
-                "shorter_wins": "shorter wins",
-                "tfidf_lr": "TF-IDF + LR",
-            }[key]
-            print(
-                f"  {label:<26}{_acc(m):>9}   [{m['low']:.3f}, {m['high']:.3f}]"
-                f"{_acc(m, 'chosen longer'):>12}{_acc(m, 'chosen shorter'):>12}"
-            )
-        print(
-            f"    ({variant}: {r['train_pairs']} train / {r['n_heldout']} held-out pairs, {r['truncated_pairs']} "
-            f"truncated, {r['seconds']:.0f} s; Spearman(reward, length) "
-            f"{(r['spearman_reward_length'] or {}).get('rho', float('nan')):.3f}; "
-            f"ECE {r['calibration']['reward_model']['ece']:.3f})"
-        )
+METHOD_LABELS = {
+    "longer_wins": "longer wins",
+    "shorter_wins": "shorter wins",
+    "tfidf_lr": "TF-IDF + LR",
+}
+
+
+def _row(label: str, m: dict) -> str:
+    gap = _gap(m)
+    return (
+        f"  {label:<30}{_acc(m):>9}   [{m['low']:.3f}, {m['high']:.3f}]"
+        f"{_acc(m, 'chosen longer'):>12}{_acc(m, 'chosen shorter'):>12}"
+        f"{'   –' if gap is None else f'{gap:7.3f}':>8}"
+    )
+
+
+def _gap(m: dict) -> float | None:
+    strata = m["strata"]["length"]
+    a = strata.get("chosen longer", {}).get("accuracy")
+    b = strata.get("chosen shorter", {}).get("accuracy")
+    return None if a is None or b is None else abs(a - b)
+
+
+def print_run(name: str, run: dict) -> None:
+    """One trained variant against the baselines fitted on the same split."""
+    print(
+        f"\n{name}, variant {run['variant']}, seed {run['seed']}: {run['train_pairs']} train / "
+        f"{run['n_heldout']} held-out pairs, {run['steps']} steps, {run['truncated_pairs']} truncated, "
+        f"{run['seconds']:.0f} s",
+        flush=True,
+    )
+    print(
+        f"  {'method':<30}{'accuracy':>9}{'95% CI':>16}{'ch. longer':>12}{'ch. shorter':>12}{'gap':>8}"
+    )
+    print(_row(f"MiniLM RM ({run['variant']})", run["methods"]["reward_model"]))
+    for key, label in METHOD_LABELS.items():
+        if key in run["methods"]:
+            print(_row(label, run["methods"][key]))
+    rho = (run["spearman_reward_length"] or {}).get("rho", float("nan"))
+    print(
+        f"  Spearman(reward, length) {rho:.3f}; ECE {run['calibration']['reward_model']['ece']:.3f}",
+        flush=True,
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--speed-pairs", type=int, default=64)
-    parser.add_argument("--accuracy-pairs", type=int, default=300)
+    parser.add_argument(
+        "--accuracy-pairs", type=int, default=300, help="pairs per data set (0: all of them)"
+    )
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per side")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's choice)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-accuracy", action="store_true")
-    parser.add_argument("--skip-parity", action="store_true")
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument(
+        "--variants",
+        type=lambda v: v.split(","),
+        default=["default", "plain"],
+        help=f"comma-separated, of {', '.join(VARIANTS)}",
+    )
+    parser.add_argument(
+        "--seeds", type=lambda v: [int(x) for x in v.split(",")], default=[0], help="e.g. 0,1,2"
+    )
+    parser.add_argument(
+        "--datasets", type=lambda v: v.split(","), default=["hh", "pandalm"], help="hh,pandalm"
+    )
     parser.add_argument("--json", type=Path, help="also write all figures here")
     args = parser.parse_args()
 
@@ -378,16 +454,22 @@ def main() -> int:
                 f"   peak RSS {s['peak_rss_mb'][name]:7.0f} MB"
             )
         print(
-            f"  ratio preflab/TRL: {s['ratio']:.3f} wall, {s['cpu_ratio']:.3f} CPU (target >= 0.95)"
+            f"  ratio preflab/TRL (medians of {s['repeats']} alternating runs): {s['ratio']:.3f} wall, "
+            f"{s['cpu_ratio']:.3f} CPU (target >= 0.95)"
+        )
+        print(
+            "  seconds outside trainer.train() (load, tokenize, save): "
+            + ", ".join(f"{n} {v:.1f}" for n, v in s["seconds_outside_training"].items())
         )
         for n, share in s["trl_would_drop_share"].items():
             print(
                 f"  TRL's max_length={n} filter would drop {share:.1%} of hh-rlhf harmless (preflab truncates them)"
             )
     if not args.skip_accuracy:
-        for name, pairs in (("hh-rlhf harmless", hh), ("PandaLM", panda)):
-            results[name] = accuracy(name, sample(pairs, args.accuracy_pairs, args.seed), args)
-            print_accuracy(name, results[name])
+        for key, name, pairs in (("hh", "hh-rlhf harmless", hh), ("pandalm", "PandaLM", panda)):
+            if key in args.datasets:
+                chosen = sample(pairs, args.accuracy_pairs or len(pairs), args.seed)
+                results[name] = accuracy(name, chosen, args)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0

@@ -100,6 +100,21 @@ def test_rm_train_splits_by_prompt_and_keeps_every_pair(trained):
     assert all(p.item_id and p.domain and p.n_raters == 3 for p in held)
 
 
+def test_rm_train_balances_chosen_longer_and_shorter_by_default(trained, tokenizer):
+    from preflab.train.encode import token_length
+
+    card = json.loads((trained / "preflab_rm.json").read_text())
+    train = read_pairs(trained / "split/train.jsonl")
+    length = token_length(tokenizer)
+    longer = sum(length(p.chosen) > length(p.rejected) for p in train)
+    shorter = sum(length(p.chosen) < length(p.rejected) for p in train)
+    assert card["split"]["length_balance"] == {"enabled": True, "repeated": abs(longer - shorter)}
+    assert abs(longer - shorter) > 0  # the fixture has a side to repeat
+    assert len(set(train)) == len(
+        train
+    )  # the split lists each pair once; repeats are in training only
+
+
 def test_rm_train_counts_truncated_pairs(trained, tokenizer):
     card = json.loads((trained / "preflab_rm.json").read_text())
     train = read_pairs(trained / "split/train.jsonl")
@@ -313,3 +328,40 @@ def test_rm_train_refuses_to_overwrite_a_directory_it_did_not_write(
     )
     assert result.exit_code == 2 and "not an rm train output" in flat(result.output)
     assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_rm_eval_of_a_model_trained_from_an_export_directory_has_domain_and_agreement_strata(
+    tmp_path, export_dir, backbone_dir, pandalm_records
+):
+    out = tmp_path / "model"
+    run("rm", "train", export_dir, "--out", out, "--backbone", backbone_dir, "--max-steps", 1)
+    report = json.loads(run("rm", "eval", out, "--json"))
+    strata = report["methods"]["reward_model"]["strata"]
+    domains = {r["motivation_app"].lower() for r in pandalm_records}
+    assert set(strata["domain"]) <= domains and "none" not in strata["domain"]
+    assert (
+        set(strata["agreement"]) <= {"unanimous", "split"} and "unknown" not in strata["agreement"]
+    )
+    assert sum(s["n"] for s in strata["agreement"].values()) == report["n_heldout"]
+
+
+def test_export_pair_metadata_follows_the_rows_of_the_export(export_dir, pandalm_records):
+    from preflab.train.data import read_export
+
+    pairs = read_export(export_dir).pairs
+    domain_of = {r["idx"]: r["motivation_app"].lower() for r in pandalm_records}
+    assert all(p.item_id and p.n_raters == 3 and 0.5 < p.agreement <= 1 for p in pairs)
+    assert {p.domain for p in pairs} <= set(domain_of.values())
+
+
+def test_a_pair_metadata_file_that_does_not_match_the_rows_is_refused(tmp_path, export_dir):
+    import shutil
+
+    from preflab.train.data import PairDataError, read_export
+
+    copy = tmp_path / "reward"
+    shutil.copytree(export_dir, copy)
+    lines = (copy / "pair_metadata.jsonl").read_text().splitlines()
+    (copy / "pair_metadata.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(PairDataError, match=r"pair_metadata.jsonl: \d+ rows for \d+ pairs"):
+        read_export(copy)

@@ -41,6 +41,29 @@ def test_an_answer_longer_than_the_budget_keeps_its_start_and_the_eos(tokenizer)
     assert tokenizer.decode(enc.ids[:4]) == "Please let me know"
 
 
+class CountingTokenizer:
+    """A tokenizer that counts its calls (everything else is the wrapped tokenizer's)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.calls = tokenizer, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.tokenizer(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def test_a_pair_that_fits_costs_one_tokenizer_call_as_in_trl(tokenizer):
+    counting = CountingTokenizer(tokenizer)
+    encoded = [encode(counting, f"prompt {k}", "a short answer", 64) for k in range(20)]
+    assert counting.calls <= 20 + 1  # one per pair, plus once to ask whether EOS is appended
+    assert [e.ids for e in encoded] == [
+        encode(tokenizer, f"prompt {k}", "a short answer", 64).ids for k in range(20)
+    ]
+
+
 def test_trl_drops_long_pairs_but_preflab_keeps_and_counts_them(
     tokenizer, export_dir, tmp_path, make_tiny_reward_model
 ):
@@ -110,6 +133,41 @@ def test_cpu_settings_turn_off_trl_bf16_and_gradient_checkpointing_defaults(tmp_
     assert not ours.bf16 and not ours.gradient_checkpointing and ours.use_cpu
 
 
+@pytest.mark.parametrize(
+    ("device", "expected"),
+    [
+        ("cpu", {"bf16": False, "use_cpu": True, "dataloader_num_workers": 0}),
+        ("cuda-bf16", {"bf16": True, "use_cpu": False, "dataloader_num_workers": 2}),
+        ("cuda-no-bf16", {"bf16": False, "use_cpu": False, "dataloader_num_workers": 2}),
+    ],
+)
+def test_device_settings_use_bf16_only_on_a_gpu_that_supports_it(device, expected):
+    from preflab.train.reward_model import Device, device_settings
+
+    chosen = {
+        "cpu": Device(cuda=False),
+        "cuda-bf16": Device(cuda=True, bf16_supported=True),
+        "cuda-no-bf16": Device(cuda=True, bf16_supported=False),
+    }[device]
+    settings = device_settings(chosen)
+    assert {k: settings[k] for k in expected} == expected
+    assert (
+        settings["fp16"] is False
+    )  # never: fp16 needs loss scaling this small model does not repay
+    checkpointing = [k for k in settings if k.endswith("_checkpointing")]
+    assert checkpointing and not any(settings[k] for k in checkpointing)
+
+
+def test_device_detect_matches_torch():
+    import torch
+
+    from preflab.train.reward_model import Device
+
+    detected = Device.detect()
+    assert detected.cuda == torch.cuda.is_available()
+    assert detected.bf16_supported == (detected.cuda and torch.cuda.is_bf16_supported())
+
+
 def _pairs(n_prompts: int, per_prompt: int) -> list[Pair]:
     return [
         Pair(f"prompt {i}", f"good {i}.{k}", f"bad {i}.{k}")
@@ -152,6 +210,32 @@ def test_length_parity_keeps_ratios_within_bounds_inclusive():
         Pair("p", words(10), words(5)),
     ]  # 2.0: too long
     assert length_parity(pairs, lambda t: len(t.split()), (0.85, 1.20)) == pairs[:2]
+
+
+def test_length_balance_repeats_the_rarer_side_until_length_decides_nothing():
+    from preflab.train.data import length_balanced
+
+    words = lambda n: " ".join(["w"] * n)  # noqa: E731
+    n_words = lambda t: len(t.split())  # noqa: E731
+    shorter_wins = [Pair(f"p{i}", words(3), words(9)) for i in range(7)]
+    longer_wins = [Pair(f"q{i}", words(9), words(3)) for i in range(2)]
+    tie = [Pair("t", words(4), words(4))]
+    balanced = length_balanced([*shorter_wins, *longer_wins, *tie], n_words, seed=0)
+    longer = [p for p in balanced if n_words(p.chosen) > n_words(p.rejected)]
+    shorter = [p for p in balanced if n_words(p.chosen) < n_words(p.rejected)]
+    assert len(longer) == len(shorter) == 7
+    assert set(longer) == set(longer_wins) and sorted(shorter, key=str) == sorted(
+        shorter_wins, key=str
+    )
+    assert balanced.count(tie[0]) == 1
+    assert balanced == length_balanced([*shorter_wins, *longer_wins, *tie], n_words, seed=0)
+
+
+def test_length_balance_leaves_one_sided_data_alone():
+    from preflab.train.data import length_balanced
+
+    pairs = [Pair(f"p{i}", "a", "a b") for i in range(3)]
+    assert length_balanced(pairs, lambda t: len(t.split()), seed=0) == pairs
 
 
 def test_read_export_says_what_to_do_without_a_manifest(tmp_path):

@@ -102,6 +102,15 @@ def rm_train(
             help="Train only on pairs with len(chosen)/len(rejected) in 0.85..1.20 tokens.",
         ),
     ] = False,
+    length_balance: Annotated[
+        bool,
+        typer.Option(
+            "--length-balance/--no-length-balance",
+            help="Repeat the rarer of chosen-longer / chosen-shorter training pairs until both "
+            "are equally common, so length alone predicts nothing (measured: a smaller length "
+            "bias at the same accuracy, docs/training.md).",
+        ),
+    ] = True,
     max_length: Annotated[
         int, typer.Option(help="Tokens per prompt+answer; longer pairs are truncated, not dropped.")
     ] = 256,
@@ -127,6 +136,7 @@ def rm_train(
         heldout=heldout,
         seed=seed,
         length_parity=length_parity,
+        length_balance=length_balance,
         max_steps=max_steps,
         progress=not as_json,
     )
@@ -151,6 +161,11 @@ def rm_train(
     if length_parity:
         out.print(
             f"  length parity 0.85..1.20: dropped {s['length_parity']['dropped']} training pairs",
+            highlight=False,
+        )
+    if length_balance:
+        out.print(
+            f"  length balance: repeated {s['length_balance']['repeated']} training pairs of the rarer side",
             highlight=False,
         )
     out.print(

@@ -12,10 +12,11 @@ import hashlib
 import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..io.export.trl_preference import PAIR_METADATA
 from ..quality.bias import length_parity_gate
 
 PAIR_FORMATS = ("trl-reward", "trl-preference")
@@ -101,7 +102,30 @@ def read_export(directory: Path) -> PairSource:
         )
     rows = _read_rows(directory, manifest["split"], manifest["file_format"])
     pairs = [_pair(row, directory, line) for line, row in enumerate(rows, start=1)]
+    metadata_path = directory / PAIR_METADATA
+    if metadata_path.is_file():  # exports before the side file existed have no strata data
+        pairs = with_metadata(pairs, metadata_path)
     return PairSource(pairs, manifest, hashlib.sha256(raw).hexdigest(), str(directory))
+
+
+def with_metadata(pairs: list[Pair], path: Path) -> list[Pair]:
+    """Pairs with item id, domain and agreement from the export's ``pair_metadata.jsonl``."""
+    rows = [row for _, row in jsonl_objects(path)]
+    if len(rows) != len(pairs):
+        raise PairDataError(
+            f"{path}: {len(rows)} rows for {len(pairs)} pairs; the export directory was "
+            "changed after writing: export it again"
+        )
+    return [
+        replace(
+            pair,
+            item_id=row.get("item_id"),
+            domain=",".join(row.get("domains") or []) or None,
+            agreement=row.get("agreement"),
+            n_raters=row.get("n_raters"),
+        )
+        for pair, row in zip(pairs, rows, strict=True)
+    ]
 
 
 def _read_rows(directory: Path, split: str, file_format: str) -> Iterable[dict[str, Any]]:
@@ -135,38 +159,18 @@ def _pair(row: dict[str, Any], directory: Path, line: int) -> Pair:
 def export_project_pairs(
     engine: Any, project: str, out: Path, *, min_raters: int = 1
 ) -> PairSource:
-    """Export ``project`` as ``trl-reward`` into ``out`` and read it back with its item metadata.
+    """Export ``project`` as ``trl-reward`` into ``out`` and read it back, strata included.
 
-    The export is the record (manifest, SHA-256, export log row); the item ids, domains and
-    agreement levels come from the same resolution, in the same row order.
+    The export is the record (manifest, SHA-256, export log row); item ids, domains and
+    agreement levels come from its ``pair_metadata.jsonl``, written from the same resolution.
     """
-    from ..io.export import EXPORT_FORMATS, ExportOptions, apply_gates, collect, export_project
-    from ..store import session_factory
+    from ..io.export import ExportOptions, export_project
 
     options = ExportOptions(
         format="trl-reward", out=out, min_raters=min_raters, conversational=False
     )
     export_project(engine, project, options)
-    source = read_export(out)
-    with session_factory(engine)() as session:
-        data, _ = collect(session, project, EXPORT_FORMATS["trl-reward"], options)
-    apply_gates(data, options)
-    if len(data.pairs) != len(source.pairs):  # a label arrived between the two reads
-        raise PairDataError(f"project {project!r} changed while exporting; run the command again")
-    source.pairs = [
-        Pair(
-            p.prompt,
-            p.chosen,
-            p.rejected,
-            p.margin,
-            r.item_id,
-            ",".join(data.items[r.item_id].domains) or None,
-            r.agreement,
-            r.n_raters,
-        )
-        for p, r in zip(source.pairs, data.pairs, strict=True)
-    ]
-    return source
+    return read_export(out)
 
 
 def split_by_prompt(
@@ -201,6 +205,31 @@ def length_parity(
         high=bounds[1],
     )
     return [p for p, keep in zip(pairs, result.keep, strict=True) if keep]
+
+
+def length_balanced(pairs: Sequence[Pair], length: Callable[[str], int], seed: int) -> list[Pair]:
+    """Pairs with as many "chosen longer" as "chosen shorter": the smaller side is repeated.
+
+    Where one side dominates (hh-rlhf harmless: the shorter answer wins 56 %), a reward model
+    can lower its loss by scoring length alone; with both sides equally common, length carries
+    no signal on average and the model has to learn something else. Oversampling (seeded
+    ``random.Random(seed)`` draws with replacement) keeps every pair, unlike the parity gate.
+    Equal-length pairs are kept once.
+    """
+    longer: list[Pair] = []
+    shorter: list[Pair] = []
+    equal: list[Pair] = []
+    for p in pairs:
+        lc, lr = length(p.chosen), length(p.rejected)
+        (longer if lc > lr else shorter if lc < lr else equal).append(p)
+    small, big = sorted((longer, shorter), key=len)
+    if not small:
+        return list(pairs)  # nothing to repeat: length decides every pair one way
+    rng = random.Random(seed)
+    extra = [rng.choice(small) for _ in range(len(big) - len(small))]
+    balanced = [*longer, *shorter, *equal, *extra]
+    rng.shuffle(balanced)
+    return balanced
 
 
 def write_pairs(path: Path, pairs: Iterable[Pair]) -> None:

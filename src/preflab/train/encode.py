@@ -10,6 +10,7 @@ closest to the answer), then the response from its end; the special tokens alway
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 
@@ -21,8 +22,18 @@ class Encoded:
 
 def _append_eos(tokenizer: Any) -> bool:
     """Causal-LM tokenizers add no end marker of their own: append EOS, as TRL does."""
-    eos = tokenizer.eos_token_id
-    return eos is not None and tokenizer("x")["input_ids"][-1] != eos
+    return tokenizer.eos_token_id is not None and _adds_no_eos(tokenizer, tokenizer.eos_token_id)
+
+
+@lru_cache(maxsize=8)
+def _adds_no_eos(tokenizer: Any, eos: int) -> bool:
+    """Asked once per tokenizer and EOS, not once per text (it costs a tokenizer call)."""
+    return tokenizer("x")["input_ids"][-1] != eos
+
+
+def _whole(tokenizer: Any, prompt: str, response: str, eos: bool) -> list[int]:
+    ids = tokenizer(prompt, response)["input_ids"] if prompt else tokenizer(response)["input_ids"]
+    return [*ids, tokenizer.eos_token_id] if eos else ids
 
 
 def _offsets(tokenizer: Any, text: str) -> list[tuple[int, int]]:
@@ -39,8 +50,11 @@ def encode(tokenizer: Any, prompt: str, response: str, max_length: int) -> Encod
     Cuts are made at token boundaries of the text (character offsets), and the tokenizer then
     adds its own special tokens, so a short pair encodes exactly as ``tokenizer(prompt, response)``.
     """
-    p, r = _offsets(tokenizer, prompt), _offsets(tokenizer, response)
     eos = _append_eos(tokenizer)
+    whole = _whole(tokenizer, prompt, response, eos)
+    if len(whole) <= max_length:  # most pairs: one tokenizer call, as TRL's own tokenizing
+        return Encoded(whole, False)
+    p, r = _offsets(tokenizer, prompt), _offsets(tokenizer, response)
     budget = max_length - tokenizer.num_special_tokens_to_add(pair=bool(p)) - int(eos)
     if budget < 1:
         raise ValueError(

@@ -22,7 +22,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .data import Pair, PairSource, length_parity, split_by_prompt, write_pairs
+from .data import (
+    Pair,
+    PairSource,
+    length_balanced,
+    length_parity,
+    split_by_prompt,
+    write_pairs,
+)
 from .encode import encode, token_length
 
 CARD_FILE = "preflab_rm.json"
@@ -81,22 +88,42 @@ class RMSettings:
     #: TRL margin = strength x margin_scale (strength is 0..3; 1/3 asks a unit logit gap at most)
     margin_scale: float = 1 / 3
     length_parity: bool = False
+    #: repeat the rarer of "chosen longer" / "chosen shorter" training pairs until both are
+    #: equally common (:func:`.data.length_balanced`)
+    length_balance: bool = True
     max_steps: int = -1
     logging_steps: int = 10
     progress: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def device_settings() -> dict[str, Any]:
-    """TrainingArguments that fit the device accelerate will use.
+@dataclass(frozen=True)
+class Device:
+    """What the trainer can use: a CUDA device (and whether it does bf16) or the CPU."""
 
-    On CPU: fp32, no gradient checkpointing (both cost time and save nothing there). On a GPU:
-    bf16 where supported. Multi-GPU runs come from ``accelerate launch``, not from code here.
+    cuda: bool
+    bf16_supported: bool = False
+
+    @classmethod
+    def detect(cls) -> Device:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        return cls(cuda, bool(cuda and torch.cuda.is_bf16_supported()))
+
+
+def device_settings(device: Device | None = None) -> dict[str, Any]:
+    """TrainingArguments that fit ``device`` (default: the one accelerate will use).
+
+    On CPU: fp32, no gradient checkpointing (both cost time and save nothing there), no
+    dataloader workers (they compete with the two math threads). On a GPU: bf16 where the card
+    supports it, fp32 otherwise (fp16 needs loss scaling that a 22M-parameter model does not
+    repay), two dataloader workers so tokenised batches are ready when the GPU is. Multi-GPU
+    runs come from ``accelerate launch`` with the same settings, not from code here.
     """
-    import torch
     from transformers import TrainingArguments
 
-    cuda = torch.cuda.is_available()
+    device = device or Device.detect()
     # transformers 5 renamed gradient_checkpointing (TRL's default: on) to activation_checkpointing
     checkpointing = (
         "activation_checkpointing"
@@ -104,11 +131,12 @@ def device_settings() -> dict[str, Any]:
         else "gradient_checkpointing"
     )
     return {
-        "bf16": bool(cuda and torch.cuda.is_bf16_supported()),
+        "bf16": device.cuda and device.bf16_supported,
         "fp16": False,
         checkpointing: False,
-        "use_cpu": not cuda,
-        "dataloader_num_workers": 0,
+        "use_cpu": not device.cuda,
+        "dataloader_num_workers": 2 if device.cuda else 0,
+        "dataloader_pin_memory": device.cuda,
     }
 
 
@@ -206,7 +234,13 @@ def train_reward_model(
                 f"no training pair has a length ratio within {PARITY_BOUNDS}; train without --length-parity"
             )
     tokenized = tokenize_pairs(tokenizer, train_pairs, settings.max_length, settings.margin_scale)
-    dataset = datasets.Dataset.from_dict(tokenized.rows)
+    rows, repeated = tokenized.rows, 0
+    if settings.length_balance:  # each pair tokenized once; the repeats reuse its row
+        fitted = length_balanced(train_pairs, token_length(tokenizer), settings.seed)
+        row_of = {pair: k for k, pair in enumerate(train_pairs)}
+        rows = {name: [column[row_of[p]] for p in fitted] for name, column in rows.items()}
+        repeated = len(fitted) - len(train_pairs)
+    dataset = datasets.Dataset.from_dict(rows)
     args = reward_config(out, settings)
     trainer = RewardTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer
@@ -231,6 +265,7 @@ def train_reward_model(
         train_pairs,
         heldout_pairs,
         n_before_parity,
+        repeated,
         tokenized.truncated_pairs,
         result,
         trainer,
@@ -249,6 +284,7 @@ def model_card(
     train: list[Pair],
     heldout: list[Pair],
     n_before_parity: int,
+    repeated: int,
     truncated: int,
     result: Any,
     trainer: Any,
@@ -286,6 +322,7 @@ def model_card(
                 "bounds": list(PARITY_BOUNDS),
                 "dropped": n_before_parity - len(train),
             },
+            "length_balance": {"enabled": settings.length_balance, "repeated": repeated},
         },
         "truncated_pairs": truncated,
         "training": {

@@ -148,6 +148,10 @@ class Exporter:
         margin, and ``warnings`` the CLI prints)."""
         return {}
 
+    def side_files(self, data: ExportData, options: ExportOptions) -> dict[str, bytes]:
+        """Extra files written beside the data (name -> content), hashed in the manifest."""
+        return {}
+
     def usage(self, manifest: dict[str, Any]) -> list[str]:
         """Dataset-card lines: how to train on this export with the consumer's current release."""
         return []

@@ -317,6 +317,8 @@ def write_export(
 ) -> dict[str, Any]:
     """Write data files, ``README.md`` and ``manifest.json`` into an existing ``directory``."""
     rows_out = write_data(exporter, data, options, directory)
+    for name, content in exporter.side_files(data, options).items():
+        (directory / name).write_bytes(content)
     stats = {**stats, **output_stats(data, exporter, options)}
     manifest = build_manifest(
         exporter=exporter,

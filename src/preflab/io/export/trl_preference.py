@@ -14,6 +14,7 @@ prompt and completion separately, the reward trainer concatenates them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,9 @@ from .base import (
     row_provenance_fields,
     text_type,
 )
+
+#: one row per data row, same order: what ``rm eval`` stratifies by (TRL never reads this file)
+PAIR_METADATA = "pair_metadata.jsonl"
 
 
 class TRLPreference(Exporter):
@@ -57,6 +61,27 @@ class TRLPreference(Exporter):
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         extra = [name for name, _ in row_provenance_fields(data, options)]
         return pair_columns(data, margin=self.margin_written(data), extra=extra)
+
+    def side_files(self, data: ExportData, options: ExportOptions) -> dict[str, bytes]:
+        """``pair_metadata.jsonl``: item id, domain tags, raters and agreement of each row.
+
+        A side file, not columns: TRL's trainers would carry unknown columns into their
+        collators, and the rows stay exactly TRL's documented shape.
+        """
+        lines = (
+            json.dumps(
+                {
+                    "item_id": p.item_id,
+                    "domains": list(data.items[p.item_id].domains),
+                    "n_raters": p.n_raters,
+                    "agreement": p.agreement,
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+            for p in data.pairs
+        )
+        return {PAIR_METADATA: "".join(lines).encode()}
 
     def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
         if self.margin is None:
