@@ -114,6 +114,10 @@ def test_export_uses_the_adjudicated_label(site, new_page):
     page = new_page(site)
     login(page, "root", next_path="/admin/p/ovl/export")
     page.locator("#format").select_option("trl-preference")
+    # the length-parity gate (on by default) would drop this fixture's one pair: its answers'
+    # lengths differ; what is tested here is which label the export takes
+    page.locator("details.export-options summary").click()
+    page.locator("#ex-gate-on").uncheck()
     page.get_by_role("button", name="Export").click()
     result = page.locator("#export-result")
     expect(result).to_contain_text("manifest")

@@ -88,7 +88,11 @@ def test_an_imported_guideline_version_is_stored_exported_and_reported(tmp_path)
         )
     records.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     runner = CliRunner()
-    for args in (["project", "create", "p", "--db", db], ["import", "p", str(records), "--db", db]):
+    for args in (
+        ["init", "--db", db],
+        ["project", "create", "p", "--db", db],
+        ["import", "p", str(records), "--db", db],
+    ):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output
     out = tmp_path / "raw"

@@ -62,7 +62,8 @@ def export_dir(tmp_path_factory, project_db) -> Path:
 
     out = tmp_path_factory.mktemp("export") / "reward"
     engine = make_engine(project_db)
-    export_project(engine, PROJECT, ExportOptions(format="trl-reward", out=out))
+    # the length gate off: these tests are about TRL's handling of every pair, long ones included
+    export_project(engine, PROJECT, ExportOptions(format="trl-reward", out=out, length_gate=None))
     engine.dispose()
     return out
 

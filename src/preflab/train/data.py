@@ -163,11 +163,18 @@ def export_project_pairs(
 
     The export is the record (manifest, SHA-256, export log row); item ids, domains and
     agreement levels come from its ``pair_metadata.jsonl``, written from the same resolution.
+    The export's length-parity gate is off: held-out pairs must keep the natural length
+    distribution so that ``rm eval`` measures length bias; ``rm train --length-parity`` applies
+    the same bounds to the training pairs only.
     """
     from ..io.export import ExportOptions, export_project
 
     options = ExportOptions(
-        format="trl-reward", out=out, min_raters=min_raters, conversational=False
+        format="trl-reward",
+        out=out,
+        min_raters=min_raters,
+        conversational=False,
+        length_gate=None,
     )
     export_project(engine, project, options)
     return read_export(out)
