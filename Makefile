@@ -32,8 +32,8 @@ XDIST := -n $(PYTEST_XDIST) --dist loadfile
 test: install consumers  ## the whole suite, SQLite and a throwaway PostgreSQL, in parallel
 	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
-test-fast: install consumers  ## the inner loop: no `slow` (servers under load, browsers) or `train` tests
-	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(XDIST) -m "not train and not slow" $(PYTEST_ARGS)
+test-fast: install consumers  ## the inner loop on SQLite: no `slow` (servers under load, races, browsers), `train` or PostgreSQL-parametrized tests
+	PATH="$(abspath $(BIN)):$$PATH" scripts/with-postgres.sh $(BIN)/python -m pytest $(XDIST) -m "not train and not slow and not postgres" $(PYTEST_ARGS)
 
 bench: install  ## every benchmark, figures printed
 	$(BIN)/python benchmarks/run_all.py

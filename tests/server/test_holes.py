@@ -13,6 +13,9 @@ from fastapi.testclient import TestClient
 
 from .conftest import pairwise_item, seed
 
+# races over HTTP (20 concurrent invites, 40 concurrent logins), timing comparisons: `make test`
+pytestmark = pytest.mark.slow
+
 PASSWORD = "correct horse battery staple"
 
 

@@ -21,6 +21,9 @@ from sqlalchemy import create_engine, insert, text
 
 from .conftest import seed
 
+# the policy x user state x database matrix (like the authorization matrix): `make test`
+pytestmark = pytest.mark.slow
+
 NEXT = "/api/v1/projects/demo/assignments/next"
 SUBMIT = "/api/v1/projects/demo/judgments"
 

@@ -19,6 +19,9 @@ from sqlalchemy import create_engine, text
 
 from .conftest import seed
 
+# scripted runs on both executors and concurrent submits over two processes: `make test`
+pytestmark = pytest.mark.slow
+
 PER_RUN = (
     "created_at",
     "started_at",

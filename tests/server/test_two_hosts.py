@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from .conftest import pairwise_item, seed
 from .test_concurrency import check_invariants, rater_loop
+
+# two server processes, 200 raters: `make test`
+pytestmark = pytest.mark.slow
 
 RATERS = 200
 

@@ -16,7 +16,8 @@ from preflab.verify.sandbox import SANDBOX_UID_BASE, SANDBOX_UID_SPAN
 
 from .conftest import CORRECT, WRONG
 
-pytestmark = pytest.mark.usefixtures("sandbox")  # code verification runs sandboxed
+# code verification runs sandboxed; fork bombs and resource exhaustion take seconds: `make test`
+pytestmark = [pytest.mark.usefixtures("sandbox"), pytest.mark.slow]
 
 
 def assert_no_false_pass(verdict, why: str = ""):
