@@ -23,6 +23,7 @@ from ...store.models import ItemRow, JudgmentRow, Rater
 from ...store.server_models import GoldOutcome, ReviewRequest
 from .. import judging
 from ..api import DbId, ReviseIn
+from ..database import Database
 from ..judging import JudgingError
 from ..permissions import Ctx, guard
 from . import models as m
@@ -108,7 +109,7 @@ def editable(
     }
 
 
-def _open_for_edit(db, ctx: Ctx, judgment_pk: int) -> int:
+def _open_for_edit(db: Database, ctx: Ctx, judgment_pk: int) -> int:
     """The rater's own review request on their label (409 saying why once a reviewer acted)."""
     with db.writing() as s:
         row = own_judgment(s, ctx.project.pk, ctx.user.user_pk, judgment_pk)
@@ -118,14 +119,14 @@ def _open_for_edit(db, ctx: Ctx, judgment_pk: int) -> int:
         return judging.send_back(s, ctx.project.pk, judgment_pk, ctx.user.user_pk, EDIT_NOTE).pk
 
 
-def _withdraw(db, request_pk: int) -> None:
+def _withdraw(db: Database, request_pk: int) -> None:
     with db.writing() as s:
         req = s.get(ReviewRequest, request_pk)
         if req is not None and req.status == "open":
             req.status = "withdrawn"
 
 
-def _replayed_edit(db, ctx: Ctx, judgment_pk: int, key: str | None) -> bool:
+def _replayed_edit(db: Database, ctx: Ctx, judgment_pk: int, key: str | None) -> bool:
     """True when ``key`` already stored an edit of this judgment (revise answers the replay)."""
     if not key:
         return False
@@ -142,7 +143,7 @@ def _replayed_edit(db, ctx: Ctx, judgment_pk: int, key: str | None) -> bool:
         )
 
 
-def edit(db, ctx: Ctx, judgment_pk: int, body: ReviseIn) -> dict[str, Any]:
+def edit(db: Database, ctx: Ctx, judgment_pk: int, body: ReviseIn) -> dict[str, Any]:
     """Store a new revision of the rater's own label; the old one stays, superseded."""
     telemetry = (
         body.telemetry.model_dump(mode="json", exclude_none=True) if body.telemetry else None
