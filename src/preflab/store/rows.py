@@ -328,7 +328,6 @@ def pairwise_rows(
         rationale,
     )
     digest = judgment_content_hash(hashed)
-    pair = canonical_pair(a, b, winner, strength)
     return JudgmentRows(
         item_key=item_key,
         rater_key=rater_id,
@@ -336,27 +335,52 @@ def pairwise_rows(
         content_hash=digest,
         idempotency_key=None,
         candidate_ids=[a, b],
-        values={
-            "kind": "pairwise",
-            "body": pairwise_body(a, b, winner, strength),
-            "rationale": rationale,
-            "pair_lo": pair.lo,
-            "pair_hi": pair.hi,
-            "score": pair.score,
-            "shown_order": [a, b],
-            "rubric_key": None,
-            "rubric_version": None,
-            "guideline_version": None,
-            "review_pass": 0,
-            "source": source,
-            "started_at": None,
-            "submitted_at": None,
-            "telemetry": None,
-            "idempotency_key": None,
-            "content_hash": digest,
-        },
+        values=pairwise_judgment_values(
+            a, b, winner, strength, rationale=rationale, source=source, content_hash=digest
+        ),
         hashed=hashed,
     )
+
+
+def pairwise_judgment_values(
+    a: str,
+    b: str,
+    winner: str,
+    strength: int | None,
+    *,
+    rationale: str | None,
+    source: str,
+    content_hash: str,
+    rubric_key: str | None = None,
+    rubric_version: int | None = None,
+    guideline_version: int | None = None,
+    started_at: Any = None,
+    submitted_at: Any = None,
+    telemetry: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """The ``judgments`` columns of a pairwise judgment shown as ``a`` then ``b`` (canonical
+    pair, signed score, body), for the importer and the server's lane alike."""
+    pair = canonical_pair(a, b, winner, strength)
+    return {
+        "kind": "pairwise",
+        "body": pairwise_body(a, b, winner, strength),
+        "rationale": rationale,
+        "pair_lo": pair.lo,
+        "pair_hi": pair.hi,
+        "score": pair.score,
+        "shown_order": [a, b],
+        "rubric_key": rubric_key,
+        "rubric_version": rubric_version,
+        "guideline_version": guideline_version,
+        "review_pass": 0,
+        "source": source,
+        "started_at": started_at,
+        "submitted_at": submitted_at,
+        "telemetry": telemetry,
+        "idempotency_key": idempotency_key,
+        "content_hash": content_hash,
+    }
 
 
 # -- the leanest path: a plain-text comparison ------------------------------------------------

@@ -15,11 +15,10 @@ from pydantic import TypeAdapter
 
 from ...schema import describe_need, kind_fits, kinds_for_item
 from ...schema.pairwise import (
-    canonical_pair,
     judgment_content_hash,
-    pairwise_body,
     pairwise_hashed,
 )
+from ...store.rows import pairwise_judgment_values
 from ..wire import wire_problems
 from .common import NotCommon, aware
 
@@ -271,23 +270,19 @@ def pairwise_values(
     digest = judgment_content_hash(
         pairwise_hashed(item_key, (a, b), winner, strength, prov, rationale)
     )
-    pair = canonical_pair(a, b, winner, strength)
-    return {
-        "kind": "pairwise",
-        "body": pairwise_body(a, b, winner, strength),
-        "rationale": rationale,
-        "pair_lo": pair.lo,
-        "pair_hi": pair.hi,
-        "score": pair.score,
-        "shown_order": [a, b],
-        "rubric_key": rubric_key,
-        "rubric_version": rubric_version,
-        "guideline_version": guideline_version or None,
-        "review_pass": 0,
-        "source": "human",
-        "started_at": started_at,
-        "submitted_at": submitted_at,
-        "telemetry": telemetry,
-        "idempotency_key": idempotency_key,
-        "content_hash": digest,
-    }
+    return pairwise_judgment_values(
+        a,
+        b,
+        winner,
+        strength,
+        rationale=rationale,
+        source="human",
+        content_hash=digest,
+        rubric_key=rubric_key,
+        rubric_version=rubric_version,
+        guideline_version=guideline_version or None,
+        started_at=started_at,
+        submitted_at=submitted_at,
+        telemetry=telemetry,
+        idempotency_key=idempotency_key,
+    )
