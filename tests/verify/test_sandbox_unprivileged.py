@@ -1,9 +1,10 @@
 """The sandbox's non-root path (``unshare --map-root-user``): the verifier run by an unprivileged
 user (``runuser -u nobody``), as it runs on a laptop or in a CI job without root.
 
-Needs root to switch to ``nobody`` (skipped otherwise; then the whole suite already runs this
-path). The interpreter here may live under a directory ``nobody`` cannot enter (``/root`` with
-pyenv): the driver then runs in a private mount namespace where only the interpreter's tree is
+Needs root to switch to ``nobody`` (skipped otherwise on a laptop, where the whole suite already
+runs this path; a failure in CI, which runs as root). The interpreter and the checkout may live
+under a directory ``nobody`` cannot enter (``/root`` with pyenv, a clone in a ``mktemp -d``
+directory): the driver then runs in a private mount namespace where only those trees are
 bind-mounted back read-only, as on any machine where Python is installed for every user."""
 
 from __future__ import annotations
@@ -53,10 +54,17 @@ print(json.dumps(out))
 """
 
 
-def _mount_script(stage: Path) -> list[str]:
-    """Shell lines that make the interpreter reachable for ``nobody`` in this mount namespace."""
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"the unprivileged sandbox path must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+def _mount_script(stage: Path, src: Path) -> list[str]:
+    """Shell lines that make the interpreter and preflab's source reachable for ``nobody`` in
+    this mount namespace."""
     hidden: dict[Path, list[Path]] = {}
-    for tree in interpreter_trees():
+    for tree in [*interpreter_trees(), src]:
         if (blocker := _blocking_ancestor(tree)) is not None:
             hidden.setdefault(blocker, []).append(tree)
     trees = [t for ts in hidden.values() for t in ts]
@@ -77,24 +85,22 @@ def _mount_script(stage: Path) -> list[str]:
 def as_nobody() -> dict:
     """The driver's verdicts, run as ``nobody``; the marker file a candidate tried to write."""
     if os.geteuid() != 0 or not shutil.which("runuser") or not shutil.which("unshare"):
-        pytest.skip("needs root and util-linux runuser/unshare to switch to an unprivileged user")
+        _unavailable("needs root and util-linux runuser/unshare to switch to an unprivileged user")
     src = Path(preflab.__file__).resolve().parents[1]
-    if _blocking_ancestor(src / "preflab") is not None:
-        pytest.skip(f"{src} is not readable by {NOBODY}")
     probe = subprocess.run(
         ["runuser", "-u", NOBODY, "--", "unshare", "--map-root-user", "--net", "true"],
         capture_output=True,
         text=True,
     )
     if probe.returncode != 0:
-        pytest.skip(f"unprivileged user namespaces are off here: {probe.stderr.strip()}")
+        _unavailable(f"unprivileged user namespaces are off here: {probe.stderr.strip()}")
     box = Path(tempfile.mkdtemp(prefix="preflab-nobody-"))
     try:
         box.chmod(0o755)
         (box / "driver.py").write_text(DRIVER)
         marker = Path(tempfile.gettempdir()) / f"{box.name}-marker"
         run = [
-            *_mount_script(box / "stage"),
+            *_mount_script(box / "stage", src),
             f"exec runuser -u {NOBODY} -- env PYTHONPATH={shlex.quote(str(src))} "
             f"{shlex.quote(sys.executable)} {box}/driver.py {marker}",
         ]
