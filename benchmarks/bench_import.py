@@ -246,6 +246,7 @@ def child_import(data: Path, db: Path | str) -> dict:
     from sqlalchemy import event
 
     from preflab.io.importer import import_files
+    from preflab.io.importer.stage import Mover
     from preflab.io.importer.writer import Writer
     from preflab.store import db as store_db
     from preflab.store import repo, transaction
@@ -255,17 +256,21 @@ def child_import(data: Path, db: Path | str) -> dict:
         repo.create_project(s, "bench", kinds=["pairwise"])
 
     # Where the time goes: seconds inside the importer's bulk inserts (SQLite's executemany or
-    # PostgreSQL's COPY of the finished rows) and in the final commit; the rest is reading,
-    # converting and checking.
+    # INSERT ... SELECT of staged rows, PostgreSQL's COPY of the finished rows) and in the final
+    # commit; the rest is reading, converting and checking.
     in_sqlite = {"insert": 0.0, "commit_from": 0.0}
-    insert = Writer.insert
 
-    def timed_insert(self, *args, **kwargs):
-        t = time.perf_counter()
-        insert(self, *args, **kwargs)
-        in_sqlite["insert"] += time.perf_counter() - t
+    def timed(method):
+        def timed_method(self, *args, **kwargs):
+            t = time.perf_counter()
+            method(self, *args, **kwargs)
+            in_sqlite["insert"] += time.perf_counter() - t
 
-    Writer.insert = timed_insert  # type: ignore[method-assign]
+        return timed_method
+
+    Writer.insert = timed(Writer.insert)  # type: ignore[method-assign]
+    Mover.items = timed(Mover.items)  # type: ignore[method-assign]
+    Mover.judgments = timed(Mover.judgments)  # type: ignore[method-assign]
     event.listen(
         engine, "commit", lambda conn: in_sqlite.__setitem__("commit_from", time.perf_counter())
     )

@@ -17,6 +17,7 @@ from .checks import CheckState, ProjectRules, check_record
 from .columns import RowBuilder
 from .convert import Pair, Record
 from .options import MAX_SKIPPED, ImportOptions, ImportReport, Problem
+from .stage import Mover, StagedRows
 from .writer import (
     ALIASES,
     CANDIDATE_COLUMNS,
@@ -82,6 +83,18 @@ class Loader:
         self.problems: list[Problem] = []
         self.problem_count = 0
         self.now = utcnow()
+        #: Moves staged comparisons (SQLite, rows from the converting process; :mod:`.stage`).
+        self.mover: Mover | None = None
+
+    @property
+    def stages(self) -> bool:
+        """Whether the converting process should stage plain comparisons for this database."""
+        return self.writer.sqlite
+
+    def close(self) -> None:
+        """Let go of the last chunk's stage (call before the transaction ends, either way)."""
+        if self.mover is not None:
+            self.mover.close()
 
     # -- problems
 
@@ -301,7 +314,8 @@ class Loader:
             self._check(rec, state)
         if not self.other_ids_stored:
             self.other_ids_stored = any(
-                type(i) is not PairRows for i in state.accepted_items.values()
+                type(i) is not PairRows and type(i) is not StagedRows
+                for i in state.accepted_items.values()
             )
         self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
 
@@ -340,9 +354,24 @@ class Loader:
         )
         item_pks = {key: pk for key, (pk, _) in existing_items.items()}
         item_pks.update(zip(items, w.allocate_pks(ITEMS, len(items)), strict=True))
-        for lean, run in _runs(items.values()):
+        for shape, run in _runs(items.values()):
             pks = [item_pks[i.key if type(i) is ItemRows else i.item_key] for i in run]
-            if lean:
+            if shape is StagedRows:
+                self._move().items(
+                    run[0].stage,
+                    [i.seq for i in run],
+                    pks,
+                    {
+                        "project_pk": self.project_pk,
+                        "domains": build.empty_list,
+                        "metadata": build.empty_dict,
+                        "batch_pk": self.batch_pk,
+                        "created_at": build.now,
+                        "candidate_metadata": build.empty_dict,
+                    },
+                )
+                continue
+            if shape is PairRows:
                 item_rows, candidate_rows = (
                     build.pair_items(pks, run),
                     build.pair_candidates(pks, run),
@@ -360,10 +389,23 @@ class Loader:
             return
         self._rater_pks({j.rater_key for j in judgments})
         rater_pks = self.rater_pks
-        for lean, run in _runs(judgments):
+        for shape, run in _runs(judgments):
             ipks = [item_pks[j.item_key] for j in run]
+            if shape is StagedRows:
+                self._move().judgments(
+                    run[0].stage,
+                    [j.seq for j in run],
+                    ipks,
+                    {
+                        "project_pk": self.project_pk,
+                        "batch_pk": self.batch_pk,
+                        "excluded": build.excluded,
+                        "created_at": build.now,
+                    },
+                )
+                continue
             rpks = [rater_pks[j.rater_key] for j in run]
-            if lean:
+            if shape is PairRows:
                 rows = build.pair_judgments(ipks, rpks, run)
             else:
                 rows = [build.judgment(*args) for args in zip(ipks, rpks, run, strict=True)]
@@ -374,6 +416,13 @@ class Loader:
                 constants=("excluded", "created_at"),
                 processed=True,
             )
+
+    def _move(self) -> Mover:
+        if self.mover is None:
+            driver = self.conn.connection.driver_connection
+            assert self.writer.sqlite and driver is not None, "only SQLite imports stage rows"
+            self.mover = Mover(driver)
+        return self.mover
 
     def _write_aliases(self, aliases: dict[str, str], item_pks: dict[str, int]) -> None:
         w = self.writer
@@ -389,7 +438,15 @@ class Loader:
         self.has_aliases = True
 
 
-def _runs(rows: Iterable[Any]) -> Iterator[tuple[bool, list[Any]]]:
-    """Consecutive rows of one shape: ``(True, lean PairRows...)`` or ``(False, generic rows...)``."""
-    for lean, run in groupby(rows, key=lambda r: type(r) is PairRows):
-        yield lean, list(run)
+def _runs(rows: Iterable[Any]) -> Iterator[tuple[type, list[Any]]]:
+    """Consecutive rows of one shape and chunk: ``(PairRows, lean rows...)``, ``(StagedRows,
+    staged rows of one stage...)`` or ``(object, generic rows...)``."""
+
+    def shape(row: Any) -> tuple[type, Any]:
+        kind = type(row)
+        if kind is StagedRows:
+            return kind, row.stage
+        return (kind if kind is PairRows else object), None
+
+    for (kind, _), run in groupby(rows, key=shape):
+        yield kind, list(run)
