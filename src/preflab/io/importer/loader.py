@@ -239,8 +239,16 @@ class Loader:
                 referenced.add(j.item_key)
                 if j.idempotency_key:
                     idem.add(j.idempotency_key)
-        named = item_keys | referenced | {p.item_key for p in pairs}
+        named = item_keys | referenced
+        # A staged chunk's comparisons are looked up by a join with the stage (no keys bound).
+        stage = pairs[0].stage if pairs and type(pairs[0]) is StagedRows else None
+        if stage is None:
+            named.update(p.item_key for p in pairs)
         existing_items = self._existing_items(named)
+        if stage is not None:
+            existing_items.update(self._move().stored_items(stage, self.project_pk))
+            if self.has_aliases:
+                named.update(p.item_key for p in pairs)
         # Items this chunk names by an alias or brings again under another id (found by content).
         aliases = self._aliases(named - existing_items.keys())
         unnamed = {
@@ -439,14 +447,7 @@ class Loader:
 
 
 def _runs(rows: Iterable[Any]) -> Iterator[tuple[type, list[Any]]]:
-    """Consecutive rows of one shape and chunk: ``(PairRows, lean rows...)``, ``(StagedRows,
-    staged rows of one stage...)`` or ``(object, generic rows...)``."""
-
-    def shape(row: Any) -> tuple[type, Any]:
-        kind = type(row)
-        if kind is StagedRows:
-            return kind, row.stage
-        return (kind if kind is PairRows else object), None
-
-    for (kind, _), run in groupby(rows, key=shape):
+    """Consecutive rows of one type: ``PairRows`` (lean), ``StagedRows`` (staged: rows of one
+    chunk, so of one stage) or the generic ``ItemRows`` / ``JudgmentRows``."""
+    for kind, run in groupby(rows, key=type):
         yield kind, list(run)

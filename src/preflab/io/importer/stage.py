@@ -186,18 +186,35 @@ def light_rows(pairs: Sequence[PairRows]) -> list[tuple[Any, ...]]:
     return [(p.item_key, p.item_hash, p.candidate_keys, p.content_hash, p.rater_key) for p in pairs]
 
 
-def _segments(seqs: Sequence[int], pks: Sequence[int]) -> Iterator[tuple[int, int, int]]:
-    """``(first seq, last seq, pk - seq)`` of each run where both go up by one: the rows one
-    ``INSERT ... SELECT`` can move (every staged comparison accepted: one run a chunk)."""
-    start = 0
-    for i in range(1, len(seqs) + 1):
-        if (
-            i == len(seqs)
-            or seqs[i] != seqs[i - 1] + 1
-            or pks[i] - seqs[i] != pks[start] - seqs[start]
-        ):
-            yield seqs[start], seqs[i - 1], pks[start] - seqs[start]
-            start = i
+def _segments(seqs: Sequence[int], pks: Sequence[int]) -> list[tuple[int, int, int]]:
+    """:func:`_spans`, neighbours that continue each other joined."""
+    joined: list[tuple[int, int, int]] = []
+    for lo, hi, delta in _spans(seqs, pks):
+        if joined and joined[-1][1] + 1 == lo and joined[-1][2] == delta:
+            joined[-1] = (joined[-1][0], hi, delta)
+        else:
+            joined.append((lo, hi, delta))
+    return joined
+
+
+def _spans(
+    seqs: Sequence[int], pks: Sequence[int], lo: int = 0, hi: int | None = None
+) -> Iterator[tuple[int, int, int]]:
+    """``(first seq, last seq, pk - seq)`` of runs where both go up by one: the rows one
+    ``INSERT ... SELECT`` can move. Both must be strictly increasing (rows in the order they were
+    accepted, keys allocated in that order); then a span is one run when both cover as many
+    values as it has rows, so every staged comparison accepted costs one check a chunk, and each
+    gap (a record left out) a few halvings."""
+    hi = len(seqs) if hi is None else hi
+    if hi <= lo:
+        return
+    last = hi - 1
+    if seqs[last] - seqs[lo] == last - lo and pks[last] - pks[lo] == last - lo:
+        yield seqs[lo], seqs[last], pks[lo] - seqs[lo]
+        return
+    mid = (lo + hi) // 2
+    yield from _spans(seqs, pks, lo, mid)
+    yield from _spans(seqs, pks, mid, hi)
 
 
 class Mover:
@@ -236,6 +253,16 @@ class Mover:
         self.driver.execute(f"DETACH DATABASE {SCHEMA}")
         self.current = None
 
+    def stored_items(self, stage: Stage, project_pk: int) -> dict[str, tuple[int, str]]:
+        """item key -> (pk, content hash) of the project's items that ``stage`` names."""
+        self.use(stage)
+        rows = self.driver.execute(
+            "SELECT i.item_key, i.pk, i.content_hash FROM "
+            f"{SCHEMA}.pairs s JOIN main.items i ON i.project_pk = ? AND i.item_key = s.item_key",
+            (project_pk,),
+        )
+        return {key: (pk, digest) for key, pk, digest in rows}
+
     def items(
         self, stage: Stage, seqs: Sequence[int], pks: Sequence[int], same: dict[str, Any]
     ) -> None:
@@ -252,7 +279,7 @@ class Mover:
             "SELECT (n >> 1) + ?, candidate_key, n & 1, text, 'model', ? "
             f"FROM {SCHEMA}.candidates WHERE n BETWEEN ? AND ? ORDER BY n"
         )
-        segments = list(_segments(seqs, pks))
+        segments = _segments(seqs, pks)
         for lo, hi, delta in segments:
             self.driver.execute(
                 items,
