@@ -25,16 +25,20 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import orjson
+
 from ...store.rows import PairRows
+from .writer import _without_null_columns
 
 SCHEMA = "preflab_stage"
 
-#: One row a comparison (``seq``: its place among the chunk's staged pairs), every value of its
-#: :class:`PairRows` but the candidates, which are rows ``2 * seq + position`` of ``candidates``.
+#: One row a comparison (``seq``: its place among the chunk's staged pairs): every value of its
+#: :class:`PairRows` but the prompt, which is its JSON text read back (a string's round trip),
+#: and the candidates, rows ``2 * seq + position`` of their own table (so that SQLite moves
+#: them in rowid order, with no sort).
 _PAIR_COLUMNS = (
     "item_key",
     "item_hash",
-    "prompt",
     "prompt_json",
     "rater_key",
     "source",
@@ -55,6 +59,15 @@ _CREATE = (
 
 def stage_pairs(pairs: Sequence[PairRows]) -> bytes:
     """The image of an unjournaled in-memory database holding ``pairs`` (``seq``: their index)."""
+    rows = [
+        (seq, p.item_key, p.item_hash, p.prompt_json, p.rater_key, p.source,
+         p.winner, p.strength, p.score, p.content_hash, p.pair_lo, p.pair_hi, p.body_json,
+         p.shown_order_json)
+        for seq, p in enumerate(pairs)
+    ]  # fmt: skip
+    # Columns NULL in every row are left out: sqlite3 binds None through a slow path (see
+    # writer._without_null_columns); a plain comparison has no strength.
+    columns, rows = _without_null_columns(("seq", *_PAIR_COLUMNS), rows)
     db = sqlite3.connect(":memory:", isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=OFF")
@@ -62,27 +75,8 @@ def stage_pairs(pairs: Sequence[PairRows]) -> bytes:
             db.execute(statement)
         db.execute("BEGIN")
         db.executemany(
-            f"INSERT INTO pairs VALUES (?, {', '.join('?' * len(_PAIR_COLUMNS))})",
-            [
-                (
-                    seq,
-                    p.item_key,
-                    p.item_hash,
-                    p.prompt,
-                    p.prompt_json,
-                    p.rater_key,
-                    p.source,
-                    p.winner,
-                    p.strength,
-                    p.score,
-                    p.content_hash,
-                    p.pair_lo,
-                    p.pair_hi,
-                    p.body_json,
-                    p.shown_order_json,
-                )
-                for seq, p in enumerate(pairs)
-            ],
+            f"INSERT INTO pairs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            rows,
         )
         db.executemany(
             "INSERT INTO candidates VALUES (?, ?, ?)",
@@ -114,20 +108,18 @@ class Stage:
             self._reader = sqlite3.connect(":memory:")
             self._reader.deserialize(self.image)
         db = self._reader
-        row = db.execute(
+        (item_key, item_hash, prompt_json, rater_key, source, winner, strength, score,
+         content_hash, pair_lo, pair_hi, body_json, shown_order_json) = db.execute(
             f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE seq = ?", (seq,)
-        ).fetchone()
-        candidates = db.execute(
+        ).fetchone()  # fmt: skip
+        (k0, t0), (k1, t1) = db.execute(
             "SELECT candidate_key, text FROM candidates WHERE n IN (?, ?) ORDER BY n",
             (2 * seq, 2 * seq + 1),
         ).fetchall()
-        (item_key, item_hash, prompt, prompt_json, rater_key, source, winner, strength, score,
-         content_hash, pair_lo, pair_hi, body_json, shown_order_json) = row  # fmt: skip
-        keys, texts = zip(*candidates, strict=True)
         return PairRows.from_state(
-            (item_key, item_hash, prompt, prompt_json, tuple(texts), tuple(keys), rater_key,
-             source, winner, strength, score, content_hash, pair_lo, pair_hi, body_json,
-             shown_order_json)
+            (item_key, item_hash, orjson.loads(prompt_json), prompt_json, (t0, t1), (k0, k1),
+             rater_key, source, winner, strength, score, content_hash, pair_lo, pair_hi,
+             body_json, shown_order_json)
         )  # fmt: skip
 
 
