@@ -4,6 +4,7 @@ included, as the rows bound in one process; the same checks; nothing left behind
 
 from __future__ import annotations
 
+import pickle
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -147,3 +148,43 @@ def test_segments_move_every_row_once_in_order_with_its_own_key(seqs, pks):
     assert moved == list(zip(seqs, pks, strict=True))
     for (_, hi, delta), (lo, _, next_delta) in zip(segments, segments[1:]):
         assert not (hi + 1 == lo and delta == next_delta), "neighbours that continue are one"
+
+
+def test_a_chunk_crosses_the_pipe_whole_either_way(tmp_path):
+    """``encode_chunk``/``decode_chunk``: PostgreSQL gets every value of a comparison, SQLite its
+    keys and a stage that gives back the same rows for the generic checks."""
+    from preflab.io.importer.convert import Pair, Record, records
+    from preflab.io.importer.worker import decode_chunk, encode_chunk
+    from preflab.store.rows import PairRows
+
+    path = write(
+        tmp_path / "few.jsonl",
+        [
+            plain(1),
+            plain(2, strength=2),
+            b"{not json",
+            {"prompt": "rank", "candidates": ["x", "y"]},
+        ],
+    )
+    chunk = list(records([path], ImportOptions(), None))
+    originals = [r.rows for r in chunk if isinstance(r, Pair)]
+    for stage in (False, True):
+        _, _, files, pairs_blob, others, image = pickle.loads(encode_chunk(chunk, 0, stage))
+        decoded = decode_chunk(files, pairs_blob, others, image)
+        assert [(r.file, r.line, type(r)) for r in decoded] == [
+            (r.file, r.line, type(r)) for r in chunk
+        ]
+        assert [r.problems for r in decoded if isinstance(r, Record)] == [
+            r.problems for r in chunk if isinstance(r, Record)
+        ]
+        rows = [r.rows for r in decoded if isinstance(r, Pair)]
+        assert all(type(r) is (importer_stage.StagedRows if stage else PairRows) for r in rows)
+        for got, original in zip(rows, originals, strict=True):
+            assert (got.item_key, got.item_hash, got.candidate_keys, got.content_hash) == (
+                original.item_key,
+                original.item_hash,
+                original.candidate_keys,
+                original.content_hash,
+            )
+            assert got.item_rows() == original.item_rows()
+            assert got.judgment_rows() == original.judgment_rows()
