@@ -293,6 +293,8 @@ class Loader:
         )
         existing_hashes, by_content_ = state.existing_hashes, state.by_content
         pairwise = "pairwise" in self.kinds
+        # The fast path's counts, added to the report once a chunk.
+        fast_items = fast_judgments = fast_existing = 0
         for rec in chunk:
             if isinstance(rec, Pair):
                 p = rec.rows
@@ -308,18 +310,24 @@ class Loader:
                     known[key] = (p.item_hash, p.candidate_keys)
                     by_content_[p.item_hash] = key
                     accepted_items[key] = p
-                    report.items_added += 1
+                    if not fast_items:  # the format counted where it first occurs, as _check does
+                        formats.setdefault(Pair.format, 0)
+                    fast_items += 1
                     h = p.content_hash
                     if h in existing_hashes or h in seen_hashes:
-                        report.judgments_existing += 1
+                        fast_existing += 1
                     else:
                         seen_hashes.add(h)
                         new_judgments.append(p)
-                        report.judgments_added += 1
-                    formats[rec.format] = formats.get(rec.format, 0) + 1
+                        fast_judgments += 1
                     continue
                 rec = rec.as_record()
             self._check(rec, state)
+        report.items_added += fast_items
+        report.judgments_added += fast_judgments
+        report.judgments_existing += fast_existing
+        if fast_items:
+            formats[Pair.format] += fast_items
         if not self.other_ids_stored:
             self.other_ids_stored = any(
                 type(i) is not PairRows and type(i) is not StagedRows
