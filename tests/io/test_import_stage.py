@@ -188,3 +188,16 @@ def test_a_chunk_crosses_the_pipe_whole_either_way(tmp_path):
             )
             assert got.item_rows() == original.item_rows()
             assert got.judgment_rows() == original.judgment_rows()
+
+
+def test_an_import_takes_over_a_stage_left_attached_to_its_connection(tmp_path, monkeypatch):
+    """Closing the stage is never in the way of an import's outcome; should it fail, the stage
+    stays attached to the pooled connection and the next import there uses it."""
+    monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "1")
+    engine = fresh(tmp_path / "left.db")
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"ATTACH DATABASE ':memory:' AS {importer_stage.SCHEMA}")
+    path = write(tmp_path / "few.jsonl", [plain(i) for i in range(50)])
+    assert import_files(engine, "p", [path]).judgments_added == 50
+    engine.dispose()
+    assert len(rows(tmp_path / "left.db")["candidates"]) == 100

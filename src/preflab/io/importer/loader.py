@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Iterator
 from itertools import groupby
 from typing import Any
@@ -88,13 +89,21 @@ class Loader:
 
     @property
     def stages(self) -> bool:
-        """Whether the converting process should stage plain comparisons for this database."""
-        return self.writer.sqlite
+        """Whether the converting process should stage plain comparisons for this database
+        (SQLite, through a ``sqlite3`` that can load a database image: Python 3.11+ on SQLite
+        3.36+ builds it in)."""
+        return self.writer.sqlite and hasattr(self.conn.connection.driver_connection, "deserialize")
 
     def close(self) -> None:
         """Let go of the last chunk's stage (call before the transaction ends, either way)."""
-        if self.mover is not None:
+        if self.mover is None:
+            return
+        try:
             self.mover.close()
+        except sqlite3.Error:
+            # Never in the way of the import's own outcome (or its error): a stage left attached
+            # only holds memory, and the next import on this connection takes it over (Mover.use).
+            pass
 
     # -- problems
 
