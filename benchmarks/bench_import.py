@@ -67,6 +67,14 @@ def _cpu() -> float:
     )
 
 
+def _own_cpu() -> float:
+    """CPU seconds of this process alone (the import's writing process, without its converting
+    process): the part of an import that cannot overlap, so what bounds its wall time when a
+    core is free for the converting process."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _own_peak_rss_kib() -> int:
     """This process's peak RSS (KiB). Not ``getrusage``: on Linux its ``ru_maxrss`` keeps the peak
     of the image before ``exec``, so a child of a large parent (a test worker holding torch)
@@ -246,6 +254,7 @@ def child_import(data: Path, db: Path | str) -> dict:
     from sqlalchemy import event
 
     from preflab.io.importer import import_files
+    from preflab.io.importer.stage import Mover
     from preflab.io.importer.writer import Writer
     from preflab.store import db as store_db
     from preflab.store import repo, transaction
@@ -255,26 +264,35 @@ def child_import(data: Path, db: Path | str) -> dict:
         repo.create_project(s, "bench", kinds=["pairwise"])
 
     # Where the time goes: seconds inside the importer's bulk inserts (SQLite's executemany or
-    # PostgreSQL's COPY of the finished rows) and in the final commit; the rest is reading,
-    # converting and checking.
+    # INSERT ... SELECT of staged rows, PostgreSQL's COPY of the finished rows) and in the final
+    # commit; the rest is reading, converting and checking.
     in_sqlite = {"insert": 0.0, "commit_from": 0.0}
-    insert = Writer.insert
 
-    def timed_insert(self, *args, **kwargs):
-        t = time.perf_counter()
-        insert(self, *args, **kwargs)
-        in_sqlite["insert"] += time.perf_counter() - t
+    def timed(method):
+        def timed_method(self, *args, **kwargs):
+            t = time.perf_counter()
+            method(self, *args, **kwargs)
+            in_sqlite["insert"] += time.perf_counter() - t
 
-    Writer.insert = timed_insert  # type: ignore[method-assign]
+        return timed_method
+
+    Writer.insert = timed(Writer.insert)  # type: ignore[method-assign]
+    Mover.items = timed(Mover.items)  # type: ignore[method-assign]
+    Mover.judgments = timed(Mover.judgments)  # type: ignore[method-assign]
     event.listen(
         engine, "commit", lambda conn: in_sqlite.__setitem__("commit_from", time.perf_counter())
     )
 
-    cpu = _cpu()
+    from preflab.io.importer import worker
+
+    used = []
+    use_worker = worker.use_worker
+    worker.use_worker = lambda paths: used.append(use_worker(paths)) or used[-1]  # type: ignore[assignment]
+    cpu, own_cpu = _cpu(), _own_cpu()
     start = time.perf_counter()
     report = import_files(engine, "bench", [data])
     seconds = time.perf_counter() - start
-    cpu = _cpu() - cpu
+    cpu, own_cpu = _cpu() - cpu, _own_cpu() - own_cpu
     # the commit event fires just before the DBAPI commit; import_files returns right after it
     commit = start + seconds - in_sqlite["commit_from"]
     engine.dispose()
@@ -287,6 +305,8 @@ def child_import(data: Path, db: Path | str) -> dict:
         "items": report.items_added,
         "seconds": seconds,
         "cpu_seconds": cpu,
+        "writer_cpu_seconds": own_cpu,
+        "used_worker": bool(used and used[0]),
         "sqlite_insert_seconds": in_sqlite["insert"],
         "sqlite_commit_seconds": commit,
         "main_rss_mb": self_kib / 1024,
@@ -426,11 +446,21 @@ def main(argv: list[str] | None = None) -> dict:
         floor = run_child("floor", data, Path(tmp) / "floor.db")
         assert floor["rows"] == args.rows, floor
         floor_ratio = imported["seconds"] / floor["seconds"]
+        writer_cpu_ratio = imported["writer_cpu_seconds"] / floor["cpu_seconds"]
         say(
             f"floor:    SQLite alone writing the importer's rows {floor['seconds']:.1f}s "
             f"(CPU {floor['cpu_seconds']:.1f}s, {args.rows / floor['seconds']:,.0f} rows/s): the import takes "
             f"{floor_ratio:.2f}x the floor's time (target <= 1.3x; on a loaded machine compare the CPU "
             "times, the import's including its converting process)"
+        )
+        say(
+            f"          the import's writing process alone: CPU {imported['writer_cpu_seconds']:.1f}s, "
+            f"{writer_cpu_ratio:.2f}x the floor's CPU (its converting process: "
+            f"{imported['cpu_seconds'] - imported['writer_cpu_seconds']:.1f}s, on the other core "
+            "when one is free)"
+            if imported["used_worker"]
+            else f"          the import converted in one process (no core idle; "
+            f"PREFLAB_IMPORT_WORKER=1 forces the second): CPU {imported['writer_cpu_seconds']:.1f}s"
         )
         result = {
             "rows": args.rows,
@@ -450,6 +480,9 @@ def main(argv: list[str] | None = None) -> dict:
             "ratio_to_floor": round(floor_ratio, 2),
             "floor_cpu_seconds": round(floor["cpu_seconds"], 2),
             "import_cpu_seconds": round(imported["cpu_seconds"], 2),
+            "import_writer_cpu_seconds": round(imported["writer_cpu_seconds"], 2),
+            "writer_cpu_ratio_to_floor_cpu": round(writer_cpu_ratio, 2),
+            "import_used_worker": imported["used_worker"],
         }
         if args.pg_url:
             result.update(run_postgres(args.pg_url, data, args.rows, imported, say))

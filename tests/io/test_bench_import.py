@@ -71,7 +71,11 @@ def _rows(db: Path, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
-def test_the_floor_writes_what_the_importer_writes(tmp_path):
+@pytest.mark.parametrize("worker", ["0", "1"], ids=["in-process", "staged-by-worker"])
+def test_the_floor_writes_what_the_importer_writes(tmp_path, monkeypatch, worker):
+    """Both ways the importer writes: rows bound here, and rows staged by the converting
+    process and moved with ``INSERT ... SELECT``."""
+    monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
     bench = load_bench()
     data = tmp_path / "rows.jsonl"
     bench.generate(data, 600, raters=7)

@@ -15,7 +15,9 @@ How it works, one module a step:
    queries (:mod:`.loader`), each record is checked (:mod:`.checks`: conflicting item ids,
    unknown items or candidates, judgment kinds the project does not collect, rubric scores; the
    very checks ``validate`` runs against the files alone), and the accepted rows are written in
-   bulk (:mod:`.writer`: ``executemany`` on SQLite, ``COPY`` on PostgreSQL).
+   bulk (:mod:`.writer`: ``executemany`` on SQLite, ``COPY`` on PostgreSQL). When a second
+   process converts for a SQLite import, it stages the plain comparisons' rows in a SQLite image
+   and the writer moves the accepted ones with ``INSERT ... SELECT`` (:mod:`.stage`).
 4. Everything happens in one transaction. Any problem fails the whole import and changes nothing
    (:class:`ImportFailed` lists ``file:line: field: reason``), unless ``skip_invalid``: then bad
    records are left out and listed in the report and in the batch's ``counts``.

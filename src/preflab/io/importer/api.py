@@ -102,7 +102,10 @@ def import_files(
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
         try:
-            with _import_cache(loader.conn), chunks(paths, options, progress) as converted:
+            with (
+                _import_cache(loader.conn),
+                chunks(paths, options, progress, stage=loader.stages) as converted,
+            ):
                 for chunk in converted:
                     loader.load(chunk)
                     del chunk  # freed before the collection, not traversed by it
@@ -110,6 +113,7 @@ def import_files(
                         0
                     )  # the youngest generation only: frees any cycles, keeps memory flat
         finally:
+            loader.close()
             if gc_was_enabled:
                 gc.enable()
         if loader.problem_count and not options.skip_invalid:

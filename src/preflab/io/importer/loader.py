@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Iterator
 from itertools import groupby
 from typing import Any
@@ -17,6 +18,7 @@ from .checks import CheckState, ProjectRules, check_record
 from .columns import RowBuilder
 from .convert import Pair, Record
 from .options import MAX_SKIPPED, ImportOptions, ImportReport, Problem
+from .stage import Mover, StagedRows
 from .writer import (
     ALIASES,
     CANDIDATE_COLUMNS,
@@ -82,6 +84,26 @@ class Loader:
         self.problems: list[Problem] = []
         self.problem_count = 0
         self.now = utcnow()
+        #: Moves staged comparisons (SQLite, rows from the converting process; :mod:`.stage`).
+        self.mover: Mover | None = None
+
+    @property
+    def stages(self) -> bool:
+        """Whether the converting process should stage plain comparisons for this database
+        (SQLite, through a ``sqlite3`` that can load a database image: Python 3.11+ on SQLite
+        3.36+ builds it in)."""
+        return self.writer.sqlite and hasattr(self.conn.connection.driver_connection, "deserialize")
+
+    def close(self) -> None:
+        """Let go of the last chunk's stage (call before the transaction ends, either way)."""
+        if self.mover is None:
+            return
+        try:
+            self.mover.close()
+        except sqlite3.Error:
+            # Never in the way of the import's own outcome (or its error): a stage left attached
+            # only holds memory, and the next import on this connection takes it over (Mover.use).
+            pass
 
     # -- problems
 
@@ -226,8 +248,16 @@ class Loader:
                 referenced.add(j.item_key)
                 if j.idempotency_key:
                     idem.add(j.idempotency_key)
-        named = item_keys | referenced | {p.item_key for p in pairs}
+        named = item_keys | referenced
+        # A staged chunk's comparisons are looked up by a join with the stage (no keys bound).
+        stage = pairs[0].stage if pairs and type(pairs[0]) is StagedRows else None
+        if stage is None:
+            named.update(p.item_key for p in pairs)
         existing_items = self._existing_items(named)
+        if stage is not None:
+            existing_items.update(self._move().stored_items(stage, self.project_pk))
+            if self.has_aliases:
+                named.update(p.item_key for p in pairs)
         # Items this chunk names by an alias or brings again under another id (found by content).
         aliases = self._aliases(named - existing_items.keys())
         unnamed = {
@@ -272,6 +302,8 @@ class Loader:
         )
         existing_hashes, by_content_ = state.existing_hashes, state.by_content
         pairwise = "pairwise" in self.kinds
+        # The fast path's counts, added to the report once a chunk.
+        fast_items = fast_judgments = fast_existing = 0
         for rec in chunk:
             if isinstance(rec, Pair):
                 p = rec.rows
@@ -287,21 +319,28 @@ class Loader:
                     known[key] = (p.item_hash, p.candidate_keys)
                     by_content_[p.item_hash] = key
                     accepted_items[key] = p
-                    report.items_added += 1
+                    if not fast_items:  # the format counted where it first occurs, as _check does
+                        formats.setdefault(Pair.format, 0)
+                    fast_items += 1
                     h = p.content_hash
                     if h in existing_hashes or h in seen_hashes:
-                        report.judgments_existing += 1
+                        fast_existing += 1
                     else:
                         seen_hashes.add(h)
                         new_judgments.append(p)
-                        report.judgments_added += 1
-                    formats[rec.format] = formats.get(rec.format, 0) + 1
+                        fast_judgments += 1
                     continue
                 rec = rec.as_record()
             self._check(rec, state)
+        report.items_added += fast_items
+        report.judgments_added += fast_judgments
+        report.judgments_existing += fast_existing
+        if fast_items:
+            formats[Pair.format] += fast_items
         if not self.other_ids_stored:
             self.other_ids_stored = any(
-                type(i) is not PairRows for i in state.accepted_items.values()
+                type(i) is not PairRows and type(i) is not StagedRows
+                for i in state.accepted_items.values()
             )
         self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
 
@@ -340,9 +379,24 @@ class Loader:
         )
         item_pks = {key: pk for key, (pk, _) in existing_items.items()}
         item_pks.update(zip(items, w.allocate_pks(ITEMS, len(items)), strict=True))
-        for lean, run in _runs(items.values()):
+        for shape, run in _runs(items.values()):
             pks = [item_pks[i.key if type(i) is ItemRows else i.item_key] for i in run]
-            if lean:
+            if shape is StagedRows:
+                self._move().items(
+                    run[0].stage,
+                    [i.seq for i in run],
+                    pks,
+                    {
+                        "project_pk": self.project_pk,
+                        "domains": build.empty_list,
+                        "metadata": build.empty_dict,
+                        "batch_pk": self.batch_pk,
+                        "created_at": build.now,
+                        "candidate_metadata": build.empty_dict,
+                    },
+                )
+                continue
+            if shape is PairRows:
                 item_rows, candidate_rows = (
                     build.pair_items(pks, run),
                     build.pair_candidates(pks, run),
@@ -360,10 +414,23 @@ class Loader:
             return
         self._rater_pks({j.rater_key for j in judgments})
         rater_pks = self.rater_pks
-        for lean, run in _runs(judgments):
+        for shape, run in _runs(judgments):
             ipks = [item_pks[j.item_key] for j in run]
+            if shape is StagedRows:
+                self._move().judgments(
+                    run[0].stage,
+                    [j.seq for j in run],
+                    ipks,
+                    {
+                        "project_pk": self.project_pk,
+                        "batch_pk": self.batch_pk,
+                        "excluded": build.excluded,
+                        "created_at": build.now,
+                    },
+                )
+                continue
             rpks = [rater_pks[j.rater_key] for j in run]
-            if lean:
+            if shape is PairRows:
                 rows = build.pair_judgments(ipks, rpks, run)
             else:
                 rows = [build.judgment(*args) for args in zip(ipks, rpks, run, strict=True)]
@@ -374,6 +441,13 @@ class Loader:
                 constants=("excluded", "created_at"),
                 processed=True,
             )
+
+    def _move(self) -> Mover:
+        if self.mover is None:
+            driver = self.conn.connection.driver_connection
+            assert self.writer.sqlite and driver is not None, "only SQLite imports stage rows"
+            self.mover = Mover(driver)
+        return self.mover
 
     def _write_aliases(self, aliases: dict[str, str], item_pks: dict[str, int]) -> None:
         w = self.writer
@@ -389,7 +463,8 @@ class Loader:
         self.has_aliases = True
 
 
-def _runs(rows: Iterable[Any]) -> Iterator[tuple[bool, list[Any]]]:
-    """Consecutive rows of one shape: ``(True, lean PairRows...)`` or ``(False, generic rows...)``."""
-    for lean, run in groupby(rows, key=lambda r: type(r) is PairRows):
-        yield lean, list(run)
+def _runs(rows: Iterable[Any]) -> Iterator[tuple[type, list[Any]]]:
+    """Consecutive rows of one type: ``PairRows`` (lean), ``StagedRows`` (staged: rows of one
+    chunk, so of one stage) or the generic ``ItemRows`` / ``JudgmentRows``."""
+    for kind, run in groupby(rows, key=type):
+        yield kind, list(run)

@@ -1,7 +1,9 @@
 """Records in chunks, converted here or by a second process for large files (its protocol).
 
 The converting process is ``python -m preflab.io.convert_worker``; it sends each chunk of
-converted records over a pipe as one length-prefixed message (:func:`encode_chunk`).
+converted records over a pipe as one length-prefixed message (:func:`encode_chunk`). For a
+SQLite import it stages the plain comparisons' rows in a SQLite image instead of sending them
+(:mod:`.stage`), so the writer moves them with ``INSERT ... SELECT``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ...settings import get_settings
 from ...store.rows import PairRows
 from .convert import Pair, Record, records
 from .options import ImportOptions
+from .stage import Stage, StagedRows, light_rows, stage_pairs
 
 #: Records per database round (lookups + inserts), and per message from the converting process.
 CHUNK = 10_000
@@ -73,31 +76,46 @@ def idle_cores(window: float = 0.1) -> float:
     return min(idle, cores)
 
 
-def encode_chunk(chunk: list[Record | Pair], read: int) -> bytes:
-    """One message from the worker: bytes read since the last message, the plain comparisons as
-    ``marshal``-ed state tuples (~2 µs a record each way; ``pickle`` of the objects: ~28 µs) and
-    the other records pickled, each with its place in the chunk."""
+def encode_chunk(chunk: list[Record | Pair], read: int, stage: bool = False) -> bytes:
+    """One message from the worker: bytes read since the last message, the plain comparisons and
+    the other records pickled, each with its place in the chunk.
+
+    The plain comparisons go as ``marshal``-ed state tuples (~2 µs a record each way; ``pickle``
+    of the objects: ~28 µs), or with ``stage`` as the image of a staging database
+    (:func:`.stage.stage_pairs`) plus the keys and hashes the checks read."""
     files: dict[str, int] = {}
-    pairs: list[tuple[Any, ...]] = []
+    places: list[tuple[int, int, int | None]] = []
+    pairs: list[PairRows] = []
     others: list[tuple[int, Record]] = []
     for i, rec in enumerate(chunk):
         if type(rec) is Pair:
-            pairs.append((i, files.setdefault(rec.file, len(files)), rec.line, rec.rows.state()))
+            places.append((i, files.setdefault(rec.file, len(files)), rec.line))
+            pairs.append(rec.rows)  # type: ignore[arg-type]
         else:
             others.append((i, rec))  # type: ignore[arg-type]
+    if stage:
+        values, image = light_rows(pairs), (stage_pairs(pairs) if pairs else None)
+    else:
+        values, image = [p.state() for p in pairs], None
     return pickle.dumps(
-        ("chunk", read, list(files), marshal.dumps(pairs), others), protocol=pickle.HIGHEST_PROTOCOL
+        ("chunk", read, list(files), marshal.dumps((places, values)), others, image),
+        protocol=pickle.HIGHEST_PROTOCOL,
     )
 
 
 def decode_chunk(
-    files: list[str], pairs_blob: bytes, others: list[tuple[int, Record]]
+    files: list[str], pairs_blob: bytes, others: list[tuple[int, Record]], image: bytes | None
 ) -> list[Record | Pair]:
-    pairs = marshal.loads(pairs_blob)
-    chunk: list[Any] = [None] * (len(pairs) + len(others))
-    from_state = PairRows.from_state
-    for i, f, line, state in pairs:
-        chunk[i] = Pair(files[f], line, from_state(state))
+    places, values = marshal.loads(pairs_blob)
+    chunk: list[Any] = [None] * (len(places) + len(others))
+    if image is None:
+        from_state = PairRows.from_state
+        for (i, f, line), state in zip(places, values, strict=True):
+            chunk[i] = Pair(files[f], line, from_state(state))
+    else:
+        stage = Stage(image)
+        for seq, ((i, f, line), light) in enumerate(zip(places, values, strict=True)):
+            chunk[i] = Pair(files[f], line, StagedRows(stage, seq, *light))  # type: ignore[arg-type]
     for i, rec in others:
         chunk[i] = rec
     return chunk
@@ -121,10 +139,10 @@ def _receive(src: IO[bytes]) -> bytes | None:
 
 def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
     """The converting process (``python -m preflab.io.convert_worker``): reads the pickled
-    ``(paths, options)`` from ``stdin``, writes its chunks to ``stdout``, then a ``done`` (or an
-    ``error``) message."""
+    ``(paths, options, stage)`` from ``stdin``, writes its chunks to ``stdout``, then a ``done``
+    (or an ``error``) message."""
     gc.disable()
-    paths, options = pickle.loads(stdin.read())  # written by our own parent process
+    paths, options, stage = pickle.loads(stdin.read())  # written by our own parent process
     read = 0
 
     def progress(n: int) -> None:
@@ -134,7 +152,7 @@ def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
     try:
         converted = records(paths, options, progress)
         while chunk := list(islice(converted, CHUNK)):
-            message = encode_chunk(chunk, read)
+            message = encode_chunk(chunk, read, stage)
             read = 0
             del chunk
             _send(stdout, message)
@@ -151,9 +169,13 @@ class WorkerFailed(RuntimeError):
 
 @contextmanager
 def worker_chunks(
-    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None
+    paths: Sequence[Path],
+    options: ImportOptions,
+    progress: Callable[[int], None] | None,
+    stage: bool = False,
 ) -> Iterator[Iterator[list[Record | Pair]]]:
-    """Chunks of converted records from a second process, in file order.
+    """Chunks of converted records from a second process, in file order; ``stage``: its plain
+    comparisons staged for ``INSERT ... SELECT`` (:mod:`.stage`, SQLite only).
 
     The child is a fresh interpreter started with ``python -m preflab.io.convert_worker``:
     nothing of this process (database connections, threads, the caller's ``__main__``) is copied
@@ -173,7 +195,7 @@ def worker_chunks(
     )
     assert worker.stdin is not None and worker.stdout is not None
     try:
-        worker.stdin.write(pickle.dumps(([Path(p) for p in paths], options)))
+        worker.stdin.write(pickle.dumps(([Path(p) for p in paths], options, stage)))
         worker.stdin.close()
     except BrokenPipeError:
         pass  # it died at once: reported below by the missing messages
@@ -210,12 +232,15 @@ def worker_chunks(
 
 @contextmanager
 def chunks(
-    paths: Sequence[Path], options: ImportOptions, progress: Callable[[int], None] | None
+    paths: Sequence[Path],
+    options: ImportOptions,
+    progress: Callable[[int], None] | None,
+    stage: bool = False,
 ) -> Iterator[Iterator[list[Record | Pair]]]:
     """The converted records in chunks of ``CHUNK``: from a second process for large imports
-    (:func:`use_worker`), else converted here."""
+    (:func:`use_worker`; ``stage``: with its plain comparisons staged), else converted here."""
     if use_worker(paths):
-        with worker_chunks(paths, options, progress) as received:
+        with worker_chunks(paths, options, progress, stage) as received:
             yield received
         return
     converted = records(paths, options, progress)

@@ -1,0 +1,303 @@
+"""Plain comparisons staged by the converting process, moved into SQLite by SQLite itself.
+
+On SQLite the converting process (:mod:`.worker`) writes each chunk's plain comparisons into an
+unjournaled in-memory SQLite database (:func:`stage_pairs`) and sends its image
+(``serialize()``) with only what the checks need (:class:`StagedRows`: keys and hashes). The
+writer puts the image under the schema ``preflab_stage`` of its own connection
+(``deserialize``, inside the import's transaction) and moves the accepted rows with one
+``INSERT ... SELECT`` per table and run of rows (:class:`Mover`), so no value of those rows
+passes through Python's ``sqlite3`` binding in the writing process.
+
+Why one image per chunk and not one staging file for the whole import: the import is one
+transaction, and SQLite keeps a read lock on every attached database that transaction has read
+until it ends, so the converting process could not add to a file the writer has read from
+(measured: "database is locked"), and ``DETACH`` inside a transaction fails too. A fresh image
+replaces the attached schema at any time.
+
+The rows are those :meth:`.columns.RowBuilder.pair_items` (``pair_candidates``,
+``pair_judgments``) build from the same :class:`~preflab.store.rows.PairRows`; a test holds
+both paths write identical rows, keys included.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+
+from ...store.rows import PairRows
+from .writer import _without_null_columns
+
+SCHEMA = "preflab_stage"
+
+#: One row a comparison (``seq``: its place among the chunk's staged pairs): every value of its
+#: :class:`PairRows` but the prompt, which is its JSON text read back (a string's round trip),
+#: and the candidates, rows ``2 * seq + position`` of their own table (so that SQLite moves
+#: them in rowid order, with no sort).
+_PAIR_COLUMNS = (
+    "item_key",
+    "item_hash",
+    "prompt_json",
+    "rater_key",
+    "source",
+    "winner",
+    "strength",
+    "score",
+    "content_hash",
+    "pair_lo",
+    "pair_hi",
+    "body_json",
+    "shown_order_json",
+)
+_CREATE = (
+    f"CREATE TABLE pairs (seq INTEGER PRIMARY KEY, {', '.join(_PAIR_COLUMNS)})",
+    "CREATE TABLE candidates (n INTEGER PRIMARY KEY, candidate_key, text)",
+)
+
+
+def stage_pairs(pairs: Sequence[PairRows]) -> bytes:
+    """The image of an unjournaled in-memory database holding ``pairs`` (``seq``: their index)."""
+    rows = [
+        (seq, p.item_key, p.item_hash, p.prompt_json, p.rater_key, p.source,
+         p.winner, p.strength, p.score, p.content_hash, p.pair_lo, p.pair_hi, p.body_json,
+         p.shown_order_json)
+        for seq, p in enumerate(pairs)
+    ]  # fmt: skip
+    # Columns NULL in every row are left out: sqlite3 binds None through a slow path (see
+    # writer._without_null_columns); a plain comparison has no strength.
+    columns, rows = _without_null_columns(("seq", *_PAIR_COLUMNS), rows)
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=OFF")
+        for statement in _CREATE:
+            db.execute(statement)
+        db.execute("BEGIN")
+        db.executemany(
+            f"INSERT INTO pairs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            rows,
+        )
+        db.executemany(
+            "INSERT INTO candidates VALUES (?, ?, ?)",
+            [
+                (2 * seq + position, key, text)
+                for seq, p in enumerate(pairs)
+                for position, (key, text) in enumerate(zip(p.candidate_keys, p.texts, strict=True))
+            ],
+        )
+        db.execute("COMMIT")
+        return db.serialize()
+    finally:
+        db.close()
+
+
+class Stage:
+    """One chunk's staged comparisons: the database image, read back only when a record needs
+    the generic checks (:meth:`pair_rows`)."""
+
+    __slots__ = ("image", "_reader")
+
+    def __init__(self, image: bytes) -> None:
+        self.image = image
+        self._reader: sqlite3.Connection | None = None
+
+    def pair_rows(self, seq: int) -> PairRows:
+        """Every value of comparison ``seq``, as the converting process built it."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(":memory:")
+            self._reader.deserialize(self.image)
+        db = self._reader
+        (item_key, item_hash, prompt_json, rater_key, source, winner, strength, score,
+         content_hash, pair_lo, pair_hi, body_json, shown_order_json) = db.execute(
+            f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE seq = ?", (seq,)
+        ).fetchone()  # fmt: skip
+        (k0, t0), (k1, t1) = db.execute(
+            "SELECT candidate_key, text FROM candidates WHERE n IN (?, ?) ORDER BY n",
+            (2 * seq, 2 * seq + 1),
+        ).fetchall()
+        return PairRows.from_state(
+            (item_key, item_hash, orjson.loads(prompt_json), prompt_json, (t0, t1), (k0, k1),
+             rater_key, source, winner, strength, score, content_hash, pair_lo, pair_hi,
+             body_json, shown_order_json)
+        )  # fmt: skip
+
+
+class StagedRows:
+    """A staged comparison as the writer sees it: what the checks read, and where its rows are.
+
+    Stands in for :class:`~preflab.store.rows.PairRows` in :class:`.convert.Pair`;
+    :meth:`item_rows` and :meth:`judgment_rows` (the generic checks' way in) read the rest from
+    the stage.
+    """
+
+    __slots__ = (
+        "stage",
+        "seq",
+        "item_key",
+        "item_hash",
+        "candidate_keys",
+        "content_hash",
+        "rater_key",
+    )
+
+    def __init__(
+        self,
+        stage: Stage,
+        seq: int,
+        item_key: str,
+        item_hash: str,
+        candidate_keys: tuple[str, str],
+        content_hash: str,
+        rater_key: str,
+    ) -> None:
+        self.stage, self.seq = stage, seq
+        self.item_key, self.item_hash = item_key, item_hash
+        self.candidate_keys = candidate_keys
+        self.content_hash, self.rater_key = content_hash, rater_key
+
+    def light(self) -> tuple[Any, ...]:
+        """What crosses the pipe besides the image (plain strings: ``marshal`` carries it)."""
+        return (
+            self.item_key,
+            self.item_hash,
+            self.candidate_keys,
+            self.content_hash,
+            self.rater_key,
+        )
+
+    def item_rows(self) -> Any:
+        return self.stage.pair_rows(self.seq).item_rows()
+
+    def judgment_rows(self) -> Any:
+        return self.stage.pair_rows(self.seq).judgment_rows()
+
+
+def light_rows(pairs: Sequence[PairRows]) -> list[tuple[Any, ...]]:
+    """:meth:`StagedRows.light` of each pair, without building the objects."""
+    return [(p.item_key, p.item_hash, p.candidate_keys, p.content_hash, p.rater_key) for p in pairs]
+
+
+def _segments(seqs: Sequence[int], pks: Sequence[int]) -> list[tuple[int, int, int]]:
+    """:func:`_spans`, neighbours that continue each other joined."""
+    joined: list[tuple[int, int, int]] = []
+    for lo, hi, delta in _spans(seqs, pks):
+        if joined and joined[-1][1] + 1 == lo and joined[-1][2] == delta:
+            joined[-1] = (joined[-1][0], hi, delta)
+        else:
+            joined.append((lo, hi, delta))
+    return joined
+
+
+def _spans(
+    seqs: Sequence[int], pks: Sequence[int], lo: int = 0, hi: int | None = None
+) -> Iterator[tuple[int, int, int]]:
+    """``(first seq, last seq, pk - seq)`` of runs where both go up by one: the rows one
+    ``INSERT ... SELECT`` can move. Both must be strictly increasing (rows in the order they were
+    accepted, keys allocated in that order); then a span is one run when both cover as many
+    values as it has rows, so every staged comparison accepted costs one check a chunk, and each
+    gap (a record left out) a few halvings."""
+    hi = len(seqs) if hi is None else hi
+    if hi <= lo:
+        return
+    last = hi - 1
+    if seqs[last] - seqs[lo] == last - lo and pks[last] - pks[lo] == last - lo:
+        yield seqs[lo], seqs[last], pks[lo] - seqs[lo]
+        return
+    mid = (lo + hi) // 2
+    yield from _spans(seqs, pks, lo, mid)
+    yield from _spans(seqs, pks, mid, hi)
+
+
+class Mover:
+    """Moves staged rows into the tables of the writer's SQLite connection, in ``seq`` order.
+
+    ``driver``: the import transaction's own ``sqlite3`` connection. The constant columns come
+    as the bulk writer binds them (``created_at`` processed once, JSON as text).
+    """
+
+    def __init__(self, driver: sqlite3.Connection) -> None:
+        self.driver = driver
+        self.current: Stage | None = None
+
+    def use(self, stage: Stage) -> None:
+        """Put ``stage``'s image under :data:`SCHEMA` (replacing the previous chunk's)."""
+        if stage is self.current:
+            return
+        if self.current is None and SCHEMA not in {
+            row[1] for row in self.driver.execute("PRAGMA database_list")
+        }:  # (left attached to this pooled connection by an import that failed while closing)
+            self.driver.execute(f"ATTACH DATABASE ':memory:' AS {SCHEMA}")
+        self.driver.deserialize(stage.image, name=SCHEMA)
+        self.current = stage
+
+    def close(self) -> None:
+        """Detach the stage. ``DETACH`` fails inside a transaction that has read the schema, so
+        an empty image replaces it first (a fresh image has no transaction open)."""
+        if self.current is None:
+            return
+        empty = sqlite3.connect(":memory:")
+        try:
+            empty.execute("PRAGMA user_version = 1")  # a database of no pages has no image
+            self.driver.deserialize(empty.serialize(), name=SCHEMA)
+        finally:
+            empty.close()
+        self.driver.execute(f"DETACH DATABASE {SCHEMA}")
+        self.current = None
+
+    def stored_items(self, stage: Stage, project_pk: int) -> dict[str, tuple[int, str]]:
+        """item key -> (pk, content hash) of the project's items that ``stage`` names."""
+        self.use(stage)
+        rows = self.driver.execute(
+            "SELECT i.item_key, i.pk, i.content_hash FROM "
+            f"{SCHEMA}.pairs s JOIN main.items i ON i.project_pk = ? AND i.item_key = s.item_key",
+            (project_pk,),
+        )
+        return {key: (pk, digest) for key, pk, digest in rows}
+
+    def items(
+        self, stage: Stage, seqs: Sequence[int], pks: Sequence[int], same: dict[str, Any]
+    ) -> None:
+        """The items and their candidates (``same``: project_pk, domains, metadata, batch_pk,
+        created_at, candidate metadata)."""
+        self.use(stage)
+        items = (
+            "INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, "
+            f"batch_pk, created_at) SELECT seq + ?, ?, item_key, item_hash, prompt_json, ?, ?, ?, ? "
+            f"FROM {SCHEMA}.pairs WHERE seq BETWEEN ? AND ? ORDER BY seq"
+        )
+        candidates = (
+            "INSERT INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
+            "SELECT (n >> 1) + ?, candidate_key, n & 1, text, 'model', ? "
+            f"FROM {SCHEMA}.candidates WHERE n BETWEEN ? AND ? ORDER BY n"
+        )
+        segments = _segments(seqs, pks)
+        for lo, hi, delta in segments:
+            self.driver.execute(
+                items,
+                (delta, same["project_pk"], same["domains"], same["metadata"], same["batch_pk"],
+                 same["created_at"], lo, hi),
+            )  # fmt: skip
+        for lo, hi, delta in segments:
+            self.driver.execute(candidates, (delta, same["candidate_metadata"], 2 * lo, 2 * hi + 1))
+
+    def judgments(
+        self, stage: Stage, seqs: Sequence[int], item_pks: Sequence[int], same: dict[str, Any]
+    ) -> None:
+        """The judgments (their raters exist: looked up by key; ``same``: project_pk, batch_pk,
+        excluded, created_at)."""
+        self.use(stage)
+        sql = (
+            "INSERT INTO judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, "
+            "score, shown_order, review_pass, source, content_hash, batch_pk, excluded, created_at) "
+            "SELECT ?1, seq + ?2, (SELECT pk FROM main.raters r WHERE r.project_pk = ?1 AND "
+            "r.rater_key = s.rater_key), 'pairwise', body_json, pair_lo, pair_hi, score, "
+            "shown_order_json, 0, source, content_hash, ?3, ?4, ?5 "
+            f"FROM {SCHEMA}.pairs s WHERE seq BETWEEN ?6 AND ?7 ORDER BY seq"
+        )
+        for lo, hi, delta in _segments(seqs, item_pks):
+            self.driver.execute(
+                sql,
+                (same["project_pk"], delta, same["batch_pk"], same["excluded"], same["created_at"],
+                 lo, hi),
+            )  # fmt: skip
