@@ -58,6 +58,17 @@ def test_declared_kinds_and_item_fit() -> None:
     assert "needs exactly 2" in kind_refusal("pairwise", ["pairwise"], 3).message
 
 
+def test_an_item_that_declares_its_kinds_takes_only_those() -> None:
+    """``metadata.kinds`` narrows the project's kinds for one item (the label page offers only
+    those); submit refuses the others with the kinds it would take."""
+    both = ["pairwise", "demonstration"]
+    assert kind_refusal("pairwise", both, 2, declared=["pairwise"]) is None
+    refused = kind_refusal("demonstration", both, 2, declared=["pairwise"])
+    assert refused.status == 422 and "takes ['pairwise']" in refused.message
+    assert refused.errors[0]["msg"].endswith("['pairwise']")
+    assert kind_refusal("demonstration", both, 2, declared=None) is None
+
+
 def test_rater_state_gate() -> None:
     assert rules.status_refusal("qualified", "") is None
     assert rules.status_refusal("qualifying", "") is None

@@ -286,3 +286,44 @@ def test_pg_guarded_write_stores_nothing_when_the_lease_changed_after_the_read(
     rows = _tables(pg_url)
     assert len(rows["judgments"]) == 1  # only the first label
     assert sum(r["filled"] for r in rows["task_pool"]) == 1
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "orm"])
+def test_an_item_that_declares_its_kinds_refuses_the_others(db_url, lane, monkeypatch) -> None:
+    """A project collecting pairwise and demonstrations; each item says which it takes
+    (``metadata.kinds``). The task offers only those, and a submit of another kind is a 422
+    naming the item's kinds on either path (the lane reads the item's kinds with the lease and
+    hands a mismatch on); nothing is written for it."""
+    from preflab.server import fastlane
+    from preflab.server.app import create_app
+
+    from .conftest import pairwise_item
+
+    # a prefix of their own: the lane caches item views by (pk, content hash) per process
+    items = [pairwise_item(0, prefix="kinds"), pairwise_item(1, prefix="kinds")]
+    items[0]["metadata"] = {"kinds": ["demonstration"]}
+    items[1]["metadata"] = {"kinds": ["pairwise"]}
+    s = seed(db_url, raters=1, items=items, extra_roles=False, kinds=["pairwise", "demonstration"])
+    monkeypatch.setattr(fastlane, "ENABLED", lane)
+    h = {"Authorization": f"Bearer {s.tokens['rater000']}"}
+    pair = {"kind": "pairwise", "winner": "a", "strength": 1, "rationale": "A is right."}
+    demo = {"kind": "demonstration", "text": "A better answer, written out.", "rationale": "x"}
+    stored = []
+    with TestClient(create_app(db_url)) as c:
+        for _ in range(2):
+            task = c.post(NEXT, headers=h).json()["task"]
+            takes = task["kinds"]
+            wrong, right = (demo, pair) if takes == ["pairwise"] else (pair, demo)
+            body = {"assignment_id": task["assignment_id"], "idempotency_key": uuid.uuid4().hex}
+            refused = c.post(SUBMIT, json={**body, "judgment": wrong}, headers=h)
+            assert refused.status_code == 422, refused.text
+            assert f"this item takes {takes}" in refused.json()["detail"]
+            ok = c.post(SUBMIT, json={**body, "judgment": right}, headers=h)
+            assert ok.status_code == 201, ok.text
+            stored.append((task["item"]["id"], right["kind"]))
+        c.app.state.db.dispose()
+    assert sorted(stored) == [("kinds-00000", "demonstration"), ("kinds-00001", "pairwise")]
+    assert sorted((j["kind"]) for j in _tables(db_url)["judgments"]) == [
+        "demonstration",
+        "pairwise",
+    ]

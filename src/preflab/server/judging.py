@@ -87,7 +87,8 @@ def build_judgment(
             422, "judgment must be an object", [_problem("judgment", "expected an object")]
         )
     data = dict(data)
-    refusal = kind_refusal(data.get("kind"), project.kinds, len(candidate_keys or []))
+    declared = (item_row.meta or {}).get("kinds") if item_row is not None else None
+    refusal = kind_refusal(data.get("kind"), project.kinds, len(candidate_keys or []), declared)
     if refusal is not None:
         raise refusal
     if "item_id" in data and data["item_id"] != item_key:

@@ -68,7 +68,12 @@ class Compiled:
         compiled = stmt.compile(dialect=dialect)
         self.sql = compiled.string
         self.names = tuple(compiled.positiontup)
-        self.defaults = dict(compiled.params)
+        # values fixed in the statement (a JSON path, a literal) as the driver must receive them:
+        # the lane runs the SQL on the DBAPI cursor, past SQLAlchemy's bind processors
+        self.defaults = {}
+        for name, value in compiled.params.items():
+            process = compiled.binds[name].type._cached_bind_processor(dialect)
+            self.defaults[name] = process(value) if process and value is not None else value
 
     def args(self, params: dict[str, Any]) -> list[Any]:
         d = self.defaults
@@ -164,6 +169,7 @@ SUBMIT = (
             .scalar_subquery()
             .label("idem_pk"),
             _A.c.settings_version,  # the guidelines the rater saw: the judgment's guideline_version
+            _I.c["metadata"]["kinds"].label("item_kinds"),  # the kinds the item takes, if any
         )
     )
     .join(_A, and_(_A.c.project_pk == _PJ.c.pk, _A.c.lease_id == bindparam("lease_id")))

@@ -288,7 +288,7 @@ def run_submit(
     (a_pk, a_user, item_pk, a_status, shown, created, expires, pool_pk, pool_role, item_key) = rows[
         0
     ][12:22]
-    rater_pk, rater_user_pk, idem_pk, settings_version = rows[0][23:27]
+    rater_pk, rater_user_pk, idem_pk, settings_version, item_kinds = rows[0][23:28]
     candidate_keys = [r[22] for r in rows]
     refusal = lease_refusal(
         assignment_id,
@@ -300,7 +300,7 @@ def run_submit(
         now=now,
     )
     if refusal is not None or kind_refusal(
-        judgment.get("kind"), project.kinds, len(candidate_keys)
+        judgment.get("kind"), project.kinds, len(candidate_keys), ex.load_json(item_kinds)
     ):
         raise NotCommon("refused")  # the framework answers (replay, 404, 409, 410, 422)
     if a_status != "active" or pool_role not in SCORED_LATER:

@@ -83,19 +83,33 @@ def lease_refusal(
     return None
 
 
-def kind_refusal(kind: Any, project_kinds: Sequence[str], n_candidates: int) -> JudgingError | None:
-    """The project's declared kinds, and the kind's fit to the item's number of answers."""
+def kind_refusal(
+    kind: Any,
+    project_kinds: Sequence[str],
+    n_candidates: int,
+    declared: Sequence[str] | None = None,
+) -> JudgingError | None:
+    """The project's declared kinds, the item's own (``metadata.kinds``, where it declares
+    some), and the kind's fit to the item's number of answers: what the label page offers
+    (:func:`preflab.schema.kinds_for_item`) is what submit accepts."""
     if kind not in project_kinds:
         return JudgingError(
             422,
             f"this project collects {list(project_kinds)}, not {kind!r}",
             [problem("kind", f"must be one of {list(project_kinds)}")],
         )
+    offered = kinds_for_item(list(project_kinds), n_candidates, list(declared or []) or None)
+    if declared and kind not in declared:
+        return JudgingError(
+            422,
+            f"this item takes {list(declared)}, not {kind!r}",
+            [problem("kind", f"choose one of {offered}")],
+        )
     if not kind_fits(kind, n_candidates):  # the rule the label page offers kinds by
         return JudgingError(
             422,
             f"this item has {n_candidates} answers; {kind} needs {describe_need(kind)}",
-            [problem("kind", f"choose one of {kinds_for_item(list(project_kinds), n_candidates)}")],
+            [problem("kind", f"choose one of {offered}")],
         )
     return None
 
