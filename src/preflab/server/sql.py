@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sqlalchemy import Text, and_, bindparam, case, cast, exists, func, or_, select, text, update
+from sqlalchemy import Text, and_, bindparam, cast, exists, func, or_, select, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
@@ -327,41 +327,31 @@ PG_LEASE_IF_ROOM = (
     "WHERE item_pk = %s AND status = 'active' AND expires_at > %s) < %s RETURNING pk"
 )
 
-# -- submit: the writes ------------------------------------------------------------------------------
+# -- submit: the write ----------------------------------------------------------------------------
 
-CLOSE_LEASE = (
-    update(_A)
-    .where(_A.c.pk == bindparam("a_pk"))
-    .values(status="submitted", judgment_pk=bindparam("j_pk"))
-)
-#: Production labels count towards the item's target; gold rows run the same statement unchanged.
-FILL = (
-    update(_P)
-    .where(_P.c.pk == bindparam("p_pk"))
-    .values(filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
-)
 
-#: PostgreSQL: the whole write of a submit in one statement, its own transaction (autocommit):
-#: lock the rater's status row (still ``qualified``), the lease (still the caller's, active and
-#: unexpired) and the pool row — the ORM path's order — then insert the judgment, close the
-#: lease and count the label. Locks are held for the statement only (microseconds). A row lock
-#: waited for is re-checked on the newest row version (READ COMMITTED), so a suspension, an
-#: expiry or another submit that won the race leaves no row: nothing written, the framework
-#: answers. ``{columns}`` / ``{values}``: the judgment's (``flow.lane._judgment_values``).
-PG_GUARDED_STORE = (
-    "WITH s AS (SELECT 1 FROM rater_status WHERE project_pk = %s AND user_pk = %s "
-    "AND status = 'qualified' FOR UPDATE), "
-    "l AS (SELECT pk FROM assignments WHERE pk = %s AND user_pk = %s AND status = 'active' "
-    "AND expires_at > %s AND EXISTS (SELECT 1 FROM s) FOR UPDATE), "
-    "p AS (SELECT pk FROM task_pool WHERE pk = %s AND EXISTS (SELECT 1 FROM l) FOR UPDATE), "
-    "j AS (INSERT INTO judgments ({columns}) SELECT {values} WHERE EXISTS (SELECT 1 FROM p) "
-    "RETURNING pk), "
-    "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) "
-    "WHERE pk = %s AND EXISTS (SELECT 1 FROM j)), "
-    "f AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
-    "WHERE pk = %s AND EXISTS (SELECT 1 FROM j)) "
-    "SELECT pk FROM j"
-)
+def guarded_store(mark: str, lock: str) -> str:
+    """The whole write of a submit in one statement, its own transaction (autocommit), on both
+    backends: check that the rater's status row is still ``qualified`` and the lease still the
+    caller's, active and unexpired (PostgreSQL: locking status, lease and pool row, the ORM
+    path's order, for the statement only), then insert the judgment. The insert's triggers
+    (:mod:`preflab.store.triggers`) close the lease and count the label, inside the same
+    statement. A lock waited for is re-checked on the newest row version (READ COMMITTED; on
+    SQLite the statement runs under the database's write lock), so a suspension, an expiry or
+    another submit that won the race leaves no row: nothing written, the framework answers.
+    ``{columns}`` / ``{values}``: the judgment's (``flow.lane._judgment_values``), bound after
+    the six guard parameters (project, user, lease, user, now, pool row)."""
+    m = mark
+    return (
+        f"WITH s AS (SELECT 1 FROM rater_status WHERE project_pk = {m} AND user_pk = {m} "
+        f"AND status = 'qualified'{lock}), "
+        f"l AS (SELECT pk FROM assignments WHERE pk = {m} AND user_pk = {m} AND status = 'active' "
+        f"AND expires_at > {m} AND EXISTS (SELECT 1 FROM s){lock}), "
+        f"p AS (SELECT pk FROM task_pool WHERE pk = {m} AND EXISTS (SELECT 1 FROM l){lock}) "
+        "INSERT INTO judgments ({columns}) SELECT {values} WHERE EXISTS (SELECT 1 FROM p) "
+        "RETURNING pk"
+    )
+
 
 #: How each judgment column is bound (JSON and datetimes by the executor; NULLs left out: the
 #: columns have no defaults; ``excluded`` and ``created_at`` get the model defaults).
@@ -395,8 +385,7 @@ class Statements:
                 for match in ("any", "all")
             }
         self.insert_lease = insert_lease(backend.mark)
-        self.close_lease = c(CLOSE_LEASE)
-        self.fill = c(FILL)
+        self.guarded_store = guarded_store(backend.mark, " FOR UPDATE" if backend.is_pg else "")
 
 
 _COMPILED: dict[bool, Statements] = {}

@@ -27,7 +27,6 @@ from ..policy import Policy, policy_of
 from ..sql import (
     JUDGMENT_DT_COLS,
     JUDGMENT_JSON_COLS,
-    PG_GUARDED_STORE,
     PG_LEASE_IF_ROOM,
     Statements,
 )
@@ -62,7 +61,6 @@ class Executor(Protocol):
     def load_json(self, value: Any) -> Any: ...
     def load_dt(self, value: Any) -> datetime: ...
     def false(self) -> Any: ...
-    def insert_returning_pk(self, cur: Cursor, sql: str, args: list[Any]) -> int: ...
     def start_transaction(self, cur: Cursor) -> None: ...
 
 
@@ -358,19 +356,15 @@ def _judgment_values(
 def _store_judgment(
     lane: Lane, columns: dict[str, Any], user_pk: int, project_pk: int, a_pk: int, pool_pk: int
 ) -> int:
-    """Insert the judgment, close the lease, count the label on the pool row; the judgment's pk."""
-    ex, cur, q = lane.ex, lane.cur, lane.sql
+    """Store the judgment in one guarded statement (``sql.guarded_store``, its own transaction;
+    the database closes the lease and counts the label); the judgment's pk."""
+    ex = lane.ex
     names, args = _judgment_values(ex, columns, lane.now)
-    marks = ", ".join([ex.mark] * len(names))
-    if ex.is_pg:
-        sql = PG_GUARDED_STORE.format(columns=", ".join(names), values=marks)
-        guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
-        found = cur.execute(sql, [*guards, *args, a_pk, pool_pk]).fetchone()
-        if found is None:
-            raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
-        return found[0]
-    insert = f"INSERT INTO judgments ({', '.join(names)}) VALUES ({marks})"
-    j_pk = ex.insert_returning_pk(cur, insert, args)
-    cur.execute(q.close_lease.sql, q.close_lease.args({"a_pk": a_pk, "j_pk": j_pk}))
-    cur.execute(q.fill.sql, q.fill.args({"p_pk": pool_pk}))
-    return j_pk
+    sql = lane.sql.guarded_store.format(
+        columns=", ".join(names), values=", ".join([ex.mark] * len(names))
+    )
+    guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
+    found = lane.cur.execute(sql, [*guards, *args]).fetchone()
+    if found is None:
+        raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
+    return found[0]
