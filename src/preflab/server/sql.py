@@ -130,12 +130,20 @@ def _live_lease_pk():
 
 
 def auth_next(lock: bool):
-    """The caller for "next". SQLite (``lock`` False): also the live lease's pk (BEGIN
-    IMMEDIATE: nothing changes before the next statement). PostgreSQL: ``FOR UPDATE OF
-    rater_status`` serialises one rater's requests; the live lease is read after the lock."""
-    cols = list(AUTH_COLS) if lock else [*AUTH_COLS, _live_lease_pk()]
-    stmt = _caller_joins(select(*cols)).where(_token_ok())
-    return stmt.with_for_update(of=_RS) if lock else stmt
+    """The caller for "next". SQLite (``lock`` False): also the live lease to resume, with its
+    item's content hash (the view cache's key), or NULLs (BEGIN IMMEDIATE: nothing changes
+    before the next statement). PostgreSQL: ``FOR UPDATE OF rater_status`` serialises one
+    rater's requests; the live lease is read after the lock (``LiveOrPick``)."""
+    if lock:
+        return _caller_joins(select(*AUTH_COLS)).where(_token_ok()).with_for_update(of=_RS)
+    live, item = _A.alias("live"), _I.alias("live_item")
+    cols = (live.c.lease_id, live.c.item_pk, live.c.role, live.c.shown_order, live.c.expires_at)
+    return (
+        _caller_joins(select(*AUTH_COLS, *cols, item.c.content_hash))
+        .outerjoin(live, live.c.pk == _live_lease_pk())
+        .outerjoin(item, item.c.pk == live.c.item_pk)
+        .where(_token_ok())
+    )
 
 
 #: The caller, their status, the lease with its pool row, item and candidates (one row per
@@ -189,10 +197,6 @@ LIVE_LEASE = (
     .limit(1)
 )
 
-LEASE_BY_PK = select(
-    _A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at
-).where(_A.c.pk == bindparam("a_pk"))
-
 VERIFIED_DOMAINS = select(_CR.c.domain).where(
     _CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True)
 )
@@ -209,23 +213,26 @@ DONE_COUNT = (
     )
 )
 
-#: The item and its candidates in one round trip (one row per candidate, in item order).
+#: An item's public view: the item and its candidates (one row per candidate, in item order).
+VIEW_COLS = (
+    _I.c.item_key,
+    _I.c.content_hash,
+    _I.c.prompt,
+    _I.c.domains,
+    _I.c.reference,
+    _I.c.gold,
+    _I.c["metadata"].label("meta"),
+    _C.c.candidate_key,
+    _C.c.text,
+    _C.c.messages,
+    _C.c.model,
+    _C.c.source,
+    _C.c["metadata"].label("cmeta"),
+)
+
+#: The item and its candidates in one round trip.
 ITEM_VIEW = (
-    select(
-        _I.c.item_key,
-        _I.c.content_hash,
-        _I.c.prompt,
-        _I.c.domains,
-        _I.c.reference,
-        _I.c.gold,
-        _I.c["metadata"].label("meta"),
-        _C.c.candidate_key,
-        _C.c.text,
-        _C.c.messages,
-        _C.c.model,
-        _C.c.source,
-        _C.c["metadata"].label("cmeta"),
-    )
+    select(*VIEW_COLS)
     .join(_C, _C.c.item_pk == _I.c.pk)
     .where(_I.c.pk == bindparam("item_pk"))
     .order_by(_C.c.position)
@@ -276,6 +283,21 @@ def pick(role: str, match: str, *, unless_live: bool = False):
     else:
         stmt = stmt.order_by(_P.c.order_key.desc(), _P.c.pk.desc())
     return stmt.limit(bindparam("n")).with_for_update(skip_locked=True, of=_P)
+
+
+def pick_viewed(role: str, match: str):
+    """SQLite: :func:`pick` with the picked item's view (:data:`VIEW_COLS` after the pick's six
+    columns, one row per candidate), so a view not yet cached costs no statement of its own.
+    Under ``BEGIN IMMEDIATE`` the first candidate is leased, so SQLite picks one (``n`` = 1;
+    with more, the rows come grouped by item, not in the pick's order)."""
+    cand = pick(role, match).subquery("cand")
+    return (
+        select(*cand.c, *VIEW_COLS)
+        .select_from(cand)
+        .join(_I, _I.c.pk == cand.c.item_pk)
+        .join(_C, _C.c.item_pk == cand.c.item_pk)
+        .order_by(cand.c.pk, _C.c.position)
+    )
 
 
 class LiveOrPick:
@@ -369,7 +391,6 @@ class Statements:
         self.auth_next = c(auth_next(lock=backend.is_pg))
         self.submit = c(SUBMIT)
         self.live = c(LIVE_LEASE)
-        self.lease_by_pk = c(LEASE_BY_PK)
         self.verified_domains = c(VERIFIED_DOMAINS)
         self.done_count = c(DONE_COUNT)
         self.item_view = c(ITEM_VIEW)
@@ -378,6 +399,12 @@ class Statements:
             for role in ("production", "gold")
             for match in ("any", "all")
         }
+        if not backend.is_pg:
+            self.picks_viewed = {
+                (role, match): c(pick_viewed(role, match))
+                for role in ("production", "gold")
+                for match in ("any", "all")
+            }
         if backend.is_pg:
             self.live_or_pick = {
                 (role, match): LiveOrPick(role, match, backend.dialect)
