@@ -380,7 +380,12 @@ def _store_judgment(
         columns=", ".join(names), values=", ".join([ex.mark] * len(names))
     )
     guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
-    found = lane.cur.execute(sql, [*guards, *args]).fetchone()
-    if found is None:
+    cur = lane.cur.execute(sql, [*guards, *args])
+    if ex.is_pg:
+        found = cur.fetchone()
+        j_pk = found[0] if found is not None else None
+    else:  # the row the statement inserted (trigger changes are not counted in rowcount)
+        j_pk = lane.cur.lastrowid if lane.cur.rowcount == 1 else None
+    if j_pk is None:
         raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
-    return found[0]
+    return j_pk
