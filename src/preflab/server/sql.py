@@ -3,14 +3,15 @@
 The executors (:mod:`preflab.server.exec`) run these; the decisions on what they return are
 :mod:`preflab.server.flow`. Round trips a cycle (next task + submit), both backends:
 
-* next: the guard's check with the rater's status (locked on PostgreSQL) — the live lease to
-  resume (a separate read on PostgreSQL, after the lock) — the candidate pick (room, domain
-  match, never the same item twice, ``FOR UPDATE SKIP LOCKED``) — the lease insert (on
-  PostgreSQL only if the item still has room, counted under the pool row's lock);
+* next: the guard's check with the rater's status (locked on PostgreSQL; on SQLite with the
+  live lease to resume) — on PostgreSQL the live lease or the candidates in one read after the
+  lock — the candidate pick (room, domain match, never the same item twice, ``FOR UPDATE SKIP
+  LOCKED``; on SQLite with the item's view) — the lease insert (on PostgreSQL only if the item
+  still has room, counted under the pool row's lock);
 * submit: the guard's check, the rater's status, the lease, its pool row, item and candidates,
-  the caller's rater row and whether the idempotency key is taken, in **one** statement
-  (locks taken in the order status, lease, pool row — the assigner's order); then the judgment
-  insert, the lease closed and the pool row counted (one statement on PostgreSQL).
+  the caller's rater row and whether the idempotency key is taken, in **one** read; then the
+  judgment stored by **one** guarded statement (:func:`guarded_store`, its own transaction),
+  whose triggers close the lease and count the label (:mod:`preflab.store.triggers`).
 """
 
 from __future__ import annotations
@@ -148,8 +149,8 @@ def auth_next(lock: bool):
 
 #: The caller, their status, the lease with its pool row, item and candidates (one row per
 #: candidate, in item order), the caller's rater row and whether the idempotency key is taken.
-#: A plain read: on SQLite inside BEGIN IMMEDIATE; on PostgreSQL without locks (autocommit),
-#: the store statement (:data:`PG_GUARDED_STORE`) checks again under its own locks.
+#: A plain read without locks or a transaction (autocommit, both backends): the store statement
+#: (:func:`guarded_store`) checks again (PostgreSQL: under its own locks).
 SUBMIT = (
     _caller_joins(
         select(
