@@ -10,11 +10,13 @@ numbers are the server's own cost per cycle (auth + next + submit), HTTP parsing
 (what uvicorn does after parsing a request); ``--driver testclient`` goes through Starlette's
 TestClient, whose own overhead (httpx, a thread portal) is counted in the CPU figure.
 
-Statements are counted by SQLite itself (``set_trace_callback`` on every connection the
-server opens, the fast lane's included), so BEGIN/COMMIT count too. SQLite reports each
-trigger program a statement runs to the callback again, with the statement's own text (its
-bound values expanded): such a repeat is part of the statement that fired it, not a statement
-of its own, and is not counted (:func:`folding`). On PostgreSQL the lane's
+Statements are counted by SQLite itself on the framework's connections (``set_trace_callback``),
+so BEGIN/COMMIT count too. SQLite reports each trigger program a statement runs to the callback
+again, with the statement's own text (its bound values expanded): such a repeat is part of the
+statement that fired it, not a statement of its own, and is not counted (:func:`folding`). The
+fast lane's SQLite statements are counted at its cursor, its BEGIN IMMEDIATE and COMMIT
+included (the trace callback would expand each statement's SQL with its values, once more per
+trigger program: a cost of the counting, not of the server). On PostgreSQL the lane's
 statements are counted at its cursor, its explicit BEGIN and COMMIT included (its connections
 are in autocommit: psycopg would otherwise send BEGIN as a round trip of its own, uncounted),
 and the framework's at the DBAPI cursor (SQLAlchemy's ``before_cursor_execute``) plus one
@@ -166,6 +168,15 @@ def folding(trace):
     return callback
 
 
+def _count_sqlite_lane(trace) -> None:
+    """Count the SQLite lane's statements at its cursor (see the module's docstring)."""
+    from preflab.server.exec import TracingCursor
+    from preflab.server.exec.sqlite import SqliteExecutor
+
+    begin = SqliteExecutor.begin
+    SqliteExecutor.begin = lambda self: TracingCursor(begin(self), trace)
+
+
 def _count_pg(engine, count: list[int], txns: list[int]) -> None:
     """Statements and transactions of a PostgreSQL engine (the server's own CPU is measured
     in-process; PostgreSQL's is not, see ``bench_server.py`` for the whole machine)."""
@@ -225,8 +236,10 @@ def main() -> int:
         elif not in_tx[0] and head.startswith(("WITH S", "INSERT", "UPDATE")):
             txns[0] += 1
 
-    if not args.no_count:
-        fastlane.TRACE = folding(trace) if args.db == "sqlite" else trace
+    if not args.no_count and args.db == "postgres":
+        fastlane.TRACE = trace
+    elif not args.no_count:
+        _count_sqlite_lane(trace)
     with tempfile.TemporaryDirectory() as tmp:
         if args.db == "postgres":
             admin = os.environ.get("PREFLAB_TEST_PG_URL")
