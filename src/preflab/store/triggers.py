@@ -98,7 +98,10 @@ def drop_statements(dialect: str) -> list[str]:
     return out
 
 
-def create(target: Any, connection: Any, **_kw: Any) -> None:
-    """``Base.metadata``'s ``after_create`` hook: the triggers beside the tables."""
+def create(target: Any, connection: Any, **kw: Any) -> None:
+    """``Base.metadata``'s ``after_create`` hook: the triggers beside the tables (when this
+    ``create_all`` made the judgments table; on an existing schema they exist already)."""
+    if not any(t.name == "judgments" for t in kw.get("tables") or ()):
+        return
     for stmt in create_statements(connection.dialect.name):
         connection.exec_driver_sql(stmt)
