@@ -32,3 +32,29 @@ def test_bench_server_smoke():
     rows = json.loads(out.stdout)
     assert rows[0]["submissions"] == 40 and rows[0]["errors"] == 0
     assert rows[0]["submissions_per_s"] > 0 and rows[0]["submit_p99_ms"] > 0
+
+
+@pytest.mark.slow
+def test_profile_cycle_sqlite_lane_within_eight_statements_and_two_transactions():
+    """Issue 10: at most 8 statements (BEGIN and COMMIT included) and 2 transactions a fetch +
+    submit cycle, counted by ``benchmarks/profile_cycle.py`` (before: 11.7 on SQLite)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "profile_cycle.py"),
+            "--cycles",
+            "30",
+            "--repeat",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    line = out.stdout.strip().splitlines()[-1]
+    words = line.split()
+    statements = float(words[words.index("statements/cycle") + 1])
+    transactions = float(words[words.index("transactions/cycle") + 1])
+    assert statements <= 8.0 and transactions <= 2.0, line
+    assert "'served': 60" in line, "every request on the lane"

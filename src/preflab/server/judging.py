@@ -333,9 +333,10 @@ def _submit_reference(
         row, created = JudgmentRow(**columns), True
         session.add(row)
         session.flush()
-        lease.status, lease.judgment_pk = "submitted", row.pk
-        if pool is not None and pool.role == "production":  # as sql.FILL
-            pool.filled += 1
+        # the insert closed the lease and counted the label (store.triggers): reload them
+        session.expire(lease, ["status", "judgment_pk"])
+        if pool is not None:
+            session.expire(pool, ["filled"])
         if pool is not None and pool.role == "qualification" and item_row.gold:
             # qualification answers are explained at once (the rater knows these are tests)
             _score(session, project, policy, status, user_pk, item_row, row, parsed, pool.role, now)
@@ -531,19 +532,23 @@ def suspend(
         ).all()
     )
     if excluded:
+        # Excluded production labels no longer count towards their item's target: the
+        # database takes them off (store.triggers). Lock the pool rows first, in item order,
+        # so two suspensions never lock them in opposite orders (PostgreSQL: a deadlock).
+        session.execute(
+            select(PoolEntry.pk)
+            .where(PoolEntry.item_pk.in_(sorted({j.item_pk for j in excluded})))
+            .order_by(PoolEntry.item_pk)
+            .with_for_update()
+        ).all()
         session.execute(
             update(JudgmentRow)
             .where(JudgmentRow.pk.in_([j.pk for j in excluded]))
             .values(excluded=True, exclusion_reason=f"rater suspended: {reason}")
         )
-        # excluded production labels no longer count towards their item's target
-        for item_pk in sorted({j.item_pk for j in excluded}):
-            n = sum(1 for j in excluded if j.item_pk == item_pk)
-            session.execute(
-                update(PoolEntry)
-                .where(PoolEntry.item_pk == item_pk, PoolEntry.role == "production")
-                .values(filled=PoolEntry.filled - n)
-            )
+        for obj in list(session.identity_map.values()):
+            if isinstance(obj, PoolEntry):
+                session.expire(obj, ["filled"])  # changed under the session
     session.execute(
         update(Assignment)
         .where(

@@ -190,6 +190,7 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
                 JudgmentRow.item_pk.in_([r.pk for r in rows]),
                 JudgmentRow.excluded.is_(False),
                 JudgmentRow.supersedes_pk.is_(None),
+                JudgmentRow.review_pass == 0,  # production labels, as store.triggers counts
             )
             .group_by(JudgmentRow.item_pk)
         ).all()

@@ -3,21 +3,22 @@
 The executors (:mod:`preflab.server.exec`) run these; the decisions on what they return are
 :mod:`preflab.server.flow`. Round trips a cycle (next task + submit), both backends:
 
-* next: the guard's check with the rater's status (locked on PostgreSQL) — the live lease to
-  resume (a separate read on PostgreSQL, after the lock) — the candidate pick (room, domain
-  match, never the same item twice, ``FOR UPDATE SKIP LOCKED``) — the lease insert (on
-  PostgreSQL only if the item still has room, counted under the pool row's lock);
+* next: the guard's check with the rater's status (locked on PostgreSQL; on SQLite with the
+  live lease to resume) — on PostgreSQL the live lease or the candidates in one read after the
+  lock — the candidate pick (room, domain match, never the same item twice, ``FOR UPDATE SKIP
+  LOCKED``; on SQLite with the item's view) — the lease insert (on PostgreSQL only if the item
+  still has room, counted under the pool row's lock);
 * submit: the guard's check, the rater's status, the lease, its pool row, item and candidates,
-  the caller's rater row and whether the idempotency key is taken, in **one** statement
-  (locks taken in the order status, lease, pool row — the assigner's order); then the judgment
-  insert, the lease closed and the pool row counted (one statement on PostgreSQL).
+  the caller's rater row and whether the idempotency key is taken, in **one** read; then the
+  judgment stored by **one** guarded statement (:func:`guarded_store`, its own transaction),
+  whose triggers close the lease and count the label (:mod:`preflab.store.triggers`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sqlalchemy import Text, and_, bindparam, case, cast, exists, func, or_, select, text, update
+from sqlalchemy import Text, and_, bindparam, cast, exists, func, or_, select, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
@@ -135,18 +136,26 @@ def _live_lease_pk():
 
 
 def auth_next(lock: bool):
-    """The caller for "next". SQLite (``lock`` False): also the live lease's pk (BEGIN
-    IMMEDIATE: nothing changes before the next statement). PostgreSQL: ``FOR UPDATE OF
-    rater_status`` serialises one rater's requests; the live lease is read after the lock."""
-    cols = list(AUTH_COLS) if lock else [*AUTH_COLS, _live_lease_pk()]
-    stmt = _caller_joins(select(*cols)).where(_token_ok())
-    return stmt.with_for_update(of=_RS) if lock else stmt
+    """The caller for "next". SQLite (``lock`` False): also the live lease to resume, with its
+    item's content hash (the view cache's key), or NULLs (BEGIN IMMEDIATE: nothing changes
+    before the next statement). PostgreSQL: ``FOR UPDATE OF rater_status`` serialises one
+    rater's requests; the live lease is read after the lock (``LiveOrPick``)."""
+    if lock:
+        return _caller_joins(select(*AUTH_COLS)).where(_token_ok()).with_for_update(of=_RS)
+    live, item = _A.alias("live"), _I.alias("live_item")
+    cols = (live.c.lease_id, live.c.item_pk, live.c.role, live.c.shown_order, live.c.expires_at)
+    return (
+        _caller_joins(select(*AUTH_COLS, *cols, item.c.content_hash))
+        .outerjoin(live, live.c.pk == _live_lease_pk())
+        .outerjoin(item, item.c.pk == live.c.item_pk)
+        .where(_token_ok())
+    )
 
 
 #: The caller, their status, the lease with its pool row, item and candidates (one row per
 #: candidate, in item order), the caller's rater row and whether the idempotency key is taken.
-#: A plain read: on SQLite inside BEGIN IMMEDIATE; on PostgreSQL without locks (autocommit),
-#: the store statement (:data:`PG_GUARDED_STORE`) checks again under its own locks.
+#: A plain read without locks or a transaction (autocommit, both backends): the store statement
+#: (:func:`guarded_store`) checks again (PostgreSQL: under its own locks).
 SUBMIT = (
     _caller_joins(
         select(
@@ -195,10 +204,6 @@ LIVE_LEASE = (
     .limit(1)
 )
 
-LEASE_BY_PK = select(
-    _A.c.lease_id, _A.c.item_pk, _A.c.role, _A.c.shown_order, _A.c.expires_at
-).where(_A.c.pk == bindparam("a_pk"))
-
 VERIFIED_DOMAINS = select(_CR.c.domain).where(
     _CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True)
 )
@@ -215,23 +220,26 @@ DONE_COUNT = (
     )
 )
 
-#: The item and its candidates in one round trip (one row per candidate, in item order).
+#: An item's public view: the item and its candidates (one row per candidate, in item order).
+VIEW_COLS = (
+    _I.c.item_key,
+    _I.c.content_hash,
+    _I.c.prompt,
+    _I.c.domains,
+    _I.c.reference,
+    _I.c.gold,
+    _I.c["metadata"].label("meta"),
+    _C.c.candidate_key,
+    _C.c.text,
+    _C.c.messages,
+    _C.c.model,
+    _C.c.source,
+    _C.c["metadata"].label("cmeta"),
+)
+
+#: The item and its candidates in one round trip.
 ITEM_VIEW = (
-    select(
-        _I.c.item_key,
-        _I.c.content_hash,
-        _I.c.prompt,
-        _I.c.domains,
-        _I.c.reference,
-        _I.c.gold,
-        _I.c["metadata"].label("meta"),
-        _C.c.candidate_key,
-        _C.c.text,
-        _C.c.messages,
-        _C.c.model,
-        _C.c.source,
-        _C.c["metadata"].label("cmeta"),
-    )
+    select(*VIEW_COLS)
     .join(_C, _C.c.item_pk == _I.c.pk)
     .where(_I.c.pk == bindparam("item_pk"))
     .order_by(_C.c.position)
@@ -284,6 +292,21 @@ def pick(role: str, match: str, *, unless_live: bool = False):
     return stmt.limit(bindparam("n")).with_for_update(skip_locked=True, of=_P)
 
 
+def pick_viewed(role: str, match: str):
+    """SQLite: :func:`pick` with the picked item's view (:data:`VIEW_COLS` after the pick's six
+    columns, one row per candidate), so a view not yet cached costs no statement of its own.
+    Under ``BEGIN IMMEDIATE`` the first candidate is leased, so SQLite picks one (``n`` = 1;
+    with more, the rows come grouped by item, not in the pick's order)."""
+    cand = pick(role, match).subquery("cand")
+    return (
+        select(*cand.c, *VIEW_COLS)
+        .select_from(cand)
+        .join(_I, _I.c.pk == cand.c.item_pk)
+        .join(_C, _C.c.item_pk == cand.c.item_pk)
+        .order_by(cand.c.pk, _C.c.position)
+    )
+
+
 class LiveOrPick:
     """PostgreSQL: the rater's live lease, or (when there is none) the first role's candidates,
     locked, in one round trip read after the status lock (one snapshot for both).
@@ -333,41 +356,34 @@ PG_LEASE_IF_ROOM = (
     "WHERE item_pk = %s AND status = 'active' AND expires_at > %s) < %s RETURNING pk"
 )
 
-# -- submit: the writes ------------------------------------------------------------------------------
+# -- submit: the write ----------------------------------------------------------------------------
 
-CLOSE_LEASE = (
-    update(_A)
-    .where(_A.c.pk == bindparam("a_pk"))
-    .values(status="submitted", judgment_pk=bindparam("j_pk"))
-)
-#: Production labels count towards the item's target; gold rows run the same statement unchanged.
-FILL = (
-    update(_P)
-    .where(_P.c.pk == bindparam("p_pk"))
-    .values(filled=_P.c.filled + case((_P.c.role == "production", 1), else_=0))
-)
 
-#: PostgreSQL: the whole write of a submit in one statement, its own transaction (autocommit):
-#: lock the rater's status row (still ``qualified``), the lease (still the caller's, active and
-#: unexpired) and the pool row — the ORM path's order — then insert the judgment, close the
-#: lease and count the label. Locks are held for the statement only (microseconds). A row lock
-#: waited for is re-checked on the newest row version (READ COMMITTED), so a suspension, an
-#: expiry or another submit that won the race leaves no row: nothing written, the framework
-#: answers. ``{columns}`` / ``{values}``: the judgment's (``flow.lane._judgment_values``).
-PG_GUARDED_STORE = (
-    "WITH s AS (SELECT 1 FROM rater_status WHERE project_pk = %s AND user_pk = %s "
-    "AND status = 'qualified' FOR UPDATE), "
-    "l AS (SELECT pk FROM assignments WHERE pk = %s AND user_pk = %s AND status = 'active' "
-    "AND expires_at > %s AND EXISTS (SELECT 1 FROM s) FOR UPDATE), "
-    "p AS (SELECT pk FROM task_pool WHERE pk = %s AND EXISTS (SELECT 1 FROM l) FOR UPDATE), "
-    "j AS (INSERT INTO judgments ({columns}) SELECT {values} WHERE EXISTS (SELECT 1 FROM p) "
-    "RETURNING pk), "
-    "a AS (UPDATE assignments SET status = 'submitted', judgment_pk = (SELECT pk FROM j) "
-    "WHERE pk = %s AND EXISTS (SELECT 1 FROM j)), "
-    "f AS (UPDATE task_pool SET filled = filled + CASE WHEN role = 'production' THEN 1 ELSE 0 END "
-    "WHERE pk = %s AND EXISTS (SELECT 1 FROM j)) "
-    "SELECT pk FROM j"
-)
+def guarded_store(mark: str, lock: str, returning: str) -> str:
+    """The whole write of a submit in one statement, its own transaction (autocommit), on both
+    backends: check that the rater's status row is still ``qualified`` and the lease still the
+    caller's, active and unexpired (PostgreSQL: locking status, lease and pool row, the ORM
+    path's order, for the statement only), then insert the judgment. The insert's triggers
+    (:mod:`preflab.store.triggers`) close the lease and count the label, inside the same
+    statement. A lock waited for is re-checked on the newest row version (READ COMMITTED; on
+    SQLite the statement runs under the database's write lock), so a suspension, an expiry or
+    another submit that won the race leaves no row: nothing written, the framework answers.
+    ``{columns}`` / ``{values}``: the judgment's (``flow.lane._judgment_values``), bound after
+    the six guard parameters (project, user, lease, user, now, pool row). ``returning``: the
+    new pk's clause on PostgreSQL; SQLite reads it from the connection instead (its
+    ``RETURNING`` costs an internal trigger and a temporary table, a few µs a submit)."""
+    m = mark
+    return (  # the WITH inside the INSERT: Python's sqlite3 counts rows of INSERT... only
+        "INSERT INTO judgments ({columns}) "
+        f"WITH s AS (SELECT 1 FROM rater_status WHERE project_pk = {m} AND user_pk = {m} "
+        f"AND status = 'qualified'{lock}), "
+        f"l AS (SELECT pk FROM assignments WHERE pk = {m} AND user_pk = {m} AND status = 'active' "
+        f"AND expires_at > {m} AND EXISTS (SELECT 1 FROM s){lock}), "
+        f"p AS (SELECT pk FROM task_pool WHERE pk = {m} AND EXISTS (SELECT 1 FROM l){lock}) "
+        "SELECT {values} WHERE EXISTS (SELECT 1 FROM p)"
+        f"{returning}"
+    )
+
 
 #: How each judgment column is bound (JSON and datetimes by the executor; NULLs left out: the
 #: columns have no defaults; ``excluded`` and ``created_at`` get the model defaults).
@@ -385,7 +401,6 @@ class Statements:
         self.auth_next = c(auth_next(lock=backend.is_pg))
         self.submit = c(SUBMIT)
         self.live = c(LIVE_LEASE)
-        self.lease_by_pk = c(LEASE_BY_PK)
         self.verified_domains = c(VERIFIED_DOMAINS)
         self.done_count = c(DONE_COUNT)
         self.item_view = c(ITEM_VIEW)
@@ -394,6 +409,12 @@ class Statements:
             for role in ("production", "gold")
             for match in ("any", "all")
         }
+        if not backend.is_pg:
+            self.picks_viewed = {
+                (role, match): c(pick_viewed(role, match))
+                for role in ("production", "gold")
+                for match in ("any", "all")
+            }
         if backend.is_pg:
             self.live_or_pick = {
                 (role, match): LiveOrPick(role, match, backend.dialect)
@@ -401,8 +422,11 @@ class Statements:
                 for match in ("any", "all")
             }
         self.insert_lease = insert_lease(backend.mark)
-        self.close_lease = c(CLOSE_LEASE)
-        self.fill = c(FILL)
+        self.guarded_store = (
+            guarded_store(backend.mark, " FOR UPDATE", " RETURNING pk")
+            if backend.is_pg
+            else guarded_store(backend.mark, "", "")
+        )
 
 
 _COMPILED: dict[bool, Statements] = {}

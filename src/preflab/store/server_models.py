@@ -20,10 +20,12 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    event,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
+from . import triggers
 from .models import PK, Base, JSONType, utcnow
 
 #: Roles within a project. Site administrators (``User.is_admin``) may act as any of them.
@@ -353,3 +355,8 @@ class AuditEvent(Base):
     action: Mapped[str] = mapped_column(String(60))
     target: Mapped[str] = mapped_column(String(300), default="")
     details: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+
+
+# The label counter and the lease close are kept by triggers (migration 0012); ``create_all``
+# creates them too, so a schema made without Alembic counts the same way.
+event.listen(Base.metadata, "after_create", triggers.create)

@@ -27,7 +27,10 @@ class TracingCursor:
 
     def execute(self, sql: str, args: Any = None, **kw: Any) -> TracingCursor:
         self._trace(sql)
-        self._cur.execute(sql, args, **kw)
+        if args is None:  # sqlite3 refuses None for "no parameters"
+            self._cur.execute(sql, **kw)
+        else:
+            self._cur.execute(sql, args, **kw)
         return self
 
     @property
@@ -46,3 +49,7 @@ class TracingCursor:
     @property
     def lastrowid(self) -> int:
         return self._cur.lastrowid
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount

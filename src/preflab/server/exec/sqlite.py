@@ -1,4 +1,4 @@
-"""The SQLite executor: one connection of the lane's own, ``BEGIN IMMEDIATE``, never waiting.
+"""The SQLite executor: one connection of the lane's own, never waiting for a lock.
 
 The lane only ever *tries* the locks: if another thread of this process (the app's write
 lock) or another process (SQLite's file lock, ``busy_timeout`` 0 on this connection) is
@@ -16,7 +16,7 @@ import orjson
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from ...store.models import ItemRow
-from ..flow.common import aware
+from ..flow.common import NotCommon, aware
 from . import Busy
 
 DIALECT = sqlite_dialect.dialect(paramstyle="qmark")
@@ -63,28 +63,33 @@ class SqliteExecutor:
 
     # -- transactions --------------------------------------------------------------------------
     def begin(self) -> sqlite3.Cursor:
+        """This process's write lock, no transaction yet: "next" starts one
+        (:meth:`start_transaction`); "submit" reads, then writes in one guarded statement that
+        is its own transaction (autocommit, ``sql.guarded_store``)."""
         if not self.lock.acquire(blocking=False):
             raise Busy("busy (this process)")
-        cur = self.conn.cursor()
-        try:
-            cur.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:
-            self.lock.release()
-            raise Busy("busy (another process)") from None
-        return cur
+        return self.conn.cursor()
 
     @staticmethod
     def start_transaction(cur: sqlite3.Cursor) -> None:
-        """Already in one: :meth:`begin` ran ``BEGIN IMMEDIATE``."""
+        """``BEGIN IMMEDIATE``: the write lock at once, or the framework (another process
+        writes; ``busy_timeout`` is 0 on this connection)."""
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            raise NotCommon("busy (another process)") from None
 
     @staticmethod
     def in_transaction(cur: sqlite3.Cursor) -> bool:
-        return True
+        return cur.connection.in_transaction
 
     def commit(self, cur: sqlite3.Cursor) -> None:
-        cur.execute("COMMIT")
+        if cur.connection.in_transaction:
+            cur.execute("COMMIT")
 
     def rollback(self, cur: sqlite3.Cursor) -> None:
+        if not cur.connection.in_transaction:
+            return
         try:
             cur.execute("ROLLBACK")
         except sqlite3.Error:
@@ -92,8 +97,3 @@ class SqliteExecutor:
 
     def end(self, cur: sqlite3.Cursor) -> None:
         self.lock.release()
-
-    @staticmethod
-    def insert_returning_pk(cur: sqlite3.Cursor, sql: str, args: list[Any]) -> int:
-        cur.execute(sql, args)
-        return cur.lastrowid

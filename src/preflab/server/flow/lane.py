@@ -27,7 +27,6 @@ from ..policy import Policy, policy_of
 from ..sql import (
     JUDGMENT_DT_COLS,
     JUDGMENT_JSON_COLS,
-    PG_GUARDED_STORE,
     PG_LEASE_IF_ROOM,
     Statements,
 )
@@ -62,7 +61,6 @@ class Executor(Protocol):
     def load_json(self, value: Any) -> Any: ...
     def load_dt(self, value: Any) -> datetime: ...
     def false(self) -> Any: ...
-    def insert_returning_pk(self, cur: Cursor, sql: str, args: list[Any]) -> int: ...
     def start_transaction(self, cur: Cursor) -> None: ...
 
 
@@ -119,15 +117,17 @@ VIEWS: dict[tuple[int, str], tuple[dict[str, Any], list[str]]] = {}
 
 
 def item_view(
-    lane: Lane, item_pk: int, content_hash: str | None
+    lane: Lane, item_pk: int, content_hash: str | None, rows: list[Sequence[Any]] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
-    """The item's public view and candidate ids (cached on pk + content hash)."""
+    """The item's public view and candidate ids (cached on pk + content hash); ``rows``: the
+    item's ``sql.VIEW_COLS`` when the pick brought them (SQLite), else they are read."""
     if content_hash is not None:
         hit = VIEWS.get((item_pk, content_hash))
         if hit is not None:
             return hit
-    q = lane.sql.item_view
-    rows = lane.cur.execute(q.sql, q.args({"item_pk": item_pk})).fetchall()
+    if not rows:
+        q = lane.sql.item_view
+        rows = lane.cur.execute(q.sql, q.args({"item_pk": item_pk})).fetchall()
     key = (item_pk, rows[0][1])
     hit = VIEWS.get(key)
     if hit is not None:
@@ -180,12 +180,11 @@ def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
         live = found[0][1:6] if found and found[0][0] == "live" else None
         picked = [r[6:10] + (r[2], r[3]) for r in found if r[0] == "pick"]
     else:  # found by the caller statement (BEGIN IMMEDIATE: nothing changed since)
-        live_pk = row[12]
-        live = cur.execute(q.lease_by_pk.sql, (live_pk,)).fetchone() if live_pk else None
+        live = row[12:18] if row[12] is not None else None
         picked = None
     if live is not None:  # resume: one live lease per rater
-        lease_id, item_pk, role, shown, expires = live
-        view, _ = item_view(lane, item_pk, None)
+        lease_id, item_pk, role, shown, expires, *content_hash = live
+        view, _ = item_view(lane, item_pk, content_hash[0] if content_hash else None)
         shown, expires = ex.load_json(shown), ex.load_dt(expires)
         return {
             "task": rules.task_payload(project, view, lease_id, role, shown, expires),
@@ -193,17 +192,12 @@ def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
         }
     if picked is None:
         _rules_before_pick(lane, policy, params)
+    views: dict[int, list[Sequence[Any]]] = {}
     for role in roles:
         if picked is None:
-            stmt = q.picks[(role, policy.domain_match)]
-            picked = [
-                (pool_pk, filled, target, content_hash, item_pk, entry_role)
-                for pool_pk, item_pk, entry_role, filled, target, content_hash in cur.execute(
-                    stmt.sql, stmt.args(params)
-                ).fetchall()
-            ]
+            picked, views = _pick(lane, role, policy.domain_match, params)
         for pool_pk, _filled, target, content_hash, item_pk, entry_role in picked:
-            view, ids = item_view(lane, item_pk, content_hash)
+            view, ids = item_view(lane, item_pk, content_hash, views.get(item_pk))
             entry = (pool_pk, item_pk, entry_role, target)
             task = _lease(lane, project, policy, user_pk, entry, view, ids)
             if task is not None:
@@ -212,6 +206,26 @@ def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
             raise NotCommon("filled meanwhile")  # the framework tries further batches
         picked = None
     raise NotCommon("nothing found")  # the framework syncs the pool and explains
+
+
+def _pick(
+    lane: Lane, role: str, match: str, params: dict[str, Any]
+) -> tuple[list[tuple], dict[int, list[Sequence[Any]]]]:
+    """The candidates for one role, ``(pool_pk, filled, target, content_hash, item_pk, role)``
+    each; on SQLite with their items' view rows by item (``sql.pick_viewed``: one statement)."""
+    if lane.ex.is_pg:
+        stmt = lane.sql.picks[(role, match)]
+        rows = lane.cur.execute(stmt.sql, stmt.args(params)).fetchall()
+        return [(r[0], r[3], r[4], r[5], r[1], r[2]) for r in rows], {}
+    stmt = lane.sql.picks_viewed[(role, match)]
+    picked: list[tuple] = []
+    views: dict[int, list[Sequence[Any]]] = {}
+    for r in lane.cur.execute(stmt.sql, stmt.args(params)).fetchall():
+        if r[1] not in views:
+            picked.append((r[0], r[3], r[4], r[5], r[1], r[2]))
+            views[r[1]] = []
+        views[r[1]].append(r[6:])
+    return picked, views
 
 
 def _rules_before_pick(lane: Lane, policy: Policy, params: dict[str, Any]) -> None:
@@ -358,19 +372,20 @@ def _judgment_values(
 def _store_judgment(
     lane: Lane, columns: dict[str, Any], user_pk: int, project_pk: int, a_pk: int, pool_pk: int
 ) -> int:
-    """Insert the judgment, close the lease, count the label on the pool row; the judgment's pk."""
-    ex, cur, q = lane.ex, lane.cur, lane.sql
+    """Store the judgment in one guarded statement (``sql.guarded_store``, its own transaction;
+    the database closes the lease and counts the label); the judgment's pk."""
+    ex = lane.ex
     names, args = _judgment_values(ex, columns, lane.now)
-    marks = ", ".join([ex.mark] * len(names))
+    sql = lane.sql.guarded_store.format(
+        columns=", ".join(names), values=", ".join([ex.mark] * len(names))
+    )
+    guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
+    cur = lane.cur.execute(sql, [*guards, *args])
     if ex.is_pg:
-        sql = PG_GUARDED_STORE.format(columns=", ".join(names), values=marks)
-        guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
-        found = cur.execute(sql, [*guards, *args, a_pk, pool_pk]).fetchone()
-        if found is None:
-            raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
-        return found[0]
-    insert = f"INSERT INTO judgments ({', '.join(names)}) VALUES ({marks})"
-    j_pk = ex.insert_returning_pk(cur, insert, args)
-    cur.execute(q.close_lease.sql, q.close_lease.args({"a_pk": a_pk, "j_pk": j_pk}))
-    cur.execute(q.fill.sql, q.fill.args({"p_pk": pool_pk}))
+        found = cur.fetchone()
+        j_pk = found[0] if found is not None else None
+    else:  # the row the statement inserted (trigger changes are not counted in rowcount)
+        j_pk = lane.cur.lastrowid if lane.cur.rowcount == 1 else None
+    if j_pk is None:
+        raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
     return j_pk
