@@ -281,6 +281,35 @@ def cpu_s(pid: int, children: bool = True) -> float:
     return total
 
 
+def pg_backends_cpu_s(url: str) -> float | None:
+    """CPU seconds (user + system, whole life) of the PostgreSQL backends serving ``url``'s
+    database now, other than the one asking: the server's share of PostgreSQL's work. Only
+    for a server on this machine whose processes this user may read; otherwise None."""
+    import psutil
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            pids = conn.execute(
+                text(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()"
+                )
+            ).scalars()
+            pids = list(pids)
+    finally:
+        engine.dispose()
+    total = 0.0
+    try:
+        for pid in pids:
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system
+    except psutil.Error:
+        return None
+    return total
+
+
 def _wait_healthy(host: str, port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     req = f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
@@ -360,6 +389,8 @@ def run_one(
         load0 = os.getloadavg()[0]
         figures = asyncio.run(drive("127.0.0.1", port, tokens, submissions, mode, rate))
         server_cpu, client_cpu = cpu_s(proc.pid) - server_cpu0, time.process_time() - client_cpu0
+        # the backends were opened for this server after start-up: their whole CPU is its share
+        pg_cpu = pg_backends_cpu_s(url) if url.startswith("postgresql") else None
         done = figures["submissions"] + (
             raters if figures["submissions"] else 0
         )  # + warm-up cycles
@@ -368,6 +399,8 @@ def run_one(
             # runs; CPU time per cycle does much less.
             figures["server_cpu_ms_per_cycle"] = round(server_cpu / done * 1000, 3)
             figures["client_cpu_ms_per_cycle"] = round(client_cpu / done * 1000, 3)
+            if pg_cpu is not None:
+                figures["pg_cpu_ms_per_cycle"] = round(pg_cpu / done * 1000, 3)
         figures["loadavg_1m"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     finally:
         os.sched_setaffinity(0, own_affinity)
@@ -468,7 +501,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"{r['submissions']} submissions in {r['seconds']} s: {r['submissions_per_s']}/s, "
                         f"cycle p50 {r['cycle_p50_ms']} ms p99 {r['cycle_p99_ms']} ms max {r['cycle_max_ms']} ms, "
                         f"submit p50 {r['submit_p50_ms']} p99 {r['submit_p99_ms']} ms, errors {r['errors']}, "
-                        f"CPU ms/cycle server {r.get('server_cpu_ms_per_cycle')} client {r.get('client_cpu_ms_per_cycle')}, "
+                        f"CPU ms/cycle server {r.get('server_cpu_ms_per_cycle')} client {r.get('client_cpu_ms_per_cycle')}"
+                        + (
+                            f" postgres {r['pg_cpu_ms_per_cycle']}"
+                            if "pg_cpu_ms_per_cycle" in r
+                            else ""
+                        )
+                        + ", "
                         f"load {r['loadavg_1m']}, pinned: {r['pinned']}",
                         flush=True,
                     )

@@ -181,7 +181,7 @@ def main() -> int:
     )
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     args = ap.parse_args()
-    from bench_server import fresh_pg_database, seed
+    from bench_server import fresh_pg_database, pg_backends_cpu_s, seed
     from sqlalchemy import event
 
     from preflab.server import fastlane
@@ -244,6 +244,7 @@ def main() -> int:
             count[0] = txns[0] = 0
             fastlane.STATS.clear()
             prof = cProfile.Profile() if args.cprofile and rep == args.repeat - 1 else None
+            pg0 = pg_backends_cpu_s(url) if args.db == "postgres" else None
             t0, c0 = time.perf_counter(), time.process_time()
             if prof:
                 prof.enable()
@@ -252,21 +253,25 @@ def main() -> int:
             if prof:
                 prof.disable()
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            pg_cpu = pg_backends_cpu_s(url) - pg0 if pg0 is not None else float("nan")
             figures.append(
                 (
                     cpu / args.cycles * 1000,
                     wall / args.cycles * 1000,
                     count[0] / args.cycles,
                     txns[0] / args.cycles,
+                    pg_cpu / args.cycles * 1000,
                 )
             )
         figures.sort()
-        cpu_ms, wall_ms, stmts, per_cycle_txns = figures[len(figures) // 2]
+        cpu_ms, wall_ms, stmts, per_cycle_txns, pg_ms = figures[len(figures) // 2]
         print(
             f"{args.db} driver {args.driver}{' (no fast lane)' if args.no_fastlane else ''}: "
             f"statements/cycle {stmts:.1f}  transactions/cycle {per_cycle_txns:.1f}  "
             f"CPU ms/cycle {cpu_ms:.3f} (median of {args.repeat}: {', '.join(f'{f[0]:.3f}' for f in figures)})  "
-            f"wall ms/cycle {wall_ms:.3f}  fast lane: {dict(fastlane.STATS)}"
+            f"wall ms/cycle {wall_ms:.3f}"
+            + (f"  PostgreSQL backends CPU ms/cycle {pg_ms:.3f}" if args.db == "postgres" else "")
+            + f"  fast lane: {dict(fastlane.STATS)}"
         )
         if prof:
             pstats.Stats(prof).sort_stats("tottime").print_stats(30)
