@@ -181,7 +181,7 @@ def main() -> int:
     )
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     args = ap.parse_args()
-    from bench_server import fresh_pg_database, pg_backends_cpu_s, seed
+    from bench_server import analyze, fresh_pg_database, pg_backends_cpu_s, seed
     from sqlalchemy import event
 
     from preflab.server import fastlane
@@ -218,7 +218,7 @@ def main() -> int:
             url = fresh_pg_database(admin)
         else:
             url = f"sqlite:///{Path(tmp) / 'p.db'}"
-        total = args.cycles * args.repeat + 100
+        total = args.cycles * args.repeat + 300
         tokens = seed(url, args.raters, items=total + 100)
         app = create_app(url)
         if args.no_fastlane:
@@ -237,8 +237,11 @@ def main() -> int:
             else:
                 _count_pg(engine, count, txns)
         cycle, handle = (asgi_driver if args.driver == "asgi" else testclient_driver)(app, tokens)
-        for i in range(40):  # warm up: connections, statement caches, item views
+        warm = 200 if args.db == "postgres" else 40
+        for i in range(warm):  # warm up: connections, statement caches, item views
             cycle(i)
+        if args.db == "postgres":  # planner statistics as a live database has them
+            analyze(url)  # (bench_server.analyze: a few hundred leases and judgments)
         figures = []
         for rep in range(args.repeat):
             count[0] = txns[0] = 0
@@ -249,7 +252,7 @@ def main() -> int:
             if prof:
                 prof.enable()
             for i in range(args.cycles):
-                cycle(40 + rep * args.cycles + i)
+                cycle(warm + rep * args.cycles + i)
             if prof:
                 prof.disable()
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
