@@ -256,18 +256,22 @@ async def drive(
     mode: str,
     rate: float,
     after_warmup: Callable[[], None] | None = None,
+    measuring: Callable[[], None] | None = None,
 ) -> dict:
-    """``submissions`` measured cycles after one warm-up cycle per rater (then ``after_warmup``)."""
+    """``submissions`` measured cycles after a warm-up cycle per rater, ``after_warmup`` (the
+    database's statistics), a second warm-up cycle per rater (statements re-planned with them)
+    and ``measuring`` (the CPU counters' start)."""
     raters = [Rater(host, port, t, "bench", random.Random(i)) for i, t in enumerate(tokens)]
     for r in raters:  # connect one at a time (a burst of 200 SYNs can overflow the backlog)
         await r.connect()
     errors: list[str] = []
-    try:
-        await asyncio.gather(*(r.cycle() for r in raters))  # warm-up: item views, statement caches
-    except Exception as exc:
-        return _figures(0, 0.0, [], [], [], [f"warm-up: {exc!r}"])
-    if after_warmup is not None:
-        after_warmup()
+    for step in (after_warmup, measuring):
+        try:  # warm-up: connections, item views, prepared statements
+            await asyncio.gather(*(r.cycle() for r in raters))
+        except Exception as exc:
+            return _figures(0, 0.0, [], [], [], [f"warm-up: {exc!r}"])
+        if step is not None:
+            step()
     lat_fetch: list[float] = []
     lat_submit: list[float] = []
     lat_cycle: list[float] = []
@@ -317,33 +321,44 @@ def cpu_s(pid: int, children: bool = True) -> float:
     return total
 
 
-def pg_backends_cpu_s(url: str) -> float | None:
-    """CPU seconds (user + system, whole life) of the PostgreSQL backends serving ``url``'s
-    database now, other than the one asking: the server's share of PostgreSQL's work. Only
-    for a server on this machine whose processes this user may read; otherwise None."""
+def pg_backends_cpu_s(url: str) -> dict[int, float] | None:
+    """CPU seconds (user + system, whole life so far) of each PostgreSQL backend serving
+    ``url``'s database now, other than the one asking: the server's share of PostgreSQL's work.
+    Only for a server on this machine whose processes this user may read; otherwise None."""
     import psutil
     from sqlalchemy import create_engine, text
 
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            pids = conn.execute(
-                text(
-                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid()"
-                )
-            ).scalars()
-            pids = list(pids)
+            pids = list(
+                conn.execute(
+                    text(
+                        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid()"
+                    )
+                ).scalars()
+            )
     finally:
         engine.dispose()
-    total = 0.0
-    try:
-        for pid in pids:
+    found = {}
+    for pid in pids:
+        try:
             t = psutil.Process(pid).cpu_times()
-            total += t.user + t.system
-    except psutil.Error:
-        return None
-    return total
+        except psutil.NoSuchProcess:
+            continue  # it ended meanwhile
+        except psutil.Error:
+            return None
+        found[pid] = t.user + t.system
+    return found
+
+
+def pg_cpu_between(before: dict[int, float] | None, after: dict[int, float] | None) -> float:
+    """PostgreSQL backends' CPU seconds between two readings (a backend opened in between counts
+    whole; one closed in between is lost: the lane's and the pool's connections stay open)."""
+    if before is None or after is None:
+        return float("nan")
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def _wait_healthy(host: str, port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -384,7 +399,7 @@ def run_one(
         url = fresh_pg_database(admin)
     else:
         url = db
-    tokens = seed(url, raters, items=submissions + raters + 100)
+    tokens = seed(url, raters, items=submissions + 2 * raters + 100)
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     cores = sorted(os.sched_getaffinity(0))
@@ -421,16 +436,21 @@ def run_one(
         time.sleep(0.5 * workers)
         if pin:
             os.sched_setaffinity(0, client_cores)
-        server_cpu0, client_cpu0 = cpu_s(proc.pid), time.process_time()
-        load0 = os.getloadavg()[0]
-        stats = (lambda: analyze(url)) if url.startswith("postgresql") else None
-        figures = asyncio.run(drive("127.0.0.1", port, tokens, submissions, mode, rate, stats))
-        server_cpu, client_cpu = cpu_s(proc.pid) - server_cpu0, time.process_time() - client_cpu0
-        # the backends were opened for this server after start-up: their whole CPU is its share
-        pg_cpu = pg_backends_cpu_s(url) if url.startswith("postgresql") else None
-        done = figures["submissions"] + (
-            raters if figures["submissions"] else 0
-        )  # + warm-up cycles
+        is_pg = url.startswith("postgresql")
+        start: dict = {}
+
+        def measuring() -> None:  # CPU counters from here (the warm-up cycles not counted)
+            start.update(server=cpu_s(proc.pid), client=time.process_time())
+            start.update(pg=pg_backends_cpu_s(url) if is_pg else None, load=os.getloadavg()[0])
+
+        stats = (lambda: analyze(url)) if is_pg else None
+        figures = asyncio.run(
+            drive("127.0.0.1", port, tokens, submissions, mode, rate, stats, measuring)
+        )
+        server_cpu = cpu_s(proc.pid) - start.get("server", 0.0)
+        client_cpu = time.process_time() - start.get("client", 0.0)
+        pg_cpu = pg_cpu_between(start.get("pg"), pg_backends_cpu_s(url)) if is_pg else None
+        done = figures["submissions"]
         if done:
             # CPU per fetch+submit cycle: wall figures on a shared 2-core box depend on what else
             # runs; CPU time per cycle does much less.
@@ -438,7 +458,7 @@ def run_one(
             figures["client_cpu_ms_per_cycle"] = round(client_cpu / done * 1000, 3)
             if pg_cpu is not None:
                 figures["pg_cpu_ms_per_cycle"] = round(pg_cpu / done * 1000, 3)
-        figures["loadavg_1m"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+        figures["loadavg_1m"] = [round(start.get("load", 0.0), 2), round(os.getloadavg()[0], 2)]
     finally:
         os.sched_setaffinity(0, own_affinity)
         os.killpg(proc.pid, 15)

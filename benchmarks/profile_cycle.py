@@ -181,7 +181,7 @@ def main() -> int:
     )
     ap.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     args = ap.parse_args()
-    from bench_server import analyze, fresh_pg_database, pg_backends_cpu_s, seed
+    from bench_server import analyze, fresh_pg_database, pg_backends_cpu_s, pg_cpu_between, seed
     from sqlalchemy import event
 
     from preflab.server import fastlane
@@ -256,7 +256,7 @@ def main() -> int:
             if prof:
                 prof.disable()
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            pg_cpu = pg_backends_cpu_s(url) - pg0 if pg0 is not None else float("nan")
+            pg_cpu = pg_cpu_between(pg0, pg_backends_cpu_s(url)) if pg0 is not None else 0.0
             figures.append(
                 (
                     cpu / args.cycles * 1000,
