@@ -34,8 +34,10 @@ DIALECT = pg_dialect.dialect(paramstyle="format")
 LOCK_TIMEOUT_MS = 100
 #: How the lane's connections show in ``pg_stat_activity``.
 APPLICATION_NAME = "preflab-lane"
-#: Connections per process; a request finding none free goes to the framework path.
-POOL_SIZE = 8
+#: Connections per process (requests beyond it wait for one). Four in flight per worker keep
+#: two cores busy with two or more workers; eight cost 10-15 % more CPU a cycle, server and
+#: PostgreSQL together (issue 10: more backends, more plans, more lock traffic), for no gain.
+POOL_SIZE = 4
 OPTIONS = f"-c plan_cache_mode=force_generic_plan -c lock_timeout={LOCK_TIMEOUT_MS}"
 
 
