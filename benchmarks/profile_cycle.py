@@ -16,7 +16,9 @@ statements are counted at its cursor, its explicit BEGIN and COMMIT included (it
 are in autocommit: psycopg would otherwise send BEGIN as a round trip of its own, uncounted),
 and the framework's at the DBAPI cursor (SQLAlchemy's ``before_cursor_execute``) plus one
 COMMIT or ROLLBACK per transaction. A transaction is counted at each BEGIN, and on PostgreSQL
-at each write statement run on its own (autocommit).
+at each write statement run on its own (autocommit). On PostgreSQL the tables are analysed
+after 200 warm-up cycles (``bench_server.analyze``) and the backends' CPU a cycle is printed
+too (``bench_server.pg_backends_cpu_s``; a server on this machine).
 """
 
 from __future__ import annotations
