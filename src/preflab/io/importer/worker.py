@@ -90,7 +90,7 @@ def encode_chunk(chunk: list[Record | Pair], read: int, stage: bool = False) -> 
     for i, rec in enumerate(chunk):
         if type(rec) is Pair:
             places.append((i, files.setdefault(rec.file, len(files)), rec.line))
-            pairs.append(rec.rows)  # type: ignore[arg-type]
+            pairs.append(rec.rows)
         else:
             others.append((i, rec))  # type: ignore[arg-type]
     if stage:

@@ -143,7 +143,3 @@ class PgExecutor:
             self.free.put(None)
         else:
             self.idle.put(conn)
-
-    @staticmethod
-    def insert_returning_pk(cur: psycopg.Cursor, sql: str, args: list[Any]) -> int:
-        return cur.execute(sql + " RETURNING pk", args).fetchone()[0]
