@@ -16,9 +16,10 @@ pool row is made (``server.projects.sync_pool``) and kept from then on by three 
 
 So a submit is one ``INSERT INTO judgments`` on every path (fast lane on SQLite and
 PostgreSQL, the ORM path); the statements a trigger runs are part of the statement that fired
-it (one round trip). The migration creates the triggers from this module, and so does
-``Base.metadata.create_all`` (:func:`create`, registered in ``server_models``). A change to a
-trigger is a new migration that drops and re-creates it (copy the old text into 0012 first).
+it (one round trip). ``Base.metadata.create_all`` creates them from this module (:func:`create`,
+registered in ``server_models``); migration 0012 carries a frozen copy of the same DDL (a test
+holds the two equal) and recounts existing pool rows once. A change to a trigger is a new
+migration that drops and re-creates it.
 """
 
 from __future__ import annotations
