@@ -12,47 +12,33 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
-def test_bench_server_smoke():
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_server.py"),
-            "--raters",
-            "10",
-            "--submissions",
-            "40",
-            "--json",
-        ],
+def _run(script: str, *args: str) -> str:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=True,
-    )
-    rows = json.loads(out.stdout)
+    ).stdout
+
+
+@pytest.mark.slow
+def test_bench_server_smoke():
+    rows = json.loads(_run("bench_server.py", "--raters", "10", "--submissions", "40", "--json"))
     assert rows[0]["submissions"] == 40 and rows[0]["errors"] == 0
     assert rows[0]["submissions_per_s"] > 0 and rows[0]["submit_p99_ms"] > 0
 
 
 @pytest.mark.slow
-def test_profile_cycle_sqlite_lane_within_eight_statements_and_two_transactions():
+@pytest.mark.parametrize("db", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_profile_cycle_within_eight_statements_and_two_transactions(db, request):
     """Issue 10: at most 8 statements (BEGIN and COMMIT included) and 2 transactions a fetch +
-    submit cycle, counted by ``benchmarks/profile_cycle.py`` (before: 11.7 on SQLite)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "profile_cycle.py"),
-            "--cycles",
-            "30",
-            "--repeat",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    line = out.stdout.strip().splitlines()[-1]
+    submit cycle on both backends, counted by ``benchmarks/profile_cycle.py`` (before: 11.7 on
+    SQLite; PostgreSQL: 7.7)."""
+    if db == "postgres":
+        request.getfixturevalue("pg_url")  # PREFLAB_TEST_PG_URL set (a failure in CI if not)
+    out = _run("profile_cycle.py", "--cycles", "30", "--repeat", "1", "--db", db)
+    line = out.strip().splitlines()[-1]
     words = line.split()
     statements = float(words[words.index("statements/cycle") + 1])
     transactions = float(words[words.index("transactions/cycle") + 1])
