@@ -36,20 +36,8 @@ SCHEMA = "preflab_stage"
 #: :class:`PairRows` but the prompt, which is its JSON text read back (a string's round trip),
 #: and the candidates, rows ``2 * seq + position`` of their own table (so that SQLite moves
 #: them in rowid order, with no sort).
-_PAIR_COLUMNS = (
-    "item_key",
-    "item_hash",
-    "prompt_json",
-    "rater_key",
-    "source",
-    "winner",
-    "strength",
-    "score",
-    "content_hash",
-    "pair_lo",
-    "pair_hi",
-    "body_json",
-    "shown_order_json",
+_PAIR_COLUMNS = tuple(
+    c for c in PairRows.__slots__ if c not in ("prompt", "texts", "candidate_keys")
 )
 _CREATE = (
     f"CREATE TABLE pairs (seq INTEGER PRIMARY KEY, {', '.join(_PAIR_COLUMNS)})",
