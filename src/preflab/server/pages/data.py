@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from ...quality.labels import LABEL_SET_RULE, resolve_labels
 from ...schema import PairwiseJudgment
 from ...store.models import utcnow
-from ...store.server_models import Assignment, PoolEntry, RaterStatus
-from .. import assign, review
+from ...store.server_models import Assignment, PoolEntry
+from .. import assign, queries, review
 from ..permissions import ProjectRef
 from . import plots
 
@@ -61,25 +61,12 @@ def project_progress(session: Session, project_pk: int, user_pk: int) -> dict[st
             func.coalesce(func.sum(PoolEntry.filled), 0),
         ).where(PoolEntry.project_pk == project_pk, PoolEntry.role == "production")
     ).one()
-    mine = session.scalar(
-        select(func.count())
-        .select_from(Assignment)
-        .where(
-            Assignment.project_pk == project_pk,
-            Assignment.user_pk == user_pk,
-            Assignment.status == "submitted",
-        )
-    )
-    st = session.scalar(
-        select(RaterStatus).where(
-            RaterStatus.project_pk == project_pk, RaterStatus.user_pk == user_pk
-        )
-    )
+    mine = queries.my_status(session, project_pk, user_pk)  # their status and submitted count
     return {
         "target": int(target),
         "filled": int(min(filled, target)),
-        "mine": int(mine),
-        "status": st.status if st else "new",
+        "mine": int(mine["submitted"]),
+        "status": mine["status"],
         "share": (filled / target) if target else 0.0,
     }
 
