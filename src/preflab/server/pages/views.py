@@ -3,10 +3,11 @@ service function, a template. Changes happen in the browser through the REST API
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import select
@@ -24,6 +25,7 @@ from ..routes import auth as auth_routes
 from ..routes import items as item_routes
 from ..routes import my_labels
 from ..routes import projects as project_routes
+from ..routes import review as review_routes
 from ..routes import users as user_routes
 from ..routes.common import DbId
 from . import TEMPLATES, data
@@ -533,23 +535,12 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
 def data_page(
     request: Request,
     project: str,
-    kind: str | None = Query(default=None, max_length=40),
-    rater: str | None = Query(default=None, max_length=200),
-    domain: str | None = Query(default=None, max_length=100),
-    flagged: bool = False,
-    disagreement: bool = False,
-    q: str | None = Query(default=None, max_length=200),
+    browse: review_routes.BrowseFilters = Depends(),
     offset: int = Query(default=0, ge=0, le=10**9),
     ctx: Ctx = guard("project.review"),
 ) -> Response:
-    filters = {
-        "kind": kind or None,
-        "rater": rater or None,
-        "domain": domain or None,
-        "flagged": flagged,
-        "disagreement": disagreement,
-        "q": q or None,
-    }
+    # an empty form field means no filter
+    filters = {k: v if isinstance(v, bool) else (v or None) for k, v in asdict(browse).items()}
     with _db(request).reading() as s:
         found = review_service.browse_items(s, ctx.project, offset=offset, **filters)
     return render(

@@ -4,9 +4,10 @@ in :mod:`preflab.server.review` and :mod:`preflab.server.judging`."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import Field
 
@@ -116,16 +117,23 @@ def post_adjudication(
     return ok(out, 201 if out["created"] else 200)
 
 
+@dataclass
+class BrowseFilters:
+    """The data browser's filters, as query parameters (the API and the admin's data page)."""
+
+    kind: str | None = Query(default=None, max_length=40)
+    rater: str | None = Query(default=None, max_length=200)
+    domain: str | None = Query(default=None, max_length=100)
+    flagged: bool = False
+    disagreement: bool = False
+    q: str | None = Query(default=None, max_length=200)
+
+
 @router.get("/projects/{project}/browse", tags=["review"], response_model=m.BrowseOut)
 def get_browse(
     request: Request,
     project: str,
-    kind: str | None = Query(default=None, max_length=40),
-    rater: str | None = Query(default=None, max_length=200),
-    domain: str | None = Query(default=None, max_length=100),
-    flagged: bool = False,
-    disagreement: bool = False,
-    q: str | None = Query(default=None, max_length=200),
+    filters: BrowseFilters = Depends(),
     offset: int = Query(default=0, ge=0, le=10**9),
     limit: int = Query(default=50, ge=1, le=500),
     ctx: Ctx = guard("project.review"),
@@ -136,12 +144,7 @@ def get_browse(
             service.browse_items(
                 s,
                 ctx.project,
-                kind=kind,
-                rater=rater,
-                domain=domain,
-                flagged=flagged,
-                disagreement=disagreement,
-                q=q,
+                **asdict(filters),
                 offset=offset,
                 limit=limit,
             )
