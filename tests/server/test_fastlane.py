@@ -415,8 +415,8 @@ def test_lane_item_view_equals_the_orm_one(tmp_path):
             orm = item_from_row(row).public_view()
             flow_lane.VIEWS.clear()
             ex = SqliteExecutor(conn, threading.Lock())
-            lane = flow_lane.Lane(ex, conn.cursor(), datetime.now(UTC))
-            view, ids = flow_lane.item_view(lane, row.pk, None)
+            lane = flow_lane.Lane(ex, datetime.now(UTC))
+            view, ids = ex.run(flow_lane.item_view(lane, row.pk, None))
             assert view == orm and ids == [c["id"] for c in orm["candidates"]]
     conn.close()
     db.dispose()

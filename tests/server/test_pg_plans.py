@@ -24,7 +24,9 @@ def _generic_plan(cur, sql: str, arg: int) -> str:
 
 
 def test_a_lane_connection_looks_rows_up_by_index_on_a_table_planned_small(pg_url) -> None:
-    from preflab.server.exec.postgres import PgExecutor
+    import psycopg
+
+    from preflab.server.exec.postgres import OPTIONS, conninfo
 
     engine = create_engine(pg_url)
     with engine.begin() as conn:  # a table of one page, analysed: a seq scan is cheapest
@@ -35,14 +37,8 @@ def test_a_lane_connection_looks_rows_up_by_index_on_a_table_planned_small(pg_ur
     with engine.connect() as conn:  # what a connection with the default settings plans
         raw = conn.connection.dbapi_connection
         default = _generic_plan(raw.cursor(), "SELECT v FROM t WHERE pk = $1", 7)
-    ex = PgExecutor(engine.url)
-    cur = ex.begin()
-    try:
-        lane = _generic_plan(cur, sql, 7)
-    finally:
-        ex.rollback(cur)
-        ex.end(cur)
-        ex.close()
-        engine.dispose()
+    with psycopg.connect(conninfo(engine.url), options=OPTIONS) as conn:  # a lane connection's
+        lane = _generic_plan(conn.cursor(), sql, 7)
+    engine.dispose()
     assert "Seq Scan" in default  # the trap: the cheapest plan for a one-page table
     assert "Index Scan" in lane and "Seq Scan" not in lane

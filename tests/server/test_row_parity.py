@@ -10,6 +10,7 @@ the content hash, the canonical pair and the score — are per-run values and le
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 
@@ -268,19 +269,17 @@ def test_pg_guarded_write_stores_nothing_when_the_lease_changed_after_the_read(
 
     monkeypatch.setattr(flow_lane, "pairwise_values", change_then_decide)
     ex = PgExecutor(engine.url)
-    cur = ex.begin()
+    flow = flow_lane.run_submit(
+        flow_lane.Lane(ex, utcnow()),
+        hashlib.sha256(token.encode()).hexdigest(),
+        "demo",
+        assignment_id=task["assignment_id"],
+        judgment={"kind": "pairwise", "winner": "b", "strength": 2},
+        idempotency_key="k-race",
+        telemetry=None,
+    )
     with pytest.raises(NotCommon, match="changed since read"):
-        flow_lane.run_submit(
-            flow_lane.Lane(ex, cur, utcnow()),
-            hashlib.sha256(token.encode()).hexdigest(),
-            "demo",
-            assignment_id=task["assignment_id"],
-            judgment={"kind": "pairwise", "winner": "b", "strength": 2},
-            idempotency_key="k-race",
-            telemetry=None,
-        )
-    ex.rollback(cur)
-    ex.end(cur)
+        asyncio.run(ex.run(flow))
     ex.close()
     engine.dispose()
     rows = _tables(pg_url)

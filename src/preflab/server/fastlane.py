@@ -8,8 +8,11 @@ runs the *common case* of those two requests (:mod:`preflab.server.flow.lane`) o
 
 * SQLite (:mod:`.exec.sqlite`): a connection of the lane's own, ``BEGIN IMMEDIATE`` on the
   event loop thread (a few hundred µs; no thread hop), only ever *trying* the locks;
-* PostgreSQL (:mod:`.exec.postgres`): psycopg connections of the lane's own, one transaction a
-  request, in a worker thread (network round trips).
+* PostgreSQL (:mod:`.exec.postgres`): psycopg's asynchronous connections of the lane's own,
+  one transaction a request, each round trip awaited on the event loop.
+
+The flow itself (:mod:`.flow.lane`) does no I/O: it yields the statements it needs, and the
+executor answers them.
 
 A bearer token is needed (cookie sessions, with their CSRF check, go the ordinary way).
 Everything that is not the common case — a bad or revoked token, a non-member, a qualifying,
@@ -34,7 +37,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio.to_thread
+import anyio
 import orjson
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -43,10 +46,10 @@ from ..store.db import _sqlite_pragmas
 from ..store.models import utcnow
 from . import judging
 from .database import Database
-from .exec import Busy, TracingCursor
+from .exec import Busy
 from .exec.sqlite import SqliteExecutor
 from .flow import NotCommon
-from .flow.lane import Lane, run_next, run_submit
+from .flow.lane import Flow, Lane, run_next, run_submit
 from .flow.submit import parse_submit
 from .permissions import iter_api_routes
 
@@ -140,7 +143,7 @@ class _Shared:
                 else:  # psycopg is an optional dependency (the postgres extra)
                     from .exec.postgres import PgExecutor
 
-                    self.ex = PgExecutor(db.engine.url)
+                    self.ex = PgExecutor(db.engine.url, trace=TRACE)
                 db.on_dispose(self.close)
         return self.ex
 
@@ -208,13 +211,7 @@ class LaneEndpoint:
                 _count(f"pass:{why}")
                 return await self._framework(scope, receive, send)
         try:
-            if shared.ex.is_pg:  # network round trips: in a worker thread, one per lane connection
-                async with shared.slots():  # wait for a free connection (never a framework detour)
-                    out = await anyio.to_thread.run_sync(
-                        self._run, token_hash, project_name, submit
-                    )
-            else:  # a few hundred µs of local work: on the event loop, no thread hop
-                out = self._run(token_hash, project_name, submit)
+            out = await self._run(token_hash, project_name, submit)
         except NotCommon as why:
             _count(f"pass:{why}")
             return await self._framework(scope, receive, send)
@@ -222,46 +219,40 @@ class LaneEndpoint:
         status = 200 if self.kind == _NEXT else 201
         await _send_json(send, status, out)
 
-    def _run(self, token_hash: str, project_name: str, submit: tuple | None) -> dict[str, Any]:
+    def _flow(self, lane: Lane, token_hash: str, project_name: str, submit: tuple | None) -> Flow:
+        if self.kind == _NEXT:
+            return run_next(lane, token_hash, project_name)
+        lease_id, judgment, telemetry, idem = submit
+        return run_submit(
+            lane,
+            token_hash,
+            project_name,
+            assignment_id=lease_id,
+            judgment=judgment,
+            idempotency_key=idem,
+            telemetry=telemetry,
+        )
+
+    async def _run(self, token_hash: str, project_name: str, submit: tuple | None) -> Any:
         """One transaction on the executor; ``NotCommon`` (rolled back) for the framework."""
         shared = self.shared
         ex = shared.ex
+        lane = Lane(ex, utcnow())
+        flow = self._flow(lane, token_hash, project_name, submit)
         try:
-            raw = cur = ex.begin()
+            if ex.is_pg:  # round trips awaited on the event loop, one per lane connection
+                async with shared.slots():  # wait for a free connection (never a detour)
+                    out = await ex.run(flow)
+            else:  # a few hundred µs of local work: on the event loop, synchronously
+                out = ex.run(flow)
         except Busy as why:
+            flow.close()
             raise NotCommon(str(why)) from None
-        try:
-            if ex.is_pg and TRACE is not None:
-                cur = TracingCursor(raw, TRACE)
-            lane = Lane(ex, cur, utcnow())
-            if self.kind == _NEXT:
-                out = run_next(lane, token_hash, project_name)
-            else:
-                lease_id, judgment, telemetry, idem = submit
-                out = run_submit(
-                    lane,
-                    token_hash,
-                    project_name,
-                    assignment_id=lease_id,
-                    judgment=judgment,
-                    idempotency_key=idem,
-                    telemetry=telemetry,
-                )
-            if ex.is_pg and TRACE is not None and ex.in_transaction(raw):
-                TRACE("COMMIT")
-            ex.commit(raw)
-        except BaseException as exc:
-            ex.rollback(raw)
-            ex.end(raw)
-            if isinstance(exc, ex.errors):
-                # A driver error on the lane's own connection (a lock timeout, a dead
-                # connection): nothing was committed; the framework redoes the request.
-                log.warning("fast lane: handing a request on after %r", exc)
-                raise NotCommon(
-                    f"{type(exc).__module__.split('.')[0]} {type(exc).__name__}"
-                ) from None
-            raise
-        ex.end(raw)
+        except ex.errors as exc:
+            # A driver error on the lane's own connection (a lock timeout, a dead
+            # connection): nothing was committed; the framework redoes the request.
+            log.warning("fast lane: handing a request on after %r", exc)
+            raise NotCommon(f"{type(exc).__module__.split('.')[0]} {type(exc).__name__}") from None
         if shared.checkpointer is not None:
             shared.checkpointer.dirty.set()
         for pool_role, judgment_pk in lane.after_commit:

@@ -1,14 +1,16 @@
 """Executors: run the hot path's statements on one backend; they decide nothing.
 
-An executor owns a DBAPI connection and knows the backend's conventions (placeholders, how
+An executor owns its connections and knows the backend's conventions (placeholders, how
 datetimes and JSON are bound and read back, how a transaction starts and which errors mean
-"hand the request to the framework"). The decisions stay in :mod:`preflab.server.fastlane`
-(and the engine modules it calls), written once for both executors.
+"hand the request to the framework"). It drives a flow of :mod:`preflab.server.flow.lane` (a
+generator that yields each statement it needs and receives the result), so the decisions are
+written once for both executors: SQLite's runs the flow synchronously on the event loop
+(:func:`drive`), PostgreSQL's on psycopg's asynchronous connections.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 
@@ -53,3 +55,16 @@ class TracingCursor:
     @property
     def rowcount(self) -> int:
         return self._cur.rowcount
+
+
+def drive(flow: Generator[tuple, Any, Any], step: Callable[[tuple], Any]) -> Any:
+    """Run ``flow`` to its end, answering each request it yields with ``step(request)``; the
+    flow's return value. An error of ``step`` closes the flow and comes out of here."""
+    value = None
+    try:
+        while True:
+            value = step(flow.send(value))
+    except StopIteration as done:
+        return done.value
+    finally:
+        flow.close()

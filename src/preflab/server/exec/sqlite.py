@@ -17,7 +17,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from ...store.models import ItemRow
 from ..flow.common import NotCommon, aware
-from . import Busy
+from ..flow.lane import ALL, BEGIN, EXEC, ONE, Flow
+from . import Busy, drive
 
 DIALECT = sqlite_dialect.dialect(paramstyle="qmark")
 _DT = ItemRow.__table__.c.created_at.type.dialect_impl(DIALECT).bind_processor(DIALECT)
@@ -60,6 +61,37 @@ class SqliteExecutor:
     @staticmethod
     def false() -> int:
         return 0
+
+    # -- running a flow ------------------------------------------------------------------------
+    def run(self, flow: Flow) -> Any:
+        """Run ``flow`` (:mod:`preflab.server.flow.lane`) on the lane's connection, under this
+        process's write lock, and commit; rolled back on any error (``Busy``: the lock was
+        taken). Synchronous: a few hundred µs of local work, on the event loop."""
+        cur = self.begin()
+        try:
+            out = drive(flow, lambda request: self.step(cur, request))
+            self.commit(cur)
+        except BaseException:
+            self.rollback(cur)
+            raise
+        finally:
+            self.end(cur)
+        return out
+
+    def step(self, cur: sqlite3.Cursor, request: tuple) -> Any:
+        """Answer one request of a flow."""
+        kind = request[0]
+        if kind == BEGIN:
+            return self.start_transaction(cur)
+        cur.execute(request[1], request[2])
+        if kind == ALL:
+            return cur.fetchall()
+        if kind == ONE:
+            return cur.fetchone()
+        if kind == EXEC:
+            return None
+        # STORE: the row the statement inserted (trigger changes are not counted in rowcount)
+        return cur.lastrowid if cur.rowcount == 1 else None
 
     # -- transactions --------------------------------------------------------------------------
     def begin(self) -> sqlite3.Cursor:

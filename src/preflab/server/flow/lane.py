@@ -6,6 +6,13 @@ the common one raises :class:`NotCommon`: the executor rolls back and the framew
 (:mod:`preflab.server.assign`, :mod:`preflab.server.judging`, ORM) answers it, deciding with
 the same rule functions.
 
+The flow does no I/O itself ("sans-I/O"): :func:`run_next` and :func:`run_submit` are
+generators that *yield* each statement as a request (:data:`ALL`, :data:`ONE`, :data:`STORE`
+with the SQL and its arguments, or :data:`BEGIN`) and receive its result. An executor drives
+them: SQLite's synchronously on its one connection (:func:`preflab.server.exec.drive`),
+PostgreSQL's on the event loop with psycopg's asynchronous connections (a round trip awaits the
+socket; no worker thread). One flow, written once, on both.
+
 The common case: a member with the ``rater`` role whose status is ``qualified``; "next" resumes
 a live lease or leases a production (or production gold) item; "submit" stores a plain
 pairwise judgment on the caller's live, unexpired production (or production gold) lease with a
@@ -15,7 +22,7 @@ fresh idempotency key.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -43,15 +50,19 @@ from .submit import (
 
 _RNG = random.SystemRandom()
 
+#: What a flow asks of its executor, yielded as ``(kind, sql, args)`` (``(BEGIN,)`` alone):
+#: every row (a list), the first row (or None), nothing (a write without a result), the pk of
+#: the judgment a guarded store inserted (or None when its guard stopped it), or the start of
+#: a transaction.
+ALL, ONE, EXEC, STORE, BEGIN = "all", "one", "exec", "store", "begin"
 
-class Cursor(Protocol):
-    def execute(self, sql: str, args: Sequence[Any] = ...) -> Any: ...
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> list[Any]: ...
+#: A running flow: yields requests, receives their results, returns the answer's body.
+Flow = Generator[tuple, Any, Any]
 
 
 class Executor(Protocol):
-    """What the flow needs of an executor (:mod:`preflab.server.exec`)."""
+    """What the flow needs of an executor (:mod:`preflab.server.exec`): the backend's
+    conventions for values; the executor runs the requests the flow yields."""
 
     is_pg: bool
     mark: str
@@ -61,16 +72,15 @@ class Executor(Protocol):
     def load_json(self, value: Any) -> Any: ...
     def load_dt(self, value: Any) -> datetime: ...
     def false(self) -> Any: ...
-    def start_transaction(self, cur: Cursor) -> None: ...
 
 
 class Lane:
-    """One request's open transaction on an executor."""
+    """One request on an executor: its clock, its statements, what to do after the commit."""
 
-    __slots__ = ("after_commit", "cur", "ex", "now", "now_s", "sql")
+    __slots__ = ("after_commit", "ex", "now", "now_s", "sql")
 
-    def __init__(self, ex: Executor, cur: Cursor, now: datetime) -> None:
-        self.ex, self.cur, self.now = ex, cur, now
+    def __init__(self, ex: Executor, now: datetime) -> None:
+        self.ex, self.now = ex, now
         self.sql: Statements = compiled_statements(ex)
         self.now_s = ex.dt(now)
         #: (pool role, judgment pk) for :func:`preflab.server.judging.after_submit`.
@@ -118,7 +128,7 @@ VIEWS: dict[tuple[int, str], tuple[dict[str, Any], list[str]]] = {}
 
 def item_view(
     lane: Lane, item_pk: int, content_hash: str | None, rows: list[Sequence[Any]] | None = None
-) -> tuple[dict[str, Any], list[str]]:
+) -> Flow:
     """The item's public view and candidate ids (cached on pk + content hash); ``rows``: the
     item's ``sql.VIEW_COLS`` when the pick brought them (SQLite), else they are read."""
     if content_hash is not None:
@@ -127,7 +137,7 @@ def item_view(
             return hit
     if not rows:
         q = lane.sql.item_view
-        rows = lane.cur.execute(q.sql, q.args({"item_pk": item_pk})).fetchall()
+        rows = yield ALL, q.sql, q.args({"item_pk": item_pk})
     key = (item_pk, rows[0][1])
     hit = VIEWS.get(key)
     if hit is not None:
@@ -163,12 +173,12 @@ def item_view(
 # -- next task ----------------------------------------------------------------------------------
 
 
-def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
+def run_next(lane: Lane, token_hash: str, project_name: str) -> Flow:
     """The common case of "next task"; ``NotCommon`` for every other."""
-    ex, cur, q = lane.ex, lane.cur, lane.sql
-    ex.start_transaction(cur)  # PostgreSQL: the status lock is held until the lease is in
+    ex, q = lane.ex, lane.sql
+    yield (BEGIN,)  # PostgreSQL: the status lock is held until the lease is in
     params = {"hash": token_hash, "now": lane.now_s, "name": project_name}
-    row = cur.execute(q.auth_next.sql, q.auth_next.args(params)).fetchone()
+    row = yield ONE, q.auth_next.sql, q.auth_next.args(params)
     user_pk, _username, project, policy = _caller(row)
     params = {"project_pk": project.pk, "user_pk": user_pk, "now": lane.now_s}
     roles = rules.roles_to_try(policy, _RNG)
@@ -177,9 +187,9 @@ def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
     # candidate filled meanwhile then sends the request to the framework path).
     params["n"] = rules.PICK_BATCH if ex.is_pg else 1
     if ex.is_pg:  # read after the status lock (READ COMMITTED: a fresh snapshot)
-        _rules_before_pick(lane, policy, params)
+        yield from _rules_before_pick(lane, policy, params)
         both = q.live_or_pick[(roles[0], policy.domain_match)]
-        found = cur.execute(both.sql, both.args(params)).fetchall()
+        found = yield ALL, both.sql, both.args(params)
         live = found[0][1:6] if found and found[0][0] == "live" else None
         picked = [r[6:10] + (r[2], r[3]) for r in found if r[0] == "pick"]
     else:  # found by the caller statement (BEGIN IMMEDIATE: nothing changed since)
@@ -187,22 +197,22 @@ def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
         picked = None
     if live is not None:  # resume: one live lease per rater
         lease_id, item_pk, role, shown, expires, *content_hash = live
-        view, _ = item_view(lane, item_pk, content_hash[0] if content_hash else None)
+        view, _ = yield from item_view(lane, item_pk, content_hash[0] if content_hash else None)
         shown, expires = ex.load_json(shown), ex.load_dt(expires)
         return {
             "task": rules.task_payload(project, view, lease_id, role, shown, expires),
             "resumed": True,
         }
     if picked is None:
-        _rules_before_pick(lane, policy, params)
+        yield from _rules_before_pick(lane, policy, params)
     views: dict[int, list[Sequence[Any]]] = {}
     for role in roles:
         if picked is None:
-            picked, views = _pick(lane, role, policy.domain_match, params)
+            picked, views = yield from _pick(lane, role, policy.domain_match, params)
         for pool_pk, _filled, target, content_hash, item_pk, entry_role in picked:
-            view, ids = item_view(lane, item_pk, content_hash, views.get(item_pk))
+            view, ids = yield from item_view(lane, item_pk, content_hash, views.get(item_pk))
             entry = (pool_pk, item_pk, entry_role, target)
-            task = _lease(lane, project, policy, user_pk, entry, view, ids)
+            task = yield from _lease(lane, project, policy, user_pk, entry, view, ids)
             if task is not None:
                 return {"task": task}
         if picked:
@@ -211,19 +221,17 @@ def run_next(lane: Lane, token_hash: str, project_name: str) -> dict[str, Any]:
     raise NotCommon("nothing found")  # the framework syncs the pool and explains
 
 
-def _pick(
-    lane: Lane, role: str, match: str, params: dict[str, Any]
-) -> tuple[list[tuple], dict[int, list[Sequence[Any]]]]:
+def _pick(lane: Lane, role: str, match: str, params: dict[str, Any]) -> Flow:
     """The candidates for one role, ``(pool_pk, filled, target, content_hash, item_pk, role)``
     each; on SQLite with their items' view rows by item (``sql.pick_viewed``: one statement)."""
     if lane.ex.is_pg:
         stmt = lane.sql.picks[(role, match)]
-        rows = lane.cur.execute(stmt.sql, stmt.args(params)).fetchall()
+        rows = yield ALL, stmt.sql, stmt.args(params)
         return [(r[0], r[3], r[4], r[5], r[1], r[2]) for r in rows], {}
     stmt = lane.sql.picks_viewed[(role, match)]
     picked: list[tuple] = []
     views: dict[int, list[Sequence[Any]]] = {}
-    for r in lane.cur.execute(stmt.sql, stmt.args(params)).fetchall():
+    for r in (yield ALL, stmt.sql, stmt.args(params)):
         if r[1] not in views:
             picked.append((r[0], r[3], r[4], r[5], r[1], r[2]))
             views[r[1]] = []
@@ -231,15 +239,15 @@ def _pick(
     return picked, views
 
 
-def _rules_before_pick(lane: Lane, policy: Policy, params: dict[str, Any]) -> None:
+def _rules_before_pick(lane: Lane, policy: Policy, params: dict[str, Any]) -> Flow:
     """Domain match and the per-rater cap; the framework explains a refusal."""
-    cur, q = lane.cur, lane.sql
+    q = lane.sql
     if policy.required_domains:
-        found = cur.execute(q.verified_domains.sql, q.verified_domains.args(params))
+        found = yield ALL, q.verified_domains.sql, q.verified_domains.args(params)
         if rules.domain_refusal(policy, [r[0] for r in found]) is not None:
             raise NotCommon("domains")
     if policy.max_items_per_rater is not None:
-        done = cur.execute(q.done_count.sql, q.done_count.args(params)).fetchone()[0]
+        done = (yield ONE, q.done_count.sql, q.done_count.args(params))[0]
         if rules.cap_refusal(policy, done) is not None:
             raise NotCommon("cap")
 
@@ -252,8 +260,9 @@ def _lease(
     entry: tuple[int, int, str, int],
     view: dict[str, Any],
     ids: list[str],
-) -> dict[str, Any] | None:
-    """Insert the lease (on PostgreSQL a production one only if the item still has room)."""
+) -> Flow:
+    """Insert the lease (on PostgreSQL a production one only if the item still has room); the
+    task, or None when the item filled meanwhile."""
     pool_pk, item_pk, role, target = entry
     ex, now = lane.ex, lane.now
     shown = rules.shown_order(ids, policy, _RNG)
@@ -271,10 +280,10 @@ def _lease(
     ]
     if ex.is_pg and role == "production":
         args = [*values, pool_pk, item_pk, lane.now_s, target]
-        if lane.cur.execute(PG_LEASE_IF_ROOM, args).fetchone() is None:
+        if (yield ONE, PG_LEASE_IF_ROOM, args) is None:
             return None
     else:
-        lane.cur.execute(lane.sql.insert_lease, values)
+        yield EXEC, lane.sql.insert_lease, values
     return rules.task_payload(project, view, lease_id, role, shown, expires)
 
 
@@ -290,9 +299,9 @@ def run_submit(
     judgment: dict[str, Any],
     idempotency_key: str | None,
     telemetry: dict[str, Any] | None,
-) -> dict[str, Any]:
+) -> Flow:
     """The common case of "submit"; ``NotCommon`` for every other."""
-    ex, cur, q, now = lane.ex, lane.cur, lane.sql, lane.now
+    ex, q, now = lane.ex, lane.sql, lane.now
     params = {
         "hash": token_hash,
         "now": lane.now_s,
@@ -300,7 +309,7 @@ def run_submit(
         "lease_id": assignment_id,
         "idem": idempotency_key,
     }
-    rows = cur.execute(q.submit.sql, q.submit.args(params)).fetchall()
+    rows = yield ALL, q.submit.sql, q.submit.args(params)
     user_pk, username, project, policy = _caller(rows[0] if rows else None)
     (a_pk, a_user, item_pk, a_status, shown, created, expires, pool_pk, pool_role, item_key) = rows[
         0
@@ -340,7 +349,7 @@ def run_submit(
         min_rationale_chars=policy.min_rationale_chars,
     )
     columns = judgment_columns(project.pk, item_pk, rater_pk, values)
-    j_pk = _store_judgment(lane, columns, user_pk, project.pk, a_pk, pool_pk)
+    j_pk = yield from _store_judgment(lane, columns, user_pk, project.pk, a_pk, pool_pk)
     lane.after_commit.append((pool_role, j_pk))
     return {
         "judgment_id": j_pk,
@@ -374,7 +383,7 @@ def _judgment_values(
 
 def _store_judgment(
     lane: Lane, columns: dict[str, Any], user_pk: int, project_pk: int, a_pk: int, pool_pk: int
-) -> int:
+) -> Flow:
     """Store the judgment in one guarded statement (``sql.guarded_store``, its own transaction;
     the database closes the lease and counts the label); the judgment's pk."""
     ex = lane.ex
@@ -383,12 +392,7 @@ def _store_judgment(
         columns=", ".join(names), values=", ".join([ex.mark] * len(names))
     )
     guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
-    cur = lane.cur.execute(sql, [*guards, *args])
-    if ex.is_pg:
-        found = cur.fetchone()
-        j_pk = found[0] if found is not None else None
-    else:  # the row the statement inserted (trigger changes are not counted in rowcount)
-        j_pk = lane.cur.lastrowid if lane.cur.rowcount == 1 else None
+    j_pk = yield STORE, sql, [*guards, *args]
     if j_pk is None:
         raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
     return j_pk
