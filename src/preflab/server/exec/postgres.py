@@ -29,8 +29,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import orjson
 import psycopg
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.engine import URL
 
@@ -41,13 +42,18 @@ DIALECT = pg_dialect.dialect(paramstyle="format")
 LOCK_TIMEOUT_MS = 100
 #: How the lane's connections show in ``pg_stat_activity``.
 APPLICATION_NAME = "preflab-lane"
-#: Connections per process; a request finding none free waits for one. Four, not eight: at 200
-#: raters on 2 cores, 2 workers x 8 lane transactions in flight cost ~10 % more CPU a cycle
-#: (mostly PostgreSQL's: more backends, more lock traffic) for less throughput (issue 10).
-POOL_SIZE = 4
+#: Connections per process; a request finding none free waits for one. Two: more transactions
+#: in flight cost PostgreSQL more CPU a cycle (more backends, more lock traffic) than they gain
+#: (issue 10, 200 raters, 2 cores, interleaved runs: 2 workers 910/924 cycles/s with two
+#: against 834/761 with four; 4 workers 845/835 against 712/639).
+POOL_SIZE = 2
 OPTIONS = (
     f"-c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c lock_timeout={LOCK_TIMEOUT_MS}"
 )
+
+
+def _dumps(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
 def conninfo(sqlalchemy_url: URL) -> str:
@@ -75,7 +81,7 @@ class PgExecutor:
             raise Busy("busy (every lane connection in use)")
         self.opened += 1
         try:
-            return await psycopg.AsyncConnection.connect(
+            conn = await psycopg.AsyncConnection.connect(
                 self.info,
                 autocommit=True,
                 prepare_threshold=0,
@@ -85,6 +91,10 @@ class PgExecutor:
         except psycopg.Error as exc:
             self.opened -= 1
             raise Busy(f"connect: {type(exc).__name__}") from None
+        # JSONB through orjson, as the rest of preflab (psycopg's default is the json module)
+        set_json_loads(orjson.loads, conn)
+        set_json_dumps(_dumps, conn)
+        return conn
 
     def _give_back(self, conn: psycopg.AsyncConnection) -> None:
         """Back to the pool; a closed or broken one frees its place for a new connection."""
