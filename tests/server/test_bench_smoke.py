@@ -34,7 +34,9 @@ def test_bench_server_smoke():
 def test_profile_cycle_within_eight_statements_and_two_transactions(db, request):
     """Issue 10: at most 8 statements (BEGIN and COMMIT included) and 2 transactions a fetch +
     submit cycle on both backends, counted by ``benchmarks/profile_cycle.py`` (before: 11.7 on
-    SQLite; PostgreSQL: 7.7)."""
+    SQLite; PostgreSQL: 7.7). Every cycle leases an item this process has not shown before, so
+    its view is never cached: 7.0 means the pick brought the view along on both backends (on
+    PostgreSQL a separate read of it made 7.7)."""
     if db == "postgres":
         request.getfixturevalue("pg_url")  # PREFLAB_TEST_PG_URL set (a failure in CI if not)
     out = _run("profile_cycle.py", "--cycles", "30", "--repeat", "1", "--db", db)
@@ -42,5 +44,5 @@ def test_profile_cycle_within_eight_statements_and_two_transactions(db, request)
     words = line.split()
     statements = float(words[words.index("statements/cycle") + 1])
     transactions = float(words[words.index("transactions/cycle") + 1])
-    assert statements <= 8.0 and transactions <= 2.0, line
+    assert statements <= 7.0 and transactions <= 2.0, line
     assert "'served': 60" in line, "every request on the lane"

@@ -309,10 +309,15 @@ def pick_viewed(role: str, match: str):
 
 class LiveOrPick:
     """PostgreSQL: the rater's live lease, or (when there is none) the first role's candidates,
-    locked, in one round trip read after the status lock (one snapshot for both).
+    locked, with the first candidate's item view, in one round trip read after the status lock
+    (one snapshot for all).
 
-    Rows: ``("live", lease_id, item_pk, role, shown_order, expires_at, None, None, None, None)``
-    or ``("pick", None, item_pk, role, None, None, pool_pk, filled, target, content_hash)``.
+    Rows (:data:`VIEW_COLS` and the candidate's position after the first ten columns):
+    ``("live", lease_id, item_pk, role, shown_order, expires_at, None, None, None, None, ...)``,
+    ``("pick", None, item_pk, role, None, None, pool_pk, filled, target, content_hash, ...)``,
+    ``("view", None, item_pk, None, ..., *VIEW_COLS, position)``, one per candidate of the first
+    pick: the item the lease is most likely for, so a view not yet cached costs no round trip
+    of its own (the pick is walked in the order the candidates come).
     """
 
     def __init__(self, role: str, match: str, dialect: Dialect) -> None:
@@ -320,12 +325,21 @@ class LiveOrPick:
             Compiled(LIVE_LEASE, dialect),
             Compiled(pick(role, match, unless_live=True), dialect),
         )
+        nulls = ", ".join(
+            str(cast(None, c.type).compile(dialect=dialect)) for c in (*VIEW_COLS, _C.c.position)
+        )
+        view = select(*VIEW_COLS, _C.c.position).join(_C, _C.c.item_pk == _I.c.pk)
+        view_sql = str(view.compile(dialect=dialect)).replace("\n", " ")
+        head, _, tail = view_sql.partition(" FROM ")
         self.sql = (
-            f"WITH live AS ({live.sql}), cand AS ({cand.sql}) "
+            f"WITH live AS ({live.sql}), cand AS ({cand.sql}), "
+            "first AS (SELECT item_pk FROM cand LIMIT 1) "
             "SELECT 'live', lease_id, item_pk, role, shown_order, expires_at, "
-            "NULL::integer, NULL::integer, NULL::integer, NULL::varchar FROM live "
+            f"NULL::integer, NULL::integer, NULL::integer, NULL::varchar, {nulls} FROM live "
             "UNION ALL SELECT 'pick', NULL, item_pk, role, NULL, NULL, pk, filled, target, "
-            "content_hash FROM cand"
+            f"content_hash, {nulls} FROM cand "
+            "UNION ALL SELECT 'view', NULL, items.pk, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+            f"{head.removeprefix('SELECT ')} FROM {tail} JOIN first ON first.item_pk = items.pk"
         )
         self._parts = (live, cand)
 

@@ -186,15 +186,18 @@ def run_next(lane: Lane, token_hash: str, project_name: str) -> Flow:
     # cost 10-30 % more CPU a cycle at 200 raters and 2 workers (issue 10; likely because a
     # candidate filled meanwhile then sends the request to the framework path).
     params["n"] = rules.PICK_BATCH if ex.is_pg else 1
+    views: dict[int, list[Sequence[Any]]]  # view rows already read, by item
     if ex.is_pg:  # read after the status lock (READ COMMITTED: a fresh snapshot)
         yield from _rules_before_pick(lane, policy, params)
         both = q.live_or_pick[(roles[0], policy.domain_match)]
         found = yield ALL, both.sql, both.args(params)
         live = found[0][1:6] if found and found[0][0] == "live" else None
         picked = [r[6:10] + (r[2], r[3]) for r in found if r[0] == "pick"]
+        shown = sorted((r for r in found if r[0] == "view"), key=lambda r: r[-1])
+        views = {shown[0][2]: [r[10:-1] for r in shown]} if shown else {}
     else:  # found by the caller statement (BEGIN IMMEDIATE: nothing changed since)
         live = row[12:18] if row[12] is not None else None
-        picked = None
+        picked, views = None, {}
     if live is not None:  # resume: one live lease per rater
         lease_id, item_pk, role, shown, expires, *content_hash = live
         view, _ = yield from item_view(lane, item_pk, content_hash[0] if content_hash else None)
@@ -205,7 +208,6 @@ def run_next(lane: Lane, token_hash: str, project_name: str) -> Flow:
         }
     if picked is None:
         yield from _rules_before_pick(lane, policy, params)
-    views: dict[int, list[Sequence[Any]]] = {}
     for role in roles:
         if picked is None:
             picked, views = yield from _pick(lane, role, policy.domain_match, params)
