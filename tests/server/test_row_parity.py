@@ -42,7 +42,18 @@ NEXT = "/api/v1/projects/demo/assignments/next"
 SUBMIT = "/api/v1/projects/demo/judgments"
 
 
-def _script(c: TestClient, tokens: dict[str, str]) -> list[tuple[int, str]]:
+def _answer(kind: str, task: dict, i: int, note: str) -> dict:
+    """Rater ``i``'s answer of ``kind`` to ``task`` (what each kind's rater would send)."""
+    shown = task["shown_order"]
+    if kind == "pairwise":
+        return {"kind": "pairwise", "winner": "ab"[i % 2], "strength": 1 + i % 3, "rationale": note}
+    if kind == "ranking":
+        order = [[shown[1]], [shown[0]]] if i % 2 else [shown]  # a strict order, or a tie
+        return {"kind": "ranking", "order": order, "rationale": note}
+    return {"kind": "unary", "candidate_id": shown[0], "label": i % 2 == 0, "rationale": note}
+
+
+def _script(c: TestClient, tokens: dict[str, str], kind: str) -> list[tuple[int, str]]:
     """The requests, in order; returns (status, reason or kind) of each answer."""
     heads = {name: {"Authorization": f"Bearer {t}"} for name, t in sorted(tokens.items())}
     out: list[tuple[int, str]] = []
@@ -69,12 +80,7 @@ def _script(c: TestClient, tokens: dict[str, str]) -> list[tuple[int, str]]:
             body = {
                 "assignment_id": task["assignment_id"],
                 "idempotency_key": uuid.uuid4().hex,
-                "judgment": {
-                    "kind": "pairwise",
-                    "winner": "ab"[i % 2],
-                    "strength": 1 + i % 3,
-                    "rationale": f"round {round_} rater {name}",
-                },
+                "judgment": _answer(kind, task, i, f"round {round_} rater {name}"),
                 "telemetry": {"active_ms": 1000 + i, "typed_chars": 20},
             }
             r = c.post(SUBMIT, json=body, headers=h)
@@ -105,16 +111,28 @@ def _tables(url: str) -> dict[str, list[dict]]:
     return out
 
 
-def _run(url: str, lane: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list, dict, dict]:
+def _run(
+    url: str, lane: bool, monkeypatch: pytest.MonkeyPatch, kind: str = "pairwise"
+) -> tuple[list, dict, dict]:
     from preflab.server import fastlane
     from preflab.server.app import create_app
 
     monkeypatch.setattr(fastlane, "ENABLED", lane)
     fastlane.STATS.clear()
-    s = seed(url, raters=3, n_items=8, extra_roles=False, policy=POLICY)
+    items = None
+    if kind == "unary":  # thumbs: one answer an item
+        items = [
+            {
+                "id": f"item-{i:05d}",
+                "prompt": f"Question {i}?",
+                "candidates": [{"id": "m", "text": f"A{i}"}],
+            }
+            for i in range(8)
+        ]
+    s = seed(url, raters=3, n_items=8, extra_roles=False, policy=POLICY, kinds=[kind], items=items)
     app = create_app(url)
     with TestClient(app) as c:
-        answers = _script(c, s.tokens)
+        answers = _script(c, s.tokens, kind)
     app.state.db.dispose()
     return answers, _tables(url), dict(fastlane.STATS)
 
@@ -138,15 +156,20 @@ def two_urls(request: pytest.FixtureRequest, tmp_path) -> Iterator[tuple[str, st
         engine.dispose()
 
 
+@pytest.mark.parametrize("kind", ["pairwise", "ranking", "unary"])
 @pytest.mark.parametrize("two_urls", ["sqlite", "postgres"], indirect=True)
-def test_lane_and_orm_oracle_write_identical_rows(two_urls, monkeypatch) -> None:
+def test_lane_and_orm_oracle_write_identical_rows(two_urls, kind, monkeypatch) -> None:
+    """Every kind but rubric is the lane's common case (pairwise through its cheap equal of the
+    shared validation, the others through that validation itself, ``build_judgment``)."""
     lane_url, oracle_url = two_urls
-    lane_answers, lane_rows, lane_stats = _run(lane_url, True, monkeypatch)
-    oracle_answers, oracle_rows, oracle_stats = _run(oracle_url, False, monkeypatch)
-    # the lane served most of the script itself (first contacts and refusals go to the ORM path)
-    assert lane_stats.get("served", 0) >= 12 and not oracle_stats.get("served")
+    lane_answers, lane_rows, lane_stats = _run(lane_url, True, monkeypatch, kind)
+    oracle_answers, oracle_rows, oracle_stats = _run(oracle_url, False, monkeypatch, kind)
+    # the lane served the script itself, the answers of every kind included (21 of 28 requests:
+    # first contacts, first labels and the replay go to the ORM path), the oracle nothing
+    assert lane_stats.get("served", 0) >= 20 and not oracle_stats.get("served"), lane_stats
+    assert "pass:judgment shape" not in lane_stats
     assert lane_answers == oracle_answers
-    assert (201, "pairwise") in lane_answers and (200, "True") in lane_answers
+    assert (201, kind) in lane_answers and (200, "True") in lane_answers
     for table in ("assignments", "judgments", "task_pool", "rater_status"):
         assert lane_rows[table] == oracle_rows[table], table
     filled = [r["filled"] for r in lane_rows["task_pool"]]

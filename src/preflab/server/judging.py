@@ -15,14 +15,11 @@ import queue
 import random
 import threading
 import time
-from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from ..schema import PairwiseJudgment, RubricJudgment, parse_judgment
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.rows import judgment_rows
@@ -33,141 +30,16 @@ from .flow.common import aware
 from .flow.submit import (
     SCORED_LATER,
     JudgingError,
+    build_judgment,
     judgment_columns,
-    kind_refusal,
     lease_refusal,
-    problem,
-    rationale_refusal,
 )
 from .gold import expected_judgment, qualification_record, score_gold
 from .permissions import ProjectRef
-from .policy import Policy, policy_of, settings_of
+from .policy import Policy, settings_of
 from .quality_adapter import drift_alarm, qualification_decision, wilson_interval
 
 __all__ = ["SCORED_LATER", "JudgingError", "submit", "after_submit", "build_judgment"]
-
-
-def _field_errors(
-    exc: ValidationError, prefix: tuple = ("body", "judgment")
-) -> list[dict[str, Any]]:
-    return [
-        {"loc": [*prefix, *[str(p) for p in e["loc"]]], "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_input=False)
-    ]
-
-
-_problem = problem
-
-
-def build_judgment(
-    session: Session,
-    project: Project,
-    item_row: ItemRow | None,
-    username: str,
-    data: dict[str, Any],
-    *,
-    shown_order: list[str] | None,
-    started_at: datetime | None,
-    idempotency_key: str | None,
-    telemetry: dict[str, Any] | None,
-    item_key: str | None = None,
-    candidate_keys: list[str] | None = None,
-    guideline_version: int | None = None,
-):
-    """Validate a submitted judgment body into its schema class (422 field-by-field).
-
-    ``project`` needs ``kinds``, ``rubric_key``, ``rubric_version`` and ``settings`` (a
-    :class:`ProjectRef` will do unless the judgment is a rubric one); the item comes as an
-    ``ItemRow`` or as ``item_key`` + ``candidate_keys`` (the hot path has no ORM rows).
-    """
-    if item_row is not None:
-        item_key, candidate_keys = item_row.item_key, [c.candidate_key for c in item_row.candidates]
-    if not isinstance(data, dict):
-        raise JudgingError(
-            422, "judgment must be an object", [_problem("judgment", "expected an object")]
-        )
-    data = dict(data)
-    declared = (item_row.meta or {}).get("kinds") if item_row is not None else None
-    refusal = kind_refusal(data.get("kind"), project.kinds, len(candidate_keys or []), declared)
-    if refusal is not None:
-        raise refusal
-    if "item_id" in data and data["item_id"] != item_key:
-        raise JudgingError(
-            422,
-            "item_id does not match the assignment",
-            [_problem("item_id", f"this assignment is for item {item_key!r}")],
-        )
-    if "provenance" in data:
-        raise JudgingError(
-            422,
-            "provenance is set by the server",
-            [_problem("provenance", "do not send provenance; send telemetry beside the judgment")],
-        )
-    data["item_id"] = item_key
-    if (
-        data.get("kind") == "pairwise"
-        and "shown_order" not in data
-        and shown_order
-        and len(shown_order) == 2
-    ):
-        data["shown_order"] = list(shown_order)
-    data["provenance"] = {
-        "rater_id": username,
-        "rubric_id": project.rubric_key,
-        "rubric_version": project.rubric_version,
-        # the settings (guidelines) version the assignment showed; 0: an assignment from before
-        # settings were versioned, not recorded
-        "guideline_version": guideline_version or None,
-        "source": "human",
-        "started_at": aware(started_at).isoformat() if started_at else None,
-        "submitted_at": utcnow().isoformat(),
-        "telemetry": telemetry,
-        "idempotency_key": idempotency_key,
-    }
-    try:
-        judgment = parse_judgment(data)
-    except ValidationError as exc:
-        raise JudgingError(422, "the judgment is not valid", _field_errors(exc)) from None
-    problems = []
-    known = list(candidate_keys or [])
-    for cid in judgment.candidate_ids():
-        if cid not in known:
-            problems.append(
-                _problem("candidates", f"{cid!r} is not a candidate of this item (has {known})")
-            )
-    if isinstance(judgment, PairwiseJudgment) and judgment.strength is None:
-        # unknown strength is for imported sources that did not record it; a rater always says it
-        problems.append(
-            _problem(
-                "strength",
-                "say how much better: 1 slightly, 2 better, 3 much better (0 with a tie)",
-            )
-        )
-    if isinstance(judgment, PairwiseJudgment) and shown_order and not problems:
-        seen = [c for c in shown_order if c in judgment.shown_order]
-        if seen != list(judgment.shown_order):
-            problems.append(
-                _problem("shown_order", f"must follow the order you were shown: {shown_order}")
-            )
-    if isinstance(judgment, RubricJudgment):
-        rubric = repo.get_rubric(session, project)
-        if rubric is None:
-            problems.append(
-                _problem("scores", "this project has no rubric yet; ask an admin to add one")
-            )
-        else:
-            problems += [
-                _problem(p.split(":")[0], p.split(": ", 1)[-1])
-                for p in rubric.check_scores(judgment.scores, judgment.vetoes_failed)
-            ]
-    short = rationale_refusal(
-        judgment.rationale, policy_of(project.settings or {}).min_rationale_chars
-    )
-    if short is not None:
-        problems.append(short)
-    if problems:
-        raise JudgingError(422, "the judgment does not fit this item or rubric", problems)
-    return judgment
 
 
 def _result(

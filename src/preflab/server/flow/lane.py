@@ -14,9 +14,11 @@ PostgreSQL's on the event loop with psycopg's asynchronous connections (a round 
 socket; no worker thread). One flow, written once, on both.
 
 The common case: a member with the ``rater`` role whose status is ``qualified``; "next" resumes
-a live lease or leases a production (or production gold) item; "submit" stores a plain
-pairwise judgment on the caller's live, unexpired production (or production gold) lease with a
-fresh idempotency key.
+a live lease or leases a production (or production gold) item; "submit" stores a judgment of
+any kind but rubric (whose rubric is read on the framework path) on the caller's live,
+unexpired production (or production gold) lease with a fresh idempotency key — a plain
+pairwise one through :func:`.submit.pairwise_values`, every other through the validation all
+submit paths share, :func:`.submit.build_judgment`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Protocol
 import orjson
 
 from ...schema import Item
+from ...store.rows import judgment_rows
 from ..permissions import ProjectRef, allowed
 from ..policy import Policy, policy_of
 from ..sql import (
@@ -42,6 +45,8 @@ from . import next as rules
 from .common import NotCommon
 from .submit import (
     SCORED_LATER,
+    JudgingError,
+    build_judgment,
     judgment_columns,
     kind_refusal,
     lease_refusal,
@@ -335,32 +340,81 @@ def run_submit(
         raise NotCommon("qualification lease")  # explained at once by the ORM path
     if idem_pk is not None or rater_pk is None or rater_user_pk is None:
         raise NotCommon("replay or first label")
-    values = pairwise_values(
-        judgment,
-        item_key=item_key,
-        shown_order=ex.load_json(shown),
-        candidate_keys=candidate_keys,
-        username=username,
-        rubric_key=project.rubric_key,
-        rubric_version=project.rubric_version,
-        guideline_version=settings_version,
-        started_at=ex.load_dt(created),
-        submitted_at=now,
-        idempotency_key=idempotency_key,
-        telemetry=telemetry,
-        min_rationale_chars=policy.min_rationale_chars,
-    )
+    if judgment.get("kind") == "pairwise":  # the common kind's cheap equal of the one below
+        values = pairwise_values(
+            judgment,
+            item_key=item_key,
+            shown_order=ex.load_json(shown),
+            candidate_keys=candidate_keys,
+            username=username,
+            rubric_key=project.rubric_key,
+            rubric_version=project.rubric_version,
+            guideline_version=settings_version,
+            started_at=ex.load_dt(created),
+            submitted_at=now,
+            idempotency_key=idempotency_key,
+            telemetry=telemetry,
+            min_rationale_chars=policy.min_rationale_chars,
+        )
+    else:
+        values = _validated_values(
+            lane,
+            project,
+            judgment,
+            item_key,
+            candidate_keys,
+            username,
+            lease=(shown, created, settings_version),
+            telemetry=telemetry,
+            idempotency_key=idempotency_key,
+        )
     columns = judgment_columns(project.pk, item_pk, rater_pk, values)
     j_pk = yield from _store_judgment(lane, columns, user_pk, project.pk, a_pk, pool_pk)
     lane.after_commit.append((pool_role, j_pk))
     return {
         "judgment_id": j_pk,
         "item_id": item_key,
-        "kind": "pairwise",
+        "kind": values["kind"],
         "created": True,
         "replayed": False,
-        "submitted_at": now.isoformat(),
+        "submitted_at": (values.get("submitted_at") or now).isoformat(),
     }
+
+
+def _validated_values(
+    lane: Lane,
+    project: ProjectRef,
+    judgment: dict[str, Any],
+    item_key: str,
+    candidate_keys: list[str],
+    username: str,
+    *,
+    lease: tuple[Any, Any, int | None],
+    telemetry: dict[str, Any] | None,
+    idempotency_key: str | None,
+) -> dict[str, Any]:
+    """The judgment's values through the one validation every submit path shares
+    (:func:`.submit.build_judgment`); a refusal goes to the framework, which answers it.
+    ``lease``: its shown order, creation time and settings version, as read."""
+    shown, created, settings_version = lease
+    try:
+        parsed = build_judgment(
+            None,
+            project,  # type: ignore[arg-type]  # a ProjectRef: what build_judgment reads of it
+            None,
+            username,
+            judgment,
+            shown_order=list(lane.ex.load_json(shown) or []),
+            started_at=lane.ex.load_dt(created),
+            idempotency_key=idempotency_key,
+            telemetry=telemetry,
+            item_key=item_key,
+            candidate_keys=candidate_keys,
+            guideline_version=settings_version,
+        )
+    except JudgingError:
+        raise NotCommon("refused") from None
+    return judgment_rows(parsed).values
 
 
 def _judgment_values(

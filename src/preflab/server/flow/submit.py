@@ -11,14 +11,25 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.orm import Session
 
-from ...schema import describe_need, kind_fits, kinds_for_item
+from ...schema import (
+    PairwiseJudgment,
+    RubricJudgment,
+    describe_need,
+    kind_fits,
+    kinds_for_item,
+    parse_judgment,
+)
 from ...schema.pairwise import (
     judgment_content_hash,
     pairwise_hashed,
 )
+from ...store import repo
+from ...store.models import ItemRow, Project, utcnow
 from ...store.rows import pairwise_judgment_values
+from ..policy import policy_of
 from ..wire import wire_problems
 from .common import NotCommon, aware
 
@@ -300,3 +311,128 @@ def pairwise_values(
         telemetry=telemetry,
         idempotency_key=idempotency_key,
     )
+
+
+def _field_errors(
+    exc: ValidationError, prefix: tuple = ("body", "judgment")
+) -> list[dict[str, Any]]:
+    return [
+        {"loc": [*prefix, *[str(p) for p in e["loc"]]], "msg": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+def build_judgment(
+    session: Session | None,
+    project: Project,
+    item_row: ItemRow | None,
+    username: str,
+    data: dict[str, Any],
+    *,
+    shown_order: list[str] | None,
+    started_at: datetime | None,
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+    item_key: str | None = None,
+    candidate_keys: list[str] | None = None,
+    guideline_version: int | None = None,
+):
+    """Validate a submitted judgment body into its schema class (422 field-by-field); every
+    submit path's one validation (the ORM path's, and the executors' for every kind but
+    pairwise, whose cheap equal is :func:`pairwise_values`). ``session``: None on an executor,
+    which hands a rubric judgment on (``NotCommon``: the rubric is read on the framework path).
+
+    ``project`` needs ``kinds``, ``rubric_key``, ``rubric_version`` and ``settings`` (a
+    :class:`ProjectRef` will do unless the judgment is a rubric one); the item comes as an
+    ``ItemRow`` or as ``item_key`` + ``candidate_keys`` (the hot path has no ORM rows).
+    """
+    if item_row is not None:
+        item_key, candidate_keys = item_row.item_key, [c.candidate_key for c in item_row.candidates]
+    if not isinstance(data, dict):
+        raise JudgingError(
+            422, "judgment must be an object", [problem("judgment", "expected an object")]
+        )
+    data = dict(data)
+    declared = (item_row.meta or {}).get("kinds") if item_row is not None else None
+    refusal = kind_refusal(data.get("kind"), project.kinds, len(candidate_keys or []), declared)
+    if refusal is not None:
+        raise refusal
+    if "item_id" in data and data["item_id"] != item_key:
+        raise JudgingError(
+            422,
+            "item_id does not match the assignment",
+            [problem("item_id", f"this assignment is for item {item_key!r}")],
+        )
+    if "provenance" in data:
+        raise JudgingError(
+            422,
+            "provenance is set by the server",
+            [problem("provenance", "do not send provenance; send telemetry beside the judgment")],
+        )
+    data["item_id"] = item_key
+    if (
+        data.get("kind") == "pairwise"
+        and "shown_order" not in data
+        and shown_order
+        and len(shown_order) == 2
+    ):
+        data["shown_order"] = list(shown_order)
+    data["provenance"] = {
+        "rater_id": username,
+        "rubric_id": project.rubric_key,
+        "rubric_version": project.rubric_version,
+        # the settings (guidelines) version the assignment showed; 0: an assignment from before
+        # settings were versioned, not recorded
+        "guideline_version": guideline_version or None,
+        "source": "human",
+        "started_at": aware(started_at).isoformat() if started_at else None,
+        "submitted_at": utcnow().isoformat(),
+        "telemetry": telemetry,
+        "idempotency_key": idempotency_key,
+    }
+    try:
+        judgment = parse_judgment(data)
+    except ValidationError as exc:
+        raise JudgingError(422, "the judgment is not valid", _field_errors(exc)) from None
+    problems = []
+    known = list(candidate_keys or [])
+    for cid in judgment.candidate_ids():
+        if cid not in known:
+            problems.append(
+                problem("candidates", f"{cid!r} is not a candidate of this item (has {known})")
+            )
+    if isinstance(judgment, PairwiseJudgment) and judgment.strength is None:
+        # unknown strength is for imported sources that did not record it; a rater always says it
+        problems.append(
+            problem(
+                "strength",
+                "say how much better: 1 slightly, 2 better, 3 much better (0 with a tie)",
+            )
+        )
+    if isinstance(judgment, PairwiseJudgment) and shown_order and not problems:
+        seen = [c for c in shown_order if c in judgment.shown_order]
+        if seen != list(judgment.shown_order):
+            problems.append(
+                problem("shown_order", f"must follow the order you were shown: {shown_order}")
+            )
+    if isinstance(judgment, RubricJudgment):
+        if session is None:
+            raise NotCommon("rubric")  # the rubric is read on the framework path
+        rubric = repo.get_rubric(session, project)
+        if rubric is None:
+            problems.append(
+                problem("scores", "this project has no rubric yet; ask an admin to add one")
+            )
+        else:
+            problems += [
+                problem(p.split(":")[0], p.split(": ", 1)[-1])
+                for p in rubric.check_scores(judgment.scores, judgment.vetoes_failed)
+            ]
+    short = rationale_refusal(
+        judgment.rationale, policy_of(project.settings or {}).min_rationale_chars
+    )
+    if short is not None:
+        problems.append(short)
+    if problems:
+        raise JudgingError(422, "the judgment does not fit this item or rubric", problems)
+    return judgment
