@@ -47,6 +47,9 @@ def _answer(kind: str, task: dict, i: int, note: str) -> dict:
     shown = task["shown_order"]
     if kind == "pairwise":
         return {"kind": "pairwise", "winner": "ab"[i % 2], "strength": 1 + i % 3, "rationale": note}
+    if kind == "rubric":
+        scores = {"helpfulness": 1 + i % 5, "accuracy": 1 + (i + 2) % 5}
+        return {"kind": "rubric", "candidate_id": shown[0], "scores": scores, "rationale": note}
     if kind == "ranking":
         order = [[shown[1]], [shown[0]]] if i % 2 else [shown]  # a strict order, or a tie
         return {"kind": "ranking", "order": order, "rationale": note}
@@ -120,7 +123,7 @@ def _run(
     monkeypatch.setattr(fastlane, "ENABLED", lane)
     fastlane.STATS.clear()
     items = None
-    if kind == "unary":  # thumbs: one answer an item
+    if kind in ("unary", "rubric"):  # thumbs and grades: one answer an item
         items = [
             {
                 "id": f"item-{i:05d}",
@@ -132,6 +135,21 @@ def _run(
     s = seed(url, raters=3, n_items=8, extra_roles=False, policy=POLICY, kinds=[kind], items=items)
     app = create_app(url)
     with TestClient(app) as c:
+        if kind == "rubric":  # its current version is what both paths check the scores against
+            rubric = {
+                "id": "helpful",
+                "version": 1,
+                "dimensions": [
+                    {"name": "helpfulness", "scale": "ordinal", "points": 5},
+                    {"name": "accuracy", "scale": "ordinal", "points": 5},
+                ],
+            }
+            put = c.post(
+                "/api/v1/projects/demo/rubrics",
+                json=rubric,
+                headers={"Authorization": f"Bearer {s.admin_token}"},
+            )
+            assert put.status_code in (200, 201), put.text
         answers = _script(c, s.tokens, kind)
     app.state.db.dispose()
     return answers, _tables(url), dict(fastlane.STATS)
@@ -156,11 +174,12 @@ def two_urls(request: pytest.FixtureRequest, tmp_path) -> Iterator[tuple[str, st
         engine.dispose()
 
 
-@pytest.mark.parametrize("kind", ["pairwise", "ranking", "unary"])
+@pytest.mark.parametrize("kind", ["pairwise", "ranking", "unary", "rubric"])
 @pytest.mark.parametrize("two_urls", ["sqlite", "postgres"], indirect=True)
 def test_lane_and_orm_oracle_write_identical_rows(two_urls, kind, monkeypatch) -> None:
-    """Every kind but rubric is the lane's common case (pairwise through its cheap equal of the
-    shared validation, the others through that validation itself, ``build_judgment``)."""
+    """Every kind is the lane's common case (pairwise through its cheap equal of the shared
+    validation, the others through that validation itself, ``build_judgment``; rubric scores
+    against the project's current rubric version, read once per process)."""
     lane_url, oracle_url = two_urls
     lane_answers, lane_rows, lane_stats = _run(lane_url, True, monkeypatch, kind)
     oracle_answers, oracle_rows, oracle_stats = _run(oracle_url, False, monkeypatch, kind)
@@ -349,3 +368,58 @@ def test_an_item_that_declares_its_kinds_refuses_the_others(db_url, lane, monkey
         "demonstration",
         "pairwise",
     ]
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "orm"])
+def test_rubric_scores_are_checked_against_the_current_version_not_the_newest(
+    db_url, lane, monkeypatch
+) -> None:
+    """A rubric version stored without becoming current (an import brings one) does not change
+    what raters are graded against: both paths check the scores against the project's current
+    version, the one the judgment's provenance records. Before, the ORM path read the newest
+    version of the key (here: a 422 for a dimension v2 dropped) while recording v1."""
+    from preflab.schema import Rubric
+    from preflab.server import fastlane
+    from preflab.server.app import create_app
+    from preflab.store import repo, transaction
+    from preflab.store.db import open_db
+    from preflab.store.models import Project
+
+    monkeypatch.setattr(fastlane, "ENABLED", lane)
+    items = [
+        {"id": f"item-{i}", "prompt": f"Q{i}?", "candidates": [{"id": "m", "text": f"A{i}"}]}
+        for i in range(3)
+    ]
+    s = seed(db_url, raters=1, n_items=3, extra_roles=False, kinds=["rubric"], items=items)
+    v1 = {
+        "id": "helpful",
+        "version": 1,
+        "dimensions": [{"name": "helpfulness", "scale": "ordinal", "points": 5}],
+    }
+    v2 = {
+        "id": "helpful",
+        "version": 2,
+        "dimensions": [{"name": "accuracy", "scale": "ordinal", "points": 5}],
+    }
+    h = {"Authorization": f"Bearer {s.tokens['rater000']}"}
+    app = create_app(db_url)
+    with TestClient(app) as c:
+        admin = {"Authorization": f"Bearer {s.admin_token}"}
+        assert c.post("/api/v1/projects/demo/rubrics", json=v1, headers=admin).status_code < 300
+        engine = open_db(db_url)
+        with transaction(engine) as session:  # v2 stored, v1 stays current
+            project = session.query(Project).filter_by(name="demo").one()
+            repo.add_rubric(session, project, Rubric.model_validate(v2), make_current=False)
+        engine.dispose()
+        shown = c.get("/api/v1/projects/demo/rubric", headers=h).json()  # what the page shows
+        assert [d["name"] for d in shown["dimensions"]] == ["helpfulness"]
+        for _ in range(2):  # the second is the lane's common case (the first makes the rater)
+            task = c.post(NEXT, headers=h).json()["task"]
+            answer = {"kind": "rubric", "candidate_id": "m", "scores": {"helpfulness": 4}}
+            r = c.post(
+                SUBMIT, json={"assignment_id": task["assignment_id"], "judgment": answer}, headers=h
+            )
+            assert r.status_code == 201, r.text
+    app.state.db.dispose()
+    rows = _tables(db_url)["judgments"]
+    assert [(j["rubric_key"], j["rubric_version"]) for j in rows] == [("helpful", 1)] * 2

@@ -22,7 +22,7 @@ from sqlalchemy import Text, and_, bindparam, cast, exists, func, or_, select, t
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
-from ..store.models import CandidateRow, ItemRow, JudgmentRow, Project, Rater
+from ..store.models import CandidateRow, ItemRow, JudgmentRow, Project, Rater, RubricVersion
 from ..store.server_models import (
     ApiToken,
     Assignment,
@@ -49,7 +49,7 @@ _P, _PD, _I, _C, _CR = (
     CandidateRow.__table__,
     Credential.__table__,
 )
-_J, _R = JudgmentRow.__table__, Rater.__table__
+_J, _R, _RV = JudgmentRow.__table__, Rater.__table__, RubricVersion.__table__
 
 
 class Backend(Protocol):
@@ -202,6 +202,13 @@ LIVE_LEASE = (
         _A.c.expires_at > bindparam("now"),
     )
     .limit(1)
+)
+
+#: One rubric version's content (versions are immutable: the lane caches them by version).
+RUBRIC = select(_RV.c.content).where(
+    _RV.c.project_pk == bindparam("project_pk"),
+    _RV.c.rubric_key == bindparam("rubric_key"),
+    _RV.c.version == bindparam("rubric_version"),
 )
 
 VERIFIED_DOMAINS = select(_CR.c.domain).where(
@@ -416,6 +423,7 @@ class Statements:
         self.submit = c(SUBMIT)
         self.live = c(LIVE_LEASE)
         self.verified_domains = c(VERIFIED_DOMAINS)
+        self.rubric = c(RUBRIC)
         self.done_count = c(DONE_COUNT)
         self.item_view = c(ITEM_VIEW)
         self.picks = {

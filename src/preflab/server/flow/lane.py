@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from ...schema import Item
+from ...schema import Item, Rubric
 from ...store.rows import judgment_rows
 from ..permissions import ProjectRef, allowed
 from ..policy import Policy, policy_of
@@ -44,6 +44,7 @@ from ..sql import statements as compiled_statements
 from . import next as rules
 from .common import NotCommon
 from .submit import (
+    READ_RUBRIC,
     SCORED_LATER,
     JudgingError,
     build_judgment,
@@ -357,7 +358,7 @@ def run_submit(
             min_rationale_chars=policy.min_rationale_chars,
         )
     else:
-        values = _validated_values(
+        values = yield from _validated_values(
             lane,
             project,
             judgment,
@@ -381,6 +382,26 @@ def run_submit(
     }
 
 
+#: Rubric versions by (project pk, rubric key, version): a version is immutable once stored.
+RUBRICS: dict[tuple[int, str, int], Rubric] = {}
+
+
+def _rubric(lane: Lane, project: ProjectRef) -> Flow:
+    """The project's current rubric version, read once per process."""
+    key = (project.pk, project.rubric_key, project.rubric_version)
+    if key in RUBRICS:
+        return RUBRICS[key]
+    q = lane.sql.rubric
+    params = {"project_pk": key[0], "rubric_key": key[1], "rubric_version": key[2]}
+    row = yield ONE, q.sql, q.args(params)
+    if row is None:
+        return None  # the framework explains ("no rubric yet"); nothing cached
+    found = RUBRICS[key] = Rubric.model_validate(lane.ex.load_json(row[0]))
+    if len(RUBRICS) > 1024:
+        RUBRICS.clear()
+    return found
+
+
 def _validated_values(
     lane: Lane,
     project: ProjectRef,
@@ -392,11 +413,14 @@ def _validated_values(
     lease: tuple[Any, Any, int | None],
     telemetry: dict[str, Any] | None,
     idempotency_key: str | None,
-) -> dict[str, Any]:
+) -> Flow:
     """The judgment's values through the one validation every submit path shares
     (:func:`.submit.build_judgment`); a refusal goes to the framework, which answers it.
     ``lease``: its shown order, creation time and settings version, as read."""
     shown, created, settings_version = lease
+    rubric: Any = READ_RUBRIC  # build_judgment hands a rubric judgment on unless it is read
+    if judgment.get("kind") == "rubric" and project.rubric_key and project.rubric_version:
+        rubric = yield from _rubric(lane, project)
     try:
         parsed = build_judgment(
             None,
@@ -411,6 +435,7 @@ def _validated_values(
             item_key=item_key,
             candidate_keys=candidate_keys,
             guideline_version=settings_version,
+            rubric=rubric,
         )
     except JudgingError:
         raise NotCommon("refused") from None

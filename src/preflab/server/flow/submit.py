@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from ...schema import (
     PairwiseJudgment,
+    Rubric,
     RubricJudgment,
     describe_need,
     kind_fits,
@@ -322,6 +323,17 @@ def _field_errors(
     ]
 
 
+#: ``build_judgment(rubric=...)`` left out: read it through the session.
+READ_RUBRIC = object()
+
+
+def current_rubric(session: Session, project: Any) -> Rubric | None:
+    """The project's current rubric (the version its judgments record), or None."""
+    if project.rubric_key is None:
+        return None
+    return repo.get_rubric(session, project, project.rubric_key, project.rubric_version)
+
+
 def build_judgment(
     session: Session | None,
     project: Project,
@@ -336,11 +348,13 @@ def build_judgment(
     item_key: str | None = None,
     candidate_keys: list[str] | None = None,
     guideline_version: int | None = None,
+    rubric: Rubric | None | object = READ_RUBRIC,
 ):
     """Validate a submitted judgment body into its schema class (422 field-by-field); every
     submit path's one validation (the ORM path's, and the executors' for every kind but
-    pairwise, whose cheap equal is :func:`pairwise_values`). ``session``: None on an executor,
-    which hands a rubric judgment on (``NotCommon``: the rubric is read on the framework path).
+    pairwise, whose cheap equal is :func:`pairwise_values`). A rubric judgment is checked
+    against the project's *current* rubric version, the one its provenance records: ``rubric``
+    as the caller read it (an executor), or read here through ``session``.
 
     ``project`` needs ``kinds``, ``rubric_key``, ``rubric_version`` and ``settings`` (a
     :class:`ProjectRef` will do unless the judgment is a rubric one); the item comes as an
@@ -416,10 +430,11 @@ def build_judgment(
                 problem("shown_order", f"must follow the order you were shown: {shown_order}")
             )
     if isinstance(judgment, RubricJudgment):
-        if session is None:
-            raise NotCommon("rubric")  # the rubric is read on the framework path
-        rubric = repo.get_rubric(session, project)
-        if rubric is None:
+        if rubric is READ_RUBRIC:
+            if session is None:
+                raise NotCommon("rubric")  # the caller did not read it: the framework does
+            rubric = current_rubric(session, project)
+        if not isinstance(rubric, Rubric):
             problems.append(
                 problem("scores", "this project has no rubric yet; ask an admin to add one")
             )

@@ -14,6 +14,7 @@ from ... import audit
 from ...store import repo
 from ...store.models import Project
 from .. import files, projects, queries
+from ..flow.submit import current_rubric
 from ..pages.render import markdown
 from ..permissions import Ctx, guard
 from . import models as m
@@ -102,7 +103,13 @@ def get_rubric(
     ctx: Ctx = guard("project.view"),
 ) -> Response:
     with db_of(request).reading() as s:
-        rubric = repo.get_rubric(s, s.get(Project, ctx.project.pk), version=version)
+        project_row = s.get(Project, ctx.project.pk)
+        # no version asked: the current one (what raters are graded against), not the newest
+        rubric = (
+            repo.get_rubric(s, project_row, version=version)
+            if version
+            else current_rubric(s, project_row)
+        )
         if rubric is None:
             return ok({"detail": "this project has no rubric (yet)"}, 404)
         return ok(rubric.model_dump(mode="json"))
