@@ -56,9 +56,13 @@ def _answer(kind: str, task: dict, i: int, note: str) -> dict:
     return {"kind": "unary", "candidate_id": shown[0], "label": i % 2 == 0, "rationale": note}
 
 
-def _script(c: TestClient, tokens: dict[str, str], kind: str) -> list[tuple[int, str]]:
-    """The requests, in order; returns (status, reason or kind) of each answer."""
-    heads = {name: {"Authorization": f"Bearer {t}"} for name, t in sorted(tokens.items())}
+def _script(
+    c: TestClient, tokens: dict[str, str], kind: str, heads: dict[str, dict] | None = None
+) -> list[tuple[int, str]]:
+    """The requests, in order; returns (status, reason or kind) of each answer. ``heads``: each
+    rater's credential headers (default: their bearer token)."""
+    if heads is None:
+        heads = {name: {"Authorization": f"Bearer {t}"} for name, t in sorted(tokens.items())}
     out: list[tuple[int, str]] = []
     held: dict[str, dict] = {}
     for round_ in range(4):
@@ -114,8 +118,32 @@ def _tables(url: str) -> dict[str, list[dict]]:
     return out
 
 
+def _browser_sessions(url: str, names: list[str]) -> dict[str, dict]:
+    """A logged-in browser per rater: the session cookie and the CSRF header its page sends."""
+    from datetime import timedelta
+
+    from preflab.server.auth import create_web_session
+    from preflab.store import transaction
+    from preflab.store.db import open_db
+    from preflab.store.server_models import User
+
+    engine = open_db(url)
+    heads = {}
+    with transaction(engine) as s:
+        for name in sorted(names):
+            user = s.query(User).filter_by(username=name).one()
+            cookie, row = create_web_session(s, user, ttl=timedelta(hours=1), ip=None)
+            heads[name] = {"Cookie": f"preflab_session={cookie}", "X-CSRF-Token": row.csrf_token}
+    engine.dispose()
+    return heads
+
+
 def _run(
-    url: str, lane: bool, monkeypatch: pytest.MonkeyPatch, kind: str = "pairwise"
+    url: str,
+    lane: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str = "pairwise",
+    browser: bool = False,
 ) -> tuple[list, dict, dict]:
     from preflab.server import fastlane
     from preflab.server.app import create_app
@@ -150,7 +178,8 @@ def _run(
                 headers={"Authorization": f"Bearer {s.admin_token}"},
             )
             assert put.status_code in (200, 201), put.text
-        answers = _script(c, s.tokens, kind)
+        heads = _browser_sessions(url, list(s.tokens)) if browser else None
+        answers = _script(c, s.tokens, kind, heads)
     app.state.db.dispose()
     return answers, _tables(url), dict(fastlane.STATS)
 
@@ -193,6 +222,49 @@ def test_lane_and_orm_oracle_write_identical_rows(two_urls, kind, monkeypatch) -
         assert lane_rows[table] == oracle_rows[table], table
     filled = [r["filled"] for r in lane_rows["task_pool"]]
     assert sum(filled) == sum(1 for a in lane_rows["assignments"] if a["status"] == "submitted")
+
+
+@pytest.mark.parametrize("two_urls", ["sqlite", "postgres"], indirect=True)
+def test_lane_serves_browser_sessions_like_the_oracle(two_urls, monkeypatch) -> None:
+    """The web page's raters (session cookie + CSRF header) are the lane's common case too,
+    authenticated by the guard's conditions and CSRF rule; same rows as the ORM oracle."""
+    lane_url, oracle_url = two_urls
+    lane_answers, lane_rows, lane_stats = _run(lane_url, True, monkeypatch, browser=True)
+    oracle_answers, oracle_rows, oracle_stats = _run(oracle_url, False, monkeypatch, browser=True)
+    assert lane_stats.get("served", 0) >= 20 and not oracle_stats.get("served"), lane_stats
+    assert lane_answers == oracle_answers
+    for table in ("assignments", "judgments", "task_pool", "rater_status"):
+        assert lane_rows[table] == oracle_rows[table], table
+
+
+@pytest.mark.parametrize("csrf", [None, "not-the-token"], ids=["missing", "wrong"])
+def test_a_session_without_its_csrf_token_is_refused_and_nothing_written(
+    db_url, csrf, monkeypatch
+) -> None:
+    """A cross-site page can make the browser send the cookie but not the CSRF token: the lane
+    hands such a request on and the guard answers 403; no lease, no label."""
+    from preflab.server import fastlane
+    from preflab.server.app import create_app
+
+    monkeypatch.setattr(fastlane, "ENABLED", True)
+    seed(db_url, raters=1, n_items=3, extra_roles=False)
+    good = _browser_sessions(db_url, ["rater000"])["rater000"]
+    bad = {"Cookie": good["Cookie"], **({"X-CSRF-Token": csrf} if csrf else {})}
+    app = create_app(db_url)
+    fastlane.STATS.clear()
+    with TestClient(app) as c:
+        task = c.post(NEXT, headers=good).json()["task"]  # the first contact (framework)
+        answer = {"kind": "pairwise", "winner": "a", "strength": 1}
+        body = {"assignment_id": task["assignment_id"], "judgment": answer}
+        assert c.post(SUBMIT, json=body, headers=good).status_code == 201
+        before = _tables(db_url)
+        refused = [c.post(NEXT, headers=bad), c.post(SUBMIT, json=body, headers=bad)]
+        assert [r.status_code for r in refused] == [403, 403], [r.text for r in refused]
+        assert "CSRF" in refused[0].json()["detail"]
+        assert _tables(db_url) == before
+        assert fastlane.STATS.get("pass:csrf") == 2  # the lane saw them and handed them on
+        assert c.post(NEXT, headers=good).status_code == 200  # the right token: served
+    app.state.db.dispose()
 
 
 def test_lane_refuses_a_kind_the_project_does_not_declare(tmp_path, monkeypatch) -> None:
@@ -313,7 +385,7 @@ def test_pg_guarded_write_stores_nothing_when_the_lease_changed_after_the_read(
     ex = PgExecutor(engine.url)
     flow = flow_lane.run_submit(
         flow_lane.Lane(ex, utcnow()),
-        hashlib.sha256(token.encode()).hexdigest(),
+        flow_lane.Credential("token", hashlib.sha256(token.encode()).hexdigest()),
         "demo",
         assignment_id=task["assignment_id"],
         judgment={"kind": "pairwise", "winner": "b", "strength": 2},

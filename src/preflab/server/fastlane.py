@@ -14,7 +14,8 @@ runs the *common case* of those two requests (:mod:`preflab.server.flow.lane`) o
 The flow itself (:mod:`.flow.lane`) does no I/O: it yields the statements it needs, and the
 executor answers them.
 
-A bearer token is needed (cookie sessions, with their CSRF check, go the ordinary way).
+A caller authenticates as the guard would: a bearer token, or the browser's session cookie
+with its CSRF header (checked by the same rule, :func:`.csrf.token_matches`).
 Everything that is not the common case — a bad or revoked token, a non-member, a qualifying,
 failed or suspended rater, an empty pool, a replay, an expired or foreign lease, a body the
 cheap validation does not accept, a lock not free at once — is rolled back and handed,
@@ -29,7 +30,6 @@ judgment survives ``kill -9`` of the server.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 import threading
@@ -39,19 +39,21 @@ from typing import Any
 
 import anyio
 import orjson
+from starlette.requests import cookie_parser
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..store.db import _sqlite_pragmas
 from ..store.models import utcnow
 from . import judging
+from .auth import sha256
 from .database import Database
 from .exec import Busy
 from .exec.sqlite import SqliteExecutor
 from .flow import NotCommon
-from .flow.lane import Flow, Lane, run_next, run_submit
+from .flow.lane import Credential, Flow, Lane, run_next, run_submit
 from .flow.submit import parse_submit
-from .permissions import iter_api_routes
+from .permissions import SESSION_COOKIE, iter_api_routes
 
 log = logging.getLogger("preflab.server.fastlane")
 
@@ -184,16 +186,11 @@ class LaneEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
-        auth = headers.get(b"authorization")
         shared = self.shared
-        if auth is None or shared.executor() is None:
-            _count("pass:no bearer or lane off")
-            return await self._framework(scope, receive, send)  # cookie sessions, anonymous
-        scheme, _, token = auth.decode("latin-1").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            return await self._framework(scope, receive, send)
-        token_hash = hashlib.sha256(token.encode()).hexdigest()
+        cred = _credential(headers) if shared.executor() is not None else None
+        if cred is None:
+            _count("pass:no credential or lane off")
+            return await self._framework(scope, receive, send)  # anonymous, malformed, lane off
         project_name = scope["path_params"]["project"]
         submit = None
         if self.kind == _SUBMIT:
@@ -211,7 +208,7 @@ class LaneEndpoint:
                 _count(f"pass:{why}")
                 return await self._framework(scope, receive, send)
         try:
-            out = await self._run(token_hash, project_name, submit)
+            out = await self._run(cred, project_name, submit)
         except NotCommon as why:
             _count(f"pass:{why}")
             return await self._framework(scope, receive, send)
@@ -219,13 +216,13 @@ class LaneEndpoint:
         status = 200 if self.kind == _NEXT else 201
         await _send_json(send, status, out)
 
-    def _flow(self, lane: Lane, token_hash: str, project_name: str, submit: tuple | None) -> Flow:
+    def _flow(self, lane: Lane, cred: Credential, project_name: str, submit: tuple | None) -> Flow:
         if self.kind == _NEXT:
-            return run_next(lane, token_hash, project_name)
+            return run_next(lane, cred, project_name)
         lease_id, judgment, telemetry, idem = submit
         return run_submit(
             lane,
-            token_hash,
+            cred,
             project_name,
             assignment_id=lease_id,
             judgment=judgment,
@@ -233,12 +230,12 @@ class LaneEndpoint:
             telemetry=telemetry,
         )
 
-    async def _run(self, token_hash: str, project_name: str, submit: tuple | None) -> Any:
+    async def _run(self, cred: Credential, project_name: str, submit: tuple | None) -> Any:
         """One transaction on the executor; ``NotCommon`` (rolled back) for the framework."""
         shared = self.shared
         ex = shared.ex
         lane = Lane(ex, utcnow())
-        flow = self._flow(lane, token_hash, project_name, submit)
+        flow = self._flow(lane, cred, project_name, submit)
         try:
             if ex.is_pg:  # round trips awaited on the event loop, one per lane connection
                 async with shared.slots():  # wait for a free connection (never a detour)
@@ -260,13 +257,37 @@ class LaneEndpoint:
         return out
 
 
+_READ = (b"authorization", b"content-type", b"idempotency-key", b"cookie", b"x-csrf-token")
+
+
 def _headers(scope: Scope) -> dict[bytes, bytes]:
     """The first value of each header the lane reads."""
     found: dict[bytes, bytes] = {}
     for name, value in scope["headers"]:
-        if name in (b"authorization", b"content-type", b"idempotency-key") and name not in found:
+        if name in _READ and name not in found:
             found[name] = value
     return found
+
+
+def _credential(headers: dict[bytes, bytes]) -> Credential | None:
+    """The caller's credential as the guard reads it (``permissions._authenticate``): an
+    ``Authorization`` header wins (a bearer token; any other scheme is the framework's 401),
+    else the session cookie with the request's CSRF header; None: the framework answers."""
+    auth = headers.get(b"authorization")
+    if auth is not None:
+        scheme, _, token = auth.decode("latin-1").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        return Credential("token", sha256(token))
+    cookie = headers.get(b"cookie")
+    if cookie is None:
+        return None
+    session = cookie_parser(cookie.decode("latin-1")).get(SESSION_COOKIE)
+    if not session:
+        return None
+    csrf = headers.get(b"x-csrf-token")
+    return Credential("session", sha256(session), csrf.decode("latin-1") if csrf else None)
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -32,6 +32,7 @@ from ..store.server_models import (
     PoolEntry,
     RaterStatus,
     User,
+    WebSession,
 )
 
 _U, _T, _PJ, _M, _RS, _A = (
@@ -50,6 +51,7 @@ _P, _PD, _I, _C, _CR = (
     Credential.__table__,
 )
 _J, _R, _RV = JudgmentRow.__table__, Rater.__table__, RubricVersion.__table__
+_W = WebSession.__table__
 
 
 class Backend(Protocol):
@@ -100,7 +102,21 @@ AUTH_COLS = (
 )
 
 
-def _token_ok():
+#: How a caller authenticates: an API token (``Authorization: Bearer``) or a browser session
+#: (the cookie; its CSRF token is read with the caller, the last column, and checked by
+#: :func:`preflab.server.csrf.token_matches`). The conditions are the guard's
+#: (:mod:`preflab.server.permissions`: ``_BY_TOKEN``, ``_BY_SESSION``).
+BY = ("token", "session")
+
+
+def _credential_ok(by: str):
+    if by == "session":
+        return and_(
+            _W.c.token_hash == bindparam("hash"),
+            _W.c.revoked.is_(False),
+            _W.c.expires_at > bindparam("now"),
+            _U.c.is_active.is_(True),
+        )
     return and_(
         _T.c.token_hash == bindparam("hash"),
         _T.c.revoked_at.is_(None),
@@ -109,12 +125,18 @@ def _token_ok():
     )
 
 
-def _caller_joins(stmt):
-    """Token -> user -> project (by name) -> membership -> rater status (inner joins: the common
-    case is a member with a status row; anything else is answered by the framework)."""
+def _caller_joins(stmt, by: str):
+    """Token or session -> user -> project (by name) -> membership -> rater status (inner joins:
+    the common case is a member with a status row; anything else is answered by the
+    framework); a session's CSRF token last."""
+    if by == "session":
+        stmt = stmt.add_columns(_W.c.csrf_token).select_from(_W)
+        credential = _U.c.pk == _W.c.user_pk
+    else:
+        stmt = stmt.select_from(_T)
+        credential = _U.c.pk == _T.c.user_pk
     return (
-        stmt.select_from(_T)
-        .join(_U, _U.c.pk == _T.c.user_pk)
+        stmt.join(_U, credential)
         .join(_PJ, _PJ.c.name == bindparam("name"))
         .join(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
         .join(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk))
@@ -135,60 +157,66 @@ def _live_lease_pk():
     )
 
 
-def auth_next(lock: bool):
+def auth_next(lock: bool, by: str = "token"):
     """The caller for "next". SQLite (``lock`` False): also the live lease to resume, with its
     item's content hash (the view cache's key), or NULLs (BEGIN IMMEDIATE: nothing changes
     before the next statement). PostgreSQL: ``FOR UPDATE OF rater_status`` serialises one
     rater's requests; the live lease is read after the lock (``LiveOrPick``)."""
     if lock:
-        return _caller_joins(select(*AUTH_COLS)).where(_token_ok()).with_for_update(of=_RS)
+        return (
+            _caller_joins(select(*AUTH_COLS), by).where(_credential_ok(by)).with_for_update(of=_RS)
+        )
     live, item = _A.alias("live"), _I.alias("live_item")
     cols = (live.c.lease_id, live.c.item_pk, live.c.role, live.c.shown_order, live.c.expires_at)
     return (
-        _caller_joins(select(*AUTH_COLS, *cols, item.c.content_hash))
+        _caller_joins(select(*AUTH_COLS, *cols, item.c.content_hash), by)
         .outerjoin(live, live.c.pk == _live_lease_pk())
         .outerjoin(item, item.c.pk == live.c.item_pk)
-        .where(_token_ok())
+        .where(_credential_ok(by))
     )
 
 
-#: The caller, their status, the lease with its pool row, item and candidates (one row per
-#: candidate, in item order), the caller's rater row and whether the idempotency key is taken.
-#: A plain read without locks or a transaction (autocommit, both backends): the store statement
-#: (:func:`guarded_store`) checks again (PostgreSQL: under its own locks).
-SUBMIT = (
-    _caller_joins(
-        select(
-            *AUTH_COLS,
-            _A.c.pk.label("a_pk"),
-            _A.c.user_pk.label("a_user"),
-            _A.c.item_pk,
-            _A.c.status.label("a_status"),
-            _A.c.shown_order,
-            _A.c.created_at,
-            _A.c.expires_at,
-            _P.c.pk.label("pool_pk"),
-            _P.c.role.label("pool_role"),
-            _I.c.item_key,
-            _C.c.candidate_key,
-            _R.c.pk.label("rater_pk"),
-            _R.c.user_pk.label("rater_user_pk"),
-            select(_J.c.pk)
-            .where(_J.c.project_pk == _PJ.c.pk, _J.c.idempotency_key == bindparam("idem"))
-            .scalar_subquery()
-            .label("idem_pk"),
-            _A.c.settings_version,  # the guidelines the rater saw: the judgment's guideline_version
-            _I.c["metadata"]["kinds"].label("item_kinds"),  # the kinds the item takes, if any
+def submit_read(by: str = "token"):
+    """The caller, their status, the lease with its pool row, item and candidates (one row
+    per candidate, in item order), the caller's rater row and whether the idempotency key is
+    taken (:data:`BY`: how the caller authenticates). A plain read without locks or a
+    transaction (autocommit, both backends): the store statement (:func:`guarded_store`) checks
+    again (PostgreSQL: under its own locks)."""
+    return (
+        _caller_joins(
+            select(
+                *AUTH_COLS,
+                _A.c.pk.label("a_pk"),
+                _A.c.user_pk.label("a_user"),
+                _A.c.item_pk,
+                _A.c.status.label("a_status"),
+                _A.c.shown_order,
+                _A.c.created_at,
+                _A.c.expires_at,
+                _P.c.pk.label("pool_pk"),
+                _P.c.role.label("pool_role"),
+                _I.c.item_key,
+                _C.c.candidate_key,
+                _R.c.pk.label("rater_pk"),
+                _R.c.user_pk.label("rater_user_pk"),
+                select(_J.c.pk)
+                .where(_J.c.project_pk == _PJ.c.pk, _J.c.idempotency_key == bindparam("idem"))
+                .scalar_subquery()
+                .label("idem_pk"),
+                _A.c.settings_version,  # the guidelines the rater saw: the judgment's guideline_version
+                _I.c["metadata"]["kinds"].label("item_kinds"),  # the kinds the item takes, if any
+            ),
+            by,
         )
+        .join(_A, and_(_A.c.project_pk == _PJ.c.pk, _A.c.lease_id == bindparam("lease_id")))
+        .join(_P, _P.c.item_pk == _A.c.item_pk)
+        .join(_I, _I.c.pk == _A.c.item_pk)
+        .join(_C, _C.c.item_pk == _A.c.item_pk)
+        .outerjoin(_R, and_(_R.c.project_pk == _PJ.c.pk, _R.c.rater_key == _U.c.username))
+        .where(_credential_ok(by))
+        .order_by(_C.c.position)
     )
-    .join(_A, and_(_A.c.project_pk == _PJ.c.pk, _A.c.lease_id == bindparam("lease_id")))
-    .join(_P, _P.c.item_pk == _A.c.item_pk)
-    .join(_I, _I.c.pk == _A.c.item_pk)
-    .join(_C, _C.c.item_pk == _A.c.item_pk)
-    .outerjoin(_R, and_(_R.c.project_pk == _PJ.c.pk, _R.c.rater_key == _U.c.username))
-    .where(_token_ok())
-    .order_by(_C.c.position)
-)
+
 
 # -- next task -----------------------------------------------------------------------------------
 
@@ -419,8 +447,8 @@ class Statements:
         def c(stmt: Executable) -> Compiled:
             return Compiled(stmt, backend.dialect)
 
-        self.auth_next = c(auth_next(lock=backend.is_pg))
-        self.submit = c(SUBMIT)
+        self.auth_next = {by: c(auth_next(lock=backend.is_pg, by=by)) for by in BY}
+        self.submit = {by: c(submit_read(by)) for by in BY}
         self.live = c(LIVE_LEASE)
         self.verified_domains = c(VERIFIED_DOMAINS)
         self.rubric = c(RUBRIC)

@@ -26,12 +26,13 @@ from __future__ import annotations
 import random
 from collections.abc import Generator, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
 from ...schema import Item, Rubric
 from ...store.rows import judgment_rows
+from ..csrf import token_matches
 from ..permissions import ProjectRef, allowed
 from ..policy import Policy, policy_of
 from ..sql import (
@@ -95,6 +96,17 @@ class Lane:
 
 # -- the caller ----------------------------------------------------------------------------------
 
+
+class Credential(NamedTuple):
+    """How the caller authenticated: ``by`` an API token or a browser session
+    (:data:`preflab.server.sql.BY`), the SHA-256 of the token or the session cookie, and for a
+    session the CSRF token its request sent (checked against the session's)."""
+
+    by: str
+    hash: str
+    csrf: str | None = None
+
+
 _PROJECTS: dict[tuple, tuple[ProjectRef, Policy]] = {}
 
 
@@ -114,10 +126,13 @@ def _project(row: Sequence[Any]) -> tuple[ProjectRef, Policy]:
     return found
 
 
-def _caller(row: Sequence[Any] | None) -> tuple[int, str, ProjectRef, Policy]:
-    """The guard's decision on the caller row (token, user, project, membership, status)."""
+def _caller(row: Sequence[Any] | None, cred: Credential) -> tuple[int, str, ProjectRef, Policy]:
+    """The guard's decision on the caller row (token or session, user, project, membership,
+    status; a session's CSRF token last)."""
     if row is None:
         raise NotCommon("auth")  # 401/403/404 or no status row yet: the framework says which
+    if cred.by == "session" and not token_matches(cred.csrf, row[-1]):
+        raise NotCommon("csrf")  # the framework's guard answers the 403
     if not allowed("project.label", is_admin=row[11], role=row[9]):
         raise NotCommon("not a rater here")
     if row[10] != "qualified":
@@ -179,13 +194,14 @@ def item_view(
 # -- next task ----------------------------------------------------------------------------------
 
 
-def run_next(lane: Lane, token_hash: str, project_name: str) -> Flow:
+def run_next(lane: Lane, cred: Credential, project_name: str) -> Flow:
     """The common case of "next task"; ``NotCommon`` for every other."""
     ex, q = lane.ex, lane.sql
     yield (BEGIN,)  # PostgreSQL: the status lock is held until the lease is in
-    params = {"hash": token_hash, "now": lane.now_s, "name": project_name}
-    row = yield ONE, q.auth_next.sql, q.auth_next.args(params)
-    user_pk, _username, project, policy = _caller(row)
+    params = {"hash": cred.hash, "now": lane.now_s, "name": project_name}
+    caller = q.auth_next[cred.by]
+    row = yield ONE, caller.sql, caller.args(params)
+    user_pk, _username, project, policy = _caller(row, cred)
     params = {"project_pk": project.pk, "user_pk": user_pk, "now": lane.now_s}
     roles = rules.roles_to_try(policy, _RNG)
     # PostgreSQL locks a batch, not one row: one alone saved backend CPU for a single rater but
@@ -300,7 +316,7 @@ def _lease(
 
 def run_submit(
     lane: Lane,
-    token_hash: str,
+    cred: Credential,
     project_name: str,
     *,
     assignment_id: str,
@@ -311,14 +327,15 @@ def run_submit(
     """The common case of "submit"; ``NotCommon`` for every other."""
     ex, q, now = lane.ex, lane.sql, lane.now
     params = {
-        "hash": token_hash,
+        "hash": cred.hash,
         "now": lane.now_s,
         "name": project_name,
         "lease_id": assignment_id,
         "idem": idempotency_key,
     }
-    rows = yield ALL, q.submit.sql, q.submit.args(params)
-    user_pk, username, project, policy = _caller(rows[0] if rows else None)
+    read = q.submit[cred.by]
+    rows = yield ALL, read.sql, read.args(params)
+    user_pk, username, project, policy = _caller(rows[0] if rows else None, cred)
     (a_pk, a_user, item_pk, a_status, shown, created, expires, pool_pk, pool_role, item_key) = rows[
         0
     ][12:22]
