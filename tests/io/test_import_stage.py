@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from preflab.io.importer import ImportFailed, ImportOptions, import_files
 from preflab.io.importer import stage as importer_stage
+from preflab.io.importer import worker as importer_worker
 from preflab.io.importer.stage import _segments
 from preflab.io.importer.worker import CHUNK
 from preflab.store import db, repo, transaction
@@ -95,6 +96,8 @@ def test_staged_rows_are_the_rows_bound_in_one_process(tmp_path, monkeypatch):
         move_items(self, stage, seqs, pks, same)
 
     monkeypatch.setattr(importer_stage.Mover, "items", spy)
+    # the writing process converts the first 700 records itself while the other one starts
+    monkeypatch.setattr(importer_worker, "HEAD", 700)
     big, earlier = big_file(tmp_path), earlier_file(tmp_path)
     reports, written = [], []
     for worker in ("0", "1"):
@@ -116,6 +119,7 @@ def test_staged_rows_are_the_rows_bound_in_one_process(tmp_path, monkeypatch):
 
 def test_a_failed_staged_import_writes_nothing_and_leaves_no_stage_attached(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "1")
+    monkeypatch.setattr(importer_worker, "HEAD", 100)
     engine = fresh(tmp_path / "f.db")
     bad = write(
         tmp_path / "bad.jsonl",
@@ -194,6 +198,7 @@ def test_an_import_takes_over_a_stage_left_attached_to_its_connection(tmp_path, 
     """Closing the stage is never in the way of an import's outcome; should it fail, the stage
     stays attached to the pooled connection and the next import there uses it."""
     monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "1")
+    monkeypatch.setattr(importer_worker, "HEAD", 10)
     engine = fresh(tmp_path / "left.db")
     with engine.connect() as conn:
         conn.exec_driver_sql(f"ATTACH DATABASE ':memory:' AS {importer_stage.SCHEMA}")
