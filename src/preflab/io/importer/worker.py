@@ -298,10 +298,11 @@ def chunks(
 def _head_then(
     converted: Generator[Record | Pair, None, None], rest: Iterator[list[Record | Pair]]
 ) -> Iterator[list[Record | Pair]]:
-    """The first :data:`HEAD` records of ``converted`` as one chunk, then the chunks of ``rest``.
+    """The first :data:`HEAD` records of ``converted`` in chunks of :data:`FIRST_CHUNK` (small:
+    what they leave behind in this process's heap stays small), then the chunks of ``rest``.
     (No progress for the head: the converting process counts its bytes when it reads past them.)"""
-    head = list(islice(converted, HEAD))
+    head = islice(converted, HEAD)
+    while chunk := list(islice(head, FIRST_CHUNK)):
+        yield chunk
     converted.close()  # (its file)
-    if head:
-        yield head
     yield from rest
