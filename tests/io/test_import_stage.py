@@ -244,3 +244,18 @@ def test_staged_candidates_and_judgments_wait_and_keep_their_keys(tmp_path, monk
     assert written[1] == written[0]
     assert max(waiting) >= 3, waiting
     assert spilled and not any(d.exists() for d in spilled)
+
+
+def test_the_written_keys_filter_answers_every_key_written_and_few_others():
+    """A fresh project's staged chunks look up only what ``WrittenKeys.maybe`` answers: it must
+    never leave out a key the import wrote (the item would be written twice)."""
+    from preflab.io.importer.loader import WrittenKeys
+
+    written = WrittenKeys()
+    keys = [f"itm_{i:016x}" for i in range(0, 300_000, 3)]
+    for i in range(0, len(keys), 10_000):
+        written.add(keys[i : i + 10_000])
+    assert written.maybe(keys) == keys
+    others = [f"itm_{i:016x}" for i in range(1, 300_000, 3)] + ["a plain id", ""]
+    assert len(written.maybe(others)) < len(others) / 100
+    assert WrittenKeys().maybe(keys) == []
