@@ -206,46 +206,6 @@ def test_an_import_takes_over_a_stage_left_attached_to_its_connection(tmp_path, 
     assert import_files(engine, "p", [path]).judgments_added == 50
     engine.dispose()
     assert len(rows(tmp_path / "left.db")["candidates"]) == 100
-
-
-def test_staged_candidates_and_judgments_wait_and_keep_their_keys(tmp_path, monkeypatch):
-    """The writer moves a staged chunk's items at once and its candidates and judgments later,
-    all waiting at once, in their order (``Mover.flush``): first when a later chunk reads those
-    tables (an item judged again) or writes into them itself (another shape), then at the end.
-    The rows and their keys are those written in one process, and the waiting images' files
-    are gone afterwards."""
-    monkeypatch.setattr(importer_worker, "HEAD", 30)
-    monkeypatch.setattr(importer_worker, "FIRST_CHUNK", 40)
-    monkeypatch.setattr(importer_worker, "CHUNK", 100)
-    records: list[dict | bytes] = [plain(i) for i in range(330)]
-    records.insert(250, plain(101, labeler="someone else"))  # judges an item of a staged chunk
-    records.insert(260, plain(100))  # a staged chunk's judgment again: found, not added
-    records.insert(290, {"prompt": "rank", "candidates": ["x", "y", "z"]})  # an item, directly
-    records += [plain(i) for i in range(400, 700)]  # three chunks that wait until the end
-    path = write(tmp_path / "waits.jsonl", records)
-    waiting, spilled = [], []
-    flush = importer_stage.Mover.flush
-
-    def spy(self):
-        waiting.append(len(self.waiting))
-        if self._spill_dir is not None:
-            spilled.append(self._spill_dir)
-        flush(self)
-
-    monkeypatch.setattr(importer_stage.Mover, "flush", spy)
-    written = []
-    for worker in ("0", "1"):
-        monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
-        engine = fresh(tmp_path / f"w{worker}.db")
-        report = import_files(engine, "p", [path])
-        assert (report.judgments_added, report.judgments_existing) == (631, 1)
-        engine.dispose()
-        written.append(rows(tmp_path / f"w{worker}.db"))
-    assert written[1] == written[0]
-    assert max(waiting) >= 3, waiting
-    assert spilled and not any(d.exists() for d in spilled)
-
-
 def test_the_written_keys_filter_answers_every_key_written_and_few_others():
     """A fresh project's staged chunks look up only what ``WrittenKeys.maybe`` answers: it must
     never leave out a key the import wrote (the item would be written twice)."""
@@ -259,3 +219,22 @@ def test_the_written_keys_filter_answers_every_key_written_and_few_others():
     others = [f"itm_{i:016x}" for i in range(1, 300_000, 3)] + ["a plain id", ""]
     assert len(written.maybe(others)) < len(others) / 100
     assert WrittenKeys().maybe(keys) == []
+
+
+def test_a_fresh_projects_staged_chunk_finds_what_earlier_chunks_wrote(tmp_path, monkeypatch):
+    """In a project with no items before the import, a staged chunk looks up only the keys the
+    import's ``WrittenKeys`` may have: comparisons of earlier chunks (staged, or converted by the
+    writer) come again and are found, as in one process."""
+    monkeypatch.setattr(importer_worker, "HEAD", 100)
+    records = [plain(i) for i in range(1300)] + [plain(500), plain(50), plain(7, labeler="x")]
+    path = write(tmp_path / "again.jsonl", records)
+    written = []
+    for worker in ("0", "1"):
+        monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
+        engine = fresh(tmp_path / f"w{worker}.db")
+        report = import_files(engine, "p", [path])
+        assert (report.items_added, report.items_existing) == (1300, 3)
+        assert (report.judgments_added, report.judgments_existing) == (1301, 2)
+        engine.dispose()
+        written.append(rows(tmp_path / f"w{worker}.db"))
+    assert written[1] == written[0]

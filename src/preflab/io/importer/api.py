@@ -122,8 +122,6 @@ def _import(
                     gc.collect(
                         0
                     )  # the youngest generation only: frees any cycles, keeps memory flat
-                if options.skip_invalid or not loader.problem_count:  # (else it fails below)
-                    loader.finish()
         finally:
             loader.close()
             if gc_was_enabled:

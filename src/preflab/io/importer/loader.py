@@ -99,16 +99,6 @@ class Loader:
         3.36+ builds it in)."""
         return self.writer.sqlite and hasattr(self.conn.connection.driver_connection, "deserialize")
 
-    def finish(self) -> None:
-        """Write what waits to be written (call once the last chunk is loaded)."""
-        self._flush()
-
-    def _flush(self) -> None:
-        """Move the staged candidates and judgments that wait (:class:`.stage.Mover`): before
-        anything reads those tables or writes other rows into them."""
-        if self.mover is not None:
-            self.mover.flush()
-
     def close(self) -> None:
         """Let go of the last chunk's stage (call before the transaction ends, either way)."""
         if self.mover is None:
@@ -303,8 +293,6 @@ class Loader:
         # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
         outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
         outside.update((aliases[k][0], aliases[k][1]) for k in referenced if k in aliases)
-        if outside or judged or idem:  # the lookups below read candidates and judgments
-            self._flush()
         state = CheckState(
             existing_items=existing_items,
             aliases={alias: key for alias, (key, _, _) in aliases.items()},
@@ -419,7 +407,6 @@ class Loader:
                     },
                 )
                 continue
-            self._flush()  # candidates written here come after those waiting
             if shape is PairRows:
                 item_rows, candidate_rows = (
                     build.pair_items(pks, run),
@@ -453,7 +440,6 @@ class Loader:
                     },
                 )
                 continue
-            self._flush()  # judgments written here come after those waiting
             rpks = [rater_pks[j.rater_key] for j in run]
             if shape is PairRows:
                 rows = build.pair_judgments(ipks, rpks, run)

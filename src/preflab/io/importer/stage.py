@@ -21,14 +21,8 @@ both paths write identical rows, keys included.
 
 from __future__ import annotations
 
-import itertools
-import shutil
 import sqlite3
-import tempfile
-import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -91,27 +85,11 @@ class Stage:
     """One chunk's staged comparisons: the database image, read back only when a record needs
     the generic checks (:meth:`pair_rows`)."""
 
-    __slots__ = ("_image", "_file", "_reader", "__weakref__")
+    __slots__ = ("image", "_reader")
 
     def __init__(self, image: bytes) -> None:
-        self._image: bytes | None = image
-        self._file: Path | None = None
+        self.image = image
         self._reader: sqlite3.Connection | None = None
-
-    @property
-    def image(self) -> bytes:
-        if self._image is None:
-            assert self._file is not None
-            return self._file.read_bytes()
-        return self._image
-
-    def spill(self, path: Path) -> None:
-        """Keep the image in the file ``path`` instead of memory (read back when used; removed
-        with this object)."""
-        if self._image is not None:
-            path.write_bytes(self._image)
-            weakref.finalize(self, path.unlink, missing_ok=True)
-            self._file, self._image, self._reader = path, None, None
 
     def pair_rows(self, seq: int) -> PairRows:
         """Every value of comparison ``seq``, as the converting process built it."""
@@ -216,42 +194,16 @@ def _spans(
     yield from _spans(seqs, pks, mid, hi)
 
 
-@dataclass
-class _Later:
-    """A stage's candidates and judgments not moved yet: ``(segments, parameters)`` each."""
-
-    stage: Stage
-    candidates: list[tuple[list[tuple[int, int, int]], tuple[Any, ...]]] = field(
-        default_factory=list
-    )
-    judgments: list[tuple[list[tuple[int, int, int]], tuple[Any, ...]]] = field(
-        default_factory=list
-    )
-
-
 class Mover:
     """Moves staged rows into the tables of the writer's SQLite connection, in ``seq`` order.
 
     ``driver``: the import transaction's own ``sqlite3`` connection. The constant columns come
     as the bulk writer binds them (``created_at`` processed once, JSON as text).
-
-    Items are moved at once (the checks of the next chunks look them up); candidates and
-    judgments wait for :meth:`flush`, which moves all candidates waiting, then all judgments,
-    each in the order they came, so their keys (SQLite's next rowid) are those of moving them at
-    once. Why: SQLite then writes one table at a time, as the floor does, instead of three tables
-    in turns: the cache keeps the items' two indexes on random keys (item key, content hash)
-    instead of sharing itself with the pages of the other tables. The caller flushes before
-    anything reads or writes candidates or judgments (:class:`.loader.Loader`), and at the end.
-    The images of the chunks waiting are kept in files (:meth:`Stage.spill`; ~28 MB per 50k
-    comparisons), each removed with its stage, in a temporary folder removed by :meth:`close`.
     """
 
     def __init__(self, driver: sqlite3.Connection) -> None:
         self.driver = driver
         self.current: Stage | None = None
-        self.waiting: list[_Later] = []
-        self._spill_dir: Path | None = None
-        self._spilled = itertools.count()
 
     def use(self, stage: Stage) -> None:
         """Put ``stage``'s image under :data:`SCHEMA` (replacing the previous chunk's)."""
@@ -261,43 +213,12 @@ class Mover:
             row[1] for row in self.driver.execute("PRAGMA database_list")
         }:  # (left attached to this pooled connection by an import that failed while closing)
             self.driver.execute(f"ATTACH DATABASE ':memory:' AS {SCHEMA}")
-        if self.waiting and self.waiting[-1].stage is self.current:
-            self._spill(self.current)
         self.driver.deserialize(stage.image, name=SCHEMA)
         self.current = stage
 
-    def _spill(self, stage: Stage) -> None:
-        if self._spill_dir is None:
-            self._spill_dir = Path(tempfile.mkdtemp(prefix="preflab-import-"))
-        stage.spill(self._spill_dir / f"{next(self._spilled)}.db")
-
-    def _later(self, stage: Stage) -> _Later:
-        if not self.waiting or self.waiting[-1].stage is not stage:
-            self.waiting.append(_Later(stage))
-        return self.waiting[-1]
-
-    def flush(self) -> None:
-        """Move the candidates waiting, then the judgments waiting, in the order they came."""
-        for later in self.waiting:
-            for segments, params in later.candidates:
-                self.use(later.stage)
-                for lo, hi, delta in segments:
-                    self.driver.execute(_MOVE_CANDIDATES, (delta, *params, lo, hi))
-        for later in self.waiting:
-            for segments, params in later.judgments:
-                self.use(later.stage)
-                for lo, hi, delta in segments:
-                    self.driver.execute(_MOVE_JUDGMENTS, (*params[:1], delta, *params[1:], lo, hi))
-        self.waiting.clear()
-
     def close(self) -> None:
         """Detach the stage. ``DETACH`` fails inside a transaction that has read the schema, so
-        an empty image replaces it first (a fresh image has no transaction open). What was
-        waiting is dropped (the import failed, or it was flushed)."""
-        self.waiting.clear()
-        if self._spill_dir is not None:
-            shutil.rmtree(self._spill_dir, ignore_errors=True)
-            self._spill_dir = None
+        an empty image replaces it first (a fresh image has no transaction open)."""
         if self.current is None:
             return
         empty = sqlite3.connect(":memory:")
@@ -322,13 +243,20 @@ class Mover:
     def items(
         self, stage: Stage, seqs: Sequence[int], pks: Sequence[int], same: dict[str, Any]
     ) -> None:
-        """The items now, their candidates at the next :meth:`flush` (``same``: project_pk,
-        domains, metadata, batch_pk, created_at, candidate metadata)."""
+        """The items and their candidates (``same``: project_pk, domains, metadata, batch_pk,
+        created_at, candidate metadata)."""
         self.use(stage)
         items = (
             "INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, "
             f"batch_pk, created_at) SELECT seq + ?, ?, item_key, item_hash, prompt_json, ?, ?, ?, ? "
             f"FROM {SCHEMA}.pairs WHERE seq BETWEEN ? AND ? ORDER BY seq"
+        )
+        # Two rows a staged comparison, position 0 then 1 (the order their pks come in).
+        candidates = (
+            "INSERT INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
+            "SELECT seq + ?, iif(position, key1, key0), position, iif(position, text1, text0), "
+            f"'model', ? FROM {SCHEMA}.pairs CROSS JOIN (SELECT 0 AS position UNION ALL "
+            "SELECT 1) WHERE seq BETWEEN ? AND ? ORDER BY seq, position"
         )
         segments = _segments(seqs, pks)
         for lo, hi, delta in segments:
@@ -337,35 +265,26 @@ class Mover:
                 (delta, same["project_pk"], same["domains"], same["metadata"], same["batch_pk"],
                  same["created_at"], lo, hi),
             )  # fmt: skip
-        self._later(stage).candidates.append((segments, (same["candidate_metadata"],)))
+        for lo, hi, delta in segments:
+            self.driver.execute(candidates, (delta, same["candidate_metadata"], lo, hi))
 
     def judgments(
         self, stage: Stage, seqs: Sequence[int], item_pks: Sequence[int], same: dict[str, Any]
     ) -> None:
-        """The judgments, at the next :meth:`flush` (their raters exist then: looked up by key;
-        ``same``: project_pk, batch_pk, excluded, created_at)."""
-        self._later(stage).judgments.append(
-            (
-                _segments(seqs, item_pks),
-                (same["project_pk"], same["batch_pk"], same["excluded"], same["created_at"]),
-            )
+        """The judgments (their raters exist: looked up by key; ``same``: project_pk, batch_pk,
+        excluded, created_at)."""
+        self.use(stage)
+        sql = (
+            "INSERT INTO judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, "
+            "score, shown_order, review_pass, source, content_hash, batch_pk, excluded, created_at) "
+            "SELECT ?1, seq + ?2, (SELECT pk FROM main.raters r WHERE r.project_pk = ?1 AND "
+            "r.rater_key = s.rater_key), 'pairwise', body_json, pair_lo, pair_hi, score, "
+            "shown_order_json, 0, source, content_hash, ?3, ?4, ?5 "
+            f"FROM {SCHEMA}.pairs s WHERE seq BETWEEN ?6 AND ?7 ORDER BY seq"
         )
-
-
-#: Two rows a staged comparison, position 0 then 1 (the order their pks come in); parameters:
-#: item pk - seq, candidate metadata, first and last seq.
-_MOVE_CANDIDATES = (
-    "INSERT INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
-    "SELECT seq + ?, iif(position, key1, key0), position, iif(position, text1, text0), "
-    f"'model', ? FROM {SCHEMA}.pairs CROSS JOIN (SELECT 0 AS position UNION ALL "
-    "SELECT 1) WHERE seq BETWEEN ? AND ? ORDER BY seq, position"
-)
-#: Parameters: project pk, item pk - seq, batch pk, excluded, created_at, first and last seq.
-_MOVE_JUDGMENTS = (
-    "INSERT INTO judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, "
-    "score, shown_order, review_pass, source, content_hash, batch_pk, excluded, created_at) "
-    "SELECT ?1, seq + ?2, (SELECT pk FROM main.raters r WHERE r.project_pk = ?1 AND "
-    "r.rater_key = s.rater_key), 'pairwise', body_json, pair_lo, pair_hi, score, "
-    "shown_order_json, 0, source, content_hash, ?3, ?4, ?5 "
-    f"FROM {SCHEMA}.pairs s WHERE seq BETWEEN ?6 AND ?7 ORDER BY seq"
-)
+        for lo, hi, delta in _segments(seqs, item_pks):
+            self.driver.execute(
+                sql,
+                (same["project_pk"], delta, same["batch_pk"], same["excluded"], same["created_at"],
+                 lo, hi),
+            )  # fmt: skip

@@ -146,13 +146,11 @@ def _receive(src: IO[bytes]) -> bytes | None:
 
 def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
     """The converting process (``python -m preflab.io.convert_worker``): reads the pickled
-    ``(paths, options, stage, skip, (first, size))`` from ``stdin``, writes its chunks to
-    ``stdout`` (the first of ``first`` records, then of ``size``), then a ``done`` (or an
-    ``error``) message; ``skip``: records the parent converts itself (counted in the bytes read
-    all the same)."""
+    ``(paths, options, stage, skip)`` from ``stdin``, writes its chunks to ``stdout`` (the first
+    of :data:`FIRST_CHUNK` records), then a ``done`` (or an ``error``) message; ``skip``: records
+    the parent converts itself (counted in the bytes read all the same)."""
     gc.disable()
-    # written by our own parent process
-    paths, options, stage, skip, (size, next_size) = pickle.loads(stdin.read())
+    paths, options, stage, skip = pickle.loads(stdin.read())  # written by our own parent process
     read = 0
 
     def progress(n: int) -> None:
@@ -161,8 +159,9 @@ def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
     try:
         converted = records(paths, options, progress, skip=skip)
+        size = FIRST_CHUNK
         while chunk := list(islice(converted, size)):
-            size = next_size
+            size = CHUNK
             message = encode_chunk(chunk, read, stage)
             read = 0
             del chunk
@@ -215,9 +214,7 @@ def converting_process(
     def start(options: ImportOptions, stage: bool, skip: int) -> Iterator[list[Record | Pair]]:
         assert worker.stdin is not None
         try:
-            worker.stdin.write(
-                pickle.dumps(([Path(p) for p in paths], options, stage, skip, (FIRST_CHUNK, CHUNK)))
-            )
+            worker.stdin.write(pickle.dumps(([Path(p) for p in paths], options, stage, skip)))
             worker.stdin.close()
         except BrokenPipeError:
             pass  # it died at once: reported below by the missing messages
