@@ -206,6 +206,8 @@ def test_an_import_takes_over_a_stage_left_attached_to_its_connection(tmp_path, 
     assert import_files(engine, "p", [path]).judgments_added == 50
     engine.dispose()
     assert len(rows(tmp_path / "left.db")["candidates"]) == 100
+
+
 def test_the_written_keys_filter_answers_every_key_written_and_few_others():
     """A fresh project's staged chunks look up only what ``WrittenKeys.maybe`` answers: it must
     never leave out a key the import wrote (the item would be written twice)."""
