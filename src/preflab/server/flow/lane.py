@@ -7,18 +7,19 @@ the common one raises :class:`NotCommon`: the executor rolls back and the framew
 the same rule functions.
 
 The flow does no I/O itself ("sans-I/O"): :func:`run_next` and :func:`run_submit` are
-generators that *yield* each statement as a request (:data:`ALL`, :data:`ONE`, :data:`STORE`
-with the SQL and its arguments, or :data:`BEGIN`) and receive its result. An executor drives
+generators that *yield* each statement as a request (:data:`ALL`, :data:`ONE`, :data:`EXEC`,
+:data:`STORE` with the SQL and its arguments, or :data:`BEGIN`) and receive its result. An executor drives
 them: SQLite's synchronously on its one connection (:func:`preflab.server.exec.drive`),
 PostgreSQL's on the event loop with psycopg's asynchronous connections (a round trip awaits the
 socket; no worker thread). One flow, written once, on both.
 
 The common case: a member with the ``rater`` role whose status is ``qualified``; "next" resumes
 a live lease or leases a production (or production gold) item; "submit" stores a judgment of
-any kind but rubric (whose rubric is read on the framework path) on the caller's live,
-unexpired production (or production gold) lease with a fresh idempotency key — a plain
-pairwise one through :func:`.submit.pairwise_values`, every other through the validation all
-submit paths share, :func:`.submit.build_judgment`.
+any kind on the caller's live, unexpired production (or production gold) lease with a fresh
+idempotency key — a plain pairwise one through :func:`.submit.pairwise_values`, every other
+through the validation all submit paths share, :func:`.submit.build_judgment` (a rubric one
+against the project's current rubric version, read once per process). The caller comes with
+an API token or a browser session and its CSRF header (:class:`Credential`).
 """
 
 from __future__ import annotations
