@@ -363,9 +363,13 @@ class LiveOrPick:
         nulls = ", ".join(
             str(cast(None, c.type).compile(dialect=dialect)) for c in (*VIEW_COLS, _C.c.position)
         )
-        view = select(*VIEW_COLS, _C.c.position).join(_C, _C.c.item_pk == _I.c.pk)
-        view_sql = str(view.compile(dialect=dialect)).replace("\n", " ")
-        head, _, tail = view_sql.partition(" FROM ")
+        # the first candidate's item with its candidates (``first``: the CTE below)
+        view = (
+            select(text("'view', NULL"), _I.c.pk, text(", ".join(["NULL"] * 7)))
+            .add_columns(*VIEW_COLS, _C.c.position)
+            .join(_C, _C.c.item_pk == _I.c.pk)
+            .where(_I.c.pk == text("(SELECT item_pk FROM first)"))
+        )
         self.sql = (
             f"WITH live AS ({live.sql}), cand AS ({cand.sql}), "
             "first AS (SELECT item_pk FROM cand LIMIT 1) "
@@ -373,8 +377,7 @@ class LiveOrPick:
             f"NULL::integer, NULL::integer, NULL::integer, NULL::varchar, {nulls} FROM live "
             "UNION ALL SELECT 'pick', NULL, item_pk, role, NULL, NULL, pk, filled, target, "
             f"content_hash, {nulls} FROM cand "
-            "UNION ALL SELECT 'view', NULL, items.pk, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
-            f"{head.removeprefix('SELECT ')} FROM {tail} JOIN first ON first.item_pk = items.pk"
+            f"UNION ALL {view.compile(dialect=dialect)}"
         )
         self._parts = (live, cand)
 
