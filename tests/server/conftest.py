@@ -252,3 +252,21 @@ def expire_now(url: str, model: Any, *where: Any) -> int:
             ).rowcount
     finally:
         engine.dispose()
+
+
+#: The paths that answer "next" and "submit" (:func:`serve_by`).
+PATHS = ("lane", "framework", "oracle")
+
+
+def serve_by(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Which path answers "next" and "submit" in apps created after this call: ``lane`` (the
+    fast lane; what it hands on, the routes' executor), ``framework`` (the flow on the routes'
+    executor alone), ``oracle`` (the ORM reference of :mod:`.oracle`, never served)."""
+    from preflab.server import fastlane
+
+    if path == "oracle":
+        from .oracle import install
+
+        install(monkeypatch)
+    else:
+        monkeypatch.setattr(fastlane, "ENABLED", path == "lane")

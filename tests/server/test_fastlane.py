@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
-from .conftest import pairwise_item, seed
+from .conftest import pairwise_item, seed, serve_by
 
 RATIONALE = "B is right"
 
@@ -53,7 +53,7 @@ def _run(url: str, lane: bool, monkeypatch) -> tuple[list, list, dict]:
     from preflab.server import fastlane
     from preflab.server.app import create_app
 
-    monkeypatch.setattr(fastlane, "ENABLED", lane)
+    serve_by(monkeypatch, "lane" if lane else "oracle")
     fastlane.STATS.clear()
     s = seed(url, raters=1, n_items=6, extra_roles=False)
     app = create_app(url)
@@ -74,7 +74,7 @@ def _comparable(rows: list[dict], drop: tuple[str, ...]) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in drop} for r in rows]
 
 
-def test_lane_writes_the_rows_the_framework_writes(tmp_path, monkeypatch):
+def test_lane_writes_the_rows_the_oracle_writes(tmp_path, monkeypatch):
     fast_j, fast_a, stats, fast_resumed = _run(
         f"sqlite:///{tmp_path / 'fast.db'}", True, monkeypatch
     )

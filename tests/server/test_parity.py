@@ -1,11 +1,12 @@
 """One rule, every path: the fast lane (SQLite executor or PostgreSQL executor) and the framework
 path give identical outcomes for every policy variant × user state × database.
 
-Each case runs two raters of one project through the same script: ``rater000`` through an app
-whose fast lane is on, ``rater001`` through an app whose lane is off (the framework path:
-FastAPI guard + Core/ORM engine). Both first label two items (the second cycle is the lane's,
-which the test checks), take a third task, then their account changes state; then both submit
-that task and ask for the next one twice. Their answers must be equal, and match the expected
+Each case runs three raters of one project through the same script: ``rater000`` through an
+app whose fast lane is on, ``rater001`` through an app whose lane is off (the same flow on the
+routes' executor, after the FastAPI guard), ``rater002`` through the ORM oracle
+(``tests/server/oracle.py``). All first label two items (the second cycle is the lane's, which
+the test checks), take a third task, then their account changes state; then all submit that
+task and ask for the next one twice. Their answers must be equal, and match the expected
 outcome of the state (a refusal names the reason).
 """
 
@@ -19,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, insert, text
 
-from .conftest import seed
+from .conftest import PATHS, seed, serve_by
 
 # the policy x user state x database matrix (like the authorization matrix): `make test`
 pytestmark = pytest.mark.slow
@@ -98,17 +99,17 @@ def _script(c: TestClient, token: str, apply_state) -> list[tuple]:
 
 @pytest.mark.parametrize("state", list(STATES))
 @pytest.mark.parametrize("policy", list(POLICIES))
-def test_lane_and_framework_agree(db_url, monkeypatch, policy, state):
+def test_lane_framework_and_oracle_agree(db_url, monkeypatch, policy, state):
     from preflab.server import fastlane
     from preflab.server.app import create_app
     from preflab.store.server_models import Credential
 
-    seeded = seed(db_url, raters=2, n_items=12, policy=POLICIES[policy], extra_roles=False)
+    seeded = seed(db_url, raters=3, n_items=18, policy=POLICIES[policy], extra_roles=False)
     engine = create_engine(db_url)
     with engine.begin() as conn:
         pks = dict(conn.execute(text("SELECT username, pk FROM users")).all())
         if policy == "required_domains":
-            for name in ("rater000", "rater001"):
+            for name in ("rater000", "rater001", "rater002"):
                 conn.execute(
                     insert(Credential.__table__).values(
                         user_pk=pks[name], domain="law", verified=True
@@ -135,8 +136,8 @@ def test_lane_and_framework_agree(db_url, monkeypatch, policy, state):
         return apply
 
     outcomes, served = {}, {}
-    for name, lane in (("rater000", True), ("rater001", False)):
-        monkeypatch.setattr(fastlane, "ENABLED", lane)
+    for name, path in zip(("rater000", "rater001", "rater002"), PATHS, strict=True):
+        serve_by(monkeypatch, path)
         fastlane.STATS.clear()
         app = create_app(db_url)
         with TestClient(app) as c:
@@ -145,10 +146,9 @@ def test_lane_and_framework_agree(db_url, monkeypatch, policy, state):
         app.state.db.dispose()
     engine.dispose()
 
-    assert (
-        served["rater000"] >= 2 and served["rater001"] == 0
-    )  # the lane really ran, and only there
-    assert outcomes["rater000"] == outcomes["rater001"]
+    # the lane really ran, and only there
+    assert served["rater000"] >= 2 and served["rater001"] == served["rater002"] == 0
+    assert outcomes["rater000"] == outcomes["rater001"] == outcomes["rater002"]
     submit, after = outcomes["rater000"][0], outcomes["rater000"][1]
     expected_submit, expected_next = STATES[state][1]
     assert (submit[0], after[0]) == (expected_submit, expected_next)

@@ -59,8 +59,9 @@ def test_db_error_kinds() -> None:
 
 def test_503_and_client_retry(tmp_path, monkeypatch) -> None:
     from preflab import client as client_mod
-    from preflab.server import assign, fastlane, judging
+    from preflab.server import fastlane
     from preflab.server.app import create_app
+    from preflab.server.routes import labelling
 
     # the framework path's 503: the lane (which hands driver errors to it) is off here
     monkeypatch.setattr(fastlane, "ENABLED", False)
@@ -74,7 +75,7 @@ def test_503_and_client_retry(tmp_path, monkeypatch) -> None:
     with TestClient(app) as http:
         h = {"Authorization": f"Bearer {token}"}
         # the next-task call fails once: the client retries it and gets a task
-        monkeypatch.setattr(assign, "next_task", _FailFirst(assign.next_task, 1))
+        monkeypatch.setattr(labelling, "serve_next", _FailFirst(labelling.serve_next, 1))
         r = http.post("/api/v1/projects/demo/assignments/next", headers=h)
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
         assert "database is locked" in r.json()["detail"] and "INSERT" not in r.json()["detail"]
@@ -84,8 +85,8 @@ def test_503_and_client_retry(tmp_path, monkeypatch) -> None:
         judgment = {"kind": "pairwise", "winner": "a", "strength": 2}
 
         # the submission fails twice: answered 503 + Retry-After, then retried with the same key
-        flaky = _FailFirst(judging.submit_reference, 2)
-        monkeypatch.setattr(judging, "submit_reference", flaky)
+        flaky = _FailFirst(labelling.serve_submit, 2)
+        monkeypatch.setattr(labelling, "serve_submit", flaky)
         out = c.submit(
             "demo", task["assignment_id"], judgment, rationale="A is right", idempotency_key="k-1"
         )
@@ -99,13 +100,13 @@ def test_503_and_client_retry(tmp_path, monkeypatch) -> None:
         assert again["judgment_id"] == out["judgment_id"] and again["created"] is False
 
         # a write not marked safe to repeat is not retried: the caller sees the 503
-        monkeypatch.setattr(assign, "next_task", _FailFirst(assign.next_task, 1))
+        monkeypatch.setattr(labelling, "serve_next", _FailFirst(labelling.serve_next, 1))
         with pytest.raises(client_mod.ApiError) as err:
             c.request("POST", "/projects/demo/assignments/next")
         assert err.value.status == 503 and err.value.retry_after == 1.0
 
         # retries are bounded: a database that stays busy ends in the 503
-        monkeypatch.setattr(assign, "next_task", _FailFirst(assign.next_task, 100))
+        monkeypatch.setattr(labelling, "serve_next", _FailFirst(labelling.serve_next, 100))
         waits.clear()
         with pytest.raises(client_mod.ApiError) as err:
             c.next_task("demo")

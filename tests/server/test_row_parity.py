@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from .conftest import seed
+from .conftest import seed, serve_by
 
 # scripted runs on both executors and concurrent submits over two processes: `make test`
 pytestmark = pytest.mark.slow
@@ -148,7 +148,7 @@ def _run(
     from preflab.server import fastlane
     from preflab.server.app import create_app
 
-    monkeypatch.setattr(fastlane, "ENABLED", lane)
+    serve_by(monkeypatch, "lane" if lane else "oracle")
     fastlane.STATS.clear()
     items = None
     if kind in ("unary", "rubric"):  # thumbs and grades: one answer an item
@@ -401,7 +401,7 @@ def test_pg_guarded_write_stores_nothing_when_the_lease_changed_after_the_read(
     assert sum(r["filled"] for r in rows["task_pool"]) == 1
 
 
-@pytest.mark.parametrize("lane", [True, False], ids=["lane", "orm"])
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "framework"])
 def test_an_item_that_declares_its_kinds_refuses_the_others(db_url, lane, monkeypatch) -> None:
     """A project collecting pairwise and demonstrations; each item says which it takes
     (``metadata.kinds``). The task offers only those, and a submit of another kind is a 422
@@ -442,7 +442,7 @@ def test_an_item_that_declares_its_kinds_refuses_the_others(db_url, lane, monkey
     ]
 
 
-@pytest.mark.parametrize("lane", [True, False], ids=["lane", "orm"])
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "framework"])
 def test_rubric_scores_are_checked_against_the_current_version_not_the_newest(
     db_url, lane, monkeypatch
 ) -> None:

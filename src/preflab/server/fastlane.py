@@ -52,7 +52,7 @@ from .exec import Busy
 from .exec.sqlite import SqliteExecutor
 from .flow import NotCommon
 from .flow.lane import Credential, Flow, Lane, run_next, run_submit
-from .flow.submit import parse_submit
+from .flow.submit import JudgingError, parse_submit
 from .permissions import SESSION_COOKIE, iter_api_routes
 
 log = logging.getLogger("preflab.server.fastlane")
@@ -211,6 +211,12 @@ class LaneEndpoint:
             out = await self._run(cred, project_name, submit)
         except NotCommon as why:
             _count(f"pass:{why}")
+            return await self._framework(scope, receive, send)
+        except JudgingError as refusal:  # the framework's route answers refusals, byte for byte
+            _count(f"pass:refused {refusal.status}")
+            return await self._framework(scope, receive, send)
+        if out is None:  # no item left: the route syncs the pool and says why
+            _count("pass:nothing found")
             return await self._framework(scope, receive, send)
         _count("served")
         status = 200 if self.kind == _NEXT else 201

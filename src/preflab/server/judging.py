@@ -22,8 +22,14 @@ from sqlalchemy.orm import Session
 
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
-from ..store.rows import judgment_rows
-from ..store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatus, ReviewRequest
+from ..store.server_models import (
+    Assignment,
+    GoldOutcome,
+    PoolEntry,
+    RaterStatus,
+    ReviewRequest,
+    User,
+)
 from .assign import lock_rater_status
 from .database import Database
 from .flow.common import aware
@@ -31,15 +37,13 @@ from .flow.submit import (
     SCORED_LATER,
     JudgingError,
     build_judgment,
-    judgment_columns,
-    lease_refusal,
 )
 from .gold import expected_judgment, qualification_record, score_gold
 from .permissions import ProjectRef
 from .policy import Policy, settings_of
 from .quality_adapter import drift_alarm, qualification_decision, wilson_interval
 
-__all__ = ["SCORED_LATER", "JudgingError", "submit", "after_submit", "build_judgment"]
+__all__ = ["SCORED_LATER", "JudgingError", "after_submit", "build_judgment"]
 
 
 def _result(
@@ -93,160 +97,68 @@ def _result(
     return out
 
 
-def submit_reference(
-    db: Database,
-    project_ref: ProjectRef,
+# -- the submit flow's session steps (:func:`preflab.server.flow.lane.run_submit`, framework's
+# executor only: rare cases, in the flow's own transaction) ------------------------------------
+
+
+def replay_by_key(
+    session: Session,
+    project_name: str,
     user_pk: int,
-    username: str,
-    *,
-    assignment_id: str,
+    key: str,
     judgment: dict[str, Any],
-    idempotency_key: str | None = None,
-    telemetry: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    policy = settings_of(project_ref.settings).policy
-    deferred: list[int] = []
-    out = _submit_reference(
-        db,
-        project_ref,
-        policy,
-        user_pk,
-        username,
-        assignment_id,
-        judgment,
-        idempotency_key,
-        telemetry,
-        deferred,
-    )
-    for judgment_pk in deferred:  # after the commit: the scorer reads the committed row
-        defer_gold_scoring(db, judgment_pk)
-    return out
+    lease_id: str,
+) -> dict[str, Any] | None:
+    """The first result when this request repeats the one stored under idempotency ``key``;
+    None when the key is new; 409 when it was used for another request."""
+    project_pk = session.scalar(select(Project.pk).where(Project.name == project_name))
+    username = session.scalar(select(User.username).where(User.pk == user_pk))
+    first = _replay_of(session, project_pk, username, key, judgment, lease_id=lease_id)
+    return None if first is None else _result(session, first, created=False)
 
 
-def _submit_reference(
-    db: Database,
-    project_ref: ProjectRef,
-    policy: Policy,
+def replay_of_lease(
+    session: Session, lease_pk: int, judgment: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The first result when a submitted lease gets the same answer again, else None (the
+    flow then refuses: 409)."""
+    lease = session.get(Assignment, lease_pk)
+    first = session.get(JudgmentRow, lease.judgment_pk) if lease.judgment_pk else None
+    if first is not None and _same_answer(first, judgment):
+        return _result(session, first, created=False)
+    return None
+
+
+def rater_pk_for(session: Session, project_pk: int, username: str, user_pk: int) -> int:
+    """The caller's rater row in the project, made on their first label."""
+    rater = repo.get_or_create_rater(session, session.get(Project, project_pk), username)
+    if rater.user_pk is None:
+        rater.user_pk = user_pk
+    session.flush()
+    return rater.pk
+
+
+def score_qualification(
+    session: Session,
+    project_pk: int,
     user_pk: int,
-    username: str,
-    assignment_id: str,
-    judgment: dict[str, Any],
-    idempotency_key: str | None,
-    telemetry: dict[str, Any] | None,
-    deferred: list[int],
+    judgment_pk: int,
+    parsed: Any,
+    now: Any,
 ) -> dict[str, Any]:
-    with db.writing() as session:
-        project = session.get(Project, project_ref.pk)
-        if idempotency_key:
-            first = _replay_of(
-                session, project.pk, username, idempotency_key, judgment, lease_id=assignment_id
-            )
-            if first is not None:
-                return _result(session, first, created=False)
-        status = lock_rater_status(session, project.pk, user_pk, policy)
-        lease = session.scalar(
-            select(Assignment)
-            .where(Assignment.lease_id == assignment_id, Assignment.project_pk == project.pk)
-            .with_for_update()
-            .execution_options(populate_existing=True)
+    """A qualification answer, just stored, scored at once (the rater knows these are tests):
+    the outcome, the qualification decision, and the answer with the expected judgment."""
+    project = session.get(Project, project_pk)
+    policy = settings_of(project.settings).policy
+    status = lock_rater_status(session, project_pk, user_pk, policy)
+    row = session.get(JudgmentRow, judgment_pk)
+    item_row = session.get(ItemRow, row.item_pk)
+    if item_row.gold:
+        _score(
+            session, project, policy, status, user_pk, item_row, row, parsed, "qualification", now
         )
-        found = lease is not None and lease.user_pk == user_pk
-        if not found:
-            raise lease_refusal(
-                assignment_id,
-                found=False,
-                lease_status=None,
-                rater_status=None,
-                rater_reason="",
-                expires_at=None,
-                now=utcnow(),
-            )
-        pool = session.scalar(
-            select(PoolEntry)
-            .where(PoolEntry.item_pk == lease.item_pk)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
-        item_row = session.get(ItemRow, lease.item_pk)
-        if lease.status == "submitted":
-            first = session.get(JudgmentRow, lease.judgment_pk)
-            if first is not None and _same_answer(first, judgment):
-                return _result(session, first, created=False)
-        now = utcnow()
-        refusal = lease_refusal(
-            assignment_id,
-            found=True,
-            lease_status=lease.status,
-            rater_status=status.status,
-            rater_reason=status.reason,
-            expires_at=lease.expires_at,
-            now=now,
-        )
-        if refusal is not None:
-            raise refusal
-        parsed = build_judgment(
-            session,
-            project,
-            item_row,
-            username,
-            judgment,
-            shown_order=list(lease.shown_order),
-            started_at=lease.created_at,
-            idempotency_key=idempotency_key,
-            telemetry=telemetry,
-            guideline_version=lease.settings_version,
-        )
-        # validated above (kind, candidates, shown order, rubric); the unique constraints on
-        # (project, idempotency key) and (project, content hash) still guard against doubles
-        rater = repo.get_or_create_rater(session, project, username)
-        if rater.user_pk is None:
-            rater.user_pk = user_pk
-        columns = judgment_columns(project.pk, item_row.pk, rater.pk, judgment_rows(parsed).values)
-        row, created = JudgmentRow(**columns), True
-        session.add(row)
-        session.flush()
-        # the insert closed the lease and counted the label (store.triggers): reload them
-        session.expire(lease, ["status", "judgment_pk"])
-        if pool is not None:
-            session.expire(pool, ["filled"])
-        if pool is not None and pool.role == "qualification" and item_row.gold:
-            # qualification answers are explained at once (the rater knows these are tests)
-            _score(session, project, policy, status, user_pk, item_row, row, parsed, pool.role, now)
-        elif pool is not None and pool.role == "gold":
-            deferred.append(row.pk)  # production gold: scored after the response, see below
-        session.flush()
-        return _result(
-            session,
-            row,
-            created=created,
-            status=status,
-            gold_possible=pool is not None and pool.role == "qualification",
-        )
-
-
-def submit(
-    db: Database,
-    project_ref: ProjectRef,
-    user_pk: int,
-    username: str,
-    *,
-    assignment_id: str,
-    judgment: dict[str, Any],
-    idempotency_key: str | None = None,
-    telemetry: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Every submission the fast lane does not serve (its common case is
-    :func:`preflab.server.flow.lane.run_submit`, deciding with the same rule functions)."""
-    return submit_reference(
-        db,
-        project_ref,
-        user_pk,
-        username,
-        assignment_id=assignment_id,
-        judgment=judgment,
-        idempotency_key=idempotency_key,
-        telemetry=telemetry,
-    )
+    session.flush()
+    return _result(session, row, created=True, status=status)
 
 
 def after_submit(db: Database, pool_role: str, judgment_pk: int) -> None:

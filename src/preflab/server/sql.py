@@ -27,6 +27,7 @@ from ..store.server_models import (
     ApiToken,
     Assignment,
     Credential,
+    GoldOutcome,
     Membership,
     PoolDomain,
     PoolEntry,
@@ -51,6 +52,7 @@ _P, _PD, _I, _C, _CR = (
     Credential.__table__,
 )
 _J, _R, _RV = JudgmentRow.__table__, Rater.__table__, RubricVersion.__table__
+_GO = GoldOutcome.__table__
 _W = WebSession.__table__
 
 
@@ -104,12 +106,15 @@ AUTH_COLS = (
 
 #: How a caller authenticates: an API token (``Authorization: Bearer``) or a browser session
 #: (the cookie; its CSRF token is read with the caller, the last column, and checked by
-#: :func:`preflab.server.csrf.token_matches`). The conditions are the guard's
-#: (:mod:`preflab.server.permissions`: ``_BY_TOKEN``, ``_BY_SESSION``).
-BY = ("token", "session")
+#: :func:`preflab.server.csrf.token_matches`): the fast lane's; the conditions are the guard's
+#: (:mod:`preflab.server.permissions`: ``_BY_TOKEN``, ``_BY_SESSION``). ``user``: the guard
+#: already authenticated the caller (the FastAPI routes run the same flow after it).
+BY = ("token", "session", "user")
 
 
 def _credential_ok(by: str):
+    if by == "user":  # the guard authenticated the caller (the framework's routes)
+        return and_(_U.c.pk == bindparam("user_pk"), _U.c.is_active.is_(True))
     if by == "session":
         return and_(
             _W.c.token_hash == bindparam("hash"),
@@ -126,18 +131,19 @@ def _credential_ok(by: str):
 
 
 def _caller_joins(stmt, by: str):
-    """Token or session -> user -> project (by name) -> membership -> rater status (inner joins:
-    the common case is a member with a status row; anything else is answered by the
-    framework); a session's CSRF token last."""
-    if by == "session":
-        stmt = stmt.add_columns(_W.c.csrf_token).select_from(_W)
-        credential = _U.c.pk == _W.c.user_pk
+    """Token, session or the guard's user (:data:`BY`) -> user -> project (by name) ->
+    membership -> rater status (inner joins: a member with a status row; the framework's
+    routes make a first contact's row before they read, the lane hands a first contact on);
+    a session's CSRF token last."""
+    if by == "user":
+        stmt = stmt.select_from(_U)
     else:
-        stmt = stmt.select_from(_T)
-        credential = _U.c.pk == _T.c.user_pk
+        credential = _W if by == "session" else _T
+        if by == "session":
+            stmt = stmt.add_columns(_W.c.csrf_token)
+        stmt = stmt.select_from(credential).join(_U, _U.c.pk == credential.c.user_pk)
     return (
-        stmt.join(_U, credential)
-        .join(_PJ, _PJ.c.name == bindparam("name"))
+        stmt.join(_PJ, _PJ.c.name == bindparam("name"))
         .join(_M, and_(_M.c.project_pk == _PJ.c.pk, _M.c.user_pk == _U.c.pk))
         .join(_RS, and_(_RS.c.project_pk == _PJ.c.pk, _RS.c.user_pk == _U.c.pk))
     )
@@ -239,6 +245,50 @@ RUBRIC = select(_RV.c.content).where(
     _RV.c.version == bindparam("rubric_version"),
 )
 
+
+def status_insert(mark: str) -> str:
+    """A first contact's status row (``qualifying``), made by the framework's routes before
+    they read the caller; nothing when the row exists. Arguments: user pk, now, project name."""
+    m = mark
+    return (
+        "INSERT INTO rater_status (project_pk, user_pk, status, reason, updated_at) "
+        f"SELECT pk, {m}, 'qualifying', '', {m} FROM projects WHERE name = {m} "
+        "ON CONFLICT (project_pk, user_pk) DO NOTHING"
+    )
+
+
+_MY_STATUS = and_(
+    _RS.c.project_pk == bindparam("project_pk"), _RS.c.user_pk == bindparam("user_pk")
+)
+
+#: Why a rater is suspended (the refusal says it).
+STATUS_REASON = select(_RS.c.reason).where(_MY_STATUS)
+
+#: A new status with its reason (qualification decided when the set ran out, or not needed).
+STATUS_UPDATE = (
+    _RS.update()
+    .where(_MY_STATUS)
+    .values(status=bindparam("status"), reason=bindparam("reason"), updated_at=bindparam("now"))
+)
+
+#: Whether the project has a qualification set at all.
+HAS_QUALIFICATION = (
+    select(_P.c.pk)
+    .where(_P.c.project_pk == bindparam("project_pk"), _P.c.role == "qualification")
+    .limit(1)
+)
+
+#: The rater's qualification answers so far, in order (``gold.qualification_record``).
+QUALIFICATION_RECORD = (
+    select(_GO.c.correct)
+    .where(
+        _GO.c.project_pk == bindparam("project_pk"),
+        _GO.c.user_pk == bindparam("user_pk"),
+        _GO.c.phase == "qualification",
+    )
+    .order_by(_GO.c.pk)
+)
+
 VERIFIED_DOMAINS = select(_CR.c.domain).where(
     _CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True)
 )
@@ -322,6 +372,8 @@ def pick(role: str, match: str, *, unless_live: bool = False):
         stmt = stmt.where(_P.c.filled < _P.c.target, _P.c.filled + live < _P.c.target).order_by(
             _P.c.filled.desc(), _P.c.order_key.desc(), _P.c.pk.desc()
         )
+    elif role == "qualification":  # the qualification set in its import order, for everyone
+        stmt = stmt.order_by(_P.c.pk)
     else:
         stmt = stmt.order_by(_P.c.order_key.desc(), _P.c.pk.desc())
     return stmt.limit(bindparam("n")).with_for_update(skip_locked=True, of=_P)
@@ -413,7 +465,7 @@ PG_LEASE_IF_ROOM = (
 
 def guarded_store(mark: str, lock: str, returning: str) -> str:
     """The whole write of a submit in one statement, its own transaction (autocommit), on both
-    backends: check that the rater's status row is still ``qualified`` and the lease still the
+    backends: check that the rater is not suspended (``flow.submit.lease_refusal``'s rule) and the lease still the
     caller's, active and unexpired (PostgreSQL: locking status, lease and pool row, the ORM
     path's order, for the statement only), then insert the judgment. The insert's triggers
     (:mod:`preflab.store.triggers`) close the lease and count the label, inside the same
@@ -428,7 +480,7 @@ def guarded_store(mark: str, lock: str, returning: str) -> str:
     return (  # the WITH inside the INSERT: Python's sqlite3 counts rows of INSERT... only
         "INSERT INTO judgments ({columns}) "
         f"WITH s AS (SELECT 1 FROM rater_status WHERE project_pk = {m} AND user_pk = {m} "
-        f"AND status = 'qualified'{lock}), "
+        f"AND status <> 'suspended'{lock}), "
         f"l AS (SELECT pk FROM assignments WHERE pk = {m} AND user_pk = {m} AND status = 'active' "
         f"AND expires_at > {m} AND EXISTS (SELECT 1 FROM s){lock}), "
         f"p AS (SELECT pk FROM task_pool WHERE pk = {m} AND EXISTS (SELECT 1 FROM l){lock}) "
@@ -441,6 +493,9 @@ def guarded_store(mark: str, lock: str, returning: str) -> str:
 #: columns have no defaults; ``excluded`` and ``created_at`` get the model defaults).
 JUDGMENT_JSON_COLS = frozenset({"body", "shown_order", "telemetry"})
 JUDGMENT_DT_COLS = frozenset({"started_at", "submitted_at"})
+
+
+MATCHES = ("any", "all")
 
 
 class Statements:
@@ -457,22 +512,22 @@ class Statements:
         self.rubric = c(RUBRIC)
         self.done_count = c(DONE_COUNT)
         self.item_view = c(ITEM_VIEW)
-        self.picks = {
-            (role, match): c(pick(role, match))
-            for role in ("production", "gold")
-            for match in ("any", "all")
-        }
+        roles = ("production", "gold", "qualification")
+        self.picks = {(role, match): c(pick(role, match)) for role in roles for match in MATCHES}
         if not backend.is_pg:
             self.picks_viewed = {
-                (role, match): c(pick_viewed(role, match))
-                for role in ("production", "gold")
-                for match in ("any", "all")
+                (role, match): c(pick_viewed(role, match)) for role in roles for match in MATCHES
             }
+        self.status_insert = status_insert(backend.mark)
+        self.status_reason = c(STATUS_REASON)
+        self.status_update = c(STATUS_UPDATE)
+        self.has_qualification = c(HAS_QUALIFICATION)
+        self.qualification_record = c(QUALIFICATION_RECORD)
         if backend.is_pg:
             self.live_or_pick = {
                 (role, match): LiveOrPick(role, match, backend.dialect)
                 for role in ("production", "gold")
-                for match in ("any", "all")
+                for match in MATCHES
             }
         self.insert_lease = insert_lease(backend.mark)
         self.guarded_store = (

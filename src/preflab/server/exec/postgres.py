@@ -73,6 +73,7 @@ class PgExecutor:
         self.info, self.pool_size, self.trace = conninfo(url), pool_size, trace
         self.idle: list[psycopg.AsyncConnection] = []  # last in, first out: warm ones first
         self.opened = 0
+        self.rubrics: dict = {}
 
     async def _connection(self) -> psycopg.AsyncConnection:
         if self.idle:

@@ -37,6 +37,7 @@ class SqliteExecutor:
 
     def __init__(self, conn: sqlite3.Connection, lock: threading.Lock) -> None:
         self.conn, self.lock = conn, lock
+        self.rubrics: dict = {}
 
     def close(self) -> None:
         self.conn.close()

@@ -6,8 +6,14 @@ from datetime import UTC, datetime
 
 
 class NotCommon(Exception):
-    """Not the common case: the executor rolls back and the framework path (ORM) answers,
-    deciding with the same rule functions."""
+    """The fast lane cannot answer this request (the caller is not authenticated or not
+    allowed, its lock is busy, a step needs the framework's session): the lane's executor
+    rolls back and the FastAPI route answers, running the same flow after its guard."""
+
+
+class Changed(NotCommon):
+    """A guarded write found the rows changed since they were read (a race lost): the
+    framework's executor runs the flow again; the lane hands the request on."""
 
 
 def aware(dt: datetime) -> datetime:

@@ -25,7 +25,7 @@ an API token or a browser session and its CSRF header (:class:`Credential`).
 from __future__ import annotations
 
 import random
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
@@ -33,9 +33,11 @@ import orjson
 
 from ...schema import Item, Rubric
 from ...store.rows import judgment_rows
+from .. import judging
 from ..csrf import token_matches
 from ..permissions import ProjectRef, allowed
 from ..policy import Policy, policy_of
+from ..quality_adapter import final_qualification
 from ..sql import (
     JUDGMENT_DT_COLS,
     JUDGMENT_JSON_COLS,
@@ -44,7 +46,7 @@ from ..sql import (
 )
 from ..sql import statements as compiled_statements
 from . import next as rules
-from .common import NotCommon
+from .common import Changed, NotCommon
 from .submit import (
     READ_RUBRIC,
     SCORED_LATER,
@@ -64,6 +66,13 @@ _RNG = random.SystemRandom()
 #: a transaction.
 ALL, ONE, EXEC, STORE, BEGIN = "all", "one", "exec", "store", "begin"
 
+#: ``(SESSION, fn)``: a step only the framework's executor takes (:mod:`..exec.framework`):
+#: ``fn(session)`` with the SQLAlchemy session of the flow's own transaction, for the ORM
+#: work of the rare cases (a replay's first result, a qualification answer scored at once, a
+#: first label's rater row). On the lane's executors the flow hands the request on instead
+#: (:func:`_framework_step`), always before it has written anything.
+SESSION = "session"
+
 #: A running flow: yields requests, receives their results, returns the answer's body.
 Flow = Generator[tuple, Any, Any]
 
@@ -74,6 +83,8 @@ class Executor(Protocol):
 
     is_pg: bool
     mark: str
+    #: Rubric versions read, by (project pk, rubric key, version) (:func:`_rubric`).
+    rubrics: dict[tuple[int, str, int], Rubric]
 
     def dt(self, value: datetime) -> Any: ...
     def json(self, value: Any) -> Any: ...
@@ -85,10 +96,12 @@ class Executor(Protocol):
 class Lane:
     """One request on an executor: its clock, its statements, what to do after the commit."""
 
-    __slots__ = ("after_commit", "ex", "now", "now_s", "sql")
+    __slots__ = ("after_commit", "ex", "framework", "now", "now_s", "sql")
 
-    def __init__(self, ex: Executor, now: datetime) -> None:
+    def __init__(self, ex: Executor, now: datetime, *, framework: bool = False) -> None:
         self.ex, self.now = ex, now
+        #: The executor answers :data:`SESSION` steps (the framework's, :mod:`..exec.framework`).
+        self.framework = framework
         self.sql: Statements = compiled_statements(ex)
         self.now_s = ex.dt(now)
         #: (pool role, judgment pk) for :func:`preflab.server.judging.after_submit`.
@@ -104,8 +117,10 @@ class Credential(NamedTuple):
     session the CSRF token its request sent (checked against the session's)."""
 
     by: str
-    hash: str
+    hash: str | None
     csrf: str | None = None
+    #: ``by == "user"``: the user the framework's guard authenticated.
+    user_pk: int | None = None
 
 
 _PROJECTS: dict[tuple, tuple[ProjectRef, Policy]] = {}
@@ -136,9 +151,21 @@ def _caller(row: Sequence[Any] | None, cred: Credential) -> tuple[int, str, Proj
         raise NotCommon("csrf")  # the framework's guard answers the 403
     if not allowed("project.label", is_admin=row[11], role=row[9]):
         raise NotCommon("not a rater here")
-    if row[10] != "qualified":
-        raise NotCommon("not qualified")  # new, qualifying, failed, suspended: the ORM path
     return (row[0], row[1], *_project(row))
+
+
+def _framework_step(lane: Lane, why: str, fn: Callable[[Any], Any]) -> Flow:
+    """``fn(session)`` on the framework's executor; on the lane's, hand the request on."""
+    if not lane.framework:
+        raise NotCommon(why)
+    return (yield SESSION, fn)
+
+
+def _first_contact(lane: Lane, cred: Credential, project_name: str) -> Flow:
+    """The framework's routes make a first contact's status row (``qualifying``) before the
+    caller is read; the lane's callers have one (else the caller read finds nobody)."""
+    if cred.by == "user":
+        yield EXEC, lane.sql.status_insert, [cred.user_pk, lane.now_s, project_name]
 
 
 # -- item views ---------------------------------------------------------------------------------
@@ -196,22 +223,31 @@ def item_view(
 
 
 def run_next(lane: Lane, cred: Credential, project_name: str) -> Flow:
-    """The common case of "next task"; ``NotCommon`` for every other."""
+    """ "Next task": a task, a refusal (``{"task": None, "reason": ...}``), or None when no item
+    is left for the caller (the route syncs the pool and explains; the lane hands it on)."""
     ex, q = lane.ex, lane.sql
     yield (BEGIN,)  # PostgreSQL: the status lock is held until the lease is in
-    params = {"hash": cred.hash, "now": lane.now_s, "name": project_name}
+    yield from _first_contact(lane, cred, project_name)
+    params = {"hash": cred.hash, "user_pk": cred.user_pk, "now": lane.now_s, "name": project_name}
     caller = q.auth_next[cred.by]
     row = yield ONE, caller.sql, caller.args(params)
     user_pk, _username, project, policy = _caller(row, cred)
     params = {"project_pk": project.pk, "user_pk": user_pk, "now": lane.now_s}
-    roles = rules.roles_to_try(policy, _RNG)
     # PostgreSQL locks a batch, not one row: one alone saved backend CPU for a single rater but
     # cost 10-30 % more CPU a cycle at 200 raters and 2 workers (issue 10; likely because a
-    # candidate filled meanwhile then sends the request to the framework path).
+    # candidate filled meanwhile then costs another pick).
     params["n"] = rules.PICK_BATCH if ex.is_pg else 1
-    views: dict[int, list[Sequence[Any]]]  # view rows already read, by item
+    if row[10] != "qualified":  # qualifying, failed, suspended
+        return (yield from _next_unqualified(lane, project, policy, user_pk, row[10], params))
+    roles = rules.roles_to_try(policy, _RNG)
+    views: dict[int, list[Sequence[Any]]] = {}  # view rows already read, by item
+    picked = None
     if ex.is_pg:  # read after the status lock (READ COMMITTED: a fresh snapshot)
-        yield from _rules_before_pick(lane, policy, params)
+        refusal = yield from _domain_refusal(lane, policy, params)
+        refusal = refusal or (yield from _cap_refusal(lane, policy, params))
+        if refusal is not None:  # a live lease still comes back first
+            live = yield ONE, q.live.sql, q.live.args(params)
+            return refusal if live is None else (yield from _resume(lane, project, live))
         both = q.live_or_pick[(roles[0], policy.domain_match)]
         found = yield ALL, both.sql, both.args(params)
         live = found[0][1:6] if found and found[0][0] == "live" else None
@@ -220,30 +256,119 @@ def run_next(lane: Lane, cred: Credential, project_name: str) -> Flow:
         views = {shown[0][2]: [r[10:-1] for r in shown]} if shown else {}
     else:  # found by the caller statement (BEGIN IMMEDIATE: nothing changed since)
         live = row[12:18] if row[12] is not None else None
-        picked, views = None, {}
     if live is not None:  # resume: one live lease per rater
-        lease_id, item_pk, role, shown, expires, *content_hash = live
-        view, _ = yield from item_view(lane, item_pk, content_hash[0] if content_hash else None)
-        shown, expires = ex.load_json(shown), ex.load_dt(expires)
-        return {
-            "task": rules.task_payload(project, view, lease_id, role, shown, expires),
-            "resumed": True,
-        }
+        return (yield from _resume(lane, project, live))
     if picked is None:
-        yield from _rules_before_pick(lane, policy, params)
-    for role in roles:
-        if picked is None:
-            picked, views = yield from _pick(lane, role, policy.domain_match, params)
-        for pool_pk, _filled, target, content_hash, item_pk, entry_role in picked:
-            view, ids = yield from item_view(lane, item_pk, content_hash, views.get(item_pk))
-            entry = (pool_pk, item_pk, entry_role, target)
-            task = yield from _lease(lane, project, policy, user_pk, entry, view, ids)
+        refusal = yield from _domain_refusal(lane, policy, params)
+        refusal = refusal or (yield from _cap_refusal(lane, policy, params))
+        if refusal is not None:
+            return refusal
+    return (yield from _produce(lane, project, policy, user_pk, roles, params, picked, views))
+
+
+def _next_unqualified(
+    lane: Lane,
+    project: ProjectRef,
+    policy: Policy,
+    user_pk: int,
+    status: str,
+    params: dict[str, Any],
+) -> Flow:
+    """ "Next task" for a rater who is not (yet) qualified: suspended and failed raters are
+    refused; a qualifying one gets the qualification set, in order, until it runs out (then
+    the answers decide, :func:`..quality_adapter.final_qualification`) — or is qualified at
+    once when the project has no qualification — and goes on to production."""
+    q = lane.sql
+    reason = ""
+    if status == "suspended":
+        reason = (yield ONE, q.status_reason.sql, q.status_reason.args(params))[0]
+    refusal = rules.status_refusal(status, reason)
+    if refusal is not None:
+        return refusal
+    live = yield ONE, q.live.sql, q.live.args(params)
+    if live is not None:
+        return (yield from _resume(lane, project, live))
+    refusal = yield from _domain_refusal(lane, policy, params)
+    if refusal is not None:
+        return refusal
+    if status == "qualifying":
+        qual = policy.qualification
+        if qual.n_items > 0:
+            task = yield from _produce(lane, project, policy, user_pk, ("qualification",), params)
             if task is not None:
-                return {"task": task}
-        if picked:
-            raise NotCommon("filled meanwhile")  # the framework tries further batches
+                return task
+            if (yield ONE, q.has_qualification.sql, q.has_qualification.args(params)):
+                found = yield ALL, q.qualification_record.sql, q.qualification_record.args(params)
+                record = [bool(r[0]) for r in found]
+                passed = final_qualification(record, qual.pass_bar, qual.min_items) == "pass"
+                why = f"qualification set exhausted: {sum(record)}/{len(record)} correct"
+                yield from _set_status(lane, params, "qualified" if passed else "failed", why)
+                if not passed:
+                    return rules.status_refusal("failed", "")
+            else:
+                yield from _set_status(
+                    lane, params, "qualified", "project has no qualification items"
+                )
+        else:
+            yield from _set_status(lane, params, "qualified", "project needs no qualification")
+    refusal = yield from _cap_refusal(lane, policy, params)
+    if refusal is not None:
+        return refusal
+    roles = rules.roles_to_try(policy, _RNG)
+    return (yield from _produce(lane, project, policy, user_pk, roles, params))
+
+
+def _set_status(lane: Lane, params: dict[str, Any], status: str, reason: str) -> Flow:
+    q = lane.sql.status_update
+    yield EXEC, q.sql, q.args({**params, "status": status, "reason": reason})
+
+
+def _resume(lane: Lane, project: ProjectRef, live: Sequence[Any]) -> Flow:
+    """The live lease again (one live lease per rater): ``(lease_id, item_pk, role,
+    shown_order, expires_at[, content_hash])``."""
+    ex = lane.ex
+    lease_id, item_pk, role, shown, expires, *content_hash = live
+    view, _ = yield from item_view(lane, item_pk, content_hash[0] if content_hash else None)
+    shown, expires = ex.load_json(shown), ex.load_dt(expires)
+    return {
+        "task": rules.task_payload(project, view, lease_id, role, shown, expires),
+        "resumed": True,
+    }
+
+
+#: Picks per role before giving up on it: on PostgreSQL a batch's candidates can all fill
+#: meanwhile (another host's leases); each pick reads a newer snapshot, which leaves them out.
+PICK_ATTEMPTS = 8
+
+
+def _produce(
+    lane: Lane,
+    project: ProjectRef,
+    policy: Policy,
+    user_pk: int,
+    roles: Sequence[str],
+    params: dict[str, Any],
+    picked: list[tuple] | None = None,
+    views: dict[int, list[Sequence[Any]]] | None = None,
+) -> Flow:
+    """Lease the first candidate of the first role that has one (``picked``/``views``: the
+    first role's candidates, already read); the task, or None."""
+    for role in roles:
+        for _ in range(PICK_ATTEMPTS):
+            if picked is None:
+                picked, views = yield from _pick(lane, role, policy.domain_match, params)
+            if not picked:
+                break
+            for pool_pk, _filled, target, content_hash, item_pk, entry_role in picked:
+                found = (views or {}).get(item_pk)
+                view, ids = yield from item_view(lane, item_pk, content_hash, found)
+                entry = (pool_pk, item_pk, entry_role, target)
+                task = yield from _lease(lane, project, policy, user_pk, entry, view, ids)
+                if task is not None:
+                    return {"task": task}
+            picked = None  # every candidate filled meanwhile (PostgreSQL): pick again
         picked = None
-    raise NotCommon("nothing found")  # the framework syncs the pool and explains
+    return None
 
 
 def _pick(lane: Lane, role: str, match: str, params: dict[str, Any]) -> Flow:
@@ -264,17 +389,22 @@ def _pick(lane: Lane, role: str, match: str, params: dict[str, Any]) -> Flow:
     return picked, views
 
 
-def _rules_before_pick(lane: Lane, policy: Policy, params: dict[str, Any]) -> Flow:
-    """Domain match and the per-rater cap; the framework explains a refusal."""
-    q = lane.sql
-    if policy.required_domains:
-        found = yield ALL, q.verified_domains.sql, q.verified_domains.args(params)
-        if rules.domain_refusal(policy, [r[0] for r in found]) is not None:
-            raise NotCommon("domains")
-    if policy.max_items_per_rater is not None:
-        done = (yield ONE, q.done_count.sql, q.done_count.args(params))[0]
-        if rules.cap_refusal(policy, done) is not None:
-            raise NotCommon("cap")
+def _domain_refusal(lane: Lane, policy: Policy, params: dict[str, Any]) -> Flow:
+    """``required_domains`` the rater has no verified credential in (a refusal), or None."""
+    if not policy.required_domains:
+        return None
+    q = lane.sql.verified_domains
+    found = yield ALL, q.sql, q.args(params)
+    return rules.domain_refusal(policy, [r[0] for r in found])
+
+
+def _cap_refusal(lane: Lane, policy: Policy, params: dict[str, Any]) -> Flow:
+    """``max_items_per_rater`` reached (a refusal), or None."""
+    if policy.max_items_per_rater is None:
+        return None
+    q = lane.sql.done_count
+    done = (yield ONE, q.sql, q.args(params))[0]
+    return rules.cap_refusal(policy, done)
 
 
 def _lease(
@@ -325,10 +455,15 @@ def run_submit(
     idempotency_key: str | None,
     telemetry: dict[str, Any] | None,
 ) -> Flow:
-    """The common case of "submit"; ``NotCommon`` for every other."""
+    """ "Submit": the judgment stored (its answer), a replay's first answer, or a refusal
+    (:class:`.submit.JudgingError`: 404, 409, 410, 403, 422). The lane hands a refusal on
+    (the framework answers it), and so every step that needs the framework's session: a
+    replay, a first label, a qualification answer (scored at once)."""
     ex, q, now = lane.ex, lane.sql, lane.now
+    yield from _first_contact(lane, cred, project_name)
     params = {
         "hash": cred.hash,
+        "user_pk": cred.user_pk,
         "now": lane.now_s,
         "name": project_name,
         "lease_id": assignment_id,
@@ -336,47 +471,89 @@ def run_submit(
     }
     read = q.submit[cred.by]
     rows = yield ALL, read.sql, read.args(params)
+    if not rows and cred.by == "user":  # the guard let the caller in: no such lease here
+        if idempotency_key:
+            first = yield from _framework_step(
+                lane,
+                "replay",
+                lambda s: judging.replay_by_key(
+                    s, project_name, cred.user_pk, idempotency_key, judgment, assignment_id
+                ),
+            )
+            if first is not None:
+                return first
+        raise _not_found(assignment_id, now)
     user_pk, username, project, policy = _caller(rows[0] if rows else None, cred)
     (a_pk, a_user, item_pk, a_status, shown, created, expires, pool_pk, pool_role, item_key) = rows[
         0
     ][12:22]
     rater_pk, rater_user_pk, idem_pk, settings_version, item_kinds = rows[0][23:28]
     candidate_keys = [r[22] for r in rows]
+    if idem_pk is not None:  # the key was used: this request repeats that one, or 409
+        first = yield from _framework_step(
+            lane,
+            "replay",
+            lambda s: judging.replay_by_key(
+                s, project_name, user_pk, idempotency_key, judgment, assignment_id
+            ),
+        )
+        if first is not None:
+            return first
+    if a_user != user_pk:
+        raise _not_found(assignment_id, now)
+    if a_status == "submitted":  # the same answer again: the first result
+        first = yield from _framework_step(
+            lane, "replay", lambda s: judging.replay_of_lease(s, a_pk, judgment)
+        )
+        if first is not None:
+            return first
+    rater_status, reason = rows[0][10], ""
+    if rater_status == "suspended":
+        mine = q.status_reason.args({"project_pk": project.pk, "user_pk": user_pk})
+        reason = (yield ONE, q.status_reason.sql, mine)[0]
     refusal = lease_refusal(
         assignment_id,
-        found=a_user == user_pk,
+        found=True,
         lease_status=a_status,
-        rater_status=rows[0][10],
-        rater_reason="",
+        rater_status=rater_status,
+        rater_reason=reason,
         expires_at=ex.load_dt(expires),
         now=now,
-    )
-    if refusal is not None or kind_refusal(
+    ) or kind_refusal(
         judgment.get("kind"), project.kinds, len(candidate_keys), ex.load_json(item_kinds)
-    ):
-        raise NotCommon("refused")  # the framework answers (replay, 404, 409, 410, 422)
-    if a_status != "active" or pool_role not in SCORED_LATER:
-        raise NotCommon("qualification lease")  # explained at once by the ORM path
-    if idem_pk is not None or rater_pk is None or rater_user_pk is None:
-        raise NotCommon("replay or first label")
-    if judgment.get("kind") == "pairwise":  # the common kind's cheap equal of the one below
-        values = pairwise_values(
-            judgment,
-            item_key=item_key,
-            shown_order=ex.load_json(shown),
-            candidate_keys=candidate_keys,
-            username=username,
-            rubric_key=project.rubric_key,
-            rubric_version=project.rubric_version,
-            guideline_version=settings_version,
-            started_at=ex.load_dt(created),
-            submitted_at=now,
-            idempotency_key=idempotency_key,
-            telemetry=telemetry,
-            min_rationale_chars=policy.min_rationale_chars,
+    )
+    if refusal is not None:
+        raise refusal
+    scored_now = pool_role not in SCORED_LATER  # a qualification answer: scored in the answer
+    if scored_now and not lane.framework:
+        raise NotCommon("qualification answer")  # before anything is written
+    if rater_pk is None or rater_user_pk is None:  # a first label in this project
+        rater_pk = yield from _framework_step(
+            lane, "first label", lambda s: judging.rater_pk_for(s, project.pk, username, user_pk)
         )
-    else:
-        values = yield from _validated_values(
+    values = parsed = None
+    if judgment.get("kind") == "pairwise" and not scored_now:  # the cheap equal of the below
+        try:
+            values = pairwise_values(
+                judgment,
+                item_key=item_key,
+                shown_order=ex.load_json(shown),
+                candidate_keys=candidate_keys,
+                username=username,
+                rubric_key=project.rubric_key,
+                rubric_version=project.rubric_version,
+                guideline_version=settings_version,
+                started_at=ex.load_dt(created),
+                submitted_at=now,
+                idempotency_key=idempotency_key,
+                telemetry=telemetry,
+                min_rationale_chars=policy.min_rationale_chars,
+            )
+        except NotCommon:
+            if not lane.framework:
+                raise
+    if values is None:  # every other kind, and whatever the cheap one does not take
+        parsed = yield from _validated(
             lane,
             project,
             judgment,
@@ -387,8 +564,16 @@ def run_submit(
             telemetry=telemetry,
             idempotency_key=idempotency_key,
         )
+        values = judgment_rows(parsed).values
     columns = judgment_columns(project.pk, item_pk, rater_pk, values)
     j_pk = yield from _store_judgment(lane, columns, user_pk, project.pk, a_pk, pool_pk)
+    if scored_now:
+        return (
+            yield (
+                SESSION,
+                lambda s: judging.score_qualification(s, project.pk, user_pk, j_pk, parsed, now),
+            )
+        )
     lane.after_commit.append((pool_role, j_pk))
     return {
         "judgment_id": j_pk,
@@ -400,27 +585,39 @@ def run_submit(
     }
 
 
-#: Rubric versions by (project pk, rubric key, version): a version is immutable once stored.
-RUBRICS: dict[tuple[int, str, int], Rubric] = {}
+def _not_found(assignment_id: str, now: datetime) -> JudgingError:
+    found = lease_refusal(
+        assignment_id,
+        found=False,
+        lease_status=None,
+        rater_status=None,
+        rater_reason="",
+        expires_at=None,
+        now=now,
+    )
+    assert found is not None
+    return found
 
 
 def _rubric(lane: Lane, project: ProjectRef) -> Flow:
-    """The project's current rubric version, read once per process."""
+    """The project's current rubric version, read once per executor (one database; a version
+    is immutable once stored): ``Executor.rubrics`` by (project pk, rubric key, version)."""
     key = (project.pk, project.rubric_key, project.rubric_version)
-    if key in RUBRICS:
-        return RUBRICS[key]
+    cache = lane.ex.rubrics
+    if key in cache:
+        return cache[key]
     q = lane.sql.rubric
     params = {"project_pk": key[0], "rubric_key": key[1], "rubric_version": key[2]}
     row = yield ONE, q.sql, q.args(params)
     if row is None:
         return None  # the framework explains ("no rubric yet"); nothing cached
-    found = RUBRICS[key] = Rubric.model_validate(lane.ex.load_json(row[0]))
-    if len(RUBRICS) > 1024:
-        RUBRICS.clear()
+    if len(cache) > 1024:
+        cache.clear()
+    found = cache[key] = Rubric.model_validate(lane.ex.load_json(row[0]))
     return found
 
 
-def _validated_values(
+def _validated(
     lane: Lane,
     project: ProjectRef,
     judgment: dict[str, Any],
@@ -432,32 +629,28 @@ def _validated_values(
     telemetry: dict[str, Any] | None,
     idempotency_key: str | None,
 ) -> Flow:
-    """The judgment's values through the one validation every submit path shares
-    (:func:`.submit.build_judgment`); a refusal goes to the framework, which answers it.
-    ``lease``: its shown order, creation time and settings version, as read."""
+    """The judgment through the one validation every submit path shares
+    (:func:`.submit.build_judgment`; a refusal is its ``JudgingError``). ``lease``: its shown
+    order, creation time and settings version, as read."""
     shown, created, settings_version = lease
     rubric: Any = READ_RUBRIC  # build_judgment hands a rubric judgment on unless it is read
     if judgment.get("kind") == "rubric" and project.rubric_key and project.rubric_version:
         rubric = yield from _rubric(lane, project)
-    try:
-        parsed = build_judgment(
-            None,
-            project,  # type: ignore[arg-type]  # a ProjectRef: what build_judgment reads of it
-            None,
-            username,
-            judgment,
-            shown_order=list(lane.ex.load_json(shown) or []),
-            started_at=lane.ex.load_dt(created),
-            idempotency_key=idempotency_key,
-            telemetry=telemetry,
-            item_key=item_key,
-            candidate_keys=candidate_keys,
-            guideline_version=settings_version,
-            rubric=rubric,
-        )
-    except JudgingError:
-        raise NotCommon("refused") from None
-    return judgment_rows(parsed).values
+    return build_judgment(
+        None,
+        project,  # type: ignore[arg-type]  # a ProjectRef: what build_judgment reads of it
+        None,
+        username,
+        judgment,
+        shown_order=list(lane.ex.load_json(shown) or []),
+        started_at=lane.ex.load_dt(created),
+        idempotency_key=idempotency_key,
+        telemetry=telemetry,
+        item_key=item_key,
+        candidate_keys=candidate_keys,
+        guideline_version=settings_version,
+        rubric=rubric,
+    )
 
 
 def _judgment_values(
@@ -492,6 +685,6 @@ def _store_judgment(
     )
     guards = [project_pk, user_pk, a_pk, user_pk, lane.now_s, pool_pk]
     j_pk = yield STORE, sql, [*guards, *args]
-    if j_pk is None:
-        raise NotCommon("changed since read")  # suspended, expired, submitted meanwhile
+    if j_pk is None:  # suspended, expired, submitted meanwhile: read again (the framework's
+        raise Changed("changed since read")  # executor reruns the flow; the lane hands it on)
     return j_pk

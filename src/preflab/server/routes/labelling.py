@@ -1,9 +1,9 @@
 """Labelling routes: the next task (a lease), submit, release and skip.
 
-Handlers are thin: parse, call the engine (:mod:`preflab.server.assign`,
-:mod:`preflab.server.judging`), shape the answer. The common case of "next" and "submit" is
-served in front of these routes by :mod:`preflab.server.fastlane` with the same rules
-(:mod:`preflab.server.flow`); these routes answer everything else.
+Handlers are thin: parse, run the engine, shape the answer. "Next" and "submit" are one flow
+(:mod:`preflab.server.flow.lane`): the fast lane (:mod:`preflab.server.fastlane`) serves what it
+can in front of these routes; these routes run the same flow after their guard, on the
+framework's executor (:mod:`preflab.server.exec.framework`), for everything it hands on.
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...schema import Telemetry
 from .. import assign, judging
 from ..database import Database
-from ..permissions import Ctx, guard
+from ..exec import framework
+from ..flow.lane import Credential, run_next, run_submit
+from ..flow.next import no_items
+from ..permissions import Ctx, ProjectRef, guard
+from ..policy import settings_of
+from ..projects import sync_pool
 from ..webapi import no_items_detail, skip_task
 from ..wire import WireModel
 
@@ -93,12 +98,59 @@ class SkipOut(BaseModel):
 # -- routes --------------------------------------------------------------------------------------
 
 
+def serve_next(db: Database, project: ProjectRef, user_pk: int) -> dict[str, Any]:
+    """ "Next task" on the framework's executor; when nothing is left, items imported by another
+    route may still lack pool rows: sync the pool once and look again."""
+    ex = framework.executor(db)
+    for attempt in range(2):
+        out, _lane = ex.run(
+            lambda lane: run_next(lane, Credential("user", None, user_pk=user_pk), project.name)
+        )
+        if out is not None:
+            return out
+        if attempt == 0:
+            with db.writing() as session:
+                if sync_pool(session, project.pk, settings_of(project.settings).policy) == 0:
+                    break
+    return no_items()
+
+
+def serve_submit(
+    db: Database,
+    project: ProjectRef,
+    user_pk: int,
+    username: str,
+    *,
+    assignment_id: str,
+    judgment: dict[str, Any],
+    idempotency_key: str | None,
+    telemetry: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """ "Submit" on the framework's executor; production gold goes to the scorer after the
+    commit (:func:`judging.after_submit`), as from the lane."""
+    cred = Credential("user", None, user_pk=user_pk)
+    out, lane = framework.executor(db).run(
+        lambda lane: run_submit(
+            lane,
+            cred,
+            project.name,
+            assignment_id=assignment_id,
+            judgment=judgment,
+            idempotency_key=idempotency_key,
+            telemetry=telemetry,
+        )
+    )
+    for pool_role, judgment_pk in lane.after_commit:
+        judging.after_submit(db, pool_role, judgment_pk)
+    return out
+
+
 @router.post("/projects/{project}/assignments/next", response_model=NextTaskOut)
 def next_task(request: Request, project: str, ctx: Ctx = guard("project.label")) -> Response:
     """The next task for the caller (a lease), or ``{"task": null, "reason": ...}``.
 
     While a lease is live the same task comes back (``resumed``: true)."""
-    out = assign.next_task(_db(request), ctx.project, ctx.user.user_pk)
+    out = serve_next(_db(request), ctx.project, ctx.user.user_pk)
     if out.get("reason") == "no_items":  # say why when items wait for a credential
         with _db(request).reading() as s:
             detail = no_items_detail(s, ctx.project, ctx.user.user_pk) or out.get("detail")
@@ -128,7 +180,7 @@ def submit_judgment(
     telemetry = (
         body.telemetry.model_dump(mode="json", exclude_none=True) if body.telemetry else None
     )
-    out = judging.submit(
+    out = serve_submit(
         _db(request),
         ctx.project,
         ctx.user.user_pk,
