@@ -193,7 +193,7 @@ def create_app(
     from .routes import include_all
 
     include_all(app)
-    # The common case of the two hot routes on SQLite, in front of them (preflab.server.fastlane).
+    # The two hot routes' flow on the lane's executors, in front of them (preflab.server.fastlane).
     from .fastlane import install as install_fast_lane
 
     install_fast_lane(app)

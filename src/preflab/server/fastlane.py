@@ -4,7 +4,7 @@ A labelling session is a loop of two requests, ``POST /api/v1/projects/{project}
 and ``POST /api/v1/projects/{project}/judgments``. Through FastAPI each costs milliseconds of CPU
 (routing, dependency injection, a worker-thread hop, pydantic, the ORM). This pure ASGI layer
 sits inside the app's middleware (so the body limit and the security headers still apply) and
-runs the *common case* of those two requests (:mod:`preflab.server.flow.lane`) on an executor:
+runs those two requests' flow (:mod:`preflab.server.flow.lane`) on an executor of its own:
 
 * SQLite (:mod:`.exec.sqlite`): a connection of the lane's own, ``BEGIN IMMEDIATE`` on the
   event loop thread (a few hundred µs; no thread hop), only ever *trying* the locks;
@@ -16,13 +16,13 @@ executor answers them.
 
 A caller authenticates as the guard would: a bearer token, or the browser's session cookie
 with its CSRF header (checked by the same rule, :func:`.csrf.token_matches`).
-Everything that is not the common case — a bad or revoked token, a non-member, a qualifying,
-failed or suspended rater, an empty pool, a replay, an expired or foreign lease, a body the
-cheap validation does not accept, a lock not free at once — is rolled back and handed,
-untouched (the body replayed), to the FastAPI route, which decides with the same rule
-functions (:mod:`preflab.server.flow`). The lane never answers an error itself, so every
-refusal is byte for byte the framework's. Nothing about a caller is cached: a revoked token, a
-removed membership or a suspension counts from the very next request, from any worker.
+What the lane cannot answer itself — a bad or revoked token, a non-member, a first contact, a
+refusal, a replay, a first label, a qualification answer, an empty pool, a body the cheap
+validation does not accept, a lock not free at once — is rolled back and handed, untouched
+(the body replayed), to the FastAPI route, which runs the same flow after its guard
+(:mod:`.exec.framework`). The lane never answers an error itself, so every refusal is byte
+for byte the framework's. Nothing about a caller is cached: a revoked token, a removed
+membership or a suspension counts from the very next request, from any worker.
 
 Durability is the database's: the answer is sent after ``COMMIT``, so an acknowledged
 judgment survives ``kill -9`` of the server.

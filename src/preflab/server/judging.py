@@ -1,9 +1,12 @@
-"""Submitting, scoring, reviewing and revising judgments.
+"""Scoring, reviewing and revising judgments, and the submit flow's ORM steps.
 
-A submission must match the rater's live lease; it is validated against the project's kinds,
+Submitting is :func:`preflab.server.flow.lane.run_submit` (one flow on every executor): a
+submission must match the rater's live lease; it is validated against the project's kinds,
 the item's candidates, the shown order and the current rubric version; retried submissions
-(same idempotency key, or the same lease) return the first result and store nothing twice.
-Gold is scored on submit: during qualification the response explains the expected answer;
+(same idempotency key, or the same lease) return the first result and store nothing twice —
+the replays, a first label's rater row and a qualification answer's scoring are this module's
+session steps (:func:`replay_by_key`, :func:`replay_of_lease`, :func:`rater_pk_for`,
+:func:`score_qualification`). Gold is scored on submit: during qualification the response explains the expected answer;
 in production it is silent, and a rolling accuracy credibly below the bar suspends the rater
 (evidence kept, their labels excluded with the reason, their items returned to the pool).
 """

@@ -1,4 +1,4 @@
-"""Every statement of the labelling common case, built once and compiled once per backend.
+"""Every statement of the labelling flow, built once and compiled once per backend.
 
 The executors (:mod:`preflab.server.exec`) run these; the decisions on what they return are
 :mod:`preflab.server.flow`. Round trips a cycle (next task + submit), both backends:
@@ -499,7 +499,7 @@ MATCHES = ("any", "all")
 
 
 class Statements:
-    """Every statement of the common case, compiled once for one backend."""
+    """Every statement of the flow, compiled once for one backend."""
 
     def __init__(self, backend: Backend) -> None:
         def c(stmt: Executable) -> Compiled:

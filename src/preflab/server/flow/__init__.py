@@ -9,12 +9,13 @@ that serve a request only fetch rows and write what the decisions say:
 * :mod:`.submit` — the lease checks (owner, submitted, released, suspended, expired), the
   project's declared kinds and the item's fit, the plain pairwise judgment turned into its row
   values, and the one place the judgment row's columns are assembled;
-* :mod:`.lane` — the common case run on an executor (:mod:`preflab.server.exec`): statements
-  compiled once (:mod:`preflab.server.sql`), the decisions above, and :class:`NotCommon`
-  when the case is not the common one (the framework path then answers with the same rules).
+* :mod:`.lane` — the two flows, every case, run on an executor (:mod:`preflab.server.exec`:
+  the fast lane's, or the FastAPI routes'): statements compiled once
+  (:mod:`preflab.server.sql`), the decisions above, and :class:`NotCommon` when the lane must
+  hand a request to the route (which runs the same flow).
 
-Authorization is :func:`preflab.server.permissions.allowed` on both paths; gold scoring and
-suspension are :mod:`preflab.server.judging` (after the commit, on every path).
+Authorization is :func:`preflab.server.permissions.allowed` on every executor; production gold
+scoring and suspension are :mod:`preflab.server.judging` (after the commit).
 """
 
 from .common import NotCommon, aware

@@ -1,4 +1,4 @@
-"""What every part of the flow shares: the "not the common case" signal and aware datetimes."""
+"""What every part of the flow shares: the lane's "hand it on" signals and aware datetimes."""
 
 from __future__ import annotations
 

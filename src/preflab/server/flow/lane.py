@@ -1,25 +1,30 @@
-"""The common case of "next task" and "submit", run on an executor.
+"""The labelling flow: "next task" and "submit", every rule in its order, on any executor.
 
 Fetch rows with the statements of :mod:`preflab.server.sql`, decide with :mod:`.next` and
-:mod:`.submit` (and :func:`preflab.server.permissions.allowed`), write. Every case that is not
-the common one raises :class:`NotCommon`: the executor rolls back and the framework path
-(:mod:`preflab.server.assign`, :mod:`preflab.server.judging`, ORM) answers it, deciding with
-the same rule functions.
+:mod:`.submit` (and :func:`preflab.server.permissions.allowed`), write. Written once, run by
+three executors: the fast lane's (:mod:`preflab.server.exec.sqlite`,
+:mod:`preflab.server.exec.postgres`) in front of the FastAPI routes, and the routes' own
+(:mod:`preflab.server.exec.framework`) after their guard.
 
 The flow does no I/O itself ("sans-I/O"): :func:`run_next` and :func:`run_submit` are
 generators that *yield* each statement as a request (:data:`ALL`, :data:`ONE`, :data:`EXEC`,
-:data:`STORE` with the SQL and its arguments, or :data:`BEGIN`) and receive its result. An executor drives
-them: SQLite's synchronously on its one connection (:func:`preflab.server.exec.drive`),
-PostgreSQL's on the event loop with psycopg's asynchronous connections (a round trip awaits the
-socket; no worker thread). One flow, written once, on both.
+:data:`STORE` with the SQL and its arguments, :data:`BEGIN`, or a :data:`SESSION` step) and
+receive its result. SQLite's lane executor drives them synchronously on its one connection
+(:func:`preflab.server.exec.drive`), PostgreSQL's on the event loop with psycopg's asynchronous
+connections (a round trip awaits the socket; no worker thread), the framework's in a worker
+thread inside the app's write transaction.
 
-The common case: a member with the ``rater`` role whose status is ``qualified``; "next" resumes
-a live lease or leases a production (or production gold) item; "submit" stores a judgment of
-any kind on the caller's live, unexpired production (or production gold) lease with a fresh
-idempotency key — a plain pairwise one through :func:`.submit.pairwise_values`, every other
-through the validation all submit paths share, :func:`.submit.build_judgment` (a rubric one
-against the project's current rubric version, read once per process). The caller comes with
-an API token or a browser session and its CSRF header (:class:`Credential`).
+Every case is here: a first contact (the routes make its status row), the qualification set
+until the rater passes or fails, suspended, failed, domain and cap refusals, a live lease
+resumed, production (and production gold) picked with exact k, a judgment of any kind
+validated (a plain pairwise one through :func:`.submit.pairwise_values`, every other through
+:func:`.submit.build_judgment`, a rubric one against the project's current rubric version)
+and stored by one guarded write, replays, and a qualification answer scored at once. On the
+lane, :class:`NotCommon` hands a request to the route (rolled back, always before anything is
+written): a caller the guard must answer, a refusal (the route's error handler answers it),
+a :data:`SESSION` step (the ORM work of a replay, a first label, a qualification answer), a
+busy lock, or no item left. The caller comes with an API token, a browser session and its
+CSRF header, or as the user the route's guard authenticated (:class:`Credential`).
 """
 
 from __future__ import annotations

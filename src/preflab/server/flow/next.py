@@ -1,7 +1,7 @@
 """The rules of "next task", as decisions over values the caller has fetched.
 
-Used by the ORM path (:func:`preflab.server.assign.next_task`) and by the executors' common
-case (:func:`preflab.server.flow.lane.run_next`); neither decides anything itself.
+Used by the flow (:func:`preflab.server.flow.lane.run_next`, on every executor) and by the
+tests' ORM oracle; neither decides anything itself.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rules of "submit", as decisions over values the caller has fetched.
 
-Used by the ORM path (:mod:`preflab.server.judging`) and by the executors' common case
-(:func:`preflab.server.flow.lane.run_submit`).
+Used by the flow (:func:`preflab.server.flow.lane.run_submit`, on every executor), by
+revisions (:mod:`preflab.server.judging`) and by the tests' ORM oracle.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ..policy import policy_of
 from ..wire import wire_problems
 from .common import NotCommon, aware
 
-#: Pool roles the common case submits: production and production gold look and cost the same,
+#: Pool roles whose answers are scored after the response: production and production gold look and cost the same,
 #: gold being scored after the response (:func:`preflab.server.judging.defer_gold_scoring`).
 SCORED_LATER = frozenset({"production", "gold"})
 
@@ -249,8 +249,8 @@ def pairwise_values(
 ) -> dict[str, Any]:
     """``judgment_rows(build_judgment(...)).values`` for a plain pairwise judgment.
 
-    Accepts only what the ORM path would accept unchanged (``NotCommon`` for anything else,
-    which then gets that path's own answer, errors included); the property test in
+    Accepts only what :func:`build_judgment` would accept unchanged (``NotCommon`` for anything
+    else, which then goes through that validation, errors included); the property test in
     ``tests/server/test_fastlane.py`` holds the two equal.
     """
     _check_pairwise(judgment, min_rationale_chars)
@@ -351,7 +351,7 @@ def build_judgment(
     rubric: Rubric | None | object = READ_RUBRIC,
 ):
     """Validate a submitted judgment body into its schema class (422 field-by-field); every
-    submit path's one validation (the ORM path's, and the executors' for every kind but
+    submit path's one validation (the flow's on every executor for every kind but
     pairwise, whose cheap equal is :func:`pairwise_values`). A rubric judgment is checked
     against the project's *current* rubric version, the one its provenance records: ``rubric``
     as the caller read it (an executor), or read here through ``session``.
