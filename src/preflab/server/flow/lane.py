@@ -37,6 +37,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from ...schema import Item, Rubric
+from ...store.models import Project
 from ...store.rows import judgment_rows
 from .. import judging
 from ..csrf import token_matches
@@ -53,10 +54,10 @@ from ..sql import statements as compiled_statements
 from . import next as rules
 from .common import Changed, NotCommon
 from .submit import (
-    READ_RUBRIC,
     SCORED_LATER,
     JudgingError,
     build_judgment,
+    current_rubric,
     judgment_columns,
     kind_refusal,
     lease_refusal,
@@ -150,12 +151,12 @@ def _project(row: Sequence[Any]) -> tuple[ProjectRef, Policy]:
 def _caller(row: Sequence[Any] | None, cred: Credential) -> tuple[int, str, ProjectRef, Policy]:
     """The guard's decision on the caller row (token or session, user, project, membership,
     status; a session's CSRF token last)."""
-    if row is None:
-        raise NotCommon("auth")  # 401/403/404 or no status row yet: the framework says which
+    if row is None or not allowed("project.label", is_admin=row[11], role=row[9]):
+        if cred.by == "user":  # the guard let them in a moment ago: removed or deactivated since
+            raise JudgingError(403, "you may not label in this project (any more)")
+        raise NotCommon("auth")  # 401/403/404 or no status row yet: the guard says which
     if cred.by == "session" and not token_matches(cred.csrf, row[-1]):
         raise NotCommon("csrf")  # the framework's guard answers the 403
-    if not allowed("project.label", is_admin=row[11], role=row[9]):
-        raise NotCommon("not a rater here")
     return (row[0], row[1], *_project(row))
 
 
@@ -476,7 +477,9 @@ def run_submit(
     }
     read = q.submit[cred.by]
     rows = yield ALL, read.sql, read.args(params)
-    if not rows and cred.by == "user":  # the guard let the caller in: no such lease here
+    if not rows and cred.by == "user":  # no such lease here, or the caller left since the guard
+        caller = q.auth_next["user"]
+        _caller((yield ONE, caller.sql, caller.args(params)), cred)  # 403 when they left
         if idempotency_key:
             first = yield from _framework_step(
                 lane,
@@ -638,9 +641,14 @@ def _validated(
     (:func:`.submit.build_judgment`; a refusal is its ``JudgingError``). ``lease``: its shown
     order, creation time and settings version, as read."""
     shown, created, settings_version = lease
-    rubric: Any = READ_RUBRIC  # build_judgment hands a rubric judgment on unless it is read
-    if judgment.get("kind") == "rubric" and project.rubric_key and project.rubric_version:
-        rubric = yield from _rubric(lane, project)
+    rubric: Any = None  # no rubric: build_judgment says "no rubric yet"
+    if judgment.get("kind") == "rubric" and project.rubric_key:
+        if project.rubric_version:
+            rubric = yield from _rubric(lane, project)
+        else:  # a key without a version: the newest one, read by the session (never seen here)
+            rubric = yield from _framework_step(
+                lane, "rubric", lambda s: current_rubric(s, s.get(Project, project.pk))
+            )
     return build_judgment(
         None,
         project,  # type: ignore[arg-type]  # a ProjectRef: what build_judgment reads of it
