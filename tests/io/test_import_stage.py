@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from preflab.io.importer import ImportFailed, ImportOptions, import_files
 from preflab.io.importer import stage as importer_stage
+from preflab.io.importer import worker as importer_worker
 from preflab.io.importer.stage import _segments
 from preflab.io.importer.worker import CHUNK
 from preflab.store import db, repo, transaction
@@ -95,6 +96,8 @@ def test_staged_rows_are_the_rows_bound_in_one_process(tmp_path, monkeypatch):
         move_items(self, stage, seqs, pks, same)
 
     monkeypatch.setattr(importer_stage.Mover, "items", spy)
+    # the writing process converts the first 700 records itself while the other one starts
+    monkeypatch.setattr(importer_worker, "HEAD", 700)
     big, earlier = big_file(tmp_path), earlier_file(tmp_path)
     reports, written = [], []
     for worker in ("0", "1"):
@@ -116,6 +119,7 @@ def test_staged_rows_are_the_rows_bound_in_one_process(tmp_path, monkeypatch):
 
 def test_a_failed_staged_import_writes_nothing_and_leaves_no_stage_attached(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "1")
+    monkeypatch.setattr(importer_worker, "HEAD", 100)
     engine = fresh(tmp_path / "f.db")
     bad = write(
         tmp_path / "bad.jsonl",
@@ -194,6 +198,7 @@ def test_an_import_takes_over_a_stage_left_attached_to_its_connection(tmp_path, 
     """Closing the stage is never in the way of an import's outcome; should it fail, the stage
     stays attached to the pooled connection and the next import there uses it."""
     monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "1")
+    monkeypatch.setattr(importer_worker, "HEAD", 10)
     engine = fresh(tmp_path / "left.db")
     with engine.connect() as conn:
         conn.exec_driver_sql(f"ATTACH DATABASE ':memory:' AS {importer_stage.SCHEMA}")
@@ -201,3 +206,37 @@ def test_an_import_takes_over_a_stage_left_attached_to_its_connection(tmp_path, 
     assert import_files(engine, "p", [path]).judgments_added == 50
     engine.dispose()
     assert len(rows(tmp_path / "left.db")["candidates"]) == 100
+
+
+def test_the_written_keys_filter_answers_every_key_written_and_few_others():
+    """A fresh project's staged chunks look up only what ``WrittenKeys.maybe`` answers: it must
+    never leave out a key the import wrote (the item would be written twice)."""
+    from preflab.io.importer.loader import WrittenKeys
+
+    written = WrittenKeys()
+    keys = [f"itm_{i:016x}" for i in range(0, 300_000, 3)]
+    for i in range(0, len(keys), 10_000):
+        written.add(keys[i : i + 10_000])
+    assert written.maybe(keys) == keys
+    others = [f"itm_{i:016x}" for i in range(1, 300_000, 3)] + ["a plain id", ""]
+    assert len(written.maybe(others)) < len(others) / 100
+    assert WrittenKeys().maybe(keys) == []
+
+
+def test_a_fresh_projects_staged_chunk_finds_what_earlier_chunks_wrote(tmp_path, monkeypatch):
+    """In a project with no items before the import, a staged chunk looks up only the keys the
+    import's ``WrittenKeys`` may have: comparisons of earlier chunks (staged, or converted by the
+    writer) come again and are found, as in one process."""
+    monkeypatch.setattr(importer_worker, "HEAD", 100)
+    records = [plain(i) for i in range(1300)] + [plain(500), plain(50), plain(7, labeler="x")]
+    path = write(tmp_path / "again.jsonl", records)
+    written = []
+    for worker in ("0", "1"):
+        monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
+        engine = fresh(tmp_path / f"w{worker}.db")
+        report = import_files(engine, "p", [path])
+        assert (report.items_added, report.items_existing) == (1300, 3)
+        assert (report.judgments_added, report.judgments_existing) == (1301, 2)
+        engine.dispose()
+        written.append(rows(tmp_path / f"w{worker}.db"))
+    assert written[1] == written[0]

@@ -107,6 +107,7 @@ def test_second_process_writes_what_the_first_would(tmp_path, monkeypatch, skip_
     reports, snaps = [], []
     for worker in ("0", "1"):
         monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
+        monkeypatch.setattr(importer_worker, "HEAD", 100)  # the rest converted by the other
         engine = fresh(tmp_path, f"w{worker}.db")
         reports.append(import_files(engine, "p", [path], ImportOptions(skip_invalid=skip_invalid)))
         snaps.append(snapshot(engine))
@@ -129,6 +130,7 @@ def test_second_process_reports_the_same_problems_by_line(tmp_path, monkeypatch)
     messages = []
     for worker in ("0", "1"):
         monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
+        monkeypatch.setattr(importer_worker, "HEAD", 100)  # the rest converted by the other
         engine = fresh(tmp_path, f"bad{worker}.db")
         with pytest.raises(ImportFailed) as info:
             import_files(engine, "p", [path])
@@ -191,3 +193,41 @@ def test_idle_cores_reads_the_machine():
         cores == importer_worker.os.cpu_count()
     ):  # (a process pinned to some of the cores cannot tell which are idle)
         assert busy <= cores - 0.5, (busy, quiet)
+
+
+def test_the_converting_process_starts_after_the_records_the_writer_converted(tmp_path):
+    """``records(skip=n)`` (the converting process's start) yields what ``records()`` yields from
+    its ``n``-th result on, across files and counting a line that cannot be read as a record."""
+    from preflab.io.importer.convert import records
+
+    first = mixed_file(tmp_path, n=30)
+    with first.open("ab") as f:
+        f.write(b"{not json\n")
+    (tmp_path / "second").mkdir()
+    second = mixed_file(tmp_path / "second", n=20)
+    everything = [(r.file, r.line) for r in records([first, second], ImportOptions(), None)]
+    for skip in (0, 1, 33, 34, len(everything) - 1, len(everything), len(everything) + 5):
+        rest = records([first, second], ImportOptions(), None, skip=skip)
+        assert [(r.file, r.line) for r in rest] == everything[skip:], skip
+
+
+def test_an_import_that_stops_early_stops_the_converting_process(tmp_path, monkeypatch):
+    """The converting process starts before the files are hashed; files imported before read
+    nothing, and the process is ended rather than waited for."""
+    monkeypatch.setenv("PREFLAB_IMPORT_WORKER", "1")
+    started = []
+    popen = importer_worker.subprocess.Popen
+
+    def spy(*args, **kwargs):
+        started.append(popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(importer_worker.subprocess, "Popen", spy)
+    path = mixed_file(tmp_path, n=50)
+    engine = fresh(tmp_path, "again.db")
+    assert import_files(engine, "p", [path]).judgments_added == 51
+    assert import_files(engine, "p", [path]).already_imported
+    engine.dispose()
+    finished, stopped = started
+    assert finished.returncode == 0
+    assert stopped.returncode == -9, "killed, not waited for"

@@ -28,7 +28,7 @@ from .options import (
     Problem,
     ValidationReport,
 )
-from .worker import chunks
+from .worker import StartConverting, chunks
 
 
 def files_hash(paths: Sequence[Path]) -> str:
@@ -76,6 +76,19 @@ def import_files(
     """Import ``paths`` into project ``project_name`` in one transaction; see the module doc."""
     paths = [Path(p) for p in paths]
     forced_format(options)
+    # A second process for large files starts now, while the files are hashed and the project
+    # read; it gets the options (the project's settings added) once they are known.
+    with chunks(paths, progress) as start_converting:
+        return _import(engine, project_name, paths, options, start_converting)
+
+
+def _import(
+    engine: Any,
+    project_name: str,
+    paths: list[Path],
+    options: ImportOptions,
+    start_converting: StartConverting,
+) -> ImportReport:
     digest = files_hash(paths)
     report = ImportReport(batch_pk=None, files=[str(p) for p in paths], formats={})
     with transaction(engine) as session:
@@ -102,11 +115,8 @@ def import_files(
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
         try:
-            with (
-                _import_cache(loader.conn),
-                chunks(paths, options, progress, stage=loader.stages) as converted,
-            ):
-                for chunk in converted:
+            with _import_cache(loader.conn):
+                for chunk in start_converting(options, loader.stages):
                     loader.load(chunk)
                     del chunk  # freed before the collection, not traversed by it
                     gc.collect(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -81,8 +82,11 @@ def records(
     options: ImportOptions,
     progress: Callable[[int], None] | None,
     lean: bool = True,
-) -> Iterator[Record | Pair]:
-    """Every record converted, or with its problems; ``lean``: plain comparisons as :class:`Pair`."""
+    skip: int = 0,
+) -> Generator[Record | Pair, None, None]:
+    """Every record converted, or with its problems; ``lean``: plain comparisons as :class:`Pair`;
+    ``skip``: the first ``skip`` records are read but neither converted nor yielded (another
+    process converts them; each record read, a problem included, yields one result here)."""
     forced = forced_format(options)
     copts = convert_options(options)
     # No format before ``comparison`` recognises the shape comparison_pair takes, so it may run
@@ -90,9 +94,11 @@ def records(
     lean = lean and (forced is None or forced is COMPARISON)
     for path in paths:
         name = str(path)
-        for line, raw in read_records(
-            path, max_line_bytes=options.max_line_bytes, progress=progress
-        ):
+        read = read_records(path, max_line_bytes=options.max_line_bytes, progress=progress)
+        if skip:
+            skipped = sum(1 for _ in islice(read, skip))
+            skip -= skipped
+        for line, raw in read:
             if isinstance(raw, ReadProblem):
                 yield Record(name, raw.line, problems=[(raw.field, raw.reason)])
                 continue

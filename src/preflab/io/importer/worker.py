@@ -15,7 +15,7 @@ import pickle
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
@@ -29,6 +29,13 @@ from .stage import Stage, StagedRows, light_rows, stage_pairs
 
 #: Records per database round (lookups + inserts), and per message from the converting process.
 CHUNK = 10_000
+#: The converting process's first message is smaller, so the writer starts on it sooner.
+FIRST_CHUNK = 1_000
+#: Records the writing process converts itself while the converting process starts: a fresh
+#: interpreter importing preflab takes ~0.5 s, in which this process would otherwise wait
+#: (converting and writing these here takes ~30 µs a record). The converting process reads
+#: them without converting them (:func:`.convert.records`' ``skip``).
+HEAD = CHUNK
 
 #: Files at least this large (together) are read and converted by a second process while this one
 #: checks and writes, when a core is free for it (:func:`idle_cores`): the two halves of an
@@ -139,10 +146,11 @@ def _receive(src: IO[bytes]) -> bytes | None:
 
 def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
     """The converting process (``python -m preflab.io.convert_worker``): reads the pickled
-    ``(paths, options, stage)`` from ``stdin``, writes its chunks to ``stdout``, then a ``done``
-    (or an ``error``) message."""
+    ``(paths, options, stage, skip)`` from ``stdin``, writes its chunks to ``stdout`` (the first
+    of :data:`FIRST_CHUNK` records), then a ``done`` (or an ``error``) message; ``skip``: records
+    the parent converts itself (counted in the bytes read all the same)."""
     gc.disable()
-    paths, options, stage = pickle.loads(stdin.read())  # written by our own parent process
+    paths, options, stage, skip = pickle.loads(stdin.read())  # written by our own parent process
     read = 0
 
     def progress(n: int) -> None:
@@ -150,8 +158,10 @@ def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
         read += n
 
     try:
-        converted = records(paths, options, progress)
-        while chunk := list(islice(converted, CHUNK)):
+        converted = records(paths, options, progress, skip=skip)
+        size = FIRST_CHUNK
+        while chunk := list(islice(converted, size)):
+            size = CHUNK
             message = encode_chunk(chunk, read, stage)
             read = 0
             del chunk
@@ -167,20 +177,25 @@ class WorkerFailed(RuntimeError):
     """The converting process stopped without finishing (the import changed nothing)."""
 
 
+#: What :func:`chunks` gives: started with the import's final options (and whether to stage),
+#: the chunks of converted records.
+StartConverting = Callable[[ImportOptions, bool], Iterator[list[Record | Pair]]]
+
+
 @contextmanager
-def worker_chunks(
-    paths: Sequence[Path],
-    options: ImportOptions,
-    progress: Callable[[int], None] | None,
-    stage: bool = False,
-) -> Iterator[Iterator[list[Record | Pair]]]:
-    """Chunks of converted records from a second process, in file order; ``stage``: its plain
-    comparisons staged for ``INSERT ... SELECT`` (:mod:`.stage`, SQLite only).
+def converting_process(
+    paths: Sequence[Path], progress: Callable[[int], None] | None
+) -> Iterator[Callable[[ImportOptions, bool, int], Iterator[list[Record | Pair]]]]:
+    """A second process that converts ``paths``, started now; what this yields, called with the
+    options (``stage``: its plain comparisons staged for ``INSERT ... SELECT``, :mod:`.stage`,
+    SQLite only; ``skip``: it starts after that many records, converted by the caller), gives its
+    chunks of converted records, in file order.
 
     The child is a fresh interpreter started with ``python -m preflab.io.convert_worker``:
     nothing of this process (database connections, threads, the caller's ``__main__``) is copied
-    into it. Its chunks come over a pipe that holds about one of them, so it converts at most a
-    chunk or two ahead of what this process has written and memory stays flat.
+    into it. It imports preflab (~0.5 s) while the caller works out the options, and then reads
+    them from its stdin. Its chunks come over a pipe that holds about one of them, so it converts
+    at most a chunk or two ahead of what this process has written and memory stays flat.
     """
     worker = subprocess.Popen(  # our own module, by the running interpreter
         [sys.executable, "-m", "preflab.io.convert_worker"],
@@ -194,13 +209,19 @@ def worker_chunks(
         },
     )
     assert worker.stdin is not None and worker.stdout is not None
-    try:
-        worker.stdin.write(pickle.dumps(([Path(p) for p in paths], options, stage)))
-        worker.stdin.close()
-    except BrokenPipeError:
-        pass  # it died at once: reported below by the missing messages
+    finished = False
+
+    def start(options: ImportOptions, stage: bool, skip: int) -> Iterator[list[Record | Pair]]:
+        assert worker.stdin is not None
+        try:
+            worker.stdin.write(pickle.dumps(([Path(p) for p in paths], options, stage, skip)))
+            worker.stdin.close()
+        except BrokenPipeError:
+            pass  # it died at once: reported below by the missing messages
+        return received()
 
     def received() -> Iterator[list[Record | Pair]]:
+        nonlocal finished
         assert worker.stdout is not None
         while True:
             message = _receive(worker.stdout)
@@ -216,12 +237,16 @@ def worker_chunks(
             if progress is not None and body[0]:
                 progress(body[0])
             if tag == "done":
+                finished = True
                 return
             yield decode_chunk(*body[1:])
 
     try:
-        yield received()
+        yield start
     finally:
+        if not finished:  # the import stopped early (failed, or the files were imported before)
+            worker.kill()
+        worker.stdin.close()
         worker.stdout.close()
         try:
             worker.wait(5)
@@ -231,17 +256,53 @@ def worker_chunks(
 
 
 @contextmanager
-def chunks(
+def worker_chunks(
     paths: Sequence[Path],
     options: ImportOptions,
     progress: Callable[[int], None] | None,
     stage: bool = False,
+    skip: int = 0,
 ) -> Iterator[Iterator[list[Record | Pair]]]:
-    """The converted records in chunks of ``CHUNK``: from a second process for large imports
-    (:func:`use_worker`; ``stage``: with its plain comparisons staged), else converted here."""
-    if use_worker(paths):
-        with worker_chunks(paths, options, progress, stage) as received:
-            yield received
+    """The chunks of a :func:`converting_process` started with ``options``."""
+    with converting_process(paths, progress) as start:
+        yield start(options, stage, skip)
+
+
+@contextmanager
+def chunks(
+    paths: Sequence[Path], progress: Callable[[int], None] | None
+) -> Iterator[StartConverting]:
+    """The converted records in chunks of ``CHUNK``, once started with the import's options
+    (:data:`StartConverting`): from a second process for large imports (:func:`use_worker`),
+    else converted here.
+
+    The second process starts on entry, so that its interpreter starts while the caller prepares
+    (hashes the files, opens the transaction, reads the project's options), and its first
+    :data:`HEAD` records are converted here while it starts."""
+    if not use_worker(paths):
+
+        def here(options: ImportOptions, stage: bool) -> Iterator[list[Record | Pair]]:
+            converted = records(paths, options, progress)
+            return iter(lambda: list(islice(converted, CHUNK)), [])
+
+        yield here
         return
-    converted = records(paths, options, progress)
-    yield iter(lambda: list(islice(converted, CHUNK)), [])
+    with converting_process(paths, progress) as start:
+
+        def there(options: ImportOptions, stage: bool) -> Iterator[list[Record | Pair]]:
+            return _head_then(records(paths, options, None), start(options, stage, HEAD))
+
+        yield there
+
+
+def _head_then(
+    converted: Generator[Record | Pair, None, None], rest: Iterator[list[Record | Pair]]
+) -> Iterator[list[Record | Pair]]:
+    """The first :data:`HEAD` records of ``converted`` in chunks of :data:`FIRST_CHUNK` (small:
+    what they leave behind in this process's heap stays small), then the chunks of ``rest``.
+    (No progress for the head: the converting process counts its bytes when it reads past them.)"""
+    head = islice(converted, HEAD)
+    while chunk := list(islice(head, FIRST_CHUNK)):
+        yield chunk
+    converted.close()  # (its file)
+    yield from rest
