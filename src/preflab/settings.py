@@ -54,7 +54,7 @@ class Settings(BaseSettings):
         "by file size and idle cores.",
     )
     import_cache_kib: int = Field(
-        192 * 1024, ge=0, description="SQLite page cache of an import's connection, in KiB."
+        160 * 1024, ge=0, description="SQLite page cache of an import's connection, in KiB."
     )
     header_timeout_s: float = Field(
         10.0, gt=0, description="Seconds a client has to send a request's headers."

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, select, update
 
 from ...settings import get_settings
 from ...store import repo
-from ...store.db import transaction
+from ...store.bulk import bulk_transaction
 from ...store.models import ImportBatch, Project
 from .checks import NO_PROJECT, CheckState, check_record
 from .convert import Record, forced_format, records
@@ -91,7 +91,7 @@ def _import(
 ) -> ImportReport:
     digest = files_hash(paths)
     report = ImportReport(batch_pk=None, files=[str(p) for p in paths], formats={})
-    with transaction(engine) as session:
+    with bulk_transaction(engine) as session:
         project = repo.get_project(session, project_name)
         previous = session.scalar(
             select(ImportBatch).where(

@@ -247,13 +247,13 @@ class Mover:
         created_at, candidate metadata)."""
         self.use(stage)
         items = (
-            "INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, "
+            "INSERT OR ROLLBACK INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, "
             f"batch_pk, created_at) SELECT seq + ?, ?, item_key, item_hash, prompt_json, ?, ?, ?, ? "
             f"FROM {SCHEMA}.pairs WHERE seq BETWEEN ? AND ? ORDER BY seq"
         )
         # Two rows a staged comparison, position 0 then 1 (the order their pks come in).
         candidates = (
-            "INSERT INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
+            "INSERT OR ROLLBACK INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
             "SELECT seq + ?, iif(position, key1, key0), position, iif(position, text1, text0), "
             f"'model', ? FROM {SCHEMA}.pairs CROSS JOIN (SELECT 0 AS position UNION ALL "
             "SELECT 1) WHERE seq BETWEEN ? AND ? ORDER BY seq, position"
@@ -275,7 +275,7 @@ class Mover:
         excluded, created_at)."""
         self.use(stage)
         sql = (
-            "INSERT INTO judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, "
+            "INSERT OR ROLLBACK INTO judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, "
             "score, shown_order, review_pass, source, content_hash, batch_pk, excluded, created_at) "
             "SELECT ?1, seq + ?2, (SELECT pk FROM main.raters r WHERE r.project_pk = ?1 AND "
             "r.rater_key = s.rater_key), 'pairwise', body_json, pair_lo, pair_hi, score, "

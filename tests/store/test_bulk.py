@@ -1,0 +1,83 @@
+"""A bulk write's transaction (``store/bulk.py``): foreign keys checked once, for the rows it
+added, on a connection that goes back to the pool with its checks on."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from preflab.store import repo
+from preflab.store.bulk import ForeignKeyViolation, bulk_transaction
+from preflab.store.db import open_db, transaction
+
+
+def _setup(tmp_path, projects: tuple[str, ...] = ("p",)):
+    engine = open_db(f"sqlite:///{tmp_path / 'bulk.db'}")
+    with transaction(engine) as session:
+        for name in projects:
+            repo.create_project(session, name)
+    return engine
+
+
+def _items(conn) -> int:
+    return conn.execute(text("SELECT count(*) FROM items")).scalar()
+
+
+def _item(session, pk: int, project_pk: int) -> None:
+    session.execute(
+        text(
+            "INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, "
+            "created_at) VALUES (:pk, :project, :key, :hash, '\"q\"', '[]', '{}', '2026-01-01')"
+        ),
+        {"pk": pk, "project": project_pk, "key": f"i{pk}", "hash": f"h{pk}"},
+    )
+
+
+def _fk_on(engine) -> bool:
+    with engine.connect() as conn:
+        return conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_rows_that_point_nowhere_fail_the_whole_write(tmp_path) -> None:
+    engine = _setup(tmp_path)
+    with pytest.raises(ForeignKeyViolation, match=r"items\.project_pk point at no projects\.pk"):
+        with bulk_transaction(engine) as session:
+            _item(session, 1, 1)
+            _item(session, 2, 99)  # no project 99: SQLite let it in, the check at the end does not
+    with engine.connect() as conn:
+        assert _items(conn) == 0  # nothing half-written
+    assert _fk_on(engine)  # the pooled connection checks keys again
+    engine.dispose()
+
+
+def test_one_bad_row_among_many_values_is_found(tmp_path) -> None:
+    """A column with several values among the added rows is checked row by row."""
+    engine = _setup(tmp_path, ("p", "q"))
+    with pytest.raises(ForeignKeyViolation, match="1 new row"):
+        with bulk_transaction(engine) as session:
+            for pk in range(1, 50):
+                _item(session, pk, 1 + pk % 2)
+            _item(session, 50, 7)
+    assert _fk_on(engine)
+    engine.dispose()
+
+
+def test_good_rows_commit_and_old_rows_are_not_rechecked(tmp_path) -> None:
+    engine = _setup(tmp_path)
+    with engine.connect() as conn:  # a row from before that points nowhere (checks off)
+        conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        conn.execute(
+            text(
+                "INSERT INTO items (pk, project_pk, item_key, content_hash, prompt, domains, "
+                "metadata, created_at) VALUES (1, 42, 'old', 'old', '\"q\"', '[]', '{}', '2026')"
+            )
+        )
+        conn.commit()
+        conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+    with bulk_transaction(engine) as session:
+        _item(session, 2, 1)
+        _item(session, 3, 1)
+    with engine.connect() as conn:
+        assert _items(conn) == 3
+    assert _fk_on(engine)
+    engine.dispose()
