@@ -57,6 +57,26 @@ class TracingCursor:
         return self._cur.rowcount
 
 
+def answer(cur: Any, request: tuple, *, returning: bool) -> Any:
+    """Run one statement a flow asked for (``ALL``, ``ONE``, ``EXEC``, ``STORE``:
+    :mod:`preflab.server.flow.lane`) on a synchronous DBAPI cursor and give back what the flow
+    receives. ``returning``: a ``STORE`` gives its new pk as a row (PostgreSQL's ``RETURNING``);
+    else the cursor's ``lastrowid`` (SQLite), None when the statement's guard stopped it."""
+    kind, sql, args = request
+    cur.execute(sql, args)
+    if kind == "all":
+        return cur.fetchall()
+    if kind == "one":
+        return cur.fetchone()
+    if kind == "exec":
+        return None
+    if returning:
+        found = cur.fetchone()
+        return found[0] if found is not None else None
+    # trigger changes are not counted in rowcount: 1 is the judgment itself
+    return cur.lastrowid if cur.rowcount == 1 else None
+
+
 def drive(flow: Generator[tuple, Any, Any], step: Callable[[tuple], Any]) -> Any:
     """Run ``flow`` to its end, answering each request it yields with ``step(request)``; the
     flow's return value. An error of ``step`` closes the flow and comes out of here."""

@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 from ...store.models import utcnow
 from ..database import Database
 from ..flow.common import Changed
-from ..flow.lane import ALL, BEGIN, EXEC, ONE, SESSION, Flow, Lane
+from ..flow.lane import BEGIN, SESSION, Flow, Lane
 from ..flow.submit import JudgingError
-from . import drive
+from . import answer, drive
 
 #: Runs of a flow whose guarded write lost a race each time before the request is refused.
 ATTEMPTS = 3
@@ -72,17 +72,7 @@ class FrameworkExecutor:
                 out = request[1](session)
                 session.flush()
                 return out
-            cur.execute(request[1], request[2])
-            if kind == ALL:
-                return cur.fetchall()
-            if kind == ONE:
-                return cur.fetchone()
-            if kind == EXEC:
-                return None
-            if is_pg:  # STORE: the new pk (RETURNING), none if the guard stopped it
-                found = cur.fetchone()
-                return found[0] if found is not None else None
-            return cur.lastrowid if cur.rowcount == 1 else None
+            return answer(cur, request, returning=is_pg)
 
         try:
             return drive(flow, step)

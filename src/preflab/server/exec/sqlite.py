@@ -17,8 +17,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from ...store.models import ItemRow
 from ..flow.common import NotCommon, aware
-from ..flow.lane import ALL, BEGIN, EXEC, ONE, Flow
-from . import Busy, drive
+from ..flow.lane import BEGIN, Flow
+from . import Busy, answer, drive
 
 DIALECT = sqlite_dialect.dialect(paramstyle="qmark")
 _DT = ItemRow.__table__.c.created_at.type.dialect_impl(DIALECT).bind_processor(DIALECT)
@@ -81,18 +81,9 @@ class SqliteExecutor:
 
     def step(self, cur: sqlite3.Cursor, request: tuple) -> Any:
         """Answer one request of a flow."""
-        kind = request[0]
-        if kind == BEGIN:
+        if request[0] == BEGIN:
             return self.start_transaction(cur)
-        cur.execute(request[1], request[2])
-        if kind == ALL:
-            return cur.fetchall()
-        if kind == ONE:
-            return cur.fetchone()
-        if kind == EXEC:
-            return None
-        # STORE: the row the statement inserted (trigger changes are not counted in rowcount)
-        return cur.lastrowid if cur.rowcount == 1 else None
+        return answer(cur, request, returning=False)
 
     # -- transactions --------------------------------------------------------------------------
     def begin(self) -> sqlite3.Cursor:
