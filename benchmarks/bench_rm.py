@@ -293,6 +293,7 @@ VARIANTS: dict[str, dict] = {
     "default": {},
     "plain": {"length_balance": False},
     "length_balance": {"length_balance": True},
+    "length_balance_half": {"length_balance": True, "length_balance_strength": 0.5},
     "length_parity": {"length_parity": True, "length_balance": False},
 }
 

@@ -231,6 +231,24 @@ def test_length_balance_repeats_the_rarer_side_until_length_decides_nothing():
     assert balanced == length_balanced([*shorter_wins, *longer_wins, *tie], n_words, seed=0)
 
 
+def test_length_balance_at_half_strength_closes_half_the_gap():
+    from preflab.train.data import length_balanced
+
+    words = lambda n: " ".join(["w"] * n)  # noqa: E731
+    n_words = lambda t: len(t.split())  # noqa: E731
+    shorter_wins = [Pair(f"p{i}", words(3), words(9)) for i in range(9)]
+    longer_wins = [Pair(f"q{i}", words(9), words(3)) for i in range(3)]
+    pairs = [*shorter_wins, *longer_wins]
+    half = length_balanced(pairs, n_words, seed=0, strength=0.5)
+    assert sum(n_words(p.chosen) > n_words(p.rejected) for p in half) == 3 + 3  # gap 6 -> 3
+    assert sum(n_words(p.chosen) < n_words(p.rejected) for p in half) == 9
+    assert sorted(length_balanced(pairs, n_words, seed=0, strength=0.0), key=str) == sorted(
+        pairs, key=str
+    )
+    with pytest.raises(ValueError, match="within 0..1"):
+        length_balanced(pairs, n_words, seed=0, strength=1.5)
+
+
 def test_length_balance_leaves_one_sided_data_alone():
     from preflab.train.data import length_balanced
 

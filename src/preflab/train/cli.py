@@ -111,6 +111,15 @@ def rm_train(
             "bias at the same accuracy, docs/training.md).",
         ),
     ] = True,
+    length_balance_strength: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="With --length-balance: the share of the gap between the two sides that the "
+            "repeats close (1: equally common; 0.5: half way).",
+        ),
+    ] = 1.0,
     max_length: Annotated[
         int, typer.Option(help="Tokens per prompt+answer; longer pairs are truncated, not dropped.")
     ] = 256,
@@ -137,6 +146,7 @@ def rm_train(
         seed=seed,
         length_parity=length_parity,
         length_balance=length_balance,
+        length_balance_strength=length_balance_strength,
         max_steps=max_steps,
         progress=not as_json,
     )

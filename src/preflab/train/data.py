@@ -214,8 +214,11 @@ def length_parity(
     return [p for p, keep in zip(pairs, result.keep, strict=True) if keep]
 
 
-def length_balanced(pairs: Sequence[Pair], length: Callable[[str], int], seed: int) -> list[Pair]:
+def length_balanced(
+    pairs: Sequence[Pair], length: Callable[[str], int], seed: int, strength: float = 1.0
+) -> list[Pair]:
     """Pairs with as many "chosen longer" as "chosen shorter": the smaller side is repeated.
+    ``strength`` < 1 closes only that share of the gap (0: the pairs as they are).
 
     Where one side dominates (hh-rlhf harmless: the shorter answer wins 56 %), a reward model
     can lower its loss by scoring length alone; with both sides equally common, length carries
@@ -233,7 +236,9 @@ def length_balanced(pairs: Sequence[Pair], length: Callable[[str], int], seed: i
     if not small:
         return list(pairs)  # nothing to repeat: length decides every pair one way
     rng = random.Random(seed)
-    extra = [rng.choice(small) for _ in range(len(big) - len(small))]
+    if not 0.0 <= strength <= 1.0:
+        raise ValueError(f"length balance strength must be within 0..1, not {strength}")
+    extra = [rng.choice(small) for _ in range(round(strength * (len(big) - len(small))))]
     balanced = [*longer, *shorter, *equal, *extra]
     rng.shuffle(balanced)
     return balanced

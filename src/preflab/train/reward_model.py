@@ -91,6 +91,8 @@ class RMSettings:
     #: repeat the rarer of "chosen longer" / "chosen shorter" training pairs until both are
     #: equally common (:func:`.data.length_balanced`)
     length_balance: bool = True
+    #: the share of the gap between the two sides that the repeats close (1: equally common)
+    length_balance_strength: float = 1.0
     max_steps: int = -1
     logging_steps: int = 10
     progress: bool = True
@@ -236,7 +238,9 @@ def train_reward_model(
     tokenized = tokenize_pairs(tokenizer, train_pairs, settings.max_length, settings.margin_scale)
     rows, repeated = tokenized.rows, 0
     if settings.length_balance:  # each pair tokenized once; the repeats reuse its row
-        fitted = length_balanced(train_pairs, token_length(tokenizer), settings.seed)
+        fitted = length_balanced(
+            train_pairs, token_length(tokenizer), settings.seed, settings.length_balance_strength
+        )
         row_of = {pair: k for k, pair in enumerate(train_pairs)}
         rows = {name: [column[row_of[p]] for p in fitted] for name, column in rows.items()}
         repeated = len(fitted) - len(train_pairs)
@@ -322,7 +326,11 @@ def model_card(
                 "bounds": list(PARITY_BOUNDS),
                 "dropped": n_before_parity - len(train),
             },
-            "length_balance": {"enabled": settings.length_balance, "repeated": repeated},
+            "length_balance": {
+                "enabled": settings.length_balance,
+                "strength": settings.length_balance_strength,
+                "repeated": repeated,
+            },
         },
         "truncated_pairs": truncated,
         "training": {
