@@ -108,7 +108,11 @@ def test_rm_train_balances_chosen_longer_and_shorter_by_default(trained, tokeniz
     length = token_length(tokenizer)
     longer = sum(length(p.chosen) > length(p.rejected) for p in train)
     shorter = sum(length(p.chosen) < length(p.rejected) for p in train)
-    assert card["split"]["length_balance"] == {"enabled": True, "repeated": abs(longer - shorter)}
+    assert card["split"]["length_balance"] == {
+        "enabled": True,
+        "strength": 1.0,
+        "repeated": abs(longer - shorter),
+    }
     assert abs(longer - shorter) > 0  # the fixture has a side to repeat
     assert len(set(train)) == len(
         train
