@@ -447,6 +447,8 @@ def print_run(name: str, run: dict) -> None:
 
 
 def main() -> int:
+    from preflab.train.reward_model import RMSettings
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--speed-pairs", type=int, default=64)
@@ -461,7 +463,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-accuracy", action="store_true")
-    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument(
+        "--learning-rate", type=float, default=RMSettings.learning_rate, help="rm train's default"
+    )
     parser.add_argument(
         "--variants",
         type=lambda v: v.split(","),

@@ -108,12 +108,14 @@ def test_rm_train_balances_chosen_longer_and_shorter_by_default(trained, tokeniz
     length = token_length(tokenizer)
     longer = sum(length(p.chosen) > length(p.rejected) for p in train)
     shorter = sum(length(p.chosen) < length(p.rejected) for p in train)
+    # the default closes half the gap between the two sides (repeats of the rarer side)
+    repeated = card["split"]["length_balance"]["repeated"]
     assert card["split"]["length_balance"] == {
         "enabled": True,
-        "strength": 1.0,
-        "repeated": abs(longer - shorter),
+        "strength": 0.5,
+        "repeated": repeated,
     }
-    assert abs(longer - shorter) > 0  # the fixture has a side to repeat
+    assert repeated == round(0.5 * abs(longer - shorter)) > 0  # the fixture has a side to repeat
     assert len(set(train)) == len(
         train
     )  # the split lists each pair once; repeats are in training only

@@ -106,9 +106,9 @@ def rm_train(
         bool,
         typer.Option(
             "--length-balance/--no-length-balance",
-            help="Repeat the rarer of chosen-longer / chosen-shorter training pairs until both "
-            "are equally common, so length alone predicts nothing (measured: a smaller length "
-            "bias at the same accuracy, docs/training.md).",
+            help="Repeat the rarer of chosen-longer / chosen-shorter training pairs (how far: "
+            "--length-balance-strength), so length alone predicts less (measured: a smaller "
+            "length bias, docs/training.md).",
         ),
     ] = True,
     length_balance_strength: Annotated[
@@ -117,15 +117,15 @@ def rm_train(
             min=0.0,
             max=1.0,
             help="With --length-balance: the share of the gap between the two sides that the "
-            "repeats close (1: equally common; 0.5: half way).",
+            "repeats close (1: equally common; 0.5, the default: half way).",
         ),
-    ] = 1.0,
+    ] = 0.5,
     max_length: Annotated[
         int, typer.Option(help="Tokens per prompt+answer; longer pairs are truncated, not dropped.")
     ] = 256,
     epochs: Annotated[float, typer.Option(help="Training epochs.")] = 1.0,
     batch_size: Annotated[int, typer.Option(help="Pairs per device batch.")] = 16,
-    learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 5e-5,
+    learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-4,
     heldout: Annotated[float, typer.Option(help="Share of prompts held out for `rm eval`.")] = 0.2,
     max_steps: Annotated[
         int, typer.Option(help="Stop after this many steps (-1: run the epochs).")

@@ -82,7 +82,8 @@ class RMSettings:
     max_length: int = 256
     epochs: float = 1.0
     batch_size: int = 16
-    learning_rate: float = 5e-5
+    #: 1e-4 for one epoch (measured on PandaLM and hh-rlhf harmless, docs/training.md)
+    learning_rate: float = 1e-4
     heldout: float = 0.2
     seed: int = 0
     #: TRL margin = strength x margin_scale (strength is 0..3; 1/3 asks a unit logit gap at most)
@@ -91,8 +92,9 @@ class RMSettings:
     #: repeat the rarer of "chosen longer" / "chosen shorter" training pairs until both are
     #: equally common (:func:`.data.length_balanced`)
     length_balance: bool = True
-    #: the share of the gap between the two sides that the repeats close (1: equally common)
-    length_balance_strength: float = 1.0
+    #: the share of the gap between the two sides that the repeats close (1: equally common;
+    #: the default, half way, keeps some of the length signal that is real: docs/training.md)
+    length_balance_strength: float = 0.5
     max_steps: int = -1
     logging_steps: int = 10
     progress: bool = True
