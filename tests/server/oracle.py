@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
-from preflab.server.assign import _domain_filter, live_lease_count, lock_rater_status, task_payload
+from preflab.server.assign import _domain_filter, lock_rater_status, task_payload
 from preflab.server.auth import verified_domains
 from preflab.server.database import Database
 from preflab.server.flow import next as rules
@@ -43,6 +43,19 @@ from preflab.store.rows import judgment_rows
 from preflab.store.server_models import Assignment, PoolEntry, RaterStatus
 
 __all__ = ["install", "next_task", "submit"]
+
+
+def live_lease_count(item_pk_col, now: datetime):
+    return (
+        select(func.count())
+        .select_from(Assignment)
+        .where(
+            Assignment.item_pk == item_pk_col,
+            Assignment.status == "active",
+            Assignment.expires_at > now,
+        )
+        .scalar_subquery()
+    )
 
 
 def install(monkeypatch) -> None:

@@ -13,7 +13,6 @@ requests are serialised; a released lease's item is back in the pool at once.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, exists, func, or_, select
@@ -24,13 +23,11 @@ from ..store.repo import item_from_row
 from ..store.server_models import Assignment, PoolDomain, PoolEntry, RaterStatus
 from .database import Database
 from .flow import next as rules
-from .flow.common import aware
-from .flow.next import PICK_BATCH
 from .permissions import ProjectRef
 from .policy import Policy, settings_of
 from .projects import insert_ignore
 
-__all__ = ["PICK_BATCH", "aware", "lock_rater_status", "release", "task_payload"]
+__all__ = ["lock_rater_status", "release", "task_payload"]
 
 
 def lock_rater_status(
@@ -64,19 +61,6 @@ def lock_rater_status(
         .where(RaterStatus.project_pk == project_pk, RaterStatus.user_pk == user_pk)
         .with_for_update()
         .execution_options(populate_existing=True)
-    )
-
-
-def live_lease_count(item_pk_col, now: datetime):
-    return (
-        select(func.count())
-        .select_from(Assignment)
-        .where(
-            Assignment.item_pk == item_pk_col,
-            Assignment.status == "active",
-            Assignment.expires_at > now,
-        )
-        .scalar_subquery()
     )
 
 
