@@ -81,3 +81,66 @@ def test_good_rows_commit_and_old_rows_are_not_rechecked(tmp_path) -> None:
         assert _items(conn) == 3
     assert _fk_on(engine)
     engine.dispose()
+
+
+def _candidate(session, item_pk: int, key: str = "a") -> None:
+    session.execute(
+        text(
+            "INSERT INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
+            "VALUES (:item, :key, 0, 't', 'model', '{}')"
+        ),
+        {"item": item_pk, "key": key},
+    )
+
+
+def _committed_items(engine, pks) -> None:
+    with transaction(engine) as session:
+        for pk in pks:
+            _item(session, pk, 1)
+
+
+def test_a_key_past_the_last_added_row_fails(tmp_path) -> None:
+    """Keys among the added parents (no gap) pass without a lookup; one past them does not."""
+    engine = _setup(tmp_path)
+    with pytest.raises(ForeignKeyViolation, match=r"1 new row\(s\) of candidates\.item_pk"):
+        with bulk_transaction(engine) as session:
+            for pk in range(1, 6):
+                _item(session, pk, 1)
+                _candidate(session, pk)
+            _candidate(session, 6)
+    with engine.connect() as conn:
+        assert _items(conn) == 0
+    engine.dispose()
+
+
+def test_a_gap_among_the_added_rows_is_looked_up(tmp_path) -> None:
+    """An added parent deleted again leaves a gap: the range proves nothing, rows are looked up."""
+    engine = _setup(tmp_path)
+    with pytest.raises(ForeignKeyViolation, match=r"1 new row\(s\) of candidates\.item_pk"):
+        with bulk_transaction(engine) as session:
+            for pk in range(1, 6):
+                _item(session, pk, 1)
+                _candidate(session, pk)
+            session.execute(text("DELETE FROM items WHERE pk = 3"))
+    engine.dispose()
+
+
+def test_keys_at_older_rows_are_looked_up(tmp_path) -> None:
+    """Added rows that point at rows from before the write: those are looked up, the others not."""
+    engine = _setup(tmp_path)
+    _committed_items(engine, range(1, 4))
+    with bulk_transaction(engine) as session:  # old item 2 and new item 5: both exist
+        for pk in range(4, 7):
+            _item(session, pk, 1)
+        _candidate(session, 2, "old")
+        _candidate(session, 5, "new")
+    with pytest.raises(ForeignKeyViolation, match=r"1 new row\(s\) of candidates\.item_pk"):
+        with bulk_transaction(engine) as session:
+            _item(session, 7, 1)
+            _candidate(session, 7)
+            session.execute(text("DELETE FROM items WHERE pk = 1"))
+            _candidate(session, 1)  # an older row, gone: below the added range
+    with engine.connect() as conn:
+        assert _items(conn) == 6
+        assert conn.execute(text("SELECT count(*) FROM candidates")).scalar() == 2
+    engine.dispose()

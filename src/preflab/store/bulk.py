@@ -13,9 +13,11 @@ So a bulk write runs with ``foreign_keys`` off on its own connection, its moves 
 ``INSERT OR ROLLBACK`` (a conflict ends the whole transaction: nothing needs a statement
 rollback), and before the commit :func:`check_added` looks up, for every foreign key of every
 table, the rows added since the transaction began (primary keys above the maximum it found
-at the start): one pass for the keys that hold one value in all of them (a bulk write's project
-and batch: looked up once), one statement for each other key — the index lookups SQLite would
-have made row by row (1.9 s of CPU at 1M comparisons, against ~4 s of statement journal).
+at the start), mostly without looking anything up: a key that points among the rows the same
+write added is proved by its range (those rows' keys have no gap), a key that holds one value
+in all of them (a bulk write's project and batch) is looked up once, and only keys at older
+rows are looked up row by row — 0.65 s of CPU at 1M comparisons, where the row-by-row lookups
+SQLite would have made cost 1.5 s and the statement journal ~4 s.
 A violation raises :class:`ForeignKeyViolation` and the transaction rolls back — nothing is
 half-written. The connection leaves with ``foreign_keys`` on again, or is discarded.
 
@@ -59,14 +61,35 @@ def max_pks(session: Session) -> dict[str, int]:
     return out
 
 
+def _dense_above(session: Session, table: Table, before: int) -> int | None:
+    """The largest primary key of ``table`` if every key in ``(before, largest]`` exists (the
+    rows a bulk write added, keys allocated one after another), else ``None``."""
+    pk = next(iter(table.primary_key.columns)).name
+    count, top = session.execute(
+        text(f'SELECT count(*), max("{pk}") FROM "{table.name}" WHERE "{pk}" > :before'),
+        {"before": before},
+    ).one()
+    if not count:
+        return before
+    return int(top) if top - before == count else None
+
+
 def check_added(session: Session, before: dict[str, int]) -> None:
-    """Every foreign key of the rows added since ``before`` (:func:`max_pks`) points at a row."""
-    for table in _checked_tables():
+    """Every foreign key of the rows added since ``before`` (:func:`max_pks`) points at a row.
+
+    One pass over each table's added rows finds each key column's smallest and largest value.
+    When the parent's rows added by the write have no gap in their primary keys
+    (:func:`_dense_above`, once per parent) and the column's values all lie among them, every
+    key points at a row and nothing is looked up (a bulk import's candidates and judgments). A
+    column holding one value (the project, the batch) is looked up once. Otherwise a second
+    pass looks up the values at older rows and counts those past the last.
+    """
+    checked = {t.name: t for t in _checked_tables()}
+    dense: dict[str, int | None] = {}
+    for table in checked.values():
         pk = next(iter(table.primary_key.columns)).name
         since = {"before": before.get(table.name, 0)}
         fks = sorted(table.foreign_keys, key=lambda f: f.parent.name)
-        # one pass over the added rows: the columns that hold a single value (a bulk write's
-        # project, batch) are checked by that value; the others row by row
         spans = session.execute(
             text(
                 "SELECT "
@@ -80,29 +103,39 @@ def check_added(session: Session, before: dict[str, int]) -> None:
             lo, hi = spans[2 * i], spans[2 * i + 1]
             if lo is None:  # no rows added, or the column is NULL in all of them
                 continue
-            where = f'p."{parent.name}" = t."{col}"'
-            if lo == hi:  # one value: look it up once
-                missing = session.execute(
-                    text(
-                        f'SELECT count(*) = 0 FROM "{parent.table.name}" p '
-                        f'WHERE p."{parent.name}" = :value'
-                    ),
-                    {"value": lo},
-                ).scalar_one()
-            else:
-                missing = session.execute(
-                    text(
-                        f'SELECT count(*) FROM "{table.name}" t WHERE t."{pk}" > :before '
-                        f'AND t."{col}" IS NOT NULL AND NOT EXISTS (SELECT 1 FROM '
-                        f'"{parent.table.name}" p WHERE {where})'
-                    ),
-                    since,
-                ).scalar_one()
+            lookup = f'SELECT 1 FROM "{parent.table.name}" p WHERE p."{parent.name}" = '
+            if lo == hi:  # one value: looked up once
+                if session.execute(text(lookup + ":value"), {"value": lo}).first() is None:
+                    _violation(table.name, col, parent, 1)
+                continue
+            floor, top = before.get(parent.table.name), None
+            if parent.primary_key and floor is not None and parent.table.name in checked:
+                if parent.table.name not in dense:
+                    dense[parent.table.name] = _dense_above(session, parent.table, floor)
+                top = dense[parent.table.name]
+            if top is not None and floor is not None and floor < lo and hi <= top:
+                continue  # all among the added rows, which have no gap
+            # (CASE, not AND / OR: SQLite evaluates both sides of those outside a WHERE)
+            v = f't."{col}"'
+            test = f"WHEN NOT EXISTS ({lookup}{v}) THEN 1"
+            if top is not None:
+                test = f"WHEN {v} > :top THEN 1 WHEN {v} > :floor THEN 0 {test}"
+            missing = session.execute(
+                text(
+                    f"SELECT sum(CASE WHEN {v} IS NULL THEN 0 {test} ELSE 0 END) "
+                    f'FROM "{table.name}" t WHERE t."{pk}" > :before'
+                ),
+                {**since, "floor": floor, "top": top},
+            ).scalar_one()
             if missing:
-                raise ForeignKeyViolation(
-                    f"{missing} new row(s) of {table.name}.{col} point at no "
-                    f"{parent.table.name}.{parent.name}; nothing was written"
-                )
+                _violation(table.name, col, parent, missing)
+
+
+def _violation(table: str, col: str, parent: Any, count: int) -> None:
+    raise ForeignKeyViolation(
+        f"{count} new row(s) of {table}.{col} point at no "
+        f"{parent.table.name}.{parent.name}; nothing was written"
+    )
 
 
 @contextmanager
