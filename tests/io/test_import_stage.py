@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from preflab.io.importer import ImportFailed, ImportOptions, import_files
+from preflab.io.importer import loader as importer_loader
 from preflab.io.importer import stage as importer_stage
 from preflab.io.importer import worker as importer_worker
 from preflab.io.importer.stage import _segments
@@ -173,8 +174,10 @@ def test_a_chunk_crosses_the_pipe_whole_either_way(tmp_path):
     chunk = list(records([path], ImportOptions(), None))
     originals = [r.rows for r in chunk if isinstance(r, Pair)]
     for stage in (False, True):
-        _, _, files, pairs_blob, others, image = pickle.loads(encode_chunk(chunk, 0, stage))
-        decoded = decode_chunk(files, pairs_blob, others, image)
+        _, _, files, pairs_blob, others, image, repeats = pickle.loads(
+            encode_chunk(chunk, 0, stage)
+        )
+        decoded = decode_chunk(files, pairs_blob, others, image, repeats)
         assert [(r.file, r.line, type(r)) for r in decoded] == [
             (r.file, r.line, type(r)) for r in chunk
         ]
@@ -209,9 +212,10 @@ def test_an_import_takes_over_a_stage_left_attached_to_its_connection(tmp_path, 
 
 
 def test_the_written_keys_filter_answers_every_key_written_and_few_others():
-    """A fresh project's staged chunks look up only what ``WrittenKeys.maybe`` answers: it must
-    never leave out a key the import wrote (the item would be written twice)."""
-    from preflab.io.importer.loader import WrittenKeys
+    """A fresh project's staged chunks look up only the keys the converting process's
+    ``WrittenKeys.maybe`` answers: it must never leave out a key it saw (the item would be
+    written twice)."""
+    from preflab.io.importer.stage import WrittenKeys
 
     written = WrittenKeys()
     keys = [f"itm_{i:016x}" for i in range(0, 300_000, 3)]
@@ -223,20 +227,40 @@ def test_the_written_keys_filter_answers_every_key_written_and_few_others():
     assert WrittenKeys().maybe(keys) == []
 
 
-def test_a_fresh_projects_staged_chunk_finds_what_earlier_chunks_wrote(tmp_path, monkeypatch):
-    """In a project with no items before the import, a staged chunk looks up only the keys the
-    import's ``WrittenKeys`` may have: comparisons of earlier chunks (staged, or converted by the
-    writer) come again and are found, as in one process."""
-    monkeypatch.setattr(importer_worker, "HEAD", 100)
-    records = [plain(i) for i in range(1300)] + [plain(500), plain(50), plain(7, labeler="x")]
+def _same_in_one_or_two_processes(tmp_path, monkeypatch, records, added, existing):
     path = write(tmp_path / "again.jsonl", records)
     written = []
     for worker in ("0", "1"):
         monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
         engine = fresh(tmp_path / f"w{worker}.db")
         report = import_files(engine, "p", [path])
-        assert (report.items_added, report.items_existing) == (1300, 3)
-        assert (report.judgments_added, report.judgments_existing) == (1301, 2)
+        assert (report.items_added, report.judgments_added) == added
+        assert (report.items_existing, report.judgments_existing) == existing
         engine.dispose()
         written.append(rows(tmp_path / f"w{worker}.db"))
     assert written[1] == written[0]
+
+
+@pytest.mark.parametrize("kept_here", [50_000, 10], ids=["head-kept", "head-too-large"])
+def test_a_fresh_projects_staged_chunk_finds_what_earlier_chunks_wrote(
+    tmp_path, monkeypatch, kept_here
+):
+    """In a project with no items before the import, a staged chunk looks up only the keys an
+    earlier chunk may have written: those the converting process says it saw before
+    (``Stage.repeats``) and those the writer converted itself (the head, kept exactly; when there
+    are more than it keeps, the staged chunks are joined with the items instead). Either way
+    comparisons of earlier chunks come again and are found, as in one process."""
+    monkeypatch.setattr(importer_worker, "HEAD", 100)
+    monkeypatch.setattr(importer_loader, "WRITTEN_HERE_MAX", kept_here)
+    records = [plain(i) for i in range(1300)] + [plain(500), plain(50), plain(7, labeler="x")]
+    _same_in_one_or_two_processes(tmp_path, monkeypatch, records, (1300, 1301), (3, 2))
+
+
+def test_a_staged_comparison_finds_an_item_another_record_wrote(tmp_path, monkeypatch):
+    """An item written by a record of another shape (same content, so the same key) in an
+    earlier staged chunk is found when a comparison of it comes later."""
+    monkeypatch.setattr(importer_worker, "HEAD", 100)
+    records: list = [plain(i) for i in range(1300)]
+    records[300] = {"prompt": "q1250", "candidates": ["good 1250", "bad 1250"]}
+    records.append(plain(300))
+    _same_in_one_or_two_processes(tmp_path, monkeypatch, records, (1300, 1300), (1, 0))

@@ -31,6 +31,10 @@ from .writer import (
     Writer,
 )
 
+#: Item keys a fresh project's import keeps of the chunks converted in this process (more than
+#: the head of an import with a converting process writes: 10k records, an item each).
+WRITTEN_HERE_MAX = 50_000
+
 #: Keys per ``IN (...)`` list on SQLite (old builds allow 999 parameters; PostgreSQL gets one array).
 IN_CHUNK = 900
 
@@ -82,9 +86,13 @@ class Loader:
             is not None
         )
         #: The project had no items when the import began: then the items stored are those this
-        #: import wrote, and a staged chunk's are looked up only where ``written`` may have them.
-        self.fresh = not self.other_ids_stored
-        self.written = WrittenKeys()
+        #: import wrote, and a staged chunk's are looked up only where an earlier chunk may have
+        #: written them: one the converting process converted (it says which keys:
+        #: ``Stage.repeats``) or one converted here (the head of the import: ``written_here``,
+        #: exactly; ``None`` when the project had items, or once more than
+        #: :data:`WRITTEN_HERE_MAX` keys were written here, and staged chunks are joined with the
+        #: items instead).
+        self.written_here: set[str] | None = None if self.other_ids_stored else set()
         self.problems: list[Problem] = []
         self.problem_count = 0
         self.now = utcnow()
@@ -254,15 +262,18 @@ class Loader:
                     idem.add(j.idempotency_key)
         named = item_keys | referenced
         # A staged chunk's comparisons are looked up by a join with the stage (no keys bound), or
-        # in a fresh project those that this import may have written (a Bloom filter's answer).
+        # in a fresh project those that an earlier chunk may have written (see written_here).
         stage = pairs[0].stage if pairs and type(pairs[0]) is StagedRows else None
+        written_here = self.written_here
         if stage is None:
             named.update(p.item_key for p in pairs)
-        elif self.fresh:
-            named.update(self.written.maybe([p.item_key for p in pairs]))
+        elif written_here is not None:
+            named.update(stage.repeats)
+            if written_here:
+                named.update(written_here.intersection([p.item_key for p in pairs]))
         existing_items = self._existing_items(named)
         if stage is not None:
-            if not self.fresh:
+            if written_here is None:
                 existing_items.update(self._move().stored_items(stage, self.project_pk))
             if self.has_aliases:
                 named.update(p.item_key for p in pairs)
@@ -351,6 +362,10 @@ class Loader:
                 for i in state.accepted_items.values()
             )
         self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
+        if written_here is not None and stage is None:
+            written_here.update(state.accepted_items)
+            if len(written_here) > WRITTEN_HERE_MAX:
+                self.written_here = None
 
     def _check(self, rec: Record, state: CheckState) -> None:
         """Check one record (:func:`check_record`); count it or list its problems."""
@@ -387,8 +402,6 @@ class Loader:
         )
         item_pks = {key: pk for key, (pk, _) in existing_items.items()}
         item_pks.update(zip(items, w.allocate_pks(ITEMS, len(items)), strict=True))
-        if self.fresh:
-            self.written.add(list(items))
         for shape, run in _runs(items.values()):
             pks = [item_pks[i.key if type(i) is ItemRows else i.item_key] for i in run]
             if shape is StagedRows:
@@ -471,40 +484,6 @@ class Loader:
             ],
         )
         self.has_aliases = True
-
-
-class WrittenKeys:
-    """The item keys an import wrote, as a Bloom filter (4 MiB, two bits a key): :meth:`maybe`
-    gives every key of those written and, at a million of them, ~0.3% of the others.
-
-    Why: a staged chunk's items are looked up in the database by a join with the stage, which
-    costs ~1 µs an item in SQLite's index (~2 s at 1M comparisons, nearly all finding nothing in
-    a bulk import); asking this first (~0.3 µs a key) leaves a few keys for one ``IN`` query.
-    Python's ``hash`` of a key is random but the same in this process, which is all the filter
-    needs. (Plain Python: numpy would do it faster, but importing it costs each process ~12 MB.)
-    """
-
-    BITS = 1 << 25
-
-    def __init__(self) -> None:
-        self.bits = bytearray(self.BITS // 8)
-
-    def add(self, keys: Iterable[str]) -> None:
-        bits, mask = self.bits, self.BITS - 1
-        for h in map(hash, keys):
-            a, b = h & mask, (h >> 32) & mask
-            bits[a >> 3] |= 1 << (a & 7)
-            bits[b >> 3] |= 1 << (b & 7)
-
-    def maybe(self, keys: Iterable[str]) -> list[str]:
-        bits, mask = self.bits, self.BITS - 1
-        found = []
-        for key in keys:
-            h = hash(key)
-            a, b = h & mask, (h >> 32) & mask
-            if bits[a >> 3] >> (a & 7) & 1 and bits[b >> 3] >> (b & 7) & 1:
-                found.append(key)
-        return found
 
 
 def _runs(rows: Iterable[Any]) -> Iterator[tuple[type, list[Any]]]:

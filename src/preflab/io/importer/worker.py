@@ -25,7 +25,7 @@ from ...settings import get_settings
 from ...store.rows import PairRows
 from .convert import Pair, Record, records
 from .options import ImportOptions
-from .stage import Stage, StagedRows, light_rows, stage_pairs
+from .stage import Stage, StagedRows, WrittenKeys, light_rows, stage_pairs
 
 #: Records per database round (lookups + inserts), and per message from the converting process.
 CHUNK = 10_000
@@ -83,13 +83,17 @@ def idle_cores(window: float = 0.1) -> float:
     return min(idle, cores)
 
 
-def encode_chunk(chunk: list[Record | Pair], read: int, stage: bool = False) -> bytes:
+def encode_chunk(
+    chunk: list[Record | Pair], read: int, stage: bool = False, seen: WrittenKeys | None = None
+) -> bytes:
     """One message from the worker: bytes read since the last message, the plain comparisons and
     the other records pickled, each with its place in the chunk.
 
     The plain comparisons go as ``marshal``-ed state tuples (~2 µs a record each way; ``pickle``
     of the objects: ~28 µs), or with ``stage`` as the image of a staging database
-    (:func:`.stage.stage_pairs`) plus the keys and hashes the checks read."""
+    (:func:`.stage.stage_pairs`) plus the keys and hashes the checks read, and the item keys
+    among them that ``seen`` (the keys of the records converted before) may hold; this chunk's
+    keys are added to it."""
     files: dict[str, int] = {}
     places: list[tuple[int, int, int | None]] = []
     pairs: list[PairRows] = []
@@ -100,18 +104,28 @@ def encode_chunk(chunk: list[Record | Pair], read: int, stage: bool = False) -> 
             pairs.append(rec.rows)
         else:
             others.append((i, rec))  # type: ignore[arg-type]
+    repeats: list[str] = []
     if stage:
         values, image = light_rows(pairs), (stage_pairs(pairs) if pairs else None)
+        if seen is not None:
+            keys = [p.item_key for p in pairs]
+            repeats = seen.maybe(keys)
+            seen.add(keys)
+            seen.add(i.key for _, rec in others for i in rec.items)
     else:
         values, image = [p.state() for p in pairs], None
     return pickle.dumps(
-        ("chunk", read, list(files), marshal.dumps((places, values)), others, image),
+        ("chunk", read, list(files), marshal.dumps((places, values)), others, image, repeats),
         protocol=pickle.HIGHEST_PROTOCOL,
     )
 
 
 def decode_chunk(
-    files: list[str], pairs_blob: bytes, others: list[tuple[int, Record]], image: bytes | None
+    files: list[str],
+    pairs_blob: bytes,
+    others: list[tuple[int, Record]],
+    image: bytes | None,
+    repeats: list[str],
 ) -> list[Record | Pair]:
     places, values = marshal.loads(pairs_blob)
     chunk: list[Any] = [None] * (len(places) + len(others))
@@ -120,7 +134,7 @@ def decode_chunk(
         for (i, f, line), state in zip(places, values, strict=True):
             chunk[i] = Pair(files[f], line, from_state(state))
     else:
-        stage = Stage(image)
+        stage = Stage(image, repeats)
         for seq, ((i, f, line), light) in enumerate(zip(places, values, strict=True)):
             chunk[i] = Pair(files[f], line, StagedRows(stage, seq, *light))  # type: ignore[arg-type]
     for i, rec in others:
@@ -160,9 +174,10 @@ def convert_worker_main(stdin: BinaryIO, stdout: BinaryIO) -> None:
     try:
         converted = records(paths, options, progress, skip=skip)
         size = FIRST_CHUNK
+        seen = WrittenKeys() if stage else None  # (the first ``skip`` records: the writer's)
         while chunk := list(islice(converted, size)):
             size = CHUNK
-            message = encode_chunk(chunk, read, stage)
+            message = encode_chunk(chunk, read, stage, seen)
             read = 0
             del chunk
             _send(stdout, message)
