@@ -174,10 +174,9 @@ def test_a_chunk_crosses_the_pipe_whole_either_way(tmp_path):
     chunk = list(records([path], ImportOptions(), None))
     originals = [r.rows for r in chunk if isinstance(r, Pair)]
     for stage in (False, True):
-        _, _, files, pairs_blob, others, image, repeats = pickle.loads(
-            encode_chunk(chunk, 0, stage)
-        )
-        decoded = decode_chunk(files, pairs_blob, others, image, repeats)
+        _, _, *body = pickle.loads(encode_chunk(chunk, 0, stage))
+        decoded = decode_chunk(*body)
+        assert isinstance(decoded, list)  # other records in it: never accepted whole
         assert [(r.file, r.line, type(r)) for r in decoded] == [
             (r.file, r.line, type(r)) for r in chunk
         ]
@@ -195,6 +194,50 @@ def test_a_chunk_crosses_the_pipe_whole_either_way(tmp_path):
             )
             assert got.item_rows() == original.item_rows()
             assert got.judgment_rows() == original.judgment_rows()
+
+
+def _decoded(path, seen=None):
+    from preflab.io.importer.convert import records
+    from preflab.io.importer.worker import decode_chunk, encode_chunk
+
+    chunk = list(records([path], ImportOptions(), None))
+    _, _, *body = pickle.loads(encode_chunk(chunk, 0, True, seen))
+    return chunk, decode_chunk(*body)
+
+
+def test_a_chunk_of_new_comparisons_comes_whole_with_its_raters_and_keys(tmp_path):
+    """Plain comparisons that repeat no item, content or judgment come as a ``StagedChunk``
+    (keys, raters, size) that still gives back the same records row by row; one repeat, or a
+    record of another shape, and the chunk comes as records."""
+    from preflab.io.importer.worker import StagedChunk
+
+    chunk, whole = _decoded(write(tmp_path / "new.jsonl", [plain(i) for i in range(30)]))
+    assert isinstance(whole, StagedChunk)
+    assert whole.size == 30
+    assert whole.raters == sorted({f"r{i % 7}" for i in range(30)})
+    assert whole.keys() == [r.rows.item_key for r in chunk]
+    again = whole.records()
+    assert [(r.file, r.line, r.rows.item_key, r.rows.content_hash) for r in again] == [
+        (r.file, r.line, r.rows.item_key, r.rows.content_hash) for r in chunk
+    ]
+    for repeated in (
+        [plain(1), plain(2), plain(1)],  # the same judgment twice
+        [plain(1), plain(2), plain(1, labeler="x")],  # the same item, two raters
+        [plain(1), plain(2), {"prompt": "rank", "candidates": ["x", "y"]}],
+    ):
+        _, decoded = _decoded(write(tmp_path / "again.jsonl", repeated))
+        assert isinstance(decoded, list)
+
+
+def test_the_converting_process_names_the_keys_it_saw_before(tmp_path):
+    """``Stage.repeats``: the keys of a staged chunk that earlier chunks had, from the filter the
+    converting process keeps across chunks (items of other records included)."""
+    seen = importer_stage.WrittenKeys()
+    first = [plain(i) for i in range(5)] + [{"prompt": "q9", "candidates": ["good 9", "bad 9"]}]
+    _decoded(write(tmp_path / "one.jsonl", first), seen)
+    chunk, second = _decoded(write(tmp_path / "two.jsonl", [plain(3), plain(7), plain(9)]), seen)
+    keys = [r.rows.item_key for r in chunk]
+    assert second.stage.repeats == [keys[0], keys[2]]
 
 
 def test_an_import_takes_over_a_stage_left_attached_to_its_connection(tmp_path, monkeypatch):
@@ -253,7 +296,16 @@ def test_a_fresh_projects_staged_chunk_finds_what_earlier_chunks_wrote(
     monkeypatch.setattr(importer_worker, "HEAD", 100)
     monkeypatch.setattr(importer_loader, "WRITTEN_HERE_MAX", kept_here)
     records = [plain(i) for i in range(1300)] + [plain(500), plain(50), plain(7, labeler="x")]
+    whole = []
+    load_whole = importer_loader.Loader._load_whole
+    monkeypatch.setattr(
+        importer_loader.Loader,
+        "_load_whole",
+        lambda self, chunk: whole.append(load_whole(self, chunk)) or whole[-1],
+    )
     _same_in_one_or_two_processes(tmp_path, monkeypatch, records, (1300, 1301), (3, 2))
+    # the first staged chunk new (written whole, when the head was kept), the second not
+    assert whole == [kept_here > 100, False]
 
 
 def test_a_staged_comparison_finds_an_item_another_record_wrote(tmp_path, monkeypatch):

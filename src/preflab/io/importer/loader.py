@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import groupby
 from typing import Any
 
@@ -18,7 +18,8 @@ from .checks import CheckState, ProjectRules, check_record
 from .columns import RowBuilder
 from .convert import Pair, Record
 from .options import MAX_SKIPPED, ImportOptions, ImportReport, Problem
-from .stage import Mover, StagedRows
+from .stage import Mover, Stage, StagedRows
+from .worker import Chunk, StagedChunk
 from .writer import (
     ALIASES,
     CANDIDATE_COLUMNS,
@@ -204,13 +205,13 @@ class Loader:
             self.rubrics[(key, version)] = repo.get_rubric(self.session, self.project, key, version)
         return self.rubrics[(key, version)]
 
-    def _register_rubrics(self, chunk: list[Record | Pair]) -> None:
+    def _register_rubrics(self, formats: Iterable[str | None]) -> None:
         if "rubric" not in self.kinds:  # a format's rubrics are for its rubric judgments only
             return
-        for rec in chunk:
-            if rec.format and rec.format not in self.formats_seen:
-                self.formats_seen.add(rec.format)
-                for rubric in FORMATS[rec.format].rubrics:
+        for fmt in formats:
+            if fmt and fmt not in self.formats_seen:
+                self.formats_seen.add(fmt)
+                for rubric in FORMATS[fmt].rubrics:
                     repo.add_rubric(
                         self.session,
                         self.project,
@@ -245,8 +246,13 @@ class Loader:
 
     # -- one chunk
 
-    def load(self, chunk: list[Record | Pair]) -> None:
-        self._register_rubrics(chunk)
+    def load(self, chunk: Chunk) -> None:
+        if type(chunk) is StagedChunk:
+            if self._load_whole(chunk):
+                return
+            chunk = chunk.records()
+        assert type(chunk) is list
+        self._register_rubrics(rec.format for rec in chunk)
         item_keys: set[str] = set()
         idem: set[str] = set()
         referenced: set[str] = set()  # items judged by generic records
@@ -367,6 +373,40 @@ class Loader:
             if len(written_here) > WRITTEN_HERE_MAX:
                 self.written_here = None
 
+    def _load_whole(self, chunk: StagedChunk) -> bool:
+        """Accept a staged chunk of new comparisons whole, as :meth:`load` would row by row, if
+        nothing about it needs a row's checks: the project had no items (``written_here``) and
+        no other record wrote one under another key or an alias, it collects pairwise
+        judgments, and none of the chunk's items is stored. Then every item and judgment is new
+        (the chunk repeats none within itself: the converting process checked) and its rows
+        are moved without a Python object a row. ``False``: nothing was done."""
+        written_here = self.written_here
+        if (
+            written_here is None
+            or self.other_ids_stored
+            or self.has_aliases
+            or "pairwise" not in self.kinds
+        ):
+            return False
+        named = set(chunk.stage.repeats)
+        if written_here:
+            named.update(written_here.intersection(chunk.keys()))
+        if named and self._existing_items(named):
+            return False
+        self._register_rubrics((Pair.format,))
+        n = chunk.size
+        report = self.report
+        report.items_added += n
+        report.judgments_added += n
+        report.formats[Pair.format] = report.formats.get(Pair.format, 0) + n
+        build = self._row_builder()
+        seqs = range(n)
+        item_pks = self.writer.allocate_pks(ITEMS, n)
+        self._move_items(chunk.stage, seqs, item_pks, build)
+        self._rater_pks(set(chunk.raters))
+        self._move_judgments(chunk.stage, seqs, item_pks, build)
+        return True
+
     def _check(self, rec: Record, state: CheckState) -> None:
         """Check one record (:func:`check_record`); count it or list its problems."""
         checked = check_record(rec, state, self.rules)
@@ -392,32 +432,13 @@ class Loader:
     ) -> None:
         """Insert the chunk's accepted rows, in the order they were accepted."""
         w = self.writer
-        build = RowBuilder(
-            self.project_pk,
-            self.batch_pk,
-            json=w.json,
-            datetime=w.datetime,
-            now=w.constant(ITEMS, "created_at", self.now),
-            excluded=w.constant(JUDGMENTS, "excluded", False),
-        )
+        build = self._row_builder()
         item_pks = {key: pk for key, (pk, _) in existing_items.items()}
         item_pks.update(zip(items, w.allocate_pks(ITEMS, len(items)), strict=True))
         for shape, run in _runs(items.values()):
             pks = [item_pks[i.key if type(i) is ItemRows else i.item_key] for i in run]
             if shape is StagedRows:
-                self._move().items(
-                    run[0].stage,
-                    [i.seq for i in run],
-                    pks,
-                    {
-                        "project_pk": self.project_pk,
-                        "domains": build.empty_list,
-                        "metadata": build.empty_dict,
-                        "batch_pk": self.batch_pk,
-                        "created_at": build.now,
-                        "candidate_metadata": build.empty_dict,
-                    },
-                )
+                self._move_items(run[0].stage, [i.seq for i in run], pks, build)
                 continue
             if shape is PairRows:
                 item_rows, candidate_rows = (
@@ -440,17 +461,7 @@ class Loader:
         for shape, run in _runs(judgments):
             ipks = [item_pks[j.item_key] for j in run]
             if shape is StagedRows:
-                self._move().judgments(
-                    run[0].stage,
-                    [j.seq for j in run],
-                    ipks,
-                    {
-                        "project_pk": self.project_pk,
-                        "batch_pk": self.batch_pk,
-                        "excluded": build.excluded,
-                        "created_at": build.now,
-                    },
-                )
+                self._move_judgments(run[0].stage, [j.seq for j in run], ipks, build)
                 continue
             rpks = [rater_pks[j.rater_key] for j in run]
             if shape is PairRows:
@@ -464,6 +475,49 @@ class Loader:
                 constants=("excluded", "created_at"),
                 processed=True,
             )
+
+    def _row_builder(self) -> RowBuilder:
+        w = self.writer
+        return RowBuilder(
+            self.project_pk,
+            self.batch_pk,
+            json=w.json,
+            datetime=w.datetime,
+            now=w.constant(ITEMS, "created_at", self.now),
+            excluded=w.constant(JUDGMENTS, "excluded", False),
+        )
+
+    def _move_items(
+        self, stage: Stage, seqs: Sequence[int], pks: Sequence[int], build: RowBuilder
+    ) -> None:
+        self._move().items(
+            stage,
+            seqs,
+            pks,
+            {
+                "project_pk": self.project_pk,
+                "domains": build.empty_list,
+                "metadata": build.empty_dict,
+                "batch_pk": self.batch_pk,
+                "created_at": build.now,
+                "candidate_metadata": build.empty_dict,
+            },
+        )
+
+    def _move_judgments(
+        self, stage: Stage, seqs: Sequence[int], item_pks: Sequence[int], build: RowBuilder
+    ) -> None:
+        self._move().judgments(
+            stage,
+            seqs,
+            item_pks,
+            {
+                "project_pk": self.project_pk,
+                "batch_pk": self.batch_pk,
+                "excluded": build.excluded,
+                "created_at": build.now,
+            },
+        )
 
     def _move(self) -> Mover:
         if self.mover is None:

@@ -83,6 +83,36 @@ def idle_cores(window: float = 0.1) -> float:
     return min(idle, cores)
 
 
+class StagedChunk:
+    """A chunk of plain comparisons only, staged, that the converting process found new within
+    itself (no item key, item content or judgment twice): in a project whose items this import
+    wrote, the writer accepts it whole when none of its keys is stored yet, moving its rows
+    without a Python object a row (:meth:`.loader.Loader.load`). :meth:`records` gives the
+    records for the checks a row at a time, when it cannot."""
+
+    __slots__ = ("stage", "size", "raters", "_keys", "_files", "_blob")
+
+    def __init__(
+        self,
+        stage: Stage,
+        size: int,
+        raters: list[str],
+        keys: bytes,
+        files: list[str],
+        blob: bytes,
+    ) -> None:
+        self.stage, self.size, self.raters = stage, size, raters
+        self._keys, self._files, self._blob = keys, files, blob
+
+    def keys(self) -> list[str]:
+        """The item keys, in staged order."""
+        keys: list[str] = marshal.loads(self._keys)
+        return keys
+
+    def records(self) -> list[Record | Pair]:
+        return _decoded(self._files, self._blob, [], self.stage)
+
+
 def encode_chunk(
     chunk: list[Record | Pair], read: int, stage: bool = False, seen: WrittenKeys | None = None
 ) -> bytes:
@@ -93,7 +123,8 @@ def encode_chunk(
     of the objects: ~28 µs), or with ``stage`` as the image of a staging database
     (:func:`.stage.stage_pairs`) plus the keys and hashes the checks read, and the item keys
     among them that ``seen`` (the keys of the records converted before) may hold; this chunk's
-    keys are added to it."""
+    keys are added to it. A staged chunk of plain comparisons that repeat nothing within it
+    says so, with its raters (:class:`StagedChunk`)."""
     files: dict[str, int] = {}
     places: list[tuple[int, int, int | None]] = []
     pairs: list[PairRows] = []
@@ -105,19 +136,30 @@ def encode_chunk(
         else:
             others.append((i, rec))  # type: ignore[arg-type]
     repeats: list[str] = []
+    whole: tuple[int, bytes, list[str]] | None = None
     if stage:
         values, image = light_rows(pairs), (stage_pairs(pairs) if pairs else None)
+        keys = [p.item_key for p in pairs]
         if seen is not None:
-            keys = [p.item_key for p in pairs]
             repeats = seen.maybe(keys)
             seen.add(keys)
             seen.add(i.key for _, rec in others for i in rec.items)
+        n = len(pairs)
+        if (
+            n
+            and not others
+            and len(set(keys)) == n
+            and len({p.item_hash for p in pairs}) == n
+            and len({p.content_hash for p in pairs}) == n
+        ):
+            whole = (n, marshal.dumps(keys), sorted({p.rater_key for p in pairs}))
     else:
         values, image = [p.state() for p in pairs], None
     return pickle.dumps(
-        ("chunk", read, list(files), marshal.dumps((places, values)), others, image, repeats),
+        ("chunk", read, list(files), marshal.dumps((places, values)), others, image, repeats,
+         whole),
         protocol=pickle.HIGHEST_PROTOCOL,
-    )
+    )  # fmt: skip
 
 
 def decode_chunk(
@@ -126,20 +168,34 @@ def decode_chunk(
     others: list[tuple[int, Record]],
     image: bytes | None,
     repeats: list[str],
+    whole: tuple[int, bytes, list[str]] | None,
+) -> Chunk:
+    stage = None if image is None else Stage(image, repeats)
+    if whole is not None and stage is not None:
+        size, keys, raters = whole
+        return StagedChunk(stage, size, raters, keys, files, pairs_blob)
+    return _decoded(files, pairs_blob, others, stage)
+
+
+def _decoded(
+    files: list[str], pairs_blob: bytes, others: list[tuple[int, Record]], stage: Stage | None
 ) -> list[Record | Pair]:
     places, values = marshal.loads(pairs_blob)
     chunk: list[Any] = [None] * (len(places) + len(others))
-    if image is None:
+    if stage is None:
         from_state = PairRows.from_state
         for (i, f, line), state in zip(places, values, strict=True):
             chunk[i] = Pair(files[f], line, from_state(state))
     else:
-        stage = Stage(image, repeats)
         for seq, ((i, f, line), light) in enumerate(zip(places, values, strict=True)):
             chunk[i] = Pair(files[f], line, StagedRows(stage, seq, *light))  # type: ignore[arg-type]
     for i, rec in others:
         chunk[i] = rec
     return chunk
+
+
+#: What the writer gets: records, or a staged chunk that may be accepted whole.
+Chunk = list[Record | Pair] | StagedChunk
 
 
 def _send(out: BinaryIO, message: bytes) -> None:
@@ -194,13 +250,13 @@ class WorkerFailed(RuntimeError):
 
 #: What :func:`chunks` gives: started with the import's final options (and whether to stage),
 #: the chunks of converted records.
-StartConverting = Callable[[ImportOptions, bool], Iterator[list[Record | Pair]]]
+StartConverting = Callable[[ImportOptions, bool], Iterator[Chunk]]
 
 
 @contextmanager
 def converting_process(
     paths: Sequence[Path], progress: Callable[[int], None] | None
-) -> Iterator[Callable[[ImportOptions, bool, int], Iterator[list[Record | Pair]]]]:
+) -> Iterator[Callable[[ImportOptions, bool, int], Iterator[Chunk]]]:
     """A second process that converts ``paths``, started now; what this yields, called with the
     options (``stage``: its plain comparisons staged for ``INSERT ... SELECT``, :mod:`.stage`,
     SQLite only; ``skip``: it starts after that many records, converted by the caller), gives its
@@ -226,7 +282,7 @@ def converting_process(
     assert worker.stdin is not None and worker.stdout is not None
     finished = False
 
-    def start(options: ImportOptions, stage: bool, skip: int) -> Iterator[list[Record | Pair]]:
+    def start(options: ImportOptions, stage: bool, skip: int) -> Iterator[Chunk]:
         assert worker.stdin is not None
         try:
             worker.stdin.write(pickle.dumps(([Path(p) for p in paths], options, stage, skip)))
@@ -235,7 +291,7 @@ def converting_process(
             pass  # it died at once: reported below by the missing messages
         return received()
 
-    def received() -> Iterator[list[Record | Pair]]:
+    def received() -> Iterator[Chunk]:
         nonlocal finished
         assert worker.stdout is not None
         while True:
@@ -277,7 +333,7 @@ def worker_chunks(
     progress: Callable[[int], None] | None,
     stage: bool = False,
     skip: int = 0,
-) -> Iterator[Iterator[list[Record | Pair]]]:
+) -> Iterator[Iterator[Chunk]]:
     """The chunks of a :func:`converting_process` started with ``options``."""
     with converting_process(paths, progress) as start:
         yield start(options, stage, skip)
@@ -296,7 +352,7 @@ def chunks(
     :data:`HEAD` records are converted here while it starts."""
     if not use_worker(paths):
 
-        def here(options: ImportOptions, stage: bool) -> Iterator[list[Record | Pair]]:
+        def here(options: ImportOptions, stage: bool) -> Iterator[Chunk]:
             converted = records(paths, options, progress)
             return iter(lambda: list(islice(converted, CHUNK)), [])
 
@@ -304,15 +360,15 @@ def chunks(
         return
     with converting_process(paths, progress) as start:
 
-        def there(options: ImportOptions, stage: bool) -> Iterator[list[Record | Pair]]:
+        def there(options: ImportOptions, stage: bool) -> Iterator[Chunk]:
             return _head_then(records(paths, options, None), start(options, stage, HEAD))
 
         yield there
 
 
 def _head_then(
-    converted: Generator[Record | Pair, None, None], rest: Iterator[list[Record | Pair]]
-) -> Iterator[list[Record | Pair]]:
+    converted: Generator[Record | Pair, None, None], rest: Iterator[Chunk]
+) -> Iterator[Chunk]:
     """The first :data:`HEAD` records of ``converted`` in chunks of :data:`FIRST_CHUNK` (small:
     what they leave behind in this process's heap stays small), then the chunks of ``rest``.
     (No progress for the head: the converting process counts its bytes when it reads past them.)"""
