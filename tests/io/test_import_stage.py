@@ -268,6 +268,10 @@ def test_the_written_keys_filter_answers_every_key_written_and_few_others():
     others = [f"itm_{i:016x}" for i in range(1, 300_000, 3)] + ["a plain id", ""]
     assert len(written.maybe(others)) < len(others) / 100
     assert WrittenKeys().maybe(keys) == []
+    once = WrittenKeys()  # the converting process's way: asked, then added, one hash a key
+    assert once.maybe_then_add(keys[:500]) == []
+    assert once.maybe_then_add(keys[400:600] + keys[550:551]) == keys[400:500] + keys[550:551]
+    assert once.maybe(keys[:600]) == keys[:600]
 
 
 def _same_in_one_or_two_processes(tmp_path, monkeypatch, records, added, existing):

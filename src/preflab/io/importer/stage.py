@@ -117,6 +117,22 @@ class WrittenKeys:
                 found.append(key)
         return found
 
+    def maybe_then_add(self, keys: Iterable[str]) -> list[str]:
+        """:meth:`maybe` of ``keys`` as they were before this call, then :meth:`add` them
+        (one hash a key; a key twice among them answers the second time)."""
+        bits, mask = self.bits, self.BITS - 1
+        found = []
+        for key in keys:
+            h = hash(key)
+            a, b = h & mask, (h >> 32) & mask
+            ia, ma, ib, mb = a >> 3, 1 << (a & 7), b >> 3, 1 << (b & 7)
+            if bits[ia] & ma and bits[ib] & mb:
+                found.append(key)
+            else:
+                bits[ia] |= ma
+                bits[ib] |= mb
+        return found
+
 
 class Stage:
     """One chunk's staged comparisons: the database image, read back only when a record needs
@@ -130,14 +146,29 @@ class Stage:
         self.repeats = repeats
         self._reader: sqlite3.Connection | None = None
 
-    def pair_rows(self, seq: int) -> PairRows:
-        """Every value of comparison ``seq``, as the converting process built it."""
+    def light_rows(self) -> list[tuple[Any, ...]]:
+        """What the checks read of every staged comparison (:class:`StagedRows`' values after
+        its stage and place), in ``seq`` order: read back from the image rather than sent
+        beside it, as most chunks never need them."""
+        return [
+            (item_key, item_hash, (k0, k1), content_hash, rater_key)
+            for item_key, item_hash, k0, k1, content_hash, rater_key in self._read(
+                "SELECT item_key, item_hash, key0, key1, content_hash, rater_key FROM pairs "
+                "ORDER BY seq"
+            )
+        ]
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         if self._reader is None:
             self._reader = sqlite3.connect(":memory:")
             self._reader.deserialize(self.image)
+        return self._reader.execute(sql, params)
+
+    def pair_rows(self, seq: int) -> PairRows:
+        """Every value of comparison ``seq``, as the converting process built it."""
         (item_key, item_hash, prompt_json, rater_key, source, winner, strength, score,
          content_hash, pair_lo, pair_hi, body_json, shown_order_json, k0, t0, k1,
-         t1) = self._reader.execute(
+         t1) = self._read(
             f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE seq = ?", (seq,)
         ).fetchone()  # fmt: skip
         return PairRows.from_state(
@@ -180,26 +211,11 @@ class StagedRows:
         self.candidate_keys = candidate_keys
         self.content_hash, self.rater_key = content_hash, rater_key
 
-    def light(self) -> tuple[Any, ...]:
-        """What crosses the pipe besides the image (plain strings: ``marshal`` carries it)."""
-        return (
-            self.item_key,
-            self.item_hash,
-            self.candidate_keys,
-            self.content_hash,
-            self.rater_key,
-        )
-
     def item_rows(self) -> Any:
         return self.stage.pair_rows(self.seq).item_rows()
 
     def judgment_rows(self) -> Any:
         return self.stage.pair_rows(self.seq).judgment_rows()
-
-
-def light_rows(pairs: Sequence[PairRows]) -> list[tuple[Any, ...]]:
-    """:meth:`StagedRows.light` of each pair, without building the objects."""
-    return [(p.item_key, p.item_hash, p.candidate_keys, p.content_hash, p.rater_key) for p in pairs]
 
 
 def _segments(seqs: Sequence[int], pks: Sequence[int]) -> list[tuple[int, int, int]]:

@@ -25,7 +25,7 @@ from ...settings import get_settings
 from ...store.rows import PairRows
 from .convert import Pair, Record, records
 from .options import ImportOptions
-from .stage import Stage, StagedRows, WrittenKeys, light_rows, stage_pairs
+from .stage import Stage, StagedRows, WrittenKeys, stage_pairs
 
 #: Records per database round (lookups + inserts), and per message from the converting process.
 CHUNK = 10_000
@@ -137,21 +137,18 @@ def encode_chunk(
             others.append((i, rec))  # type: ignore[arg-type]
     repeats: list[str] = []
     whole: tuple[int, bytes, list[str]] | None = None
-    if stage:
-        values, image = light_rows(pairs), (stage_pairs(pairs) if pairs else None)
+    values: list[tuple[Any, ...]] | None
+    if stage and pairs:
+        # Only the image: the writer reads the keys and hashes back from it when it needs them.
+        values, image = None, stage_pairs(pairs)
         keys = [p.item_key for p in pairs]
         if seen is not None:
-            repeats = seen.maybe(keys)
-            seen.add(keys)
+            repeats = seen.maybe_then_add(keys)
             seen.add(i.key for _, rec in others for i in rec.items)
+        # Distinct item keys: then distinct items and judgments too (a plain comparison's item
+        # hash and judgment hash are of the content its key is derived from, key included).
         n = len(pairs)
-        if (
-            n
-            and not others
-            and len(set(keys)) == n
-            and len({p.item_hash for p in pairs}) == n
-            and len({p.content_hash for p in pairs}) == n
-        ):
+        if not others and len(set(keys)) == n:
             whole = (n, marshal.dumps(keys), sorted({p.rater_key for p in pairs}))
     else:
         values, image = [p.state() for p in pairs], None
@@ -187,7 +184,7 @@ def _decoded(
         for (i, f, line), state in zip(places, values, strict=True):
             chunk[i] = Pair(files[f], line, from_state(state))
     else:
-        for seq, ((i, f, line), light) in enumerate(zip(places, values, strict=True)):
+        for seq, ((i, f, line), light) in enumerate(zip(places, stage.light_rows(), strict=True)):
             chunk[i] = Pair(files[f], line, StagedRows(stage, seq, *light))  # type: ignore[arg-type]
     for i, rec in others:
         chunk[i] = rec
