@@ -6,6 +6,15 @@
 the earlier chunks wrote, so it must write chunk by chunk: items, candidates and judgments of 10k
 comparisons, then the next. This runs both orders on the same staged rows, each into a fresh
 copy of the same database, and prints SQLite's CPU seconds (moves, commit, close).
+
+``--order`` names the runs: ``whole`` / ``chunked`` with foreign keys checked row by row (the
+first measurement), ``*_nofk`` as the import moves since its third pass (foreign keys off,
+``INSERT OR ROLLBACK``: no statement journal), and ``deferred_nofk``: items chunk by chunk,
+then all candidates and all judgments each in one move (the reordering the third pass named).
+Measured 2026-12-01 at 1M, load ~4: whole 7.65 / 7.86 s CPU of moves, chunked 8.63 / 8.46,
+deferred 7.54 / 7.86 (commit ~2 s each) — so deferring would win back the ~0.8 s that
+chunking costs, but an import would have to keep every chunk's staged rows until the end
+(~0.7 KB a comparison) to do it: not built.
 """
 
 from __future__ import annotations

@@ -99,29 +99,26 @@ def _committed_items(engine, pks) -> None:
             _item(session, pk, 1)
 
 
-def test_a_key_past_the_last_added_row_fails(tmp_path) -> None:
-    """Keys among the added parents (no gap) pass without a lookup; one past them does not."""
+@pytest.mark.parametrize(
+    "then",
+    [
+        # keys among the added parents (no gap) pass without a lookup; one past them does not
+        lambda session: _candidate(session, 6),
+        # an added parent deleted again leaves a gap: the range proves nothing, rows are looked up
+        lambda session: session.execute(text("DELETE FROM items WHERE pk = 3")),
+    ],
+    ids=["past-the-last", "gap"],
+)
+def test_a_key_at_no_added_row_fails(tmp_path, then) -> None:
     engine = _setup(tmp_path)
     with pytest.raises(ForeignKeyViolation, match=r"1 new row\(s\) of candidates\.item_pk"):
         with bulk_transaction(engine) as session:
             for pk in range(1, 6):
                 _item(session, pk, 1)
                 _candidate(session, pk)
-            _candidate(session, 6)
+            then(session)
     with engine.connect() as conn:
         assert _items(conn) == 0
-    engine.dispose()
-
-
-def test_a_gap_among_the_added_rows_is_looked_up(tmp_path) -> None:
-    """An added parent deleted again leaves a gap: the range proves nothing, rows are looked up."""
-    engine = _setup(tmp_path)
-    with pytest.raises(ForeignKeyViolation, match=r"1 new row\(s\) of candidates\.item_pk"):
-        with bulk_transaction(engine) as session:
-            for pk in range(1, 6):
-                _item(session, pk, 1)
-                _candidate(session, pk)
-            session.execute(text("DELETE FROM items WHERE pk = 3"))
     engine.dispose()
 
 
