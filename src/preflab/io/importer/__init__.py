@@ -17,7 +17,12 @@ How it works, one module a step:
    very checks ``validate`` runs against the files alone), and the accepted rows are written in
    bulk (:mod:`.writer`: ``executemany`` on SQLite, ``COPY`` on PostgreSQL). When a second
    process converts for a SQLite import, it stages the plain comparisons' rows in a SQLite image
-   and the writer moves the accepted ones with ``INSERT ... SELECT`` (:mod:`.stage`).
+   and the writer moves the accepted ones with ``INSERT ... SELECT`` (:mod:`.stage`); a chunk
+   of comparisons that repeats nothing within itself or of what the import wrote before (the
+   converting process keeps a filter of the keys it saw) is accepted whole, without a Python
+   object a row (:class:`.worker.StagedChunk`). On SQLite the import's own connection checks
+   foreign keys once, for the rows it added, before the commit
+   (:mod:`preflab.store.bulk`).
 4. Everything happens in one transaction. Any problem fails the whole import and changes nothing
    (:class:`ImportFailed` lists ``file:line: field: reason``), unless ``skip_invalid``: then bad
    records are left out and listed in the report and in the batch's ``counts``.
