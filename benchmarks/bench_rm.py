@@ -295,7 +295,7 @@ VARIANTS: dict[str, dict] = {
     "length_balance": {"length_balance": True},
     "length_balance_half": {"length_balance": True, "length_balance_strength": 0.5},
     "length_parity": {"length_parity": True, "length_balance": False},
-    "warmup": {"extra": {"warmup_steps": 0.1}},
+    "warmup": {"warmup": 0.1},
 }
 
 

@@ -259,3 +259,12 @@ def test_length_balance_leaves_one_sided_data_alone():
 def test_read_export_says_what_to_do_without_a_manifest(tmp_path):
     with pytest.raises(PairDataError, match="no manifest.json.*preflab export"):
         read_export(tmp_path)
+
+
+def test_warmup_is_a_share_of_the_steps(tmp_path):
+    """``--warmup 0.1``: the first tenth of the steps warm the learning rate up from 0 (a float
+    below 1 is a share of the steps in transformers 5; an int would be a step count)."""
+    from preflab.train.reward_model import RMSettings, reward_config
+
+    assert reward_config(tmp_path, RMSettings(warmup=0.1)).get_warmup_steps(120) == 12
+    assert reward_config(tmp_path, RMSettings(warmup=0.0)).get_warmup_steps(120) == 0

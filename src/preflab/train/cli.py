@@ -126,6 +126,14 @@ def rm_train(
     epochs: Annotated[float, typer.Option(help="Training epochs.")] = 1.0,
     batch_size: Annotated[int, typer.Option(help="Pairs per device batch.")] = 16,
     learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-4,
+    warmup: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.99,
+            help="Share of the steps over which the learning rate warms up linearly from 0.",
+        ),
+    ] = 0.0,
     heldout: Annotated[float, typer.Option(help="Share of prompts held out for `rm eval`.")] = 0.2,
     max_steps: Annotated[
         int, typer.Option(help="Stop after this many steps (-1: run the epochs).")
@@ -142,6 +150,7 @@ def rm_train(
         epochs=epochs,
         batch_size=batch_size,
         learning_rate=learning_rate,
+        warmup=warmup,
         heldout=heldout,
         seed=seed,
         length_parity=length_parity,

@@ -84,6 +84,9 @@ class RMSettings:
     batch_size: int = 16
     #: 1e-4 for one epoch (measured on PandaLM and hh-rlhf harmless, docs/training.md)
     learning_rate: float = 1e-4
+    #: share of the steps over which the learning rate rises linearly from 0 (then it decays
+    #: linearly to 0, TRL's default schedule)
+    warmup: float = 0.0
     heldout: float = 0.2
     seed: int = 0
     #: TRL margin = strength x margin_scale (strength is 0..3; 1/3 asks a unit logit gap at most)
@@ -154,6 +157,7 @@ def reward_config(out: Path, settings: RMSettings) -> Any:
         max_steps=settings.max_steps,
         per_device_train_batch_size=settings.batch_size,
         learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup,  # a float below 1: a share of the steps (transformers 5)
         seed=settings.seed,
         data_seed=settings.seed,
         report_to=[],
