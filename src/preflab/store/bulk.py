@@ -11,9 +11,9 @@ time.
 
 So a bulk write runs with ``foreign_keys`` off on its own connection, its moves use
 ``INSERT OR ROLLBACK`` (a conflict ends the whole transaction: nothing needs a statement
-rollback), and before the commit :func:`check_added` looks up, for every foreign key of every
-table, the rows added since the transaction began (primary keys above the maximum it found
-at the start), mostly without looking anything up: a key that points among the rows the same
+rollback), and before the commit :func:`check_added` checks every foreign key of the rows
+added since the transaction began (primary keys above the maximum it found at the start),
+mostly without a lookup: a key that points among the rows the same
 write added is proved by its range (those rows' keys have no gap), a key that holds one value
 in all of them (a bulk write's project and batch) is looked up once, and only keys at older
 rows are looked up row by row — 0.65 s of CPU at 1M comparisons, where the row-by-row lookups
