@@ -705,8 +705,8 @@ def test_gold_and_production_submissions_take_the_same_time(db_url, lane, monkey
 
     from preflab.server import judging
 
-    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(45)] + [
-        pairwise_item(i) for i in range(45)
+    items = [pairwise_item(i, gold=-1, prefix="g") for i in range(80)] + [
+        pairwise_item(i) for i in range(80)
     ]
     policy = {
         "gold_rate": 0.5,
@@ -718,12 +718,18 @@ def test_gold_and_production_submissions_take_the_same_time(db_url, lane, monkey
     h = bearer(s.tokens["rater000"])
     with app_client(db_url, lane=lane, monkeypatch=monkeypatch) as c:
         _submit_times(c, h, 6)  # warm up: the first label creates the rater row (another path)
-        gold, production = _submit_times(c, h, 70)
-        assert len(gold) >= 15 and len(production) >= 15
-        ratio = statistics.median(gold) / statistics.median(production)
         # before the fix gold took 2.3x (framework) to 11.9x (lane) as long; the band is wide
-        # enough for a loaded 2-core CI box (0.65 seen) and still fails on a 2x difference
-        assert 0.5 < ratio < 1.6, (ratio, statistics.median(gold), statistics.median(production))
+        # enough for a loaded 2-core CI box (0.65 seen) and still fails on a 2x difference. A
+        # round outside it is measured once more: a burst of load on a shared box moved one
+        # round to 1.94x (others 0.94-1.34x); a real difference shows in both rounds.
+        ratios = []
+        for _ in range(2):
+            gold, production = _submit_times(c, h, 70)
+            assert len(gold) >= 15 and len(production) >= 15
+            ratios.append(statistics.median(gold) / statistics.median(production))
+            if 0.5 < ratios[-1] < 1.6:
+                break
+        assert 0.5 < ratios[-1] < 1.6, ratios
         judging.wait_for_gold_scoring(c.app.state.db)
     engine = create_engine(db_url)  # every gold answer was still scored, after the response
     with engine.connect() as conn:
