@@ -296,6 +296,7 @@ VARIANTS: dict[str, dict] = {
     "length_balance_half": {"length_balance": True, "length_balance_strength": 0.5},
     "length_parity": {"length_parity": True, "length_balance": False},
     "warmup": {"warmup": 0.1},
+    "mean": {"pooling": "mean"},
 }
 
 

@@ -371,3 +371,70 @@ def test_a_pair_metadata_file_that_does_not_match_the_rows_is_refused(tmp_path, 
     (copy / "pair_metadata.jsonl").write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(PairDataError, match=r"pair_metadata.jsonl: \d+ rows for \d+ pairs"):
         read_export(copy)
+
+
+@pytest.fixture(scope="module")
+def trained_mean(tmp_path_factory, project_db, backbone_dir) -> Path:
+    out = tmp_path_factory.mktemp("rm-mean") / "model"
+    run(
+        "rm", "train", "pandalm", "--db", project_db, "--out", out, "--backbone", backbone_dir,
+        "--max-length", MAX_LENGTH, "--max-steps", 2, "--batch-size", 4, "--pooling", "mean",
+    )  # fmt: skip
+    return out
+
+
+def test_rm_train_with_mean_pooling_records_it_and_every_command_reads_it_back(trained_mean):
+    import torch
+    from transformers import AutoModel
+
+    from preflab.train.pooling import MeanPooledRewardModel
+    from preflab.train.score import RewardScorer
+
+    assert json.loads((trained_mean / "config.json").read_text())["preflab_pooling"] == "mean"
+    assert (
+        json.loads((trained_mean / "preflab_rm.json").read_text())["settings"]["pooling"] == "mean"
+    )
+    scorer = RewardScorer(trained_mean)
+    assert isinstance(scorer.model, MeanPooledRewardModel)
+    # the reward by hand: the backbone's last hidden states, averaged over the text's tokens
+    # (no padding counted), through the saved linear head
+    from safetensors.torch import load_file
+
+    weights = load_file(trained_mean / "model.safetensors")
+    backbone = AutoModel.from_pretrained(str(trained_mean)).eval()
+    backbone.load_state_dict(
+        {k.removeprefix("backbone."): v for k, v in weights.items() if k.startswith("backbone.")}
+    )
+    short, long = ("Rewrite this", "ok"), ("Rewrite the sentence please", "Please let me know now.")
+    by_hand = []
+    for prompt, response in (short, long):
+        ids = torch.tensor(
+            [scorer.tokenizer(prompt, response)["input_ids"] + [scorer.tokenizer.eos_token_id]]
+        )
+        with torch.no_grad():
+            hidden = backbone(input_ids=ids).last_hidden_state[0]
+        by_hand.append(
+            float(hidden.mean(0) @ weights["score.weight"][0] + weights["score.bias"][0])
+        )
+    together = scorer.score([short[0], long[0]], [short[1], long[1]])  # padded to one length
+    alone = scorer.score([short[0]], [short[1]])
+    assert together == pytest.approx(by_hand, abs=1e-5)
+    assert alone[0] == pytest.approx(together[0], abs=1e-5)
+    assert by_hand[0] != pytest.approx(by_hand[1], abs=1e-6)
+
+
+def test_rm_eval_reads_a_mean_pooled_model(trained_mean):
+    report = json.loads(run("rm", "eval", trained_mean, "--json"))
+    assert report["n_heldout"] == len(read_pairs(trained_mean / "split/heldout.jsonl"))
+    assert 0 <= report["methods"]["reward_model"]["accuracy"] <= 1
+
+
+def test_rm_train_refuses_an_unknown_pooling(tmp_path, project_db, backbone_dir):
+    result = CliRunner().invoke(
+        app,
+        ["rm", "train", "pandalm", "--db", project_db, "--out", str(tmp_path / "m"),
+         "--backbone", str(backbone_dir), "--pooling", "max"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--pooling: 'max' is not one of head, mean" in flat(result.output)
+    assert not (tmp_path / "m").exists()

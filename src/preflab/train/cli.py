@@ -134,6 +134,13 @@ def rm_train(
             help="Share of the steps over which the learning rate warms up linearly from 0.",
         ),
     ] = 0.0,
+    pooling: Annotated[
+        str,
+        typer.Option(
+            help="head: the backbone's own classifier head ([CLS] for BERT-style encoders, the "
+            "last token for decoders); mean: a linear head on the mean of the last hidden states.",
+        ),
+    ] = "head",
     heldout: Annotated[float, typer.Option(help="Share of prompts held out for `rm eval`.")] = 0.2,
     max_steps: Annotated[
         int, typer.Option(help="Stop after this many steps (-1: run the epochs).")
@@ -143,7 +150,11 @@ def rm_train(
 ) -> None:
     """Train a Bradley–Terry reward model with TRL's RewardTrainer (GPU when present)."""
     _offline()
+    from .pooling import POOLINGS
     from .reward_model import RMSettings, staged_output, train_reward_model
+
+    if pooling not in POOLINGS:
+        fail(f"--pooling: {pooling!r} is not one of {', '.join(POOLINGS)}")
 
     settings = RMSettings(
         max_length=max_length,
@@ -151,6 +162,7 @@ def rm_train(
         batch_size=batch_size,
         learning_rate=learning_rate,
         warmup=warmup,
+        pooling=pooling,
         heldout=heldout,
         seed=seed,
         length_parity=length_parity,

@@ -87,6 +87,10 @@ class RMSettings:
     #: share of the steps over which the learning rate rises linearly from 0 (then it decays
     #: linearly to 0, TRL's default schedule)
     warmup: float = 0.0
+    #: "head": the backbone's own sequence-classification head ([CLS] through BERT's pooler, the
+    #: last token for decoders); "mean": a linear head on the masked mean hidden state
+    #: (:mod:`.pooling`)
+    pooling: str = "head"
     heldout: float = 0.2
     seed: int = 0
     #: TRL margin = strength x margin_scale (strength is 0..3; 1/3 asks a unit logit gap at most)
@@ -170,18 +174,18 @@ def reward_config(out: Path, settings: RMSettings) -> Any:
     )
 
 
-def load_backbone(backbone: Path) -> tuple[Any, Any]:
-    """Tokenizer and a 1-output sequence classifier from a local directory (no downloads)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+def load_backbone(backbone: Path, pooling: str = "head") -> tuple[Any, Any]:
+    """Tokenizer and a 1-output reward model from a local directory (no downloads)."""
+    from transformers import AutoTokenizer
+
+    from .pooling import new_reward_model
 
     if not (backbone / "config.json").is_file():
         raise FileNotFoundError(f"{backbone}: not a Hugging Face model directory (no config.json)")
     tokenizer = AutoTokenizer.from_pretrained(str(backbone), local_files_only=True)
     if tokenizer.pad_token is None:  # causal LMs: pad with EOS (the attention mask hides it)
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForSequenceClassification.from_pretrained(
-        str(backbone), num_labels=1, local_files_only=True
-    )
+    model = new_reward_model(backbone, pooling)
     model.config.pad_token_id = tokenizer.pad_token_id
     return tokenizer, model
 
@@ -233,7 +237,7 @@ def train_reward_model(
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     set_seed(settings.seed)
     train_pairs, heldout_pairs = split_by_prompt(source.pairs, settings.heldout, settings.seed)
-    tokenizer, model = load_backbone(backbone)
+    tokenizer, model = load_backbone(backbone, settings.pooling)
     n_before_parity = len(train_pairs)
     if settings.length_parity:
         train_pairs = length_parity(train_pairs, token_length(tokenizer), PARITY_BOUNDS)

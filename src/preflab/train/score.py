@@ -25,7 +25,9 @@ class RewardScorer:
         self, model_dir: Path, *, max_length: int | None = None, device: str | None = None
     ) -> None:
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from .pooling import load_reward_model
 
         if not (model_dir / "config.json").is_file():
             raise FileNotFoundError(
@@ -39,9 +41,7 @@ class RewardScorer:
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForSequenceClassification.from_pretrained(
-            str(model_dir), local_files_only=True
-        )
+        self.model = load_reward_model(model_dir)
         if self.model.config.num_labels != 1:
             raise ValueError(
                 f"{model_dir}: a reward model has num_labels=1, this one has {self.model.config.num_labels}"
