@@ -297,6 +297,8 @@ VARIANTS: dict[str, dict] = {
     "length_parity": {"length_parity": True, "length_balance": False},
     "warmup": {"warmup": 0.1},
     "mean": {"pooling": "mean"},
+    "prompt64": {"max_prompt_length": 64},
+    "mean_prompt64": {"pooling": "mean", "max_prompt_length": 64},
 }
 
 

@@ -379,6 +379,7 @@ def trained_mean(tmp_path_factory, project_db, backbone_dir) -> Path:
     run(
         "rm", "train", "pandalm", "--db", project_db, "--out", out, "--backbone", backbone_dir,
         "--max-length", MAX_LENGTH, "--max-steps", 2, "--batch-size", 4, "--pooling", "mean",
+        "--max-prompt-length", 4,
     )  # fmt: skip
     return out
 
@@ -421,6 +422,21 @@ def test_rm_train_with_mean_pooling_records_it_and_every_command_reads_it_back(t
     assert together == pytest.approx(by_hand, abs=1e-5)
     assert alone[0] == pytest.approx(together[0], abs=1e-5)
     assert by_hand[0] != pytest.approx(by_hand[1], abs=1e-6)
+
+
+def test_scoring_caps_the_prompt_as_training_did(trained_mean):
+    from preflab.train.score import RewardScorer
+
+    scorer = RewardScorer(trained_mean)
+    card = json.loads((trained_mean / "preflab_rm.json").read_text())
+    assert card["settings"]["max_prompt_length"] == scorer.max_prompt_length == 4
+    long_prompt = "Once upon a time there was a sentence. Rewrite the sentence please"
+    last_four = scorer.tokenizer.convert_tokens_to_string(
+        scorer.tokenizer.tokenize(long_prompt)[-4:]
+    )
+    rewards = scorer.score([long_prompt, last_four, "Rewrite"], ["Please let me know."] * 3)
+    assert rewards[0] == pytest.approx(rewards[1], abs=1e-6)
+    assert rewards[0] != pytest.approx(rewards[2], abs=1e-6)
 
 
 def test_rm_eval_reads_a_mean_pooled_model(trained_mean):

@@ -41,6 +41,26 @@ def test_an_answer_longer_than_the_budget_keeps_its_start_and_the_eos(tokenizer)
     assert tokenizer.decode(enc.ids[:4]) == "Please let me know"
 
 
+def test_max_prompt_length_keeps_the_prompts_last_tokens_and_the_whole_answer(tokenizer):
+    prompt = "Human: tell me a story Assistant: once upon a time Human: Rewrite the sentence"
+    capped = encode(tokenizer, prompt, "Please let me know.", max_length=64, max_prompt_length=3)
+    assert capped.truncated
+    assert capped.ids == encode(tokenizer, "Rewrite the sentence", "Please let me know.", 64).ids
+    assert len(tokenizer(prompt)["input_ids"]) > 3  # there was something to cut
+    whole = encode(tokenizer, prompt, "Please let me know.", max_length=64, max_prompt_length=500)
+    assert not whole.truncated
+    assert whole.ids == encode(tokenizer, prompt, "Please let me know.", max_length=64).ids
+
+
+def test_max_prompt_length_then_max_length_both_apply(tokenizer):
+    prompt = " ".join(["the"] * 50) + " Rewrite the sentence"
+    # the cap leaves 3 prompt tokens; max_length 8 then takes one more from the prompt's start
+    enc = encode(tokenizer, prompt, "Please let me know.", max_length=8, max_prompt_length=3)
+    assert enc.truncated and len(enc.ids) == 8 and enc.ids[-1] == tokenizer.eos_token_id
+    assert enc.ids == encode(tokenizer, "Rewrite the sentence", "Please let me know.", 8).ids
+    assert tokenizer.decode(enc.ids) == "the sentence Please let me know . <eos>"
+
+
 class CountingTokenizer:
     """A tokenizer that counts its calls (everything else is the wrapped tokenizer's)."""
 

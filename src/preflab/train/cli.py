@@ -123,6 +123,14 @@ def rm_train(
     max_length: Annotated[
         int, typer.Option(help="Tokens per prompt+answer; longer pairs are truncated, not dropped.")
     ] = 256,
+    max_prompt_length: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="At most this many tokens of the prompt (its end, next to the answer) "
+            "[default: what --max-length leaves after the answer]. Scoring reads it from the card.",
+        ),
+    ] = None,
     epochs: Annotated[float, typer.Option(help="Training epochs.")] = 1.0,
     batch_size: Annotated[int, typer.Option(help="Pairs per device batch.")] = 16,
     learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-4,
@@ -158,6 +166,7 @@ def rm_train(
 
     settings = RMSettings(
         max_length=max_length,
+        max_prompt_length=max_prompt_length,
         epochs=epochs,
         batch_size=batch_size,
         learning_rate=learning_rate,

@@ -5,6 +5,7 @@ TRL's ``RewardTrainer`` *drops* every pair longer than ``max_length`` (measured 
 hh-rlhf harmless at 256 tokens). We tokenize ourselves and hand TRL ready ``chosen_ids`` /
 ``rejected_ids``, truncating instead: the prompt loses tokens from its start first (its end is
 closest to the answer), then the response from its end; the special tokens always survive.
+``max_prompt_length`` caps the prompt alone (its last tokens kept) before that rule applies.
 """
 
 from __future__ import annotations
@@ -44,12 +45,32 @@ def _offsets(tokenizer: Any, text: str) -> list[tuple[int, int]]:
     )
 
 
-def encode(tokenizer: Any, prompt: str, response: str, max_length: int) -> Encoded:
+def last_tokens(tokenizer: Any, text: str, n: int) -> str:
+    """``text`` from the start of its ``n``-th last token (all of it when it has no more)."""
+    offsets = _offsets(tokenizer, text)
+    if len(offsets) <= n:
+        return text
+    return text[offsets[len(offsets) - n][0] :] if n > 0 else ""
+
+
+def encode(
+    tokenizer: Any,
+    prompt: str,
+    response: str,
+    max_length: int,
+    max_prompt_length: int | None = None,
+) -> Encoded:
     """Input ids for ``prompt`` + ``response`` of at most ``max_length`` tokens.
 
     Cuts are made at token boundaries of the text (character offsets), and the tokenizer then
     adds its own special tokens, so a short pair encodes exactly as ``tokenizer(prompt, response)``.
+    With ``max_prompt_length`` the prompt keeps at most its last that many tokens (a cut counts
+    as truncation).
     """
+    if max_prompt_length is not None and prompt:
+        kept = last_tokens(tokenizer, prompt, max_prompt_length)
+        if kept != prompt:
+            return Encoded(encode(tokenizer, kept, response, max_length).ids, True)
     eos = _append_eos(tokenizer)
     whole = _whole(tokenizer, prompt, response, eos)
     if len(whole) <= max_length:  # most pairs: one tokenizer call, as TRL's own tokenizing

@@ -80,6 +80,9 @@ class RMSettings:
     """Training settings; defaults suit a MiniLM-sized backbone on a CPU or one GPU."""
 
     max_length: int = 256
+    #: at most this many tokens of the prompt (its end, next to the answer); None: as many as
+    #: ``max_length`` leaves after the answer
+    max_prompt_length: int | None = None
     epochs: float = 1.0
     batch_size: int = 16
     #: 1e-4 for one epoch (measured on PandaLM and hh-rlhf harmless, docs/training.md)
@@ -197,13 +200,17 @@ class Tokenized:
 
 
 def tokenize_pairs(
-    tokenizer: Any, pairs: list[Pair], max_length: int, margin_scale: float
+    tokenizer: Any,
+    pairs: list[Pair],
+    max_length: int,
+    margin_scale: float,
+    max_prompt_length: int | None = None,
 ) -> Tokenized:
     """TRL's pre-tokenized reward columns (``chosen_ids``, ``rejected_ids``, ``margin``)."""
     chosen, rejected, margins, truncated = [], [], [], 0
     for p in pairs:
-        c = encode(tokenizer, p.prompt, p.chosen, max_length)
-        r = encode(tokenizer, p.prompt, p.rejected, max_length)
+        c = encode(tokenizer, p.prompt, p.chosen, max_length, max_prompt_length)
+        r = encode(tokenizer, p.prompt, p.rejected, max_length, max_prompt_length)
         truncated += c.truncated or r.truncated
         chosen.append(c.ids)
         rejected.append(r.ids)
@@ -245,7 +252,13 @@ def train_reward_model(
             raise ValueError(
                 f"no training pair has a length ratio within {PARITY_BOUNDS}; train without --length-parity"
             )
-    tokenized = tokenize_pairs(tokenizer, train_pairs, settings.max_length, settings.margin_scale)
+    tokenized = tokenize_pairs(
+        tokenizer,
+        train_pairs,
+        settings.max_length,
+        settings.margin_scale,
+        settings.max_prompt_length,
+    )
     rows, repeated = tokenized.rows, 0
     if settings.length_balance:  # each pair tokenized once; the repeats reuse its row
         fitted = length_balanced(

@@ -38,6 +38,8 @@ class RewardScorer:
         self.card = card
         self.name = str(model_dir)
         self.max_length = max_length or card.get("settings", {}).get("max_length", 512)
+        #: the prompt cap the model was trained with (scoring encodes as training did)
+        self.max_prompt_length = card.get("settings", {}).get("max_prompt_length")
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -64,7 +66,7 @@ class RewardScorer:
         rewards: list[float] = []
         for start in range(0, len(prompts), batch_size):
             ids = [
-                encode(self.tokenizer, p, r, self.max_length).ids
+                encode(self.tokenizer, p, r, self.max_length, self.max_prompt_length).ids
                 for p, r in zip(
                     prompts[start : start + batch_size],
                     responses[start : start + batch_size],
