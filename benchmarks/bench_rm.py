@@ -342,7 +342,31 @@ def pooled(runs: list[dict]) -> dict:
             for s in ("chosen longer", "chosen shorter")
         }
         out[method] = {**_pool(ms), "strata": {"length": strata}}
+    if all("versus" in r for r in runs):
+        out["versus"] = {
+            name: _pool_versus([r["versus"][name] for r in runs]) for name in runs[0]["versus"]
+        }
     return out
+
+
+def _pool_versus(parts: list[dict]) -> dict:
+    """The RM against a baseline pair by pair, the discordant pairs of every split counted
+    together (exact McNemar on the sum; pairs recurring across splits count once a split)."""
+    from scipy.stats import binomtest
+
+    a, b = sum(v["a_only"] for v in parts), sum(v["b_only"] for v in parts)
+    n = int(a) + int(b)
+    return {"a_only": a, "b_only": b, "p_value": float(binomtest(int(a), n).pvalue) if n else 1.0}
+
+
+def _print_versus(versus: dict) -> None:
+    for key, label in METHOD_LABELS.items():
+        if key in versus:
+            v = versus[key]
+            print(
+                f"  RM vs {label}: {v['a_only']:g} pairs only the RM gets right, "
+                f"{v['b_only']:g} only {label}; exact McNemar p = {v['p_value']:.3g}"
+            )
 
 
 def print_pooled(name: str, variant: str, seeds: list[int], methods: dict) -> None:
@@ -357,6 +381,8 @@ def print_pooled(name: str, variant: str, seeds: list[int], methods: dict) -> No
     for key, label in METHOD_LABELS.items():
         if key in methods:
             print(_row(label, methods[key]))
+    if "versus" in methods:
+        _print_versus(methods["versus"])
 
 
 def train_and_evaluate(
@@ -443,6 +469,8 @@ def print_run(name: str, run: dict) -> None:
     for key, label in METHOD_LABELS.items():
         if key in run["methods"]:
             print(_row(label, run["methods"][key]))
+    if "versus" in run:
+        _print_versus(run["versus"])
     rho = (run["spearman_reward_length"] or {}).get("rho", float("nan"))
     print(
         f"  Spearman(reward, length) {rho:.3f}; ECE {run['calibration']['reward_model']['ece']:.3f}",

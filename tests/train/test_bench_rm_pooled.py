@@ -38,3 +38,17 @@ def test_pooled_counts_the_pairs_of_every_seed_together() -> None:
     assert longer["accuracy"] == pytest.approx((30 + 80) / 150)
     assert shorter["accuracy"] == pytest.approx((20 + 130) / 250)
     assert bench_rm._gap(rm) == pytest.approx(abs(110 / 150 - 150 / 250))
+
+
+def test_pooled_versus_counts_every_splits_discordant_pairs_together() -> None:
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    method = _method(0.5, 100, (0.6, 50), (0.4, 50))
+    runs = [
+        {"methods": {"reward_model": method}, "versus": {"tfidf_lr": {"a_only": 9, "b_only": 4}}},
+        {"methods": {"reward_model": method}, "versus": {"tfidf_lr": {"a_only": 7, "b_only": 2}}},
+    ]
+    versus = bench_rm.pooled(runs)["versus"]["tfidf_lr"]
+    assert (versus["a_only"], versus["b_only"]) == (16, 6)
+    # the diagonal does not enter the exact test: any both-right / both-wrong counts do
+    assert versus["p_value"] == pytest.approx(mcnemar([[50, 16], [6, 28]], exact=True).pvalue)

@@ -177,6 +177,10 @@ def test_rm_eval_json_and_html(trained, tmp_path):
     html = html_path.read_text()
     assert html.count("<svg") >= 5 and "<script" not in html and "cdn" not in html.lower()
     assert "Calibration" in html and "TF-IDF + LR" in html
+    assert set(report["versus"]) == {"longer_wins", "shorter_wins", "tfidf_lr"}
+    assert "exact McNemar" in html
+    text = flat(run("rm", "eval", trained))
+    assert "reward model vs TF-IDF + LR:" in text and "McNemar p =" in text
 
 
 def test_rm_score_writes_rollouts_with_rewards(trained, tmp_path):

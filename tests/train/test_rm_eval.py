@@ -13,6 +13,7 @@ from preflab.train.evaluation import (
     agreement_level,
     calibration,
     evaluate_pairs,
+    paired,
     tfidf_lr_deltas,
 )
 
@@ -92,6 +93,46 @@ def test_report_strata_and_baselines_on_a_fixed_example():
 
     rho = spearmanr([1.0, 0.0, 2.0, 1.0, 0.0, 1.0, 1.0, 0.0], [1, 5, 2, 3, 4, 1, 2, 1]).statistic
     assert report["spearman_reward_length"]["rho"] == pytest.approx(rho)
+
+
+def test_paired_comparison_is_statsmodels_exact_mcnemar():
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    # 60 pairs: both right 30, only a right 14, only b right 5, both wrong 11
+    a = np.array([1.0] * 30 + [1.0] * 14 + [0.0] * 5 + [0.0] * 11)
+    b = np.array([1.0] * 30 + [0.0] * 14 + [1.0] * 5 + [0.0] * 11)
+    result = paired(a, b)
+    reference = mcnemar([[30, 14], [5, 11]], exact=True)
+    assert (result["a_only"], result["b_only"]) == (14, 5)
+    assert result["difference"] == pytest.approx((44 - 35) / 60)
+    assert result["p_value"] == pytest.approx(reference.pvalue, rel=1e-12)
+    assert result["p_value"] < 0.07  # 14 vs 5 of 19: binomial two-sided p = 0.0636
+    assert paired(b, a)["p_value"] == pytest.approx(result["p_value"])
+    assert paired(a, a) == {"a_only": 0.0, "b_only": 0.0, "difference": 0.0, "p_value": 1.0}
+
+
+def test_a_tie_against_a_right_answer_is_half_a_discordant_pair():
+    result = paired(np.array([0.5, 1.0, 1.0]), np.array([1.0, 0.0, 1.0]))
+    assert (result["a_only"], result["b_only"]) == (1.0, 0.5)
+    assert result["difference"] == pytest.approx(0.5 / 3)
+
+
+def test_report_compares_the_reward_model_with_each_baseline_pair_by_pair():
+    held = _heldout()
+    report = evaluate_pairs(
+        held,
+        held,
+        reward_chosen=[1.0, 0.0, 2.0, 1.0],
+        reward_rejected=[0.0, 1.0, 1.0, 0.0],
+        length=lambda t: len(t.split()),
+    )
+    assert set(report["versus"]) == {"longer_wins", "shorter_wins", "tfidf_lr"}
+    versus = report["versus"]["longer_wins"]
+    # RM points 1, 0, 1, 1; longer-wins 0, 1, 0.5, 1
+    assert (versus["a_only"], versus["b_only"]) == (1.5, 1.0)
+    assert versus["difference"] == pytest.approx(
+        report["methods"]["reward_model"]["accuracy"] - report["methods"]["longer_wins"]["accuracy"]
+    )
 
 
 def test_agreement_levels():

@@ -290,6 +290,13 @@ def rm_eval(
             _acc(length.get("chosen shorter")),
         )
     out.print(table)
+    for name, v in report["versus"].items():
+        out.print(
+            f"reward model vs {METHOD_NAMES.get(name, name)}: {v['difference']:+.3f} "
+            f"({v['a_only']:g} pairs only the RM gets right, {v['b_only']:g} only the baseline; "
+            f"McNemar p = {v['p_value']:.3g})",
+            highlight=False,
+        )
     rho = report["spearman_reward_length"]
     out.print(
         f"Spearman(reward, length) = {rho['rho']:.3f}"

@@ -7,7 +7,12 @@ share one implementation. Baselines are fitted and scored in the same run on the
 - **TF-IDF + logistic regression**: a linear Bradley–Terry model on bag-of-n-gram features,
   ``P(a ≻ b) = σ(w · (x_a − x_b))``, fitted on the training pairs in both orientations.
 
-Accuracy CIs are Wilson score intervals (:func:`preflab.quality.gold.wilson_interval`).
+Accuracy CIs are Wilson score intervals (:func:`preflab.quality.gold.wilson_interval`). The
+reward model against each baseline is a *paired* comparison on the same pairs: the pairs one
+gets right and the other wrong, and the exact McNemar test of whether those split evenly
+(McNemar 1947; the two-sided binomial test on the discordant pairs, as statsmodels'
+``mcnemar(exact=True)``). Two accuracies whose CIs overlap can still differ significantly here,
+and the reverse: a lead of a few pairs is no lead when p is large.
 Calibration is top-label calibration of ``σ(r_a − r_b)`` (Guo et al. 2017, "On Calibration of
 Modern Neural Networks", §2): confidence ``max(p, 1 − p)`` against being right, in 10 equal-width
 bins over [0.5, 1]; ECE = Σ_b (n_b / N) · |accuracy_b − confidence_b|.
@@ -116,6 +121,27 @@ def tfidf_lr_deltas(train: Sequence[Pair], heldout: Sequence[Pair], seed: int = 
     return model.decision_function(held)
 
 
+def paired(points_a: np.ndarray, points_b: np.ndarray) -> dict[str, Any]:
+    """Method a against method b on the same pairs (points 1 / 0.5 / 0 each).
+
+    ``a_only``: pairs a gets right and b wrong; ``b_only`` the reverse (a tie against a right
+    or wrong answer is half a pair either way, so the counts may end in .5); ``difference`` =
+    accuracy(a) − accuracy(b); ``p_value``: exact two-sided McNemar test on the discordant pairs
+    (counts rounded down to whole pairs).
+    """
+    from scipy.stats import binomtest
+
+    gain = np.asarray(points_a, float) - np.asarray(points_b, float)
+    a_only, b_only = float(gain[gain > 0].sum()), float(-gain[gain < 0].sum())
+    k, n = int(a_only), int(a_only) + int(b_only)
+    return {
+        "a_only": a_only,
+        "b_only": b_only,
+        "difference": float(gain.mean()) if len(gain) else None,
+        "p_value": float(binomtest(k, n, 0.5).pvalue) if n else 1.0,
+    }
+
+
 def method_summary(delta: np.ndarray, strata: dict[str, Sequence[str]]) -> dict[str, Any]:
     points = points_from_margin(delta)
     return {
@@ -167,6 +193,13 @@ def evaluate_pairs(
     }
     if lr_delta is not None:
         report["calibration"]["tfidf_lr"] = calibration(lr_delta)
+    rm_points = points_from_margin(rc - rr)
+    baselines = {"longer_wins": lc - lr, "shorter_wins": lr - lc}
+    if lr_delta is not None:
+        baselines["tfidf_lr"] = lr_delta
+    report["versus"] = {
+        name: paired(rm_points, points_from_margin(delta)) for name, delta in baselines.items()
+    }
     return report
 
 

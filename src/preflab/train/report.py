@@ -108,6 +108,23 @@ def render_eval_html(
             1.0,
         ),
     ]
+    if report.get("versus"):
+        body.append("<h2>Reward model against each baseline, pair by pair (exact McNemar)</h2>")
+        body.append(
+            _table(
+                ["baseline", "RM − baseline", "only RM right", "only baseline right", "p"],
+                [
+                    [
+                        METHOD_NAMES.get(k, k),
+                        v["difference"],
+                        v["a_only"],
+                        v["b_only"],
+                        v["p_value"],
+                    ]
+                    for k, v in report["versus"].items()
+                ],
+            )
+        )
     for stratum in ("length", "domain", "agreement"):
         groups = sorted({g for m in methods.values() for g in m["strata"][stratum]})
         body.append(f"<h2>Accuracy by {stratum}</h2>")
