@@ -305,15 +305,17 @@ VARIANTS: dict[str, dict] = {
 def accuracy(name: str, pairs: list[Pair], args: argparse.Namespace) -> dict:
     """Train each variant in ``--variants`` for each seed in ``--seeds``; score the held-out split."""
     out: dict = {"pairs": len(pairs), "runs": []}
+    labels = []
     for seed in args.seeds:
         for variant in args.variants:
-            report = train_and_evaluate(name, pairs, args, seed, VARIANTS[variant])
-            out["runs"].append({"variant": variant, "seed": seed, **report})
-            print_run(name, out["runs"][-1])
+            for share in args.train_shares:
+                report = train_and_evaluate(name, pairs, args, seed, VARIANTS[variant], share)
+                label = variant if share == 1 else f"{variant}@{share:g}"
+                labels += [label] if label not in labels else []
+                out["runs"].append({"variant": label, "seed": seed, "train_share": share, **report})
+                print_run(name, out["runs"][-1])
     if len(args.seeds) > 1:
-        out["pooled"] = {
-            v: pooled([r for r in out["runs"] if r["variant"] == v]) for v in args.variants
-        }
+        out["pooled"] = {v: pooled([r for r in out["runs"] if r["variant"] == v]) for v in labels}
         for variant, methods in out["pooled"].items():
             print_pooled(name, variant, args.seeds, methods)
     return out
@@ -386,7 +388,12 @@ def print_pooled(name: str, variant: str, seeds: list[int], methods: dict) -> No
 
 
 def train_and_evaluate(
-    name: str, pairs: list[Pair], args: argparse.Namespace, seed: int, overrides: dict
+    name: str,
+    pairs: list[Pair],
+    args: argparse.Namespace,
+    seed: int,
+    overrides: dict,
+    train_share: float = 1.0,
 ) -> dict:
     from preflab.train.data import read_pairs
     from preflab.train.evaluation import evaluate_pairs
@@ -406,7 +413,7 @@ def train_and_evaluate(
         )
         start = time.perf_counter()
         card = train_reward_model(
-            PairSource(pairs, {}, None, name), Path(tmp), settings=settings
+            PairSource(pairs, {}, None, name), Path(tmp), settings=settings, train_share=train_share
         ).card
         train, held = (
             read_pairs(Path(tmp) / "split/train.jsonl"),
@@ -509,6 +516,13 @@ def main() -> int:
     )
     parser.add_argument(
         "--datasets", type=lambda v: v.split(","), default=["hh", "pandalm"], help="hh,pandalm"
+    )
+    parser.add_argument(
+        "--train-shares",
+        type=lambda v: [float(x) for x in v.split(",")],
+        default=[1.0],
+        help="comma-separated shares of the training prompts to train on, the held-out split "
+        "unchanged (a learning curve; TF-IDF + LR fitted on the same share)",
     )
     parser.add_argument("--json", type=Path, help="also write all figures here")
     args = parser.parse_args()

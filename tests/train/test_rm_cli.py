@@ -458,3 +458,31 @@ def test_rm_train_refuses_an_unknown_pooling(tmp_path, project_db, backbone_dir)
     assert result.exit_code == 2
     assert "--pooling: 'max' is not one of head, mean" in flat(result.output)
     assert not (tmp_path / "m").exists()
+
+
+def test_a_train_share_keeps_the_heldout_split_and_trains_on_part_of_the_prompts(
+    tmp_path, export_dir, backbone_dir
+):
+    from preflab.train.data import read_export
+    from preflab.train.reward_model import RMSettings, train_reward_model
+
+    settings = RMSettings(max_length=MAX_LENGTH, max_steps=1, batch_size=4, progress=False)
+    whole = train_reward_model(
+        read_export(export_dir), tmp_path / "whole", backbone=backbone_dir, settings=settings
+    )
+    part = train_reward_model(
+        read_export(export_dir),
+        tmp_path / "part",
+        backbone=backbone_dir,
+        settings=settings,
+        train_share=0.5,
+    )
+    assert read_pairs(tmp_path / "part/split/heldout.jsonl") == read_pairs(
+        tmp_path / "whole/split/heldout.jsonl"
+    )
+    part_train = read_pairs(tmp_path / "part/split/train.jsonl")
+    whole_prompts = {p.prompt for p in read_pairs(tmp_path / "whole/split/train.jsonl")}
+    assert {p.prompt for p in part_train} < whole_prompts
+    assert len({p.prompt for p in part_train}) == round(len(whole_prompts) * 0.5)
+    assert part.card["split"]["train_share"] == 0.5 and whole.card["split"]["train_share"] == 1.0
+    assert part.card["split"]["train_pairs"] == len(part_train)

@@ -288,3 +288,16 @@ def test_warmup_is_a_share_of_the_steps(tmp_path):
 
     assert reward_config(tmp_path, RMSettings(warmup=0.1)).get_warmup_steps(120) == 12
     assert reward_config(tmp_path, RMSettings(warmup=0.0)).get_warmup_steps(120) == 0
+
+
+def test_share_of_prompts_keeps_whole_prompts_and_is_seeded():
+    from preflab.train.data import share_of_prompts
+
+    pairs = [Pair(f"prompt {k % 10}", f"a{k}", f"b{k}") for k in range(40)]
+    half = share_of_prompts(pairs, 0.5, seed=3)
+    prompts = {p.prompt for p in half}
+    assert len(prompts) == 5 and half == [p for p in pairs if p.prompt in prompts]
+    shuffled = random.Random(0).sample(pairs, len(pairs))
+    assert {p.prompt for p in share_of_prompts(shuffled, 0.5, seed=3)} == prompts
+    assert {p.prompt for p in share_of_prompts(pairs, 0.5, seed=4)} != prompts
+    assert len({p.prompt for p in share_of_prompts(pairs, 0.01, seed=3)}) == 1

@@ -201,6 +201,14 @@ def split_by_prompt(
     return [p for p in pairs if p.prompt not in held], [p for p in pairs if p.prompt in held]
 
 
+def share_of_prompts(pairs: Sequence[Pair], share: float, seed: int) -> list[Pair]:
+    """The pairs of ``share`` of the prompts (at least one), drawn with ``random.Random(seed)``."""
+    prompts = sorted({p.prompt for p in pairs})
+    random.Random(f"share-{seed}").shuffle(prompts)
+    kept = set(prompts[: max(1, round(len(prompts) * share))])
+    return [p for p in pairs if p.prompt in kept]
+
+
 def length_parity(
     pairs: Sequence[Pair], length: Callable[[str], int], bounds: tuple[float, float]
 ) -> list[Pair]:

@@ -27,6 +27,7 @@ from .data import (
     PairSource,
     length_balanced,
     length_parity,
+    share_of_prompts,
     split_by_prompt,
     write_pairs,
 )
@@ -233,8 +234,14 @@ def train_reward_model(
     *,
     backbone: Path | None = None,
     settings: RMSettings | None = None,
+    train_share: float = 1.0,
 ) -> TrainResult:
-    """Split, tokenize, train, and write model, tokenizer, split and model card to ``out``."""
+    """Split, tokenize, train, and write model, tokenizer, split and model card to ``out``.
+
+    ``train_share`` < 1 trains on that share of the training prompts (seeded) and keeps the
+    held-out split as it is: a learning curve on one held-out set (``benchmarks/bench_rm.py
+    --train-shares``), recorded in the card.
+    """
     import datasets
     from transformers import set_seed
     from trl import RewardTrainer
@@ -244,6 +251,10 @@ def train_reward_model(
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     set_seed(settings.seed)
     train_pairs, heldout_pairs = split_by_prompt(source.pairs, settings.heldout, settings.seed)
+    if not 0 < train_share <= 1:
+        raise ValueError(f"train_share must be in (0, 1], got {train_share}")
+    if train_share < 1:
+        train_pairs = share_of_prompts(train_pairs, train_share, settings.seed)
     tokenizer, model = load_backbone(backbone, settings.pooling)
     n_before_parity = len(train_pairs)
     if settings.length_parity:
@@ -289,6 +300,7 @@ def train_reward_model(
         source,
         backbone,
         settings,
+        train_share,
         train_pairs,
         heldout_pairs,
         n_before_parity,
@@ -308,6 +320,7 @@ def model_card(
     source: PairSource,
     backbone: Path,
     settings: RMSettings,
+    train_share: float,
     train: list[Pair],
     heldout: list[Pair],
     n_before_parity: int,
@@ -340,6 +353,7 @@ def model_card(
             "by": "prompt",
             "seed": settings.seed,
             "heldout_fraction": settings.heldout,
+            "train_share": train_share,
             "train_pairs": len(train),
             "heldout_pairs": len(heldout),
             "train_prompts": len({p.prompt for p in train}),
