@@ -25,8 +25,12 @@ What is measured:
    per pair; the prompt is the conversation up to the final ``Assistant:`` turn) and PandaLM
    (majority of the 3 annotators; ties and no-majority items skipped). Each of ``--variants``
    (``plain``: no length remedy; ``length_balance``; ``length_parity``; ``default``: what
-   ``rm train`` does with no options) for each of ``--seeds`` (the seed of the split by prompt
-   and of training); ``rm eval``'s baselines fitted on the same split. Printed per run:
+   ``rm train`` does with no options; ``warmup``, ``mean`` (``--pooling mean``), ``prompt64``
+   (``--max-prompt-length 64``): one option each on top of the default) for each of
+   ``--seeds`` (the seed of the split by prompt and of training), and each of
+   ``--train-shares`` (a learning curve: that share of the training prompts, the held-out
+   split unchanged); ``rm eval``'s baselines fitted on the same split, and the reward model
+   against each of them pair by pair (exact McNemar), per run and pooled. Printed per run:
    accuracy with its 95 % Wilson CI, accuracy when the chosen answer is longer / shorter and
    the gap between the two (the length bias). Reference figures from issue 12 (full data,
    split **by item**, so the same prompt and often the same answer text is on both sides):
