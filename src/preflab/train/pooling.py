@@ -52,7 +52,8 @@ class MeanPooledRewardModel(PreTrainedModel):
         kwargs.pop("use_cache", None)  # TRL passes it; encoders take no cache
         kwargs.pop("return_dict", None)
         if attention_mask is None:
-            assert input_ids is not None
+            if input_ids is None:
+                raise ValueError("MeanPooledRewardModel needs input_ids")
             attention_mask = torch.ones_like(input_ids)
         hidden = self.backbone(
             input_ids=input_ids, attention_mask=attention_mask, return_dict=True, **kwargs
