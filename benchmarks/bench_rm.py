@@ -302,7 +302,6 @@ VARIANTS: dict[str, dict] = {
     "warmup": {"warmup": 0.1},
     "mean": {"pooling": "mean"},
     "prompt64": {"max_prompt_length": 64},
-    "mean_prompt64": {"pooling": "mean", "max_prompt_length": 64},
 }
 
 
@@ -358,11 +357,10 @@ def pooled(runs: list[dict]) -> dict:
 def _pool_versus(parts: list[dict]) -> dict:
     """The RM against a baseline pair by pair, the discordant pairs of every split counted
     together (exact McNemar on the sum; pairs recurring across splits count once a split)."""
-    from scipy.stats import binomtest
+    from preflab.train.evaluation import mcnemar_exact
 
     a, b = sum(v["a_only"] for v in parts), sum(v["b_only"] for v in parts)
-    n = int(a) + int(b)
-    return {"a_only": a, "b_only": b, "p_value": float(binomtest(int(a), n).pvalue) if n else 1.0}
+    return {"a_only": a, "b_only": b, "p_value": mcnemar_exact(a, b)}
 
 
 def _print_versus(versus: dict) -> None:

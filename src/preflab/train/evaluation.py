@@ -129,17 +129,23 @@ def paired(points_a: np.ndarray, points_b: np.ndarray) -> dict[str, Any]:
     accuracy(a) − accuracy(b); ``p_value``: exact two-sided McNemar test on the discordant pairs
     (counts rounded down to whole pairs).
     """
-    from scipy.stats import binomtest
-
     gain = np.asarray(points_a, float) - np.asarray(points_b, float)
     a_only, b_only = float(gain[gain > 0].sum()), float(-gain[gain < 0].sum())
-    k, n = int(a_only), int(a_only) + int(b_only)
     return {
         "a_only": a_only,
         "b_only": b_only,
         "difference": float(gain.mean()) if len(gain) else None,
-        "p_value": float(binomtest(k, n, 0.5).pvalue) if n else 1.0,
+        "p_value": mcnemar_exact(a_only, b_only),
     }
+
+
+def mcnemar_exact(a_only: float, b_only: float) -> float:
+    """Two-sided exact McNemar p: the binomial test of ``a_only`` of the discordant pairs
+    (each count rounded down to whole pairs; 1 when there are none)."""
+    from scipy.stats import binomtest
+
+    k, n = int(a_only), int(a_only) + int(b_only)
+    return float(binomtest(k, n, 0.5).pvalue) if n else 1.0
 
 
 def method_summary(delta: np.ndarray, strata: dict[str, Sequence[str]]) -> dict[str, Any]:

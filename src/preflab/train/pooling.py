@@ -80,12 +80,6 @@ class MeanPooledRewardModel(PreTrainedModel):
         return model
 
 
-def pooling_of(model_dir: Path) -> str:
-    """The pooling a model directory was trained with ("head" for any other classifier)."""
-    config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
-    return str(getattr(config, CONFIG_KEY, "head"))
-
-
 def new_reward_model(backbone: Path, pooling: str) -> Any:
     """A 1-output reward model on ``backbone`` to train, with ``pooling``."""
     if pooling == "mean":
@@ -101,11 +95,12 @@ def new_reward_model(backbone: Path, pooling: str) -> Any:
 
 def load_reward_model(model_dir: Path) -> Any:
     """A trained reward model (``rm train`` output of either pooling, or any 1-label classifier)."""
-    if pooling_of(model_dir) == "mean":
-        config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
-        return MeanPooledRewardModel.from_pretrained(
-            str(model_dir), config=config, local_files_only=True
-        )
     from transformers import AutoModelForSequenceClassification
 
-    return AutoModelForSequenceClassification.from_pretrained(str(model_dir), local_files_only=True)
+    config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
+    cls = (
+        MeanPooledRewardModel
+        if getattr(config, CONFIG_KEY, "head") == "mean"
+        else AutoModelForSequenceClassification
+    )
+    return cls.from_pretrained(str(model_dir), config=config, local_files_only=True)
