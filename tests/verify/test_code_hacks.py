@@ -1,7 +1,13 @@
 """The reward-hack corpus of issue 13: each hack ends with reward 0 (or the correct reward),
 never a false pass. Every hack is built on the *wrong* solution (``add`` returns 0), so a pass
 would be a false one; where the hack cannot change the outcome, the correct solution shows the
-reward stays right."""
+reward stays right.
+
+Each hack runs against every layer on its own (the ``add_task`` fixture's three modes):
+``function`` (the candidate in a process of its own: the default), ``repo`` (the tests import
+the candidate, behind the static screen) and ``repo-unscreened`` (the same with every screen
+rule waived, so the in-process checks — nonce, integrity, digests — are shown to hold alone;
+the reason a hack scores 0 is asserted there)."""
 
 from __future__ import annotations
 
@@ -13,18 +19,35 @@ import pytest
 
 from preflab.verify.code import verify_code
 from preflab.verify.sandbox import SANDBOX_UID_BASE, SANDBOX_UID_SPAN
+from preflab.verify.screen import RULES
 
 from .conftest import CORRECT, WRONG
 
 # code verification runs sandboxed; fork bombs and resource exhaustion take seconds: `make test`
 pytestmark = [pytest.mark.usefixtures("sandbox"), pytest.mark.slow]
 
+MODES = {
+    "function": {"mode": "function"},
+    "repo": {"mode": "repo"},
+    "repo-unscreened": {"mode": "repo", "screen_allow": sorted(RULES)},
+}
 
-def assert_no_false_pass(verdict, why: str = ""):
+
+@pytest.fixture(params=list(MODES))
+def add_task(request, add_task):
+    return add_task.model_copy(update=MODES[request.param])
+
+
+def assert_no_false_pass(verdict, why: str = "", task=None):
+    """Reward 0; with ``task`` in ``repo-unscreened`` mode, for the reason ``why``."""
     assert verdict.reward == 0.0, f"false pass: {verdict}"
     assert verdict.f2p_exit == 1 or verdict.harness_sha256_verified is False, verdict
-    if why:
+    if why and task is not None and task.mode == "repo" and task.screen_allow:
         assert why in verdict.reason, verdict.reason
+
+
+def screened(task) -> bool:
+    return task.mode == "repo" and not task.screen_allow
 
 
 def test_the_correct_solution_passes_and_the_wrong_one_fails(add_task):
@@ -46,8 +69,8 @@ def test_the_correct_solution_passes_and_the_wrong_one_fails(add_task):
 
 def test_os_exit_zero_at_import(add_task):
     verdict = verify_code(add_task, "import os\nos._exit(0)\n" + WRONG)
-    assert_no_false_pass(verdict, "no result document")
-    assert verdict.harness_sha256_verified is False
+    assert_no_false_pass(verdict, "no result document", add_task)
+    assert verdict.harness_sha256_verified is (None if screened(add_task) else False)
 
 
 def test_printing_passed_to_stdout(add_task):
@@ -71,7 +94,7 @@ def test_forged_junit_document_on_the_result_pipe(add_task):
         f"        os.write(fd, {forged!r}.encode())\n    except OSError:\n        pass\n"
         "os._exit(0)\n"
     )
-    assert_no_false_pass(verify_code(add_task, hack + WRONG), "nonce")
+    assert_no_false_pass(verify_code(add_task, hack + WRONG), "nonce", add_task)
 
 
 CONFTEST_PASS_ALL = """import pytest
@@ -123,8 +146,9 @@ def test_shadowing_pytest_and_sitecustomize_in_its_directory(add_task):
     }
     verdict = verify_code(add_task, solution)
     assert_no_false_pass(verdict)
-    assert verdict.harness_sha256_verified is True  # the shadows were simply never imported
-    assert verdict.tests["tests/test_add.py::test_add"] == "failed"
+    if not screened(add_task):  # the screen refuses such files before anything runs
+        assert verdict.harness_sha256_verified is True  # the shadows were never imported
+        assert verdict.tests["tests/test_add.py::test_add"] == "failed"
 
 
 def test_monkey_patching_unittest_assertions(add_task):
@@ -132,7 +156,7 @@ def test_monkey_patching_unittest_assertions(add_task):
         "import unittest\nunittest.TestCase.assertEqual = lambda self, *a, **k: None\n"
         "unittest.TestCase.fail = lambda self, *a, **k: None\n"
     )
-    assert_no_false_pass(verify_code(add_task, hack + WRONG), "TestCase.assertEqual")
+    assert_no_false_pass(verify_code(add_task, hack + WRONG), "TestCase.assertEqual", add_task)
 
 
 def test_monkey_patching_pytest_internals_and_builtins(add_task):
@@ -183,7 +207,10 @@ def test_a_background_process_does_not_outlive_the_run(add_task, tmp_path: Path)
     started = time.monotonic()
     verdict = verify_code(add_task, hack + CORRECT)
     assert time.monotonic() - started < 15  # nothing held the result pipe open
-    assert verdict.reward == 1.0, verdict  # the hack does not change a correct answer
+    if screened(add_task):  # os._exit: the screen's result_channel rule
+        assert verdict.reason.startswith("static screen"), verdict
+    else:
+        assert verdict.reward == 1.0, verdict  # the hack does not change a correct answer
     assert _sandbox_processes() == []
 
 
@@ -195,7 +222,8 @@ def test_fork_bomb(add_task):
     started = time.monotonic()
     verdict = verify_code(add_task, hack + CORRECT)
     assert time.monotonic() - started < 20
-    assert_no_false_pass(verdict, "timed out")
+    assert_no_false_pass(verdict)
+    assert "timed out" in verdict.reason
     assert _sandbox_processes() == []
 
 
@@ -210,7 +238,8 @@ def test_infinite_loop(add_task):
     started = time.monotonic()
     verdict = verify_code(add_task, "while True:\n    pass\n" + CORRECT)
     assert time.monotonic() - started < 10
-    assert_no_false_pass(verdict, "timed out after 3s")
+    assert_no_false_pass(verdict)
+    assert "timed out after 3s" in verdict.reason
 
 
 def test_opening_a_network_connection(add_task):
@@ -251,8 +280,9 @@ def test_writing_outside_its_directory(add_task, tmp_path: Path):
 def test_skipping_every_test_from_the_solution(add_task):
     hack = "import pytest\npytest.skip('nothing to see', allow_module_level=True)\n"
     verdict = verify_code(add_task, hack + WRONG)
-    assert_no_false_pass(verdict, "did not run")
-    assert verdict.harness_sha256_verified is False
+    assert_no_false_pass(verdict, "did not run", add_task)
+    if add_task.mode == "repo" and add_task.screen_allow:
+        assert verdict.harness_sha256_verified is False
 
 
 def test_a_fixture_database_in_the_harness_is_read_only_and_digested(tmp_path):

@@ -124,16 +124,29 @@ def test_the_wall_clock_kills_the_whole_group(work):
 
 
 def test_the_file_size_limit_stops_a_disk_filler(work):
+    run, seen = run_probe(
+        work,
+        REPORT + "import os\ntry:\n    open('/tmp/big', 'wb').write(b'x' * (2 << 20))\n"
+        "except OSError as e:\n    report(error=e.strerror, size=os.path.getsize('/tmp/big'))\n",
+        limits=Limits(wall_s=10, file_size_bytes=1 << 20),
+    )
+    # Python ignores SIGXFSZ, so write() fails EFBIG
+    assert seen["error"] == "File too large" and seen["size"] <= 1 << 20, run.output_tail
+
+
+def test_a_world_writable_host_directory_is_read_only_inside(work):
+    """Every host mount is remounted read-only in the sandbox: a directory anyone may write on
+    the host (here 0777 beside the probe) takes no write from inside it."""
     writable = work / "out"
     writable.mkdir(mode=0o777)
     os.chmod(writable, 0o777)
-    run, _ = run_probe(
+    run, seen = run_probe(
         work,
-        f"open('{writable}/big', 'wb').write(b'x' * (2 << 20))\n",
-        limits=Limits(wall_s=10, file_size_bytes=1 << 20),
+        REPORT + f"try:\n    open('{writable}/x', 'w').write('x')\n    report(error=None)\n"
+        "except OSError as e:\n    report(error=e.strerror)\n",
     )
-    assert "File too large" in run.output_tail  # Python ignores SIGXFSZ, so write() fails EFBIG
-    assert (writable / "big").stat().st_size <= 1 << 20
+    assert seen["error"] == "Read-only file system", run.output_tail
+    assert not (writable / "x").exists()
 
 
 def test_digests_name_every_change_addition_and_deletion(tmp_path):

@@ -1,16 +1,31 @@
-"""The code verifier: a candidate solution against a task's pytest harness, in a sandbox.
+"""The code verifier: a candidate solution against a task's pytest harness, in sandboxes.
 
-Steps: a fresh work directory holds the harness (read-only to the candidate) and the candidate's
-files (``solution/``, its only writable place and its cwd); SHA-256 of every harness file and
-of pytest's own code is taken; pytest runs sandboxed (:mod:`preflab.verify.sandbox`) through
-``_runner.py``, which sends the JUnit XML down a pipe only the host reads; after teardown the
-digests are taken again. The reward is 1.0 only when the digests match, the result document
-carries this run's nonce and an intact integrity check, every expected test ran, and every
-fail-to-pass (f2p) and pass-to-pass (p2p) test passed. Anything else is 0 with a reason.
+Two shapes (``CodeTask.mode``, see ``docs/verify.md``):
+
+* ``function`` (the default): the judge and the candidate live in different processes, each in
+  a sandbox of its own, under different uids as root. The judge (pytest through ``_runner.py``
+  on the harness) never imports candidate code: the solution module its tests import is a proxy
+  whose calls cross two pipes as plain data (``_wire.py``) to the candidate's process
+  (``_candidate.py``), which runs in a minimal root where the harness, the tasks file and the
+  expected values do not exist. A value that may not cross (an ``int`` subclass, an object with
+  a custom ``__eq__``, a generator) is refused, and any refusal is reward 0 with the reason.
+* ``repo`` (SWE-style, where the tests must import the patched code): the candidate's files
+  share the judge's process. Its verdict is trusted only as far as in-process checks reach: a
+  static screen of the candidate's files (:mod:`preflab.verify.screen`) sends runner tampering
+  to 0 before anything runs; the run's nonce, pytest's integrity check and the digests of the
+  harness and of pytest's code catch what the screen cannot see.
+
+In both, a fresh work directory holds the harness; SHA-256 of every harness file and of pytest's
+code is taken before and after; the JUnit XML comes down a pipe only the host reads. The reward
+is 1.0 only when the digests match, the result document carries this run's nonce and an intact
+integrity check, nothing was refused, every expected test ran, and every fail-to-pass (f2p) and
+pass-to-pass (p2p) test passed. Anything else is 0 with a reason.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import secrets
@@ -25,10 +40,23 @@ from xml.etree import ElementTree
 
 from .digest import diff, pytest_entry_digests, tree_digests
 from .result import Verdict
-from .sandbox import Limits, claim_uid, ensure_available, run_sandboxed
+from .sandbox import (
+    Limits,
+    claim_uid,
+    ensure_available,
+    interpreter_trees,
+    minimal_root_script,
+    run_sandboxed,
+    spawn_sandboxed,
+    stop,
+    wrap_minimal,
+)
+from .screen import screen_files
 from .tasks import CodeTask
 
 RUNNER = Path(__file__).with_name("_runner.py")
+WIRE = Path(__file__).with_name("_wire.py")
+CANDIDATE = Path(__file__).with_name("_candidate.py")
 PYTEST_INI = "[pytest]\n"
 CODE_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -63,6 +91,15 @@ def read_results(document: bytes, nonce: str) -> dict[tuple[str, str], Outcome]:
     nonce, with a failed integrity check, or that is not exactly one well-formed document."""
     if not document.strip():
         raise ResultDocumentError("no result document arrived (pytest did not finish)")
+    if document.lstrip().startswith(b"{"):  # the runner could not start pytest: it says why
+        try:
+            said = json.loads(document)["preflab_error"]
+        except (ValueError, KeyError, TypeError):
+            said = "the runner failed"
+        raise ResultDocumentError(
+            f"{said}: the interpreter or its site-packages lies under a directory the sandbox "
+            "hides or cannot read; install pytest where every user can read it"
+        )
     try:
         root = ElementTree.fromstring(document)
     except ElementTree.ParseError as e:
@@ -75,6 +112,13 @@ def read_results(document: bytes, nonce: str) -> dict[tuple[str, str], Outcome]:
             f"pytest/unittest internals were modified: "
             f"{props.get('preflab_integrity') or 'check missing'}"
         )
+    if "preflab_refusals" in props:
+        try:
+            refusals = json.loads(props["preflab_refusals"] or "[]")
+        except ValueError:
+            refusals = ["unreadable refusal list"]
+        if refusals:
+            raise ResultDocumentError("refused: " + "; ".join(str(r) for r in refusals[:3]))
     outcomes: dict[tuple[str, str], Outcome] = {}
     for case in root.iter("testcase"):
         key = (case.get("classname", ""), case.get("name", ""))
@@ -101,43 +145,52 @@ def _relative(path: str) -> str:
     return str(pure)
 
 
-def _prepare(
-    task: CodeTask, solution: Mapping[str, str], work: Path, uid: int | None
-) -> tuple[Path, Path]:
+def _write_files(root: Path, files: Mapping[str, str]) -> None:
+    for rel, text in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def _prepare(task: CodeTask, work: Path, bridge: bool) -> Path:
+    """The harness in ``work/box``: the task's files, the runner, the wire codec."""
     box = work / "box"
     if task.harness_dir:
         shutil.copytree(task.harness_dir, box, symlinks=False)
     box.mkdir(exist_ok=True)
-    for rel, text in task.files.items():
-        target = box / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    _write_files(box, task.files)
     (box / "pytest.ini").write_text(PYTEST_INI)
     shutil.copyfile(RUNNER, box / "_preflab_runner.py")
-    solution_dir = box / "solution"
-    solution_dir.mkdir()
-    for rel, text in solution.items():
-        target = solution_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    if bridge:
+        shutil.copyfile(WIRE, box / "_preflab_wire.py")
     os.chmod(work, 0o711)
     for path in [box, *box.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
-    if uid is not None:
-        for path in [solution_dir, *solution_dir.rglob("*")]:
-            os.chown(path, uid, uid)
-        os.chmod(solution_dir, 0o700)
-    return box, solution_dir
+    return box
 
 
-def _env(solution_dir: Path) -> dict[str, str]:
+def _own(directory: Path, uid: int | None) -> None:
+    """``directory`` and what it holds: the given uid's, private to it."""
+    if uid is None:
+        return
+    for path in [directory, *directory.rglob("*")]:
+        os.chown(path, uid, uid)
+    os.chmod(directory, 0o700)
+
+
+def _env(home: Path, tmp: str | None = None) -> dict[str, str]:
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(solution_dir),
-        "TMPDIR": str(solution_dir),
+        "HOME": str(home),
+        "TMPDIR": tmp or str(home),
         "LANG": "C.UTF-8",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
+
+
+def module_name(solution_path: str) -> str:
+    """``pkg/solution.py`` -> ``pkg.solution``: the module a function-level task's tests import."""
+    return str(PurePosixPath(solution_path).with_suffix("")).replace("/", ".")
 
 
 def verify_code(
@@ -145,32 +198,56 @@ def verify_code(
 ) -> Verdict:
     limits = limits or Limits(wall_s=task.timeout_s, cpu_s=int(task.timeout_s) + 1)
     ensure_available()
-    if os.geteuid() != 0:  # no uid drop: the run keeps the caller's uid
-        return _verify_code(task, solution, limits, None)
-    with claim_uid() as uid:
-        return _verify_code(task, solution, limits, uid)
+    files = solution_files(task, solution)
+    if task.mode == "repo":
+        found = screen_files(files, allow=task.screen_allow)
+        if found:
+            return Verdict(
+                task_id=task.task_id,
+                kind="code",
+                reward=0.0,
+                reason="static screen: " + "; ".join(found[:5]),
+                f2p_exit=1,
+                harness_sha256_verified=None,
+            )
+    with contextlib.ExitStack() as stack:
+        root = os.geteuid() == 0
+        judge_uid = stack.enter_context(claim_uid()) if root else None
+        if task.mode == "repo":
+            return _verify_repo(task, files, limits, judge_uid)
+        candidate_uid = stack.enter_context(claim_uid()) if root else None
+        return _verify_function(task, files, limits, judge_uid, candidate_uid)
+    raise AssertionError("unreachable")
 
 
-def _verify_code(
-    task: CodeTask, solution: str | Mapping[str, str], limits: Limits, uid: int | None
+def _test_files(task: CodeTask) -> list[str]:
+    # whole test files, not node ids: a candidate that breaks collection then shows as a
+    # collection error of the module (its tests failed) rather than as a usage error
+    return list(dict.fromkeys(n.split("::", 1)[0] for n in [*task.f2p, *task.p2p]))
+
+
+def _verify_repo(
+    task: CodeTask, files: Mapping[str, str], limits: Limits, uid: int | None
 ) -> Verdict:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="preflab-verify-") as tmp:
         work = Path(tmp)
-        box, solution_dir = _prepare(task, solution_files(task, solution), work, uid)
+        box = _prepare(task, work, bridge=False)
+        solution_dir = box / "solution"
+        solution_dir.mkdir()
+        _write_files(solution_dir, files)
+        _own(solution_dir, uid)
         before = {**tree_digests(box, skip=(solution_dir,)), **pytest_entry_digests()}
         nonce = secrets.token_hex(16)
-        # whole test files, not node ids: a candidate that breaks collection then shows as a
-        # collection error of the module (its tests failed) rather than as a usage error
-        test_files = list(dict.fromkeys(n.split("::", 1)[0] for n in [*task.f2p, *task.p2p]))
         command = [
             sys.executable,
             "-I",
             "-B",
             str(box / "_preflab_runner.py"),
             str(box),
+            "--import",
             str(solution_dir),
-            *test_files,
+            *_test_files(task),
         ]
         run = run_sandboxed(
             command,
@@ -183,6 +260,96 @@ def _verify_code(
             writable=solution_dir,
         )
         after = {**tree_digests(box, skip=(solution_dir,)), **pytest_entry_digests()}
+    verdict = _judge(task, run, nonce, diff(before, after))
+    verdict.wall_s = time.monotonic() - started
+    return verdict
+
+
+def candidate_trees() -> list[Path]:
+    """What of the host a candidate's minimal root holds besides the system directories: the
+    interpreter trees (a virtual environment's site-packages with them)."""
+    return interpreter_trees()
+
+
+def _verify_function(
+    task: CodeTask,
+    files: Mapping[str, str],
+    limits: Limits,
+    judge_uid: int | None,
+    candidate_uid: int | None,
+) -> Verdict:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="preflab-verify-") as tmp:
+        work = Path(tmp)
+        box = _prepare(task, work, bridge=True)
+        judge_home = work / "judge"
+        judge_home.mkdir()
+        _own(judge_home, judge_uid)
+        cand = work / "cand"
+        stub, home, new_root = cand / "stub", cand / "home", cand / "root"
+        for d in (stub, home, new_root):
+            d.mkdir(parents=True)
+        shutil.copyfile(CANDIDATE, stub / "_preflab_candidate.py")
+        shutil.copyfile(WIRE, stub / "_preflab_wire.py")
+        os.chmod(cand, 0o711)
+        for path in [stub, *stub.iterdir()]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        _write_files(home, files)
+        _own(home, candidate_uid)
+        before = {**tree_digests(box), **pytest_entry_digests()}
+        nonce = secrets.token_hex(16)
+        candidate_command = [
+            sys.executable,
+            "-I",
+            "-B",
+            str(stub / "_preflab_candidate.py"),
+            str(stub / "_preflab_wire.py"),
+            str(home),
+            module_name(task.solution_path),
+        ]
+        script = minimal_root_script(
+            new_root, home, [*candidate_trees(), stub], candidate_uid, limits.scratch_bytes
+        )
+        requests_r, requests_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        candidate = spawn_sandboxed(
+            wrap_minimal(script, candidate_command),
+            cwd=cand,
+            limits=limits,
+            env=_env(home, "/tmp"),
+            fds={3: requests_r, 4: replies_w},
+            log=work / "candidate.log",
+        )
+        os.close(requests_r)
+        os.close(replies_w)
+        judge_command = [
+            sys.executable,
+            "-I",
+            "-B",
+            str(box / "_preflab_runner.py"),
+            str(box),
+            "--bridge",
+            module_name(task.solution_path),
+            *_test_files(task),
+        ]
+        try:
+            run = run_sandboxed(
+                judge_command,
+                workdir=work,
+                cwd=judge_home,
+                limits=limits,
+                uid=judge_uid if judge_uid is not None else os.getuid(),
+                env=_env(judge_home),
+                secret=nonce.encode(),
+                writable=judge_home,
+                extra_fds={5: requests_w, 6: replies_r},
+            )
+        finally:
+            # the candidate's process serves calls until the judge is done, then is killed
+            stop(candidate, candidate_uid)
+        after = {**tree_digests(box), **pytest_entry_digests()}
+        tail = (work / "candidate.log").read_bytes()[-2000:].decode("utf-8", "replace")
+    run.output_tail = tail + run.output_tail
     verdict = _judge(task, run, nonce, diff(before, after))
     verdict.wall_s = time.monotonic() - started
     return verdict

@@ -19,6 +19,21 @@ and in most container images; bubblewrap is not installed here, so it is not req
   the like never reaches the host; files the caller's uid owns elsewhere stay writable to it
   (``tests/verify/test_sandbox_unprivileged.py``).
 
+Two more rules hold on both paths:
+
+* **nothing outside the scratch is writable**: every mount the host has (``/``, a home
+  directory, a virtual environment the caller owns) is remounted read-only in the sandbox's
+  mount namespace before the private scratch is laid over it, so a ``.pth`` file or a hook module
+  written into site-packages cannot outlive the run whoever runs it (:func:`_readonly_lines`);
+* **no capabilities** reach the command: without root, the command is root only of its own user
+  namespace, and ``setpriv`` empties its bounding set before the ``exec``, so it cannot undo
+  the mounts that hide or protect things.
+
+:func:`minimal_root_script` builds the candidate's world for function-level tasks: a fresh
+tmpfs root holding read-only binds of the system directories and the interpreter, its own
+``/proc``, ``/tmp`` and a handful of device nodes, its own directory, and nothing else: the
+harness, the tasks file and the host's home directories do not exist there.
+
 The caller's process group is SIGKILLed on the wall-clock deadline and every child is reaped.
 """
 
@@ -28,7 +43,9 @@ import contextlib
 import fcntl
 import functools
 import os
+import re
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -155,6 +172,35 @@ def interpreter_trees() -> list[Path]:
 
 
 PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+#: kernel and device file systems are left as they are (their writes need privileges the
+#: command does not have, and ``/dev/null`` must stay writable)
+KERNEL_MOUNTS = ("/proc", "/sys", "/dev")
+DROP_CAPS = ["setpriv", "--bounding-set", "-all", "--inh-caps", "-all", "--no-new-privs", "--"]
+
+
+def _unescape_mountinfo(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def host_mount_points() -> list[str]:
+    """The mount points this process sees, outside the kernel file systems."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            point = _unescape_mountinfo(line.split()[4])
+            kernel = any(point == k or point.startswith(k + "/") for k in KERNEL_MOUNTS)
+            if not kernel and point not in points:
+                points.append(point)
+    return points
+
+
+def _readonly_lines() -> list[str]:
+    """Shell that makes every host mount read-only in this mount namespace (a remount that the
+    kernel refuses, such as an already read-only locked one, is left as it is)."""
+    return [
+        f"mount -o remount,bind,ro {shlex.quote(point)} 2>/dev/null || true"
+        for point in host_mount_points()
+    ]
 
 
 def _interpreter_trees_under(directories: tuple[str, ...]) -> list[tuple[int, Path]]:
@@ -183,6 +229,7 @@ def _root_setup_script(workdir: Path, uid: int, writable: Path | None, scratch_b
             f"mount --bind '{staging}/{k}' '{tree}'",
             f"mount -o remount,bind,ro '{tree}'",
         ]
+    lines += _readonly_lines()
     lines += _private_scratch(workdir, uid, writable, scratch_bytes)
     lines.append(f'exec setpriv --reuid {uid} --regid {uid} --clear-groups --no-new-privs -- "$@"')
     return "\n".join(lines)
@@ -216,7 +263,6 @@ def _private_scratch(workdir: Path, uid: int, writable: Path | None, size: int) 
     if writable is not None:
         scratch = workdir / ".scratch"
         lines += [
-            f"mkdir -p '{scratch}'",
             f"mount -t tmpfs -o size={size},mode=0700,uid={uid},gid={uid} tmpfs '{scratch}'",
             f"cp -a '{writable}/.' '{scratch}/'",
             f"mount --bind '{scratch}' '{writable}'",
@@ -236,9 +282,89 @@ def wrap(
         script = _root_setup_script(workdir, uid, writable, scratch_bytes)
     else:  # root of its own user namespace (the caller's uid outside): may mount, keeps the uid
         script = "\n".join(
-            ["set -e", *_private_scratch(workdir, 0, writable, scratch_bytes), 'exec "$@"']
+            [
+                "set -e",
+                *_readonly_lines(),
+                *_private_scratch(workdir, 0, writable, scratch_bytes),
+                f'exec {" ".join(DROP_CAPS)} "$@"',
+            ]
         )
     return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
+
+
+def wrap_minimal(script: str, command: list[str]) -> list[str]:
+    """``command`` in new namespaces, inside the root that ``script`` builds."""
+    return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
+
+
+#: what a candidate's minimal root holds of the host, read-only (symbolic links are recreated)
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def minimal_root_script(
+    root: Path, home: Path, keep: list[Path], uid: int | None, scratch_bytes: int
+) -> str:
+    """Shell (run as root of the sandbox's namespaces) that builds a fresh root at ``root``: the
+    system directories and ``keep`` (the interpreter, the candidate's stub) bound read-only,
+    ``home`` (the candidate's files) as a private size-limited tmpfs copy, then ``chroot``s into
+    it and ``exec``s the command without privileges (``uid``, or no capabilities without root)."""
+    q = shlex.quote
+    lines = [
+        "set -e",
+        f"mkdir -p {q(str(root))}",
+        f"mount -t tmpfs -o mode=0755,size=4m tmpfs {q(str(root))}",
+    ]
+
+    def bind(source: Path) -> None:
+        target = root / str(source).lstrip("/")
+        lines.extend(
+            [
+                f"mkdir -p {q(str(target))}",
+                f"mount --rbind {q(str(source))} {q(str(target))}",
+                f"mount -o remount,bind,ro {q(str(target))}",
+            ]
+        )
+
+    dev = root / "dev"
+    lines.append(f"mkdir -p {q(str(dev))}")
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            lines += [
+                f"touch {q(str(dev / name))}",
+                f"mount --bind /dev/{name} {q(str(dev / name))}",
+            ]
+    lines += [
+        f"ln -s /proc/self/fd {q(str(dev / 'fd'))}",
+        f"mkdir -p {q(str(root / 'proc'))} {q(str(root / 'tmp'))}",
+        f"mount -t proc proc {q(str(root / 'proc'))}",
+        f"mount -t tmpfs -o size={scratch_bytes},mode=1777 tmpfs {q(str(root / 'tmp'))}",
+    ]
+    for name in SYSTEM_DIRS:
+        path = Path(name)
+        if path.is_symlink():
+            lines.append(f"ln -s {q(os.readlink(path))} {q(str(root / name.lstrip('/')))}")
+        elif path.is_dir():
+            bind(path)
+    system = [Path(d).resolve() for d in SYSTEM_DIRS if os.path.isdir(d)]
+    for tree in sorted({p.resolve() for p in keep}):
+        if not any(tree == s or s in tree.parents for s in system):
+            bind(tree)
+    inside = root / str(home).lstrip("/")
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    lines += [
+        f"mkdir -p {q(str(inside))}",
+        f"mount -t tmpfs -o size={scratch_bytes},mode=0700{owner} tmpfs {q(str(inside))}",
+        f"cp -a {q(str(home))}/. {q(str(inside))}/",
+        f"mount -o remount,bind,ro {q(str(root))}",
+    ]
+    if uid is not None:
+        drop = f"setpriv --reuid {uid} --regid {uid} --clear-groups --no-new-privs --"
+    else:
+        drop = " ".join(DROP_CAPS)
+    chroot = shutil.which("chroot") or shutil.which("chroot", path="/usr/sbin:/sbin") or "chroot"
+    lines.append(f'exec {q(chroot)} {q(str(root))} {drop} "$@"')
+    return "\n".join(lines)
 
 
 def _drain(fd: int, sink: bytearray, cap: int) -> None:
@@ -261,6 +387,41 @@ def _processes_of(uid: int) -> list[int]:
     return found
 
 
+def spawn_sandboxed(
+    wrapped: list[str],
+    *,
+    cwd: Path,
+    limits: Limits,
+    env: dict[str, str],
+    fds: dict[int, int],
+    log: Path,
+) -> subprocess.Popen[bytes]:
+    """Start an already wrapped command (``wrap`` or ``minimal_root_script``) with the host's
+    pipes ``fds`` placed at the child's fd numbers, output to ``log``; the caller waits and
+    calls :func:`stop`."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            wrapped,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=functools.partial(_child_setup, fds, limits),
+            pass_fds=tuple(fds),  # the target numbers: close_fds runs after preexec_fn
+            close_fds=True,
+        )
+
+
+def stop(proc: subprocess.Popen[bytes], uid: int | None) -> list[int]:
+    """SIGKILL a sandboxed command's process group (its PID namespace goes with it), wait for it
+    and, as root, reap whatever its uid still runs; the processes found then."""
+    _kill_group(proc.pid)
+    proc.wait()
+    return _reap_uid(uid) if uid is not None and os.geteuid() == 0 else []
+
+
 def run_sandboxed(
     command: list[str],
     *,
@@ -272,10 +433,12 @@ def run_sandboxed(
     secret: bytes,
     writable: Path | None = None,
     channel_cap: int = 4 * 1024**2,
+    extra_fds: dict[int, int] | None = None,
 ) -> SandboxRun:
     """Run ``command`` sandboxed. Two pipes go in: fd 3 (``secret``, read once by the host's
-    runner) and fd 4 (the out-of-band result channel, drained here). Output goes to a host file
-    of which only a tail is kept for diagnostics; it is never parsed."""
+    runner) and fd 4 (the out-of-band result channel, drained here); ``extra_fds`` adds more
+    (the host closes its copies once the command started). Output goes to a host file of which
+    only a tail is kept for diagnostics; it is never parsed."""
     secret_r, secret_w = os.pipe()
     channel_r, channel_w = os.pipe()
     if os.geteuid() == 0:
@@ -284,24 +447,21 @@ def run_sandboxed(
     os.write(secret_w, secret)
     os.close(secret_w)
     received = bytearray()
+    if writable is not None:  # the scratch's mount point: the host tree is read-only inside
+        (workdir / ".scratch").mkdir(exist_ok=True)
     log_path = workdir / "output.log"
     started = time.monotonic()
-    with open(log_path, "wb") as log:
-        fds = {3: secret_r, 4: channel_w}
-        proc = subprocess.Popen(
-            wrap(command, workdir, uid, writable, limits.scratch_bytes),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=functools.partial(_child_setup, fds, limits),
-            pass_fds=tuple(fds),
-            close_fds=True,
-        )
-    os.close(secret_r)
-    os.close(channel_w)
+    fds = {3: secret_r, 4: channel_w, **(extra_fds or {})}
+    proc = spawn_sandboxed(
+        wrap(command, workdir, uid, writable, limits.scratch_bytes),
+        cwd=cwd,
+        limits=limits,
+        env=env,
+        fds=fds,
+        log=log_path,
+    )
+    for fd in fds.values():
+        os.close(fd)
     reader = threading.Thread(target=_drain, args=(channel_r, received, channel_cap), daemon=True)
     reader.start()
     timed_out = False
@@ -309,11 +469,9 @@ def run_sandboxed(
         proc.wait(timeout=limits.wall_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-    _kill_group(proc.pid)
-    proc.wait()
     # after a normal exit the kernel has already reaped the PID namespace; after a kill it
     # tears it down asynchronously, so survivors only count when nothing was killed
-    survivors = _reap_uid(uid) if os.geteuid() == 0 else []
+    survivors = stop(proc, uid)
     leftovers = [] if timed_out else survivors
     reader.join(timeout=5)
     tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
@@ -340,14 +498,14 @@ def _reap_uid(uid: int, grace_s: float = 10.0) -> list[int]:
 
 
 def _child_setup(fds: dict[int, int], limits: Limits) -> None:
-    """In the child before exec: the pipes at 3 and 4, then the resource limits."""
+    """In the child before exec: the pipes at their numbers (3, 4, ...), then the limits."""
     _move_fds(fds)
     limits.apply()
 
 
 def _move_fds(fds: dict[int, int]) -> None:
-    """Put the pipes at fixed numbers 3 and 4 in the child. Each goes through a high number
-    first, so one pipe already sitting at 3 or 4 is not overwritten by the other."""
+    """Put the pipes at fixed numbers (3, 4, ...) in the child. Each goes through a high number
+    first, so one pipe already sitting at a target number is not overwritten by another."""
     high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 10) for target, source in fds.items()}
     for target, source in high.items():
         os.dup2(source, target)

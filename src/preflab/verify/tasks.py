@@ -7,6 +7,7 @@ One task per line, ``kind`` chooses the verifier::
     {"task_id": "top", "kind": "sql", "fixture": "shop.sqlite",
      "reference_query": "SELECT ...", "ordered": false}
     {"task_id": "half", "kind": "math", "answer": "\\\\frac{1}{2}", "tolerance": 1e-6}
+    {"task_id": "sum", "kind": "stdio", "cases": [{"input": "2 3\\n", "output": "5\\n"}]}
 
 Paths (``fixture``, ``harness_dir``) are relative to the tasks file.
 """
@@ -34,12 +35,29 @@ def _safe_relative(path: str) -> str:
 
 
 class CodeTask(_Task):
+    """``mode``: ``function`` (the default) runs the candidate in a process of its own that the
+    tests reach only through plain-data calls; ``repo`` lets the tests import the candidate's
+    files in their own process (SWE-style patches), behind a static screen whose findings
+    ``screen_allow`` may waive by rule name (see ``docs/verify.md``)."""
+
     kind: Literal["code"]
     files: dict[str, str] = Field(default_factory=dict)
     harness_dir: str | None = None
     f2p: list[str] = Field(min_length=1)
     p2p: list[str] = Field(default_factory=list)
     solution_path: str = "solution.py"
+    mode: Literal["function", "repo"] = "function"
+    screen_allow: list[str] = Field(default_factory=list)
+
+    @field_validator("screen_allow")
+    @classmethod
+    def _rules(cls, names: list[str]) -> list[str]:
+        from .screen import RULES
+
+        unknown = sorted(set(names) - set(RULES))
+        if unknown:
+            raise ValueError(f"unknown screen rules {unknown}; known: {sorted(RULES)}")
+        return names
 
     @field_validator("files")
     @classmethod
@@ -59,6 +77,30 @@ class CodeTask(_Task):
         return ids
 
 
+class StdioCase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: str = ""
+    output: str
+
+
+class StdioTask(_Task):
+    """A program read on stdin and judged on stdout (the competitive-programming shape): each
+    case runs the candidate afresh; the expected output never enters its sandbox."""
+
+    kind: Literal["stdio"]
+    cases: list[StdioCase] = Field(min_length=1)
+    solution_path: str = "solution.py"
+    #: ``tokens``: whitespace-separated tokens equal; ``lines``: lines equal after trailing
+    #: whitespace is stripped; ``exact``: byte for byte
+    compare: Literal["tokens", "lines", "exact"] = "tokens"
+    timeout_s: float = Field(default=10.0, gt=0, le=600)
+
+    @field_validator("solution_path")
+    @classmethod
+    def _solution(cls, path: str) -> str:
+        return _safe_relative(path)
+
+
 class SqlTask(_Task):
     kind: Literal["sql"]
     fixture: str
@@ -74,7 +116,7 @@ class MathTask(_Task):
     timeout_s: float = Field(default=5.0, gt=0, le=60)
 
 
-Task = Annotated[CodeTask | SqlTask | MathTask, Field(discriminator="kind")]
+Task = Annotated[CodeTask | StdioTask | SqlTask | MathTask, Field(discriminator="kind")]
 TASK = TypeAdapter(Task)
 
 
@@ -82,9 +124,10 @@ class TaskFileError(ValueError):
     """Bad input, with ``file:line: field: reason`` for every problem found."""
 
 
-def parse_task(
-    data: dict[str, Any], *, base_dir: Path | None = None
-) -> CodeTask | SqlTask | MathTask:
+AnyTask = CodeTask | StdioTask | SqlTask | MathTask
+
+
+def parse_task(data: dict[str, Any], *, base_dir: Path | None = None) -> AnyTask:
     task = TASK.validate_python(data)
     if base_dir is not None:
         task = _resolve_paths(task, base_dir)
@@ -130,7 +173,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def load_tasks(path: Path) -> dict[str, CodeTask | SqlTask | MathTask]:
+def load_tasks(path: Path) -> dict[str, AnyTask]:
     """All tasks of a JSONL file, or a :class:`TaskFileError` listing every bad line."""
     tasks, errors = {}, []
     for number, data in read_jsonl(path):
