@@ -216,9 +216,9 @@ class RemoteFunction:
         return f"<candidate function {self._name}>"
 
 
-def _refused_class(name):
+def _refused_class(bridge, name):
     def refuse(*args, **kwargs):
-        raise CandidateFailure(
+        bridge.fail(
             f"{name} is a class: objects with state cannot cross to a function-level task's "
             "tests (give the task mode 'repo')"
         )
@@ -256,7 +256,7 @@ class BridgeFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 setattr(module, name, RemoteFunction(self.bridge, name))
         for name in listing.get("classes", []):
             if type(name) is str and name.isidentifier():
-                setattr(module, name, _refused_class(name))
+                setattr(module, name, _refused_class(self.bridge, name))
         values = listing.get("values", {})
         for name, tree in values.items() if type(values) is dict else ():
             if name.isidentifier() and not name.startswith("__"):

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from .pool import default_workers, load_solutions, result_row, verify_many
 from .sandbox import SandboxUnavailable, check_available
-from .tasks import CodeTask, TaskFileError, load_tasks
+from .tasks import CodeTask, StdioTask, TaskFileError, load_tasks
 
 verify_app = typer.Typer(
     help="Score code, SQL and math completions with sandboxed verifiers.", no_args_is_help=True
@@ -35,7 +35,7 @@ def run(
     try:
         tasks = load_tasks(tasks_file)
         submissions = load_solutions(solutions_file, tasks)
-        if any(isinstance(tasks[s.task_id], CodeTask) for s in submissions):
+        if any(isinstance(tasks[s.task_id], CodeTask | StdioTask) for s in submissions):
             check_available()
     except (TaskFileError, SandboxUnavailable) as e:
         console.print(str(e), style="red", markup=False, highlight=False, soft_wrap=True)
@@ -146,7 +146,7 @@ def verify_project(
         raise TaskFileError(
             "\n".join(plan.errors) + "\nfix these items' tasks and run again; nothing was stored"
         )
-    if any(isinstance(t, CodeTask) for t in plan.tasks.values()):
+    if any(isinstance(t, CodeTask | StdioTask) for t in plan.tasks.values()):
         check_available()
     if on_planned:
         on_planned(len(plan.submissions))

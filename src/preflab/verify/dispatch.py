@@ -10,10 +10,11 @@ from .math_answer import verify_math
 from .result import Verdict
 from .sandbox import SandboxUnavailable
 from .sql import verify_sql
-from .tasks import CodeTask, MathTask, SqlTask
+from .stdio import verify_stdio
+from .tasks import AnyTask, CodeTask, SqlTask, StdioTask
 
 
-def verify(task: CodeTask | SqlTask | MathTask, completion: str | Mapping[str, str]) -> Verdict:
+def verify(task: AnyTask, completion: str | Mapping[str, str]) -> Verdict:
     """Judge a completion (a model's raw text; for code also a ``{path: text}`` mapping).
 
     Never raises for anything the candidate wrote: every failure is reward 0 with a reason."""
@@ -22,6 +23,13 @@ def verify(task: CodeTask | SqlTask | MathTask, completion: str | Mapping[str, s
         if isinstance(task, CodeTask):
             files = extract_code(completion) if isinstance(completion, str) else completion
             return verify_code(task, files)
+        if isinstance(task, StdioTask):
+            if not isinstance(completion, str):
+                program = completion.get(task.solution_path)
+                if program is None:
+                    raise ValueError(f"a stdio task runs {task.solution_path}; it is missing")
+                return verify_stdio(task, program)
+            return verify_stdio(task, extract_code(completion))
         if not isinstance(completion, str):
             raise TypeError(f"a {task.kind} task takes the completion as text")
         if isinstance(task, SqlTask):

@@ -35,8 +35,25 @@ RULES: dict[str, str] = {
     "interpreter_paths": "the interpreter's files (site-packages, .pth, sitecustomize, sys.prefix)",
     "dynamic_code": "code built at run time (exec, eval, compile, __import__, computed getattr "
     "on a module, marshal)",
-    "result_channel": "raw file descriptors and /proc (os.write/dup2/fdopen, /dev/fd, /proc)",
+    "result_channel": "raw file descriptors, /proc and process replacement (os.write/dup2/"
+    "fdopen/exec*, /dev/fd, /proc)",
+    "lying_values": "values built to compare equal to anything (a built-in type's subclass "
+    "redefining comparison, an __eq__ that returns True, __class__ spoofing, mock.ANY)",
 }
+_VALUE_TYPES = {
+    "int",
+    "float",
+    "complex",
+    "str",
+    "bytes",
+    "bool",
+    "list",
+    "tuple",
+    "dict",
+    "set",
+    "frozenset",
+}
+_COMPARISONS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__"}
 
 _MODULE_RULES = {
     "gc": "gc",
@@ -122,6 +139,14 @@ _MODULE_ATTRS = {
     ("os", "writev"): "result_channel",
     ("os", "pwrite"): "result_channel",
     ("os", "kill"): "result_channel",
+    ("os", "execv"): "result_channel",
+    ("os", "execve"): "result_channel",
+    ("os", "execl"): "result_channel",
+    ("os", "execle"): "result_channel",
+    ("os", "execlp"): "result_channel",
+    ("os", "execvp"): "result_channel",
+    ("os", "execvpe"): "result_channel",
+    ("os", "posix_spawn"): "result_channel",
     ("os", "killpg"): "result_channel",
 }
 _STRING_MARKS = {
@@ -135,6 +160,9 @@ _STRING_MARKS = {
     "_pytest": "runner_internals",
     "pluggy": "runner_internals",
     "junitxml": "runner_internals",
+    "PYTEST_ADDOPTS": "runner_internals",
+    "PYTEST_PLUGINS": "runner_internals",
+    "_preflab_runner": "runner_internals",
 }
 _DYNAMIC_CALLS = {"exec", "eval", "compile", "__import__", "breakpoint"}
 _REFLECTIVE_CALLS = {"getattr", "setattr", "delattr", "hasattr", "vars"}
@@ -174,6 +202,8 @@ class _Screen(ast.NodeVisitor):
         self._module_flag(module, node)
         for alias in node.names:
             name = alias.name
+            if module in ("unittest.mock", "mock") and name == "ANY":
+                self.flag("lying_values", node, f"imports ANY from {module}")
             rule = _MODULE_ATTRS.get((module, name)) or _ATTR_RULES.get(name)
             if rule:
                 self.flag(rule, node, f"imports {name} from {module}")
@@ -232,6 +262,25 @@ class _Screen(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if node.name.startswith("pytest_"):
             self.flag("runner_internals", node, f"defines the pytest hook {node.name}")
+        if node.name in ("__eq__", "__ne__") and _returns_a_constant(node):
+            self.flag("lying_values", node, f"{node.name} returns a constant")
+        self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+        defined = {
+            getattr(t, "id", None)
+            for stmt in node.body
+            for t in (
+                [stmt]
+                if isinstance(stmt, ast.FunctionDef)
+                else getattr(stmt, "targets", [getattr(stmt, "target", None)])
+            )
+        } | {stmt.name for stmt in node.body if isinstance(stmt, ast.FunctionDef)}
+        if bases & _VALUE_TYPES and defined & _COMPARISONS - {"__hash__"}:
+            self.flag("lying_values", node, f"class {node.name} redefines a built-in's comparison")
+        if "__class__" in defined:
+            self.flag("lying_values", node, f"class {node.name} sets __class__")
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -242,6 +291,11 @@ class _Screen(ast.NodeVisitor):
                     self.flag(rule, node, f"string mentions {mark!r}")
             if text in _ATTR_RULES and _ATTR_RULES[text]:
                 self.flag(str(_ATTR_RULES[text]), node, f"string names {text!r}")
+
+
+def _returns_a_constant(function: ast.FunctionDef) -> bool:
+    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
+    return bool(returns) and all(isinstance(r.value, ast.Constant) for r in returns)
 
 
 def screen_source(path: str, source: str) -> list[tuple[str, str]]:
