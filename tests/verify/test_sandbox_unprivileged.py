@@ -130,12 +130,13 @@ def test_a_socket_connect_fails_without_root(as_nobody):
     assert "tests failed" in as_nobody["network"]["reason"]
 
 
-def test_rewriting_the_tests_is_caught_by_the_digests_without_root(as_nobody):
-    """Without root there is no uid drop: the candidate can write the harness (the caller owns
-    it), so the digests taken before and after the run are what catch it."""
+def test_rewriting_the_tests_is_impossible_without_root(as_nobody):
+    """Without root there is no uid drop, but the tests are not in the candidate's world (its
+    minimal root) and every host mount is read-only to it: the write fails, the harness is
+    intact, the wrong answer fails its tests."""
     verdict = as_nobody["rewrite_tests"]
-    assert verdict["reward"] == 0.0 and verdict["harness"] is False
-    assert "harness changed" in verdict["reason"]
+    assert verdict["reward"] == 0.0 and verdict["harness"] is True, verdict
+    assert "tests failed" in verdict["reason"]
 
 
 def test_writes_to_tmp_stay_in_private_scratch_without_root(as_nobody):
@@ -152,3 +153,111 @@ def test_a_background_process_does_not_outlive_the_run_without_root(as_nobody):
         if b"sleep\x00600" in Path(f"/proc/{pid}/cmdline").read_bytes()
     ]
     assert sleepers == []  # the PID namespace took it down with the run
+
+
+VENV_DRIVER = r"""
+import json, os, site, sys
+from preflab.verify import verify
+from preflab.verify.screen import RULES
+from preflab.verify.tasks import CodeTask
+
+TESTS = "from solution import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+WRONG = "def add(a, b):\n    return 0\n"
+SITE = site.getsitepackages()[0]
+HOOK = "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n"
+PERSIST = {
+    "pth_and_hook_module": (
+        f"open({os.path.join(SITE, 'zz_hook.py')!r}, 'w').write({HOOK!r})\n"
+        f"open({os.path.join(SITE, 'zz_hook.pth')!r}, 'w').write('import zz_hook\\n')\n"
+    ),
+    "sitecustomize_in_site_packages": (
+        f"open({os.path.join(SITE, 'sitecustomize.py')!r}, 'w').write({HOOK!r})\n"
+    ),
+    "interpreter_replaced_by_a_wrapper": (
+        "import os\n"
+        f"p = {os.path.join(sys.prefix, 'bin', 'python')!r}\n"
+        "real = os.path.realpath(p)\n"
+        "os.replace(p, p + '.real') if os.path.lexists(p) else None\n"
+        "open(p, 'w').write('#!/bin/sh\\nexec ' + real + ' -c \"import sys; sys.exit(0)\"\\n')\n"
+        "os.chmod(p, 0o755)\n"
+    ),
+    "pyvenv_cfg_rewritten": (
+        f"open({os.path.join(sys.prefix, 'pyvenv.cfg')!r}, 'a').write('include-system-site-packages = true\\n')\n"
+    ),
+}
+out = {"uid": os.geteuid(), "site_owner": os.stat(SITE).st_uid, "site": SITE}
+for mode, allow in (("function", []), ("repo", sorted(RULES))):
+    task = CodeTask(task_id="add", kind="code", timeout_s=30, files={"tests/test_add.py": TESTS},
+                    f2p=["tests/test_add.py::test_add"], mode=mode, screen_allow=allow)
+    for name, writer in PERSIST.items():
+        def wrap(body):
+            return "try:\n" + "".join("    " + l + "\n" for l in body.splitlines()) + \
+                "except OSError as e:\n    import sys; print('blocked', e, file=sys.stderr)\n"
+        first = verify(task, {"solution.py": wrap(writer) + WRONG})
+        then = verify(task, {"solution.py": WRONG})
+        out[f"{mode}:{name}"] = {"first": first.reward, "then": then.reward, "why": then.reason}
+out["left_behind"] = sorted(set(os.listdir(SITE)) & {"zz_hook.py", "zz_hook.pth", "sitecustomize.py"})
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def nobody_with_own_venv() -> dict:
+    """The driver run as ``nobody`` from a virtual environment ``nobody`` owns (its
+    site-packages writable to it, preflab's dependencies reached through a ``.pth``)."""
+    if os.geteuid() != 0 or not shutil.which("runuser") or not shutil.which("unshare"):
+        _unavailable("needs root and util-linux runuser/unshare to switch to an unprivileged user")
+    src = Path(preflab.__file__).resolve().parents[1]
+    deps = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    box = Path(tempfile.mkdtemp(prefix="preflab-nobody-venv-"))
+    try:
+        box.chmod(0o755)
+        (box / "driver.py").write_text(VENV_DRIVER)
+        venv = box / "venv"
+        venv.mkdir()
+        nobody = int(subprocess.run(["id", "-u", NOBODY], capture_output=True, text=True).stdout)
+        os.chown(venv, nobody, nobody)
+        base = Path(sys.base_prefix) / "bin" / "python3"
+        (box / "deps.pth").write_text("\n".join([str(src), *deps]) + "\n")
+        (box / "deps.pth").chmod(0o644)
+        lib = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        run = [
+            *_mount_script(box / "stage", src),
+            f"runuser -u {NOBODY} -- {shlex.quote(str(base))} -m venv --without-pip {venv}",
+            f"runuser -u {NOBODY} -- cp {box}/deps.pth {venv}/lib/{lib}/site-packages/",
+            f"exec runuser -u {NOBODY} -- {venv}/bin/python {box}/driver.py",
+        ]
+        done = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", "\n".join(run)],
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
+
+
+PERSISTENCE = [
+    "pth_and_hook_module",
+    "sitecustomize_in_site_packages",
+    "interpreter_replaced_by_a_wrapper",
+    "pyvenv_cfg_rewritten",
+]
+
+
+def test_the_unprivileged_user_owns_its_site_packages(nobody_with_own_venv):
+    assert nobody_with_own_venv["uid"] != 0
+    assert nobody_with_own_venv["site_owner"] == nobody_with_own_venv["uid"]
+
+
+@pytest.mark.parametrize("mode", ["function", "repo"])
+@pytest.mark.parametrize("name", PERSISTENCE)
+def test_nothing_a_candidate_writes_outlives_its_run(nobody_with_own_venv, mode, name):
+    """Each hack writes into the interpreter it runs under (which the user owns) so that the
+    *next* wrong solution passes; the sandbox's read-only mounts keep the write from landing."""
+    seen = nobody_with_own_venv[f"{mode}:{name}"]
+    assert seen["first"] == 0.0
+    assert seen["then"] == 0.0, seen
+    assert nobody_with_own_venv["left_behind"] == []
