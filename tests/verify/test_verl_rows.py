@@ -122,3 +122,35 @@ def test_a_row_whose_task_is_not_the_named_verifier_is_refused(verl_rows):
             row["data_source"], ANSWERS["sql"][0], row["reward_model"]["ground_truth"], misrouted
         )
     assert orjson.dumps(row)  # the row itself is plain data verl can read
+
+
+def test_the_card_states_the_trust_limit_of_repo_level_code_rewards(tmp_path, sqlite_url):
+    """A repo-level code task (its tests import the candidate) carries a reward only as good as
+    the in-process checks: the export's card and manifest say so, and count the rows; an export
+    of function-level tasks alone says nothing of it."""
+    task = {
+        "kind": "code",
+        "files": {"tests/test_add.py": ADD_TESTS},
+        "f2p": ["tests/test_add.py::test_add"],
+    }
+    engine = db.open_db(sqlite_url)
+    with transaction(engine) as s:
+        project = repo.create_project(s, "rl", kinds=["pairwise"])
+        for item_id, mode in (("fn", "function"), ("repo1", "repo"), ("repo2", "repo")):
+            repo.add_item(
+                s,
+                project,
+                Item(
+                    id=item_id,
+                    prompt="a code task",
+                    candidates=[{"id": "c", "text": "x"}],
+                    metadata={"verifiable": "code", "verify_task": {**task, "mode": mode}},
+                ),
+            )
+    out = tmp_path / "verl"
+    export_project(engine, "rl", ExportOptions(format="verl", out=out, file_format="parquet"))
+    engine.dispose()
+    card = (out / "README.md").read_text()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["format_notes"]["repo_level_code_rows"] == 2
+    assert "2 rows are repo-level code tasks" in card and "Trust limit" in card

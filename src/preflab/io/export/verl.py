@@ -150,7 +150,10 @@ class Verl(Exporter):
         styles = {"rule": 0, "model": 0}
         unknown: dict[str, int] = {}
         model_rows_builtin = 0
+        repo_level = 0
         for item in items:
+            if verifiable_route(item) == "code" and (verify_task(item) or {}).get("mode") == "repo":
+                repo_level += 1
             style = _reward_model(item)["style"]
             styles[style] += 1
             source = self._data_source(item, data, options)
@@ -170,7 +173,15 @@ class Verl(Exporter):
                 f"{model_rows_builtin} preference rows (style 'model') carry a built-in data_source: verl's "
                 "default reward would score them with a rule; use the shipped reward function"
             )
-        return {"rows_by_style": styles, "warnings": warnings}
+        if repo_level:
+            warnings.append(
+                f"{repo_level} rows are repo-level code tasks (mode 'repo'): their tests import the "
+                "candidate's code into the process that judges it, so their reward is trusted only "
+                "as far as the static screen and the in-process checks reach (a policy may learn "
+                "what they miss); function-level tasks run the candidate in a process of its own. "
+                "See docs/verify.md, 'Trust limit'"
+            )
+        return {"rows_by_style": styles, "warnings": warnings, "repo_level_code_rows": repo_level}
 
     def usage(self, manifest: dict[str, Any]) -> list[str]:
         split, file_format = manifest["split"], manifest["file_format"]
