@@ -37,7 +37,9 @@ def test_the_bundled_task_set_verifies_in_one_command(tmp_path):
     for row in rows:  # every correct solution earns 1, every wrong one and every hack 0
         assert row["reward"] == (1.0 if row["solution_id"] == "correct" else 0.0), row
     hacks = [r for r in rows if r["solution_id"].startswith("hack-") and r["kind"] == "code"]
-    assert len(hacks) == 4 and all(r["harness_sha256_verified"] is False for r in hacks)
+    # function mode: the hack runs in the candidate's own process, so it fails its tests (or is
+    # refused) rather than tampering with a harness it cannot reach
+    assert len(hacks) == 4 and all(r["reward"] == 0.0 and r["f2p_exit"] == 1 for r in hacks)
     assert "29 verifications" in result.output
 
 
