@@ -166,6 +166,14 @@ EVASIONS = [
     "# -*- coding: utf-8 -*-\nimport inspect\ninspect.stack()\n",
     "import os\nos.execv('/bin/true', ['true'])\n",
     "x = getattr(__builtins__, 'eval')\n",
+    "import importlib\nm = importlib.import_module('ctypes')\n",
+    "from importlib import import_module as im\nm = im('g' + 'c')\n",
+    "import sys\nalias = sys\nname = 'settrace'\ngetattr(alias, name)(None)\n",
+    "def f(): pass\nsetattr(f, '__co' + 'de__', None)\n",
+    "def f(): pass\nobject.__setattr__(f, 'x', 1)\n",
+    "import traceback\nfor frame, line in traceback.walk_stack(None):\n    pass\n",
+    "import importlib.util\nspec = importlib.util.spec_from_file_location('m', 'm.py')\n",
+    "try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame\n",
 ]
 
 
@@ -241,3 +249,79 @@ def test_a_runner_that_cannot_import_pytest_says_so():
     assert done.returncode == 3, done.stderr
     with pytest.raises(ResultDocumentError, match="cannot import pytest.*No module named"):
         read_results(document, "n")
+
+
+# -- the minimal root -------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("sandbox")
+def test_the_minimal_root_holds_the_kept_trees_read_only_and_hides_what_it_must():
+    """A kept tree (as site-packages would be) is readable; a directory to hide inside it (as
+    preflab's own package would be there) is empty; the host's other directories are absent."""
+    from preflab.verify.code import candidate_trees
+    from preflab.verify.sandbox import (
+        Limits,
+        claim_uid,
+        minimal_root_script,
+        spawn_sandboxed,
+        stop,
+        wrap_minimal,
+    )
+
+    base = Path("/tmp") / f"preflab-root-test-{os.getpid()}"
+    site, home, root = base / "site", base / "home", base / "root"
+    for d in (site / "preflab", site / "other", home, root):
+        d.mkdir(parents=True, exist_ok=True)
+    (site / "preflab" / "tasks.jsonl").write_text("secret")
+    (site / "other" / "mod.py").write_text("x = 1")
+    for path in [base, *base.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    probe = (
+        "import json, os\n"
+        f"seen = {{'hidden': os.listdir({str(site / 'preflab')!r}),\n"
+        f"        'kept': os.listdir({str(site / 'other')!r}),\n"
+        f"        'this_test': os.path.exists({__file__!r}),\n"
+        f"        'tasks': os.path.exists({str(Path.cwd() / 'examples' / 'verify' / 'tasks.jsonl')!r}),\n"
+        "        'passwd_shadow': os.path.exists('/etc/shadow') and os.access('/etc/shadow', os.R_OK)}\n"
+        f"try:\n    open({str(site / 'other' / 'x')!r}, 'w')\n    seen['write'] = 'ok'\n"
+        "except OSError as e:\n    seen['write'] = e.strerror\n"
+        "os.write(4, json.dumps(seen).encode())\n"
+    )
+    (home / "probe.py").write_text(probe)
+    r, w = os.pipe()
+    uid_context = claim_uid() if os.geteuid() == 0 else None
+    uid = uid_context.__enter__() if uid_context else None
+    try:
+        if uid is not None:
+            os.chown(home, uid, uid)
+        script = minimal_root_script(
+            root, home, [*candidate_trees(), site], uid, 1 << 20, hide=[site / "preflab"]
+        )
+        proc = spawn_sandboxed(
+            wrap_minimal(script, [sys.executable, "-I", "-B", str(home / "probe.py")]),
+            cwd=base,
+            limits=Limits(wall_s=20),
+            env={"PATH": "/usr/bin:/bin"},
+            fds={4: w},
+            log=base / "log",
+        )
+        os.close(w)
+        proc.wait(timeout=20)
+        stop(proc, uid)
+        seen = json.loads(os.read(r, 65536) or b"{}")
+        log = (base / "log").read_text()
+    finally:
+        os.close(r)
+        if uid_context:
+            uid_context.__exit__(None, None, None)
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+    assert seen == {
+        "hidden": [],
+        "kept": ["mod.py"],
+        "this_test": False,
+        "tasks": False,
+        "passwd_shadow": os.geteuid() != 0 and os.access("/etc/shadow", os.R_OK),
+        "write": "Read-only file system",
+    }, log

@@ -271,6 +271,12 @@ def candidate_trees() -> list[Path]:
     return interpreter_trees()
 
 
+def hidden_from_candidates() -> list[Path]:
+    """preflab's own package (its bundled data, its verifier's code) is never the candidate's
+    to read, even when preflab is installed in the interpreter's site-packages."""
+    return [Path(__file__).resolve().parents[1]]
+
+
 def _verify_function(
     task: CodeTask,
     files: Mapping[str, str],
@@ -308,7 +314,12 @@ def _verify_function(
             module_name(task.solution_path),
         ]
         script = minimal_root_script(
-            new_root, home, [*candidate_trees(), stub], candidate_uid, limits.scratch_bytes
+            new_root,
+            home,
+            [*candidate_trees(), stub],
+            candidate_uid,
+            limits.scratch_bytes,
+            hide=hidden_from_candidates(),
         )
         requests_r, requests_w = os.pipe()
         replies_r, replies_w = os.pipe()

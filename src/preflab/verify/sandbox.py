@@ -303,12 +303,19 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
 def minimal_root_script(
-    root: Path, home: Path, keep: list[Path], uid: int | None, scratch_bytes: int
+    root: Path,
+    home: Path,
+    keep: list[Path],
+    uid: int | None,
+    scratch_bytes: int,
+    hide: list[Path] | None = None,
 ) -> str:
     """Shell (run as root of the sandbox's namespaces) that builds a fresh root at ``root``: the
     system directories and ``keep`` (the interpreter, the candidate's stub) bound read-only,
     ``home`` (the candidate's files) as a private size-limited tmpfs copy, then ``chroot``s into
-    it and ``exec``s the command without privileges (``uid``, or no capabilities without root)."""
+    it and ``exec``s the command without privileges (``uid``, or no capabilities without root).
+    ``hide``: directories inside the kept trees covered by an empty read-only tmpfs (preflab's
+    own package, when it is installed in the interpreter's site-packages)."""
     q = shlex.quote
     lines = [
         "set -e",
@@ -350,6 +357,12 @@ def minimal_root_script(
     for tree in sorted({p.resolve() for p in keep}):
         if not any(tree == s or s in tree.parents for s in system):
             bind(tree)
+    for hidden in hide or []:
+        kept = [p.resolve() for p in [*keep, *map(Path, SYSTEM_DIRS)]]
+        if hidden.is_dir() and any(hidden == k or k in hidden.parents for k in kept):
+            lines.append(
+                f"mount -t tmpfs -o ro,size=4k,mode=0555 tmpfs {q(str(root / str(hidden).lstrip('/')))}"
+            )
     inside = root / str(home).lstrip("/")
     owner = f",uid={uid},gid={uid}" if uid is not None else ""
     lines += [

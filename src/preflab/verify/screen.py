@@ -85,6 +85,11 @@ _ATTR_RULES = {
     "f_trace": "frames",
     "tb_frame": "frames",
     "tb_next": "frames",
+    "walk_stack": "frames",
+    "walk_tb": "frames",
+    "get_stack": "frames",
+    "gi_code": "frames",
+    "cr_code": "frames",
     "gi_frame": "frames",
     "cr_frame": "frames",
     "ag_frame": "frames",
@@ -115,6 +120,11 @@ _ATTR_RULES = {
     "exec_prefix": None,
     "base_prefix": None,
     "getsitepackages": "interpreter_paths",
+    "spec_from_file_location": "dynamic_code",
+    "module_from_spec": "dynamic_code",
+    "SourceFileLoader": "dynamic_code",
+    "SourcelessFileLoader": "dynamic_code",
+    "exec_module": "dynamic_code",
     "getusersitepackages": "interpreter_paths",
     "import_module": None,  # only with a computed name, below
     "write": None,  # only as os.write, below
@@ -225,6 +235,14 @@ class _Screen(ast.NodeVisitor):
             self.flag("dynamic_code", node, f"reads the namespace of module {module}")
         self.generic_visit(node)
 
+    def visit_Assign(self, node: ast.Assign) -> None:
+        """``alias = sys``: the alias is the module too (for the computed-getattr rule)."""
+        if isinstance(node.value, ast.Name) and node.value.id in self.modules:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.modules[target.id] = self.modules[node.value.id]
+        self.generic_visit(node)
+
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "__builtins__":
             self.flag("module_table", node, "uses __builtins__")
@@ -235,6 +253,24 @@ class _Screen(ast.NodeVisitor):
         name = func.id if isinstance(func, ast.Name) else None
         if name in _DYNAMIC_CALLS:
             self.flag("dynamic_code", node, f"calls {name}()")
+        bound = self.modules.get(name or "", "")
+        if bound in ("importlib.import_module", "builtins.__import__"):
+            if node.args and isinstance(node.args[0], ast.Constant):
+                self._module_flag(str(node.args[0].value), node)
+            else:
+                self.flag("dynamic_code", node, f"{name}() with a computed name")
+        if name in ("setattr", "delattr") and len(node.args) > 1:
+            owner = node.args[0]
+            mine = isinstance(owner, ast.Name) and owner.id in ("self", "cls")
+            if not isinstance(node.args[1], ast.Constant) and not mine:
+                self.flag("code_objects", node, f"{name}() with a computed name on another object")
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("__setattr__", "__delattr__", "__getattribute__")
+            and isinstance(func.value, ast.Name)
+            and func.value.id in ("object", "type")
+        ):
+            self.flag("code_objects", node, f"calls {func.value.id}.{func.attr}")
         if name in _REFLECTIVE_CALLS and node.args:
             target = node.args[0]
             computed = len(node.args) > 1 and not isinstance(node.args[1], ast.Constant)
@@ -248,12 +284,15 @@ class _Screen(ast.NodeVisitor):
                 rule = _ATTR_RULES.get(attr) if isinstance(attr, str) else None
                 if rule:
                     self.flag(rule, node, f"{name}(..., {attr!r})")
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr in ("import_module", "reload", "__import__")
-            and not (node.args and isinstance(node.args[0], ast.Constant))
+        if isinstance(func, ast.Attribute) and func.attr in (
+            "import_module",
+            "reload",
+            "__import__",
         ):
-            self.flag("dynamic_code", node, f"{func.attr}() with a computed name")
+            if node.args and isinstance(node.args[0], ast.Constant):
+                self._module_flag(str(node.args[0].value), node)
+            else:
+                self.flag("dynamic_code", node, f"{func.attr}() with a computed name")
         if name == "open" and node.args and isinstance(node.args[0], ast.Constant):
             if isinstance(node.args[0].value, int):
                 self.flag("result_channel", node, "opens a raw file descriptor")

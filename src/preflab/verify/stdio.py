@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from .code import _env, _own, _write_files, candidate_trees
+from .code import _env, _own, _write_files, candidate_trees, hidden_from_candidates
 from .result import Verdict
 from .sandbox import (
     Limits,
@@ -81,7 +81,14 @@ def _run_case(
         _write_files(home, {task.solution_path: program})
         _own(home, uid)
         command = [sys.executable, "-I", "-B", str(home / task.solution_path)]
-        script = minimal_root_script(new_root, home, candidate_trees(), uid, limits.scratch_bytes)
+        script = minimal_root_script(
+            new_root,
+            home,
+            candidate_trees(),
+            uid,
+            limits.scratch_bytes,
+            hide=hidden_from_candidates(),
+        )
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         proc = spawn_sandboxed(
