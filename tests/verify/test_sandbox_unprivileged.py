@@ -23,6 +23,9 @@ import pytest
 import preflab
 from preflab.verify.sandbox import _blocking_ancestor, _processes_of, interpreter_trees
 
+from . import test_hacks_in_process as hacks_in_process
+from .conftest import CORRECT
+
 NOBODY = "nobody"
 
 DRIVER = r"""
@@ -197,6 +200,18 @@ for mode, allow in (("function", []), ("repo", sorted(RULES))):
         then = verify(task, {"solution.py": WRONG})
         out[f"{mode}:{name}"] = {"first": first.reward, "then": then.reward, "why": then.reason}
 out["left_behind"] = sorted(set(os.listdir(SITE)) & {"zz_hook.py", "zz_hook.pth", "sitecustomize.py"})
+# the in-process corpus (tests/verify/test_hacks_in_process.py), as this user
+corpus = json.load(open(sys.argv[1]))
+tests = corpus["files"]
+task = CodeTask(task_id="add", kind="code", timeout_s=30, files=tests, f2p=corpus["f2p"],
+                p2p=corpus["p2p"])
+out["honest"] = verify(task, {"solution.py": corpus["correct"]}).reward
+for name, source in corpus["hacks"].items():
+    for mode in ("function", "repo"):
+        if mode == "repo" and name in corpus["function_only"]:
+            continue
+        v = verify(task.model_copy(update={"mode": mode}), {"solution.py": source})
+        out[f"corpus:{mode}:{name}"] = {"reward": v.reward, "reason": v.reason}
 print(json.dumps(out))
 """
 
@@ -213,6 +228,8 @@ def nobody_with_own_venv() -> dict:
     try:
         box.chmod(0o755)
         (box / "driver.py").write_text(VENV_DRIVER)
+        (box / "corpus.json").write_text(json.dumps(CORPUS))
+        (box / "corpus.json").chmod(0o644)
         venv = box / "venv"
         venv.mkdir()
         nobody = int(subprocess.run(["id", "-u", NOBODY], capture_output=True, text=True).stdout)
@@ -225,7 +242,7 @@ def nobody_with_own_venv() -> dict:
             *_mount_script(box / "stage", src),
             f"runuser -u {NOBODY} -- {shlex.quote(str(base))} -m venv --without-pip {venv}",
             f"runuser -u {NOBODY} -- cp {box}/deps.pth {venv}/lib/{lib}/site-packages/",
-            f"exec runuser -u {NOBODY} -- {venv}/bin/python {box}/driver.py",
+            f"exec runuser -u {NOBODY} -- {venv}/bin/python {box}/driver.py {box}/corpus.json",
         ]
         done = subprocess.run(
             ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", "\n".join(run)],
@@ -237,6 +254,25 @@ def nobody_with_own_venv() -> dict:
         return json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(box, ignore_errors=True)
+
+
+CORPUS = {
+    "files": hacks_in_process.FILES,
+    "f2p": hacks_in_process.NODES,
+    "p2p": ["tests/test_add.py::test_zero"],
+    "correct": CORRECT,
+    "hacks": {name: hacks_in_process.hack(src) for name, src in hacks_in_process.HACKS.items()},
+    "function_only": sorted(hacks_in_process.FUNCTION_ONLY),
+}
+
+
+@pytest.mark.parametrize("name", sorted(hacks_in_process.HACKS))
+def test_the_in_process_corpus_scores_zero_as_an_unprivileged_user(nobody_with_own_venv, name):
+    assert nobody_with_own_venv["honest"] == 1.0
+    modes = ["function"] + ([] if name in hacks_in_process.FUNCTION_ONLY else ["repo"])
+    for mode in modes:
+        seen = nobody_with_own_venv[f"corpus:{mode}:{name}"]
+        assert seen["reward"] == 0.0, (mode, seen)
 
 
 PERSISTENCE = [
