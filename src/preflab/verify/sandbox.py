@@ -317,53 +317,50 @@ def minimal_root_script(
     ``hide``: directories inside the kept trees covered by an empty read-only tmpfs (preflab's
     own package, when it is installed in the interpreter's site-packages)."""
     q = shlex.quote
+    dev = root / "dev"
+    inside = root / str(home).lstrip("/")
+    binds: list[Path] = []
+    links: list[str] = []
+    for name in SYSTEM_DIRS:
+        path = Path(name)
+        if path.is_symlink():
+            links.append(f"ln -s {q(os.readlink(path))} {q(str(root / name.lstrip('/')))}")
+        elif path.is_dir():
+            binds.append(path)
+    system = [Path(d).resolve() for d in SYSTEM_DIRS if os.path.isdir(d)]
+    binds += [
+        tree
+        for tree in sorted({p.resolve() for p in keep})
+        if not any(tree == s or s in tree.parents for s in system)
+    ]
+    devices = [name for name in DEVICES if os.path.exists(f"/dev/{name}")]
+    targets = [root / str(b).lstrip("/") for b in binds]
+    # one mkdir and one touch for every mount point (each command is a fork and an exec)
     lines = [
         "set -e",
         f"mkdir -p {q(str(root))}",
         f"mount -t tmpfs -o mode=0755,size=4m tmpfs {q(str(root))}",
-    ]
-
-    def bind(source: Path) -> None:
-        target = root / str(source).lstrip("/")
-        lines.extend(
-            [
-                f"mkdir -p {q(str(target))}",
-                f"mount --rbind {q(str(source))} {q(str(target))}",
-                f"mount -o remount,bind,ro {q(str(target))}",
-            ]
-        )
-
-    dev = root / "dev"
-    lines.append(f"mkdir -p {q(str(dev))}")
-    for name in DEVICES:
-        if os.path.exists(f"/dev/{name}"):
-            lines += [
-                f"touch {q(str(dev / name))}",
-                f"mount --bind /dev/{name} {q(str(dev / name))}",
-            ]
-    lines += [
+        "mkdir -p " + " ".join(q(str(d)) for d in [dev, root / "proc", root / "tmp"]),
+        "touch " + " ".join(q(str(dev / name)) for name in devices),
+        *[f"mount --bind /dev/{name} {q(str(dev / name))}" for name in devices],
         f"ln -s /proc/self/fd {q(str(dev / 'fd'))}",
-        f"mkdir -p {q(str(root / 'proc'))} {q(str(root / 'tmp'))}",
         f"mount -t proc proc {q(str(root / 'proc'))}",
         f"mount -t tmpfs -o size={scratch_bytes},mode=1777 tmpfs {q(str(root / 'tmp'))}",
+        *links,
+        # after /tmp's tmpfs: a kept tree under /tmp (the stub, a venv) gets its point on it
+        "mkdir -p " + " ".join(q(str(t)) for t in targets),
     ]
-    for name in SYSTEM_DIRS:
-        path = Path(name)
-        if path.is_symlink():
-            lines.append(f"ln -s {q(os.readlink(path))} {q(str(root / name.lstrip('/')))}")
-        elif path.is_dir():
-            bind(path)
-    system = [Path(d).resolve() for d in SYSTEM_DIRS if os.path.isdir(d)]
-    for tree in sorted({p.resolve() for p in keep}):
-        if not any(tree == s or s in tree.parents for s in system):
-            bind(tree)
+    for source, target in zip(binds, targets, strict=True):
+        lines += [
+            f"mount --rbind {q(str(source))} {q(str(target))}",
+            f"mount -o remount,bind,ro {q(str(target))}",
+        ]
     for hidden in hide or []:
         kept = [p.resolve() for p in [*keep, *map(Path, SYSTEM_DIRS)]]
         if hidden.is_dir() and any(hidden == k or k in hidden.parents for k in kept):
             lines.append(
                 f"mount -t tmpfs -o ro,size=4k,mode=0555 tmpfs {q(str(root / str(hidden).lstrip('/')))}"
             )
-    inside = root / str(home).lstrip("/")
     owner = f",uid={uid},gid={uid}" if uid is not None else ""
     lines += [
         f"mkdir -p {q(str(inside))}",
