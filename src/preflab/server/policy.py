@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -147,8 +147,14 @@ class Policy(BaseModel):
     ai_labelers: list[str] = Field(
         default_factory=list,
         max_length=1000,
-        description="Imported 'labeler' names that are models (stored as source 'ai'), besides the built-in "
-        "patterns (gpt-*, claude*, gemini*, llama*, model:*, ai ...; see preflab.io.formats.generic).",
+        description="Imported 'labeler' names that are models, matched exactly: their labels are stored "
+        "as source 'ai' unless the record states its source. No other name is taken for a model.",
+    )
+    ai_labeler_patterns: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Shell-style globs (*, ?, [...]) of imported 'labeler' names that are models, "
+        "matched case-insensitively against the whole name, e.g. 'gpt-*' or 'model:*'.",
     )
 
     # -- gates branch: telemetry that acts ------------------------------------------------------

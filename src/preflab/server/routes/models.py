@@ -246,6 +246,13 @@ class FileImportOut(Out):
     already_imported: bool | None = None
     formats: dict[str, int] | None = None
     pooled: int | None = None
+    ai_labelers: dict[str, dict[str, Any]] | None = Field(
+        default=None, description="labelers stored as AI, each with the rule and its judgments"
+    )
+    model_like_people: list[str] | None = Field(
+        default=None, description="labelers with names like models' that no rule declared models"
+    )
+    notes: list[str] | None = Field(default=None, description="what the import did, in words")
     total: int | None = None
     problems: list[Problem] | None = None
 

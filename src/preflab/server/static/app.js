@@ -787,7 +787,13 @@
         ("Items added: " + d.items_added + " · already there: " + d.items_existing + " · added to the task pool: " + d.pooled +
          (d.already_imported ? " · this file was imported before" : ""));
       out.appendChild(p);
-      if (reload) setTimeout(() => location.reload(), 600);
+      (d.notes || []).forEach((line) => {  // e.g. how many labelers were classified as AI, and why
+        const n = document.createElement("p");
+        n.className = "import-note";
+        n.textContent = line;
+        out.appendChild(n);
+      });
+      if (reload && !(d.notes || []).length) setTimeout(() => location.reload(), 600);
       return;
     }
     out.className = "card upload-result fail";
