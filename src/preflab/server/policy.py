@@ -49,9 +49,9 @@ _TEL = TelemetrySettings()
 
 
 class TelemetryPolicy(BaseModel):
-    """Thresholds of the telemetry flags (defaults and reasons: ``preflab.quality.telemetry``).
-
-    A flagged label is kept out of exports unless ``--include-flagged``.
+    """Thresholds of the telemetry flags (defaults and reasons: ``preflab.quality.telemetry``,
+    docs/telemetry.md). Only strong evidence keeps a label out of exports (unless
+    ``--include-flagged``); a weak flag never does.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -86,6 +86,26 @@ class TelemetryPolicy(BaseModel):
         default=_TEL.max_untrusted_paste_chars,
         ge=0,
         description="Characters pasted from outside the environment allowed.",
+    )
+    strong_paste_share: float = Field(
+        default=_TEL.strong_paste_share,
+        gt=0,
+        le=1,
+        description="An untrusted paste over max_untrusted_paste_chars and at least this share of "
+        "the written answer is a pasted answer: it keeps the label out of exports.",
+    )
+    exclude_signals: int = Field(
+        default=_TEL.exclude_signals,
+        ge=1,
+        le=5,
+        description="Independent signals (paste, speed, rhythm, editing) that together keep a "
+        "label out of exports; fewer are weak: exported and shown to reviewers.",
+    )
+    exclude_signals_with_rhythm: int = Field(
+        default=_TEL.exclude_signals_with_rhythm,
+        ge=1,
+        le=5,
+        description="The same when one of the signals is machine-regular typing.",
     )
 
 

@@ -179,9 +179,7 @@ def _with_project_ai_labelers(options: ImportOptions, project: Project) -> Impor
     )
 
 
-def ai_labeler_rules(
-    given: ImportOptions, project: Project | None
-) -> Callable[[str], str | None]:
+def ai_labeler_rules(given: ImportOptions, project: Project | None) -> Callable[[str], str | None]:
     """``rule(labeler)``: why the import takes ``labeler`` for a model, in words, or ``None``.
     The order of :func:`preflab.io.formats.generic.ai_labeler_rule`: exact names first (the
     option's, then the project's), then patterns (the option's, then the project's)."""
