@@ -422,7 +422,9 @@ def figures(
         "false_exclusion": round(sum(honest) / len(honest), 4) if honest else None,
         "catch": round(sum(cheat) / len(cheat), 4) if cheat else None,
         "honest": len(honest),
+        "honest_excluded": sum(honest),
         "cheating": len(cheat),
+        "cheating_excluded": sum(cheat),
         "per_archetype": {k: round(sum(v) / len(v), 4) for k, v in per.items()},
     }
 
@@ -435,9 +437,13 @@ def markdown(rows: list[dict[str, Any]], cfg: TelemetrySettings) -> str:
         "| rule | false exclusion (honest) | catch (cheating) |",
         "|---|---|---|",
         *[
-            f"| {n} | {results[n]['false_exclusion']:.1%} | {results[n]['catch']:.1%} |"
+            f"| {n} | {results[n]['false_exclusion']:.1%} ({results[n]['honest_excluded']} of "
+            f"{results[n]['honest']}) | {results[n]['catch']:.1%} ({results[n]['cheating_excluded']} "
+            f"of {results[n]['cheating']}) |"
             for n in names
         ],
+        "",
+        "Share of each archetype's sessions the rule keeps out of exports:",
         "",
         "| archetype | sessions | " + " | ".join(names) + " |",
         "|---|---|" + "---|" * len(names),
