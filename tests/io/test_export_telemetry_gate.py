@@ -99,3 +99,42 @@ def test_cli_include_flagged(engine, tmp_path, db_url):
     kept = runner.invoke(app, [*args, "-o", str(tmp_path / "b"), "--include-flagged"])
     assert kept.exit_code == 0, kept.output
     assert json.loads(kept.output)["gates"]["telemetry"]["dropped"] == 0
+
+
+def test_an_empty_or_mostly_dropped_export_says_so_on_every_surface(db_url, tmp_path):
+    from typer.testing import CliRunner
+
+    from preflab.cli import app
+
+    engine = db.open_db(db_url)
+    try:
+        with transaction(engine) as s:
+            repo.create_project(s, "pasted", kinds=["steps"])
+            repo.create_project(s, "mostly", kinds=["steps"])
+        pasted = [trajectory(f"p{n}", untrusted_paste_chars=1500) for n in range(3)]
+        source = tmp_path / "pasted.jsonl"
+        source.write_text("".join(json.dumps(r) + "\n" for r in pasted))
+        import_files(engine, "pasted", [source])
+        mostly = tmp_path / "mostly.jsonl"
+        mostly.write_text("".join(json.dumps(r) + "\n" for r in [*pasted, trajectory("ok")]))
+        import_files(engine, "mostly", [mostly])
+    finally:
+        engine.dispose()
+    runner = CliRunner()
+    out = tmp_path / "empty"
+    args = ["export", "pasted", "-f", "trl-stepwise", "--db", db_url, "-o", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "WARNING: This export has 0 rows: gate telemetry dropped 3 (pasted_answer 3)" in text
+    assert "--include-flagged" in text
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["warnings"][0].startswith("This export has 0 rows")
+    card = (out / "README.md").read_text()
+    assert "> **Warning:** This export has 0 rows: gate telemetry dropped 3" in card
+    out = tmp_path / "mostly-out"
+    args = ["export", "mostly", "-f", "trl-stepwise", "--db", db_url, "-o", str(out), "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (warning,) = json.loads(result.output)["warnings"]
+    assert warning.startswith("Most labels were left out: 1 of 4 judgments used; gate telemetry")
