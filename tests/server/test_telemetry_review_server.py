@@ -180,6 +180,9 @@ def test_strong_evidence_is_held_out_with_its_evidence_until_a_reviewer_decides(
     assert shown[pasted[0]]["held_out"] and shown[pasted[0]]["strong"]
     weak_ones = [a for pk, a in shown.items() if pk != pasted[0]]
     assert weak_ones and not weak_ones[0]["strong"] and "weak signal" in weak_ones[0]["why"]
+    page = c.get(f"/p/demo/review/item/{first['item_id']}", headers=reviewer)
+    assert page.status_code == 200 and "Held out of exports until you decide" in page.text
+    assert f"untrusted_paste_chars {len(PASTED)}" in page.text, "the evidence, in numbers"
     html = c.get("/p/demo/review", headers=reviewer).text
     assert f'id="held-{pasted[0]}"' in html and "pasted answer" in html
     dash = c.get("/admin/p/demo/dashboard", headers=reviewer).text

@@ -256,7 +256,7 @@ def assess_summary(
     if untrusted > cfg.max_untrusted_paste_chars and (
         answer == 0 or untrusted >= cfg.strong_paste_share * answer
     ):
-        size = f" of a {answer}-character answer" if answer else ""
+        size = f", {untrusted / answer:.0%} of the {answer} characters entered" if answer else ""
         why = f"pasted answer: {untrusted} characters pasted from outside the page{size}"
         return Assessment(flags, True, PASTED_ANSWER, why)
     signals = sorted({SIGNAL_FAMILY[n] for n in names})
