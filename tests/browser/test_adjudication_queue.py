@@ -1,5 +1,6 @@
 """Issue 11, dead end 6: the adjudication queue names each flagged judgment once (grouped, with
-the judgments it resembles), and the dashboard counts flagged labels, not matching pairs."""
+the judgments it resembles). Issue 28: the dashboard counts labels held out by telemetry (strong
+evidence) only; a near-duplicate rationale is a reason to review, not a held-out label."""
 
 from __future__ import annotations
 
@@ -90,9 +91,10 @@ def test_each_copied_rationale_is_one_line_naming_the_others(site, new_page):
         assert others == [o for o in ids if o != jid], text
 
     page.goto("/admin/p/dup/dashboard")
+    expect(page.locator("table.raters th").nth(7)).to_have_text("Held out by telemetry")
     for who in RATERS:
-        expect(page.locator(f"#rater-{who} td").nth(7)).to_have_text("1")  # one flagged label each
-    shot(page, "71-dashboard-flagged-labels")
+        expect(page.locator(f"#rater-{who} td").nth(7)).to_have_text("0")  # exported, reviewed
+    shot(page, "71-dashboard-held-out-labels")
     page.guard.assert_clean()
 
 

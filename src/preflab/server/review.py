@@ -528,6 +528,8 @@ def browse_items(
     rows = active_judgments(session, project.pk)
     parsed = parsed_judgments(rows)
     flags = telemetry_flags(parsed)
+    assessed = assessments(rows, parsed, telemetry_settings(project))
+    decided = telemetry_decisions(session, project.pk)
     disagree = disagreement_reasons(parsed)
     blind = settings_of(project.settings).policy.blind
     per_item: dict[int, list[int]] = defaultdict(list)
@@ -569,6 +571,8 @@ def browse_items(
                 "kinds": sorted({rows[i].kind for i in idx}),
                 "raters": sorted(set(who.values())),
                 "flags": sorted({f for i in idx for f in flags.get(i, {})}),
+                # labels held out by their telemetry (strong evidence, no reviewer's decision)
+                "held_out": sum(_held_out(assessed.get(i), rows[i], decided) for i in idx),
                 "disagreement": disagree.get(item.item_key, []),
             }
         )

@@ -394,6 +394,9 @@ class BrowseItem(Out):
     kinds: list[str]
     raters: list[str]
     flags: list[str]
+    held_out: int = Field(
+        default=0, description="labels held out by their telemetry, waiting for a reviewer"
+    )
     disagreement: list[str]
 
 
