@@ -690,9 +690,10 @@
     $$("form.telemetry-review", root).forEach((f) => f.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const decision = ev.submitter ? ev.submitter.value : "keep";
-      if (decision === "exclude" && !f.note.value.trim()) { showError($(".error", f), "write a note saying why you exclude it"); f.note.focus(); return; }
+      const note = f.decision_note;
+      if (decision === "exclude" && !note.value.trim()) { showError($(".error", f), "write a note saying why you exclude it"); note.focus(); return; }
       const r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + f.dataset.judgment + "/telemetry-review",
-        { decision, note: f.note.value });
+        { decision, note: note.value });
       if (r.ok) { toast(decision === "keep" ? "Label kept" : "Label excluded"); location.reload(); } else showError($(".error", f), problemText(r.data));
     }));
   }
