@@ -617,7 +617,11 @@ def export(
         ),
     ] = None,
     include_flagged: Annotated[
-        bool, typer.Option(help="Keep labels with a telemetry flag (policy.telemetry thresholds).")
+        bool,
+        typer.Option(
+            help="Keep labels held out by their telemetry (strong evidence: a pasted answer or "
+            "several signals; a weak flag never removes a label; docs/telemetry.md)."
+        ),
     ] = False,
     min_alpha: Annotated[
         float | None,
