@@ -56,6 +56,8 @@ ACTIONS: dict[str, str] = {
     "item.adjudicated": "a reviewer recorded an item's final label (details: judgment_id)",
     "demonstration.accepted": "a reviewer accepted a demonstration",
     "demonstration.rejected": "a reviewer rejected a demonstration (details: note)",
+    "judgment.telemetry_kept": "a reviewer kept a label its telemetry flagged (details: flags, note)",
+    "judgment.telemetry_excluded": "a reviewer excluded a label its telemetry flagged (details: flags, note)",
 }
 
 #: A detail whose key ends so is refused: the log is read by admins and shipped to log

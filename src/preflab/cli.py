@@ -391,15 +391,23 @@ def import_(
         list[str] | None,
         typer.Option(
             "--ai-labeler",
-            help="A 'labeler' name that is a model (stored as source 'ai'); repeatable. Built in: "
-            "gpt-*, claude*, gemini*, llama*, model:*, ai, ...",
+            help="A 'labeler' name (exact) that is a model: its labels are stored as source 'ai' "
+            "unless the record states its source; repeatable. No name is a model otherwise.",
+        ),
+    ] = None,
+    ai_labeler_pattern: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ai-labeler-pattern",
+            help="A shell-style glob of model 'labeler' names, matched case-insensitively against "
+            "the whole name (e.g. 'gpt-*'); repeatable.",
         ),
     ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import items and judgments. All-or-nothing and idempotent."""
-    from .io.importer import ImportFailed, ImportOptions, import_files
+    from .io.importer import ImportFailed, ImportOptions, import_files, labeler_lines
     from .store.repo import StoreError
 
     engine = engine_for(db)
@@ -408,6 +416,7 @@ def import_(
         skip_invalid=skip_invalid,
         format=format,
         ai_labelers=tuple(ai_labeler or ()),
+        ai_labeler_patterns=tuple(ai_labeler_pattern or ()),
     )
     total = sum(p.stat().st_size for p in files)
     with _byte_progress(files) as progress:
@@ -448,6 +457,8 @@ def import_(
             "(derived from records kept whole, e.g. a trajectory's rubric block)",
             highlight=False,
         )
+    for line in labeler_lines(report):
+        out.print(line, highlight=False)
     if report.formats.get("trajectory"):
         out.print(_step_verdicts_line(report.step_verdicts), highlight=False)
     if report.skipped:
@@ -606,7 +617,11 @@ def export(
         ),
     ] = None,
     include_flagged: Annotated[
-        bool, typer.Option(help="Keep labels with a telemetry flag (policy.telemetry thresholds).")
+        bool,
+        typer.Option(
+            help="Keep labels held out by their telemetry (strong evidence: a pasted answer or "
+            "several signals; a weak flag never removes a label; docs/telemetry.md)."
+        ),
     ] = False,
     min_alpha: Annotated[
         float | None,

@@ -1,5 +1,6 @@
 """Issue 11, dead end 6: the adjudication queue names each flagged judgment once (grouped, with
-the judgments it resembles), and the dashboard counts flagged labels, not matching pairs."""
+the judgments it resembles). Issue 28: the dashboard counts labels held out by telemetry (strong
+evidence) only; a near-duplicate rationale is a reason to review, not a held-out label."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ def site(tmp_path_factory):
                 "members": {"rita": "reviewer", "r1": "rater", "r2": "rater"},
                 "items": [pair_item("split-1"), pair_item("split-2", "What is a monad?")],
             },
+            {
+                "name": "paste",
+                "title": "Pasted answers",
+                "kinds": ["pairwise"],
+                "policy": {**OPEN, "overlap_share": 0.0},
+                "members": {"rita": "reviewer", "r3": "rater"},
+                "items": [pair_item("paste-1"), pair_item("paste-2", "What is a monad?")],
+            },
         ],
     )
     yield s
@@ -45,7 +54,13 @@ def site(tmp_path_factory):
 
 
 def _label_through_the_api(
-    site, who: str, rationale: str, project: str = "dup", better: str | None = None, times: int = 1
+    site,
+    who: str,
+    rationale: str,
+    project: str = "dup",
+    better: str | None = None,
+    times: int = 1,
+    telemetry: dict | None = None,
 ) -> None:
     with httpx.Client(base_url=site.base, timeout=30) as c:
         csrf = c.post("/api/v1/auth/login", json={"username": who, "password": PASSWORD}).json()[
@@ -67,6 +82,7 @@ def _label_through_the_api(
                         "strength": 2,
                         "rationale": rationale,
                     },
+                    **({"telemetry": telemetry} if telemetry else {}),
                 },
             )
             assert r.status_code == 201, r.text
@@ -90,9 +106,10 @@ def test_each_copied_rationale_is_one_line_naming_the_others(site, new_page):
         assert others == [o for o in ids if o != jid], text
 
     page.goto("/admin/p/dup/dashboard")
+    expect(page.locator("table.raters th").nth(7)).to_have_text("Held out by telemetry")
     for who in RATERS:
-        expect(page.locator(f"#rater-{who} td").nth(7)).to_have_text("1")  # one flagged label each
-    shot(page, "71-dashboard-flagged-labels")
+        expect(page.locator(f"#rater-{who} td").nth(7)).to_have_text("0")  # exported, reviewed
+    shot(page, "71-dashboard-held-out-labels")
     page.guard.assert_clean()
 
 
@@ -150,4 +167,34 @@ def test_the_data_browser_filters_items_by_disagreement_flags_and_text(site, new
     expect(page.locator("#data-table tbody tr")).to_contain_text("near_duplicate_rationale")
     page.goto("/admin/p/dup/data?kind=pairwise&rater=nobody")
     expect(page.locator("#data-count")).to_have_text("0 items")
+    page.guard.assert_clean()
+
+
+PASTED = "The first answer is better because " + "it is accurate and complete. " * 20
+
+
+def test_a_reviewer_keeps_or_excludes_labels_held_out_by_telemetry(site, new_page):
+    """Issue 28: labels whose telemetry is strong evidence (a pasted answer) wait on the review
+    page with their evidence; Keep and Exclude (with a note) settle them."""
+    tel = {"pasted_chars": len(PASTED), "untrusted_paste_chars": len(PASTED), "paste_count": 1}
+    _label_through_the_api(site, "r3", PASTED, "paste", times=2, telemetry=tel)
+    page = new_page(site)
+    login(page, "rita", next_path="/p/paste/review")
+    rows = page.locator("#telemetry table.queue tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_contain_text("pasted answer")
+    expect(rows.first).to_contain_text(f"untrusted_paste_chars {len(PASTED)}")
+    shot(page, "77-held-out-by-telemetry")
+    with page.expect_navigation():
+        rows.first.get_by_role("button", name="Keep").click()
+    expect(rows).to_have_count(1)
+    rows.first.get_by_role("button", name="Exclude").click()
+    expect(rows.first.locator(".error")).to_contain_text("write a note")
+    rows.first.locator("input[name=decision_note]").fill("a model's answer, pasted")
+    with page.expect_navigation():
+        rows.first.get_by_role("button", name="Exclude").click()
+    expect(page.locator("#telemetry")).to_contain_text("No label is held out by its telemetry")
+    expect(page.locator("#telemetry")).to_contain_text("2 label(s) decided by a reviewer")
+    decided = {j["excluded"] for j in site.judgments("paste")}
+    assert decided == {True, False}, "one kept, one excluded"
     page.guard.assert_clean()

@@ -149,3 +149,37 @@ def test_export_options_in_the_ui_reach_the_manifest(site, new_page):
     expect(page.locator("#export-result")).to_contain_text(
         "length_gate [0.85, 0.9]: need 0 < min <= 1 <= max"
     )
+
+
+def test_the_export_form_sends_the_clis_options_and_shows_warnings(site, new_page):
+    """Issue 28: the export page offers what `preflab export` offers (telemetry-held labels,
+    agreement floor and force, disagreement, file format, rows, verl's options), and an export
+    that holds nothing says so in words on the page."""
+    page = new_page(site)
+    login(page, "root", next_path="/admin/p/plots/export")
+    page.locator("#format").select_option("trl-preference")
+    page.locator("details.export-options summary").click()
+    page.locator("#ex-file-format").select_option("parquet")
+    page.locator("#ex-conversational").select_option("true")
+    page.get_by_label("Include labels held out by their telemetry", exact=False).check()
+    page.locator("#ex-min-alpha").fill("0.5")
+    page.get_by_label("Force: write even when agreement", exact=False).check()
+    page.locator("#ex-drop-disagreement").fill("0.75")
+    page.locator("#ex-gate-on").check()  # every pair has a 13:1 length ratio: all dropped
+    shot(page, "76-export-options-issue-28")
+    page.get_by_role("button", name="Export").click()
+    result = page.locator("#export-result")
+    expect(result.locator("h3")).to_contain_text("manifest")
+    expect(result.locator(".export-warning")).to_contain_text(
+        "Warning: This export has 0 rows: gate length_parity dropped 6"
+    )
+    manifest = __import__("json").loads(result.locator("pre").inner_text())
+    assert manifest["options"]["file_format"] == "parquet"
+    assert manifest["conversational"] is True
+    assert manifest["gates"]["telemetry"]["include_flagged"] is True
+    assert manifest["agreement"]["min_alpha"] == 0.5
+    page.reload()
+    expect(page.locator("#past-exports tbody tr").first).to_contain_text(
+        "WARNING: This export has 0 rows"
+    )
+    page.guard.assert_clean()

@@ -70,8 +70,9 @@ def _cli(site, *args: str) -> subprocess.CompletedProcess:
 
 
 def _export(site, out) -> dict:
-    # Playwright's fill() enters a whole text at once, which the telemetry gate flags as machine
-    # input (issue 16 §2, tested in tests/io/test_export_telemetry_gate.py): keep those labels here
+    # Playwright's fill() enters a whole text at once, without a deletion: a weak telemetry signal
+    # that no longer removes a label (issue 28, tests/io/test_export_telemetry_gate.py); the option
+    # keeps this test about demonstrations whatever the telemetry rule
     r = _cli(
         site,
         "export",

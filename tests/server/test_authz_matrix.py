@@ -102,6 +102,11 @@ EXPECTED = {
         {"rater000"},
     ),
     ("GET", "/api/v1/projects/{project}/skips"): ("project.review", STAFF),
+    # -- issue 28: a reviewer's decision on a label its telemetry flagged -------------------------
+    ("POST", "/api/v1/projects/{project}/judgments/{judgment_id}/telemetry-review"): (
+        "project.review",
+        STAFF,
+    ),
     ("GET", "/api/v1/docs"): ("public", ALL),
     ("POST", "/api/v1/markdown/preview"): ("authenticated", SIGNED_IN),
     ("GET", "/api/v1/projects/{project}/browse"): ("project.review", STAFF),

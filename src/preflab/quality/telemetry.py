@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from preflab.schema import JudgmentBase
+from preflab.schema import JudgmentBase, Telemetry
 
 
 @dataclass
@@ -47,6 +47,15 @@ class TelemetrySettings:
         0.01  # under 1 deleted character per 100 typed: no correction at all
     )
     max_untrusted_paste_chars: int = 200  # a short quote is fine; a pasted answer is not
+    #: an untrusted paste over ``max_untrusted_paste_chars`` that is at least this share of the
+    #: written answer is a pasted answer: strong evidence on its own (docs/telemetry.md)
+    strong_paste_share: float = 0.8
+    #: this many independent signals together (paste, speed, rhythm, editing) are strong
+    #: evidence; fewer are weak and go to review with their evidence (docs/telemetry.md)
+    exclude_signals: int = 3
+    #: machine-regular typing (``machine_typing``, which people hardly ever show) with this many
+    #: independent signals in all is strong evidence too (docs/telemetry.md)
+    exclude_signals_with_rhythm: int = 2
     min_jaccard: float = 0.8
     shingle: int = 5
     num_perm: int = 64
@@ -120,18 +129,23 @@ def near_duplicate_pairs(
     return sorted(out)
 
 
-def judgment_flags(
-    j: JudgmentBase, words_to_read: int | None = None, settings: TelemetrySettings | None = None
+def summary_flags(
+    tel: Telemetry | dict[str, Any],
+    words_to_read: int | None = None,
+    settings: TelemetrySettings | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
-    """``[(flag, evidence)]`` of one judgment from its own telemetry (every flag but the
-    cross-rater ``near_duplicate_rationale``). ``words_to_read``: for ``too_fast``; None skips it."""
+    """``[(flag, evidence)]`` of one telemetry summary (a :class:`Telemetry` or its dict).
+    ``words_to_read``: for ``too_fast``; None skips it."""
     cfg = settings or TelemetrySettings()
-    tel = j.provenance.telemetry
-    if tel is None:
-        return []
+    if isinstance(tel, dict):
+        tel = Telemetry.model_validate(tel)
     out: list[tuple[str, dict[str, Any]]] = []
     pasted, typed = tel.pasted_chars or 0, tel.typed_chars or 0
-    if pasted + typed > 0 and pasted / (pasted + typed) >= cfg.paste_share:
+    # pastes from the page itself (a quoted answer) are not the rater's outside source
+    outside = (
+        pasted if tel.untrusted_paste_chars is None else min(pasted, tel.untrusted_paste_chars)
+    )
+    if pasted + typed > 0 and outside / (pasted + typed) >= cfg.paste_share:
         out.append(("paste_dominant", {"pasted_chars": pasted, "typed_chars": typed}))
     if (
         words_to_read
@@ -161,6 +175,122 @@ def judgment_flags(
     if untrusted is not None and untrusted > cfg.max_untrusted_paste_chars:
         out.append(("untrusted_paste", {"untrusted_paste_chars": untrusted}))
     return out
+
+
+def judgment_flags(
+    j: JudgmentBase, words_to_read: int | None = None, settings: TelemetrySettings | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``[(flag, evidence)]`` of one judgment from its own telemetry (every flag but the
+    cross-rater ``near_duplicate_rationale``). ``words_to_read``: for ``too_fast``; None skips it."""
+    tel = j.provenance.telemetry
+    if tel is None:
+        return []
+    return summary_flags(tel, words_to_read, settings)
+
+
+#: The independent kinds of evidence: flags of one family say the same thing once.
+SIGNAL_FAMILY = {
+    "paste_dominant": "paste",
+    "untrusted_paste": "paste",
+    "too_fast": "speed",
+    "machine_typing": "rhythm",
+    "no_revision": "editing",
+}
+
+#: The manifest's and the review queue's name for a pasted answer (strong on its own).
+PASTED_ANSWER = "pasted_answer"
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What one label's telemetry says, and whether it is enough to keep the label out.
+
+    ``flags``: every flag with its evidence. ``exclude``: strong evidence (a pasted answer, or
+    ``exclude_signals`` independent signals together): the label stays out of exports until a
+    reviewer decides. Otherwise the flags are weak: the label is exported and the flags are
+    shown to reviewers as evidence. ``reason``: the manifest's key for the label, the flag
+    combination (``machine_typing+no_revision+too_fast``) or ``pasted_answer``; ``why``: in
+    words, for a reviewer."""
+
+    flags: list[tuple[str, dict[str, Any]]]
+    exclude: bool = False
+    reason: str = ""
+    why: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(name for name, _ in self.flags)
+
+    @property
+    def signals(self) -> list[str]:
+        """The independent families the flags belong to."""
+        return sorted({SIGNAL_FAMILY[n] for n in self.names if n in SIGNAL_FAMILY})
+
+    @property
+    def weak(self) -> bool:
+        return bool(self.flags) and not self.exclude
+
+
+def assess_summary(
+    tel: Telemetry | dict[str, Any] | None,
+    words_to_read: int | None = None,
+    written_chars: int | None = None,
+    settings: TelemetrySettings | None = None,
+) -> Assessment:
+    """The :class:`Assessment` of one telemetry summary. ``written_chars``: the length of what the
+    rater submitted (rationale, demonstration text), for the size of a paste against the answer;
+    the summary's own typed + pasted characters count when larger. The thresholds and how they
+    were chosen: docs/telemetry.md (``benchmarks/calibrate_telemetry.py``)."""
+    cfg = settings or TelemetrySettings()
+    if tel is None:
+        return Assessment([])
+    if isinstance(tel, dict):
+        tel = Telemetry.model_validate(tel)
+    flags = summary_flags(tel, words_to_read, cfg)
+    if not flags:
+        return Assessment(flags)
+    names = sorted(name for name, _ in flags)
+    pasted, typed = tel.pasted_chars or 0, tel.typed_chars or 0
+    untrusted = tel.untrusted_paste_chars if tel.untrusted_paste_chars is not None else pasted
+    answer = max(written_chars or 0, pasted + typed)
+    if untrusted > cfg.max_untrusted_paste_chars and (
+        answer == 0 or untrusted >= cfg.strong_paste_share * answer
+    ):
+        size = f", {untrusted / answer:.0%} of the {answer} characters entered" if answer else ""
+        why = f"pasted answer: {untrusted} characters pasted from outside the page{size}"
+        return Assessment(flags, True, PASTED_ANSWER, why)
+    signals = sorted({SIGNAL_FAMILY[n] for n in names})
+    reason = "+".join(names)
+    needed = (
+        min(cfg.exclude_signals, cfg.exclude_signals_with_rhythm)
+        if "rhythm" in signals
+        else cfg.exclude_signals
+    )
+    if len(signals) >= needed:
+        why = f"{len(signals)} independent signals together: {', '.join(names)}"
+        return Assessment(flags, True, reason, why)
+    why = (
+        f"weak signal{'s' if len(names) > 1 else ''} ({', '.join(names)}): exported, "
+        f"shown to reviewers as evidence; {cfg.exclude_signals} independent signals or a pasted "
+        "answer keep a label out"
+    )
+    return Assessment(flags, False, reason, why)
+
+
+def written_chars(j: JudgmentBase) -> int:
+    """Characters the rater submitted: the rationale, and a demonstration's text."""
+    n = len(j.rationale or "")
+    as_text = getattr(j, "as_text", None)
+    if j.kind == "demonstration" and as_text is not None:
+        n += len(as_text())
+    return n
+
+
+def assess(
+    j: JudgmentBase, words_to_read: int | None = None, settings: TelemetrySettings | None = None
+) -> Assessment:
+    """:func:`assess_summary` of a judgment's telemetry (the export's and the reviewers' rule)."""
+    return assess_summary(j.provenance.telemetry, words_to_read, written_chars(j), settings)
 
 
 def telemetry_flags(

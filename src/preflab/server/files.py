@@ -12,7 +12,7 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..io.importer import ImportFailed, import_files
+from ..io.importer import ImportFailed, import_files, labeler_lines
 from ..schema import Rubric
 from ..store import repo
 from ..store.models import RubricVersion
@@ -64,6 +64,9 @@ def import_file(db: Database, project_name: str, filename: str, raw: bytes) -> d
         "already_imported": report.already_imported,
         "formats": report.formats,
         "pooled": pooled,
+        "ai_labelers": report.ai_labelers,
+        "model_like_people": report.model_like_people,
+        "notes": labeler_lines(report),
     }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -49,9 +49,9 @@ _TEL = TelemetrySettings()
 
 
 class TelemetryPolicy(BaseModel):
-    """Thresholds of the telemetry flags (defaults and reasons: ``preflab.quality.telemetry``).
-
-    A flagged label is kept out of exports unless ``--include-flagged``.
+    """Thresholds of the telemetry flags (defaults and reasons: ``preflab.quality.telemetry``,
+    docs/telemetry.md). Only strong evidence keeps a label out of exports (unless
+    ``--include-flagged``); a weak flag never does.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -86,6 +86,26 @@ class TelemetryPolicy(BaseModel):
         default=_TEL.max_untrusted_paste_chars,
         ge=0,
         description="Characters pasted from outside the environment allowed.",
+    )
+    strong_paste_share: float = Field(
+        default=_TEL.strong_paste_share,
+        gt=0,
+        le=1,
+        description="An untrusted paste over max_untrusted_paste_chars and at least this share of "
+        "the written answer is a pasted answer: it keeps the label out of exports.",
+    )
+    exclude_signals: int = Field(
+        default=_TEL.exclude_signals,
+        ge=1,
+        le=5,
+        description="Independent signals (paste, speed, rhythm, editing) that together keep a "
+        "label out of exports; fewer are weak: exported and shown to reviewers.",
+    )
+    exclude_signals_with_rhythm: int = Field(
+        default=_TEL.exclude_signals_with_rhythm,
+        ge=1,
+        le=5,
+        description="The same when one of the signals is machine-regular typing.",
     )
 
 
@@ -147,8 +167,14 @@ class Policy(BaseModel):
     ai_labelers: list[str] = Field(
         default_factory=list,
         max_length=1000,
-        description="Imported 'labeler' names that are models (stored as source 'ai'), besides the built-in "
-        "patterns (gpt-*, claude*, gemini*, llama*, model:*, ai ...; see preflab.io.formats.generic).",
+        description="Imported 'labeler' names that are models, matched exactly: their labels are stored "
+        "as source 'ai' unless the record states its source. No other name is taken for a model.",
+    )
+    ai_labeler_patterns: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Shell-style globs (*, ?, [...]) of imported 'labeler' names that are models, "
+        "matched case-insensitively against the whole name, e.g. 'gpt-*' or 'model:*'.",
     )
 
     # -- gates branch: telemetry that acts ------------------------------------------------------

@@ -20,11 +20,16 @@ from sqlalchemy.orm import Session, selectinload
 from .. import audit
 from ..quality import LabelTable, route_for_adjudication
 from ..quality import telemetry_flags as quality_telemetry_flags
+from ..quality.bias import word_length
+from ..quality.telemetry import Assessment, TelemetrySettings, assess
 from ..schema import ReviewPass, prompt_as_text
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import (
     SKIP_REASONS,
+    TELEMETRY_DECISIONS,
+    TELEMETRY_EXCLUDED,
+    TELEMETRY_KEPT,
     Assignment,
     GoldOutcome,
     ItemSkip,
@@ -57,7 +62,10 @@ def active_judgments(
             JudgmentRow.excluded.is_(False),
             JudgmentRow.pk.not_in(revised),
         )
-        .options(selectinload(JudgmentRow.rater), selectinload(JudgmentRow.item))
+        .options(
+            selectinload(JudgmentRow.rater),
+            selectinload(JudgmentRow.item).selectinload(ItemRow.candidates),
+        )
         .order_by(JudgmentRow.pk)
     )
     if item_pk is not None:
@@ -102,17 +110,88 @@ def telemetry_flags(judgments: list[Any]) -> dict[int, dict[str, list[int]]]:
     return dict(out)
 
 
+def telemetry_settings(project: ProjectRef | Project) -> TelemetrySettings:
+    """The project's ``policy.telemetry`` thresholds (the export reads the same setting)."""
+    return TelemetrySettings.from_policy(
+        settings_of(project.settings).policy.telemetry.model_dump()
+    )
+
+
+def assessments(
+    rows: list[JudgmentRow], parsed: list[Any], settings: TelemetrySettings
+) -> dict[int, Assessment]:
+    """Index in ``rows`` -> the :class:`~preflab.quality.telemetry.Assessment` of each judgment
+    with a telemetry flag: the export's rule (:func:`preflab.quality.telemetry.assess`, words to
+    read counted on the item's answers the judgment names, as the export counts them)."""
+    items: dict[int, dict[str, int]] = {}
+    out: dict[int, Assessment] = {}
+    for i, (row, j) in enumerate(zip(rows, parsed, strict=True)):
+        tel = j.provenance.telemetry if j is not None else None
+        if tel is None:
+            continue
+        words = None
+        if tel.active_ms is not None:
+            if row.item_pk not in items:
+                item = repo.item_from_row(row.item)
+                items[row.item_pk] = {c.id: word_length(c.as_text()) for c in item.candidates}
+            lengths = items[row.item_pk]
+            words = sum(lengths.get(c, 0) for c in j.candidate_ids())
+        found = assess(j, words, settings)
+        if found.flags:
+            out[i] = found
+    return out
+
+
+def telemetry_decisions(session: Session, project_pk: int) -> dict[int, dict[str, Any]]:
+    """Judgment pk -> a reviewer's decision on its telemetry flags (``kept`` / ``excluded``),
+    with who, when and the note; the latest decision of a judgment wins."""
+    rows = session.execute(
+        select(ReviewRequest, User.username)
+        .outerjoin(User, User.pk == ReviewRequest.reviewer_pk)
+        .where(
+            ReviewRequest.project_pk == project_pk,
+            ReviewRequest.status.in_(TELEMETRY_DECISIONS),
+        )
+        .order_by(ReviewRequest.pk)
+    ).all()
+    return {
+        req.judgment_pk: {
+            "decision": req.status,
+            "by": username,
+            "note": req.note,
+            "at": req.resolved_at.isoformat() if req.resolved_at else None,
+        }
+        for req, username in rows
+    }
+
+
+def _held_out(a: Assessment | None, row: JudgmentRow, decided: dict[int, Any]) -> bool:
+    """A production label its telemetry keeps out of exports, no reviewer having decided it."""
+    return a is not None and a.exclude and row.review_pass == 0 and row.pk not in decided
+
+
 def review_queues(
     session: Session, project: ProjectRef, *, share: float | None = None
 ) -> dict[str, Any]:
-    """The adjudication queue (low agreement, failed gold, telemetry flags) and the spot-review
-    queue (a stable pseudo-random ``share`` of the other production judgments)."""
+    """The adjudication queue (low agreement, failed gold, near-duplicate rationales), the
+    labels held out by telemetry waiting for a reviewer's decision, weak telemetry signals per
+    rater, and the spot-review queue (a stable pseudo-random ``share`` of the other production
+    judgments).
+
+    A weak telemetry flag (one signal, such as a clean sentence typed without a deletion) does
+    not queue its item: most honest labels carry one, and a queue of them hides what needs a
+    reviewer. A reviewer sees weak flags where they help: per rater (a pattern over many
+    labels), on the item page with their evidence, and beside the other reasons of a queued item.
+    """
     p = session.get(Project, project.pk)
     policy = settings_of(project.settings).policy
     share = policy.spot_review_share if share is None else share
     rows = active_judgments(session, project.pk)
     parsed = parsed_judgments(rows)
     flags = telemetry_flags(parsed)
+    assessed = assessments(rows, parsed, telemetry_settings(project))
+    decided = telemetry_decisions(session, project.pk)
+    blind = policy.blind
     disagree = disagreement_reasons(parsed)
     failed_gold = set(
         session.scalars(
@@ -145,20 +224,60 @@ def review_queues(
         if row.pk in failed_gold:
             entry(key)["reasons"].append(f"failed gold (judgment {row.pk})")
             flagged_pks.add(row.pk)
-        for f, others in flags.get(i, {}).items():
-            like = (
-                f", like judgment{'s' if len(others) > 1 else ''} {', '.join(str(rows[o].pk) for o in others)}"
-                if others
-                else ""
+        # a cross-rater finding (not the rater's own telemetry): still a reason to look
+        others = flags.get(i, {}).get("near_duplicate_rationale")
+        if others is not None:
+            like = f", like judgment{'s' if len(others) > 1 else ''} " + ", ".join(
+                str(rows[o].pk) for o in others
             )
-            entry(key)["reasons"].append(f"telemetry: {f} (judgment {row.pk}{like})")
+            entry(key)["reasons"].append(
+                f"telemetry: near_duplicate_rationale (judgment {row.pk}{like})"
+            )
             flagged_pks.add(row.pk)
+    held_out = []
+    weak_by_rater: dict[str, dict[str, Any]] = {}
+    for i, row in enumerate(rows):
+        a = assessed.get(i)
+        if row.review_pass != 0:
+            continue
+        who = row.rater.rater_hash[:24] if blind else row.rater.rater_key
+        per = weak_by_rater.setdefault(who, {"rater": who, "labels": 0, "weak": 0, "flags": {}})
+        per["labels"] += 1
+        if row.item.item_key in adjudicated:  # the final label replaced the raters' labels
+            continue
+        if _held_out(a, row, decided):
+            held_out.append(
+                {
+                    "judgment_id": row.pk,
+                    "item_id": row.item.item_key,
+                    "rater": who,
+                    "flags": a.names,
+                    "why": a.why,
+                    "evidence": {n: e for n, e in a.flags},
+                }
+            )
+            flagged_pks.add(row.pk)
+        elif a is not None and a.weak and row.pk not in decided:
+            per["weak"] += 1
+            per["flags"][a.reason] = per["flags"].get(a.reason, 0) + 1
+    weak_rows = sorted(
+        (r for r in weak_by_rater.values() if r["weak"]),
+        key=lambda r: (-r["weak"] / r["labels"], r["rater"]),
+    )
     counts: dict[str, int] = defaultdict(int)
     for r in rows:
         if r.review_pass == 0:
             counts[r.item.item_key] += 1
     for item_id, e in queue.items():
         e["judgments"] = counts.get(item_id, 0)
+    # weak telemetry flags as context of items queued for another reason
+    for i, row in enumerate(rows):
+        a = assessed.get(i)
+        key = row.item.item_key
+        if key in queue and a is not None and a.weak and row.pk not in decided:
+            queue[key].setdefault("evidence", []).append(
+                f"weak telemetry signals on judgment {row.pk} (exported): {', '.join(a.names)}"
+            )
     ordered = sorted(
         queue.values(), key=lambda e: (e["adjudicated"], -len(e["reasons"]), e["item_id"])
     )
@@ -173,6 +292,11 @@ def review_queues(
         "spot": spot,
         "spot_share": share,
         "demonstrations": pending_demonstrations(session, project),
+        "telemetry": {
+            "held_out": held_out,
+            "weak_by_rater": weak_rows,
+            "decided": len(decided),
+        },
     }
 
 
@@ -190,6 +314,8 @@ def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[st
     rows = active_judgments(session, project.pk, row.pk)
     parsed = parsed_judgments(rows)
     flags = telemetry_flags(parsed)
+    assessed = assessments(rows, parsed, telemetry_settings(project))
+    decided = telemetry_decisions(session, project.pk)
     gold = dict(
         session.execute(
             select(GoldOutcome.judgment_pk, GoldOutcome.correct).where(
@@ -220,6 +346,7 @@ def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[st
                 "source": j.source,
                 "telemetry": j.telemetry or {},
                 "flags": list(flags.get(i, {})),
+                "telemetry_assessment": _assessment_out(assessed.get(i), j, decided),
                 "gold_correct": gold.get(j.pk),
                 "submitted_at": j.submitted_at.isoformat() if j.submitted_at else None,
                 "shown_order": j.shown_order,
@@ -236,6 +363,97 @@ def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[st
         "judgments": out,
         "reasons": disagreement_reasons(parsed).get(item_key, []),
     }
+
+
+def _assessment_out(
+    a: Assessment | None, row: JudgmentRow, decided: dict[int, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A judgment's telemetry flags for the item page: each flag's evidence, whether the flags
+    keep the label out of exports, why, and a reviewer's decision."""
+    if a is None:
+        return None
+    decision = decided.get(row.pk)
+    return {
+        "flags": {n: e for n, e in a.flags},
+        "strong": a.exclude,
+        "held_out": _held_out(a, row, decided),
+        "why": a.why,
+        "decision": decision,
+    }
+
+
+def decide_telemetry(
+    db: Database,
+    project: ProjectRef,
+    reviewer: audit.Who,
+    judgment_pk: int,
+    decision: str,
+    note: str,
+) -> dict[str, Any]:
+    """A reviewer's decision on a label its telemetry flagged (issue 28). ``keep``: the label is
+    exported whatever its flags (the export counts it in ``gates.telemetry.kept_by_reviewer``)
+    and leaves the review lists; ``exclude`` (a note is required): the label is excluded, with
+    the reason, like a suspended rater's (its item goes back to the pool when it needs another
+    label). Recorded as a ``review_requests`` row (status ``kept`` / ``excluded``) and an audit
+    event; a later decision replaces an earlier one."""
+    if decision not in ("keep", "exclude"):
+        raise JudgingError(422, f"decision must be 'keep' or 'exclude', not {decision!r}")
+    if decision == "exclude" and not note.strip():
+        raise JudgingError(
+            422,
+            "an exclusion needs a note saying why",
+            [{"loc": ["body", "note"], "msg": "required to exclude", "type": "value_error"}],
+        )
+    with db.writing() as s:
+        row = s.get(JudgmentRow, judgment_pk)
+        if row is None or row.project_pk != project.pk:
+            raise JudgingError(404, f"no judgment {judgment_pk} in this project")
+        p = s.get(Project, project.pk)
+        parsed = parsed_judgments([row])
+        found = assessments([row], parsed, telemetry_settings(p)).get(0)
+        if found is None:
+            raise JudgingError(409, f"judgment {judgment_pk} has no telemetry flag to decide")
+        if row.excluded:
+            raise JudgingError(409, f"judgment {judgment_pk} is excluded already")
+        status = TELEMETRY_KEPT if decision == "keep" else TELEMETRY_EXCLUDED
+        now = utcnow()
+        s.add(
+            ReviewRequest(
+                project_pk=p.pk,
+                judgment_pk=row.pk,
+                reviewer_pk=reviewer.user_pk,
+                note=note.strip(),
+                status=status,
+                resolved_at=now,
+            )
+        )
+        if status == TELEMETRY_EXCLUDED:
+            # the database takes an excluded production label off its item's count
+            # (store.triggers); lock the pool row first, as a suspension does
+            s.execute(
+                select(PoolEntry.pk).where(PoolEntry.item_pk == row.item_pk).with_for_update()
+            ).all()
+            row.excluded = True
+            row.exclusion_reason = (
+                f"reviewer {reviewer.username} excluded it on telemetry ({found.why}): "
+                f"{note.strip()}"
+            )
+        s.flush()
+        audit.record(
+            s,
+            reviewer,
+            f"judgment.telemetry_{'kept' if status == TELEMETRY_KEPT else 'excluded'}",
+            audit.target(p.name, judgment=row.pk),
+            {"flags": found.names, "strong": found.exclude, "note": note.strip()},
+        )
+        return {
+            "judgment_id": row.pk,
+            "decision": status,
+            "flags": found.names,
+            "why": found.why,
+            "by": reviewer.username,
+            "at": now.isoformat(),
+        }
 
 
 def adjudicate(
@@ -310,6 +528,8 @@ def browse_items(
     rows = active_judgments(session, project.pk)
     parsed = parsed_judgments(rows)
     flags = telemetry_flags(parsed)
+    assessed = assessments(rows, parsed, telemetry_settings(project))
+    decided = telemetry_decisions(session, project.pk)
     disagree = disagreement_reasons(parsed)
     blind = settings_of(project.settings).policy.blind
     per_item: dict[int, list[int]] = defaultdict(list)
@@ -351,6 +571,8 @@ def browse_items(
                 "kinds": sorted({rows[i].kind for i in idx}),
                 "raters": sorted(set(who.values())),
                 "flags": sorted({f for i in idx for f in flags.get(i, {})}),
+                # labels held out by their telemetry (strong evidence, no reviewer's decision)
+                "held_out": sum(_held_out(assessed.get(i), rows[i], decided) for i in idx),
                 "disagreement": disagree.get(item.item_key, []),
             }
         )

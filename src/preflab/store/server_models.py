@@ -258,8 +258,18 @@ class GoldOutcome(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+#: ``review_requests.status`` of a reviewer's decision on a label its telemetry flagged
+#: (issue 28): ``kept`` (exported, its flags cleared) or ``excluded`` (the label excluded too).
+TELEMETRY_KEPT = "kept"
+TELEMETRY_EXCLUDED = "excluded"
+TELEMETRY_DECISIONS = (TELEMETRY_KEPT, TELEMETRY_EXCLUDED)
+
+
 class ReviewRequest(Base):
-    """A reviewer sent a judgment back to its rater with a note; a revision resolves it."""
+    """A reviewer's action on one judgment, with a note. ``open``: sent back to its rater, until a
+    revision resolves it (``resolved``) or the rater withdraws an edit (``withdrawn``). ``kept``
+    / ``excluded`` (:data:`TELEMETRY_DECISIONS`): the reviewer decided a label its telemetry
+    flagged (``resolved_at``: when)."""
 
     __tablename__ = "review_requests"
 

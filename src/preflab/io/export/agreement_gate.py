@@ -96,7 +96,8 @@ def agreement_gate(
         worst = ", ".join(f"{f['batch']}/{f['dimension']}: alpha {f['alpha']}" for f in below[:5])
         raise ExportError(
             f"agreement below policy.min_alpha {min_alpha}: {worst}. Adjudicate the disagreements, "
-            "lower policy.min_alpha, or pass --force to write the export marked as below the floor"
+            "lower policy.min_alpha, or pass --force (the web export's 'force' option) to write the "
+            "export marked as below the floor"
         )
     return {
         "min_alpha": min_alpha,

@@ -80,7 +80,8 @@ class ExportOptions:
     min_raters: int = 1
     split: str = "train"
     params: dict[str, Any] = field(default_factory=dict)
-    #: Keep labels with a telemetry flag (``policy.telemetry`` thresholds); dropped by default.
+    #: Keep labels whose telemetry is strong evidence (``policy.telemetry`` thresholds); left
+    #: out by default. Weak flags never remove a label (:mod:`.telemetry_gate`).
     include_flagged: bool = False
     #: Agreement floor (Krippendorff's alpha per batch and dimension); None: ``policy.min_alpha``
     #: (0.84 by default). ``force``: write below it, marked in the card and manifest.
@@ -119,6 +120,8 @@ class ExportData:
     label_index: LabelIndex = field(default_factory=LabelIndex)
     #: the verbosity penalty applied to margins (:mod:`.length_gate`)
     verbosity: dict[str, Any] | None = None
+    #: flagged labels the telemetry gate kept (:class:`.telemetry_gate.TelemetryCounts`)
+    telemetry: Any = None
 
 
 class Exporter:

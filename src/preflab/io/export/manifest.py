@@ -89,7 +89,10 @@ def build_manifest(
     gates["source"]["include_ai"] = options.include_ai
     gates["gold"]["include_gold"] = options.include_gold
     gates["gold"]["gold_items"] = stats.get("gold_items", 0)
-    return {
+    if data.telemetry is not None:  # issue 28: what the telemetry gate kept, and its rule
+        tel = gates.setdefault("telemetry", {"dropped": 0, "reasons": {}, "sample_item_ids": {}})
+        tel.update(data.telemetry.manifest(options.include_flagged))
+    manifest = {
         "preflab_version": __version__,
         "project": data.project,
         "format": exporter.name,
@@ -100,7 +103,7 @@ def build_manifest(
         "created_at": created,
         "options": opts,
         "filter": {
-            "exclude_flagged": True,
+            "exclude_flagged": not options.include_flagged,
             "include_ai": options.include_ai,
             "include_gold": options.include_gold,
             "min_raters": options.min_raters,
@@ -135,6 +138,70 @@ def build_manifest(
         "format_notes": exporter.notes(data, options),
         "files": files,
     }
+    manifest["warnings"] = export_warnings(manifest, stats)
+    return manifest
+
+
+#: Gates that drop labels before they are resolved (the rest drop resolved pairs and rows).
+LABEL_GATES = ("excluded", "source", "telemetry")
+
+
+def _gate_words(gates: dict[str, Any], names: Any = None) -> str:
+    """``gate telemetry dropped 31 (no_revision 30, pasted_answer 1); ...``, largest first."""
+    parts = []
+    ranked = sorted(gates.items(), key=lambda kv: -int(kv[1].get("dropped") or 0))
+    for gate, info in ranked:
+        if not info.get("dropped") or (names is not None and gate not in names):
+            continue
+        reasons = sorted(info.get("reasons", {}).items(), key=lambda kv: -kv[1])
+        why = ", ".join(f"{r} {n}" for r, n in reasons[:4])
+        parts.append(f"gate {gate} dropped {info['dropped']} ({why})")
+    return "; ".join(parts)
+
+
+def export_warnings(manifest: dict[str, Any], stats: dict[str, Any]) -> list[str]:
+    """Sentences for an export that holds nothing, or that left most of its labels or pairs
+    out (issue 28: a 0-row export must say so on every surface: the CLI, the web page, the
+    manifest and the card). Labels of gold items, which training exports leave out by design,
+    do not count as dropped."""
+    counts, gates = manifest["counts"], manifest["gates"]
+    out = []
+    read = counts["judgments_in"] - int(stats.get("gold_judgments", 0))
+    used = counts["judgments_used"]
+    telemetry = gates.get("telemetry", {})
+    hint = (
+        " Labels held out by their telemetry wait in the review queue: a reviewer can keep "
+        "them, or export with include-flagged (--include-flagged)."
+        if telemetry.get("dropped")
+        else ""
+    )
+    if counts["rows_out"] == 0:
+        why = _gate_words(gates)
+        if counts["judgments_in"] == 0:
+            why = "the project has no labels"
+        elif not why:
+            why = f"none of the {used} labels used is of a kind this format exports"
+        out.append(f"This export has 0 rows: {why}.{hint}")
+        return out
+    if read > 0 and used < read / 2:
+        out.append(
+            f"Most labels were left out: {used} of {read} judgments used; "
+            f"{_gate_words(gates, LABEL_GATES)}.{hint}"
+        )
+    resolved = counts.get("resolved") or {}
+    kept = sum(int(n) for n in resolved.values())
+    pair_drops = sum(
+        int(info.get("dropped") or 0)
+        for gate, info in gates.items()
+        if gate not in LABEL_GATES and gate != "gold"
+    )
+    if pair_drops > kept:
+        other = tuple(g for g in gates if g not in LABEL_GATES and g != "gold")
+        out.append(
+            f"More was dropped than kept after resolving: {pair_drops} dropped, {kept} kept "
+            f"(pairs, labels, step labels, demonstrations); {_gate_words(gates, other)}."
+        )
+    return out
 
 
 def dump_manifest(manifest: dict[str, Any]) -> bytes:
@@ -175,6 +242,7 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
         f"{', conversational' if manifest['conversational'] else ''}).",
         f"Format reference: {exporter.reference or 'see preflab documentation'}.",
         "",
+        *[f"> **Warning:** {w}\n" for w in manifest.get("warnings", [])],
         "## Columns",
         "",
         *[f"- `{name}`: `{type_}`" for name, type_ in manifest["schema"].items()],
@@ -301,7 +369,8 @@ def manifest_summary(manifest: dict[str, Any]) -> list[str]:
     """Human-readable lines about an export: rows, what each gate dropped, files and hashes."""
     counts = manifest["counts"]
     lines = [
-        f"{counts['rows_out']} rows from {counts['judgments_used']} judgments on {counts['items_in']} items"
+        f"{counts['rows_out']} rows from {counts['judgments_used']} judgments on {counts['items_in']} items",
+        *[f"WARNING: {w}" for w in manifest.get("warnings", [])],
     ]
     for gate, info in manifest["gates"].items():
         if info.get("dropped"):

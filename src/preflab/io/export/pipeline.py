@@ -51,7 +51,12 @@ from .resolve import (
     word_length,
 )
 from .routing import VERIFIER_ORIGIN, verifier_pairs, verifier_unary, without_people_preferences
-from .telemetry_gate import project_telemetry_settings, telemetry_filter
+from .telemetry_gate import (
+    TelemetryCounts,
+    kept_by_reviewers,
+    project_telemetry_settings,
+    telemetry_filter,
+)
 from .truth import truth_gate
 from .writers import CARD, MANIFEST, AtomicDir, file_hashes, gc_paused, write_data
 
@@ -140,10 +145,16 @@ def collect(
     to_raters = verifiable_to_raters(project.settings)
     verifier_resolved = []
     data.policy = dict((project.settings or {}).get("policy") or {})
+    data.telemetry = TelemetryCounts()
     flag_filter = (
         None
         if options.include_flagged
-        else telemetry_filter(project_telemetry_settings(project.settings), data.drops)
+        else telemetry_filter(
+            project_telemetry_settings(project.settings),
+            data.drops,
+            data.telemetry,
+            kept_by_reviewers(session, project.pk),
+        )
     )
     gold_labels: list = []
     gold_of: dict[str, dict[str, Any]] = {}
@@ -163,6 +174,7 @@ def collect(
             ):  # qualification / honeypot items are tests of raters, not training data
                 data.drops.drop("gold", "gold-item", item.id)
                 in_by_kind.update(j.kind for j in iwj.judgments)
+                stats["gold_judgments"] = stats.get("gold_judgments", 0) + len(iwj.judgments)
                 continue
         data.items[item.id] = item
         chat = chat or _is_chat(item)
@@ -181,7 +193,7 @@ def collect(
             if not counts_as_label(j, include_ai):
                 data.drops.drop("source", "ai", item.id)
                 continue
-            if flag_filter is not None and not flag_filter(item, j):
+            if flag_filter is not None and not flag_filter(item, j, meta["pk"]):
                 continue
             kept.append(j)
             order.append(meta["pk"])

@@ -63,10 +63,13 @@ class ConvertOptions:
     default_source: str = "human"
     #: Rater id for judgments whose record names none.
     default_rater: str | None = None
-    #: ``labeler`` names stored as ``source: ai`` besides the built-in patterns
-    #: (:func:`preflab.io.formats.generic.labeler_source`): ``--ai-labeler`` and the project's
-    #: ``policy.ai_labelers`` setting.
+    #: ``labeler`` names stored as ``source: ai`` when the record states no source, matched
+    #: exactly (:func:`preflab.io.formats.generic.ai_labeler_rule`): ``--ai-labeler`` and the
+    #: project's ``policy.ai_labelers`` setting.
     ai_labelers: frozenset[str] = frozenset()
+    #: Shell-style globs of such names, matched case-insensitively against the whole name:
+    #: ``--ai-labeler-pattern`` and ``policy.ai_labeler_patterns``.
+    ai_labeler_patterns: tuple[str, ...] = ()
     #: A trajectory's ``prm_steps`` verdicts: ``label`` makes them a steps judgment,
     #: ``suggestion`` leaves them in the item's record for raters to check (the project's
     #: ``policy.imported_step_verdicts``).

@@ -10,9 +10,11 @@ and preflab's own item and judgment records.
 | ``comparison`` | ``{"prompt", "chosen", "rejected", "labeler"?, "source"?, "strength"?, "margin"?}``; TRL standard (strings) and conversational (message lists, also without ``prompt``: the shared prefix of ``chosen`` and ``rejected``) | an item + a pairwise judgment |
 | ``unpaired`` | TRL ``{"prompt", "completion", "label": bool}`` | an item + a unary judgment |
 
-Sources: a ``labeler`` that names a model is an AI label, stored as ``source: ai`` and never as a
-human rater (see :func:`labeler_source` for the names); a record that says ``"source": "human"``
-for such a labeler is an error.
+Sources: a record's own ``source`` always wins. Without one, a ``labeler`` the admin declared a
+model (an exact name in ``--ai-labeler`` / ``policy.ai_labelers``, or a glob in
+``--ai-labeler-pattern`` / ``policy.ai_labeler_patterns``; :func:`ai_labeler_rule`) is an AI
+label, stored as ``source: ai`` and never as a human rater; any other name is a person, however
+much it looks like a model's (the import report lists those, :func:`model_like`).
 
 Choices where the source says nothing: a comparison without ``strength`` (or ``margin``) is
 stored with strength unknown (``None``: exports write no margin for it); a TRL ``margin`` becomes the strength ``round(|margin|)`` clipped to 1..3; the
@@ -23,6 +25,7 @@ imported comparisons measure nothing.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any
 
 from pydantic import ValidationError
@@ -79,10 +82,12 @@ def _rater(record: dict[str, Any], options: ConvertOptions, key: str = "labeler"
     return _identifier(value, key)
 
 
-#: ``labeler`` values that name a model (compared in lower case): exactly one of
-#: :data:`AI_LABELER_NAMES`, or starting with one of :data:`AI_LABELER_PREFIXES`.
-AI_LABELER_NAMES = frozenset({"ai", "model", "llm", "gpt4", "gpt-4", "chatgpt"})
-AI_LABELER_PREFIXES = (
+#: Names that *look like* model names (in lower case: exactly one of :data:`MODEL_LIKE_NAMES`
+#: or starting with one of :data:`MODEL_LIKE_PREFIXES`). Never evidence on their own: people are
+#: called ``gemma`` or ``claude.dupont``. The import report lists such labelers it kept as people,
+#: so an admin can declare the ones that are models (:func:`model_like`).
+MODEL_LIKE_NAMES = frozenset({"ai", "model", "llm", "gpt4", "gpt-4", "chatgpt"})
+MODEL_LIKE_PREFIXES = (
     "model:",
     "ai:",
     "llm:",
@@ -106,26 +111,48 @@ AI_LABELER_PREFIXES = (
 )
 
 
-def is_ai_labeler(labeler: str, extra: frozenset[str] = frozenset()) -> bool:
-    """Whether ``labeler`` names a model: a built-in pattern or one of ``extra`` (exact names)."""
-    if labeler in extra:
-        return True
+def model_like(labeler: str) -> bool:
+    """Whether ``labeler`` looks like a model's name (a hint for the import report, never a rule)."""
     name = labeler.lower()
-    return name in AI_LABELER_NAMES or name.startswith(AI_LABELER_PREFIXES)
+    return name in MODEL_LIKE_NAMES or name.startswith(MODEL_LIKE_PREFIXES)
+
+
+def ai_labeler_rule(
+    labeler: str, names: frozenset[str] = frozenset(), patterns: tuple[str, ...] = ()
+) -> str | None:
+    """The rule by which ``labeler`` is a model, or ``None``: ``name`` when it is one of ``names``
+    exactly (``--ai-labeler``, ``policy.ai_labelers``), ``pattern:<glob>`` for the first of
+    ``patterns`` (``--ai-labeler-pattern``, ``policy.ai_labeler_patterns``: shell-style globs,
+    ``*`` ``?`` ``[...]``, matched against the whole name, case-insensitively) it matches.
+    Nothing else makes a name a model: a built-in list of model-like names once classified the
+    people ``gemma`` and ``claude.dupont`` as AI and dropped their labels."""
+    if labeler in names:
+        return "name"
+    if patterns:
+        lowered = labeler.lower()
+        for pattern in patterns:
+            if fnmatchcase(lowered, pattern.lower()):
+                return f"pattern:{pattern}"
+    return None
+
+
+def is_ai_labeler(
+    labeler: str, names: frozenset[str] = frozenset(), patterns: tuple[str, ...] = ()
+) -> bool:
+    """Whether the admin declared ``labeler`` a model (:func:`ai_labeler_rule`)."""
+    return ai_labeler_rule(labeler, names, patterns) is not None
 
 
 def labeler_source(rater: str, stated: str, options: ConvertOptions, said: bool) -> str:
-    """The source of a judgment by ``rater``: ``ai`` when the rater is a model (see
-    :func:`is_ai_labeler`), else ``stated``. ``said``: the record stated ``source`` itself."""
-    if stated == "ai" or not is_ai_labeler(rater, options.ai_labelers):
+    """The source of a judgment by ``rater``. ``said``: the record stated ``source`` itself, and
+    a stated source always wins (``"source": "human"`` stays human whatever the name). Otherwise
+    ``ai`` when the admin declared the rater a model (:func:`ai_labeler_rule`), else ``stated``
+    (the import's default source)."""
+    if said or stated == "ai":
         return stated
-    if said and stated == "human":
-        raise RecordError(
-            "source",
-            f"'human', but labeler {rater!r} names a model; a model's label is source 'ai' "
-            "(remove 'source', or rename the labeler if it is a person)",
-        )
-    return "ai"
+    if is_ai_labeler(rater, options.ai_labelers, options.ai_labeler_patterns):
+        return "ai"
+    return stated
 
 
 def _source(record: dict[str, Any], options: ConvertOptions, rater: str | None = None) -> str:
@@ -524,8 +551,8 @@ def comparison_pair(record: dict[str, Any], options: ConvertOptions) -> PairRows
     source = record.get("source", options.default_source)
     if source not in SOURCES:
         source = _source(record, options)  # raises the general route's error
-    if source != "ai" and is_ai_labeler(rater, options.ai_labelers):
-        source = labeler_source(rater, source, options, "source" in record)
+    if source != "ai" and "source" not in record:
+        source = labeler_source(rater, source, options, said=False)
     strength = UNKNOWN_STRENGTH if record.keys() <= PLAIN_COMPARISON_KEYS else _strength(record)
     # store.rows.pair_rows builds exactly what text_item_rows + pairwise_rows (and so the models) would.
     try:

@@ -42,7 +42,14 @@ Raises :class:`preflab.store.repo.NotFound` when the project does not exist.
 from __future__ import annotations
 
 from .api import files_hash, import_files, validate_files
-from .options import ImportFailed, ImportOptions, ImportReport, Problem, ValidationReport
+from .options import (
+    ImportFailed,
+    ImportOptions,
+    ImportReport,
+    Problem,
+    ValidationReport,
+    labeler_lines,
+)
 from .worker import WorkerFailed
 
 __all__ = [
@@ -54,5 +61,6 @@ __all__ = [
     "WorkerFailed",
     "files_hash",
     "import_files",
+    "labeler_lines",
     "validate_files",
 ]

@@ -11,12 +11,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select, update
 
 from ...settings import get_settings
 from ...store import repo
 from ...store.bulk import bulk_transaction
-from ...store.models import ImportBatch, Project
+from ...store.models import ImportBatch, JudgmentRow, Project
+from ..formats.generic import ai_labeler_rule, model_like
 from .checks import NO_PROJECT, CheckState, check_record
 from .convert import Record, forced_format, records
 from .loader import Loader
@@ -109,6 +110,7 @@ def _import(
         session.add(batch)
         session.flush()
         report.batch_pk = batch.pk
+        given = options
         options = _with_project_step_verdicts(_with_project_ai_labelers(options, project), project)
         report.step_verdicts = options.step_verdicts
         loader = Loader(session, project, batch.pk, options, report)
@@ -129,6 +131,9 @@ def _import(
         if loader.problem_count and not options.skip_invalid:
             raise ImportFailed(loader.problems, loader.problem_count, options.max_errors)
         report.skipped_count = loader.problem_count if options.skip_invalid else 0
+        report.ai_labelers, report.model_like_people = ai_labeler_summary(
+            loader.conn, batch.pk, loader.rater_pks, given, project
+        )
         counts = {
             "items_added": report.items_added,
             "items_existing": report.items_existing,
@@ -139,6 +144,8 @@ def _import(
             "judgments_not_collected": report.judgments_not_collected,
             "skipped_problems": [str(p) for p in report.skipped[:SKIPPED_IN_COUNTS]],
             "step_verdicts": report.step_verdicts,
+            "ai_labelers": report.ai_labelers,
+            "model_like_people": report.model_like_people,
         }
         fmt = ",".join(sorted(report.formats)) or "none"
         session.execute(
@@ -150,14 +157,85 @@ def _import(
     return report
 
 
-def _with_project_ai_labelers(options: ImportOptions, project: Project) -> ImportOptions:
-    """``options`` with the project's ``policy.ai_labelers`` setting added (read raw: io does not
-    import the server, whose ``Policy`` model validates the setting when it is changed)."""
+def _project_ai_rules(project: Project) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The project's ``policy.ai_labelers`` and ``policy.ai_labeler_patterns`` (read raw: io does
+    not import the server, whose ``Policy`` model validates them when they are changed)."""
     policy = (project.settings or {}).get("policy") or {}
     names = tuple(str(n) for n in policy.get("ai_labelers") or ())
-    if not names:
+    patterns = tuple(str(p) for p in policy.get("ai_labeler_patterns") or ())
+    return names, patterns
+
+
+def _with_project_ai_labelers(options: ImportOptions, project: Project) -> ImportOptions:
+    """``options`` with the project's ``policy.ai_labelers`` and ``policy.ai_labeler_patterns``
+    added."""
+    names, patterns = _project_ai_rules(project)
+    if not names and not patterns:
         return options
-    return dataclasses.replace(options, ai_labelers=tuple(options.ai_labelers) + names)
+    return dataclasses.replace(
+        options,
+        ai_labelers=tuple(options.ai_labelers) + names,
+        ai_labeler_patterns=tuple(options.ai_labeler_patterns) + patterns,
+    )
+
+
+def ai_labeler_rules(given: ImportOptions, project: Project | None) -> Callable[[str], str | None]:
+    """``rule(labeler)``: why the import takes ``labeler`` for a model, in words, or ``None``.
+    The order of :func:`preflab.io.formats.generic.ai_labeler_rule`: exact names first (the
+    option's, then the project's), then patterns (the option's, then the project's)."""
+    names, patterns = _project_ai_rules(project) if project is not None else ((), ())
+    given_names, project_names = set(given.ai_labelers), set(names)
+    globs = [(p, "--ai-labeler-pattern") for p in given.ai_labeler_patterns]
+    globs += [(p, "policy.ai_labeler_patterns") for p in patterns]
+
+    def rule(labeler: str) -> str | None:
+        if labeler in given_names:
+            return "exact name given with --ai-labeler"
+        if labeler in project_names:
+            return "exact name in policy.ai_labelers"
+        for pattern, origin in globs:
+            if ai_labeler_rule(labeler, patterns=(pattern,)):
+                return f"pattern {pattern!r} in {origin}"
+        return None
+
+    return rule
+
+
+def ai_labeler_summary(
+    conn: Connection,
+    batch_pk: int,
+    raters: dict[str, int],
+    given: ImportOptions,
+    project: Project,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """What the import made of its labelers' names: ``(declared, model_like_people)``.
+
+    ``declared``: each labeler a rule declared a model (:func:`ai_labeler_rules`), with the rule
+    and its judgments in this import by source (``ai``: stored as AI; others: records that stated
+    their own source, which wins). ``model_like_people``: labelers whose names look like models'
+    (:func:`~preflab.io.formats.generic.model_like`) that no rule declared, with judgments stored
+    as people's, so an admin can declare the ones that are models. One grouped query over the
+    judgments of those few raters (none when no name needs it)."""
+    rule = ai_labeler_rules(given, project)
+    declared = {key: r for key in raters if (r := rule(key)) is not None}
+    looks = {key for key in raters if key not in declared and model_like(key)}
+    wanted = {raters[k]: k for k in (*declared, *looks)}
+    by_source: dict[str, Counter[str]] = {k: Counter() for k in wanted.values()}
+    for part in (sorted(wanted)[i : i + 500] for i in range(0, len(wanted), 500)):
+        rows = conn.execute(
+            select(JudgmentRow.rater_pk, JudgmentRow.source, func.count())
+            .where(JudgmentRow.batch_pk == batch_pk, JudgmentRow.rater_pk.in_(part))
+            .group_by(JudgmentRow.rater_pk, JudgmentRow.source)
+        )
+        for pk, source, n in rows:
+            by_source[wanted[pk]][source] += n
+    summary = {
+        key: {"rule": declared[key], "judgments": dict(sorted(by_source[key].items()))}
+        for key in sorted(declared)
+        if by_source[key]
+    }
+    people = sorted(k for k in looks if any(s != "ai" for s in by_source[k]))
+    return summary, people
 
 
 def _with_project_step_verdicts(options: ImportOptions, project: Project) -> ImportOptions:

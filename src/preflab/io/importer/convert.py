@@ -39,6 +39,7 @@ def convert_options(options: ImportOptions) -> ConvertOptions:
         keep_extra=options.keep_extra,
         default_source=options.default_source,
         ai_labelers=frozenset(options.ai_labelers),
+        ai_labeler_patterns=tuple(options.ai_labeler_patterns),
         step_verdicts=options.step_verdicts,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..readers import DEFAULT_MAX_LINE_BYTES
 
@@ -25,9 +26,12 @@ class ImportOptions:
     max_errors: int = 50
     #: Longest JSONL line accepted.
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    #: ``labeler`` names that are models (stored as ``source: ai``) besides the built-in patterns;
-    #: :func:`import_files` adds the project's ``policy.ai_labelers`` setting.
+    #: ``labeler`` names that are models (stored as ``source: ai`` unless the record states its
+    #: source), matched exactly; :func:`import_files` adds the project's ``policy.ai_labelers``.
     ai_labelers: tuple[str, ...] = ()
+    #: Shell-style globs of model ``labeler`` names (case-insensitive, whole name);
+    #: :func:`import_files` adds the project's ``policy.ai_labeler_patterns``.
+    ai_labeler_patterns: tuple[str, ...] = ()
     #: What an imported trajectory's ``prm_steps`` verdicts become: ``label`` (a steps judgment)
     #: or ``suggestion`` (kept in the item's record only, for raters to check);
     #: :func:`import_files` takes the project's ``policy.imported_step_verdicts`` setting.
@@ -65,6 +69,52 @@ class ImportReport:
     #: What imported ``prm_steps`` verdicts became (``label`` or ``suggestion``; recorded in the
     #: import batch's counts).
     step_verdicts: str = "label"
+    #: Labelers the import stored as AI because the admin declared them models, each with the
+    #: rule (``--ai-labeler`` / ``policy.ai_labelers`` name, or which pattern) and its judgments
+    #: (``ai``; ``as_stated``: records whose own ``source`` won): :func:`ai_labeler_summary`.
+    ai_labelers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Labelers whose names look like models' (``gemma``, ``claude.dupont``) that no rule
+    #: declared models: imported as stated (people, unless the record says otherwise).
+    model_like_people: list[str] = field(default_factory=list)
+
+
+def labeler_lines(report: ImportReport) -> list[str]:
+    """What the import made of its labelers' names, in words (the CLI and the web import say it).
+
+    Always the number of labelers classified as AI and, for each, the rule; then the labelers
+    whose names look like models' but that no rule declared (kept as people)."""
+    if report.already_imported or not (report.judgments_added or report.ai_labelers):
+        return []
+    declared = report.ai_labelers
+    if not declared:
+        lines = [
+            "0 labelers classified as AI (no --ai-labeler name, --ai-labeler-pattern or "
+            "policy.ai_labelers / policy.ai_labeler_patterns rule matched a labeler)"
+        ]
+    else:
+        parts = []
+        for name, d in declared.items():
+            n_ai = d["judgments"].get("ai", 0)
+            stated = {s: n for s, n in d["judgments"].items() if s != "ai"}
+            said = (
+                "; records that stated their source kept it: "
+                + ", ".join(f"{n} {s}" for s, n in stated.items())
+                if stated
+                else ""
+            )
+            parts.append(f"{name} ({d['rule']}; {n_ai} judgment(s) stored as AI{said})")
+        lines = [
+            f"{len(declared)} labeler(s) classified as AI, their labels stored as source 'ai': "
+            + ", ".join(parts)
+        ]
+    if report.model_like_people:
+        lines.append(
+            f"{len(report.model_like_people)} labeler(s) with names like models' kept as the "
+            f"records state (people unless a record says otherwise): "
+            f"{', '.join(report.model_like_people)}; a name alone is no evidence: declare models "
+            "with --ai-labeler NAME, --ai-labeler-pattern GLOB or policy.ai_labelers"
+        )
+    return lines
 
 
 class ImportFailed(Exception):

@@ -167,6 +167,7 @@ _TEL_ORDER = (
     "typed_chars",
     "active_ms",
     "focus_losses",
+    "untrusted_paste_chars",
 )
 _TEL_FLOAT = frozenset({"iki_cv", "revision_ratio"})
 _TEL_KEYS = frozenset(_TEL_ORDER)

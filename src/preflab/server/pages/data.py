@@ -171,7 +171,10 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
     """Throughput, per-rater timing and flags, and the quality engine's panels when installed."""
     rows = review.active_judgments(session, project.pk)
     parsed = review.parsed_judgments(rows)
-    flags = review.telemetry_flags(parsed)
+    # issue 28: only labels their telemetry keeps out of exports (strong evidence, no reviewer's
+    # decision yet) count here; a weak flag (a clean sentence typed without a deletion) does not
+    assessed = review.assessments(rows, parsed, review.telemetry_settings(project))
+    decided = review.telemetry_decisions(session, project.pk)
     now = utcnow()
     per_day: Counter[str] = Counter()
     last_24h = 0
@@ -195,9 +198,9 @@ def dashboard(session: Session, project: ProjectRef, quality_api: dict[str, Any]
                     r.started_at if r.started_at.tzinfo else r.started_at.replace(tzinfo=now.tzinfo)
                 )
                 times[r.rater.rater_key].append((sub - start).total_seconds())
-        flag_count[r.rater.rater_key] += (
-            1 if flags.get(i) else 0
-        )  # flagged labels, not flags or pairs
+        a = assessed.get(i)
+        held = a is not None and a.exclude and r.pk not in decided
+        flag_count[r.rater.rater_key] += 1 if held else 0  # labels held out, not flags
         user_of_rater[r.rater.rater_key] = r.rater.user_pk
     days = sorted(per_day)[-14:]
     labels = resolve_labels([j for j in parsed if j is not None])

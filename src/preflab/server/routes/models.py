@@ -203,6 +203,10 @@ class RaterStatusOut(Out):
 class ExportOut(Out):
     export_id: int | None
     manifest: dict[str, Any] = Field(description="manifest.json: files, SHA-256, gates, counts")
+    summary: list[str] = Field(
+        default_factory=list,
+        description="the manifest in words (rows, warnings, what each gate dropped), as the CLI prints it",
+    )
 
 
 # -- items and rubrics ---------------------------------------------------------------------------
@@ -246,6 +250,13 @@ class FileImportOut(Out):
     already_imported: bool | None = None
     formats: dict[str, int] | None = None
     pooled: int | None = None
+    ai_labelers: dict[str, dict[str, Any]] | None = Field(
+        default=None, description="labelers stored as AI, each with the rule and its judgments"
+    )
+    model_like_people: list[str] | None = Field(
+        default=None, description="labelers with names like models' that no rule declared models"
+    )
+    notes: list[str] | None = Field(default=None, description="what the import did, in words")
     total: int | None = None
     problems: list[Problem] | None = None
 
@@ -287,6 +298,9 @@ class QueueEntry(Out):
     reasons: list[str]
     judgments: int
     adjudicated: bool
+    evidence: list[str] = Field(
+        default_factory=list, description="weak telemetry signals of its labels (context)"
+    )
 
 
 class SpotEntry(Out):
@@ -302,11 +316,38 @@ class PendingDemonstration(Out):
     submitted_at: str | None
 
 
+class HeldOutLabel(Out):
+    """A label its telemetry keeps out of exports until a reviewer decides (issue 28)."""
+
+    judgment_id: int
+    item_id: str
+    rater: str
+    flags: list[str]
+    why: str
+    evidence: dict[str, dict[str, Any]]
+
+
+class WeakSignalsOfRater(Out):
+    """A rater's production labels and how many carry weak telemetry signals, by combination."""
+
+    rater: str
+    labels: int
+    weak: int
+    flags: dict[str, int]
+
+
+class TelemetryReviewOut(Out):
+    held_out: list[HeldOutLabel]
+    weak_by_rater: list[WeakSignalsOfRater]
+    decided: int
+
+
 class ReviewQueuesOut(Out):
     adjudication: list[QueueEntry]
     spot: list[SpotEntry]
     spot_share: float
     demonstrations: list[PendingDemonstration]
+    telemetry: TelemetryReviewOut
 
 
 class ReviewedJudgment(Out):
@@ -319,6 +360,10 @@ class ReviewedJudgment(Out):
     source: str
     telemetry: dict[str, Any]
     flags: list[str]
+    telemetry_assessment: dict[str, Any] | None = Field(
+        default=None,
+        description="flags with evidence, strong (held out of exports) or weak, why, decision",
+    )
     gold_correct: bool | None
     submitted_at: str | None
     shown_order: list[str] | None
@@ -349,6 +394,9 @@ class BrowseItem(Out):
     kinds: list[str]
     raters: list[str]
     flags: list[str]
+    held_out: int = Field(
+        default=0, description="labels held out by their telemetry, waiting for a reviewer"
+    )
     disagreement: list[str]
 
 
@@ -369,6 +417,15 @@ class SkipSummaryOut(Out):
     per_reason: dict[str, int]
     labels: dict[str, str]
     flagged: list[FlaggedItem]
+
+
+class TelemetryDecisionOut(Out):
+    judgment_id: int
+    decision: str = Field(description="kept or excluded")
+    flags: list[str]
+    why: str
+    by: str
+    at: str
 
 
 class DemonstrationDecisionOut(Out):

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ...store.models import ItemRow, JudgmentRow, Rater
-from ...store.server_models import GoldOutcome, ReviewRequest
+from ...store.server_models import TELEMETRY_DECISIONS, GoldOutcome, ReviewRequest
 from .. import judging
 from ..api import DbId, ReviseIn
 from ..database import Database
@@ -63,7 +63,11 @@ def closed_reason(session: Session, row: JudgmentRow, user_pk: int) -> str | Non
         return f"a reviewer {(row.body or {}).get('status')} it"
     sent_back = session.scalar(
         select(ReviewRequest.status).where(
-            ReviewRequest.judgment_pk.in_(pks), ReviewRequest.reviewer_pk.is_distinct_from(user_pk)
+            ReviewRequest.judgment_pk.in_(pks),
+            ReviewRequest.reviewer_pk.is_distinct_from(user_pk),
+            ReviewRequest.status.not_in(
+                TELEMETRY_DECISIONS
+            ),  # a telemetry decision sends nothing back
         )
     )
     if sent_back == "open":

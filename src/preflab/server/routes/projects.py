@@ -78,6 +78,31 @@ class ExportIn(Strict):
     include_rater_ids: bool = Field(
         default=False, description="raw export: rater ids instead of HMAC hashes"
     )
+    # issue 28: everything `preflab export` offers, the tokenizer path excepted (see above)
+    file_format: Literal["jsonl", "parquet", "hf"] = "jsonl"
+    conversational: bool | None = Field(
+        default=None, description="chat-message rows (null: follow the prompts)"
+    )
+    include_flagged: bool = Field(
+        default=False,
+        description="keep labels whose telemetry is strong evidence (a weak flag never removes "
+        "a label)",
+    )
+    min_alpha: float | None = Field(
+        default=None, ge=0, le=1, description="agreement floor (null: policy.min_alpha)"
+    )
+    force: bool = Field(
+        default=False, description="write even below the agreement floor (marked in the card)"
+    )
+    drop_disagreement: float | None = Field(
+        default=None, gt=0, le=1, description="drop pairs whose winning share is below this"
+    )
+    require_reference: bool = Field(
+        default=False, description="verl: export only items with a reference answer"
+    )
+    data_source: str | None = Field(
+        default=None, min_length=1, max_length=200, description="verl: data_source of every row"
+    )
 
 
 def _sees_policy(ctx: Ctx) -> bool:
@@ -257,13 +282,22 @@ def export(
         / utcnow().strftime("%Y%m%dT%H%M%S%f")
     ).resolve()
     db = db_of(request)
+    options = body.model_dump(exclude={"format", "require_reference", "data_source"})
+    params: dict[str, Any] = {}  # verl's, as `preflab export` passes them
+    if body.require_reference:
+        params["require_reference"] = True
+    if body.data_source is not None:
+        params["data_source"] = body.data_source
     export_id, manifest = projects.export_project(
-        db, ctx.project.name, body.format, out_dir, **body.model_dump(exclude={"format"})
+        db, ctx.project.name, body.format, out_dir, **options, params=params
     )
     with db.writing() as s:
         details = audit.export_details(body.format, out_dir, manifest) | {"export_id": export_id}
         audit.record(s, ctx.user, "project.exported", audit.target(ctx.project.name), details)
-    return ok({"export_id": export_id, "manifest": manifest}, 201)
+    from ...io.export.manifest import manifest_summary
+
+    summary = manifest_summary(manifest)
+    return ok({"export_id": export_id, "manifest": manifest, "summary": summary}, 201)
 
 
 @router.get(

@@ -30,6 +30,11 @@ class AdjudicateIn(Strict):
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
 
 
+class TelemetryDecisionIn(Strict):
+    decision: str = Field(pattern="^(keep|exclude)$")
+    note: str = Field(default="", max_length=5000)
+
+
 class DemonstrationReviewIn(Strict):
     decision: str = Field(pattern="^(accepted|rejected)$")
     note: str = Field(default="", max_length=5000)
@@ -67,6 +72,27 @@ def send_back(
     with db_of(request).writing() as s:
         req = judging.send_back(s, ctx.project.pk, judgment_id, ctx.user.user_pk, body.note)
         return ok({"request_id": req.pk, "judgment_id": judgment_id, "status": req.status}, 201)
+
+
+@router.post(
+    "/projects/{project}/judgments/{judgment_id}/telemetry-review",
+    tags=["review"],
+    status_code=201,
+    response_model=m.TelemetryDecisionOut,
+)
+def post_telemetry_review(
+    request: Request,
+    project: str,
+    judgment_id: DbId,
+    body: TelemetryDecisionIn,
+    ctx: Ctx = guard("project.review"),
+) -> Response:
+    """Decide a label its telemetry flagged: ``keep`` (exported whatever its flags) or
+    ``exclude`` (a note is required). Issue 28; docs/telemetry.md."""
+    out = service.decide_telemetry(
+        db_of(request), ctx.project, ctx.user, judgment_id, body.decision, body.note
+    )
+    return ok(out, 201)
 
 
 @router.get("/projects/{project}/review/queues", tags=["review"], response_model=m.ReviewQueuesOut)

@@ -109,7 +109,7 @@
 
   // Counts and timings only; never the characters typed.
   function Telemetry() {
-    const t = { intervals: [], lastKey: 0, typed: 0, deleted: 0, pasted: 0, pastes: 0, focusLosses: 0,
+    const t = { intervals: [], lastKey: 0, typed: 0, deleted: 0, pasted: 0, untrusted: 0, pastes: 0, focusLosses: 0,
                 activeMs: 0, lastActive: performance.now(), focused: document.hasFocus() };
     const IDLE_MS = 60000;
     const tick = () => {
@@ -144,12 +144,19 @@
         const text = (ev.clipboardData && ev.clipboardData.getData("text")) || "";
         t.pasted += text.length;
         t.pastes += 1;
+        // a quote of the task itself (the prompt, an answer) is a trusted paste; anything not on
+        // the page came from outside (issue 28: only an untrusted paste of the answer's size is
+        // strong evidence). Only the count leaves the browser.
+        const main = document.querySelector("main") || document.body;
+        const onPage = text.trim() !== "" && (main.innerText || "").includes(text.trim());
+        if (!onPage) t.untrusted += text.length;
       });
     };
     t.summary = () => {
       tick();
       const out = { pasted_chars: t.pasted, paste_count: t.pastes, typed_chars: t.typed,
-                    active_ms: Math.round(t.activeMs), focus_losses: t.focusLosses };
+                    active_ms: Math.round(t.activeMs), focus_losses: t.focusLosses,
+                    untrusted_paste_chars: t.untrusted };
       if (t.intervals.length >= 2) {
         const n = t.intervals.length;
         const mean = t.intervals.reduce((a, b) => a + b, 0) / n;
@@ -624,6 +631,8 @@
   /* ---------------------------------------------------------------- reviewer pages */
 
   function initReview() {
+    const queue = $("section#telemetry[data-project]");
+    if (queue) bindTelemetryReview(queue.dataset.project, queue);
     const page = $("#review-item");
     if (!page) return;
     const project = page.dataset.project;
@@ -665,6 +674,7 @@
         { note: f.note.value });
       if (r.ok) { toast("Sent back to the rater"); location.reload(); } else showError($(".error", f), problemText(r.data));
     }));
+    bindTelemetryReview(project, page);
     $$("form.demo-review", page).forEach((f) => f.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const decision = ev.submitter ? ev.submitter.value : "accepted";
@@ -672,6 +682,19 @@
       const r = await api("POST", "/api/v1/projects/" + project + "/demonstrations/" + f.dataset.judgment + "/review",
         { decision, note: f.note.value });
       if (r.ok) { toast("Demonstration " + decision); location.reload(); } else showError($(".error", f), problemText(r.data));
+    }));
+  }
+
+  // keep / exclude a label its telemetry flagged (issue 28): the item page and the review page
+  function bindTelemetryReview(project, root) {
+    $$("form.telemetry-review", root).forEach((f) => f.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const decision = ev.submitter ? ev.submitter.value : "keep";
+      const note = f.decision_note;
+      if (decision === "exclude" && !note.value.trim()) { showError($(".error", f), "write a note saying why you exclude it"); note.focus(); return; }
+      const r = await api("POST", "/api/v1/projects/" + project + "/judgments/" + f.dataset.judgment + "/telemetry-review",
+        { decision, note: note.value });
+      if (r.ok) { toast(decision === "keep" ? "Label kept" : "Label excluded"); location.reload(); } else showError($(".error", f), problemText(r.data));
     }));
   }
 
@@ -737,12 +760,20 @@
       const out = $("#export-result");
       out.hidden = false;
       out.textContent = "Exporting…";
+      const num = (el) => (el.value === "" ? null : +el.value);  // empty: the server's default
       const body = { format: exp.format.value, aggregation: exp.aggregation.value, min_raters: +exp.min_raters.value,
                      length_unit: exp.length_unit.value, include_ai: exp.include_ai.checked,
                      include_gold: exp.include_gold.checked, include_rater_ids: exp.include_rater_ids.checked,
                      provenance_columns: exp.provenance_columns.checked,
                      // the gate is on unless unticked (null turns it off; the server's default is on)
-                     length_gate: exp.gate_on.checked ? [+exp.gate_min.value, +exp.gate_max.value] : null };
+                     length_gate: exp.gate_on.checked ? [+exp.gate_min.value, +exp.gate_max.value] : null,
+                     // the options of `preflab export` (issue 28: the web offers what the CLI offers)
+                     file_format: exp.file_format.value,
+                     conversational: exp.conversational.value === "" ? null : exp.conversational.value === "true",
+                     include_flagged: exp.include_flagged.checked, force: exp.force.checked,
+                     min_alpha: num(exp.min_alpha), drop_disagreement: num(exp.drop_disagreement),
+                     require_reference: exp.require_reference.checked,
+                     data_source: exp.data_source.value.trim() || null };
       const r = await api("POST", exp.dataset.url, body);
       if (!r.ok) { out.textContent = "Export failed: " + problemText(r.data); out.classList.add("error"); return; }
       out.classList.remove("error");
@@ -750,6 +781,21 @@
       const h = document.createElement("h3");
       h.textContent = "Export " + r.data.export_id + ": manifest";
       out.appendChild(h);
+      const warnings = (r.data.manifest && r.data.manifest.warnings) || [];
+      warnings.forEach((w) => {  // a 0-row or mostly-dropped export says so in words
+        const p = document.createElement("p");
+        p.className = "export-warning error";
+        p.setAttribute("role", "alert");
+        p.textContent = "Warning: " + w;
+        out.appendChild(p);
+      });
+      const lines = (r.data.summary || []);
+      if (lines.length) {
+        const ul = document.createElement("ul");
+        ul.className = "reasons export-summary";
+        lines.forEach((line) => { const li = document.createElement("li"); li.textContent = line; ul.appendChild(li); });
+        out.appendChild(ul);
+      }
       let files = (r.data.manifest && r.data.manifest.files) || [];
       if (!Array.isArray(files)) files = Object.entries(files).map(([name, f]) => Object.assign({ name }, f));
       if (files.length) {
@@ -787,7 +833,13 @@
         ("Items added: " + d.items_added + " · already there: " + d.items_existing + " · added to the task pool: " + d.pooled +
          (d.already_imported ? " · this file was imported before" : ""));
       out.appendChild(p);
-      if (reload) setTimeout(() => location.reload(), 600);
+      (d.notes || []).forEach((line) => {  // e.g. how many labelers were classified as AI, and why
+        const n = document.createElement("p");
+        n.className = "import-note";
+        n.textContent = line;
+        out.appendChild(n);
+      });
+      if (reload && !(d.notes || []).length) setTimeout(() => location.reload(), 600);
       return;
     }
     out.className = "card upload-result fail";
