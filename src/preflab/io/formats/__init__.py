@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ...schema import Item, JudgmentBase, Rubric
+from ...schema.common import FieldProblem
 from ...store.rows import ItemRows, JudgmentRows
 
 
@@ -153,6 +154,12 @@ def from_validation_error(exc: ValidationError, prefix: str = "") -> RecordError
     """The first problem of a pydantic error as a :class:`RecordError` (with a count of the rest)."""
     errors = exc.errors(include_url=False)
     first = errors[0]
+    problem = (first.get("ctx") or {}).get("error")
+    if isinstance(problem, FieldProblem):  # a model validator that names its field
+        reason = problem.reason
+        if len(errors) > 1:
+            reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} in this record)"
+        return RecordError(error_path(first["loc"] + problem.field, prefix), reason)
     # Discriminated unions and model validators put the model name in the path; drop it.
     loc = tuple(
         p
