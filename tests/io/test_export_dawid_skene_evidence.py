@@ -168,3 +168,36 @@ def test_the_margin_follows_the_posterior():
     lone = aggregate_pairwise_dawid_skene([*votes, vote("lone", "g", 2)], DropLog())
     by_item = {p.item_id: p for p in lone}
     assert "lone" not in by_item or by_item["lone"].strength < 1.0
+
+
+def test_judgments_used_leaves_out_what_adjudication_set_aside(engine, tmp_path):
+    # issue 28 section 7: three production labels and one adjudication were counted as 4 used;
+    # one decides
+    with transaction(engine) as s:
+        p = repo.create_project(s, "ds")
+        repo.add_item(
+            s,
+            p,
+            Item(id="i1", prompt="Q?", candidates=[{"id": "x", "text": X}, {"id": "y", "text": Y}]),
+        )
+        for rater, winner, review_pass in (
+            ("r1", "a", 0),
+            ("r2", "b", 0),
+            ("r3", "b", 0),
+            ("adj", "a", 2),
+        ):
+            repo.add_judgment(
+                s,
+                p,
+                PairwiseJudgment(
+                    item_id="i1",
+                    shown_order=("x", "y"),
+                    winner=winner,
+                    strength=2,
+                    provenance={"rater_id": rater, "review_pass": review_pass},
+                ),
+            )
+    rows, manifest = exported(engine, tmp_path, "majority", "adj")
+    assert rows["Q?"]["chosen"] == X
+    assert manifest["counts"]["judgments_in"] == 4
+    assert manifest["counts"]["judgments_used"] == 1

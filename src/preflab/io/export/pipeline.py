@@ -177,7 +177,6 @@ def collect(
             if meta.get("excluded"):
                 data.drops.drop("excluded", meta.get("exclusion_reason") or "excluded", item.id)
                 continue
-            source = j.provenance.source
             if not counts_as_label(j, include_ai):
                 data.drops.drop("source", "ai", item.id)
                 continue
@@ -186,8 +185,6 @@ def collect(
             kept.append(j)
             order.append(meta["pk"])
             batch_of[meta["pk"]] = meta.get("batch_pk")
-            used_by_kind[j.kind] += 1
-            used_by_source[source] += 1
             raters_in.add(j.provenance.rater_id)
         if "judgments" in needs:
             data.judgments.extend(kept)
@@ -195,6 +192,11 @@ def collect(
             continue
         # the label set every measure uses (quality.labels): a revised label counts once
         effective = effective_judgments(kept, order)
+        # "used": what the export reads. A resolving export reads the resolved label set, so the
+        # labels a revision or an adjudication set aside are not counted (issue 28 section 7).
+        for j in (j for _, j in effective) if resolving else kept:
+            used_by_kind[j.kind] += 1
+            used_by_source[j.provenance.source] += 1
         data.labels_with_batch.extend((j, batch_of[pos]) for pos, j in effective)
         for _, j in effective:
             data.label_index.add(j)
