@@ -59,10 +59,30 @@ class ItemRows:
     values: dict[str, Any]
     #: ``CandidateRow`` attributes except ``pk`` and ``item_pk``, in position order.
     candidates: list[dict[str, Any]]
+    #: :func:`pair_key`'s answer once asked ("": not yet).
+    pair: str | None = field(default="", compare=False, repr=False)
 
     @property
     def candidate_keys(self) -> list[str]:
         return [c["candidate_key"] for c in self.candidates]
+
+
+def pair_key(item: ItemRows) -> str | None:
+    """The key the item's prompt and answers get in a shape without candidate ids (a TRL row, a
+    pair to label: :func:`~preflab.schema.identity.item_key` over the derived candidate ids), or
+    ``None`` when its candidates have the derived ids (then its content hash finds that shape).
+
+    The importer keeps it as an alias of the item, so records of the same pair in the other
+    shape find the item whichever comes first, and are refused (``docs/item-identity.md``)."""
+    if item.pair == "":
+        bodies = [c["text"] if c["text"] is not None else c["messages"] for c in item.candidates]
+        derived = [candidate_key(b) for b in bodies]
+        item.pair = (
+            None
+            if derived == item.candidate_keys
+            else item_key(item.values["prompt"], zip(derived, bodies, strict=True))
+        )
+    return item.pair
 
 
 @dataclass(slots=True)

@@ -49,9 +49,20 @@ class RecordFormat:
     #: of failing the import.
     optional_kinds: frozenset[str] = frozenset()
     #: Its items are samples of a model (one output with its outcome: a reward, a verifier's
-    #: result), identified by their id: not joined to an item of equal content under another id
-    #: (:mod:`preflab.io.importer`), so two samples with the same text keep their own outcomes.
+    #: result) or verdicts on two named models' answers (``human_eval``), identified by their id:
+    #: not joined to an item of equal content under another id (:mod:`preflab.io.importer`), so
+    #: two samples with the same text keep their own outcomes, and a battle its models.
     samples: bool = False
+    #: Its candidates are named by the data set (a model, a system, a position such as PandaLM's
+    #: ``response1``), not by whoever wrote the record: the same prompt and answers in a shape
+    #: without candidate ids is not checked against it (``docs/item-identity.md``). Formats of
+    #: :attr:`samples` are not checked either.
+    dataset_ids: bool = False
+
+    @property
+    def keeps_pair_ids(self) -> bool:
+        """Whether its items are exempt from the same-pair check (:func:`preflab.store.rows.pair_key`)."""
+        return self.samples or self.dataset_ids
 
 
 @dataclass(frozen=True)
