@@ -122,7 +122,10 @@ def test_an_item_with_candidate_ids_after_trl_rows_is_refused(
     )
 
 
-def test_two_sets_of_candidate_ids_for_one_pair_are_refused(engine, tmp_path):
+def test_two_sets_of_own_candidate_ids_stay_two_items_and_the_idless_shape_is_refused(
+    engine, tmp_path
+):
+    # as before: a gold copy of a production pair, or two data sets' own ids, are two items
     other = {
         **ITEM,
         "id": "q2",
@@ -131,11 +134,24 @@ def test_two_sets_of_candidate_ids_for_one_pair_are_refused(engine, tmp_path):
             {"id": "second", "text": "Answer one."},
         ],
     }
-    path = jsonl(tmp_path / "two.jsonl", ITEM, other)
+    import_files(engine, "p", [jsonl(tmp_path / "two.jsonl", ITEM, other)])
+    assert item_keys(engine) == ["q1", "q2"]
+    # a record without candidate ids is refused, naming the first
+    path = jsonl(tmp_path / "trl.jsonl", BOB)
     (problem,) = refused(engine, path)
-    assert problem.startswith(
-        f"{path}:2: candidates: the same prompt and answers are already item 'q1'"
-    )
+    assert problem.startswith(f"{path}:1: id: the same prompt and answers are item 'q1'")
+
+
+def test_an_own_item_id_with_derived_candidate_ids_is_the_idless_shape(engine, tmp_path):
+    named = {"id": "z", "prompt": ITEM["prompt"], "candidates": ["Answer one.", "Answer two."]}
+    import_files(engine, "p", [jsonl(tmp_path / "item.jsonl", ITEM)])
+    path = jsonl(tmp_path / "named.jsonl", named)
+    (problem,) = refused(engine, path)
+    assert problem.startswith(f"{path}:1: id: the same prompt and answers are item 'q1'")
+    # the other order: the item with its own candidate ids is refused
+    path = jsonl(tmp_path / "both.jsonl", named, {**ITEM, "id": "q9"})
+    fresh = refused(engine, path)
+    assert fresh[0].startswith(f"{path}:1: id: the same prompt and answers are item 'q1'")
 
 
 def test_the_labels_written_as_judgments_of_the_item_are_one_item(engine, tmp_path):

@@ -59,30 +59,37 @@ class ItemRows:
     values: dict[str, Any]
     #: ``CandidateRow`` attributes except ``pk`` and ``item_pk``, in position order.
     candidates: list[dict[str, Any]]
-    #: :func:`pair_key`'s answer once asked ("": not yet).
-    pair: str | None = field(default="", compare=False, repr=False)
+    #: :func:`pair_key`'s answer once asked: ``(key or None, own candidate ids)``.
+    pair: tuple[str | None, bool] | None = field(default=None, compare=False, repr=False)
 
     @property
     def candidate_keys(self) -> list[str]:
         return [c["candidate_key"] for c in self.candidates]
 
 
-def pair_key(item: ItemRows) -> str | None:
-    """The key the item's prompt and answers get in a shape without candidate ids (a TRL row, a
-    pair to label: :func:`~preflab.schema.identity.item_key` over the derived candidate ids), or
-    ``None`` when its candidates have the derived ids (then its content hash finds that shape).
+def pair_key(item: ItemRows) -> tuple[str | None, bool]:
+    """The key the item's prompt and answers get in the shape without ids (a TRL row, a pair to
+    label: :func:`~preflab.schema.identity.item_key` over the derived candidate ids), ``None``
+    when that is the item's own key; and whether its candidates have ids of their own (not the
+    derived ones).
 
-    The importer keeps it as an alias of the item, so records of the same pair in the other
-    shape find the item whichever comes first, and are refused (``docs/item-identity.md``)."""
-    if item.pair == "":
+    The importer keeps the key of an item with its own candidate ids as an alias of the item, so
+    records of the same pair without them find it whichever comes first, and are refused
+    (``docs/item-identity.md``)."""
+    if item.pair is None:
         bodies = [c["text"] if c["text"] is not None else c["messages"] for c in item.candidates]
         derived = [candidate_key(b) for b in bodies]
-        item.pair = (
-            None
-            if derived == item.candidate_keys
-            else item_key(item.values["prompt"], zip(derived, bodies, strict=True))
-        )
+        key = item_key(item.values["prompt"], zip(derived, bodies, strict=True))
+        item.pair = (None if key == item.key else key, derived != item.candidate_keys)
     return item.pair
+
+
+def derived_candidate_keys(item: ItemRows) -> set[str]:
+    """The ids its candidates get without ids of their own."""
+    return {
+        candidate_key(c["text"] if c["text"] is not None else c["messages"])
+        for c in item.candidates
+    }
 
 
 @dataclass(slots=True)

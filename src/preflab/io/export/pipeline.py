@@ -22,7 +22,13 @@ from ...schema import Item, Rubric
 from ...schema.routing import scored_by_verifier, verifiable_to_raters
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
-from .agreement_gate import agreement_card, agreement_gate, drop_disagreement, project_min_alpha
+from .agreement_gate import (
+    agreement_card,
+    agreement_gate,
+    drop_disagreement,
+    labels_dropped,
+    project_min_alpha,
+)
 from .base import (
     FILE_FORMATS,
     ExportData,
@@ -342,6 +348,12 @@ def write_export(
     return manifest
 
 
+def _discount(counts: Counter[str], key: str) -> None:
+    counts[key] -= 1
+    if counts[key] <= 0:
+        del counts[key]
+
+
 def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -381,7 +393,13 @@ def export_project(
         session.rollback()
     apply_gates(data, options)
     if options.drop_disagreement is not None:
-        drop_disagreement(data, options.drop_disagreement)
+        dropped = drop_disagreement(data, options.drop_disagreement)
+        # the labels of the pairs it dropped reach no row: not "used" (issue 28 section 7)
+        labels = (j for j, _ in data.labels_with_batch)
+        for j in labels_dropped(labels, dropped, data.items) if dropped else ():
+            stats["judgments_used"] -= 1
+            _discount(stats["judgments_used_by_kind"], j.kind)
+            _discount(stats["judgments_used_by_source"], j.provenance.source)
     min_alpha = (
         options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
     )

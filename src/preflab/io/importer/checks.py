@@ -13,8 +13,14 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from ...schema import Rubric
-from ...schema.identity import item_key
-from ...store.rows import ItemRows, JudgmentRows, PairRows, pair_key, rekeyed
+from ...store.rows import (
+    ItemRows,
+    JudgmentRows,
+    PairRows,
+    derived_candidate_keys,
+    pair_key,
+    rekeyed,
+)
 from ..formats import FORMATS
 from .convert import Record
 
@@ -112,17 +118,6 @@ def different_content(key: str, target: str) -> str:
     )
 
 
-def pair_shape_of(item: ItemRows) -> bool:
-    """Whether the record's item is in the shape without ids: derived candidate ids and the
-    item key they derive (a TRL row, a pair to label)."""
-    if pair_key(item) is not None:
-        return False
-    bodies = [c["text"] if c["text"] is not None else c["messages"] for c in item.candidates]
-    return item.key == item_key(
-        item.values["prompt"], zip(item.candidate_keys, bodies, strict=True)
-    )
-
-
 def _ids(candidates: Collection[str] | None) -> str:
     return f" ({', '.join(repr(c) for c in sorted(candidates))})" if candidates else ""
 
@@ -206,6 +201,32 @@ class _RecordItems:
             return entry[1]
         return self.state.outside_candidates.get(key)
 
+    def pair_problem(self, item: ItemRows, key: str) -> tuple[str, str] | None:
+        """The same pair in the shape without candidate ids (docs/item-identity.md): an item with
+        its own candidate ids keeps that shape's key as an alias, and is refused when that key is
+        an item of the other shape; an item with derived candidate ids under an id of its own is
+        refused when that key is an alias of an item with its own candidate ids."""
+        pair, own_ids = pair_key(item)
+        if pair is None:
+            return None
+        other = pair if self.is_item(pair) else self.alias(pair)
+        if other is None or other == key:
+            if other is None and own_ids:
+                self.aliases[pair] = key
+                self.new_aliases[pair] = key
+            return None
+        ids = self.candidate_ids(other)
+        # the other item has derived ids: it is the shape without ids (also when an item of it is
+        # stored under an id of its own); ids unknown: an item stored under that key is that shape
+        other_derived = (
+            set(ids) == derived_candidate_keys(item) if ids is not None else other == pair
+        )
+        if own_ids and other_derived:
+            return ("candidates", same_pair_other_ids(other, ids))
+        if not own_ids and not other_derived:
+            return ("id", same_pair_named(other, ids))
+        return None  # two items with ids of their own: as before, two items
+
     def check(self, item: ItemRows, fmt: str | None, checked: Checked) -> None:
         key, new_alias = joined_item(item, self.is_item, self.alias, self.with_content, fmt)
         if key != item.key:
@@ -218,25 +239,18 @@ class _RecordItems:
             prior = (existing[1], set(item.candidate_keys))
             self.known[key] = prior
         if prior is not None and prior[0] != item.content_hash:
-            if key != item.key and pair_shape_of(item):
+            if key != item.key and pair_key(item) == (None, False):
+                # a record without ids met the pair key of an item with its own candidate ids
                 reason = same_pair_named(key, self.candidate_ids(key))
             else:
                 reason = different_content(item.key, key)
             checked.problems.append(("id", reason))
             return
-        # The same pair in the shape without candidate ids (docs/item-identity.md): refused when
-        # it is another item, else its key is kept as an alias of this one, so that shape finds it.
-        pair = None if fmt is not None and FORMATS[fmt].keeps_pair_ids else pair_key(item)
-        if pair is not None:
-            other = pair if self.is_item(pair) else self.alias(pair)
-            if other is not None and other != key:
-                checked.problems.append(
-                    ("candidates", same_pair_other_ids(other, self.candidate_ids(other)))
-                )
+        if not (fmt is not None and FORMATS[fmt].keeps_pair_ids):
+            problem = self.pair_problem(item, key)
+            if problem is not None:
+                checked.problems.append(problem)
                 return
-            if other is None:
-                self.aliases[pair] = key
-                self.new_aliases[pair] = key
         if prior is not None:
             checked.items_existing += 1
             return

@@ -257,6 +257,7 @@ class Loader:
         idem: set[str] = set()
         referenced: set[str] = set()  # items judged by generic records
         pairs: list[PairRows] = []
+        pair_keys: set[str] = set()  # of items with ids of their own (rows.pair_key)
         for rec in chunk:
             if isinstance(rec, Pair):
                 pairs.append(rec.rows)
@@ -265,8 +266,9 @@ class Loader:
             for i in rec.items:
                 item_keys.add(i.key)
                 # the same pair without candidate ids: an item or an alias (rows.pair_key)
-                if pairs_checked and (pair := pair_key(i)) is not None:
+                if pairs_checked and (pair := pair_key(i)[0]) is not None:
                     item_keys.add(pair)
+                    pair_keys.add(pair)
             for j in rec.judgments:
                 referenced.add(j.item_key)
                 if j.idempotency_key:
@@ -314,6 +316,9 @@ class Loader:
         # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
         outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
         outside.update((aliases[k][0], aliases[k][1]) for k in referenced if k in aliases)
+        # the candidates of the items a pair key names: which shape they are (checks.pair_problem)
+        outside.update((k, existing_items[k][0]) for k in pair_keys if k in existing_items)
+        outside.update((aliases[k][0], aliases[k][1]) for k in pair_keys if k in aliases)
         state = CheckState(
             existing_items=existing_items,
             aliases={alias: key for alias, (key, _, _) in aliases.items()},
