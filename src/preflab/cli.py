@@ -639,6 +639,13 @@ def export(
             help="Drop pairs/thumbs whose raters' winning share is below this, e.g. 0.75."
         ),
     ] = None,
+    kto_conflicts: Annotated[
+        str | None,
+        typer.Option(
+            help="trl-kto: a completion marked both desirable and undesirable: drop (default) "
+            "its rows, or keep them."
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -676,7 +683,8 @@ def export(
         min_alpha=min_alpha,
         force=force,
         drop_disagreement=drop_disagreement,
-        params=_verl_params(require_reference, data_source),
+        params=_verl_params(require_reference, data_source)
+        | ({} if kto_conflicts is None else {"kto_conflicts": kto_conflicts}),
     )
     engine = engine_for(db)
     try:

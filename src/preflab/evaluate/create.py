@@ -31,8 +31,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ..io.formats.evaluation import comparison_id
 from ..schema import Item
-from ..schema.common import content_hash
 from ..store import repo, transaction
 from .outputs import ModelOutputs, answer_key
 
@@ -102,14 +102,7 @@ def plan_evaluation(
             # Two models may write the same answer: the item of (bloom, llama) must not clash with
             # the item of (opt, llama) on the same texts, so the models are part of the id (hashed:
             # the id names no model).
-            item_id = content_hash(
-                {
-                    "prompt": key,
-                    "answers": sorted([name, answer_key(r.response)] for name, r in sides),
-                },
-                prefix="itm_",
-                length=16,
-            )
+            item_id = comparison_id(a.prompt, [(name, r.response) for name, r in sides])
             plan.items.append(
                 Item.model_validate(
                     {

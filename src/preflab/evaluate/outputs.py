@@ -12,16 +12,17 @@ first answer in file order is used and the others are counted (``extra_answers``
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from ..io.formats import RecordError
-from ..io.formats.evaluation import RolloutFields, rollout_fields
+from ..io.formats.evaluation import (  # noqa: F401 (prompt_key: part of this module's API)
+    RolloutFields,
+    answer_key,
+    prompt_key,
+    rollout_fields,
+)
 from ..io.importer import Problem
 from ..io.readers import ReadProblem, read_records
 
@@ -36,33 +37,6 @@ class OutputsInvalid(ValueError):
         super().__init__(
             f"{len(problems)} problem(s) in the model outputs; nothing was written:\n{shown}{more}"
         )
-
-
-def _text_key(text: str) -> str:
-    return unicodedata.normalize("NFC", text).strip()
-
-
-def prompt_key(prompt: str | list[dict[str, Any]] | Any) -> str:
-    """What makes two prompts the same prompt (see the module doc)."""
-    if isinstance(prompt, list):
-        messages = [m if isinstance(m, dict) else m.model_dump(mode="json") for m in prompt]
-        if len(messages) == 1 and messages[0].get("role") == "user":
-            return _text_key(str(messages[0].get("content", "")))
-        return orjson.dumps(
-            [{**m, "content": _text_key(str(m.get("content", "")))} for m in messages],
-            option=orjson.OPT_SORT_KEYS,
-        ).decode()
-    return _text_key(str(prompt))
-
-
-def answer_key(answer: str | list[dict[str, Any]] | Any) -> str:
-    """What makes two answers the same answer (same normalisation as :func:`prompt_key`)."""
-    if isinstance(answer, list):
-        messages = [m if isinstance(m, dict) else m.model_dump(mode="json") for m in answer]
-        if len(messages) == 1 and messages[0].get("role") == "assistant":
-            return _text_key(str(messages[0].get("content", "")))
-        return prompt_key(messages)
-    return _text_key(str(answer))
 
 
 @dataclass

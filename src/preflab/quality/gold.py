@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.stats import norm
 
-from ..schema import GoldAnswer, JudgmentBase, PairwiseJudgment, parse_judgment
+from ..schema import GoldAnswer, JudgmentBase, PairwiseJudgment
 from .table import as_array, factorize
 
 
@@ -194,9 +194,7 @@ def leave_one_out_agreement(units: Any, raters: Any, values: Any) -> dict[Any, d
 
 
 def expected_judgment(item_id: str, gold: dict[str, Any]) -> JudgmentBase:
-    answer = GoldAnswer.model_validate(gold)
-    data = {**answer.judgment, "item_id": item_id, "provenance": {"rater_id": "gold"}}
-    return parse_judgment(data)
+    return GoldAnswer.model_validate(gold).expected(item_id)
 
 
 def score_gold(judgment: JudgmentBase, item_id: str, gold: dict[str, Any]) -> bool | None:

@@ -14,6 +14,16 @@ Role = Literal["system", "user", "assistant", "tool"]
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 
 
+class FieldProblem(ValueError):
+    """A model validator's problem with one field (``field``: a dotted path), so a reader can
+    report it as ``field: reason`` instead of a problem of the whole record."""
+
+    def __init__(self, field: tuple[str | int, ...], reason: str) -> None:
+        super().__init__(f"{'.'.join(str(p) for p in field)}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
 class StrictModel(BaseModel):
     """Base of every wire model: unknown fields are an error, not silently dropped."""
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from .common import Identifier, Message, Prompt, StrictModel, content_hash
+from .common import FieldProblem, Identifier, Message, Prompt, StrictModel, content_hash
 from .identity import candidate_key, identity, item_content, item_key
+from .judgments import JudgmentBase, parse_judgment
 
 
 class Candidate(StrictModel):
@@ -50,6 +51,13 @@ class GoldAnswer(StrictModel):
     #: For ordinal answers: how far from the expected value still counts as correct.
     tolerance: float = 0.0
 
+    def expected(self, item_id: str) -> JudgmentBase:
+        """The expected judgment as a judgment of ``item_id``: the one parse the gold scoring, the
+        exports and the quality report use, and the one :class:`Item` checks on validation (so
+        whatever imports, scores)."""
+        data = {**self.judgment, "item_id": item_id, "provenance": {"rater_id": "gold"}}
+        return parse_judgment(data)
+
 
 class Item(StrictModel):
     """A unit of work: one prompt and its candidate answers."""
@@ -74,7 +82,31 @@ class Item(StrictModel):
         self.domains = sorted({d.strip().lower() for d in self.domains if d.strip()})
         if self.id is None:
             self.id = item_key(self.prompt, self._bodies())
+        if self.gold is not None:
+            self._check_gold(self.gold, ids)
         return self
+
+    def _check_gold(self, gold: GoldAnswer, ids: list[str | None]) -> None:
+        """The gold answer must be a judgment of this item (:meth:`GoldAnswer.expected`, what every
+        reader of gold parses): a bad one is refused here, not at the first export."""
+        try:
+            expected = gold.expected(self.id or "")
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            # the union's tag (the kind) is the first part of the path
+            where = tuple(first["loc"][1:] if len(first["loc"]) > 1 else first["loc"])
+            raise FieldProblem(
+                ("gold", "judgment", *where),
+                f"{first['msg']} (a gold answer is a judgment of this item, with every field a "
+                "rater's judgment of its kind needs)",
+            ) from None
+        unknown = [c for c in expected.candidate_ids() if c not in ids]
+        if unknown:
+            raise FieldProblem(
+                ("gold", "judgment"),
+                f"{unknown[0]!r} is not a candidate of the item (it has "
+                f"{', '.join(str(i) for i in ids)})",
+            )
 
     def _bodies(self) -> list[tuple[str, Any]]:
         return [(c.id or "", c.body_json()) for c in self.candidates]

@@ -73,6 +73,27 @@ def pandalm_item(rec: dict[str, Any], *, gold: bool = False) -> dict[str, Any]:
     return item
 
 
+def _one_per_pair(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first record of each pair: PandaLM asks its annotators about each pair in both orders,
+    and one pair is one item (``docs/item-identity.md``), so the repeat is left out."""
+    from ..schema.identity import candidate_key, item_key
+
+    seen: set[str] = set()
+    kept = []
+    for rec in records:
+        prompt = (
+            rec["instruction"]
+            if not rec.get("input")
+            else f"{rec['instruction']}\n\n{rec['input']}"
+        )
+        answers = [rec["response1"], rec["response2"]]
+        key = item_key(prompt, [(candidate_key(a), a) for a in answers])
+        if key not in seen:
+            seen.add(key)
+            kept.append(rec)
+    return kept
+
+
 def build_demo(db_url: str, *, n_items: int = 40, n_qualification: int = 5) -> dict[str, Any]:
     """Create the schema, demo accounts (generated passwords) and the demo project."""
     from . import projects
@@ -80,6 +101,7 @@ def build_demo(db_url: str, *, n_items: int = 40, n_qualification: int = 5) -> d
     from .database import Database, init_schema
 
     records, source = pandalm_records()
+    records = _one_per_pair(records)
     unanimous = [r for r in records if r["annotator1"] == r["annotator2"] == r["annotator3"] != 0]
     qual_ids = {r["idx"] for r in unanimous[:n_qualification]}
     items = [pandalm_item(r, gold=True) for r in records if r["idx"] in qual_ids]

@@ -59,10 +59,37 @@ class ItemRows:
     values: dict[str, Any]
     #: ``CandidateRow`` attributes except ``pk`` and ``item_pk``, in position order.
     candidates: list[dict[str, Any]]
+    #: :func:`pair_key`'s answer once asked: ``(key or None, own candidate ids)``.
+    pair: tuple[str | None, bool] | None = field(default=None, compare=False, repr=False)
 
     @property
     def candidate_keys(self) -> list[str]:
         return [c["candidate_key"] for c in self.candidates]
+
+
+def pair_key(item: ItemRows) -> tuple[str | None, bool]:
+    """The key the item's prompt and answers get in the shape without ids (a TRL row, a pair to
+    label: :func:`~preflab.schema.identity.item_key` over the derived candidate ids), ``None``
+    when that is the item's own key; and whether its candidates have ids of their own (not the
+    derived ones).
+
+    The importer keeps the key of an item with its own candidate ids as an alias of the item, so
+    records of the same pair without them find it whichever comes first, and are refused
+    (``docs/item-identity.md``)."""
+    if item.pair is None:
+        bodies = [c["text"] if c["text"] is not None else c["messages"] for c in item.candidates]
+        derived = [candidate_key(b) for b in bodies]
+        key = item_key(item.values["prompt"], zip(derived, bodies, strict=True))
+        item.pair = (None if key == item.key else key, derived != item.candidate_keys)
+    return item.pair
+
+
+def derived_candidate_keys(item: ItemRows) -> set[str]:
+    """The ids its candidates get without ids of their own."""
+    return {
+        candidate_key(c["text"] if c["text"] is not None else c["messages"])
+        for c in item.candidates
+    }
 
 
 @dataclass(slots=True)

@@ -16,10 +16,11 @@ no tie is ever broken by candidate order. Each aggregator states its rule in ``m
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import numpy as np
 
-from ...quality.aggregation.dawid_skene import dawid_skene
+from ...quality.aggregation.dawid_skene import MIN_LABELS, dawid_skene
 from .resolve import (
     DropLog,
     PairAggregator,
@@ -33,13 +34,21 @@ from .resolve import (
 #: aggregator to decide a unit (see the module docstring).
 POSTERIOR_MARGIN = 0.1
 
+#: Preference sides in canonical order, mirrored: the canonical order (sorted candidate ids) is
+#: arbitrary, so the model treats "first better" and "second better" alike.
+MIRROR = {-1: 1, 0: 0, 1: -1}
+
 
 def aggregate_pairwise_dawid_skene(
     votes: Iterable[PairVote], drops: DropLog | None = None
 ) -> list[ResolvedPair]:
-    """Winner per pair = the Dawid-Skene posterior mode; strength = median on the winning side.
+    """Winner per pair = the Dawid-Skene posterior mode; strength = the median strength of the
+    winning votes times the posterior gap between the two sides (:func:`posterior_gap`).
 
-    ``agreement`` reports the posterior probability of the winning side. Units whose posterior
+    The model is fitted with :data:`MIRROR` symmetry and the library's evidence rule (raters with
+    fewer than :data:`~preflab.quality.aggregation.dawid_skene.MIN_LABELS` labels share one
+    confusion matrix, so they weigh alike). ``agreement`` reports the posterior probability of
+    the winning side. Units whose posterior
     does not separate the sides by :data:`POSTERIOR_MARGIN` are dropped as ``no-majority``;
     units whose mode is a tie as ``tie``, like the plurality rule.
     """
@@ -50,7 +59,10 @@ def aggregate_pairwise_dawid_skene(
     signs = [int((v.score > 0) - (v.score < 0)) for v in votes]
     # Only the classes that occur: an unused class (e.g. no rater ever said "tie") gives EM a
     # degenerate direction to absorb probability mass into.
-    result = dawid_skene(units, [v.rater for v in votes], signs)
+    # "first better" and "second better" are sides of a canonical order (sorted ids) that says
+    # nothing about the answers: the model is symmetric under swapping them (``mirror``).
+    classes = sorted({*signs, *(-s for s in signs)})
+    result = dawid_skene(units, [v.rater for v in votes], signs, classes=classes, mirror=MIRROR)
     by_unit: dict[str, list[PairVote]] = {}
     for unit, v in zip(units, votes, strict=True):
         by_unit.setdefault(unit, []).append(v)
@@ -74,10 +86,26 @@ def aggregate_pairwise_dawid_skene(
             if drops is not None:
                 drops.drop("aggregation", "no-supporting-vote", item_id)
             continue
-        out.append(
-            resolved_pair(item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior)))
+        pair = resolved_pair(
+            item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior))
         )
+        if pair.strength is not None:
+            pair = replace(
+                pair, strength=pair.strength * posterior_gap(posterior, result.classes, side)
+            )
+        out.append(pair)
     return out
+
+
+def posterior_gap(posterior: np.ndarray, classes: np.ndarray, side: int) -> float:
+    """P(winning side) - P(the other side): the share of the raters' strength the export keeps.
+
+    The exported margin is the expected signed preference under the posterior when each side is
+    as strong as the winning votes say (a tie 0): ``median strength x (P(win) - P(lose))``. A
+    unit the model is sure of keeps the raters' strength; one it barely separates keeps little.
+    """
+    p = dict(zip(classes.tolist(), posterior.tolist(), strict=True))
+    return round(float(p.get(side, 0.0) - p.get(-side, 0.0)), 6)
 
 
 def separates(posterior: np.ndarray, margin: float = POSTERIOR_MARGIN) -> bool:
@@ -89,7 +117,9 @@ def separates(posterior: np.ndarray, margin: float = POSTERIOR_MARGIN) -> bool:
 
 
 aggregate_pairwise_dawid_skene.margin = (  # type: ignore[attr-defined]
-    f"Dawid-Skene posterior of the winning side at least {POSTERIOR_MARGIN} above every other side"
+    f"Dawid-Skene posterior of the winning side at least {POSTERIOR_MARGIN} above every other side "
+    f"(raters with fewer than {MIN_LABELS} labels share one confusion matrix); strength = median "
+    "winning strength x (P(winning side) - P(other side))"
 )
 
 AGGREGATORS: dict[str, PairAggregator] = {

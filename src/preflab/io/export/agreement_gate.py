@@ -15,6 +15,7 @@ does not refuse the export (a project that collects no overlap has no agreement 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,14 @@ import numpy as np
 from ...quality.agreement import krippendorff_alpha_ci
 from ...quality.agreement.krippendorff import Level
 from ...quality.table import LabelTable
-from ...schema import JudgmentBase
+from ...schema import (
+    Item,
+    JudgmentBase,
+    PairwiseJudgment,
+    RankingJudgment,
+    RubricJudgment,
+    UnaryJudgment,
+)
 from .base import ExportError
 
 DEFAULT_MIN_ALPHA = 0.84
@@ -142,18 +150,52 @@ def agreement_card(agreement: dict[str, Any] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def drop_disagreement(data: Any, threshold: float) -> None:
+def drop_disagreement(data: Any, threshold: float) -> set[tuple[str, frozenset[str]]]:
     """Drop resolved pairs and thumbs whose raters agree less than ``threshold`` (the winning
     share, after revisions and adjudication: an adjudicated item carries the adjudicator's label
-    and agrees fully). Counted in the manifest under ``gates.disagreement``."""
+    and agrees fully). Counted in the manifest under ``gates.disagreement``. Returns the units
+    dropped, ``(item, candidates)``: a pair's two, a thumb's one (see :func:`labels_dropped`)."""
     if not 0 < threshold <= 1:
         raise ExportError(f"--drop-disagreement {threshold}: use a share in (0, 1], e.g. 0.75")
     reason = f"agreement-below-{threshold:g}"
+    dropped: set[tuple[str, frozenset[str]]] = set()
     for name in ("pairs", "unary"):
         kept = []
         for row in getattr(data, name):
             if row.n_raters >= 2 and row.agreement is not None and row.agreement < threshold:
                 data.drops.drop("disagreement", reason, row.item_id)
+                cands = {row.candidate_id} if name == "unary" else {row.chosen_id, row.rejected_id}
+                dropped.add((row.item_id, frozenset(cands)))
             else:
                 kept.append(row)
         setattr(data, name, kept)
+    return dropped
+
+
+def labels_dropped(
+    labels: Iterable[JudgmentBase],
+    dropped: set[tuple[str, frozenset[str]]],
+    items: dict[str, Item],
+) -> list[JudgmentBase]:
+    """The labels whose every unit :func:`drop_disagreement` dropped: they reach no row, so the
+    manifest's ``judgments_used`` leaves them out (issue 28 section 7). A pairwise label's unit is
+    its pair; a ranking's, every pair of its order; a rubric score's, its candidate against each
+    other candidate of the item; a thumb's, its candidate. Other kinds are never dropped here."""
+    out = []
+    for j in labels:
+        units: set[frozenset[str]]
+        if isinstance(j, PairwiseJudgment):
+            units = {frozenset(j.shown_order)}
+        elif isinstance(j, RankingJudgment):
+            units = {frozenset((lo, hi)) for lo, hi, _ in j.induced_pairs()}
+        elif isinstance(j, RubricJudgment):
+            item = items.get(j.item_id)
+            others = [c.id for c in item.candidates if c.id != j.candidate_id] if item else []
+            units = {frozenset((j.candidate_id, o)) for o in others}
+        elif isinstance(j, UnaryJudgment):
+            units = {frozenset((j.candidate_id,))}
+        else:
+            continue
+        if units and all((j.item_id, u) in dropped for u in units):
+            out.append(j)
+    return out

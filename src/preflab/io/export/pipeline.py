@@ -22,7 +22,13 @@ from ...schema import Item, Rubric
 from ...schema.routing import scored_by_verifier, verifiable_to_raters
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
-from .agreement_gate import agreement_card, agreement_gate, drop_disagreement, project_min_alpha
+from .agreement_gate import (
+    agreement_card,
+    agreement_gate,
+    drop_disagreement,
+    labels_dropped,
+    project_min_alpha,
+)
 from .base import (
     FILE_FORMATS,
     ExportData,
@@ -189,7 +195,6 @@ def collect(
             if meta.get("excluded"):
                 data.drops.drop("excluded", meta.get("exclusion_reason") or "excluded", item.id)
                 continue
-            source = j.provenance.source
             if not counts_as_label(j, include_ai):
                 data.drops.drop("source", "ai", item.id)
                 continue
@@ -198,8 +203,6 @@ def collect(
             kept.append(j)
             order.append(meta["pk"])
             batch_of[meta["pk"]] = meta.get("batch_pk")
-            used_by_kind[j.kind] += 1
-            used_by_source[source] += 1
             raters_in.add(j.provenance.rater_id)
         if "judgments" in needs:
             data.judgments.extend(kept)
@@ -207,6 +210,11 @@ def collect(
             continue
         # the label set every measure uses (quality.labels): a revised label counts once
         effective = effective_judgments(kept, order)
+        # "used": what the export reads. A resolving export reads the resolved label set, so the
+        # labels a revision or an adjudication set aside are not counted (issue 28 section 7).
+        for j in (j for _, j in effective) if resolving else kept:
+            used_by_kind[j.kind] += 1
+            used_by_source[j.provenance.source] += 1
         data.labels_with_batch.extend((j, batch_of[pos]) for pos, j in effective)
         for _, j in effective:
             data.label_index.add(j)
@@ -352,6 +360,12 @@ def write_export(
     return manifest
 
 
+def _discount(counts: Counter[str], key: str) -> None:
+    counts[key] -= 1
+    if counts[key] <= 0:
+        del counts[key]
+
+
 def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -391,7 +405,13 @@ def export_project(
         session.rollback()
     apply_gates(data, options)
     if options.drop_disagreement is not None:
-        drop_disagreement(data, options.drop_disagreement)
+        dropped = drop_disagreement(data, options.drop_disagreement)
+        # the labels of the pairs it dropped reach no row: not "used" (issue 28 section 7)
+        labels = (j for j, _ in data.labels_with_batch)
+        for j in labels_dropped(labels, dropped, data.items) if dropped else ():
+            stats["judgments_used"] -= 1
+            _discount(stats["judgments_used_by_kind"], j.kind)
+            _discount(stats["judgments_used_by_source"], j.provenance.source)
     min_alpha = (
         options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
     )

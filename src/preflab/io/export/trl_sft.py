@@ -6,6 +6,13 @@ standard ``{"prompt": str, "completion": str}``.
 
 Rows: accepted demonstrations (latest status per author), and, with
 ``params={"human_candidates": True}``, candidates written by people (``source == "human"``).
+
+Who accepted each demonstration (issue 28 section 7): a reviewer of the project (``reviewed_by``,
+set by the review queue, or named by the imported record), or nobody here: a demonstration
+imported with ``"status": "accepted"`` and no ``reviewed_by`` was accepted by the file it came
+from. Such rows are kept (importing finished SFT data is a use of the importer) but never pass as
+reviewed: the manifest counts them (``format_notes.accepted_by``: ``reviewer`` / ``import``) and
+the dataset card says how many rows no reviewer here accepted.
 """
 
 from __future__ import annotations
@@ -60,6 +67,29 @@ class TRLSFT(Exporter):
                         continue
                     by_item.setdefault(item.id, []).append(cand)
         return [(item_id, a) for item_id in data.items for a in by_item.get(item_id, ())]
+
+    def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        by_import = sum(d.reviewed_by is None for d in data.demonstrations)
+        return {
+            "accepted_by": {
+                "reviewer": len(data.demonstrations) - by_import,
+                "import": by_import,
+            }
+        }
+
+    def usage(self, manifest: dict[str, Any]) -> list[str]:
+        accepted = manifest.get("format_notes", {}).get("accepted_by") or {}
+        if not accepted.get("import"):
+            return []
+        return [
+            "## Review",
+            "",
+            f"**{accepted['import']} of {accepted['import'] + accepted['reviewer']} demonstrations "
+            "were accepted by the file they were imported from (`accepted_by: import`), not by a "
+            "reviewer of this project.** Review them in the queue, or leave them out, before "
+            "training on them.",
+            "",
+        ]
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         answers = self._answers(data, options)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ...schema import Item, JudgmentBase, Rubric
+from ...schema.common import FieldProblem
 from ...store.rows import ItemRows, JudgmentRows
 
 
@@ -48,9 +49,20 @@ class RecordFormat:
     #: of failing the import.
     optional_kinds: frozenset[str] = frozenset()
     #: Its items are samples of a model (one output with its outcome: a reward, a verifier's
-    #: result), identified by their id: not joined to an item of equal content under another id
-    #: (:mod:`preflab.io.importer`), so two samples with the same text keep their own outcomes.
+    #: result) or verdicts on two named models' answers (``human_eval``), identified by their id:
+    #: not joined to an item of equal content under another id (:mod:`preflab.io.importer`), so
+    #: two samples with the same text keep their own outcomes, and a battle its models.
     samples: bool = False
+    #: Its candidates are named by the data set (a model, a system, a position such as PandaLM's
+    #: ``response1``), not by whoever wrote the record: the same prompt and answers in a shape
+    #: without candidate ids is not checked against it (``docs/item-identity.md``). Formats of
+    #: :attr:`samples` are not checked either.
+    dataset_ids: bool = False
+
+    @property
+    def keeps_pair_ids(self) -> bool:
+        """Whether its items are exempt from the same-pair check (:func:`preflab.store.rows.pair_key`)."""
+        return self.samples or self.dataset_ids
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,12 @@ def from_validation_error(exc: ValidationError, prefix: str = "") -> RecordError
     """The first problem of a pydantic error as a :class:`RecordError` (with a count of the rest)."""
     errors = exc.errors(include_url=False)
     first = errors[0]
+    problem = (first.get("ctx") or {}).get("error")
+    if isinstance(problem, FieldProblem):  # a model validator that names its field
+        reason = problem.reason
+        if len(errors) > 1:
+            reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} in this record)"
+        return RecordError(error_path(first["loc"] + problem.field, prefix), reason)
     # Discriminated unions and model validators put the model name in the path; drop it.
     loc = tuple(
         p

@@ -9,7 +9,11 @@ two models' answers (``human_eval.jsonl``).
 ``human_prefers`` is ``"answer_1"``, ``"answer_2"`` or ``"tie"`` (also accepted: ``1``, ``2``,
 ``0`` for a tie). A verdict carries no strength: it is stored with strength unknown
 (``None``), like any comparison of unknown strength. ``labeler`` (the rater; ``preflab eval report`` writes the rater's
-hash) defaults to ``--default-rater``, else ``"anonymous"``.
+hash) defaults to ``--default-rater``, else a rater of the row's own (``anonymous:`` + a hash of
+the row: unnamed people's verdicts are not one rater's revisions). A verdict is an event: a
+``human_eval`` item's id is ``id``, else :func:`comparison_id` (prompt, answers *and* models), and
+it is kept as imported (:attr:`RecordFormat.samples`), so the same texts from another pair of
+models stay another item.
 
 :func:`rollout_fields` is the one check of a model-output record: the importer and
 ``preflab eval create`` (:mod:`preflab.evaluate.outputs`) both call it.
@@ -17,9 +21,11 @@ hash) defaults to ``--default-rater``, else ``"anonymous"``.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from ...schema import PairwiseJudgment
@@ -132,6 +138,50 @@ def _metadata(record: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return {**meta, **extra}
 
 
+def _text_key(text: str) -> str:
+    return unicodedata.normalize("NFC", text).strip()
+
+
+def prompt_key(prompt: str | list[dict[str, Any]] | Any) -> str:
+    """What makes two prompts the same prompt: Unicode NFC, surrounding whitespace stripped, a
+    chat prompt of one user message equal to its text (``preflab eval create`` matches prompts
+    across models by it)."""
+    if isinstance(prompt, list):
+        messages = [m if isinstance(m, dict) else m.model_dump(mode="json") for m in prompt]
+        if len(messages) == 1 and messages[0].get("role") == "user":
+            return _text_key(str(messages[0].get("content", "")))
+        return orjson.dumps(
+            [{**m, "content": _text_key(str(m.get("content", "")))} for m in messages],
+            option=orjson.OPT_SORT_KEYS,
+        ).decode()
+    return _text_key(str(prompt))
+
+
+def answer_key(answer: str | list[dict[str, Any]] | Any) -> str:
+    """What makes two answers the same answer (same normalisation as :func:`prompt_key`)."""
+    if isinstance(answer, list):
+        messages = [m if isinstance(m, dict) else m.model_dump(mode="json") for m in answer]
+        if len(messages) == 1 and messages[0].get("role") == "assistant":
+            return _text_key(str(messages[0].get("content", "")))
+        return prompt_key(messages)
+    return _text_key(str(answer))
+
+
+def comparison_id(prompt: Any, sides: Any) -> str:
+    """The id of an item that compares two models' answers to one prompt: a hash of the prompt
+    and the ``(model, answer)`` pairs, so the same two texts from another pair of models are
+    another item (the id names no model). ``preflab eval create`` and a ``human_eval`` row
+    without ``id`` make the same id."""
+    return content_hash(
+        {
+            "prompt": prompt_key(prompt),
+            "answers": sorted([model or "", answer_key(body)] for model, body in sides),
+        },
+        prefix="itm_",
+        length=16,
+    )
+
+
 # -- rollouts ------------------------------------------------------------------------------
 
 
@@ -196,7 +246,10 @@ def _human_eval_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
     rationale = record.get("rationale")
     if rationale is not None and not isinstance(rationale, str):
         raise RecordError("rationale", f"expected a string, got {type(rationale).__name__}")
-    item_id = None if record.get("id") is None else _identifier(record["id"], "id")
+    if record.get("id") is not None:
+        item_id = _identifier(record["id"], "id")
+    else:
+        item_id = comparison_id(prompt, zip(models, answers, strict=True))
     item = _item(
         {
             "id": item_id,
@@ -214,11 +267,24 @@ def _human_eval_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
             winner=winner,
             strength=0 if winner == "tie" else UNKNOWN_STRENGTH,
             rationale=rationale,
-            provenance={"rater_id": _rater(record, options), "source": _source(record, options)},
+            provenance={
+                "rater_id": _verdict_rater(record, options),
+                "source": _source(record, options),
+            },
         )
     except ValidationError as exc:
         raise from_validation_error(exc) from None
     return Converted([item], [judgment])
+
+
+def _verdict_rater(record: dict[str, Any], options: ConvertOptions) -> str:
+    """The rater of a verdict: ``labeler``, else ``--default-rater``, else a rater of its own
+    (``anonymous:`` + a hash of the row): verdicts of unnamed people are not one rater's
+    revisions, so none replaces another (the same row twice is the same verdict)."""
+    if record.get("labeler") is not None or options.default_rater:
+        return _rater(record, options)
+    row = {k: v for k, v in record.items() if k != "labeler"}
+    return content_hash(row, prefix="anonymous:", length=16)
 
 
 HUMAN_EVAL = register(
@@ -228,5 +294,8 @@ HUMAN_EVAL = register(
         "model_1, model_2",
         _human_eval_detect,
         _human_eval_convert,
+        # a verdict on two named models' answers: the same texts from other models are another
+        # item, so its id (given, or comparison_id) is kept, never joined by content
+        samples=True,
     )
 )

@@ -103,6 +103,7 @@ PANDALM = register(
         "PandaLM test set: response1/response2, annotator1..3",
         _pandalm_detect,
         _pandalm_convert,
+        dataset_ids=True,
     )
 )
 
@@ -205,6 +206,7 @@ TULU1 = register(
         "Tulu-1 human eval: completion_a/b, 5-level preference, evaluator",
         _tulu_detect,
         _tulu_convert,
+        dataset_ids=True,
     )
 )
 
@@ -357,6 +359,7 @@ SQUALITY = register(
         "SQuALITY human eval: passage-id, questions.*.reviews",
         _squality_detect,
         _squality_convert,
+        dataset_ids=True,
         rubrics=(SQUALITY_RUBRIC,),
     )
 )

@@ -13,7 +13,14 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from ...schema import Rubric
-from ...store.rows import ItemRows, JudgmentRows, PairRows, rekeyed
+from ...store.rows import (
+    ItemRows,
+    JudgmentRows,
+    PairRows,
+    derived_candidate_keys,
+    pair_key,
+    rekeyed,
+)
 from ..formats import FORMATS
 from .convert import Record
 
@@ -84,10 +91,11 @@ def joined_item(
     content hash (the record's key becomes an alias of it); else its own key (a new item). The
     one rule of :func:`import_files` and :func:`validate_files`.
 
-    The items of a format of model samples (:attr:`RecordFormat.samples`: rollouts, trajectories)
-    keep their own id: each is one output with its outcome (a reward, a verifier's result), which
-    the content hash does not cover, so two samples with the same text but different outcomes (a
-    flaky test) stay two instead of one losing its outcome.
+    The items of a format of model samples (:attr:`RecordFormat.samples`: rollouts, trajectories,
+    human_eval verdicts) keep their own id: each is one output with its outcome (a reward, a
+    verifier's result) or a battle of two named models, which the content hash does not cover, so
+    two samples with the same text but different outcomes (a flaky test) stay two instead of one
+    losing its outcome, and the same texts from two model pairs two battles.
     """
     if is_item(item.key):
         return item.key, False
@@ -110,6 +118,30 @@ def different_content(key: str, target: str) -> str:
     )
 
 
+def _ids(candidates: Collection[str] | None) -> str:
+    return f" ({', '.join(repr(c) for c in sorted(candidates))})" if candidates else ""
+
+
+def same_pair_named(key: str, candidates: Collection[str] | None) -> str:
+    """A record without candidate ids whose prompt and answers are an item whose candidates have
+    their own ids: joining would rename the candidates inside its judgments, so it is refused."""
+    return (
+        f"the same prompt and answers are item {key!r}, whose candidates have their own "
+        f"ids{_ids(candidates)}; one pair is one item, and this record cannot name them: write its "
+        f'labels as judgments of item {key!r} ("item_id": {key!r} with those candidate ids), '
+        "or import that item without candidate ids (leave out each candidate's 'id')"
+    )
+
+
+def same_pair_other_ids(other: str, candidates: Collection[str] | None) -> str:
+    """An item whose prompt and answers are another item's, under other candidate ids."""
+    return (
+        f"the same prompt and answers are already item {other!r}, with other candidate "
+        f"ids{_ids(candidates)}; one pair is one item: give these candidates the ids item "
+        f"{other!r} has, so the record joins it, or write its labels as judgments of item {other!r}"
+    )
+
+
 def check_record(rec: Record, state: CheckState, rules: ProjectRules) -> Checked:
     """Check one record against ``state`` and ``rules``; accept it into ``state`` when it has no
     problems (its new items, aliases and judgments), else leave ``state`` as it was."""
@@ -119,6 +151,8 @@ def check_record(rec: Record, state: CheckState, rules: ProjectRules) -> Checked
     checked = Checked()
     for item in rec.items:
         items.check(item, rec.format, checked)
+    if checked.problems:  # the judgments of a refused item: nothing to check them against
+        return checked
     judgments = _check_judgments(rec, state, rules, items, checked)
     if checked.problems:
         return checked
@@ -160,6 +194,39 @@ class _RecordItems:
     def entry(self, key: str) -> tuple[str, Collection[str]] | None:
         return self.known.get(key) or self.state.known.get(key)
 
+    def candidate_ids(self, key: str) -> Collection[str] | None:
+        """The candidate ids of item ``key`` when this import knows them (else ``None``)."""
+        entry = self.entry(key)
+        if entry is not None and key not in self.state.existing_items:
+            return entry[1]
+        return self.state.outside_candidates.get(key)
+
+    def pair_problem(self, item: ItemRows, key: str) -> tuple[str, str] | None:
+        """The same pair in the shape without candidate ids (docs/item-identity.md): an item with
+        its own candidate ids keeps that shape's key as an alias, and is refused when that key is
+        an item of the other shape; an item with derived candidate ids under an id of its own is
+        refused when that key is an alias of an item with its own candidate ids."""
+        pair, own_ids = pair_key(item)
+        if pair is None:
+            return None
+        other = pair if self.is_item(pair) else self.alias(pair)
+        if other is None or other == key:
+            if other is None and own_ids:
+                self.aliases[pair] = key
+                self.new_aliases[pair] = key
+            return None
+        ids = self.candidate_ids(other)
+        # the other item has derived ids: it is the shape without ids (also when an item of it is
+        # stored under an id of its own); ids unknown: an item stored under that key is that shape
+        other_derived = (
+            set(ids) == derived_candidate_keys(item) if ids is not None else other == pair
+        )
+        if own_ids and other_derived:
+            return ("candidates", same_pair_other_ids(other, ids))
+        if not own_ids and not other_derived:
+            return ("id", same_pair_named(other, ids))
+        return None  # two items with ids of their own: as before, two items
+
     def check(self, item: ItemRows, fmt: str | None, checked: Checked) -> None:
         key, new_alias = joined_item(item, self.is_item, self.alias, self.with_content, fmt)
         if key != item.key:
@@ -171,11 +238,21 @@ class _RecordItems:
         if prior is None and existing is not None:
             prior = (existing[1], set(item.candidate_keys))
             self.known[key] = prior
-        if prior is not None:
-            if prior[0] != item.content_hash:
-                checked.problems.append(("id", different_content(item.key, key)))
+        if prior is not None and prior[0] != item.content_hash:
+            if key != item.key and pair_key(item) == (None, False):
+                # a record without ids met the pair key of an item with its own candidate ids
+                reason = same_pair_named(key, self.candidate_ids(key))
             else:
-                checked.items_existing += 1
+                reason = different_content(item.key, key)
+            checked.problems.append(("id", reason))
+            return
+        if not (fmt is not None and FORMATS[fmt].keeps_pair_ids):
+            problem = self.pair_problem(item, key)
+            if problem is not None:
+                checked.problems.append(problem)
+                return
+        if prior is not None:
+            checked.items_existing += 1
             return
         self.new.append(item)
         self.known[key] = (item.content_hash, set(item.candidate_keys))

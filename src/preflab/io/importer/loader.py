@@ -12,7 +12,7 @@ from sqlalchemy import Connection, select
 from ...schema import Rubric, rater_hash
 from ...store import repo
 from ...store.models import Project, utcnow
-from ...store.rows import ItemRows, JudgmentRows, PairRows
+from ...store.rows import ItemRows, JudgmentRows, PairRows, pair_key
 from ..formats import FORMATS
 from .checks import CheckState, ProjectRules, check_record
 from .columns import RowBuilder
@@ -257,11 +257,18 @@ class Loader:
         idem: set[str] = set()
         referenced: set[str] = set()  # items judged by generic records
         pairs: list[PairRows] = []
+        pair_keys: set[str] = set()  # of items with ids of their own (rows.pair_key)
         for rec in chunk:
             if isinstance(rec, Pair):
                 pairs.append(rec.rows)
                 continue
-            item_keys.update(i.key for i in rec.items)
+            pairs_checked = not (rec.format and FORMATS[rec.format].keeps_pair_ids)
+            for i in rec.items:
+                item_keys.add(i.key)
+                # the same pair without candidate ids: an item or an alias (rows.pair_key)
+                if pairs_checked and (pair := pair_key(i)[0]) is not None:
+                    item_keys.add(pair)
+                    pair_keys.add(pair)
             for j in rec.judgments:
                 referenced.add(j.item_key)
                 if j.idempotency_key:
@@ -309,6 +316,9 @@ class Loader:
         # Items judged in this chunk that the database has (this chunk's records may fail, or come later).
         outside = {k: existing_items[k][0] for k in referenced if k in existing_items}
         outside.update((aliases[k][0], aliases[k][1]) for k in referenced if k in aliases)
+        # the candidates of the items a pair key names: which shape they are (checks.pair_problem)
+        outside.update((k, existing_items[k][0]) for k in pair_keys if k in existing_items)
+        outside.update((aliases[k][0], aliases[k][1]) for k in pair_keys if k in aliases)
         state = CheckState(
             existing_items=existing_items,
             aliases={alias: key for alias, (key, _, _) in aliases.items()},
@@ -326,6 +336,8 @@ class Loader:
             state.seen_hashes,
         )
         existing_hashes, by_content_ = state.existing_hashes, state.by_content
+        # an alias: another id of a stored item, or the key of an item's pair (rows.pair_key)
+        aliases_ = state.aliases
         pairwise = "pairwise" in self.kinds
         # The fast path's counts, added to the report once a chunk.
         fast_items = fast_judgments = fast_existing = 0
@@ -338,6 +350,7 @@ class Loader:
                     and key not in known
                     and key not in existing_items
                     and p.item_hash not in by_content_
+                    and key not in aliases_
                 ):
                     # The common case, decided here as _check would decide it: a new item, and a
                     # judgment of its own candidates, new unless its hash is known.

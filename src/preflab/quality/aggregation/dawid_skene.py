@@ -42,6 +42,28 @@ CONFUSION_PRIOR = 10.0
 PRIOR_ACCURACY = 0.9
 CLASS_PRIOR = 1.0
 
+#: The least number of labels a rater needs in the fit for a confusion matrix of their own; raters
+#: with fewer share one pooled matrix (equal weights among them). See ``dawid_skene`` and
+#: docs/aggregation.md ("Evidence per rater") for how the number was chosen.
+MIN_LABELS = 20
+
+
+def mirror_permutation(classes: np.ndarray, mirror: Any) -> np.ndarray | None:
+    """``mirror`` (a mapping or ``None``) as a permutation of class indices; every class's image
+    must be a class too."""
+    if mirror is None:
+        return None
+    index = {c: i for i, c in enumerate(classes.tolist())}
+    try:
+        perm = np.array([index[mirror[c]] for c in classes.tolist()], dtype=np.int64)
+    except KeyError as exc:
+        raise ValueError(
+            f"mirror image of a class is not among classes {classes.tolist()}"
+        ) from exc
+    if sorted(perm.tolist()) != list(range(len(classes))):
+        raise ValueError("mirror must be a permutation of the classes")
+    return perm
+
 
 def confusion_pseudo_counts(k: int, strength: float, accuracy: float) -> np.ndarray:
     """``K x K`` Dirichlet pseudo-counts: ``strength`` per row, ``accuracy`` of it on the diagonal."""
@@ -100,6 +122,28 @@ def log_prior_density(
     return conf + class_pseudo * float(np.log(np.maximum(priors, EPS)).sum())
 
 
+def pooled_raters(r: np.ndarray, n_raters: int, min_labels: int) -> tuple[np.ndarray, int]:
+    """Fit indices: raters with at least ``min_labels`` labels keep their own confusion matrix;
+    the others share one (the pooled rater, index 0 when there is any). ``(index per rater, n)``."""
+    counts = np.bincount(r, minlength=n_raters)
+    own = counts >= min_labels
+    if own.all():
+        return np.arange(n_raters), n_raters
+    index = np.zeros(n_raters, dtype=np.int64)  # 0: the pooled rater
+    index[own] = np.arange(1, 1 + int(own.sum()))
+    return index, 1 + int(own.sum())
+
+
+def mirrored(
+    pi: np.ndarray, priors: np.ndarray, mirror: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Parameters averaged with their image under the class permutation ``mirror``."""
+    return (
+        0.5 * (pi + pi[:, mirror][:, :, mirror]),
+        0.5 * (priors + priors[mirror]),
+    )
+
+
 def dawid_skene(
     units: Any,
     raters: Any,
@@ -110,6 +154,8 @@ def dawid_skene(
     confusion_prior: float = CONFUSION_PRIOR,
     prior_accuracy: float = PRIOR_ACCURACY,
     class_prior: float = CLASS_PRIOR,
+    min_labels: int = MIN_LABELS,
+    mirror: Any = None,
 ) -> AggregationResult:
     """Fit Dawid-Skene by EM (MAP EM with Dirichlet priors unless the priors are 0).
 
@@ -126,26 +172,51 @@ def dawid_skene(
     crowds, *JMLR* 11 (MAP EM with priors on rater parameters); Paun et al. (2018), Comparing
     Bayesian models of annotation, *TACL* 6 (Dirichlet priors on Dawid-Skene confusion rows).
     ``confusion_prior=0, class_prior=0`` is the 1979 maximum-likelihood model (as crowd-kit).
+
+    **Evidence.** A rater with fewer than ``min_labels`` labels gets no confusion matrix of their
+    own: all such raters share one, fitted on their labels together, so they weigh the same (a
+    rater seen on two or three items cannot be told from any other; Dawid-Skene would otherwise
+    read a confident preference into a 2-2 split from the accident of who agreed with whom
+    elsewhere). ``min_labels=0`` (or 1) gives every rater their own matrix, as the 1979 model.
+
+    ``mirror``: a permutation of ``classes`` (as labels: ``mirror[c]`` is the image of class
+    ``c``) under which the model is invariant; the fitted class prior and confusion matrices are
+    symmetrised under it at every M-step (EM on the data plus its mirror image, each counted
+    half). For preferences over a pair in arbitrary canonical order, ``{-1: 1, 0: 0, 1: -1}``:
+    "first better" is no likelier than "second better" and a rater's errors do not depend on
+    which candidate sorts first.
     """
     enc = encode(units, raters, labels, classes)
     n_u, n_r, k = enc.shape
+    fit_of, n_fit = pooled_raters(enc.r, n_r, min_labels)
+    fit_r = fit_of[enc.r]
     pseudo = confusion_pseudo_counts(k, confusion_prior, prior_accuracy)
-    design = enc.rater_label_matrix()
-    observed = (np.bincount(enc.r * k + enc.c, minlength=n_r * k) > 0).reshape(n_r, k)
+    design = sparse.csr_matrix(
+        (np.ones(len(enc.u)), (enc.u, fit_r * k + enc.c)), shape=(n_u, n_fit * k)
+    )
+    observed = (np.bincount(fit_r * k + enc.c, minlength=n_fit * k) > 0).reshape(n_fit, k)
+    perm = mirror_permutation(enc.classes, mirror)
+    if perm is not None:
+        observed = observed | observed[:, perm]
     votes = enc.vote_counts()
     post = votes / votes.sum(axis=1, keepdims=True)
     priors = class_priors(post, class_prior)
-    pi = confusion_m_step(design, post, n_r, k, observed, pseudo)
+    pi = confusion_m_step(design, post, n_fit, k, observed, pseudo)
+    if perm is not None:
+        pi, priors = mirrored(pi, priors, perm)
     history: list[float] = []
     it = 0
     for it in range(1, n_iter + 1):  # noqa: B007 -- the count is reported after the loop
         post, unit_ll = em_e_step(design, np.log(np.maximum(priors, EPS)), log_pi_matrix(pi))
         objective = unit_ll.sum() + log_prior_density(pi, priors, pseudo, class_prior)
         priors = class_priors(post, class_prior)
-        pi = confusion_m_step(design, post, n_r, k, observed, pseudo)
+        pi = confusion_m_step(design, post, n_fit, k, observed, pseudo)
+        if perm is not None:
+            pi, priors = mirrored(pi, priors, perm)
         history.append(float(objective / len(enc.u)))
         if len(history) > 1 and history[-1] - history[-2] < tol:
             break
+    pi = pi[fit_of]  # per rater: the pooled raters share one matrix
     accuracy = np.einsum("k,jkk->j", priors, pi)
     return AggregationResult(
         "dawid_skene",
