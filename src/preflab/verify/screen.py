@@ -274,9 +274,10 @@ class _Screen(ast.NodeVisitor):
         if name in _REFLECTIVE_CALLS and node.args:
             target = node.args[0]
             computed = len(node.args) > 1 and not isinstance(node.args[1], ast.Constant)
-            on_module = isinstance(target, ast.Name) and target.id in self.modules
+            module_name = target.id if isinstance(target, ast.Name) else ""
+            on_module = module_name in self.modules
             if name == "vars" and on_module:
-                self.flag("dynamic_code", node, f"vars() of module {target.id}")
+                self.flag("dynamic_code", node, f"vars() of module {module_name}")
             elif computed and on_module:
                 self.flag("dynamic_code", node, f"{name}() with a computed name on a module")
             if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):

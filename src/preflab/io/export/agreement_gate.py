@@ -181,7 +181,7 @@ def labels_dropped(
     manifest's ``judgments_used`` leaves them out (issue 28 section 7). A pairwise label's unit is
     its pair; a ranking's, every pair of its order; a rubric score's, its candidate against each
     other candidate of the item; a thumb's, its candidate. Other kinds are never dropped here."""
-    out = []
+    out: list[JudgmentBase] = []
     for j in labels:
         units: set[frozenset[str]]
         if isinstance(j, PairwiseJudgment):
@@ -189,9 +189,9 @@ def labels_dropped(
         elif isinstance(j, RankingJudgment):
             units = {frozenset((lo, hi)) for lo, hi, _ in j.induced_pairs()}
         elif isinstance(j, RubricJudgment):
-            item = items.get(j.item_id)
-            others = [c.id for c in item.candidates if c.id != j.candidate_id] if item else []
-            units = {frozenset((j.candidate_id, o)) for o in others}
+            item, graded = items.get(j.item_id), j.candidate_id
+            others = [c.id for c in item.candidates if c.id and c.id != graded] if item else []
+            units = {frozenset((graded, o)) for o in others} if graded is not None else set()
         elif isinstance(j, UnaryJudgment):
             units = {frozenset((j.candidate_id,))}
         else:
