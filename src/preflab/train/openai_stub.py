@@ -66,6 +66,8 @@ class StubPolicy:
         self.requests = 0  # every POST that reached a completion route
         self.failures = 0  # of which answered with an injected fault
         self.seen: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests answered at once (a concurrency check)
 
     def answer(self, prompt: str, seed: int | None) -> str:
         options = self.answers.get(prompt) or [self.default]
@@ -131,8 +133,15 @@ def _handler(policy: StubPolicy) -> type[BaseHTTPRequestHandler]:
                     {"Retry-After": "0"},
                 )
                 return
-            if policy.delay_s:
-                time.sleep(policy.delay_s)
+            with policy.lock:
+                policy.in_flight += 1
+                policy.max_in_flight = max(policy.max_in_flight, policy.in_flight)
+            try:
+                if policy.delay_s:
+                    time.sleep(policy.delay_s)
+            finally:
+                with policy.lock:
+                    policy.in_flight -= 1
             seed = body.get("seed")
             n = int(body.get("n") or 1)
             max_tokens = body.get("max_tokens")
