@@ -40,6 +40,10 @@ class SamplingError(ValueError):
     """Bad input or an endpoint that refuses, with a message meant for the user."""
 
 
+class SamplesFailed(SamplingError):
+    """Some samples could not be drawn after their retries; those drawn are in the cache."""
+
+
 @dataclass(frozen=True)
 class PromptRow:
     task_id: str
@@ -524,7 +528,7 @@ def sample(
         stats.wall_s = time.monotonic() - started
     if stats.failed:
         where = f" (the {stats.samples - stats.failed} drawn are cached in {cache_path}; run again to resume)"
-        raise SamplingError(
+        raise SamplesFailed(
             f"{stats.failed} of {stats.samples} samples failed{where if cache_path else ''}:\n"
             + "\n".join(stats.errors[:5])
         )

@@ -70,6 +70,7 @@ def sample_command(
     """Sample N answers per prompt from an endpoint or a local model into rollouts.jsonl."""
     from .sampling import (
         RetryPolicy,
+        SamplesFailed,
         SamplingError,
         SamplingParams,
         read_prompt_rows,
@@ -110,7 +111,7 @@ def sample_command(
                 on_done=lambda k: progress.advance(bar, k),
             )
     except (SamplingError, OSError) as e:
-        raise _fail(str(e), 1 if isinstance(e, SamplingError) and "failed" in str(e) else 2) from e
+        raise _fail(str(e), 1 if isinstance(e, SamplesFailed) else 2) from e
     write_rows(out_path, rows)
     figures = stats.as_dict()
     if as_json:
@@ -195,7 +196,7 @@ def advise_command(
         except ValueError as e:
             raise _fail(str(e)) from e
         advice["demonstration_project"] = created
-    paths = write_advice(advice, out_dir)
+    write_advice(advice, out_dir)
     if as_json:
         print(json.dumps(advice, indent=2, ensure_ascii=False))
         return
@@ -210,7 +211,6 @@ def advise_command(
     if advice.get("demonstration_project"):
         p = advice["demonstration_project"]
         out.print(f"created project {p['name']!r} with {p['items']} prompts", highlight=False)
-    del paths
 
 
 def mount(app: typer.Typer) -> None:
