@@ -21,6 +21,7 @@ FULL = [
     ["bench_quality.py"],  # alpha, Dawid-Skene, Bradley-Terry vs references
     ["bench_server.py"],  # 50 and 200 concurrent raters on SQLite
     ["bench_verify.py"],  # sandboxed verifier vs a bare pytest subprocess
+    ["bench_sampling.py"],  # preflab sample vs a sequential loop; verify rollouts throughput
     [
         "bench_rm.py",
         "--speed-pairs",
@@ -35,6 +36,7 @@ QUICK = [
     ["bench_quality.py", "--quick"],
     ["bench_server.py", "--raters", "20", "--submissions", "200"],
     ["bench_verify.py", "--repeats", "1"],
+    ["bench_sampling.py", "--n", "8"],
     ["bench_rm.py", "--speed-pairs", "32", "--accuracy-pairs", "100", "--skip-parity"],
 ]
 

@@ -1035,6 +1035,16 @@ def _mount_train_commands() -> None:
 _mount_train_commands()
 
 
+def _mount_stage_commands() -> None:
+    """``preflab sample`` and ``preflab advise`` (issue 29) live with the train package."""
+    from .train.stage_cli import mount
+
+    mount(app)
+
+
+_mount_stage_commands()
+
+
 # -- configuration ----------------------------------------------------------------------
 
 config_app = typer.Typer(

@@ -206,3 +206,13 @@ def project_command(
         f"{counts['verified']} answers of {counts['items']} items verified: {counts['passed']} passed, "
         f"{counts['harness_not_verified']} with the harness changed; verdicts stored in project {name!r}"
     )
+
+
+def _mount_rollouts_command() -> None:
+    """``preflab verify rollouts`` (pass@k of sampled rollouts) lives in :mod:`.rollouts_cli`."""
+    from .rollouts_cli import rollouts_command
+
+    verify_app.command("rollouts")(rollouts_command)
+
+
+_mount_rollouts_command()
