@@ -29,6 +29,24 @@ def tree_digests(root: Path, *, skip: tuple[Path, ...] = ()) -> dict[str, str]:
     return out
 
 
+#: ``path -> (stat key, digest)`` for files that are hashed on every run (pytest's own code)
+_CACHE: dict[str, tuple[tuple[int, ...], str]] = {}
+
+
+def sha256_cached(path: Path) -> str:
+    """:func:`sha256_file`, hashed again only when the file's stat changed. The key holds the
+    inode change time, which the kernel sets on every write, chmod or rename and which no
+    unprivileged process can set back."""
+    st = path.stat()
+    key = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    hit = _CACHE.get(str(path))
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    digest = sha256_file(path)
+    _CACHE[str(path)] = (key, digest)
+    return digest
+
+
 def pytest_entry_digests() -> dict[str, str]:
     """pytest's entry points and the plugin code that decides outcomes (``pytest``, ``_pytest``,
     ``pluggy``): a candidate that could write to site-packages could rewrite them."""
@@ -39,9 +57,11 @@ def pytest_entry_digests() -> dict[str, str]:
     out = {}
     for package in (pytest, _pytest, pluggy):
         root = Path(str(package.__file__)).parent
-        for name, digest in tree_digests(root).items():
-            if name.endswith(".py"):
-                out[f"{package.__name__}/{name}"] = digest
+        for path in sorted(root.rglob("*.py")):
+            key = f"{package.__name__}/{path.relative_to(root)}"
+            out[key] = (
+                "symlink:" + str(path.readlink()) if path.is_symlink() else sha256_cached(path)
+            )
     return out
 
 

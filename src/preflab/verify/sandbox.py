@@ -424,6 +424,27 @@ def spawn_sandboxed(
         )
 
 
+def wait_or_kill(proc: subprocess.Popen[bytes], wall_s: float) -> bool:
+    """Wait for ``proc``; at ``wall_s`` SIGKILL its process group. True when it was killed.
+
+    A blocking ``wait`` with a timer, not ``Popen.wait(timeout=...)``: that one polls with
+    sleeps of up to 50 ms, which every verification would pay after its command exited."""
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        _kill_group(proc.pid)
+
+    timer = threading.Timer(wall_s, kill)
+    timer.daemon = True
+    timer.start()
+    try:
+        proc.wait()
+    finally:
+        timer.cancel()
+    return fired.is_set()
+
+
 def stop(proc: subprocess.Popen[bytes], uid: int | None) -> list[int]:
     """SIGKILL a sandboxed command's process group (its PID namespace goes with it), wait for it
     and, as root, reap whatever its uid still runs; the processes found then."""
@@ -474,11 +495,7 @@ def run_sandboxed(
         os.close(fd)
     reader = threading.Thread(target=_drain, args=(channel_r, received, channel_cap), daemon=True)
     reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=limits.wall_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    timed_out = wait_or_kill(proc, limits.wall_s)
     # after a normal exit the kernel has already reaped the PID namespace; after a kill it
     # tears it down asynchronously, so survivors only count when nothing was killed
     survivors = stop(proc, uid)

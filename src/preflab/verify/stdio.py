@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,6 +22,7 @@ from .sandbox import (
     minimal_root_script,
     spawn_sandboxed,
     stop,
+    wait_or_kill,
     wrap_minimal,
 )
 from .tasks import StdioTask
@@ -106,11 +106,7 @@ def _run_case(
         reader.start()
         writer = threading.Thread(target=_feed, args=(stdin_w, given.encode()), daemon=True)
         writer.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=limits.wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = wait_or_kill(proc, limits.wall_s)
         stop(proc, uid)
         reader.join(timeout=5)
         tail = (work / "output.log").read_bytes()[-400:].decode("utf-8", "replace").strip()
