@@ -39,6 +39,7 @@ import pytest
 
 from preflab.io.export import ExportOptions, export_project
 from preflab.io.importer import ImportFailed, ImportOptions, import_files
+from preflab.schema.identity import candidate_key, item_key
 from preflab.store import db, repo, transaction
 
 pytestmark = pytest.mark.slow
@@ -138,7 +139,7 @@ def sentence(rng: random.Random, tag: str, n: int) -> str:
     return " ".join([tag, *rng.choices(WORDS, k=n - 1)])
 
 
-def generate(seed: int) -> Project:  # noqa: C901 - one generator, read top to bottom
+def generate(seed: int) -> Project:
     rng = random.Random(seed)
     p = Project()
     minutes = iter(rng.sample(range(10_000), 2_000))
@@ -152,11 +153,48 @@ def generate(seed: int) -> Project:  # noqa: C901 - one generator, read top to b
 
     def source_of(rec_prov: dict[str, Any], rater: str) -> str:
         choice = rng.random()
-        if choice < 0.55:
-            return "human"  # not stated: the import's default
+        if choice < 0.55:  # not stated: the import's default, or AI for a declared model
+            return "ai" if rater == BOT else "human"
         stated = "human" if choice < 0.7 else "ai" if choice < 0.85 else "ai_assisted"
         rec_prov["source"] = stated
         return stated
+
+    def judgment(
+        out: list[dict[str, Any]],
+        key: str,
+        item_id: str,
+        kind: str,
+        rater: str,
+        body: dict[str, Any],
+        **said: Any,
+    ) -> Said:
+        """A preflab judgment record (``item_id`` and ``body`` in the stored ids) and its Said."""
+        prov: dict[str, Any] = {"rater_id": rater}
+        source = source_of(prov, rater)
+        minute = next(minutes) if rng.random() < 0.85 else None
+        if minute is not None:
+            prov["submitted_at"] = (T0 + timedelta(minutes=minute)).isoformat()
+        review_pass = 2 if kind == "pairwise" and rng.random() < 0.06 else 0
+        if review_pass:
+            prov["review_pass"] = review_pass
+        out.append({"kind": kind, "item_id": item_id, **body, "provenance": prov})
+        return Said(
+            next_seq(), kind, key, rater, source, minute=minute, review_pass=review_pass, **said
+        )
+
+    def pairwise(
+        out: list[dict[str, Any]], key: str, item_id: str, rater: str, ids: dict[str, str]
+    ) -> None:
+        """A pairwise record in a random shown order; ``ids``: candidate name -> stored id."""
+        shown = rng.sample(sorted(ids), 2)  # both shown orders
+        winner = rng.choice(["a", "b", "tie"])
+        strength = 0 if winner == "tie" else rng.choice([1, 2, 3, 3, None])
+        body: dict[str, Any] = {"shown_order": [ids[c] for c in shown], "winner": winner}
+        if strength is not None:
+            body["strength"] = strength
+        better = shown if winner != "b" else shown[::-1]
+        said = {"pair": tuple(better), "tie": winner == "tie", "shown": tuple(shown)}
+        p.add(judgment(out, key, item_id, "pairwise", rater, body, strength=strength, **said))
 
     # items whose candidates have their own ids (labelled by judgment records)
     for i in range(rng.randint(1, 3)):
@@ -178,51 +216,13 @@ def generate(seed: int) -> Project:  # noqa: C901 - one generator, read top to b
             }
         items_file.append(record)
 
-        def judgment(kind: str, rater: str, body: dict[str, Any], **said: Any) -> Said:
-            prov: dict[str, Any] = {"rater_id": rater}
-            source = source_of(prov, rater)
-            minute = next(minutes) if rng.random() < 0.85 else None
-            if minute is not None:
-                prov["submitted_at"] = (T0 + timedelta(minutes=minute)).isoformat()
-            review_pass = 2 if kind == "pairwise" and rng.random() < 0.06 else 0
-            if review_pass:
-                prov["review_pass"] = review_pass
-            labels_file.append({"kind": kind, "item_id": key, **body, "provenance": prov})
-            return Said(
-                next_seq(),
-                kind,
-                key,
-                rater,
-                source,
-                minute=minute,
-                review_pass=review_pass,
-                **said,
-            )
-
         cands = sorted(names)
         steps_of = {c: tuple(f"step {k} of {key}-{c}" for k in range(3)) for c in cands}
         for _ in range(rng.randint(0, 12)):
-            rater = rng.choice(RATERS)
+            rater = rng.choice([*RATERS, BOT])
             kind = rng.choices(KINDS, weights=(5, 2, 2, 1, 1))[0]
             if kind == "pairwise":
-                shown = rng.sample(cands, 2)  # both shown orders
-                winner = rng.choice(["a", "b", "tie"])
-                strength = 0 if winner == "tie" else rng.choice([1, 2, 3, 3, None])
-                body = {"shown_order": shown, "winner": winner}
-                if strength is not None:
-                    body["strength"] = strength
-                better = shown if winner != "b" else shown[::-1]
-                p.add(
-                    judgment(
-                        kind,
-                        rater,
-                        body,
-                        pair=tuple(better),
-                        tie=winner == "tie",
-                        shown=tuple(shown),
-                        strength=strength,
-                    )
-                )
+                pairwise(labels_file, key, key, rater, {c: c for c in cands})
             elif kind == "ranking":
                 ranks = {c: rng.randint(0, len(cands) - 1) for c in cands}
                 dense = {r: n for n, r in enumerate(sorted(set(ranks.values())))}
@@ -231,16 +231,18 @@ def generate(seed: int) -> Project:  # noqa: C901 - one generator, read top to b
                     sorted(c for c in cands if ranks[c] == g)
                     for g in range(max(ranks.values()) + 1)
                 ]
-                p.add(judgment(kind, rater, {"order": order}, ranks=ranks))
+                p.add(judgment(labels_file, key, key, kind, rater, {"order": order}, ranks=ranks))
             elif kind == "unary":
                 cand, thumb = rng.choice(cands), rng.random() < 0.6
                 body = {"candidate_id": cand, "label": thumb}
-                p.add(judgment(kind, rater, body, candidate=cand, thumb=thumb))
+                p.add(
+                    judgment(labels_file, key, key, kind, rater, body, candidate=cand, thumb=thumb)
+                )
             elif kind == "demonstration":
                 text = sentence(rng, f"demo-{key}-{rater}-{p.seq}", 5)
                 status = rng.choice(["pending", "accepted", "accepted", "rejected"])
                 body = {"text": text, "status": status}
-                p.add(judgment(kind, rater, body, text=text, status=status))
+                p.add(judgment(labels_file, key, key, kind, rater, body, text=text, status=status))
             else:
                 cand = rng.choice(cands)
                 steps = steps_of[cand]
@@ -252,11 +254,8 @@ def generate(seed: int) -> Project:  # noqa: C901 - one generator, read top to b
                     if verdicts[-1] == -1:
                         break
                 body = {"candidate_id": cand, "steps": list(steps), "verdicts": verdicts}
-                p.add(
-                    judgment(
-                        kind, rater, body, candidate=cand, steps=steps, verdicts=tuple(verdicts)
-                    )
-                )
+                said = {"candidate": cand, "steps": steps, "verdicts": tuple(verdicts)}
+                p.add(judgment(labels_file, key, key, kind, rater, body, **said))
 
     # pairs without candidate ids: several shapes of one item, labels as TRL rows
     for i in range(rng.randint(1, 3)):
@@ -335,6 +334,12 @@ def generate(seed: int) -> Project:  # noqa: C901 - one generator, read top to b
                     strength=strength,
                 )
             )
+        # judgment records of the same pair, by the ids the import derived (a relabel of a TRL
+        # row by the same rater: no time on the row, so row order decides)
+        ids = {c: candidate_key(t) for c, t in item.answers.items()}
+        item_id = item_key(item.prompt, [(ids[c], t) for c, t in item.answers.items()])
+        for _ in range(rng.randint(0, 3)):
+            pairwise(trl_file, key, item_id, rng.choice([*RATERS, BOT]), ids)
 
     # TRL unpaired rows: an item of one completion each
     for i in range(rng.randint(0, 2)):
@@ -721,8 +726,8 @@ def load(engine, name: str, p: Project, tmp: Path) -> None:
         assert "the same prompt and answers are" in problems[0], problems
 
 
-SEEDS_PER_BLOCK = 6
-BLOCKS = 4
+SEEDS_PER_BLOCK = 8
+BLOCKS = 8
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ and preflab's own item and judgment records.
 | ``comparison`` | ``{"prompt", "chosen", "rejected", "labeler"?, "source"?, "strength"?, "margin"?}``; TRL standard (strings) and conversational (message lists, also without ``prompt``: the shared prefix of ``chosen`` and ``rejected``) | an item + a pairwise judgment |
 | ``unpaired`` | TRL ``{"prompt", "completion", "label": bool}`` | an item + a unary judgment |
 
-Sources: a record's own ``source`` always wins. Without one, a ``labeler`` the admin declared a
+Sources: a record's own ``source`` always wins. Without one, a ``labeler`` (or a judgment
+record's ``provenance.rater_id``) the admin declared a
 model (an exact name in ``--ai-labeler`` / ``policy.ai_labelers``, or a glob in
 ``--ai-labeler-pattern`` / ``policy.ai_labeler_patterns``; :func:`ai_labeler_rule`) is an AI
 label, stored as ``source: ai`` and never as a human rater; any other name is a person, however
@@ -374,7 +375,13 @@ def _judgment_detect(record: dict[str, Any]) -> bool:
 def _judgment_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
     prov = record.get("provenance")
     if isinstance(prov, dict) and "source" not in prov:
-        record = {**record, "provenance": {**prov, "source": options.default_source}}
+        # a rater the admin declared a model is one here too (issue 28): the same name was AI in
+        # TRL rows and a person in judgment records, one rater with two sources
+        rater = prov.get("rater_id")
+        source = options.default_source
+        if isinstance(rater, str):
+            source = labeler_source(rater, source, options, said=False)
+        record = {**record, "provenance": {**prov, "source": source}}
     try:
         return Converted([], [parse_judgment(record)])
     except ValidationError as exc:
