@@ -330,3 +330,43 @@ def test_the_cli_says_how_many_labelers_are_ai_and_why(tmp_path):
     assert "claude.dupont, gemma" in text
     again = runner.invoke(app, ["import", "c", str(path), "--db", dbfile, "--json"])
     assert again.exit_code == 0 and orjson.loads(again.output)["already_imported"] is True
+
+
+def test_a_declared_model_is_ai_in_judgment_records_too(engine, tmp_path):
+    # Found by the export oracle (tests/io/test_export_oracle.py): the rule applied to TRL rows
+    # only, so judge-bot's preflab judgment records (no source stated) were a person's and its
+    # vote decided a pair without --include-ai, and the same name was one rater with two sources.
+    item = {
+        "id": "q",
+        "prompt": "Which?",
+        "candidates": [{"id": "a", "text": "one"}, {"id": "b", "text": "two"}],
+    }
+
+    def vote(rater, winner, **prov):
+        return {
+            "kind": "pairwise",
+            "item_id": "q",
+            "shown_order": ["a", "b"],
+            "winner": winner,
+            "provenance": {"rater_id": rater, **prov},
+        }
+
+    path = jsonl(
+        tmp_path / "j.jsonl",
+        item,
+        vote("judge-bot", "a"),
+        vote("pattern-bot", "a"),
+        vote("carol", "a", source="ai"),
+        vote("stated-bot", "a", source="human"),
+        vote("alice", "b"),
+    )
+    options = ImportOptions(ai_labelers=("stated-bot",), ai_labeler_patterns=("pattern-*",))
+    report = import_files(engine, "judged", [path], options)
+    assert sources(engine) == {
+        "judge-bot": "ai",  # policy.ai_labelers
+        "pattern-bot": "ai",  # --ai-labeler-pattern
+        "carol": "ai",  # stated
+        "stated-bot": "human",  # a record's own source always wins
+        "alice": "human",
+    }
+    assert set(report.ai_labelers) == {"judge-bot", "pattern-bot", "stated-bot"}

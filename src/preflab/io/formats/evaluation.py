@@ -281,10 +281,7 @@ def _verdict_rater(record: dict[str, Any], options: ConvertOptions) -> str:
     """The rater of a verdict: ``labeler``, else ``--default-rater``, else a rater of its own
     (``anonymous:`` + a hash of the row): verdicts of unnamed people are not one rater's
     revisions, so none replaces another (the same row twice is the same verdict)."""
-    if record.get("labeler") is not None or options.default_rater:
-        return _rater(record, options)
-    row = {k: v for k, v in record.items() if k != "labeler"}
-    return content_hash(row, prefix="anonymous:", length=16)
+    return _rater(record, options)  # generic.anonymous_rater when the row names nobody
 
 
 HUMAN_EVAL = register(

@@ -10,7 +10,8 @@ and preflab's own item and judgment records.
 | ``comparison`` | ``{"prompt", "chosen", "rejected", "labeler"?, "source"?, "strength"?, "margin"?}``; TRL standard (strings) and conversational (message lists, also without ``prompt``: the shared prefix of ``chosen`` and ``rejected``) | an item + a pairwise judgment |
 | ``unpaired`` | TRL ``{"prompt", "completion", "label": bool}`` | an item + a unary judgment |
 
-Sources: a record's own ``source`` always wins. Without one, a ``labeler`` the admin declared a
+Sources: a record's own ``source`` always wins. Without one, a ``labeler`` (or a judgment
+record's ``provenance.rater_id``) the admin declared a
 model (an exact name in ``--ai-labeler`` / ``policy.ai_labelers``, or a glob in
 ``--ai-labeler-pattern`` / ``policy.ai_labeler_patterns``; :func:`ai_labeler_rule`) is an AI
 label, stored as ``source: ai`` and never as a human rater; any other name is a person, however
@@ -18,7 +19,10 @@ much it looks like a model's (the import report lists those, :func:`model_like`)
 
 Choices where the source says nothing: a comparison without ``strength`` (or ``margin``) is
 stored with strength unknown (``None``: exports write no margin for it); a TRL ``margin`` becomes the strength ``round(|margin|)`` clipped to 1..3; the
-rater is ``labeler``, else ``--default-rater``, else ``"anonymous"``. The pair of a comparison is
+rater is ``labeler``, else ``--default-rater``, else a rater of the row's own
+(:func:`anonymous_rater`: ``anonymous:`` + a hash of the row), so two unlabeled rows of the same
+pair are two votes, not one rater's revision (the same row twice is the same vote, and importing a
+file again adds nothing). The pair of a comparison is
 stored in sorted candidate-id order (no order was shown to anyone), so position-bias audits on
 imported comparisons measure nothing.
 """
@@ -43,6 +47,7 @@ from ...schema import (
     UnaryJudgment,
     parse_judgment,
 )
+from ...schema.common import content_hash
 from ...schema.identity import normal_answer
 from ...store.rows import PairRows, check_identifier, pair_rows, pairwise_rows, text_item_rows
 from . import (
@@ -62,8 +67,26 @@ IDENTICAL = (
     "identical to 'chosen' (compared after normalisation: Unicode NFC, surrounding whitespace, "
     "one assistant message = its text); a comparison needs two different answers"
 )
-ANONYMOUS = "anonymous"
+#: prefix of the rater of a row without ``labeler`` (:func:`anonymous_rater`)
+ANONYMOUS = "anonymous:"
 SOURCES = ("human", "ai", "ai_assisted")
+
+
+def anonymous_rater(record: dict[str, Any]) -> str:
+    """The rater of a row that names none (and no ``--default-rater``): a rater of its own,
+    ``anonymous:`` + a hash of the row (every key but ``labeler``).
+
+    Rows without a labeler are usually different people's (TRL and hh-rlhf data sets name
+    nobody); one shared "anonymous" rater made every later row of a pair a *revision* of the
+    earlier ones, so two unlabeled rows of one pair collapsed into one verdict (issue 28). A hash
+    of the row, not its line, keeps the import idempotent: the same row again is the same rater
+    and the same judgment. ``human_eval`` verdicts follow the same rule.
+    """
+    row = {k: v for k, v in record.items() if k != "labeler"}
+    try:
+        return content_hash(row, prefix=ANONYMOUS, length=16)
+    except TypeError:  # a value JSON cannot hold (a Parquet binary column): its repr decides
+        return content_hash(repr(sorted(row.items(), key=lambda kv: kv[0])), ANONYMOUS, 16)
 
 
 def _identifier(value: Any, field: str) -> str:
@@ -76,7 +99,7 @@ def _identifier(value: Any, field: str) -> str:
 def _rater(record: dict[str, Any], options: ConvertOptions, key: str = "labeler") -> str:
     value = record.get(key)
     if value is None:
-        return options.default_rater or ANONYMOUS
+        return options.default_rater or anonymous_rater(record)
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     return _identifier(value, key)
@@ -352,7 +375,13 @@ def _judgment_detect(record: dict[str, Any]) -> bool:
 def _judgment_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
     prov = record.get("provenance")
     if isinstance(prov, dict) and "source" not in prov:
-        record = {**record, "provenance": {**prov, "source": options.default_source}}
+        # a rater the admin declared a model is one here too (issue 28): the same name was AI in
+        # TRL rows and a person in judgment records, one rater with two sources
+        rater = prov.get("rater_id")
+        source = options.default_source
+        if isinstance(rater, str):
+            source = labeler_source(rater, source, options, said=False)
+        record = {**record, "provenance": {**prov, "source": source}}
     try:
         return Converted([], [parse_judgment(record)])
     except ValidationError as exc:

@@ -8,8 +8,9 @@
 Where a source does not record something the wire format needs, the choice is documented here:
 PandaLM and hh-rlhf give no preference strength, so a non-tie is stored with strength unknown
 (``None``; no export turns it into a margin), while Tulu-1's 5-level preference keeps its strengths;
-hh-rlhf gives no shown order or rater, so its pair is shown in stored order by rater
-``hh-rlhf:crowd`` (position-bias audits are meaningless on it).
+hh-rlhf gives no shown order or rater, so its pair is shown in stored order, each row by a rater
+of its own (``anonymous:`` + a hash of the row, as every unlabeled comparison; position-bias
+audits are meaningless on it).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ...schema import (
 )
 from ...schema.identity import candidate_key
 from . import Converted, ConvertOptions, RecordError, RecordFormat, check_unknown, register, require
-from .generic import labeler_source
+from .generic import anonymous_rater, labeler_source
 
 #: a non-tie whose source gives no strength: stored as unknown, never as a made-up number
 UNKNOWN_STRENGTH = None
@@ -258,7 +259,9 @@ def _hh_convert(record: dict[str, Any], options: ConvertOptions) -> Converted:
         metadata={"source": "hh-rlhf"},
     )
     shown = tuple(sorted(ids.values()))
-    rater = record.get("labeler") or options.default_rater or "hh-rlhf:crowd"
+    # no rater ids: each row is a rater of its own (generic.anonymous_rater), not one "crowd"
+    # whose later rows of a pair would replace the earlier ones
+    rater = record.get("labeler") or options.default_rater or anonymous_rater(record)
     if not isinstance(rater, str):
         raise RecordError("labeler", f"expected a string, got {type(rater).__name__}")
     judgment = PairwiseJudgment(
