@@ -213,6 +213,9 @@ def _mount_rollouts_command() -> None:
     from .rollouts_cli import rollouts_command
 
     verify_app.command("rollouts")(rollouts_command)
+    from .mc_steps_cli import steps_command
+
+    verify_app.command("steps")(steps_command)
 
 
 _mount_rollouts_command()
