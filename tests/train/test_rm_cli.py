@@ -312,9 +312,15 @@ def test_rl_runs_two_grpo_steps_with_a_kl_anchor_and_reports_reward_vs_kl(
     for step in report["steps"]:
         assert step["kl"] is not None and step["kl"] >= 0  # logged only when beta > 0
         assert step["reward"] == step["reward"] and step["length"] > 0
+    assert report["reward"] == {
+        "mode": "rm",
+        "functions": ["reward_model", "language_drift"],
+        "weights": [1.0, 0.0],
+    }
+    assert all(s["entropy"] > 0 and s["language_drift"] is not None for s in report["steps"])
     assert (out / "config.json").is_file() and (out / "rl_report.html").read_text().count(
         "<svg"
-    ) == 2
+    ) == 5
 
 
 def test_a_failed_rm_train_leaves_nothing_at_out(tmp_path, export_dir):

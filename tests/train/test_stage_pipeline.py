@@ -1,6 +1,7 @@
 """The README's walk-through, as commands: sample from the in-process OpenAI-compatible server,
-verify rollouts, advise — on the bundled stage example's math and SQL tasks (code tasks need the
-sandbox and minutes; their verifiers are covered in tests/verify)."""
+verify rollouts, advise, rl --reward verifier on the advice's GRPO prompts with a tiny local
+policy — on the bundled stage example's math and SQL tasks (code tasks need the sandbox and
+minutes; their verifiers are covered in tests/verify)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from preflab.verify.passk import pass_at_k
 STAGES = Path(__file__).resolve().parents[2] / "examples" / "stages"
 
 
-def test_sample_verify_advise_on_the_bundled_example(tmp_path):
+def test_sample_verify_advise_rl_on_the_bundled_example(tmp_path, policy_dir):
     rows = []
     for line in (STAGES / "tasks.jsonl").read_text().splitlines():
         row = json.loads(line)
@@ -72,3 +73,17 @@ def test_sample_verify_advise_on_the_bundled_example(tmp_path):
         "math/surd",
         "sql/customers_without_orders",
     }
+    # the fourth command: GRPO against the verifiers on exactly the advised prompts
+    grpo_file = tmp_path / "advice" / "grpo.jsonl"
+    result = runner.invoke(
+        app,
+        ["rl", "--reward", "verifier", "--policy", str(policy_dir), "--tasks", str(tasks)]
+        + ["--prompts", str(grpo_file), "--out", str(tmp_path / "rl"), "--steps", "1"]
+        + ["--num-generations", "2", "--batch-size", "2", "--max-completion-length", "4"]
+        + ["--json"],
+    )
+    assert result.exit_code == 0, result.output
+    rl_report = json.loads(result.stdout)
+    assert rl_report["prompts"] == 5 and rl_report["guessable_left_out"] == {}
+    assert rl_report["steps"][0]["zero_variance_share"] is not None
+    assert (tmp_path / "rl" / "rl_report.html").is_file()

@@ -84,7 +84,21 @@ class Item(StrictModel):
             self.id = item_key(self.prompt, self._bodies())
         if self.gold is not None:
             self._check_gold(self.gold, ids)
+        if "reference_provenance" in self.metadata:
+            self._check_reference_provenance(self.metadata["reference_provenance"])
         return self
+
+    def _check_reference_provenance(self, raw: Any) -> None:
+        """``metadata.reference_provenance`` (:mod:`.authorship`) is validated at import."""
+        from .authorship import ReferenceProvenance
+
+        try:
+            ReferenceProvenance.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            raise FieldProblem(
+                ("metadata", "reference_provenance", *first["loc"]), first["msg"]
+            ) from None
 
     def _check_gold(self, gold: GoldAnswer, ids: list[str | None]) -> None:
         """The gold answer must be a judgment of this item (:meth:`GoldAnswer.expected`, what every

@@ -101,9 +101,15 @@ class Rubric(StrictModel):
     dimensions: list[Dimension] = Field(min_length=1)
     vetoes: list[Veto] = Field(default_factory=list)
     verbosity_penalty: VerbosityPenalty | None = None
+    #: who wrote this version and who approved it (someone else); not part of the content hash
+    author: Identifier | None = None
+    approver: Identifier | None = None
 
     @model_validator(mode="after")
     def _unique(self) -> Rubric:
+        from .authorship import check_approver
+
+        check_approver(self.author, self.approver)
         names = [d.name for d in self.dimensions]
         if len(set(names)) != len(names):
             raise ValueError(f"dimension names must be unique, got {names}")
@@ -157,7 +163,9 @@ class Rubric(StrictModel):
     def content_hash(self) -> str:
         from .common import content_hash
 
-        return content_hash(self.model_dump(mode="json", exclude={"version"}), length=64)
+        return content_hash(
+            self.model_dump(mode="json", exclude={"version", "author", "approver"}), length=64
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> Rubric:

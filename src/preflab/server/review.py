@@ -234,6 +234,20 @@ def review_queues(
                 f"telemetry: near_duplicate_rationale (judgment {row.pk}{like})"
             )
             flagged_pks.add(row.pk)
+    # labels a machine check sent back (no reviewer: ``preflab verify steps --send-back``)
+    by_pk = {r.pk: r for r in rows}
+    for req in session.scalars(
+        select(ReviewRequest).where(
+            ReviewRequest.project_pk == project.pk,
+            ReviewRequest.status == "open",
+            ReviewRequest.reviewer_pk.is_(None),
+        )
+    ):
+        sent = by_pk.get(req.judgment_pk)
+        if sent is not None:
+            first = req.note.splitlines()[0] if req.note else "sent back"
+            entry(sent.item.item_key)["reasons"].append(f"{first} (judgment {sent.pk})")
+            flagged_pks.add(sent.pk)
     held_out = []
     weak_by_rater: dict[str, dict[str, Any]] = {}
     for i, row in enumerate(rows):

@@ -87,6 +87,8 @@ class TaskStats:
     guessable: list[str] = field(default_factory=list)
     draft: str | None = None
     model: str | None = None
+    #: the task's author / approver / version where the tasks file gives them
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     def at(self, k: int) -> float | None:
         return pass_at_k(self.n, self.c, k) if k <= self.n else None
@@ -105,6 +107,7 @@ def _tasks(report: Mapping[str, Any]) -> list[TaskStats]:
                 list(t.get("guessable") or []),
                 t.get("draft"),
                 t.get("model"),
+                dict(t.get("provenance") or {}),
             )
         )
     return out
@@ -127,6 +130,7 @@ def _row(t: TaskStats, th: StageThresholds, reason: str) -> dict[str, Any]:
         "reason": reason,
         "draft": t.draft,
         "model": t.model,
+        **({"provenance": t.provenance} if t.provenance else {}),
     }
 
 

@@ -407,15 +407,52 @@ def bestofn(
 
 def rl(
     policy: Annotated[Path, typer.Option(help="Local causal LM directory to optimise.")],
-    reward_model: Annotated[
-        Path, typer.Option(help="Reward model directory (`preflab rm train`).")
-    ],
     prompts: Annotated[
-        Path, typer.Option(help="JSONL of {prompt} rows.", exists=True, dir_okay=False)
+        Path,
+        typer.Option(
+            help="JSONL of {prompt} rows; with --reward verifier|mix each row names its task_id "
+            "(the advisor's grpo.jsonl, or the tasks file itself).",
+            exists=True,
+            dir_okay=False,
+        ),
     ],
     out_dir: Annotated[
         Path, typer.Option("--out", "-o", help="Directory for the policy and rl_report.json/html.")
     ],
+    reward: Annotated[
+        str,
+        typer.Option(
+            help="What the policy is optimised against: verifier (the task's verifier + a format "
+            "reward), rm (the reward model), mix (the weighted sum of both)."
+        ),
+    ] = "rm",
+    reward_model: Annotated[
+        Path | None,
+        typer.Option(help="Reward model directory (`preflab rm train`): --reward rm|mix."),
+    ] = None,
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            help="Verifiable tasks JSONL (`preflab verify`): --reward verifier|mix.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    verifier_weight: Annotated[float, typer.Option(help="Weight of the verifier's reward.")] = 1.0,
+    format_weight: Annotated[
+        float, typer.Option(help="Weight of the format reward (a final answer / a code block).")
+    ] = 0.1,
+    rm_weight: Annotated[
+        float, typer.Option(help="Weight of the reward model (--reward mix).")
+    ] = 1.0,
+    workers: Annotated[int, typer.Option(help="Verifier processes in parallel.")] = 1,
+    guess_check: Annotated[
+        bool,
+        typer.Option(
+            "--guess-check/--no-guess-check",
+            help="Leave out tasks a trivial answer passes (the guessability check).",
+        ),
+    ] = True,
     beta: Annotated[
         float, typer.Option(help="KL coefficient to the reference (starting) policy.")
     ] = 0.04,
@@ -431,11 +468,25 @@ def rl(
     seed: Annotated[int, typer.Option(help="Seed.")] = 0,
     as_json: JsonOption = False,
 ) -> None:
-    """RL against the reward model with TRL GRPO and a KL anchor; reports reward and length vs KL."""
+    """RL with TRL GRPO and a KL anchor against the verifiers, a reward model or both; reports
+    reward, KL, entropy, length, zero-variance groups and language drift per step."""
     _offline()
     from .report import render_rl_html
-    from .rl import RLSettings, read_prompts, train_rl
+    from .rl import (
+        REWARD_MODES,
+        RewardSpec,
+        RLSettings,
+        drop_guessable,
+        read_rl_prompts,
+        train_rl,
+    )
 
+    if reward not in REWARD_MODES:
+        fail(f"--reward: {reward!r}; choose one of {', '.join(REWARD_MODES)}")
+    if reward in ("rm", "mix") and reward_model is None:
+        fail(f"--reward {reward} needs --reward-model DIR")
+    if reward in ("verifier", "mix") and tasks is None:
+        fail(f"--reward {reward} needs --tasks FILE (the verifiable tasks)")
     settings = RLSettings(
         beta=beta,
         max_steps=steps,
@@ -446,23 +497,60 @@ def rl(
         seed=seed,
         progress=not as_json,
     )
+    spec = RewardSpec(
+        mode=reward,  # type: ignore[arg-type]  # checked against REWARD_MODES above
+        verifier_weight=verifier_weight,
+        format_weight=format_weight,
+        rm_weight=rm_weight,
+        workers=workers,
+    )
+    guessable: dict[str, list[str]] = {}
     try:
-        report = train_rl(policy, reward_model, read_prompts(prompts), out_dir, settings)
+        task_map = meta = None
+        if reward != "rm":
+            from ..verify.rollouts import load_tasks_with_meta
+
+            assert tasks is not None  # checked above
+            task_map, meta = load_tasks_with_meta(tasks)
+        rows = read_rl_prompts(
+            prompts, task_map, {t: m.prompt for t, m in (meta or {}).items()} if meta else None
+        )
+        if task_map is not None and guess_check:
+            checked = drop_guessable(rows, task_map, meta)
+            rows, guessable = checked.rows, checked.guessable
+            for task_id, labels in sorted(guessable.items()):
+                err.print(
+                    f"left out {task_id}: guessable ({', '.join(labels)} passes its verifier)",
+                    highlight=False,
+                )
+            if not rows:
+                fail("every task is guessable: nothing left to optimise on")
+        report = train_rl(
+            policy, reward_model, rows, out_dir, settings, reward=spec, tasks=task_map
+        )
     except DATA_ERRORS as exc:
         fail(str(exc))
+    report["guessable_left_out"] = guessable
+    (out_dir / "rl_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     (out_dir / "rl_report.html").write_text(render_rl_html(report), encoding="utf-8")
     if as_json:
         _print_json(report)
         return
     out.print(
-        f"wrote policy and over-optimisation report to {out_dir} (rl_report.json, rl_report.html)",
+        f"wrote policy and RL report to {out_dir} (rl_report.json, rl_report.html)",
         highlight=False,
     )
     for s in report["steps"]:
         out.print(
-            f"  step {s['step']}: KL {s['kl']}, reward {s['reward']}, length {s['length']}",
+            f"  step {s['step']}: reward {_f(s['reward'])}, KL {_f(s['kl'])}, entropy "
+            f"{_f(s['entropy'])}, length {_f(s['length'])}, zero-variance groups "
+            f"{_f(s['zero_variance_share'])}, language drift {_f(s['language_drift'])}",
             highlight=False,
         )
+
+
+def _f(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 def mount(app: typer.Typer) -> None:

@@ -183,19 +183,60 @@ def render_eval_html(
     return _page(title, body)
 
 
-def render_rl_html(
-    report: Mapping[str, Any], title: str = "preflab RL run: over-optimisation check"
-) -> str:
+MONITOR_LABELS = {
+    "reward": "reward (weighted sum)",
+    "kl": "KL(policy ‖ reference)",
+    "entropy": "entropy (nats per token)",
+    "length": "mean length (tokens)",
+    "zero_variance_share": "share of zero-variance groups",
+    "language_drift": "language drift (share of letters outside the prompt's script)",
+}
+
+
+def render_rl_html(report: Mapping[str, Any], title: str = "preflab RL run: monitors") -> str:
     steps = report["steps"]
+    spec = report.get("reward") or {"mode": "rm", "functions": ["reward_model"], "weights": [1.0]}
+    terms = " + ".join(
+        f"{_fmt(w)} · {_e(f)}"
+        for f, w in zip(spec["functions"], spec["weights"], strict=False)
+        if f != "language_drift"
+    )
     body = [
-        f"<p>{len(steps)} logged steps, β = {_fmt(report.get('beta'))}. If the reward keeps rising while "
+        f"<p>{len(steps)} logged steps, β = {_fmt(report.get('beta'))}, reward "
+        f"<code>{_e(spec['mode'])}</code>: r = {terms}; GRPO group size "
+        f"{_e(report.get('group_size', ''))}. If the reward keeps rising while "
         "the KL to the reference grows and answers lengthen, the policy may be exploiting the reward "
-        'model rather than improving (Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization").</p>',
+        'rather than improving (Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization"). '
+        "Entropy falling towards 0 is collapse; a high share of zero-variance groups (all samples "
+        "of a prompt rewarded alike) means most of the batch teaches nothing; language drift is the "
+        "share of the answers' letters written in another script than the prompt's "
+        "(docs/stages.md).</p>",
+    ]
+    guessable = report.get("guessable_left_out") or {}
+    if guessable:
+        body.append(
+            "<p>Left out as guessable (a trivial answer passes the verifier): "
+            + ", ".join(f"<code>{_e(t)}</code> ({_e(', '.join(v))})" for t, v in guessable.items())
+            + "</p>"
+        )
+    summary = report.get("monitors") or {}
+    body.append("<h2>Monitors</h2>")
+    body.append(
+        _table(
+            ["monitor", "first step", "last step", "mean"],
+            [
+                [MONITOR_LABELS[k], v["first"], v["last"], v["mean"]]
+                for k, v in summary.items()
+                if v is not None and k in MONITOR_LABELS
+            ],
+        )
+    )
+    body += [
         "<h2>Reward vs KL</h2>",
         line_svg(
             [(s["kl"], s["reward"]) for s in steps],
             x_label="KL(policy ‖ reference)",
-            y_label="RM reward",
+            y_label="reward",
         ),
         "<h2>Length vs KL</h2>",
         line_svg(
@@ -203,9 +244,35 @@ def render_rl_html(
             x_label="KL(policy ‖ reference)",
             y_label="mean length (tokens)",
         ),
-        _table(
-            ["step", "KL", "reward", "length"],
-            [[s["step"], s["kl"], s["reward"], s["length"]] for s in steps],
-        ),
     ]
+    for key in ("entropy", "zero_variance_share", "language_drift"):
+        body.append(f"<h2>{_e(MONITOR_LABELS[key])} by step</h2>")
+        body.append(
+            line_svg(
+                [(s["step"], s.get(key)) for s in steps],
+                x_label="step",
+                y_label=key.replace("_", " "),
+            )
+        )
+    names = sorted({n for s in steps for n in (s.get("rewards") or {})})
+    body.append("<h2>Every step</h2>")
+    body.append(
+        _table(
+            ["step", "reward", "KL", "entropy", "length", "zero-variance groups", "drift"]
+            + [f"mean {n}" for n in names],
+            [
+                [
+                    s["step"],
+                    s["reward"],
+                    s["kl"],
+                    s.get("entropy"),
+                    s["length"],
+                    s.get("zero_variance_share"),
+                    s.get("language_drift"),
+                    *[(s.get("rewards") or {}).get(n) for n in names],
+                ]
+                for s in steps
+            ],
+        )
+    )
     return _page(title, body)

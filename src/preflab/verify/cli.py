@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import orjson
 import typer
@@ -126,7 +127,7 @@ def _summary(verdicts, elapsed: float, workers: int, out: Path) -> None:
 
 
 def verify_project(
-    engine, project_name: str, *, workers: int = 1, on_planned=None, on_done=None
+    engine, project_name: str, *, workers: int = 1, on_planned=None, on_done=None, guess=True
 ) -> dict:
     """Verify every verifiable item (and trajectory with a task) of a project and store the
     verdicts (candidates' ``metadata.verifier``, trajectories' ``verifier`` block) in one
@@ -152,6 +153,13 @@ def verify_project(
         on_planned(len(plan.submissions))
     verdicts = verify_many(plan.tasks, plan.submissions, workers=workers, on_done=on_done)
     stored = verdicts_to_store(plan, verdicts)
+    flagged: dict[str, list[str]] = {}
+    if guess:
+        flagged = guess_flags(items, plan, workers=workers)
+        by_id = {i.id: i for i in items}
+        for item_id in plan.tasks:
+            if item_id in flagged or "guessable" in (by_id[item_id].metadata or {}):
+                stored.items.setdefault(item_id, {})["guessable"] = flagged.get(item_id, [])
     with transaction(engine) as session:
         project = repo.get_project(session, project_name)
         repo.merge_metadata(session, project, stored.items, stored.candidates)
@@ -160,7 +168,26 @@ def verify_project(
         "verified": len(verdicts),
         "passed": sum(v.passed for v in verdicts),
         "harness_not_verified": sum(v.harness_sha256_verified is False for v in verdicts),
+        "guessable": sorted(flagged),
     }
+
+
+def guess_flags(items, plan, *, workers: int = 1) -> dict[str, list[str]]:
+    """The guessability check (:mod:`.guess`) on a project's verifiable items (not trajectories):
+    item id -> the trivial answers its verifier passes. Stored as the item's
+    ``metadata.guessable``; the ``verl`` export leaves such items out."""
+    from preflab.schema import prompt_as_text
+
+    from .guess import check_guessability
+
+    by_id = {i.id: i for i in items}
+    tasks = {t: task for t, task in plan.tasks.items() if t not in plan.trajectories}
+    choices = {}
+    for t in tasks:
+        given = (by_id[t].metadata or {}).get("choices")
+        choices[t] = given if isinstance(given, list) else None
+    prompts: dict[str, Any] = {t: prompt_as_text(by_id[t].prompt) for t in tasks}
+    return check_guessability(tasks, prompts, choices, workers=workers).flagged
 
 
 @verify_app.command("project")
@@ -173,6 +200,12 @@ def project_command(
     ),
     workers: int = typer.Option(
         default_workers(), "--workers", "-w", min=1, help="worker processes"
+    ),
+    guess: bool = typer.Option(
+        True,
+        "--guess/--no-guess",
+        help="Run the guessability check and store metadata.guessable (the verl export leaves "
+        "flagged items out).",
     ),
 ) -> None:
     """Verify a project's verifiable items (metadata.verifiable: code / sql / math, and trajectories
@@ -197,6 +230,7 @@ def project_command(
                 workers=workers,
                 on_planned=lambda n: progress.update(bar, total=n),
                 on_done=lambda _: progress.advance(bar),
+                guess=guess,
             )
         except (TaskFileError, SandboxUnavailable, NotFound) as e:
             progress.stop()
@@ -206,6 +240,13 @@ def project_command(
         f"{counts['verified']} answers of {counts['items']} items verified: {counts['passed']} passed, "
         f"{counts['harness_not_verified']} with the harness changed; verdicts stored in project {name!r}"
     )
+    if counts["guessable"]:
+        console.print(
+            f"guessable (a trivial answer passes; left out of the verl export): "
+            f"{', '.join(counts['guessable'])}",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _mount_rollouts_command() -> None:
@@ -213,6 +254,9 @@ def _mount_rollouts_command() -> None:
     from .rollouts_cli import rollouts_command
 
     verify_app.command("rollouts")(rollouts_command)
+    from .mc_steps_cli import steps_command
+
+    verify_app.command("steps")(steps_command)
 
 
 _mount_rollouts_command()

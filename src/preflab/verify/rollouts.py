@@ -178,6 +178,8 @@ def score_rollouts(
         entry["prompt"] = prompts_out[tid]
         entry["rewards"] = values
         entry["guessable"] = guessed.flagged.get(tid, [])
+        if tasks[tid].provenance():  # who wrote and approved the task, which version
+            entry["provenance"] = tasks[tid].provenance()
         first = by_task[tid][0]
         entry["draft"] = first.completion  # the policy's own attempt (a demonstration's draft)
         entry["model"] = first.row.get("model")

@@ -9,6 +9,9 @@ One task per line, ``kind`` chooses the verifier::
     {"task_id": "half", "kind": "math", "answer": "\\\\frac{1}{2}", "tolerance": 1e-6}
     {"task_id": "sum", "kind": "stdio", "cases": [{"input": "2 3\\n", "output": "5\\n"}]}
 
+Any task may carry ``author``, ``approver`` (someone else) and ``version`` (>= 1): provenance the
+verifier ignores and the reports and exports carry.
+
 Paths (``fixture``, ``harness_dir``) are relative to the tasks file.
 """
 
@@ -18,13 +21,45 @@ import json
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class _Task(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task_id: str = Field(min_length=1)
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    #: provenance (optional; :mod:`preflab.schema.authorship`): who wrote the task, who approved
+    #: it (someone else), which version. The verifier never reads them; they travel with the task
+    author: str | None = Field(default=None, min_length=1, max_length=200)
+    approver: str | None = Field(default=None, min_length=1, max_length=200)
+    version: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _approver_is_someone_else(self):
+        from preflab.schema.authorship import check_approver
+
+        check_approver(self.author, self.approver)
+        return self
+
+    def provenance(self) -> dict[str, Any]:
+        """``author``, ``approver``, ``version`` where given."""
+        return {
+            k: v
+            for k, v in (
+                ("author", self.author),
+                ("approver", self.approver),
+                ("version", self.version),
+            )
+            if v is not None
+        }
 
 
 def _safe_relative(path: str) -> str:

@@ -130,7 +130,13 @@ def build_manifest(
         "verbosity_penalty": data.verbosity,
         "gold_accuracy": stats.get("gold_accuracy"),
         "rubrics": [
-            {"id": key, "version": version, "content_hash": rubric.content_hash()}
+            {
+                "id": key,
+                "version": version,
+                "content_hash": rubric.content_hash(),
+                # who wrote and approved the version, where recorded
+                **{k: v for k in ("author", "approver") if (v := getattr(rubric, k)) is not None},
+            }
             for (key, version), rubric in sorted(data.rubrics.items())
         ],
         "raters": {"in": stats["raters_in"], "out": stats["raters_out"]},
@@ -266,6 +272,8 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
         *(
             [
                 f"- `{r['id']}` v{r['version']} (sha256 {r['content_hash'][:16]}...)"
+                + (f", by {r['author']}" if r.get("author") else "")
+                + (f", approved by {r['approver']}" if r.get("approver") else "")
                 for r in manifest["rubrics"]
             ]
             or ["- none"]

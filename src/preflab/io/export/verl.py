@@ -16,7 +16,11 @@ when it has one, else ``"model"`` (a reward model scores the rollout; ``ground_t
 ``data_source`` is the item's ``metadata.source`` or the project name, or
 ``params={"data_source": ...}`` for every row (CLI ``--data-source``); ``ability`` the item's
 first domain, else ``"general"``. With ``params={"require_reference": True}`` (CLI
-``--require-reference``) only items with a reference are exported.
+``--require-reference``) only items with a reference are exported. Items flagged guessable
+(``metadata.guessable``) and items whose reference is not settled (two experts required:
+``metadata.reference_provenance``) are left out, listed in ``format_notes.left_out``; a task's
+``author``/``approver``/``version`` travel inside ``extra_info.verify_task`` and are counted in
+``format_notes.task_provenance``.
 
 Reward routing: verl never reads ``reward_model.style``; its default reward picks a scorer by
 ``data_source`` and raises ``NotImplementedError`` for a key it does not know
@@ -134,7 +138,7 @@ class Verl(Exporter):
             }
 
     def _items(self, data: ExportData, options: ExportOptions) -> list:
-        items = list(data.items.values())
+        items = [i for i in data.items.values() if left_out(i) is None]
         if self.param(options, "require_reference"):
             items = [i for i in items if i.reference is not None]
         return items
@@ -181,7 +185,36 @@ class Verl(Exporter):
                 "what they miss); function-level tasks run the candidate in a process of its own. "
                 "See docs/verify.md, 'Trust limit'"
             )
-        return {"rows_by_style": styles, "warnings": warnings, "repo_level_code_rows": repo_level}
+        dropped: dict[str, list[str]] = {}
+        for item in data.items.values():
+            why = left_out(item)
+            if why is not None:
+                dropped.setdefault(why, []).append(str(item.id))
+        if dropped.get("guessable"):
+            warnings.append(
+                f"{len(dropped['guessable'])} verifiable items left out as guessable (a trivial "
+                "answer passes their verifier; `preflab verify project` flags them): "
+                + ", ".join(sorted(dropped["guessable"])[:20])
+            )
+        if dropped.get("reference_unsettled"):
+            warnings.append(
+                f"{len(dropped['reference_unsettled'])} items left out: their reference needs two "
+                "independent experts who agree, or an adjudication (metadata.reference_provenance): "
+                + ", ".join(sorted(dropped["reference_unsettled"])[:20])
+            )
+        tasks = [verify_task(i) for i in items if verifiable_route(i) is not None]
+        provenance = {
+            "tasks": len(tasks),
+            "with_author": sum(1 for t in tasks if t and t.get("author")),
+            "with_approver": sum(1 for t in tasks if t and t.get("approver")),
+        }
+        return {
+            "rows_by_style": styles,
+            "warnings": warnings,
+            "repo_level_code_rows": repo_level,
+            "left_out": {k: sorted(v) for k, v in sorted(dropped.items())},
+            "task_provenance": provenance,
+        }
 
     def usage(self, manifest: dict[str, Any]) -> list[str]:
         split, file_format = manifest["split"], manifest["file_format"]
@@ -205,6 +238,21 @@ class Verl(Exporter):
             *[f"- warning: {w}" for w in manifest.get("format_notes", {}).get("warnings", [])],
             "",
         ]
+
+
+def left_out(item) -> str | None:
+    """Why an item stays out of the RL export, or None: ``guessable`` (a trivial answer passes
+    its verifier: ``metadata.guessable``, written by ``preflab verify project``) or
+    ``reference_unsettled`` (its reference requires two independent experts and they have not
+    both written it, or disagree without an adjudication: :mod:`preflab.schema.authorship`)."""
+    from ...schema.authorship import SETTLED, reference_status
+
+    metadata = item.metadata or {}
+    if metadata.get("guessable"):
+        return "guessable"
+    if reference_status(metadata, item.reference) not in SETTLED:
+        return "reference_unsettled"
+    return None
 
 
 def is_verl_builtin(data_source: str) -> bool:
