@@ -12,7 +12,8 @@ from preflab.verify.math_answer import equivalent, extract_final_answer
     "text, answer",
     [
         (r"so the total is \boxed{\frac{3}{4}}.", r"\frac{3}{4}"),
-        (r"first \boxed{1}, corrected: \boxed{\sqrt{2}}", r"\sqrt{2}"),  # the last box counts
+        (r"first \boxed{1}, corrected: \boxed{\sqrt{2}}", None),  # two different answers
+        (r"\boxed{\sqrt{2}}, that is \boxed{ \sqrt{2} }", r"\sqrt{2}"),  # the same one twice
         (r"\boxed{\{1, \{2\}\}}", r"\{1, \{2\}\}"),  # nested braces
         ("Reasoning...\nAnswer: 3/4.", "3/4"),
         ("The final answer is: $x^2 - 1$", "x^2 - 1"),
