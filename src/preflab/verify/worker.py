@@ -12,7 +12,8 @@ to be ready before its clock starts). Each worker caps its own address space (``
 so a job that tries to allocate more fails there, not in the caller.
 
 Workers are pooled per kind and memory cap: a thread takes an idle worker (or starts one), so
-concurrent callers never queue behind each other; up to :data:`MAX_IDLE` idle workers are kept.
+concurrent callers never queue behind each other; up to :data:`MAX_IDLE` idle workers are kept
+(a math worker holds ~60 MiB, an SQL worker ~15 MiB).
 A forked child does not inherit its parent's workers (it starts its own). Replies are unpickled
 with every class refused: plain data only (numbers, strings, bytes, lists, tuples, dicts).
 """
@@ -33,7 +34,7 @@ from typing import Any
 
 WORKER_MAIN = Path(__file__).with_name("_worker_main.py")
 START_TIMEOUT_S = 120.0  # a cold interpreter importing sympy on a loaded machine
-MAX_IDLE = max(2, os.cpu_count() or 1)
+MAX_IDLE = 32  # per kind: as many as ever ran at once, so a trainer's reward threads never wait
 
 
 class JobTimeout(Exception):
