@@ -116,6 +116,21 @@ def test_several_different_final_answers_score_zero(completion):
 
 @pytest.mark.parametrize(
     "completion",
+    [  # math-verify, handed the answer as text, searches it and takes the last answer it reads
+        r"\boxed{1$ $\frac{7}{12}}",
+        r"\boxed{1 \text{ final answer is } \frac{7}{12}}",
+        r"\boxed{1 \text{ answer: } \frac{7}{12}}",
+        r"\boxed{1 \text{ $\frac{7}{12}$ }}",
+        "Answer: 1 $ $ 7/12",
+    ],
+)
+def test_one_box_holding_several_answers_is_read_whole(completion):
+    verdict = verify(seven_twelfths(), completion)
+    assert verdict.reward == 0.0 and "not equivalent" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    "completion",
     [
         r"\boxed{\frac{7}{12}} and so, again, \boxed{ \frac{7}{12} }",  # whitespace only
         r"\boxed{\boxed{\frac{7}{12}}}",  # a box around the box
@@ -139,6 +154,7 @@ def test_the_same_answer_twice_is_one_answer(completion):
         r"1 \neq \frac{7}{12}",
         r"x > \frac{7}{12}",
         r"(1, 2 = \frac{7}{12})",
+        r"1 = \sout{x} = \frac{7}{12}",  # paid: unreadable whole, read as its last part
     ],
 )
 def test_a_relation_where_a_value_is_expected_scores_zero(answer):
@@ -155,6 +171,9 @@ def test_a_relation_where_a_value_is_expected_scores_zero(answer):
         ("1, 2", "x = 1, x = 2"),
         ("(-2, 3]", r"x \in (-2, 3]"),
         ("(-2, 3]", "(-2,3]"),
+        (SEVEN_TWELFTHS, r"\frac13 + \frac14 = \frac{7}{12}"),  # every side is the value
+        ("(1, 2)", "(x, y) = (1, 2)"),
+        ("30", r"\angle ABC = 30^\circ"),
         ("x > 3", "3 < x"),  # the task expects a relation
         ("y = 2x + 1", "y = 2x+1"),
     ],

@@ -5,15 +5,22 @@ absolute imports only, nothing from ``preflab``. math-verify's own timeouts (``s
 are off: the worker is killed at the task's limit instead, which also stops a long C call.
 
 Only math-verify's LaTeX extraction is used: its plain expression mode calls sympy's
-``parse_expr``, which ``eval``s text, and candidate text is never evaluated.
+``parse_expr``, which ``eval``s text, and candidate text is never evaluated. The answer is handed
+over as one box, read whole or not at all (``extraction_mode="first_match"``): given ``$...$``,
+math-verify searches the text for answers (``$1$ $\\frac{7}{12}$``, ``1 \\text{ final answer
+is } \\frac{7}{12}``) and takes the last one it can read, another way to give two answers.
 
 **One value.** Where the expected answer is a value (a number, an expression, a set, an
 interval, a tuple), a candidate that states a relation is refused: math-verify reads
 ``a = b`` as its right side ``b`` and ``a \\approx b`` as its left side, so
-``\\frac12 = \\frac{7}{12}`` would pay for ``\\frac{7}{12}``. Accepted is one naming of the
-value: ``x = 3``, ``f(x) = 3``, ``x \\in (1, 2]``, also element-wise in a list
-(``x = 1, x = 2``). Refused: a relation between values or expressions, a chain
-(``x = 1 = \\frac{7}{12}``), inequalities, ``\\neq``, ``\\equiv``, ``\\approx``. Where the
+``\\frac12 = \\frac{7}{12}`` would pay for ``\\frac{7}{12}``. Accepted are a naming of the value,
+``x = 3``, ``f(x) = 3``, ``\\angle ABC = 30^\\circ``, ``(x, y) = (1, 2)``, ``x \\in (1, 2]`` (a
+left side of symbols only that is not a constant), also element-wise in a list (``x = 1, x =
+2``), and an equation or chain whose every side is the expected value
+(``\\frac13 + \\frac14 = \\frac{7}{12}``). Refused: any other equation or chain
+(``x = 1 = \\frac{7}{12}``, ``\\frac{x}{x} = \\frac{7}{12}``), inequalities, ``\\neq``,
+``\\equiv`` (read as ``=``), ``\\approx``, and an ``=`` the parser dropped (it reads
+``1 = \\sout{x} = \\frac{7}{12}``, which it cannot read whole, as its last part). Where the
 expected answer is itself a relation (``x > 3``, ``y = 2x + 1``), relations are compared as such.
 """
 
@@ -23,6 +30,7 @@ import logging
 import re
 
 APPROX = re.compile(r"\\(?:approx|approxeq|thickapprox)(?![A-Za-z])|≈|~\s*=")
+EQUALS = re.compile(r"(?<![\\<>!])=")  # what math-verify splits a chain at
 
 
 def warm_up() -> None:
@@ -40,7 +48,12 @@ def parse(answer: str) -> list:
     from math_verify import LatexExtractionConfig, parse
 
     config = [LatexExtractionConfig(boxed_match_priority=0)]
-    return parse(f"${answer}$", extraction_config=config, parsing_timeout=None)
+    return parse(
+        f"\\boxed{{{answer}}}",
+        extraction_config=config,
+        parsing_timeout=None,
+        extraction_mode="first_match",
+    )
 
 
 def _as_float(parsed) -> float | None:
@@ -71,33 +84,69 @@ def _is_relation(value) -> bool:
     return isinstance(value, Relational | BooleanFunction | BooleanAtom)
 
 
-def _is_name(value) -> bool:
-    """A symbol (``x``, ``x_1``, ``\\theta``) or an undefined function of symbols (``f(x)``)."""
-    from sympy import Symbol
-    from sympy.core.function import AppliedUndef
+def _is_name(side) -> bool:
+    """Symbols only (``x``, ``f(x)``, ``\\angle ABC``, ``(x, y)``), and not a constant
+    (``\\frac{x}{x}``)."""
+    from latex2sympy2_extended.latex2sympy2 import is_expr_of_only_symbols
+    from sympy import simplify
 
-    if isinstance(value, Symbol):
-        return True
-    return isinstance(value, AppliedUndef) and all(isinstance(a, Symbol) for a in value.args)
+    try:
+        return is_expr_of_only_symbols(side) and bool(simplify(side).free_symbols)
+    except (TypeError, ValueError, AttributeError, NotImplementedError):
+        return False
+
+
+def _equalities(relation) -> list | None:
+    """The equations of ``a = b`` or of a chain ``a = b = c``; None for any other relation."""
+    from sympy import Eq
+
+    if isinstance(relation, Eq):
+        return [relation]
+    links = list(getattr(relation, "_unsorted_args", None) or relation.args)
+    return links if links and all(isinstance(link, Eq) for link in links) else None
 
 
 def relation_refusal(gold: list, predicted: list, answer: str) -> str | None:
     """Why ``answer`` (parsed: ``predicted``) is refused as a relation where ``gold`` is a
-    value; None when it is not."""
-    from sympy import Eq
+    value; None when it is not.
+
+    An equation (or a chain of them) is accepted when its first side names the value
+    (``x = 3``) or when every side that is not that name is the expected value itself
+    (``\\frac13 + \\frac14 = \\frac{7}{12}``, worked out in the box)."""
+    from math_verify import verify
 
     if any(_is_relation(v) for v in _elements(gold[:1])):
         return None  # the expected answer is a relation: math-verify compares relations
     if APPROX.search(answer):
-        return f"the final answer {answer!r} is an approximation (\\approx) where the task expects a value"
+        return (
+            f"the final answer {answer!r} is an approximation (\\approx), a relation where the "
+            "task expects a value"
+        )
+    accepted = 0
     for value in _elements(predicted[:1]):
         if not _is_relation(value):
             continue
-        if isinstance(value, Eq) and _is_name(value.lhs) and not _is_relation(value.rhs):
-            continue  # x = 3: naming the value
+        links = _equalities(value)
+        if links is not None:
+            sides = [links[0].lhs] + [link.rhs for link in links]
+            if len(links) == 1 and _is_name(sides[0]) and not _is_relation(sides[1]):
+                accepted += 1
+                continue
+            values = sides[1:] if _is_name(sides[0]) else sides
+            if all(
+                not _is_relation(side) and verify(gold, [side], timeout_seconds=None)
+                for side in values
+            ):
+                accepted += len(links)
+                continue
         return (
             f"the final answer {answer!r} states a relation ({value}) where the task expects "
-            "a value; give the value alone (or one 'name = value')"
+            "a value; give the value alone (or 'name = value')"
+        )
+    if len(EQUALS.findall(answer)) > accepted:
+        return (
+            f"the final answer {answer!r} has an '=' that was not read as an equation (a chain "
+            "the parser read in part): a relation where the task expects a value"
         )
     return None
 
