@@ -199,7 +199,12 @@ def run_job(
         reply = worker.call({**job, "timeout_s": timeout_s}, timeout_s, max_reply_bytes)
     except JobTimeout:
         worker.kill()
-        pool.give_back(_Worker(kind, memory_mb))  # its replacement starts now, in the background
+        try:
+            pool.give_back(
+                _Worker(kind, memory_mb)
+            )  # its replacement starts now, in the background
+        except JobFailed:
+            pass  # the next job tries again, and says why if it cannot
         raise
     except BaseException:  # JobFailed, or KeyboardInterrupt in the caller while it works
         worker.kill()
