@@ -10,12 +10,18 @@ judge workers, starting them); the medians are of the passes after it. math-veri
 last 20 parsed answers, so a repeated answer is cheap: ``math_fresh_*`` also times answers that
 are new each time (``\\frac{7k}{12k}`` for the task ``math/fraction``). Run it on two commits to
 get the overhead of a change (``git stash`` the change, run, unstash, run).
+
+Where the judge workers exist (``preflab.verify.worker``), it also times the round trip alone:
+the same small job (math: ``\\frac{1}{2}`` against ``0.5``, parsed from math-verify's cache;
+SQL: ``SELECT 1`` on the bundled fixture) called in this process and through a worker,
+``--roundtrips`` times each, alternately (``*_roundtrip_overhead_ms``: the medians' difference).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -39,9 +45,51 @@ def timed(task, completion) -> float:
     return time.perf_counter() - started
 
 
+def roundtrips(n: int) -> dict[str, float]:
+    """The same job in this process and through a judge worker, alternately; medians in ms."""
+    from preflab.verify import _math_judge, _sql_judge
+    from preflab.verify.worker import run_job
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled", as in a worker
+    fixture = str(EXAMPLES / "shop.sqlite")
+    jobs = {
+        "math": (
+            lambda: _math_judge.run({"gold": r"\frac{1}{2}", "answer": "0.5"}),
+            lambda: run_job(
+                "math", {"gold": r"\frac{1}{2}", "answer": "0.5"}, timeout_s=5, memory_mb=1024
+            ),
+        ),
+        "sql": (
+            lambda: _sql_judge.query(fixture, "SELECT 1", 5, 10),
+            lambda: run_job(
+                "sql",
+                {"fixture": fixture, "query": "SELECT 1", "deadline_s": 5, "max_rows": 10},
+                timeout_s=5.5,
+                memory_mb=1024,
+            ),
+        ),
+    }
+    out = {}
+    for kind, (here, there) in jobs.items():
+        here(), there()  # warm: imports, caches, a started worker
+        times: dict[str, list[float]] = {"here": [], "there": []}
+        for _ in range(n):
+            for where, call in (("here", here), ("there", there)):
+                started = time.perf_counter()
+                call()
+                times[where].append(time.perf_counter() - started)
+        out[f"{kind}_judge_in_process_ms"] = 1000 * statistics.median(times["here"])
+        out[f"{kind}_judge_in_worker_ms"] = 1000 * statistics.median(times["there"])
+        out[f"{kind}_roundtrip_overhead_ms"] = (
+            out[f"{kind}_judge_in_worker_ms"] - out[f"{kind}_judge_in_process_ms"]
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--roundtrips", type=int, default=300)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -78,6 +126,10 @@ def main() -> None:
             times["math_fresh"] = fresh
             for kind, values in times.items():
                 result[f"{kind}_{where}_median_ms"] = 1000 * statistics.median(values)
+    try:
+        result.update(roundtrips(args.roundtrips))
+    except ImportError:
+        pass  # a commit before the judge workers
     result["cpus"] = os.cpu_count()
     result["load_avg_1m"] = os.getloadavg()[0]
     for key, value in result.items():
