@@ -6,6 +6,8 @@ import importlib.util
 import json
 import os
 import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from .conftest import ADD_TESTS, CORRECT
 pytestmark = pytest.mark.usefixtures("sandbox")  # code verification runs sandboxed
 
 ADAPTERS_FILE = Path(adapters.__file__)
+VERL_REWARD_FILE = ADAPTERS_FILE.with_name("verl_reward.py")
 
 
 @pytest.fixture
@@ -60,10 +63,10 @@ BAD = {
 }
 
 
-def load_by_path(name: str):
+def load_by_path(name: str, path: Path = ADAPTERS_FILE):
     """How verl (``custom_reward_function.path``) and OpenRLHF (``--remote_rm_url x.py``) load a
     reward file: by its path, outside any package."""
-    spec = importlib.util.spec_from_file_location(name, ADAPTERS_FILE)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -108,6 +111,38 @@ def test_verl_compute_score_called_as_verl_calls_it(labels):
         assert (good["score"], bad["score"]) == (1.0, 0.0), kind
     via_extra = compute_score("preflab/sql", GOOD["sql"], "ignored", {"verify_task": labels["sql"]})
     assert via_extra["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "reward_file, extra_info, tower",
+    [
+        (VERL_REWARD_FILE, {"style": "rule", "verifier": "preflab.verify:math"}, "9^{9^{9^{9}}}"),
+        (ADAPTERS_FILE, {"index": 0}, "10^{10^{10^{10}}}"),
+    ],
+    ids=["verl_reward", "adapters"],
+)
+def test_verl_on_an_executor_thread_stops_a_power_tower_at_the_limit(
+    labels, reward_file, extra_info, tower
+):
+    """verl's reward manager calls ``compute_score`` from a thread pool, where math-verify's
+    ``signal.alarm`` timeout cannot run (it used to be off there: > 150 s for one answer). The
+    judge worker is killed at the task's limit instead: 5 s, a bare math label's default."""
+    compute_score = load_by_path("custom_module", reward_file).compute_score
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        warm = executor.submit(
+            compute_score, "preflab/math", GOOD["math"], labels["math"], extra_info
+        )
+        assert warm.result()["score"] == 1.0  # a ready worker: its start is not the answer's cost
+        started = time.monotonic()
+        hostile = executor.submit(
+            compute_score, "preflab/math", rf"so \boxed{{{tower}}}", labels["math"], extra_info
+        )
+        assert hostile.result()["score"] == 0.0
+        assert time.monotonic() - started < 5 + 3.0
+        honest = executor.submit(
+            compute_score, "preflab/math", GOOD["math"], labels["math"], extra_info
+        )
+        assert honest.result()["score"] == 1.0  # a fresh worker took the killed one's place
 
 
 def test_openrlhf_remote_reward_function(labels):

@@ -3,7 +3,8 @@
 Solutions file, one per line: ``{"task_id": ..., "completion": "model text"}`` or, for code,
 ``{"task_id": ..., "files": {"solution.py": "..."}}``; an optional ``solution_id`` is kept in
 the results. Workers are processes (spawned, so no lock or thread of the parent is inherited):
-each sandboxed run gets the worker's own uid, and the math parser's timeout needs a main thread.
+each sandboxed run gets the worker's own uid. (Math and SQL are judged in their own killable
+judge workers, :mod:`.worker`, from any thread.)
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
 """The SQL verifier: a candidate query against a read-only copy of a SQLite fixture.
 
-The copy is opened ``mode=ro`` with ``PRAGMA query_only``; an authorizer refuses ``ATTACH``
-(which could create files) and every statement but ``SELECT``/``WITH``; a progress handler
-stops runaway queries at the task's deadline; at most ``MAX_ROWS`` rows are read. Result sets
-are compared as multisets (order-insensitive) unless the task says ``ordered``; floats compare
-to 9 decimals. The fixture's SHA-256 is checked after the run.
+The query runs in a judge worker process (:mod:`.worker`, :mod:`._sql_judge`), not in the
+caller: the copy is opened there ``mode=ro`` with ``PRAGMA query_only``; an authorizer refuses
+``ATTACH`` (which could create files) and every statement but ``SELECT``/``WITH``; a progress
+handler stops runaway queries at the task's deadline; no string or blob may exceed 16 MiB and
+SQLite's heap 256 MiB; the worker's address space is capped at :data:`MEMORY_MB` MiB and it is
+killed when one SQLite call (``randomblob``, a ``LIKE`` over a huge string) outlasts the deadline
+by :data:`KILL_GRACE_S`. At most ``MAX_ROWS`` rows are read. Result sets are compared as
+multisets (order-insensitive) unless the task says ``ordered``; floats compare to 9 decimals.
+The fixture's SHA-256 is checked after the run.
 """
 
 from __future__ import annotations
@@ -17,18 +21,17 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ._sql_judge import normal
 from .digest import sha256_file
 from .result import Verdict
 from .tasks import SqlTask
+from .worker import JobFailed, JobTimeout, run_job
 
 MAX_ROWS = 100_000
+MEMORY_MB = 1024  # the worker's address space (SQLite's heap is capped at 256 MiB inside it)
+MAX_REPLY_BYTES = 256 * 1024 * 1024
+KILL_GRACE_S = 0.5  # the progress handler stops a query at the deadline; the kill comes after
 SQL_FENCE = re.compile(r"```(?:sql|sqlite)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-ALLOWED = {
-    sqlite3.SQLITE_SELECT,
-    sqlite3.SQLITE_READ,
-    sqlite3.SQLITE_FUNCTION,
-    getattr(sqlite3, "SQLITE_RECURSIVE", 33),
-}
 
 
 def extract_sql(completion: str) -> str:
@@ -36,29 +39,27 @@ def extract_sql(completion: str) -> str:
     return (blocks[-1] if blocks else completion).strip().rstrip(";").strip()
 
 
-def _authorize(action, arg1, arg2, db_name, trigger):
-    return sqlite3.SQLITE_OK if action in ALLOWED else sqlite3.SQLITE_DENY
-
-
-def _normal(value):
-    return round(value, 9) if isinstance(value, float) else value
-
-
 def run_query(fixture: Path, query: str, *, deadline_s: float) -> list[tuple]:
-    """The rows of ``query`` on a read-only connection; raises ``sqlite3.Error`` on refusal."""
-    connection = sqlite3.connect(f"file:{fixture}?mode=ro", uri=True, check_same_thread=False)
+    """The rows of ``query`` on a read-only connection, run in a judge worker; raises
+    ``sqlite3.Error`` on refusal, on failure and past the deadline."""
+    job = {"fixture": str(fixture), "query": query, "deadline_s": deadline_s, "max_rows": MAX_ROWS}
     try:
-        connection.execute("PRAGMA query_only = ON")
-        connection.set_authorizer(_authorize)
-        stop_at = time.monotonic() + deadline_s
-        connection.set_progress_handler(lambda: int(time.monotonic() > stop_at), 10_000)
-        cursor = connection.execute(query)
-        rows = cursor.fetchmany(MAX_ROWS + 1)
-        if len(rows) > MAX_ROWS:
-            raise sqlite3.OperationalError(f"more than {MAX_ROWS} rows")
-        return [tuple(_normal(v) for v in row) for row in rows]
-    finally:
-        connection.close()
+        reply = run_job(
+            "sql",
+            job,
+            timeout_s=deadline_s + KILL_GRACE_S,
+            memory_mb=MEMORY_MB,
+            max_reply_bytes=MAX_REPLY_BYTES,
+        )
+    except JobTimeout:
+        raise sqlite3.OperationalError(
+            f"killed: one SQLite call ran past the {deadline_s:g} s deadline"
+        ) from None
+    except JobFailed as e:
+        raise sqlite3.OperationalError(str(e)) from None
+    if "error" in reply:
+        raise sqlite3.OperationalError(reply["error"])
+    return [tuple(row) for row in reply["rows"]]
 
 
 def same_result(expected: list[tuple], actual: list[tuple], *, ordered: bool) -> bool:
@@ -79,7 +80,7 @@ def verify_sql(task: SqlTask, completion: str) -> Verdict:
         copy_digest = sha256_file(copy)
         try:
             if task.expected_rows is not None:
-                expected = [tuple(_normal(v) for v in row) for row in task.expected_rows]
+                expected = [tuple(normal(v) for v in row) for row in task.expected_rows]
             else:
                 expected = run_query(copy, task.reference_query, deadline_s=task.timeout_s)
             actual = run_query(copy, query, deadline_s=task.timeout_s)
