@@ -153,10 +153,18 @@ def test_rl_report_reads_reward_length_and_kl_per_logged_step():
     ]
     report = overoptimisation(logs, beta=0.04)
     assert [s["step"] for s in report["steps"]] == [1, 2]
-    assert report["trend"] == pytest.approx({"kl": 0.5, "reward": 0.8, "length": 20.0})
+    assert report["trend"] == {
+        "kl": pytest.approx(0.5),
+        "reward": pytest.approx(0.8),
+        "length": pytest.approx(20.0),
+        # monitors a run did not log (an RM-only run's entropy, drift) are None, not 0
+        "entropy": None,
+        "zero_variance_share": None,
+        "language_drift": None,
+    }
     html = render_rl_html(report)
     assert (
-        html.count("<svg") == 2
+        html.count("<svg") == 5
         and "<script" not in html
         and "http" not in html.replace("http://www.w3.org", "")
     )

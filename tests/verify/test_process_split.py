@@ -240,7 +240,7 @@ def test_a_runner_that_cannot_import_pytest_says_so():
     channel_r, channel_w = os.pipe()
     done = subprocess.run(
         [sys.executable, "-I", "-S", str(RUNNER), "/nowhere", "--import", "/nowhere", "t.py"],
-        pass_fds=(3, 4),  # close_fds runs after preexec_fn: keep the targets
+        close_fds=False,  # dup2 makes 3 and 4 inheritable; the test's other fds are not
         preexec_fn=lambda: (os.dup2(nonce_r, 3), os.dup2(channel_w, 4)),
         capture_output=True,
     )

@@ -75,13 +75,14 @@ class Limits:
     scratch_bytes: int = 64 * 1024**2
 
     def apply(self) -> None:
-        """Runs in the child between fork and exec (``preexec_fn``)."""
+        """Runs in the child between fork and exec (``preexec_fn``). The open-files limit is
+        set by the setup shell right before it ``exec``s the command (:func:`_place_fds`): the
+        shell itself keeps directories and pipes open on numbers above it."""
         for limit, value in (
             (resource.RLIMIT_CPU, self.cpu_s),
             (resource.RLIMIT_AS, self.address_space_bytes),
             (resource.RLIMIT_NPROC, self.processes),
             (resource.RLIMIT_FSIZE, self.file_size_bytes),
-            (resource.RLIMIT_NOFILE, self.open_files),
             (resource.RLIMIT_CORE, 0),
         ):
             resource.setrlimit(limit, (value, value))
@@ -139,6 +140,8 @@ def ensure_available() -> None:
 def check_available() -> None:
     if not shutil.which("unshare"):
         raise SandboxUnavailable("`unshare` (util-linux) is not installed; install util-linux")
+    if not os.path.exists(SHELL):
+        raise SandboxUnavailable("bash is not installed; the sandbox's setup runs in bash")
     probe = subprocess.run([*_unshare_prefix(), "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         raise SandboxUnavailable(
@@ -172,6 +175,11 @@ def interpreter_trees() -> list[Path]:
 
 
 PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+#: the setup shell keeps directories open on these numbers (above the pipes at 3, 4, 5, ... and
+#: the high numbers :func:`_place_fds` moves them through)
+WORKDIR_FD = 200
+#: the sandbox's setup shell: bash, whose redirections take fd numbers above 9 (dash's do not)
+SHELL = shutil.which("bash") or "/bin/bash"
 #: kernel and device file systems are left as they are (their writes need privileges the
 #: command does not have, and ``/dev/null`` must stay writable)
 KERNEL_MOUNTS = ("/proc", "/sys", "/dev")
@@ -204,10 +212,10 @@ def _readonly_lines() -> list[str]:
 
 
 def _interpreter_trees_under(directories: tuple[str, ...]) -> list[tuple[int, Path]]:
-    """Interpreter trees inside ``directories``, each with a free shell fd (8, 7, ...) to keep it by."""
+    """Interpreter trees inside ``directories``, each with a free shell fd (WORKDIR_FD + 1, ...)."""
     roots = [Path(d).resolve() for d in directories if os.path.isdir(d)]
     under = [t for t in interpreter_trees() if any(t == r or r in t.parents for r in roots)]
-    return [(8 - k, tree) for k, tree in enumerate(under[:5])]
+    return [(WORKDIR_FD + 1 + k, tree) for k, tree in enumerate(under[:20])]
 
 
 def _root_setup_script(workdir: Path, uid: int, writable: Path | None, scratch_bytes: int) -> str:
@@ -240,7 +248,7 @@ def _private_scratch(workdir: Path, uid: int, writable: Path | None, size: int) 
     often under /tmp, is kept through an open fd: ``mount`` must not canonicalise that path);
     the one directory the command may write is replaced by a size-limited tmpfs copy, so
     nothing it writes reaches the host's disk or outlives the run."""
-    lines = [f"exec 9< '{workdir}'"]
+    lines = [f"exec {WORKDIR_FD}< '{workdir}'"]
     # an interpreter (a virtual environment, say) that lives under one of those directories is
     # kept the same way, read-only: a checkout under /tmp must still find its python and pytest
     kept = _interpreter_trees_under(PRIVATE_TMP_DIRS)
@@ -250,8 +258,8 @@ def _private_scratch(workdir: Path, uid: int, writable: Path | None, size: int) 
             lines.append(f"mount -t tmpfs -o size={size},mode=1777 tmpfs '{directory}'")
     lines += [
         f"mkdir -p '{workdir}'",
-        f"mount --no-canonicalize --bind /proc/self/fd/9 '{workdir}'",
-        "exec 9<&-",
+        f"mount --no-canonicalize --bind /proc/self/fd/{WORKDIR_FD} '{workdir}'",
+        f"exec {WORKDIR_FD}<&-",
     ]
     for fd, tree in kept:
         lines += [
@@ -289,12 +297,12 @@ def wrap(
                 f'exec {" ".join(DROP_CAPS)} "$@"',
             ]
         )
-    return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
+    return [*_unshare_prefix(), SHELL, "-c", script, "sandbox", *command]
 
 
 def wrap_minimal(script: str, command: list[str]) -> list[str]:
     """``command`` in new namespaces, inside the root that ``script`` builds."""
-    return [*_unshare_prefix(), "/bin/sh", "-c", script, "sandbox", *command]
+    return [*_unshare_prefix(), SHELL, "-c", script, "sandbox", *command]
 
 
 #: what a candidate's minimal root holds of the host, read-only (symbolic links are recreated)
@@ -406,22 +414,43 @@ def spawn_sandboxed(
     fds: dict[int, int],
     log: Path,
 ) -> subprocess.Popen[bytes]:
-    """Start an already wrapped command (``wrap`` or ``minimal_root_script``) with the host's
-    pipes ``fds`` placed at the child's fd numbers, output to ``log``; the caller waits and
-    calls :func:`stop`."""
+    """Start an already wrapped command (``wrap`` or ``wrap_minimal``) with the host's pipes
+    ``fds`` (``{number in the child: fd here}``) placed at the child's numbers, output to
+    ``log``; the caller waits and calls :func:`stop`.
+
+    The pipes travel at their own numbers (``pass_fds``; every other fd is closed) and the
+    sandbox's shell moves them to their places first thing (:func:`_place_fds`): subprocess
+    closes what ``pass_fds`` does not name *after* ``preexec_fn``, and refuses to keep a number
+    that is not open yet, so the move cannot happen in ``preexec_fn``."""
     with open(log, "wb") as out:
         return subprocess.Popen(
-            wrapped,
+            _place_fds(wrapped, fds, limits.open_files),
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=functools.partial(_child_setup, fds, limits),
-            pass_fds=tuple(fds),  # the target numbers: close_fds runs after preexec_fn
+            preexec_fn=limits.apply,
+            pass_fds=tuple(fds.values()),
             close_fds=True,
         )
+
+
+def _place_fds(wrapped: list[str], fds: dict[int, int], open_files: int) -> list[str]:
+    """``wrapped`` whose shell script first moves each pipe to its number (through a high
+    number first, so a pipe already sitting at another's target is not overwritten) and sets
+    the open-files limit just before its last line, the ``exec`` of the command."""
+    at = wrapped.index("-c") + 1
+    head, _, last = wrapped[at].rpartition("\n")
+    script = f"{head}\nulimit -n {open_files}\n{last}"
+    if not fds:
+        return [*wrapped[:at], script, *wrapped[at + 1 :]]
+    free = (n for n in range(10, WORKDIR_FD) if n not in fds.values() and n not in fds)
+    high = {target: next(free) for target in sorted(fds)}
+    lines = [f"exec {high[t]}<&{fds[t]} {fds[t]}<&-" for t in sorted(fds)]
+    lines += [f"exec {t}<&{high[t]} {high[t]}<&-" for t in sorted(fds)]
+    return [*wrapped[:at], "\n".join(lines) + "\n" + script, *wrapped[at + 1 :]]
 
 
 def wait_or_kill(proc: subprocess.Popen[bytes], wall_s: float) -> bool:
@@ -522,21 +551,6 @@ def _reap_uid(uid: int, grace_s: float = 10.0) -> list[int]:
             _kill(pid)
         time.sleep(0.02)
     return first
-
-
-def _child_setup(fds: dict[int, int], limits: Limits) -> None:
-    """In the child before exec: the pipes at their numbers (3, 4, ...), then the limits."""
-    _move_fds(fds)
-    limits.apply()
-
-
-def _move_fds(fds: dict[int, int]) -> None:
-    """Put the pipes at fixed numbers (3, 4, ...) in the child. Each goes through a high number
-    first, so one pipe already sitting at a target number is not overwritten by another."""
-    high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 10) for target, source in fds.items()}
-    for target, source in high.items():
-        os.dup2(source, target)
-        os.close(source)
 
 
 def _kill_group(pgid: int) -> None:
