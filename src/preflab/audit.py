@@ -54,6 +54,7 @@ ACTIONS: dict[str, str] = {
     "items.imported": "items or judgments were imported (details: counts, files)",
     "project.exported": "a project was exported (details: format, out, counts)",
     "item.adjudicated": "a reviewer recorded an item's final label (details: judgment_id)",
+    "item.reference_adjudicated": "a reviewer settled a reference two experts disagreed on (details: reference, replaced, note)",
     "demonstration.accepted": "a reviewer accepted a demonstration",
     "demonstration.rejected": "a reviewer rejected a demonstration (details: note)",
     "judgment.telemetry_kept": "a reviewer kept a label its telemetry flagged (details: flags, note)",

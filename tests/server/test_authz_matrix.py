@@ -88,6 +88,10 @@ EXPECTED = {
     ("GET", "/api/v1/projects/{project}/review/queues"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/review/items/{item_id}"): ("project.review", STAFF),
     ("POST", "/api/v1/projects/{project}/items/{item_id}/adjudicate"): ("project.review", STAFF),
+    ("POST", "/api/v1/projects/{project}/items/{item_id}/reference/adjudicate"): (
+        "project.review",
+        STAFF,
+    ),
     ("POST", "/api/v1/projects/{project}/items/file"): ("project.manage", ADMINS),
     ("POST", "/api/v1/projects/{project}/rubrics/file"): ("project.manage", ADMINS),
     ("GET", "/api/v1/projects/{project}/rubrics"): ("project.view", MEMBERS_AND_ROOT),

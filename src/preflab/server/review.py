@@ -23,6 +23,7 @@ from ..quality import telemetry_flags as quality_telemetry_flags
 from ..quality.bias import word_length
 from ..quality.telemetry import Assessment, TelemetrySettings, assess
 from ..schema import ReviewPass, prompt_as_text
+from ..schema.authorship import ReferenceProvenance, reference_status
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import (
@@ -234,6 +235,9 @@ def review_queues(
                 f"telemetry: near_duplicate_rationale (judgment {row.pk}{like})"
             )
             flagged_pks.add(row.pk)
+    # references two experts wrote that disagree (issue 29): adjudicate the reference
+    for item_key, reason in reference_disagreements(session, project.pk).items():
+        entry(item_key)["reasons"].append(reason)
     # labels a machine check sent back (no reviewer: ``preflab verify steps --send-back``)
     by_pk = {r.pk: r for r in rows}
     for req in session.scalars(
@@ -518,6 +522,73 @@ def adjudicate(
             "kind": row.kind,
             "review_pass": row.review_pass,
             "created": created,
+        }
+
+
+def reference_disagreements(session: Session, project_pk: int) -> dict[str, str]:
+    """item id -> why its reference waits for adjudication: two experts wrote it independently
+    (``metadata.reference_provenance.require_two``) and their answers disagree."""
+    out: dict[str, str] = {}
+    rows = session.execute(
+        select(ItemRow.item_key, ItemRow.meta, ItemRow.reference).where(
+            ItemRow.project_pk == project_pk
+        )
+    )
+    for item_key, meta, reference in rows:
+        raw = (meta or {}).get("reference_provenance")
+        if raw is None or reference_status(meta, reference) != "disagree":
+            continue
+        first, second = (a.get("answer") for a in raw.get("authors", [])[:2])
+        out[item_key] = (
+            f"references disagree: {str(first)[:60]!r} vs {str(second)[:60]!r} "
+            "(two experts; adjudicate the reference)"
+        )
+    return out
+
+
+def adjudicate_reference(
+    db: Database,
+    project: ProjectRef,
+    reviewer: audit.Who,
+    item_key: str,
+    answer: str,
+    note: str,
+) -> dict[str, Any]:
+    """Set the reference two experts disagreed on: the reviewer (neither author) is recorded as
+    its adjudicator, the item's ``reference`` becomes ``answer``, and the event is audited with
+    the note and the answer it replaced. Re-adjudicating replaces the answer the same way."""
+    with db.writing() as s:
+        p = s.get(Project, project.pk)
+        row = repo.get_item(s, p, item_key)
+        raw = (row.meta or {}).get("reference_provenance")
+        if raw is None or not raw.get("require_two"):
+            raise JudgingError(
+                409,
+                f"item {item_key!r}'s reference does not require two experts: nothing to adjudicate",
+            )
+        state = reference_status(row.meta, row.reference)
+        if state not in ("disagree", "adjudicated"):
+            raise JudgingError(409, f"item {item_key!r}'s reference is {state}, not in dispute")
+        updated = {**raw, "adjudicator": reviewer.username}
+        try:
+            ReferenceProvenance.model_validate(updated)
+        except ValueError as e:  # the adjudicator is one of the authors
+            raise JudgingError(403, f"cannot adjudicate this reference: {e}") from None
+        before = row.reference
+        row.meta = {**(row.meta or {}), "reference_provenance": updated}
+        row.reference = answer
+        audit.record(
+            s,
+            reviewer,
+            "item.reference_adjudicated",
+            audit.target(p.name, item=item_key),
+            {"reference": answer, "replaced": before, "note": note},
+        )
+        return {
+            "item_id": item_key,
+            "reference": answer,
+            "adjudicator": reviewer.username,
+            "status": reference_status(row.meta, answer),
         }
 
 

@@ -61,6 +61,7 @@ def _send(fd: int, message) -> None:
 def _load(kind: str):
     path = Path(__file__).with_name(JOBS[kind])
     spec = importlib.util.spec_from_file_location(f"preflab_judge_{kind}", path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -83,7 +83,8 @@ def find_final_answer(text: str) -> tuple[str | None, str | None]:
     """``(answer, None)``, or ``(None, why)``: no final answer, more than one, or one over
     :data:`MAX_ANSWER_CHARS` characters. One pass over ``text``; it stops at the first answer
     that is too long or at the fifth different one."""
-    last, forms = None, {}
+    last: str | None = None
+    forms: dict[str, None] = {}  # insertion-ordered set of the answers' normal forms
     for source in (_boxed(text), _answer_lines(text)):  # answer lines count where no box is
         for found in source:
             if found is None or len(found) > MAX_ANSWER_CHARS:

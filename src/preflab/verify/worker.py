@@ -75,6 +75,7 @@ class _Worker:
             self._receive(time.monotonic() + START_TIMEOUT_S, 1 << 16, starting=True)
             self._ready = True
         body = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        assert self.proc.stdin is not None  # started with stdin=PIPE
         try:
             self.proc.stdin.write(len(body).to_bytes(8, "little") + body)
             self.proc.stdin.flush()
@@ -83,6 +84,7 @@ class _Worker:
         return self._receive(time.monotonic() + timeout_s, max_reply_bytes, starting=False)
 
     def _receive(self, deadline: float, max_bytes: int, *, starting: bool) -> dict[str, Any]:
+        assert self.proc.stdout is not None  # started with stdout=PIPE
         fd = self.proc.stdout.fileno()
         poller = select.poll()  # not select(): a trainer may hold more than 1024 descriptors
         poller.register(fd, select.POLLIN)
@@ -136,7 +138,8 @@ class _Worker:
         self.proc.wait()
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
-                pipe.close()
+                if pipe is not None:
+                    pipe.close()
             except OSError:
                 pass
 
@@ -229,7 +232,8 @@ def _forget_after_fork() -> None:
         for worker in pool.idle:
             for pipe in (worker.proc.stdin, worker.proc.stdout):
                 try:
-                    pipe.close()
+                    if pipe is not None:
+                        pipe.close()
                 except OSError:
                     pass
             worker.proc.returncode = 0  # not our child: never wait for it

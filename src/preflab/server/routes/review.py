@@ -30,6 +30,11 @@ class AdjudicateIn(Strict):
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
 
 
+class ReferenceAdjudicationIn(Strict):
+    answer: str = Field(min_length=1, max_length=20_000)
+    note: str = Field(min_length=1, max_length=5000)
+
+
 class TelemetryDecisionIn(Strict):
     decision: str = Field(pattern="^(keep|exclude)$")
     note: str = Field(default="", max_length=5000)
@@ -141,6 +146,22 @@ def post_adjudication(
         idempotency_key(request, body.idempotency_key),
     )
     return ok(out, 201 if out["created"] else 200)
+
+
+@router.post("/projects/{project}/items/{item_id}/reference/adjudicate", tags=["review"])
+def post_reference_adjudication(
+    request: Request,
+    project: str,
+    item_id: str,
+    body: ReferenceAdjudicationIn,
+    ctx: Ctx = guard("project.review"),
+) -> Response:
+    """Settle a reference two experts disagreed on: the answer, the reviewer as adjudicator."""
+    return ok(
+        service.adjudicate_reference(
+            db_of(request), ctx.project, ctx.user, item_id, body.answer, body.note
+        )
+    )
 
 
 @dataclass
