@@ -30,10 +30,11 @@ import os
 import re
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from xml.etree import ElementTree
@@ -220,6 +221,46 @@ def verify_code(
     raise AssertionError("unreachable")
 
 
+def _runner_command(box: Path, mode: str, target: str, task: CodeTask) -> list[str]:
+    """The judge: ``_runner.py`` on the task's test files, ``--import DIR`` or ``--bridge MODULE``."""
+    runner = str(box / "_preflab_runner.py")
+    return [sys.executable, "-I", "-B", runner, str(box), mode, target, *_test_files(task)]
+
+
+def start_candidate(
+    command: list[str],
+    *,
+    work: Path,
+    new_root: Path,
+    home: Path,
+    keep: list[Path],
+    uid: int | None,
+    limits: Limits,
+    fds: dict[int, int],
+    log: Path,
+    edit_script: Callable[[str], str] = lambda script: script,
+) -> subprocess.Popen[bytes]:
+    """``command`` in a candidate's minimal root (system, interpreter, ``keep``; preflab's own
+    package hidden; ``home`` its only writable place), the host's pipes ``fds`` placed; the
+    caller closes its copies of the child's ends, waits and calls ``stop``."""
+    script = minimal_root_script(
+        new_root,
+        home,
+        [*candidate_trees(), *keep],
+        uid,
+        limits.scratch_bytes,
+        hide=hidden_from_candidates(),
+    )
+    return spawn_sandboxed(
+        wrap_minimal(edit_script(script), command),
+        cwd=work,
+        limits=limits,
+        env=_env(home, "/tmp"),
+        fds=fds,
+        log=log,
+    )
+
+
 def _test_files(task: CodeTask) -> list[str]:
     # whole test files, not node ids: a candidate that breaks collection then shows as a
     # collection error of the module (its tests failed) rather than as a usage error
@@ -239,16 +280,7 @@ def _verify_repo(
         _own(solution_dir, uid)
         before = {**tree_digests(box, skip=(solution_dir,)), **pytest_entry_digests()}
         nonce = secrets.token_hex(16)
-        command = [
-            sys.executable,
-            "-I",
-            "-B",
-            str(box / "_preflab_runner.py"),
-            str(box),
-            "--import",
-            str(solution_dir),
-            *_test_files(task),
-        ]
+        command = _runner_command(box, "--import", str(solution_dir), task)
         run = run_sandboxed(
             command,
             workdir=work,
@@ -313,36 +345,22 @@ def _verify_function(
             str(home),
             module_name(task.solution_path),
         ]
-        script = minimal_root_script(
-            new_root,
-            home,
-            [*candidate_trees(), stub],
-            candidate_uid,
-            limits.scratch_bytes,
-            hide=hidden_from_candidates(),
-        )
         requests_r, requests_w = os.pipe()
         replies_r, replies_w = os.pipe()
-        candidate = spawn_sandboxed(
-            wrap_minimal(script, candidate_command),
-            cwd=cand,
+        candidate = start_candidate(
+            candidate_command,
+            work=cand,
+            new_root=new_root,
+            home=home,
+            keep=[stub],
+            uid=candidate_uid,
             limits=limits,
-            env=_env(home, "/tmp"),
             fds={3: requests_r, 4: replies_w},
             log=work / "candidate.log",
         )
         os.close(requests_r)
         os.close(replies_w)
-        judge_command = [
-            sys.executable,
-            "-I",
-            "-B",
-            str(box / "_preflab_runner.py"),
-            str(box),
-            "--bridge",
-            module_name(task.solution_path),
-            *_test_files(task),
-        ]
+        judge_command = _runner_command(box, "--bridge", module_name(task.solution_path), task)
         try:
             run = run_sandboxed(
                 judge_command,

@@ -13,17 +13,14 @@ import threading
 import time
 from pathlib import Path
 
-from .code import _env, _own, _write_files, candidate_trees, hidden_from_candidates
+from .code import _own, _write_files, start_candidate
 from .result import Verdict
 from .sandbox import (
     Limits,
     claim_uid,
     ensure_available,
-    minimal_root_script,
-    spawn_sandboxed,
     stop,
     wait_or_kill,
-    wrap_minimal,
 )
 from .tasks import StdioTask
 
@@ -81,23 +78,19 @@ def _run_case(
         _write_files(home, {task.solution_path: program})
         _own(home, uid)
         command = [sys.executable, "-I", "-B", str(home / task.solution_path)]
-        script = minimal_root_script(
-            new_root,
-            home,
-            candidate_trees(),
-            uid,
-            limits.scratch_bytes,
-            hide=hidden_from_candidates(),
-        )
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
-        proc = spawn_sandboxed(
-            wrap_minimal(_stdio_on_pipes(script), command),
-            cwd=work,
+        proc = start_candidate(
+            command,
+            work=work,
+            new_root=new_root,
+            home=home,
+            keep=[],
+            uid=uid,
             limits=limits,
-            env=_env(home, "/tmp"),
             fds={3: stdin_r, 4: stdout_w},
             log=work / "output.log",
+            edit_script=_stdio_on_pipes,
         )
         os.close(stdin_r)
         os.close(stdout_w)
