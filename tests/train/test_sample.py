@@ -227,3 +227,18 @@ def test_local_model_samples_are_seeded_and_counted(policy_dir: Path, tmp_path):
     # the same seeds without the cache: the same samples
     again, _ = sample(prompts, 3, local=policy_dir, params=params)
     assert [r["response"] for r in again] == [r["response"] for r in rows]
+
+
+def test_sampling_from_a_thread_whose_event_loop_is_running(tmp_path):
+    """A caller inside a running event loop (a notebook, Playwright's sync API, a web handler):
+    ``asyncio.run`` would refuse; the sampler runs its loop on a thread of its own."""
+    import asyncio
+
+    policy = StubPolicy(ANSWERS)
+
+    async def caller():
+        return sample(PROMPTS, 2, endpoint=server.url, model="m", retry=FAST)
+
+    with StubServer(policy) as server:
+        rows, stats = asyncio.run(caller())
+    assert len(rows) == 4 and stats.requests == 4

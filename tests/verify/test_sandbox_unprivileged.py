@@ -294,6 +294,7 @@ def test_nothing_a_candidate_writes_outlives_its_run(nobody_with_own_venv, mode,
     """Each hack writes into the interpreter it runs under (which the user owns) so that the
     *next* wrong solution passes; the sandbox's read-only mounts keep the write from landing."""
     seen = nobody_with_own_venv[f"{mode}:{name}"]
+    assert nobody_with_own_venv["honest"] == 1.0  # the verifier works for this user at all
     assert seen["first"] == 0.0
     assert seen["then"] == 0.0, seen
     assert nobody_with_own_venv["left_behind"] == []

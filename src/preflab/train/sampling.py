@@ -24,6 +24,7 @@ create``): ``{"prompt", "response", "reward": null, "model", "domains", "metadat
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import random
@@ -320,6 +321,17 @@ async def _request_one(
     raise SamplingError(f"{url}: gave up after {retry.max_retries + 1} attempts: {last}")
 
 
+def run_coroutine(coroutine: Any) -> Any:
+    """``asyncio.run``, also from a thread whose event loop is already running (a notebook,
+    Playwright's sync API, a web handler): then on a thread of its own, waited for."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 async def _sample_endpoint(
     jobs: Sequence[Job],
     *,
@@ -499,7 +511,7 @@ def sample(
                 if on_done:
                     on_done(1)
         if todo and endpoint is not None:
-            asyncio.run(
+            run_coroutine(
                 _sample_endpoint(
                     todo,
                     endpoint=endpoint,

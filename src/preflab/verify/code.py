@@ -45,8 +45,8 @@ from .sandbox import (
     Limits,
     claim_uid,
     ensure_available,
-    interpreter_trees,
     minimal_root_script,
+    python_trees,
     run_sandboxed,
     spawn_sandboxed,
     stop,
@@ -299,8 +299,9 @@ def _verify_repo(
 
 def candidate_trees() -> list[Path]:
     """What of the host a candidate's minimal root holds besides the system directories: the
-    interpreter trees (a virtual environment's site-packages with them)."""
-    return interpreter_trees()
+    interpreter trees and the site-packages directories it imports from (never a checkout or a
+    source directory on ``sys.path``: those may hold tasks)."""
+    return python_trees()
 
 
 def hidden_from_candidates() -> list[Path]:

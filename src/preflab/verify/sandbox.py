@@ -174,6 +174,25 @@ def interpreter_trees() -> list[Path]:
     return sorted(trees)
 
 
+def site_dirs() -> list[Path]:
+    """The site-packages directories this interpreter imports from, those that ``.pth`` files
+    add included (a virtual environment may reach its packages through one)."""
+    found = {
+        Path(p).resolve()
+        for p in sys.path
+        if os.path.isabs(p)
+        and os.path.isdir(p)
+        and Path(p).name in ("site-packages", "dist-packages")
+    }
+    return sorted(found)
+
+
+def python_trees() -> list[Path]:
+    """:func:`interpreter_trees` and :func:`site_dirs`, none inside another."""
+    trees = sorted({*interpreter_trees(), *site_dirs()})
+    return [t for t in trees if not any(o != t and o in t.parents for o in trees)]
+
+
 PRIVATE_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 #: the setup shell keeps directories open on these numbers (above the pipes at 3, 4, 5, ... and
 #: the high numbers :func:`_place_fds` moves them through)
@@ -212,9 +231,10 @@ def _readonly_lines() -> list[str]:
 
 
 def _interpreter_trees_under(directories: tuple[str, ...]) -> list[tuple[int, Path]]:
-    """Interpreter trees inside ``directories``, each with a free shell fd (WORKDIR_FD + 1, ...)."""
+    """Interpreter trees and site directories inside ``directories``, each with a free shell fd
+    (WORKDIR_FD + 1, ...)."""
     roots = [Path(d).resolve() for d in directories if os.path.isdir(d)]
-    under = [t for t in interpreter_trees() if any(t == r or r in t.parents for r in roots)]
+    under = [t for t in python_trees() if any(t == r or r in t.parents for r in roots)]
     return [(WORKDIR_FD + 1 + k, tree) for k, tree in enumerate(under[:20])]
 
 
@@ -222,7 +242,7 @@ def _root_setup_script(workdir: Path, uid: int, writable: Path | None, scratch_b
     """Shell run as root inside the mount namespace, then ``exec``s the command unprivileged."""
     lines = ["set -e"]
     hidden: dict[Path, list[Path]] = {}
-    for tree in interpreter_trees():
+    for tree in python_trees():
         blocker = _blocking_ancestor(tree)
         if blocker is not None:
             hidden.setdefault(blocker, []).append(tree)

@@ -386,6 +386,13 @@ class AdjudicationOut(Out):
     created: bool
 
 
+class ReferenceAdjudicationOut(Out):
+    item_id: str
+    reference: str
+    adjudicator: str
+    status: str
+
+
 class BrowseItem(Out):
     item_id: str
     domains: list[str]

@@ -148,7 +148,11 @@ def post_adjudication(
     return ok(out, 201 if out["created"] else 200)
 
 
-@router.post("/projects/{project}/items/{item_id}/reference/adjudicate", tags=["review"])
+@router.post(
+    "/projects/{project}/items/{item_id}/reference/adjudicate",
+    tags=["review"],
+    response_model=m.ReferenceAdjudicationOut,
+)
 def post_reference_adjudication(
     request: Request,
     project: str,
