@@ -50,11 +50,14 @@ from .sandbox import (
     run_sandboxed,
     spawn_sandboxed,
     stop,
+    wait_or_kill,
     wrap_minimal,
 )
 from .screen import screen_files
 from .tasks import CodeTask
 
+#: how long a candidate's process may take to exit once the judge is done before it is killed
+CANDIDATE_GRACE_S = 1.0
 RUNNER = Path(__file__).with_name("_runner.py")
 WIRE = Path(__file__).with_name("_wire.py")
 CANDIDATE = Path(__file__).with_name("_candidate.py")
@@ -375,7 +378,9 @@ def _verify_function(
                 extra_fds={5: requests_w, 6: replies_r},
             )
         finally:
-            # the candidate's process serves calls until the judge is done, then is killed
+            # the candidate serves calls until the judge is gone, then reads the end of its pipe
+            # and exits by itself (a few ms); one that does not is killed
+            wait_or_kill(candidate, CANDIDATE_GRACE_S)
             stop(candidate, candidate_uid)
         after = {**tree_digests(box), **pytest_entry_digests()}
         tail = (work / "candidate.log").read_bytes()[-2000:].decode("utf-8", "replace")

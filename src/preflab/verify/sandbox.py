@@ -474,15 +474,16 @@ def _place_fds(wrapped: list[str], fds: dict[int, int], open_files: int) -> list
 
 
 def wait_or_kill(proc: subprocess.Popen[bytes], wall_s: float) -> bool:
-    """Wait for ``proc``; at ``wall_s`` SIGKILL its process group. True when it was killed.
+    """Wait for ``proc``; at ``wall_s`` kill it (:func:`_kill_sandbox`). True when it was killed.
 
     A blocking ``wait`` with a timer, not ``Popen.wait(timeout=...)``: that one polls with
     sleeps of up to 50 ms, which every verification would pay after its command exited."""
     fired = threading.Event()
+    backstops: list[threading.Timer] = []
 
     def kill() -> None:
         fired.set()
-        _kill_group(proc.pid)
+        backstops.append(_kill_sandbox(proc))
 
     timer = threading.Timer(wall_s, kill)
     timer.daemon = True
@@ -491,14 +492,43 @@ def wait_or_kill(proc: subprocess.Popen[bytes], wall_s: float) -> bool:
         proc.wait()
     finally:
         timer.cancel()
+        for backstop in backstops:
+            backstop.cancel()
     return fired.is_set()
 
 
+def _kill_sandbox(proc: subprocess.Popen[bytes]) -> threading.Timer:
+    """SIGKILL the sandbox's PID namespace through its init (``unshare``'s child) while
+    ``unshare`` lives to reap it, then, should ``unshare`` not be gone a second later, the whole
+    process group (the returned timer: cancel it once the process is reaped). Killing ``unshare`` first leaves the namespace's init to the host's init to
+    reap: measured here, 1.6 s before its processes and mounts were gone, against milliseconds."""
+    for child in _children(proc.pid):
+        _kill(child)
+
+    def group() -> None:
+        if proc.returncode is None:  # not reaped yet: the pid is still this process group's
+            _kill_group(proc.pid)
+
+    backstop = threading.Timer(1.0, group)
+    backstop.daemon = True
+    backstop.start()
+    return backstop
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
 def stop(proc: subprocess.Popen[bytes], uid: int | None) -> list[int]:
-    """SIGKILL a sandboxed command's process group (its PID namespace goes with it), wait for it
-    and, as root, reap whatever its uid still runs; the processes found then."""
-    _kill_group(proc.pid)
-    proc.wait()
+    """Kill a sandboxed command (:func:`_kill_sandbox`), wait for it and, as root, reap whatever
+    its uid still runs; the processes found then."""
+    if proc.poll() is None:
+        backstop = _kill_sandbox(proc)
+        proc.wait()
+        backstop.cancel()
     return _reap_uid(uid) if uid is not None and os.geteuid() == 0 else []
 
 
