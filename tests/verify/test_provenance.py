@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from preflab.cli import app
 from preflab.io.export import ExportOptions, export_project
 from preflab.schema import Item
-from preflab.schema.authorship import reference_status
 from preflab.schema.common import FieldProblem
 from preflab.schema.rubric import Rubric
 from preflab.store import db, repo, transaction
 from preflab.verify.passk import pass_at_k
+from preflab.verify.references import reference_status
 from preflab.verify.rollouts import load_tasks_with_meta, read_rollouts, score_rollouts
 from preflab.verify.tasks import parse_task
 

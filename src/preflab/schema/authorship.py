@@ -17,12 +17,12 @@ and their answers agree (equal after normalising whitespace, case and ``$``; for
 equal as math, by the math verifier), or, when they disagree, once an ``adjudicator`` (neither
 author) has set the item's ``reference`` to the adjudicated answer — the labels' rule: two
 independent labels, disagreement goes to adjudication, the adjudicated value wins.
-:func:`reference_status` says which; an unsettled reference keeps its item out of RL exports.
+:func:`preflab.verify.references.reference_status` says which; an unsettled reference keeps its item out of RL exports.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -70,38 +70,3 @@ ReferenceState = Literal[
 ]
 #: states whose reference may be used as ground truth
 SETTLED = frozenset({"unrecorded", "single", "agreed", "adjudicated"})
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.replace("$", "").split()).lower()
-
-
-def answers_agree(a: str, b: str, route: str | None) -> bool:
-    if _normal(a) == _normal(b):
-        return True
-    if route == "math":
-        from preflab.verify.math_answer import verify_math
-        from preflab.verify.tasks import MathTask
-
-        task = MathTask(task_id="reference", kind="math", answer=a)
-        return verify_math(task, f"\\boxed{{{b}}}").passed
-    return False
-
-
-def reference_status(metadata: dict[str, Any] | None, reference: str | None) -> ReferenceState:
-    """Where an item's reference stands (see the module docstring)."""
-    raw = (metadata or {}).get("reference_provenance")
-    if raw is None:
-        return "unrecorded"
-    prov = ReferenceProvenance.model_validate(raw)
-    if not prov.require_two:
-        return "single"
-    if len(prov.authors) < 2:
-        return "awaiting_second"
-    route = (metadata or {}).get("verifiable")
-    first, second = prov.authors[0].answer, prov.authors[1].answer
-    if answers_agree(first, second, route if isinstance(route, str) else None):
-        return "agreed"
-    if prov.adjudicator is not None and reference:
-        return "adjudicated"
-    return "disagree"

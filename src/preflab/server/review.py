@@ -23,7 +23,7 @@ from ..quality import telemetry_flags as quality_telemetry_flags
 from ..quality.bias import word_length
 from ..quality.telemetry import Assessment, TelemetrySettings, assess
 from ..schema import ReviewPass, prompt_as_text
-from ..schema.authorship import ReferenceProvenance, reference_status
+from ..schema.authorship import ReferenceProvenance
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import (
@@ -39,6 +39,7 @@ from ..store.server_models import (
     ReviewRequest,
     User,
 )
+from ..verify.references import reference_status
 from .assign import expired_leases
 from .database import Database
 from .judging import JudgingError, build_judgment

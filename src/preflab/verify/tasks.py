@@ -31,6 +31,8 @@ from pydantic import (
     model_validator,
 )
 
+from preflab.schema.authorship import check_approver
+
 
 class _Task(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -44,8 +46,6 @@ class _Task(BaseModel):
 
     @model_validator(mode="after")
     def _approver_is_someone_else(self):
-        from preflab.schema.authorship import check_approver
-
         check_approver(self.author, self.approver)
         return self
 

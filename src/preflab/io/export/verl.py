@@ -245,7 +245,8 @@ def left_out(item) -> str | None:
     its verifier: ``metadata.guessable``, written by ``preflab verify project``) or
     ``reference_unsettled`` (its reference requires two independent experts and they have not
     both written it, or disagree without an adjudication: :mod:`preflab.schema.authorship`)."""
-    from ...schema.authorship import SETTLED, reference_status
+    from ...schema.authorship import SETTLED
+    from ...verify.references import reference_status
 
     metadata = item.metadata or {}
     if metadata.get("guessable"):
