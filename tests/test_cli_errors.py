@@ -141,7 +141,7 @@ def test_success_exits_0(db, tmp_path):
 
 
 def test_help_shows_the_default_database():
-    result = runner.invoke(app, ["status", "--help"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["status", "--help"], terminal_width=200)
     assert "[default: (./preflab.db)]" in result.output
     assert "PREFLAB_DB" in result.output
 

@@ -5,14 +5,11 @@ Exit status: 0 success, 1 failure, 2 bad input (e.g. an import with invalid line
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
-import orjson
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -23,8 +20,22 @@ from rich.progress import (
 from rich.table import Column, Table
 
 from . import __version__
+from .cli_common import (
+    DbOption,
+    JsonOption,
+    LineProgress,
+    LogFormatOption,
+    LogLevelOption,
+    OneLineErrors,
+    engine_for,
+    err,
+    fail,
+    loaded_settings,
+    out,
+    print_json,
+)
 from .logs import configure_logging
-from .settings import LOG_LEVELS, Settings, effective_settings, get_settings
+from .settings import effective_settings
 
 if TYPE_CHECKING:
     from .schema import JudgmentBase
@@ -33,7 +44,9 @@ app = typer.Typer(
     name="preflab",
     help="Auditable human feedback data for post-training: import, label, measure, export.",
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    cls=OneLineErrors,
+    context_settings={"max_content_width": 120},
+    rich_markup_mode=None,  # help text is literal: "[default: x]" or "[CLS]" must not be read as markup
 )
 project_app = typer.Typer(help="Create, list and inspect projects.", no_args_is_help=True)
 rubric_app = typer.Typer(help="Versioned rubrics.", no_args_is_help=True)
@@ -45,137 +58,6 @@ app.add_typer(project_app, name="project")
 app.add_typer(rubric_app, name="rubric")
 app.add_typer(schema_app, name="schema")
 app.add_typer(quality_app, name="quality")
-
-out = Console()
-err = Console(stderr=True)
-
-DbOption = Annotated[
-    str | None,
-    # show_default as text: Rich would read "[default: ...]" inside the help string as markup and drop it
-    typer.Option(
-        "--db",
-        help="Database URL or SQLite path (env var PREFLAB_DB).",
-        show_default="./preflab.db",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-LogLevelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--log-level",
-        help=f"{', '.join(LOG_LEVELS)} (env var PREFLAB_LOG_LEVEL; default warning).",
-    ),
-]
-LogFormatOption = Annotated[
-    str | None,
-    typer.Option("--log-format", help="text or json (env var PREFLAB_LOG_FORMAT; default text)."),
-]
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(
-        f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True
-    )  # one line, however narrow
-    raise typer.Exit(code)
-
-
-def loaded_settings(**options: Any) -> Settings:
-    """The settings with these command-line options; a bad value (option or environment) ends
-    the command with one line per problem naming the variable (exit 2)."""
-    from pydantic import ValidationError
-
-    try:
-        return get_settings(**options)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{_setting_source(str(e['loc'][0]), options)}={e['input']!r}: {e['msg']}"
-            for e in exc.errors()
-        )
-        fail(f"{problems}; see `preflab config show --help` and docs/settings.md", 2)
-
-
-def _setting_source(name: str, options: dict[str, Any]) -> str:
-    from .settings import env_var
-
-    return f"--{name.replace('_', '-')}" if options.get(name) is not None else env_var(name)
-
-
-def print_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
-
-
-def engine_for(db: str | None, *, create: bool = False):
-    """An engine with the schema migrated to the latest revision. Only ``create`` (``init``)
-    makes a new SQLite file; a bad, missing or unreachable ``--db`` ends the
-    command with one line naming the problem and the fix (exit 2), never a traceback."""
-    from sqlalchemy.exc import DBAPIError
-
-    from .store.db import open_db
-
-    url = checked_db_url(db, create=create)
-    try:
-        return open_db(url.render_as_string(hide_password=False))
-    except DBAPIError as exc:
-        shown = url.render_as_string(hide_password=True)
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-        fix = (
-            "check that PostgreSQL is running there and the user, password and database name are right"
-            if url.get_backend_name() == "postgresql"
-            else "check the path and that the file is a preflab database"
-        )
-        fail(f"--db {shown}: cannot open the database ({reason}); {fix}", 2)
-
-
-SUPPORTED_DB = ("sqlite", "postgresql")
-
-
-def checked_db_url(db: str | None, *, create: bool = False):
-    """``--db`` (or ``$PREFLAB_DB``, or ./preflab.db) as a SQLAlchemy URL, checked before anything
-    connects: a known scheme, an installed driver, and for SQLite an existing file (or, with
-    ``create``, an existing directory)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from .store.db import default_url, normalise_url
-
-    raw = db or default_url()
-    try:
-        url = make_url(normalise_url(raw))
-    except ArgumentError:
-        fail(
-            f"--db {raw!r} is not a database URL; give a SQLite path (./preflab.db) or "
-            "postgresql://user@host:5432/dbname",
-            2,
-        )
-    backend = url.get_backend_name()
-    if backend not in SUPPORTED_DB:
-        fail(
-            f"--db {raw!r}: {backend} databases are not supported; use a SQLite path or a postgresql:// URL",
-            2,
-        )
-    if backend == "postgresql":
-        try:
-            url.get_dialect().import_dbapi()
-        except ImportError:
-            fail(
-                f"--db {raw!r}: the PostgreSQL driver is not installed; pip install 'preflab[postgres]'",
-                2,
-            )
-        return url
-    path = Path(url.database or "")
-    if not url.database or url.database == ":memory:":
-        fail(f"--db {raw!r}: give a SQLite file path, e.g. ./preflab.db", 2)
-    if create and not path.parent.exists():
-        fail(
-            f"--db {raw!r}: directory {path.parent} does not exist; create it first (mkdir -p {path.parent})",
-            2,
-        )
-    if not create and not path.is_file():
-        fail(
-            f"--db {raw!r}: no database at {path}; create one with `preflab init --db {raw}` or fix the path",
-            2,
-        )
-    return url
 
 
 def _version(value: bool) -> None:
@@ -266,8 +148,10 @@ def _load_rubric(path: Path):
             f"{path}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
         )
         fail(f"invalid rubric\n{problems}", 2)
-    except (OSError, ValueError) as exc:
-        fail(f"{path}: {exc}", 2)
+    except ValueError as exc:  # the message starts with file:line
+        fail(str(exc), 2)
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}", 2)
 
 
 def _project_info(project) -> dict[str, Any]:
@@ -352,7 +236,7 @@ def rubric_add(
 
 
 def _byte_progress(paths: list[Path]) -> Progress:
-    return Progress(
+    return LineProgress(
         "[progress.description]{task.description}",
         BarColumn(),
         DownloadColumn(),
@@ -360,7 +244,6 @@ def _byte_progress(paths: list[Path]) -> Progress:
         TimeRemainingColumn(),
         console=err,
         transient=True,
-        disable=not err.is_terminal,
     )
 
 

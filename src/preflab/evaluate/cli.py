@@ -5,43 +5,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
-import orjson
 import typer
-from rich.console import Console
 from rich.table import Table
 
-# The main CLI's conventions, restated: importing preflab.cli from here would run it twice under
-# `python -m preflab.cli` (it is __main__ there).
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db", help="Database URL or SQLite path (env var PREFLAB_DB; default ./preflab.db)."
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-out = Console()
-err = Console(stderr=True)
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
-
-
-def print_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
-
-
-def engine_for(db: str | None):
-    # the main CLI's rule: a missing SQLite file or a bad --db is one line, exit 2 (only init creates)
-    from ..cli import engine_for as checked_engine
-
-    return checked_engine(db)
-
+from ..cli_common import DbOption, JsonOption, engine_for, err, fail, out, print_json
 
 eval_app = typer.Typer(
     help="Blind side-by-side evaluation of model versions by people.", no_args_is_help=True

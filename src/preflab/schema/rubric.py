@@ -172,7 +172,23 @@ class Rubric(StrictModel):
         """Read a rubric from YAML (``.yaml``/``.yml``) or JSON."""
         path = Path(path)
         raw = path.read_bytes()
-        data = (
-            yaml.safe_load(raw) if path.suffix.lower() in {".yaml", ".yml"} else orjson.loads(raw)
-        )
+        try:
+            data = (
+                yaml.safe_load(raw)
+                if path.suffix.lower() in {".yaml", ".yml"}
+                else orjson.loads(raw)
+            )
+        except yaml.YAMLError as exc:  # file:line: what the parser says, not a traceback
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ValueError(f"{where}: not valid YAML ({problem}); fix the file") from None
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(
+                f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix the file"
+            ) from None
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"{path}: a rubric is a mapping (id, version, dimensions), not {type(data).__name__}"
+            )
         return cls.model_validate(data)

@@ -10,9 +10,11 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
+from ..cli_common import engine_for, fail, loaded_settings
 from ..settings import get_settings
 
 # The app and database modules import FastAPI and friends: loaded inside the commands, so that
@@ -25,8 +27,6 @@ def _checked_url(db: str | None) -> str:
     """``--db`` checked and migrated by the main CLI's rule (:func:`preflab.cli.engine_for`):
     a missing SQLite file, a bad scheme or an unreachable server is one line and exit 2; only
     ``preflab init`` creates a database."""
-    from ..cli import engine_for
-
     engine = engine_for(db)
     url = engine.url.render_as_string(hide_password=False)
     engine.dispose()
@@ -60,6 +60,61 @@ def _db(db: str | None):
     return Database(_checked_url(db), pool_size=2, max_overflow=2)
 
 
+def _auth_failed(exc: Exception, username: str | None = None) -> NoReturn:
+    """An account command refused: a name taken, a user not there, a weak password are bad input
+    (exit 2, as the README says); anything else is a failure (exit 1)."""
+    status = getattr(exc, "status", 500)
+    fix = (
+        f"; create the account with `preflab user create {username}`"
+        if status == 404 and username
+        else ""
+    )
+    fail(f"{exc}{fix}", 2 if 400 <= status < 500 else 1)
+
+
+def checked_base_url(base_url: str) -> str:
+    """``--base-url`` as the link's prefix: an http(s) address with a host, or exit 2."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        fail(
+            f"--base-url {base_url!r} is not a web address; give the app's address as its "
+            "users open it, e.g. https://labels.example.org or http://127.0.0.1:8000",
+            2,
+        )
+    if parts.query or parts.fragment:
+        fail(f"--base-url {base_url!r}: give the address without ?query or #fragment", 2)
+    return base_url.strip().rstrip("/")
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a port another process listens on before starting workers (exit 2, one line);
+    uvicorn would log a bind error and exit 3."""
+    import errno
+    import socket
+
+    if not 0 < port < 65536:
+        fail(f"--port {port}: give a port number between 1 and 65535", 2)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        fail(f"--host {host!r}: cannot resolve it ({exc.strerror or exc})", 2)
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                fail(
+                    f"--port {port}: another process already listens on {host}:{port}; stop it "
+                    f"or choose another port (e.g. --port {port + 100})",
+                    2,
+                )
+            fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})", 2)
+
+
 @user_app.command("create")
 def user_create(
     username: str,
@@ -86,8 +141,7 @@ def user_create(
                 s, audit.cli_actor(), "user.created", f"user:{username}", {"is_admin": admin}
             )
     except AuthError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        _auth_failed(exc)
     typer.echo(f"created {'admin' if admin else 'user'} {user.username}")
     if password is None:
         typer.echo(f"password: {pw}")
@@ -108,8 +162,7 @@ def user_token(
         with database.writing() as s:
             token, _ = create_api_token(s, get_user(s, username), name=name)
     except AuthError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        _auth_failed(exc, username)
     typer.echo(token)
 
 
@@ -133,6 +186,7 @@ def user_reset_link(
     yourself; it is shown once."""
     from .auth import AuthError, create_reset_link, get_user
 
+    base_url = checked_base_url(base_url)
     database = _db(db)
     try:
         with database.writing() as s:
@@ -140,16 +194,10 @@ def user_reset_link(
                 s, get_user(s, username), created_by=None, ttl=timedelta(hours=hours)
             )
     except AuthError as exc:
-        fix = (
-            f"; create the account with `preflab user create {username}`"
-            if exc.status == 404
-            else ""
-        )
-        typer.echo(f"error: {exc}{fix}", err=True)
-        raise typer.Exit(2 if exc.status == 404 else 1) from None
+        _auth_failed(exc, username)
     finally:
         database.dispose()
-    typer.echo(f"{base_url.rstrip('/')}/reset/{token}")
+    typer.echo(f"{base_url}/reset/{token}")
     typer.echo(f"(single use, expires in {hours:g} h; shown once)", err=True)
 
 
@@ -217,6 +265,7 @@ def serve(
         trusted_proxies=list(trusted_proxy),
         header_timeout_s=header_timeout or get_settings().header_timeout_s,
     )
+    check_port_free(host, port)  # after --db: a missing database is named first
     os.environ[CONFIG_ENV] = config.to_env()
     os.environ[HEADER_TIMEOUT_ENV] = str(config.header_timeout_s)
     # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 (any local
@@ -239,7 +288,6 @@ def serve(
 def _server_logging(ctx: typer.Context, log_level: str | None, log_format: str | None) -> str:
     """Configure logging here (serve's options over the global ones over the environment) and
     hand the result to the worker processes through the environment; returns the level."""
-    from ..cli import loaded_settings
     from ..logs import configure_logging
     from ..settings import env_var
 

@@ -12,29 +12,21 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+from ..cli_common import DbOption, JsonOption, LineProgress, engine_for, err, out
+from ..cli_common import fail as common_fail
 
 rm_app = typer.Typer(
     help="Reward model: train on an export, evaluate against baselines, score answers.",
     no_args_is_help=True,
 )
-out = Console()
-err = Console(stderr=True)
-
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db", help="Database URL or SQLite path (env var PREFLAB_DB; default ./preflab.db)."
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DATA_ERRORS = (ValueError, OSError)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
+    """A training command's failure is almost always its input (exit 2 unless said)."""
+    common_fail(message, code)
 
 
 def _offline() -> None:
@@ -51,7 +43,7 @@ def _print_json(value: Any) -> None:
 
 
 def _progress() -> Progress:
-    return Progress(
+    return LineProgress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
@@ -67,7 +59,6 @@ def _load_source(source: str, out_dir: Path, db: str | None):
     path = Path(source)
     if path.is_dir():
         return read_export(path)
-    from ..cli import engine_for  # a missing SQLite file or a bad --db: one line, exit 2
     from ..store.repo import StoreError
 
     try:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from preflab.cli_common import engine_for
+
 
 def create_demonstration_project(
     db: str | None, name: str, rows: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
-    from preflab.cli import engine_for
     from preflab.schema import Item
     from preflab.store import repo, transaction
     from preflab.store.repo import StoreError

@@ -11,8 +11,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
 from rich.table import Table
+
+from ..cli_common import LineProgress
 
 out = Console()
 err = Console(stderr=True)
@@ -86,7 +88,7 @@ def sample_command(
     cache_path = None if no_cache else (cache or out_path.with_name(out_path.name + ".cache.jsonl"))
     try:
         rows_in = read_prompt_rows(prompts)
-        progress = Progress(
+        progress = LineProgress(
             "[progress.description]{task.description}",
             BarColumn(),
             MofNCompleteColumn(),

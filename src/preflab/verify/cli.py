@@ -10,9 +10,10 @@ from typing import Any
 import orjson
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..cli_common import LineProgress, engine_for
 from .pool import default_workers, load_solutions, result_row, verify_many
 from .sandbox import SandboxUnavailable, check_available
 from .tasks import CodeTask, StdioTask, TaskFileError, load_tasks
@@ -42,7 +43,7 @@ def run(
         console.print(str(e), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from e
     started = time.monotonic()
-    progress = Progress(
+    progress = LineProgress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
@@ -210,11 +211,10 @@ def project_command(
 ) -> None:
     """Verify a project's verifiable items (metadata.verifiable: code / sql / math, and trajectories
     with a task) and store each verdict where the exports read it, in one transaction."""
-    from preflab.cli import engine_for  # a missing SQLite file or a bad --db: one line, exit 2
     from preflab.store.repo import NotFound
 
     engine = engine_for(db)  # before the progress bar, so a refusal is its only line
-    progress = Progress(
+    progress = LineProgress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),

@@ -11,6 +11,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from ..cli_common import engine_for
 from .mc_steps import StepCheck, StepUnit, agreement, check_steps, endpoint_sampler, evidence_note
 
 console = Console()
@@ -173,7 +174,6 @@ def steps_command(
     """Monte Carlo check of step labels: rollouts from each labelled step's prefix, verified, the
     share reaching a correct answer compared with the human verdict (agreement, κ,
     disagreements; estimates in mc_steps.jsonl beside the labels)."""
-    from preflab.cli import engine_for
     from preflab.store.repo import NotFound
     from preflab.train.sampling import SamplingError, SamplingParams
 

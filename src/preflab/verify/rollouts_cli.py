@@ -9,9 +9,10 @@ from typing import Any
 import orjson
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..cli_common import LineProgress
 from .passk import DEFAULT_KS
 from .pool import default_workers
 from .sandbox import SandboxUnavailable, check_available
@@ -81,7 +82,7 @@ def rollouts_command(
     if not rollouts:
         console.print(f"{rollouts_file}: no rollouts", style="red")
         raise typer.Exit(2)
-    progress = Progress(
+    progress = LineProgress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
