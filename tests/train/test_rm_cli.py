@@ -186,15 +186,24 @@ def test_rm_eval_json_and_html(trained, tmp_path):
 def test_rm_score_writes_rollouts_with_rewards(trained, tmp_path):
     src = tmp_path / "answers.jsonl"
     rows = [
-        {"prompt": "Rewrite the sentence", "response": "Please let me know."},
+        {"prompt": "Rewrite the sentence", "response": "Please let me know.", "model": "v2"},
         {"prompt": [{"role": "user", "content": "Rewrite"}], "completion": "let me know"},
+        {"prompt": "Rewrite the sentence", "response": "Please let me know.", "model": "v1"},
     ]
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "rollouts.jsonl"
     run("rm", "score", trained, src, "--out", out)
     scored = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [set(r) for r in scored] == [{"prompt", "response", "reward", "model"}] * 2
-    assert scored[1]["prompt"] == "user: Rewrite" and scored[0]["model"] == str(trained)
+    # issue 31: the policy's `model` stays (the file still feeds `eval create`); the scorer is
+    # `reward_model`; an answer given twice is scored once, with the same reward
+    assert [set(r) for r in scored] == [
+        {"prompt", "response", "reward", "model", "reward_model"},
+        {"prompt", "response", "reward", "reward_model"},
+        {"prompt", "response", "reward", "model", "reward_model"},
+    ]
+    assert [r.get("model") for r in scored] == ["v2", None, "v1"]
+    assert scored[1]["prompt"] == "user: Rewrite" and scored[0]["reward_model"] == str(trained)
+    assert scored[0]["reward"] == scored[2]["reward"]
     from preflab.train.score import RewardScorer
 
     assert scored[0]["reward"] == pytest.approx(

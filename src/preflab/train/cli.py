@@ -180,6 +180,8 @@ def rm_train(
     except DATA_ERRORS as exc:
         fail(str(exc))
     card = result.card
+    for note in card.get("warnings", []):
+        err.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         _print_json(card)
         return
@@ -219,7 +221,7 @@ def rm_eval(
     from .data import read_pairs
     from .evaluation import evaluate_pairs
     from .report import METHOD_NAMES, render_eval_html
-    from .reward_model import SPLIT_DIR
+    from .reward_model import SPLIT_DIR, heldout_warning
     from .score import RewardScorer
 
     try:
@@ -230,21 +232,16 @@ def rm_eval(
         fail(
             f"{exc} (rm eval reads the split that `preflab rm train` wrote into MODEL_DIR/{SPLIT_DIR})"
         )
+    # chosen and rejected answers in one call: an answer that appears in several pairs (or on
+    # both sides of two pairs) is scored once
+    prompts = [p.prompt for p in heldout] * 2
+    answers = [p.chosen for p in heldout] + [p.rejected for p in heldout]
     with _progress() as progress:
-        task = progress.add_task("scoring", total=2 * len(heldout))
-        advance = lambda n: progress.advance(task, n)  # noqa: E731
-        chosen = scorer.score(
-            [p.prompt for p in heldout],
-            [p.chosen for p in heldout],
-            batch_size=batch_size,
-            progress=advance,
+        task = progress.add_task("scoring", total=scorer.distinct(prompts, answers))
+        rewards = scorer.score(
+            prompts, answers, batch_size=batch_size, progress=lambda n: progress.advance(task, n)
         )
-        rejected = scorer.score(
-            [p.prompt for p in heldout],
-            [p.rejected for p in heldout],
-            batch_size=batch_size,
-            progress=advance,
-        )
+    chosen, rejected = rewards[: len(heldout)], rewards[len(heldout) :]
     report = evaluate_pairs(
         heldout,
         train,
@@ -254,6 +251,10 @@ def rm_eval(
         seed=scorer.card.get("split", {}).get("seed", 0),
     )
     report["model"] = str(model_dir)
+    held = heldout_warning(len(heldout))
+    report["warnings"] = [held] if held else []
+    for note in report["warnings"]:
+        err.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     if report_path is not None:
         report_path.parent.mkdir(parents=True, exist_ok=True)
         report_path.write_text(render_eval_html(report), encoding="utf-8")
@@ -269,6 +270,7 @@ def rm_eval(
         "95 % CI",
         "chosen longer",
         "chosen shorter",
+        "equal length",
         title=f"{len(heldout)} held-out pairs",
     )
     for name, m in report["methods"].items():
@@ -279,13 +281,15 @@ def rm_eval(
             f"{m['low']:.3f}–{m['high']:.3f}",
             _acc(length.get("chosen longer")),
             _acc(length.get("chosen shorter")),
+            _acc(length.get("equal length")),
         )
     out.print(table)
     for name, v in report["versus"].items():
+        tied = f", {v['one_side_tied']} with a tie on one side" if v["one_side_tied"] else ""
         out.print(
-            f"reward model vs {METHOD_NAMES.get(name, name)}: {v['difference']:+.3f} "
-            f"({v['a_only']:g} pairs only the RM gets right, {v['b_only']:g} only the baseline; "
-            f"McNemar p = {v['p_value']:.3g})",
+            f"reward model vs {METHOD_NAMES.get(name, name)}: {_signed(v['difference'])} "
+            f"({v['a_right_b_wrong']} pairs only the RM gets right, {v['b_right_a_wrong']} only "
+            f"the baseline{tied}; McNemar p = {v['p_value']:.3g})",
             highlight=False,
         )
     rho = report["spearman_reward_length"]
@@ -296,6 +300,14 @@ def rm_eval(
         f"; ECE = {report['calibration']['reward_model']['ece']:.3f}",
         highlight=False,
     )
+
+
+def _signed(x: float | None, digits: int = 3) -> str:
+    """``+0.125``; a difference that rounds to zero is ``0.000``, never ``-0.000``."""
+    if x is None:
+        return "–"
+    rounded = round(x, digits)
+    return f"{0.0:.{digits}f}" if rounded == 0 else f"{rounded:+.{digits}f}"
 
 
 def _acc(stratum: dict[str, Any] | None) -> str:
@@ -313,7 +325,8 @@ def rm_score(
     ),
     batch_size: Annotated[int, typer.Option(help="Rows per scoring batch.")] = 32,
 ) -> None:
-    """Score answers: rollouts.jsonl with {prompt, response, reward, model}."""
+    """Score answers: rollouts.jsonl with {prompt, response, reward, reward_model} and the input
+    row's other fields (its model stays the policy's)."""
     _offline()
     from .score import RewardScorer, read_responses, score_rollouts, write_jsonl
 
@@ -323,7 +336,10 @@ def rm_score(
     except DATA_ERRORS as exc:
         fail(str(exc))
     with _progress() as progress:
-        task = progress.add_task("scoring", total=len(responses))
+        task = progress.add_task(
+            "scoring",
+            total=scorer.distinct([r.prompt for r in responses], [r.response for r in responses]),
+        )
         rows = score_rollouts(
             scorer, responses, batch_size=batch_size, progress=lambda n: progress.advance(task, n)
         )
@@ -377,7 +393,9 @@ def bestofn(
     if not pool:
         fail(f"{candidates}: no candidates; give {{prompt, response}} rows, several per prompt")
     with _progress() as progress:
-        task = progress.add_task("scoring", total=len(pool))
+        task = progress.add_task(
+            "scoring", total=scorer.distinct([c.prompt for c in pool], [c.response for c in pool])
+        )
         rows = best_of_n(
             scorer,
             pool,
@@ -390,10 +408,17 @@ def bestofn(
     )
     write_jsonl(out_dir / "scores.jsonl", rows)
     out.print(
-        f"wrote {len(rows)} best-of-{max(r['n_candidates'] for r in rows)} SFT rows to {out_dir / 'train.jsonl'}"
+        f"wrote {len(rows)} {_best_of(rows)} SFT rows to {out_dir / 'train.jsonl'}"
         f" (rewards in scores.jsonl)",
         highlight=False,
     )
+
+
+def _best_of(rows: list[dict[str, Any]]) -> str:
+    """``best-of-4``, or ``best-of-2..12`` when prompts had different numbers of candidates."""
+    counts = [r["n_candidates"] for r in rows]
+    low, high = min(counts), max(counts)
+    return f"best-of-{high}" if low == high else f"best-of-{low}..{high}"
 
 
 def rl(

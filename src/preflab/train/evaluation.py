@@ -129,11 +129,16 @@ def paired(points_a: np.ndarray, points_b: np.ndarray) -> dict[str, Any]:
     accuracy(a) − accuracy(b); ``p_value``: exact two-sided McNemar test on the discordant pairs
     (counts rounded down to whole pairs).
     """
-    gain = np.asarray(points_a, float) - np.asarray(points_b, float)
+    pa, pb = np.asarray(points_a, float), np.asarray(points_b, float)
+    gain = pa - pb
     a_only, b_only = float(gain[gain > 0].sum()), float(-gain[gain < 0].sum())
     return {
         "a_only": a_only,
         "b_only": b_only,
+        # whole pairs, for people: a right and b wrong, the reverse, a tie on one side only
+        "a_right_b_wrong": int(((pa == 1) & (pb == 0)).sum()),
+        "b_right_a_wrong": int(((pb == 1) & (pa == 0)).sum()),
+        "one_side_tied": int(((pa == 0.5) != (pb == 0.5)).sum()),
         "difference": float(gain.mean()) if len(gain) else None,
         "p_value": mcnemar_exact(a_only, b_only),
     }
