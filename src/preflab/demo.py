@@ -16,6 +16,16 @@ from rich.console import Console
 DEMO_PROJECT = "pandalm-demo"
 #: the same name and title in the CLI demo and in the demo's web app (``preflab demo --serve``)
 DEMO_TITLE = "PandaLM test set sample: which answer is better?"
+#: what ``preflab demo`` writes under ``--dir`` and replaces on a second run (``server/``, the
+#: web app's database of ``--serve``, is not among them)
+OWNED = (
+    "preflab.db",
+    "preflab.db-wal",
+    "preflab.db-shm",
+    "preflab.db-journal",
+    "quality-report.html",
+    "trl-preference",
+)
 
 
 def bundled_sample() -> Path:
@@ -32,9 +42,15 @@ def run_demo(directory: Path, console: Console) -> dict:
     from .store.db import open_db
 
     directory = Path(directory)
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
+    # replace what this command writes, nothing else: the web app's database under
+    # `server/` (`--serve`) holds what people labelled and stays (issue 31)
+    for owned in OWNED:
+        path = directory / owned
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
     db_url = f"sqlite:///{(directory / 'preflab.db').resolve()}"
     engine = open_db(db_url)
     console.rule("[bold]preflab demo")

@@ -132,13 +132,49 @@ def build_demo(db_url: str, *, n_items: int = 40, n_qualification: int = 5) -> d
         summary = projects.import_items(db, DEMO_PROJECT, items)
     finally:
         db.dispose()
+    # the banner says what the project holds: records whose content is another item's become
+    # an alias of it, so the records built above can be more than the items stored
     return {
         "project": DEMO_PROJECT,
         "source": source,
-        "items": len(items),
-        "qualification": len(qual_ids),
+        **demo_counts(db_url),
         "passwords": passwords,
         "import": summary,
+    }
+
+
+def demo_counts(db_url: str) -> dict[str, int]:
+    """Items, qualification items and labels of the demo project, as stored."""
+    from sqlalchemy import func, select
+
+    from ..store.models import JudgmentRow, Project
+    from ..store.server_models import PoolEntry
+    from .database import Database
+
+    db = Database(db_url, pool_size=1, max_overflow=0)
+    try:
+        with db.reading() as s:
+            project_pk = s.scalar(select(Project.pk).where(Project.name == DEMO_PROJECT))
+            if project_pk is None:
+                return {"items": 0, "qualification": 0, "labels": 0}
+            roles = dict(
+                s.execute(
+                    select(PoolEntry.role, func.count())
+                    .where(PoolEntry.project_pk == project_pk)
+                    .group_by(PoolEntry.role)
+                ).all()
+            )
+            labels = s.scalar(
+                select(func.count())
+                .select_from(JudgmentRow)
+                .where(JudgmentRow.project_pk == project_pk)
+            )
+    finally:
+        db.dispose()
+    return {
+        "items": int(sum(roles.values())),
+        "qualification": int(roles.get("qualification", 0)),
+        "labels": int(labels or 0),
     }
 
 
@@ -154,21 +190,33 @@ def serve_demo(
 
     directory.mkdir(parents=True, exist_ok=True)
     db_file = directory / "demo.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(db_file) + suffix).unlink(missing_ok=True)
+    secrets = directory / "demo-passwords.txt"
     url = f"sqlite:///{db_file.resolve()}"
-    demo = build_demo(url)
+    kept = read_passwords(secrets) if db_file.exists() else None
+    if kept is not None and demo_counts(url)["items"]:
+        # a second `make demo` keeps what people labelled (issue 31): the accounts, their
+        # passwords and every label stay; removing the directory starts afresh
+        demo = {"project": DEMO_PROJECT, **demo_counts(url), "passwords": kept}
+        print(
+            f"preflab demo: keeping the web app's database {db_file} "
+            f"({demo['labels']} labels so far); remove {directory} for a fresh demo"
+        )
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(db_file) + suffix).unlink(missing_ok=True)
+        demo = build_demo(url)
+        write_passwords(secrets, demo["passwords"])
+        print(f"preflab demo: a new web app database {db_file} (PandaLM, {demo['source']})")
     config = ServerConfig(db_url=url, exports_dir=(directory / "exports").resolve())
     os.environ[CONFIG_ENV] = config.to_env()
-    secrets_file = write_passwords(directory / "demo-passwords.txt", demo["passwords"])
     print(
-        f"preflab demo: {demo['items']} PandaLM items ({demo['qualification']} for qualification) from {demo['source']}"
+        f"project {demo['project']} ({DEMO_TITLE}): {demo['items']} items, "
+        f"{demo['qualification']} of them for qualification"
     )
-    print(f"open http://{host}:{port}/  (project {demo['project']}: {DEMO_TITLE})")
-    print(f"database: {db_file}")
-    print(f"demo accounts (passwords generated now; kept in {secrets_file}, readable by you only):")
+    print(f"open http://{host}:{port}/")
+    print(f"demo accounts (passwords kept in {secrets.resolve()}, readable by you only):")
     for name, admin, role in ACCOUNTS:
-        print(f"  {name:<9} {demo['passwords'][name]}   {'site admin' if admin else role}")
+        print(f"  {name:<9} {demo['passwords'].get(name, '?')}   {'site admin' if admin else role}")
     uvicorn.run(
         "preflab.server.app:app_from_env",
         factory=True,
@@ -177,6 +225,18 @@ def serve_demo(
         log_level="warning",
         access_log=False,
     )
+
+
+def read_passwords(path: Path) -> dict[str, str] | None:
+    """The passwords :func:`write_passwords` kept, or None when the file is missing or not
+    one of its (a demo database without them is rebuilt: nobody could log in)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    pairs = [line.split(" ", 1) for line in lines if line.strip()]
+    found = {p[0]: p[1] for p in pairs if len(p) == 2}
+    return found if set(found) == {name for name, _, _ in ACCOUNTS} else None
 
 
 def write_passwords(path: Path, passwords: dict[str, str]) -> Path:
