@@ -113,3 +113,33 @@ def test_every_project_setting_is_documented():
 def test_every_environment_variable_is_documented():
     missing = undocumented(environment_variables(), pattern=r"`{}`")
     assert not missing, f"environment variables not documented as `NAME` in {where()}: {missing}"
+
+
+def test_the_evaluation_docs_figures_come_from_a_run(tmp_path):
+    """Issue 31: docs/evaluation.md said 600 battles / 200 items when the demo held 567 / 189.
+    The sentence is rebuilt from `preflab demo` + `preflab eval report` and must appear as is."""
+    import json
+
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    demo = runner.invoke(app, ["demo", "--dir", str(tmp_path / "d")])
+    assert demo.exit_code == 0, demo.output
+    result = runner.invoke(
+        app,
+        ["eval", "report", "pandalm-demo", "--db", str(tmp_path / "d" / "preflab.db"), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    per_item = report["battles"] // report["items"]
+    assert per_item * report["items"] == report["battles"]
+    ratings = ", ".join(
+        f"{m['model']} {m['rating']:.0f} [{m['ci'][0]:.0f}, {m['ci'][1]:.0f}]"
+        for m in report["ratings"]["models"]
+    )
+    sentence = (
+        f"On the demo data (PandaLM test-set sample, {report['items']} items × {per_item} "
+        f"annotators = {report['battles']} battles, 1000 bootstrap samples, seed 0): {ratings}."
+    )
+    text = (REPO / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    assert sentence in text, f"docs/evaluation.md should say:\n{sentence}"
