@@ -551,9 +551,21 @@ def verified_domains(session: Session, user_pk: int) -> list[str]:
 def create_reset_link(
     session: Session, user: User, *, created_by: User | None, ttl: timedelta = timedelta(hours=24)
 ) -> str:
-    """A one-time reset token for ``user`` (an admin hands the link over; no e-mail needed)."""
+    """A one-time reset token for ``user`` (an admin hands the link over; no e-mail needed).
+    Issuing one revokes the user's earlier unused links (they expire now): only the newest
+    link handed over can set a password."""
     from ..store.server_models import PasswordReset
 
+    now = utcnow()
+    session.execute(
+        update(PasswordReset)
+        .where(
+            PasswordReset.user_pk == user.pk,
+            PasswordReset.used_at.is_(None),
+            PasswordReset.expires_at > now,
+        )
+        .values(expires_at=now)
+    )
     token = secrets.token_urlsafe(32)
     session.add(
         PasswordReset(
@@ -591,7 +603,11 @@ def claim_reset_link(session: Session, token: str, password: str) -> User:
         row = session.scalar(select(PasswordReset).where(PasswordReset.token_hash == sha256(token)))
         if row is None:
             raise Missing("unknown reset link; ask an admin for a new one")
-        why = "was already used" if row.used_at is not None else "has expired"
+        why = (
+            "was already used"
+            if row.used_at is not None
+            else "has expired or was replaced by a newer link"
+        )
         raise Gone(f"this reset link {why}; ask an admin for a new one")
     user = session.get(User, claimed.user_pk)
     set_password(session, user, password)
