@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ...schema import Telemetry
 from .. import assign, judging
@@ -48,8 +48,8 @@ class SubmitIn(WireModel):
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class SkipIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SkipIn(WireModel):
+    """A skip: the reason's key and an optional note (wire rules: no NUL, issue 31)."""
 
     reason: str = Field(max_length=40)
     note: str = Field(default="", max_length=2000)
