@@ -1,4 +1,8 @@
-"""``trl-stepwise``: TRL's stepwise supervision type (process reward models, ``PRMTrainer``).
+"""``trl-stepwise``: TRL's stepwise supervision type (process reward models).
+
+TRL 0.x trained process reward models on it with ``PRMTrainer``; the TRL release this project
+checks against (1.16, ``TRL_CHECKED``) ships no PRM trainer (neither in ``trl`` nor in
+``trl.experimental``), and the dataset card says so (``tests/consumers`` checks the installed TRL).
 
 Format (TRL docs, stepwise supervision: https://huggingface.co/docs/trl/dataset_formats#stepwise-supervision):
 ``{"prompt": str, "completions": [str, ...], "labels": [bool, ...]}``, one label per step.
@@ -14,6 +18,7 @@ prior turn (earlier assistant turns, tool calls and tool outputs included).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -32,12 +37,28 @@ from .trl_sft_agent import trajectory_step_rows
 from .truth import TRAJECTORY_CANDIDATE
 
 
+#: the TRL release the card's consumer notes were checked against (tests/consumers/test_cards_trl.py)
+TRL_CHECKED = "1.16"
+
+
 class TRLStepwise(Exporter):
     name = "trl-stepwise"
-    description = "TRL stepwise supervision (prompt, completions, labels): PRMTrainer"
+    description = "TRL stepwise supervision (prompt, completions, labels): process reward models"
     needs = frozenset({"steps"})
     reference = "https://huggingface.co/docs/trl/dataset_formats#stepwise-supervision"
     task_categories = ("token-classification",)
+
+    def usage(self, manifest: dict[str, Any]) -> list[str]:
+        return [
+            f"## Training a process reward model (checked against TRL {TRL_CHECKED})",
+            "",
+            f"TRL {TRL_CHECKED} documents this dataset type (stepwise supervision) but ships no "
+            "trainer for it: `PRMTrainer`, which read it, belonged to TRL 0.x releases and is gone "
+            "from the current one. Train a token-classification model on `completions` / `labels` "
+            "yourself (one label per step, the step's last token), or pin an older TRL that still "
+            "has `PRMTrainer`.",
+            "",
+        ]
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         return pa.schema(
