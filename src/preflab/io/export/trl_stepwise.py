@@ -36,8 +36,7 @@ from .provenance import row_provenance
 from .trl_sft_agent import trajectory_step_rows
 from .truth import TRAJECTORY_CANDIDATE
 
-
-#: the TRL release the card's consumer notes were checked against (tests/consumers/test_cards_trl.py)
+#: the TRL release the card was checked against (tests/io/test_export_card_consumers.py)
 TRL_CHECKED = "1.16"
 
 
