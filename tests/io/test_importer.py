@@ -686,3 +686,40 @@ def test_lean_path_against_existing_items(engine, tmp_path):
         repo.create_project(s, "units", kinds=["unary"])
     problem = one_problem(engine, "units", [first])
     assert problem.field == "kind" and problem.line == 1
+
+
+def test_idempotency_keys_are_per_rater_in_an_import(tmp_path):
+    """Issue 31 (0015): two raters may carry the same idempotency key; the same rater's key
+    names one judgment (a second record with it adds nothing), in one file or across imports."""
+    from preflab.io.importer import import_files
+    from preflab.store import repo, transaction
+    from preflab.store.db import open_db
+
+    def record(rater: str, key: str, winner: str) -> str:
+        return orjson.dumps(
+            {
+                "item": {
+                    "id": "i1",
+                    "prompt": "p",
+                    "candidates": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}],
+                },
+                "kind": "pairwise",
+                "item_id": "i1",
+                "shown_order": ["a", "b"],
+                "winner": winner,
+                "strength": 1,
+                "provenance": {"rater_id": rater, "idempotency_key": key},
+            }
+        ).decode()
+
+    engine = open_db(f"sqlite:///{tmp_path / 'k.db'}")
+    with transaction(engine) as s:
+        repo.create_project(s, "p", kinds=["pairwise"])
+    first = tmp_path / "one.jsonl"
+    first.write_text(record("ann", "k-1", "a") + "\n" + record("bob", "k-1", "b") + "\n")
+    report = import_files(engine, "p", [first])
+    assert report.judgments_added == 2, report
+    again = tmp_path / "two.jsonl"
+    again.write_text(record("ann", "k-1", "b") + "\n" + record("cid", "k-1", "a") + "\n")
+    report = import_files(engine, "p", [again])
+    assert (report.judgments_added, report.judgments_existing) == (1, 1), report

@@ -38,8 +38,8 @@ def integrity(url: str) -> None:
             assert orphans == 0
             dup_keys = conn.execute(
                 text(
-                    "SELECT count(*) FROM (SELECT project_pk, idempotency_key FROM judgments WHERE idempotency_key "
-                    "IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1) d"
+                    "SELECT count(*) FROM (SELECT project_pk, rater_pk, idempotency_key FROM judgments "
+                    "WHERE idempotency_key IS NOT NULL GROUP BY 1, 2, 3 HAVING count(*) > 1) d"
                 )
             ).scalar()
             assert dup_keys == 0

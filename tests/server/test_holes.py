@@ -206,6 +206,29 @@ def test_idempotency_key_reused_with_another_answer_is_409(db_url, lane, monkeyp
         assert [j["body"]["winner"] for j in mine] == ["b", "b"]
 
 
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "no-lane"])
+def test_two_raters_may_use_the_same_idempotency_key(db_url, lane, monkeypatch):
+    """Issue 31: keys were project-wide, so a second rater whose client picked the same key got
+    409 for an honest submission. A key is now a rater's own: both are stored, and each rater's
+    retry still replays their own first answer."""
+    s = seed(db_url, n_items=4, raters=2, extra_roles=False, policy={"overlap_share": 0.0})
+    one, two = bearer(s.tokens["rater000"]), bearer(s.tokens["rater001"])
+    key = "submission-1"  # e.g. a counter both clients start at 1
+    with app_client(db_url, lane=lane, monkeypatch=monkeypatch) as c:
+        t1 = c.post("/api/v1/projects/demo/assignments/next", headers=one).json()["task"]
+        t2 = c.post("/api/v1/projects/demo/assignments/next", headers=two).json()["task"]
+        a = c.post("/api/v1/projects/demo/judgments", json=submit_body(t1, key), headers=one)
+        b = c.post("/api/v1/projects/demo/judgments", json=submit_body(t2, key), headers=two)
+        assert (a.status_code, b.status_code) == (201, 201), (a.text, b.text)
+        assert a.json()["judgment_id"] != b.json()["judgment_id"]
+        again = c.post("/api/v1/projects/demo/judgments", json=submit_body(t2, key), headers=two)
+        assert again.status_code == 200 and again.json()["judgment_id"] == b.json()["judgment_id"]
+        other = c.post(
+            "/api/v1/projects/demo/judgments", json=submit_body(t1, key, winner="a"), headers=one
+        )
+        assert other.status_code == 409, other.text  # still one key, one submission per rater
+
+
 # -- 1. single-use secrets under concurrency ----------------------------------------------------------
 
 

@@ -180,20 +180,21 @@ def _replay_of(
     lease_id: str | None = None,
     revises: int | None = None,
 ) -> JudgmentRow | None:
-    """The judgment stored under idempotency ``key`` if this request repeats it, ``None`` if
-    the key is new; 409 if the key was used for another request (someone else's, another
-    assignment or judgment, or a different answer): a retry must send the same body."""
+    """The judgment this rater stored under idempotency ``key`` if this request repeats it,
+    ``None`` if the key is new to them (keys are per rater: another rater's equal key is not
+    theirs, 0015); 409 if they used it for another request (another assignment or judgment, or
+    a different answer): a retry must send the same body."""
     first = session.scalar(
-        select(JudgmentRow).where(
-            JudgmentRow.project_pk == project_pk, JudgmentRow.idempotency_key == key
+        select(JudgmentRow)
+        .join(Rater, Rater.pk == JudgmentRow.rater_pk)
+        .where(
+            JudgmentRow.project_pk == project_pk,
+            Rater.rater_key == username,
+            JudgmentRow.idempotency_key == key,
         )
     )
     if first is None:
         return None
-    if session.get(Rater, first.rater_pk).rater_key != username:
-        raise JudgingError(
-            409, "this idempotency key was already used by someone else; use a fresh one"
-        )
     if lease_id is not None:
         same_target = (
             session.scalar(select(Assignment.lease_id).where(Assignment.judgment_pk == first.pk))

@@ -206,7 +206,11 @@ def submit_read(by: str = "token"):
                 _R.c.pk.label("rater_pk"),
                 _R.c.user_pk.label("rater_user_pk"),
                 select(_J.c.pk)
-                .where(_J.c.project_pk == _PJ.c.pk, _J.c.idempotency_key == bindparam("idem"))
+                .where(
+                    _J.c.project_pk == _PJ.c.pk,
+                    _J.c.rater_pk == _R.c.pk,  # keys are the rater's own (0015)
+                    _J.c.idempotency_key == bindparam("idem"),
+                )
                 .scalar_subquery()
                 .label("idem_pk"),
                 _A.c.settings_version,  # the guidelines the rater saw: the judgment's guideline_version

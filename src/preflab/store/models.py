@@ -182,9 +182,11 @@ class JudgmentRow(Base):
         Index("uq_judgments_item_content", "item_pk", "content_hash", unique=True),
         Index("ix_judgments_project_item", "project_pk", "item_pk"),
         Index("ix_judgments_project_rater", "project_pk", "rater_pk"),
+        # a client's key names one submission of one rater (0015; two raters may pick the same)
         Index(
-            "uq_judgments_project_idempotency",
+            "uq_judgments_rater_idempotency",
             "project_pk",
+            "rater_pk",
             "idempotency_key",
             unique=True,
             sqlite_where=text("idempotency_key IS NOT NULL"),

@@ -46,7 +46,8 @@ class CheckState:
     existing_items: dict[str, tuple[int, str]] = field(default_factory=dict)
     outside_candidates: dict[str, set[str]] = field(default_factory=dict)
     existing_hashes: set[str] = field(default_factory=set)
-    existing_idem: set[str] = field(default_factory=set)
+    #: (rater, idempotency key): a key is a rater's own
+    existing_idem: set[tuple[str, str]] = field(default_factory=set)
     #: alias -> item key: the database's aliases named in this chunk, and the chunk's new ones
     aliases: dict[str, str] = field(default_factory=dict)
     #: content hash -> item key: the database's items this chunk may join, and the chunk's own
@@ -56,7 +57,7 @@ class CheckState:
     accepted_items: dict[str, ItemRows | PairRows] = field(default_factory=dict)
     new_judgments: list[JudgmentRows | PairRows] = field(default_factory=list)
     seen_hashes: set[str] = field(default_factory=set)
-    seen_idem: set[str] = field(default_factory=set)
+    seen_idem: set[tuple[str, str]] = field(default_factory=set)
     #: alias -> item key, to write with the chunk
     new_aliases: dict[str, str] = field(default_factory=dict)
 
@@ -164,7 +165,7 @@ def check_record(rec: Record, state: CheckState, rules: ProjectRules) -> Checked
     state.new_aliases.update(items.new_aliases)
     state.new_judgments.extend(judgments)
     state.seen_hashes.update(j.content_hash for j in judgments)
-    state.seen_idem.update(j.idempotency_key for j in judgments if j.idempotency_key)
+    state.seen_idem.update((j.rater_key, j.idempotency_key) for j in judgments if j.idempotency_key)
     checked.items_added = len(items.new)
     checked.judgments_added = len(judgments)
     return checked
@@ -299,7 +300,8 @@ def _check_judgments(
             or (
                 j.idempotency_key
                 and (
-                    j.idempotency_key in state.existing_idem or j.idempotency_key in state.seen_idem
+                    (j.rater_key, j.idempotency_key) in state.existing_idem
+                    or (j.rater_key, j.idempotency_key) in state.seen_idem
                 )
             )
         ):

@@ -196,6 +196,15 @@ class Loader:
             )
         return found
 
+    def _existing_idem(self, wanted: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The (rater, idempotency key) pairs of ``wanted`` the project already holds."""
+        sql = (
+            "SELECT r.rater_key, j.idempotency_key FROM judgments j JOIN raters r "
+            "ON r.pk = j.rater_pk WHERE j.project_pk = {param} AND j.idempotency_key {values}"
+        )
+        found = set(self._select_in(sql, {key for _, key in wanted}))
+        return {(rater, key) for rater, key in found} & wanted
+
     def _existing(self, column: str, values: set[str]) -> set[str]:
         sql = f"SELECT {column} FROM judgments WHERE project_pk = {{param}} AND {column} {{values}}"
         return {value for (value,) in self._select_in(sql, values)}
@@ -254,7 +263,7 @@ class Loader:
         assert type(chunk) is list
         self._register_rubrics(rec.format for rec in chunk)
         item_keys: set[str] = set()
-        idem: set[str] = set()
+        idem: set[tuple[str, str]] = set()  # (rater, key): keys are per rater (0015)
         referenced: set[str] = set()  # items judged by generic records
         pairs: list[PairRows] = []
         pair_keys: set[str] = set()  # of items with ids of their own (rows.pair_key)
@@ -272,7 +281,7 @@ class Loader:
             for j in rec.judgments:
                 referenced.add(j.item_key)
                 if j.idempotency_key:
-                    idem.add(j.idempotency_key)
+                    idem.add((j.rater_key, j.idempotency_key))
         named = item_keys | referenced
         # A staged chunk's comparisons are looked up by a join with the stage (no keys bound), or
         # in a fresh project those that an earlier chunk may have written (see written_here).
@@ -325,7 +334,7 @@ class Loader:
             by_content={digest: key for digest, (key, _) in by_content.items()},
             outside_candidates=self._candidate_keys(outside) if outside else {},
             existing_hashes=self._hashes_of_items(judged),
-            existing_idem=self._existing("idempotency_key", idem),
+            existing_idem=self._existing_idem(idem),
         )
         report = self.report
         formats = report.formats
