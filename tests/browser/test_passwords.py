@@ -108,8 +108,17 @@ def test_an_admin_issued_reset_link_sets_a_password_once(site, new_page):
     )  # the link is not used up
     user.locator("#reset-password").fill("reset-by-link-password")
     user.locator("#reset-form button").click()
-    expect(user.locator("#reset-done")).to_contain_text("username: alice")
+    # issue 31: a sentence and a way to log in, not a raw `changed: true` block and the form again
+    expect(user.locator("#reset-done")).to_be_visible()
+    expect(user.locator("#reset-done")).to_contain_text("Your password is set")
+    expect(user.locator("#reset-form")).to_be_hidden()
+    assert "changed" not in user.locator("main").inner_text()
     assert _login_status(site, "alice", "reset-by-link-password") == 200
+    # a used link says so when it is opened, before anyone types a password
+    again_page = new_page(site)
+    again_page.goto(url)
+    expect(again_page.locator("#reset-gone")).to_contain_text("already used")
+    assert again_page.locator("#reset-form").count() == 0
     # single use: a second claim of the same link is refused and changes nothing
     token = url.rsplit("/", 1)[1]
     with httpx.Client(base_url=site.base, timeout=30) as c:
@@ -124,3 +133,17 @@ def test_an_admin_issued_reset_link_sets_a_password_once(site, new_page):
             == 404
         )
     assert _login_status(site, "alice", "reset-by-link-password") == 200
+
+
+def test_a_user_created_on_the_admin_page_appears_without_a_reload(site, new_page):
+    """Issue 31: a user created on /admin appeared only after a reload."""
+    page = new_page(site)
+    login(page, "root", next_path="/admin")
+    rows = page.locator("#users-table tbody tr")
+    before = rows.count()
+    page.locator("#nu-name").fill("carol")
+    page.locator("#new-user button[type=submit]").click()
+    expect(page.locator("#new-user-result")).to_contain_text("password: ")
+    expect(rows).to_have_count(before + 1)
+    expect(rows.last).to_contain_text("carol")
+    page.guard.assert_clean()

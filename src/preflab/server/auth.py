@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
@@ -577,6 +577,20 @@ def create_reset_link(
     )
     session.flush()
     return token
+
+
+def reset_link_state(session: Session, token: str) -> str:
+    """``usable``, ``used``, ``expired`` (or replaced by a newer link) or ``unknown``: what the
+    reset page shows before anyone types a password (nothing is claimed)."""
+    from ..store.server_models import PasswordReset
+
+    row = session.scalar(select(PasswordReset).where(PasswordReset.token_hash == sha256(token)))
+    if row is None:
+        return "unknown"
+    if row.used_at is not None:
+        return "used"
+    expires = row.expires_at if row.expires_at.tzinfo else row.expires_at.replace(tzinfo=UTC)
+    return "usable" if expires > utcnow() else "expired"
 
 
 def claim_reset_link(session: Session, token: str, password: str) -> User:

@@ -17,7 +17,7 @@ from ...schema import JUDGMENT_KINDS, describe_need
 from ...store import repo
 from ...store.models import Project
 from ...store.server_models import SKIP_REASONS
-from .. import api, files
+from .. import api, auth, files
 from .. import review as review_service
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
@@ -202,7 +202,10 @@ def invite_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Res
 
 @router.get("/reset/{token}")
 def reset_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Response:
-    return render(request, "reset.html", None, token=token)
+    # a used, expired or replaced link says so at once, not after a password is typed
+    with _db(request).reading() as s:
+        state = auth.reset_link_state(s, token)
+    return render(request, "reset.html", None, token=token, state=state)
 
 
 # -- everyone ----------------------------------------------------------------------------------------

@@ -733,9 +733,29 @@
         res.hidden = false;
         res.textContent = form.dataset.show ? form.dataset.show.split(",").map((k) => k + ": " + (r.data[k] === undefined ? "" : (k === "path" ? location.origin + r.data[k].replace("/api/v1/invites/", "/invite/").replace(/\/accept$/, "") : r.data[k]))).join("\n") : JSON.stringify(r.data, null, 2);
       }
+      if (form.dataset.done) {  // <form data-done="#sel">: the form gives way to a message
+        form.hidden = true;
+        $(form.dataset.done).hidden = false;
+        return;
+      }
+      if (form.dataset.row) addRow($(form.dataset.row), form.dataset.rowCells.split(","), r.data);
       if (form.dataset.reload !== undefined) location.reload();
       else toast("Saved");
     }));
+
+    // <form data-row="#table tbody" data-row-cells="username,is_admin">: the new record joins
+    // the table at once (a reload would lose a one-time password shown in the result)
+    function addRow(tbody, cells, data) {
+      if (!tbody) return;
+      const tr = document.createElement("tr");
+      cells.forEach((k) => {
+        const td = document.createElement("td");
+        const v = data[k];
+        td.textContent = v === true ? "yes" : (v === false || v === undefined || v === null ? "" : String(v));
+        tr.appendChild(td);
+      });
+      tbody.appendChild(tr);
+    }
 
     $$("button[data-post]").forEach((b) => b.addEventListener("click", async () => {
       const [method, url] = b.dataset.post.split(" ");
