@@ -47,9 +47,16 @@ def test_no_more_items_says_which_credential_unlocks_the_rest(site, new_page):
 
     page.locator('[data-action="get-task"]').click()
     msg = page.locator("#no-task-message")
-    expect(msg).to_contain_text("4 items need a verified `code` credential")
+    expect(msg).to_contain_text('4 items need a verified "code" credential')
     expect(msg).to_contain_text("claim it on your Account page")
+    # issue 31: no raw backticks or path; the Account page is a link
+    assert "`" not in msg.inner_text() and "(/account)" not in msg.inner_text()
+    expect(msg.locator('a[href="/account"]')).to_have_text("Account page")
     shot(page, "50-no-items-credential-needed")
+    # issue 31: a project without qualification offers no "Qualification result"
+    page.goto("/p/mixed")
+    expect(page.locator(".badge.status-qualified")).to_be_visible()
+    assert page.get_by_role("link", name="Qualification result").count() == 0
 
     page.goto("/account")
     page.locator("#claim-domain").fill("code")
@@ -58,6 +65,6 @@ def test_no_more_items_says_which_credential_unlocks_the_rest(site, new_page):
         page.get_by_role("button", name="Claim").click()
     _ask_for_a_task(page)
     expect(msg).to_contain_text(
-        "4 items need a verified `code` credential: your claim waits for an admin to verify it"
+        '4 items need a verified "code" credential: your claim waits for an admin to verify it'
     )
     page.guard.assert_clean()

@@ -57,8 +57,9 @@ def withheld_by_domain(session: Session, project: ProjectRef, user_pk: int) -> d
 
 
 def no_items_detail(session: Session, project: ProjectRef, user_pk: int) -> str | None:
-    """ "4 items need a verified `code` credential: claim it on your Account page", or ``None``
-    when no item is withheld for a credential."""
+    """ "4 items need a verified "code" credential: claim it on your Account page", or ``None``
+    when no item is withheld for a credential. Plain text (the label page turns "Account page"
+    into a link to /account)."""
     withheld = withheld_by_domain(session, project, user_pk)
     if not withheld:
         return None
@@ -71,11 +72,11 @@ def no_items_detail(session: Session, project: ProjectRef, user_pk: int) -> str 
     )
     parts = []
     for domain, n in withheld.items():
-        what = f"{n} item{'s' if n != 1 else ''} need{'s' if n == 1 else ''} a verified `{domain}` credential"
+        what = f'{n} item{"s" if n != 1 else ""} need{"s" if n == 1 else ""} a verified "{domain}" credential'
         how = (
             "your claim waits for an admin to verify it"
             if domain in claimed
-            else "claim it on your Account page (/account)"
+            else "claim it on your Account page"
         )
         parts.append(f"{what}: {how}")
     return "No more items for you right now. " + "; ".join(parts) + "."

@@ -622,7 +622,14 @@
       const r = await api("POST", "/api/v1/projects/" + project + "/assignments/next");
       if (r.ok && r.data.task) { location.replace(labelUrl(project, box.dataset.chosenKind)); return; }
       if (r.ok && r.data.reason === "not_qualified") { location.replace("/p/" + project + "/qualification"); return; }
-      msg.textContent = r.ok ? (r.data.detail || "No task right now.") : problemText(r.data);
+      const text = r.ok ? (r.data.detail || "No task right now.") : problemText(r.data);
+      msg.textContent = "";
+      const at = text.indexOf("Account page");  // the server's words: a link, built as nodes
+      if (at < 0) { msg.textContent = text; return; }
+      const a = document.createElement("a");
+      a.href = "/account";
+      a.textContent = "Account page";
+      msg.append(text.slice(0, at), a, text.slice(at + "Account page".length));
     };
     $('[data-action="get-task"]', box).addEventListener("click", get);
     if (!/[?&]done=1/.test(location.search) && /[?&]auto=1/.test(location.search)) get();
