@@ -163,3 +163,53 @@ def test_dashboard(site, new_page):
     page.goto("/p/base/review")
     shot(page, "45-review-spot")
     page.guard.assert_clean()
+
+
+def test_the_audit_log_page_filters_and_pages(site, new_page):
+    """Issue 31: site admins read the audit log on a page linked from the admin area, filtered
+    by action, actor and day, a hundred events a page (older ones behind a link)."""
+    import httpx
+
+    with httpx.Client(base_url=site.base, timeout=30) as c:
+        csrf = c.post("/api/v1/auth/login", json={"username": "root", "password": PASSWORD}).json()[
+            "csrf_token"
+        ]
+        for i in range(210):  # 105 deactivations: a second page of them
+            r = c.patch(
+                "/api/v1/users/alice",
+                json={"is_active": i % 2 == 1},
+                headers={"X-CSRF-Token": csrf},
+            )
+            assert r.status_code == 200, r.text
+    page = new_page(site)
+    login(page, "root", next_path="/admin")
+    with page.expect_navigation():
+        page.locator("#audit-link").click()
+    rows = page.locator("#audit-table tbody tr")
+    expect(rows).to_have_count(100)
+    shot(page, "80-audit-log")
+    page.locator("#af-action").select_option("user.deactivated")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Filter").click()
+    assert "action=user.deactivated" in page.url
+    texts = rows.all_inner_texts()
+    assert len(texts) == 100 and all("user.deactivated" in t for t in texts)
+    first_ids = [int(t.split("\t")[0]) for t in texts]
+    with page.expect_navigation():
+        page.locator("#audit-older").click()
+    older = [int(t.split("\t")[0]) for t in rows.all_inner_texts()]
+    assert older and max(older) < min(first_ids), "the next page holds older events only"
+    assert len(older) == 5, older
+    assert all("user.deactivated" in t for t in rows.all_inner_texts()), "the filter is kept"
+    page.locator("#af-actor").fill("nobody")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_text("No events match.")).to_be_visible()
+    page.guard.assert_clean()
+
+
+def test_the_audit_log_page_is_for_site_admins_only(site, new_page):
+    page = new_page(site)
+    login(page, "alice", next_path="/")
+    response = page.goto("/admin/audit")
+    assert response is not None and response.status == 403

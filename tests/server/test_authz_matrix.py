@@ -128,6 +128,7 @@ EXPECTED = {
     ("GET", "/p/{project}/review"): ("project.review", STAFF),
     ("GET", "/p/{project}/review/item/{item_id}"): ("project.review", STAFF),
     ("GET", "/admin"): ("site.admin", {"root"}),
+    ("GET", "/admin/audit"): ("site.admin", {"root"}),
     ("GET", "/admin/p/{project}"): ("project.manage", ADMINS),
     ("GET", "/admin/p/{project}/import"): ("project.manage", ADMINS),
     ("GET", "/admin/p/{project}/dashboard"): ("project.review", STAFF),

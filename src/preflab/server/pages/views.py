@@ -4,6 +4,7 @@ service function, a template. Changes happen in the browser through the REST API
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 import orjson
@@ -12,7 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import select
 
-from ... import __version__
+from ... import __version__, audit
 from ...schema import JUDGMENT_KINDS, describe_need
 from ...store import repo
 from ...store.models import Project
@@ -479,6 +480,42 @@ def admin_page(request: Request, ctx: Ctx = guard("site.admin")) -> Response:
     return render(
         request, "admin.html", ctx, projects=projects, users=users, kinds=list(JUDGMENT_KINDS)
     )
+
+
+@router.get("/admin/audit")
+def audit_page(
+    request: Request,
+    action: str | None = Query(default=None, max_length=60),
+    actor: str | None = Query(default=None, max_length=200),
+    since: str = Query(default="", max_length=10, description="YYYY-MM-DD (UTC); empty: any"),
+    before: int | None = Query(default=None, ge=1, le=2**63 - 1),
+    ctx: Ctx = guard("site.admin"),
+) -> Response:
+    """The audit log for site admins: filters by action, actor and day, 100 events a page
+    (an empty field of the filter form means no filter)."""
+    filters = {"action": action or None, "actor": (actor or "").strip() or None}
+    try:
+        day = date.fromisoformat(since) if since else None
+    except ValueError:
+        day = None
+    start = datetime.combine(day, time.min, tzinfo=UTC) if day else None
+    with _db(request).reading() as s:
+        events = audit.events(s, **filters, since=start, before=before, limit=AUDIT_PAGE + 1)
+    older = events[AUDIT_PAGE - 1]["id"] if len(events) > AUDIT_PAGE else None
+    for e in events:
+        e["details_text"] = orjson.dumps(e["details"], option=orjson.OPT_SORT_KEYS).decode()
+    return render(
+        request,
+        "audit.html",
+        ctx,
+        events=events[:AUDIT_PAGE],
+        actions=sorted(audit.ACTIONS),
+        filters={**filters, "since": day.isoformat() if day else ""},
+        older=older,
+    )
+
+
+AUDIT_PAGE = 100
 
 
 @router.get("/admin/p/{project}")
