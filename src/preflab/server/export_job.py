@@ -117,7 +117,10 @@ def _result(engine: Engine, out_dir: Path, manifest: dict[str, Any]) -> dict[str
         )
     manifest_file = out_dir / "manifest.json"
     files = dict(manifest.get("files") or {})
-    files["manifest.json"] = {"sha256": _sha256(manifest_file), "bytes": manifest_file.stat().st_size}
+    files["manifest.json"] = {
+        "sha256": _sha256(manifest_file),
+        "bytes": manifest_file.stat().st_size,
+    }
     return {
         "export_id": export_id,
         "files": files,
@@ -169,7 +172,9 @@ def run(engine: Engine, pk: int) -> str | None:
     with transaction(engine) as s:
         last = (pulse.done, pulse.total)
         if not finish(s, pk, pid, host, status, result=result, error=error, progress=last):
-            log.warning("export job %s: no longer this process's; its %s is not recorded", pk, status)
+            log.warning(
+                "export job %s: no longer this process's; its %s is not recorded", pk, status
+            )
             return status
         if status == "done" and manifest is not None:
             job = s.get(ExportJob, pk)

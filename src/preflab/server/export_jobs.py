@@ -36,9 +36,9 @@ import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, CursorResult, Update, func, select, update
 from sqlalchemy.orm import Session
 
 from .. import audit
@@ -115,6 +115,11 @@ def remove_partial(out_dir: str | Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def changed(where: Session | Connection, stmt: Update) -> int:
+    """Rows an ``UPDATE`` changed (its ``WHERE`` is the condition a transition needs)."""
+    return cast(CursorResult[Any], where.execute(stmt)).rowcount
+
+
 # -- the rows -----------------------------------------------------------------------------------
 
 
@@ -134,7 +139,13 @@ def create_job(
             422,
             "force needs a reason: say why this export may go below the agreement floor "
             "(it is kept with the job and in the audit log)",
-            [{"loc": ["body", "force_reason"], "msg": "required when force is true", "type": "missing"}],
+            [
+                {
+                    "loc": ["body", "force_reason"],
+                    "msg": "required when force is true",
+                    "type": "missing",
+                }
+            ],
         )
     if reason and not forced:
         raise JudgingError(
@@ -235,18 +246,20 @@ def request_cancel(session: Session, job: ExportJob) -> str:
     """Cancel a queued job at once (``cancelled``) or mark a running one (``running``: its
     process stops, :meth:`Runner.enforce_cancel`); 409 for a finished job."""
     now = utcnow()
-    queued = session.execute(
+    queued = changed(
+        session,
         update(ExportJob)
         .where(ExportJob.pk == job.pk, ExportJob.status == "queued")
-        .values(status="cancelled", phase="cancelled", cancel_requested_at=now, finished_at=now)
-    ).rowcount
+        .values(status="cancelled", phase="cancelled", cancel_requested_at=now, finished_at=now),
+    )
     if queued:
         return "cancelled"
-    running = session.execute(
+    running = changed(
+        session,
         update(ExportJob)
         .where(ExportJob.pk == job.pk, ExportJob.status == "running")
-        .values(cancel_requested_at=func.coalesce(ExportJob.cancel_requested_at, now))
-    ).rowcount
+        .values(cancel_requested_at=func.coalesce(ExportJob.cancel_requested_at, now)),
+    )
     if running:
         return "running"
     session.refresh(job)
@@ -282,7 +295,8 @@ def claim(conn: Connection, pk: int, pid: int, host: str) -> bool:
     """Take a queued job (one ``UPDATE``: of several claimants exactly one gets it)."""
     now = utcnow()
     return bool(
-        conn.execute(
+        changed(
+            conn,
             update(ExportJob)
             .where(ExportJob.pk == pk, ExportJob.status == "queued")
             .values(
@@ -292,8 +306,8 @@ def claim(conn: Connection, pk: int, pid: int, host: str) -> bool:
                 worker_host=host,
                 started_at=now,
                 heartbeat_at=now,
-            )
-        ).rowcount
+            ),
+        )
     )
 
 
@@ -301,11 +315,12 @@ def beat(
     conn: Connection, pk: int, pid: int, host: str, phase: str, done: int, total: int
 ) -> tuple[bool, bool]:
     """Write progress and the heartbeat; ``(still this process's job, cancel asked)``."""
-    ours = conn.execute(
+    ours = changed(
+        conn,
         update(ExportJob)
         .where(_ours(pk, pid, host))
-        .values(heartbeat_at=utcnow(), phase=phase[:40], done_units=done, total_units=total)
-    ).rowcount
+        .values(heartbeat_at=utcnow(), phase=phase[:40], done_units=done, total_units=total),
+    )
     asked = conn.scalar(select(ExportJob.cancel_requested_at).where(ExportJob.pk == pk))
     return bool(ours), asked is not None
 
@@ -335,7 +350,7 @@ def finish(
         values["result"] = result
     if error is not None:
         values["error"] = error
-    return bool(session.execute(update(ExportJob).where(_ours(pk, pid, host)).values(values)).rowcount)
+    return bool(changed(session, update(ExportJob).where(_ours(pk, pid, host)).values(values)))
 
 
 def requester(session: Session, job: ExportJob) -> audit.Actor:
@@ -365,13 +380,14 @@ def fail_lost(db: Database, reason: str, *, stale_s: float = STALE_S) -> list[in
     for pk, pid, worker_host, heartbeat, out_dir in running:
         stale = heartbeat is None or audit.as_utc(heartbeat) < now - timedelta(seconds=stale_s)
         here = worker_host == host and pid is not None
-        alive = here and export_process_alive(pid)
+        alive = pid is not None and here and export_process_alive(pid)
         if not stale and (alive or not here):
             continue
-        if alive:
+        if alive and pid is not None:
             signal_group(pid, signal.SIGKILL)
         with db.writing() as s:
-            failed = s.execute(
+            failed = changed(
+                s,
                 update(ExportJob)
                 .where(
                     ExportJob.pk == pk,
@@ -379,8 +395,8 @@ def fail_lost(db: Database, reason: str, *, stale_s: float = STALE_S) -> list[in
                     ExportJob.worker_pid == pid,
                     ExportJob.worker_host == worker_host,
                 )
-                .values(status="failed", phase="failed", error=reason, finished_at=utcnow())
-            ).rowcount
+                .values(status="failed", phase="failed", error=reason, finished_at=utcnow()),
+            )
         if failed:
             remove_partial(out_dir)
             lost.append(pk)
@@ -422,10 +438,11 @@ class Runner:
 
     def _fail_queued(self, pk: int, reason: str) -> None:
         with self.db.writing() as s:
-            s.execute(
+            changed(
+                s,
                 update(ExportJob)
                 .where(ExportJob.pk == pk, ExportJob.status == "queued")
-                .values(status="failed", phase="failed", error=reason, finished_at=utcnow())
+                .values(status="failed", phase="failed", error=reason, finished_at=utcnow()),
             )
 
     def _watch(self, proc: subprocess.Popen[bytes], pk: int) -> None:
@@ -433,10 +450,13 @@ class Runner:
         code = proc.wait()
         try:
             if code != 0:
-                self._fail_queued(pk, f"the export process exited with code {code} before it started")
+                self._fail_queued(
+                    pk, f"the export process exited with code {code} before it started"
+                )
             with self.db.writing() as s:
                 out_dir = s.scalar(select(ExportJob.out_dir).where(ExportJob.pk == pk))
-                left = s.execute(
+                left = changed(
+                    s,
                     update(ExportJob)
                     .where(_ours(pk, proc.pid, this_host()))
                     .values(
@@ -444,8 +464,8 @@ class Runner:
                         phase="failed",
                         error=f"{LOST_REASON} (exit code {code})",
                         finished_at=utcnow(),
-                    )
-                ).rowcount
+                    ),
+                )
             if left and out_dir:
                 remove_partial(out_dir)
                 log.warning("export job %s: its process exited with code %s", pk, code)
@@ -507,9 +527,7 @@ class Runner:
         with self.db.reading() as s:
             queued = list(
                 s.scalars(
-                    select(ExportJob.pk)
-                    .where(ExportJob.status == "queued")
-                    .order_by(ExportJob.pk)
+                    select(ExportJob.pk).where(ExportJob.status == "queued").order_by(ExportJob.pk)
                 )
             )
         for pk in queued:
