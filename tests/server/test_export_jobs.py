@@ -379,28 +379,35 @@ def test_a_queued_job_starts_when_the_server_starts(labelled, db_url, app_for, m
 
 
 def test_a_running_job_without_a_heartbeat_fails(labelled, db_url, no_spawn):
-    """A job another host runs, or one whose process stopped beating: failed after STALE_S."""
+    """A job another host runs whose heartbeat stopped (for STALE_S), or whose process on this
+    host is gone: failed; another host's job that beats goes on."""
     from preflab.server.database import Database
     from preflab.store.models import utcnow
     from preflab.store.server_models import ExportJob
 
     c, seeded = labelled
     token = seeded.admin_token
-    silent, fresh = (_start(c, token)["id"] for _ in range(2))
+    silent, fresh, dead = (_start(c, token)["id"] for _ in range(3))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid of this host that is no process any more
     db = Database(db_url, pool_size=1, max_overflow=1)
     old = utcnow() - export_jobs.timedelta(seconds=export_jobs.STALE_S + 5)
     with db.writing() as s:
-        for pk, beat in ((silent, old), (fresh, utcnow())):
+        for pk, pid, host, beat in (
+            (silent, 1, "elsewhere", old),
+            (fresh, 1, "elsewhere", utcnow()),
+            (dead, gone.pid, export_jobs.this_host(), utcnow()),
+        ):
             s.execute(
                 update(ExportJob)
                 .where(ExportJob.pk == pk)
-                .values(status="running", worker_pid=1, worker_host="elsewhere", heartbeat_at=beat)
+                .values(status="running", worker_pid=pid, worker_host=host, heartbeat_at=beat)
             )
-    assert export_jobs.fail_lost(db, export_jobs.LOST_REASON) == [silent]
+    assert export_jobs.fail_lost(db, export_jobs.LOST_REASON) == [silent, dead]
     with db.reading() as s:
         states = dict(s.execute(select(ExportJob.pk, ExportJob.status)).all())
     db.dispose()
-    assert states == {silent: "failed", fresh: "running"}
+    assert states == {silent: "failed", fresh: "running", dead: "failed"}
 
 
 def test_only_project_admins_start_read_cancel_or_download_jobs(labelled):

@@ -17,7 +17,7 @@ process group if it has not stopped after :data:`CANCEL_GRACE_S` seconds. The ex
 directory goes with it (:func:`remove_partial`).
 
 Never silently lost: a ``running`` job whose process is gone (its pid no longer an export
-process on this host, or no heartbeat for :data:`STALE_S`) becomes ``failed`` with
+process on this host; on another host, no heartbeat for :data:`STALE_S`) becomes ``failed`` with
 :data:`RESTART_REASON` when a server starts, and with :data:`LOST_REASON` when a running
 server notices (its watcher of the processes it started, a sweep every :data:`SWEEP_S`).
 Queued jobs are started when a server starts.
@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import Connection, CursorResult, Update, func, select, update
+from sqlalchemy import Connection, CursorResult, Update, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from .. import audit
@@ -362,39 +362,36 @@ def requester(session: Session, job: ExportJob) -> audit.Actor:
 
 
 def fail_lost(db: Database, reason: str, *, stale_s: float = STALE_S) -> list[int]:
-    """Make ``failed`` every running job whose process is gone: on this host its pid is no
-    export process, or (any host) its heartbeat is older than ``stale_s``. A process of this
-    host that is alive but silent is ended first. Returns the jobs failed."""
-    host, now = this_host(), utcnow()
+    """Make ``failed`` every running job whose process is gone: on this host, its pid is no
+    export process any more; on another host (its pid cannot be looked at from here), no
+    heartbeat for ``stale_s`` seconds. A live process of this host is never judged by its
+    heartbeat (a SQLite import holding the write lock for minutes delays beats; a hung one is
+    cancelled). Returns the jobs failed."""
+    host = this_host()
+    cutoff = utcnow() - timedelta(seconds=stale_s)
     with db.reading() as s:
         running = s.execute(
-            select(
-                ExportJob.pk,
-                ExportJob.worker_pid,
-                ExportJob.worker_host,
-                ExportJob.heartbeat_at,
-                ExportJob.out_dir,
-            ).where(ExportJob.status == "running")
+            select(ExportJob.pk, ExportJob.worker_pid, ExportJob.worker_host, ExportJob.out_dir)
+            .where(ExportJob.status == "running")
+            .order_by(ExportJob.pk)
         ).all()
     lost = []
-    for pk, pid, worker_host, heartbeat, out_dir in running:
-        stale = heartbeat is None or audit.as_utc(heartbeat) < now - timedelta(seconds=stale_s)
+    for pk, pid, worker_host, out_dir in running:
         here = worker_host == host and pid is not None
-        alive = pid is not None and here and export_process_alive(pid)
-        if not stale and (alive or not here):
+        if pid is not None and here and export_process_alive(pid):
             continue
-        if alive and pid is not None:
-            signal_group(pid, signal.SIGKILL)
+        where = [
+            ExportJob.pk == pk,
+            ExportJob.status == "running",
+            ExportJob.worker_pid == pid if pid is not None else ExportJob.worker_pid.is_(None),
+        ]
+        if not here:  # judged by its heartbeat, read in the same statement
+            where.append(or_(ExportJob.heartbeat_at.is_(None), ExportJob.heartbeat_at < cutoff))
         with db.writing() as s:
             failed = changed(
                 s,
                 update(ExportJob)
-                .where(
-                    ExportJob.pk == pk,
-                    ExportJob.status == "running",
-                    ExportJob.worker_pid == pid,
-                    ExportJob.worker_host == worker_host,
-                )
+                .where(*where)
                 .values(status="failed", phase="failed", error=reason, finished_at=utcnow()),
             )
         if failed:
@@ -522,16 +519,22 @@ class Runner:
 
     def recover(self) -> None:
         """At start-up: running jobs whose process is gone become failed
-        (:data:`RESTART_REASON`); queued jobs are started."""
-        fail_lost(self.db, RESTART_REASON)
-        with self.db.reading() as s:
-            queued = list(
-                s.scalars(
-                    select(ExportJob.pk).where(ExportJob.status == "queued").order_by(ExportJob.pk)
+        (:data:`RESTART_REASON`); queued jobs are started. A failure here is logged and does
+        not stop the server (the sweep tries again)."""
+        try:
+            fail_lost(self.db, RESTART_REASON)
+            with self.db.reading() as s:
+                queued = list(
+                    s.scalars(
+                        select(ExportJob.pk)
+                        .where(ExportJob.status == "queued")
+                        .order_by(ExportJob.pk)
+                    )
                 )
-            )
-        for pk in queued:
-            self.start(pk)
+            for pk in queued:
+                self.start(pk)
+        except Exception:
+            log.exception("export jobs: the restart rule could not run")
         self._sweeper = threading.Thread(target=self._sweep, name="export-sweep", daemon=True)
         self._sweeper.start()
 
