@@ -484,3 +484,50 @@ def test_state_changes_from_a_browser_session_need_the_csrf_token(db_url, app_fo
     cancel = f"{JOBS}/{made.json()['id']}/cancel"
     assert c.post(cancel).status_code == 403
     assert c.post(cancel, headers={"X-CSRF-Token": csrf}).status_code in (202, 409)
+
+
+def test_of_two_processes_started_for_one_job_one_runs_it(labelled, db_url, no_spawn):
+    """Several server workers may each start a process for a queued job (at start-up): the
+    claim lets one run it; the export is written and recorded once."""
+    from preflab.server.database import Database
+    from preflab.store.models import ExportLog
+
+    c, seeded = labelled
+    token = seeded.admin_token
+    job = _start(c, token)
+    env = {**os.environ, "PREFLAB_DB": db_url, "PYTHONPATH": str(SRC)}
+    argv = [sys.executable, "-m", export_jobs.WORKER_MODULE, str(job["id"])]
+    procs = [subprocess.Popen(argv, env=env) for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    done = _wait(c, token, job["id"])
+    assert done["status"] == "done", done["error"]
+    db = Database(db_url, pool_size=1, max_overflow=1)
+    with db.reading() as s:
+        logs = s.scalars(select(ExportLog.pk).where(ExportLog.path.like(f"%job-{job['id']}"))).all()
+    db.dispose()
+    assert logs == [done["export_id"]]
+    exported = [e for e in _audit(c, token, "project.exported") if e["details"].get("job_id")]
+    assert len(exported) == 1
+
+
+def test_a_running_job_survives_a_server_restart(labelled, db_url, no_spawn, app_for):
+    c, seeded = labelled
+    token = seeded.admin_token
+    job = _start(c, token)
+    proc = _stub(db_url, "gates", job["id"])
+    try:
+        running = _poll(
+            c, token, job["id"], lambda j: j["phase"] == "gates" or j["status"] in FINAL
+        )
+        assert running["status"] == "running", running
+        c.__exit__(None, None, None)
+        restarted = app_for(db_url)
+        after = restarted.get(f"{JOBS}/{job['id']}", headers=_as(token)).json()
+        assert after["status"] == "running", "its process is alive: the new server keeps it"
+        beat = after["heartbeat_at"]
+        later = _poll(restarted, token, job["id"], lambda j: j["heartbeat_at"] != beat, timeout=30)
+        assert later["heartbeat_at"] != beat and later["status"] == "running", "it still beats"
+        restarted.post(f"{JOBS}/{job['id']}/cancel", headers=_as(token))
+        assert _wait(restarted, token, job["id"])["status"] == "cancelled"
+    finally:
+        proc.kill()
