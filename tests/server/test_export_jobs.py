@@ -23,8 +23,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
-from preflab.server import export_jobs
-from preflab.server.export_jobs import FINAL, RESTART_REASON, Runner
+from preflab.server import export_jobs, export_runner
+from preflab.server.export_jobs import FINAL
+from preflab.server.export_runner import RESTART_REASON, Runner
 
 from .conftest import SRC, Seeded, seed
 from .test_routes import _check_answer
@@ -149,7 +150,7 @@ def _audit(c: TestClient, token: str, action: str) -> list[dict]:
 def _stub(db_url: str, mode: str, job_id: int) -> subprocess.Popen:
     env = {**os.environ, "PREFLAB_DB": db_url, "PYTHONPATH": str(SRC)}
     return subprocess.Popen(
-        [sys.executable, str(STUB), export_jobs.WORKER_MODULE, mode, str(job_id)],
+        [sys.executable, str(STUB), export_runner.WORKER_MODULE, mode, str(job_id)],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -325,7 +326,7 @@ def test_cancel_stops_a_running_job_at_its_next_progress_call(labelled, db_url, 
 def test_cancel_ends_a_process_that_does_not_stop(
     labelled, db_url, no_spawn, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(export_jobs, "CANCEL_GRACE_S", 0.5)
+    monkeypatch.setattr(export_runner, "CANCEL_GRACE_S", 0.5)
     c, seeded = labelled
     token = seeded.admin_token
     job = _start(c, token)
@@ -391,7 +392,7 @@ def test_a_running_job_without_a_heartbeat_fails(labelled, db_url, no_spawn):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a pid of this host that is no process any more
     db = Database(db_url, pool_size=1, max_overflow=1)
-    old = utcnow() - export_jobs.timedelta(seconds=export_jobs.STALE_S + 5)
+    old = utcnow() - export_runner.timedelta(seconds=export_runner.STALE_S + 5)
     with db.writing() as s:
         for pk, pid, host, beat in (
             (silent, 1, "elsewhere", old),
@@ -403,7 +404,7 @@ def test_a_running_job_without_a_heartbeat_fails(labelled, db_url, no_spawn):
                 .where(ExportJob.pk == pk)
                 .values(status="running", worker_pid=pid, worker_host=host, heartbeat_at=beat)
             )
-    assert export_jobs.fail_lost(db, export_jobs.LOST_REASON) == [silent, dead]
+    assert export_runner.fail_lost(db, export_runner.LOST_REASON) == [silent, dead]
     with db.reading() as s:
         states = dict(s.execute(select(ExportJob.pk, ExportJob.status)).all())
     db.dispose()
@@ -496,7 +497,7 @@ def test_of_two_processes_started_for_one_job_one_runs_it(labelled, db_url, no_s
     token = seeded.admin_token
     job = _start(c, token)
     env = {**os.environ, "PREFLAB_DB": db_url, "PYTHONPATH": str(SRC)}
-    argv = [sys.executable, "-m", export_jobs.WORKER_MODULE, str(job["id"])]
+    argv = [sys.executable, "-m", export_runner.WORKER_MODULE, str(job["id"])]
     procs = [subprocess.Popen(argv, env=env) for _ in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     done = _wait(c, token, job["id"])

@@ -26,7 +26,7 @@ from ..settings import DEFAULT_DB_URL, env_var, get_settings
 from ..store.repo import Conflict, NotFound, StoreError
 from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
-from .export_jobs import Runner
+from .export_runner import Runner
 from .judging import JudgingError
 from .transport import TransportSecurity
 from .wire import RejectNulInUrl
@@ -152,7 +152,7 @@ class BodyLimit:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Startup: room in the thread pool for every pooled connection, the gold scorer (it
     also sweeps gold judgments a crash left unscored), and the export jobs' restart rule (running
-    jobs whose process is gone fail, queued ones start; :mod:`.export_jobs`). Shutdown: stop the
+    jobs whose process is gone fail, queued ones start; :mod:`.export_runner`). Shutdown: stop the
     scorer and the jobs' sweep (their processes go on), close the pool."""
     import anyio.to_thread
 

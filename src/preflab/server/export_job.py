@@ -1,6 +1,6 @@
 """The process of one export job: ``python -m preflab.server.export_job JOB_ID`` (the database
 from ``$PREFLAB_DB``, or ``--db URL``). The server starts it in a session of its own when the
-job is created or found queued at start-up (:class:`preflab.server.export_jobs.Runner`).
+job is created or found queued at start-up (:class:`preflab.server.export_runner.Runner`).
 
 It claims the job (one conditional ``UPDATE``; a job another process holds is left alone, exit
 0), runs the CLI's export (:func:`preflab.io.export.export_project`) with the job's options, and

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from ... import audit
 from .. import export_jobs as jobs
+from ..export_runner import Runner
 from ..permissions import Ctx, guard
 from . import models as m
 from .common import DbId, db_of, ok
@@ -35,8 +36,8 @@ class ExportJobIn(ExportIn):
     )
 
 
-def _runner(request: Request) -> jobs.Runner:
-    runner: jobs.Runner = request.app.state.export_jobs
+def _runner(request: Request) -> Runner:
+    runner: Runner = request.app.state.export_jobs
     return runner
 
 
