@@ -127,7 +127,9 @@ def test_export_options_in_the_ui_reach_the_manifest(site, new_page):
     page.locator("#ex-gate-on").check()
     shot(page, "75-export-options")
     page.get_by_role("button", name="Export").click()
-    expect(page.locator("#export-result h3")).to_contain_text("manifest")
+    expect(page.locator("#export-result h3")).to_contain_text(
+        "manifest", timeout=60_000
+    )  # issue 27: a background job
     page.reload()
     href = (
         page.locator("#past-exports tbody tr")
@@ -164,12 +166,16 @@ def test_the_export_form_sends_the_clis_options_and_shows_warnings(site, new_pag
     page.get_by_label("Include labels held out by their telemetry", exact=False).check()
     page.locator("#ex-min-alpha").fill("0.5")
     page.get_by_label("Force: write even when agreement", exact=False).check()
+    # issue 27: a forced export says why (kept with the job and in the audit log)
+    page.locator("#ex-force-reason").fill("the pilot's two raters; adjudication follows")
     page.locator("#ex-drop-disagreement").fill("0.75")
     page.locator("#ex-gate-on").check()  # every pair has a 13:1 length ratio: all dropped
     shot(page, "76-export-options-issue-28")
     page.get_by_role("button", name="Export").click()
     result = page.locator("#export-result")
-    expect(result.locator("h3")).to_contain_text("manifest")
+    expect(result.locator("h3")).to_contain_text(
+        "manifest", timeout=60_000
+    )  # issue 27: a background job
     expect(result.locator(".export-warning")).to_contain_text(
         "Warning: This export has 0 rows: gate length_parity dropped 6"
     )

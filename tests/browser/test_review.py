@@ -120,7 +120,7 @@ def test_export_uses_the_adjudicated_label(site, new_page):
     page.locator("#ex-gate-on").uncheck()
     page.get_by_role("button", name="Export").click()
     result = page.locator("#export-result")
-    expect(result).to_contain_text("manifest")
+    expect(result).to_contain_text("manifest", timeout=60_000)  # issue 27: a background job
     expect(result.locator("ul.export-files a").first).to_be_visible()
     shot(page, "33-export")
     href = result.locator("ul.export-files a", has_text="train").first.get_attribute("href")

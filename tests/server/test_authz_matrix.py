@@ -84,6 +84,15 @@ EXPECTED = {
         "project.manage",
         ADMINS,
     ),
+    # -- issue 27: exports as background jobs ------------------------------------------------------
+    ("POST", "/api/v1/projects/{project}/export-jobs"): ("project.manage", ADMINS),
+    ("GET", "/api/v1/projects/{project}/export-jobs"): ("project.manage", ADMINS),
+    ("GET", "/api/v1/projects/{project}/export-jobs/{job_id}"): ("project.manage", ADMINS),
+    ("POST", "/api/v1/projects/{project}/export-jobs/{job_id}/cancel"): ("project.manage", ADMINS),
+    ("GET", "/api/v1/projects/{project}/export-jobs/{job_id}/files/{filename:path}"): (
+        "project.manage",
+        ADMINS,
+    ),
     # -- webui branch: review/admin additions (preflab.server.webapi) and the pages -----------------
     ("GET", "/api/v1/projects/{project}/review/queues"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/review/items/{item_id}"): ("project.review", STAFF),
@@ -146,6 +155,7 @@ PARAMS = {
     "item_id": "item-00000",
     "domain": "math",
     "export_id": "999999",
+    "job_id": "999999",
     "filename": "x.jsonl",
 }
 
@@ -211,7 +221,7 @@ def test_matrix(matrix_server):
     tokens = {"root": seeded.admin_token, **seeded.tokens}
     failures = []
     for (method, template), (_action, allowed) in sorted(EXPECTED.items()):
-        path = re.sub(r"\{(\w+)\}", lambda m: PARAMS[m.group(1)], template)
+        path = re.sub(r"\{(\w+)(?::path)?\}", lambda m: PARAMS[m.group(1)], template)
         for who in sorted(ALL):
             with server.client(tokens.get(who)) as c:
                 kw = {"json": {}} if method in ("POST", "PUT", "PATCH") else {}
@@ -269,7 +279,9 @@ def test_rater_never_sees_gold_references_other_labels_or_exports(matrix_server)
         seen.append(r.text)
     for (method, template), (_a, allowed) in EXPECTED.items():
         if method == "GET" and "rater000" in allowed:
-            seen.append(me.get(re.sub(r"\{(\w+)\}", lambda m: PARAMS[m.group(1)], template)).text)
+            seen.append(
+                me.get(re.sub(r"\{(\w+)(?::path)?\}", lambda m: PARAMS[m.group(1)], template)).text
+            )
     for forbidden in (
         "/api/v1/projects/demo/judgments",
         "/api/v1/projects/demo/items/g-00000",

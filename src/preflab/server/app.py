@@ -26,6 +26,7 @@ from ..settings import DEFAULT_DB_URL, env_var, get_settings
 from ..store.repo import Conflict, NotFound, StoreError
 from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
+from .export_runner import Runner
 from .judging import JudgingError
 from .transport import TransportSecurity
 from .wire import RejectNulInUrl
@@ -149,8 +150,10 @@ class BodyLimit:
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Startup: room in the thread pool for every pooled connection, and the gold scorer (it
-    also sweeps gold judgments a crash left unscored). Shutdown: stop the scorer, close the pool."""
+    """Startup: room in the thread pool for every pooled connection, the gold scorer (it
+    also sweeps gold judgments a crash left unscored), and the export jobs' restart rule (running
+    jobs whose process is gone fail, queued ones start; :mod:`.export_runner`). Shutdown: stop the
+    scorer and the jobs' sweep (their processes go on), close the pool."""
     import anyio.to_thread
 
     from .judging import start_gold_scorer, stop_gold_scorer
@@ -159,9 +162,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         64, app.state.config.pool_size * 2
     )
     start_gold_scorer(app.state.db)
+    app.state.export_jobs.recover()
     try:
         yield
     finally:
+        app.state.export_jobs.close()
         stop_gold_scorer(app.state.db)
         app.state.db.dispose()
 
@@ -189,6 +194,7 @@ def create_app(
         config.db_url, pool_size=config.pool_size, max_overflow=config.pool_size
     )
     app.state.password_gate = PasswordGate(config.login_limit.concurrent)
+    app.state.export_jobs = Runner(app.state.db)
 
     from .routes import include_all
 

@@ -24,6 +24,7 @@ from ..store import repo
 from ..store.models import CandidateRow, ExportLog, ItemRow, JudgmentRow, Project
 from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
 from .database import Database
+from .export_options import check_choices
 from .policy import Policy, Settings, settings_of
 
 
@@ -309,15 +310,10 @@ def export_project(
 ) -> tuple[int | None, dict[str, Any]]:
     """Run :func:`preflab.io.export.export_project` (it writes the files, the manifest and the
     ``ExportLog`` row) with ``options`` of :class:`ExportOptions`; returns ``(export log pk, manifest)``."""
-    if aggregation not in AGGREGATORS:
-        raise _judging_error(
-            422, f"aggregation {aggregation!r}: choose from {', '.join(AGGREGATORS)}"
-        )
-    gate = options.get("length_gate")
-    if gate is not None and not 0 < gate[0] <= 1 <= gate[1]:
-        raise _judging_error(
-            422, f"length_gate {list(gate)}: need 0 < min <= 1 <= max, e.g. [0.85, 1.2]"
-        )
+    try:
+        check_choices(aggregation, options.get("length_gate"))
+    except ExportError as exc:
+        raise _judging_error(422, str(exc)) from None
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
         manifest = run_export(

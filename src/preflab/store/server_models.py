@@ -1,6 +1,7 @@
 """Tables of the collection server (``preflab serve``): accounts, memberships, sessions,
 API tokens, invites, login attempts, domain credentials, project settings history, the
-assignment engine's pool and leases, rater status, gold outcomes and review requests.
+assignment engine's pool and leases, rater status, gold outcomes, review requests and the
+web app's export jobs.
 
 They share :class:`~preflab.store.models.Base`, so ``Base.metadata`` holds them too.
 """
@@ -318,6 +319,8 @@ __all__ = [
     "ItemSkip",
     "ApiToken",
     "Assignment",
+    "EXPORT_JOB_STATES",
+    "ExportJob",
     "Credential",
     "GoldOutcome",
     "Invite",
@@ -365,6 +368,48 @@ class AuditEvent(Base):
     action: Mapped[str] = mapped_column(String(60))
     target: Mapped[str] = mapped_column(String(300), default="")
     details: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+
+
+#: An export job's states: ``queued`` (waiting for its process), ``running`` (claimed by one),
+#: then one of the final three.
+EXPORT_JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+
+
+class ExportJob(Base):
+    """An export the web app runs in a process of its own (:mod:`preflab.server.export_jobs`).
+
+    ``options`` are the request's export options (those of ``preflab export``, with
+    ``force_reason`` when forced). The process claims the row with one ``UPDATE ... WHERE
+    status = 'queued'`` (so one process runs it, whatever the number of server workers), writes
+    ``phase`` / ``done_units`` / ``total_units`` and ``heartbeat_at`` as it goes, and ends it
+    ``done`` (``result``: the export log id, files with SHA-256, the manifest's summary),
+    ``failed`` (``error``) or ``cancelled``. A ``running`` row whose process is gone is made
+    ``failed`` when a server starts: never silently lost."""
+
+    __tablename__ = "export_jobs"
+    __table_args__ = (
+        Index("ix_export_jobs_project_pk", "project_pk", "pk"),
+        Index("ix_export_jobs_status", "status"),
+    )
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    requested_by: Mapped[int | None] = mapped_column(ForeignKey("users.pk", ondelete="SET NULL"))
+    options: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    status: Mapped[str] = mapped_column(String(20), default="queued")
+    phase: Mapped[str] = mapped_column(String(40), default="")
+    done_units: Mapped[int] = mapped_column(Integer, default=0)
+    total_units: Mapped[int] = mapped_column(Integer, default=0)
+    out_dir: Mapped[str] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    error: Mapped[str | None] = mapped_column(Text)
+    worker_pid: Mapped[int | None] = mapped_column(Integer)
+    worker_host: Mapped[str | None] = mapped_column(String(255))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 # The label counter and the lease close are kept by triggers (migration 0012); ``create_all``

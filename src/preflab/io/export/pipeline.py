@@ -11,16 +11,17 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from ...quality.gold import gold_accuracy, gold_outcomes
 from ...schema import Item, Rubric
 from ...schema.routing import scored_by_verifier, verifiable_to_raters
 from ...store import ExportLog, session_factory, transaction
+from ...store.models import ItemRow
 from ...store.repo import get_project, get_rubric, iter_items_with_judgments
 from .agreement_gate import (
     agreement_card,
@@ -70,6 +71,12 @@ log = logging.getLogger(__name__)
 
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
+#: ``progress(phase, done, total)``: where an export is (the web app's export jobs); it may
+#: raise to stop the export (nothing is left behind).
+Progress = Callable[[str, int, int], None]
+#: items read between two ``collect`` progress calls
+PROGRESS_EVERY = 2000
+
 
 def check_options(options: ExportOptions, formats: dict[str, Exporter]) -> Exporter:
     if options.format not in formats:
@@ -112,6 +119,7 @@ def collect(
     *,
     aggregator: PairAggregator = aggregate_pairwise,
     length_fn: LengthFn = word_length,
+    progress: Progress | None = None,
 ) -> tuple[ExportData, dict[str, Any]]:
     """Read a project and resolve what ``exporter`` needs; ``(data, stats)``."""
     project = get_project(session, project_name)
@@ -164,9 +172,14 @@ def collect(
     )
     gold_labels: list = []
     gold_of: dict[str, dict[str, Any]] = {}
+    if progress is not None:
+        total = session.scalar(select(func.count()).where(ItemRow.project_pk == project.pk)) or 0
+        progress("collect", 0, total)
     for iwj in iter_items_with_judgments(session, project, include_excluded=True):
         item = iwj.item
         stats["items_in"] += 1
+        if progress is not None and stats["items_in"] % PROGRESS_EVERY == 0:
+            progress("collect", stats["items_in"], total)
         if item.gold is not None:
             stats["gold_items"] += 1
             gold_of[item.id] = item.gold.model_dump()
@@ -378,6 +391,7 @@ def export_project(
     aggregator: PairAggregator = aggregate_pairwise,
     length_fn: LengthFn | None = None,
     formats: dict[str, Exporter] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Export a project to ``options.out`` (a directory) atomically; returns the manifest.
 
@@ -400,9 +414,17 @@ def export_project(
         else:
             length_fn, length_name = word_length, "words"
         data, stats = collect(
-            session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn
+            session,
+            project_name,
+            exporter,
+            options,
+            aggregator=aggregator,
+            length_fn=length_fn,
+            progress=progress,
         )
         session.rollback()
+    if progress is not None:
+        progress("gates", stats["items_in"], stats["items_in"])
     apply_gates(data, options)
     if options.drop_disagreement is not None:
         dropped = drop_disagreement(data, options.drop_disagreement)
@@ -418,6 +440,8 @@ def export_project(
     agreement = agreement_gate(
         data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
     )
+    if progress is not None:
+        progress("write", stats["items_in"], stats["items_in"])
     target = AtomicDir(Path(options.out))
     try:
         manifest = write_export(

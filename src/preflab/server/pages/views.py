@@ -18,7 +18,7 @@ from ...schema import JUDGMENT_KINDS, describe_need
 from ...store import repo
 from ...store.models import Project
 from ...store.server_models import SKIP_REASONS
-from .. import api, auth, files
+from .. import api, auth, export_jobs, files
 from .. import review as review_service
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
@@ -605,6 +605,7 @@ def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage
         choices = []
     with _db(request).reading() as s:
         history = data.past_exports(s, ctx.project.pk)
+        jobs = export_jobs.jobs_out(s, ctx.project.name, export_jobs.list_jobs(s, ctx.project.pk))
     return render(
         request,
         "export.html",
@@ -612,6 +613,8 @@ def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage
         project=call(project_routes.get_project, request, ctx, project=project),
         formats=choices,
         history=history,
+        jobs=jobs,
+        final=export_jobs.FINAL,
     )
 
 

@@ -1,5 +1,5 @@
 """The REST API under ``/api/v1``, one module per concern: ``auth`` (the caller's own account),
-``users`` (site administration), ``projects``, ``items`` (and rubrics), ``review``, ``audit``.
+``users`` (site administration), ``projects``, ``export_jobs`` (exports in the background), ``items`` (and rubrics), ``review``, ``audit``.
 ``labelling`` holds next task, release, submit and skip (the two hot ones are also served by
 :mod:`preflab.server.fastlane`); the caller's own labels and revise are in :mod:`preflab.server.api`.
 
@@ -16,12 +16,13 @@ from fastapi import APIRouter, FastAPI
 def routers() -> list[APIRouter]:
     """Every router of the REST API, in the order they are matched."""
     from .. import api
-    from . import audit, auth, items, labelling, my_labels, projects, review, users
+    from . import audit, auth, export_jobs, items, labelling, my_labels, projects, review, users
 
     return [
         auth.router,
         users.router,
         projects.router,
+        export_jobs.router,
         items.router,
         review.router,
         audit.router,

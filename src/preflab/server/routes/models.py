@@ -209,6 +209,42 @@ class ExportOut(Out):
     )
 
 
+class ExportJobFileOut(Out):
+    name: str = Field(description="the file's path in the export, as the manifest lists it")
+    sha256: str
+    bytes: int
+    url: str = Field(description="where to download it")
+
+
+class ExportJobOut(Out):
+    """An export job (:mod:`preflab.server.export_jobs`): its options, where it is, its end."""
+
+    id: int
+    project: str
+    status: str = Field(description="queued, running, done, failed or cancelled")
+    phase: str = Field(description="starting, collect, gates, write, then the status")
+    done: int = Field(description="units done in this phase (items read while collecting)")
+    total: int
+    options: dict[str, Any] = Field(description="the export options asked for")
+    requested_by: str | None
+    out: str = Field(description="the export's folder name")
+    export_id: int | None = Field(description="the export log id once done")
+    summary: list[str] = Field(description="the manifest in words, once done")
+    warnings: list[str]
+    files: list[ExportJobFileOut] = Field(description="once done: every file, manifest.json too")
+    error: str | None = Field(description="why it failed, in words")
+    cancel_requested: bool
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    heartbeat_at: str | None
+
+
+class ExportJobPageOut(Out):
+    jobs: list[ExportJobOut] = Field(description="newest first")
+    next_before: int | None = Field(description="pass as ?before= for older jobs; null: no more")
+
+
 # -- items and rubrics ---------------------------------------------------------------------------
 
 

@@ -275,7 +275,11 @@ def reinstate(
 def export(
     request: Request, project: str, body: ExportIn, ctx: Ctx = guard("project.manage")
 ) -> Response:
-    """Run the exporter; the manifest (files, SHA-256, gates) comes back."""
+    """Run the exporter inside the request; the manifest (files, SHA-256, gates) comes back.
+
+    For large projects use ``POST /api/v1/projects/{project}/export-jobs``: the export runs in a
+    process of its own, with progress, cancel and its files to download (this route stays for
+    scripts of small projects)."""
     out_dir = (
         request.app.state.config.exports_dir
         / ctx.project.name

@@ -781,69 +781,7 @@
       renderUpload(out, r, form.dataset.reload !== undefined);
     }));
 
-    const exp = $("#export-form");
-    if (exp) exp.addEventListener("submit", async (ev) => {
-      ev.preventDefault();
-      const out = $("#export-result");
-      out.hidden = false;
-      out.textContent = "Exporting…";
-      const num = (el) => (el.value === "" ? null : +el.value);  // empty: the server's default
-      const body = { format: exp.format.value, aggregation: exp.aggregation.value, min_raters: +exp.min_raters.value,
-                     length_unit: exp.length_unit.value, include_ai: exp.include_ai.checked,
-                     include_gold: exp.include_gold.checked, include_rater_ids: exp.include_rater_ids.checked,
-                     provenance_columns: exp.provenance_columns.checked,
-                     // the gate is on unless unticked (null turns it off; the server's default is on)
-                     length_gate: exp.gate_on.checked ? [+exp.gate_min.value, +exp.gate_max.value] : null,
-                     // the options of `preflab export` (issue 28: the web offers what the CLI offers)
-                     file_format: exp.file_format.value,
-                     conversational: exp.conversational.value === "" ? null : exp.conversational.value === "true",
-                     include_flagged: exp.include_flagged.checked, force: exp.force.checked,
-                     min_alpha: num(exp.min_alpha), drop_disagreement: num(exp.drop_disagreement),
-                     require_reference: exp.require_reference.checked,
-                     data_source: exp.data_source.value.trim() || null };
-      const r = await api("POST", exp.dataset.url, body);
-      if (!r.ok) { out.textContent = "Export failed: " + problemText(r.data); out.classList.add("error"); return; }
-      out.classList.remove("error");
-      out.textContent = "";
-      const h = document.createElement("h3");
-      h.textContent = "Export " + r.data.export_id + ": manifest";
-      out.appendChild(h);
-      const warnings = (r.data.manifest && r.data.manifest.warnings) || [];
-      warnings.forEach((w) => {  // a 0-row or mostly-dropped export says so in words
-        const p = document.createElement("p");
-        p.className = "export-warning error";
-        p.setAttribute("role", "alert");
-        p.textContent = "Warning: " + w;
-        out.appendChild(p);
-      });
-      const lines = (r.data.summary || []);
-      if (lines.length) {
-        const ul = document.createElement("ul");
-        ul.className = "reasons export-summary";
-        lines.forEach((line) => { const li = document.createElement("li"); li.textContent = line; ul.appendChild(li); });
-        out.appendChild(ul);
-      }
-      let files = (r.data.manifest && r.data.manifest.files) || [];
-      if (!Array.isArray(files)) files = Object.entries(files).map(([name, f]) => Object.assign({ name }, f));
-      if (files.length) {
-        const ul = document.createElement("ul");
-        ul.className = "export-files";
-        files.forEach((f) => {
-          const name = typeof f === "string" ? f : (f.name || f.path || "");
-          const li = document.createElement("li");
-          const a = document.createElement("a");
-          a.href = exp.dataset.url + "/" + r.data.export_id + "/files/" + encodeURIComponent(name.split("/").pop());
-          a.textContent = name;
-          li.appendChild(a);
-          if (f.sha256) { const c = document.createElement("code"); c.textContent = " sha256 " + f.sha256; li.appendChild(c); }
-          ul.appendChild(li);
-        });
-        out.appendChild(ul);
-      }
-      const pre = document.createElement("pre");
-      pre.textContent = JSON.stringify(r.data.manifest, null, 2);
-      out.appendChild(pre);
-    });
+    // the export form: static/export-jobs.js (an export runs as a background job)
   }
 
   function renderUpload(out, r, reload) {
@@ -890,6 +828,9 @@
       out.appendChild(p);
     }
   }
+
+  // shared with the page scripts loaded after this one (static/export-jobs.js)
+  window.preflab = { api, problemText, toast };
 
   document.addEventListener("DOMContentLoaded", () => {
     const auto = $("[autofocus]");
