@@ -205,7 +205,7 @@ def test_a_directory_as_db_says_to_name_a_file(tmp_path):
 def test_progress_prints_lines_when_stderr_is_not_a_terminal():
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=False, width=120)
-    with LineProgress(console=console, step=25) as progress:
+    with LineProgress(console=console, step=25, quiet_s=0) as progress:
         task = progress.add_task("verifying", total=8)
         for _ in range(8):
             progress.advance(task)
@@ -224,8 +224,18 @@ def test_progress_prints_lines_when_stderr_is_not_a_terminal():
 def test_progress_on_a_terminal_prints_no_lines():
     buffer = io.StringIO()
     console = Console(file=buffer, force_terminal=True, width=120)
-    with LineProgress(console=console, step=25, transient=True) as progress:
+    with LineProgress(console=console, step=25, quiet_s=0, transient=True) as progress:
         task = progress.add_task("verifying", total=4)
         for _ in range(4):
             progress.advance(task)
     assert "verifying: 25%" not in buffer.getvalue()
+
+
+def test_a_quick_task_prints_no_progress():
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=False, width=120)
+    with LineProgress(console=console, step=25, quiet_s=60) as progress:
+        task = progress.add_task("importing", total=4)
+        for _ in range(4):
+            progress.advance(task)
+    assert buffer.getvalue() == ""

@@ -256,15 +256,27 @@ class OneLineErrors(TyperGroup):
 class LineProgress(Progress):
     """A Rich progress bar on a terminal; elsewhere (a log, a CI job, a pipe) one line per
     ``step`` percent of each task, ``verifying: 40% (2,000/5,000) 81 s``, so a 13-minute
-    command is not silent. A task without a total says how far it got every ``every_s``."""
+    command is not silent. A task without a total says how far it got every ``every_s``.
+    Nothing is printed in the first ``quiet_s`` seconds: a quick command prints no progress."""
 
-    def __init__(self, *columns: Any, step: float = 10.0, every_s: float = 30.0, **kw: Any):
+    def __init__(
+        self,
+        *columns: Any,
+        step: float = 10.0,
+        every_s: float = 30.0,
+        quiet_s: float = 2.0,
+        **kw: Any,
+    ):
         console: Console = kw.setdefault("console", err)
         self._lines = not console.is_terminal
         if self._lines:
             kw["disable"] = True  # no live display: the lines below are the output
         super().__init__(*columns, **kw)
         self._step, self._every_s = step, every_s
+        #: a task that ends within this many seconds prints nothing (a quick command's stderr
+        #: stays its own: one line for a refusal, nothing else)
+        self._quiet_s = quiet_s
+        self._started = time.monotonic()
         self._said: dict[TaskID, tuple[float, float]] = {}  # task: (last percent step, when)
 
     def add_task(self, description: str, *args: Any, **kw: Any) -> TaskID:
@@ -285,6 +297,8 @@ class LineProgress(Progress):
             return
         task = self._tasks[task_id]
         now = time.monotonic()
+        if now - self._started < self._quiet_s:
+            return
         last_pct, last_time = self._said.get(task_id, (-1.0, task.start_time or now))
         elapsed = task.elapsed or 0.0
         if task.total:

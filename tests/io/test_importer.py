@@ -723,3 +723,31 @@ def test_idempotency_keys_are_per_rater_in_an_import(tmp_path):
     again.write_text(record("ann", "k-1", "b") + "\n" + record("cid", "k-1", "a") + "\n")
     report = import_files(engine, "p", [again])
     assert (report.judgments_added, report.judgments_existing) == (1, 1), report
+
+
+def test_an_item_no_kind_of_the_project_fits_is_refused_by_the_cli_import(tmp_path):
+    """Issue 31: the items API refused a one-answer item in a pairwise-only project while the
+    file import took it (raters were then handed an item whose every label was refused). The
+    importer's checks hold the rule now, so every route says it in the same words."""
+    from preflab.store.db import open_db
+
+    engine = open_db(f"sqlite:///{tmp_path / 'k.db'}")
+    with transaction(engine) as s:
+        repo.create_project(s, "pairs", kinds=["pairwise"])
+        repo.create_project(s, "both", kinds=["pairwise", "unary"])
+    path = tmp_path / "items.jsonl"
+    rows = [
+        {
+            "id": "two",
+            "prompt": "p",
+            "candidates": [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}],
+        },
+        {"id": "one", "prompt": "q", "candidates": [{"id": "a", "text": "x"}]},
+    ]
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
+    with pytest.raises(ImportFailed) as err:
+        import_files(engine, "pairs", [path])
+    (problem,) = err.value.problems
+    assert (problem.line, problem.field) == (2, "candidates")
+    assert "item 'one' has 1 answer(s)" in problem.reason and "exactly 2 answers" in problem.reason
+    assert import_files(engine, "both", [path]).items_added == 2  # unary fits one answer

@@ -666,7 +666,9 @@ def test_a_one_answer_item_is_refused_by_a_pairwise_project_at_import(db_url):
 
 
 @pytest.mark.parametrize("lane", [True, False], ids=["lane", "no-lane"])
-def test_a_one_answer_item_imported_another_way_is_never_assigned(db_url, lane, monkeypatch):
+def test_a_one_answer_item_uploaded_as_a_file_is_refused_and_never_assigned(
+    db_url, lane, monkeypatch
+):
     s = seed(db_url, n_items=1, raters=1, extra_roles=False, policy={"overlap_share": 0.0})
     import orjson
 
@@ -678,7 +680,11 @@ def test_a_one_answer_item_imported_another_way_is_never_assigned(db_url, lane, 
             content=upload,
             headers=bearer(s.admin_token),
         )
-        assert r.status_code == 200 and r.json()["pooled"] == 0, r.text
+        # issue 31: one check for every import route: the file upload refuses it too
+        assert r.status_code == 422, r.text
+        texts = [p["text"] for p in r.json()["problems"]]
+        assert texts[0].startswith("more.jsonl:1: candidates: item 'solo-00001' has 1 answer(s)")
+        assert "pairwise needs exactly 2 answers" in texts[0] and len(texts) == 2
         task = c.post("/api/v1/projects/demo/assignments/next", headers=rater).json()["task"]
         assert task["item"]["id"] == "item-00000"
         assert (

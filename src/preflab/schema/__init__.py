@@ -26,6 +26,7 @@ from .judgments import (
     kinds_for_item,
     pair_unit,
     parse_judgment,
+    unfit_item_reason,
 )
 from .provenance import LabelSource, Provenance, ReviewPass, Telemetry, rater_hash
 from .rubric import Dimension, Rubric, VerbosityPenalty, Veto
@@ -63,6 +64,7 @@ __all__ = [
     "dump_judgment",
     "kind_fits",
     "kinds_for_item",
+    "unfit_item_reason",
     "pair_unit",
     "parse_judgment",
     "prompt_as_messages",

@@ -396,6 +396,30 @@ def kinds_for_item(
     ]
 
 
+def unfit_item_reason(
+    project_kinds: list[str], item_id: str, n_candidates: int, metadata: dict[str, Any] | None
+) -> str | None:
+    """Why no kind of the project can label this item (a one-answer item in a pairwise-only
+    project would be handed to raters whose every submission is refused), or ``None`` when one
+    can. The one rule of every import route: the CLI, a file upload and the items API.
+
+    >>> unfit_item_reason(["pairwise"], "q1", 1, None)
+    "item 'q1' has 1 answer(s), which no kind of this project fits (pairwise needs exactly 2 answers); fix the item or add a kind that fits it to the project"
+    >>> unfit_item_reason(["pairwise", "unary"], "q1", 1, None) is None
+    True
+    """
+    declared = (metadata or {}).get("kinds")
+    if kinds_for_item(
+        project_kinds, n_candidates, declared if isinstance(declared, list) else None
+    ):
+        return None
+    need = "; ".join(f"{k} needs {describe_need(k)}" for k in project_kinds if k in JUDGMENT_KINDS)
+    return (
+        f"item {item_id!r} has {n_candidates} answer(s), which no kind of this project fits "
+        f"({need}); fix the item or add a kind that fits it to the project"
+    )
+
+
 def dump_judgment(judgment: JudgmentBase) -> dict[str, Any]:
     """A judgment as a JSON-ready dict, ``kind`` first."""
     return judgment.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -18,7 +18,7 @@ from ..io.export import AGGREGATORS, ExportOptions
 from ..io.export import export_project as run_export
 from ..io.export.base import ExportError
 from ..io.importer import ImportFailed, ImportOptions, import_files
-from ..schema import JUDGMENT_KINDS, Item, describe_need, kinds_for_item
+from ..schema import Item, kinds_for_item, unfit_item_reason
 from ..schema.routing import scored_by_verifier
 from ..store import repo
 from ..store.models import CandidateRow, ExportLog, ItemRow, JudgmentRow, Project
@@ -277,15 +277,15 @@ def check_items_fit(items: list[Item], kinds: list[str]) -> None:
     ``items:LINE: candidates: reason``; nothing is imported then."""
     problems = []
     for line, item in enumerate(items, start=1):
-        if not item_kinds(kinds, len(item.candidates), item.metadata):
-            need = "; ".join(f"{k} needs {describe_need(k)}" for k in kinds if k in JUDGMENT_KINDS)
+        reason = unfit_item_reason(kinds, str(item.id), len(item.candidates), item.metadata)
+        if (
+            reason is not None
+        ):  # the importer's own check (io/importer/checks.py), in the API's shape
             problems.append(
                 {
                     "loc": ["body", "items", line - 1, "candidates"],
                     "type": "value_error",
-                    "msg": f"items:{line}: candidates: item {item.id!r} has {len(item.candidates)} "
-                    f"answer(s), which no kind of this project fits ({need}); fix the item "
-                    "or add a kind that fits it to the project",
+                    "msg": f"items:{line}: candidates: {reason}",
                 }
             )
     if problems:

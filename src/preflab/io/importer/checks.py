@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from ...schema import Rubric
+from ...schema import Rubric, unfit_item_reason
 from ...store.rows import (
     ItemRows,
     JudgmentRows,
@@ -155,6 +155,15 @@ def check_record(rec: Record, state: CheckState, rules: ProjectRules) -> Checked
     if checked.problems:  # the judgments of a refused item: nothing to check them against
         return checked
     judgments = _check_judgments(rec, state, rules, items, checked)
+    if rules.kinds is not None and not checked.problems:
+        # an item no kind of the project can label (every import route; after the judgments,
+        # whose kind the project does not collect is the more telling problem)
+        for item in items.new:
+            reason = unfit_item_reason(
+                list(rules.kinds), item.key, len(item.candidates), item.values.get("meta")
+            )
+            if reason is not None:
+                checked.problems.append(("candidates", reason))
     if checked.problems:
         return checked
     for item in items.new:
