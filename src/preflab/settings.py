@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(
         10.0, gt=0, description="Seconds a client has to send a request's headers."
     )
+    max_upload_decompressed_mb: float = Field(
+        64.0,
+        gt=0,
+        description="The largest a gzipped upload (items file, web import) may be once "
+        "decompressed, in MiB; the body limit bounds only the compressed bytes.",
+    )
     server_config: str | None = Field(
         None,
         description="Set by `preflab serve` for its worker processes (the server configuration "
