@@ -46,7 +46,13 @@ import numpy as np
 
 from preflab.schema import Item, JudgmentBase, PairwiseJudgment
 
-from .adjudication import AdjudicationSettings, route_for_adjudication
+from .adjudication import (
+    AdjudicationSettings,
+    group_labels,
+    queue_order,
+    reasons_for,
+    unit_scores,
+)
 from .agreement.cohen import Weights
 from .agreement.gwet import gwet_ac, gwet_weights
 from .agreement.krippendorff import alpha_from_coincidence, krippendorff_alpha_ci
@@ -62,7 +68,6 @@ from .bias import (
 )
 from .gold import gold_accuracy_from_counts, score_gold
 from .labels import LABEL_SET_RULE, resolve_labels
-from .table import LabelTable
 from .telemetry import TelemetrySettings, judgment_flags, near_duplicate_pairs
 
 Batches = Mapping[str, Any] | Callable[[JudgmentBase], Any] | None
@@ -354,6 +359,8 @@ class ReportAccumulator:
         self.pairs_c = array("q")
         self.pairs_r = array("q")
         self.pair_sample: Reservoir | None = None
+        self.pending_c: list[int] = []
+        self.pending_r: list[int] = []
         self.pair_sums = [0, 0, 0]  # pairs, pairs of different lengths, chosen longer
         self.pair_hist = np.zeros(24, dtype=np.int64)
         # telemetry flags: with too_fast (needs pairwise judgments somewhere) and without
@@ -473,41 +480,38 @@ class ReportAccumulator:
                 rest = [w for other, w in labels if other != r]
                 if not rest:
                     continue
-                vals, n = np.unique(rest, return_counts=True)
-                if (n == n.max()).sum() == 1:
+                if any(math.isnan(w) for w in rest):  # np.unique's NaN rule, as build_report
+                    vals, n = np.unique(rest, return_counts=True)
+                    tops = [float(vals[np.argmax(n)])] if (n == n.max()).sum() == 1 else []
+                else:
+                    votes = Counter(rest)
+                    most = max(votes.values())
+                    tops = [w for w, c in votes.items() if c == most]
+                if len(tops) == 1:
                     table = self.confusion.setdefault(r, Counter())
-                    cons = float(vals[np.argmax(n)])
-                    if not (math.isnan(v) or math.isnan(cons)):
-                        table[(v, cons)] += 1
+                    if not (math.isnan(v) or math.isnan(tops[0])):
+                        table[(v, tops[0])] += 1
 
     def _item_tables(self, cols: Mapping[str, list[Any]], js: Sequence[JudgmentBase]) -> None:
         """Intransitive triads and the adjudication queue: both per item."""
-        table = LabelTable(
-            units=_objects(cols["u"]),
-            raters=_objects(cols["r"]),
-            values=np.array(cols["v"], dtype=float),
-            items=_objects(cols["i"]),
-            dimensions=_objects(cols["d"]),
-            kinds=_objects(cols["k"]),
-            batches=_objects(cols["b"]),
-        )
         if "winner" in cols["d"]:
-            for rater, t in _triads(table).items():
+            for rater, t in _triads(cols).items():
                 acc = self.triads.setdefault(rater, [0, 0])
                 acc[0] += t[0]
                 acc[1] += t[1]
         if any(int(j.provenance.review_pass) == 2 for j in js):
             return  # an item an adjudicator already settled is not queued again
-        limits = ("winner_entropy", "strength_spread", "rubric_spread", "step_disagreement")
-        for row in route_for_adjudication(table, self.adjudication):
+        groups, item_of = group_labels(cols["u"], cols["i"], cols["k"], cols["d"], cols["v"])
+        for (kind, unit), dims in groups.items():
+            row = unit_scores(kind, unit, item_of[(kind, unit)], dims)
+            reasons = reasons_for(row, self.adjudication)
+            if not reasons:
+                continue
+            row["reasons"] = reasons
             self.queue_total += 1
             # build_report's order: most reasons, then highest scores, then (kind, unit)
-            key = (
-                len(row["reasons"]),
-                sum(row.get(k, 0) for k in limits),
-                _Desc(row["kind"]),
-                _Desc(row["unit"]),
-            )
+            most, highest = queue_order(row)
+            key = (-most, -highest, _Desc(kind), _Desc(unit))
             entry = (key, self._queue_seq, row)
             self._queue_seq += 1
             if len(self.queue) < self.max_queue:
@@ -555,9 +559,17 @@ class ReportAccumulator:
             rejected.append(len_r)
             self.formatting.add(self.texts.features(text_c), self.texts.features(text_r))
         if chosen:
-            self._pairs(chosen, rejected)
+            self.pending_c.extend(chosen)
+            self.pending_r.extend(rejected)
+            if len(self.pending_c) >= 65_536:
+                self._pairs()
 
-    def _pairs(self, chosen: list[int], rejected: list[int]) -> None:
+    def _pairs(self) -> None:
+        """Fold the pending chosen/rejected lengths into the sums and the kept pairs."""
+        chosen, rejected = self.pending_c, self.pending_r
+        self.pending_c, self.pending_r = [], []
+        if not chosen:
+            return
         c = np.array(chosen, dtype=float)
         r = np.array(rejected, dtype=float)
         differ = c != r
@@ -653,6 +665,7 @@ class ReportAccumulator:
         if pos:
             for r, s in pos["per_rater"].items():
                 raters[r]["first_shown_share"] = s["share"]
+        self._pairs()
         length = formatting = None
         if self.any_item and self.any_pairwise and self.pair_sums[0]:
             length, formatting = self._length(), self.formatting.result()
@@ -775,12 +788,12 @@ class _Desc:
         return hash(self.s)
 
 
-def _triads(table: LabelTable) -> dict[str, tuple[int, int]]:
+def _triads(cols: Mapping[str, list[Any]]) -> dict[str, tuple[int, int]]:
     """Per rater: (triads judged on all three pairs, strict cycles) of one item's winner rows
     (:func:`preflab.quality.agreement.preference.intransitive_triads`, per item)."""
     prefs: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
-    for unit, rater, value, dim in zip(table.units, table.raters, table.values, table.dimensions):
-        if dim != "winner" or np.isnan(value):
+    for unit, rater, value, dim in zip(cols["u"], cols["r"], cols["v"], cols["d"]):
+        if dim != "winner" or math.isnan(value):
             continue
         _, _, pair = str(unit).rpartition("::")
         lo, _, hi = pair.partition("|")
@@ -789,19 +802,14 @@ def _triads(table: LabelTable) -> dict[str, tuple[int, int]]:
     for rater, edges in prefs.items():
         cands = sorted({c for pair in edges for c in pair})
         triads = cycles = 0
-        for a, b, c in combinations(cands, 3):
-            if (a, b) in edges and (b, c) in edges and (a, c) in edges:
-                triads += 1
-                if (edges[(a, b)], edges[(b, c)], edges[(a, c)]) in ((-1, -1, 1), (1, 1, -1)):
-                    cycles += 1
+        if len(cands) >= 3:
+            for a, b, c in combinations(cands, 3):
+                if (a, b) in edges and (b, c) in edges and (a, c) in edges:
+                    triads += 1
+                    if (edges[(a, b)], edges[(b, c)], edges[(a, c)]) in ((-1, -1, 1), (1, 1, -1)):
+                        cycles += 1
         out[rater] = (triads, cycles)
     return out
-
-
-def _objects(values: list[Any]) -> np.ndarray:
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    return arr
 
 
 __all__ = ["DEFAULT_LEVELS", "FEATURE_NAMES", "Bounds", "ReportAccumulator", "Reservoir"]
