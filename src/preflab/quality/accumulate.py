@@ -463,34 +463,50 @@ class ReportAccumulator:
                 by_unit.setdefault(u, []).append((r, float(v)))
         for labels in by_unit.values():
             finite = [(r, v) for r, v in labels if not math.isnan(v)]
-            counts = Counter(v for _, v in finite)
+            counts: dict[float, int] = {}
+            for _, v in finite:
+                counts[v] = counts.get(v, 0) + 1
             self.main_values.update(counts)
+            # distinct raters and no missing value (the usual unit): the others' consensus of
+            # the confusion table is the leave-one-out top
+            simple = len(finite) == len(labels) and len({r for r, _ in labels}) == len(labels)
             for r, v in finite:
                 acc = self.loo.setdefault(r, [0.0, 0])
-                others = counts.copy()
-                others[v] -= 1
-                if sum(others.values()) == 0:
-                    continue
-                top = max(others.values())
-                n_top = sum(1 for n in others.values() if n == top)
-                mine_top = others[v] == top
+                if len(finite) < 2:
+                    continue  # nobody else labelled the unit
+                top, n_top, top_value = -1, 0, v
+                for w, n in counts.items():
+                    if w == v:
+                        n -= 1
+                    if n > top:
+                        top, n_top, top_value = n, 1, w
+                    elif n == top:
+                        n_top += 1
+                mine_top = counts[v] - 1 == top
                 acc[0] += (1.0 if mine_top else 0.0) if n_top == 1 else (0.5 if mine_top else 0.0)
                 acc[1] += 1
-            for r, v in labels:
-                rest = [w for other, w in labels if other != r]
-                if not rest:
-                    continue
-                if any(math.isnan(w) for w in rest):  # np.unique's NaN rule, as build_report
-                    vals, n = np.unique(rest, return_counts=True)
-                    tops = [float(vals[np.argmax(n)])] if (n == n.max()).sum() == 1 else []
-                else:
-                    votes = Counter(rest)
-                    most = max(votes.values())
-                    tops = [w for w, c in votes.items() if c == most]
-                if len(tops) == 1:
-                    table = self.confusion.setdefault(r, Counter())
-                    if not (math.isnan(v) or math.isnan(tops[0])):
-                        table[(v, tops[0])] += 1
+                if simple and n_top == 1:
+                    self.confusion.setdefault(r, Counter())[(v, top_value)] += 1
+            if not simple:
+                self._confusion(labels)
+
+    def _confusion(self, labels: Sequence[tuple[str, float]]) -> None:
+        """Each rater's label against the majority of the other raters' labels of a unit."""
+        for r, v in labels:
+            rest = [w for other, w in labels if other != r]
+            if not rest:
+                continue
+            if any(math.isnan(w) for w in rest):  # np.unique's NaN rule, as build_report
+                vals, n = np.unique(rest, return_counts=True)
+                tops = [float(vals[np.argmax(n)])] if (n == n.max()).sum() == 1 else []
+            else:
+                votes = Counter(rest)
+                most = max(votes.values())
+                tops = [w for w, c in votes.items() if c == most]
+            if len(tops) == 1:
+                table = self.confusion.setdefault(r, Counter())
+                if not (math.isnan(v) or math.isnan(tops[0])):
+                    table[(v, tops[0])] += 1
 
     def _item_tables(self, cols: Mapping[str, list[Any]], js: Sequence[JudgmentBase]) -> None:
         """Intransitive triads and the adjudication queue: both per item."""
