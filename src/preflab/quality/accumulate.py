@@ -37,7 +37,7 @@ import math
 import random
 from array import array
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -96,9 +96,10 @@ class Reservoir:
     """The first ``bound`` things added, then a uniform sample of that size (algorithm R,
     seeded): ``seen`` counts everything added."""
 
-    def __init__(self, bound: int, seed: int = 0) -> None:
+    def __init__(self, bound: int, seed: int = 0, typecode: str | None = None) -> None:
         self.bound = bound
-        self.items: list[Any] = []
+        # numbers in an array: 8 bytes each instead of a Python object's 32
+        self.items: MutableSequence[Any] = array(typecode) if typecode else []
         self.seen = 0
         self._rng = random.Random(seed)
 
@@ -432,7 +433,9 @@ class ReportAccumulator:
             return
         times = self.times.get(p.rater_id)
         if times is None:
-            times = self.times[p.rater_id] = Reservoir(self.bounds.times_per_rater, seed=0)
+            times = self.times[p.rater_id] = Reservoir(
+                self.bounds.times_per_rater, seed=0, typecode="d"
+            )
         times.add(ms)
 
     def _agreement(self, cols: Mapping[str, list[Any]]) -> None:
@@ -659,7 +662,7 @@ class ReportAccumulator:
             r: {"labels": self.labels[r]} for r in self.rater_order
         }
         for r, times in self.times.items():
-            raters[r]["median_seconds"] = float(np.median(np.array(times.items))) / 1000
+            raters[r]["median_seconds"] = float(np.median(np.asarray(times.items))) / 1000
             if times.sampled:
                 raters[r]["median_seconds_sample"] = {"labels": len(times.items), "of": times.seen}
         for r, (total, n) in sorted(self.loo.items()):
