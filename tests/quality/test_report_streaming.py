@@ -391,6 +391,8 @@ def test_report_from_the_store_equals_the_reference(db_url, window):
     engine = db.open_db(db_url)
     with transaction(engine) as s:  # in the caller's session too
         assert_same(reference, report_from_store(s, "gen", window=window, n_boot=30))
+        with pytest.raises(LookupError, match="nope"):
+            report_from_store(s, "nope")
     engine.dispose()
     with pytest.raises(LookupError, match="nope"):
         report_from_store(db_url, "nope")

@@ -87,7 +87,7 @@ def report_from_store(
     transaction it reads in, or a URL; ``None``: the default database). Agreement per import
     batch of the item, or per submission-time ``window``. Raises ``LookupError`` for an
     unknown project."""
-    from ..store import repo, transaction
+    from ..store import transaction
     from ..store.db import default_url, open_db
 
     if isinstance(session_or_url, Session):
@@ -99,8 +99,6 @@ def report_from_store(
                 # one snapshot for the whole read, as the exporter's
                 session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             return _report_in(session, project, window, include_ai, n_boot, bounds)
-    except repo.NotFound as exc:
-        raise LookupError(f"{exc} (or give a path to a JSONL of judgments)") from None
     finally:
         engine.dispose()
 
@@ -116,7 +114,10 @@ def _report_in(
     from ..quality.report import report_from_items
     from ..store import repo
 
-    project = repo.get_project(session, name)
+    try:
+        project = repo.get_project(session, name)
+    except repo.NotFound as exc:
+        raise LookupError(f"{exc} (or give a path to a JSONL of judgments)") from None
     batch_of: dict[str, str] = {}  # the current chunk's items only
 
     def records() -> Iterator[tuple[list[JudgmentBase], Item | None]]:
