@@ -602,13 +602,14 @@ class ReportAccumulator:
             self.pairs_r.extend(rejected)
             if len(self.pairs_c) <= self.bounds.pairs:
                 return
-            self.pair_sample = Reservoir(self.bounds.pairs, seed=0)
-            for pair in zip(self.pairs_c, self.pairs_r):
-                self.pair_sample.add(pair)
+            # a pair as one int64 (chosen << 32 | rejected: word counts fit 32 bits)
+            self.pair_sample = Reservoir(self.bounds.pairs, seed=0, typecode="q")
+            for c_len, r_len in zip(self.pairs_c, self.pairs_r):
+                self.pair_sample.add(c_len << 32 | r_len)
             self.pairs_c, self.pairs_r = array("q"), array("q")
             return
-        for pair in zip(chosen, rejected):
-            self.pair_sample.add(pair)
+        for c_len, r_len in zip(chosen, rejected):
+            self.pair_sample.add(c_len << 32 | r_len)
 
     def _telemetry(
         self, js: Sequence[JudgmentBase], base: int, lens: Mapping[str | None, tuple[str, int]]
@@ -740,8 +741,8 @@ class ReportAccumulator:
     def _length(self) -> dict[str, Any]:
         if self.pair_sample is None:
             return length_bias(self.pairs_c, self.pairs_r)
-        sample = self.pair_sample.items
-        out = length_bias([c for c, _ in sample], [r for _, r in sample])
+        sample = np.asarray(self.pair_sample.items, dtype=np.int64)
+        out = length_bias(list(sample >> 32), list(sample & 0xFFFFFFFF))
         n, n_differ, longer = self.pair_sums
         out.update(
             n_pairs=n,
