@@ -1,11 +1,32 @@
-"""Feed the quality report from a project in the store or from a raw-export JSONL file."""
+"""Feed the quality report from a project in the store or from a raw-export JSONL file.
+
+The report streams (issue 27): :func:`report_from_store` reads the project item by item in
+keyset-ordered chunks of item pks (:func:`preflab.store.repo.iter_items_with_judgments`, one
+chunk of items and their judgments in memory at a time) and :func:`report_from_jsonl` reads the
+file once, an item's consecutive lines at a time; both fold each item into
+:class:`preflab.quality.accumulate.ReportAccumulator`. :func:`load_for_report` and
+:func:`load_project` still load everything (the reference ``build_report`` takes, and the demo).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..schema import Item, JudgmentBase
+import orjson
+from sqlalchemy.orm import Session
+
+from ..quality.accumulate import Bounds
+from ..quality.table import time_window_batches
+from ..schema import Item, JudgmentBase, parse_judgment
+
+
+def is_jsonl_source(source: str) -> bool:
+    """Whether ``source`` names a JSONL of judgments rather than a project."""
+    path = Path(source)
+    return path.suffix in {".jsonl", ".gz", ".json"} or path.is_file()
 
 
 def load_for_report(
@@ -17,7 +38,7 @@ def load_for_report(
     optional ``"item"``), or else the name of a project in the database ``db``.
     """
     path = Path(source)
-    if path.suffix in {".jsonl", ".gz", ".json"} or path.is_file():
+    if is_jsonl_source(source):
         if not path.is_file():
             raise OSError(f"{source}: no such file")
         from ..quality.report import load_judgments_jsonl
@@ -51,3 +72,149 @@ def load_project(
             )
             judgments.extend(record.judgments)
     return judgments, items, batches
+
+
+def report_from_store(
+    session_or_url: Session | str | None,
+    project: str,
+    *,
+    window: timedelta | None = None,
+    include_ai: bool = False,
+    n_boot: int = 200,
+    bounds: Bounds | None = None,
+) -> dict[str, Any]:
+    """The quality report of ``project``, streamed from the database (a session, whose
+    transaction it reads in, or a URL; ``None``: the default database). Agreement per import
+    batch of the item, or per submission-time ``window``. Raises ``LookupError`` for an
+    unknown project."""
+    from ..store import transaction
+    from ..store.db import default_url, open_db
+
+    if isinstance(session_or_url, Session):
+        return _report_in(session_or_url, project, window, include_ai, n_boot, bounds)
+    engine = open_db(session_or_url or default_url())
+    try:
+        with transaction(engine) as session:
+            if session.get_bind().dialect.name == "postgresql":
+                # one snapshot for the whole read, as the exporter's
+                session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            return _report_in(session, project, window, include_ai, n_boot, bounds)
+    finally:
+        engine.dispose()
+
+
+def _report_in(
+    session: Session,
+    name: str,
+    window: timedelta | None,
+    include_ai: bool,
+    n_boot: int,
+    bounds: Bounds | None,
+) -> dict[str, Any]:
+    from ..quality.report import report_from_items
+    from ..store import repo
+
+    try:
+        project = repo.get_project(session, name)
+    except repo.NotFound as exc:
+        raise LookupError(f"{exc} (or give a path to a JSONL of judgments)") from None
+    batch_of: dict[str, str] = {}  # the current chunk's items only
+
+    def records() -> Iterator[tuple[list[JudgmentBase], Item | None]]:
+        for record in repo.iter_items_with_judgments(session, project):
+            batch_of.clear()
+            if record.item.id is not None:
+                # agreement is reported per import batch of the item
+                batch_of[record.item.id] = (
+                    f"batch {record.batch_pk}" if record.batch_pk is not None else "none"
+                )
+            yield record.judgments, record.item
+
+    batches: dict[str, str] | Callable[[JudgmentBase], str] = (
+        time_window_batches(window) if window is not None else batch_of
+    )
+    return report_from_items(
+        records(), batches=batches, include_ai=include_ai, n_boot=n_boot, bounds=bounds
+    )
+
+
+def iter_jsonl_items(path: str | Path) -> Iterator[tuple[list[JudgmentBase], Item | None]]:
+    """A JSONL of judgments (as :func:`preflab.quality.report.load_judgments_jsonl` reads) one
+    item at a time, in one pass: consecutive lines of one item id form the item, whose
+    ``"item"`` any of them may carry. Raises ``ValueError`` (``file:line: reason``) on a bad
+    line, and when an item's lines are not consecutive (``NotGrouped``)."""
+    current: str | None = None
+    judgments: list[JudgmentBase] = []
+    item: Item | None = None
+    done: set[str] = set()
+    with open(path, "rb") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                data = orjson.loads(line)
+                raw_item = data.pop("item", None)
+                j = parse_judgment(data)
+                parsed = Item.model_validate(raw_item) if raw_item is not None else None
+            except Exception as exc:  # report where, then re-raise as a clear error
+                raise ValueError(f"{path}:{n}: {exc}") from exc
+            if j.item_id != current:
+                if current is not None:
+                    done.add(current)
+                    yield judgments, item
+                if j.item_id in done:
+                    raise NotGrouped(f"{path}:{n}: item {j.item_id!r} again after other items")
+                current, judgments, item = j.item_id, [], None
+            judgments.append(j)
+            if parsed is not None and parsed.id == j.item_id:
+                item = parsed
+            elif parsed is not None:
+                raise NotGrouped(
+                    f"{path}:{n}: carries item {parsed.id!r} on a line of {j.item_id!r}"
+                )
+    if current is not None:
+        yield judgments, item
+
+
+class NotGrouped(ValueError):
+    """A JSONL whose lines are not grouped by item (the one-pass reader needs them grouped)."""
+
+
+def report_from_jsonl(
+    path: str | Path,
+    *,
+    window: timedelta | None = None,
+    include_ai: bool = False,
+    n_boot: int = 200,
+    bounds: Bounds | None = None,
+) -> dict[str, Any]:
+    """The quality report of a JSONL of judgments: one pass over the file when each item's lines
+    are consecutive (as ``export --format raw`` writes them); otherwise the file is read whole
+    into memory and measured with :func:`preflab.quality.report.build_report`, as before."""
+    from ..quality.report import build_report, load_judgments_jsonl, report_from_items
+
+    batches = time_window_batches(window) if window is not None else None
+    try:
+        return report_from_items(
+            iter_jsonl_items(path),
+            batches=batches,
+            include_ai=include_ai,
+            n_boot=n_boot,
+            bounds=bounds,
+        )
+    except NotGrouped:
+        judgments, items = load_judgments_jsonl(path)
+        return build_report(
+            judgments, items=items, batches=batches, include_ai=include_ai, n_boot=n_boot
+        )
+
+
+def report_for_source(
+    source: str, db: str | None, *, window: timedelta | None = None, include_ai: bool = False
+) -> dict[str, Any]:
+    """The ``quality report`` command's report of a JSONL path or a project name."""
+    if is_jsonl_source(source):
+        if not Path(source).is_file():
+            raise OSError(f"{source}: no such file")
+        return report_from_jsonl(source, window=window, include_ai=include_ai)
+    return report_from_store(db, source, window=window, include_ai=include_ai)

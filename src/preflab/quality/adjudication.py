@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,49 +32,96 @@ class AdjudicationSettings:
     min_labels: int = 2
 
 
-def _entropy(values: np.ndarray) -> float:
-    _, counts = np.unique(values, return_counts=True)
-    p = counts / counts.sum()
-    return float(-(p * np.log2(p)).sum())
+def _entropy(values: Sequence[float]) -> float:
+    counts = Counter(values)
+    total = len(values)
+    return -sum(p * math.log2(p) for p in (counts[v] / total for v in sorted(counts)))
 
 
-def disagreement_scores(table: LabelTable) -> list[dict[str, Any]]:
-    """One row per labelled unit (steps grouped by candidate): ``item_id``, ``unit``, ``kind``,
-    ``n_labels`` and the scores that apply to it."""
-    groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+Groups = dict[tuple[str, str], dict[str, list[float]]]
+
+
+def group_labels(
+    units: Iterable[Any],
+    items: Iterable[Any],
+    kinds: Iterable[Any],
+    dimensions: Iterable[Any],
+    values: Iterable[float],
+) -> tuple[Groups, dict[tuple[str, str], str]]:
+    """Label values per ``(kind, unit)`` (steps grouped by candidate) and dimension, and the item
+    of each: what :func:`unit_scores` scores."""
+    groups: Groups = defaultdict(lambda: defaultdict(list))
     item_of: dict[tuple[str, str], str] = {}
-    for unit, item, kind, dim, val in zip(
-        table.units, table.items, table.kinds, table.dimensions, table.values
-    ):
-        if np.isnan(val):
+    for unit, item, kind, dim, val in zip(units, items, kinds, dimensions, values):
+        if math.isnan(val):
             continue
         key_unit = str(unit).rsplit("::step", 1)[0] if dim == "step_verdict" else str(unit)
         key = (str(kind), key_unit)
         groups[key][f"{dim}@{unit}" if dim == "step_verdict" else str(dim)].append(float(val))
         item_of[key] = str(item)
-    rows = []
-    for (kind, unit), dims in sorted(groups.items()):
-        row: dict[str, Any] = {"item_id": item_of[(kind, unit)], "unit": unit, "kind": kind}
-        n = max(len(v) for v in dims.values())
-        row["n_labels"] = n
-        if "winner" in dims:
-            row["winner_entropy"] = _entropy(np.array(dims["winner"]))
-        if "strength" in dims:
-            row["strength_spread"] = float(np.std(dims["strength"]))
-        if kind == "rubric":
-            spreads = [max(v) - min(v) for v in dims.values() if len(v) >= 2]
-            if spreads:
-                row["rubric_spread"] = float(max(spreads))
-        steps = [v for d, v in dims.items() if d.startswith("step_verdict@")]
-        if steps or "first_error" in dims:
-            split = [len(set(v)) > 1 for v in steps if len(v) >= 2]
-            fe = dims.get("first_error", [])
-            score = float(np.mean(split)) if split else 0.0
-            if len(set(fe)) > 1:
-                score = max(score, 1.0)
-            row["step_disagreement"] = score
-        rows.append(row)
-    return rows
+    return groups, item_of
+
+
+def unit_scores(
+    kind: str, unit: str, item_id: str, dims: Mapping[str, list[float]]
+) -> dict[str, Any]:
+    """The row of one labelled unit (see :func:`disagreement_scores`)."""
+    row: dict[str, Any] = {"item_id": item_id, "unit": unit, "kind": kind}
+    n = max(len(v) for v in dims.values())
+    row["n_labels"] = n
+    if "winner" in dims:
+        row["winner_entropy"] = _entropy(dims["winner"])
+    if "strength" in dims:
+        row["strength_spread"] = float(np.std(dims["strength"]))
+    if kind == "rubric":
+        spreads = [max(v) - min(v) for v in dims.values() if len(v) >= 2]
+        if spreads:
+            row["rubric_spread"] = float(max(spreads))
+    steps = [v for d, v in dims.items() if d.startswith("step_verdict@")]
+    if steps or "first_error" in dims:
+        split = [len(set(v)) > 1 for v in steps if len(v) >= 2]
+        fe = dims.get("first_error", [])
+        score = float(np.mean(split)) if split else 0.0
+        if len(set(fe)) > 1:
+            score = max(score, 1.0)
+        row["step_disagreement"] = score
+    return row
+
+
+def disagreement_scores(table: LabelTable) -> list[dict[str, Any]]:
+    """One row per labelled unit (steps grouped by candidate): ``item_id``, ``unit``, ``kind``,
+    ``n_labels`` and the scores that apply to it."""
+    groups, item_of = group_labels(
+        table.units, table.items, table.kinds, table.dimensions, table.values
+    )
+    return [
+        unit_scores(kind, unit, item_of[(kind, unit)], dims)
+        for (kind, unit), dims in sorted(groups.items())
+    ]
+
+
+LIMITS = ("winner_entropy", "strength_spread", "rubric_spread", "step_disagreement")
+
+
+def reasons_for(row: Mapping[str, Any], settings: AdjudicationSettings | None = None) -> list[str]:
+    """Why a unit's row goes to adjudication (empty: it does not)."""
+    cfg = settings or AdjudicationSettings()
+    if row["n_labels"] < cfg.min_labels:
+        return []
+    limits = {
+        "winner_entropy": cfg.max_winner_entropy,
+        "strength_spread": cfg.max_strength_spread,
+        "rubric_spread": cfg.max_rubric_spread,
+        "step_disagreement": cfg.max_step_disagreement,
+    }
+    return [
+        f"{k} {row[k]:.2f} > {lim:.2f}" for k, lim in limits.items() if k in row and row[k] > lim
+    ]
+
+
+def queue_order(row: Mapping[str, Any]) -> tuple[int, float]:
+    """Most reasons first, then the highest scores (ties: by kind and unit)."""
+    return -len(row["reasons"]), -sum(row.get(k, 0) for k in LIMITS)
 
 
 def route_for_adjudication(
@@ -80,23 +129,10 @@ def route_for_adjudication(
 ) -> list[dict[str, Any]]:
     """Units whose disagreement crosses a threshold: each row has ``reasons`` such as
     ``"winner_entropy 1.58 > 0.90"``; sorted by the number of reasons, then the scores."""
-    cfg = settings or AdjudicationSettings()
-    limits = {
-        "winner_entropy": cfg.max_winner_entropy,
-        "strength_spread": cfg.max_strength_spread,
-        "rubric_spread": cfg.max_rubric_spread,
-        "step_disagreement": cfg.max_step_disagreement,
-    }
     out = []
     for row in disagreement_scores(table):
-        if row["n_labels"] < cfg.min_labels:
-            continue
-        reasons = [
-            f"{k} {row[k]:.2f} > {lim:.2f}"
-            for k, lim in limits.items()
-            if k in row and row[k] > lim
-        ]
+        reasons = reasons_for(row, settings)
         if reasons:
             out.append({**row, "reasons": reasons})
-    out.sort(key=lambda r: (-len(r["reasons"]), -sum(r.get(k, 0) for k in limits)))
+    out.sort(key=queue_order)
     return out

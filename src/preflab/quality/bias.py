@@ -18,8 +18,8 @@ from __future__ import annotations
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -248,6 +248,14 @@ def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) ->
         s = per[j.provenance.rater_id]
         s[0] += int(j.first_shown_chosen)
         s[1] += 1
+    return position_bias_from_counts(per, alpha)
+
+
+def position_bias_from_counts(
+    per: Mapping[str, Sequence[int]], alpha: float = 0.05
+) -> dict[str, Any]:
+    """:func:`position_bias` from ``{rater: (first-shown chosen, non-tied judgments)}`` (the
+    counts are sums over judgments: the streaming report adds them up item by item)."""
 
     def stats(k: int, n: int) -> dict[str, Any]:
         p = binomtest(k, n, 0.5).pvalue if n else 1.0
@@ -315,19 +323,46 @@ def formatting_bias(
     of pairs that differ where the chosen has more."""
     if len(chosen_texts) != len(rejected_texts):
         raise ValueError("pass one chosen and one rejected text per pair")
-    fc = [text_features(t) for t in chosen_texts]
-    fr = [text_features(t) for t in rejected_texts]
-    out = {}
-    for name in FEATURE_NAMES:
-        a = np.array([f[name] for f in fc])
-        b = np.array([f[name] for f in fr])
-        differ = a != b
-        out[name] = {
-            "chosen_share": float(np.mean(a > 0)) if len(a) else float("nan"),
-            "rejected_share": float(np.mean(b > 0)) if len(b) else float("nan"),
-            "n_differ": int(differ.sum()),
-            "chosen_more_share": float(np.mean(a[differ] > b[differ]))
-            if differ.any()
-            else float("nan"),
+    counts = FormattingCounts()
+    for c, r in zip(chosen_texts, rejected_texts):
+        counts.add(text_features(c), text_features(r))
+    return counts.result()
+
+
+@dataclass
+class FormattingCounts:
+    """The sums :func:`formatting_bias` is made of, added pair by pair (mergeable: ``merge``)."""
+
+    n: int = 0
+    #: per feature: [chosen has it, rejected has it, pairs differing, chosen has more]
+    per_feature: dict[str, list[int]] = field(
+        default_factory=lambda: {name: [0, 0, 0, 0] for name in FEATURE_NAMES}
+    )
+
+    def add(self, chosen: Mapping[str, int], rejected: Mapping[str, int]) -> None:
+        self.n += 1
+        for name, acc in self.per_feature.items():
+            a, b = chosen[name], rejected[name]
+            acc[0] += a > 0
+            acc[1] += b > 0
+            if a != b:
+                acc[2] += 1
+                acc[3] += a > b
+
+    def merge(self, other: FormattingCounts) -> None:
+        self.n += other.n
+        for name, acc in self.per_feature.items():
+            for k, v in enumerate(other.per_feature[name]):
+                acc[k] += v
+
+    def result(self) -> dict[str, dict[str, float]]:
+        nan = float("nan")
+        return {
+            name: {
+                "chosen_share": acc[0] / self.n if self.n else nan,
+                "rejected_share": acc[1] / self.n if self.n else nan,
+                "n_differ": acc[2],
+                "chosen_more_share": acc[3] / acc[2] if acc[2] else nan,
+            }
+            for name, acc in self.per_feature.items()
         }
-    return out

@@ -58,7 +58,11 @@ class GoldAccuracy:
 def gold_accuracy(correct: Sequence[bool], confidence: float = 0.95) -> GoldAccuracy:
     """Accuracy on gold items with its Wilson interval."""
     c = np.asarray(correct, dtype=bool)
-    k, n = int(c.sum()), int(len(c))
+    return gold_accuracy_from_counts(int(c.sum()), int(len(c)), confidence)
+
+
+def gold_accuracy_from_counts(k: int, n: int, confidence: float = 0.95) -> GoldAccuracy:
+    """:func:`gold_accuracy` of ``k`` correct answers out of ``n``."""
     low, high = wilson_interval(k, n, confidence)
     return GoldAccuracy(k, n, k / n if n else float("nan"), low, high)
 

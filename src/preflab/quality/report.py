@@ -7,6 +7,15 @@ with the others' consensus, median active time, flags), confusion matrices of ea
 against the consensus, length and position bias, telemetry flags and the adjudication queue.
 ``render_html(report)`` draws it; every piece of text is HTML-escaped (model outputs and ids are
 untrusted).
+
+``build_report`` holds every judgment (the reference). ``report_from_items`` gives the same dict
+from a project given item by item, in memory that does not grow with it
+(:mod:`.accumulate`): counts, alpha, percent agreement, Gwet's AC, the rater table and the bias
+audits stay exact at any size; above fixed bounds (200,000 units per agreement row, 2M length
+pairs, 250,000 times per rater, 50,000 rationales) the figure that needs per-unit data is
+computed on a seeded uniform sample and the report says so (``ci_sample``, ``sample``,
+``median_seconds_sample``, ``telemetry_flags_sample``). Below the bounds both give the same
+numbers (to 1e-12, the same bootstrap draws).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from __future__ import annotations
 import html
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +32,7 @@ import orjson
 
 from preflab.schema import Item, JudgmentBase, PairwiseJudgment, parse_judgment
 
+from .accumulate import Batches, Bounds, ReportAccumulator, guideline_version_of
 from .adjudication import AdjudicationSettings, route_for_adjudication
 from .agreement.cohen import confusion_table
 from .agreement.preference import agreement_summary, intransitive_triads
@@ -75,13 +85,6 @@ def _clean(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [_clean(v) for v in x]
     return x
-
-
-def guideline_version_of(judgment: JudgmentBase) -> str:
-    """``v3`` for the guideline (project settings) version a rater saw; ``unrecorded`` when the
-    label does not say (imports without the field, judgments from before 0010)."""
-    version = judgment.provenance.guideline_version
-    return "unrecorded" if version is None else f"v{version}"
 
 
 def agreement_by_guideline_version(
@@ -248,6 +251,38 @@ def build_report(
     return cleaned
 
 
+def report_from_items(
+    records: Iterable[tuple[Sequence[JudgmentBase], Item | None]],
+    batches: Batches = None,
+    metrics: Mapping[str, str] | None = None,
+    n_boot: int = 200,
+    adjudication: AdjudicationSettings | None = None,
+    max_queue: int = 200,
+    include_ai: bool = False,
+    bounds: Bounds | None = None,
+) -> dict[str, Any]:
+    """:func:`build_report` of a project given item by item: ``records`` yields each item's
+    judgments (all of them, in row order) with the item (or ``None``), and is read once.
+
+    Memory does not grow with the project: each item is folded into sums as it comes
+    (:mod:`preflab.quality.accumulate` says what is exact and what is sampled above which
+    bound). Below the bounds the dict equals :func:`build_report`'s on the same judgments.
+    """
+    acc = ReportAccumulator(
+        batches=batches,
+        metrics=metrics,
+        n_boot=n_boot,
+        adjudication=adjudication,
+        max_queue=max_queue,
+        include_ai=include_ai,
+        bounds=bounds,
+    )
+    for judgments, item in records:
+        acc.add(judgments, item)
+    cleaned: dict[str, Any] = _clean(acc.result())
+    return cleaned
+
+
 # ---------------------------------------------------------------- HTML
 
 
@@ -331,6 +366,22 @@ def _label_set_html(label_set: Mapping[str, Any] | None) -> str:
     )
 
 
+def _ci_sample_html(rows: list[Mapping[str, Any]], group: str = "batch") -> str:
+    """Which rows' intervals come from a sample of units, and how large."""
+    notes = [
+        f"{_e(a[group])} {_e(a['kind'])}.{_e(a['dimension'])}: {_e(a['ci_sample']['units'])} "
+        f"of {_e(a['ci_sample']['of'])} units"
+        for a in rows
+        if a.get("ci_sample")
+    ]
+    if not notes:
+        return ""
+    return (
+        "<p>Alpha's interval bootstrapped on a seeded uniform sample of pairable units "
+        f"(alpha itself over all units): {'; '.join(notes)}.</p>"
+    )
+
+
 def render_html(report: Mapping[str, Any], title: str = "preflab quality report") -> str:
     """A self-contained HTML page of a :func:`build_report` dict (no scripts, no network)."""
     out = [
@@ -378,6 +429,7 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             ],
         )
     )
+    out.append(_ci_sample_html(ag))
     by_version = report.get("agreement_by_guideline_version") or []
     if by_version:
         out.append("<h2>Agreement per guideline version</h2>")
@@ -398,6 +450,7 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
                 ],
             )
         )
+        out.append(_ci_sample_html(by_version, "guideline_version"))
     out.append(
         _bar_svg(
             [
@@ -441,6 +494,16 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             rows,
         )
     )
+    medians = [
+        f"{_e(r)}: {_e(s['median_seconds_sample']['labels'])} of {_e(s['median_seconds_sample']['of'])}"
+        for r, s in (report.get("raters") or {}).items()
+        if s.get("median_seconds_sample")
+    ]
+    if medians:
+        out.append(
+            "<p>Median seconds on a seeded uniform sample of a rater's labels (sample of all): "
+            f"{'; '.join(medians)}.</p>"
+        )
     conf = report.get("confusion") or {}
     if conf:
         out.append("<h2>Confusion vs consensus of the others</h2>")
@@ -507,6 +570,12 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         out.append(
             f"<p>Chosen longer in {_fmt(lb.get('share_chosen_longer'))} of {_e(lb.get('n_differ'))} pairs with different lengths.</p>"
         )
+        if lb.get("sample"):
+            out.append(
+                f"<p>Ratio quantiles and the logistic slope on a seeded uniform sample of "
+                f"{_e(lb['sample']['pairs'])} of {_e(lb['sample']['of'])} pairs (counts, share and "
+                "histogram over all pairs).</p>"
+            )
         if lb.get("ratio_histogram"):
             out.append(_hist_svg(lb["ratio_histogram"], "log2(len chosen / len rejected), -3 … 3"))
         if lb.get("logistic"):
@@ -528,6 +597,12 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
     fl = report.get("telemetry_flags") or []
     if fl:
         out.append("<h2>Telemetry flags (evidence, not verdicts)</h2>")
+        fs = report.get("telemetry_flags_sample")
+        if fs:
+            out.append(
+                f"<p>Near-duplicate rationales compared within the first {_e(fs['rationales'])} "
+                f"(a sample of {_e(fs['of'])}) rationales.</p>"
+            )
         out.append(
             _table(
                 ["item", "rater", "flag", "evidence"],

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
@@ -448,11 +449,14 @@ def iter_items_with_judgments(
     )
     if not include_excluded:
         judg_stmt = judg_stmt.where(judgments.excluded.is_(False))
-    all_pks = session.scalars(
-        select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)
-    ).all()
+    # the pks as one int64 array: 8 bytes an item (a list of Python ints costs 36)
+    all_pks = np.fromiter(
+        session.scalars(select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)),
+        dtype=np.int64,
+    )
     for start in range(0, len(all_pks), chunk):
-        first, last = all_pks[start], all_pks[min(start + chunk, len(all_pks)) - 1]
+        first = int(all_pks[start])
+        last = int(all_pks[min(start + chunk, len(all_pks)) - 1])
         # rows unpacked into names: several times cheaper than indexing them column by column
         rows = [
             r

@@ -1,0 +1,835 @@
+"""The quality report in memory that does not grow with the project: item by item accumulators.
+
+:class:`ReportAccumulator` takes a project one item at a time (the item and its judgments, as
+the store or a JSONL file yields them), resolves that item's labels (the label-set rule is per
+unit, and every unit belongs to one item) and folds them at once into sums; nothing of the item
+is kept but what the statistics need. :meth:`ReportAccumulator.result` gives the dict of
+:func:`preflab.quality.report.build_report`.
+
+What is exact and what is sampled (``bounds``, :class:`Bounds`):
+
+* Exact at any size (sums over units or judgments): the label-set counts, every count in the
+  report, alpha's point estimate (the coincidence matrix is a sum over units), percent agreement
+  and Gwet's AC (sums over units), leave-one-out agreement and the confusion tables against the
+  others' consensus (per unit, summed per rater), gold accuracy, position bias, formatting bias,
+  the length-bias counts, share and histogram, intransitive triads, every telemetry flag of a
+  judgment's own telemetry, the adjudication queue's top ``max_queue`` rows and its total.
+* Kept whole up to a bound, then sampled (seeded, uniform, reservoir sampling), and said so:
+  the units of one agreement row (``units``, 200,000): above it the bootstrap interval of alpha
+  is computed on a sample of that many pairable units, the row says
+  ``"ci_sample": {"units": 200000, "of": N}``; the chosen/rejected length pairs (``pairs``,
+  2,000,000): above it the length ratio quantiles and the logistic slope come from a sample,
+  ``length_bias["sample"] = {"pairs": ..., "of": ...}``; one rater's active times
+  (``times_per_rater``, 250,000): above it the median is a sample's,
+  ``raters[r]["median_seconds_sample"] = {"labels": ..., "of": ...}``; the rationales compared
+  for near duplicates (``rationales``, 50,000): the first that many,
+  ``telemetry_flags_sample = {"rationales": ..., "of": ...}`` in the report.
+
+Below every bound the result equals :func:`build_report` on the same judgments (the unit
+bootstrap draws the same units: the kept rows go through the same functions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+import random
+from array import array
+from collections import Counter, OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from preflab.schema import Item, JudgmentBase, PairwiseJudgment
+
+from .adjudication import (
+    AdjudicationSettings,
+    group_labels,
+    queue_order,
+    reasons_for,
+    unit_scores,
+)
+from .agreement.cohen import Weights
+from .agreement.gwet import gwet_ac, gwet_weights
+from .agreement.krippendorff import alpha_from_coincidence, krippendorff_alpha_ci
+from .agreement.percent import percent_agreement
+from .agreement.preference import DEFAULT_LEVELS, level_for
+from .bias import (
+    FEATURE_NAMES,
+    FormattingCounts,
+    length_bias,
+    position_bias_from_counts,
+    text_features,
+    word_length,
+)
+from .gold import gold_accuracy_from_counts, score_gold
+from .labels import LABEL_SET_RULE, resolve_labels
+from .telemetry import TelemetrySettings, judgment_flags, near_duplicate_pairs
+
+Batches = Mapping[str, Any] | Callable[[JudgmentBase], Any] | None
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Above these sizes a statistic that needs per-unit data works on a seeded sample (module
+    docstring); below them everything is exact."""
+
+    units: int = 200_000
+    pairs: int = 2_000_000
+    times_per_rater: int = 250_000
+    rationales: int = 50_000
+    text_cache: int = 65_536
+
+
+def guideline_version_of(judgment: JudgmentBase) -> str:
+    """``v3`` for the guideline (project settings) version a rater saw; ``unrecorded`` when the
+    label does not say (imports without the field, judgments from before 0010)."""
+    version = judgment.provenance.guideline_version
+    return "unrecorded" if version is None else f"v{version}"
+
+
+class Reservoir:
+    """The first ``bound`` things added, then a uniform sample of that size (algorithm R,
+    seeded): ``seen`` counts everything added."""
+
+    def __init__(self, bound: int, seed: int = 0, typecode: str | None = None) -> None:
+        self.bound = bound
+        # numbers in an array: 8 bytes each instead of a Python object's 32
+        self.items: MutableSequence[Any] = array(typecode) if typecode else []
+        self.seen = 0
+        self._rng = random.Random(seed)
+
+    @property
+    def sampled(self) -> bool:
+        return self.seen > self.bound
+
+    def add(self, thing: Any) -> None:
+        self.seen += 1
+        if len(self.items) < self.bound:
+            self.items.append(thing)
+            return
+        k = self._rng.randrange(self.seen)
+        if k < self.bound:
+            self.items[k] = thing
+
+
+class AgreementGroup:
+    """One agreement row (a batch or guideline version, kind and dimension), unit by unit.
+
+    Keeps each unit's values (with its name, for the unit order the bootstrap draws from) until
+    more than ``bound`` units have values; then only sums over units (patterns of values, folded
+    into the coincidence matrix and Gwet's sums) and a reservoir of pairable units for the
+    interval."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.n_labels = 0
+        self.n_units = 0
+        self.n_pairable_units = 0
+        self.raters: set[Any] = set()
+        self.integral = True
+        self.units: list[tuple[str, tuple[float, ...]]] = []  # units with a value, while exact
+        self.sample: Reservoir | None = None
+        self.patterns: Counter[tuple[float, ...]] = Counter()
+        self.n_pairable = 0  # units with two or more values (the bootstrap's units)
+        # sums over units (only once sampled): alpha's coincidences, percent agreement, Gwet
+        self.coincidence: defaultdict[tuple[float, float], float] = defaultdict(float)
+        self.pct = [0.0, 0]
+        self.gwet_s: defaultdict[tuple[float, float], float] = defaultdict(float)
+        self.gwet_t = 0.0
+        self.gwet_pi: defaultdict[float, float] = defaultdict(float)
+        self.gwet_rated = 0
+
+    def add_unit(self, unit: str, values: Sequence[float], raters: Iterable[Any]) -> None:
+        self.n_labels += len(values)
+        self.n_units += 1
+        self.n_pairable_units += len(values) >= 2
+        self.raters.update(raters)
+        finite = tuple(sorted(v for v in values if not math.isnan(v)))
+        if not finite:
+            return
+        if self.integral and any(v != round(v) for v in finite):
+            self.integral = False
+        if len(finite) >= 2:
+            self.n_pairable += 1
+        if self.sample is None:
+            self.units.append((unit, finite))
+            if len(self.units) > self.bound:
+                self._start_sampling()
+            return
+        self.patterns[finite] += 1
+        if len(finite) >= 2:
+            self.sample.add(finite)
+        if len(self.patterns) > 4 * self.bound:
+            self._fold()
+
+    def _start_sampling(self) -> None:
+        self.sample = Reservoir(self.bound, seed=0)
+        for _, finite in self.units:
+            self.patterns[finite] += 1
+            if len(finite) >= 2:
+                self.sample.add(finite)
+        self.units = []
+        self._fold()
+
+    def _fold(self) -> None:
+        """Add the patterns to the sums (a pattern is a unit's sorted values)."""
+        for finite, times in self.patterns.items():
+            counts = Counter(finite)
+            m = len(finite)
+            self.gwet_rated += times
+            for c, n_c in counts.items():
+                self.gwet_pi[c] += times * n_c / m
+            if m < 2:
+                continue
+            self.pct[0] += times * sum(n * (n - 1) for n in counts.values()) / (m * (m - 1))
+            self.pct[1] += times
+            self.gwet_t += times / (m - 1)
+            for c, n_c in counts.items():
+                for k, n_k in counts.items():
+                    pair = n_c * n_k - (n_c if c == k else 0)
+                    if pair:
+                        self.coincidence[(c, k)] += times * pair / (m - 1)
+                    self.gwet_s[(c, k)] += times * n_c * n_k / (m * (m - 1))
+        self.patterns.clear()
+
+    def row(
+        self, key: tuple[str, str, str], levels: Mapping[str, str], n_boot: int
+    ) -> dict[str, Any]:
+        batch, kind, dim = key
+        level = level_for(dim, np.array([] if self.integral else [0.5]), levels)
+        gwet_w: Weights = (
+            None if level == "nominal" else ("linear" if level == "ordinal" else "quadratic")
+        )
+        head = {
+            "batch": batch,
+            "kind": kind,
+            "dimension": dim,
+            "level": level,
+            "n_labels": self.n_labels,
+            "n_units": self.n_units,
+            "n_pairable_units": self.n_pairable_units,
+            "n_raters": len(self.raters),
+        }
+        if self.sample is None:
+            units, values = _long(self.units)
+            ci = krippendorff_alpha_ci(units, values, level, n_boot=n_boot, seed=0)
+            return {
+                **head,
+                "alpha": ci.estimate,
+                "alpha_low": ci.low,
+                "alpha_high": ci.high,
+                "percent_agreement": percent_agreement(units, values),
+                "gwet_ac": gwet_ac(units, values, gwet_w),
+            }
+        self._fold()
+        units, values = _long([(str(k), v) for k, v in enumerate(self.sample.items)])
+        ci = krippendorff_alpha_ci(units, values, level, n_boot=n_boot, seed=0)
+        return {
+            **head,
+            "alpha": self._alpha(level),
+            "alpha_low": ci.low,
+            "alpha_high": ci.high,
+            "percent_agreement": self.pct[0] / self.pct[1] if self.pct[1] else float("nan"),
+            "gwet_ac": self._gwet(gwet_w),
+            "ci_sample": {"units": len(self.sample.items), "of": self.sample.seen},
+        }
+
+    def _alpha(self, level: Any) -> float:
+        domain = np.array(
+            sorted({c for c, _ in self.coincidence} | {k for _, k in self.coincidence})
+        )
+        if not len(domain):
+            return float("nan")
+        index = {v: i for i, v in enumerate(domain.tolist())}
+        o = np.zeros((len(domain), len(domain)))
+        for (c, k), w in self.coincidence.items():
+            o[index[c], index[k]] = w
+        return alpha_from_coincidence(o, domain, level)
+
+    def _gwet(self, weights: Weights) -> float:
+        cats = np.array(sorted(self.gwet_pi))
+        q = len(cats)
+        paired = self.pct[1]
+        if q < 2:
+            return 1.0 if paired else float("nan")
+        if not paired:
+            return float("nan")
+        w = gwet_weights(cats, weights)
+        idx = {v: i for i, v in enumerate(cats.tolist())}
+        p_a = (
+            sum(w[idx[c], idx[k]] * s for (c, k), s in self.gwet_s.items()) - self.gwet_t
+        ) / paired
+        pi_k = np.array([self.gwet_pi[c] / self.gwet_rated for c in cats.tolist()])
+        p_e = float(w.sum() / (q * (q - 1)) * (pi_k * (1 - pi_k)).sum())
+        if p_e >= 1:
+            return float("nan")
+        return float((p_a - p_e) / (1 - p_e))
+
+
+def _long(units: Sequence[tuple[str, tuple[float, ...]]]) -> tuple[np.ndarray, np.ndarray]:
+    """The long ``(units, values)`` columns of kept units."""
+    names = np.empty(len(units), dtype=object)
+    names[:] = [u for u, _ in units]
+    lengths = np.fromiter((len(v) for _, v in units), dtype=np.int64, count=len(units))
+    values = np.fromiter((x for _, v in units for x in v), dtype=float, count=int(lengths.sum()))
+    return np.repeat(names, lengths), values
+
+
+class TextFeatures:
+    """Word length and formatting features of candidate texts, computed once per distinct text
+    (a bounded LRU keyed by a hash of the text)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._lengths: OrderedDict[bytes, int] = OrderedDict()
+        self._features: OrderedDict[bytes, dict[str, int]] = OrderedDict()
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def _get(self, cache: OrderedDict[bytes, Any], text: str, fn: Callable[[str], Any]) -> Any:
+        key = self.key(text)
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+        value = fn(text)
+        cache[key] = value
+        if len(cache) > self.size:
+            cache.popitem(last=False)
+        return value
+
+    def length(self, text: str) -> int:
+        result: int = self._get(self._lengths, text, word_length)
+        return result
+
+    def features(self, text: str) -> dict[str, int]:
+        result: dict[str, int] = self._get(self._features, text, text_features)
+        return result
+
+
+class ReportAccumulator:
+    """Feed items with :meth:`add` (each item once, with all its judgments in row order), then
+    :meth:`result`. See the module docstring for what is exact and what is sampled."""
+
+    def __init__(
+        self,
+        batches: Batches = None,
+        metrics: Mapping[str, str] | None = None,
+        n_boot: int = 200,
+        adjudication: AdjudicationSettings | None = None,
+        max_queue: int = 200,
+        include_ai: bool = False,
+        bounds: Bounds | None = None,
+        telemetry: TelemetrySettings | None = None,
+    ) -> None:
+        self.batches = batches
+        self.metrics = dict(metrics or {})
+        self.n_boot = n_boot
+        self.adjudication = adjudication
+        self.max_queue = max_queue
+        self.include_ai = include_ai
+        self.bounds = bounds or Bounds()
+        self.telemetry = telemetry or TelemetrySettings()
+        self.texts = TextFeatures(self.bounds.text_cache)
+        self.judgments_in = 0
+        self.n_used = 0
+        self.n_labels = 0
+        self.set_aside: Counter[str] = Counter()
+        self.kinds: set[str] = set()
+        self.any_item = False
+        self.any_pairwise = False
+        self.groups: dict[tuple[str, str, str], AgreementGroup] = {}
+        self.by_version: dict[tuple[str, str, str], AgreementGroup] = {}
+        self.any_version = False
+        self.labels: Counter[str] = Counter()
+        self.rater_order: dict[str, None] = {}
+        self.times: dict[str, Reservoir] = {}
+        self.loo: dict[str, list[float]] = {}
+        self.confusion: dict[str, Counter[tuple[float, float]]] = {}
+        self.main_values: set[float] = set()
+        self.gold: dict[str, list[int]] = {}
+        self.position: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self.formatting = FormattingCounts()
+        self.pairs_c = array("q")
+        self.pairs_r = array("q")
+        self.pair_sample: Reservoir | None = None
+        self.pending_c: list[int] = []
+        self.pending_r: list[int] = []
+        self.pair_sums = [0, 0, 0]  # pairs, pairs of different lengths, chosen longer
+        self.pair_hist = np.zeros(24, dtype=np.int64)
+        # telemetry flags: with too_fast (needs pairwise judgments somewhere) and without
+        self.flags: list[list[dict[str, Any]]] = [[], []]
+        self.flag_counts: list[dict[str, dict[str, int]]] = [{}, {}]
+        self.rationales: list[tuple[int, str, str, str]] = []
+        self.n_rationales = 0
+        self.triads: dict[str, list[int]] = {}
+        self.queue: list[tuple[Any, ...]] = []  # a heap of the top max_queue rows
+        self.queue_total = 0
+        self._queue_seq = 0
+
+    # ---------------------------------------------------------------- per item
+
+    def _batch(self, j: JudgmentBase) -> str:
+        if self.batches is None:
+            return "all"
+        if callable(self.batches):
+            return str(self.batches(j))
+        return str(self.batches.get(j.item_id, "all"))
+
+    def add(self, judgments: Sequence[JudgmentBase], item: Item | None = None) -> None:
+        """One item's judgments (all of them, in row order) and the item when known."""
+        label_set = resolve_labels(judgments, include_ai=self.include_ai)
+        self.judgments_in += label_set.judgments_in
+        self.set_aside.update(label_set.set_aside)
+        js = label_set.judgments
+        base = self.n_used
+        self.n_used += len(js)
+        if item is not None:
+            self.any_item = True
+        if not js:
+            return
+        cols: dict[str, list[Any]] = {k: [] for k in ("u", "r", "v", "i", "d", "k", "b", "g")}
+        for j in js:
+            rater = j.provenance.rater_id
+            self.kinds.add(j.kind)
+            self.labels[rater] += 1
+            self.rater_order.setdefault(rater, None)
+            if j.provenance.guideline_version is not None:
+                self.any_version = True
+            batch, version = self._batch(j), guideline_version_of(j)
+            for row in j.label_rows():
+                cols["u"].append(row.unit)
+                cols["r"].append(row.rater)
+                cols["v"].append(row.value)
+                cols["i"].append(row.item_id)
+                cols["d"].append(row.dimension)
+                cols["k"].append(row.kind)
+                cols["b"].append(batch)
+                cols["g"].append(version)
+            self._time(j)
+        self.n_labels += len(cols["v"])
+        self._agreement(cols)
+        self._main(cols)
+        self._item_tables(cols, js)
+        lens = self._candidate_lengths(item)
+        self._gold_and_bias(js, item, lens)
+        self._telemetry(js, base, lens)
+
+    def _time(self, j: JudgmentBase) -> None:
+        p = j.provenance
+        ms: float | None = None
+        if p.telemetry is not None and p.telemetry.active_ms is not None:
+            ms = p.telemetry.active_ms
+        elif p.started_at and p.submitted_at:
+            ms = (p.submitted_at - p.started_at).total_seconds() * 1000
+        if ms is None:
+            return
+        times = self.times.get(p.rater_id)
+        if times is None:
+            times = self.times[p.rater_id] = Reservoir(
+                self.bounds.times_per_rater, seed=0, typecode="d"
+            )
+        times.add(ms)
+
+    def _agreement(self, cols: Mapping[str, list[Any]]) -> None:
+        for groups, batch_col in ((self.groups, "b"), (self.by_version, "g")):
+            units: dict[tuple[str, str, str], dict[str, tuple[list[float], list[Any]]]] = {}
+            for u, r, v, d, k, b in zip(
+                cols["u"], cols["r"], cols["v"], cols["d"], cols["k"], cols[batch_col]
+            ):
+                per_unit = units.setdefault((b, k, d), {})
+                vals_raters = per_unit.get(u)
+                if vals_raters is None:
+                    per_unit[u] = ([v], [r])
+                else:
+                    vals_raters[0].append(v)
+                    vals_raters[1].append(r)
+            for key, per_unit in units.items():
+                group = groups.get(key)
+                if group is None:
+                    group = groups[key] = AgreementGroup(self.bounds.units)
+                for unit, (vals, raters) in per_unit.items():
+                    group.add_unit(unit, vals, raters)
+
+    def _main(self, cols: Mapping[str, list[Any]]) -> None:
+        """Leave-one-out agreement and confusion against the others' consensus (winner, thumb)."""
+        by_unit: dict[str, list[tuple[str, float]]] = {}
+        for u, r, v, d in zip(cols["u"], cols["r"], cols["v"], cols["d"]):
+            if d in ("winner", "thumb"):
+                by_unit.setdefault(u, []).append((r, float(v)))
+        for labels in by_unit.values():
+            finite = [(r, v) for r, v in labels if not math.isnan(v)]
+            counts: dict[float, int] = {}
+            for _, v in finite:
+                counts[v] = counts.get(v, 0) + 1
+            self.main_values.update(counts)
+            # distinct raters and no missing value (the usual unit): the others' consensus of
+            # the confusion table is the leave-one-out top
+            simple = len(finite) == len(labels) and len({r for r, _ in labels}) == len(labels)
+            for r, v in finite:
+                acc = self.loo.setdefault(r, [0.0, 0])
+                if len(finite) < 2:
+                    continue  # nobody else labelled the unit
+                top, n_top, top_value = -1, 0, v
+                for w, n in counts.items():
+                    if w == v:
+                        n -= 1
+                    if n > top:
+                        top, n_top, top_value = n, 1, w
+                    elif n == top:
+                        n_top += 1
+                mine_top = counts[v] - 1 == top
+                acc[0] += (1.0 if mine_top else 0.0) if n_top == 1 else (0.5 if mine_top else 0.0)
+                acc[1] += 1
+                if simple and n_top == 1:
+                    self.confusion.setdefault(r, Counter())[(v, top_value)] += 1
+            if not simple:
+                self._confusion(labels)
+
+    def _confusion(self, labels: Sequence[tuple[str, float]]) -> None:
+        """Each rater's label against the majority of the other raters' labels of a unit."""
+        for r, v in labels:
+            rest = [w for other, w in labels if other != r]
+            if not rest:
+                continue
+            if any(math.isnan(w) for w in rest):  # np.unique's NaN rule, as build_report
+                vals, n = np.unique(rest, return_counts=True)
+                tops = [float(vals[np.argmax(n)])] if (n == n.max()).sum() == 1 else []
+            else:
+                votes = Counter(rest)
+                most = max(votes.values())
+                tops = [w for w, c in votes.items() if c == most]
+            if len(tops) == 1:
+                table = self.confusion.setdefault(r, Counter())
+                if not (math.isnan(v) or math.isnan(tops[0])):
+                    table[(v, tops[0])] += 1
+
+    def _item_tables(self, cols: Mapping[str, list[Any]], js: Sequence[JudgmentBase]) -> None:
+        """Intransitive triads and the adjudication queue: both per item."""
+        if "winner" in cols["d"]:
+            for rater, t in _triads(cols).items():
+                acc = self.triads.setdefault(rater, [0, 0])
+                acc[0] += t[0]
+                acc[1] += t[1]
+        if any(int(j.provenance.review_pass) == 2 for j in js):
+            return  # an item an adjudicator already settled is not queued again
+        groups, item_of = group_labels(cols["u"], cols["i"], cols["k"], cols["d"], cols["v"])
+        for (kind, unit), dims in groups.items():
+            row = unit_scores(kind, unit, item_of[(kind, unit)], dims)
+            reasons = reasons_for(row, self.adjudication)
+            if not reasons:
+                continue
+            row["reasons"] = reasons
+            self.queue_total += 1
+            # build_report's order: most reasons, then highest scores, then (kind, unit)
+            most, highest = queue_order(row)
+            key = (-most, -highest, _Desc(kind), _Desc(unit))
+            entry = (key, self._queue_seq, row)
+            self._queue_seq += 1
+            if len(self.queue) < self.max_queue:
+                heapq.heappush(self.queue, entry)
+            elif self.max_queue and key > self.queue[0][0]:
+                heapq.heapreplace(self.queue, entry)
+
+    def _candidate_lengths(self, item: Item | None) -> dict[str | None, tuple[str, int]]:
+        if item is None:
+            return {}
+        out: dict[str | None, tuple[str, int]] = {}
+        for c in item.candidates:
+            text = c.as_text()
+            out[c.id] = (text, self.texts.length(text))
+        return out
+
+    def _gold_and_bias(
+        self,
+        js: Sequence[JudgmentBase],
+        item: Item | None,
+        lens: Mapping[str | None, tuple[str, int]],
+    ) -> None:
+        gold = item.gold.model_dump() if item is not None and item.gold is not None else None
+        chosen: list[int] = []
+        rejected: list[int] = []
+        for j in js:
+            rater = j.provenance.rater_id
+            if gold is not None and item is not None and int(j.provenance.review_pass) == 0:
+                correct = score_gold(j, item.id or j.item_id, gold)
+                if correct is not None:
+                    acc = self.gold.setdefault(rater, [0, 0])
+                    acc[0] += int(correct)
+                    acc[1] += 1
+            if not isinstance(j, PairwiseJudgment):
+                continue
+            self.any_pairwise = True
+            if j.first_shown_chosen is not None:
+                pos = self.position[rater]
+                pos[0] += int(j.first_shown_chosen)
+                pos[1] += 1
+            if j.chosen is None or j.chosen not in lens or j.rejected not in lens:
+                continue
+            (text_c, len_c), (text_r, len_r) = lens[j.chosen], lens[j.rejected]
+            chosen.append(len_c)
+            rejected.append(len_r)
+            self.formatting.add(self.texts.features(text_c), self.texts.features(text_r))
+        if chosen:
+            self.pending_c.extend(chosen)
+            self.pending_r.extend(rejected)
+            if len(self.pending_c) >= 65_536:
+                self._pairs()
+
+    def _pairs(self) -> None:
+        """Fold the pending chosen/rejected lengths into the sums and the kept pairs."""
+        chosen, rejected = self.pending_c, self.pending_r
+        self.pending_c, self.pending_r = [], []
+        if not chosen:
+            return
+        c = np.array(chosen, dtype=float)
+        r = np.array(rejected, dtype=float)
+        differ = c != r
+        self.pair_sums[0] += len(c)
+        self.pair_sums[1] += int(differ.sum())
+        self.pair_sums[2] += int((c[differ] > r[differ]).sum())
+        ok = (c > 0) & (r > 0)
+        self.pair_hist += np.histogram(np.log2(c[ok] / r[ok]), bins=np.linspace(-3, 3, 25))[0]
+        if self.pair_sample is None:
+            self.pairs_c.extend(chosen)
+            self.pairs_r.extend(rejected)
+            if len(self.pairs_c) <= self.bounds.pairs:
+                return
+            # a pair as one int64 (chosen << 32 | rejected: word counts fit 32 bits)
+            self.pair_sample = Reservoir(self.bounds.pairs, seed=0, typecode="q")
+            for c_len, r_len in zip(self.pairs_c, self.pairs_r):
+                self.pair_sample.add(c_len << 32 | r_len)
+            self.pairs_c, self.pairs_r = array("q"), array("q")
+            return
+        for c_len, r_len in zip(chosen, rejected):
+            self.pair_sample.add(c_len << 32 | r_len)
+
+    def _telemetry(
+        self, js: Sequence[JudgmentBase], base: int, lens: Mapping[str | None, tuple[str, int]]
+    ) -> None:
+        cfg = self.telemetry
+        for k, j in enumerate(js):
+            words = sum(lens[c][1] for c in j.candidate_ids() if c in lens) if lens else 0
+            if j.provenance.telemetry is not None:
+                for name, evidence in judgment_flags(j, words or None, cfg):
+                    entry = self._flag_entry(base + k, j, name, evidence)
+                    self._count_flag(entry, 0)
+                    if name != "too_fast":
+                        self._count_flag(entry, 1)
+            if j.rationale and len(j.rationale) >= 20:
+                self.n_rationales += 1
+                if len(self.rationales) < self.bounds.rationales:
+                    self.rationales.append(
+                        (base + k, j.item_id, j.provenance.rater_id, j.rationale)
+                    )
+
+    @staticmethod
+    def _flag_entry(index: int, j: JudgmentBase, name: str, evidence: Any) -> dict[str, Any]:
+        return {
+            "index": index,
+            "item_id": j.item_id,
+            "rater": j.provenance.rater_id,
+            "flag": name,
+            "evidence": evidence,
+        }
+
+    def _count_flag(self, entry: dict[str, Any], which: int) -> None:
+        if len(self.flags[which]) < 1000:
+            self.flags[which].append(entry)
+        per = self.flag_counts[which].setdefault(entry["rater"], {})
+        per[entry["flag"]] = per.get(entry["flag"], 0) + 1
+
+    # ---------------------------------------------------------------- the report
+
+    def result(self) -> dict[str, Any]:
+        """The report dict (as :func:`preflab.quality.report.build_report`'s, plus the
+        ``*_sample`` notes of the module docstring where a bound was passed)."""
+        agreement = [
+            g.row(key, self.metrics, self.n_boot) for key, g in sorted(self.groups.items())
+        ]
+        by_version = []
+        if self.any_version:
+            for key, g in sorted(self.by_version.items()):
+                row = g.row(key, self.metrics, self.n_boot)
+                by_version.append({"guideline_version": row.pop("batch"), **row})
+        raters: dict[str, dict[str, Any]] = {
+            r: {"labels": self.labels[r]} for r in self.rater_order
+        }
+        for r, times in self.times.items():
+            raters[r]["median_seconds"] = float(np.median(np.asarray(times.items))) / 1000
+            if times.sampled:
+                raters[r]["median_seconds_sample"] = {"labels": len(times.items), "of": times.seen}
+        for r, (total, n) in sorted(self.loo.items()):
+            raters[r]["consensus_agreement"] = total / n if n else float("nan")
+            raters[r]["consensus_n"] = n
+        confusions = {}
+        if self.loo or self.confusion:
+            cats = np.array(sorted(self.main_values))
+            index = {v: i for i, v in enumerate(cats.tolist())}
+            for r, pairs in self.confusion.items():
+                tab = np.zeros((len(cats), len(cats)), dtype=int)
+                for (mine, cons), n in pairs.items():
+                    tab[index[mine], index[cons]] += n
+                confusions[r] = {"categories": cats.tolist(), "table": tab.tolist()}
+        honeypots = {r: acc for r, acc in self.gold.items()}
+        for r, (k, n) in honeypots.items():
+            raters[r]["gold"] = gold_accuracy_from_counts(k, n).as_dict()
+        pos = position_bias_from_counts(self.position) if self.any_pairwise else None
+        if pos:
+            for r, s in pos["per_rater"].items():
+                raters[r]["first_shown_share"] = s["share"]
+        self._pairs()
+        length = formatting = None
+        if self.any_item and self.any_pairwise and self.pair_sums[0]:
+            length, formatting = self._length(), self.formatting.result()
+        which = 0 if self.any_item and self.any_pairwise else 1
+        flags = list(self.flags[which])
+        counts = {r: dict(per) for r, per in self.flag_counts[which].items()}
+        for f in self._near_duplicates():
+            if len(flags) < 1000:
+                flags.append(f)
+            per = counts.setdefault(f["rater"], {})
+            per[f["flag"]] = per.get(f["flag"], 0) + 1
+        for r, per in counts.items():
+            raters[r]["flags"] = per
+        for r, (triads, cycles) in self.triads.items():
+            if triads:
+                raters[r]["intransitive_rate"] = cycles / triads
+        queue = [row for _, _, row in sorted(self.queue, reverse=True)]
+        report: dict[str, Any] = {
+            "label_set": {
+                "rule": LABEL_SET_RULE,
+                "include_ai": self.include_ai,
+                "judgments_in": self.judgments_in,
+                "judgments_used": self.n_used,
+                "set_aside": dict(sorted(self.set_aside.items())),
+            },
+            "n_judgments": self.n_used,
+            "n_labels": self.n_labels,
+            "n_raters": len(raters),
+            "kinds": sorted(self.kinds),
+            "agreement": agreement,
+            "agreement_by_guideline_version": by_version,
+            "raters": {r: raters[r] for r in sorted(raters)},
+            "confusion": confusions,
+            "position_bias": pos,
+            "length_bias": length,
+            "formatting_bias": formatting,
+            "telemetry_flags": flags,
+            "adjudication_queue": queue,
+            "adjudication_total": self.queue_total,
+            "gold_accuracy": gold_accuracy_from_counts(
+                sum(k for k, _ in honeypots.values()), sum(n for _, n in honeypots.values())
+            ).as_dict()
+            if honeypots
+            else None,
+        }
+        if self.n_rationales > len(self.rationales):
+            report["telemetry_flags_sample"] = {
+                "rationales": len(self.rationales),
+                "of": self.n_rationales,
+            }
+        return report
+
+    def _length(self) -> dict[str, Any]:
+        if self.pair_sample is None:
+            return length_bias(self.pairs_c, self.pairs_r)
+        sample = np.asarray(self.pair_sample.items, dtype=np.int64)
+        out = length_bias(list(sample >> 32), list(sample & 0xFFFFFFFF))
+        n, n_differ, longer = self.pair_sums
+        out.update(
+            n_pairs=n,
+            n_differ=n_differ,
+            share_chosen_longer=longer / n_differ if n_differ else float("nan"),
+            ratio_histogram=self.pair_hist.tolist(),
+            sample={"pairs": len(sample), "of": self.pair_sample.seen},
+        )
+        return out
+
+    def _near_duplicates(self) -> list[dict[str, Any]]:
+        cfg = self.telemetry
+        kept = self.rationales
+        dups = near_duplicate_pairs(
+            [t for *_, t in kept],
+            [r for _, _, r, _ in kept],
+            cfg.min_jaccard,
+            cfg.shingle,
+            cfg.num_perm,
+        )
+        out = []
+        for a, b, sim in dups:
+            (ia, item_a, ra, _), (ib, item_b, rb, _) = kept[a], kept[b]
+            out.append(
+                {
+                    "index": ia,
+                    "item_id": item_a,
+                    "rater": ra,
+                    "flag": "near_duplicate_rationale",
+                    "evidence": {"other_index": ib, "other_rater": rb, "jaccard": sim},
+                }
+            )
+            out.append(
+                {
+                    "index": ib,
+                    "item_id": item_b,
+                    "rater": rb,
+                    "flag": "near_duplicate_rationale",
+                    "evidence": {"other_index": ia, "other_rater": ra, "jaccard": sim},
+                }
+            )
+        return out
+
+
+class _Desc:
+    """A string that sorts in reverse (so that a max-heap key keeps ascending ``(kind, unit)``)."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+
+    def __lt__(self, other: _Desc) -> bool:
+        return self.s > other.s
+
+    def __gt__(self, other: _Desc) -> bool:
+        return self.s < other.s
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.s == other.s
+
+    def __hash__(self) -> int:
+        return hash(self.s)
+
+
+def _triads(cols: Mapping[str, list[Any]]) -> dict[str, tuple[int, int]]:
+    """Per rater: (triads judged on all three pairs, strict cycles) of one item's winner rows
+    (:func:`preflab.quality.agreement.preference.intransitive_triads`, per item)."""
+    prefs: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+    for unit, rater, value, dim in zip(cols["u"], cols["r"], cols["v"], cols["d"]):
+        if dim != "winner" or math.isnan(value):
+            continue
+        _, _, pair = str(unit).rpartition("::")
+        lo, _, hi = pair.partition("|")
+        prefs[rater][(lo, hi)] = value
+    out = {}
+    for rater, edges in prefs.items():
+        cands = sorted({c for pair in edges for c in pair})
+        triads = cycles = 0
+        if len(cands) >= 3:
+            for a, b, c in combinations(cands, 3):
+                if (a, b) in edges and (b, c) in edges and (a, c) in edges:
+                    triads += 1
+                    if (edges[(a, b)], edges[(b, c)], edges[(a, c)]) in ((-1, -1, 1), (1, 1, -1)):
+                        cycles += 1
+        out[rater] = (triads, cycles)
+    return out
+
+
+__all__ = ["DEFAULT_LEVELS", "FEATURE_NAMES", "Bounds", "ReportAccumulator", "Reservoir"]
