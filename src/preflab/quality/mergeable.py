@@ -29,7 +29,8 @@ Every ``finalize`` equals the single-process function on the whole table
 
 >>> t = LabelTable.from_arrays(["u1", "u1", "u2", "u2", "u3", "u3"], list("abcdef"),
 ...                            [1, 1, 2, 2, 1, 2], dimensions=["x"] * 6)
->>> a, b = t.where(np.arange(6) < 2), t.where(np.arange(6) >= 2)
+>>> a, b = (Chunk.from_table(t.where(np.arange(6) < 2)),
+...         Chunk.from_table(t.where(np.arange(6) >= 2)))
 >>> s = merge_agreement(agreement_from_chunk(a), agreement_from_chunk(b))
 >>> round(agreement_figures(s)[0]["alpha"], 6)
 0.444444
@@ -73,7 +74,7 @@ GroupKey = tuple[str, str, str]  # (batch, kind, dimension), as LabelTable.group
 # -- merging in a fixed order ---------------------------------------------------------------
 
 
-def _split(n: int) -> int:
+def tree_split(n: int) -> int:
     """Where :func:`tree_reduce` cuts ``n`` chunks: a perfect binary tree on the left."""
     p = 1 << (n.bit_length() - 1)
     return p // 2 if p == n else p
@@ -86,7 +87,7 @@ def tree_reduce(items: Sequence[S], merge: Callable[[S, S], S]) -> S:
         raise ValueError("nothing to merge: no chunks")
     if len(items) == 1:
         return items[0]
-    cut = _split(len(items))
+    cut = tree_split(len(items))
     return merge(tree_reduce(items[:cut], merge), tree_reduce(items[cut:], merge))
 
 
@@ -118,13 +119,14 @@ class TreeFold:
 class MapReduce(Protocol):
     """Apply ``fn`` to every chunk and merge the results (in-process or on a cluster)."""
 
-    def __call__(self, fn: Callable[[LabelTable], T], merge: Callable[[T, T], T]) -> T: ...
+    def __call__(self, fn: Callable[[Chunk], T], merge: Callable[[T, T], T]) -> T: ...
 
 
-def chunks_map_reduce(chunks: Sequence[LabelTable]) -> MapReduce:
+def chunks_map_reduce(tables: Sequence[LabelTable]) -> MapReduce:
     """A :class:`MapReduce` over tables in memory (the reference; tests and small data)."""
+    chunks = [Chunk.from_table(t) for t in tables]
 
-    def run(fn: Callable[[LabelTable], T], merge: Callable[[T, T], T]) -> T:
+    def run(fn: Callable[[Chunk], T], merge: Callable[[T, T], T]) -> T:
         return tree_reduce([fn(c) for c in chunks], merge)
 
     return run
@@ -139,6 +141,99 @@ def _add_counts(a: Mapping[Any, int], b: Mapping[Any, int]) -> dict[Any, int]:
 
 def _sorted_counts(counts: Mapping[Any, int]) -> dict[Any, int]:
     return {k: counts[k] for k in sorted(counts)}
+
+
+# -- the chunk: dictionary-encoded columns -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    """A dictionary-encoded column: ``labels[codes]`` are its values (``labels`` distinct, in
+    any order). Statistics work on the integer codes and turn only distinct labels into keys."""
+
+    codes: np.ndarray  # int64, one per row
+    labels: np.ndarray  # object
+
+    @classmethod
+    def of(cls, values: Any) -> Column:
+        codes, labels = factorize(np.asarray(values, dtype=object))
+        return cls(codes, labels.astype(object))
+
+    def values(self) -> np.ndarray:
+        result: np.ndarray = self.labels[self.codes]
+        return result
+
+    def dense(self) -> tuple[np.ndarray, np.ndarray]:
+        """Codes ``0..k-1`` over the labels present, and those labels."""
+        codes, used = factorize(self.codes)
+        labels: np.ndarray = self.labels[used]
+        return codes, labels
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The columns of the long label table a statistic reads, dictionary-encoded (a Parquet
+    shard is read that way without turning every cell into a Python string)."""
+
+    item: Column
+    unit: Column
+    rater: Column
+    kind: Column
+    dimension: Column
+    batch: Column
+    value: np.ndarray  # float, NaN = missing
+
+    @classmethod
+    def from_table(cls, table: LabelTable) -> Chunk:
+        return cls(
+            Column.of(table.items),
+            Column.of(table.units),
+            Column.of(table.raters),
+            Column.of(table.kinds),
+            Column.of(table.dimensions),
+            Column.of(table.batches),
+            np.asarray(table.values, dtype=float),
+        )
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def take(self, rows: np.ndarray) -> Chunk:
+        def col(c: Column) -> Column:
+            return Column(c.codes[rows], c.labels)
+
+        return Chunk(
+            col(self.item),
+            col(self.unit),
+            col(self.rater),
+            col(self.kind),
+            col(self.dimension),
+            col(self.batch),
+            self.value[rows],
+        )
+
+    def select(self, kind: str, dimension: str) -> Chunk:
+        """The rows of one ``(kind, dimension)``."""
+        mask = np.isin(self.kind.codes, np.flatnonzero(self.kind.labels == kind)) & np.isin(
+            self.dimension.codes, np.flatnonzero(self.dimension.labels == dimension)
+        )
+        return self.take(np.flatnonzero(mask))
+
+
+def _group_rows(keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Distinct integer ``keys`` (sorted) and the rows of each."""
+    codes, distinct = factorize(keys)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(distinct) + 1))
+    return distinct, [order[bounds[g] : bounds[g + 1]] for g in range(len(distinct))]
+
+
+def _combined(*cols: Column) -> np.ndarray:
+    """One int64 key per row from several columns' codes."""
+    key = np.zeros(len(cols[0].codes), dtype=np.int64)
+    for c in cols:
+        key = key * max(len(c.labels), 1) + c.codes
+    return key
 
 
 # -- Krippendorff's alpha and percent agreement, per (batch, kind, dimension) ----------------
@@ -162,18 +257,18 @@ class GroupAgreement:
 AgreementState = Mapping[GroupKey, GroupAgreement]
 
 
-def _group_agreement(units: np.ndarray, raters: np.ndarray, values: np.ndarray) -> GroupAgreement:
-    n_labels = len(values)
-    u_all, _ = factorize(units)
-    n_units = int(u_all.max()) + 1 if n_labels else 0
-    keep = ~np.isnan(values)
-    vals = values[keep]
+def _group_agreement(chunk: Chunk) -> GroupAgreement:
+    n_labels = len(chunk)
+    n_units = len(np.unique(chunk.unit.codes))
+    raters = frozenset(str(r) for r in chunk.rater.labels[np.unique(chunk.rater.codes)].tolist())
+    keep = ~np.isnan(chunk.value)
+    vals = chunk.value[keep]
     integral = bool(np.all(vals == np.round(vals)))
-    u, _ = factorize(units[keep])
     coincidence: dict[int, dict[tuple[float, float], int]] = {}
     agree: dict[int, tuple[int, int]] = {}
     n_pairable = 0
     if len(vals):
+        u, _ = factorize(chunk.unit.codes[keep])
         v, domain = factorize(vals)
         n_u = int(u.max()) + 1
         counts = sparse.csr_matrix(
@@ -195,38 +290,23 @@ def _group_agreement(units: np.ndarray, raters: np.ndarray, values: np.ndarray) 
                 for i, j in zip(c.tolist(), k.tolist())
             }
             agree[int(size)] = (len(rows), int(within[rows].sum()))
-    return GroupAgreement(
-        n_labels,
-        n_units,
-        n_pairable,
-        frozenset(str(r) for r in raters.tolist()),
-        integral,
-        coincidence,
-        agree,
-    )
+    return GroupAgreement(n_labels, n_units, n_pairable, raters, integral, coincidence, agree)
 
 
-def agreement_from_chunk(table: LabelTable) -> AgreementState:
-    """Per ``(batch, kind, dimension)`` group of ``table``: its integer statistics."""
+def agreement_from_chunk(chunk: Chunk) -> AgreementState:
+    """Per ``(batch, kind, dimension)`` group of the chunk: its integer statistics."""
     out: dict[GroupKey, GroupAgreement] = {}
-    if not len(table):
+    if not len(chunk):
         return out
-    keys = np.array(
-        [
-            f"{b}\x00{k}\x00{d}"
-            for b, k, d in zip(
-                table.batches.tolist(), table.kinds.tolist(), table.dimensions.tolist()
-            )
-        ],
-        dtype=object,
-    )
-    codes, names = factorize(keys)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
-    for g, name in enumerate(names.tolist()):
-        rows = order[bounds[g] : bounds[g + 1]]
-        b, k, d = str(name).split("\x00")
-        out[(b, k, d)] = _group_agreement(table.units[rows], table.raters[rows], table.values[rows])
+    _, groups = _group_rows(_combined(chunk.batch, chunk.kind, chunk.dimension))
+    for rows in groups:
+        r = int(rows[0])
+        key = (
+            str(chunk.batch.labels[chunk.batch.codes[r]]),
+            str(chunk.kind.labels[chunk.kind.codes[r]]),
+            str(chunk.dimension.labels[chunk.dimension.codes[r]]),
+        )
+        out[key] = _group_agreement(chunk.take(rows))
     return out
 
 
@@ -258,7 +338,7 @@ def merge_agreement(a: AgreementState, b: AgreementState) -> AgreementState:
     out = dict(a)
     for key, group in b.items():
         out[key] = _merge_group(out[key], group) if key in out else group
-    return out
+    return {k: out[k] for k in sorted(out)}
 
 
 def coincidence_matrix(group: GroupAgreement) -> tuple[np.ndarray, np.ndarray]:
@@ -325,29 +405,22 @@ def agreement_figures(
 RaterState = Mapping[tuple[str, str, str], tuple[int, int]]
 
 
-def raters_from_chunk(table: LabelTable) -> RaterState:
-    keep = ~np.isnan(table.values)
-    keys = np.array(
-        [
-            f"{r}\x00{k}\x00{d}"
-            for r, k, d in zip(
-                table.raters[keep].tolist(),
-                table.kinds[keep].tolist(),
-                table.dimensions[keep].tolist(),
-            )
-        ],
-        dtype=object,
-    )
-    if not len(keys):
+def raters_from_chunk(chunk: Chunk) -> RaterState:
+    keep = np.flatnonzero(~np.isnan(chunk.value))
+    if not len(keep):
         return {}
-    codes, names = factorize(keys)
-    n = np.bincount(codes, minlength=len(names))
-    up = np.bincount(codes, weights=(table.values[keep] > 0).astype(np.int64), minlength=len(names))
-    out: dict[tuple[str, str, str], tuple[int, int]] = {}
-    for name, a, b in zip(names.tolist(), n.tolist(), up.tolist()):
-        r, k, d = str(name).split("\x00")
-        out[(r, k, d)] = (int(a), int(b))
-    return out
+    sub = chunk.take(keep)
+    codes, distinct = factorize(_combined(sub.rater, sub.kind, sub.dimension))
+    n = np.bincount(codes, minlength=len(distinct))
+    up = np.bincount(codes, weights=(sub.value > 0).astype(np.int64), minlength=len(distinct))
+    first = np.zeros(len(distinct), dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]  # a row of each key
+    r = sub.rater.labels[sub.rater.codes[first]].tolist()
+    k = sub.kind.labels[sub.kind.codes[first]].tolist()
+    d = sub.dimension.labels[sub.dimension.codes[first]].tolist()
+    return {
+        (str(r[g]), str(k[g]), str(d[g])): (int(n[g]), int(up[g])) for g in range(len(distinct))
+    }
 
 
 def merge_raters(a: RaterState, b: RaterState) -> RaterState:
@@ -371,46 +444,92 @@ def rater_figures(state: RaterState) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class UnitThumbs:
-    up: int
-    down: int
-    raters: frozenset[str]
+class ThumbColumns:
+    """Per candidate (unit ``item::candidate`` of the ``unary`` rows), sorted by
+    ``(item, candidate)``: thumbs up and down, and the raters (``raters[offsets[i]:offsets[i+1]]``,
+    sorted)."""
+
+    item: np.ndarray
+    candidate: np.ndarray
+    up: np.ndarray
+    down: np.ndarray
+    offsets: np.ndarray
+    raters: np.ndarray
 
 
-#: ``{(item_id, candidate_id): thumbs}`` of the ``unary`` rows (unit ``item::candidate``)
-ThumbState = Mapping[tuple[str, str], UnitThumbs]
-
-
-def thumbs_from_chunk(table: LabelTable) -> ThumbState:
-    sub = table.where((table.kinds == "unary") & ~np.isnan(table.values))
+def thumb_columns(chunk: Chunk) -> ThumbColumns:
+    """The chunk's thumbs per candidate, vectorized (Python work per candidate: one slice)."""
+    keep = ~np.isnan(chunk.value)
+    keep &= np.isin(chunk.kind.codes, np.flatnonzero(chunk.kind.labels == "unary"))
+    sub = chunk.take(np.flatnonzero(keep))
     if not len(sub):
-        return {}
-    u, names = factorize(sub.units)
-    up = np.bincount(u, weights=(sub.values > 0).astype(np.int64), minlength=len(names))
-    n = np.bincount(u, minlength=len(names))
-    order = np.argsort(u, kind="stable")
-    bounds = np.searchsorted(u[order], np.arange(len(names) + 1))
-    raters = sub.raters[order].tolist()
-    first_item = sub.items[order[bounds[:-1]]].tolist()
-    out: dict[tuple[str, str], UnitThumbs] = {}
-    for g, unit in enumerate(names.tolist()):
-        item = str(first_item[g])
-        cand = str(unit)[len(item) + 2 :]
-        out[(item, cand)] = UnitThumbs(
-            int(up[g]),
-            int(n[g] - up[g]),
-            frozenset(str(r) for r in raters[bounds[g] : bounds[g + 1]]),
+        none = np.zeros(0, dtype=object)
+        ints = np.zeros(0, dtype=np.int64)
+        return ThumbColumns(none, none, ints, ints, np.zeros(1, dtype=np.int64), none)
+    u, unit_codes = factorize(sub.unit.codes)
+    n_units = len(unit_codes)
+    up = np.bincount(u, weights=(sub.value > 0).astype(np.int64), minlength=n_units).astype(
+        np.int64
+    )
+    n = np.bincount(u, minlength=n_units)
+    first = np.zeros(n_units, dtype=np.int64)
+    first[u[::-1]] = np.arange(len(u))[::-1]
+    items = sub.item.labels[sub.item.codes[first]]
+    units = sub.unit.labels[unit_codes]
+    cands = np.array(
+        [str(un)[len(str(it)) + 2 :] for un, it in zip(units.tolist(), items.tolist())],
+        dtype=object,
+    )
+    _, item_rank = np.unique(items.astype(str), return_inverse=True)
+    _, cand_rank = np.unique(cands.astype(str), return_inverse=True)
+    order = np.lexsort((cand_rank.reshape(-1), item_rank.reshape(-1)))
+    position = np.empty(n_units, dtype=np.int64)
+    position[order] = np.arange(n_units)
+    # raters per candidate: distinct (candidate position, rater rank), sorted
+    rater_rank = np.empty(len(sub.rater.labels), dtype=np.int64)
+    rater_rank[np.argsort(sub.rater.labels.astype(str), kind="stable")] = np.arange(
+        len(sub.rater.labels)
+    )
+    pairs = np.unique(position[u] * max(len(sub.rater.labels), 1) + rater_rank[sub.rater.codes])
+    pair_unit, pair_rank = np.divmod(pairs, max(len(sub.rater.labels), 1))
+    by_rank = np.empty(len(sub.rater.labels), dtype=object)
+    by_rank[rater_rank] = sub.rater.labels
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(pair_unit, minlength=n_units))])
+    return ThumbColumns(
+        items[order].astype(object),
+        cands[order],
+        up[order],
+        (n - up)[order].astype(np.int64),
+        offsets.astype(np.int64),
+        by_rank[pair_rank],
+    )
+
+
+#: ``{(item_id, candidate_id): (up, down, raters)}``
+ThumbState = Mapping[tuple[str, str], tuple[int, int, frozenset[str]]]
+
+
+def thumbs_from_chunk(chunk: Chunk) -> ThumbState:
+    """Per-candidate thumbs as a mergeable mapping (for merging chunks that share candidates)."""
+    c = thumb_columns(chunk)
+    return {
+        (str(c.item[i]), str(c.candidate[i])): (
+            int(c.up[i]),
+            int(c.down[i]),
+            frozenset(str(r) for r in c.raters[c.offsets[i] : c.offsets[i + 1]].tolist()),
         )
-    return out
+        for i in range(len(c.up))
+    }
 
 
 def merge_thumbs(a: ThumbState, b: ThumbState) -> ThumbState:
     out = dict(a)
-    for key, t in b.items():
+    for key, (up, down, raters) in b.items():
         if key in out:
-            o = out[key]
-            t = UnitThumbs(o.up + t.up, o.down + t.down, o.raters | t.raters)
-        out[key] = t
+            up0, down0, raters0 = out[key]
+            out[key] = (up0 + up, down0 + down, raters0 | raters)
+        else:
+            out[key] = (up, down, raters)
     return out
 
 
@@ -431,15 +550,13 @@ def resolve_thumbs(state: ThumbState) -> tuple[list[ResolvedThumb], dict[str, in
     dropped (``resolve_unary``'s rule). Returns the rows and ``{"no-majority": dropped}``."""
     rows = []
     dropped = 0
-    for (item, cand), t in sorted(state.items()):
-        n = t.up + t.down
-        if t.up == t.down:
+    for (item, cand), (up, down, raters) in sorted(state.items()):
+        if up == down:
             dropped += 1
             continue
+        n = up + down
         rows.append(
-            ResolvedThumb(
-                item, cand, t.up > t.down, n, max(t.up, t.down) / n, tuple(sorted(t.raters))
-            )
+            ResolvedThumb(item, cand, up > down, n, max(up, down) / n, tuple(sorted(raters)))
         )
     return rows, {"no-majority": dropped}
 
@@ -448,18 +565,21 @@ def resolve_thumbs(state: ThumbState) -> tuple[list[ResolvedThumb], dict[str, in
 ThumbSummary = Mapping[str, int]
 
 
-def thumb_summary_from_chunk(table: LabelTable) -> ThumbSummary:
+def thumb_summary_from_chunk(chunk: Chunk) -> ThumbSummary:
     """The resolution's counts only: small enough to merge across any number of shards."""
-    state = thumbs_from_chunk(table)
-    rows, drops = resolve_thumbs(state)
-    up = sum(r.label for r in rows)
+    keep = ~np.isnan(chunk.value)
+    keep &= np.isin(chunk.kind.codes, np.flatnonzero(chunk.kind.labels == "unary"))
+    u, distinct = factorize(chunk.unit.codes[keep])
+    positive = (chunk.value[keep] > 0).astype(np.int64)
+    up = np.bincount(u, weights=positive, minlength=len(distinct)).astype(np.int64)
+    down = np.bincount(u, minlength=len(distinct)) - up
     return {
-        "units": len(state),
-        "labels": sum(t.up + t.down for t in state.values()),
-        "up_labels": sum(t.up for t in state.values()),
-        "resolved_up": up,
-        "resolved_down": len(rows) - up,
-        "no_majority": drops["no-majority"],
+        "labels": int(keep.sum()),
+        "no_majority": int((up == down).sum()),
+        "resolved_down": int((down > up).sum()),
+        "resolved_up": int((up > down).sum()),
+        "units": len(up),
+        "up_labels": int(up.sum()),
     }
 
 
@@ -473,13 +593,23 @@ def merge_thumb_summary(a: ThumbSummary, b: ThumbSummary) -> ThumbSummary:
 WinState = Mapping[tuple[str, str, float], int]
 
 
-def wins_from_chunk(table: LabelTable) -> WinState:
-    keep = (table.dimensions == "winner") & ~np.isnan(table.values)
+def wins_from_chunk(chunk: Chunk) -> WinState:
+    keep = ~np.isnan(chunk.value)
+    keep &= np.isin(chunk.dimension.codes, np.flatnonzero(chunk.dimension.labels == "winner"))
+    rows = np.flatnonzero(keep)
+    if not len(rows):
+        return {}
+    v, classes = factorize(chunk.value[rows])
+    codes, distinct = factorize(chunk.unit.codes[rows] * len(classes) + v)
+    counts = np.bincount(codes)
+    unit_code, value_code = np.divmod(distinct, len(classes))
     out: dict[tuple[str, str, float], int] = {}
-    for unit, value in zip(table.units[keep].tolist(), table.values[keep].tolist()):
+    for unit, value, n in zip(
+        chunk.unit.labels[unit_code].tolist(), classes[value_code].tolist(), counts.tolist()
+    ):
         lo, _, hi = str(unit).rpartition("::")[2].partition("|")
         key = (lo, hi, float(value))
-        out[key] = out.get(key, 0) + 1
+        out[key] = out.get(key, 0) + int(n)
     return out
 
 
@@ -506,13 +636,20 @@ def bradley_terry_from_wins(state: WinState, **kwargs: Any) -> BTResult:
 DSCountState = Mapping[tuple[str, float], int]
 
 
-def ds_counts_from_chunk(table: LabelTable) -> DSCountState:
-    keep = ~np.isnan(table.values)
-    out: dict[tuple[str, float], int] = {}
-    for r, v in zip(table.raters[keep].tolist(), table.values[keep].tolist()):
-        key = (str(r), float(v))
-        out[key] = out.get(key, 0) + 1
-    return out
+def ds_counts_from_chunk(chunk: Chunk) -> DSCountState:
+    keep = ~np.isnan(chunk.value)
+    if not keep.any():
+        return {}
+    v, classes = factorize(chunk.value[keep])
+    codes, distinct = factorize(chunk.rater.codes[keep] * len(classes) + v)
+    counts = np.bincount(codes)
+    r, c = np.divmod(distinct, len(classes))
+    return {
+        (str(name), float(value)): int(n)
+        for name, value, n in zip(
+            chunk.rater.labels[r].tolist(), classes[c].tolist(), counts.tolist()
+        )
+    }
 
 
 def merge_ds_counts(a: DSCountState, b: DSCountState) -> DSCountState:
@@ -540,37 +677,41 @@ class DSSums:
     loglik: float
 
 
-def _ds_design(table: LabelTable, params: DSParams) -> tuple[sparse.csr_matrix, np.ndarray]:
-    keep = ~np.isnan(table.values)
-    u, units = factorize(table.units[keep])
-    r = np.searchsorted(params.raters, table.raters[keep])
-    c = np.searchsorted(params.classes, table.values[keep])
+def _ds_design(chunk: Chunk, params: DSParams) -> tuple[sparse.csr_matrix, np.ndarray, np.ndarray]:
+    keep = ~np.isnan(chunk.value)
+    u, unit_codes = factorize(chunk.unit.codes[keep])
+    global_rater = np.searchsorted(params.raters, chunk.rater.labels)
+    r = global_rater[chunk.rater.codes[keep]]
+    c = np.searchsorted(params.classes, chunk.value[keep])
     k = len(params.classes)
+    n_u = len(unit_codes)
     design = sparse.csr_matrix(
-        (np.ones(len(u)), (u, params.fit_of[r] * k + c)), shape=(len(units), params.n_fit * k)
+        (np.ones(len(u)), (u, params.fit_of[r] * k + c)), shape=(n_u, params.n_fit * k)
     )
-    votes = np.bincount(u * k + c, minlength=len(units) * k).reshape(len(units), k).astype(float)
-    return design, votes
+    votes = np.bincount(u * k + c, minlength=n_u * k).reshape(n_u, k).astype(float)
+    units: np.ndarray = chunk.unit.labels[unit_codes]
+    return design, votes, units
 
 
-def ds_posteriors(table: LabelTable, params: DSParams) -> tuple[np.ndarray, np.ndarray]:
-    """``(units, posteriors)`` of a chunk's units (sorted) under ``params``."""
-    design, votes = _ds_design(table, params)
-    _, units = factorize(table.units[~np.isnan(table.values)])
+def _ds_posteriors(
+    design: sparse.csr_matrix, votes: np.ndarray, params: DSParams
+) -> tuple[np.ndarray, float]:
     if params.log_priors is None or params.log_pi is None:
-        return units, votes / votes.sum(axis=1, keepdims=True)
-    post, _ = em_e_step(design, params.log_priors, params.log_pi)
+        return votes / votes.sum(axis=1, keepdims=True), 0.0
+    post, unit_ll = em_e_step(design, params.log_priors, params.log_pi)
+    return post, float(unit_ll.sum())
+
+
+def ds_posteriors(chunk: Chunk, params: DSParams) -> tuple[np.ndarray, np.ndarray]:
+    """``(units, posteriors)`` of a chunk's units under ``params``."""
+    design, votes, units = _ds_design(chunk, params)
+    post, _ = _ds_posteriors(design, votes, params)
     return units, post
 
 
-def ds_sums_from_chunk(table: LabelTable, params: DSParams) -> DSSums:
-    design, votes = _ds_design(table, params)
-    if params.log_priors is None or params.log_pi is None:
-        post = votes / votes.sum(axis=1, keepdims=True)
-        loglik = 0.0
-    else:
-        post, unit_ll = em_e_step(design, params.log_priors, params.log_pi)
-        loglik = float(unit_ll.sum())
+def ds_sums_from_chunk(chunk: Chunk, params: DSParams) -> DSSums:
+    design, votes, _ = _ds_design(chunk, params)
+    post, loglik = _ds_posteriors(design, votes, params)
     return DSSums(post.sum(axis=0), np.asarray(design.T @ post), loglik)
 
 
