@@ -245,7 +245,8 @@ class GroupAgreement:
 
     n_labels: int
     n_units: int
-    n_pairable: int
+    n_pairable: int  # units with two or more non-missing values (alpha's)
+    n_two_rows: int  # units with two or more rows, missing or not (agreement_summary's count)
     raters: frozenset[str]
     integral: bool  # every value an integer: ordinal, else interval (``level_for``)
     #: ``{m: {(c, k): sum over units with m values of n_uc n_uk - [c=k] n_uc}}``, nonzero only
@@ -259,7 +260,9 @@ AgreementState = Mapping[GroupKey, GroupAgreement]
 
 def _group_agreement(chunk: Chunk) -> GroupAgreement:
     n_labels = len(chunk)
-    n_units = len(np.unique(chunk.unit.codes))
+    rows_per_unit = np.bincount(factorize(chunk.unit.codes)[0])
+    n_units = len(rows_per_unit)
+    n_two_rows = int((rows_per_unit >= 2).sum())
     raters = frozenset(str(r) for r in chunk.rater.labels[np.unique(chunk.rater.codes)].tolist())
     keep = ~np.isnan(chunk.value)
     vals = chunk.value[keep]
@@ -290,7 +293,9 @@ def _group_agreement(chunk: Chunk) -> GroupAgreement:
                 for i, j in zip(c.tolist(), k.tolist())
             }
             agree[int(size)] = (len(rows), int(within[rows].sum()))
-    return GroupAgreement(n_labels, n_units, n_pairable, raters, integral, coincidence, agree)
+    return GroupAgreement(
+        n_labels, n_units, n_pairable, n_two_rows, raters, integral, coincidence, agree
+    )
 
 
 def agreement_from_chunk(chunk: Chunk) -> AgreementState:
@@ -326,6 +331,7 @@ def _merge_group(a: GroupAgreement, b: GroupAgreement) -> GroupAgreement:
         a.n_labels + b.n_labels,
         a.n_units + b.n_units,
         a.n_pairable + b.n_pairable,
+        a.n_two_rows + b.n_two_rows,
         a.raters | b.raters,
         a.integral and b.integral,
         coincidence,
@@ -391,7 +397,7 @@ def agreement_figures(
                 "level": level,
                 "n_labels": group.n_labels,
                 "n_units": group.n_units,
-                "n_pairable_units": group.n_pairable,
+                "n_pairable_units": group.n_two_rows,
                 "n_raters": len(group.raters),
                 **alpha_figures(group, level),
             }
@@ -633,7 +639,7 @@ def bradley_terry_from_wins(state: WinState, **kwargs: Any) -> BTResult:
 # -- Dawid-Skene: per-chunk E-step, merged M-step tables ------------------------------------
 
 #: ``{(rater, class): labels}`` over the table: the encoding and the pooling of the fit
-DSCountState = Mapping[tuple[str, float], int]
+DSCountState = Mapping[tuple[Any, float], int]  # raters as given (sorted as dawid_skene sorts)
 
 
 def ds_counts_from_chunk(chunk: Chunk) -> DSCountState:
@@ -645,7 +651,7 @@ def ds_counts_from_chunk(chunk: Chunk) -> DSCountState:
     counts = np.bincount(codes)
     r, c = np.divmod(distinct, len(classes))
     return {
-        (str(name), float(value)): int(n)
+        (name, float(value)): int(n)
         for name, value, n in zip(
             chunk.rater.labels[r].tolist(), classes[c].tolist(), counts.tolist()
         )
