@@ -59,6 +59,17 @@ def parse_count(text: str) -> int:
     return int(float(m.group(1)) * scale)
 
 
+def existing_db(url: str) -> str:
+    """``url``, after checking that a SQLite file exists (opening would create an empty one)."""
+    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
+    if "://" not in path and not Path(path).is_file():
+        fail(
+            f"--db {path}: no such database file; give --db (or PREFLAB_DB) of a preflab database",
+            2,
+        )
+    return url
+
+
 @scale_app.command("shards")
 def shards_cmd(
     source: str = typer.Argument(..., help="project name, or a raw export (JSONL)"),
@@ -75,7 +86,7 @@ def shards_cmd(
                 fail(f"{source}: no such file")
             layout = write_from_raw(path, out_dir, n_shards, include_ai)
         else:
-            engine = open_db(db or default_url())
+            engine = open_db(existing_db(db or default_url()))
             try:
                 layout = write_from_project(engine, source, out_dir, n_shards, include_ai)
             finally:

@@ -16,6 +16,8 @@ one item's judgments, whatever the size of the project.
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -117,10 +119,12 @@ class ShardWriter:
     def __post_init__(self) -> None:
         if self.n_shards < 1:
             raise ValueError(f"--shards must be at least 1, got {self.n_shards}")
-        self.out = Path(self.out)
-        if self.out.exists() and any(self.out.iterdir()):
+        self.out = Path(self.out).absolute()
+        if self.out.exists() and (not self.out.is_dir() or any(self.out.iterdir())):
             raise ShardError(f"{self.out}: not empty; choose a new or empty directory for --out")
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        # written aside, renamed into place by close(): never a half-written shard directory
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=self.out.parent))
         self.buffers = [[] for _ in range(self.n_shards)]
         self.buffered = [0] * self.n_shards
         self.rows = [0] * self.n_shards
@@ -146,7 +150,7 @@ class ShardWriter:
             return
         writer = self.writers[s]
         if writer is None:
-            writer = pq.ParquetWriter(self.out / shard_name(s), SCHEMA, compression="zstd")
+            writer = pq.ParquetWriter(self.tmp / shard_name(s), SCHEMA, compression="zstd")
             self.writers[s] = writer
         writer.write_table(pa.Table.from_batches(self.buffers[s], SCHEMA), ROW_GROUP)
         self.rows[s] += self.buffered[s]
@@ -157,7 +161,7 @@ class ShardWriter:
             self._flush(s)
             writer = self.writers[s]
             if writer is None:  # an empty shard is still a file: the layout has no holes
-                writer = pq.ParquetWriter(self.out / shard_name(s), SCHEMA, compression="zstd")
+                writer = pq.ParquetWriter(self.tmp / shard_name(s), SCHEMA, compression="zstd")
             writer.close()
         layout = {
             "layout_version": LAYOUT_VERSION,
@@ -170,8 +174,18 @@ class ShardWriter:
             "rows_by_shard": self.rows,
             **(extra or {}),
         }
-        (self.out / LAYOUT).write_bytes(orjson.dumps(layout, option=orjson.OPT_INDENT_2) + b"\n")
+        (self.tmp / LAYOUT).write_bytes(orjson.dumps(layout, option=orjson.OPT_INDENT_2) + b"\n")
+        if self.out.exists():
+            self.out.rmdir()  # empty, checked above
+        self.tmp.rename(self.out)
         return layout
+
+    def abort(self) -> None:
+        """Drop everything written (the target is left as it was)."""
+        for writer in self.writers:
+            if writer is not None:
+                writer.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _ts(j: JudgmentBase) -> datetime | None:
@@ -217,16 +231,20 @@ def write_items(
         for col in pending.values():
             col.clear()
 
-    for judgments, batch in groups:
-        resolved = resolve_labels(judgments, include_ai=include_ai).judgments
-        judgments_in += len(judgments)
-        judgments_used += len(resolved)
-        for name, values in label_rows(resolved, batch).items():
-            pending[name].extend(values)
-        if len(pending["item_id"]) >= flush_rows:
-            flush()
-    flush()
-    return writer.close({"judgments_in": judgments_in, "judgments_used": judgments_used})
+    try:
+        for judgments, batch in groups:
+            resolved = resolve_labels(judgments, include_ai=include_ai).judgments
+            judgments_in += len(judgments)
+            judgments_used += len(resolved)
+            for name, values in label_rows(resolved, batch).items():
+                pending[name].extend(values)
+            if len(pending["item_id"]) >= flush_rows:
+                flush()
+        flush()
+        return writer.close({"judgments_in": judgments_in, "judgments_used": judgments_used})
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def write_from_project(
@@ -304,6 +322,23 @@ def generate_unary(
     rng = np.random.default_rng(seed)
     bias = rng.normal(0.0, 0.5, n_raters)
     writer = ShardWriter(out, n_shards, f"synthetic unary seed {seed}")
+    try:
+        return _generate(writer, rng, bias, n_labels, n_raters, block, seed, progress)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _generate(
+    writer: ShardWriter,
+    rng: np.random.Generator,
+    bias: np.ndarray,
+    n_labels: int,
+    n_raters: int,
+    block: int,
+    seed: int,
+    progress: Callable[[int], None] | None,
+) -> dict[str, Any]:
     start = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
     done = 0
     unit = 0
