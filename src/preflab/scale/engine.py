@@ -67,6 +67,7 @@ class Runner:
                 f"--scheduler {self.scheduler} needs Dask: pip install 'preflab[scale]' "
                 "(or use --scheduler sync)"
             ) from None
+        logging.getLogger("distributed").setLevel(logging.WARNING)  # not a line per worker
         m = _LOCAL.match(self.scheduler)
         if m:
             self.cluster = LocalCluster(
