@@ -263,7 +263,7 @@ def _group_agreement(chunk: Chunk) -> GroupAgreement:
     rows_per_unit = np.bincount(factorize(chunk.unit.codes)[0])
     n_units = len(rows_per_unit)
     n_two_rows = int((rows_per_unit >= 2).sum())
-    raters = frozenset(str(r) for r in chunk.rater.labels[np.unique(chunk.rater.codes)].tolist())
+    raters = frozenset(chunk.rater.labels[np.unique(chunk.rater.codes)].tolist())
     keep = ~np.isnan(chunk.value)
     vals = chunk.value[keep]
     integral = bool(np.all(vals == np.round(vals)))
@@ -407,34 +407,75 @@ def agreement_figures(
 
 # -- per-rater label counts and up-rates ----------------------------------------------------
 
-#: ``{(rater, kind, dimension): (labels, labels with a value > 0)}``
-RaterState = Mapping[tuple[str, str, str], tuple[int, int]]
+
+@dataclass(frozen=True, eq=False)
+class RaterState:
+    """Per ``(rater, kind, dimension)``, sorted: labels and labels with a value > 0. Columns,
+    not a dict: a crowd of production raters is hundreds of thousands of keys per shard."""
+
+    raters: np.ndarray  # object
+    kinds: np.ndarray  # object
+    dimensions: np.ndarray  # object
+    n: np.ndarray  # int64
+    up: np.ndarray  # int64
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RaterState):
+            return NotImplemented
+        return all(
+            np.array_equal(getattr(self, f), getattr(other, f))
+            for f in ("raters", "kinds", "dimensions", "n", "up")
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _rater_state(
+    raters: np.ndarray, kinds: np.ndarray, dims: np.ndarray, n: np.ndarray, up: np.ndarray
+) -> RaterState:
+    """Rows summed per distinct key, sorted by ``(rater, kind, dimension)``."""
+    key = np.array(
+        [f"{r}\x00{k}\x00{d}" for r, k, d in zip(raters.tolist(), kinds.tolist(), dims.tolist())],
+        dtype=object,
+    )
+    if not len(key):
+        e = np.zeros(0, dtype=object)
+        z = np.zeros(0, dtype=np.int64)
+        return RaterState(e, e, e, z, z)
+    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    total = np.zeros(len(distinct), dtype=np.int64)
+    positive = np.zeros(len(distinct), dtype=np.int64)
+    np.add.at(total, inverse, n)
+    np.add.at(positive, inverse, up)
+    return RaterState(raters[first], kinds[first], dims[first], total, positive)
 
 
 def raters_from_chunk(chunk: Chunk) -> RaterState:
     keep = np.flatnonzero(~np.isnan(chunk.value))
-    if not len(keep):
-        return {}
     sub = chunk.take(keep)
     codes, distinct = factorize(_combined(sub.rater, sub.kind, sub.dimension))
-    n = np.bincount(codes, minlength=len(distinct))
-    up = np.bincount(codes, weights=(sub.value > 0).astype(np.int64), minlength=len(distinct))
+    n = np.bincount(codes, minlength=len(distinct)).astype(np.int64)
+    up = np.bincount(codes, weights=(sub.value > 0), minlength=len(distinct)).astype(np.int64)
     first = np.zeros(len(distinct), dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # a row of each key
-    r = sub.rater.labels[sub.rater.codes[first]].tolist()
-    k = sub.kind.labels[sub.kind.codes[first]].tolist()
-    d = sub.dimension.labels[sub.dimension.codes[first]].tolist()
-    return {
-        (str(r[g]), str(k[g]), str(d[g])): (int(n[g]), int(up[g])) for g in range(len(distinct))
-    }
+    return _rater_state(
+        sub.rater.labels[sub.rater.codes[first]],
+        sub.kind.labels[sub.kind.codes[first]],
+        sub.dimension.labels[sub.dimension.codes[first]],
+        n,
+        up,
+    )
 
 
 def merge_raters(a: RaterState, b: RaterState) -> RaterState:
-    out = dict(a)
-    for key, (n, up) in b.items():
-        n0, up0 = out.get(key, (0, 0))
-        out[key] = (n0 + n, up0 + up)
-    return out
+    return _rater_state(
+        np.concatenate([a.raters, b.raters]),
+        np.concatenate([a.kinds, b.kinds]),
+        np.concatenate([a.dimensions, b.dimensions]),
+        np.concatenate([a.n, b.n]),
+        np.concatenate([a.up, b.up]),
+    )
 
 
 def rater_figures(state: RaterState) -> list[dict[str, Any]]:
@@ -442,7 +483,13 @@ def rater_figures(state: RaterState) -> list[dict[str, Any]]:
     candidate) and their share."""
     return [
         {"rater": r, "kind": k, "dimension": d, "n_labels": n, "n_up": up, "up_rate": up / n}
-        for (r, k, d), (n, up) in sorted(state.items())
+        for r, k, d, n, up in zip(
+            state.raters.tolist(),
+            state.kinds.tolist(),
+            state.dimensions.tolist(),
+            state.n.tolist(),
+            state.up.tolist(),
+        )
     ]
 
 
