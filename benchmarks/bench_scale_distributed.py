@@ -18,8 +18,8 @@ thumbs per candidate, two candidates per prompt, 100,000 raters) in ``--shards``
    file must be equal (checked).
 
 CPU is this process's plus its reaped children's (the cluster's worker processes, counted once
-the cluster is closed; the start of the cluster is inside the figure). Peak RSS: this process, and
-the largest child. The machine's load average is printed with every figure: on a shared 2-core
+the cluster is closed; the start of the cluster is inside the figure). Peak RSS during each step
+(psutil, sampled every 0.1 s): this process, and the largest child (a worker). The machine's load average is printed with every figure: on a shared 2-core
 box wall time is what the neighbours leave.
 """
 
@@ -32,12 +32,14 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -55,17 +57,50 @@ def cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+class PeakRSS:
+    """Peak RSS of this process and of its largest descendant (a cluster worker) during a step,
+    sampled every 0.1 s with psutil (``ru_maxrss`` only ever grows over the whole run)."""
+
+    def __init__(self) -> None:
+        self.me = psutil.Process()
+        self.own = self.child = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def sample(self) -> None:
+        self.own = max(self.own, self.me.memory_info().rss)
+        for kid in self.me.children(recursive=True):
+            try:
+                self.child = max(self.child, kid.memory_info().rss)
+            except psutil.Error:
+                pass
+
+    def run(self) -> None:
+        while not self.stop.wait(0.1):
+            self.sample()
+
+    def __enter__(self) -> PeakRSS:
+        self.sample()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 def measure(name: str, fn: Callable[[], Any], rows: int) -> tuple[dict[str, Any], Any]:
     c0, w0 = cpu(), time.perf_counter()
-    result = fn()
+    with PeakRSS() as peak:
+        result = fn()
     wall, used = time.perf_counter() - w0, cpu() - c0
     figure = {
         "step": name,
         "wall_s": round(wall, 2),
         "cpu_s": round(used, 2),
         "rows_per_cpu_s": round(rows / used) if used > 0 else None,
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "child_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+        "peak_rss_mb": round(peak.own / 2**20),
+        "child_peak_rss_mb": round(peak.child / 2**20),
         "load_1m": round(os.getloadavg()[0], 2),
     }
     print(json.dumps(figure), flush=True)
@@ -159,7 +194,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "figures": figures,
         }
         print(json.dumps({k: v for k, v in summary.items() if k != "figures"}), flush=True)
-        print("\n| step | wall s | CPU s | labels / CPU s | peak RSS MB (self / child) | load |")
+        print(
+            "\n| step | wall s | CPU s | labels / CPU s | peak RSS MB (self / largest worker) | load |"
+        )
         print("|---|---|---|---|---|---|")
         for f in figures:
             print(

@@ -9,8 +9,9 @@ per-unit coincidences, percent agreement and the unary resolution are then sums 
 and the label-set rule (itself per item) can run while writing.
 
 Writers keep one open :class:`pyarrow.parquet.ParquetWriter` per shard and flush a row group
-when a shard's buffer reaches ``ROW_GROUP`` rows: memory is ``n_shards x ROW_GROUP`` rows plus
-one item's judgments, whatever the size of the project.
+when a shard's buffer reaches ``ROW_GROUP`` rows, or the fullest buffer when all of them hold
+``BUFFER_ROWS``: memory is bounded by ``BUFFER_ROWS`` rows plus one item's judgments (or one
+generated block), whatever the size of the project.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ LAYOUT = "layout.json"
 LAYOUT_VERSION = 1
 SHARD_GLOB = "labels-*.parquet"
 ROW_GROUP = 65_536
+BUFFER_ROWS = 1_000_000  # rows held across all shards' buffers before the fullest is flushed
 DEFAULT_SHARDS = 64
 
 SCHEMA = pa.schema(
@@ -144,6 +146,8 @@ class ShardWriter:
             self.buffered[s] += part.num_rows
             if self.buffered[s] >= ROW_GROUP:
                 self._flush(s)
+        while sum(self.buffered) > BUFFER_ROWS:  # many shards: smaller row groups, same memory
+            self._flush(int(np.argmax(self.buffered)))
 
     def _flush(self, s: int) -> None:
         if not self.buffered[s]:
