@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from .. import __version__
 from ..io.export.manifest import dump_manifest
-from ..io.export.resolve import DropLog
 from ..io.export.writers import MANIFEST, AtomicDir, file_hashes
 from ..quality.labels import LABEL_SET_RULE
 from ..quality.mergeable import thumb_columns
@@ -92,16 +91,15 @@ def export_unary(
     target = AtomicDir(Path(out))
     try:
         results = runner.map(partial(export_shard, target.tmp), shards.shards)
-        drops = DropLog(sample_size=SAMPLE)
-        for result in results:
-            for item in result.sample:
-                drops.drop("aggregation", "no-majority", item, 0)
-            drops.counts["aggregation"]["no-majority"] += result.no_majority
-        if not drops.counts["aggregation"]["no-majority"]:
-            drops.counts.pop("aggregation")
-            drops.samples.pop("aggregation", None)
-        gates = drops.summary()
-        gates.setdefault("aggregation", {"dropped": 0, "reasons": {}, "sample_item_ids": {}})
+        dropped = sum(r.no_majority for r in results)
+        sample = list(dict.fromkeys(i for r in results for i in r.sample))[:SAMPLE]
+        gates = {  # the shape of DropLog.summary() in the exports' manifests
+            "aggregation": {
+                "dropped": dropped,
+                "reasons": {"no-majority": dropped} if dropped else {},
+                "sample_item_ids": {"no-majority": sample} if dropped else {},
+            }
+        }
         rows_by_file = {out_name(i): r.rows for i, r in enumerate(results)}
         manifest = {
             "preflab_version": __version__,
