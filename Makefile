@@ -12,7 +12,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q $(PIP_LINKS) -e ".[dev,postgres,train]"
+	$(BIN)/pip install -q $(PIP_LINKS) -e ".[dev,postgres,train,scale]"
 	touch $@
 
 PORT ?= 8000

@@ -905,6 +905,16 @@ def _mount_verify_commands() -> None:
 _mount_verify_commands()
 
 
+def _mount_scale_commands() -> None:
+    """``preflab scale ...`` lives with the sharded statistics (Dask only when a cluster is asked for)."""
+    from .scale.cli import scale_app
+
+    app.add_typer(scale_app, name="scale")
+
+
+_mount_scale_commands()
+
+
 def _mount_train_commands() -> None:
     """``preflab rm ...``, ``preflab bestofn`` and ``preflab rl`` live with the train package."""
     from .train.cli import mount

@@ -87,7 +87,15 @@ def confusion_m_step(
 
     Without pseudo-counts an entry a rater never used stays 0 and a used one is >= EPS.
     """
-    mass = (design.T @ post).reshape(n_raters, k, k)  # [j, l, k]
+    return confusion_from_mass(design.T @ post, n_raters, k, observed, pseudo)
+
+
+def confusion_from_mass(
+    mass_flat: np.ndarray, n_raters: int, k: int, observed: np.ndarray, pseudo: np.ndarray
+) -> np.ndarray:
+    """:func:`confusion_m_step` from the summed posterior mass ``design.T @ post`` (a sum over
+    units, so shards of units can each add theirs: :mod:`preflab.quality.mergeable`)."""
+    mass = mass_flat.reshape(n_raters, k, k)  # [j, l, k]
     if pseudo.any():
         mass = mass + pseudo.T[None, :, :]
     else:
@@ -107,7 +115,12 @@ def log_pi_matrix(pi: np.ndarray) -> np.ndarray:
 
 
 def class_priors(post: np.ndarray, pseudo: float) -> np.ndarray:
-    mass = post.sum(axis=0) + pseudo
+    return priors_from_mass(post.sum(axis=0), pseudo)
+
+
+def priors_from_mass(post_sum: np.ndarray, pseudo: float) -> np.ndarray:
+    """:func:`class_priors` from the posteriors summed over units."""
+    mass = post_sum + pseudo
     result: np.ndarray = mass / mass.sum()
     return result
 
@@ -125,7 +138,12 @@ def log_prior_density(
 def pooled_raters(r: np.ndarray, n_raters: int, min_labels: int) -> tuple[np.ndarray, int]:
     """Fit indices: raters with at least ``min_labels`` labels keep their own confusion matrix;
     the others share one (the pooled rater, index 0 when there is any). ``(index per rater, n)``."""
-    counts = np.bincount(r, minlength=n_raters)
+    return pooled_from_counts(np.bincount(r, minlength=n_raters), min_labels)
+
+
+def pooled_from_counts(counts: np.ndarray, min_labels: int) -> tuple[np.ndarray, int]:
+    """:func:`pooled_raters` from the number of labels of each rater."""
+    n_raters = len(counts)
     own = counts >= min_labels
     if own.all():
         return np.arange(n_raters), n_raters
