@@ -679,7 +679,9 @@ def quality_report(
         fail(str(exc), 2)
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(render_html(report), encoding="utf-8")
+        # the page names what it measured: the project, or the file
+        title = f"{Path(source).name if Path(source).is_file() else source}: quality report"
+        out_path.write_text(render_html(report, title=title), encoding="utf-8")
         err.print(f"wrote {out_path}", highlight=False)
     if as_json or out_path is None:
         print_json(report)

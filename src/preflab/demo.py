@@ -83,7 +83,9 @@ def run_demo(directory: Path, console: Console) -> dict:
     judgments, items, batches = load_project(DEMO_PROJECT, db_url)
     quality = build_report(judgments, items=items, batches=batches)
     html_path = directory / "quality-report.html"
-    html_path.write_text(render_html(quality), encoding="utf-8")
+    html_path.write_text(
+        render_html(quality, title=f"{DEMO_PROJECT}: quality report"), encoding="utf-8"
+    )
     console.print(f"4. quality report: {html_path}", highlight=False)
     for line in _agreement_lines(quality):
         console.print(f"   {line}", highlight=False)

@@ -324,12 +324,23 @@ def _bar_svg(
             parts.append(
                 f'<line x1="{scale(a):.1f}" y1="{y + 7}" x2="{scale(b):.1f}" y2="{y + 7}" stroke="#000"/>'
             )
-    for t in np.linspace(lo, hi, 7):
+    for t in axis_ticks(lo, hi):
         parts.append(
             f'<text x="{scale(t):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">{t:.1f}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def axis_ticks(lo: float, hi: float, step: float = 0.2) -> list[float]:
+    """Ticks at whole multiples of ``step`` within ``[lo, hi]``, rounded (so ``0.0``, never the
+    ``-0.0`` or uneven labels that ``linspace`` gives from a float step).
+
+    >>> axis_ticks(-0.2, 1.0)
+    [-0.2, 0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    """
+    first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+    return [round(k * step, 10) + 0.0 for k in range(first, last + 1)]
 
 
 def _hist_svg(counts: list[int], label: str) -> str:
