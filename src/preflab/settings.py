@@ -59,6 +59,18 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(
         10.0, gt=0, description="Seconds a client has to send a request's headers."
     )
+    snapshot_max_age_s: float = Field(
+        300.0,
+        ge=0,
+        description="The dashboard's quality snapshot is recomputed (in a separate process) once "
+        "it is older than this many seconds and labels changed since.",
+    )
+    snapshot_inline_labels: int = Field(
+        2000,
+        ge=0,
+        description="Projects of at most this many counting labels get their dashboard "
+        "statistics computed in the request (always current); larger ones show the snapshot.",
+    )
     server_config: str | None = Field(
         None,
         description="Set by `preflab serve` for its worker processes (the server configuration "

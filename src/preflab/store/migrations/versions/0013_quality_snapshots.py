@@ -1,0 +1,49 @@
+"""The dashboard's quality snapshot (issue 27: the web app never loads a project).
+
+Revision ID: 0013_quality_snapshots
+Revises: 0012_label_count_triggers
+Create Date: 2026-12-01
+
+One row per project: the statistics panels as JSON, when they were computed, the labels they
+cover (count, highest judgment pk, highest review-request pk) and the claim of the process
+computing the next one (``running_since``), so at most one runs per project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+from preflab.store.models import JSONType
+
+revision: str = "0013_quality_snapshots"
+down_revision: str | None = "0012_label_count_triggers"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+PK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def upgrade() -> None:
+    op.create_table(
+        "quality_snapshots",
+        sa.Column("pk", PK, nullable=False),
+        sa.Column("project_pk", PK, nullable=False),
+        sa.Column("panels", JSONType, nullable=True),
+        sa.Column("computed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("labels", sa.Integer(), nullable=False),
+        sa.Column("max_judgment_pk", sa.Integer(), nullable=False),
+        sa.Column("max_review_pk", sa.Integer(), nullable=False),
+        sa.Column("seconds", sa.Float(), nullable=True),
+        sa.Column("running_since", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.ForeignKeyConstraint(["project_pk"], ["projects.pk"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("pk"),
+        sa.UniqueConstraint("project_pk"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("quality_snapshots")
