@@ -318,10 +318,11 @@ def test_the_dashboard_shows_the_snapshot_and_refreshes_it_when_stale(db_url, ap
     with db.reading() as s:
         labels = snapshot.watermark(s, project.pk).labels
     shown = re.sub(r"\s+", " ", c.get("/admin/p/demo/dashboard", headers=h).text)
-    assert f"from {labels} labels; 0 labels since." in shown
+    assert f"from {labels} judgments; 0 new since." in shown
     _check_against_report(shown, _report_figures(db_url))
     held = re.search(r'<tr id="rater-rater000">(.*?)</tr>', shown).group(1)
-    assert re.findall(r"<td>(.*?)</td>", held)[7].endswith(">4</a>"), "items 0, 7, 14, 21 pasted"
+    held_cell = re.findall(r"<td>(.*?)</td>", held)[7]
+    assert held_cell.endswith(">3</a>"), "items 7, 14, 21 pasted (item 0's label is excluded)"
 
     # new labels: the page shows the old figures, how many labels came since, and refreshes
     with db.writing() as s:
@@ -332,10 +333,10 @@ def test_the_dashboard_shows_the_snapshot_and_refreshes_it_when_stale(db_url, ap
     with db.reading() as s:
         computed = s.scalar(select(QualitySnapshot.computed_at))
     stale = re.sub(r"\s+", " ", c.get("/admin/p/demo/dashboard", headers=h).text)
-    assert f"from {labels} labels; 9 labels since; refreshing… (started at" in stale
+    assert f"from {labels} judgments; 9 new since; refreshing… (started at" in stale
     _wait_for_snapshot(db, project.pk, snapshot._as_utc(computed))
     fresh = re.sub(r"\s+", " ", c.get("/admin/p/demo/dashboard", headers=h).text)
-    assert f"from {labels + 9} labels; 0 labels since." in fresh
+    assert f"from {labels + 9} judgments; 0 new since." in fresh
     _check_against_report(fresh, _report_figures(db_url))
     db.dispose()
 

@@ -60,13 +60,10 @@ class Filters:
 
 def _counting(project_pk: int) -> ColumnElement[bool]:
     """The judgment counts: not excluded, not replaced by a revision (:func:`review.active_judgments`)."""
-    revised = select(JudgmentRow.supersedes_pk).where(
-        JudgmentRow.project_pk == project_pk, JudgmentRow.supersedes_pk.is_not(None)
-    )
     return and_(
         JudgmentRow.project_pk == project_pk,
         JudgmentRow.excluded.is_(False),
-        JudgmentRow.pk.not_in(revised),
+        review.not_revised(),
     )
 
 
@@ -124,9 +121,6 @@ def _sql_filters(session: Session, project: ProjectRef, f: Filters) -> list[Colu
 
 def _page_judgments(session: Session, project_pk: int, item_pks: list[int]) -> list[JudgmentRow]:
     """The counting judgments of these items, oldest first, with raters and candidates."""
-    revised = select(JudgmentRow.supersedes_pk).where(
-        JudgmentRow.item_pk.in_(item_pks), JudgmentRow.supersedes_pk.is_not(None)
-    )
     return list(
         session.scalars(
             select(JudgmentRow)
@@ -134,7 +128,7 @@ def _page_judgments(session: Session, project_pk: int, item_pks: list[int]) -> l
                 JudgmentRow.project_pk == project_pk,
                 JudgmentRow.item_pk.in_(item_pks),
                 JudgmentRow.excluded.is_(False),
-                JudgmentRow.pk.not_in(revised),
+                review.not_revised(),
             )
             .options(
                 selectinload(JudgmentRow.rater),

@@ -14,8 +14,8 @@ from collections import defaultdict
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import case, func, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy import ColumnElement, case, exists, func, select
+from sqlalchemy.orm import Session, aliased, selectinload
 
 from .. import audit
 from ..quality import LabelTable, route_for_adjudication
@@ -48,6 +48,13 @@ from .policy import settings_of
 from .quality_adapter import wilson_interval
 
 # -- judgments under review -----------------------------------------------------------------------
+
+
+def not_revised() -> ColumnElement[bool]:
+    """No other judgment revises this one: a probe of the partial ``supersedes_pk`` index per
+    row (``active_judgments``' rule, without reading the project's revisions)."""
+    newer = aliased(JudgmentRow)
+    return ~exists().where(newer.supersedes_pk == JudgmentRow.pk)
 
 
 def active_judgments(
@@ -823,21 +830,29 @@ def rater_figures(session: Session, project: ProjectRef) -> list[dict[str, Any]]
     return out
 
 
-def quality_summary(session: Session, project: ProjectRef) -> dict[str, Any]:
-    """Counts, pool progress, excluded judgments, expired leases and every rater's figures."""
+def quality_summary(
+    session: Session, project: ProjectRef, *, counts: bool = True
+) -> dict[str, Any]:
+    """Counts, pool progress, excluded judgments, expired leases and every rater's figures.
+    ``counts=False`` leaves out the two that read every judgment (the counts per kind, rater,
+    batch and source, and the excluded judgments): the dashboard takes them from its snapshot."""
     p = session.get(Project, project.pk)
     pool = session.execute(
         select(PoolEntry.role, func.count(), func.sum(PoolEntry.target), func.sum(PoolEntry.filled))
         .where(PoolEntry.project_pk == p.pk)
         .group_by(PoolEntry.role)
     ).all()
-    excluded = session.scalar(
-        select(func.count())
-        .select_from(JudgmentRow)
-        .where(JudgmentRow.project_pk == p.pk, JudgmentRow.excluded.is_(True))
+    excluded = (
+        session.scalar(
+            select(func.count())
+            .select_from(JudgmentRow)
+            .where(JudgmentRow.project_pk == p.pk, JudgmentRow.excluded.is_(True))
+        )
+        if counts
+        else None
     )
     return {
-        "counts": repo.project_counts(session, p),
+        "counts": repo.project_counts(session, p) if counts else None,
         "excluded_judgments": excluded,
         "pool": {
             r: {"items": n, "target": int(t or 0), "filled": int(f or 0)} for r, n, t, f in pool

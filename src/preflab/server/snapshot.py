@@ -47,6 +47,7 @@ from ..quality.bias import word_length
 from ..quality.labels import resolve_labels
 from ..quality.telemetry import TelemetrySettings, near_duplicate_pairs
 from ..settings import get_settings
+from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, utcnow
 from ..store.server_models import QualitySnapshot, ReviewRequest
 from . import review
@@ -64,8 +65,9 @@ CHUNK = 2000
 
 @dataclass(frozen=True)
 class Watermark:
-    """What a snapshot covers: counting labels (not excluded, not revised), the highest judgment
-    pk and the highest review-request pk of the project."""
+    """What a snapshot covers: the project's stored judgments, the highest judgment pk and the
+    highest review-request pk. Index-only reads; an exclusion alone (a rater suspended) changes
+    none of them and shows at the next refresh a new label or review decision triggers."""
 
     labels: int
     max_judgment_pk: int
@@ -73,18 +75,9 @@ class Watermark:
 
 
 def watermark(session: Session, project_pk: int) -> Watermark:
-    """Three aggregate queries on indexed columns (no row is loaded)."""
-    revised = select(JudgmentRow.supersedes_pk).where(
-        JudgmentRow.project_pk == project_pk, JudgmentRow.supersedes_pk.is_not(None)
-    )
+    """Three aggregates answered from indexes (no judgment row is read)."""
     labels = session.scalar(
-        select(func.count())
-        .select_from(JudgmentRow)
-        .where(
-            JudgmentRow.project_pk == project_pk,
-            JudgmentRow.excluded.is_(False),
-            JudgmentRow.pk.not_in(revised),
-        )
+        select(func.count()).select_from(JudgmentRow).where(JudgmentRow.project_pk == project_pk)
     )
     max_pk = session.scalar(
         select(func.max(JudgmentRow.pk)).where(JudgmentRow.project_pk == project_pk)
@@ -93,6 +86,36 @@ def watermark(session: Session, project_pk: int) -> Watermark:
         select(func.max(ReviewRequest.pk)).where(ReviewRequest.project_pk == project_pk)
     )
     return Watermark(int(labels or 0), int(max_pk or 0), int(max_review or 0))
+
+
+def utc_day(session: Session, at: Any) -> Any:
+    """``YYYY-MM-DD`` of a timestamp column in UTC, in SQL."""
+    if session.get_bind().dialect.name == "postgresql":
+        return func.to_char(func.timezone("UTC", at), "YYYY-MM-DD")
+    return func.substr(at, 1, 10)  # SQLite keeps the UTC wall time as text
+
+
+def labels_per_day(
+    session: Session, project_pk: int, after_pk: int = 0, upto_pk: int | None = None
+) -> dict[str, int]:
+    """Production labels (review pass 0, counting) per UTC day of submission, of judgments with
+    pk in ``(after_pk, upto_pk]`` (a rowid range: O(those judgments))."""
+    day = utc_day(session, JudgmentRow.submitted_at)
+    stmt = (
+        select(day, func.count())
+        .where(
+            JudgmentRow.pk > after_pk,
+            JudgmentRow.project_pk == project_pk,
+            JudgmentRow.review_pass == 0,
+            JudgmentRow.excluded.is_(False),
+            JudgmentRow.submitted_at.is_not(None),
+            review.not_revised(),
+        )
+        .group_by(day)
+    )
+    if upto_pk is not None:
+        stmt = stmt.where(JudgmentRow.pk <= upto_pk)
+    return {str(d): int(n) for d, n in session.execute(stmt)}
 
 
 @dataclass
@@ -141,9 +164,6 @@ def jsonable(value: Any) -> Any:
 def _judgment_chunks(session: Session, project_pk: int) -> Iterator[list[JudgmentRow]]:
     """The project's counting judgments (:func:`review.active_judgments`), ``CHUNK`` at a time in
     pk order, with their raters and items' candidates."""
-    revised = select(JudgmentRow.supersedes_pk).where(
-        JudgmentRow.project_pk == project_pk, JudgmentRow.supersedes_pk.is_not(None)
-    )
     last = 0
     while True:
         rows = list(
@@ -152,7 +172,7 @@ def _judgment_chunks(session: Session, project_pk: int) -> Iterator[list[Judgmen
                 .where(
                     JudgmentRow.project_pk == project_pk,
                     JudgmentRow.excluded.is_(False),
-                    JudgmentRow.pk.not_in(revised),
+                    review.not_revised(),
                     JudgmentRow.pk > last,
                 )
                 .options(
@@ -192,19 +212,19 @@ def rater_activity(session: Session, project: ProjectRef | Project) -> dict[str,
             held[key] += 0
             if r.submitted_at is not None and r.started_at is not None:
                 times[key].append((r.submitted_at - r.started_at).total_seconds())
-            a = assessed.get(i)
-            if a is not None and a.exclude and r.pk not in decided:
+            found = assessed.get(i)
+            if found is not None and found.exclude and r.pk not in decided:
                 held[key] += 1
     cfg = TelemetrySettings()  # the data browser's flags use the engine's defaults, as before
     dups: set[int] = set()
-    for a, b, _sim in near_duplicate_pairs(
+    for first, second, _sim in near_duplicate_pairs(
         [t for _, t, _ in with_text],
         [r for _, _, r in with_text],
         cfg.min_jaccard,
         cfg.shingle,
         cfg.num_perm,
     ):
-        dups.update((with_text[a][0], with_text[b][0]))
+        dups.update((with_text[first][0], with_text[second][0]))
     return {
         "median_s": {k: _median(v) for k, v in times.items()},
         "held_out": dict(held),
@@ -218,19 +238,38 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values))
 
 
-def compute_panels(session: Session, project: ProjectRef | Project, url: str) -> dict[str, Any]:
+def compute_panels(
+    session: Session, project: ProjectRef | Project, url: str, mark: Watermark
+) -> dict[str, Any]:
     """The snapshot's panels: the report's loader over ``url`` for the statistics, and
     :func:`rater_activity` in ``session``."""
     judgments, items, batches = load_for_report(project.name, url)
     labels = resolve_labels(judgments)
-    lengths = {
+    lengths: dict[tuple[str, str | None], int] = {
         (item_id, c.id): word_length(c.as_text())
         for item_id, item in items.items()
         for c in item.candidates
+        if c.id is not None
     }
     panels = quality_panels(labels.judgments, batches, lengths, label_set=labels.describe())
     del judgments, items
-    return jsonable({**panels, **rater_activity(session, project)})
+    project_row = session.get(Project, project.pk)
+    assert project_row is not None
+    excluded = session.scalar(
+        select(func.count())
+        .select_from(JudgmentRow)
+        .where(JudgmentRow.project_pk == project.pk, JudgmentRow.excluded.is_(True))
+    )
+    return jsonable(
+        {
+            **panels,
+            **rater_activity(session, project),
+            # the dashboard's progress figures and throughput, as of the watermark
+            "counts": repo.project_counts(session, project_row),
+            "excluded_judgments": int(excluded or 0),
+            "per_day": labels_per_day(session, project.pk, upto_pk=mark.max_judgment_pk),
+        }
+    )
 
 
 def url_of(session: Session) -> str:
@@ -242,7 +281,7 @@ def url_of(session: Session) -> str:
 def compute_inline(session: Session, project: ProjectRef | Project) -> Snapshot:
     """The panels of a small project, computed now in ``session``'s database (not stored)."""
     mark = watermark(session, project.pk)
-    panels = compute_panels(session, project, url_of(session))
+    panels = compute_panels(session, project, url_of(session), mark)
     return Snapshot(panels, utcnow(), mark.labels, mark.labels, inline=True)
 
 
@@ -305,8 +344,7 @@ def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool =
     """Compute and store the project's snapshot (the separate process's work). Claims the row
     first unless the caller (the dashboard request) already did; raises :class:`RuntimeError`
     when another run holds it. A failure is recorded on the row (the page shows it) and raised."""
-    from ..store.repo import get_project
-
+    get_project = repo.get_project
     db = Database(url, pool_size=2, max_overflow=0)
     try:
         with db.writing() as s:
@@ -321,7 +359,7 @@ def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool =
             with db.reading() as s:
                 project = get_project(s, project_name)
                 mark = watermark(s, project.pk)  # before reading: later labels count as "since"
-                panels = compute_panels(s, project, db.url)
+                panels = compute_panels(s, project, db.url, mark)
         except Exception as exc:
             with db.writing() as s:
                 s.execute(

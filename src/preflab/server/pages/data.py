@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ...store.models import JudgmentRow, utcnow
+from ...store.models import ItemRow, JudgmentRow, utcnow
 from ...store.server_models import Assignment, PoolEntry
-from .. import assign, queries, snapshot
+from .. import assign, queries, review, snapshot
 from ..permissions import ProjectRef
 from . import plots
 from .panels import svg_bars
@@ -129,35 +129,65 @@ def label_progress(
     }
 
 
-def throughput(session: Session, project_pk: int) -> dict[str, Any]:
+#: What the snapshot holds beside the statistics panels.
+SNAPSHOT_EXTRAS = (
+    "median_s",
+    "held_out",
+    "near_duplicate_pks",
+    "counts",
+    "excluded_judgments",
+    "per_day",
+)
+
+
+def throughput(session: Session, project_pk: int, snap: snapshot.Snapshot) -> dict[str, Any]:
     """Production labels (review pass 0, counting) per UTC day, the last 14 days that have any,
-    and in the last 24 hours: two aggregate queries returning O(days) rows."""
-    revised = select(JudgmentRow.supersedes_pk).where(
-        JudgmentRow.project_pk == project_pk, JudgmentRow.supersedes_pk.is_not(None)
+    and in the last 24 hours. Per day: the snapshot's days plus a ``GROUP BY`` over the
+    judgments stored since it (a computed-now snapshot: all of them); last 24 hours: a range of
+    the ``(project_pk, submitted_at)`` index."""
+    stored = (snap.panels or {}).get("per_day")
+    if snap.inline or stored is None or snap.mark is None:
+        per_day = snapshot.labels_per_day(session, project_pk)
+    else:
+        per_day = dict(stored)
+        for d, n in snapshot.labels_per_day(
+            session, project_pk, after_pk=snap.mark.max_judgment_pk
+        ).items():
+            per_day[d] = per_day.get(d, 0) + n
+    last_24h = session.scalar(
+        select(func.count()).where(
+            JudgmentRow.project_pk == project_pk,
+            JudgmentRow.submitted_at > utcnow() - timedelta(hours=24),
+            JudgmentRow.review_pass == 0,
+            JudgmentRow.excluded.is_(False),
+            review.not_revised(),
+        )
     )
-    counting = (
-        JudgmentRow.project_pk == project_pk,
-        JudgmentRow.review_pass == 0,
-        JudgmentRow.excluded.is_(False),
-        JudgmentRow.pk.not_in(revised),
-        JudgmentRow.submitted_at.is_not(None),
-    )
-    at = JudgmentRow.submitted_at
-    if session.get_bind().dialect.name == "postgresql":
-        day = func.to_char(func.timezone("UTC", at), "YYYY-MM-DD")
-    else:  # SQLite keeps the UTC wall time as text
-        day = func.substr(at, 1, 10)
-    per_day = {
-        str(d): int(n)
-        for d, n in session.execute(select(day, func.count()).where(*counting).group_by(day))
-    }
-    now = utcnow()
-    last_24h = session.scalar(select(func.count()).where(*counting, at > now - timedelta(hours=24)))
     days = sorted(per_day)[-14:]
     return {
         "last_24h": int(last_24h or 0),
         "per_day": [(d, per_day[d]) for d in days],
         "chart": svg_bars([(d, per_day[d]) for d in days], hi=max([1, *per_day.values()])),
+    }
+
+
+def snapshot_counts(
+    session: Session, project: ProjectRef, snap: snapshot.Snapshot
+) -> dict[str, Any]:
+    """The progress panel's counts: items and judgments now (index counts), judgments per kind
+    and excluded as of the snapshot (``None`` before the first)."""
+    panels = snap.panels or {}
+    stored = panels.get("counts") or {}
+    items = session.scalar(
+        select(func.count()).select_from(ItemRow).where(ItemRow.project_pk == project.pk)
+    )
+    return {
+        "counts": {
+            "items": int(items or 0),
+            "judgments": snap.labels_now,
+            "per_kind": stored.get("per_kind") or {},
+        },
+        "excluded_judgments": panels.get("excluded_judgments"),
     }
 
 
@@ -185,13 +215,11 @@ def dashboard(
         }
         for rater in quality_api.get("raters", [])
     ]
-    quality = {
-        k: v for k, v in panels.items() if k not in ("median_s", "held_out", "near_duplicate_pks")
-    }
+    quality = {k: v for k, v in panels.items() if k not in SNAPSHOT_EXTRAS}
     if snap.panels is None:
         quality = {"available": False, "computing": True}
     out: dict[str, Any] = {
-        "throughput": throughput(session, project.pk),
+        "throughput": throughput(session, project.pk, snap),
         "per_rater": per_rater,
         # the labels the report and exports measure: one rule (preflab.quality.labels)
         "quality": quality,

@@ -6,10 +6,14 @@ measured), with the geometry of their charts. Computed by the quality snapshot
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from ... import quality as q
+from ...quality.agreement import krippendorff_alpha_ci
+from ...quality.bias import length_bias, position_bias
+from ...quality.gold import leave_one_out_agreement
 from ...quality.labels import LABEL_SET_RULE
+from ...quality.table import LabelTable
 from ...schema import PairwiseJudgment
 from . import plots
 
@@ -51,13 +55,12 @@ def svg_bars(
 def quality_panels(
     judgments: list[Any],
     batch_of: dict[str, str],
-    lengths: dict[tuple[str, str], int] | None = None,
+    lengths: Mapping[tuple[str, str | None], int] | None = None,
     label_set: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Agreement per batch and dimension with CIs, agreement with consensus, length and position
     bias, from :mod:`preflab.quality`; ``label_set`` says which labels they measured
     (:meth:`preflab.quality.labels.LabelSet.describe`), printed on the dashboard."""
-    table_cls = q.LabelTable
     out: dict[str, Any] = {
         "available": True,
         "agreement": [],
@@ -67,11 +70,13 @@ def quality_panels(
         "label_set": label_set or {"rule": LABEL_SET_RULE},
     }
     try:
-        table = table_cls.from_judgments(judgments, batches=batch_of)
+        table = LabelTable.from_judgments(judgments, batches=batch_of)
         for batch, kind, dim in table.groups():
             sub = table.select(kind=kind, dimension=dim, batch=batch)
-            level = "ordinal" if dim in ("strength", "first_error") else "nominal"
-            ci = q.krippendorff_alpha_ci(sub.units, sub.values, level=level, n_boot=200)
+            level: Literal["nominal", "ordinal"] = (
+                "ordinal" if dim in ("strength", "first_error") else "nominal"
+            )
+            ci = krippendorff_alpha_ci(sub.units, sub.values, level=level, n_boot=200)
             out["agreement"].append(
                 {
                     "batch": batch,
@@ -89,10 +94,10 @@ def quality_panels(
             else table
         )
         if len(main):
-            out["consensus"] = q.leave_one_out_agreement(main.units, main.raters, main.values)
+            out["consensus"] = leave_one_out_agreement(main.units, main.raters, main.values)
         pairwise = [j for j in judgments if isinstance(j, PairwiseJudgment)]
         if pairwise:
-            pb = q.position_bias(pairwise)
+            pb = position_bias(pairwise)
             out["position"] = {
                 **pb,
                 "chart": svg_bars(
@@ -105,7 +110,7 @@ def quality_panels(
             if lengths and decided:
                 chosen = [lengths.get((j.item_id, j.chosen), 0) for j in decided]
                 rejected = [lengths.get((j.item_id, j.rejected), 0) for j in decided]
-                lb = q.length_bias(chosen, rejected)
+                lb = length_bias(chosen, rejected)
                 hist = lb.get("ratio_histogram") or []
                 edges = [2 ** (-3 + 0.25 * k) for k in range(len(hist) + 1)]
                 # Coarse bins (x0.25 .. x8) keep the chart readable; the JSON API has the full detail.

@@ -516,9 +516,12 @@ def admin_import_page(
 
 @router.get("/admin/p/{project}/dashboard")
 def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
-    q = call(project_routes.quality, request, ctx, project=project)
     snap = snapshot.current(_db(request), ctx.project)  # starts a refresh, never computes one
     with _db(request).reading() as s:
+        # the counts that read every judgment: now for a small project, else the snapshot's
+        q = review_service.quality_summary(s, ctx.project, counts=snap.inline)
+        if not snap.inline:
+            q.update(data.snapshot_counts(s, ctx.project, snap))
         dash = data.dashboard(s, ctx.project, q, snap)
         dash["skips"] = review_service.skip_summary(s, ctx.project)
     return render(

@@ -6,7 +6,10 @@ Create Date: 2026-12-01
 
 One row per project: the statistics panels as JSON, when they were computed, the labels they
 cover (count, highest judgment pk, highest review-request pk) and the claim of the process
-computing the next one (``running_since``), so at most one runs per project.
+computing the next one (``running_since``), so at most one runs per project. Two indexes on
+judgments keep the dashboard's live figures bounded: ``(project_pk, submitted_at)`` for the
+labels of the last 24 hours, and a partial index of ``supersedes_pk`` (revisions only) for
+"not revised".
 """
 
 from __future__ import annotations
@@ -43,7 +46,17 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("pk"),
         sa.UniqueConstraint("project_pk"),
     )
+    op.create_index("ix_judgments_project_submitted", "judgments", ["project_pk", "submitted_at"])
+    op.create_index(
+        "ix_judgments_supersedes",
+        "judgments",
+        ["supersedes_pk"],
+        sqlite_where=sa.text("supersedes_pk IS NOT NULL"),
+        postgresql_where=sa.text("supersedes_pk IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_judgments_supersedes", table_name="judgments")
+    op.drop_index("ix_judgments_project_submitted", table_name="judgments")
     op.drop_table("quality_snapshots")
