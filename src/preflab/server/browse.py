@@ -23,7 +23,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, literal, select
+from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, literal, select, type_coerce
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, selectinload
 
 from ..quality.telemetry import TelemetrySettings, judgment_flags
@@ -100,7 +101,7 @@ def _sql_filters(session: Session, project: ProjectRef, f: Filters) -> list[Colu
         )
     if f.domain:
         if dialect == "postgresql":
-            out.append(ItemRow.domains.contains([f.domain]))
+            out.append(type_coerce(ItemRow.domains, JSONB).contains([f.domain]))
         else:
             each = func.json_each(ItemRow.domains).table_valued("value")
             out.append(exists(select(literal(1)).select_from(each).where(each.c.value == f.domain)))

@@ -143,11 +143,14 @@ SNAPSHOT_EXTRAS = (
 def throughput(session: Session, project_pk: int, snap: snapshot.Snapshot) -> dict[str, Any]:
     """Production labels (review pass 0, counting) per UTC day, the last 14 days that have any,
     and in the last 24 hours. Per day: the snapshot's days plus a ``GROUP BY`` over the
-    judgments stored since it (a computed-now snapshot: all of them); last 24 hours: a range of
-    the ``(project_pk, submitted_at)`` index."""
+    judgments stored since it (a computed-now snapshot: all of them; none before a large
+    project's first snapshot); last 24 hours: a range of the ``(project_pk, submitted_at)``
+    index."""
     stored = (snap.panels or {}).get("per_day")
-    if snap.inline or stored is None or snap.mark is None:
+    if snap.inline:
         per_day = snapshot.labels_per_day(session, project_pk)
+    elif stored is None or snap.mark is None:
+        per_day = {}  # a large project's first snapshot is being computed
     else:
         per_day = dict(stored)
         for d, n in snapshot.labels_per_day(
