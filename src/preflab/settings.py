@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     snapshot_inline_labels: int = Field(
         2000,
         ge=0,
-        description="Projects of at most this many counting labels get their dashboard "
+        description="Projects of at most this many judgments get their dashboard "
         "statistics computed in the request (always current); larger ones show the snapshot.",
     )
     server_config: str | None = Field(

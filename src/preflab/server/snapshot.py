@@ -12,10 +12,10 @@ computed and the labels they cover (:class:`Watermark`).
 Freshness: a request never computes a large project's statistics. It shows the stored snapshot and
 starts ``python -m preflab.server.snapshot PROJECT`` (a separate process) when there is none yet,
 or when it is older than ``PREFLAB_SNAPSHOT_MAX_AGE_S`` (300 s) *and* the labels changed since
-(a label added, revised or excluded, or a reviewer's telemetry decision). At most one runs per
+(a judgment stored, a revision among them, or a review decision). At most one runs per
 project: the request claims the row with one conditional ``UPDATE`` (``running_since``); a claim
 older than :data:`CLAIM_TIMEOUT` counts as a crashed run. A project of at most
-``PREFLAB_SNAPSHOT_INLINE_LABELS`` (2,000) counting labels is computed in the request instead
+``PREFLAB_SNAPSHOT_INLINE_LABELS`` (2,000) judgments is computed in the request instead
 (always current; its cost is bounded by that limit, not by the project).
 
 ``preflab quality snapshot PROJECT`` refreshes it by hand.

@@ -412,6 +412,9 @@ class BrowseOut(Out):
         description="matching items (SQL count); null when a per-item filter (flagged, "
         "disagreement, q) is on: the page scanned for them"
     )
+    total_capped: bool = Field(
+        default=False, description="more items match than `total` (counting stops at 10,000)"
+    )
     after: int = Field(default=0, description="the item pk this page starts after")
     offset: int
     next_after: int | None = Field(
