@@ -687,6 +687,35 @@ def quality_report(
         print_json(report)
 
 
+@quality_app.command("snapshot")
+def quality_snapshot(
+    project: Annotated[
+        str, typer.Argument(help="The project whose dashboard snapshot to compute.")
+    ],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Take over a refresh the server started and still holds."),
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """Compute the dashboard's quality snapshot now (what the server starts in the background)."""
+    from .server.snapshot import refresh
+    from .store.repo import StoreError
+
+    engine = engine_for(db)  # the database must exist and be at the newest schema
+    url = engine.url.render_as_string(hide_password=False)
+    engine.dispose()
+    try:
+        snap = refresh(url, project, force=force)
+    except (StoreError, RuntimeError) as exc:
+        fail(str(exc), 2)
+    out.print(
+        f"{project}: snapshot of {snap.labels} labels computed at "
+        f"{snap.computed_at:%Y-%m-%d %H:%M:%S} UTC",
+        highlight=False,
+    )
+
+
 # -- schemas and demo -----------------------------------------------------------------
 
 

@@ -65,6 +65,18 @@ class Settings(BaseSettings):
         description="The largest a gzipped upload (items file, web import) may be once "
         "decompressed, in MiB; the body limit bounds only the compressed bytes.",
     )
+    snapshot_max_age_s: float = Field(
+        300.0,
+        ge=0,
+        description="The dashboard's quality snapshot is recomputed (in a separate process) once "
+        "it is older than this many seconds and labels changed since.",
+    )
+    snapshot_inline_labels: int = Field(
+        2000,
+        ge=0,
+        description="Projects of at most this many judgments get their dashboard "
+        "statistics computed in the request (always current); larger ones show the snapshot.",
+    )
     server_config: str | None = Field(
         None,
         description="Set by `preflab serve` for its worker processes (the server configuration "

@@ -14,15 +14,15 @@ from collections import defaultdict
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy import ColumnElement, case, exists, func, select
+from sqlalchemy.orm import Session, aliased, selectinload
 
 from .. import audit
 from ..quality import LabelTable, route_for_adjudication
 from ..quality import telemetry_flags as quality_telemetry_flags
 from ..quality.bias import word_length
 from ..quality.telemetry import Assessment, TelemetrySettings, assess
-from ..schema import ReviewPass, prompt_as_text
+from ..schema import ReviewPass
 from ..schema.authorship import ReferenceProvenance
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
@@ -48,6 +48,13 @@ from .policy import settings_of
 from .quality_adapter import wilson_interval
 
 # -- judgments under review -----------------------------------------------------------------------
+
+
+def not_revised() -> ColumnElement[bool]:
+    """No other judgment revises this one: a probe of the partial ``supersedes_pk`` index per
+    row (``active_judgments``' rule, without reading the project's revisions)."""
+    newer = aliased(JudgmentRow)
+    return ~exists().where(newer.supersedes_pk == JudgmentRow.pk)
 
 
 def active_judgments(
@@ -144,10 +151,13 @@ def assessments(
     return out
 
 
-def telemetry_decisions(session: Session, project_pk: int) -> dict[int, dict[str, Any]]:
+def telemetry_decisions(
+    session: Session, project_pk: int, judgment_pks: list[int] | None = None
+) -> dict[int, dict[str, Any]]:
     """Judgment pk -> a reviewer's decision on its telemetry flags (``kept`` / ``excluded``),
-    with who, when and the note; the latest decision of a judgment wins."""
-    rows = session.execute(
+    with who, when and the note; the latest decision of a judgment wins. ``judgment_pks``: only
+    those judgments' decisions (a page's)."""
+    stmt = (
         select(ReviewRequest, User.username)
         .outerjoin(User, User.pk == ReviewRequest.reviewer_pk)
         .where(
@@ -155,7 +165,10 @@ def telemetry_decisions(session: Session, project_pk: int) -> dict[int, dict[str
             ReviewRequest.status.in_(TELEMETRY_DECISIONS),
         )
         .order_by(ReviewRequest.pk)
-    ).all()
+    )
+    if judgment_pks is not None:
+        stmt = stmt.where(ReviewRequest.judgment_pk.in_(judgment_pks))
+    rows = session.execute(stmt).all()
     return {
         req.judgment_pk: {
             "decision": req.status,
@@ -167,7 +180,7 @@ def telemetry_decisions(session: Session, project_pk: int) -> dict[int, dict[str
     }
 
 
-def _held_out(a: Assessment | None, row: JudgmentRow, decided: dict[int, Any]) -> bool:
+def is_held_out(a: Assessment | None, row: JudgmentRow, decided: dict[int, Any]) -> bool:
     """A production label its telemetry keeps out of exports, no reviewer having decided it."""
     return a is not None and a.exclude and row.review_pass == 0 and row.pk not in decided
 
@@ -264,7 +277,7 @@ def review_queues(
         per["labels"] += 1
         if row.item.item_key in adjudicated:  # the final label replaced the raters' labels
             continue
-        if _held_out(a, row, decided):
+        if is_held_out(a, row, decided):
             held_out.append(
                 {
                     "judgment_id": row.pk,
@@ -395,7 +408,7 @@ def _assessment_out(
     return {
         "flags": {n: e for n, e in a.flags},
         "strong": a.exclude,
-        "held_out": _held_out(a, row, decided),
+        "held_out": is_held_out(a, row, decided),
         "why": a.why,
         "decision": decision,
     }
@@ -593,78 +606,6 @@ def adjudicate_reference(
         }
 
 
-# -- the data browser ---------------------------------------------------------------------------------
-
-
-def browse_items(
-    session: Session,
-    project: ProjectRef,
-    *,
-    kind: str | None = None,
-    rater: str | None = None,
-    domain: str | None = None,
-    flagged: bool = False,
-    disagreement: bool = False,
-    q: str | None = None,
-    offset: int = 0,
-    limit: int = 50,
-) -> dict[str, Any]:
-    """Items with their counting labels, filtered by kind, rater, domain, telemetry flags,
-    disagreement (the adjudication rule) and a text search over prompt and answers."""
-    rows = active_judgments(session, project.pk)
-    parsed = parsed_judgments(rows)
-    flags = telemetry_flags(parsed)
-    assessed = assessments(rows, parsed, telemetry_settings(project))
-    decided = telemetry_decisions(session, project.pk)
-    disagree = disagreement_reasons(parsed)
-    blind = settings_of(project.settings).policy.blind
-    per_item: dict[int, list[int]] = defaultdict(list)
-    for i, r in enumerate(rows):
-        per_item[r.item_pk].append(i)
-    stmt = (
-        select(ItemRow)
-        .where(ItemRow.project_pk == project.pk)
-        .options(selectinload(ItemRow.candidates))
-        .order_by(ItemRow.pk)
-    )
-    needle = (q or "").strip().lower()
-    out = []
-    for item in session.scalars(stmt):
-        idx = per_item.get(item.pk, [])
-        who = {i: rows[i].rater.rater_hash[:24] if blind else rows[i].rater.rater_key for i in idx}
-        if kind and not any(rows[i].kind == kind for i in idx):
-            continue
-        if rater and rater not in who.values():
-            continue
-        if domain and domain not in (item.domains or []):
-            continue
-        if flagged and not any(flags.get(i) for i in idx):
-            continue
-        if disagreement and item.item_key not in disagree:
-            continue
-        if needle:
-            text = (
-                prompt_as_text(item.prompt) + " " + " ".join(c.text or "" for c in item.candidates)
-            )
-            if needle not in text.lower() and needle not in item.item_key.lower():
-                continue
-        out.append(
-            {
-                "item_id": item.item_key,
-                "domains": item.domains or [],
-                "answers": len(item.candidates),
-                "labels": len(idx),
-                "kinds": sorted({rows[i].kind for i in idx}),
-                "raters": sorted(set(who.values())),
-                "flags": sorted({f for i in idx for f in flags.get(i, {})}),
-                # labels held out by their telemetry (strong evidence, no reviewer's decision)
-                "held_out": sum(_held_out(assessed.get(i), rows[i], decided) for i in idx),
-                "disagreement": disagree.get(item.item_key, []),
-            }
-        )
-    return {"total": len(out), "offset": offset, "items": out[offset : offset + limit]}
-
-
 def skip_summary(session: Session, project: ProjectRef) -> dict[str, Any]:
     """Skips counted per reason, and the items raters flagged (broken, harmful) with their notes."""
     rows = session.execute(
@@ -837,7 +778,7 @@ def list_judgments(
 
 def rater_figures(session: Session, project: ProjectRef) -> list[dict[str, Any]]:
     """Each rater's status, submitted count and gold accuracy per phase with its Wilson interval
-    at the project's qualification confidence."""
+    at the project's qualification confidence (three queries, each O(raters) rows)."""
     q = settings_of(project.settings).policy.qualification
     rows = session.execute(
         select(RaterStatus, User.username)
@@ -845,60 +786,73 @@ def rater_figures(session: Session, project: ProjectRef) -> list[dict[str, Any]]
         .where(RaterStatus.project_pk == project.pk)
         .order_by(User.username)
     ).all()
+    gold: dict[tuple[int, str], tuple[int, int]] = {}
+    for user_pk, phase, n, correct in session.execute(
+        select(
+            GoldOutcome.user_pk,
+            GoldOutcome.phase,
+            func.count(),
+            func.sum(case((GoldOutcome.correct.is_(True), 1), else_=0)),
+        )
+        .where(GoldOutcome.project_pk == project.pk)
+        .group_by(GoldOutcome.user_pk, GoldOutcome.phase)
+    ):
+        gold[(user_pk, phase)] = (int(n), int(correct or 0))
+    submitted = dict(
+        session.execute(
+            select(Assignment.user_pk, func.count())
+            .where(Assignment.project_pk == project.pk, Assignment.status == "submitted")
+            .group_by(Assignment.user_pk)
+        ).all()
+    )
     out = []
     for st, username in rows:
-        gold = session.execute(
-            select(GoldOutcome.phase, GoldOutcome.correct).where(
-                GoldOutcome.project_pk == project.pk, GoldOutcome.user_pk == st.user_pk
-            )
-        ).all()
         figures = {}
         for phase in ("qualification", "production"):
-            outcomes = [c for p, c in gold if p == phase]
-            lo, hi = wilson_interval(sum(outcomes), len(outcomes), q.confidence)
+            n, correct = gold.get((st.user_pk, phase), (0, 0))
+            lo, hi = wilson_interval(correct, n, q.confidence)
             figures[phase] = {
-                "n": len(outcomes),
-                "correct": sum(outcomes),
-                "accuracy": (sum(outcomes) / len(outcomes)) if outcomes else None,
+                "n": n,
+                "correct": correct,
+                "accuracy": (correct / n) if n else None,
                 "wilson": [lo, hi],
             }
-        submitted = session.scalar(
-            select(func.count())
-            .select_from(Assignment)
-            .where(
-                Assignment.project_pk == project.pk,
-                Assignment.user_pk == st.user_pk,
-                Assignment.status == "submitted",
-            )
-        )
         out.append(
             {
                 "username": username,
                 "status": st.status,
                 "reason": st.reason,
                 "evidence": st.evidence,
-                "submitted": submitted,
+                "submitted": int(submitted.get(st.user_pk, 0)),
                 "gold": figures,
             }
         )
     return out
 
 
-def quality_summary(session: Session, project: ProjectRef) -> dict[str, Any]:
-    """Counts, pool progress, excluded judgments, expired leases and every rater's figures."""
+def quality_summary(
+    session: Session, project: ProjectRef, *, counts: bool = True
+) -> dict[str, Any]:
+    """Counts, pool progress, excluded judgments, expired leases and every rater's figures.
+    ``counts=False`` leaves out the two that read every judgment (the counts per kind, rater,
+    batch and source, and the excluded judgments): the dashboard takes them from its snapshot."""
     p = session.get(Project, project.pk)
     pool = session.execute(
         select(PoolEntry.role, func.count(), func.sum(PoolEntry.target), func.sum(PoolEntry.filled))
         .where(PoolEntry.project_pk == p.pk)
         .group_by(PoolEntry.role)
     ).all()
-    excluded = session.scalar(
-        select(func.count())
-        .select_from(JudgmentRow)
-        .where(JudgmentRow.project_pk == p.pk, JudgmentRow.excluded.is_(True))
+    excluded = (
+        session.scalar(
+            select(func.count())
+            .select_from(JudgmentRow)
+            .where(JudgmentRow.project_pk == p.pk, JudgmentRow.excluded.is_(True))
+        )
+        if counts
+        else None
     )
     return {
-        "counts": repo.project_counts(session, p),
+        "counts": repo.project_counts(session, p) if counts else None,
         "excluded_judgments": excluded,
         "pool": {
             r: {"items": n, "target": int(t or 0), "filled": int(f or 0)} for r, n, t, f in pool

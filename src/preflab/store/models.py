@@ -182,6 +182,15 @@ class JudgmentRow(Base):
         Index("uq_judgments_item_content", "item_pk", "content_hash", unique=True),
         Index("ix_judgments_project_item", "project_pk", "item_pk"),
         Index("ix_judgments_project_rater", "project_pk", "rater_pk"),
+        # the dashboard's labels of the last 24 hours, a range of this index (0014)
+        Index("ix_judgments_project_submitted", "project_pk", "submitted_at"),
+        # "not revised" without reading every judgment: only revisions have an entry (0014)
+        Index(
+            "ix_judgments_supersedes",
+            "supersedes_pk",
+            sqlite_where=text("supersedes_pk IS NOT NULL"),
+            postgresql_where=text("supersedes_pk IS NOT NULL"),
+        ),
         # a client's key names one submission of one rater (0015; two raters may pick the same)
         Index(
             "uq_judgments_rater_idempotency",

@@ -412,6 +412,29 @@ class ExportJob(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+class QualitySnapshot(Base):
+    """A project's dashboard statistics, computed by a separate process
+    (:mod:`preflab.server.snapshot`), never inside a request: the panels as JSON, when they were
+    computed and the labels they cover (count of counting labels, highest judgment pk, highest
+    review-request pk: a reviewer's telemetry decision changes the figures without a new label).
+    ``running_since`` is the claim of the process computing the next one (one at a time)."""
+
+    __tablename__ = "quality_snapshots"
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(
+        ForeignKey("projects.pk", ondelete="CASCADE"), unique=True
+    )
+    panels: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    computed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    labels: Mapped[int] = mapped_column(Integer, default=0)
+    max_judgment_pk: Mapped[int] = mapped_column(Integer, default=0)
+    max_review_pk: Mapped[int] = mapped_column(Integer, default=0)
+    seconds: Mapped[float | None] = mapped_column(Float)
+    running_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+
+
 # The label counter and the lease close are kept by triggers (migration 0012); ``create_all``
 # creates them too, so a schema made without Alembic counts the same way.
 event.listen(Base.metadata, "after_create", triggers.create)

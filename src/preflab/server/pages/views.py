@@ -18,7 +18,7 @@ from ...schema import JUDGMENT_KINDS, describe_need
 from ...store import repo
 from ...store.models import Project
 from ...store.server_models import SKIP_REASONS
-from .. import api, auth, export_jobs, files
+from .. import api, auth, browse, export_jobs, files, snapshot
 from .. import review as review_service
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
 from ..policy import settings_of
@@ -556,9 +556,13 @@ def admin_import_page(
 
 @router.get("/admin/p/{project}/dashboard")
 def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
-    q = call(project_routes.quality, request, ctx, project=project)
+    snap = snapshot.current(_db(request), ctx.project)  # starts a refresh, never computes one
     with _db(request).reading() as s:
-        dash = data.dashboard(s, ctx.project, q)
+        # the counts that read every judgment: now for a small project, else the snapshot's
+        q = review_service.quality_summary(s, ctx.project, counts=snap.inline)
+        if not snap.inline:
+            q.update(data.snapshot_counts(s, ctx.project, snap))
+        dash = data.dashboard(s, ctx.project, q, snap)
         dash["skips"] = review_service.skip_summary(s, ctx.project)
     return render(
         request,
@@ -575,14 +579,24 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
 def data_page(
     request: Request,
     project: str,
-    browse: review_routes.BrowseFilters = Depends(),
+    filters_in: review_routes.BrowseFilters = Depends(),
+    after: int = Query(default=0, ge=0, le=2**62),
     offset: int = Query(default=0, ge=0, le=10**9),
     ctx: Ctx = guard("project.review"),
 ) -> Response:
     # an empty form field means no filter
-    filters = {k: v if isinstance(v, bool) else (v or None) for k, v in asdict(browse).items()}
-    with _db(request).reading() as s:
-        found = review_service.browse_items(s, ctx.project, offset=offset, **filters)
+    filters = {k: v if isinstance(v, bool) else (v or None) for k, v in asdict(filters_in).items()}
+    db = _db(request)
+    dups, snap = snapshot.near_duplicates(db, ctx.project)
+    with db.reading() as s:
+        found = browse.browse(
+            s,
+            ctx.project,
+            browse.Filters(**filters),
+            after=after,
+            offset=offset,
+            near_duplicates=dups,
+        )
     return render(
         request,
         "data.html",
@@ -590,6 +604,8 @@ def data_page(
         project=call(project_routes.get_project, request, ctx, project=project),
         found=found,
         filters=filters,
+        snap=snap,
+        scan_budget=browse.SCAN_BUDGET,
     )
 
 

@@ -444,8 +444,22 @@ class BrowseItem(Out):
 
 
 class BrowseOut(Out):
-    total: int
+    total: int | None = Field(
+        description="matching items (SQL count); null when a per-item filter (flagged, "
+        "disagreement, q) is on: the page scanned for them"
+    )
+    total_capped: bool = Field(
+        default=False, description="more items match than `total` (counting stops at 10,000)"
+    )
+    after: int = Field(default=0, description="the item pk this page starts after")
     offset: int
+    next_after: int | None = Field(
+        default=None, description="pass as `after` for the next page; null at the end"
+    )
+    scanned: int = Field(default=0, description="items examined for this page")
+    stopped: bool = Field(
+        default=False, description="the scan budget ran out before the page filled"
+    )
     items: list[BrowseItem]
 
 

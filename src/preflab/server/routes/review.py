@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import Field
 
-from .. import judging
+from .. import browse, judging, snapshot
 from .. import review as service
 from ..permissions import Ctx, guard
 from . import models as m
@@ -185,19 +185,25 @@ def get_browse(
     request: Request,
     project: str,
     filters: BrowseFilters = Depends(),
+    after: int = Query(default=0, ge=0, le=2**62, description="item pk the page starts after"),
     offset: int = Query(default=0, ge=0, le=10**9),
     limit: int = Query(default=50, ge=1, le=500),
     ctx: Ctx = guard("project.review"),
 ) -> Response:
-    """Items and their labels, filtered (the admin's data browser)."""
-    with db_of(request).reading() as s:
+    """Items and their labels, filtered, a page at a time (the admin's data browser): keyset
+    pages (``after`` = the previous page's ``next_after``); ``offset`` still skips matches."""
+    db = db_of(request)
+    dups, _snap = snapshot.near_duplicates(db, ctx.project)
+    with db.reading() as s:
         return ok(
-            service.browse_items(
+            browse.browse(
                 s,
                 ctx.project,
-                **asdict(filters),
+                browse.Filters(**asdict(filters)),
+                after=after,
                 offset=offset,
                 limit=limit,
+                near_duplicates=dups,
             )
         )
 

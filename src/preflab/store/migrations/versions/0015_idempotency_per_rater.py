@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015_idempotency_per_rater"
-down_revision: str | None = "0013_export_jobs"  # rechained when 0014 lands
+down_revision: str | None = "0014_quality_snapshots"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

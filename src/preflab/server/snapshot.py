@@ -1,0 +1,489 @@
+"""The quality snapshot: a project's dashboard statistics, computed outside the web request.
+
+The panels (agreement with CIs, agreement with consensus, position and length bias, the label
+set they measured) come from the quality report's own loader and label rule
+(:func:`preflab.io.quality_source.load_for_report`, :func:`preflab.quality.labels.resolve_labels`)
+and :func:`preflab.server.pages.panels.quality_panels`; beside them, per rater, the median time
+and the labels held out by telemetry, and the judgments whose rationale nearly duplicates
+another's (the data browser's ``near_duplicate_rationale`` flag, a comparison across the whole
+project). One row per project in ``quality_snapshots`` holds them as JSON with the time they were
+computed and the labels they cover (:class:`Watermark`).
+
+Freshness: a request never computes a large project's statistics. It shows the stored snapshot and
+starts ``python -m preflab.server.snapshot PROJECT`` (a separate process) when there is none yet,
+or when it is older than ``PREFLAB_SNAPSHOT_MAX_AGE_S`` (300 s) *and* the labels changed since
+(a judgment stored, a revision among them, or a review decision). At most one runs per
+project: the request claims the row with one conditional ``UPDATE`` (``running_since``); a claim
+older than :data:`CLAIM_TIMEOUT` counts as a crashed run. A project of at most
+``PREFLAB_SNAPSHOT_INLINE_LABELS`` (2,000) judgments is computed in the request instead
+(always current; its cost is bounded by that limit, not by the project).
+
+``preflab quality snapshot PROJECT`` refreshes it by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, selectinload
+
+from ..io.quality_source import load_for_report
+from ..quality.bias import word_length
+from ..quality.labels import resolve_labels
+from ..quality.telemetry import TelemetrySettings, near_duplicate_pairs
+from ..settings import get_settings
+from ..store import repo
+from ..store.models import ItemRow, JudgmentRow, Project, utcnow
+from ..store.server_models import QualitySnapshot, ReviewRequest
+from . import review
+from .database import Database
+from .pages.panels import quality_panels
+from .permissions import ProjectRef
+
+log = logging.getLogger(__name__)
+
+#: A claim older than this is a run that died (killed, out of memory): the next request may claim.
+CLAIM_TIMEOUT = timedelta(hours=1)
+#: Judgments read per query by the per-rater pass (keyset on the judgment pk).
+CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """What a snapshot covers: the project's stored judgments, the highest judgment pk and the
+    highest review-request pk. Index-only reads; an exclusion alone (a rater suspended) changes
+    none of them and shows at the next refresh a new label or review decision triggers."""
+
+    labels: int
+    max_judgment_pk: int
+    max_review_pk: int
+
+
+def watermark(session: Session, project_pk: int) -> Watermark:
+    """Three aggregates answered from indexes (no judgment row is read)."""
+    labels = session.scalar(
+        select(func.count()).select_from(JudgmentRow).where(JudgmentRow.project_pk == project_pk)
+    )
+    max_pk = session.scalar(
+        select(func.max(JudgmentRow.pk)).where(JudgmentRow.project_pk == project_pk)
+    )
+    max_review = session.scalar(
+        select(func.max(ReviewRequest.pk)).where(ReviewRequest.project_pk == project_pk)
+    )
+    return Watermark(int(labels or 0), int(max_pk or 0), int(max_review or 0))
+
+
+def utc_day(session: Session, at: Any) -> Any:
+    """``YYYY-MM-DD`` of a timestamp column in UTC, in SQL."""
+    if session.get_bind().dialect.name == "postgresql":
+        return func.to_char(func.timezone("UTC", at), "YYYY-MM-DD")
+    return func.substr(at, 1, 10)  # SQLite keeps the UTC wall time as text
+
+
+def labels_per_day(
+    session: Session, project_pk: int, after_pk: int = 0, upto_pk: int | None = None
+) -> dict[str, int]:
+    """Production labels (review pass 0, counting) per UTC day of submission, of judgments with
+    pk in ``(after_pk, upto_pk]`` (a rowid range: O(those judgments))."""
+    day = utc_day(session, JudgmentRow.submitted_at)
+    stmt = (
+        select(day, func.count())
+        .where(
+            JudgmentRow.pk > after_pk,
+            JudgmentRow.project_pk == project_pk,
+            JudgmentRow.review_pass == 0,
+            JudgmentRow.excluded.is_(False),
+            JudgmentRow.submitted_at.is_not(None),
+            review.not_revised(),
+        )
+        .group_by(day)
+    )
+    if upto_pk is not None:
+        stmt = stmt.where(JudgmentRow.pk <= upto_pk)
+    return {str(d): int(n) for d, n in session.execute(stmt)}
+
+
+@dataclass
+class Snapshot:
+    """What the dashboard shows: the panels (``None`` while none was computed yet), when and over
+    how many labels they were computed, the labels now, and a refresh under way."""
+
+    panels: dict[str, Any] | None
+    computed_at: datetime | None
+    labels: int
+    labels_now: int
+    refreshing_since: datetime | None = None
+    error: str | None = None
+    inline: bool = False
+    #: the labels it covers (``None``: computed now, or none stored yet)
+    mark: Watermark | None = None
+
+    @property
+    def labels_since(self) -> int:
+        """Counting labels added since (never negative: exclusions take labels off)."""
+        return max(0, self.labels_now - self.labels)
+
+    @property
+    def near_duplicates(self) -> set[int]:
+        """Judgment pks flagged ``near_duplicate_rationale`` when the snapshot was computed."""
+        return set((self.panels or {}).get("near_duplicate_pks") or [])
+
+
+# -- computing ----------------------------------------------------------------------------------
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON: numpy scalars as Python numbers, NaN and infinities as ``None`` (PostgreSQL's
+    JSONB refuses NaN; the pages print ``None`` as '—'), tuples as lists."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, str | bytes):
+        value = value.item()  # numpy scalar
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _judgment_chunks(session: Session, project_pk: int) -> Iterator[list[JudgmentRow]]:
+    """The project's counting judgments (:func:`review.active_judgments`), ``CHUNK`` at a time in
+    pk order, with their raters and items' candidates."""
+    last = 0
+    while True:
+        rows = list(
+            session.scalars(
+                select(JudgmentRow)
+                .where(
+                    JudgmentRow.project_pk == project_pk,
+                    JudgmentRow.excluded.is_(False),
+                    review.not_revised(),
+                    JudgmentRow.pk > last,
+                )
+                .options(
+                    selectinload(JudgmentRow.rater),
+                    selectinload(JudgmentRow.item).selectinload(ItemRow.candidates),
+                )
+                .order_by(JudgmentRow.pk)
+                .limit(CHUNK)
+            )
+        )
+        if not rows:
+            return
+        yield rows
+        last = rows[-1].pk
+        session.expunge_all()  # keep the identity map to one chunk
+
+
+def rater_activity(session: Session, project: ProjectRef | Project) -> dict[str, Any]:
+    """Per rater (``rater_key``): the median seconds from start to submission of their production
+    labels and the labels held out by telemetry (the export's rule, no reviewer's decision); and
+    the judgment pks whose rationale nearly duplicates another's anywhere in the project (the rule
+    of :func:`preflab.quality.telemetry_flags`). One pass in pk order, ``CHUNK`` rows at a time."""
+    settings = review.telemetry_settings(project)
+    decided = review.telemetry_decisions(session, project.pk)
+    times: dict[str, list[float]] = defaultdict(list)
+    held: dict[str, int] = defaultdict(int)
+    with_text: list[tuple[int, str, str]] = []  # (pk, rationale, rater) for the duplicate check
+    for rows in _judgment_chunks(session, project.pk):
+        parsed = review.parsed_judgments(rows)
+        assessed = review.assessments(rows, parsed, settings)
+        for i, (r, j) in enumerate(zip(rows, parsed, strict=True)):
+            if j is not None and j.rationale and len(j.rationale) >= 20:
+                with_text.append((r.pk, j.rationale, j.provenance.rater_id))
+            if r.review_pass != 0:
+                continue
+            key = r.rater.rater_key
+            held[key] += 0
+            if r.submitted_at is not None and r.started_at is not None:
+                times[key].append((r.submitted_at - r.started_at).total_seconds())
+            found = assessed.get(i)
+            if found is not None and found.exclude and r.pk not in decided:
+                held[key] += 1
+    cfg = TelemetrySettings()  # the data browser's flags use the engine's defaults, as before
+    dups: set[int] = set()
+    for first, second, _sim in near_duplicate_pairs(
+        [t for _, t, _ in with_text],
+        [r for _, _, r in with_text],
+        cfg.min_jaccard,
+        cfg.shingle,
+        cfg.num_perm,
+    ):
+        dups.update((with_text[first][0], with_text[second][0]))
+    return {
+        "median_s": {k: _median(v) for k, v in times.items()},
+        "held_out": dict(held),
+        "near_duplicate_pks": sorted(dups),
+    }
+
+
+def _median(values: list[float]) -> float:
+    import statistics
+
+    return float(statistics.median(values))
+
+
+def compute_panels(
+    session: Session, project: ProjectRef | Project, url: str, mark: Watermark
+) -> dict[str, Any]:
+    """The snapshot's panels: the report's loader over ``url`` for the statistics, and
+    :func:`rater_activity` in ``session``."""
+    judgments, items, batches = load_for_report(project.name, url)
+    labels = resolve_labels(judgments)
+    lengths: dict[tuple[str, str | None], int] = {
+        (item_id, c.id): word_length(c.as_text())
+        for item_id, item in items.items()
+        for c in item.candidates
+        if c.id is not None
+    }
+    panels = quality_panels(labels.judgments, batches, lengths, label_set=labels.describe())
+    del judgments, items
+    project_row = session.get(Project, project.pk)
+    assert project_row is not None
+    excluded = session.scalar(
+        select(func.count())
+        .select_from(JudgmentRow)
+        .where(JudgmentRow.project_pk == project.pk, JudgmentRow.excluded.is_(True))
+    )
+    return jsonable(
+        {
+            **panels,
+            **rater_activity(session, project),
+            # the dashboard's progress figures and throughput, as of the watermark
+            "counts": repo.project_counts(session, project_row),
+            "excluded_judgments": int(excluded or 0),
+            "per_day": labels_per_day(session, project.pk, upto_pk=mark.max_judgment_pk),
+        }
+    )
+
+
+def url_of(session: Session) -> str:
+    """The database URL of ``session``'s connection (password included: it stays in-process or
+    goes to a child through its environment, never its command line)."""
+    return session.get_bind().engine.url.render_as_string(hide_password=False)
+
+
+def compute_inline(session: Session, project: ProjectRef | Project) -> Snapshot:
+    """The panels of a small project, computed now in ``session``'s database (not stored)."""
+    mark = watermark(session, project.pk)
+    panels = compute_panels(session, project, url_of(session), mark)
+    return Snapshot(panels, utcnow(), mark.labels, mark.labels, inline=True)
+
+
+# -- storing and claiming -------------------------------------------------------------------------
+
+
+def _insert_missing(session: Session, project_pk: int) -> None:
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(
+        insert(QualitySnapshot)
+        .values(project_pk=project_pk, labels=0, max_judgment_pk=0, max_review_pk=0)
+        .on_conflict_do_nothing(index_elements=["project_pk"])
+    )
+
+
+def claim(session: Session, project_pk: int, *, force: bool = False) -> bool:
+    """Claim the next refresh of the project's snapshot (one conditional ``UPDATE``): true when
+    this caller won it, false while another run holds a live claim (``force`` takes it anyway)."""
+    _insert_missing(session, project_pk)
+    now = utcnow()
+    stmt = update(QualitySnapshot).where(QualitySnapshot.project_pk == project_pk)
+    if not force:
+        stmt = stmt.where(
+            or_(
+                QualitySnapshot.running_since.is_(None),
+                QualitySnapshot.running_since < now - CLAIM_TIMEOUT,
+            )
+        )
+    result = session.execute(
+        stmt.values(running_since=now), execution_options={"synchronize_session": False}
+    )
+    return bool(getattr(result, "rowcount", 0) == 1)
+
+
+def _as_utc(t: datetime | None) -> datetime | None:
+    return None if t is None else (t if t.tzinfo else t.replace(tzinfo=UTC))
+
+
+def stored(session: Session, project_pk: int, labels_now: int) -> Snapshot | None:
+    """The project's stored snapshot (a claim past :data:`CLAIM_TIMEOUT` reads as no refresh)."""
+    row = session.scalar(select(QualitySnapshot).where(QualitySnapshot.project_pk == project_pk))
+    if row is None:
+        return None
+    running = _as_utc(row.running_since)
+    if running is not None and running < utcnow() - CLAIM_TIMEOUT:
+        running = None
+    return Snapshot(
+        row.panels,
+        _as_utc(row.computed_at),
+        row.labels,
+        labels_now,
+        running,
+        row.error,
+        mark=Watermark(row.labels, row.max_judgment_pk, row.max_review_pk),
+    )
+
+
+def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool = False) -> Snapshot:
+    """Compute and store the project's snapshot (the separate process's work). Claims the row
+    first unless the caller (the dashboard request) already did; raises :class:`RuntimeError`
+    when another run holds it. A failure is recorded on the row (the page shows it) and raised."""
+    get_project = repo.get_project
+    db = Database(url, pool_size=2, max_overflow=0)
+    try:
+        with db.writing() as s:
+            project_pk = get_project(s, project_name).pk
+            if not claimed and not claim(s, project_pk, force=force):
+                raise RuntimeError(
+                    f"{project_name}: a snapshot is being computed already; "
+                    "wait for it, or pass --force"
+                )
+        started = time.monotonic()
+        try:
+            with db.reading() as s:
+                project = get_project(s, project_name)
+                mark = watermark(s, project.pk)  # before reading: later labels count as "since"
+                panels = compute_panels(s, project, db.url, mark)
+        except Exception as exc:
+            with db.writing() as s:
+                s.execute(
+                    update(QualitySnapshot)
+                    .where(QualitySnapshot.project_pk == project_pk)
+                    .values(running_since=None, error=f"{type(exc).__name__}: {exc}")
+                )
+            raise
+        with db.writing() as s:
+            s.execute(
+                update(QualitySnapshot)
+                .where(QualitySnapshot.project_pk == project_pk)
+                .values(
+                    panels=panels,
+                    computed_at=utcnow(),
+                    labels=mark.labels,
+                    max_judgment_pk=mark.max_judgment_pk,
+                    max_review_pk=mark.max_review_pk,
+                    seconds=time.monotonic() - started,
+                    running_since=None,
+                    error=None,
+                )
+            )
+            out = stored(s, project_pk, mark.labels)
+        assert out is not None
+        return out
+    finally:
+        db.dispose()
+
+
+# -- what a request does ----------------------------------------------------------------------------
+
+
+def spawn(url: str, project_name: str) -> subprocess.Popen[bytes]:
+    """Start ``python -m preflab.server.snapshot PROJECT --claimed`` detached from the request
+    (the database URL through its environment, not its command line); a thread reaps it."""
+    # the child imports this very preflab, whether installed or run from a checkout
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    env = {
+        **os.environ,
+        "PREFLAB_DB": url,
+        "PYTHONPATH": root if not path else root + os.pathsep + path,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "preflab.server.snapshot", project_name, "--claimed"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    threading.Thread(target=proc.wait, name="snapshot-reaper", daemon=True).start()
+    return proc
+
+
+def current(
+    db: Database,
+    project: ProjectRef,
+    *,
+    start: Callable[[str, str], Any] | None = None,
+) -> Snapshot:
+    """The snapshot a page shows, never computing a large project in the request: the stored one,
+    after starting a refresh (``start``, default :func:`spawn`) when it is missing or stale (the
+    rule in this module's docstring); a small project's, computed now."""
+    settings = get_settings()
+    with db.reading() as s:
+        mark = watermark(s, project.pk)
+        if mark.labels <= settings.snapshot_inline_labels:
+            return compute_inline(s, project)
+        snap = stored(s, project.pk, mark.labels)
+    if snap is not None and (
+        snap.refreshing_since is not None or not is_stale(snap, mark, settings.snapshot_max_age_s)
+    ):
+        return snap
+    with db.writing() as s:
+        won = claim(s, project.pk)
+    if won:
+        (start or spawn)(db.url, project.name)
+    with db.reading() as s:
+        out = stored(s, project.pk, mark.labels)
+    assert out is not None  # the claim inserted the row
+    return out
+
+
+def is_stale(snap: Snapshot, mark: Watermark, max_age_s: float) -> bool:
+    """None computed yet (and the last run did not fail on these very labels), or older than
+    ``max_age_s`` with labels changed since."""
+    if snap.panels is None:
+        return not (snap.error and snap.mark == mark)  # a failure is shown, not retried in a loop
+    if snap.mark == mark or snap.computed_at is None:
+        return False
+    return (utcnow() - snap.computed_at).total_seconds() > max_age_s
+
+
+def near_duplicates(db: Database, project: ProjectRef) -> tuple[set[int], Snapshot | None]:
+    """The judgment pks the data browser flags ``near_duplicate_rationale`` and the snapshot they
+    come from (``None`` for a small project: computed now, current)."""
+    with db.reading() as s:
+        if watermark(s, project.pk).labels <= get_settings().snapshot_inline_labels:
+            return set(rater_activity(s, project)["near_duplicate_pks"]), None
+    snap = current(db, project)
+    return snap.near_duplicates, snap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m preflab.server.snapshot",
+        description="Compute and store a project's quality snapshot (the dashboard's statistics).",
+    )
+    parser.add_argument("project")
+    parser.add_argument("--db", help="database URL (default: $PREFLAB_DB)")
+    parser.add_argument("--claimed", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--force", action="store_true", help="take over a running claim")
+    args = parser.parse_args(argv)
+    url = args.db or get_settings().db
+    try:
+        snap = refresh(url, args.project, claimed=args.claimed, force=args.force)
+    except Exception as exc:  # the row says what failed; so does the exit status
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.project}: snapshot of {snap.labels} labels computed at {snap.computed_at}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
