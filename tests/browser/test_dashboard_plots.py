@@ -109,6 +109,24 @@ def test_dashboard_draws_its_plots_inline_and_links_the_leaderboard(site, new_pa
     expect(page.locator("#label-set")).to_contain_text("Labels measured: 16 of 16 judgments")
     expect(page.locator("#label-set")).to_contain_text("latest label per rater and unit")
     shot(page, "74-dashboard-plots")
+    # issue 31: every bar's value label lies inside its chart (a "24" at a full bar read "2"),
+    # counts print as counts, and 16 pairs are too few for a logistic slope
+    clipped = page.locator("svg.chart").evaluate_all(
+        """charts => charts.flatMap((svg) => {
+             const right = svg.getBoundingClientRect().right;
+             return [...svg.querySelectorAll('text.chart-value')]
+               .filter((t) => t.getBoundingClientRect().right > right + 0.5)
+               .map((t) => t.textContent);
+           })"""
+    )
+    assert clipped == [], clipped
+    counts = page.locator(
+        'svg.chart[aria-label="Pairs per chosen/rejected length ratio"] text.chart-value'
+    )
+    assert counts.count() and all(
+        t.isdigit() for t in counts.evaluate_all("els => els.map((e) => e.textContent)")
+    )
+    expect(page.get_by_text("too few pairs for a logistic slope")).to_be_visible()
     with page.expect_navigation():
         page.locator("#leaderboard-link").click()
     expect(page.locator("h1")).to_be_visible()

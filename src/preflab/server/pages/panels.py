@@ -18,6 +18,13 @@ from ...schema import PairwiseJudgment
 from . import plots
 
 
+#: room right of the longest bar for its value label ("1.00", "1,234")
+VALUE_W = 52
+#: fewer decided pairs with different lengths than this: no logistic slope (its interval from
+#: 5 pairs read [-10,887, 11,036]); the dashboard says "too few pairs" instead
+MIN_SLOPE_PAIRS = 30
+
+
 def svg_bars(
     values: list[tuple[str, float]],
     *,
@@ -27,8 +34,10 @@ def svg_bars(
     width: int = 420,
     bar_h: int = 22,
 ) -> dict[str, Any]:
-    """Geometry for a horizontal bar chart drawn by the template as inline SVG (no scripts)."""
-    label_w, plot_w = 140, width - 150
+    """Geometry for a horizontal bar chart drawn by the template as inline SVG (no scripts).
+    A full bar leaves ``VALUE_W`` for its value label (a "24" at the end was cut to "2")."""
+    label_w = 140
+    plot_w = width - label_w - VALUE_W
     bars = []
     for i, (label, v) in enumerate(values):
         frac = 0.0 if v is None or math.isnan(v) else max(0.0, min(1.0, (v - lo) / (hi - lo)))

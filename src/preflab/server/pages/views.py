@@ -29,7 +29,7 @@ from ..routes import projects as project_routes
 from ..routes import review as review_routes
 from ..routes import users as user_routes
 from ..routes.common import DbId
-from . import TEMPLATES, data
+from . import TEMPLATES, data, panels
 from .render import markdown, steps_of
 from .trajectory import step_blocks, step_suggestions, trajectory_view, with_masks
 
@@ -572,6 +572,7 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
         q=q,
         dash=dash,
         can_manage=ctx.user.is_admin or ctx.role == "admin",
+        min_slope_pairs=panels.MIN_SLOPE_PAIRS,
     )
 
 
