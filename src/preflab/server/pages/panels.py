@@ -17,7 +17,6 @@ from ...quality.table import LabelTable
 from ...schema import PairwiseJudgment
 from . import plots
 
-
 #: room right of the longest bar for its value label ("1.00", "1,234")
 VALUE_W = 52
 #: fewer decided pairs with different lengths than this: no logistic slope (its interval from
