@@ -143,7 +143,13 @@
       if (!r.ok) { window.preflab.toast("export job " + id + ": " + window.preflab.problemText(r.data)); return; }
       renderRow(r.data);
       if (current === id) await renderResult(r.data);
-      if (FINAL.includes(r.data.status)) return;
+      if (FINAL.includes(r.data.status)) {
+        const empty = $("#past-exports-empty");  // issue 31: not "No exports yet" after one
+        if (empty && r.data.status === "done") {
+          empty.textContent = "Export job " + id + " finished: its files are listed in the jobs table above.";
+        }
+        return;
+      }
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
   }
