@@ -1,7 +1,8 @@
 """Import speed and memory against floors: ``python benchmarks/bench_import.py [--rows N]``.
 
 Generates N comparison rows ``{"prompt", "chosen", "rejected", "labeler"}`` into a temporary
-JSONL file, then runs each part in its own fresh child process (timed, CPU seconds and peak RSS
+JSONL file (``--per-item K``: each item judged by K raters, its records spread over the file, as
+in a project where several raters label each pair; default 1, every record a new item), then runs each part in its own fresh child process (timed, CPU seconds and peak RSS
 read):
 
 - **baseline**: ``orjson.loads`` every line + ``executemany`` of the four strings into a bare
