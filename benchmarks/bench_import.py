@@ -1,7 +1,8 @@
 """Import speed and memory against floors: ``python benchmarks/bench_import.py [--rows N]``.
 
 Generates N comparison rows ``{"prompt", "chosen", "rejected", "labeler"}`` into a temporary
-JSONL file, then runs each part in its own fresh child process (timed, CPU seconds and peak RSS
+JSONL file (``--per-item K``: each item judged by K raters, its records spread over the file, as
+in a project where several raters label each pair; default 1, every record a new item), then runs each part in its own fresh child process (timed, CPU seconds and peak RSS
 read):
 
 - **baseline**: ``orjson.loads`` every line + ``executemany`` of the four strings into a bare
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -46,14 +48,27 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 
 
-def generate(path: Path, rows: int, raters: int = 200) -> None:
+def generate(path: Path, rows: int, raters: int = 200, per_item: int = 1) -> None:
+    """``rows`` comparisons; ``per_item`` > 1: each item (prompt and answers) judged by that many
+    raters, in records spread at random over the file (fixed seed): most repeats land in a later
+    chunk of the import, some in the same chunk. ``per_item=1``: each record a new item."""
+    n_items = -(-rows // per_item)
+    if per_item == 1:
+        order: list[int] = list(range(rows))
+    else:
+        order = [k for k in range(n_items) for _ in range(per_item)][:rows]
+        random.Random(20261201).shuffle(order)
+    seen = [0] * n_items
+    step = max(1, raters // per_item)  # the raters of one item: all different
     with open(path, "wb") as f:
-        for i in range(rows):
+        for i, k in enumerate(order):
+            rater = i % raters if per_item == 1 else (k + seen[k] * step) % raters
+            seen[k] += 1
             record = {
-                "prompt": f"Question {i}: explain step {i % 997} of the procedure in two sentences, please.",
-                "chosen": f"Step {i % 997} prepares the input; it checks the size and splits it into parts ({i}).",
-                "rejected": f"I am not sure what step {i % 997} does, maybe it does something with the data ({i}).",
-                "labeler": f"rater-{i % raters}",
+                "prompt": f"Question {k}: explain step {k % 997} of the procedure in two sentences, please.",
+                "chosen": f"Step {k % 997} prepares the input; it checks the size and splits it into parts ({k}).",
+                "rejected": f"I am not sure what step {k % 997} does, maybe it does something with the data ({k}).",
+                "labeler": f"rater-{rater}",
             }
             f.write(orjson.dumps(record) + b"\n")
 
@@ -147,15 +162,19 @@ def _importer_rows(data: Path, project_pk: int, secret: str) -> tuple[list, dict
 
     options = convert_options(ImportOptions())
     raters: dict[str, int] = {}
+    item_pks: dict[str, int] = {}
     items, candidates, judgments = [], [], []
     with open(data, "rb") as f:
-        for pk, line in enumerate(f, 1):
+        for line in f:
             p = comparison_pair(orjson.loads(line), options)
             (c0, c1), (t0, t1) = p.candidate_keys, p.texts
-            items.append(
-                (pk, project_pk, p.item_key, p.item_hash, p.prompt_json, "[]", "{}", 1, NOW)
-            )
-            candidates += [(pk, c0, 0, t0, "model", "{}"), (pk, c1, 1, t1, "model", "{}")]
+            pk = item_pks.get(p.item_key)
+            if pk is None:  # an item judged before (--per-item) is written once
+                pk = item_pks[p.item_key] = len(item_pks) + 1
+                items.append(
+                    (pk, project_pk, p.item_key, p.item_hash, p.prompt_json, "[]", "{}", 1, NOW)
+                )
+                candidates += [(pk, c0, 0, t0, "model", "{}"), (pk, c1, 1, t1, "model", "{}")]
             rater = raters.setdefault(p.rater_key, len(raters) + 1)
             judgments.append(
                 (project_pk, pk, rater, "pairwise", p.body_json, p.pair_lo, p.pair_hi, p.score,
@@ -392,6 +411,13 @@ def run_postgres(admin_url: str, data: Path, rows: int, sqlite: dict, say) -> di
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--per-item",
+        type=int,
+        default=1,
+        help="records per item: each item judged by this many raters, its records spread over "
+        "the file (default 1: every record a new item)",
+    )
     parser.add_argument("--json", action="store_true", help="print only the JSON result line")
     parser.add_argument(
         "--pg-url",
@@ -414,9 +440,15 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="preflab-bench-") as tmp:
         data = Path(tmp) / "comparisons.jsonl"
         t = time.perf_counter()
-        generate(data, args.rows)
+        generate(data, args.rows, per_item=args.per_item)
+        n_items = -(-args.rows // args.per_item)
         say(
             f"generated {args.rows:,} rows ({data.stat().st_size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f}s"
+            + (
+                f": {n_items:,} items, each judged by {args.per_item} raters"
+                if args.per_item > 1
+                else ""
+            )
         )
         baseline = run_child("baseline", data, Path(tmp) / "baseline.db")
         say(
@@ -424,7 +456,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"CPU {baseline['cpu_seconds']:.1f}s)"
         )
         imported = run_child("import", data, Path(tmp) / "preflab.db")
-        assert imported["rows"] == args.rows, imported
+        assert imported["rows"] == args.rows and imported["items"] == n_items, imported
         rate = imported["rows"] / imported["seconds"]
         ratio = imported["seconds"] / baseline["seconds"]
         cpu_rate = imported["rows"] / imported["cpu_seconds"]
@@ -464,6 +496,8 @@ def main(argv: list[str] | None = None) -> dict:
         )
         result = {
             "rows": args.rows,
+            "per_item": args.per_item,
+            "items": n_items,
             "import_rows_per_s": round(rate),
             "baseline_rows_per_s": round(baseline["rows"] / baseline["seconds"]),
             "ratio_to_baseline": round(ratio, 2),

@@ -92,3 +92,26 @@ def test_the_floor_writes_what_the_importer_writes(tmp_path, monkeypatch, worker
         imported = _rows(import_db, sql)
         assert len(imported) >= 600
         assert _rows(floor_db, sql) == imported
+
+
+@pytest.mark.parametrize("worker", ["0", "1"], ids=["in-process", "staged-by-worker"])
+def test_the_floor_writes_what_the_importer_writes_for_items_judged_by_several_raters(
+    tmp_path, monkeypatch, worker
+):
+    """``--per-item 3``: each item written once, its three judgments (three raters) with it."""
+    monkeypatch.setenv("PREFLAB_IMPORT_WORKER", worker)
+    monkeypatch.setattr(importer_worker, "HEAD", 100)
+    bench = load_bench()
+    data = tmp_path / "rows.jsonl"
+    bench.generate(data, 900, raters=7, per_item=3)
+    floor_db, import_db = tmp_path / "floor.db", tmp_path / "import.db"
+    assert bench.child_floor(data, floor_db)["rows"] == 900
+    engine = store_db.open_db(f"sqlite:///{import_db}")
+    with transaction(engine) as s:
+        repo.create_project(s, "bench", kinds=["pairwise"])
+    report = import_files(engine, "bench", [data])
+    engine.dispose()
+    assert (report.items_added, report.items_existing, report.judgments_added) == (300, 600, 900)
+    for sql in (ITEMS, CANDIDATES, JUDGMENTS):
+        assert _rows(floor_db, sql) == _rows(import_db, sql)
+    assert len(_rows(import_db, ITEMS)) == 300

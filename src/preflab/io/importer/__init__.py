@@ -20,7 +20,9 @@ How it works, one module a step:
    and the writer moves the accepted ones with ``INSERT ... SELECT`` (:mod:`.stage`); a chunk
    of comparisons that repeats nothing within itself or of what the import wrote before (the
    converting process keeps a filter of the keys it saw) is accepted whole, without a Python
-   object a row (:class:`.worker.StagedChunk`). On SQLite the import's own connection checks
+   object a row (:class:`.worker.StagedChunk`). A plain comparison of an item met before (an
+   item judged by several raters) is decided on the same lean path as a new one, staged or not
+   (:meth:`.loader.Loader.load`). On SQLite the import's own connection checks
    foreign keys once, for the rows it added, before the commit
    (:mod:`preflab.store.bulk`).
 4. Everything happens in one transaction. Any problem fails the whole import and changes nothing

@@ -104,8 +104,13 @@ class Loader:
     def stages(self) -> bool:
         """Whether the converting process should stage plain comparisons for this database
         (SQLite, through a ``sqlite3`` that can load a database image: Python 3.11+ on SQLite
-        3.36+ builds it in)."""
-        return self.writer.sqlite and hasattr(self.conn.connection.driver_connection, "deserialize")
+        3.36+ builds it in; and SQLite 3.38+, whose JSON functions move scattered rows,
+        :func:`.stage._picked`)."""
+        return (
+            self.writer.sqlite
+            and sqlite3.sqlite_version_info >= (3, 38)
+            and hasattr(self.conn.connection.driver_connection, "deserialize")
+        )
 
     def close(self) -> None:
         """Let go of the last chunk's stage (call before the transaction ends, either way)."""
@@ -349,47 +354,72 @@ class Loader:
         aliases_ = state.aliases
         pairwise = "pairwise" in self.kinds
         # The fast path's counts, added to the report once a chunk.
-        fast_items = fast_judgments = fast_existing = 0
+        fast_items = fast_repeats = fast_judgments = fast_existing = 0
         for rec in chunk:
             if isinstance(rec, Pair):
                 p = rec.rows
                 key = p.item_key
-                if (
-                    pairwise
-                    and key not in known
-                    and key not in existing_items
-                    and p.item_hash not in by_content_
-                    and key not in aliases_
-                ):
-                    # The common case, decided here as _check would decide it: a new item, and a
-                    # judgment of its own candidates, new unless its hash is known.
-                    known[key] = (p.item_hash, p.candidate_keys)
-                    by_content_[p.item_hash] = key
-                    accepted_items[key] = p
-                    if not fast_items:  # the format counted where it first occurs, as _check does
-                        formats.setdefault(Pair.format, 0)
-                    fast_items += 1
-                    h = p.content_hash
-                    if h in existing_hashes or h in seen_hashes:
-                        fast_existing += 1
-                    else:
-                        seen_hashes.add(h)
-                        new_judgments.append(p)
-                        fast_judgments += 1
-                    continue
+                if pairwise and key not in aliases_:
+                    # The common cases, decided here as _check would decide them.
+                    entry = known.get(key)
+                    if entry is None:
+                        stored = existing_items.get(key)
+                        if stored is None and p.item_hash not in by_content_:
+                            # A new item, and a judgment of its own candidates, new unless its
+                            # hash is known.
+                            known[key] = (p.item_hash, p.candidate_keys)
+                            by_content_[p.item_hash] = key
+                            accepted_items[key] = p
+                            if not (fast_items or fast_repeats):  # the format counted where it
+                                formats.setdefault(Pair.format, 0)  # first occurs, as _check does
+                            fast_items += 1
+                            h = p.content_hash
+                            if h in existing_hashes or h in seen_hashes:
+                                fast_existing += 1
+                            else:
+                                seen_hashes.add(h)
+                                new_judgments.append(p)
+                                fast_judgments += 1
+                            continue
+                        if stored is not None and stored[1] == p.item_hash:
+                            # a stored item met again: known from now on, as _check keeps it
+                            entry = known[key] = (stored[1], set(p.candidate_keys))
+                    if (
+                        entry is not None
+                        and entry[0] == p.item_hash
+                        and p.candidate_keys[0] in entry[1]
+                        and p.candidate_keys[1] in entry[1]
+                    ):
+                        # An item already known (stored, or met earlier in this chunk) with the
+                        # same content, judged by another rater: its judgment, new unless its
+                        # hash is known.
+                        if not (fast_items or fast_repeats):
+                            formats.setdefault(Pair.format, 0)
+                        fast_repeats += 1
+                        h = p.content_hash
+                        if h in existing_hashes or h in seen_hashes:
+                            fast_existing += 1
+                        else:
+                            seen_hashes.add(h)
+                            new_judgments.append(p)
+                            fast_judgments += 1
+                        continue
                 rec = rec.as_record()
             self._check(rec, state)
         report.items_added += fast_items
+        report.items_existing += fast_repeats
         report.judgments_added += fast_judgments
         report.judgments_existing += fast_existing
-        if fast_items:
-            formats[Pair.format] += fast_items
+        if fast_items or fast_repeats:
+            formats[Pair.format] += fast_items + fast_repeats
         if not self.other_ids_stored:
             self.other_ids_stored = any(
                 type(i) is not PairRows and type(i) is not StagedRows
                 for i in state.accepted_items.values()
             )
         self._write(state.accepted_items, state.new_judgments, existing_items, state.new_aliases)
+        if stage is not None:
+            stage.close()  # (the rows the generic checks read back)
         if written_here is not None and stage is None:
             written_here.update(state.accepted_items)
             if len(written_here) > WRITTEN_HERE_MAX:

@@ -150,19 +150,32 @@ class Stage:
         """What the checks read of every staged comparison (:class:`StagedRows`' values after
         its stage and place), in ``seq`` order: read back from the image rather than sent
         beside it, as most chunks never need them."""
-        return [
-            (item_key, item_hash, (k0, k1), content_hash, rater_key)
-            for item_key, item_hash, k0, k1, content_hash, rater_key in self._read(
-                "SELECT item_key, item_hash, key0, key1, content_hash, rater_key FROM pairs "
-                "ORDER BY seq"
-            )
-        ]
+        try:
+            return [
+                (item_key, item_hash, (k0, k1), content_hash, rater_key)
+                for item_key, item_hash, k0, k1, content_hash, rater_key in self._read(
+                    "SELECT item_key, item_hash, key0, key1, content_hash, rater_key FROM pairs "
+                    "ORDER BY seq"
+                )
+            ]
+        finally:
+            self.close()
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         if self._reader is None:
             self._reader = sqlite3.connect(":memory:")
             self._reader.deserialize(self.image)
         return self._reader.execute(sql, params)
+
+    def close(self) -> None:
+        """Let go of the image's copy that :meth:`_read` opened (:meth:`pair_rows` opens it
+        again when asked). Explicitly: a ``sqlite3`` connection is in a reference cycle with its
+        statement cache, and the import runs with the collector off (collecting only the
+        youngest generation), so a reader left open outlived its chunk, its copy of the image
+        with it: a chunk's worth of memory for every chunk with a repeat (1.7 GB at 1M)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def pair_rows(self, seq: int) -> PairRows:
         """Every value of comparison ``seq``, as the converting process built it."""
@@ -216,6 +229,17 @@ class StagedRows:
 
     def judgment_rows(self) -> Any:
         return self.stage.pair_rows(self.seq).judgment_rows()
+
+
+#: Above this many runs of rows (:func:`_segments`), a move is one statement that is given each
+#: row's place and key (:func:`_picked`) instead of one a run: a chunk whose records judge items
+#: met before leaves a gap a repeat.
+MAX_SEGMENTS = 8
+
+
+def _picked(seqs: Sequence[int], pks: Sequence[int]) -> str:
+    """``[[seq, pk], ...]`` as JSON, for ``json_each`` (SQLite 3.38+: :attr:`Loader.stages`)."""
+    return orjson.dumps(list(zip(seqs, pks, strict=True))).decode()
 
 
 def _segments(seqs: Sequence[int], pks: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -314,6 +338,9 @@ class Mover:
             "SELECT 1) WHERE seq BETWEEN ? AND ? ORDER BY seq, position"
         )
         segments = _segments(seqs, pks)
+        if len(segments) > MAX_SEGMENTS:
+            self._items_picked(seqs, pks, same)
+            return
         for lo, hi, delta in segments:
             self.driver.execute(
                 items,
@@ -323,21 +350,61 @@ class Mover:
         for lo, hi, delta in segments:
             self.driver.execute(candidates, (delta, same["candidate_metadata"], lo, hi))
 
+    def _items_picked(self, seqs: Sequence[int], pks: Sequence[int], same: dict[str, Any]) -> None:
+        """:meth:`items` for rows scattered over the stage (the items of a chunk whose other
+        records judge items met before): one statement a table, each row's pk given."""
+        picked = _picked(seqs, pks)
+        items = (
+            "INSERT OR ROLLBACK INTO items (pk, project_pk, item_key, content_hash, prompt, domains, metadata, "
+            "batch_pk, created_at) SELECT p.value ->> 1, ?, item_key, item_hash, prompt_json, ?, ?, "
+            f"?, ? FROM json_each(?) p JOIN {SCHEMA}.pairs s ON s.seq = p.value ->> 0 ORDER BY p.key"
+        )
+        candidates = (
+            "INSERT OR ROLLBACK INTO candidates (item_pk, candidate_key, position, text, source, metadata) "
+            "SELECT p.value ->> 1, iif(position, key1, key0), position, iif(position, text1, text0), "
+            f"'model', ? FROM json_each(?) p JOIN {SCHEMA}.pairs s ON s.seq = p.value ->> 0 "
+            "CROSS JOIN (SELECT 0 AS position UNION ALL SELECT 1) ORDER BY p.key, position"
+        )
+        self.driver.execute(
+            items,
+            (same["project_pk"], same["domains"], same["metadata"], same["batch_pk"],
+             same["created_at"], picked),
+        )  # fmt: skip
+        self.driver.execute(candidates, (same["candidate_metadata"], picked))
+
     def judgments(
         self, stage: Stage, seqs: Sequence[int], item_pks: Sequence[int], same: dict[str, Any]
     ) -> None:
         """The judgments (their raters exist: looked up by key; ``same``: project_pk, batch_pk,
         excluded, created_at)."""
         self.use(stage)
-        sql = (
+        columns = (
             "INSERT OR ROLLBACK INTO judgments (project_pk, item_pk, rater_pk, kind, body, pair_lo, pair_hi, "
             "score, shown_order, review_pass, source, content_hash, batch_pk, excluded, created_at) "
-            "SELECT ?1, seq + ?2, (SELECT pk FROM main.raters r WHERE r.project_pk = ?1 AND "
+            "SELECT ?1, {item_pk}, (SELECT pk FROM main.raters r WHERE r.project_pk = ?1 AND "
             "r.rater_key = s.rater_key), 'pairwise', body_json, pair_lo, pair_hi, score, "
             "shown_order_json, 0, source, content_hash, ?3, ?4, ?5 "
+        )
+        # Judgments of items met before (in this chunk, an earlier one, or stored) have item
+        # keys in no order: then each row's is given.
+        segments = (
+            _segments(seqs, item_pks)
+            if all(a < b for a, b in zip(item_pks, item_pks[1:], strict=False))
+            else None
+        )
+        if segments is None or len(segments) > MAX_SEGMENTS:
+            self.driver.execute(
+                columns.format(item_pk="p.value ->> 1")
+                + f"FROM json_each(?2) p JOIN {SCHEMA}.pairs s ON s.seq = p.value ->> 0 "
+                "ORDER BY p.key",
+                (same["project_pk"], _picked(seqs, item_pks), same["batch_pk"], same["excluded"],
+                 same["created_at"]),
+            )  # fmt: skip
+            return
+        sql = columns.format(item_pk="seq + ?2") + (
             f"FROM {SCHEMA}.pairs s WHERE seq BETWEEN ?6 AND ?7 ORDER BY seq"
         )
-        for lo, hi, delta in _segments(seqs, item_pks):
+        for lo, hi, delta in segments:
             self.driver.execute(
                 sql,
                 (same["project_pk"], delta, same["batch_pk"], same["excluded"], same["created_at"],
