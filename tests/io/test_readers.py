@@ -105,10 +105,40 @@ def test_element_lines_handles_strings_with_brackets_and_scalars():
     assert element_lines(data) == [2, 3, 5, 5, 6]
 
 
-def test_invalid_json_array_is_one_problem(tmp_path):
-    path = _write(tmp_path, "a.json", b'[\n{"a": 1},\n{"a": }\n]')
-    [(line, problem)] = _records(path)
-    assert line == 3 and "invalid JSON" in problem.reason
+def test_invalid_json_array_is_one_problem_where_it_breaks(tmp_path):
+    # streamed (issue 31): the elements before the break come first, then one problem, then
+    # nothing (the structure after invalid JSON cannot be trusted)
+    path = _write(tmp_path, "a.json", b'[\n{"a": 1},\n{"a": },\n{"a": 3}\n]')
+    [(first_line, first), (line, problem)] = _records(path)
+    assert (first_line, first) == (2, {"a": 1})
+    assert line == 3 and "invalid JSON" in problem.reason and "line 3" in problem.reason
+
+
+def test_json_array_is_streamed_across_blocks(tmp_path, monkeypatch):
+    """Elements split over many read blocks (a string holding brackets and commas too) come out
+    whole with their lines; a scalar element is a problem and reading goes on; an array that
+    never ends, or data after it, is one problem."""
+    from preflab.io import readers
+
+    monkeypatch.setattr(readers, "_ARRAY_BLOCK", 7)
+    rows = [{"i": i, "s": 'a [b], {c}, \\"d\\"' * (i % 3)} for i in range(40)]
+    body = b"[\n" + b",\n".join(orjson.dumps(r) for r in rows[:20]) + b",\n  5,\n"
+    body += b",\n".join(orjson.dumps(r) for r in rows[20:]) + b"\n]\n"
+    out = _records(_write(tmp_path, "big.json", body))
+    values = [v for _, v in out if isinstance(v, dict)]
+    assert values == rows
+    assert [line for line, _ in out][:3] == [2, 3, 4]
+    assert "expected a JSON object, got a number" in out[20][1].reason and out[20][0] == 22
+    gz = tmp_path / "big.json.gz"
+    gz.write_bytes(gzip.compress(body))
+    assert _records(gz) == out
+    [*_, (_, open_end)] = _records(_write(tmp_path, "open.json", b'[\n{"a": 1},\n{"a": 2}\n'))
+    assert "does not end" in open_end.reason
+    [_, (_, after)] = _records(_write(tmp_path, "after.json", b'[{"a": 1}]\n{"b": 2}\n'))
+    assert "after the array" in after.reason
+    assert _records(_write(tmp_path, "empty.json", b"[ \n ]")) == [
+        (None, _records(_write(tmp_path, "e2.json", b""))[0][1])
+    ]
 
 
 def test_json_named_file_with_one_object_per_line_is_read_as_jsonl(tmp_path):

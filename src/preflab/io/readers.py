@@ -275,7 +275,131 @@ def element_lines(data: bytes) -> list[int]:
     return lines
 
 
+#: bytes read at a time by the streaming array reader
+_ARRAY_BLOCK = 4 << 20
+
+
 def _read_json_array(
+    path: Path, gz: bool, size: int, max_line_bytes: int, progress: Progress | None
+) -> Iterator[ReadResult]:
+    """A ``.json`` file: a top-level array is streamed element by element (issue 31: a 128 MiB
+    array was parsed whole); anything else (one object, JSONL under a ``.json`` name, UTF-16)
+    is read whole as before."""
+    with _open_binary(path, gz) as f:
+        head = f.read(4096)
+    if head.removeprefix(BOM).lstrip().startswith(b"["):
+        yield from _stream_json_array(path, gz, size, progress)
+        return
+    yield from _read_json_whole(path, gz, size, max_line_bytes, progress)
+
+
+def _stream_json_array(
+    path: Path, gz: bool, size: int, progress: Progress | None
+) -> Iterator[ReadResult]:
+    """Elements of a top-level JSON array, each with the line it starts on, in memory of one
+    block plus one element. The scanner stops at the block's last newline: a JSON string never
+    holds a raw newline, so no string is ever cut between two blocks. An element that is not
+    valid JSON, or an array that never ends, is one problem with its line, and reading stops."""
+    with open(path, "rb") as raw:
+        f: BinaryIO = (
+            io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=1 << 20)
+            if gz
+            else raw
+        )
+        tracker = _ProgressTracker(raw, size, progress)
+        buf = f.read(_ARRAY_BLOCK)
+        eof = not buf
+        buf = buf.removeprefix(BOM)
+        dropped = 0  # bytes of the file before buf[0]
+        line_base = 1  # the line buf[0] is on
+        pos = buf.index(b"[") + 1
+        start = pos  # where the current element begins (after "[" or ",")
+        depth = 1
+        commas = 0
+        while True:
+            limit = len(buf) if eof else buf.rfind(b"\n", pos) + 1
+            for m in _TOKEN.finditer(buf, pos, limit) if limit > pos else ():
+                c = buf[m.start()]
+                if c == 0x22:  # a string
+                    continue
+                if c in (0x5B, 0x7B):  # [ {
+                    depth += 1
+                    continue
+                if c in (0x5D, 0x7D):  # ] }
+                    depth -= 1
+                    if depth:
+                        continue
+                    # the array's end: its last element, then only white space may follow
+                    text = buf[start : m.start()]
+                    if text.strip() or commas:  # "[]" has no element; "[1, ]" an empty one
+                        yield _array_element(text, buf, start, line_base, dropped)
+                    tail = buf[m.end() :] + (b"" if eof else f.read())
+                    if tail.strip():
+                        line = line_base + buf.count(b"\n", 0, m.end())
+                        yield (
+                            line,
+                            ReadProblem(line, "(file)", "invalid JSON: data after the array's end"),
+                        )
+                    tracker.finish()
+                    return
+                if depth == 1:  # a comma between two elements
+                    commas += 1
+                    result = _array_element(buf[start : m.start()], buf, start, line_base, dropped)
+                    yield result
+                    if isinstance(result[1], ReadProblem) and result[1].field == "(file)":
+                        return  # not JSON: the structure after it cannot be trusted
+                    start = m.end()
+            pos = max(limit, pos)
+            if eof:
+                line = line_base + buf.count(b"\n", 0, start)
+                yield (
+                    line,
+                    ReadProblem(
+                        line, "(file)", "invalid JSON: the array does not end (a missing ']'?)"
+                    ),
+                )
+                return
+            # keep the current element's bytes only; the lines before it are counted
+            line_base += buf.count(b"\n", 0, start)
+            dropped += start
+            buf, pos, start = buf[start:], pos - start, 0
+            more = f.read(_ARRAY_BLOCK)
+            tracker.update()
+            if more:
+                buf += more
+            else:
+                eof = True
+
+
+def _array_element(text: bytes, buf: bytes, start: int, line_base: int, dropped: int) -> ReadResult:
+    """One element's text (``buf[start:...]``) parsed, with the line its first character is on."""
+    body = text.lstrip()
+    first = start + len(text) - len(body)
+    line = line_base + buf.count(b"\n", 0, first)
+    if not body.strip():
+        return line, ReadProblem(line, "(file)", "invalid JSON: an empty element (two commas?)")
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return line, ReadProblem(
+                line,
+                "(file)",
+                f"not valid UTF-8: byte 0x{body[bad.start]:02x} at byte offset "
+                f"{dropped + first + bad.start}; re-encode the file as UTF-8",
+            )
+        at = line + exc.lineno - 1
+        return at, ReadProblem(
+            at, "(file)", f"invalid JSON: {exc.msg} at line {at} column {exc.colno}"
+        )
+    if isinstance(value, dict):
+        return line, value
+    return line, _not_an_object(value, line, "a JSON array of records holds objects")
+
+
+def _read_json_whole(
     path: Path, gz: bool, size: int, max_line_bytes: int, progress: Progress | None
 ) -> Iterator[ReadResult]:
     with _open_binary(path, gz) as f:
