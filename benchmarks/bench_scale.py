@@ -111,26 +111,16 @@ TOPICS = (
     "writing a polite reply to a customer complaint",
     "checking whether a string is a palindrome",
 )
-RATIONALES = (
-    "A answers the question; B drifts off topic.",
-    "More precise and gives an example.",
-    "Both are fine, but this one is shorter and correct.",
-    "The other one contains a factual error about the edge case.",
-    "Clearer structure, easier to follow.",
-)
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 
 
 def _text(rng: random.Random, n_words: int) -> str:
     words = rng.choices(WORDS, k=n_words)
-    out, sentence = [], []
-    for w in words:
-        sentence.append(w)
-        if len(sentence) >= rng.randint(6, 14):
-            out.append(" ".join(sentence).capitalize() + rng.choice(".;.!?."))
-            sentence = []
-    if sentence:
-        out.append(" ".join(sentence).capitalize() + ".")
+    out, at = [], 0
+    while at < n_words:
+        n = rng.randint(6, 14)
+        out.append(" ".join(words[at : at + n]).capitalize() + rng.choice(".;.!?."))
+        at += n
     return " ".join(out)
 
 
@@ -164,7 +154,9 @@ def records(judgments: int, seed: int, raters: int = 100, per_item: int = 3):
         for r, t in zip(who, when, strict=True):
             right = rng.random() < reliability[r]
             strength = rng.choice((1, 1, 2, 2, 2, 3))
-            rationale = rng.choice(RATIONALES) if rng.random() < 0.2 else None
+            # free text: a few stock phrases repeated by thousands of raters make the report's
+            # near-duplicate search quadratic (measured; docs/benchmarks.md, "Scale")
+            rationale = _text(rng, rng.randint(5, 25)) if rng.random() < 0.2 else None
             if explicit:
                 shown = ["good", "bad"] if rng.random() < 0.5 else ["bad", "good"]
                 winner = "a" if (shown[0] == "good") == right else "b"
@@ -280,7 +272,7 @@ def measure(
             _, st, ru = os.wait4(proc.pid, 0)
             rusage, rc, status = ru, None, "timeout"
             break
-        time.sleep(0.05 if time.perf_counter() - start < 5 else 0.25)
+        time.sleep(0.05 if time.perf_counter() - start < 5 else 0.5)
     wall = time.perf_counter() - start
     if out is not subprocess.DEVNULL:
         out.close()
