@@ -29,6 +29,8 @@ FULL = [
         "--accuracy-pairs",
         "2000",
     ],  # rm train vs TRL; RM accuracy vs baselines
+    # every read step at 100k and 1M judgments, SQLite (+ PostgreSQL with PREFLAB_TEST_PG_URL)
+    ["bench_scale.py", "--sizes", "100k", "1m"],
 ]
 QUICK = [
     ["bench_import.py", "--rows", "20000"],
@@ -38,6 +40,7 @@ QUICK = [
     ["bench_verify.py", "--repeats", "1"],
     ["bench_sampling.py", "--n", "8"],
     ["bench_rm.py", "--speed-pairs", "32", "--accuracy-pairs", "100", "--skip-parity"],
+    ["bench_scale.py", "--sizes", "20k"],
 ]
 
 
