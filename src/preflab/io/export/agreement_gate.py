@@ -128,9 +128,12 @@ class AgreementTally:
 
 
 def agreement_figures(
-    labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200
+    labels: list[tuple[JudgmentBase, Any]] | AgreementTally, n_boot: int = 200
 ) -> list[dict[str, Any]]:
-    """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters per item."""
+    """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters per
+    item; of labels with their batch, or of a tally of them (a streamed export's)."""
+    if isinstance(labels, AgreementTally):
+        return labels.figures(n_boot)
     tally = AgreementTally()
     tally.add(labels)
     return tally.figures(n_boot)
@@ -147,7 +150,7 @@ def agreement_gate(
     ``refuse=False`` (exports that are not training data: ``raw``, ``to-label``) measures and
     reports without refusing: the floor is a promise to a trainer, and the raw export is how
     low-agreement labels are taken out for adjudication."""
-    figures = labels.figures() if isinstance(labels, AgreementTally) else agreement_figures(labels)
+    figures = agreement_figures(labels)
     below = [
         f
         for f in figures

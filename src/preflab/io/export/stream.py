@@ -118,8 +118,10 @@ def disagreement_gate(data: ExportData, threshold: float, stats: dict[str, Any])
 # -- reading in chunks ----------------------------------------------------------------------
 
 
-def chunks(session: Any, project: Any, size: int = CHUNK_ITEMS) -> Iterator[list[Any]]:
-    """The project's items with their judgments, ``size`` items at a time, in item order."""
+def chunks(session: Any, project: Any, size: int | None = None) -> Iterator[list[Any]]:
+    """The project's items with their judgments, ``size`` (:data:`CHUNK_ITEMS`) items at a
+    time, in item order."""
+    size = size or CHUNK_ITEMS
     items = iter_items_with_judgments(session, project, include_excluded=True)
     while chunk := list(islice(items, size)):
         yield chunk

@@ -47,20 +47,23 @@ class CachedLength:
     def lengths(self, texts: Sequence[str]) -> list[int]:
         """The length of each text; the ones not in the cache are measured in one batch."""
         keys = [_key(t) for t in texts]
+        cache = self._lengths
+        found: dict[bytes, int] = {}
         missing: dict[bytes, str] = {}
         for key, text in zip(keys, texts, strict=True):
-            if key not in self._lengths and key not in missing:
+            if key in found or key in missing:
+                continue
+            value = cache.get(key)
+            if value is None:
                 missing[key] = text
+            else:
+                found[key] = value
         if missing:
             todo = list(missing.values())
             measured = self.batch(todo) if self.batch is not None else [self.fn(t) for t in todo]
-            found = dict(zip(missing, measured, strict=True))
-            for key, value in found.items():
-                self._store(key, value)
-        else:
-            found = {}
-        cache = self._lengths
-        return [cache[k] if k in cache else found[k] for k in keys]
+            for key, value in zip(missing, measured, strict=True):
+                found[key] = self._store(key, value)
+        return [found[k] for k in keys]
 
     def _store(self, key: bytes, value: int) -> int:
         cache = self._lengths
