@@ -51,6 +51,26 @@ def _level(dimension: str) -> Level:
     return "nominal" if dimension == "winner" else "ordinal"
 
 
+def _compact(units: np.ndarray) -> np.ndarray:
+    """Unit ids as UTF-8 bytes (about half the memory of ``str`` objects). Bytes sort as the
+    strings do (UTF-8 keeps code point order), so alpha's units are numbered alike; NumPy drops
+    trailing NUL bytes, so a unit id ending in one stays a string."""
+    strings = units.astype(str)
+    if any(u.endswith("\x00") for u in strings.tolist()):
+        return units
+    return np.char.encode(strings, "utf-8")
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    if not parts:
+        return np.array([], dtype=object)
+    if len({p.dtype.kind for p in parts}) > 1:  # a NUL-ending id kept some parts as strings
+        parts = [
+            p if p.dtype.kind == "O" else np.char.decode(p, "utf-8").astype(object) for p in parts
+        ]
+    return np.concatenate(parts)
+
+
 @dataclass
 class _Cell:
     """One batch x dimension: unit counts, and the labels of its pairable units."""
@@ -94,7 +114,7 @@ class AgreementTally:
                 known = ~np.isnan(values)
                 pairable = known & (np.bincount(inverse[known], minlength=len(uniq))[inverse] >= 2)
                 if pairable.any():
-                    cell.unit_parts.append(units[pairable])
+                    cell.unit_parts.append(_compact(units[pairable]))
                     cell.value_parts.append(values[pairable])
 
     def figures(self, n_boot: int = 200) -> list[dict[str, Any]]:

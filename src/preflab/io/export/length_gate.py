@@ -181,8 +181,8 @@ class LengthTally:
     any_difficulty: bool = False
     ratios: array = field(default_factory=lambda: array("d"))
     keep: bytearray = field(default_factory=bytearray)
-    by_difficulty: array = field(default_factory=lambda: array("l"))
-    by_domain: array = field(default_factory=lambda: array("l"))
+    by_difficulty: array = field(default_factory=lambda: array("i"))
+    by_domain: array = field(default_factory=lambda: array("i"))
     names: dict[str, int] = field(default_factory=dict)
 
     def see_items(self, data: ExportData) -> None:
