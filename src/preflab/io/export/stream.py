@@ -26,6 +26,7 @@ Dawid-Skene aggregator (its EM pools every vote of the project) and the ``hf`` f
 
 from __future__ import annotations
 
+import gc
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -125,6 +126,10 @@ def chunks(session: Any, project: Any, size: int | None = None) -> Iterator[list
     items = iter_items_with_judgments(session, project, include_excluded=True)
     while chunk := list(islice(items, size)):
         yield chunk
+        del chunk
+        # the cyclic collector is paused while an export runs (writers.gc_paused): the youngest
+        # generation, this chunk's objects, is swept once a chunk so no cycle outlives it
+        gc.collect(0)
 
 
 def count_items(session: Any, project: Any) -> int:
@@ -212,6 +217,7 @@ def read_figures(
         figures.add(collector.read(chunk))
         done += len(chunk)
         report.step("read", done)
+        del chunk  # the last reference: chunks() sweeps its cycles before reading the next
     stats = collector.finish()
     stats["raters_out"] = len(figures.raters_out)
     stats["resolved"] = {"pairs": figures.pairs, "unary": 0, "steps": 0, "demonstrations": 0}
@@ -299,6 +305,7 @@ def row_batches(
         yield from exporter.batches(data, options)
         done += len(chunk)
         report.step("write", done)
+        del chunk, data  # the last references: chunks() sweeps their cycles
 
 
 def exact_batches(
