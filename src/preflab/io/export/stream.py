@@ -187,6 +187,8 @@ class Figures:
         self.card_sources.update(
             str(i.metadata.get("source") or data.project) for i in data.items.values()
         )
+        # the cohort field looks at every exported item, a chunk's pairs or not
+        self.length.see_items(data)
         row_gates(data, options)
         if options.length_gate is not None and data.pairs:
             data.pairs = length_parity_gate(data, options.length_gate, self.length)
