@@ -38,7 +38,7 @@ from preflab.io.export.token_cache import CachedLength
 from preflab.io.export.writers import write_parquet
 from preflab.io.importer import ImportOptions, import_files
 from preflab.quality.bias import default_token_length
-from preflab.store import JudgmentRow, db, repo, session_factory, transaction
+from preflab.store import ItemRow, JudgmentRow, db, repo, session_factory, transaction
 from preflab.store.repo import get_project, iter_items_with_judgments
 
 HERE = Path(__file__).resolve().parent
@@ -339,3 +339,32 @@ def test_parquet_row_groups_are_cut_as_the_in_memory_writer_cuts_them(tmp_path):
     write_parquet(tmp_path / "b.parquet", stream.exact_batches(iter(pieces), schema, 10), schema)
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
     assert pq.ParquetFile(tmp_path / "b.parquet").num_row_groups == 11
+
+
+def test_the_length_cohort_field_sees_items_of_chunks_without_pairs(
+    db_url, tmp_path, frozen_clock, monkeypatch
+):
+    """An item with ``metadata.difficulty`` whose chunk keeps no pair (one rater, min_raters 2)
+    still makes the manifest's cohorts be by difficulty, as the in-memory gate does."""
+    monkeypatch.setattr(stream, "CHUNK_ITEMS", 1)
+    engine = db.open_db(db_url)
+    with transaction(engine) as s:
+        repo.create_project(s, "cohorts", kinds=["pairwise"])
+    records = [
+        {"id": f"x{n}", "prompt": f"Q{n}", "chosen": "a b c", "rejected": "a b d", "labeler": r}
+        for n in range(4)
+        for r in (("u",) if n == 0 else ("u", "v"))
+    ]
+    path = tmp_path / "cohorts.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    import_files(engine, "cohorts", [path])
+    with transaction(engine) as s:
+        first = s.scalars(select(ItemRow).order_by(ItemRow.pk).limit(1)).one()
+        first.meta = {**(first.meta or {}), "difficulty": "hard"}
+    assert assert_identical(
+        engine, "cohorts", "trl-preference", "jsonl", {"min_raters": 2}, "majority", tmp_path
+    )
+    (out,) = (tmp_path / "new").iterdir()
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["gates"]["length_parity"]["cohorts"]["by"] == "difficulty"
+    engine.dispose()
