@@ -206,10 +206,10 @@ def test_a_job_reports_progress_and_its_files_equal_the_cli_export(labelled, db_
 
 
 def test_the_progress_callback_follows_the_phases(labelled, db_url, tmp_path, monkeypatch):
-    from preflab.io.export import ExportOptions, export_project, pipeline
+    from preflab.io.export import ExportOptions, export_project, stream
     from preflab.store import make_engine
 
-    monkeypatch.setattr(pipeline, "PROGRESS_EVERY", 1)
+    monkeypatch.setattr(stream, "PROGRESS_EVERY", 1)
     calls: list[tuple[str, int, int]] = []
     engine = make_engine(db_url)
     options = ExportOptions(
@@ -222,7 +222,14 @@ def test_the_progress_callback_follows_the_phases(labelled, db_url, tmp_path, mo
     export_project(engine, "demo", options, progress=lambda *call: calls.append(call))
     engine.dispose()
     n = N_ITEMS
-    assert calls == [("collect", i, n) for i in range(n + 1)] + [("gates", n, n), ("write", n, n)]
+    # the streaming pipeline (two passes over the project): "read" item by item, then "write"
+    phases = [phase for phase, _, _ in calls]
+    assert phases[0] == "read" and phases[-1] == "write", calls
+    assert all(total == n for _, _, total in calls), calls
+    reads = [done for phase, done, _ in calls if phase == "read"]
+    assert reads == sorted(reads) and reads[-1] == n, calls
+    writes = [done for phase, done, _ in calls if phase == "write"]
+    assert writes == sorted(writes) and writes[-1] == n, calls
 
 
 def test_jobs_page_back_newest_first(labelled, no_spawn):

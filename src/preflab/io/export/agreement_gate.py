@@ -16,6 +16,7 @@ does not refuse the export (a project that collects no overlap has no agreement 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,30 +51,90 @@ def _level(dimension: str) -> Level:
     return "nominal" if dimension == "winner" else "ordinal"
 
 
-def agreement_figures(
-    labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200
-) -> list[dict[str, Any]]:
-    """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters per item."""
-    production = [(j, b) for j, b in labels if int(j.provenance.review_pass) == 0]
-    batch_of = {id(j): ("unbatched" if b is None else f"batch-{b}") for j, b in production}
-    table = LabelTable.from_judgments([j for j, _ in production], lambda j: batch_of[id(j)])
-    out = []
-    for batch in sorted(set(table.batches.tolist())):
-        for dim in sorted(set(table.dimensions[table.batches == batch].tolist())):
-            mask = (table.batches == batch) & (table.dimensions == dim)
-            units, values = table.units[mask], table.values[mask].astype(float)
-            _, per_unit = np.unique(units, return_counts=True)
+def _compact(units: np.ndarray) -> np.ndarray:
+    """Unit ids as UTF-8 bytes (about half the memory of ``str`` objects). Bytes sort as the
+    strings do (UTF-8 keeps code point order), so alpha's units are numbered alike; NumPy drops
+    trailing NUL bytes, so a unit id ending in one stays a string."""
+    strings = units.astype(str)
+    if any(u.endswith("\x00") for u in strings.tolist()):
+        return units
+    return np.char.encode(strings, "utf-8")
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    if not parts:
+        return np.array([], dtype=object)
+    if len({p.dtype.kind for p in parts}) > 1:  # a NUL-ending id kept some parts as strings
+        parts = [
+            p if p.dtype.kind == "O" else np.char.decode(p, "utf-8").astype(object) for p in parts
+        ]
+    return np.concatenate(parts)
+
+
+@dataclass
+class _Cell:
+    """One batch x dimension: unit counts, and the labels of its pairable units."""
+
+    units: int = 0
+    units_2plus: int = 0
+    rows: int = 0
+    unit_parts: list[np.ndarray] = field(default_factory=list)
+    value_parts: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass
+class AgreementTally:
+    """The agreement figures' inputs, added up one chunk of items at a time.
+
+    A unit (an item's pair, candidate or step) lies in one item, so one chunk: per batch x
+    dimension the tally keeps the number of units, of units with 2+ labels and of labels, and
+    the labels of the *pairable* units (two or more non-missing values), the only ones alpha
+    and its unit bootstrap read. That is O(labels on units labelled twice): the bootstrap
+    resamples units, so it needs each unit's values.
+    """
+
+    cells: dict[tuple[str, str], _Cell] = field(default_factory=dict)
+
+    def add(self, labels: Iterable[tuple[JudgmentBase, Any]]) -> None:
+        production = [(j, b) for j, b in labels if int(j.provenance.review_pass) == 0]
+        if not production:
+            return
+        batch_of = {id(j): ("unbatched" if b is None else f"batch-{b}") for j, b in production}
+        table = LabelTable.from_judgments([j for j, _ in production], lambda j: batch_of[id(j)])
+        for batch in sorted(set(table.batches.tolist())):
+            for dim in sorted(set(table.dimensions[table.batches == batch].tolist())):
+                mask = (table.batches == batch) & (table.dimensions == dim)
+                units, values = table.units[mask], table.values[mask].astype(float)
+                uniq, inverse, per_unit = np.unique(units, return_inverse=True, return_counts=True)
+                inverse = inverse.reshape(-1)
+                cell = self.cells.setdefault((batch, dim), _Cell())
+                cell.units += len(uniq)
+                cell.units_2plus += int((per_unit >= 2).sum())
+                cell.rows += len(units)
+                known = ~np.isnan(values)
+                pairable = known & (np.bincount(inverse[known], minlength=len(uniq))[inverse] >= 2)
+                if pairable.any():
+                    cell.unit_parts.append(_compact(units[pairable]))
+                    cell.value_parts.append(values[pairable])
+
+    def figures(self, n_boot: int = 200) -> list[dict[str, Any]]:
+        """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters
+        per item."""
+        out = []
+        for (batch, dim), cell in sorted(self.cells.items()):
             entry = {
                 "batch": batch,
                 "dimension": dim,
                 "level": _level(dim),
-                "items": int(len(per_unit)),
-                "items_with_2plus_raters": int((per_unit >= 2).sum()),
-                "raters_per_item": round(float(per_unit.mean()), 3),
+                "items": cell.units,
+                "items_with_2plus_raters": cell.units_2plus,
+                "raters_per_item": round(cell.rows / cell.units, 3),
                 "alpha": None,
                 "ci95": None,
             }
             if entry["items_with_2plus_raters"]:
+                units = np.concatenate(cell.unit_parts) if cell.unit_parts else np.array([], object)
+                values = np.concatenate(cell.value_parts) if cell.value_parts else np.zeros(0)
                 # no interval for dimensions that are not gated (the bootstrap is most of the cost)
                 ci = krippendorff_alpha_ci(
                     units, values, _level(dim), n_boot=0 if dim in NOT_GATED else n_boot
@@ -83,11 +144,26 @@ def agreement_figures(
                     if np.isfinite(ci.low) and np.isfinite(ci.high):
                         entry["ci95"] = [round(float(ci.low), 4), round(float(ci.high), 4)]
             out.append(entry)
-    return out
+        return out
+
+
+def agreement_figures(
+    labels: list[tuple[JudgmentBase, Any]] | AgreementTally, n_boot: int = 200
+) -> list[dict[str, Any]]:
+    """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters per
+    item; of labels with their batch, or of a tally of them (a streamed export's)."""
+    if isinstance(labels, AgreementTally):
+        return labels.figures(n_boot)
+    tally = AgreementTally()
+    tally.add(labels)
+    return tally.figures(n_boot)
 
 
 def agreement_gate(
-    labels: list[tuple[JudgmentBase, Any]], min_alpha: float, force: bool, refuse: bool = True
+    labels: list[tuple[JudgmentBase, Any]] | AgreementTally,
+    min_alpha: float,
+    force: bool,
+    refuse: bool = True,
 ) -> dict[str, Any]:
     """The manifest's ``agreement`` block; raises :class:`ExportError` below the floor unless ``force``.
 

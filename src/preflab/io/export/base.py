@@ -122,6 +122,9 @@ class ExportData:
     verbosity: dict[str, Any] | None = None
     #: flagged labels the telemetry gate kept (:class:`.telemetry_gate.TelemetryCounts`)
     telemetry: Any = None
+    #: ``(pairs with a known strength, pairs)`` of the whole export, when ``pairs`` holds only
+    #: some of them (a streamed export's chunk, or its summary for the manifest)
+    pair_tally: tuple[int, int] | None = None
 
 
 class Exporter:

@@ -22,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
+from array import array
 from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from ...quality.bias import (
 from ...quality.bias import length_parity_gate as quality_length_parity_gate
 from .base import ExportData, ExportError, ExportOptions
 from .resolve import LengthFn
+from .token_cache import lengths_of
 
 
 @dataclass(frozen=True)
@@ -147,13 +149,15 @@ def cohort_of(data: ExportData, item_id: str, by: str) -> str:
 
 
 def pair_lengths(data: ExportData, pairs: list) -> tuple[list[int], list[int]]:
-    length = data.length_fn
-    chosen, rejected = [], []
+    """Lengths of each pair's chosen and rejected answers (one batch through a
+    :class:`~.token_cache.CachedLength`, each distinct text measured once)."""
+    texts = []
     for p in pairs:
         item = data.items[p.item_id]
-        chosen.append(length(item.candidate(p.chosen_id).as_text()))
-        rejected.append(length(item.candidate(p.rejected_id).as_text()))
-    return chosen, rejected
+        texts.append(item.candidate(p.chosen_id).as_text())
+        texts.append(item.candidate(p.rejected_id).as_text())
+    lengths = lengths_of(data.length_fn, texts)
+    return lengths[0::2], lengths[1::2]
 
 
 def _ratio(c: int, r: int) -> float:
@@ -165,74 +169,137 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(finite), 4) if finite else None
 
 
-def length_parity_gate(data: ExportData, bounds: tuple[float, float]) -> list:
+@dataclass
+class LengthTally:
+    """The length gate's per-cohort figures, added up over the pairs of one or more chunks.
+
+    The cohort field (``difficulty`` when any exported item has one) is a whole-project fact,
+    known only once every item is seen: each pair keeps its cohort both ways, and its ratio
+    (the medians need every ratio: 8 bytes a pair) and whether it was kept (1 byte).
+    """
+
+    any_difficulty: bool = False
+    ratios: array = field(default_factory=lambda: array("d"))
+    keep: bytearray = field(default_factory=bytearray)
+    by_difficulty: array = field(default_factory=lambda: array("i"))
+    by_domain: array = field(default_factory=lambda: array("i"))
+    names: dict[str, int] = field(default_factory=dict)
+
+    def see_items(self, data: ExportData) -> None:
+        self.any_difficulty = self.any_difficulty or cohort_field(data) == "difficulty"
+
+    def _code(self, name: str) -> int:
+        return self.names.setdefault(name, len(self.names))
+
+    def cohorts(self) -> dict[str, Any]:
+        """The manifest's ``gates.length_parity.cohorts``."""
+        by = "difficulty" if self.any_difficulty else "domain"
+        codes = self.by_difficulty if self.any_difficulty else self.by_domain
+        name_of = {code: name for name, code in self.names.items()}
+        ratios: dict[str, list[float]] = defaultdict(list)
+        kept_ratios: dict[str, list[float]] = defaultdict(list)
+        dropped: Counter[str] = Counter()
+        for code, ratio, keep in zip(codes, self.ratios, self.keep, strict=True):
+            cohort = name_of[code]
+            ratios[cohort].append(ratio)
+            if keep:
+                kept_ratios[cohort].append(ratio)
+            else:
+                dropped[cohort] += 1
+        return {
+            "by": by,
+            "cohorts": {
+                cohort: {
+                    "pairs": len(ratios[cohort]),
+                    "dropped": dropped[cohort],
+                    "kept": len(ratios[cohort]) - dropped[cohort],
+                    "parity_share": round(
+                        (len(ratios[cohort]) - dropped[cohort]) / len(ratios[cohort]), 4
+                    ),
+                    "median_ratio_before": _median(ratios[cohort]),
+                    "median_ratio_after": _median(kept_ratios[cohort]),
+                    "removed_wholesale": dropped[cohort] == len(ratios[cohort]),
+                }
+                for cohort in sorted(ratios)
+            },
+        }
+
+
+def length_parity_gate(
+    data: ExportData, bounds: tuple[float, float], tally: LengthTally | None = None
+) -> list:
     """Keep pairs with ``min_ratio <= len(chosen) / len(rejected) <= max_ratio`` (lengths from
     ``data.length_fn``); drops go to ``data.drops``, the per-cohort report to
     ``data.length_cohorts``. A zero-length rejected answer passes only against an empty chosen.
+
+    With a ``tally`` (a streamed export, one chunk of items at a time), the figures are added to
+    it and ``data.length_cohorts`` is left for the caller to set from the whole tally.
     """
     lo, hi = bounds
+    own = tally is None
+    tally = LengthTally() if tally is None else tally
+    tally.see_items(data)
     chosen, rejected = pair_lengths(data, data.pairs)
     # One gate for audits and exports: the quality engine decides, the manifest records why.
     result = quality_length_parity_gate(chosen, rejected, low=lo, high=hi)
-    by = cohort_field(data)
-    ratios: dict[str, list[float]] = defaultdict(list)
-    kept_ratios: dict[str, list[float]] = defaultdict(list)
-    dropped: Counter[str] = Counter()
     kept = []
     for p, c, r, keep, reason in zip(
         data.pairs, chosen, rejected, result.keep, result.reasons, strict=True
     ):
-        cohort = cohort_of(data, p.item_id, by)
-        ratios[cohort].append(_ratio(c, r))
+        tally.by_difficulty.append(tally._code(cohort_of(data, p.item_id, "difficulty")))
+        tally.by_domain.append(tally._code(cohort_of(data, p.item_id, "domain")))
+        tally.ratios.append(_ratio(c, r))
+        tally.keep.append(bool(keep))
         if keep:
             kept.append(p)
-            kept_ratios[cohort].append(_ratio(c, r))
         else:
-            dropped[cohort] += 1
             data.drops.drop("length_parity", str(reason).split(":")[0], p.item_id)
-    data.length_cohorts = {
-        "by": by,
-        "cohorts": {
-            cohort: {
-                "pairs": len(ratios[cohort]),
-                "dropped": dropped[cohort],
-                "kept": len(ratios[cohort]) - dropped[cohort],
-                "parity_share": round(
-                    (len(ratios[cohort]) - dropped[cohort]) / len(ratios[cohort]), 4
-                ),
-                "median_ratio_before": _median(ratios[cohort]),
-                "median_ratio_after": _median(kept_ratios[cohort]),
-                "removed_wholesale": dropped[cohort] == len(ratios[cohort]),
-            }
-            for cohort in sorted(ratios)
-        },
-    }
+    if own:
+        data.length_cohorts = tally.cohorts()
     return kept
 
 
 # -- the verbosity penalty on margins ------------------------------------------------------
 
 
-def apply_verbosity_penalty(data: ExportData, penalty: VerbosityPenalty) -> dict[str, Any]:
+@dataclass
+class VerbosityTally:
+    """The verbosity penalty's summary, added up pair by pair (in export order, so a streamed
+    export sums the same floats in the same order as one that holds every pair)."""
+
+    with_margin: int = 0
+    penalized: int = 0
+    total: float = 0.0
+
+    def summary(self, penalty: VerbosityPenalty) -> dict[str, Any]:
+        return {
+            "function": "min(max_penalty, per_log_ratio * max(0, ln(ratio / free_ratio))), "
+            "ratio = len(chosen) / len(rejected); margin = max(0, strength - penalty)",
+            "free_ratio": penalty.free_ratio,
+            "per_log_ratio": penalty.per_log_ratio,
+            "max_penalty": penalty.max_penalty,
+            "pairs_with_margin": self.with_margin,
+            "pairs_penalized": self.penalized,
+            "mean_penalty": round(self.total / self.with_margin, 4) if self.with_margin else 0.0,
+        }
+
+
+def apply_verbosity_penalty(
+    data: ExportData, penalty: VerbosityPenalty, tally: VerbosityTally | None = None
+) -> dict[str, Any]:
     """Subtract ``penalty(token ratio)`` from each pair's strength (the margin an exporter
-    writes); pairs without a strength stay without one. Returns the manifest's summary."""
+    writes); pairs without a strength stay without one. Returns the manifest's summary (of
+    ``tally`` too when given: a streamed export adds each chunk's pairs to one tally)."""
+    tally = VerbosityTally() if tally is None else tally
     with_margin = [p for p in data.pairs if p.strength is not None]
     chosen, rejected = pair_lengths(data, with_margin)
     new = {}
-    total = 0.0
+    tally.with_margin += len(with_margin)
     for p, c, r in zip(with_margin, chosen, rejected, strict=True):
         amount = penalty(_ratio(c, r))
         if amount > 0 and p.strength is not None:
             new[id(p)] = replace(p, strength=max(0.0, p.strength - amount))
-            total += amount
+            tally.total += amount
+            tally.penalized += 1
     data.pairs = [new.get(id(p), p) for p in data.pairs]
-    return {
-        "function": "min(max_penalty, per_log_ratio * max(0, ln(ratio / free_ratio))), "
-        "ratio = len(chosen) / len(rejected); margin = max(0, strength - penalty)",
-        "free_ratio": penalty.free_ratio,
-        "per_log_ratio": penalty.per_log_ratio,
-        "max_penalty": penalty.max_penalty,
-        "pairs_with_margin": len(with_margin),
-        "pairs_penalized": len(new),
-        "mean_penalty": round(total / len(with_margin), 4) if with_margin else 0.0,
-    }
+    return tally.summary(penalty)

@@ -17,7 +17,9 @@ import orjson
 import yaml
 
 from ... import __version__
+from .agreement_gate import agreement_card
 from .base import ExportData, Exporter, ExportOptions
+from .writers import CARD, MANIFEST, file_hashes
 
 AGGREGATION_POLICY = (
     "Per rater, the latest label per unit (review pass, then submission time, then row order); "
@@ -386,3 +388,36 @@ def manifest_summary(manifest: dict[str, Any]) -> list[str]:
     for name, info in manifest["files"].items():
         lines.append(f"{name}  {info['bytes']} bytes  sha256:{info['sha256'][:16]}…")
     return lines
+
+
+def write_manifest(
+    exporter: Exporter,
+    data: ExportData,
+    options: ExportOptions,
+    directory: Path,
+    stats: dict[str, Any],
+    rows_out: dict[str, int],
+    sources: Counter[str],
+    *,
+    aggregator_name: str,
+    length_fn_name: str,
+    agreement: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The card and ``manifest.json`` of the data files already in ``directory``."""
+    manifest = build_manifest(
+        exporter=exporter,
+        data=data,
+        options=options,
+        stats=stats,
+        rows_out=rows_out,
+        files={},
+        aggregator_name=aggregator_name,
+        length_fn_name=length_fn_name,
+    )
+    if agreement is not None:
+        manifest["agreement"] = agreement
+    card = render_card(manifest, exporter, sources) + agreement_card(agreement)
+    (directory / CARD).write_text(card, encoding="utf-8")
+    manifest["files"] = file_hashes(directory)
+    (directory / MANIFEST).write_bytes(dump_manifest(manifest))
+    return manifest

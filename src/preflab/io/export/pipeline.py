@@ -15,19 +15,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
-from ...quality.gold import gold_accuracy, gold_outcomes
-from ...schema import Item, Rubric
-from ...schema.routing import scored_by_verifier, verifiable_to_raters
 from ...store import ExportLog, session_factory, transaction
-from ...store.models import ItemRow
-from ...store.repo import get_project, get_rubric, iter_items_with_judgments
+from ...store.repo import get_project, iter_items_with_judgments
 from .agreement_gate import (
-    agreement_card,
     agreement_gate,
-    drop_disagreement,
-    labels_dropped,
     project_min_alpha,
 )
 from .base import (
@@ -37,6 +30,7 @@ from .base import (
     ExportError,
     ExportOptions,
 )
+from .collector import Collector
 from .length_gate import (  # noqa: F401 - length_parity_gate, tokenizer_identity re-exported
     apply_verbosity_penalty,
     export_length,
@@ -44,38 +38,31 @@ from .length_gate import (  # noqa: F401 - length_parity_gate, tokenizer_identit
     project_verbosity_penalty,
     tokenizer_identity,
 )
-from .manifest import build_manifest, dump_manifest, render_card
+from .manifest import write_manifest
 from .resolve import (
     LengthFn,
     PairAggregator,
-    accepted_demonstrations,
     aggregate_pairwise,
-    counts_as_label,
-    effective_judgments,
-    item_pair_votes,
-    resolve_steps,
-    resolve_unary,
     word_length,
 )
-from .routing import VERIFIER_ORIGIN, verifier_pairs, verifier_unary, without_people_preferences
-from .telemetry_gate import (
-    TelemetryCounts,
-    kept_by_reviewers,
-    project_telemetry_settings,
-    telemetry_filter,
+from .stream import (
+    Progress,
+    Reporter,
+    count_items,
+    disagreement_gate,
+    read_figures,
+    row_batches,
+    row_gates,
+    streamable,
+    summary_data,
+    write_streamed,
 )
-from .truth import truth_gate
-from .writers import CARD, MANIFEST, AtomicDir, file_hashes, gc_paused, write_data
+from .token_cache import cached
+from .writers import AtomicDir, gc_paused, write_data
 
 log = logging.getLogger(__name__)
 
 SPLIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-#: ``progress(phase, done, total)``: where an export is (the web app's export jobs); it may
-#: raise to stop the export (nothing is left behind).
-Progress = Callable[[str, int, int], None]
-#: items read between two ``collect`` progress calls
-PROGRESS_EVERY = 2000
 
 
 def check_options(options: ExportOptions, formats: dict[str, Exporter]) -> Exporter:
@@ -104,10 +91,6 @@ def check_options(options: ExportOptions, formats: dict[str, Exporter]) -> Expor
     return exporter
 
 
-def _is_chat(item: Item) -> bool:
-    return isinstance(item.prompt, list) or any(c.messages is not None for c in item.candidates)
-
-
 # Reading keeps every item and judgment of the project alive: without the pause, the cyclic
 # collector's full passes walk all of them again and again (a third of the time at 10,000 items).
 @gc_paused()
@@ -119,192 +102,20 @@ def collect(
     *,
     aggregator: PairAggregator = aggregate_pairwise,
     length_fn: LengthFn = word_length,
-    progress: Progress | None = None,
 ) -> tuple[ExportData, dict[str, Any]]:
     """Read a project and resolve what ``exporter`` needs; ``(data, stats)``."""
     project = get_project(session, project_name)
-    needs = exporter.needs
-    data = ExportData(project=project.name, items={}, length_fn=length_fn)
-    rubric_cache: dict[tuple[str | None, int | None], Rubric | None] = {}
-
-    def rubric_for(key: str | None, version: int | None) -> Rubric | None:
-        if (key, version) not in rubric_cache:
-            rubric = get_rubric(session, project, key, version) if key else None
-            rubric_cache[(key, version)] = rubric
-            if rubric is not None:
-                data.rubrics[(rubric.id, rubric.version)] = rubric
-        return rubric_cache[(key, version)]
-
-    stats: dict[str, Any] = {
-        "items_in": 0,
-        "judgments_in": 0,
-        "judgments_in_by_kind": Counter(),
-        "judgments_used": 0,
-        "judgments_used_by_kind": Counter(),
-        "judgments_used_by_source": Counter(),
-    }
-    raters_in: set[str] = set()
-    votes = []
-    rubric_resolved = []
-    chat = False
-    # locals, not stats[...] lookups: this loop runs once per judgment of the project
-    in_by_kind: Counter[str] = stats["judgments_in_by_kind"]
-    used_by_kind: Counter[str] = stats["judgments_used_by_kind"]
-    used_by_source: Counter[str] = stats["judgments_used_by_source"]
-    resolving = bool(needs - {"judgments"})
-    include_ai = options.include_ai
-    keep_gold = options.include_gold or not exporter.training
-    stats["gold_items"] = 0
-    stats["aggregation_margin"] = getattr(aggregator, "margin", None)
-    to_raters = verifiable_to_raters(project.settings)
-    verifier_resolved = []
-    data.policy = dict((project.settings or {}).get("policy") or {})
-    data.telemetry = TelemetryCounts()
-    flag_filter = (
-        None
-        if options.include_flagged
-        else telemetry_filter(
-            project_telemetry_settings(project.settings),
-            data.drops,
-            data.telemetry,
-            kept_by_reviewers(session, project.pk),
-        )
+    collector = Collector(
+        session, project, exporter, options, aggregator=aggregator, length_fn=length_fn
     )
-    gold_labels: list = []
-    gold_of: dict[str, dict[str, Any]] = {}
-    if progress is not None:
-        total = session.scalar(select(func.count()).where(ItemRow.project_pk == project.pk)) or 0
-        progress("collect", 0, total)
-    for iwj in iter_items_with_judgments(session, project, include_excluded=True):
-        item = iwj.item
-        stats["items_in"] += 1
-        if progress is not None and stats["items_in"] % PROGRESS_EVERY == 0:
-            progress("collect", stats["items_in"], total)
-        if item.gold is not None:
-            stats["gold_items"] += 1
-            gold_of[item.id] = item.gold.model_dump()
-            gold_labels.extend(
-                j
-                for j, meta in zip(iwj.judgments, iwj.meta, strict=True)
-                if not meta.get("excluded") and counts_as_label(j, include_ai)
-            )
-            if (
-                not keep_gold
-            ):  # qualification / honeypot items are tests of raters, not training data
-                data.drops.drop("gold", "gold-item", item.id)
-                in_by_kind.update(j.kind for j in iwj.judgments)
-                stats["gold_judgments"] = stats.get("gold_judgments", 0) + len(iwj.judgments)
-                continue
-        data.items[item.id] = item
-        chat = chat or _is_chat(item)
-        routed = scored_by_verifier(item.metadata, to_raters)
-        if routed and "pairs" in needs:
-            verifier_resolved.extend(verifier_pairs(item, data.drops))
-        if routed and "unary" in needs:
-            data.unary.extend(verifier_unary(item, data.drops))
-        kept, order, batch_of = [], [], {}
-        for j, meta in zip(iwj.judgments, iwj.meta, strict=True):
-            in_by_kind[j.kind] += 1
-            if meta.get("excluded"):
-                data.drops.drop("excluded", meta.get("exclusion_reason") or "excluded", item.id)
-                continue
-            if not counts_as_label(j, include_ai):
-                data.drops.drop("source", "ai", item.id)
-                continue
-            if flag_filter is not None and not flag_filter(item, j, meta["pk"]):
-                continue
-            kept.append(j)
-            order.append(meta["pk"])
-            batch_of[meta["pk"]] = meta.get("batch_pk")
-            raters_in.add(j.provenance.rater_id)
-        if "judgments" in needs:
-            data.judgments.extend(kept)
-        if not kept:
-            continue
-        # the label set every measure uses (quality.labels): a revised label counts once
-        effective = effective_judgments(kept, order)
-        # "used": what the export reads. A resolving export reads the resolved label set, so the
-        # labels a revision or an adjudication set aside are not counted (issue 28 section 7).
-        for j in (j for _, j in effective) if resolving else kept:
-            used_by_kind[j.kind] += 1
-            used_by_source[j.provenance.source] += 1
-        data.labels_with_batch.extend((j, batch_of[pos]) for pos, j in effective)
-        for _, j in effective:
-            data.label_index.add(j)
-        if not resolving:
-            continue
-        if routed:  # the verifier's call, not people's (see .routing)
-            effective = without_people_preferences(effective, item.id, data.drops)
-        plain = [j for _, j in effective]
-        if "pairs" in needs:
-            item_votes, rubric_only = item_pair_votes(
-                item, effective, rubric_for, length_fn, data.drops
-            )
-            votes.extend(item_votes)
-            rubric_resolved.extend(rubric_only)
-        if "unary" in needs:
-            data.unary.extend(resolve_unary(plain, data.drops))
-        if "steps" in needs:
-            data.steps.extend(resolve_steps(plain, data.drops))
-        if "demonstrations" in needs:
-            demos = accepted_demonstrations(plain, data.drops)
-            data.demonstrations.extend(demos)
-            chat = chat or any(d.messages is not None for d in demos)
-    if "pairs" in needs:
-        position = {item_id: i for i, item_id in enumerate(data.items)}
-        pairs = list(aggregator(votes, data.drops)) + rubric_resolved + verifier_resolved
-        pairs.sort(
-            key=lambda p: (
-                position[p.item_id],
-                min(p.chosen_id, p.rejected_id),
-                max(p.chosen_id, p.rejected_id),
-            )
-        )
-        data.pairs = pairs
-    # Rubric versions used: also those of rubric judgments not resolved into pairs (raw export).
-    for j in data.judgments:
-        if j.provenance.rubric_id:
-            rubric_for(j.provenance.rubric_id, j.provenance.rubric_version)
-    data.conversational = chat if options.conversational is None else options.conversational
-    stats["judgments_in"] = sum(in_by_kind.values())
-    stats["judgments_used"] = sum(used_by_kind.values())
-    stats["raters_in"] = len(raters_in)
-    stats["gold_accuracy"] = gold_figures(gold_labels, gold_of)
-    return data, stats
-
-
-def gold_figures(labels: list, gold_of: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """Honeypot (gold) accuracy of the raters, for the manifest and card: overall with its
-    Wilson interval, and the raters graded (the quality report's rule, :func:`gold_outcomes`)."""
-    outcomes = gold_outcomes(labels, gold_of)
-    if not outcomes:
-        return None
-    overall = gold_accuracy([o for outs in outcomes.values() for o in outs]).as_dict()
-    per_rater = [gold_accuracy(outs).accuracy for outs in outcomes.values()]
-    return {
-        **{k: round(v, 4) if isinstance(v, float) else v for k, v in overall.items()},
-        "raters_graded": len(outcomes),
-        "raters_below_0.8": sum(a < 0.8 for a in per_rater),
-    }
+    data = collector.read(iter_items_with_judgments(session, project, include_excluded=True))
+    return data, collector.finish()
 
 
 def apply_gates(data: ExportData, options: ExportOptions) -> None:
     """Truth (verifier failures), min-raters (pairs, thumbs, steps), length parity (pairs, on
     by default) and the verbosity penalty on the margins of the pairs that are left."""
-    truth_gate(data)
-    n = options.min_raters
-    if n > 1:
-        reason = f"fewer-than-{n}-raters"
-        for name in ("pairs", "unary", "steps"):
-            rows = getattr(data, name)
-            # verifier labels are one oracle's call, not a vote (see .routing)
-            kept = [
-                r for r in rows if r.n_raters >= n or getattr(r, "origin", None) == VERIFIER_ORIGIN
-            ]
-            for r in rows:
-                if r.n_raters < n and getattr(r, "origin", None) != VERIFIER_ORIGIN:
-                    data.drops.drop("min_raters", reason, r.item_id)
-            setattr(data, name, kept)
+    row_gates(data, options)
     if options.length_gate is not None and data.pairs:
         data.pairs = length_parity_gate(data, options.length_gate)
     if data.pairs:
@@ -353,30 +164,19 @@ def write_export(
     for name, content in exporter.side_files(data, options).items():
         (directory / name).write_bytes(content)
     stats = {**stats, **output_stats(data, exporter, options)}
-    manifest = build_manifest(
-        exporter=exporter,
-        data=data,
-        options=options,
-        stats=stats,
-        rows_out=rows_out,
-        files={},
+    sources = Counter(str(i.metadata.get("source") or data.project) for i in data.items.values())
+    return write_manifest(
+        exporter,
+        data,
+        options,
+        directory,
+        stats,
+        rows_out,
+        sources,
         aggregator_name=aggregator_name,
         length_fn_name=length_fn_name,
+        agreement=agreement,
     )
-    if agreement is not None:
-        manifest["agreement"] = agreement
-    sources = Counter(str(i.metadata.get("source") or data.project) for i in data.items.values())
-    card = render_card(manifest, exporter, sources) + agreement_card(agreement)
-    (directory / CARD).write_text(card, encoding="utf-8")
-    manifest["files"] = file_hashes(directory)
-    (directory / MANIFEST).write_bytes(dump_manifest(manifest))
-    return manifest
-
-
-def _discount(counts: Counter[str], key: str) -> None:
-    counts[key] -= 1
-    if counts[key] <= 0:
-        del counts[key]
 
 
 def _name(fn: Any) -> str:
@@ -397,7 +197,11 @@ def export_project(
 
     Writes the data file(s), ``README.md`` (dataset card) and ``manifest.json``, then records
     an ``ExportLog`` row. On any error nothing is left at ``options.out`` (a previous export
-    there is kept) and no log row is written.
+    there is kept) and no log row is written. ``progress(phase, done, total)``, when given, is
+    called at each phase and every few thousand items (``done`` of ``total`` items).
+
+    Formats whose rows are pairs stream (:mod:`.stream`: two passes, one chunk of items at a
+    time); the others read the project into memory (:func:`collect`). The files are the same.
     """
     from . import EXPORT_FORMATS
 
@@ -413,47 +217,118 @@ def export_project(
             length_fn, length_name = export_length(options, policy)
         else:
             length_fn, length_name = word_length, "words"
+        length_fn = cached(length_fn)  # tokens: measured in batches, each text once
+        project = get_project(session, project_name)
+        if streamable(exporter, options, aggregator):
+            return _export_streamed(
+                engine,
+                session,
+                project,
+                exporter,
+                options,
+                aggregator=aggregator,
+                length_fn=length_fn,
+                length_name=length_name,
+                progress=progress,
+            )
+        report = Reporter(progress, count_items(session, project) if progress else 0)
+        report.phase("read", 0)
         data, stats = collect(
-            session,
-            project_name,
-            exporter,
-            options,
-            aggregator=aggregator,
-            length_fn=length_fn,
-            progress=progress,
+            session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn
         )
         session.rollback()
-    if progress is not None:
-        progress("gates", stats["items_in"], stats["items_in"])
+    report.phase("gates", 0)
     apply_gates(data, options)
     if options.drop_disagreement is not None:
-        dropped = drop_disagreement(data, options.drop_disagreement)
-        # the labels of the pairs it dropped reach no row: not "used" (issue 28 section 7)
-        labels = (j for j, _ in data.labels_with_batch)
-        for j in labels_dropped(labels, dropped, data.items) if dropped else ():
-            stats["judgments_used"] -= 1
-            _discount(stats["judgments_used_by_kind"], j.kind)
-            _discount(stats["judgments_used_by_source"], j.provenance.source)
+        disagreement_gate(data, options.drop_disagreement, stats)
     min_alpha = (
         options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
     )
     agreement = agreement_gate(
         data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
     )
-    if progress is not None:
-        progress("write", stats["items_in"], stats["items_in"])
-    target = AtomicDir(Path(options.out))
-    try:
-        manifest = write_export(
+    report.phase("write", 0)
+    return _publish(
+        engine,
+        project_name,
+        exporter,
+        options,
+        lambda directory: write_export(
             exporter,
             data,
             options,
-            target.tmp,
+            directory,
             stats,
             aggregator_name=_name(aggregator),
             length_fn_name=length_name,
             agreement=agreement,
+        ),
+    )
+
+
+def _export_streamed(
+    engine: Engine,
+    session: Any,
+    project: Any,
+    exporter: Exporter,
+    options: ExportOptions,
+    *,
+    aggregator: PairAggregator,
+    length_fn: LengthFn,
+    length_name: str,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """:func:`export_project` in two passes (:mod:`.stream`), inside ``session``'s snapshot."""
+    report = Reporter(progress, count_items(session, project) if progress else 0)
+
+    def collector() -> Collector:
+        return Collector(
+            session, project, exporter, options, aggregator=aggregator, length_fn=length_fn
         )
+
+    with gc_paused():
+        first = collector()
+        figures, stats = read_figures(first, session, report)
+    summary = summary_data(first, figures)
+    min_alpha = (
+        options.min_alpha if options.min_alpha is not None else project_min_alpha(summary.policy)
+    )
+    agreement = agreement_gate(
+        figures.agreement, min_alpha, options.force, refuse=exporter.training
+    )
+
+    def write(directory: Path) -> dict[str, Any]:
+        batches = row_batches(collector(), session, exporter, figures, summary, directory, report)
+        rows_out = write_streamed(exporter, options, directory, batches, summary)
+        session.rollback()
+        return write_manifest(
+            exporter,
+            summary,
+            options,
+            directory,
+            stats,
+            rows_out,
+            figures.card_sources,
+            aggregator_name=_name(aggregator),
+            length_fn_name=length_name,
+            agreement=agreement,
+        )
+
+    return _publish(engine, project.name, exporter, options, write)
+
+
+def _publish(
+    engine: Engine,
+    project_name: str,
+    exporter: Exporter,
+    options: ExportOptions,
+    write: Callable[[Path], dict[str, Any]],
+) -> dict[str, Any]:
+    """Run ``write`` into a temporary directory, record the ``ExportLog`` row and swap the
+    directory into ``options.out``; on any error neither is left behind."""
+    target = AtomicDir(Path(options.out))
+    try:
+        manifest = write(target.tmp)
         with transaction(engine) as session:
             project = get_project(session, project_name)
             session.add(

@@ -45,10 +45,17 @@ class TRLPreference(Exporter):
     #: why a partly known margin is written or left out (manifest ``format_notes.margin``)
     margin_rule = ""
 
+    @staticmethod
+    def pair_tally(data: ExportData) -> tuple[int, int]:
+        """``(pairs with a known strength, pairs)`` of the whole export."""
+        if data.pair_tally is not None:
+            return data.pair_tally
+        return sum(p.strength is not None for p in data.pairs), len(data.pairs)
+
     def margin_written(self, data: ExportData) -> bool:
-        known = sum(p.strength is not None for p in data.pairs)
+        known, total = self.pair_tally(data)
         if self.margin == "all":
-            return bool(data.pairs) and known == len(data.pairs)
+            return bool(total) and known == total
         return self.margin == "any" and known > 0
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
@@ -86,22 +93,22 @@ class TRLPreference(Exporter):
     def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
         if self.margin is None:
             return {}
-        known = sum(p.strength is not None for p in data.pairs)
+        known, total = self.pair_tally(data)
         written = self.margin_written(data)
-        if written and known == len(data.pairs):
+        if written and known == total:
             why = "every row has a strength given by its raters"
         elif written:
-            why = f"{len(data.pairs) - known} rows have no known strength: their margin is null. {self.margin_rule}"
+            why = f"{total - known} rows have no known strength: their margin is null. {self.margin_rule}"
         elif known == 0:
             why = "no row has a known strength (the sources record only the winner): no margin is invented"
         else:
-            why = f"{len(data.pairs) - known} rows have no known strength. {self.margin_rule}"
+            why = f"{total - known} rows have no known strength. {self.margin_rule}"
         return {
             "margin": {
                 "written": written,
                 "rows_with_margin": known if written else 0,
                 "rows_with_known_strength": known,
-                "rows": len(data.pairs),
+                "rows": total,
                 "why": why,
             }
         }

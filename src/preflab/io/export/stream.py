@@ -1,0 +1,359 @@
+"""A streamed export: two passes over the project, one chunk of items at a time.
+
+The files are byte-identical to those of the in-memory path (:func:`.pipeline.collect`, then
+every gate over every row), but no pass holds more than one chunk of items and their labels:
+
+1. **Figures.** Every chunk is read, resolved and gated as the in-memory path does (truth,
+   ``min_raters``, length parity, the verbosity penalty, ``--drop-disagreement``), and only what
+   a whole-project decision needs is kept: the counts and drops of the manifest, whether any
+   item is a chat (the column type), the label sources (the ``source`` column), the pairs with a
+   known strength (the ``margin`` column), the length gate's per-cohort ratios and its verdict
+   per pair, the margin each pair ends with, and the agreement gate's per-unit labels
+   (:class:`~.agreement_gate.AgreementTally`). The agreement gate decides here, before a file is
+   written.
+2. **Rows.** Every chunk is read and resolved again; the length gate's verdicts and the margins
+   of pass 1 are replayed (no text is tokenized twice), and the exporter's column batches go to
+   the writer as they come: JSONL appended batch by batch, Parquet in row groups of exactly
+   :data:`~.base.BATCH_ROWS` rows, as the in-memory writer cuts them. Side files are appended
+   chunk by chunk.
+
+Memory: one chunk of items (:data:`CHUNK_ITEMS`), plus a few bytes per resolved pair (a ratio,
+a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap
+resamples units). Formats whose rows are pairs stream (:func:`streamable`); the others, the
+Dawid-Skene aggregator (its EM pools every vote of the project) and the ``hf`` file format
+(``datasets`` writes one table) take the in-memory path.
+"""
+
+from __future__ import annotations
+
+import gc
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from sqlalchemy import func, select
+
+from ...store import ItemRow
+from ...store.repo import iter_items_with_judgments
+from . import writers
+from .agreement_gate import AgreementTally, drop_disagreement, labels_dropped
+from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
+from .collector import Collector
+from .length_gate import (
+    LengthTally,
+    VerbosityTally,
+    apply_verbosity_penalty,
+    length_parity_gate,
+    project_verbosity_penalty,
+)
+from .provenance import LabelIndex
+from .resolve import PairAggregator, aggregate_pairwise
+from .routing import VERIFIER_ORIGIN
+from .trl_preference import TRLPreference
+from .truth import truth_gate
+from .writers import batch_table, gc_paused
+
+#: Items read and resolved at a time.
+CHUNK_ITEMS = 2_000
+#: Items between two progress reports.
+PROGRESS_EVERY = 5_000
+
+Progress = Callable[[str, int, int], None]
+
+
+def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggregator) -> bool:
+    """Formats whose rows are resolved pairs, written as JSONL or Parquet, with an aggregator
+    that decides each pair from its own votes (plurality)."""
+    return (
+        isinstance(exporter, TRLPreference)
+        and exporter.needs == frozenset({"pairs"})
+        and options.file_format in ("jsonl", "parquet")
+        and aggregator is aggregate_pairwise
+    )
+
+
+# -- the row gates, shared with the in-memory path ------------------------------------------
+
+
+def row_gates(data: ExportData, options: ExportOptions) -> None:
+    """Truth (verifier failures) and min-raters (pairs, thumbs, steps): gates that look at one
+    row at a time."""
+    truth_gate(data)
+    n = options.min_raters
+    if n > 1:
+        reason = f"fewer-than-{n}-raters"
+        for name in ("pairs", "unary", "steps"):
+            rows = getattr(data, name)
+            # verifier labels are one oracle's call, not a vote (see .routing)
+            kept = [
+                r for r in rows if r.n_raters >= n or getattr(r, "origin", None) == VERIFIER_ORIGIN
+            ]
+            for r in rows:
+                if r.n_raters < n and getattr(r, "origin", None) != VERIFIER_ORIGIN:
+                    data.drops.drop("min_raters", reason, r.item_id)
+            setattr(data, name, kept)
+
+
+def _discount(counts: Counter[str], key: str) -> None:
+    counts[key] -= 1
+    if counts[key] <= 0:
+        del counts[key]
+
+
+def disagreement_gate(data: ExportData, threshold: float, stats: dict[str, Any]) -> None:
+    """``--drop-disagreement``: drop the rows, and take the labels that reach no row out of the
+    manifest's ``judgments_used`` (issue 28 section 7)."""
+    dropped = drop_disagreement(data, threshold)
+    labels = (j for j, _ in data.labels_with_batch)
+    for j in labels_dropped(labels, dropped, data.items) if dropped else ():
+        stats["judgments_used"] -= 1
+        _discount(stats["judgments_used_by_kind"], j.kind)
+        _discount(stats["judgments_used_by_source"], j.provenance.source)
+
+
+# -- reading in chunks ----------------------------------------------------------------------
+
+
+def chunks(session: Any, project: Any, size: int | None = None) -> Iterator[list[Any]]:
+    """The project's items with their judgments, ``size`` (:data:`CHUNK_ITEMS`) items at a
+    time, in item order."""
+    size = size or CHUNK_ITEMS
+    items = iter_items_with_judgments(session, project, include_excluded=True)
+    while chunk := list(islice(items, size)):
+        yield chunk
+        del chunk
+        # the cyclic collector is paused while an export runs (writers.gc_paused): the youngest
+        # generation, this chunk's objects, is swept once a chunk so no cycle outlives it
+        gc.collect(0)
+
+
+def count_items(session: Any, project: Any) -> int:
+    """The project's items (the ``total`` of progress reports)."""
+    return int(
+        session.scalar(
+            select(func.count()).select_from(ItemRow).where(ItemRow.project_pk == project.pk)
+        )
+        or 0
+    )
+
+
+class Reporter:
+    """Calls ``progress(phase, done, total)`` at each phase and every :data:`PROGRESS_EVERY`
+    items; does nothing without a callback."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.last = progress, total, 0
+
+    def phase(self, name: str, done: int) -> None:
+        if self.progress is not None:
+            self.progress(name, done, self.total)
+            self.last = done
+
+    def step(self, name: str, done: int) -> None:
+        if self.progress is not None and done - self.last >= PROGRESS_EVERY:
+            self.phase(name, done)
+
+
+# -- pass 1: the figures ----------------------------------------------------------------------
+
+
+class Figures:
+    """What pass 1 keeps of the whole project (see the module docstring)."""
+
+    def __init__(self, options: ExportOptions, policy: dict[str, Any]) -> None:
+        self.options = options
+        self.penalty = project_verbosity_penalty(policy)
+        self.length = LengthTally()
+        self.length_ran = False
+        self.verbosity = VerbosityTally()
+        self.verbosity_ran = False
+        #: the margin each pair with a strength ends with (NaN: none), in export order
+        self.margins = array("d")
+        self.agreement = AgreementTally()
+        self.sources: set[str] = set()
+        self.card_sources: Counter[str] = Counter()
+        self.raters_out: set[str] = set()
+        self.known = 0
+        self.pairs = 0
+        self.stats: dict[str, Any] = {}
+
+    def add(self, data: ExportData) -> None:
+        options = self.options
+        self.card_sources.update(
+            str(i.metadata.get("source") or data.project) for i in data.items.values()
+        )
+        # the cohort field looks at every exported item, a chunk's pairs or not
+        self.length.see_items(data)
+        row_gates(data, options)
+        if options.length_gate is not None and data.pairs:
+            data.pairs = length_parity_gate(data, options.length_gate, self.length)
+            self.length_ran = True
+        if data.pairs:
+            apply_verbosity_penalty(data, self.penalty, self.verbosity)
+            self.verbosity_ran = True
+            self.margins.extend(p.strength for p in data.pairs if p.strength is not None)
+        if options.drop_disagreement is not None:
+            disagreement_gate(data, options.drop_disagreement, self.stats)
+        self.agreement.add(data.labels_with_batch)
+        self.sources |= data.label_index.sources
+        for p in data.pairs:
+            self.raters_out.update(p.rater_hashes)
+        self.known += sum(p.strength is not None for p in data.pairs)
+        self.pairs += len(data.pairs)
+
+
+def read_figures(
+    collector: Collector, session: Any, report: Reporter
+) -> tuple[Figures, dict[str, Any]]:
+    """Pass 1 over the project: ``(figures, stats)``."""
+    figures = Figures(collector.options, collector.shared.policy)
+    figures.stats = collector.stats
+    done = 0
+    report.phase("read", 0)
+    for chunk in chunks(session, collector.project):
+        figures.add(collector.read(chunk))
+        done += len(chunk)
+        report.step("read", done)
+        del chunk  # the last reference: chunks() sweeps its cycles before reading the next
+    stats = collector.finish()
+    stats["raters_out"] = len(figures.raters_out)
+    stats["resolved"] = {"pairs": figures.pairs, "unary": 0, "steps": 0, "demonstrations": 0}
+    return figures, stats
+
+
+def summary_data(collector: Collector, figures: Figures) -> ExportData:
+    """The whole export's :class:`ExportData` as the schema, the format notes and the manifest
+    read it: no rows, the project-wide facts."""
+    shared, options = collector.shared, collector.options
+    data = ExportData(
+        project=shared.project,
+        items={},
+        conversational=collector.chat if options.conversational is None else options.conversational,
+        rubrics=shared.rubrics,
+        drops=shared.drops,
+        policy=shared.policy,
+        telemetry=shared.telemetry,
+        label_index=LabelIndex(sources=set(figures.sources)),
+        pair_tally=(figures.known, figures.pairs),
+    )
+    data.length_cohorts = figures.length.cohorts() if figures.length_ran else None
+    data.verbosity = figures.verbosity.summary(figures.penalty) if figures.verbosity_ran else None
+    return data
+
+
+# -- pass 2: the rows -------------------------------------------------------------------------
+
+
+class _Replay:
+    """Pass 1's length verdicts and margins, handed out pair by pair in the same order."""
+
+    def __init__(self, figures: Figures) -> None:
+        self.keep, self.margins = figures.length.keep, figures.margins
+        self.at_keep = self.at_margin = 0
+
+    def length_gate(self, pairs: list) -> list:
+        verdicts = self.keep[self.at_keep : self.at_keep + len(pairs)]
+        self.at_keep += len(pairs)
+        return [p for p, keep in zip(pairs, verdicts, strict=True) if keep]
+
+    def margins_of(self, pairs: list) -> list:
+        out = []
+        for p in pairs:
+            if p.strength is not None:
+                margin = self.margins[self.at_margin]
+                self.at_margin += 1
+                if margin != p.strength:
+                    p = replace(p, strength=margin)
+            out.append(p)
+        return out
+
+
+def row_batches(
+    collector: Collector,
+    session: Any,
+    exporter: Exporter,
+    figures: Figures,
+    summary: ExportData,
+    directory: Path,
+    report: Reporter,
+) -> Iterator[Batch]:
+    """Pass 2: the exporter's column batches, chunk by chunk; side files appended as it goes."""
+    options = collector.options
+    replay = _Replay(figures)
+    side = {name: directory / name for name in exporter.side_files(summary, options)}
+    for path in side.values():
+        path.write_bytes(b"")
+    done = 0
+    report.phase("write", 0)
+    for chunk in chunks(session, collector.project):
+        data = collector.read(chunk)
+        row_gates(data, options)
+        if options.length_gate is not None and data.pairs:
+            data.pairs = replay.length_gate(data.pairs)
+        data.pairs = replay.margins_of(data.pairs)
+        if options.drop_disagreement is not None:
+            drop_disagreement(data, options.drop_disagreement)
+        data.conversational = summary.conversational
+        data.label_index.sources = set(summary.label_index.sources)
+        data.pair_tally = summary.pair_tally
+        for name, content in exporter.side_files(data, options).items():
+            with side[name].open("ab") as f:
+                f.write(content)
+        yield from exporter.batches(data, options)
+        done += len(chunk)
+        report.step("write", done)
+        del chunk, data  # the last references: chunks() sweeps their cycles
+
+
+def exact_batches(
+    batches: Iterator[Batch], schema: pa.Schema, size: int = BATCH_ROWS
+) -> Iterator[Batch]:
+    """Batches re-cut to exactly ``size`` rows (the last one fewer), each column contiguous:
+    the Parquet row groups of the in-memory writer, whatever the chunks were."""
+    pending: list[pa.Table] = []
+    rows = 0
+    for batch in batches:
+        table = batch_table(batch, schema)
+        if not table.num_rows:
+            continue
+        pending.append(table)
+        rows += table.num_rows
+        while rows >= size:
+            whole = pa.concat_tables(pending)
+            yield _columns(whole.slice(0, size))
+            rest = whole.slice(size)
+            pending, rows = ([rest] if rest.num_rows else []), rest.num_rows
+    if rows:
+        yield _columns(pa.concat_tables(pending))
+
+
+def _columns(table: pa.Table) -> Batch:
+    table = table.combine_chunks()
+    return {
+        name: table.column(name).chunk(0) if table.column(name).num_chunks else table.column(name)
+        for name in table.column_names
+    }
+
+
+def write_streamed(
+    exporter: Exporter,
+    options: ExportOptions,
+    directory: Path,
+    batches: Iterator[Batch],
+    summary: ExportData,
+) -> dict[str, int]:
+    """Write pass 2's batches as the in-memory writer would; ``{relative file: rows}``."""
+    schema = exporter.schema(summary, options)
+    with gc_paused():
+        if options.file_format == "jsonl":
+            name = f"{options.split}.jsonl"
+            return {name: writers.write_jsonl(directory / name, batches, schema, exporter)}
+        name = f"{options.split}.parquet"
+        return {
+            name: writers.write_parquet(directory / name, exact_batches(batches, schema), schema)
+        }

@@ -1,0 +1,558 @@
+"""Today's export pipeline (main at 93c9a20), kept as the reference the streamed export is
+held byte-identical to (``test_export_streaming.py``): the whole project read into one
+``ExportData``, the length gate tokenizing one text at a time, the agreement figures from one
+label table. Copied, not imported, so that a change to ``src/`` cannot move the reference;
+exporters, writers, resolvers and readers are the project's own.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from preflab.io.export import EXPORT_FORMATS
+from preflab.io.export.agreement_gate import (
+    NOT_GATED,
+    _level,
+    agreement_card,
+    drop_disagreement,
+    labels_dropped,
+    project_min_alpha,
+)
+from preflab.io.export.base import ExportData, Exporter, ExportError, ExportOptions
+from preflab.io.export.length_gate import (
+    VerbosityPenalty,
+    export_length,
+    project_verbosity_penalty,
+)
+from preflab.io.export.manifest import build_manifest, dump_manifest, render_card
+from preflab.io.export.pipeline import _name, check_options
+from preflab.io.export.resolve import (
+    LengthFn,
+    PairAggregator,
+    accepted_demonstrations,
+    aggregate_pairwise,
+    counts_as_label,
+    effective_judgments,
+    item_pair_votes,
+    resolve_steps,
+    resolve_unary,
+    word_length,
+)
+from preflab.io.export.routing import (
+    VERIFIER_ORIGIN,
+    verifier_pairs,
+    verifier_unary,
+    without_people_preferences,
+)
+from preflab.io.export.telemetry_gate import (
+    TelemetryCounts,
+    kept_by_reviewers,
+    project_telemetry_settings,
+    telemetry_filter,
+)
+from preflab.io.export.truth import truth_gate
+from preflab.io.export.writers import CARD, MANIFEST, file_hashes, gc_paused, write_data
+from preflab.quality.agreement import krippendorff_alpha_ci
+from preflab.quality.bias import length_parity_gate as quality_length_parity_gate
+from preflab.quality.gold import gold_accuracy, gold_outcomes
+from preflab.quality.table import LabelTable
+from preflab.schema import Item, JudgmentBase, Rubric
+from preflab.schema.routing import scored_by_verifier, verifiable_to_raters
+from preflab.store import session_factory
+from preflab.store.repo import get_project, get_rubric, iter_items_with_judgments
+
+
+def _is_chat(item: Item) -> bool:
+    return isinstance(item.prompt, list) or any(c.messages is not None for c in item.candidates)
+
+
+# Reading keeps every item and judgment of the project alive: without the pause, the cyclic
+# collector's full passes walk all of them again and again (a third of the time at 10,000 items).
+@gc_paused()
+def collect(
+    session: Any,
+    project_name: str,
+    exporter: Exporter,
+    options: ExportOptions,
+    *,
+    aggregator: PairAggregator = aggregate_pairwise,
+    length_fn: LengthFn = word_length,
+) -> tuple[ExportData, dict[str, Any]]:
+    """Read a project and resolve what ``exporter`` needs; ``(data, stats)``."""
+    project = get_project(session, project_name)
+    needs = exporter.needs
+    data = ExportData(project=project.name, items={}, length_fn=length_fn)
+    rubric_cache: dict[tuple[str | None, int | None], Rubric | None] = {}
+
+    def rubric_for(key: str | None, version: int | None) -> Rubric | None:
+        if (key, version) not in rubric_cache:
+            rubric = get_rubric(session, project, key, version) if key else None
+            rubric_cache[(key, version)] = rubric
+            if rubric is not None:
+                data.rubrics[(rubric.id, rubric.version)] = rubric
+        return rubric_cache[(key, version)]
+
+    stats: dict[str, Any] = {
+        "items_in": 0,
+        "judgments_in": 0,
+        "judgments_in_by_kind": Counter(),
+        "judgments_used": 0,
+        "judgments_used_by_kind": Counter(),
+        "judgments_used_by_source": Counter(),
+    }
+    raters_in: set[str] = set()
+    votes = []
+    rubric_resolved = []
+    chat = False
+    # locals, not stats[...] lookups: this loop runs once per judgment of the project
+    in_by_kind: Counter[str] = stats["judgments_in_by_kind"]
+    used_by_kind: Counter[str] = stats["judgments_used_by_kind"]
+    used_by_source: Counter[str] = stats["judgments_used_by_source"]
+    resolving = bool(needs - {"judgments"})
+    include_ai = options.include_ai
+    keep_gold = options.include_gold or not exporter.training
+    stats["gold_items"] = 0
+    stats["aggregation_margin"] = getattr(aggregator, "margin", None)
+    to_raters = verifiable_to_raters(project.settings)
+    verifier_resolved = []
+    data.policy = dict((project.settings or {}).get("policy") or {})
+    data.telemetry = TelemetryCounts()
+    flag_filter = (
+        None
+        if options.include_flagged
+        else telemetry_filter(
+            project_telemetry_settings(project.settings),
+            data.drops,
+            data.telemetry,
+            kept_by_reviewers(session, project.pk),
+        )
+    )
+    gold_labels: list = []
+    gold_of: dict[str, dict[str, Any]] = {}
+    for iwj in iter_items_with_judgments(session, project, include_excluded=True):
+        item = iwj.item
+        stats["items_in"] += 1
+        if item.gold is not None:
+            stats["gold_items"] += 1
+            gold_of[item.id] = item.gold.model_dump()
+            gold_labels.extend(
+                j
+                for j, meta in zip(iwj.judgments, iwj.meta, strict=True)
+                if not meta.get("excluded") and counts_as_label(j, include_ai)
+            )
+            if (
+                not keep_gold
+            ):  # qualification / honeypot items are tests of raters, not training data
+                data.drops.drop("gold", "gold-item", item.id)
+                in_by_kind.update(j.kind for j in iwj.judgments)
+                stats["gold_judgments"] = stats.get("gold_judgments", 0) + len(iwj.judgments)
+                continue
+        data.items[item.id] = item
+        chat = chat or _is_chat(item)
+        routed = scored_by_verifier(item.metadata, to_raters)
+        if routed and "pairs" in needs:
+            verifier_resolved.extend(verifier_pairs(item, data.drops))
+        if routed and "unary" in needs:
+            data.unary.extend(verifier_unary(item, data.drops))
+        kept, order, batch_of = [], [], {}
+        for j, meta in zip(iwj.judgments, iwj.meta, strict=True):
+            in_by_kind[j.kind] += 1
+            if meta.get("excluded"):
+                data.drops.drop("excluded", meta.get("exclusion_reason") or "excluded", item.id)
+                continue
+            if not counts_as_label(j, include_ai):
+                data.drops.drop("source", "ai", item.id)
+                continue
+            if flag_filter is not None and not flag_filter(item, j, meta["pk"]):
+                continue
+            kept.append(j)
+            order.append(meta["pk"])
+            batch_of[meta["pk"]] = meta.get("batch_pk")
+            raters_in.add(j.provenance.rater_id)
+        if "judgments" in needs:
+            data.judgments.extend(kept)
+        if not kept:
+            continue
+        # the label set every measure uses (quality.labels): a revised label counts once
+        effective = effective_judgments(kept, order)
+        # "used": what the export reads. A resolving export reads the resolved label set, so the
+        # labels a revision or an adjudication set aside are not counted (issue 28 section 7).
+        for j in (j for _, j in effective) if resolving else kept:
+            used_by_kind[j.kind] += 1
+            used_by_source[j.provenance.source] += 1
+        data.labels_with_batch.extend((j, batch_of[pos]) for pos, j in effective)
+        for _, j in effective:
+            data.label_index.add(j)
+        if not resolving:
+            continue
+        if routed:  # the verifier's call, not people's (see .routing)
+            effective = without_people_preferences(effective, item.id, data.drops)
+        plain = [j for _, j in effective]
+        if "pairs" in needs:
+            item_votes, rubric_only = item_pair_votes(
+                item, effective, rubric_for, length_fn, data.drops
+            )
+            votes.extend(item_votes)
+            rubric_resolved.extend(rubric_only)
+        if "unary" in needs:
+            data.unary.extend(resolve_unary(plain, data.drops))
+        if "steps" in needs:
+            data.steps.extend(resolve_steps(plain, data.drops))
+        if "demonstrations" in needs:
+            demos = accepted_demonstrations(plain, data.drops)
+            data.demonstrations.extend(demos)
+            chat = chat or any(d.messages is not None for d in demos)
+    if "pairs" in needs:
+        position = {item_id: i for i, item_id in enumerate(data.items)}
+        pairs = list(aggregator(votes, data.drops)) + rubric_resolved + verifier_resolved
+        pairs.sort(
+            key=lambda p: (
+                position[p.item_id],
+                min(p.chosen_id, p.rejected_id),
+                max(p.chosen_id, p.rejected_id),
+            )
+        )
+        data.pairs = pairs
+    # Rubric versions used: also those of rubric judgments not resolved into pairs (raw export).
+    for j in data.judgments:
+        if j.provenance.rubric_id:
+            rubric_for(j.provenance.rubric_id, j.provenance.rubric_version)
+    data.conversational = chat if options.conversational is None else options.conversational
+    stats["judgments_in"] = sum(in_by_kind.values())
+    stats["judgments_used"] = sum(used_by_kind.values())
+    stats["raters_in"] = len(raters_in)
+    stats["gold_accuracy"] = gold_figures(gold_labels, gold_of)
+    return data, stats
+
+
+def gold_figures(labels: list, gold_of: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Honeypot (gold) accuracy of the raters, for the manifest and card: overall with its
+    Wilson interval, and the raters graded (the quality report's rule, :func:`gold_outcomes`)."""
+    outcomes = gold_outcomes(labels, gold_of)
+    if not outcomes:
+        return None
+    overall = gold_accuracy([o for outs in outcomes.values() for o in outs]).as_dict()
+    per_rater = [gold_accuracy(outs).accuracy for outs in outcomes.values()]
+    return {
+        **{k: round(v, 4) if isinstance(v, float) else v for k, v in overall.items()},
+        "raters_graded": len(outcomes),
+        "raters_below_0.8": sum(a < 0.8 for a in per_rater),
+    }
+
+
+def apply_gates(data: ExportData, options: ExportOptions) -> None:
+    """Truth (verifier failures), min-raters (pairs, thumbs, steps), length parity (pairs, on
+    by default) and the verbosity penalty on the margins of the pairs that are left."""
+    truth_gate(data)
+    n = options.min_raters
+    if n > 1:
+        reason = f"fewer-than-{n}-raters"
+        for name in ("pairs", "unary", "steps"):
+            rows = getattr(data, name)
+            # verifier labels are one oracle's call, not a vote (see .routing)
+            kept = [
+                r for r in rows if r.n_raters >= n or getattr(r, "origin", None) == VERIFIER_ORIGIN
+            ]
+            for r in rows:
+                if r.n_raters < n and getattr(r, "origin", None) != VERIFIER_ORIGIN:
+                    data.drops.drop("min_raters", reason, r.item_id)
+            setattr(data, name, kept)
+    if options.length_gate is not None and data.pairs:
+        data.pairs = length_parity_gate(data, options.length_gate)
+    if data.pairs:
+        data.verbosity = apply_verbosity_penalty(data, project_verbosity_penalty(data.policy))
+
+
+def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -> dict[str, Any]:
+    raters_out: set[str] = set()
+    for rows in (
+        data.pairs if "pairs" in exporter.needs else (),
+        data.unary if "unary" in exporter.needs else (),
+        data.steps if "steps" in exporter.needs else (),
+    ):
+        for r in rows:
+            raters_out.update(r.rater_hashes)
+    if "demonstrations" in exporter.needs:
+        raters_out.update(
+            d.provenance.rater_hash or d.provenance.rater_id for d in data.demonstrations
+        )
+    if "judgments" in exporter.needs:
+        raters_out.update(j.provenance.rater_hash or j.provenance.rater_id for j in data.judgments)
+    return {
+        "raters_out": len(raters_out),
+        "resolved": {
+            "pairs": len(data.pairs),
+            "unary": len(data.unary),
+            "steps": len(data.steps),
+            "demonstrations": len(data.demonstrations),
+        },
+    }
+
+
+def write_export(
+    exporter: Exporter,
+    data: ExportData,
+    options: ExportOptions,
+    directory: Path,
+    stats: dict[str, Any],
+    *,
+    aggregator_name: str = "aggregate_pairwise",
+    length_fn_name: str = "word_length",
+    agreement: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write data files, ``README.md`` and ``manifest.json`` into an existing ``directory``."""
+    rows_out = write_data(exporter, data, options, directory)
+    for name, content in exporter.side_files(data, options).items():
+        (directory / name).write_bytes(content)
+    stats = {**stats, **output_stats(data, exporter, options)}
+    manifest = build_manifest(
+        exporter=exporter,
+        data=data,
+        options=options,
+        stats=stats,
+        rows_out=rows_out,
+        files={},
+        aggregator_name=aggregator_name,
+        length_fn_name=length_fn_name,
+    )
+    if agreement is not None:
+        manifest["agreement"] = agreement
+    sources = Counter(str(i.metadata.get("source") or data.project) for i in data.items.values())
+    card = render_card(manifest, exporter, sources) + agreement_card(agreement)
+    (directory / CARD).write_text(card, encoding="utf-8")
+    manifest["files"] = file_hashes(directory)
+    (directory / MANIFEST).write_bytes(dump_manifest(manifest))
+    return manifest
+
+
+def cohort_field(data: ExportData) -> str:
+    """``difficulty`` when any exported item has ``metadata.difficulty``, else ``domain``."""
+    if any("difficulty" in item.metadata for item in data.items.values()):
+        return "difficulty"
+    return "domain"
+
+
+def cohort_of(data: ExportData, item_id: str, by: str) -> str:
+    item = data.items[item_id]
+    if by == "difficulty":
+        value = item.metadata.get("difficulty")
+        return "(none)" if value is None else str(value)
+    return "+".join(item.domains) or "(no domain)"
+
+
+def pair_lengths(data: ExportData, pairs: list) -> tuple[list[int], list[int]]:
+    length = data.length_fn
+    chosen, rejected = [], []
+    for p in pairs:
+        item = data.items[p.item_id]
+        chosen.append(length(item.candidate(p.chosen_id).as_text()))
+        rejected.append(length(item.candidate(p.rejected_id).as_text()))
+    return chosen, rejected
+
+
+def _ratio(c: int, r: int) -> float:
+    return c / r if r else math.nan
+
+
+def _median(values: list[float]) -> float | None:
+    finite = [v for v in values if math.isfinite(v)]
+    return round(statistics.median(finite), 4) if finite else None
+
+
+def length_parity_gate(data: ExportData, bounds: tuple[float, float]) -> list:
+    """Keep pairs with ``min_ratio <= len(chosen) / len(rejected) <= max_ratio`` (lengths from
+    ``data.length_fn``); drops go to ``data.drops``, the per-cohort report to
+    ``data.length_cohorts``. A zero-length rejected answer passes only against an empty chosen.
+    """
+    lo, hi = bounds
+    chosen, rejected = pair_lengths(data, data.pairs)
+    # One gate for audits and exports: the quality engine decides, the manifest records why.
+    result = quality_length_parity_gate(chosen, rejected, low=lo, high=hi)
+    by = cohort_field(data)
+    ratios: dict[str, list[float]] = defaultdict(list)
+    kept_ratios: dict[str, list[float]] = defaultdict(list)
+    dropped: Counter[str] = Counter()
+    kept = []
+    for p, c, r, keep, reason in zip(
+        data.pairs, chosen, rejected, result.keep, result.reasons, strict=True
+    ):
+        cohort = cohort_of(data, p.item_id, by)
+        ratios[cohort].append(_ratio(c, r))
+        if keep:
+            kept.append(p)
+            kept_ratios[cohort].append(_ratio(c, r))
+        else:
+            dropped[cohort] += 1
+            data.drops.drop("length_parity", str(reason).split(":")[0], p.item_id)
+    data.length_cohorts = {
+        "by": by,
+        "cohorts": {
+            cohort: {
+                "pairs": len(ratios[cohort]),
+                "dropped": dropped[cohort],
+                "kept": len(ratios[cohort]) - dropped[cohort],
+                "parity_share": round(
+                    (len(ratios[cohort]) - dropped[cohort]) / len(ratios[cohort]), 4
+                ),
+                "median_ratio_before": _median(ratios[cohort]),
+                "median_ratio_after": _median(kept_ratios[cohort]),
+                "removed_wholesale": dropped[cohort] == len(ratios[cohort]),
+            }
+            for cohort in sorted(ratios)
+        },
+    }
+    return kept
+
+
+# -- the verbosity penalty on margins ------------------------------------------------------
+
+
+def apply_verbosity_penalty(data: ExportData, penalty: VerbosityPenalty) -> dict[str, Any]:
+    """Subtract ``penalty(token ratio)`` from each pair's strength (the margin an exporter
+    writes); pairs without a strength stay without one. Returns the manifest's summary."""
+    with_margin = [p for p in data.pairs if p.strength is not None]
+    chosen, rejected = pair_lengths(data, with_margin)
+    new = {}
+    total = 0.0
+    for p, c, r in zip(with_margin, chosen, rejected, strict=True):
+        amount = penalty(_ratio(c, r))
+        if amount > 0 and p.strength is not None:
+            new[id(p)] = replace(p, strength=max(0.0, p.strength - amount))
+            total += amount
+    data.pairs = [new.get(id(p), p) for p in data.pairs]
+    return {
+        "function": "min(max_penalty, per_log_ratio * max(0, ln(ratio / free_ratio))), "
+        "ratio = len(chosen) / len(rejected); margin = max(0, strength - penalty)",
+        "free_ratio": penalty.free_ratio,
+        "per_log_ratio": penalty.per_log_ratio,
+        "max_penalty": penalty.max_penalty,
+        "pairs_with_margin": len(with_margin),
+        "pairs_penalized": len(new),
+        "mean_penalty": round(total / len(with_margin), 4) if with_margin else 0.0,
+    }
+
+
+def agreement_figures(
+    labels: list[tuple[JudgmentBase, Any]], n_boot: int = 200
+) -> list[dict[str, Any]]:
+    """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters per item."""
+    production = [(j, b) for j, b in labels if int(j.provenance.review_pass) == 0]
+    batch_of = {id(j): ("unbatched" if b is None else f"batch-{b}") for j, b in production}
+    table = LabelTable.from_judgments([j for j, _ in production], lambda j: batch_of[id(j)])
+    out = []
+    for batch in sorted(set(table.batches.tolist())):
+        for dim in sorted(set(table.dimensions[table.batches == batch].tolist())):
+            mask = (table.batches == batch) & (table.dimensions == dim)
+            units, values = table.units[mask], table.values[mask].astype(float)
+            _, per_unit = np.unique(units, return_counts=True)
+            entry = {
+                "batch": batch,
+                "dimension": dim,
+                "level": _level(dim),
+                "items": int(len(per_unit)),
+                "items_with_2plus_raters": int((per_unit >= 2).sum()),
+                "raters_per_item": round(float(per_unit.mean()), 3),
+                "alpha": None,
+                "ci95": None,
+            }
+            if entry["items_with_2plus_raters"]:
+                # no interval for dimensions that are not gated (the bootstrap is most of the cost)
+                ci = krippendorff_alpha_ci(
+                    units, values, _level(dim), n_boot=0 if dim in NOT_GATED else n_boot
+                )
+                if np.isfinite(ci.estimate):
+                    entry["alpha"] = round(float(ci.estimate), 4)
+                    if np.isfinite(ci.low) and np.isfinite(ci.high):
+                        entry["ci95"] = [round(float(ci.low), 4), round(float(ci.high), 4)]
+            out.append(entry)
+    return out
+
+
+def agreement_gate(
+    labels: list[tuple[JudgmentBase, Any]], min_alpha: float, force: bool, refuse: bool = True
+) -> dict[str, Any]:
+    """The manifest's ``agreement`` block; raises :class:`ExportError` below the floor unless ``force``.
+
+    ``refuse=False`` (exports that are not training data: ``raw``, ``to-label``) measures and
+    reports without refusing: the floor is a promise to a trainer, and the raw export is how
+    low-agreement labels are taken out for adjudication."""
+    figures = agreement_figures(labels)
+    below = [
+        f
+        for f in figures
+        if f["dimension"] not in NOT_GATED and f["alpha"] is not None and f["alpha"] < min_alpha
+    ]
+    if below and refuse and not force:
+        worst = ", ".join(f"{f['batch']}/{f['dimension']}: alpha {f['alpha']}" for f in below[:5])
+        raise ExportError(
+            f"agreement below policy.min_alpha {min_alpha}: {worst}. Adjudicate the disagreements, "
+            "lower policy.min_alpha, or pass --force (the web export's 'force' option) to write the "
+            "export marked as below the floor"
+        )
+    return {
+        "min_alpha": min_alpha,
+        "passed": not below,
+        "forced": bool(below and refuse and force),
+        "below": [[f["batch"], f["dimension"]] for f in below],
+        "by_batch_dimension": figures,
+    }
+
+
+def _discount(counts: Counter[str], key: str) -> None:
+    counts[key] -= 1
+    if counts[key] <= 0:
+        del counts[key]
+
+
+def export_reference(
+    engine: Any,
+    project_name: str,
+    options: ExportOptions,
+    *,
+    aggregator: PairAggregator = aggregate_pairwise,
+) -> dict[str, Any]:
+    """Today's ``export_project`` into ``options.out`` (no atomic swap, no ``ExportLog`` row)."""
+    exporter = check_options(options, EXPORT_FORMATS)
+    with session_factory(engine)() as session:
+        if "pairs" in exporter.needs:
+            policy = (get_project(session, project_name).settings or {}).get("policy") or {}
+            length_fn, length_name = export_length(options, policy)
+        else:
+            length_fn, length_name = word_length, "words"
+        data, stats = collect(
+            session, project_name, exporter, options, aggregator=aggregator, length_fn=length_fn
+        )
+        session.rollback()
+    apply_gates(data, options)
+    if options.drop_disagreement is not None:
+        dropped = drop_disagreement(data, options.drop_disagreement)
+        labels = (j for j, _ in data.labels_with_batch)
+        for j in labels_dropped(labels, dropped, data.items) if dropped else ():
+            stats["judgments_used"] -= 1
+            _discount(stats["judgments_used_by_kind"], j.kind)
+            _discount(stats["judgments_used_by_source"], j.provenance.source)
+    min_alpha = (
+        options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
+    )
+    agreement = agreement_gate(
+        data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
+    )
+    out = Path(options.out)
+    out.mkdir(parents=True)
+    return write_export(
+        exporter,
+        data,
+        options,
+        out,
+        stats,
+        aggregator_name=_name(aggregator),
+        length_fn_name=length_name,
+        agreement=agreement,
+    )
