@@ -314,12 +314,10 @@ def test_cancel_stops_a_running_job_at_its_next_progress_call(labelled, db_url, 
     c, seeded = labelled
     token = seeded.admin_token
     job = _start(c, token)
-    proc = _stub(db_url, "gates", job["id"])
+    proc = _stub(db_url, "read", job["id"])
     try:
-        running = _poll(
-            c, token, job["id"], lambda j: j["phase"] == "gates" or j["status"] in FINAL
-        )
-        assert (running["status"], running["phase"]) == ("running", "gates"), running
+        running = _poll(c, token, job["id"], lambda j: j["phase"] == "read" or j["status"] in FINAL)
+        assert (running["status"], running["phase"]) == ("running", "read"), running
         r = c.post(f"{JOBS}/{job['id']}/cancel", headers=_as(token))
         assert r.status_code == 202 and r.json()["cancel_requested"] is True
         done = _wait(c, token, job["id"])
@@ -522,11 +520,9 @@ def test_a_running_job_survives_a_server_restart(labelled, db_url, no_spawn, app
     c, seeded = labelled
     token = seeded.admin_token
     job = _start(c, token)
-    proc = _stub(db_url, "gates", job["id"])
+    proc = _stub(db_url, "read", job["id"])
     try:
-        running = _poll(
-            c, token, job["id"], lambda j: j["phase"] == "gates" or j["status"] in FINAL
-        )
+        running = _poll(c, token, job["id"], lambda j: j["phase"] == "read" or j["status"] in FINAL)
         assert running["status"] == "running", running
         c.__exit__(None, None, None)
         restarted = app_for(db_url)
