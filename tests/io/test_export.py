@@ -726,3 +726,26 @@ def test_an_export_with_no_rows_is_still_a_valid_dataset(db_url, tmp_path, file_
             assert pq.read_schema(out / "train.parquet").names == ["prompt", "chosen", "rejected"]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("file_format", ["jsonl", "parquet"])
+@pytest.mark.parametrize("fmt", ["trl-sft", "trl-stepwise", "trl-preference"])
+def test_the_card_of_an_empty_export_loads(sqlite_url, tmp_path, fmt, file_format):
+    """Issue 31: an empty trl-sft / trl-stepwise export failed its card's own `load_dataset`
+    line (datasets cannot read an empty file). The card's Loading block now builds the empty
+    split from the features the manifest declares; it is run here as written."""
+    import re
+
+    engine = build(sqlite_url, "empty", items=demo_items()[:2], judgments=[])
+    try:
+        out, manifest = export(engine, tmp_path, fmt, name="empty", file_format=file_format)
+    finally:
+        engine.dispose()
+    assert manifest["counts"]["rows_out"] == 0 and manifest["features"]
+    card = (out / "README.md").read_text()
+    code = re.search(r"## Loading\n\n```python\n(.*?)```", card, re.S).group(1)
+    assert "load_dataset" not in code.replace("load_dataset cannot", "")
+    scope: dict = {}
+    exec(code.replace("path/to/export", str(out)), scope)  # the card's lines, as a user runs them
+    ds = scope["ds"]
+    assert len(ds) == 0 and list(ds.features) == list(manifest["schema"])

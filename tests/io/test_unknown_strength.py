@@ -155,6 +155,9 @@ def test_a_mix_of_known_and_unknown_strengths(sqlite_url, tmp_path):
         "TRL's RewardTrainer needs a margin on every row"
         in manifest["format_notes"]["margin"]["why"]
     )
+    # issue 31: both cards count the same rows (the trl-reward card said 0 where openrlhf said 1)
+    for card in (tmp_path / "o" / "README.md", out / "README.md"):
+        assert "Margin: 1 of 2 rows carry a real margin" in card.read_text(), card
     engine.dispose()
 
 

@@ -146,6 +146,13 @@ def build_manifest(
         "format_notes": exporter.notes(data, options),
         "files": files,
     }
+    if sum(rows_out.values()) == 0:
+        # `load_dataset` cannot read an empty JSONL or Parquet file (datasets 5: StopIteration,
+        # "BatchSize must be greater than 0"): the card builds the empty split from these
+        # declared features instead (issue 31)
+        from datasets import Features
+
+        manifest["features"] = Features.from_arrow_schema(exporter.schema(data, options)).to_dict()
     manifest["warnings"] = export_warnings(manifest, stats)
     return manifest
 
@@ -305,7 +312,11 @@ def render_card(manifest: dict[str, Any], exporter: Exporter, sources: Counter[s
         "## Loading",
         "",
         "```python",
-        *_load_snippet(file_format, split),
+        *(
+            _load_snippet(file_format, split)
+            if manifest["counts"]["rows_out"] or "features" not in manifest
+            else _empty_snippet(list(manifest["schema"]))
+        ),
         "```",
         "",
         "Every file's SHA-256 is in `manifest.json` (with the options, gates and counts of this export).",
@@ -360,6 +371,20 @@ def length_card_lines(manifest: dict[str, Any]) -> list[str]:
             f"{verbosity['pairs_with_margin']} pairs with a margin penalized.",
         ]
     return [*lines, ""]
+
+
+def _empty_snippet(columns: list[str]) -> list[str]:
+    """A 0-row export: the empty split with the manifest's declared features (``load_dataset``
+    refuses an empty file), its columns in the export's order."""
+    return [
+        "# this export has 0 rows (see Gates); load_dataset cannot read an empty file, so the",
+        "# empty split is built from the features manifest.json declares",
+        "import json",
+        "from datasets import Dataset, Features",
+        'declared = Features.from_dict(json.load(open("path/to/export/manifest.json"))["features"])',
+        f"features = Features({{name: declared[name] for name in {columns!r}}})",
+        "ds = Dataset.from_dict({name: [] for name in features}, features=features)",
+    ]
 
 
 def _load_snippet(file_format: str, split: str) -> list[str]:

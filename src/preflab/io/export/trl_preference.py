@@ -118,7 +118,9 @@ class TRLPreference(Exporter):
         if not info:
             return []
         return [
-            f"Margin: {info['rows_with_margin']} of {info['rows']} rows carry a real margin "
+            # one count from one source (issue 31): the rows whose raters gave a strength,
+            # whether or not this format writes the column
+            f"Margin: {info['rows_with_known_strength']} of {info['rows']} rows carry a real margin "
             f"(the raters' median strength, 1..3); column `margin` "
             f"{'written' if info['written'] else 'left out'}: {info['why']}",
             "",
