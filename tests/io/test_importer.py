@@ -725,16 +725,14 @@ def test_idempotency_keys_are_per_rater_in_an_import(tmp_path):
     assert (report.judgments_added, report.judgments_existing) == (1, 1), report
 
 
-def test_an_item_no_kind_of_the_project_fits_is_refused_by_the_cli_import(tmp_path):
+def test_an_item_no_kind_fits_is_refused_where_items_go_to_raters_only(tmp_path):
     """Issue 31: the items API refused a one-answer item in a pairwise-only project while the
-    file import took it (raters were then handed an item whose every label was refused). The
-    importer's checks hold the rule now, so every route says it in the same words."""
+    file upload took it (raters were then handed an item whose every label was refused). The
+    server's routes check with ``validate_files(labelled_by=kinds)``, in the API's words; the
+    CLI's import still takes such items (a verl task with one reference answer, a three-answer
+    item that `to-label` splits into pairs are not for raters)."""
     from preflab.store.db import open_db
 
-    engine = open_db(f"sqlite:///{tmp_path / 'k.db'}")
-    with transaction(engine) as s:
-        repo.create_project(s, "pairs", kinds=["pairwise"])
-        repo.create_project(s, "both", kinds=["pairwise", "unary"])
     path = tmp_path / "items.jsonl"
     rows = [
         {
@@ -745,9 +743,13 @@ def test_an_item_no_kind_of_the_project_fits_is_refused_by_the_cli_import(tmp_pa
         {"id": "one", "prompt": "q", "candidates": [{"id": "a", "text": "x"}]},
     ]
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
-    with pytest.raises(ImportFailed) as err:
-        import_files(engine, "pairs", [path])
-    (problem,) = err.value.problems
+    report = validate_files([path], labelled_by=["pairwise"])
+    (problem,) = report.problems
     assert (problem.line, problem.field) == (2, "candidates")
     assert "item 'one' has 1 answer(s)" in problem.reason and "exactly 2 answers" in problem.reason
-    assert import_files(engine, "both", [path]).items_added == 2  # unary fits one answer
+    assert not validate_files([path], labelled_by=["pairwise", "unary"]).problems
+    assert not validate_files([path]).problems
+    engine = open_db(f"sqlite:///{tmp_path / 'k.db'}")
+    with transaction(engine) as s:
+        repo.create_project(s, "pairs", kinds=["pairwise"])
+    assert import_files(engine, "pairs", [path]).items_added == 2

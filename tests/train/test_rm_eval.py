@@ -108,7 +108,15 @@ def test_paired_comparison_is_statsmodels_exact_mcnemar():
     assert result["p_value"] == pytest.approx(reference.pvalue, rel=1e-12)
     assert result["p_value"] < 0.07  # 14 vs 5 of 19: binomial two-sided p = 0.0636
     assert paired(b, a)["p_value"] == pytest.approx(result["p_value"])
-    assert paired(a, a) == {"a_only": 0.0, "b_only": 0.0, "difference": 0.0, "p_value": 1.0}
+    assert paired(a, a) == {
+        "a_only": 0.0,
+        "b_only": 0.0,
+        "a_right_b_wrong": 0,
+        "b_right_a_wrong": 0,
+        "one_side_tied": 0,
+        "difference": 0.0,
+        "p_value": 1.0,
+    }
 
 
 def test_a_tie_against_a_right_answer_is_half_a_discordant_pair():

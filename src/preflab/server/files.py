@@ -92,7 +92,9 @@ def import_file(db: Database, project_name: str, filename: str, raw: bytes) -> d
         path = Path(tmp) / name
         path.write_bytes(raw)
         del raw
-        checked = validate_files([path])  # no database, no lock
+        with db.reading() as s:  # items go to raters: one none of its kinds fits is refused
+            kinds = list(repo.get_project(s, project_name).kinds)
+        checked = validate_files([path], labelled_by=kinds)  # no write transaction, no lock
         if checked.total_problems:
             return {
                 "ok": False,

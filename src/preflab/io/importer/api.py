@@ -248,6 +248,8 @@ def _with_project_step_verdicts(options: ImportOptions, project: Project) -> Imp
 def validate_files(
     paths: Sequence[Path],
     options: ImportOptions = ImportOptions(),  # a frozen-by-convention default
+    *,
+    labelled_by: Sequence[str] | None = None,
 ) -> ValidationReport:
     """The record checks of :func:`import_files` without a database: the same
     :func:`~preflab.io.importer.checks.check_record`, against the files alone, so a problem is
@@ -256,10 +258,18 @@ def validate_files(
     Checks everything a file says about itself: reading, formats, types, unknown fields, item ids
     reused with different content, judgments naming candidates their item (when in these files)
     does not have. Not checked: items in the database, judgment kinds a project collects, rubrics.
+    With ``labelled_by`` (a project's kinds; the server's upload route), an item none of them can
+    label is a problem too, as the items API says it.
     """
     paths = [Path(p) for p in paths]
     forced_format(options)
     report = ValidationReport(files=[str(p) for p in paths], formats={})
+    # ``labelled_by``: the project's kinds, when its items go to raters (the server's upload)
+    rules = (
+        NO_PROJECT
+        if labelled_by is None
+        else dataclasses.replace(NO_PROJECT, labelled_by=list(labelled_by))
+    )
     formats: Counter[str] = Counter()
     state = CheckState()
     for rec in records(paths, options, None, lean=False):
@@ -269,7 +279,7 @@ def validate_files(
             report.items += len(rec.items)
             report.judgments += len(rec.judgments)
             formats[rec.format or "?"] += 1
-        for fld, reason in check_record(rec, state, NO_PROJECT).problems:
+        for fld, reason in check_record(rec, state, rules).problems:
             report.total_problems += 1
             if len(report.problems) < max(options.max_errors, 1):
                 report.problems.append(Problem(rec.file, rec.line, fld, reason))

@@ -33,6 +33,9 @@ class ProjectRules:
     kinds: Collection[str] | None
     #: ``(rubric key, version or None)`` -> the project's rubric, or ``None`` if it has none.
     rubric: Callable[[str, int | None], Rubric | None] | None
+    #: the project's kinds when its items go to raters (the server's routes): an item none of
+    #: them can label is refused (:func:`preflab.schema.unfit_item_reason`); ``None``: not checked
+    labelled_by: Collection[str] | None = None
 
 
 #: ``validate``: the files alone. Judgments of items outside the files may name items a project has.
@@ -155,12 +158,14 @@ def check_record(rec: Record, state: CheckState, rules: ProjectRules) -> Checked
     if checked.problems:  # the judgments of a refused item: nothing to check them against
         return checked
     judgments = _check_judgments(rec, state, rules, items, checked)
-    if rules.kinds is not None and not checked.problems:
-        # an item no kind of the project can label (every import route; after the judgments,
-        # whose kind the project does not collect is the more telling problem)
+    if rules.labelled_by is not None and not checked.problems:
+        # an item no kind of the project can label, where items go to raters (the server's
+        # import routes; after the judgments, whose kind the project does not collect is the
+        # more telling problem). The CLI's import takes them: a verl task with one reference
+        # answer, or a three-answer item `to-label` splits into pairs, are not for raters.
         for item in items.new:
             reason = unfit_item_reason(
-                list(rules.kinds), item.key, len(item.candidates), item.values.get("meta")
+                list(rules.labelled_by), item.key, len(item.candidates), item.values.get("meta")
             )
             if reason is not None:
                 checked.problems.append(("candidates", reason))
