@@ -19,6 +19,9 @@ process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
 - ``import``: ``preflab init``, ``project create`` and one ``preflab import`` per batch file
   (CPU and wall summed, peak the largest);
 - ``report``: ``preflab quality report --json --out report.html``;
+- ``snapshot``: ``preflab quality snapshot --force``, the dashboard's statistics as the server
+  computes them in its background process (the quality report streamed, plus per-rater activity
+  and the near-duplicate rationales);
 - ``export:FORMAT``: ``preflab export`` for every format that reads a pairwise project
   (:data:`EXPORTS`; ``--force``: the figures are the work, not the agreement gate);
 - ``status``: ``preflab status --json``;
@@ -81,6 +84,7 @@ STEPS = (
     "import",
     "status",
     "report",
+    "snapshot",
     "export:trl-preference",
     *(f"page:{p}" for p in PAGES),
     *(f"export:{f}" for f in EXPORTS if f != "trl-preference"),
@@ -617,6 +621,12 @@ def run_case(
                     args.timeout,
                     env,
                     tmp / "report.json",
+                )
+            elif step == "snapshot":
+                r = measure(
+                    _preflab("quality", "snapshot", PROJECT, "--db", url, "--force"),
+                    args.timeout,
+                    env,
                 )
             elif step.startswith("export:"):
                 fmt = step.split(":", 1)[1]

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from sqlalchemy.orm import Session
 
-from ..quality.accumulate import Bounds
+from ..quality.accumulate import Bounds, ReportAccumulator
 from ..quality.table import time_window_batches
 from ..schema import Item, JudgmentBase, parse_judgment
 
@@ -111,7 +111,28 @@ def _report_in(
     n_boot: int,
     bounds: Bounds | None,
 ) -> dict[str, Any]:
-    from ..quality.report import report_from_items
+    from ..quality.report import finish_report
+
+    acc = accumulate_in(
+        session, name, window=window, include_ai=include_ai, n_boot=n_boot, bounds=bounds
+    )
+    return finish_report(acc)
+
+
+def accumulate_in(
+    session: Session,
+    name: str,
+    *,
+    window: timedelta | None = None,
+    include_ai: bool = False,
+    n_boot: int = 200,
+    bounds: Bounds | None = None,
+) -> ReportAccumulator:
+    """Every item of project ``name`` folded, as it is read in ``session``'s transaction, into
+    a :class:`~preflab.quality.accumulate.ReportAccumulator`: the report's state, whose
+    :meth:`~preflab.quality.accumulate.ReportAccumulator.result` is the report and whose
+    kept figures (the length pairs) the dashboard draws. Raises ``LookupError`` for an
+    unknown project."""
     from ..store import repo
 
     try:
@@ -119,23 +140,19 @@ def _report_in(
     except repo.NotFound as exc:
         raise LookupError(f"{exc} (or give a path to a JSONL of judgments)") from None
     batch_of: dict[str, str] = {}  # the current chunk's items only
-
-    def records() -> Iterator[tuple[list[JudgmentBase], Item | None]]:
-        for record in repo.iter_items_with_judgments(session, project):
-            batch_of.clear()
-            if record.item.id is not None:
-                # agreement is reported per import batch of the item
-                batch_of[record.item.id] = (
-                    f"batch {record.batch_pk}" if record.batch_pk is not None else "none"
-                )
-            yield record.judgments, record.item
-
     batches: dict[str, str] | Callable[[JudgmentBase], str] = (
         time_window_batches(window) if window is not None else batch_of
     )
-    return report_from_items(
-        records(), batches=batches, include_ai=include_ai, n_boot=n_boot, bounds=bounds
-    )
+    acc = ReportAccumulator(batches=batches, n_boot=n_boot, include_ai=include_ai, bounds=bounds)
+    for record in repo.iter_items_with_judgments(session, project):
+        batch_of.clear()
+        if record.item.id is not None:
+            # agreement is reported per import batch of the item
+            batch_of[record.item.id] = (
+                f"batch {record.batch_pk}" if record.batch_pk is not None else "none"
+            )
+        acc.add(record.judgments, record.item)
+    return acc
 
 
 def iter_jsonl_items(path: str | Path) -> Iterator[tuple[list[JudgmentBase], Item | None]]:

@@ -738,6 +738,15 @@ class ReportAccumulator:
             }
         return report
 
+    def length_pairs(self) -> tuple[list[int], list[int]]:
+        """The chosen and rejected word lengths the length-bias figures were measured on (every
+        decided pair below ``bounds.pairs``, the seeded sample above), after :meth:`result`."""
+        self._pairs()
+        if self.pair_sample is None:
+            return list(self.pairs_c), list(self.pairs_r)
+        sample = np.asarray(self.pair_sample.items, dtype=np.int64)
+        return [int(v) for v in sample >> 32], [int(v) for v in sample & 0xFFFFFFFF]
+
     def _length(self) -> dict[str, Any]:
         if self.pair_sample is None:
             return length_bias(self.pairs_c, self.pairs_r)

@@ -279,6 +279,12 @@ def report_from_items(
     )
     for judgments, item in records:
         acc.add(judgments, item)
+    return finish_report(acc)
+
+
+def finish_report(acc: ReportAccumulator) -> dict[str, Any]:
+    """The report dict of an accumulator every item was folded into (non-finite floats as
+    ``None``, numpy scalars as Python ones), as :func:`report_from_items` returns it."""
     cleaned: dict[str, Any] = _clean(acc.result())
     return cleaned
 

@@ -1,9 +1,9 @@
 """The quality snapshot: a project's dashboard statistics, computed outside the web request.
 
 The panels (agreement with CIs, agreement with consensus, position and length bias, the label
-set they measured) come from the quality report's own loader and label rule
-(:func:`preflab.io.quality_source.load_for_report`, :func:`preflab.quality.labels.resolve_labels`)
-and :func:`preflab.server.pages.panels.quality_panels`; beside them, per rater, the median time
+set they measured) are the quality report's figures, streamed from the database in memory that
+does not grow with the project (:func:`preflab.io.quality_source.accumulate_in`) and drawn by
+:func:`preflab.server.pages.panels.quality_panels`; beside them, per rater, the median time
 and the labels held out by telemetry, and the judgments whose rationale nearly duplicates
 another's (the data browser's ``near_duplicate_rationale`` flag, a comparison across the whole
 project). One row per project in ``quality_snapshots`` holds them as JSON with the time they were
@@ -42,9 +42,8 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
-from ..io.quality_source import load_for_report
-from ..quality.bias import word_length
-from ..quality.labels import resolve_labels
+from ..io.quality_source import accumulate_in
+from ..quality.report import finish_report
 from ..quality.telemetry import TelemetrySettings, near_duplicate_pairs
 from ..settings import get_settings
 from ..store import repo
@@ -239,20 +238,15 @@ def _median(values: list[float]) -> float:
 
 
 def compute_panels(
-    session: Session, project: ProjectRef | Project, url: str, mark: Watermark
+    session: Session, project: ProjectRef | Project, mark: Watermark
 ) -> dict[str, Any]:
-    """The snapshot's panels: the report's loader over ``url`` for the statistics, and
-    :func:`rater_activity` in ``session``."""
-    judgments, items, batches = load_for_report(project.name, url)
-    labels = resolve_labels(judgments)
-    lengths: dict[tuple[str, str | None], int] = {
-        (item_id, c.id): word_length(c.as_text())
-        for item_id, item in items.items()
-        for c in item.candidates
-        if c.id is not None
-    }
-    panels = quality_panels(labels.judgments, batches, lengths, label_set=labels.describe())
-    del judgments, items
+    """The snapshot's panels: the quality report streamed in ``session`` (memory that does not
+    grow with the project, the figures ``preflab quality report`` prints), and
+    :func:`rater_activity`."""
+    acc = accumulate_in(session, project.name)
+    chosen, rejected = acc.length_pairs()
+    panels = quality_panels(finish_report(acc), chosen, rejected)
+    del acc, chosen, rejected
     project_row = session.get(Project, project.pk)
     assert project_row is not None
     excluded = session.scalar(
@@ -272,16 +266,10 @@ def compute_panels(
     )
 
 
-def url_of(session: Session) -> str:
-    """The database URL of ``session``'s connection (password included: it stays in-process or
-    goes to a child through its environment, never its command line)."""
-    return session.get_bind().engine.url.render_as_string(hide_password=False)
-
-
 def compute_inline(session: Session, project: ProjectRef | Project) -> Snapshot:
     """The panels of a small project, computed now in ``session``'s database (not stored)."""
     mark = watermark(session, project.pk)
-    panels = compute_panels(session, project, url_of(session), mark)
+    panels = compute_panels(session, project, mark)
     return Snapshot(panels, utcnow(), mark.labels, mark.labels, inline=True)
 
 
@@ -359,7 +347,7 @@ def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool =
             with db.reading() as s:
                 project = get_project(s, project_name)
                 mark = watermark(s, project.pk)  # before reading: later labels count as "since"
-                panels = compute_panels(s, project, db.url, mark)
+                panels = compute_panels(s, project, mark)
         except Exception as exc:
             with db.writing() as s:
                 s.execute(

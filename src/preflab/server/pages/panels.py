@@ -1,20 +1,15 @@
-"""The dashboard's statistics panels, from :mod:`preflab.quality` (agreement with CIs per
-batch and dimension, agreement with consensus, position and length bias, the label set they
-measured), with the geometry of their charts. Computed by the quality snapshot
+"""The dashboard's statistics panels, from the quality report (agreement with CIs per batch and
+dimension, agreement with consensus, position and length bias, the label set they measured), with
+the geometry of their charts. Computed by the quality snapshot
 (:mod:`preflab.server.snapshot`), outside any request for a project of any size."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from ...quality.agreement import krippendorff_alpha_ci
-from ...quality.bias import length_bias, position_bias
-from ...quality.gold import leave_one_out_agreement
 from ...quality.labels import LABEL_SET_RULE
-from ...quality.table import LabelTable
-from ...schema import PairwiseJudgment
 from . import plots
 
 #: room right of the longest bar for its value label ("1.00", "1,234")
@@ -61,51 +56,42 @@ def svg_bars(
 
 
 def quality_panels(
-    judgments: list[Any],
-    batch_of: dict[str, str],
-    lengths: Mapping[tuple[str, str | None], int] | None = None,
-    label_set: dict[str, Any] | None = None,
+    report: Mapping[str, Any], chosen: list[int] | None = None, rejected: list[int] | None = None
 ) -> dict[str, Any]:
-    """Agreement per batch and dimension with CIs, agreement with consensus, length and position
-    bias, from :mod:`preflab.quality`; ``label_set`` says which labels they measured
-    (:meth:`preflab.quality.labels.LabelSet.describe`), printed on the dashboard."""
+    """The panels of a quality report (:func:`preflab.quality.report.report_from_items`, the
+    very figures ``preflab quality report`` prints): agreement per batch and dimension with CIs,
+    agreement with consensus per rater, position and length bias with their charts, and the
+    label set they measured. ``chosen``/``rejected``: the word lengths of the decided pairs the
+    length figures were measured on (the accumulator keeps them, sampled above its bound), for
+    the share-chosen curve."""
     out: dict[str, Any] = {
         "available": True,
         "agreement": [],
         "consensus": {},
         "position": None,
         "length": None,
-        "label_set": label_set or {"rule": LABEL_SET_RULE},
+        "label_set": report.get("label_set") or {"rule": LABEL_SET_RULE},
     }
     try:
-        table = LabelTable.from_judgments(judgments, batches=batch_of)
-        for batch, kind, dim in table.groups():
-            sub = table.select(kind=kind, dimension=dim, batch=batch)
-            level: Literal["nominal", "ordinal"] = (
-                "ordinal" if dim in ("strength", "first_error") else "nominal"
-            )
-            ci = krippendorff_alpha_ci(sub.units, sub.values, level=level, n_boot=200)
-            out["agreement"].append(
-                {
-                    "batch": batch,
-                    "kind": kind,
-                    "dimension": dim,
-                    "alpha": ci.estimate,
-                    "low": ci.low,
-                    "high": ci.high,
-                    "labels": len(sub),
-                }
-            )
-        main = (
-            table.select(dimension="winner")
-            if "winner" in set(table.dimensions.tolist())
-            else table
-        )
-        if len(main):
-            out["consensus"] = leave_one_out_agreement(main.units, main.raters, main.values)
-        pairwise = [j for j in judgments if isinstance(j, PairwiseJudgment)]
-        if pairwise:
-            pb = position_bias(pairwise)
+        out["agreement"] = [
+            {
+                "batch": a["batch"],
+                "kind": a["kind"],
+                "dimension": a["dimension"],
+                "alpha": a["alpha"],
+                "low": a["alpha_low"],
+                "high": a["alpha_high"],
+                "labels": a["n_labels"],
+            }
+            for a in report.get("agreement") or []
+        ]
+        out["consensus"] = {
+            rater: {"agreement": f.get("consensus_agreement"), "n": f.get("consensus_n") or 0}
+            for rater, f in (report.get("raters") or {}).items()
+            if "consensus_n" in f
+        }
+        pb = report.get("position_bias")
+        if pb:
             out["position"] = {
                 **pb,
                 "chart": svg_bars(
@@ -114,23 +100,20 @@ def quality_panels(
                     ref=0.5,
                 ),
             }
-            decided = [j for j in pairwise if j.chosen is not None]
-            if lengths and decided:
-                chosen = [lengths.get((j.item_id, j.chosen), 0) for j in decided]
-                rejected = [lengths.get((j.item_id, j.rejected), 0) for j in decided]
-                lb = length_bias(chosen, rejected)
-                hist = lb.get("ratio_histogram") or []
-                edges = [2 ** (-3 + 0.25 * k) for k in range(len(hist) + 1)]
-                # Coarse bins (x0.25 .. x8) keep the chart readable; the JSON API has the full detail.
-                coarse = [
-                    (f"x{edges[k]:.2g}-{edges[k + 4]:.2g}", sum(hist[k : k + 4]))
-                    for k in range(0, len(hist), 4)
-                ]
-                out["length"] = {
-                    **lb,
-                    "chart": svg_bars(coarse, hi=max([1, *(v for _, v in coarse)])),
-                    "curve": plots.length_bias_curve(chosen, rejected, lb.get("logistic")),
-                }
+        lb = report.get("length_bias")
+        if lb and lb.get("n_pairs"):
+            hist = lb.get("ratio_histogram") or []
+            edges = [2 ** (-3 + 0.25 * k) for k in range(len(hist) + 1)]
+            # Coarse bins (x0.25 .. x8) keep the chart readable; the JSON API has the full detail.
+            coarse = [
+                (f"x{edges[k]:.2g}-{edges[k + 4]:.2g}", sum(hist[k : k + 4]))
+                for k in range(0, len(hist), 4)
+            ]
+            out["length"] = {
+                **lb,
+                "chart": svg_bars(coarse, hi=max([1, *(v for _, v in coarse)])),
+                "curve": plots.length_bias_curve(chosen or [], rejected or [], lb.get("logistic")),
+            }
     except Exception as exc:  # a panel failing must not take the dashboard down
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out
