@@ -28,7 +28,15 @@ from .judgments import (
     parse_judgment,
     unfit_item_reason,
 )
-from .provenance import LabelSource, Provenance, ReviewPass, Telemetry, rater_hash
+from .provenance import (
+    JudgeRecord,
+    JudgeVerdict,
+    LabelSource,
+    Provenance,
+    ReviewPass,
+    Telemetry,
+    rater_hash,
+)
 from .rubric import Dimension, Rubric, VerbosityPenalty, Veto
 from .trajectory import TRAJECTORY_SCHEMA_VERSION, Trajectory
 
@@ -47,6 +55,8 @@ __all__ = [
     "Message",
     "PairwiseJudgment",
     "Prompt",
+    "JudgeRecord",
+    "JudgeVerdict",
     "Provenance",
     "RankingJudgment",
     "ReviewPass",

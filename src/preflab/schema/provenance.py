@@ -46,6 +46,30 @@ class Telemetry(StrictModel):
     )
 
 
+class JudgeVerdict(StrictModel):
+    """One presentation order a judge was asked about a pair, and what it said."""
+
+    shown_order: tuple[Identifier, Identifier]
+    winner: Literal["a", "b", "tie"]
+    strength: int = Field(ge=0, le=3)
+
+
+class JudgeRecord(StrictModel):
+    """How a model judge made an ``ai`` label (``preflab judge run``, ``docs/judges.md``).
+
+    ``verdicts``: for a pairwise label, the judge's answer in each presentation order; a label
+    whose orders disagree is ``outcome: "order_inconsistent"`` (stored excluded: never a
+    preference).
+    """
+
+    model: str = Field(min_length=1, max_length=200)
+    template: str = Field(min_length=1, max_length=100)
+    template_version: int = Field(ge=1)
+    endpoint: str = Field(max_length=500)
+    outcome: Literal["ok", "order_inconsistent"] = "ok"
+    verdicts: list[JudgeVerdict] | None = None
+
+
 class Provenance(StrictModel):
     rater_id: Identifier
     rater_hash: str | None = Field(
@@ -64,6 +88,8 @@ class Provenance(StrictModel):
     submitted_at: datetime | None = None
     telemetry: Telemetry | None = None
     idempotency_key: str | None = Field(default=None, max_length=200)
+    #: set on labels a model judge made (``source: ai``): model, template and its version, endpoint
+    judge: JudgeRecord | None = None
 
 
 HASHED_RATER = re.compile(r"^hmac_sha256:[0-9a-f]{64}$")

@@ -226,6 +226,8 @@ class JudgmentRow(Base):
     submitted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     telemetry: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    #: a model judge's record (``Provenance.judge``: model, template, endpoint; 0016), else NULL
+    judge: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     content_hash: Mapped[str] = mapped_column(String(64))
     batch_pk: Mapped[int | None] = mapped_column(ForeignKey("import_batches.pk"))
     #: The judgment this one revises (a revision is a new row; the old one is kept).

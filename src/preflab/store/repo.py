@@ -305,8 +305,12 @@ def add_judgment(
     *,
     item_row: ItemRow | None = None,
     batch_pk: int | None = None,
+    exclusion_reason: str | None = None,
 ) -> tuple[JudgmentRow, bool]:
-    """Insert a judgment; ``(row, created)``. An identical judgment or idempotency key: the first row."""
+    """Insert a judgment; ``(row, created)``. An identical judgment or idempotency key: the first row.
+
+    ``exclusion_reason``: stored excluded from the start, with this reason (a model judge's
+    order-inconsistent verdict: kept for audits, never a label)."""
     if judgment.kind not in project.kinds:
         raise StoreError(
             f"project {project.name!r} collects {project.kinds}, not {judgment.kind!r}"
@@ -334,6 +338,8 @@ def add_judgment(
         raise StoreError("; ".join(problems))
     rater = get_or_create_rater(session, project, judgment.provenance.rater_id)
     row = judgment_row_from_judgment(project, item_row, rater, rows, batch_pk)
+    if exclusion_reason is not None:
+        row.excluded, row.exclusion_reason = True, exclusion_reason
     session.add(row)
     session.flush()
     return row, True
@@ -352,6 +358,7 @@ def judgment_from_row(row: JudgmentRow, *, with_rater_hash: str | None = None) -
         "submitted_at": as_utc(row.submitted_at),
         "telemetry": row.telemetry,
         "idempotency_key": row.idempotency_key,
+        "judge": row.judge,
     }
     data = {
         **row.body,
@@ -438,6 +445,7 @@ def iter_items_with_judgments(
             judgments.telemetry,
             judgments.idempotency_key,
             judgments.guideline_version,
+            judgments.judge,
             judgments.batch_pk,
             judgments.excluded,
             judgments.exclusion_reason,
@@ -491,6 +499,7 @@ def iter_items_with_judgments(
             telemetry,
             idempotency_key,
             guideline_version,
+            judge,
             batch_pk,
             excluded,
             exclusion_reason,
@@ -511,6 +520,7 @@ def iter_items_with_judgments(
                 telemetry,
                 idempotency_key,
                 guideline_version,
+                judge,
             )
             js, meta = judged[item_pk]
             js.append(trusted.judgment(kind, body, keys[item_pk], rationale, prov))

@@ -252,6 +252,8 @@ def _judgment_rows_from_dump(
         "idempotency_key": prov.get("idempotency_key"),
         "content_hash": digest,
     }
+    if prov.get("judge") is not None:  # only a model judge's labels carry one (0016)
+        values["judge"] = prov["judge"]
     rubric = None
     if kind == "pairwise":
         a, b = data["shown_order"]

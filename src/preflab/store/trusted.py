@@ -37,6 +37,7 @@ from ..schema import (
     Message,
     Provenance,
     ReviewPass,
+    JudgeRecord,
     Telemetry,
 )
 from .rows import as_utc
@@ -224,6 +225,7 @@ def provenance(
     telemetry: dict[str, Any] | None,
     idempotency_key: str | None,
     guideline_version: int | None = None,
+    judge: dict[str, Any] | None = None,
 ) -> Provenance:
     fields = {
         "rater_id": rater_key,
@@ -237,6 +239,7 @@ def provenance(
         "telemetry": None if telemetry is None else construct(Telemetry, telemetry),
         "idempotency_key": idempotency_key,
         "guideline_version": guideline_version,
+        "judge": None if judge is None else JudgeRecord.model_validate(judge),
     }
     # judgment_from_row leaves None values out of what it validates: not in fields-set either
     # (rater, hash, pass and source are NOT NULL columns; the rest is mostly NULL)
@@ -255,6 +258,8 @@ def provenance(
         fields_set.add("idempotency_key")
     if guideline_version is not None:
         fields_set.add("guideline_version")
+    if judge is not None:
+        fields_set.add("judge")
     return _new(Provenance, fields, fields_set)
 
 

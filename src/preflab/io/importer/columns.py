@@ -65,6 +65,7 @@ class JudgmentColumns(NamedTuple):
     submitted_at: Any
     telemetry: Any
     idempotency_key: str | None
+    judge: Any
     content_hash: str
     batch_pk: int
     excluded: Any
@@ -168,6 +169,7 @@ class RowBuilder:
                 "submitted_at": None,
                 "telemetry": None,
                 "idempotency_key": None,
+                "judge": None,
                 "batch_pk": self.batch_pk,
                 "excluded": self.excluded,
                 "created_at": self.now,
@@ -230,6 +232,7 @@ class RowBuilder:
             submitted_at=dt(v["submitted_at"]),
             telemetry=j(v["telemetry"]),
             idempotency_key=v["idempotency_key"],
+            judge=j(v.get("judge")),
             content_hash=v["content_hash"],
             batch_pk=self.batch_pk,
             excluded=self.excluded,
