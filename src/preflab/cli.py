@@ -926,6 +926,16 @@ def _mount_evaluate_commands() -> None:
 _mount_evaluate_commands()
 
 
+def _mount_judge_commands() -> None:
+    """``preflab judge ...`` lives with the judge package."""
+    from .judge.cli import judge_app
+
+    app.add_typer(judge_app, name="judge")
+
+
+_mount_judge_commands()
+
+
 def _mount_verify_commands() -> None:
     """``preflab verify ...`` lives with the verifiers."""
     from .verify.cli import verify_app

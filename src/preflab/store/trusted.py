@@ -33,11 +33,11 @@ from ..schema import (
     Candidate,
     GoldAnswer,
     Item,
+    JudgeRecord,
     JudgmentBase,
     Message,
     Provenance,
     ReviewPass,
-    JudgeRecord,
     Telemetry,
 )
 from .rows import as_utc

@@ -8,7 +8,9 @@ with ``model``, ``messages`` (or ``prompt``), ``temperature``, ``top_p``, ``max_
 ``finish_reason`` and ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``).
 
 The "policy" is a table ``{prompt text: [answer, ...]}``: a request with seed ``s`` gets answer
-``s mod len(answers)`` (no seed: the first), so a test knows exactly which samples pass. Faults
+``s mod len(answers)`` (no seed: the first), so a test knows exactly which samples pass; or a
+``responder(prompt, attempt)`` function (the judge tests' scripted judges: ``attempt`` is 1 for
+the first request of that prompt, 2 for the second ...). Faults
 can be injected: the first ``fail_first`` requests of each prompt answer ``fail_status`` (429 by
 default, with ``Retry-After: 0``), and ``delay_s`` delays every answer (a slow server, or a
 client timeout when it exceeds the client's).
@@ -26,7 +28,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -57,7 +59,9 @@ class StubPolicy:
         fail_first: int = 0,
         fail_status: int = 429,
         delay_s: float = 0.0,
+        responder: Callable[[str, int], str] | None = None,
     ) -> None:
+        self.responder = responder
         self.answers = {k: list(v) for k, v in (answers or {}).items()}
         self.default = default
         self.fail_first = fail_first
@@ -71,6 +75,10 @@ class StubPolicy:
         self.max_in_flight = 0  # the most requests answered at once (a concurrency check)
 
     def answer(self, prompt: str, seed: int | None) -> str:
+        if self.responder is not None:
+            with self.lock:
+                attempt = self.seen[prompt] - min(self.seen[prompt], self.fail_first)
+            return self.responder(prompt, attempt)
         options = self.answers.get(prompt) or [self.default]
         return options[(seed or 0) % len(options)]
 

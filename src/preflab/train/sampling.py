@@ -274,7 +274,7 @@ def _retry_after(value: str | None, cap: float) -> float | None:
         return None
 
 
-async def _request_one(
+async def request_chat(
     client: Any,
     url: str,
     body: dict[str, Any],
@@ -282,6 +282,9 @@ async def _request_one(
     stats: SampleStats,
     rng: random.Random,
 ) -> dict[str, Any]:
+    """One chat completion (``{"text", "finish_reason", "usage"}``), retried with backoff on 429,
+    5xx, timeouts and dropped connections; ``stats.requests`` and ``stats.retries`` counted.
+    Shared by ``preflab sample`` and ``preflab judge run``."""
     import httpx
 
     last = ""
@@ -371,7 +374,7 @@ async def _sample_endpoint(
                 "n": 1,
             }
             try:
-                answer = await _request_one(client, url, body, retry, stats, rng)
+                answer = await request_chat(client, url, body, retry, stats, rng)
             except SamplingError as e:
                 stats.failed += 1
                 stats.errors.append(f"{job.prompt.task_id}#{job.index}: {e}")

@@ -1,0 +1,121 @@
+"""A project's side of a judge run: which items a template can label, which labels the judge
+already stored (so a rerun skips them even without the reply cache), storing the new ones through
+the store layer (``repo.add_judgment``, as every other writer), and reading a project for the
+audit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from ..quality.judges import judge_audit
+from ..schema import Item, JudgmentBase, kinds_for_item
+from ..store import JudgmentRow, Rater, repo, transaction
+from .runner import JudgeConfig, JudgeStats, Outcome, judge_rater, plan_tasks, run_tasks
+
+
+class JudgeRunError(ValueError):
+    """A run that cannot start (a project that does not collect the kind ...), in words."""
+
+
+def _fits(item: Item, kinds: list[str], kind: str) -> bool:
+    declared = item.metadata.get("kinds")
+    return kind in kinds_for_item(
+        kinds, len(item.candidates), declared if isinstance(declared, list) else None
+    )
+
+
+def judge_project(
+    engine: Engine,
+    project_name: str,
+    config: JudgeConfig,
+    *,
+    cache_path: Path | None,
+    limit: int | None = None,
+    on_total: Callable[[int], None] | None = None,
+    on_done: Callable[[int], None] | None = None,
+) -> tuple[list[Outcome], JudgeStats]:
+    """Label the project's items that fit the template's kind; store labels in one transaction."""
+    kind = config.template.kind
+    stats = JudgeStats()
+    with transaction(engine) as session:
+        project = repo.get_project(session, project_name)
+        if kind not in project.kinds:
+            raise JudgeRunError(
+                f"project {project_name!r} collects {project.kinds}, not {kind!r}: pick a "
+                f"template of one of those kinds (preflab judge templates)"
+            )
+        dimensions: list[Any] = []
+        rubric_ref = None
+        if kind == "rubric":
+            rubric = repo.get_rubric(session, project)
+            if rubric is None:
+                raise JudgeRunError(
+                    f"project {project_name!r} has no rubric: a rubric template grades its "
+                    "dimensions (preflab rubric add)"
+                )
+            dimensions, rubric_ref = list(rubric.dimensions), (rubric.id, rubric.version)
+        items = []
+        for record in repo.iter_items_with_judgments(session, project):
+            if _fits(record.item, project.kinds, kind):
+                items.append(record.item)
+                if limit is not None and len(items) >= limit:
+                    break
+        stored = set(
+            session.scalars(
+                select(JudgmentRow.idempotency_key)
+                .join(Rater, Rater.pk == JudgmentRow.rater_pk)
+                .where(
+                    JudgmentRow.project_pk == project.pk,
+                    Rater.rater_key == judge_rater(config.model),
+                    JudgmentRow.idempotency_key.is_not(None),
+                )
+            )
+        )
+    tasks = plan_tasks(items, config, dimensions=dimensions, rubric=rubric_ref)
+    stats.tasks = len(tasks)
+    todo = [t for t in tasks if t.idempotency_key not in stored]
+    stats.already_stored = len(tasks) - len(todo)
+    if on_total:
+        on_total(len({a.key for t in todo for a in t.asks}))
+    outcomes, stats = run_tasks(todo, config, cache_path=cache_path, stats=stats, on_done=on_done)
+    with transaction(engine) as session:
+        project = repo.get_project(session, project_name)
+        for outcome in outcomes:
+            if outcome.judgment is not None:
+                repo.add_judgment(
+                    session, project, outcome.judgment, exclusion_reason=outcome.exclusion_reason
+                )
+    return outcomes, stats
+
+
+def read_for_audit(
+    engine: Engine, project_name: str
+) -> tuple[list[Item], list[JudgmentBase], list[bool]]:
+    """Every item, every judgment (excluded ones too: a judge's order-inconsistent verdicts)
+    and whether each judgment is excluded."""
+    items: list[Item] = []
+    judgments: list[JudgmentBase] = []
+    excluded: list[bool] = []
+    with transaction(engine) as session:
+        project = repo.get_project(session, project_name)
+        for record in repo.iter_items_with_judgments(session, project, include_excluded=True):
+            items.append(record.item)
+            judgments.extend(record.judgments)
+            excluded.extend(bool(m.get("excluded")) for m in record.meta)
+    return items, judgments, excluded
+
+
+def audit_project(
+    engine: Engine,
+    project_name: str,
+    *,
+    families: dict[str, str] | None = None,
+    n_boot: int = 1000,
+) -> dict[str, Any]:
+    items, judgments, excluded = read_for_audit(engine, project_name)
+    return judge_audit(items, judgments, excluded, families=families, n_boot=n_boot)
