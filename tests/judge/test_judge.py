@@ -20,6 +20,7 @@ from preflab.judge.runner import JudgeConfig
 from preflab.judge.templates import load_template
 from preflab.quality.agreement import krippendorff_alpha
 from preflab.quality.bias import length_bias
+from preflab.quality.judges import finite
 from preflab.schema import Candidate, Dimension, Item, PairwiseJudgment, Rubric, UnaryJudgment
 from preflab.store import JudgmentRow, db, transaction
 from preflab.store.repo import add_item, add_judgment, add_rubric, create_project
@@ -157,8 +158,8 @@ def test_self_preferring_judge_audit_equals_the_hand_computation(sqlite_url, tmp
     # length bias: the judge chose x, the longer answer in items 1-3 only
     assert judge["length_bias"]["share_chosen_longer"] == pytest.approx(0.6)
     words = {k: (len(x.split()), len(y.split())) for k, (x, y) in ITEMS.items()}
-    assert judge["length_bias"] == length_bias(
-        [words[k][0] for k in ITEMS], [words[k][1] for k in ITEMS]
+    assert judge["length_bias"] == finite(
+        length_bias([words[k][0] for k in ITEMS], [words[k][1] for k in ITEMS])
     )
     engine.dispose()
 
@@ -394,3 +395,31 @@ def test_cli_run_and_audit(sqlite_url, tmp_path):
          "--db", sqlite_url],
     )  # fmt: skip
     assert bad.exit_code == 2 and "no such template" in bad.output
+
+
+def test_the_quality_report_gets_a_judges_section_and_keeps_its_numbers(sqlite_url, tmp_path):
+    from preflab.io.quality_source import report_from_store
+    from preflab.quality.report import render_html
+
+    human_only = f"sqlite:///{tmp_path / 'human.db'}"
+    build_project(human_only)
+    before = report_from_store(human_only, "p")
+    assert "judges" not in before
+    build_project(sqlite_url)
+    engine = db.open_db(sqlite_url)
+    with StubServer(StubPolicy(responder=first_on_odd_items)) as server:
+        judge_project(engine, "p", config(server.url, "gpt-4o"), cache_path=None)
+    engine.dispose()
+    after = report_from_store(sqlite_url, "p")
+    # the people's figures are what they were: the judge's labels are source ai
+    for key in ("agreement", "raters", "position_bias", "length_bias", "n_labels", "confusion"):
+        assert after[key] == before[key], key
+    assert after["label_set"]["set_aside"] == {"source-ai": 2}  # 3 more are excluded, unread
+    engine = db.open_db(sqlite_url)
+    assert after["judges"] == audit_project(engine, "p", n_boot=200)
+    engine.dispose()
+    (judge,) = after["judges"]["judges"]
+    assert judge["position_consistency"]["share_consistent"] == pytest.approx(0.4)
+    page = render_html(after)
+    assert "<h2>Model judges</h2>" in page and "gpt-4o · pairwise@1" in page
+    assert "<h2>Model judges</h2>" not in render_html(before)

@@ -112,11 +112,18 @@ def _report_in(
     bounds: Bounds | None,
 ) -> dict[str, Any]:
     from ..quality.report import finish_report
+    from ..store import repo
 
     acc = accumulate_in(
         session, name, window=window, include_ai=include_ai, n_boot=n_boot, bounds=bounds
     )
-    return finish_report(acc)
+    report = finish_report(acc)
+    # a project a model judge labelled gets the judges' audit (a section of its own: every other
+    # figure of the report is what it was; a project with no judge labels has no such key)
+    project = repo.get_project(session, name)
+    if has_judge_labels(session, project.pk):
+        report["judges"] = judge_section(session, project, n_boot=n_boot)
+    return report
 
 
 def accumulate_in(
@@ -153,6 +160,43 @@ def accumulate_in(
             )
         acc.add(record.judgments, record.item)
     return acc
+
+
+def has_judge_labels(session: Session, project_pk: int) -> bool:
+    from sqlalchemy import select
+
+    from ..store import JudgmentRow
+
+    return (
+        session.scalar(
+            select(JudgmentRow.pk)
+            .where(JudgmentRow.project_pk == project_pk, JudgmentRow.judge.is_not(None))
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def judge_section(
+    session: Session,
+    project: Any,
+    *,
+    families: dict[str, str] | None = None,
+    n_boot: int = 1000,
+) -> dict[str, Any]:
+    """The judges' audit of a project (``quality.judges.judge_audit``): every item, and every
+    judgment with whether it is excluded (a judge's order-inconsistent verdicts are)."""
+    from ..quality.judges import judge_audit
+    from ..store import repo
+
+    items: list[Item] = []
+    judgments: list[JudgmentBase] = []
+    excluded: list[bool] = []
+    for record in repo.iter_items_with_judgments(session, project, include_excluded=True):
+        items.append(record.item)
+        judgments.extend(record.judgments)
+        excluded.extend(bool(m.get("excluded")) for m in record.meta)
+    return judge_audit(items, judgments, excluded, families=families, n_boot=n_boot)
 
 
 def iter_jsonl_items(path: str | Path) -> Iterator[tuple[list[JudgmentBase], Item | None]]:

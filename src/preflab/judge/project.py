@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from ..quality.judges import judge_audit
-from ..schema import Item, JudgmentBase, kinds_for_item
+from ..io.quality_source import judge_section
+from ..schema import Item, kinds_for_item
 from ..store import JudgmentRow, Rater, repo, transaction
 from .runner import JudgeConfig, JudgeStats, Outcome, judge_rater, plan_tasks, run_tasks
 
@@ -93,23 +93,6 @@ def judge_project(
     return outcomes, stats
 
 
-def read_for_audit(
-    engine: Engine, project_name: str
-) -> tuple[list[Item], list[JudgmentBase], list[bool]]:
-    """Every item, every judgment (excluded ones too: a judge's order-inconsistent verdicts)
-    and whether each judgment is excluded."""
-    items: list[Item] = []
-    judgments: list[JudgmentBase] = []
-    excluded: list[bool] = []
-    with transaction(engine) as session:
-        project = repo.get_project(session, project_name)
-        for record in repo.iter_items_with_judgments(session, project, include_excluded=True):
-            items.append(record.item)
-            judgments.extend(record.judgments)
-            excluded.extend(bool(m.get("excluded")) for m in record.meta)
-    return items, judgments, excluded
-
-
 def audit_project(
     engine: Engine,
     project_name: str,
@@ -117,5 +100,7 @@ def audit_project(
     families: dict[str, str] | None = None,
     n_boot: int = 1000,
 ) -> dict[str, Any]:
-    items, judgments, excluded = read_for_audit(engine, project_name)
-    return judge_audit(items, judgments, excluded, families=families, n_boot=n_boot)
+    """``preflab judge audit``: the quality report's ``judges`` section, alone."""
+    with transaction(engine) as session:
+        project = repo.get_project(session, project_name)
+        return judge_section(session, project, families=families, n_boot=n_boot)

@@ -280,10 +280,25 @@ def judge_audit(
                 else None,
             }
         )
-    return {
-        "judges": out,
-        "human_sources": ["human"],
-        "families": dict(families or {}),
-        "confidence": CONFIDENCE,
-        "n_boot": n_boot,
-    }
+    return finite(
+        {
+            "judges": out,
+            "human_sources": ["human"],
+            "families": dict(families or {}),
+            "confidence": CONFIDENCE,
+            "n_boot": n_boot,
+        }
+    )
+
+
+def finite(x: Any) -> Any:
+    """JSON-ready: NaN and infinities as ``None`` (an undefined alpha), numpy scalars as Python."""
+    if isinstance(x, float | np.floating):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, dict):
+        return {str(k): finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [finite(v) for v in x]
+    return x

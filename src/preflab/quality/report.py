@@ -399,6 +399,99 @@ def _ci_sample_html(rows: list[Mapping[str, Any]], group: str = "batch") -> str:
     )
 
 
+def _ci_text(d: Mapping[str, Any] | None, key: str = "alpha") -> str:
+    if not d:
+        return "–"
+    return f"{_fmt(d.get(key))} [{_fmt(d.get('low'))}, {_fmt(d.get('high'))}]"
+
+
+def _judges_html(section: Mapping[str, Any]) -> str:
+    """The model judges' audit (``quality.judges.judge_audit``; ``docs/judges.md``)."""
+    out = [
+        "<h2>Model judges</h2><p>Each judge's labels (<code>source: ai</code>) against the "
+        "people's on the same units; intervals are percentile bootstraps "
+        f"({_e(section.get('n_boot'))} replicates).</p>"
+    ]
+    for j in section.get("judges", []):
+        out.append(f"<h3>{_e(j['judge'])} (family {_e(j['family'])})</h3>")
+        out.append(
+            f"<p>{_e(j['labels'])} labels; {_e(j['order_inconsistent'])} order-inconsistent "
+            "verdicts (stored excluded, never a preference).</p>"
+        )
+        out.append(
+            _table(
+                [
+                    "kind",
+                    "dimension",
+                    "units",
+                    "judge-human alpha [CI]",
+                    "equal",
+                    "human-human alpha [CI]",
+                ],
+                [
+                    [
+                        r["kind"],
+                        r["dimension"],
+                        r["n_units"],
+                        _ci_text(r["judge_human"]),
+                        r["judge_human_equal_share"],
+                        _ci_text(r["human_human"]),
+                    ]
+                    for r in j.get("agreement", [])
+                ],
+            )
+        )
+        pos, lb, lh, sp = (
+            j.get("position_consistency"),
+            j.get("length_bias"),
+            j.get("length_bias_humans_same_pairs"),
+            j.get("self_preference"),
+        )
+        rows = []
+        if pos:
+            rows.append(
+                [
+                    "position consistency",
+                    f"{pos['consistent']} of {pos['pairs']} pairs",
+                    pos["share_consistent"],
+                ]
+            )
+            rows.append(
+                [
+                    "first shown chosen",
+                    f"{pos['verdicts_non_tie']} verdicts",
+                    pos["first_shown_share"],
+                ]
+            )
+        if lb:
+            rows.append(
+                [
+                    "chose the longer answer",
+                    f"{lb.get('n_differ')} pairs",
+                    lb.get("share_chosen_longer"),
+                ]
+            )
+        if lh:
+            rows.append(
+                [
+                    "people: chose the longer",
+                    f"{lh.get('n_differ')} pairs",
+                    lh.get("share_chosen_longer"),
+                ]
+            )
+        if sp and sp.get("pairs"):
+            rows.append(
+                [
+                    f"self-preference ({sp['family']})",
+                    f"{sp['pairs']} pairs: judge {_fmt(sp['judge_own_share'])}, people {_fmt(sp['human_own_share'])}",
+                    _ci_text(sp, "delta"),
+                ]
+            )
+        if rows:
+            out.append(_table(["audit", "on", "value"], rows))
+    return "".join(out)
+
+
 def render_html(report: Mapping[str, Any], title: str = "preflab quality report") -> str:
     """A self-contained HTML page of a :func:`build_report` dict (no scripts, no network)."""
     out = [
@@ -600,6 +693,8 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             out.append(
                 f"<p>Logistic slope on log length ratio: {_fmt(lg['slope'])} [{_fmt(lg['slope_low'])}, {_fmt(lg['slope_high'])}]</p>"
             )
+    if report.get("judges"):
+        out.append(_judges_html(report["judges"]))
     q = report.get("adjudication_queue") or []
     out.append(f"<h2>Adjudication queue ({_e(report.get('adjudication_total', len(q)))})</h2>")
     out.append(
