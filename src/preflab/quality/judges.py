@@ -280,7 +280,7 @@ def judge_audit(
                 else None,
             }
         )
-    return finite(
+    section: dict[str, Any] = finite(
         {
             "judges": out,
             "human_sources": ["human"],
@@ -289,6 +289,7 @@ def judge_audit(
             "n_boot": n_boot,
         }
     )
+    return section
 
 
 def finite(x: Any) -> Any:
