@@ -423,3 +423,30 @@ def test_the_quality_report_gets_a_judges_section_and_keeps_its_numbers(sqlite_u
     page = render_html(after)
     assert "<h2>Model judges</h2>" in page and "gpt-4o · pairwise@1" in page
     assert "<h2>Model judges</h2>" not in render_html(before)
+
+
+def test_the_judge_record_round_trips_through_raw_export_and_import(sqlite_url, tmp_path):
+    from preflab.io.importer import import_files
+
+    build_project(sqlite_url)
+    engine = db.open_db(sqlite_url)
+    with StubServer(StubPolicy(responder=gpt_lover)) as server:
+        judge_project(engine, "p", config(server.url, "gpt-4o"), cache_path=None)
+    out = tmp_path / "raw"
+    export_project(
+        engine,
+        "p",
+        ExportOptions(format="raw", out=out, include_ai=True, include_rater_ids=True, force=True),
+    )
+    with transaction(engine) as s:
+        create_project(s, "q", kinds=["pairwise"])
+    import_files(engine, "q", [out / "train.jsonl"])
+    with transaction(engine) as s:
+        rows = s.scalars(select(JudgmentRow).where(JudgmentRow.source == "ai")).all()
+        by_project: dict[int, list] = {}
+        for r in rows:
+            by_project.setdefault(r.project_pk, []).append(r.judge)
+    first, second = by_project.values()
+    assert len(first) == 5 and sorted(map(json.dumps, first)) == sorted(map(json.dumps, second))
+    assert first[0]["verdicts"][0]["shown_order"] == ["x", "y"]
+    engine.dispose()
