@@ -164,9 +164,9 @@ def test_self_preferring_judge_audit_equals_the_hand_computation(sqlite_url, tmp
     engine.dispose()
 
 
-def test_order_biased_judge_shows_position_inconsistency(sqlite_url, tmp_path):
-    build_project(sqlite_url)
-    engine = db.open_db(sqlite_url)
+def test_order_biased_judge_shows_position_inconsistency(db_url, tmp_path):
+    build_project(db_url)
+    engine = db.open_db(db_url)
     with StubServer(StubPolicy(responder=first_on_odd_items)) as server:
         _, stats = judge_project(engine, "p", config(server.url, "llama-judge"), cache_path=None)
     assert (stats.labels, stats.order_inconsistent) == (2, 3)
@@ -425,11 +425,11 @@ def test_the_quality_report_gets_a_judges_section_and_keeps_its_numbers(sqlite_u
     assert "<h2>Model judges</h2>" not in render_html(before)
 
 
-def test_the_judge_record_round_trips_through_raw_export_and_import(sqlite_url, tmp_path):
+def test_the_judge_record_round_trips_through_raw_export_and_import(db_url, tmp_path):
     from preflab.io.importer import import_files
 
-    build_project(sqlite_url)
-    engine = db.open_db(sqlite_url)
+    build_project(db_url)
+    engine = db.open_db(db_url)
     with StubServer(StubPolicy(responder=gpt_lover)) as server:
         judge_project(engine, "p", config(server.url, "gpt-4o"), cache_path=None)
     out = tmp_path / "raw"

@@ -156,7 +156,10 @@ def _length(
         if kc in lens and kr in lens:
             ch.append(lens[kc])
             rj.append(lens[kr])
-    return length_bias(ch, rj) if ch else None
+    if not ch:
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):  # a separable few pairs: no Wald interval
+        return length_bias(ch, rj)
 
 
 def _own_share(j: PairwiseJudgment, own: str) -> float:
