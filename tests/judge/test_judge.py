@@ -450,3 +450,60 @@ def test_the_judge_record_round_trips_through_raw_export_and_import(db_url, tmp_
     assert len(first) == 5 and sorted(map(json.dumps, first)) == sorted(map(json.dumps, second))
     assert first[0]["verdicts"][0]["shown_order"] == ["x", "y"]
     engine.dispose()
+
+
+def test_steps_template_checks_each_step_and_retries_a_bad_verdict_list(sqlite_url):
+    from preflab.schema import StepsJudgment
+
+    engine = db.open_db(sqlite_url)
+    with transaction(engine) as s:
+        project = create_project(s, "s", kinds=["steps"])
+        add_item(
+            s,
+            project,
+            Item(
+                id="m1",
+                prompt="2 + 2 * 3?",
+                candidates=[
+                    Candidate(id="c", text="2*3=6\n\n2+6=9", metadata={"steps": ["2*3=6", "2+6=9"]})
+                ],
+            ),
+        )
+        add_item(
+            s,
+            project,
+            Item(id="m2", prompt="1 + 1?", candidates=[Candidate(id="c", text="1+1=2\n\nso 2")]),
+        )
+        add_item(
+            s,
+            project,
+            Item(id="m3", prompt="3 - 1?", candidates=[Candidate(id="c", text="one step")]),
+        )
+        add_judgment(
+            s,
+            project,
+            StepsJudgment(
+                item_id="m2", candidate_id="c", steps=["1+1=2", "so 2"], verdicts=[1, 1],
+                provenance={"rater_id": "h"},
+            ),
+        )  # fmt: skip
+
+    def checker(prompt: str, attempt: int) -> str:
+        if "2+6=9" in prompt:  # a verdict after the first error: asked again
+            return json.dumps({"verdicts": [1, -1, 1] if attempt == 1 else [1, -1]})
+        return json.dumps({"verdicts": [1, 1]})
+
+    with StubServer(StubPolicy(responder=checker)) as server:
+        _, stats = judge_project(
+            engine, "s", config(server.url, "qwen3-8b", "steps"), cache_path=None
+        )
+    # m3: no split known (no metadata.steps, nobody labelled it): skipped, counted
+    assert (stats.labels, stats.malformed, stats.no_steps) == (2, 1, 1)
+    with transaction(engine) as s:
+        rows = {r.item.item_key: r.body for r in s.scalars(select(JudgmentRow)) if r.source == "ai"}
+    assert rows["m1"]["verdicts"] == [1, -1] and rows["m1"]["steps"] == ["2*3=6", "2+6=9"]
+    assert rows["m2"]["steps"] == ["1+1=2", "so 2"]  # the person's split: the same step units
+    (judge,) = audit_project(engine, "s", n_boot=10)["judges"]
+    verdict_rows = [r for r in judge["agreement"] if r["dimension"] == "step_verdict"]
+    assert verdict_rows[0]["n_units"] == 2 and verdict_rows[0]["judge_human_equal_share"] == 1.0
+    engine.dispose()

@@ -41,7 +41,7 @@ def run(
     template: Annotated[
         str,
         typer.Option(
-            help="pairwise, rubric, unary (newest version), NAME@VERSION, or a template JSON file "
+            help="pairwise, rubric, unary, steps (newest version), NAME@VERSION, or a template JSON file "
             "(`preflab judge templates`)."
         ),
     ] = "pairwise",
@@ -136,6 +136,12 @@ def run(
             f"{stats.prompt_tokens + stats.completion_tokens}",
             highlight=False,
         )
+        if stats.no_steps:
+            err.print(
+                f"{stats.no_steps} steps item(s) skipped: no step split (give the answer "
+                "metadata.steps, or label it once on the web page)",
+                highlight=False,
+            )
         for line in stats.failures[:10]:
             err.print(f"failed: {line}", markup=False, highlight=False, soft_wrap=True)
     if stats.failed:

@@ -5,7 +5,7 @@ audit."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from ..io.quality_source import judge_section
-from ..schema import Item, kinds_for_item
+from ..schema import Item, JudgmentBase, StepsJudgment, kinds_for_item
 from ..store import JudgmentRow, Rater, repo, transaction
 from .runner import JudgeConfig, JudgeStats, Outcome, judge_rater, plan_tasks, run_tasks
 
@@ -27,6 +27,20 @@ def _fits(item: Item, kinds: list[str], kind: str) -> bool:
     return kind in kinds_for_item(
         kinds, len(item.candidates), declared if isinstance(declared, list) else None
     )
+
+
+def step_split(item: Item, judgments: Sequence[JudgmentBase]) -> list[str] | None:
+    """The steps a judge checks: the answer's ``metadata.steps`` (a list of texts), else the
+    split a person's steps label of it recorded (so the judge's step units are the people's),
+    else ``None`` (the item is skipped and counted: the web page's split lives with the server)."""
+    (candidate,) = item.candidates
+    declared = candidate.metadata.get("steps")
+    if isinstance(declared, list) and declared and all(isinstance(s, str) for s in declared):
+        return list(declared)
+    for j in reversed(judgments):
+        if isinstance(j, StepsJudgment) and j.candidate_id == candidate.id:
+            return list(j.steps)
+    return None
 
 
 def judge_project(
@@ -60,11 +74,19 @@ def judge_project(
                 )
             dimensions, rubric_ref = list(rubric.dimensions), (rubric.id, rubric.version)
         items = []
+        splits: dict[str, list[str]] = {}
         for record in repo.iter_items_with_judgments(session, project):
-            if _fits(record.item, project.kinds, kind):
-                items.append(record.item)
-                if limit is not None and len(items) >= limit:
-                    break
+            if not _fits(record.item, project.kinds, kind):
+                continue
+            if kind == "steps":
+                split = step_split(record.item, record.judgments)
+                if split is None:
+                    stats.no_steps += 1
+                    continue
+                splits[str(record.item.id)] = split
+            items.append(record.item)
+            if limit is not None and len(items) >= limit:
+                break
         stored = set(
             session.scalars(
                 select(JudgmentRow.idempotency_key)
@@ -76,7 +98,7 @@ def judge_project(
                 )
             )
         )
-    tasks = plan_tasks(items, config, dimensions=dimensions, rubric=rubric_ref)
+    tasks = plan_tasks(items, config, dimensions=dimensions, rubric=rubric_ref, steps=splits)
     stats.tasks = len(tasks)
     todo = [t for t in tasks if t.idempotency_key not in stored]
     stats.already_stored = len(tasks) - len(todo)

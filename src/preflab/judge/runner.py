@@ -25,7 +25,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +40,7 @@ from ..schema import (
     PairwiseJudgment,
     Provenance,
     RubricJudgment,
+    StepsJudgment,
     UnaryJudgment,
     prompt_as_text,
 )
@@ -82,6 +83,7 @@ class Ask:
     key: str
     messages: list[dict[str, str]]
     dimension: Dimension | None = None
+    steps: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -94,6 +96,7 @@ class Task:
     candidates: tuple[str, ...]
     asks: list[Ask]
     rubric: tuple[str, int] | None = None
+    steps: tuple[str, ...] | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -112,6 +115,8 @@ class Outcome:
 class JudgeStats:
     tasks: int = 0
     already_stored: int = 0
+    #: steps items skipped: no step split known (``project.step_split``)
+    no_steps: int = 0
     requests_planned: int = 0
     cached_replies: int = 0
     requests: int = 0
@@ -156,14 +161,20 @@ def plan_tasks(
     *,
     dimensions: Sequence[Dimension] = (),
     rubric: tuple[str, int] | None = None,
+    steps: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Task]:
-    """The tasks of ``items`` for the template's kind (items the caller found fit it)."""
+    """The tasks of ``items`` for the template's kind (items the caller found fit it; for
+    ``steps``, the step split of each item's answer in ``steps``, by item id)."""
     t = config.template
     params = {"temperature": config.temperature, "max_tokens": config.max_tokens}
     base = {"template": t.label, "model": config.model, "params": params}
 
-    def ask(messages: list[dict[str, str]], dimension: Dimension | None = None) -> Ask:
-        return Ask(_digest({**base, "messages": messages}), messages, dimension)
+    def ask(
+        messages: list[dict[str, str]],
+        dimension: Dimension | None = None,
+        split: tuple[str, ...] | None = None,
+    ) -> Ask:
+        return Ask(_digest({**base, "messages": messages}), messages, dimension, split)
 
     tasks = []
     for item in items:
@@ -198,11 +209,25 @@ def plan_tasks(
             (cid,) = texts
             cands = (cid,)
             asks = [ask(t.messages(prompt=prompt, answer=texts[cid]))]
+        elif t.kind == "steps" and steps is not None and item.id in steps:
+            (cid,) = texts
+            cands = (cid,)
+            split = tuple(steps[item.id])
+            numbered = "\n".join(f"{i}. {text}" for i, text in enumerate(split, start=1))
+            asks = [ask(t.messages(prompt=prompt, steps=numbered), split=split)]
         else:
             raise ValueError(f"the judge runner does not label {t.kind!r} items yet")
         key = _digest({**base, "item": item.id, "asks": [a.key for a in asks]})
         tasks.append(
-            Task(key, item.id, t.kind, cands, asks, rubric if t.kind == "rubric" else None)
+            Task(
+                key,
+                item.id,
+                t.kind,
+                cands,
+                asks,
+                rubric if t.kind == "rubric" else None,
+                asks[0].steps if t.kind == "steps" else None,
+            )
         )
     return tasks
 
@@ -216,7 +241,23 @@ def _parse(ask: Ask, kind: str, text: str) -> dict[str, Any]:
         why = ask.dimension.check(reply["score"])
         if why is not None:
             raise Malformed(f"score: {why} (dimension {ask.dimension.name})")
+    if ask.steps is not None:
+        why = steps_problem(reply["verdicts"], len(ask.steps))
+        if why is not None:
+            raise Malformed(f"verdicts: {why}")
     return reply
+
+
+def steps_problem(verdicts: Sequence[int], n_steps: int) -> str | None:
+    """Why step verdicts do not fit ``n_steps`` steps (the rule of ``StepsJudgment``)."""
+    if len(verdicts) > n_steps:
+        return f"{len(verdicts)} verdicts for {n_steps} steps"
+    if -1 in verdicts:
+        if verdicts.index(-1) != len(verdicts) - 1:
+            return "verdicts go on after the first wrong step (-1); stop there"
+    elif len(verdicts) != n_steps:
+        return f"{len(verdicts)} verdicts for {n_steps} steps and no wrong step: one per step"
+    return None
 
 
 async def _ask_all(
@@ -375,6 +416,16 @@ def outcome_of(task: Task, replies: list[dict[str, Any]], config: JudgeConfig) -
             item_id=task.item_id,
             candidate_id=cid,
             scores=scores,
+            rationale=rationale,
+            provenance=prov,
+        )
+    elif task.kind == "steps":
+        assert task.steps is not None
+        judgment = StepsJudgment(
+            item_id=task.item_id,
+            candidate_id=cid,
+            steps=list(task.steps),
+            verdicts=replies[0]["verdicts"],
             rationale=rationale,
             provenance=prov,
         )
