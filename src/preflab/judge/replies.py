@@ -71,7 +71,7 @@ def parse_reply(text: str, kind: str) -> dict[str, Any]:
         raise Malformed(f"not a JSON object: {e.msg} at char {e.pos}: {text[:120]!r}") from None
     if not isinstance(data, dict):
         raise Malformed(f"not a JSON object: {text[:120]!r}")
-    if kind == "rubric" and isinstance(data.get("score"), int):
+    if kind == "rubric" and type(data.get("score")) is int:  # not a bool, which is an int too
         data["score"] = float(data["score"])  # strict mode: an integer grade is a number too
     try:
         return REPLIES[kind].model_validate(data).model_dump()
