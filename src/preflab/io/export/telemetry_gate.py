@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from ...quality.bias import word_length
 from ...quality.telemetry import TelemetrySettings, assess
 from ...schema import Item, JudgmentBase
+from ...schema.policy import Policy
 from ...store.server_models import TELEMETRY_KEPT, ReviewRequest
 from .resolve import DropLog
 
@@ -38,10 +39,9 @@ RULE = (
 )
 
 
-def project_telemetry_settings(project_settings: dict[str, Any] | None) -> TelemetrySettings:
-    """The project's thresholds (read raw: io does not import the server's policy model)."""
-    policy = (project_settings or {}).get("policy") or {}
-    return TelemetrySettings.from_policy(policy.get("telemetry"))
+def project_telemetry_settings(policy: Policy) -> TelemetrySettings:
+    """The project's thresholds (``policy.telemetry``)."""
+    return TelemetrySettings.of(policy.telemetry)
 
 
 def kept_by_reviewers(session: Session, project_pk: int) -> set[int]:
