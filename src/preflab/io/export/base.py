@@ -12,11 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, overload
 
 import pyarrow as pa
 
-from ...schema import Candidate, Item, JudgmentBase, Rubric, prompt_as_text
+from ...schema import (
+    Candidate,
+    DemonstrationJudgment,
+    Item,
+    JudgmentBase,
+    Rubric,
+    prompt_as_text,
+)
 from ...schema.export_options import ExportOptions
 from ...schema.policy import Policy, PolicyError, stored_policy
 from .provenance import LabelIndex, provenance_columns, provenance_fields
@@ -63,7 +70,7 @@ class ExportData:
     unary: list[ResolvedUnary] = field(default_factory=list)
     steps: list[ResolvedSteps] = field(default_factory=list)
     #: accepted demonstrations (item order)
-    demonstrations: list[JudgmentBase] = field(default_factory=list)
+    demonstrations: list[DemonstrationJudgment] = field(default_factory=list)
     #: every judgment passing the source/exclusion filters, with its rater hash (raw export)
     judgments: list[JudgmentBase] = field(default_factory=list)
     rubrics: dict[tuple[str, int], Rubric] = field(default_factory=dict)
@@ -170,6 +177,12 @@ def _messages(messages: Any) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
+@overload
+def prompt_value(prompt: Any, conversational: Literal[True]) -> list[dict[str, str]]: ...
+@overload
+def prompt_value(prompt: Any, conversational: Literal[False]) -> str: ...
+@overload
+def prompt_value(prompt: Any, conversational: bool) -> str | list[dict[str, str]]: ...
 def prompt_value(prompt: Any, conversational: bool) -> str | list[dict[str, str]]:
     """A prompt as text (standard) or a list of ``{role, content}`` messages (conversational)."""
     if conversational:
@@ -187,7 +200,7 @@ def completion_value(
         return candidate.as_text()
     if candidate.messages is not None:
         return _messages(candidate.messages)
-    return [{"role": "assistant", "content": candidate.text}]
+    return [{"role": "assistant", "content": candidate.as_text()}]  # text: no messages
 
 
 def text_type(conversational: bool) -> pa.DataType:
@@ -225,7 +238,7 @@ def pair_columns(
         item_index[item_id] = len(prompts)
         prompts.append(prompt_value(item.prompt, conversational))
         for cand in item.candidates:
-            candidate_index[(item_id, cand.id)] = len(completions)
+            candidate_index[(item_id, cand.key)] = len(completions)
             completions.append(completion_value(cand, conversational))
     # index lookups run in C (map over zip), not a Python loop per pair
     p_arr = pa.array(list(map(item_index.__getitem__, item_ids)), type=pa.int64())

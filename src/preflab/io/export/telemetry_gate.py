@@ -89,7 +89,7 @@ def telemetry_filter(
         total = 0
         for c in item.candidates:
             if c.id in j.candidate_ids():
-                total += words.setdefault((item.id, c.id), word_length(c.as_text()))
+                total += words.setdefault((item.key, c.key), word_length(c.as_text()))
         return total
 
     def keep(item: Item, j: JudgmentBase, pk: int | None = None) -> bool:
@@ -106,7 +106,7 @@ def telemetry_filter(
         if pk is not None and pk in kept_by_reviewer:
             counts.kept_by_reviewer[found.reason] += 1
             return True
-        drops.drop("telemetry", found.reason, item.id)
+        drops.drop("telemetry", found.reason, item.key)
         return False
 
     return keep
