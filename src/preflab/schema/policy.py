@@ -135,11 +135,6 @@ class VerbosityPolicy(BaseModel):
     strength scale (``per_log_ratio`` 1.0), at most 1 point (``max_penalty``), so the penalty can
     turn "much better" (3) into "better" (2) but never outweighs the raters' verdict. Within the
     parity gate's bounds (ratio <= 1.20) it is at most ln 1.2 = 0.18.
-
-    >>> VerbosityPolicy()(math.e)
-    1.0
-    >>> VerbosityPolicy(free_ratio=1.2)(1.2)
-    0.0
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -149,7 +144,13 @@ class VerbosityPolicy(BaseModel):
     max_penalty: float = Field(default=1.0, ge=0)
 
     def __call__(self, ratio: float) -> float:
-        """The penalty of a chosen / rejected length ratio (NaN: no length, no penalty)."""
+        """The penalty of a chosen / rejected length ratio (NaN: no length, no penalty).
+
+        >>> VerbosityPolicy()(math.e), VerbosityPolicy()(0.5), VerbosityPolicy()(100.0)
+        (1.0, 0.0, 1.0)
+        >>> VerbosityPolicy(free_ratio=1.2)(1.2)
+        0.0
+        """
         if not ratio > self.free_ratio:
             return 0.0
         return min(self.max_penalty, self.per_log_ratio * math.log(ratio / self.free_ratio))
