@@ -413,13 +413,15 @@ def validate(
 
 
 def _parse_gate(value: str | None) -> tuple[float, float] | None:
+    from .schema.export_options import length_gate_fits
+
     if value is None:
         return None
     try:
         lo, hi = (float(v) for v in value.split(":"))
     except ValueError:
         fail(f"--length-gate {value!r}: expected MIN:MAX, e.g. 0.85:1.20", 2)
-    if not 0 < lo <= 1 <= hi:
+    if not length_gate_fits((lo, hi)):
         fail(f"--length-gate {value!r}: need 0 < MIN <= 1 <= MAX", 2)
     return (lo, hi)
 
@@ -564,10 +566,11 @@ def export(
         drop_disagreement=drop_disagreement,
         params=_verl_params(require_reference, data_source)
         | ({} if kto_conflicts is None else {"kto_conflicts": kto_conflicts}),
+        aggregation=aggregation,
     )
     engine = engine_for(db)
     try:
-        manifest = export_project(engine, project, options, aggregator=AGGREGATORS[aggregation])
+        manifest = export_project(engine, project, options)
     except (StoreError, ExportError, ValueError) as exc:  # options, --out or project the user gave
         fail(str(exc), 2)
     _audit_export(engine, project, format, out_path, manifest)

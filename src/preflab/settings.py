@@ -4,7 +4,7 @@
 variable set after ``import preflab`` (by a test, by ``preflab serve`` for its workers) counts.
 ``preflab config show`` prints :func:`effective_settings`: each value, where it came from and
 secrets masked. Project settings (policy, guidelines) live in the database, not here
-(:mod:`preflab.server.policy`).
+(:mod:`preflab.schema.policy`).
 """
 
 from __future__ import annotations

@@ -23,13 +23,11 @@ from preflab.io.export.agreement_gate import (
     agreement_card,
     drop_disagreement,
     labels_dropped,
-    project_min_alpha,
 )
-from preflab.io.export.base import ExportData, Exporter, ExportError, ExportOptions
+from preflab.io.export.base import ExportData, Exporter, ExportError, ExportOptions, project_policy
 from preflab.io.export.length_gate import (
     VerbosityPenalty,
     export_length,
-    project_verbosity_penalty,
 )
 from preflab.io.export.manifest import build_manifest, dump_manifest, render_card
 from preflab.io.export.pipeline import _name, check_options
@@ -64,7 +62,7 @@ from preflab.quality.bias import length_parity_gate as quality_length_parity_gat
 from preflab.quality.gold import gold_accuracy, gold_outcomes
 from preflab.quality.table import LabelTable
 from preflab.schema import Item, JudgmentBase, Rubric
-from preflab.schema.routing import scored_by_verifier, verifiable_to_raters
+from preflab.schema.routing import scored_by_verifier
 from preflab.store import session_factory
 from preflab.store.repo import get_project, get_rubric, iter_items_with_judgments
 
@@ -120,15 +118,15 @@ def collect(
     keep_gold = options.include_gold or not exporter.training
     stats["gold_items"] = 0
     stats["aggregation_margin"] = getattr(aggregator, "margin", None)
-    to_raters = verifiable_to_raters(project.settings)
+    data.policy = project_policy(project.settings)
+    to_raters = data.policy.verifiable_to_raters
     verifier_resolved = []
-    data.policy = dict((project.settings or {}).get("policy") or {})
     data.telemetry = TelemetryCounts()
     flag_filter = (
         None
         if options.include_flagged
         else telemetry_filter(
-            project_telemetry_settings(project.settings),
+            project_telemetry_settings(data.policy),
             data.drops,
             data.telemetry,
             kept_by_reviewers(session, project.pk),
@@ -267,7 +265,7 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
     if options.length_gate is not None and data.pairs:
         data.pairs = length_parity_gate(data, options.length_gate)
     if data.pairs:
-        data.verbosity = apply_verbosity_penalty(data, project_verbosity_penalty(data.policy))
+        data.verbosity = apply_verbosity_penalty(data, data.policy.verbosity_penalty)
 
 
 def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -> dict[str, Any]:
@@ -522,7 +520,7 @@ def export_reference(
     exporter = check_options(options, EXPORT_FORMATS)
     with session_factory(engine)() as session:
         if "pairs" in exporter.needs:
-            policy = (get_project(session, project_name).settings or {}).get("policy") or {}
+            policy = project_policy(get_project(session, project_name).settings)
             length_fn, length_name = export_length(options, policy)
         else:
             length_fn, length_name = word_length, "words"
@@ -538,9 +536,7 @@ def export_reference(
             stats["judgments_used"] -= 1
             _discount(stats["judgments_used_by_kind"], j.kind)
             _discount(stats["judgments_used_by_source"], j.provenance.source)
-    min_alpha = (
-        options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
-    )
+    min_alpha = options.min_alpha if options.min_alpha is not None else data.policy.min_alpha
     agreement = agreement_gate(
         data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
     )

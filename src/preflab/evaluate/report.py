@@ -69,8 +69,9 @@ def _body(candidate: Any) -> Any:
 def _verdicts_of(
     item: Item, judgments: list[Any], order: list[int], include_ai: bool, skipped: Counter[str]
 ) -> list[Verdict]:
-    models = {c.id: c.model for c in item.candidates}
-    if len(item.candidates) != 2 or None in models.values() or len(set(models.values())) != 2:
+    named = {c.key: c.model for c in item.candidates}
+    models = {key: model for key, model in named.items() if model is not None}
+    if len(item.candidates) != 2 or len(models) != 2 or len(set(models.values())) != 2:
         skipped["items not comparing two models"] += 1
         return []
     prompt = item.model_dump(mode="json")["prompt"]
@@ -88,7 +89,7 @@ def _verdicts_of(
         first, second = j.shown_order
         out.append(
             Verdict(
-                item_id=item.id,
+                item_id=item.key,
                 prompt=prompt,
                 answers=(_body(item.candidate(first)), _body(item.candidate(second))),
                 models=(models[first], models[second]),

@@ -65,9 +65,9 @@ def load_project(
         except repo.NotFound as exc:
             raise LookupError(f"{exc} (or give a path to a JSONL of judgments)") from None
         for record in repo.iter_items_with_judgments(session, project):
-            items[record.item.id] = record.item
+            items[record.item.key] = record.item
             # agreement is reported per import batch of the item (the quality engine's `batches`)
-            batches[record.item.id] = (
+            batches[record.item.key] = (
                 f"batch {record.batch_pk}" if record.batch_pk is not None else "none"
             )
             judgments.extend(record.judgments)

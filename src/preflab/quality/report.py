@@ -20,7 +20,6 @@ numbers (to 1e-12, the same bootstrap draws).
 
 from __future__ import annotations
 
-import html
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,6 +37,8 @@ from .agreement.cohen import confusion_table
 from .agreement.preference import agreement_summary, intransitive_triads
 from .bias import formatting_bias, length_bias, position_bias, word_length
 from .gold import gold_accuracy, gold_outcomes, leave_one_out_agreement
+from .html_parts import axis_ticks as axis_ticks  # re-exported: its name before html_parts
+from .html_parts import bar_svg, escape, fmt, hist_svg, html_table
 from .labels import resolve_labels
 from .table import LabelTable
 from .telemetry import telemetry_flags
@@ -292,102 +293,21 @@ def finish_report(acc: ReportAccumulator) -> dict[str, Any]:
 # ---------------------------------------------------------------- HTML
 
 
-def _e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def _fmt(x: Any, nd: int = 3) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    return _e(x)
-
-
-def _bar_svg(
-    values: list[tuple[str, float, float | None, float | None]], lo: float = -0.2, hi: float = 1.0
-) -> str:
-    """Horizontal bars with optional CI whiskers, in [lo, hi]."""
-    w, row, left = 520, 22, 220
-    h = row * len(values) + 30
-
-    def scale(v: float) -> float:
-        return left + (w - left - 10) * (min(max(v, lo), hi) - lo) / (hi - lo)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">']
-    zero = scale(0.0)
-    parts.append(f'<line x1="{zero:.1f}" y1="0" x2="{zero:.1f}" y2="{h - 20}" stroke="#999"/>')
-    for k, (label, v, a, b) in enumerate(values):
-        y = k * row + 5
-        parts.append(f'<text x="0" y="{y + 13}" font-size="11">{_e(label)[:40]}</text>')
-        if v is None or not math.isfinite(v):
-            continue
-        x0, x1 = sorted((zero, scale(v)))
-        parts.append(
-            f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 1):.1f}" height="14" fill="#4a7ab5"/>'
-        )
-        if a is not None and b is not None:
-            parts.append(
-                f'<line x1="{scale(a):.1f}" y1="{y + 7}" x2="{scale(b):.1f}" y2="{y + 7}" stroke="#000"/>'
-            )
-    for t in axis_ticks(lo, hi):
-        parts.append(
-            f'<text x="{scale(t):.1f}" y="{h - 5}" font-size="10" text-anchor="middle">{t:.1f}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def axis_ticks(lo: float, hi: float, step: float = 0.2) -> list[float]:
-    """Ticks at whole multiples of ``step`` within ``[lo, hi]``, rounded (so ``0.0``, never the
-    ``-0.0`` or uneven labels that ``linspace`` gives from a float step).
-
-    >>> axis_ticks(-0.2, 1.0)
-    [-0.2, 0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    """
-    first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
-    return [round(k * step, 10) + 0.0 for k in range(first, last + 1)]
-
-
-def _hist_svg(counts: list[int], label: str) -> str:
-    w, h = 520, 140
-    m = max(counts) if counts and max(counts) > 0 else 1
-    bw = (w - 20) / max(len(counts), 1)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">']
-    for k, c in enumerate(counts):
-        bh = (h - 30) * c / m
-        parts.append(
-            f'<rect x="{10 + k * bw:.1f}" y="{h - 20 - bh:.1f}" width="{bw - 1:.1f}" height="{bh:.1f}" fill="#b5744a"/>'
-        )
-    mid = 10 + bw * len(counts) / 2
-    parts.append(
-        f'<line x1="{mid:.1f}" y1="0" x2="{mid:.1f}" y2="{h - 20}" stroke="#333" stroke-dasharray="3"/>'
-    )
-    parts.append(f'<text x="10" y="{h - 5}" font-size="10">{_e(label)}</text></svg>')
-    return "".join(parts)
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def _label_set_html(label_set: Mapping[str, Any] | None) -> str:
     if not label_set:
         return ""
     aside = ", ".join(f"{k} {v}" for k, v in (label_set.get("set_aside") or {}).items()) or "none"
     return (
-        f"<p>Label set: {_e(label_set.get('rule'))}. Used {_e(label_set.get('judgments_used'))} of "
-        f"{_e(label_set.get('judgments_in'))} judgments; set aside: {_e(aside)}.</p>"
+        f"<p>Label set: {escape(label_set.get('rule'))}. Used {escape(label_set.get('judgments_used'))} of "
+        f"{escape(label_set.get('judgments_in'))} judgments; set aside: {escape(aside)}.</p>"
     )
 
 
 def _ci_sample_html(rows: list[Mapping[str, Any]], group: str = "batch") -> str:
     """Which rows' intervals come from a sample of units, and how large."""
     notes = [
-        f"{_e(a[group])} {_e(a['kind'])}.{_e(a['dimension'])}: {_e(a['ci_sample']['units'])} "
-        f"of {_e(a['ci_sample']['of'])} units"
+        f"{escape(a[group])} {escape(a['kind'])}.{escape(a['dimension'])}: {escape(a['ci_sample']['units'])} "
+        f"of {escape(a['ci_sample']['of'])} units"
         for a in rows
         if a.get("ci_sample")
     ]
@@ -496,18 +416,18 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
     """A self-contained HTML page of a :func:`build_report` dict (no scripts, no network)."""
     out = [
         "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>{_e(title)}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}"
+        f"<title>{escape(title)}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}"
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}"
         "th{background:#eee}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
-        f"<p>{_e(report.get('n_judgments'))} judgments, {_e(report.get('n_labels'))} labels, "
-        f"{_e(report.get('n_raters'))} raters; kinds: {_e(', '.join(report.get('kinds', [])))}</p>",
+        f"<h1>{escape(title)}</h1>",
+        f"<p>{escape(report.get('n_judgments'))} judgments, {escape(report.get('n_labels'))} labels, "
+        f"{escape(report.get('n_raters'))} raters; kinds: {escape(', '.join(report.get('kinds', [])))}</p>",
         _label_set_html(report.get("label_set")),
         "<h2>Agreement per batch and dimension</h2>",
     ]
     ag = report.get("agreement") or []
     out.append(
-        _table(
+        html_table(
             [
                 "batch",
                 "kind",
@@ -544,7 +464,7 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
     if by_version:
         out.append("<h2>Agreement per guideline version</h2>")
         out.append(
-            _table(
+            html_table(
                 ["guideline version", "kind", "dimension", "alpha", "low", "high", "units"],
                 [
                     [
@@ -562,7 +482,7 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         )
         out.append(_ci_sample_html(by_version, "guideline_version"))
     out.append(
-        _bar_svg(
+        bar_svg(
             [
                 (
                     f"{a['batch']} {a['kind']}.{a['dimension']}",
@@ -591,7 +511,7 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             ]
         )
     out.append(
-        _table(
+        html_table(
             [
                 "rater",
                 "labels",
@@ -605,7 +525,7 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         )
     )
     medians = [
-        f"{_e(r)}: {_e(s['median_seconds_sample']['labels'])} of {_e(s['median_seconds_sample']['of'])}"
+        f"{escape(r)}: {escape(s['median_seconds_sample']['labels'])} of {escape(s['median_seconds_sample']['of'])}"
         for r, s in (report.get("raters") or {}).items()
         if s.get("median_seconds_sample")
     ]
@@ -619,9 +539,9 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         out.append("<h2>Confusion vs consensus of the others</h2>")
         for r, c in list(conf.items())[:50]:
             cats = [str(x) for x in c["categories"]]
-            out.append(f"<h3>{_e(r)}</h3>")
+            out.append(f"<h3>{escape(r)}</h3>")
             out.append(
-                _table(
+                html_table(
                     ["rater \\ consensus", *cats],
                     [[cats[i], *row] for i, row in enumerate(c["table"])],
                 )
@@ -632,9 +552,9 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         vals = [("overall", pos["overall"]["share"], None, None)] + [
             (r, s["share"], None, None) for r, s in list(pos["per_rater"].items())[:40]
         ]
-        out.append(_bar_svg(vals, 0.0, 1.0))
+        out.append(bar_svg(vals, 0.0, 1.0))
         out.append(
-            _table(
+            html_table(
                 ["rater", "first chosen", "n", "share", "p", "q (BH)", "flagged"],
                 [
                     [
@@ -654,7 +574,7 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
     if fb:
         out.append("<h2>Formatting and sycophancy (chosen vs rejected)</h2>")
         out.append(
-            _table(
+            html_table(
                 [
                     "feature",
                     "chosen has it",
@@ -678,27 +598,27 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
     if lb:
         out.append("<h2>Length bias</h2>")
         out.append(
-            f"<p>Chosen longer in {_fmt(lb.get('share_chosen_longer'))} of {_e(lb.get('n_differ'))} pairs with different lengths.</p>"
+            f"<p>Chosen longer in {fmt(lb.get('share_chosen_longer'))} of {escape(lb.get('n_differ'))} pairs with different lengths.</p>"
         )
         if lb.get("sample"):
             out.append(
                 f"<p>Ratio quantiles and the logistic slope on a seeded uniform sample of "
-                f"{_e(lb['sample']['pairs'])} of {_e(lb['sample']['of'])} pairs (counts, share and "
+                f"{escape(lb['sample']['pairs'])} of {escape(lb['sample']['of'])} pairs (counts, share and "
                 "histogram over all pairs).</p>"
             )
         if lb.get("ratio_histogram"):
-            out.append(_hist_svg(lb["ratio_histogram"], "log2(len chosen / len rejected), -3 … 3"))
+            out.append(hist_svg(lb["ratio_histogram"], "log2(len chosen / len rejected), -3 … 3"))
         if lb.get("logistic"):
             lg = lb["logistic"]
             out.append(
-                f"<p>Logistic slope on log length ratio: {_fmt(lg['slope'])} [{_fmt(lg['slope_low'])}, {_fmt(lg['slope_high'])}]</p>"
+                f"<p>Logistic slope on log length ratio: {fmt(lg['slope'])} [{fmt(lg['slope_low'])}, {fmt(lg['slope_high'])}]</p>"
             )
     if report.get("judges"):
         out.append(_judges_html(report["judges"]))
     q = report.get("adjudication_queue") or []
-    out.append(f"<h2>Adjudication queue ({_e(report.get('adjudication_total', len(q)))})</h2>")
+    out.append(f"<h2>Adjudication queue ({escape(report.get('adjudication_total', len(q)))})</h2>")
     out.append(
-        _table(
+        html_table(
             ["item", "unit", "kind", "labels", "reasons"],
             [
                 [r["item_id"], r["unit"], r["kind"], r["n_labels"], "; ".join(r["reasons"])]
@@ -712,11 +632,11 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
         fs = report.get("telemetry_flags_sample")
         if fs:
             out.append(
-                f"<p>Near-duplicate rationales compared within the first {_e(fs['rationales'])} "
-                f"(a sample of {_e(fs['of'])}) rationales.</p>"
+                f"<p>Near-duplicate rationales compared within the first {escape(fs['rationales'])} "
+                f"(a sample of {escape(fs['of'])}) rationales.</p>"
             )
         out.append(
-            _table(
+            html_table(
                 ["item", "rater", "flag", "evidence"],
                 [
                     [f["item_id"], f["rater"], f["flag"], orjson.dumps(f["evidence"]).decode()]

@@ -14,7 +14,7 @@
   the labelling environment (trajectory telemetry ``untrusted_paste_chars``).
 
 The defaults are :class:`TelemetrySettings`; a project overrides them in its policy
-(``policy.telemetry``, see ``preflab.server.policy``) and exports drop flagged labels unless
+(``policy.telemetry``, see ``preflab.schema.policy``) and exports drop flagged labels unless
 ``--include-flagged``.
 * ``near_duplicate_rationale``: rationales of *different* raters whose character 5-gram Jaccard
   similarity, estimated by MinHash (Broder 1997), is at least ``min_jaccard``.
@@ -31,31 +31,32 @@ from typing import Any
 import numpy as np
 
 from preflab.schema import JudgmentBase, Telemetry
+from preflab.schema.policy import TelemetryPolicy
+
+#: the project policy's thresholds: their defaults and reasons are set there, once
+_POLICY = TelemetryPolicy()
 
 
 @dataclass
 class TelemetrySettings:
-    """Thresholds of the flags; the reasons for each default are in the module docstring."""
+    """Thresholds of the flags: a project's ``policy.telemetry`` (defaults:
+    :class:`preflab.schema.policy.TelemetryPolicy`) and the near-duplicate search's."""
 
-    paste_share: float = (
-        0.8  # pasted / (pasted + typed) at or above: the rationale is mostly pasted
-    )
-    min_ms_per_word: float = 60.0  # faster than 1,000 words a minute: not read
-    min_iki_cv: float = 0.15  # human inter-key intervals vary (CV > 0.3); a script's barely do
-    min_typed_chars: int = 20  # fewer keys than this say nothing about rhythm or revisions
-    min_revision_ratio: float = (
-        0.01  # under 1 deleted character per 100 typed: no correction at all
-    )
-    max_untrusted_paste_chars: int = 200  # a short quote is fine; a pasted answer is not
+    paste_share: float = _POLICY.paste_share
+    min_ms_per_word: float = _POLICY.min_ms_per_word
+    min_iki_cv: float = _POLICY.min_iki_cv
+    min_typed_chars: int = _POLICY.min_typed_chars
+    min_revision_ratio: float = _POLICY.min_revision_ratio
+    max_untrusted_paste_chars: int = _POLICY.max_untrusted_paste_chars
     #: an untrusted paste over ``max_untrusted_paste_chars`` that is at least this share of the
     #: written answer is a pasted answer: strong evidence on its own (docs/telemetry.md)
-    strong_paste_share: float = 0.8
+    strong_paste_share: float = _POLICY.strong_paste_share
     #: this many independent signals together (paste, speed, rhythm, editing) are strong
     #: evidence; fewer are weak and go to review with their evidence (docs/telemetry.md)
-    exclude_signals: int = 3
+    exclude_signals: int = _POLICY.exclude_signals
     #: machine-regular typing (``machine_typing``, which people hardly ever show) with this many
     #: independent signals in all is strong evidence too (docs/telemetry.md)
-    exclude_signals_with_rhythm: int = 2
+    exclude_signals_with_rhythm: int = _POLICY.exclude_signals_with_rhythm
     min_jaccard: float = 0.8
     shingle: int = 5
     num_perm: int = 64
@@ -70,6 +71,11 @@ class TelemetrySettings:
                 f"policy.telemetry: unknown setting(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}"
             )
         return cls(**raw)
+
+    @classmethod
+    def of(cls, policy: TelemetryPolicy) -> TelemetrySettings:
+        """A project's thresholds (``policy.telemetry``), the near-duplicate search's defaults."""
+        return cls(**policy.model_dump())
 
 
 def shingles(text: str, k: int = 5) -> set[str]:

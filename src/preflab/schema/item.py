@@ -11,6 +11,12 @@ from .identity import candidate_key, identity, item_content, item_key
 from .judgments import JudgmentBase, parse_judgment
 
 
+def _set(identifier: str | None) -> str:
+    if identifier is None:  # only a model built without validation (model_construct)
+        raise ValueError("an id is set when an item or a candidate is validated")
+    return identifier
+
+
 class Candidate(StrictModel):
     """One answer to an item's prompt: plain ``text`` or a list of chat ``messages``."""
 
@@ -28,6 +34,16 @@ class Candidate(StrictModel):
         if self.id is None:
             self.id = candidate_key(self.body_json())
         return self
+
+    @property
+    def key(self) -> str:
+        """The candidate's id, typed ``str``: validation always sets it (``id`` is optional on
+        input only, where the body's hash stands in for it).
+
+        >>> Candidate(text="Paris").key == Candidate(text="Paris").id
+        True
+        """
+        return _set(self.id)
 
     def body_json(self) -> Any:
         if self.text is not None:
@@ -87,6 +103,16 @@ class Item(StrictModel):
         if "reference_provenance" in self.metadata:
             self._check_reference_provenance(self.metadata["reference_provenance"])
         return self
+
+    @property
+    def key(self) -> str:
+        """The item's id, typed ``str``: validation always sets it (``id`` is optional on input
+        only, where the content's hash stands in for it); the store calls it ``item_key``.
+
+        >>> Item(id="q1", prompt="2+2?", candidates=[{"text": "4"}]).key
+        'q1'
+        """
+        return _set(self.id)
 
     def _check_reference_provenance(self, raw: Any) -> None:
         """``metadata.reference_provenance`` (:mod:`.authorship`) is validated at import."""

@@ -33,12 +33,6 @@ def scored_by_verifier(metadata: dict[str, Any] | None, verifiable_to_raters: bo
     return route_of_metadata(metadata) is not None and not verifiable_to_raters
 
 
-def verifiable_to_raters(project_settings: dict[str, Any] | None) -> bool:
-    """The project's ``policy.verifiable_to_raters`` setting, read from its stored settings."""
-    policy = (project_settings or {}).get("policy") or {}
-    return bool(policy.get("verifiable_to_raters", False))
-
-
 def verify_task(item: Item) -> dict[str, Any] | None:
     task = (item.metadata or {}).get("verify_task")
     return task if isinstance(task, dict) else None

@@ -18,13 +18,13 @@ from typing import Any
 from sqlalchemy import and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
+from ..schema.policy import Policy, settings_of
 from ..store.models import ItemRow, utcnow
 from ..store.repo import item_from_row
 from ..store.server_models import Assignment, PoolDomain, PoolEntry, RaterStatus
 from .database import Database
 from .flow import next as rules
 from .permissions import ProjectRef
-from .policy import Policy, settings_of
 from .projects import insert_ignore
 
 __all__ = ["lock_rater_status", "release", "task_payload"]

@@ -29,10 +29,10 @@ from sqlalchemy.orm import Session, selectinload
 
 from ..quality.telemetry import TelemetrySettings, judgment_flags
 from ..schema import prompt_as_text
+from ..schema.policy import settings_of
 from ..store.models import CandidateRow, ItemRow, JudgmentRow, Rater
 from . import review
 from .permissions import ProjectRef
-from .policy import settings_of
 
 #: The total counts matches up to this many ("10000+" beyond).
 COUNT_CAP = 10_000

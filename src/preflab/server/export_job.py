@@ -148,11 +148,9 @@ def run(engine: Engine, pk: int) -> str | None:
     status, result, error = "failed", None, None
     manifest: dict[str, Any] | None = None
     try:
-        export_options, aggregator = build(options, out_dir)
+        export_options = build(options, out_dir)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-        manifest = export_project(
-            engine, str(project), export_options, aggregator=aggregator, progress=pulse.progress
-        )
+        manifest = export_project(engine, str(project), export_options, progress=pulse.progress)
         pulse.interruptible = False
         status, result = "done", _result(engine, out_dir, manifest)
     except Cancelled as exc:

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from ..schema.policy import Policy, settings_of
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import (
@@ -43,7 +44,6 @@ from .flow.submit import (
 )
 from .gold import expected_judgment, qualification_record, score_gold
 from .permissions import ProjectRef
-from .policy import Policy, settings_of
 from .quality_adapter import drift_alarm, qualification_decision, wilson_interval
 
 __all__ = ["SCORED_LATER", "JudgingError", "after_submit", "build_judgment"]

@@ -14,18 +14,18 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from ..io.export import AGGREGATORS, ExportOptions
+from ..io.export import ExportOptions
 from ..io.export import export_project as run_export
 from ..io.export.base import ExportError
 from ..io.importer import ImportFailed, ImportOptions, import_files
 from ..schema import Item, kinds_for_item, unfit_item_reason
+from ..schema.policy import Policy, Settings, settings_of
 from ..schema.routing import scored_by_verifier
 from ..store import repo
 from ..store.models import CandidateRow, ExportLog, ItemRow, JudgmentRow, Project
 from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
 from .database import Database
 from .export_options import check_choices
-from .policy import Policy, Settings, settings_of
 
 
 def _judging_error(status: int, message: str, errors: list | None = None) -> Exception:
@@ -319,8 +319,7 @@ def export_project(
         manifest = run_export(
             db.engine,
             project_name,
-            ExportOptions(format=fmt, out=out_dir, **options),
-            aggregator=AGGREGATORS[aggregation],
+            ExportOptions(format=fmt, out=out_dir, aggregation=aggregation, **options),
         )
     except ExportError as exc:
         raise _judging_error(422, str(exc)) from None

@@ -24,6 +24,7 @@ from ..quality.bias import word_length
 from ..quality.telemetry import Assessment, TelemetrySettings, assess
 from ..schema import ReviewPass
 from ..schema.authorship import ReferenceProvenance
+from ..schema.policy import settings_of
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import (
@@ -44,7 +45,6 @@ from .assign import expired_leases
 from .database import Database
 from .judging import JudgingError, build_judgment
 from .permissions import ProjectRef
-from .policy import settings_of
 from .quality_adapter import wilson_interval
 
 # -- judgments under review -----------------------------------------------------------------------

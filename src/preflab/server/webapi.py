@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, aliased
 
+from ..schema.policy import settings_of
 from ..store.server_models import (
     SKIP_REASONS,
     Assignment,
@@ -26,7 +27,6 @@ from .auth import verified_domains
 from .database import Database
 from .judging import JudgingError
 from .permissions import ProjectRef
-from .policy import settings_of
 
 # -- why a rater gets no item ----------------------------------------------------------------------
 

@@ -83,9 +83,10 @@ def calibration(delta: np.ndarray, bins: int = CALIBRATION_BINS) -> dict[str, An
     for b in range(bins):
         mask = which == b
         n = int(mask.sum())
-        conf = float(confidence[mask].mean()) if n else None
-        acc = float(right[mask].mean()) if n else None
+        conf: float | None = None
+        acc: float | None = None
         if n:
+            conf, acc = float(confidence[mask].mean()), float(right[mask].mean())
             ece += n / len(delta) * abs(acc - conf)
         rows.append(
             {
@@ -176,7 +177,7 @@ def evaluate_pairs(
     rc, rr = np.asarray(reward_chosen, float), np.asarray(reward_rejected, float)
     lc = np.array([length(p.chosen) for p in heldout], float)
     lr = np.array([length(p.rejected) for p in heldout], float)
-    strata = {
+    strata: dict[str, Sequence[str]] = {
         "length": list(length_stratum(lc, lr)),
         "domain": [p.domain or "none" for p in heldout],
         "agreement": [agreement_level(p) for p in heldout],
@@ -191,7 +192,7 @@ def evaluate_pairs(
         methods["tfidf_lr"] = method_summary(lr_delta, strata)
     rewards, lengths = np.r_[rc, rr], np.r_[lc, lr]
     rho = spearmanr(rewards, lengths) if np.ptp(lengths) > 0 and np.ptp(rewards) > 0 else None
-    report = {
+    report: dict[str, Any] = {
         "n_heldout": len(heldout),
         "n_train": len(train),
         "length_unit": "tokens",

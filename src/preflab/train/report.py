@@ -5,29 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..quality.report import _bar_svg, _e, _fmt, _table
+from ..quality.html_parts import bar_svg, escape, fmt, html_page, html_table
 
-STYLE = (
-    "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
-    "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}th{background:#eee}"
-)
 METHOD_NAMES = {
     "reward_model": "reward model",
     "longer_wins": "longer wins",
     "shorter_wins": "shorter wins",
     "tfidf_lr": "TF-IDF + LR",
 }
-
-
-def _page(title: str, body: list[str]) -> str:
-    return "".join(
-        [
-            f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>",
-            *body,
-            "</body></html>",
-        ]
-    )
 
 
 def line_svg(
@@ -68,9 +53,9 @@ def line_svg(
         f'<text x="{w - pad}" y="{h - pad + 15}" font-size="10" text-anchor="end">{x1:.3g}</text>',
         f'<text x="{pad - 4}" y="{h - pad}" font-size="10" text-anchor="end">{y0:.3g}</text>',
         f'<text x="{pad - 4}" y="{pad + 8}" font-size="10" text-anchor="end">{y1:.3g}</text>',
-        f'<text x="{w / 2}" y="{h - 8}" font-size="12" text-anchor="middle">{_e(x_label)}</text>',
+        f'<text x="{w / 2}" y="{h - 8}" font-size="12" text-anchor="middle">{escape(x_label)}</text>',
         f'<text x="12" y="{h / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 12 {h / 2})">'
-        f"{_e(y_label)}</text>",
+        f"{escape(y_label)}</text>",
         "</svg>",
     ]
     return "".join(parts)
@@ -81,11 +66,11 @@ def render_eval_html(
 ) -> str:
     methods = report["methods"]
     body = [
-        f"<p>Model <code>{_e(report.get('model', ''))}</code>; {report['n_heldout']} held-out pairs "
+        f"<p>Model <code>{escape(report.get('model', ''))}</code>; {report['n_heldout']} held-out pairs "
         f"(split by prompt), baselines fitted on {report['n_train']} training pairs in the same run. "
         f"Lengths in {report['length_unit']}.</p>",
         "<h2>Pairwise accuracy (95 % Wilson CI)</h2>",
-        _table(
+        html_table(
             ["method", "accuracy", "low", "high", "pairs", "|longer − shorter|"],
             [
                 [
@@ -99,7 +84,7 @@ def render_eval_html(
                 for k, m in methods.items()
             ],
         ),
-        _bar_svg(
+        bar_svg(
             [
                 (METHOD_NAMES.get(k, k), m["accuracy"], m["low"], m["high"])
                 for k, m in methods.items()
@@ -111,7 +96,7 @@ def render_eval_html(
     if report.get("versus"):
         body.append("<h2>Reward model against each baseline, pair by pair (exact McNemar)</h2>")
         body.append(
-            _table(
+            html_table(
                 ["baseline", "RM − baseline", "only RM right", "only baseline right", "p"],
                 [
                     [
@@ -129,7 +114,7 @@ def render_eval_html(
         groups = sorted({g for m in methods.values() for g in m["strata"][stratum]})
         body.append(f"<h2>Accuracy by {stratum}</h2>")
         body.append(
-            _table(
+            html_table(
                 ["method", *groups],
                 [
                     [
@@ -142,7 +127,7 @@ def render_eval_html(
         )
         rm = methods["reward_model"]["strata"][stratum]
         body.append(
-            _bar_svg(
+            bar_svg(
                 [
                     (f"RM: {g} (n={rm[g]['n']})", rm[g]["accuracy"], rm[g]["low"], rm[g]["high"])
                     for g in groups
@@ -155,12 +140,12 @@ def render_eval_html(
     rho = report.get("spearman_reward_length")
     body.append("<h2>Reward and length</h2>")
     body.append(
-        f"<p>Spearman ρ(reward, length) over held-out answers: {_fmt(rho and rho['rho'])} "
-        f"(p = {_fmt(rho and rho['p_value'], 4)}).</p>"
+        f"<p>Spearman ρ(reward, length) over held-out answers: {fmt(rho and rho['rho'])} "
+        f"(p = {fmt(rho and rho['p_value'], 4)}).</p>"
     )
     for name, cal in report["calibration"].items():
         body.append(
-            f"<h2>Calibration: {_e(METHOD_NAMES.get(name, name))} (ECE {_fmt(cal['ece'])})</h2>"
+            f"<h2>Calibration: {escape(METHOD_NAMES.get(name, name))} (ECE {fmt(cal['ece'])})</h2>"
         )
         body.append(
             line_svg(
@@ -172,7 +157,7 @@ def render_eval_html(
             )
         )
         body.append(
-            _table(
+            html_table(
                 ["bin", "pairs", "confidence", "accuracy"],
                 [
                     [f"{b['low']:.2f}–{b['high']:.2f}", b["n"], b["confidence"], b["accuracy"]]
@@ -180,7 +165,7 @@ def render_eval_html(
                 ],
             )
         )
-    return _page(title, body)
+    return html_page(title, body)
 
 
 MONITOR_LABELS = {
@@ -197,14 +182,14 @@ def render_rl_html(report: Mapping[str, Any], title: str = "preflab RL run: moni
     steps = report["steps"]
     spec = report.get("reward") or {"mode": "rm", "functions": ["reward_model"], "weights": [1.0]}
     terms = " + ".join(
-        f"{_fmt(w)} · {_e(f)}"
+        f"{fmt(w)} · {escape(f)}"
         for f, w in zip(spec["functions"], spec["weights"], strict=False)
         if f != "language_drift"
     )
     body = [
-        f"<p>{len(steps)} logged steps, β = {_fmt(report.get('beta'))}, reward "
-        f"<code>{_e(spec['mode'])}</code>: r = {terms}; GRPO group size "
-        f"{_e(report.get('group_size', ''))}. If the reward keeps rising while "
+        f"<p>{len(steps)} logged steps, β = {fmt(report.get('beta'))}, reward "
+        f"<code>{escape(spec['mode'])}</code>: r = {terms}; GRPO group size "
+        f"{escape(report.get('group_size', ''))}. If the reward keeps rising while "
         "the KL to the reference grows and answers lengthen, the policy may be exploiting the reward "
         'rather than improving (Gao et al. 2023, "Scaling Laws for Reward Model Overoptimization"). '
         "Entropy falling towards 0 is collapse; a high share of zero-variance groups (all samples "
@@ -216,13 +201,15 @@ def render_rl_html(report: Mapping[str, Any], title: str = "preflab RL run: moni
     if guessable:
         body.append(
             "<p>Left out as guessable (a trivial answer passes the verifier): "
-            + ", ".join(f"<code>{_e(t)}</code> ({_e(', '.join(v))})" for t, v in guessable.items())
+            + ", ".join(
+                f"<code>{escape(t)}</code> ({escape(', '.join(v))})" for t, v in guessable.items()
+            )
             + "</p>"
         )
     summary = report.get("monitors") or {}
     body.append("<h2>Monitors</h2>")
     body.append(
-        _table(
+        html_table(
             ["monitor", "first step", "last step", "mean"],
             [
                 [MONITOR_LABELS[k], v["first"], v["last"], v["mean"]]
@@ -246,7 +233,7 @@ def render_rl_html(report: Mapping[str, Any], title: str = "preflab RL run: moni
         ),
     ]
     for key in ("entropy", "zero_variance_share", "language_drift"):
-        body.append(f"<h2>{_e(MONITOR_LABELS[key])} by step</h2>")
+        body.append(f"<h2>{escape(MONITOR_LABELS[key])} by step</h2>")
         body.append(
             line_svg(
                 [(s["step"], s.get(key)) for s in steps],
@@ -257,7 +244,7 @@ def render_rl_html(report: Mapping[str, Any], title: str = "preflab RL run: moni
     names = sorted({n for s in steps for n in (s.get("rewards") or {})})
     body.append("<h2>Every step</h2>")
     body.append(
-        _table(
+        html_table(
             ["step", "reward", "KL", "entropy", "length", "zero-variance groups", "drift"]
             + [f"mean {n}" for n in names],
             [
@@ -275,4 +262,4 @@ def render_rl_html(report: Mapping[str, Any], title: str = "preflab RL run: moni
             ],
         )
     )
-    return _page(title, body)
+    return html_page(title, body)

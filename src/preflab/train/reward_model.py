@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -314,11 +314,11 @@ def train_reward_model(
     trainer = RewardTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer
     )
-    if len(trainer.train_dataset) != len(
-        dataset
-    ):  # TRL's max_length filter must find nothing to drop
+    kept = trainer.train_dataset
+    assert isinstance(kept, Sized)  # the dataset given, after TRL's filters
+    if len(kept) != len(dataset):  # TRL's max_length filter must find nothing to drop
         raise RuntimeError(
-            f"TRL dropped {len(dataset) - len(trainer.train_dataset)} pairs that were truncated to fit"
+            f"TRL dropped {len(dataset) - len(kept)} pairs that were truncated to fit"
         )
     with redirect_stdout(sys.stderr):  # trainer logs on stderr: stdout stays for results (--json)
         result = trainer.train()

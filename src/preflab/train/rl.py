@@ -96,7 +96,9 @@ def read_rl_prompts(
     rows: list[RLPrompt] = []
     errors: list[str] = []
     for line_no, row in jsonl_objects(path):
-        meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+        meta = row.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
         task_id = row.get("task_id", meta.get("task_id"))
         prompt = row.get("prompt")
         if tasks is not None:

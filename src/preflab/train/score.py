@@ -234,5 +234,7 @@ def generate_candidates(
                 pad_token_id=pad,
             )
         for seq in gen[:, enc["input_ids"].shape[1] :]:
-            out.append(Response(prompt, tokenizer.decode(seq, skip_special_tokens=True)))
+            text = tokenizer.decode(seq, skip_special_tokens=True)
+            assert isinstance(text, str)  # one sequence decodes to one string
+            out.append(Response(prompt, text))
     return out

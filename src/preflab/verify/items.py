@@ -79,17 +79,17 @@ def plan_project(items: Iterable[Item]) -> ProjectPlan:
             continue
         if task is None:
             continue
-        plan.tasks[item.id] = task
+        plan.tasks[item.key] = task
         record = (item.metadata or {}).get("trajectory")
         if isinstance(record, Mapping):
-            plan.trajectories[item.id] = dict(record)
+            plan.trajectories[item.key] = dict(record)
             trajectory = Trajectory.model_validate(record)
             plan.submissions.append(
-                Submission(item.id, completion_of(trajectory), TRAJECTORY_CANDIDATE)
+                Submission(item.key, completion_of(trajectory), TRAJECTORY_CANDIDATE)
             )
             continue
         for candidate in item.candidates:
-            plan.submissions.append(Submission(item.id, candidate.as_text(), candidate.id))
+            plan.submissions.append(Submission(item.key, candidate.as_text(), candidate.key))
     return plan
 
 
@@ -110,5 +110,6 @@ def verdicts_to_store(plan: ProjectPlan, verdicts: list[Verdict]) -> StoredVerdi
             out.items[sub.task_id] = {"trajectory": fill_verifier_block(trajectory, verdict).dump()}
         else:
             block = {**verdict.verifier_block(), "reason": verdict.reason}
+            assert sub.solution_id is not None  # plan_project names every candidate it submits
             out.candidates[(sub.task_id, sub.solution_id)] = {"verifier": block}
     return out

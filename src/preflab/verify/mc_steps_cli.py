@@ -95,8 +95,7 @@ def send_back(engine, project_name: str, checks: list[StepCheck], threshold: flo
 
 
 def render_html(report: dict[str, Any], checks: list[StepCheck]) -> str:
-    from preflab.quality.report import _e, _table
-    from preflab.train.report import _page
+    from preflab.quality.html_parts import escape, html_page, html_table
 
     a = report["agreement"]
     body = [
@@ -109,17 +108,17 @@ def render_html(report: dict[str, Any], checks: list[StepCheck]) -> str:
         "<p>A weak policy fails from sound prefixes and a strong one recovers from wrong steps; "
         "N rollouts carry binomial noise. A disagreement asks a person to look.</p>",
         "<h2>Agreement</h2>",
-        _table(
+        html_table(
             ["steps compared", "neutral", "agreement", "Cohen's κ", "disagreements"],
             [[a["compared"], a["neutral"], a["agreement"], a["kappa"], a["disagreements"]]],
         ),
-        _table(["human / Monte Carlo", "count"], [[k, v] for k, v in a["confusion"].items()]),
-        _table(
+        html_table(["human / Monte Carlo", "count"], [[k, v] for k, v in a["confusion"].items()]),
+        html_table(
             ["human verdict", "steps", "mean estimate"],
             [[k, v["steps"], v["mean_estimate"]] for k, v in a["by_human_verdict"].items()],
         ),
         "<h2>Disagreements</h2>",
-        _table(
+        html_table(
             ["item", "candidate", "judgment", "step", "human", "estimate", "rollouts", "evidence"],
             [
                 [
@@ -141,9 +140,9 @@ def render_html(report: dict[str, Any], checks: list[StepCheck]) -> str:
         r = report["review"]
         body.append(
             f"<p>Sent to review: {len(r['sent'])} judgments; left as they were: "
-            f"{_e(len(r['skipped']))}.</p>"
+            f"{escape(len(r['skipped']))}.</p>"
         )
-    return _page("preflab Monte Carlo check of step labels", body)
+    return html_page("preflab Monte Carlo check of step labels", body)
 
 
 def steps_command(

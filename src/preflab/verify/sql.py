@@ -81,7 +81,8 @@ def verify_sql(task: SqlTask, completion: str) -> Verdict:
         try:
             if task.expected_rows is not None:
                 expected = [tuple(normal(v) for v in row) for row in task.expected_rows]
-            else:
+            else:  # a task has exactly one of them (SqlTask's validation)
+                assert task.reference_query is not None
                 expected = run_query(copy, task.reference_query, deadline_s=task.timeout_s)
             actual = run_query(copy, query, deadline_s=task.timeout_s)
             error = None
@@ -90,8 +91,8 @@ def verify_sql(task: SqlTask, completion: str) -> Verdict:
         intact = sha256_file(copy) == copy_digest and sha256_file(fixture) == before
     if not intact:
         reward, reason = 0.0, "fixture digest changed during the run"
-    elif error:
-        reward, reason = 0.0, error
+    elif actual is None:  # the query failed: ``error`` says how
+        reward, reason = 0.0, str(error)
     elif same_result(expected, actual, ordered=task.ordered):
         reward, reason = 1.0, f"{len(actual)} rows match"
     else:

@@ -12,9 +12,9 @@ and returns the manifest. Label resolution (revisions, adjudication, aggregation
 
 from __future__ import annotations
 
+from ...schema.export_options import DEFAULT_LENGTH_GATE
 from .aggregators import AGGREGATORS, aggregate_pairwise_dawid_skene
 from .base import (
-    DEFAULT_LENGTH_GATE,
     FILE_FORMATS,
     ExportData,
     Exporter,

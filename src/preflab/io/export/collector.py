@@ -12,9 +12,9 @@ from typing import Any
 
 from ...quality.gold import gold_accuracy, gold_outcomes
 from ...schema import Item, Rubric
-from ...schema.routing import scored_by_verifier, verifiable_to_raters
+from ...schema.routing import scored_by_verifier
 from ...store.repo import get_rubric
-from .base import ExportData, Exporter, ExportOptions
+from .base import ExportData, Exporter, ExportOptions, project_policy
 from .resolve import (
     LengthFn,
     PairAggregator,
@@ -64,9 +64,9 @@ class Collector:
         self.options = options
         self.aggregator, self.length_fn = aggregator, length_fn
         self.keep_gold = options.include_gold or not exporter.training
-        self.to_raters = verifiable_to_raters(project.settings)
         self.shared = ExportData(project=project.name, items={}, length_fn=length_fn)
-        self.shared.policy = dict((project.settings or {}).get("policy") or {})
+        self.shared.policy = project_policy(project.settings)
+        self.to_raters = self.shared.policy.verifiable_to_raters
         self.shared.telemetry = TelemetryCounts()
         self.rubric_cache: dict[tuple[str | None, int | None], Rubric | None] = {}
         self.stats: dict[str, Any] = {
@@ -87,7 +87,7 @@ class Collector:
             None
             if options.include_flagged
             else telemetry_filter(
-                project_telemetry_settings(project.settings),
+                project_telemetry_settings(self.shared.policy),
                 self.shared.drops,
                 self.shared.telemetry,
                 kept_by_reviewers(session, project.pk),

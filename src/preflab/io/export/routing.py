@@ -36,9 +36,9 @@ def verifier_outcomes(item: Item) -> dict[str, bool]:
     """``{candidate_id: passed}`` for the candidates with a stored verdict."""
     out = {}
     for candidate in item.candidates:
-        block = verifier_block(item, candidate.id)
+        block = verifier_block(item, candidate.key)
         if block:
-            out[candidate.id] = verifier_failure(block) is None
+            out[candidate.key] = verifier_failure(block) is None
     return out
 
 
@@ -59,12 +59,14 @@ def verifier_reward(item: Item, candidate_id: str) -> float | None:
 def verifier_pairs(item: Item, drops: DropLog) -> list[ResolvedPair]:
     outcomes = verifier_outcomes(item)
     if not outcomes:
-        drops.drop(GATE, "verifiable item not verified yet (run `preflab verify project`)", item.id)
+        drops.drop(
+            GATE, "verifiable item not verified yet (run `preflab verify project`)", item.key
+        )
         return []
     passed = sorted(c for c, ok in outcomes.items() if ok)
     failed = sorted(c for c, ok in outcomes.items() if not ok)
     return [
-        ResolvedPair(item.id, good, bad, PASS_OVER_FAIL, 1, 1.0, (), origin=VERIFIER_ORIGIN)
+        ResolvedPair(item.key, good, bad, PASS_OVER_FAIL, 1, 1.0, (), origin=VERIFIER_ORIGIN)
         for good in passed
         for bad in failed
     ]
@@ -73,9 +75,11 @@ def verifier_pairs(item: Item, drops: DropLog) -> list[ResolvedPair]:
 def verifier_unary(item: Item, drops: DropLog) -> list[ResolvedUnary]:
     outcomes = verifier_outcomes(item)
     if not outcomes:
-        drops.drop(GATE, "verifiable item not verified yet (run `preflab verify project`)", item.id)
+        drops.drop(
+            GATE, "verifiable item not verified yet (run `preflab verify project`)", item.key
+        )
     return [
-        ResolvedUnary(item.id, cid, ok, 1, 1.0, (), origin=VERIFIER_ORIGIN)
+        ResolvedUnary(item.key, cid, ok, 1, 1.0, (), origin=VERIFIER_ORIGIN)
         for cid, ok in sorted(outcomes.items())
     ]
 

@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 from sqlalchemy import func, select
 
+from ...schema.policy import Policy
 from ...store import ItemRow
 from ...store.repo import iter_items_with_judgments
 from . import writers
@@ -49,7 +50,6 @@ from .length_gate import (
     VerbosityTally,
     apply_verbosity_penalty,
     length_parity_gate,
-    project_verbosity_penalty,
 )
 from .provenance import LabelIndex
 from .resolve import PairAggregator, aggregate_pairwise
@@ -165,9 +165,9 @@ class Reporter:
 class Figures:
     """What pass 1 keeps of the whole project (see the module docstring)."""
 
-    def __init__(self, options: ExportOptions, policy: dict[str, Any]) -> None:
+    def __init__(self, options: ExportOptions, policy: Policy) -> None:
         self.options = options
-        self.penalty = project_verbosity_penalty(policy)
+        self.penalty = policy.verbosity_penalty
         self.length = LengthTally()
         self.length_ran = False
         self.verbosity = VerbosityTally()

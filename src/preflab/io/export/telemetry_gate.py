@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from ...quality.bias import word_length
 from ...quality.telemetry import TelemetrySettings, assess
 from ...schema import Item, JudgmentBase
+from ...schema.policy import Policy
 from ...store.server_models import TELEMETRY_KEPT, ReviewRequest
 from .resolve import DropLog
 
@@ -38,10 +39,9 @@ RULE = (
 )
 
 
-def project_telemetry_settings(project_settings: dict[str, Any] | None) -> TelemetrySettings:
-    """The project's thresholds (read raw: io does not import the server's policy model)."""
-    policy = (project_settings or {}).get("policy") or {}
-    return TelemetrySettings.from_policy(policy.get("telemetry"))
+def project_telemetry_settings(policy: Policy) -> TelemetrySettings:
+    """The project's thresholds (``policy.telemetry``)."""
+    return TelemetrySettings.of(policy.telemetry)
 
 
 def kept_by_reviewers(session: Session, project_pk: int) -> set[int]:
@@ -89,7 +89,7 @@ def telemetry_filter(
         total = 0
         for c in item.candidates:
             if c.id in j.candidate_ids():
-                total += words.setdefault((item.id, c.id), word_length(c.as_text()))
+                total += words.setdefault((item.key, c.key), word_length(c.as_text()))
         return total
 
     def keep(item: Item, j: JudgmentBase, pk: int | None = None) -> bool:
@@ -106,7 +106,7 @@ def telemetry_filter(
         if pk is not None and pk in kept_by_reviewer:
             counts.kept_by_reviewer[found.reason] += 1
             return True
-        drops.drop("telemetry", found.reason, item.id)
+        drops.drop("telemetry", found.reason, item.key)
         return False
 
     return keep

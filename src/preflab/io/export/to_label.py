@@ -51,6 +51,10 @@ class ToLabel(Exporter):
             yield {
                 "id": part,
                 "prompt": [text.prompt(i) for i in part],
-                "answer_a": [text.completion(i, c[0].id) for i, c in zip(part, cands, strict=True)],
-                "answer_b": [text.completion(i, c[1].id) for i, c in zip(part, cands, strict=True)],
+                "answer_a": [
+                    text.completion(i, c[0].key) for i, c in zip(part, cands, strict=True)
+                ],
+                "answer_b": [
+                    text.completion(i, c[1].key) for i, c in zip(part, cands, strict=True)
+                ],
             }

@@ -62,10 +62,10 @@ class TRLSFT(Exporter):
                 for cand in item.candidates:
                     if cand.source != "human":
                         continue
-                    if reason := candidate_failure(item, cand.id):  # the truth gate
-                        data.drops.drop(GATE, f"SFT answer: {reason}", item.id)
+                    if reason := candidate_failure(item, cand.key):  # the truth gate
+                        data.drops.drop(GATE, f"SFT answer: {reason}", item.key)
                         continue
-                    by_item.setdefault(item.id, []).append(cand)
+                    by_item.setdefault(item.key, []).append(cand)
         return [(item_id, a) for item_id in data.items for a in by_item.get(item_id, ())]
 
     def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:

@@ -50,7 +50,9 @@ def chat_message(turn: Turn, last_tool: str | None) -> dict[str, Any]:
 
 
 def sft_rows(trajectory: Trajectory) -> list[dict[str, Any]]:
-    messages, rows, last_tool = [], [], None
+    messages: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    last_tool = None
     for turn in trajectory.turns:
         message = chat_message(turn, last_tool)
         if turn.role == "assistant" and turn.loss_mask == 1:
@@ -82,7 +84,7 @@ class TRLSFTAgent(Exporter):
             ):
                 continue
             if reason := candidate_failure(item, TRAJECTORY_CANDIDATE):
-                data.drops.drop(GATE, f"SFT trajectory: {reason}", item.id)
+                data.drops.drop(GATE, f"SFT trajectory: {reason}", item.key)
                 continue
             for row in sft_rows(Trajectory.model_validate(stored)):
                 batch["prompt"].append(orjson.dumps(row["prompt"]).decode())
@@ -114,7 +116,9 @@ def trajectory_step_rows(
     every prior turn as text (tool calls and tool outputs included), its steps that turn's.
     ``labels`` are the resolved labels of all steps in order (they stop at the first error),
     consumed turn by turn."""
-    rows, messages, last_tool, at = [], [], None, 0
+    rows: list[tuple[str, list[str], list[bool]]] = []
+    messages: list[dict[str, Any]] = []
+    last_tool, at = None, 0
     for turn in trajectory.turns:
         if turn.prm_steps and at < len(labels):
             taken = labels[at : at + len(turn.prm_steps)]

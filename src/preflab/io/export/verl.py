@@ -276,6 +276,7 @@ def _extra_info(item, split: str, index: int) -> dict:
     style = _reward_model(item)["style"]
     route = verifiable_route(item)
     task = None
+    verifier: str | None
     if (
         route is not None
     ):  # names the verifier; the whole task travels too (a math task's tolerance)

@@ -343,11 +343,11 @@ def _trajectory_convert(record: dict[str, Any], options: ConvertOptions) -> Conv
     out = Converted([item], [])
     prov = _trajectory_provenance(traj, options)
     # as a suggestion the verdicts stay in metadata.trajectory only: no label fills the item
-    steps = _trajectory_steps(item.id, traj, prov) if options.step_verdicts == "label" else None
+    steps = _trajectory_steps(item.key, traj, prov) if options.step_verdicts == "label" else None
     if steps is not None:
         out.judgments.append(steps)
     if traj.rubric:
-        out.judgments.append(_trajectory_rubric(item.id, traj.rubric, prov))
+        out.judgments.append(_trajectory_rubric(item.key, traj.rubric, prov))
     return out
 
 
@@ -620,13 +620,13 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
         if normal_answer(chosen) == normal_answer(rejected):
             raise RecordError("rejected", IDENTICAL)
         try:
-            item = text_item_rows(
+            rows = text_item_rows(
                 prompt, [(None, chosen, None), (None, rejected, None)], meta, item_id
             )
-            ids = item.candidate_keys
+            ids = rows.candidate_keys
             shown = (ids[0], ids[1]) if ids[0] < ids[1] else (ids[1], ids[0])
-            judgment = pairwise_rows(
-                item.key,
+            judgment_rows = pairwise_rows(
+                rows.key,
                 shown,
                 "a" if shown[0] == ids[0] else "b",
                 strength,
@@ -636,7 +636,7 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
             )
         except ValueError as exc:
             raise RecordError("(record)", str(exc)) from None
-        return Converted([item], [judgment])
+        return Converted([rows], [judgment_rows])
 
     # Message lists (TRL conversational), with or without an explicit prompt.
     for key, value in (("chosen", chosen), ("rejected", rejected)):
@@ -669,8 +669,8 @@ def _comparison_convert_general(record: dict[str, Any], options: ConvertOptions)
     if record.get("domains") is not None:
         data["domains"] = record["domains"]
     item = _item(data)
-    good, bad = item.candidates[0].id, item.candidates[1].id
-    shown = tuple(sorted((good, bad)))
+    good, bad = item.candidates[0].key, item.candidates[1].key
+    shown = (good, bad) if good < bad else (bad, good)
     try:
         judgment = PairwiseJudgment(
             item_id=item.id,

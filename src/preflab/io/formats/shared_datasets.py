@@ -22,6 +22,7 @@ from typing import Any
 from ...schema import (
     Dimension,
     Item,
+    JudgmentBase,
     Message,
     PairwiseJudgment,
     Rubric,
@@ -29,6 +30,7 @@ from ...schema import (
     UnaryJudgment,
 )
 from ...schema.identity import candidate_key
+from ...store.rows import JudgmentRows
 from . import Converted, ConvertOptions, RecordError, RecordFormat, check_unknown, register, require
 from .generic import anonymous_rater, labeler_source
 
@@ -80,7 +82,7 @@ def _pandalm_convert(record: dict[str, Any], options: ConvertOptions) -> Convert
             **extra,
         },
     )
-    judgments = []
+    judgments: list[JudgmentBase | JudgmentRows] = []
     for n in (1, 2, 3):
         value = require(record, f"annotator{n}", int)
         if value not in (0, 1, 2):

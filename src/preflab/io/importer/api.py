@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
+from ...schema.policy import stored_policy
 from ...settings import get_settings
 from ...store import repo
 from ...store.bulk import bulk_transaction
@@ -158,12 +159,9 @@ def _import(
 
 
 def _project_ai_rules(project: Project) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The project's ``policy.ai_labelers`` and ``policy.ai_labeler_patterns`` (read raw: io does
-    not import the server, whose ``Policy`` model validates them when they are changed)."""
-    policy = (project.settings or {}).get("policy") or {}
-    names = tuple(str(n) for n in policy.get("ai_labelers") or ())
-    patterns = tuple(str(p) for p in policy.get("ai_labeler_patterns") or ())
-    return names, patterns
+    """The project's ``policy.ai_labelers`` and ``policy.ai_labeler_patterns``."""
+    policy = stored_policy(project.settings)
+    return tuple(policy.ai_labelers), tuple(policy.ai_labeler_patterns)
 
 
 def _with_project_ai_labelers(options: ImportOptions, project: Project) -> ImportOptions:
@@ -239,10 +237,10 @@ def ai_labeler_summary(
 
 
 def _with_project_step_verdicts(options: ImportOptions, project: Project) -> ImportOptions:
-    """``options`` with the project's ``policy.imported_step_verdicts`` setting (read raw, like
-    :func:`_with_project_ai_labelers`; the server's ``Policy`` validates it when it changes)."""
-    mode = ((project.settings or {}).get("policy") or {}).get("imported_step_verdicts") or "label"
-    return dataclasses.replace(options, step_verdicts=str(mode))
+    """``options`` with the project's ``policy.imported_step_verdicts`` setting."""
+    return dataclasses.replace(
+        options, step_verdicts=stored_policy(project.settings).imported_step_verdicts
+    )
 
 
 def validate_files(

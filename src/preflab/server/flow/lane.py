@@ -37,12 +37,12 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from ...schema import Item, Rubric
+from ...schema.policy import Policy, policy_of
 from ...store.models import Project
 from ...store.rows import judgment_rows
 from .. import judging
 from ..csrf import token_matches
 from ..permissions import ProjectRef, allowed
-from ..policy import Policy, policy_of
 from ..quality_adapter import final_qualification
 from ..sql import (
     JUDGMENT_DT_COLS,

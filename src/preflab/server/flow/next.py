@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...schema import kinds_for_item
+from ...schema.policy import Policy
 from ..permissions import ProjectRef
-from ..policy import Policy
 from .common import aware
 
 #: How many candidate rows one pick locks at a time (PostgreSQL skips rows others hold).

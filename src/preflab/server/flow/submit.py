@@ -27,10 +27,10 @@ from ...schema.pairwise import (
     judgment_content_hash,
     pairwise_hashed,
 )
+from ...schema.policy import policy_of
 from ...store import repo
 from ...store.models import ItemRow, Project, utcnow
 from ...store.rows import pairwise_judgment_values
-from ..policy import policy_of
 from ..wire import wire_problems
 from .common import NotCommon, aware
 

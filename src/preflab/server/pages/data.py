@@ -74,10 +74,10 @@ def label_progress(
     not seen, domain allowed, not full) and how many they submitted in this login session."""
     from sqlalchemy import exists
 
+    from ...schema.policy import settings_of
     from ...store.server_models import WebSession
     from ..assign import _domain_filter
     from ..auth import verified_domains
-    from ..policy import settings_of
 
     policy = settings_of(project.settings).policy
     seen = exists().where(Assignment.item_pk == PoolEntry.item_pk, Assignment.user_pk == user_pk)

@@ -15,13 +15,13 @@ from sqlalchemy import select
 
 from ... import __version__, audit
 from ...schema import JUDGMENT_KINDS, describe_need
+from ...schema.policy import settings_of
 from ...store import repo
 from ...store.models import Project
 from ...store.server_models import SKIP_REASONS
 from .. import api, auth, browse, export_jobs, files, snapshot
 from .. import review as review_service
 from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
-from ..policy import settings_of
 from ..routes import auth as auth_routes
 from ..routes import items as item_routes
 from ..routes import my_labels

@@ -16,13 +16,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from ...schema import Telemetry
+from ...schema.policy import settings_of
 from .. import assign, judging
 from ..database import Database
 from ..exec import framework
 from ..flow.lane import Credential, run_next, run_submit
 from ..flow.next import no_items
 from ..permissions import Ctx, ProjectRef, guard
-from ..policy import settings_of
 from ..projects import sync_pool
 from ..webapi import no_items_detail, skip_task
 from ..wire import WireModel

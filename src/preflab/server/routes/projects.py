@@ -12,11 +12,11 @@ from pydantic import Field
 from sqlalchemy import select
 
 from ... import audit
+from ...schema.policy import Policy
 from ...store.models import Project, utcnow
 from ...store.server_models import User
 from .. import auth, judging, projects, queries, review
 from ..permissions import Ctx, guard
-from ..policy import Policy
 from . import models as m
 from .common import DbId, Strict, db_of, ok
 
