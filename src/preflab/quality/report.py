@@ -322,7 +322,7 @@ def _ci_sample_html(rows: list[Mapping[str, Any]], group: str = "batch") -> str:
 def _ci_text(d: Mapping[str, Any] | None, key: str = "alpha") -> str:
     if not d:
         return "–"
-    return f"{_fmt(d.get(key))} [{_fmt(d.get('low'))}, {_fmt(d.get('high'))}]"
+    return f"{fmt(d.get(key))} [{fmt(d.get('low'))}, {fmt(d.get('high'))}]"
 
 
 def _judges_html(section: Mapping[str, Any]) -> str:
@@ -330,16 +330,16 @@ def _judges_html(section: Mapping[str, Any]) -> str:
     out = [
         "<h2>Model judges</h2><p>Each judge's labels (<code>source: ai</code>) against the "
         "people's on the same units; intervals are percentile bootstraps "
-        f"({_e(section.get('n_boot'))} replicates).</p>"
+        f"({escape(section.get('n_boot'))} replicates).</p>"
     ]
     for j in section.get("judges", []):
-        out.append(f"<h3>{_e(j['judge'])} (family {_e(j['family'])})</h3>")
+        out.append(f"<h3>{escape(j['judge'])} (family {escape(j['family'])})</h3>")
         out.append(
-            f"<p>{_e(j['labels'])} labels; {_e(j['order_inconsistent'])} order-inconsistent "
+            f"<p>{escape(j['labels'])} labels; {escape(j['order_inconsistent'])} order-inconsistent "
             "verdicts (stored excluded, never a preference).</p>"
         )
         out.append(
-            _table(
+            html_table(
                 [
                     "kind",
                     "dimension",
@@ -403,12 +403,12 @@ def _judges_html(section: Mapping[str, Any]) -> str:
             rows.append(
                 [
                     f"self-preference ({sp['family']})",
-                    f"{sp['pairs']} pairs: judge {_fmt(sp['judge_own_share'])}, people {_fmt(sp['human_own_share'])}",
+                    f"{sp['pairs']} pairs: judge {fmt(sp['judge_own_share'])}, people {fmt(sp['human_own_share'])}",
                     _ci_text(sp, "delta"),
                 ]
             )
         if rows:
-            out.append(_table(["audit", "on", "value"], rows))
+            out.append(html_table(["audit", "on", "value"], rows))
     return "".join(out)
 
 
