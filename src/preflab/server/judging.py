@@ -562,48 +562,72 @@ def revise(
     telemetry: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     with db.writing() as session:
-        project = session.get(Project, project_ref.pk)
-        if idempotency_key:
-            first = _replay_of(
-                session, project.pk, username, idempotency_key, data, revises=judgment_pk
-            )
-            if first is not None:
-                return _result(session, first, created=False)
-        lock_rater_status(session, project.pk, user_pk, settings_of(project_ref.settings).policy)
-        old = session.get(JudgmentRow, judgment_pk)
-        if (
-            old is None
-            or old.project_pk != project.pk
-            or session.get(Rater, old.rater_pk).user_pk != user_pk
-        ):
-            raise JudgingError(404, f"no judgment {judgment_pk} of yours in this project")
-        req = session.scalar(
-            select(ReviewRequest)
-            .where(ReviewRequest.judgment_pk == judgment_pk, ReviewRequest.status == "open")
-            .with_for_update()
-        )
-        if req is None:
-            raise JudgingError(
-                409,
-                "this judgment was not sent back to you; only sent-back judgments can be revised",
-            )
-        item_row = session.get(ItemRow, old.item_pk)
-        parsed = build_judgment(
+        return revise_in(
             session,
-            project,
-            item_row,
+            project_ref,
+            user_pk,
             username,
+            judgment_pk,
             data,
-            shown_order=old.shown_order,
-            started_at=None,
             idempotency_key=idempotency_key,
             telemetry=telemetry,
         )
-        row = repo.judgment_row_from_judgment(
-            project, item_row, session.get(Rater, old.rater_pk), parsed
+
+
+def revise_in(
+    session: Session,
+    project_ref: ProjectRef,
+    user_pk: int,
+    username: str,
+    judgment_pk: int,
+    data: dict[str, Any],
+    *,
+    idempotency_key: str | None = None,
+    telemetry: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """:func:`revise` in the caller's transaction (an edit opens its request in the same one)."""
+    project = session.get(Project, project_ref.pk)
+    if idempotency_key:
+        first = _replay_of(
+            session, project.pk, username, idempotency_key, data, revises=judgment_pk
         )
-        row.supersedes_pk = old.pk
-        session.add(row)
-        session.flush()
-        req.status, req.revision_pk, req.resolved_at = "resolved", row.pk, utcnow()
-        return _result(session, row, created=True)
+        if first is not None:
+            return _result(session, first, created=False)
+    lock_rater_status(session, project.pk, user_pk, settings_of(project_ref.settings).policy)
+    old = session.get(JudgmentRow, judgment_pk)
+    if (
+        old is None
+        or old.project_pk != project.pk
+        or session.get(Rater, old.rater_pk).user_pk != user_pk
+    ):
+        raise JudgingError(404, f"no judgment {judgment_pk} of yours in this project")
+    req = session.scalar(
+        select(ReviewRequest)
+        .where(ReviewRequest.judgment_pk == judgment_pk, ReviewRequest.status == "open")
+        .with_for_update()
+    )
+    if req is None:
+        raise JudgingError(
+            409,
+            "this judgment was not sent back to you; only sent-back judgments can be revised",
+        )
+    item_row = session.get(ItemRow, old.item_pk)
+    parsed = build_judgment(
+        session,
+        project,
+        item_row,
+        username,
+        data,
+        shown_order=old.shown_order,
+        started_at=None,
+        idempotency_key=idempotency_key,
+        telemetry=telemetry,
+    )
+    row = repo.judgment_row_from_judgment(
+        project, item_row, session.get(Rater, old.rater_pk), parsed
+    )
+    row.supersedes_pk = old.pk
+    session.add(row)
+    session.flush()
+    req.status, req.revision_pk, req.resolved_at = "resolved", row.pk, utcnow()
+    return _result(session, row, created=True)

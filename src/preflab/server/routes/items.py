@@ -148,8 +148,11 @@ async def post_rubric_file(
     ctx: Ctx = guard("project.manage"),
 ) -> Response:
     """Upload a rubric as YAML or JSON; changed content becomes a new version."""
-    rubric = files.parse_rubric_file(filename, await request.body())
-    return ok(_store_rubric(request, ctx, rubric), 201)
+    raw = await request.body()
+    # parsing and storing in a worker thread, as the sync routes do: the write transaction
+    # takes SQLite's process-wide write lock, which must never block the event loop
+    rubric = await run_in_threadpool(files.parse_rubric_file, filename, raw)
+    return ok(await run_in_threadpool(_store_rubric, request, ctx, rubric), 201)
 
 
 def _store_rubric(request: Request, ctx: Ctx, rubric: m.Rubric) -> dict[str, Any]:

@@ -23,9 +23,11 @@ from ...store.models import ItemRow, JudgmentRow, Rater
 from ...store.server_models import TELEMETRY_DECISIONS, GoldOutcome, ReviewRequest
 from .. import judging
 from ..api import DbId, ReviseIn
+from ..assign import lock_rater_status
 from ..database import Database
 from ..judging import JudgingError
 from ..permissions import Ctx, guard
+from ..policy import settings_of
 from . import models as m
 from .common import ok
 
@@ -113,66 +115,50 @@ def editable(
     }
 
 
-def _open_for_edit(db: Database, ctx: Ctx, judgment_pk: int) -> int:
-    """The rater's own review request on their label (409 saying why once a reviewer acted)."""
-    with db.writing() as s:
-        row = own_judgment(s, ctx.project.pk, ctx.user.user_pk, judgment_pk)
-        reason = closed_reason(s, row, ctx.user.user_pk)
-        if reason is not None:
-            raise JudgingError(409, f"judgment {judgment_pk} can no longer be edited: {reason}")
-        return judging.send_back(s, ctx.project.pk, judgment_pk, ctx.user.user_pk, EDIT_NOTE).pk
-
-
-def _withdraw(db: Database, request_pk: int) -> None:
-    with db.writing() as s:
-        req = s.get(ReviewRequest, request_pk)
-        if req is not None and req.status == "open":
-            req.status = "withdrawn"
-
-
-def _replayed_edit(db: Database, ctx: Ctx, judgment_pk: int, key: str | None) -> bool:
+def _replayed_edit(session: Session, project_pk: int, judgment_pk: int, key: str | None) -> bool:
     """True when ``key`` already stored an edit of this judgment (revise answers the replay)."""
     if not key:
         return False
-    with db.reading() as s:
-        return (
-            s.scalar(
-                select(JudgmentRow.pk).where(
-                    JudgmentRow.project_pk == ctx.project.pk,
-                    JudgmentRow.idempotency_key == key,
-                    JudgmentRow.supersedes_pk == judgment_pk,
-                )
+    return (
+        session.scalar(
+            select(JudgmentRow.pk).where(
+                JudgmentRow.project_pk == project_pk,
+                JudgmentRow.idempotency_key == key,
+                JudgmentRow.supersedes_pk == judgment_pk,
             )
-            is not None
         )
+        is not None
+    )
 
 
 def edit(db: Database, ctx: Ctx, judgment_pk: int, body: ReviseIn) -> dict[str, Any]:
-    """Store a new revision of the rater's own label; the old one stays, superseded."""
+    """Store a new revision of the rater's own label; the old one stays, superseded.
+
+    One transaction: the rater's own review request on the label (409 saying why once a
+    reviewer acted) and the revision that resolves it are stored together or not at all."""
     telemetry = (
         body.telemetry.model_dump(mode="json", exclude_none=True) if body.telemetry else None
     )
-
-    def revise() -> dict[str, Any]:
-        return judging.revise(
-            db,
-            ctx.project,
-            ctx.user.user_pk,
-            ctx.user.username,
+    project, user = ctx.project, ctx.user
+    with db.writing() as s:
+        if not _replayed_edit(s, project.pk, judgment_pk, body.idempotency_key):
+            # the rater's status first, as every write of a rater's labels locks it first
+            lock_rater_status(s, project.pk, user.user_pk, settings_of(project.settings).policy)
+            row = own_judgment(s, project.pk, user.user_pk, judgment_pk)
+            reason = closed_reason(s, row, user.user_pk)
+            if reason is not None:
+                raise JudgingError(409, f"judgment {judgment_pk} can no longer be edited: {reason}")
+            judging.send_back(s, project.pk, judgment_pk, user.user_pk, EDIT_NOTE)
+        return judging.revise_in(
+            s,
+            project,
+            user.user_pk,
+            user.username,
             judgment_pk,
             body.judgment,
             idempotency_key=body.idempotency_key,
             telemetry=telemetry,
         )
-
-    if _replayed_edit(db, ctx, judgment_pk, body.idempotency_key):
-        return revise()
-    request_pk = _open_for_edit(db, ctx, judgment_pk)
-    try:
-        return revise()
-    except Exception:
-        _withdraw(db, request_pk)  # a refused answer leaves the label as it was
-        raise
 
 
 # -- routes --------------------------------------------------------------------------------------
