@@ -769,7 +769,7 @@ app.add_typer(demonstrations_app, name="demonstrations")
 @demonstrations_app.command("list")
 def demonstrations_list(project: str, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Demonstrations waiting for a decision."""
-    from .server.review import pending_demonstrations
+    from .server.services.review import pending_demonstrations
     from .store import repo, transaction
 
     try:
@@ -799,8 +799,8 @@ def _decide_demonstration(
     as_json: bool,
 ) -> None:
     from .audit import cli_actor
-    from .server.judging import JudgingError
-    from .server.review import decide_demonstration
+    from .server.errors import JudgingError
+    from .server.services.review import decide_demonstration
     from .store import repo, transaction
 
     try:

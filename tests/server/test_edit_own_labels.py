@@ -127,7 +127,7 @@ def test_editing_is_refused_once_a_reviewer_adjudicated_the_item(labelled):
 
 def test_the_export_takes_the_latest_revision_only(labelled, db_url, tmp_path):
     from preflab.server.database import Database
-    from preflab.server.projects import export_project
+    from preflab.server.services.projects import export_project
 
     c, _, h, task, jid = labelled
     assert c.post(f"{P}/judgments/{jid}/edit", json=_edit_body("a"), headers=h).status_code == 201
@@ -196,9 +196,7 @@ def test_a_crash_between_the_steps_of_an_edit_leaves_nothing_and_a_later_edit_su
 ):
     """An edit opens the rater's own review request and stores the revision: one transaction,
     so a crash after the first step leaves no open request that refuses every later edit."""
-    from preflab.server import judging
-    from preflab.server.api import ReviseIn
-    from preflab.server.routes import my_labels
+    from preflab.server.services import revisions
 
     c, _, h, _, jid = labelled
 
@@ -206,10 +204,11 @@ def test_a_crash_between_the_steps_of_an_edit_leaves_nothing_and_a_later_edit_su
         raise _Crash
 
     db = c.app.state.db
+    ctx = _rater_ctx(db, "rater000")
     with monkeypatch.context() as m:
-        m.setattr(judging, "build_judgment", crash)  # the revision's step, after the request
+        m.setattr(revisions, "build_judgment", crash)  # the revision's step, after the request
         with pytest.raises(_Crash):  # called here: a crash would stop the test client's loop
-            my_labels.edit(db, _rater_ctx(db, "rater000"), jid, ReviseIn(**_edit_body("a")))
+            revisions.edit(db, ctx.project, ctx.user, jid, _edit_body("a")["judgment"])
     assert c.get(f"{P}/my/revisions", headers=h).json() == []
     assert [j["judgment_id"] for j in c.get(f"{P}/my/judgments", headers=h).json()] == [jid]
     with db.reading() as s:

@@ -37,8 +37,8 @@ from ..io.export.base import ExportError
 from ..store.models import utcnow
 from ..store.repo import NotFound
 from ..store.server_models import ExportJob, User
+from .errors import JudgingError
 from .export_options import build
-from .flow.submit import JudgingError
 
 log = logging.getLogger(__name__)
 

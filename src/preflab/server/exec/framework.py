@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session
 
 from ...store.models import utcnow
 from ..database import Database
+from ..errors import JudgingError
 from ..flow.common import Changed
 from ..flow.lane import BEGIN, SESSION, Flow, Lane
-from ..flow.submit import JudgingError
 from . import answer, drive
 
 #: Runs of a flow whose guarded write lost a race each time before the request is refused.

@@ -1,7 +1,7 @@
 """The rules of "submit", as decisions over values the caller has fetched.
 
 Used by the flow (:func:`preflab.server.flow.lane.run_submit`, on every executor), by
-revisions (:mod:`preflab.server.judging`) and by the tests' ORM oracle.
+revisions (:mod:`preflab.server.services.revisions`) and by the tests' ORM oracle.
 """
 
 from __future__ import annotations
@@ -30,23 +30,14 @@ from ...schema.pairwise import (
 from ...store import repo
 from ...store.models import ItemRow, Project, utcnow
 from ...store.rows import pairwise_judgment_values
+from ..errors import JudgingError
 from ..policy import policy_of
 from ..wire import wire_problems
 from .common import NotCommon, aware
 
 #: Pool roles whose answers are scored after the response: production and production gold look and cost the same,
-#: gold being scored after the response (:func:`preflab.server.judging.defer_gold_scoring`).
+#: gold being scored after the response (:func:`preflab.server.services.gold_scoring.defer_gold_scoring`).
 SCORED_LATER = frozenset({"production", "gold"})
-
-
-class JudgingError(Exception):
-    """A refused submission: ``status`` is the HTTP code, ``errors`` field-by-field problems."""
-
-    def __init__(
-        self, status: int, message: str, errors: list[dict[str, Any]] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.errors = status, message, errors or []
 
 
 def problem(loc: str, msg: str) -> dict[str, Any]:

@@ -17,16 +17,16 @@ from pydantic import ValidationError
 from sqlalchemy import ColumnElement, case, exists, func, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
-from .. import audit
-from ..quality import LabelTable, route_for_adjudication
-from ..quality import telemetry_flags as quality_telemetry_flags
-from ..quality.bias import word_length
-from ..quality.telemetry import Assessment, TelemetrySettings, assess
-from ..schema import ReviewPass
-from ..schema.authorship import ReferenceProvenance
-from ..store import repo
-from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
-from ..store.server_models import (
+from ... import audit
+from ...quality import LabelTable, route_for_adjudication
+from ...quality import telemetry_flags as quality_telemetry_flags
+from ...quality.bias import word_length
+from ...quality.telemetry import Assessment, TelemetrySettings, assess
+from ...schema import ReviewPass
+from ...schema.authorship import ReferenceProvenance
+from ...store import repo
+from ...store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
+from ...store.server_models import (
     SKIP_REASONS,
     TELEMETRY_DECISIONS,
     TELEMETRY_EXCLUDED,
@@ -39,13 +39,14 @@ from ..store.server_models import (
     ReviewRequest,
     User,
 )
-from ..verify.references import reference_status
-from .assign import expired_leases
-from .database import Database
-from .judging import JudgingError, build_judgment
-from .permissions import ProjectRef
-from .policy import settings_of
-from .quality_adapter import wilson_interval
+from ...verify.references import reference_status
+from ..database import Database
+from ..errors import JudgingError
+from ..flow.submit import build_judgment
+from ..permissions import ProjectRef
+from ..policy import settings_of
+from ..quality_adapter import wilson_interval
+from .leases import expired_leases
 
 # -- judgments under review -----------------------------------------------------------------------
 
