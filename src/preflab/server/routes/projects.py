@@ -55,10 +55,6 @@ class NoteIn(Strict):
     note: str = Field(min_length=1, max_length=5000)
 
 
-def _sees_policy(ctx: Ctx) -> bool:
-    return queries.sees_policy(ctx.user.is_admin, ctx.role)
-
-
 @router.get("/projects", tags=["projects"], response_model=list[m.ProjectOut])
 def list_projects(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
     with db_of(request).reading() as s:

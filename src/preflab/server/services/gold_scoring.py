@@ -198,7 +198,7 @@ SWEEP_EVERY_S = 30.0
 #: A production gold judgment is scored this many seconds (uniformly random) after it arrives.
 SCORING_DELAY_S = (0.2, 1.0)
 _RNG = random.SystemRandom()
-log = logging.getLogger("preflab.server.judging")
+log = logging.getLogger(__name__)
 
 
 def score_production_gold(db: Database, judgment_pk: int) -> bool:
