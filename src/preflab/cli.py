@@ -799,7 +799,7 @@ def _decide_demonstration(
     as_json: bool,
 ) -> None:
     from .audit import cli_actor
-    from .server.errors import JudgingError
+    from .server.errors import ServiceError
     from .server.services.review import decide_demonstration
     from .store import repo, transaction
 
@@ -816,7 +816,7 @@ def _decide_demonstration(
             )
     except repo.NotFound as exc:
         fail(str(exc), 2)
-    except JudgingError as exc:
+    except ServiceError as exc:
         fail(exc.message, 2 if exc.status in (404, 422) else 1)
     if as_json:
         print_json(done)

@@ -26,7 +26,7 @@ from ..settings import DEFAULT_DB_URL, env_var, get_settings
 from ..store.repo import Conflict, NotFound, StoreError
 from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
-from .errors import JudgingError
+from .errors import ServiceError
 from .export_runner import Runner
 from .transport import TransportSecurity
 from .wire import RejectNulInUrl
@@ -204,8 +204,8 @@ def create_app(
 
     install_fast_lane(app)
 
-    @app.exception_handler(JudgingError)
-    async def _judging(_: Request, exc: JudgingError) -> Response:
+    @app.exception_handler(ServiceError)
+    async def _judging(_: Request, exc: ServiceError) -> Response:
         return _json(exc.status, exc.message, exc.errors)
 
     @app.exception_handler(RateLimited)

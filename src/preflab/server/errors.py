@@ -3,7 +3,8 @@
 
 A service raises :class:`ServiceError` with the HTTP status that says what went wrong (404: no
 such thing of yours; 409: the state refuses it; 422: the input is wrong, with ``errors`` field
-by field). ``JudgingError`` is its older name, kept for the modules that still say it.
+by field). ``JudgingError`` is its older name, kept for callers outside the package (tests,
+scripts) that still import it.
 """
 
 from __future__ import annotations

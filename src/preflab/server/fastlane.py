@@ -47,7 +47,7 @@ from ..store.db import _sqlite_pragmas
 from ..store.models import utcnow
 from .auth import sha256
 from .database import Database
-from .errors import JudgingError
+from .errors import ServiceError
 from .exec import Busy
 from .exec.sqlite import SqliteExecutor
 from .flow import NotCommon
@@ -213,7 +213,7 @@ class LaneEndpoint:
         except NotCommon as why:
             _count(f"pass:{why}")
             return await self._framework(scope, receive, send)
-        except JudgingError as refusal:  # the framework's route answers refusals, byte for byte
+        except ServiceError as refusal:  # the framework's route answers refusals, byte for byte
             _count(f"pass:refused {refusal.status}")
             return await self._framework(scope, receive, send)
         if out is None:  # no item left: the route syncs the pool and says why

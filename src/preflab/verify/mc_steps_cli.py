@@ -73,7 +73,7 @@ def send_back(engine, project_name: str, checks: list[StepCheck], threshold: flo
     no reviewer: the label goes back to its rater, the item page shows the note, and the item is
     in the adjudication queue with the note's first line as its reason. A judgment already
     waiting for a revision, or revised since, is left as it is (counted)."""
-    from preflab.server.errors import JudgingError
+    from preflab.server.errors import ServiceError
     from preflab.server.services.revisions import send_back as create
     from preflab.store import repo, transaction
 
@@ -89,7 +89,7 @@ def send_back(engine, project_name: str, checks: list[StepCheck], threshold: flo
                 with session.begin_nested():
                     req = create(session, project.pk, judgment_pk, None, "\n\n".join(parts))  # type: ignore[arg-type]
                 sent.append({"judgment_id": judgment_pk, "request_id": req.pk})
-            except JudgingError as e:
+            except ServiceError as e:
                 skipped.append({"judgment_id": judgment_pk, "why": e.message})
     return {"sent": sent, "skipped": skipped}
 

@@ -59,7 +59,7 @@ from . import next as rules
 from .common import Changed, NotCommon
 from .submit import (
     SCORED_LATER,
-    JudgingError,
+    ServiceError,
     build_judgment,
     current_rubric,
     judgment_columns,
@@ -169,7 +169,7 @@ def _caller(row: Sequence[Any] | None, cred: Credential) -> tuple[int, str, Proj
     status; a session's CSRF token last)."""
     if row is None or not allowed("project.label", is_admin=row[_IS_ADMIN], role=row[_ROLE]):
         if cred.by == "user":  # the guard let them in a moment ago: removed or deactivated since
-            raise JudgingError(403, "you may not label in this project (any more)")
+            raise ServiceError(403, "you may not label in this project (any more)")
         raise NotCommon("auth")  # 401/403/404 or no status row yet: the guard says which
     if cred.by == "session" and not token_matches(cred.csrf, row[-1]):
         raise NotCommon("csrf")  # the framework's guard answers the 403
@@ -478,7 +478,7 @@ def run_submit(
     telemetry: dict[str, Any] | None,
 ) -> Flow:
     """ "Submit": the judgment stored (its answer), a replay's first answer, or a refusal
-    (:class:`.submit.JudgingError`: 404, 409, 410, 403, 422). The lane hands a refusal on
+    (:class:`.submit.ServiceError`: 404, 409, 410, 403, 422). The lane hands a refusal on
     (the framework answers it), and so every step that needs the framework's session: a
     replay, a first label, a qualification answer (scored at once)."""
     ex, q, now = lane.ex, lane.sql, lane.now
@@ -614,7 +614,7 @@ def run_submit(
     }
 
 
-def _not_found(assignment_id: str, now: datetime) -> JudgingError:
+def _not_found(assignment_id: str, now: datetime) -> ServiceError:
     found = lease_refusal(
         assignment_id,
         found=False,
@@ -659,7 +659,7 @@ def _validated(
     idempotency_key: str | None,
 ) -> Flow:
     """The judgment through the one validation every submit path shares
-    (:func:`.submit.build_judgment`; a refusal is its ``JudgingError``). ``lease``: its shown
+    (:func:`.submit.build_judgment`; a refusal is its ``ServiceError``). ``lease``: its shown
     order, creation time and settings version, as read."""
     shown, created, settings_version = lease
     rubric: Any = None  # no rubric: build_judgment says "no rubric yet"

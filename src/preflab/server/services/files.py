@@ -19,7 +19,7 @@ from ...settings import get_settings
 from ...store import repo
 from ...store.models import RubricVersion
 from ..database import Database
-from ..errors import JudgingError
+from ..errors import ServiceError
 from ..wire import jsonl_problems
 from . import projects
 
@@ -139,7 +139,7 @@ def parse_rubric_file(filename: str, raw: bytes) -> Rubric:
     try:
         data = yaml.safe_load(raw) if is_yaml else json.loads(raw)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise JudgingError(
+        raise ServiceError(
             422, f"{filename}: not valid {'YAML' if is_yaml else 'JSON'}: {exc}"
         ) from exc
     return Rubric.model_validate(data)

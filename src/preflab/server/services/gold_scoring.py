@@ -23,7 +23,7 @@ from ...store import repo
 from ...store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ...store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatus
 from ..database import Database, must_get
-from ..errors import JudgingError
+from ..errors import ServiceError
 from ..gold import qualification_record, score_gold
 from ..policy import Policy, settings_of
 from ..quality_adapter import drift_alarm, qualification_decision, wilson_interval
@@ -351,6 +351,6 @@ def reinstate(session: Session, project_pk: int, user_pk: int, note: str) -> Rat
         .with_for_update()
     )
     if status is None:
-        raise JudgingError(404, "this user has no rater record in the project")
+        raise ServiceError(404, "this user has no rater record in the project")
     status.status, status.reason, status.updated_at = "qualified", f"reinstated: {note}", utcnow()
     return status

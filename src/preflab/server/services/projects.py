@@ -22,7 +22,7 @@ from ...store import repo
 from ...store.models import CandidateRow, ExportLog, ItemRow, JudgmentRow, Project
 from ...store.server_models import PoolDomain, PoolEntry, SettingsVersion
 from ..database import Database, insert_ignore
-from ..errors import JudgingError
+from ..errors import ServiceError
 from ..export_options import check_choices
 from ..policy import Policy, Settings, settings_of
 
@@ -239,7 +239,7 @@ def import_items(db: Database, project_name: str, items: list[dict[str, Any]]) -
             with db.write_lock:
                 report = import_files(db.write_engine, project_name, [path], ImportOptions())
         except ImportFailed as exc:
-            raise JudgingError(422, str(exc).replace(str(path), "items")) from None
+            raise ServiceError(422, str(exc).replace(str(path), "items")) from None
     summary = dataclasses.asdict(report)
     summary.pop("files", None)
     with db.writing() as session:
@@ -272,7 +272,7 @@ def check_items_fit(items: list[Item], kinds: list[str]) -> None:
                 }
             )
     if problems:
-        raise JudgingError(
+        raise ServiceError(
             422,
             f"{len(problems)} item(s) cannot be labelled in this project; nothing was imported",
             problems,
@@ -296,7 +296,7 @@ def export_project(
     try:
         check_choices(aggregation, options.get("length_gate"))
     except ExportError as exc:
-        raise JudgingError(422, str(exc)) from None
+        raise ServiceError(422, str(exc)) from None
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
         manifest = run_export(
@@ -306,7 +306,7 @@ def export_project(
             aggregator=AGGREGATORS[aggregation],
         )
     except ExportError as exc:
-        raise JudgingError(422, str(exc)) from None
+        raise ServiceError(422, str(exc)) from None
     with db.reading() as session:
         log_pk = session.scalar(
             select(ExportLog.pk).where(ExportLog.path == str(out_dir)).order_by(ExportLog.pk.desc())

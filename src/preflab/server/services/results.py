@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from ...store.models import ItemRow, JudgmentRow, Rater
 from ...store.server_models import Assignment, GoldOutcome, RaterStatus
 from ..database import must_get
-from ..errors import JudgingError
+from ..errors import ServiceError
 from ..flow.common import aware
 from ..gold import expected_judgment, qualification_record
 
@@ -102,7 +102,7 @@ def replay_of(
     else:
         same_target = first.supersedes_pk == revises
     if not same_target or not same_answer(first, data):
-        raise JudgingError(
+        raise ServiceError(
             409,
             f"idempotency key {key!r} was already used for a different submission; "
             "send the same body to get the first result again, or a fresh key for a new answer",

@@ -24,7 +24,7 @@ from ...store import repo
 from ...store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ...store.server_models import TELEMETRY_DECISIONS, GoldOutcome, ReviewRequest
 from ..database import Database, must_get
-from ..errors import JudgingError
+from ..errors import ServiceError
 from ..flow.submit import build_judgment
 from ..permissions import Actor, ProjectRef
 from ..policy import settings_of
@@ -40,12 +40,12 @@ def send_back(
 ) -> ReviewRequest:
     row = session.get(JudgmentRow, judgment_pk)
     if row is None or row.project_pk != project_pk:
-        raise JudgingError(404, f"no judgment {judgment_pk} in this project")
+        raise ServiceError(404, f"no judgment {judgment_pk} in this project")
     if (
         session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk))
         is not None
     ):
-        raise JudgingError(409, "this judgment was already revised; send back the revision instead")
+        raise ServiceError(409, "this judgment was already revised; send back the revision instead")
     if (
         session.scalar(
             select(ReviewRequest.pk).where(
@@ -54,7 +54,7 @@ def send_back(
         )
         is not None
     ):
-        raise JudgingError(409, "this judgment is already waiting for a revision")
+        raise ServiceError(409, "this judgment is already waiting for a revision")
     req = ReviewRequest(
         project_pk=project_pk, judgment_pk=judgment_pk, reviewer_pk=reviewer_pk, note=note
     )
@@ -111,14 +111,14 @@ def revise_in(
         or old.project_pk != project.pk
         or must_get(session, Rater, old.rater_pk).user_pk != user_pk
     ):
-        raise JudgingError(404, f"no judgment {judgment_pk} of yours in this project")
+        raise ServiceError(404, f"no judgment {judgment_pk} of yours in this project")
     req = session.scalar(
         select(ReviewRequest)
         .where(ReviewRequest.judgment_pk == judgment_pk, ReviewRequest.status == "open")
         .with_for_update()
     )
     if req is None:
-        raise JudgingError(
+        raise ServiceError(
             409,
             "this judgment was not sent back to you; only sent-back judgments can be revised",
         )
@@ -211,7 +211,7 @@ def own_judgment(session: Session, project_pk: int, user_pk: int, judgment_pk: i
         or row.project_pk != project_pk
         or must_get(session, Rater, row.rater_pk).user_pk != user_pk
     ):
-        raise JudgingError(404, f"no judgment {judgment_pk} of yours in this project")
+        raise ServiceError(404, f"no judgment {judgment_pk} of yours in this project")
     return row
 
 
@@ -262,7 +262,7 @@ def edit(
             row = own_judgment(s, project.pk, user.user_pk, judgment_pk)
             reason = closed_reason(s, row, user.user_pk)
             if reason is not None:
-                raise JudgingError(409, f"judgment {judgment_pk} can no longer be edited: {reason}")
+                raise ServiceError(409, f"judgment {judgment_pk} can no longer be edited: {reason}")
             send_back(s, project.pk, judgment_pk, user.user_pk, EDIT_NOTE)
         return revise_in(
             s,
@@ -284,7 +284,7 @@ def label_to_edit(
     row = own_judgment(session, project_pk, user_pk, judgment_pk)
     reason = closed_reason(session, row, user_pk)
     if reason is not None:
-        raise JudgingError(409, f"judgment {judgment_pk} can no longer be edited: {reason}")
+        raise ServiceError(409, f"judgment {judgment_pk} can no longer be edited: {reason}")
     item = must_get(session, ItemRow, row.item_pk)
     return {
         "item": repo.item_from_row(item).public_view(),

@@ -23,7 +23,7 @@ from ...store.server_models import (
 )
 from ..auth import verified_domains
 from ..database import Database
-from ..errors import JudgingError
+from ..errors import ServiceError
 from ..permissions import ProjectRef
 from ..policy import settings_of
 from ..sql import POOL_OPEN, domain_ok
@@ -92,13 +92,13 @@ def skip_task(
     """The rater gives the task back with a reason: the lease is released (the item goes to
     another rater; never again to this one) and the reason recorded, in one transaction."""
     if reason not in SKIP_REASONS:
-        raise JudgingError(
+        raise ServiceError(
             422,
             f"reason must be one of {list(SKIP_REASONS)}, not {reason!r}",
             [{"loc": ["body", "reason"], "msg": "unknown reason", "type": "value_error"}],
         )
     if reason == "other" and not note.strip():
-        raise JudgingError(
+        raise ServiceError(
             422,
             "say why in the note when the reason is 'other'",
             [
@@ -112,7 +112,7 @@ def skip_task(
     with db.writing() as s:
         lease = release_lease(s, project, user_pk, lease_id)
         if lease is None or lease.status != "released" or lease.judgment_pk is not None:
-            raise JudgingError(
+            raise ServiceError(
                 404 if lease is None else 409,
                 "no live task of yours with this id"
                 if lease is None
