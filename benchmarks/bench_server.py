@@ -82,9 +82,9 @@ def fresh_pg_database(admin_url: str) -> str:
 
 
 def seed(url: str, raters: int, items: int) -> list[str]:
-    from preflab.server import projects as P
     from preflab.server.auth import create_api_token, set_membership
     from preflab.server.database import Database, init_schema
+    from preflab.server.services import projects as P
     from preflab.store.server_models import User
 
     init_schema(url)

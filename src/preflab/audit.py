@@ -164,7 +164,7 @@ def _forget_rolled_back(session: Session) -> None:
 @event.listens_for(Session, "before_flush")
 def _record_suspensions(session: Session, flush_context: object, instances: object) -> None:
     """A rater status that becomes ``suspended`` in this flush is one ``rater.suspended`` event
-    by ``system``. The judging rules decide suspensions (:func:`preflab.server.judging.suspend`);
+    by ``system``. The judging rules decide suspensions (:func:`preflab.server.services.gold_scoring.suspend`);
     watching the row here records every path that writes it through the ORM."""
     for obj in list(session.dirty) + list(session.new):
         if not isinstance(obj, RaterStatus) or obj.status != "suspended":

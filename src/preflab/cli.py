@@ -772,7 +772,7 @@ app.add_typer(demonstrations_app, name="demonstrations")
 @demonstrations_app.command("list")
 def demonstrations_list(project: str, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Demonstrations waiting for a decision."""
-    from .server.review import pending_demonstrations
+    from .server.services.review import pending_demonstrations
     from .store import repo, transaction
 
     try:
@@ -802,8 +802,8 @@ def _decide_demonstration(
     as_json: bool,
 ) -> None:
     from .audit import cli_actor
-    from .server.judging import JudgingError
-    from .server.review import decide_demonstration
+    from .server.errors import ServiceError
+    from .server.services.review import decide_demonstration
     from .store import repo, transaction
 
     try:
@@ -819,7 +819,7 @@ def _decide_demonstration(
             )
     except repo.NotFound as exc:
         fail(str(exc), 2)
-    except JudgingError as exc:
+    except ServiceError as exc:
         fail(exc.message, 2 if exc.status in (404, 422) else 1)
     if as_json:
         print_json(done)

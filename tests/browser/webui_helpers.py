@@ -111,9 +111,9 @@ def build_site(tmp: Path, users: dict[str, bool], projects: list[dict[str, Any]]
     """Schema, accounts (``users``: name -> site admin), projects with members, items, rubrics;
     through the server's own functions (no HTTP), then a server process."""
     from preflab.schema import Rubric
-    from preflab.server import projects as P
     from preflab.server.auth import create_api_token, create_user, get_user, set_membership
     from preflab.server.database import Database, init_schema
+    from preflab.server.services import projects as P
     from preflab.store import repo
 
     url = f"sqlite:///{tmp / 'web.db'}"

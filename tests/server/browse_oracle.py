@@ -1,5 +1,5 @@
 """The data browser as it was before issue 27 (every judgment of the project loaded, filtered in
-Python, sliced by offset): the test oracle the keyset browser (:mod:`preflab.server.browse`) is
+Python, sliced by offset): the test oracle the keyset browser (:mod:`preflab.server.services.browse`) is
 held equal to on small projects. Never served."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, selectinload
 from preflab.schema import prompt_as_text
 from preflab.server.permissions import ProjectRef
 from preflab.server.policy import settings_of
-from preflab.server.review import (
+from preflab.server.services.review import (
     active_judgments,
     assessments,
     disagreement_reasons,

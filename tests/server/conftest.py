@@ -85,9 +85,9 @@ def seed(
     extra_roles: bool = True,
 ) -> Seeded:
     """Schema, a site admin, a project with items, and members with API tokens (no HTTP)."""
-    from preflab.server import projects as P
     from preflab.server.auth import create_api_token, create_user, set_membership
     from preflab.server.database import Database, init_schema
+    from preflab.server.services import projects as P
     from preflab.store.server_models import User
 
     init_schema(url)

@@ -19,24 +19,22 @@ from typing import Any
 from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
-from preflab.server.assign import _domain_filter, lock_rater_status, task_payload
 from preflab.server.auth import verified_domains
 from preflab.server.database import Database
 from preflab.server.flow import next as rules
 from preflab.server.flow.next import PICK_BATCH
 from preflab.server.flow.submit import build_judgment, judgment_columns, lease_refusal
 from preflab.server.gold import qualification_record
-from preflab.server.judging import (
-    _replay_of,
-    _result,
-    _same_answer,
-    _score,
-    defer_gold_scoring,
-)
 from preflab.server.permissions import ProjectRef
 from preflab.server.policy import Policy, settings_of
-from preflab.server.projects import sync_pool
 from preflab.server.quality_adapter import final_qualification
+from preflab.server.services.gold_scoring import _score, defer_gold_scoring
+from preflab.server.services.leases import lock_rater_status, task_payload
+from preflab.server.services.projects import sync_pool
+from preflab.server.services.results import judgment_result as _result
+from preflab.server.services.results import replay_of as _replay_of
+from preflab.server.services.results import same_answer as _same_answer
+from preflab.server.sql import domain_ok
 from preflab.store import repo
 from preflab.store.models import ItemRow, JudgmentRow, Project, utcnow
 from preflab.store.rows import judgment_rows
@@ -225,7 +223,7 @@ def _pick(
         PoolEntry.project_pk == project_pk,
         PoolEntry.role == role,
         ~seen,
-        _domain_filter(domains, policy.domain_match),
+        domain_ok(PoolEntry.item_pk, domains, policy.domain_match),
     )
     if role == "production":
         stmt = stmt.where(

@@ -56,8 +56,8 @@ def _suspend(url: str, project: str, username: str) -> None:
     """The judging rule's own suspension (gold accuracy drift), as the gold scorer runs it."""
     from sqlalchemy import select
 
-    from preflab.server import judging
     from preflab.server.database import Database
+    from preflab.server.services import gold_scoring as judging
     from preflab.store import repo
     from preflab.store.models import utcnow
     from preflab.store.server_models import RaterStatus, User

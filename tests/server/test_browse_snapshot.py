@@ -21,9 +21,10 @@ from sqlalchemy import func, select, update
 from preflab.io.quality_source import load_for_report
 from preflab.quality.report import build_report
 from preflab.schema import PairwiseJudgment
-from preflab.server import browse, review, snapshot
+from preflab.server import snapshot
 from preflab.server.database import Database
 from preflab.server.permissions import ProjectRef
+from preflab.server.services import browse, review
 from preflab.store import repo
 from preflab.store.models import JudgmentRow, Rater
 from preflab.store.server_models import QualitySnapshot, RaterStatus, User

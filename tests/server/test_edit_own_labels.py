@@ -12,6 +12,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from sqlalchemy import func, select
+
+from preflab.store.server_models import ReviewRequest
 
 from .conftest import pairwise_item, seed
 from .test_holes import app_client, bearer, submit_body
@@ -124,7 +127,7 @@ def test_editing_is_refused_once_a_reviewer_adjudicated_the_item(labelled):
 
 def test_the_export_takes_the_latest_revision_only(labelled, db_url, tmp_path):
     from preflab.server.database import Database
-    from preflab.server.projects import export_project
+    from preflab.server.services.projects import export_project
 
     c, _, h, task, jid = labelled
     assert c.post(f"{P}/judgments/{jid}/edit", json=_edit_body("a"), headers=h).status_code == 201
@@ -182,3 +185,55 @@ def test_the_python_client_edits_and_says_why_it_cannot(labelled):
         with pytest.raises(ApiError) as refused:
             client.edit("demo", jid, _edit_body("b")["judgment"])
     assert refused.value.status == 409 and "latest revision" in str(refused.value)
+
+
+class _Crash(BaseException):
+    """A crash mid-request (the process killed): no ``except Exception`` handler runs."""
+
+
+def test_a_crash_between_the_steps_of_an_edit_leaves_nothing_and_a_later_edit_succeeds(
+    labelled, db_url, monkeypatch
+):
+    """An edit opens the rater's own review request and stores the revision: one transaction,
+    so a crash after the first step leaves no open request that refuses every later edit."""
+    from preflab.server.services import revisions
+
+    c, _, h, _, jid = labelled
+
+    def crash(*args, **kwargs):
+        raise _Crash
+
+    db = c.app.state.db
+    ctx = _rater_ctx(db, "rater000")
+    with monkeypatch.context() as m:
+        m.setattr(revisions, "build_judgment", crash)  # the revision's step, after the request
+        with pytest.raises(_Crash):  # called here: a crash would stop the test client's loop
+            revisions.edit(db, ctx.project, ctx.user, jid, _edit_body("a")["judgment"])
+    assert c.get(f"{P}/my/revisions", headers=h).json() == []
+    assert [j["judgment_id"] for j in c.get(f"{P}/my/judgments", headers=h).json()] == [jid]
+    with db.reading() as s:
+        requests = s.scalar(select(func.count()).select_from(ReviewRequest))
+    assert requests == 0, f"{requests} review request(s) half-written by the crashed edit"
+    later = c.post(f"{P}/judgments/{jid}/edit", json=_edit_body("a"), headers=h)
+    assert later.status_code == 201, later.text
+
+
+def _rater_ctx(db, username: str):
+    """What the guard gives the edit route for ``username`` in project demo."""
+    from preflab.server.permissions import Actor, Ctx, ProjectRef
+    from preflab.store.models import Project
+    from preflab.store.server_models import User
+
+    with db.reading() as s:
+        p = s.scalar(select(Project).where(Project.name == "demo"))
+        user_pk = s.scalar(select(User.pk).where(User.username == username))
+        ref = ProjectRef(
+            p.pk,
+            p.name,
+            p.title,
+            list(p.kinds or []),
+            dict(p.settings or {}),
+            p.rubric_key,
+            p.rubric_version,
+        )
+    return Ctx("project.label", Actor(user_pk, username, False, "token"), ref, "rater")

@@ -280,9 +280,9 @@ def test_pairwise_values_match_the_pydantic_path(
     guideline,
 ):
     from preflab.schema import Telemetry
+    from preflab.server.errors import JudgingError
     from preflab.server.flow import NotCommon as _Pass
-    from preflab.server.flow.submit import pairwise_values, telemetry_fast
-    from preflab.server.judging import JudgingError, build_judgment
+    from preflab.server.flow.submit import build_judgment, pairwise_values, telemetry_fast
     from preflab.server.permissions import ProjectRef
     from preflab.store.rows import judgment_rows
 
@@ -332,7 +332,7 @@ def test_pairwise_values_match_the_pydantic_path(
             candidate_keys=list(shown),
             guideline_version=guideline,
         )
-        import preflab.server.judging as J
+        import preflab.server.services.gold_scoring as J
 
         ref_values = judgment_rows(ref).values
         ref_values.pop("submitted_at")

@@ -43,7 +43,7 @@ def test_a_caller_removed_after_the_guard_gets_a_403_not_a_500(db_url) -> None:
     """The route's guard checked the membership; the flow reads the caller again in its own
     transaction and refuses when it is gone, for "next" and for "submit"."""
     from preflab.server.database import Database
-    from preflab.server.flow.submit import JudgingError
+    from preflab.server.errors import JudgingError
     from preflab.server.permissions import ProjectRef
     from preflab.server.routes.labelling import serve_next, serve_submit
 
@@ -81,10 +81,10 @@ def test_a_caller_removed_after_the_guard_gets_a_403_not_a_500(db_url) -> None:
 
 def test_a_lost_race_runs_the_flow_again_and_gives_up_with_a_409(tmp_path) -> None:
     from preflab.server.database import Database, init_schema
+    from preflab.server.errors import JudgingError
     from preflab.server.exec.framework import ATTEMPTS, executor
     from preflab.server.flow.common import Changed
     from preflab.server.flow.lane import BEGIN
-    from preflab.server.flow.submit import JudgingError
 
     url = f"sqlite:///{tmp_path / 'race.db'}"
     init_schema(url)

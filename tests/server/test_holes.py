@@ -732,7 +732,7 @@ def test_gold_and_production_submissions_take_the_same_time(db_url, lane, monkey
 
     from sqlalchemy import create_engine, text
 
-    from preflab.server import judging
+    from preflab.server.services import gold_scoring as judging
 
     items = [pairwise_item(i, gold=-1, prefix="g") for i in range(80)] + [
         pairwise_item(i) for i in range(80)
@@ -848,7 +848,7 @@ def test_the_login_script_never_leaves_the_site(sqlite_url, start_server, chromi
 def test_gold_left_unscored_by_a_crash_is_scored_at_the_next_start(db_url, monkeypatch):
     from sqlalchemy import create_engine, text
 
-    from preflab.server import judging
+    from preflab.server.services import gold_scoring as judging
 
     # production enough for every round: gold comes only mixed into production, so with as
     # many production items as gold ones a run met no gold before production ran out in ~0.4 %

@@ -51,7 +51,7 @@ def _label(c, h) -> int | None:
 
 
 def _suspend(db, username: str) -> None:
-    from preflab.server import judging
+    from preflab.server.services import gold_scoring as judging
     from preflab.store.models import Project, utcnow
     from preflab.store.server_models import RaterStatus, User
 

@@ -165,7 +165,7 @@ def project_db(tmp_path) -> str:
 
 def test_cli_reports_exports_estimates_and_sends_disagreements_to_review(project_db, tmp_path):
     from preflab.server.permissions import ProjectRef
-    from preflab.server.review import item_review, review_queues
+    from preflab.server.services.review import item_review, review_queues
     from preflab.store.models import JudgmentRow, Project
     from preflab.store.server_models import ReviewRequest
 

@@ -26,8 +26,8 @@ from ..settings import DEFAULT_DB_URL, env_var, get_settings
 from ..store.repo import Conflict, NotFound, StoreError
 from .auth import AuthError, LoginLimit, PasswordGate, RateLimited
 from .database import Database, init_schema
+from .errors import ServiceError
 from .export_runner import Runner
-from .judging import JudgingError
 from .transport import TransportSecurity
 from .wire import RejectNulInUrl
 
@@ -156,7 +156,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     scorer and the jobs' sweep (their processes go on), close the pool."""
     import anyio.to_thread
 
-    from .judging import start_gold_scorer, stop_gold_scorer
+    from .services.gold_scoring import start_gold_scorer, stop_gold_scorer
 
     anyio.to_thread.current_default_thread_limiter().total_tokens = max(
         64, app.state.config.pool_size * 2
@@ -204,8 +204,8 @@ def create_app(
 
     install_fast_lane(app)
 
-    @app.exception_handler(JudgingError)
-    async def _judging(_: Request, exc: JudgingError) -> Response:
+    @app.exception_handler(ServiceError)
+    async def _judging(_: Request, exc: ServiceError) -> Response:
         return _json(exc.status, exc.message, exc.errors)
 
     @app.exception_handler(RateLimited)

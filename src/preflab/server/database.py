@@ -11,11 +11,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Table, event
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql import FromClause
 
 from ..store import make_engine, normalise_url
+from .errors import ServiceError
+
+T = TypeVar("T")
 
 
 def _autocommit_driver(dbapi_connection, _record) -> None:
@@ -88,6 +95,29 @@ class Database:
         self.engine.dispose()
         if self.write_engine is not self.engine:
             self.write_engine.dispose()
+
+
+def insert_ignore(
+    session: Session, table: FromClause, rows: list[dict[str, Any]], index: list[str]
+) -> None:
+    """INSERT ... ON CONFLICT DO NOTHING on both SQLite and PostgreSQL (idempotent, race-safe).
+    ``table``: a model's ``__table__`` (typed as a ``FromClause``, always a ``Table``)."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    ins = (pg_insert if dialect == "postgresql" else sqlite_insert)(cast(Table, table))
+    session.execute(ins.on_conflict_do_nothing(index_elements=index), rows)
+
+
+def must_get(session: Session, model: type[T], pk: Any) -> T:
+    """``session.get`` of a row that must exist (a key read from another row points to it): a
+    missing one is a :class:`~preflab.server.errors.ServiceError` 404 naming the table and key
+    (a row deleted meanwhile), never an ``AttributeError`` on ``None``."""
+    found = session.get(model, pk)
+    if found is None:
+        table = getattr(model, "__tablename__", model.__name__)
+        raise ServiceError(404, f"no {table} row {pk} (deleted meanwhile?)")
+    return found
 
 
 def init_schema(url: str) -> None:

@@ -37,8 +37,8 @@ from ..io.export.base import ExportError
 from ..store.models import utcnow
 from ..store.repo import NotFound
 from ..store.server_models import ExportJob, User
+from .errors import ServiceError
 from .export_options import build
-from .flow.submit import JudgingError
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def create_job(
     """A queued job, its options checked as ``preflab export`` checks them (422 when not)."""
     forced, reason = bool(options.get("force")), (options.get("force_reason") or "").strip()
     if forced and not reason:
-        raise JudgingError(
+        raise ServiceError(
             422,
             "force needs a reason: say why this export may go below the agreement floor "
             "(it is kept with the job and in the audit log)",
@@ -99,7 +99,7 @@ def create_job(
             ],
         )
     if reason and not forced:
-        raise JudgingError(
+        raise ServiceError(
             422,
             "force_reason is only for a forced export (force: true)",
             [{"loc": ["body", "force_reason"], "msg": "only with force", "type": "value_error"}],
@@ -108,7 +108,7 @@ def create_job(
     try:
         build(options, exports_dir / project_name / "job")
     except ExportError as exc:
-        raise JudgingError(422, str(exc)) from None
+        raise ServiceError(422, str(exc)) from None
     job = ExportJob(
         project_pk=project_pk,
         requested_by=requested_by,
@@ -214,7 +214,7 @@ def request_cancel(session: Session, job: ExportJob) -> str:
     if running:
         return "running"
     session.refresh(job)
-    raise JudgingError(
+    raise ServiceError(
         409, f"export job {job.pk} is {job.status}: only a queued or running job can be cancelled"
     )
 

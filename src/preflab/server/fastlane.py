@@ -45,15 +45,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..store.db import _sqlite_pragmas
 from ..store.models import utcnow
-from . import judging
 from .auth import sha256
 from .database import Database
+from .errors import ServiceError
 from .exec import Busy
 from .exec.sqlite import SqliteExecutor
 from .flow import NotCommon
 from .flow.lane import Credential, Flow, Lane, run_next, run_submit
-from .flow.submit import JudgingError, parse_submit
+from .flow.submit import parse_submit
 from .permissions import SESSION_COOKIE, iter_api_routes
+from .services import gold_scoring
 
 log = logging.getLogger("preflab.server.fastlane")
 
@@ -212,7 +213,7 @@ class LaneEndpoint:
         except NotCommon as why:
             _count(f"pass:{why}")
             return await self._framework(scope, receive, send)
-        except JudgingError as refusal:  # the framework's route answers refusals, byte for byte
+        except ServiceError as refusal:  # the framework's route answers refusals, byte for byte
             _count(f"pass:refused {refusal.status}")
             return await self._framework(scope, receive, send)
         if out is None:  # no item left: the route syncs the pool and says why
@@ -259,7 +260,7 @@ class LaneEndpoint:
         if shared.checkpointer is not None:
             shared.checkpointer.dirty.set()
         for pool_role, judgment_pk in lane.after_commit:
-            judging.after_submit(shared.db, pool_role, judgment_pk)
+            gold_scoring.after_submit(shared.db, pool_role, judgment_pk)
         return out
 
 

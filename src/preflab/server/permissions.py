@@ -75,6 +75,14 @@ class Ctx:
         return self.actor
 
 
+@dataclass
+class ProjectCtx(Ctx):
+    """The context of a project action (``project.*``): the guard loaded the project, so it is
+    never ``None`` here (annotate a route's ``ctx`` with it for those actions)."""
+
+    project: ProjectRef
+
+
 def _deny(status: int, detail: str) -> HTTPException:
     headers = dict(DENIED_HEADER)
     if status == 401:
@@ -214,12 +222,12 @@ def guard(action: str):
                 project, role = _load_project(conn, name, actor.user_pk) if name else (None, None)
                 if project is None or (role is None and not actor.is_admin):
                     raise _deny(404, f"no project {name!r}, or you are not a member of it")
-                ctx.project, ctx.role = project, role
+                ctx = ProjectCtx(action, actor, project, role)
             if not allowed(action, is_admin=actor.is_admin, role=ctx.role):
                 need = (
                     "a site admin"
                     if action == "site.admin"
-                    else f"one of the roles {sorted(RULES[action])}"
+                    else f"one of the roles {sorted(RULES[action] or ())}"
                 )
                 raise _deny(403, f"{action}: needs {need} (you are {ctx.role or 'not a member'})")
             return ctx

@@ -49,10 +49,10 @@ from ..settings import get_settings
 from ..store import repo
 from ..store.models import ItemRow, JudgmentRow, Project, utcnow
 from ..store.server_models import QualitySnapshot, ReviewRequest
-from . import review
 from .database import Database
 from .pages.panels import quality_panels
 from .permissions import ProjectRef
+from .services import review
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sqlalchemy import Text, and_, bindparam, cast, exists, func, or_, select, text
+from sqlalchemy import ColumnElement, Text, and_, bindparam, cast, exists, func, or_, select, text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import Executable
 
@@ -89,19 +89,30 @@ class Compiled:
 
 #: Columns of the caller: user, project, role, rater status (positions used by flow.lane).
 AUTH_COLS = (
-    _U.c.pk,
+    _U.c.pk.label("user_pk"),
     _U.c.username,
-    _PJ.c.pk,
+    _PJ.c.pk.label("project_pk"),
     _PJ.c.name,
     _PJ.c.title,
-    cast(_PJ.c.kinds, Text),  # as text on both backends: the memo key of the project's
-    cast(_PJ.c.settings, Text),  # parsed values (flow.lane._project), no JSONB parse a request
+    cast(_PJ.c.kinds, Text).label("kinds"),  # as text on both backends: the memo key of the
+    cast(_PJ.c.settings, Text).label("settings"),  # project's parsed values (flow.lane._project)
     _PJ.c.rubric_key,
     _PJ.c.rubric_version,
     _M.c.role,
-    _RS.c.status,
+    _RS.c.status.label("rater_status"),
     _U.c.is_admin,
 )
+
+
+def positions(stmt: Any) -> dict[str, int]:
+    """Each column of ``stmt`` by name -> its position in a row (the executors return plain
+    tuples: the flow reads them through these names, never through bare numbers)."""
+    return {name: i for i, name in enumerate(stmt.selected_columns.keys())}
+
+
+def span(at: dict[str, int], first: str, last: str) -> slice:
+    """The columns ``first`` .. ``last`` of a row (by :func:`positions`), as a slice."""
+    return slice(at[first], at[last] + 1)
 
 
 #: How a caller authenticates: an API token (``Authorization: Bearer``) or a browser session
@@ -173,9 +184,16 @@ def auth_next(lock: bool, by: str = "token"):
             _caller_joins(select(*AUTH_COLS), by).where(_credential_ok(by)).with_for_update(of=_RS)
         )
     live, item = _A.alias("live"), _I.alias("live_item")
-    cols = (live.c.lease_id, live.c.item_pk, live.c.role, live.c.shown_order, live.c.expires_at)
+    cols = (
+        live.c.lease_id.label("live_lease_id"),
+        live.c.item_pk.label("live_item_pk"),
+        live.c.role.label("live_role"),
+        live.c.shown_order.label("live_shown_order"),
+        live.c.expires_at.label("live_expires_at"),
+        item.c.content_hash.label("live_content_hash"),
+    )
     return (
-        _caller_joins(select(*AUTH_COLS, *cols, item.c.content_hash), by)
+        _caller_joins(select(*AUTH_COLS, *cols), by)
         .outerjoin(live, live.c.pk == _live_lease_pk())
         .outerjoin(item, item.c.pk == live.c.item_pk)
         .where(_credential_ok(by))
@@ -335,6 +353,24 @@ ITEM_VIEW = (
 )
 
 
+#: An item still open for labels: the pool's partial index condition, spelled exactly (the one
+#: place every query of open items takes it from).
+POOL_OPEN = _P.c.filled < _P.c.target
+
+
+def domain_ok(item_pk: Any, domains: Any, match: str) -> ColumnElement[bool]:
+    """The domain rule, for the pool row whose item is ``item_pk``: an item with no domain is
+    open to everyone; else ``domain_match`` ``any`` needs one of its domains among the rater's
+    verified ``domains`` and ``all`` every one of them. ``domains`` is a subquery (the hot
+    path's SQL) or a list (the ORM's reads)."""
+    has_any = exists().where(_PD.c.item_pk == item_pk)
+    if isinstance(domains, list | tuple) and not domains:
+        return ~has_any
+    if match == "any":
+        return or_(~has_any, exists().where(_PD.c.item_pk == item_pk, _PD.c.domain.in_(domains)))
+    return ~exists().where(_PD.c.item_pk == item_pk, _PD.c.domain.not_in(domains))
+
+
 def pick(role: str, match: str, *, unless_live: bool = False):
     """The candidate query for one role: eligibility, counts and order in a single statement.
 
@@ -350,11 +386,6 @@ def pick(role: str, match: str, *, unless_live: bool = False):
     mine = select(_CR.c.domain).where(
         _CR.c.user_pk == bindparam("user_pk"), _CR.c.verified.is_(True)
     )
-    has_any = exists().where(_PD.c.item_pk == item)
-    if match == "any":
-        domain_ok = or_(~has_any, exists().where(_PD.c.item_pk == item, _PD.c.domain.in_(mine)))
-    else:
-        domain_ok = ~exists().where(_PD.c.item_pk == item, _PD.c.domain.not_in(mine))
     live = (
         select(func.count())
         .select_from(_A)
@@ -368,12 +399,12 @@ def pick(role: str, match: str, *, unless_live: bool = False):
         _P.c.project_pk == bindparam("project_pk"),
         _P.c.role == role,
         ~exists().where(_A.c.item_pk == item, _A.c.user_pk == bindparam("user_pk")),
-        domain_ok,
+        domain_ok(item, mine, match),
     )
     if unless_live:
         stmt = stmt.where(text("NOT EXISTS (SELECT 1 FROM live)"))
     if role == "production":
-        stmt = stmt.where(_P.c.filled < _P.c.target, _P.c.filled + live < _P.c.target).order_by(
+        stmt = stmt.where(POOL_OPEN, _P.c.filled + live < _P.c.target).order_by(
             _P.c.filled.desc(), _P.c.order_key.desc(), _P.c.pk.desc()
         )
     elif role == "qualification":  # the qualification set in its import order, for everyone

@@ -96,9 +96,9 @@ def _one_per_pair(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def build_demo(db_url: str, *, n_items: int = 40, n_qualification: int = 5) -> dict[str, Any]:
     """Create the schema, demo accounts (generated passwords) and the demo project."""
-    from . import projects
     from .auth import create_user, get_user, set_membership
     from .database import Database, init_schema
+    from .services import projects
 
     records, source = pandalm_records()
     records = _one_per_pair(records)

@@ -2,7 +2,7 @@
 
 One rule, so no path can count by hand or drift: the task pool's ``filled`` is the number of
 the item's production labels (review pass 0, not a revision, not excluded), counted when the
-pool row is made (``server.projects.sync_pool``) and kept from then on by three triggers:
+pool row is made (``server.services.projects.sync_pool``) and kept from then on by three triggers:
 
 * ``judgments_close_lease``: a rater's label stored by the server (no import batch, review pass
   0, not a revision) closes that rater's active lease on the item (``status = 'submitted'``,

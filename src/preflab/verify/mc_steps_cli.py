@@ -69,12 +69,12 @@ def project_units(engine, project_name: str) -> tuple[list[StepUnit], list[str]]
 
 def send_back(engine, project_name: str, checks: list[StepCheck], threshold: float) -> dict:
     """One review request per disagreeing judgment (every disagreeing step's evidence in its
-    note), created as a reviewer's send-back is (:func:`preflab.server.judging.send_back`) with
+    note), created as a reviewer's send-back is (:func:`preflab.server.services.revisions.send_back`) with
     no reviewer: the label goes back to its rater, the item page shows the note, and the item is
     in the adjudication queue with the note's first line as its reason. A judgment already
     waiting for a revision, or revised since, is left as it is (counted)."""
-    from preflab.server.flow.submit import JudgingError
-    from preflab.server.judging import send_back as create
+    from preflab.server.errors import ServiceError
+    from preflab.server.services.revisions import send_back as create
     from preflab.store import repo, transaction
 
     notes: dict[int, list[str]] = {}
@@ -89,7 +89,7 @@ def send_back(engine, project_name: str, checks: list[StepCheck], threshold: flo
                 with session.begin_nested():
                     req = create(session, project.pk, judgment_pk, None, "\n\n".join(parts))  # type: ignore[arg-type]
                 sent.append({"judgment_id": judgment_pk, "request_id": req.pk})
-            except JudgingError as e:
+            except ServiceError as e:
                 skipped.append({"judgment_id": judgment_pk, "why": e.message})
     return {"sent": sent, "skipped": skipped}
 

@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session
 
 from ...store.models import utcnow
 from ..database import Database
+from ..errors import ServiceError
 from ..flow.common import Changed
 from ..flow.lane import BEGIN, SESSION, Flow, Lane
-from ..flow.submit import JudgingError
 from . import answer, drive
 
 #: Runs of a flow whose guarded write lost a race each time before the request is refused.
@@ -55,7 +55,7 @@ class FrameworkExecutor:
             except Changed:
                 continue
             return out, lane
-        raise JudgingError(
+        raise ServiceError(
             409, "the assignment kept changing while this request ran; send it again"
         )
 

@@ -15,7 +15,7 @@ that serve a request only fetch rows and write what the decisions say:
   hand a request to the route (which runs the same flow).
 
 Authorization is :func:`preflab.server.permissions.allowed` on every executor; production gold
-scoring and suspension are :mod:`preflab.server.judging` (after the commit).
+scoring and suspension are :mod:`preflab.server.services.gold_scoring` (after the commit).
 """
 
 from .common import NotCommon, aware

@@ -40,22 +40,26 @@ from ...schema import Item, Rubric
 from ...schema.policy import Policy, policy_of
 from ...store.models import Project
 from ...store.rows import judgment_rows
-from .. import judging
 from ..csrf import token_matches
 from ..permissions import ProjectRef, allowed
 from ..quality_adapter import final_qualification
+from ..services import gold_scoring, submissions
 from ..sql import (
     JUDGMENT_DT_COLS,
     JUDGMENT_JSON_COLS,
     PG_LEASE_IF_ROOM,
     Statements,
+    auth_next,
+    positions,
+    span,
+    submit_read,
 )
 from ..sql import statements as compiled_statements
 from . import next as rules
 from .common import Changed, NotCommon
 from .submit import (
     SCORED_LATER,
-    JudgingError,
+    ServiceError,
     build_judgment,
     current_rubric,
     judgment_columns,
@@ -110,7 +114,7 @@ class Lane:
         self.framework = framework
         self.sql: Statements = compiled_statements(ex)
         self.now_s = ex.dt(now)
-        #: (pool role, judgment pk) for :func:`preflab.server.judging.after_submit`.
+        #: (pool role, judgment pk) for :func:`preflab.server.services.gold_scoring.after_submit`.
         self.after_commit: list[tuple[str, int]] = []
 
 
@@ -131,11 +135,23 @@ class Credential(NamedTuple):
 
 _PROJECTS: dict[tuple, tuple[ProjectRef, Policy]] = {}
 
+#: The caller row's columns by name (:data:`preflab.server.sql.AUTH_COLS`; on SQLite "next"
+#: adds the live lease, a session caller its CSRF token last) and the submit read's.
+_CALLER = positions(auth_next(False, "token"))
+_SUBMIT = positions(submit_read("token"))
+_PROJECT_COLS = span(_CALLER, "project_pk", "rubric_version")
+_LIVE_COLS = span(_CALLER, "live_lease_id", "live_content_hash")
+_LEASE_COLS = span(_SUBMIT, "a_pk", "item_key")
+_RATER_COLS = span(_SUBMIT, "rater_pk", "item_kinds")
+_ROLE, _STATUS, _IS_ADMIN = _CALLER["role"], _CALLER["rater_status"], _CALLER["is_admin"]
+_USER, _USERNAME = _CALLER["user_pk"], _CALLER["username"]
+_LIVE_LEASE, _CANDIDATE = _CALLER["live_lease_id"], _SUBMIT["candidate_key"]
+
 
 def _project(row: Sequence[Any]) -> tuple[ProjectRef, Policy]:
     """The guard's ``ProjectRef`` and its policy from the caller row, memoised on the row's own
     content (kinds and settings read as JSON text on both backends)."""
-    key = tuple(row[2:9])
+    key = tuple(row[_PROJECT_COLS])
     found = _PROJECTS.get(key)
     if found is None:
         pk, name, title, kinds, settings, rubric_key, rubric_version = key
@@ -151,13 +167,13 @@ def _project(row: Sequence[Any]) -> tuple[ProjectRef, Policy]:
 def _caller(row: Sequence[Any] | None, cred: Credential) -> tuple[int, str, ProjectRef, Policy]:
     """The guard's decision on the caller row (token or session, user, project, membership,
     status; a session's CSRF token last)."""
-    if row is None or not allowed("project.label", is_admin=row[11], role=row[9]):
+    if row is None or not allowed("project.label", is_admin=row[_IS_ADMIN], role=row[_ROLE]):
         if cred.by == "user":  # the guard let them in a moment ago: removed or deactivated since
-            raise JudgingError(403, "you may not label in this project (any more)")
+            raise ServiceError(403, "you may not label in this project (any more)")
         raise NotCommon("auth")  # 401/403/404 or no status row yet: the guard says which
     if cred.by == "session" and not token_matches(cred.csrf, row[-1]):
         raise NotCommon("csrf")  # the framework's guard answers the 403
-    return (row[0], row[1], *_project(row))
+    return (row[_USER], row[_USERNAME], *_project(row))
 
 
 def _framework_step(lane: Lane, why: str, fn: Callable[[Any], Any]) -> Flow:
@@ -243,8 +259,8 @@ def run_next(lane: Lane, cred: Credential, project_name: str) -> Flow:
     # cost 10-30 % more CPU a cycle at 200 raters and 2 workers (issue 10; likely because a
     # candidate filled meanwhile then costs another pick).
     params["n"] = rules.PICK_BATCH if ex.is_pg else 1
-    if row[10] != "qualified":  # qualifying, failed, suspended
-        return (yield from _next_unqualified(lane, project, policy, user_pk, row[10], params))
+    if row[_STATUS] != "qualified":  # qualifying, failed, suspended
+        return (yield from _next_unqualified(lane, project, policy, user_pk, row[_STATUS], params))
     roles = rules.roles_to_try(policy, _RNG)
     views: dict[int, list[Sequence[Any]]] = {}  # view rows already read, by item
     picked = None
@@ -261,7 +277,7 @@ def run_next(lane: Lane, cred: Credential, project_name: str) -> Flow:
         shown = sorted((r for r in found if r[0] == "view"), key=lambda r: r[-1])
         views = {shown[0][2]: [r[10:-1] for r in shown]} if shown else {}
     else:  # found by the caller statement (BEGIN IMMEDIATE: nothing changed since)
-        live = row[12:18] if row[12] is not None else None
+        live = row[_LIVE_COLS] if row[_LIVE_LEASE] is not None else None
     if live is not None:  # resume: one live lease per rater
         return (yield from _resume(lane, project, live))
     if picked is None:
@@ -462,7 +478,7 @@ def run_submit(
     telemetry: dict[str, Any] | None,
 ) -> Flow:
     """ "Submit": the judgment stored (its answer), a replay's first answer, or a refusal
-    (:class:`.submit.JudgingError`: 404, 409, 410, 403, 422). The lane hands a refusal on
+    (:class:`.submit.ServiceError`: 404, 409, 410, 403, 422). The lane hands a refusal on
     (the framework answers it), and so every step that needs the framework's session: a
     replay, a first label, a qualification answer (scored at once)."""
     ex, q, now = lane.ex, lane.sql, lane.now
@@ -484,7 +500,7 @@ def run_submit(
             first = yield from _framework_step(
                 lane,
                 "replay",
-                lambda s: judging.replay_by_key(
+                lambda s: submissions.replay_by_key(
                     s, project_name, cred.user_pk, idempotency_key, judgment, assignment_id
                 ),
             )
@@ -492,16 +508,17 @@ def run_submit(
                 return first
         raise _not_found(assignment_id, now)
     user_pk, username, project, policy = _caller(rows[0] if rows else None, cred)
-    (a_pk, a_user, item_pk, a_status, shown, created, expires, pool_pk, pool_role, item_key) = rows[
-        0
-    ][12:22]
-    rater_pk, rater_user_pk, idem_pk, settings_version, item_kinds = rows[0][23:28]
-    candidate_keys = [r[22] for r in rows]
+    first_row = rows[0]
+    (a_pk, a_user, item_pk, a_status, shown, created, expires, pool_pk, pool_role, item_key) = (
+        first_row[_LEASE_COLS]
+    )
+    rater_pk, rater_user_pk, idem_pk, settings_version, item_kinds = first_row[_RATER_COLS]
+    candidate_keys = [r[_CANDIDATE] for r in rows]
     if idem_pk is not None:  # the key was used: this request repeats that one, or 409
         first = yield from _framework_step(
             lane,
             "replay",
-            lambda s: judging.replay_by_key(
+            lambda s: submissions.replay_by_key(
                 s, project_name, user_pk, idempotency_key, judgment, assignment_id
             ),
         )
@@ -511,11 +528,11 @@ def run_submit(
         raise _not_found(assignment_id, now)
     if a_status == "submitted":  # the same answer again: the first result
         first = yield from _framework_step(
-            lane, "replay", lambda s: judging.replay_of_lease(s, a_pk, judgment)
+            lane, "replay", lambda s: submissions.replay_of_lease(s, a_pk, judgment)
         )
         if first is not None:
             return first
-    rater_status, reason = rows[0][10], ""
+    rater_status, reason = first_row[_STATUS], ""
     if rater_status == "suspended":
         mine = q.status_reason.args({"project_pk": project.pk, "user_pk": user_pk})
         reason = (yield ONE, q.status_reason.sql, mine)[0]
@@ -537,7 +554,9 @@ def run_submit(
         raise NotCommon("qualification answer")  # before anything is written
     if rater_pk is None or rater_user_pk is None:  # a first label in this project
         rater_pk = yield from _framework_step(
-            lane, "first label", lambda s: judging.rater_pk_for(s, project.pk, username, user_pk)
+            lane,
+            "first label",
+            lambda s: submissions.rater_pk_for(s, project.pk, username, user_pk),
         )
     values = parsed = None
     if judgment.get("kind") == "pairwise" and not scored_now:  # the cheap equal of the below
@@ -579,7 +598,9 @@ def run_submit(
         return (
             yield (
                 SESSION,
-                lambda s: judging.score_qualification(s, project.pk, user_pk, j_pk, parsed, now),
+                lambda s: gold_scoring.score_qualification(
+                    s, project.pk, user_pk, j_pk, parsed, now
+                ),
             )
         )
     lane.after_commit.append((pool_role, j_pk))
@@ -593,7 +614,7 @@ def run_submit(
     }
 
 
-def _not_found(assignment_id: str, now: datetime) -> JudgingError:
+def _not_found(assignment_id: str, now: datetime) -> ServiceError:
     found = lease_refusal(
         assignment_id,
         found=False,
@@ -638,7 +659,7 @@ def _validated(
     idempotency_key: str | None,
 ) -> Flow:
     """The judgment through the one validation every submit path shares
-    (:func:`.submit.build_judgment`; a refusal is its ``JudgingError``). ``lease``: its shown
+    (:func:`.submit.build_judgment`; a refusal is its ``ServiceError``). ``lease``: its shown
     order, creation time and settings version, as read."""
     shown, created, settings_version = lease
     rubric: Any = None  # no rubric: build_judgment says "no rubric yet"

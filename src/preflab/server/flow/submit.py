@@ -1,7 +1,7 @@
 """The rules of "submit", as decisions over values the caller has fetched.
 
 Used by the flow (:func:`preflab.server.flow.lane.run_submit`, on every executor), by
-revisions (:mod:`preflab.server.judging`) and by the tests' ORM oracle.
+revisions (:mod:`preflab.server.services.revisions`) and by the tests' ORM oracle.
 """
 
 from __future__ import annotations
@@ -31,22 +31,13 @@ from ...schema.policy import policy_of
 from ...store import repo
 from ...store.models import ItemRow, Project, utcnow
 from ...store.rows import pairwise_judgment_values
+from ..errors import ServiceError
 from ..wire import wire_problems
 from .common import NotCommon, aware
 
 #: Pool roles whose answers are scored after the response: production and production gold look and cost the same,
-#: gold being scored after the response (:func:`preflab.server.judging.defer_gold_scoring`).
+#: gold being scored after the response (:func:`preflab.server.services.gold_scoring.defer_gold_scoring`).
 SCORED_LATER = frozenset({"production", "gold"})
-
-
-class JudgingError(Exception):
-    """A refused submission: ``status`` is the HTTP code, ``errors`` field-by-field problems."""
-
-    def __init__(
-        self, status: int, message: str, errors: list[dict[str, Any]] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.errors = status, message, errors or []
 
 
 def problem(loc: str, msg: str) -> dict[str, Any]:
@@ -62,32 +53,32 @@ def lease_refusal(
     rater_reason: str,
     expires_at: datetime | None,
     now: datetime,
-) -> JudgingError | None:
+) -> ServiceError | None:
     """Why this caller may not submit on this lease now, in the order the checks apply.
 
     ``found``: the lease exists in the project and is the caller's. A submitted lease is
     refused here; the caller first answers a replay of the same answer with the first result.
     """
     if not found:
-        return JudgingError(
+        return ServiceError(
             404,
             f"no assignment {assignment_id!r} of yours in this project; "
             "get one with POST .../assignments/next",
         )
     if lease_status == "submitted":
-        return JudgingError(
+        return ServiceError(
             409,
             "this assignment was already submitted with a different answer; "
             "ask a reviewer to send it back if you want to revise it",
         )
     if lease_status == "released":
-        return JudgingError(
+        return ServiceError(
             409, "you released this assignment; get a new one with POST .../assignments/next"
         )
     if rater_status == "suspended":
-        return JudgingError(403, f"you are suspended from this project: {rater_reason}")
+        return ServiceError(403, f"you are suspended from this project: {rater_reason}")
     if expires_at is not None and aware(expires_at) <= now:
-        return JudgingError(
+        return ServiceError(
             410,
             f"assignment {assignment_id} expired at {aware(expires_at).isoformat()}; "
             "its item went back to the pool; get a new task with POST .../assignments/next",
@@ -100,25 +91,25 @@ def kind_refusal(
     project_kinds: Sequence[str],
     n_candidates: int,
     declared: Sequence[str] | None = None,
-) -> JudgingError | None:
+) -> ServiceError | None:
     """The project's declared kinds, the item's own (``metadata.kinds``, where it declares
     some), and the kind's fit to the item's number of answers: what the label page offers
     (:func:`preflab.schema.kinds_for_item`) is what submit accepts."""
     if kind not in project_kinds:
-        return JudgingError(
+        return ServiceError(
             422,
             f"this project collects {list(project_kinds)}, not {kind!r}",
             [problem("kind", f"must be one of {list(project_kinds)}")],
         )
     offered = kinds_for_item(list(project_kinds), n_candidates, list(declared or []) or None)
     if declared and kind not in declared:
-        return JudgingError(
+        return ServiceError(
             422,
             f"this item takes {list(declared)}, not {kind!r}",
             [problem("kind", f"choose one of {offered}")],
         )
     if not kind_fits(kind, n_candidates):  # the rule the label page offers kinds by
-        return JudgingError(
+        return ServiceError(
             422,
             f"this item has {n_candidates} answers; {kind} needs {describe_need(kind)}",
             [problem("kind", f"choose one of {offered}")],
@@ -364,7 +355,7 @@ def build_judgment(
     if item_row is not None:
         item_key, candidate_keys = item_row.item_key, [c.candidate_key for c in item_row.candidates]
     if not isinstance(data, dict):
-        raise JudgingError(
+        raise ServiceError(
             422, "judgment must be an object", [problem("judgment", "expected an object")]
         )
     data = dict(data)
@@ -373,13 +364,13 @@ def build_judgment(
     if refusal is not None:
         raise refusal
     if "item_id" in data and data["item_id"] != item_key:
-        raise JudgingError(
+        raise ServiceError(
             422,
             "item_id does not match the assignment",
             [problem("item_id", f"this assignment is for item {item_key!r}")],
         )
     if "provenance" in data:
-        raise JudgingError(
+        raise ServiceError(
             422,
             "provenance is set by the server",
             [problem("provenance", "do not send provenance; send telemetry beside the judgment")],
@@ -408,7 +399,7 @@ def build_judgment(
     try:
         judgment = parse_judgment(data)
     except ValidationError as exc:
-        raise JudgingError(422, "the judgment is not valid", _field_errors(exc)) from None
+        raise ServiceError(422, "the judgment is not valid", _field_errors(exc)) from None
     problems = []
     known = list(candidate_keys or [])
     for cid in judgment.candidate_ids():
@@ -450,5 +441,5 @@ def build_judgment(
     if short is not None:
         problems.append(short)
     if problems:
-        raise JudgingError(422, "the judgment does not fit this item or rubric", problems)
+        raise ServiceError(422, "the judgment does not fit this item or rubric", problems)
     return judgment

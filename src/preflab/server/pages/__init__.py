@@ -2,7 +2,8 @@
 nothing from a CDN).
 
 Pages are thin. A page handler authenticates with the same ``guard`` as the REST API, reads
-through the same functions (often by calling the REST handler itself), and renders. Every change
+through the same service functions as the REST routes (never a route), and renders; a
+service's refusal (:class:`preflab.server.errors.ServiceError`) is the page's error message. Every change
 a page makes goes through the REST API from JavaScript, with the session's CSRF token.
 
 Security headers: a strict Content-Security-Policy (no inline scripts, no foreign hosts, no
@@ -19,6 +20,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import ServiceError
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).resolve().parent.parent
@@ -110,6 +113,21 @@ def mount(app: FastAPI) -> None:
         return page
 
     app.add_exception_handler(StarletteHTTPException, html_errors)
+
+    service_handler = app.exception_handlers.get(ServiceError)
+
+    async def service_errors(request: Request, exc: Exception) -> Response:
+        """A service's refusal: the API's JSON problem for API paths and non-browser clients,
+        the error page with the service's message for a browser asking for a page."""
+        assert isinstance(exc, ServiceError)
+        wants_html = "text/html" in request.headers.get("accept", "")
+        if service_handler is not None and (
+            request.url.path.startswith(("/api/", "/static/")) or not wants_html
+        ):
+            return await service_handler(request, exc)
+        return views.error_page(request, exc.status, exc.message)
+
+    app.add_exception_handler(ServiceError, service_errors)
 
     async def server_error(request: Request, exc: Exception) -> Response:
         """Never a bare "Internal Server Error": a styled page with a way back for a browser, a

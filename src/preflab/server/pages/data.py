@@ -14,8 +14,11 @@ from sqlalchemy.orm import Session
 
 from ...store.models import ItemRow, JudgmentRow, utcnow
 from ...store.server_models import Assignment, PoolEntry
-from .. import assign, queries, review, snapshot
+from .. import snapshot
 from ..permissions import ProjectRef
+from ..services import leases as assign
+from ..services import queries, review
+from ..sql import POOL_OPEN, domain_ok
 from . import plots
 from .panels import svg_bars
 
@@ -76,7 +79,6 @@ def label_progress(
 
     from ...schema.policy import settings_of
     from ...store.server_models import WebSession
-    from ..assign import _domain_filter
     from ..auth import verified_domains
 
     policy = settings_of(project.settings).policy
@@ -87,9 +89,9 @@ def label_progress(
         .where(
             PoolEntry.project_pk == project.pk,
             PoolEntry.role == "production",
-            PoolEntry.filled < PoolEntry.target,
+            POOL_OPEN,
             ~seen,
-            _domain_filter(verified_domains(session, user_pk), policy.domain_match),
+            domain_ok(PoolEntry.item_pk, verified_domains(session, user_pk), policy.domain_match),
         )
     )
     done = session.scalar(

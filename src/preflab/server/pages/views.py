@@ -1,14 +1,18 @@
-"""Page handlers. Each one: the REST API's guard, a read through the API's own handler or a
-service function, a template. Changes happen in the browser through the REST API."""
+"""Page handlers. Each one: the REST API's guard, a read through a service
+(:mod:`preflab.server.services`, the same functions the REST routes call), a template. A
+service's error is the page's error message (:func:`error_page`), never an empty page. Changes
+happen in the browser through the REST API."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, date, datetime, time
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import select
@@ -19,16 +23,13 @@ from ...schema.policy import settings_of
 from ...store import repo
 from ...store.models import Project
 from ...store.server_models import SKIP_REASONS
-from .. import api, auth, browse, export_jobs, files, snapshot
-from .. import review as review_service
-from ..permissions import SESSION_COOKIE, Ctx, _authenticate, guard
-from ..routes import auth as auth_routes
-from ..routes import items as item_routes
-from ..routes import my_labels
-from ..routes import projects as project_routes
-from ..routes import review as review_routes
-from ..routes import users as user_routes
-from ..routes.common import DbId
+from .. import auth, export_jobs, snapshot
+from ..errors import ServiceError
+from ..permissions import SESSION_COOKIE, Ctx, ProjectCtx, _authenticate, guard
+from ..services import browse, files, queries
+from ..services import review as review_service
+from ..services import revisions as revision_service
+from ..services.browse import BrowseFilters
 from . import TEMPLATES, data, panels
 from .render import markdown, steps_of
 from .trajectory import step_blocks, step_suggestions, trajectory_view, with_masks
@@ -157,10 +158,16 @@ def error_page(request: Request, status: int, detail: str) -> HTMLResponse:
     )
 
 
-def call(handler, request: Request, ctx: Ctx, **kw: Any) -> Any:
-    """Run a REST handler with the page's context and return its JSON body (one code path)."""
-    resp = handler(request, ctx=ctx, **kw)
-    return orjson.loads(resp.body) if resp.status_code < 400 else None
+#: A row id in a path, bounded to a signed 64-bit integer (as the REST API's ``DbId``).
+DbId = Annotated[int, PathParam(ge=1, le=2**63 - 1)]
+
+
+def read(request: Request, service: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """``service(session, *args, **kw)`` in a read transaction, as the JSON the REST API
+    answers for it (the page shows what the API shows); a service error propagates to the
+    page's error message."""
+    with _db(request).reading() as s:
+        return orjson.loads(orjson.dumps(service(s, *args, **kw)))
 
 
 def _db(request: Request):
@@ -214,7 +221,7 @@ def reset_page(request: Request, token: str, ctx: Ctx = guard("public")) -> Resp
 
 @router.get("/")
 def home(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
-    projects = call(project_routes.list_projects, request, ctx) or []
+    projects = read(request, queries.visible_projects, ctx.user.user_pk, is_admin=ctx.user.is_admin)
     with _db(request).reading() as s:
         for p in projects:
             pk = s.scalar(select(Project.pk).where(Project.name == p["name"]))
@@ -224,14 +231,14 @@ def home(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
 
 @router.get("/account")
 def account(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
-    me = call(auth_routes.me, request, ctx)
-    creds = call(auth_routes.my_credentials, request, ctx)
+    me = read(request, queries.me, ctx.user)
+    creds = read(request, queries.credentials, ctx.user.user_pk)
     return render(request, "account.html", ctx, me=me, credentials=creds)
 
 
-def _project_bits(request: Request, ctx: Ctx) -> dict[str, Any]:
-    project = call(project_routes.get_project, request, ctx, project=ctx.project.name)
-    rubric = call(item_routes.get_rubric, request, ctx, project=ctx.project.name, version=None)
+def _project_bits(request: Request, ctx: ProjectCtx) -> dict[str, Any]:
+    project = read(request, queries.project, ctx.project, ctx.role, ctx.user)
+    rubric = read(request, queries.rubric, ctx.project)
     if rubric is not None and "dimensions" not in rubric:
         rubric = None
     return {
@@ -242,18 +249,22 @@ def _project_bits(request: Request, ctx: Ctx) -> dict[str, Any]:
 
 
 @router.get("/p/{project}")
-def project_page(request: Request, project: str, ctx: Ctx = guard("project.view")) -> Response:
+def project_page(
+    request: Request, project: str, ctx: ProjectCtx = guard("project.view")
+) -> Response:
     bits = _project_bits(request, ctx)
     status = revisions = None
     recent: list[dict[str, Any]] = []
     if ctx.role == "rater":
-        status = call(api.my_status, request, ctx, project=project)
-        revisions = call(api.my_revisions, request, ctx, project=project)
-        mine = call(api.my_judgments, request, ctx, project=project, after=0, limit=1000) or []
+        status = read(request, queries.my_status, ctx.project.pk, ctx.user.user_pk)
+        revisions = read(request, queries.my_revision_requests, ctx.project.pk, ctx.user.user_pk)
+        mine = read(
+            request, queries.my_judgments, ctx.project.pk, ctx.user.user_pk, after=0, limit=1000
+        )
         recent = list(reversed(mine))[:10]
     with _db(request).reading() as s:
         progress = data.project_progress(s, ctx.project.pk, ctx.user.user_pk)
-        closed = my_labels.editable(
+        closed = revision_service.editable(
             s, ctx.project.pk, ctx.user.user_pk, [j["judgment_id"] for j in recent]
         )
     sent_back = {r["judgment_id"] for r in revisions or []}
@@ -277,7 +288,7 @@ def label_page(
     request: Request,
     project: str,
     kind: str | None = Query(default=None, max_length=40),
-    ctx: Ctx = guard("project.label"),
+    ctx: ProjectCtx = guard("project.label"),
 ) -> Response:
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
@@ -292,7 +303,7 @@ def label_page(
                 task["step_suggestions"] = step_suggestions(meta)
     # Only the kinds this item can take (the assignment engine's task payload says which).
     kinds = task["kinds"] if task else ctx.project.kinds
-    status = call(api.my_status, request, ctx, project=project)
+    status = read(request, queries.my_status, ctx.project.pk, ctx.user.user_pk)
     chosen, kind = kind, (kind if kind in kinds else (kinds[0] if kinds else None))
     kind_note = _kind_note(task, chosen, kind, ctx.project.kinds) if task else None
     return render(
@@ -333,9 +344,9 @@ def _kind_note(
 
 @router.get("/p/{project}/revise/{judgment_id}")
 def revise_page(
-    request: Request, project: str, judgment_id: DbId, ctx: Ctx = guard("project.label")
+    request: Request, project: str, judgment_id: DbId, ctx: ProjectCtx = guard("project.label")
 ) -> Response:
-    revisions = call(api.my_revisions, request, ctx, project=project) or []
+    revisions = read(request, queries.my_revision_requests, ctx.project.pk, ctx.user.user_pk)
     rev = next((r for r in revisions if r["judgment_id"] == judgment_id), None)
     if rev is None:
         return error_page(
@@ -356,7 +367,7 @@ def revise_page(
 
 def judgment_page(
     request: Request,
-    ctx: Ctx,
+    ctx: ProjectCtx,
     *,
     item: dict[str, Any],
     shown_order: list[str] | None,
@@ -380,7 +391,7 @@ def judgment_page(
         "judgment_id": judgment_id,
         "note": note,
     }
-    status = call(api.my_status, request, ctx, project=ctx.project.name)
+    status = read(request, queries.my_status, ctx.project.pk, ctx.user.user_pk)
     return render(
         request,
         "label.html",
@@ -397,14 +408,14 @@ def judgment_page(
 
 @router.get("/p/{project}/qualification")
 def qualification_page(
-    request: Request, project: str, ctx: Ctx = guard("project.label")
+    request: Request, project: str, ctx: ProjectCtx = guard("project.label")
 ) -> Response:
-    status = call(api.my_status, request, ctx, project=project)
+    status = read(request, queries.my_status, ctx.project.pk, ctx.user.user_pk)
     return render(
         request,
         "qualification.html",
         ctx,
-        project=call(project_routes.get_project, request, ctx, project=project),
+        project=read(request, queries.project, ctx.project, ctx.role, ctx.user),
         status=status,
     )
 
@@ -417,7 +428,7 @@ def review_page(
     request: Request,
     project: str,
     share: float | None = Query(default=None, ge=0, le=1),
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     with _db(request).reading() as s:
         queues = review_service.review_queues(s, ctx.project, share=share)
@@ -426,7 +437,7 @@ def review_page(
         request,
         "review.html",
         ctx,
-        project=call(project_routes.get_project, request, ctx, project=project),
+        project=read(request, queries.project, ctx.project, ctx.role, ctx.user),
         queues=queues,
         skips=skips,
     )
@@ -434,7 +445,7 @@ def review_page(
 
 @router.get("/p/{project}/review/item/{item_id}")
 def review_item_page(
-    request: Request, project: str, item_id: str, ctx: Ctx = guard("project.review")
+    request: Request, project: str, item_id: str, ctx: ProjectCtx = guard("project.review")
 ) -> Response:
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
@@ -471,12 +482,10 @@ def review_item_page(
 
 @router.get("/admin")
 def admin_page(request: Request, ctx: Ctx = guard("site.admin")) -> Response:
-    projects = call(project_routes.list_projects, request, ctx) or []
-    users = call(user_routes.list_users, request, ctx) or []
+    projects = read(request, queries.visible_projects, ctx.user.user_pk, is_admin=ctx.user.is_admin)
+    users = read(request, queries.users)
     for u in users:
-        u["credentials"] = (
-            call(user_routes.user_credentials, request, ctx, username=u["username"]) or []
-        )
+        u["credentials"] = read(request, queries.user_credentials, u["username"])
     return render(
         request, "admin.html", ctx, projects=projects, users=users, kinds=list(JUDGMENT_KINDS)
     )
@@ -520,11 +529,11 @@ AUDIT_PAGE = 100
 
 @router.get("/admin/p/{project}")
 def admin_project_page(
-    request: Request, project: str, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     bits = _project_bits(request, ctx)
-    members = call(project_routes.list_members, request, ctx, project=project) or []
-    history = call(project_routes.settings_history, request, ctx, project=project) or []
+    members = read(request, queries.members, ctx.project.pk)
+    history = read(request, queries.settings_versions, ctx.project.pk)
     with _db(request).reading() as s:
         versions = files.rubric_versions(s, ctx.project.pk)
     policy_json = orjson.dumps(
@@ -544,18 +553,20 @@ def admin_project_page(
 
 @router.get("/admin/p/{project}/import")
 def admin_import_page(
-    request: Request, project: str, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     return render(
         request,
         "admin_import.html",
         ctx,
-        project=call(project_routes.get_project, request, ctx, project=project),
+        project=read(request, queries.project, ctx.project, ctx.role, ctx.user),
     )
 
 
 @router.get("/admin/p/{project}/dashboard")
-def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+def dashboard_page(
+    request: Request, project: str, ctx: ProjectCtx = guard("project.review")
+) -> Response:
     snap = snapshot.current(_db(request), ctx.project)  # starts a refresh, never computes one
     with _db(request).reading() as s:
         # the counts that read every judgment: now for a small project, else the snapshot's
@@ -568,7 +579,7 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
         request,
         "dashboard.html",
         ctx,
-        project=call(project_routes.get_project, request, ctx, project=project),
+        project=read(request, queries.project, ctx.project, ctx.role, ctx.user),
         q=q,
         dash=dash,
         can_manage=ctx.user.is_admin or ctx.role == "admin",
@@ -580,13 +591,15 @@ def dashboard_page(request: Request, project: str, ctx: Ctx = guard("project.rev
 def data_page(
     request: Request,
     project: str,
-    filters_in: review_routes.BrowseFilters = Depends(),
+    filters_in: BrowseFilters = Depends(),
     after: int = Query(default=0, ge=0, le=2**62),
     offset: int = Query(default=0, ge=0, le=10**9),
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     # an empty form field means no filter
-    filters = {k: v if isinstance(v, bool) else (v or None) for k, v in asdict(filters_in).items()}
+    filters: dict[str, Any] = {
+        k: v if isinstance(v, bool) else (v or None) for k, v in asdict(filters_in).items()
+    }
     db = _db(request)
     dups, snap = snapshot.near_duplicates(db, ctx.project)
     with db.reading() as s:
@@ -602,7 +615,7 @@ def data_page(
         request,
         "data.html",
         ctx,
-        project=call(project_routes.get_project, request, ctx, project=project),
+        project=read(request, queries.project, ctx.project, ctx.role, ctx.user),
         found=found,
         filters=filters,
         snap=snap,
@@ -611,7 +624,9 @@ def data_page(
 
 
 @router.get("/admin/p/{project}/export")
-def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage")) -> Response:
+def export_page(
+    request: Request, project: str, ctx: ProjectCtx = guard("project.manage")
+) -> Response:
     try:
         from ...io.export import EXPORT_FORMATS
 
@@ -627,7 +642,7 @@ def export_page(request: Request, project: str, ctx: Ctx = guard("project.manage
         request,
         "export.html",
         ctx,
-        project=call(project_routes.get_project, request, ctx, project=project),
+        project=read(request, queries.project, ctx.project, ctx.role, ctx.user),
         formats=choices,
         history=history,
         jobs=jobs,
@@ -643,7 +658,7 @@ _ = repo
 
 @router.get("/admin/p/{project}/leaderboard")
 def leaderboard_page(
-    request: Request, project: str, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     """Model ratings and win rates of a blind evaluation; names models, so admins only."""
     from markupsafe import Markup
@@ -656,7 +671,7 @@ def leaderboard_page(
         request,
         "admin_leaderboard.html",
         ctx,
-        project=call(project_routes.get_project, request, ctx, project=project),
+        project=read(request, queries.project, ctx.project, ctx.role, ctx.user),
         report=report,
         svg=Markup(ev.leaderboard_svg(report["ratings"])),  # escaped inside
         rating_header=ev.RATING_HEADER,
@@ -664,4 +679,28 @@ def leaderboard_page(
         pair_header=ev.PAIR_HEADER,
         pair_table=ev.pair_rows(report["pairs"]),
         domain_tables=domains if len(domains) > 1 or ev.NO_DOMAIN not in report["domains"] else [],
+    )
+
+
+@router.get("/p/{project}/edit/{judgment_id}")
+def edit_page(
+    request: Request, project: str, judgment_id: DbId, ctx: ProjectCtx = guard("project.label")
+) -> Response:
+    """The label page over one of the rater's own labels, to edit it (409 saying why once a
+    reviewer acted on it)."""
+    try:
+        with _db(request).reading() as s:
+            label = revision_service.label_to_edit(s, ctx.project.pk, ctx.user.user_pk, judgment_id)
+    except ServiceError as exc:
+        return error_page(request, exc.status, exc.message)
+    return judgment_page(
+        request,
+        ctx,
+        item=label["item"],
+        shown_order=label["shown_order"],
+        judgment_id=judgment_id,
+        kind=label["kind"],
+        initial=label["initial"],
+        mode="edit",
+        note=None,
     )

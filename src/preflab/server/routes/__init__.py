@@ -1,10 +1,11 @@
 """The REST API under ``/api/v1``, one module per concern: ``auth`` (the caller's own account),
 ``users`` (site administration), ``projects``, ``export_jobs`` (exports in the background), ``items`` (and rubrics), ``review``, ``audit``.
 ``labelling`` holds next task, release, submit and skip (the two hot ones are also served by
-:mod:`preflab.server.fastlane`); the caller's own labels and revise are in :mod:`preflab.server.api`.
+:mod:`preflab.server.fastlane`); ``my_labels`` the caller's own labels, revise and edit.
 
-Handlers are thin: parse, call a service (:mod:`preflab.server.queries`, ``review``, ``files``,
-``auth``, ``projects``, ``judging``), shape the answer. Each declares a ``response_model``
+Handlers are thin: parse, call a service (:mod:`preflab.server.services`, and ``auth``),
+shape the answer; no route module imports another (the shared helpers are ``common`` and the
+answer models ``models``). Each declares a ``response_model``
 (:mod:`.models`) and exactly one ``guard(action)`` (:mod:`preflab.server.permissions`).
 """
 
@@ -15,7 +16,6 @@ from fastapi import APIRouter, FastAPI
 
 def routers() -> list[APIRouter]:
     """Every router of the REST API, in the order they are matched."""
-    from .. import api
     from . import audit, auth, export_jobs, items, labelling, my_labels, projects, review, users
 
     return [
@@ -27,8 +27,7 @@ def routers() -> list[APIRouter]:
         review.router,
         audit.router,
         labelling.router,
-        api.router,
-        my_labels.router,  # a rater edits their own recent labels
+        my_labels.router,  # the caller's own labels: status, revise, edit
     ]
 
 

@@ -12,8 +12,10 @@ from sqlalchemy import select
 
 from ... import audit
 from ...store.server_models import User
-from .. import auth, queries
+from .. import auth
+from ..database import must_get
 from ..permissions import SESSION_COOKIE, Ctx, guard
+from ..services import queries
 from . import models as m
 from .common import DbId, Strict, client_ip, db_of, ok
 
@@ -135,22 +137,14 @@ def logout(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
 @router.get("/auth/me", tags=["auth"], response_model=m.MeOut)
 def me(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
     with db_of(request).reading() as s:
-        user = s.get(User, ctx.user.user_pk)
-        return ok(
-            {
-                **queries.user_out(user),
-                "projects": queries.project_roles(s, user.pk),
-                "via": ctx.user.via,
-                "csrf_token": ctx.user.csrf_token,
-            }
-        )
+        return ok(queries.me(s, ctx.user))
 
 
 @router.post("/auth/tokens", tags=["auth"], status_code=201, response_model=m.TokenCreatedOut)
 def create_token(request: Request, body: TokenIn, ctx: Ctx = guard("authenticated")) -> Response:
     """A new API token (shown once; only its SHA-256 is stored)."""
     with db_of(request).writing() as s:
-        user = s.get(User, ctx.user.user_pk)
+        user = must_get(s, User, ctx.user.user_pk)
         ttl = timedelta(days=body.ttl_days) if body.ttl_days else None
         token, row = auth.create_api_token(s, user, name=body.name, ttl=ttl)
         return ok(
@@ -174,7 +168,7 @@ def list_tokens(request: Request, ctx: Ctx = guard("authenticated")) -> Response
 @router.delete("/auth/tokens/{token_id}", tags=["auth"], response_model=m.TokenRevokedOut)
 def revoke_token(request: Request, token_id: DbId, ctx: Ctx = guard("authenticated")) -> Response:
     with db_of(request).writing() as s:
-        user = s.get(User, ctx.user.user_pk)
+        user = must_get(s, User, ctx.user.user_pk)
         row = auth.revoke_api_token(s, user, token_id, as_admin=ctx.user.is_admin)
         return ok({"id": row.pk, "revoked": True})
 
@@ -191,7 +185,9 @@ def claim_credential(
 ) -> Response:
     """Claim a domain (``medicine``, ``law``, ``math``, ``code`` ...); an admin verifies it."""
     with db_of(request).writing() as s:
-        row = auth.claim_credential(s, s.get(User, ctx.user.user_pk), body.domain, body.evidence)
+        row = auth.claim_credential(
+            s, must_get(s, User, ctx.user.user_pk), body.domain, body.evidence
+        )
         return ok({"domain": row.domain, "verified": row.verified}, 201)
 
 

@@ -3,15 +3,15 @@ the request bodies' wire rules."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import Path as PathParam
 from fastapi import Request
 from fastapi.responses import Response
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
-from ...schema import Rubric
+from ...schema import Rubric, Telemetry
 from ..database import Database
 from ..wire import WireModel, check_wire
 
@@ -49,3 +49,64 @@ class RubricIn(Rubric):
     def _wire_rules(cls, data: Any) -> Any:
         check_wire(data, "Rubric")
         return data
+
+
+class ReviseIn(Strict):
+    """A revised (or edited) answer: the judgment, its telemetry, an idempotency key."""
+
+    judgment: dict[str, Any]
+    telemetry: Telemetry | None = None
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class ExportIn(Strict):
+    format: str = Field(
+        default="raw",
+        min_length=1,
+        max_length=50,
+        description="trl-preference, trl-reward, trl-kto, trl-sft, trl-stepwise, openrlhf, verl, raw",
+    )
+    # the options of `preflab export` (preflab.io.export.ExportOptions), same defaults
+    aggregation: str = Field(
+        default="majority", max_length=40, description="majority or dawid-skene"
+    )
+    length_gate: tuple[float, float] | None = Field(
+        default=(0.85, 1.20),
+        description="[min, max] chosen/rejected length ratio (on by default; null: off)",
+    )
+    # tokens of the project's policy.length_tokenizer (else MiniLM); no tokenizer path from clients
+    length_unit: Literal["tokens", "words", "chars"] = "tokens"
+    provenance_columns: bool = Field(
+        default=False, description="rater_hash, rubric_version and guideline_version columns"
+    )
+    min_raters: int = Field(default=1, ge=1, le=100)
+    include_ai: bool = False
+    include_gold: bool = False
+    include_rater_ids: bool = Field(
+        default=False, description="raw export: rater ids instead of HMAC hashes"
+    )
+    # issue 28: everything `preflab export` offers, the tokenizer path excepted (see above)
+    file_format: Literal["jsonl", "parquet", "hf"] = "jsonl"
+    conversational: bool | None = Field(
+        default=None, description="chat-message rows (null: follow the prompts)"
+    )
+    include_flagged: bool = Field(
+        default=False,
+        description="keep labels whose telemetry is strong evidence (a weak flag never removes "
+        "a label)",
+    )
+    min_alpha: float | None = Field(
+        default=None, ge=0, le=1, description="agreement floor (null: policy.min_alpha)"
+    )
+    force: bool = Field(
+        default=False, description="write even below the agreement floor (marked in the card)"
+    )
+    drop_disagreement: float | None = Field(
+        default=None, gt=0, le=1, description="drop pairs whose winning share is below this"
+    )
+    require_reference: bool = Field(
+        default=False, description="verl: export only items with a reference answer"
+    )
+    data_source: str | None = Field(
+        default=None, min_length=1, max_length=200, description="verl: data_source of every row"
+    )

@@ -13,10 +13,9 @@ from pydantic import Field
 from ... import audit
 from .. import export_jobs as jobs
 from ..export_runner import Runner
-from ..permissions import Ctx, guard
+from ..permissions import ProjectCtx, guard
 from . import models as m
-from .common import DbId, db_of, ok
-from .projects import ExportIn
+from .common import DbId, ExportIn, db_of, ok
 
 router = APIRouter(prefix="/api/v1")
 
@@ -48,7 +47,7 @@ def _runner(request: Request) -> Runner:
     response_model=m.ExportJobOut,
 )
 def create_export_job(
-    request: Request, project: str, body: ExportJobIn, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, body: ExportJobIn, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     """Start an export in the background (the way for large projects); poll the job for its
     progress, then download its files. Options are checked as ``preflab export`` checks them."""
@@ -76,7 +75,7 @@ def list_export_jobs(
     project: str,
     before: int | None = Query(default=None, ge=1, le=2**63 - 1, description="page: older ids"),
     limit: int = Query(default=jobs.PAGE_LIMIT, ge=1, le=200),
-    ctx: Ctx = guard("project.manage"),
+    ctx: ProjectCtx = guard("project.manage"),
 ) -> Response:
     """The project's export jobs newest first; ``next_before`` pages back (``null``: no more)."""
     with db_of(request).reading() as s:
@@ -90,7 +89,7 @@ def list_export_jobs(
     "/projects/{project}/export-jobs/{job_id}", tags=["exports"], response_model=m.ExportJobOut
 )
 def get_export_job(
-    request: Request, project: str, job_id: DbId, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, job_id: DbId, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     with db_of(request).reading() as s:
         (out,) = jobs.jobs_out(s, ctx.project.name, [jobs.get_job(s, ctx.project.pk, job_id)])
@@ -104,7 +103,7 @@ def get_export_job(
     response_model=m.ExportJobOut,
 )
 def cancel_export_job(
-    request: Request, project: str, job_id: DbId, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, job_id: DbId, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     """A queued job is cancelled at once; a running one stops within seconds (its process is
     ended if it does not stop by itself), leaving no directory. 409 for a finished job."""
@@ -138,7 +137,7 @@ def export_job_file(
     project: str,
     job_id: DbId,
     filename: str,
-    ctx: Ctx = guard("project.manage"),
+    ctx: ProjectCtx = guard("project.manage"),
 ) -> FileResponse:
     """A file of a finished job, by the name its manifest lists (``manifest.json`` too)."""
     with db_of(request).reading() as s:

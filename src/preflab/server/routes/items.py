@@ -13,10 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from ... import audit
 from ...store import repo
 from ...store.models import Project
-from .. import files, projects, queries
-from ..flow.submit import current_rubric
+from ..database import must_get
 from ..pages.render import markdown
-from ..permissions import Ctx, guard
+from ..permissions import Ctx, ProjectCtx, guard
+from ..services import files, projects, queries
 from . import models as m
 from .common import RubricIn, Strict, db_of, ok
 
@@ -37,7 +37,7 @@ def list_items(
     project: str,
     after: int = Query(default=0, ge=0, le=2**62),
     limit: int = Query(default=100, ge=1, le=1000),
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     with db_of(request).reading() as s:
         return ok(queries.items_page(s, ctx.project.pk, after=after, limit=limit))
@@ -45,17 +45,17 @@ def list_items(
 
 @router.get("/projects/{project}/items/{item_id}", tags=["items"], response_model=m.Item)
 def get_item(
-    request: Request, project: str, item_id: str, ctx: Ctx = guard("project.review")
+    request: Request, project: str, item_id: str, ctx: ProjectCtx = guard("project.review")
 ) -> Response:
     """The full item, gold and reference included (reviewers and admins only)."""
     with db_of(request).reading() as s:
-        row = repo.get_item(s, s.get(Project, ctx.project.pk), item_id)
+        row = repo.get_item(s, must_get(s, Project, ctx.project.pk), item_id)
         return ok(repo.item_from_row(row).model_dump(mode="json"))
 
 
 @router.post("/projects/{project}/items", tags=["items"], response_model=m.ImportSummaryOut)
 def import_items(
-    request: Request, project: str, body: ItemsIn, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, body: ItemsIn, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     """Import items (all or nothing, idempotent by content) and add them to the task pool."""
     summary = projects.import_items(db_of(request), ctx.project.name, body.items)
@@ -63,7 +63,7 @@ def import_items(
     return ok(summary)
 
 
-def _record_import(request: Request, ctx: Ctx, summary: dict[str, Any], source: str) -> None:
+def _record_import(request: Request, ctx: ProjectCtx, summary: dict[str, Any], source: str) -> None:
     """One ``items.imported`` event for an import that changed something (a repeat of the same
     file or items changes nothing and is not an event)."""
     if summary.get("already_imported"):
@@ -83,7 +83,7 @@ async def post_items_file(
     request: Request,
     project: str,
     filename: str = Query(default="upload.jsonl", max_length=200),
-    ctx: Ctx = guard("project.manage"),
+    ctx: ProjectCtx = guard("project.manage"),
 ) -> Response:
     """Import an uploaded file (raw request body). 422 with every bad line when it fails."""
     raw = await request.body()
@@ -100,26 +100,20 @@ def get_rubric(
     request: Request,
     project: str,
     version: int | None = Query(default=None, ge=1, le=10**6),
-    ctx: Ctx = guard("project.view"),
+    ctx: ProjectCtx = guard("project.view"),
 ) -> Response:
     with db_of(request).reading() as s:
-        project_row = s.get(Project, ctx.project.pk)
-        # no version asked: the current one (what raters are graded against), not the newest
-        rubric = (
-            repo.get_rubric(s, project_row, version=version)
-            if version
-            else current_rubric(s, project_row)
-        )
+        rubric = queries.rubric(s, ctx.project, version)
         if rubric is None:
             return ok({"detail": "this project has no rubric (yet)"}, 404)
-        return ok(rubric.model_dump(mode="json"))
+        return ok(rubric)
 
 
 @router.get(
     "/projects/{project}/rubrics", tags=["rubrics"], response_model=list[m.RubricVersionOut]
 )
 def list_rubric_versions(
-    request: Request, project: str, ctx: Ctx = guard("project.view")
+    request: Request, project: str, ctx: ProjectCtx = guard("project.view")
 ) -> Response:
     with db_of(request).reading() as s:
         return ok(files.rubric_versions(s, ctx.project.pk))
@@ -129,7 +123,7 @@ def list_rubric_versions(
     "/projects/{project}/rubrics", tags=["rubrics"], status_code=201, response_model=m.RubricRef
 )
 def add_rubric(
-    request: Request, project: str, body: RubricIn, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, body: RubricIn, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     """Store a rubric; changed content becomes a new immutable version, made current."""
     return ok(_store_rubric(request, ctx, body), 201)
@@ -145,16 +139,19 @@ async def post_rubric_file(
     request: Request,
     project: str,
     filename: str = Query(default="rubric.yaml", max_length=200),
-    ctx: Ctx = guard("project.manage"),
+    ctx: ProjectCtx = guard("project.manage"),
 ) -> Response:
     """Upload a rubric as YAML or JSON; changed content becomes a new version."""
-    rubric = files.parse_rubric_file(filename, await request.body())
-    return ok(_store_rubric(request, ctx, rubric), 201)
+    raw = await request.body()
+    # parsing and storing in a worker thread, as the sync routes do: the write transaction
+    # takes SQLite's process-wide write lock, which must never block the event loop
+    rubric = await run_in_threadpool(files.parse_rubric_file, filename, raw)
+    return ok(await run_in_threadpool(_store_rubric, request, ctx, rubric), 201)
 
 
-def _store_rubric(request: Request, ctx: Ctx, rubric: m.Rubric) -> dict[str, Any]:
+def _store_rubric(request: Request, ctx: ProjectCtx, rubric: m.Rubric) -> dict[str, Any]:
     with db_of(request).writing() as s:
-        row = repo.add_rubric(s, s.get(Project, ctx.project.pk), rubric)
+        row = repo.add_rubric(s, must_get(s, Project, ctx.project.pk), rubric)
         return {"id": row.rubric_key, "version": row.version}
 
 

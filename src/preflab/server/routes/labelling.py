@@ -17,14 +17,15 @@ from pydantic import BaseModel, Field
 
 from ...schema import Telemetry
 from ...schema.policy import settings_of
-from .. import assign, judging
 from ..database import Database
 from ..exec import framework
 from ..flow.lane import Credential, run_next, run_submit
 from ..flow.next import no_items
-from ..permissions import Ctx, ProjectRef, guard
-from ..projects import sync_pool
-from ..webapi import no_items_detail, skip_task
+from ..permissions import ProjectCtx, ProjectRef, guard
+from ..services import gold_scoring
+from ..services import leases as assign
+from ..services.projects import sync_pool
+from ..services.skips import no_items_detail, skip_task
 from ..wire import WireModel
 
 router = APIRouter(prefix="/api/v1", tags=["labelling"])
@@ -127,7 +128,7 @@ def serve_submit(
     telemetry: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """ "Submit" on the framework's executor; production gold goes to the scorer after the
-    commit (:func:`judging.after_submit`), as from the lane."""
+    commit (:func:`gold_scoring.after_submit`), as from the lane."""
     cred = Credential("user", None, user_pk=user_pk)
     out, lane = framework.executor(db).run(
         lambda lane: run_submit(
@@ -141,12 +142,12 @@ def serve_submit(
         )
     )
     for pool_role, judgment_pk in lane.after_commit:
-        judging.after_submit(db, pool_role, judgment_pk)
+        gold_scoring.after_submit(db, pool_role, judgment_pk)
     return out
 
 
 @router.post("/projects/{project}/assignments/next", response_model=NextTaskOut)
-def next_task(request: Request, project: str, ctx: Ctx = guard("project.label")) -> Response:
+def next_task(request: Request, project: str, ctx: ProjectCtx = guard("project.label")) -> Response:
     """The next task for the caller (a lease), or ``{"task": null, "reason": ...}``.
 
     While a lease is live the same task comes back (``resumed``: true)."""
@@ -160,7 +161,7 @@ def next_task(request: Request, project: str, ctx: Ctx = guard("project.label"))
 
 @router.post("/projects/{project}/assignments/{assignment_id}/release", response_model=ReleaseOut)
 def release_task(
-    request: Request, project: str, assignment_id: str, ctx: Ctx = guard("project.label")
+    request: Request, project: str, assignment_id: str, ctx: ProjectCtx = guard("project.label")
 ) -> Response:
     out = assign.release(_db(request), ctx.project, ctx.user.user_pk, assignment_id)
     return _ok(out, 200 if out.get("reason") != "not_found" else 404)
@@ -173,7 +174,7 @@ def release_task(
     responses={200: {"model": SubmitOut, "description": "a retry: the first result again"}},
 )
 def submit_judgment(
-    request: Request, project: str, body: SubmitIn, ctx: Ctx = guard("project.label")
+    request: Request, project: str, body: SubmitIn, ctx: ProjectCtx = guard("project.label")
 ) -> Response:
     """Submit the judgment for a live assignment. Retries (same ``idempotency_key`` or the
     same assignment and answer) return the first result; nothing is stored twice."""
@@ -199,7 +200,7 @@ def post_skip(
     project: str,
     assignment_id: str,
     body: SkipIn,
-    ctx: Ctx = guard("project.label"),
+    ctx: ProjectCtx = guard("project.label"),
 ) -> Response:
     """Skip or flag the task you hold, with a reason (``unclear``, ``expertise``, ``broken``,
     ``harmful``, ``other`` + note). The item goes to another rater; reviewers see the flags."""

@@ -4,7 +4,7 @@ quality figures, reinstatement, exports and their files."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
@@ -15,10 +15,13 @@ from ... import audit
 from ...schema.policy import Policy
 from ...store.models import Project, utcnow
 from ...store.server_models import User
-from .. import auth, judging, projects, queries, review
-from ..permissions import Ctx, guard
+from .. import auth
+from ..database import must_get
+from ..errors import ServiceError
+from ..permissions import Ctx, ProjectCtx, guard
+from ..services import gold_scoring, projects, queries, review
 from . import models as m
-from .common import DbId, Strict, db_of, ok
+from .common import DbId, ExportIn, Strict, db_of, ok
 
 router = APIRouter(prefix="/api/v1")
 
@@ -52,63 +55,6 @@ class NoteIn(Strict):
     note: str = Field(min_length=1, max_length=5000)
 
 
-class ExportIn(Strict):
-    format: str = Field(
-        default="raw",
-        min_length=1,
-        max_length=50,
-        description="trl-preference, trl-reward, trl-kto, trl-sft, trl-stepwise, openrlhf, verl, raw",
-    )
-    # the options of `preflab export` (preflab.io.export.ExportOptions), same defaults
-    aggregation: str = Field(
-        default="majority", max_length=40, description="majority or dawid-skene"
-    )
-    length_gate: tuple[float, float] | None = Field(
-        default=(0.85, 1.20),
-        description="[min, max] chosen/rejected length ratio (on by default; null: off)",
-    )
-    # tokens of the project's policy.length_tokenizer (else MiniLM); no tokenizer path from clients
-    length_unit: Literal["tokens", "words", "chars"] = "tokens"
-    provenance_columns: bool = Field(
-        default=False, description="rater_hash, rubric_version and guideline_version columns"
-    )
-    min_raters: int = Field(default=1, ge=1, le=100)
-    include_ai: bool = False
-    include_gold: bool = False
-    include_rater_ids: bool = Field(
-        default=False, description="raw export: rater ids instead of HMAC hashes"
-    )
-    # issue 28: everything `preflab export` offers, the tokenizer path excepted (see above)
-    file_format: Literal["jsonl", "parquet", "hf"] = "jsonl"
-    conversational: bool | None = Field(
-        default=None, description="chat-message rows (null: follow the prompts)"
-    )
-    include_flagged: bool = Field(
-        default=False,
-        description="keep labels whose telemetry is strong evidence (a weak flag never removes "
-        "a label)",
-    )
-    min_alpha: float | None = Field(
-        default=None, ge=0, le=1, description="agreement floor (null: policy.min_alpha)"
-    )
-    force: bool = Field(
-        default=False, description="write even below the agreement floor (marked in the card)"
-    )
-    drop_disagreement: float | None = Field(
-        default=None, gt=0, le=1, description="drop pairs whose winning share is below this"
-    )
-    require_reference: bool = Field(
-        default=False, description="verl: export only items with a reference answer"
-    )
-    data_source: str | None = Field(
-        default=None, min_length=1, max_length=200, description="verl: data_source of every row"
-    )
-
-
-def _sees_policy(ctx: Ctx) -> bool:
-    return queries.sees_policy(ctx.user.is_admin, ctx.role)
-
-
 @router.get("/projects", tags=["projects"], response_model=list[m.ProjectOut])
 def list_projects(request: Request, ctx: Ctx = guard("authenticated")) -> Response:
     with db_of(request).reading() as s:
@@ -134,23 +80,26 @@ def create_project(
 
 
 @router.get("/projects/{project}", tags=["projects"], response_model=m.ProjectOut)
-def get_project(request: Request, project: str, ctx: Ctx = guard("project.view")) -> Response:
+def get_project(
+    request: Request, project: str, ctx: ProjectCtx = guard("project.view")
+) -> Response:
     """Guidelines, kinds and rubric for everyone; the full policy for admins and reviewers."""
     with db_of(request).reading() as s:
-        p = s.get(Project, ctx.project.pk)
-        return ok(queries.project_out(p, ctx.role, full=_sees_policy(ctx)))
+        return ok(queries.project(s, ctx.project, ctx.role, ctx.user))
 
 
 @router.patch(
     "/projects/{project}/settings", tags=["projects"], response_model=m.SettingsChangedOut
 )
 def patch_settings(
-    request: Request, project: str, body: SettingsPatchIn, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, body: SettingsPatchIn, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     """Change title, guidelines or policy (merged key by key); each change is a new audited version."""
     changes = body.model_dump(exclude_none=True, exclude={"note"})
     with db_of(request).writing() as s:
         p = s.scalar(select(Project).where(Project.pk == ctx.project.pk).with_for_update())
+        if p is None:  # deleted since the guard read it
+            raise ServiceError(404, f"no project {ctx.project.name!r}")
         version, _ = projects.update_settings(
             s, p, changes, changed_by=ctx.user.user_pk, note=body.note
         )
@@ -165,14 +114,16 @@ def patch_settings(
     response_model=list[m.SettingsVersionOut],
 )
 def settings_history(
-    request: Request, project: str, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     with db_of(request).reading() as s:
         return ok(queries.settings_versions(s, ctx.project.pk))
 
 
 @router.get("/projects/{project}/members", tags=["projects"], response_model=list[m.MemberOut])
-def list_members(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+def list_members(
+    request: Request, project: str, ctx: ProjectCtx = guard("project.review")
+) -> Response:
     with db_of(request).reading() as s:
         return ok(queries.members(s, ctx.project.pk))
 
@@ -183,12 +134,12 @@ def put_member(
     project: str,
     username: str,
     body: MemberIn,
-    ctx: Ctx = guard("project.manage"),
+    ctx: ProjectCtx = guard("project.manage"),
 ) -> Response:
     with db_of(request).writing() as s:
         user = auth.get_user(s, username)
         before = queries.project_roles(s, user.pk).get(ctx.project.name)
-        membership = auth.set_membership(s, s.get(Project, ctx.project.pk), user, body.role)
+        membership = auth.set_membership(s, must_get(s, Project, ctx.project.pk), user, body.role)
         details = {"role": membership.role, "before": before}
         where = audit.target(ctx.project.name, user=username)
         audit.record(s, ctx.user, "member.role_set", where, details)
@@ -201,12 +152,12 @@ def put_member(
     response_model=m.MemberRemovedOut,
 )
 def delete_member(
-    request: Request, project: str, username: str, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, username: str, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     with db_of(request).writing() as s:
         user = auth.get_user(s, username)
         before = queries.project_roles(s, user.pk).get(ctx.project.name)
-        auth.remove_membership(s, s.get(Project, ctx.project.pk), user)
+        auth.remove_membership(s, must_get(s, Project, ctx.project.pk), user)
         where = audit.target(ctx.project.name, user=username)
         audit.record(s, ctx.user, "member.removed", where, {"before": before})
         return ok({"username": username, "removed": True})
@@ -216,15 +167,15 @@ def delete_member(
     "/projects/{project}/invites", tags=["projects"], status_code=201, response_model=m.InviteOut
 )
 def create_invite(
-    request: Request, project: str, body: InviteIn, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, body: InviteIn, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     """An invite link that expires; the token is shown once (only its hash is stored)."""
     with db_of(request).writing() as s:
         token, row = auth.create_invite(
             s,
-            s.get(Project, ctx.project.pk),
+            must_get(s, Project, ctx.project.pk),
             role=body.role,
-            created_by=s.get(User, ctx.user.user_pk),
+            created_by=must_get(s, User, ctx.user.user_pk),
             ttl=timedelta(hours=body.ttl_hours),
             email=body.email,
         )
@@ -242,13 +193,15 @@ def create_invite(
 
 
 @router.get("/projects/{project}/raters", tags=["quality"], response_model=list[m.RaterOut])
-def list_raters(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+def list_raters(
+    request: Request, project: str, ctx: ProjectCtx = guard("project.review")
+) -> Response:
     with db_of(request).reading() as s:
         return ok(review.rater_figures(s, ctx.project))
 
 
 @router.get("/projects/{project}/quality", tags=["quality"], response_model=m.QualityOut)
-def quality(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+def quality(request: Request, project: str, ctx: ProjectCtx = guard("project.review")) -> Response:
     """Counts, pool progress, gold accuracy per rater (Wilson intervals), suspensions."""
     with db_of(request).reading() as s:
         return ok(review.quality_summary(s, ctx.project))
@@ -260,10 +213,14 @@ def quality(request: Request, project: str, ctx: Ctx = guard("project.review")) 
     response_model=m.RaterStatusOut,
 )
 def reinstate(
-    request: Request, project: str, username: str, body: NoteIn, ctx: Ctx = guard("project.manage")
+    request: Request,
+    project: str,
+    username: str,
+    body: NoteIn,
+    ctx: ProjectCtx = guard("project.manage"),
 ) -> Response:
     with db_of(request).writing() as s:
-        st = judging.reinstate(s, ctx.project.pk, auth.get_user(s, username).pk, body.note)
+        st = gold_scoring.reinstate(s, ctx.project.pk, auth.get_user(s, username).pk, body.note)
         where = audit.target(ctx.project.name, user=username)
         audit.record(s, ctx.user, "rater.reinstated", where, {"note": body.note})
         return ok({"username": username, "status": st.status, "reason": st.reason})
@@ -273,7 +230,7 @@ def reinstate(
     "/projects/{project}/exports", tags=["exports"], status_code=201, response_model=m.ExportOut
 )
 def export(
-    request: Request, project: str, body: ExportIn, ctx: Ctx = guard("project.manage")
+    request: Request, project: str, body: ExportIn, ctx: ProjectCtx = guard("project.manage")
 ) -> Response:
     """Run the exporter inside the request; the manifest (files, SHA-256, gates) comes back.
 
@@ -322,7 +279,7 @@ def export_file(
     project: str,
     export_id: DbId,
     filename: str,
-    ctx: Ctx = guard("project.manage"),
+    ctx: ProjectCtx = guard("project.manage"),
 ) -> FileResponse:
     with db_of(request).reading() as s:
         path = queries.export_file(s, ctx.project, export_id, filename)

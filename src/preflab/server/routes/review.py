@@ -1,19 +1,21 @@
 """Review: the reviewer's list of judgments, send-back, the adjudication and spot-review queues,
 one item under review, adjudication, the data browser, skips and demonstrations. The rules are
-in :mod:`preflab.server.review` and :mod:`preflab.server.judging`."""
+in :mod:`preflab.server.services.review` and :mod:`preflab.server.services.revisions`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import Field
 
-from .. import browse, judging, snapshot
-from .. import review as service
-from ..permissions import Ctx, guard
+from .. import snapshot
+from ..permissions import ProjectCtx, guard
+from ..services import browse, revisions
+from ..services import review as service
+from ..services.browse import BrowseFilters
 from . import models as m
 from .common import DbId, Strict, db_of, idempotency_key, ok
 
@@ -52,7 +54,7 @@ def list_judgments(
     after: int = Query(default=0, ge=0, le=2**62),
     limit: int = Query(default=100, ge=1, le=1000),
     item_id: str | None = Query(default=None, max_length=200),
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     """Judgments with provenance; raters appear as hashes when the project is blind."""
     with db_of(request).reading() as s:
@@ -72,10 +74,10 @@ def send_back(
     project: str,
     judgment_id: DbId,
     body: NoteIn,
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     with db_of(request).writing() as s:
-        req = judging.send_back(s, ctx.project.pk, judgment_id, ctx.user.user_pk, body.note)
+        req = revisions.send_back(s, ctx.project.pk, judgment_id, ctx.user.user_pk, body.note)
         return ok({"request_id": req.pk, "judgment_id": judgment_id, "status": req.status}, 201)
 
 
@@ -90,7 +92,7 @@ def post_telemetry_review(
     project: str,
     judgment_id: DbId,
     body: TelemetryDecisionIn,
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     """Decide a label its telemetry flagged: ``keep`` (exported whatever its flags) or
     ``exclude`` (a note is required). Issue 28; docs/telemetry.md."""
@@ -105,7 +107,7 @@ def get_review_queues(
     request: Request,
     project: str,
     share: float | None = Query(default=None, ge=0, le=1),
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     """The adjudication queue and the spot-review queue."""
     with db_of(request).reading() as s:
@@ -116,7 +118,7 @@ def get_review_queues(
     "/projects/{project}/review/items/{item_id}", tags=["review"], response_model=m.ItemReviewOut
 )
 def get_item_review(
-    request: Request, project: str, item_id: str, ctx: Ctx = guard("project.review")
+    request: Request, project: str, item_id: str, ctx: ProjectCtx = guard("project.review")
 ) -> Response:
     with db_of(request).reading() as s:
         return ok(service.item_review(s, ctx.project, item_id))
@@ -133,7 +135,7 @@ def post_adjudication(
     project: str,
     item_id: str,
     body: AdjudicateIn,
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     """Record the item's final label (review pass 2) with a note."""
     out = service.adjudicate(
@@ -158,7 +160,7 @@ def post_reference_adjudication(
     project: str,
     item_id: str,
     body: ReferenceAdjudicationIn,
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     """Settle a reference two experts disagreed on: the answer, the reviewer as adjudicator."""
     return ok(
@@ -166,18 +168,6 @@ def post_reference_adjudication(
             db_of(request), ctx.project, ctx.user, item_id, body.answer, body.note
         )
     )
-
-
-@dataclass
-class BrowseFilters:
-    """The data browser's filters, as query parameters (the API and the admin's data page)."""
-
-    kind: str | None = Query(default=None, max_length=40)
-    rater: str | None = Query(default=None, max_length=200)
-    domain: str | None = Query(default=None, max_length=100)
-    flagged: bool = False
-    disagreement: bool = False
-    q: str | None = Query(default=None, max_length=200)
 
 
 @router.get("/projects/{project}/browse", tags=["review"], response_model=m.BrowseOut)
@@ -188,7 +178,7 @@ def get_browse(
     after: int = Query(default=0, ge=0, le=2**62, description="item pk the page starts after"),
     offset: int = Query(default=0, ge=0, le=10**9),
     limit: int = Query(default=50, ge=1, le=500),
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     """Items and their labels, filtered, a page at a time (the admin's data browser): keyset
     pages (``after`` = the previous page's ``next_after``); ``offset`` still skips matches."""
@@ -209,7 +199,9 @@ def get_browse(
 
 
 @router.get("/projects/{project}/skips", tags=["review"], response_model=m.SkipSummaryOut)
-def get_skips(request: Request, project: str, ctx: Ctx = guard("project.review")) -> Response:
+def get_skips(
+    request: Request, project: str, ctx: ProjectCtx = guard("project.review")
+) -> Response:
     """Skips per reason and the items raters flagged."""
     with db_of(request).reading() as s:
         return ok(service.skip_summary(s, ctx.project))
@@ -221,7 +213,7 @@ def get_skips(request: Request, project: str, ctx: Ctx = guard("project.review")
     response_model=list[m.PendingDemonstration],
 )
 def get_pending_demonstrations(
-    request: Request, project: str, ctx: Ctx = guard("project.review")
+    request: Request, project: str, ctx: ProjectCtx = guard("project.review")
 ) -> Response:
     """Demonstrations waiting for a reviewer's decision."""
     with db_of(request).reading() as s:
@@ -239,7 +231,7 @@ def post_demonstration_review(
     project: str,
     judgment_id: DbId,
     body: DemonstrationReviewIn,
-    ctx: Ctx = guard("project.review"),
+    ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
     """Accept or reject a demonstration (a note is required to reject). Stored as a revision with
     the reviewer and the time; only accepted demonstrations are exported by ``trl-sft``."""

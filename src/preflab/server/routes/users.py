@@ -11,8 +11,10 @@ from pydantic import Field
 
 from ... import audit
 from ...store.server_models import User
-from .. import auth, queries
+from .. import auth
+from ..database import must_get
 from ..permissions import Ctx, guard
+from ..services import queries
 from . import models as m
 from .common import Strict, db_of, ok
 
@@ -106,7 +108,7 @@ def _user_change_event(what: str, user: User, body: UserPatchIn) -> tuple[str, d
 @router.get("/users/{username}/credentials", tags=["users"], response_model=list[m.CredentialOut])
 def user_credentials(request: Request, username: str, ctx: Ctx = guard("site.admin")) -> Response:
     with db_of(request).reading() as s:
-        return ok(queries.credentials(s, auth.get_user(s, username).pk))
+        return ok(queries.user_credentials(s, username))
 
 
 @router.post(
@@ -119,7 +121,11 @@ def verify_credential(
 ) -> Response:
     with db_of(request).writing() as s:
         row = auth.verify_credential(
-            s, auth.get_user(s, username), domain, s.get(User, ctx.user.user_pk), body.verified
+            s,
+            auth.get_user(s, username),
+            domain,
+            must_get(s, User, ctx.user.user_pk),
+            body.verified,
         )
         return ok({"domain": row.domain, "verified": row.verified})
 
@@ -135,7 +141,10 @@ def create_reset_link(
     with db_of(request).writing() as s:
         user = auth.get_user(s, username)
         token = auth.create_reset_link(
-            s, user, created_by=s.get(User, ctx.user.user_pk), ttl=timedelta(hours=body.ttl_hours)
+            s,
+            user,
+            created_by=must_get(s, User, ctx.user.user_pk),
+            ttl=timedelta(hours=body.ttl_hours),
         )
         details = {"ttl_hours": body.ttl_hours}
         audit.record(s, ctx.user, "user.reset_link_created", f"user:{username}", details)

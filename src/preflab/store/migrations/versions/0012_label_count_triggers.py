@@ -57,7 +57,7 @@ DROP = {
 
 #: The count the triggers keep from now on, made right once for existing rows (before this
 #: revision a suspension could take a revised label off twice): production labels, review
-#: pass 0, not a revision, not excluded — the rule of ``server.projects.sync_pool``.
+#: pass 0, not a revision, not excluded — the rule of ``server.services.projects.sync_pool``.
 RECOUNT = (
     "UPDATE task_pool SET filled = (SELECT count(*) FROM judgments j "
     "WHERE j.item_pk = task_pool.item_pk AND j.review_pass = 0 "

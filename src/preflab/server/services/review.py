@@ -17,17 +17,17 @@ from pydantic import ValidationError
 from sqlalchemy import ColumnElement, case, exists, func, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
-from .. import audit
-from ..quality import LabelTable, route_for_adjudication
-from ..quality import telemetry_flags as quality_telemetry_flags
-from ..quality.bias import word_length
-from ..quality.telemetry import Assessment, TelemetrySettings, assess
-from ..schema import ReviewPass
-from ..schema.authorship import ReferenceProvenance
-from ..schema.policy import settings_of
-from ..store import repo
-from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
-from ..store.server_models import (
+from ... import audit
+from ...quality import LabelTable, route_for_adjudication
+from ...quality import telemetry_flags as quality_telemetry_flags
+from ...quality.bias import word_length
+from ...quality.telemetry import Assessment, TelemetrySettings, assess
+from ...schema import ReviewPass
+from ...schema.authorship import ReferenceProvenance
+from ...schema.policy import settings_of
+from ...store import repo
+from ...store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
+from ...store.server_models import (
     SKIP_REASONS,
     TELEMETRY_DECISIONS,
     TELEMETRY_EXCLUDED,
@@ -40,12 +40,13 @@ from ..store.server_models import (
     ReviewRequest,
     User,
 )
-from ..verify.references import reference_status
-from .assign import expired_leases
-from .database import Database
-from .judging import JudgingError, build_judgment
-from .permissions import ProjectRef
-from .quality_adapter import wilson_interval
+from ...verify.references import reference_status
+from ..database import Database
+from ..errors import ServiceError
+from ..flow.submit import build_judgment
+from ..permissions import ProjectRef
+from ..quality_adapter import wilson_interval
+from .leases import expired_leases
 
 # -- judgments under review -----------------------------------------------------------------------
 
@@ -429,9 +430,9 @@ def decide_telemetry(
     label). Recorded as a ``review_requests`` row (status ``kept`` / ``excluded``) and an audit
     event; a later decision replaces an earlier one."""
     if decision not in ("keep", "exclude"):
-        raise JudgingError(422, f"decision must be 'keep' or 'exclude', not {decision!r}")
+        raise ServiceError(422, f"decision must be 'keep' or 'exclude', not {decision!r}")
     if decision == "exclude" and not note.strip():
-        raise JudgingError(
+        raise ServiceError(
             422,
             "an exclusion needs a note saying why",
             [{"loc": ["body", "note"], "msg": "required to exclude", "type": "value_error"}],
@@ -439,14 +440,14 @@ def decide_telemetry(
     with db.writing() as s:
         row = s.get(JudgmentRow, judgment_pk)
         if row is None or row.project_pk != project.pk:
-            raise JudgingError(404, f"no judgment {judgment_pk} in this project")
+            raise ServiceError(404, f"no judgment {judgment_pk} in this project")
         p = s.get(Project, project.pk)
         parsed = parsed_judgments([row])
         found = assessments([row], parsed, telemetry_settings(p)).get(0)
         if found is None:
-            raise JudgingError(409, f"judgment {judgment_pk} has no telemetry flag to decide")
+            raise ServiceError(409, f"judgment {judgment_pk} has no telemetry flag to decide")
         if row.excluded:
-            raise JudgingError(409, f"judgment {judgment_pk} is excluded already")
+            raise ServiceError(409, f"judgment {judgment_pk} is excluded already")
         status = TELEMETRY_KEPT if decision == "keep" else TELEMETRY_EXCLUDED
         now = utcnow()
         s.add(
@@ -502,7 +503,7 @@ def adjudicate(
     The judgment is validated like a rater's (kind, candidates, rubric); the note is its
     rationale. Exports take the adjudicated label over the production labels."""
     if not note.strip():
-        raise JudgingError(
+        raise ServiceError(
             422,
             "an adjudication needs a note",
             [{"loc": ["body", "note"], "msg": "required", "type": "value_error"}],
@@ -576,18 +577,18 @@ def adjudicate_reference(
         row = repo.get_item(s, p, item_key)
         raw = (row.meta or {}).get("reference_provenance")
         if raw is None or not raw.get("require_two"):
-            raise JudgingError(
+            raise ServiceError(
                 409,
                 f"item {item_key!r}'s reference does not require two experts: nothing to adjudicate",
             )
         state = reference_status(row.meta, row.reference)
         if state not in ("disagree", "adjudicated"):
-            raise JudgingError(409, f"item {item_key!r}'s reference is {state}, not in dispute")
+            raise ServiceError(409, f"item {item_key!r}'s reference is {state}, not in dispute")
         updated = {**raw, "adjudicator": reviewer.username}
         try:
             ReferenceProvenance.model_validate(updated)
         except ValueError as e:  # the adjudicator is one of the authors
-            raise JudgingError(403, f"cannot adjudicate this reference: {e}") from None
+            raise ServiceError(403, f"cannot adjudicate this reference: {e}") from None
         before = row.reference
         row.meta = {**(row.meta or {}), "reference_provenance": updated}
         row.reference = answer
@@ -685,19 +686,19 @@ def decide_demonstration(
     ``trl-sft``; its manifest counts the pending and rejected ones it left out. The web UI, the
     API and ``preflab review-demo`` all call this."""
     if decision not in DEMO_DECISIONS:
-        raise JudgingError(422, f"decision must be one of {list(DEMO_DECISIONS)}, not {decision!r}")
+        raise ServiceError(422, f"decision must be one of {list(DEMO_DECISIONS)}, not {decision!r}")
     if decision == "rejected" and not note.strip():
-        raise JudgingError(
+        raise ServiceError(
             422,
             "a rejection needs a note saying why",
             [{"loc": ["body", "note"], "msg": "required to reject", "type": "value_error"}],
         )
     old = session.get(JudgmentRow, judgment_pk)
     if old is None or old.project_pk != project_pk or old.kind != "demonstration":
-        raise JudgingError(404, f"no demonstration {judgment_pk} in this project")
+        raise ServiceError(404, f"no demonstration {judgment_pk} in this project")
     newer = session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk))
     if newer is not None:
-        raise JudgingError(
+        raise ServiceError(
             409,
             f"demonstration {judgment_pk} was already reviewed or revised: "
             f"review judgment {newer} instead",

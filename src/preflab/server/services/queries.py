@@ -10,9 +10,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ..store.models import ExportLog, ItemRow, JudgmentRow, Project, Rater
-from ..store.repo import NotFound, item_from_row
-from ..store.server_models import (
+from ...store import repo
+from ...store.models import ExportLog, ItemRow, JudgmentRow, Project, Rater
+from ...store.repo import NotFound, item_from_row
+from ...store.server_models import (
     ApiToken,
     Assignment,
     Credential,
@@ -22,7 +23,10 @@ from ..store.server_models import (
     ReviewRequest,
     User,
 )
-from .permissions import ProjectRef
+from ..auth import get_user
+from ..database import must_get
+from ..flow.submit import current_rubric
+from ..permissions import Actor, ProjectRef
 from .projects import current_settings, settings_history
 
 
@@ -131,7 +135,7 @@ def settings_versions(session: Session, project_pk: int) -> list[dict[str, Any]]
     return [
         {
             "version": v.version,
-            "changed_by": names.get(v.changed_by),
+            "changed_by": names.get(v.changed_by) if v.changed_by is not None else None,
             "changed_at": v.changed_at.isoformat(),
             "before": v.before,
             "after": v.after,
@@ -262,9 +266,47 @@ def my_revision_requests(session: Session, project_pk: int, user_pk: int) -> lis
             "request_id": req.pk,
             "judgment_id": j.pk,
             "note": req.note,
-            "item": item_from_row(session.get(ItemRow, j.item_pk)).public_view(),
+            "item": item_from_row(must_get(session, ItemRow, j.item_pk)).public_view(),
             "shown_order": j.shown_order,
             "your_judgment": {**j.body, "rationale": j.rationale},
         }
         for req, j in rows
     ]
+
+
+def me(session: Session, actor: Actor) -> dict[str, Any]:
+    """The caller's account, their project roles, how they authenticated and their CSRF token."""
+    user = session.get(User, actor.user_pk)
+    if user is None:
+        raise NotFound(f"no user {actor.username!r}")
+    return {
+        **user_out(user),
+        "projects": project_roles(session, user.pk),
+        "via": actor.via,
+        "csrf_token": actor.csrf_token,
+    }
+
+
+def project(session: Session, ref: ProjectRef, role: str | None, actor: Actor) -> dict[str, Any]:
+    """A project as its member sees it: the full policy for admins and reviewers only."""
+    row = session.get(Project, ref.pk)
+    if row is None:
+        raise NotFound(f"no project {ref.name!r}")
+    return project_out(row, role, full=sees_policy(actor.is_admin, role))
+
+
+def rubric(session: Session, ref: ProjectRef, version: int | None = None) -> dict[str, Any] | None:
+    """The project's rubric ``version``, or with none asked the current one (what raters are
+    graded against, not the newest); ``None`` when there is none."""
+    row = session.get(Project, ref.pk)
+    if row is None:
+        raise NotFound(f"no project {ref.name!r}")
+    found = (
+        repo.get_rubric(session, row, version=version) if version else current_rubric(session, row)
+    )
+    return None if found is None else found.model_dump(mode="json")
+
+
+def user_credentials(session: Session, username: str) -> list[dict[str, Any]]:
+    """A user's login credentials (site admins)."""
+    return credentials(session, get_user(session, username).pk)

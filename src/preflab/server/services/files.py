@@ -13,15 +13,15 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..io.importer import ImportFailed, import_files, labeler_lines, validate_files
-from ..schema import Rubric
-from ..settings import get_settings
-from ..store import repo
-from ..store.models import RubricVersion
+from ...io.importer import ImportFailed, import_files, labeler_lines, validate_files
+from ...schema import Rubric
+from ...settings import get_settings
+from ...store import repo
+from ...store.models import RubricVersion
+from ..database import Database
+from ..errors import ServiceError
+from ..wire import jsonl_problems
 from . import projects
-from .database import Database
-from .judging import JudgingError
-from .wire import jsonl_problems
 
 
 def problem(file: str, line: int | None, field: str, reason: str) -> dict[str, Any]:
@@ -139,7 +139,7 @@ def parse_rubric_file(filename: str, raw: bytes) -> Rubric:
     try:
         data = yaml.safe_load(raw) if is_yaml else json.loads(raw)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise JudgingError(
+        raise ServiceError(
             422, f"{filename}: not valid {'YAML' if is_yaml else 'JSON'}: {exc}"
         ) from exc
     return Rubric.model_validate(data)

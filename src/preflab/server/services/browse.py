@@ -8,7 +8,7 @@ prompt's stored JSON and the answers' text, for a needle of printable ASCII with
 the prompt as text, the answers or the item id). The facts a row shows (labels, kinds, raters,
 telemetry flags, labels held out, disagreement reasons) are computed for the page's items only:
 one query for their judgments (with raters and candidates), the rules of
-:mod:`preflab.server.review`. The ``near_duplicate_rationale`` flag compares rationales across
+:mod:`preflab.server.services.review`. The ``near_duplicate_rationale`` flag compares rationales across
 the whole project: it comes from the quality snapshot (:mod:`preflab.server.snapshot`).
 
 ``flagged``, ``disagreement`` and ``q`` depend on those per-item facts: the browser then reads
@@ -23,16 +23,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from fastapi import Query
 from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, literal, select, type_coerce
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, selectinload
 
-from ..quality.telemetry import TelemetrySettings, judgment_flags
-from ..schema import prompt_as_text
-from ..schema.policy import settings_of
-from ..store.models import CandidateRow, ItemRow, JudgmentRow, Rater
+from ...quality.telemetry import TelemetrySettings, judgment_flags
+from ...schema import prompt_as_text
+from ...schema.policy import settings_of
+from ...store.models import CandidateRow, ItemRow, JudgmentRow, Rater
+from ..permissions import ProjectRef
 from . import review
-from .permissions import ProjectRef
 
 #: The total counts matches up to this many ("10000+" beyond).
 COUNT_CAP = 10_000
@@ -279,3 +280,15 @@ def browse(
         "scanned": scanned,
         "stopped": stopped,
     }
+
+
+@dataclass
+class BrowseFilters:
+    """The data browser's filters, as query parameters (the API and the admin's data page)."""
+
+    kind: str | None = Query(default=None, max_length=40)
+    rater: str | None = Query(default=None, max_length=200)
+    domain: str | None = Query(default=None, max_length=100)
+    flagged: bool = False
+    disagreement: bool = False
+    q: str | None = Query(default=None, max_length=200)

@@ -9,42 +9,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from ..io.export import ExportOptions
-from ..io.export import export_project as run_export
-from ..io.export.base import ExportError
-from ..io.importer import ImportFailed, ImportOptions, import_files
-from ..schema import Item, kinds_for_item, unfit_item_reason
-from ..schema.policy import Policy, Settings, settings_of
-from ..schema.routing import scored_by_verifier
-from ..store import repo
-from ..store.models import CandidateRow, ExportLog, ItemRow, JudgmentRow, Project
-from ..store.server_models import PoolDomain, PoolEntry, SettingsVersion
-from .database import Database
-from .export_options import check_choices
-
-
-def _judging_error(status: int, message: str, errors: list | None = None) -> Exception:
-    """The server's 422 error, imported when raised: judging imports assign, which imports this
-    module (flow's restructure of assign/judging removes the cycle)."""
-    from .judging import JudgingError
-
-    return JudgingError(status, message, errors)
-
-
-def insert_ignore(
-    session: Session, table: Table, rows: list[dict[str, Any]], index: list[str]
-) -> None:
-    """INSERT ... ON CONFLICT DO NOTHING on both SQLite and PostgreSQL (idempotent, race-safe)."""
-    if not rows:
-        return
-    dialect = session.get_bind().dialect.name
-    ins = (pg_insert if dialect == "postgresql" else sqlite_insert)(table)
-    session.execute(ins.on_conflict_do_nothing(index_elements=index), rows)
+from ...io.export import ExportOptions
+from ...io.export import export_project as run_export
+from ...io.export.base import ExportError
+from ...io.importer import ImportFailed, ImportOptions, import_files
+from ...schema import Item, kinds_for_item, unfit_item_reason
+from ...schema.policy import Policy, Settings, settings_of
+from ...schema.routing import scored_by_verifier
+from ...store import repo
+from ...store.models import CandidateRow, ExportLog, ItemRow, JudgmentRow, Project
+from ...store.server_models import PoolDomain, PoolEntry, SettingsVersion
+from ..database import Database, insert_ignore
+from ..errors import ServiceError
+from ..export_options import check_choices
 
 
 def create_project(
@@ -179,11 +159,14 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
     rows = [r for r in rows if item_kinds(kinds, r.n_candidates, r.meta)]
     if not rows:
         return 0
-    n_qual = session.scalar(
-        select(func.count())
-        .select_from(PoolEntry)
-        .where(PoolEntry.project_pk == project_pk, PoolEntry.role == "qualification")
-    )
+    n_qual = (
+        session.scalar(
+            select(func.count())
+            .select_from(PoolEntry)
+            .where(PoolEntry.project_pk == project_pk, PoolEntry.role == "qualification")
+        )
+        or 0
+    )  # COUNT(*): never NULL
     existing = dict(
         session.execute(
             select(JudgmentRow.item_pk, func.count())
@@ -256,7 +239,7 @@ def import_items(db: Database, project_name: str, items: list[dict[str, Any]]) -
             with db.write_lock:
                 report = import_files(db.write_engine, project_name, [path], ImportOptions())
         except ImportFailed as exc:
-            raise _judging_error(422, str(exc).replace(str(path), "items")) from None
+            raise ServiceError(422, str(exc).replace(str(path), "items")) from None
     summary = dataclasses.asdict(report)
     summary.pop("files", None)
     with db.writing() as session:
@@ -289,7 +272,7 @@ def check_items_fit(items: list[Item], kinds: list[str]) -> None:
                 }
             )
     if problems:
-        raise _judging_error(
+        raise ServiceError(
             422,
             f"{len(problems)} item(s) cannot be labelled in this project; nothing was imported",
             problems,
@@ -313,7 +296,7 @@ def export_project(
     try:
         check_choices(aggregation, options.get("length_gate"))
     except ExportError as exc:
-        raise _judging_error(422, str(exc)) from None
+        raise ServiceError(422, str(exc)) from None
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
         manifest = run_export(
@@ -322,7 +305,7 @@ def export_project(
             ExportOptions(format=fmt, out=out_dir, aggregation=aggregation, **options),
         )
     except ExportError as exc:
-        raise _judging_error(422, str(exc)) from None
+        raise ServiceError(422, str(exc)) from None
     with db.reading() as session:
         log_pk = session.scalar(
             select(ExportLog.pk).where(ExportLog.path == str(out_dir)).order_by(ExportLog.pk.desc())

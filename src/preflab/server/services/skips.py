@@ -1,8 +1,8 @@
 """Why a rater gets no item, and skipping (or flagging) a task: the rules behind
 ``POST .../assignments/{id}/skip`` and the ``no_items`` detail of ``assignments/next``. These are
 labelling rules; the other routes that once lived here moved by concern to
-:mod:`preflab.server.routes` and their services to :mod:`preflab.server.review` and
-:mod:`preflab.server.files`.
+:mod:`preflab.server.routes` and their services to :mod:`preflab.server.services.review` and
+:mod:`preflab.server.services.files`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session, aliased
 
-from ..schema.policy import settings_of
-from ..store.server_models import (
+from ...schema.policy import settings_of
+from ...store.server_models import (
     SKIP_REASONS,
     Assignment,
     Credential,
@@ -22,18 +22,19 @@ from ..store.server_models import (
     PoolDomain,
     PoolEntry,
 )
-from .assign import _domain_filter, release_lease
-from .auth import verified_domains
-from .database import Database
-from .judging import JudgingError
-from .permissions import ProjectRef
+from ..auth import verified_domains
+from ..database import Database
+from ..errors import ServiceError
+from ..permissions import ProjectRef
+from ..sql import POOL_OPEN, domain_ok
+from .leases import release_lease
 
 # -- why a rater gets no item ----------------------------------------------------------------------
 
 
 def withheld_by_domain(session: Session, project: ProjectRef, user_pk: int) -> dict[str, int]:
     """Open production items this rater has not seen that the assignment engine's own domain
-    rule (:func:`preflab.server.assign._domain_filter`) withholds: missing domain -> items."""
+    rule (:func:`preflab.server.sql.domain_ok`) withholds: missing domain -> items."""
     policy = settings_of(project.settings).policy
     mine = verified_domains(session, user_pk)
     seen = exists().where(Assignment.item_pk == PoolEntry.item_pk, Assignment.user_pk == user_pk)
@@ -44,9 +45,9 @@ def withheld_by_domain(session: Session, project: ProjectRef, user_pk: int) -> d
         .where(
             PoolEntry.project_pk == project.pk,
             PoolEntry.role == "production",
-            PoolEntry.filled < PoolEntry.target,
+            POOL_OPEN,
             ~seen,
-            ~_domain_filter(mine, policy.domain_match),
+            ~domain_ok(PoolEntry.item_pk, mine, policy.domain_match),
         )
     ).all()
     items: dict[str, set[int]] = defaultdict(set)
@@ -91,13 +92,13 @@ def skip_task(
     """The rater gives the task back with a reason: the lease is released (the item goes to
     another rater; never again to this one) and the reason recorded, in one transaction."""
     if reason not in SKIP_REASONS:
-        raise JudgingError(
+        raise ServiceError(
             422,
             f"reason must be one of {list(SKIP_REASONS)}, not {reason!r}",
             [{"loc": ["body", "reason"], "msg": "unknown reason", "type": "value_error"}],
         )
     if reason == "other" and not note.strip():
-        raise JudgingError(
+        raise ServiceError(
             422,
             "say why in the note when the reason is 'other'",
             [
@@ -111,7 +112,7 @@ def skip_task(
     with db.writing() as s:
         lease = release_lease(s, project, user_pk, lease_id)
         if lease is None or lease.status != "released" or lease.judgment_pk is not None:
-            raise JudgingError(
+            raise ServiceError(
                 404 if lease is None else 409,
                 "no live task of yours with this id"
                 if lease is None

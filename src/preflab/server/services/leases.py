@@ -15,17 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
-from ..schema.policy import Policy, settings_of
-from ..store.models import ItemRow, utcnow
-from ..store.repo import item_from_row
-from ..store.server_models import Assignment, PoolDomain, PoolEntry, RaterStatus
-from .database import Database
-from .flow import next as rules
-from .permissions import ProjectRef
-from .projects import insert_ignore
+from ...schema.policy import Policy, settings_of
+from ...store.models import ItemRow, utcnow
+from ...store.repo import item_from_row
+from ...store.server_models import Assignment, RaterStatus
+from ..database import Database, insert_ignore, must_get
+from ..errors import ServiceError
+from ..flow import next as rules
+from ..permissions import ProjectRef
 
 __all__ = ["lock_rater_status", "release", "task_payload"]
 
@@ -56,33 +56,20 @@ def lock_rater_status(
         ],
         ["project_pk", "user_pk"],
     )
-    return session.scalar(
+    row = session.scalar(
         select(RaterStatus)
         .where(RaterStatus.project_pk == project_pk, RaterStatus.user_pk == user_pk)
         .with_for_update()
         .execution_options(populate_existing=True)
     )
-
-
-def _domain_filter(domains: list[str], match: str):
-    has_any = exists().where(PoolDomain.item_pk == PoolEntry.item_pk)
-    if match == "any":
-        if not domains:
-            return ~has_any
-        return or_(
-            ~has_any,
-            exists().where(PoolDomain.item_pk == PoolEntry.item_pk, PoolDomain.domain.in_(domains)),
-        )
-    if not domains:
-        return ~has_any
-    return ~exists().where(
-        PoolDomain.item_pk == PoolEntry.item_pk, PoolDomain.domain.not_in(domains)
-    )
+    if row is None:  # inserted just above, or there already: only a concurrent delete
+        raise ServiceError(404, f"user {user_pk} is no longer a rater of project {project_pk}")
+    return row
 
 
 def task_payload(session: Session, project: ProjectRef, lease: Assignment) -> dict[str, Any]:
     """What the rater gets (:func:`flow.next.task_payload`) for a lease loaded by the ORM."""
-    view = item_from_row(session.get(ItemRow, lease.item_pk)).public_view()
+    view = item_from_row(must_get(session, ItemRow, lease.item_pk)).public_view()
     return rules.task_payload(
         project, view, lease.lease_id, lease.role, lease.shown_order, lease.expires_at
     )
@@ -118,7 +105,7 @@ def release_lease(
 
 def expired_leases(session: Session, project_pk: int) -> int:
     """How many leases ran past expiry without a submission (their items are back in the pool)."""
-    return session.scalar(
+    return session.scalar(  # type: ignore[return-value]  # COUNT(*) is never NULL
         select(func.count())
         .select_from(Assignment)
         .where(

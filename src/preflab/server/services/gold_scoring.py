@@ -1,14 +1,10 @@
-"""Scoring, reviewing and revising judgments, and the submit flow's ORM steps.
+"""Gold: scoring answers against gold, qualification, drift suspension and reinstatement.
 
-Submitting is :func:`preflab.server.flow.lane.run_submit` (one flow on every executor): a
-submission must match the rater's live lease; it is validated against the project's kinds,
-the item's candidates, the shown order and the current rubric version; retried submissions
-(same idempotency key, or the same lease) return the first result and store nothing twice —
-the replays, a first label's rater row and a qualification answer's scoring are this module's
-session steps (:func:`replay_by_key`, :func:`replay_of_lease`, :func:`rater_pk_for`,
-:func:`score_qualification`). Gold is scored on submit: during qualification the response explains the expected answer;
-in production it is silent, and a rolling accuracy credibly below the bar suspends the rater
-(evidence kept, their labels excluded with the reason, their items returned to the pool).
+Gold is scored on submit: during qualification at once (the response explains the expected
+answer, :func:`score_qualification`, a step of the submit flow); in production after the
+response, by a per-process scorer thread (:class:`GoldScorer`), and a rolling accuracy credibly
+below the bar suspends the rater (evidence kept, their labels excluded with the reason, their
+items returned to the pool).
 """
 
 from __future__ import annotations
@@ -23,122 +19,16 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from ..schema.policy import Policy, settings_of
-from ..store import repo
-from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
-from ..store.server_models import (
-    Assignment,
-    GoldOutcome,
-    PoolEntry,
-    RaterStatus,
-    ReviewRequest,
-    User,
-)
-from .assign import lock_rater_status
-from .database import Database
-from .flow.common import aware
-from .flow.submit import (
-    SCORED_LATER,
-    JudgingError,
-    build_judgment,
-)
-from .gold import expected_judgment, qualification_record, score_gold
-from .permissions import ProjectRef
-from .quality_adapter import drift_alarm, qualification_decision, wilson_interval
-
-__all__ = ["SCORED_LATER", "JudgingError", "after_submit", "build_judgment"]
-
-
-def _result(
-    session: Session,
-    row: JudgmentRow,
-    *,
-    created: bool,
-    status: RaterStatus | None = None,
-    gold_possible: bool = True,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "judgment_id": row.pk,
-        "item_id": session.get(ItemRow, row.item_pk).item_key,
-        "kind": row.kind,
-        "created": created,
-        "replayed": not created,
-        "submitted_at": aware(row.submitted_at).isoformat() if row.submitted_at else None,
-    }
-    outcome = (
-        session.scalar(select(GoldOutcome).where(GoldOutcome.judgment_pk == row.pk))
-        if gold_possible
-        else None
-    )
-    if outcome is not None and outcome.phase == "qualification":
-        item = session.get(ItemRow, row.item_pk)
-        expected = expected_judgment(item.item_key, item.gold)
-        body = expected.model_dump(
-            mode="json",
-            by_alias=True,
-            exclude_none=True,
-            exclude={"provenance", "item_id", "rationale"},
-        )
-        out["gold"] = {
-            "correct": outcome.correct,
-            "expected": body,
-            "explanation": (item.gold or {}).get("explanation"),
-            # the order an explanation's "response 1, 2 ..." refers to; the page maps it to the shown order
-            "item_order": [c.candidate_key for c in item.candidates],
-        }
-        record = qualification_record(session, row.project_pk, outcome.user_pk)
-        st = status or session.scalar(
-            select(RaterStatus).where(
-                RaterStatus.project_pk == row.project_pk, RaterStatus.user_pk == outcome.user_pk
-            )
-        )
-        out["qualification"] = {
-            "status": st.status if st else "qualifying",
-            "answered": len(record),
-            "correct": sum(record),
-        }
-    return out
-
-
-# -- the submit flow's session steps (:func:`preflab.server.flow.lane.run_submit`, framework's
-# executor only: rare cases, in the flow's own transaction) ------------------------------------
-
-
-def replay_by_key(
-    session: Session,
-    project_name: str,
-    user_pk: int,
-    key: str,
-    judgment: dict[str, Any],
-    lease_id: str,
-) -> dict[str, Any] | None:
-    """The first result when this request repeats the one stored under idempotency ``key``;
-    None when the key is new; 409 when it was used for another request."""
-    project_pk = session.scalar(select(Project.pk).where(Project.name == project_name))
-    username = session.scalar(select(User.username).where(User.pk == user_pk))
-    first = _replay_of(session, project_pk, username, key, judgment, lease_id=lease_id)
-    return None if first is None else _result(session, first, created=False)
-
-
-def replay_of_lease(
-    session: Session, lease_pk: int, judgment: dict[str, Any]
-) -> dict[str, Any] | None:
-    """The first result when a submitted lease gets the same answer again, else None (the
-    flow then refuses: 409)."""
-    lease = session.get(Assignment, lease_pk)
-    first = session.get(JudgmentRow, lease.judgment_pk) if lease.judgment_pk else None
-    if first is not None and _same_answer(first, judgment):
-        return _result(session, first, created=False)
-    return None
-
-
-def rater_pk_for(session: Session, project_pk: int, username: str, user_pk: int) -> int:
-    """The caller's rater row in the project, made on their first label."""
-    rater = repo.get_or_create_rater(session, session.get(Project, project_pk), username)
-    if rater.user_pk is None:
-        rater.user_pk = user_pk
-    session.flush()
-    return rater.pk
+from ...schema.policy import Policy, settings_of
+from ...store import repo
+from ...store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
+from ...store.server_models import Assignment, GoldOutcome, PoolEntry, RaterStatus
+from ..database import Database, must_get
+from ..errors import ServiceError
+from ..gold import qualification_record, score_gold
+from ..quality_adapter import drift_alarm, qualification_decision, wilson_interval
+from .leases import lock_rater_status
+from .results import judgment_result
 
 
 def score_qualification(
@@ -151,79 +41,23 @@ def score_qualification(
 ) -> dict[str, Any]:
     """A qualification answer, just stored, scored at once (the rater knows these are tests):
     the outcome, the qualification decision, and the answer with the expected judgment."""
-    project = session.get(Project, project_pk)
+    project = must_get(session, Project, project_pk)
     policy = settings_of(project.settings).policy
     status = lock_rater_status(session, project_pk, user_pk, policy)
-    row = session.get(JudgmentRow, judgment_pk)
-    item_row = session.get(ItemRow, row.item_pk)
+    row = must_get(session, JudgmentRow, judgment_pk)
+    item_row = must_get(session, ItemRow, row.item_pk)
     if item_row.gold:
         _score(
             session, project, policy, status, user_pk, item_row, row, parsed, "qualification", now
         )
     session.flush()
-    return _result(session, row, created=True, status=status)
+    return judgment_result(session, row, created=True, status=status)
 
 
 def after_submit(db: Database, pool_role: str, judgment_pk: int) -> None:
     """Every submit path calls this after its commit: production gold goes to the scorer."""
     if pool_role == "gold":
         defer_gold_scoring(db, judgment_pk)
-
-
-def _replay_of(
-    session: Session,
-    project_pk: int,
-    username: str,
-    key: str,
-    data: dict[str, Any],
-    *,
-    lease_id: str | None = None,
-    revises: int | None = None,
-) -> JudgmentRow | None:
-    """The judgment this rater stored under idempotency ``key`` if this request repeats it,
-    ``None`` if the key is new to them (keys are per rater: another rater's equal key is not
-    theirs, 0015); 409 if they used it for another request (another assignment or judgment, or
-    a different answer): a retry must send the same body."""
-    first = session.scalar(
-        select(JudgmentRow)
-        .join(Rater, Rater.pk == JudgmentRow.rater_pk)
-        .where(
-            JudgmentRow.project_pk == project_pk,
-            Rater.rater_key == username,
-            JudgmentRow.idempotency_key == key,
-        )
-    )
-    if first is None:
-        return None
-    if lease_id is not None:
-        same_target = (
-            session.scalar(select(Assignment.lease_id).where(Assignment.judgment_pk == first.pk))
-            == lease_id
-        )
-    else:
-        same_target = first.supersedes_pk == revises
-    if not same_target or not _same_answer(first, data):
-        raise JudgingError(
-            409,
-            f"idempotency key {key!r} was already used for a different submission; "
-            "send the same body to get the first result again, or a fresh key for a new answer",
-            [
-                {
-                    "loc": ["body", "idempotency_key"],
-                    "msg": "already used with a different body",
-                    "type": "idempotency_conflict",
-                }
-            ],
-        )
-    return first
-
-
-def _same_answer(row: JudgmentRow, data: dict[str, Any]) -> bool:
-    body = {
-        k: v for k, v in (data or {}).items() if k not in ("item_id", "rationale", "provenance")
-    }
-    stored = {k: v for k, v in row.body.items() if k in body}
-    return stored == body and (data or {}).get("rationale") == row.rationale
 
 
 def _score(
@@ -238,6 +72,8 @@ def _score(
     role: str,
     now,
 ) -> None:
+    if not item_row.gold:  # the callers score gold items only
+        return
     correct = score_gold(parsed, item_row.item_key, item_row.gold)
     if correct is None:
         return
@@ -362,7 +198,7 @@ SWEEP_EVERY_S = 30.0
 #: A production gold judgment is scored this many seconds (uniformly random) after it arrives.
 SCORING_DELAY_S = (0.2, 1.0)
 _RNG = random.SystemRandom()
-log = logging.getLogger("preflab.server.judging")
+log = logging.getLogger(__name__)
 
 
 def score_production_gold(db: Database, judgment_pk: int) -> bool:
@@ -372,7 +208,7 @@ def score_production_gold(db: Database, judgment_pk: int) -> bool:
         lease = session.scalar(select(Assignment).where(Assignment.judgment_pk == judgment_pk))
         if row is None or lease is None or lease.role != "gold":
             return False
-        project = session.get(Project, row.project_pk)
+        project = must_get(session, Project, row.project_pk)
         policy = settings_of(project.settings or {}).policy
         status = lock_rater_status(session, project.pk, lease.user_pk, policy)
         if (
@@ -380,7 +216,7 @@ def score_production_gold(db: Database, judgment_pk: int) -> bool:
             is not None
         ):
             return False  # another process scored it first
-        item_row = session.get(ItemRow, row.item_pk)
+        item_row = must_get(session, ItemRow, row.item_pk)
         if not item_row.gold:
             return False
         _score(
@@ -422,7 +258,8 @@ class GoldScorer(threading.Thread):
 
     def __init__(self, db: Database) -> None:
         super().__init__(name="preflab-gold-scorer", daemon=True)
-        self.db, self.jobs = db, queue.Queue()
+        self.db = db
+        self.jobs: queue.Queue[int | None] = queue.Queue()
 
     def run(self) -> None:
         self._sweep()
@@ -514,96 +351,6 @@ def reinstate(session: Session, project_pk: int, user_pk: int, note: str) -> Rat
         .with_for_update()
     )
     if status is None:
-        raise JudgingError(404, "this user has no rater record in the project")
+        raise ServiceError(404, "this user has no rater record in the project")
     status.status, status.reason, status.updated_at = "qualified", f"reinstated: {note}", utcnow()
     return status
-
-
-# -- review -----------------------------------------------------------------------------------
-
-
-def send_back(
-    session: Session, project_pk: int, judgment_pk: int, reviewer_pk: int, note: str
-) -> ReviewRequest:
-    row = session.get(JudgmentRow, judgment_pk)
-    if row is None or row.project_pk != project_pk:
-        raise JudgingError(404, f"no judgment {judgment_pk} in this project")
-    if (
-        session.scalar(select(JudgmentRow.pk).where(JudgmentRow.supersedes_pk == judgment_pk))
-        is not None
-    ):
-        raise JudgingError(409, "this judgment was already revised; send back the revision instead")
-    if (
-        session.scalar(
-            select(ReviewRequest.pk).where(
-                ReviewRequest.judgment_pk == judgment_pk, ReviewRequest.status == "open"
-            )
-        )
-        is not None
-    ):
-        raise JudgingError(409, "this judgment is already waiting for a revision")
-    req = ReviewRequest(
-        project_pk=project_pk, judgment_pk=judgment_pk, reviewer_pk=reviewer_pk, note=note
-    )
-    session.add(req)
-    session.flush()
-    return req
-
-
-def revise(
-    db: Database,
-    project_ref: ProjectRef,
-    user_pk: int,
-    username: str,
-    judgment_pk: int,
-    data: dict[str, Any],
-    *,
-    idempotency_key: str | None = None,
-    telemetry: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    with db.writing() as session:
-        project = session.get(Project, project_ref.pk)
-        if idempotency_key:
-            first = _replay_of(
-                session, project.pk, username, idempotency_key, data, revises=judgment_pk
-            )
-            if first is not None:
-                return _result(session, first, created=False)
-        lock_rater_status(session, project.pk, user_pk, settings_of(project_ref.settings).policy)
-        old = session.get(JudgmentRow, judgment_pk)
-        if (
-            old is None
-            or old.project_pk != project.pk
-            or session.get(Rater, old.rater_pk).user_pk != user_pk
-        ):
-            raise JudgingError(404, f"no judgment {judgment_pk} of yours in this project")
-        req = session.scalar(
-            select(ReviewRequest)
-            .where(ReviewRequest.judgment_pk == judgment_pk, ReviewRequest.status == "open")
-            .with_for_update()
-        )
-        if req is None:
-            raise JudgingError(
-                409,
-                "this judgment was not sent back to you; only sent-back judgments can be revised",
-            )
-        item_row = session.get(ItemRow, old.item_pk)
-        parsed = build_judgment(
-            session,
-            project,
-            item_row,
-            username,
-            data,
-            shown_order=old.shown_order,
-            started_at=None,
-            idempotency_key=idempotency_key,
-            telemetry=telemetry,
-        )
-        row = repo.judgment_row_from_judgment(
-            project, item_row, session.get(Rater, old.rater_pk), parsed
-        )
-        row.supersedes_pk = old.pk
-        session.add(row)
-        session.flush()
-        req.status, req.revision_pk, req.resolved_at = "resolved", row.pk, utcnow()
-        return _result(session, row, created=True)
