@@ -101,3 +101,39 @@ def test_filled_counts_production_labels_after_submits_revisions_and_a_suspensio
     final = _counts(db_url)
     assert all(filled == n == submitted for _, filled, n, submitted in final), final
     assert sum(r[1] for r in final) == 12, "two raters left, six items each"
+
+
+def test_a_model_judges_labels_do_not_fill_the_overlap(db_url) -> None:
+    """Labels stored before the item's pool row was made are counted into ``filled`` when it is
+    made (``sync_pool``); a model judge's (``source: ai``, ``preflab judge run``) must not be: the
+    item still goes to ``overlap_k`` people. A person's label, assisted or not, counts."""
+    from preflab.schema import PairwiseJudgment
+    from preflab.server.database import Database
+    from preflab.server.services.projects import current_settings, sync_pool
+    from preflab.store import repo
+    from preflab.store.server_models import PoolEntry
+
+    seed(db_url, n_items=2, raters=1, extra_roles=False, policy=POLICY)
+    db = Database(db_url, pool_size=1, max_overflow=0)
+
+    def label(rater: str, source: str) -> PairwiseJudgment:
+        return PairwiseJudgment(
+            item_id="item-00000",
+            shown_order=("a", "b"),
+            winner="a",
+            strength=2,
+            provenance={"rater_id": rater, "source": source},
+        )
+
+    with db.writing() as s:
+        project = repo.get_project(s, "demo")
+        for k in range(3):
+            repo.add_judgment(s, project, label(f"judge:model-{k}", "ai"))
+        repo.add_judgment(s, project, label("person-1", "human"))
+        repo.add_judgment(s, project, label("person-2", "ai_assisted"))
+        s.execute(PoolEntry.__table__.delete().where(PoolEntry.project_pk == project.pk))
+        assert sync_pool(s, project.pk, current_settings(project).policy) == 2
+    with db.reading() as s:
+        filled = dict(s.execute(select(PoolEntry.item_pk, PoolEntry.filled)).all())
+    db.dispose()
+    assert sorted(filled.values()) == [0, 2], filled

@@ -175,6 +175,9 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
                 JudgmentRow.excluded.is_(False),
                 JudgmentRow.supersedes_pk.is_(None),
                 JudgmentRow.review_pass == 0,  # production labels, as store.triggers counts
+                # a model judge's labels (``preflab judge run``) are not people's: they never
+                # take a rater's place in the overlap (``ai_assisted`` ones are a person's)
+                JudgmentRow.source != "ai",
             )
             .group_by(JudgmentRow.item_pk)
         ).all()
