@@ -68,6 +68,9 @@ FIXTURES = {
 }
 ALL_KINDS = [*KINDS, "rubric"]
 STREAMED = ("trl-preference", "trl-reward", "openrlhf")
+#: the formats whose rows are not pairs: thumbs (and pairs unpaired), judgments, demonstrations,
+#: steps, items; they stream too, through the same two passes
+ROW_FORMATS = ("trl-kto", "raw", "trl-sft", "trl-stepwise", "verl", "to-label", "rollouts")
 #: option sets: (label, ExportOptions keywords, aggregator)
 OPTIONS = [
     ("default", {}, "majority"),
@@ -225,6 +228,23 @@ def test_pairs_formats_on_generated_projects_are_byte_identical(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("label,kw,agg", OPTIONS[2:], ids=[o[0] for o in OPTIONS[2:]])
+def test_row_formats_on_generated_projects_are_byte_identical(
+    generated_engine, label, kw, agg, frozen_clock, small_chunks, fewer_replicates, tmp_path
+):
+    """Every option that changes what is read or gated, on the formats whose rows are not
+    pairs (the default and Dawid-Skene sets run in the test below and the one above)."""
+    written = 0
+    for project in ("g3", "g17"):
+        for fmt in ROW_FORMATS:
+            file_format = "parquet" if fmt in ("trl-kto", "raw") else "jsonl"
+            written += assert_identical(
+                generated_engine, project, fmt, file_format, kw, agg, tmp_path
+            )
+    assert written >= len(ROW_FORMATS)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("file_format", ["jsonl", "parquet"])
 def test_every_format_on_a_generated_project_is_byte_identical(
     generated_engine, file_format, frozen_clock, small_chunks, fewer_replicates, tmp_path
@@ -289,10 +309,11 @@ def test_progress_reports_phases_and_items(db_url, tmp_path):
     assert [c[0] for c in calls] == ["read", "write"]
     assert all(total == items for _, _, total in calls)
     calls.clear()
-    export_project(
+    export_project(  # every format streams; Dawid-Skene pools the project's votes in memory
         engine,
         "g5",
-        ExportOptions(format="raw", out=tmp_path / "raw"),
+        ExportOptions(format="trl-kto", out=tmp_path / "ds", force=True),
+        aggregator=AGGREGATORS["dawid-skene"],
         progress=lambda phase, done, total: calls.append((phase, done, total)),
     )
     assert [c[0] for c in calls] == ["read", "gates", "write"]

@@ -50,7 +50,9 @@ from .stream import (
     Reporter,
     count_items,
     disagreement_gate,
+    raters_behind,
     read_figures,
+    resolved_counts,
     row_batches,
     row_gates,
     streamable,
@@ -116,6 +118,7 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
     """Truth (verifier failures), min-raters (pairs, thumbs, steps), length parity (pairs, on
     by default) and the verbosity penalty on the margins of the pairs that are left."""
     row_gates(data, options)
+    data.drops.at("length")
     if options.length_gate is not None and data.pairs:
         data.pairs = length_parity_gate(data, options.length_gate)
     if data.pairs:
@@ -123,28 +126,9 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
 
 
 def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -> dict[str, Any]:
-    raters_out: set[str] = set()
-    for rows in (
-        data.pairs if "pairs" in exporter.needs else (),
-        data.unary if "unary" in exporter.needs else (),
-        data.steps if "steps" in exporter.needs else (),
-    ):
-        for r in rows:
-            raters_out.update(r.rater_hashes)
-    if "demonstrations" in exporter.needs:
-        raters_out.update(
-            d.provenance.rater_hash or d.provenance.rater_id for d in data.demonstrations
-        )
-    if "judgments" in exporter.needs:
-        raters_out.update(j.provenance.rater_hash or j.provenance.rater_id for j in data.judgments)
     return {
-        "raters_out": len(raters_out),
-        "resolved": {
-            "pairs": len(data.pairs),
-            "unary": len(data.unary),
-            "steps": len(data.steps),
-            "demonstrations": len(data.demonstrations),
-        },
+        "raters_out": len(raters_behind(data, exporter.needs)),
+        "resolved": resolved_counts(data),
     }
 
 
@@ -248,6 +232,7 @@ def export_project(
         data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
     )
     report.phase("write", 0)
+    data.drops.at("rows")
     return _publish(
         engine,
         project_name,

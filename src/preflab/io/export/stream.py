@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -54,7 +55,6 @@ from .length_gate import (
 from .provenance import LabelIndex
 from .resolve import PairAggregator, aggregate_pairwise
 from .routing import VERIFIER_ORIGIN
-from .trl_preference import TRLPreference
 from .truth import truth_gate
 from .writers import batch_table, gc_paused
 
@@ -67,14 +67,9 @@ Progress = Callable[[str, int, int], None]
 
 
 def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggregator) -> bool:
-    """Formats whose rows are resolved pairs, written as JSONL or Parquet, with an aggregator
-    that decides each pair from its own votes (plurality)."""
-    return (
-        isinstance(exporter, TRLPreference)
-        and exporter.needs == frozenset({"pairs"})
-        and options.file_format in ("jsonl", "parquet")
-        and aggregator is aggregate_pairwise
-    )
+    """Every format, written as JSONL or Parquet, with an aggregator that decides each pair
+    from its own votes (plurality)."""
+    return options.file_format in ("jsonl", "parquet") and aggregator is aggregate_pairwise
 
 
 # -- the row gates, shared with the in-memory path ------------------------------------------
@@ -83,11 +78,13 @@ def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggre
 def row_gates(data: ExportData, options: ExportOptions) -> None:
     """Truth (verifier failures) and min-raters (pairs, thumbs, steps): gates that look at one
     row at a time."""
+    data.drops.at("truth")
     truth_gate(data)
     n = options.min_raters
     if n > 1:
         reason = f"fewer-than-{n}-raters"
         for name in ("pairs", "unary", "steps"):
+            data.drops.at(f"min_raters.{name}")
             rows = getattr(data, name)
             # verifier labels are one oracle's call, not a vote (see .routing)
             kept = [
@@ -108,12 +105,73 @@ def _discount(counts: Counter[str], key: str) -> None:
 def disagreement_gate(data: ExportData, threshold: float, stats: dict[str, Any]) -> None:
     """``--drop-disagreement``: drop the rows, and take the labels that reach no row out of the
     manifest's ``judgments_used`` (issue 28 section 7)."""
-    dropped = drop_disagreement(data, threshold)
+    dropped = disagreement_by_kind(data, threshold)
     labels = (j for j, _ in data.labels_with_batch)
     for j in labels_dropped(labels, dropped, data.items) if dropped else ():
         stats["judgments_used"] -= 1
         _discount(stats["judgments_used_by_kind"], j.kind)
         _discount(stats["judgments_used_by_source"], j.provenance.source)
+
+
+def raters_behind(data: ExportData, needs: frozenset[str]) -> set[str]:
+    """The raters (hashes) behind the rows ``data`` gives a format that ``needs`` these."""
+    raters: set[str] = set()
+    for rows in (
+        data.pairs if "pairs" in needs else (),
+        data.unary if "unary" in needs else (),
+        data.steps if "steps" in needs else (),
+    ):
+        for r in rows:
+            raters.update(r.rater_hashes)
+    if "demonstrations" in needs:
+        raters.update(d.provenance.rater_hash or d.provenance.rater_id for d in data.demonstrations)
+    if "judgments" in needs:
+        raters.update(j.provenance.rater_hash or j.provenance.rater_id for j in data.judgments)
+    return raters
+
+
+def resolved_counts(data: ExportData) -> dict[str, int]:
+    return {
+        "pairs": len(data.pairs),
+        "unary": len(data.unary),
+        "steps": len(data.steps),
+        "demonstrations": len(data.demonstrations),
+    }
+
+
+def add_counts(total: dict[str, Any], part: dict[str, Any]) -> None:
+    """Sum ``part`` into ``total``: numbers added, mappings merged, lists joined, anything
+    else the same in every part (:meth:`.base.Exporter.note_counts`)."""
+    for key, value in part.items():
+        if key not in total:
+            total[key] = (
+                {} if isinstance(value, dict) else list(value) if isinstance(value, list) else value
+            )
+            if isinstance(value, dict):
+                add_counts(total[key], value)
+        elif isinstance(value, dict):
+            add_counts(total[key], value)
+        elif isinstance(value, list):
+            total[key].extend(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            total[key] += value
+        elif total[key] != value:
+            raise ValueError(
+                f"format notes: {key!r} is {total[key]!r} in one chunk, {value!r} in another"
+            )
+
+
+def disagreement_by_kind(data: ExportData, threshold: float) -> set[tuple[str, frozenset[str]]]:
+    """:func:`~.agreement_gate.drop_disagreement` over the pairs, then over the thumbs, each
+    its own step of the drop log (:data:`~.resolve.DROP_PHASES`)."""
+    dropped: set[tuple[str, frozenset[str]]] = set()
+    for name in ("pairs", "unary"):
+        data.drops.at(f"disagreement.{name}")
+        rows = SimpleNamespace(pairs=[], unary=[], drops=data.drops)
+        setattr(rows, name, getattr(data, name))
+        dropped |= drop_disagreement(rows, threshold)
+        setattr(data, name, getattr(rows, name))
+    return dropped
 
 
 # -- reading in chunks ----------------------------------------------------------------------
@@ -165,8 +223,10 @@ class Reporter:
 class Figures:
     """What pass 1 keeps of the whole project (see the module docstring)."""
 
-    def __init__(self, options: ExportOptions, policy: dict[str, Any]) -> None:
-        self.options = options
+    def __init__(
+        self, options: ExportOptions, policy: dict[str, Any], needs: frozenset[str]
+    ) -> None:
+        self.options, self.needs = options, needs
         self.penalty = project_verbosity_penalty(policy)
         self.length = LengthTally()
         self.length_ran = False
@@ -180,6 +240,7 @@ class Figures:
         self.raters_out: set[str] = set()
         self.known = 0
         self.pairs = 0
+        self.resolved: Counter[str] = Counter()
         self.stats: dict[str, Any] = {}
 
     def add(self, data: ExportData) -> None:
@@ -190,6 +251,7 @@ class Figures:
         # the cohort field looks at every exported item, a chunk's pairs or not
         self.length.see_items(data)
         row_gates(data, options)
+        data.drops.at("length")
         if options.length_gate is not None and data.pairs:
             data.pairs = length_parity_gate(data, options.length_gate, self.length)
             self.length_ran = True
@@ -201,8 +263,8 @@ class Figures:
             disagreement_gate(data, options.drop_disagreement, self.stats)
         self.agreement.add(data.labels_with_batch)
         self.sources |= data.label_index.sources
-        for p in data.pairs:
-            self.raters_out.update(p.rater_hashes)
+        self.raters_out |= raters_behind(data, self.needs)
+        self.resolved.update(resolved_counts(data))
         self.known += sum(p.strength is not None for p in data.pairs)
         self.pairs += len(data.pairs)
 
@@ -211,7 +273,7 @@ def read_figures(
     collector: Collector, session: Any, report: Reporter
 ) -> tuple[Figures, dict[str, Any]]:
     """Pass 1 over the project: ``(figures, stats)``."""
-    figures = Figures(collector.options, collector.shared.policy)
+    figures = Figures(collector.options, collector.shared.policy, collector.needs)
     figures.stats = collector.stats
     done = 0
     report.phase("read", 0)
@@ -222,7 +284,9 @@ def read_figures(
         del chunk  # the last reference: chunks() sweeps its cycles before reading the next
     stats = collector.finish()
     stats["raters_out"] = len(figures.raters_out)
-    stats["resolved"] = {"pairs": figures.pairs, "unary": 0, "steps": 0, "demonstrations": 0}
+    stats["resolved"] = {
+        k: figures.resolved[k] for k in ("pairs", "unary", "steps", "demonstrations")
+    }
     return figures, stats
 
 
@@ -282,12 +346,32 @@ def row_batches(
     directory: Path,
     report: Reporter,
 ) -> Iterator[Batch]:
-    """Pass 2: the exporter's column batches, chunk by chunk; side files appended as it goes."""
+    """Pass 2: the exporter's column batches (:meth:`~.base.Exporter.rows` over the chunks)."""
+    return exporter.rows(
+        chunk_data(collector, session, exporter, figures, summary, directory, report),
+        collector.options,
+    )
+
+
+def chunk_data(
+    collector: Collector,
+    session: Any,
+    exporter: Exporter,
+    figures: Figures,
+    summary: ExportData,
+    directory: Path,
+    report: Reporter,
+) -> Iterator[ExportData]:
+    """Pass 2: every chunk read, resolved and gated again, pass 1's verdicts replayed; side
+    files appended as it goes. What the exporter drops while it writes a chunk's rows goes to
+    the manifest's drop log (``summary.drops``); its :meth:`~.base.Exporter.note_counts` are
+    summed into ``summary.format_notes``."""
     options = collector.options
     replay = _Replay(figures)
     side = {name: directory / name for name in exporter.side_files(summary, options)}
     for path in side.values():
         path.write_bytes(b"")
+    counts: dict[str, Any] | None = None
     done = 0
     report.phase("write", 0)
     for chunk in chunks(session, collector.project):
@@ -297,17 +381,25 @@ def row_batches(
             data.pairs = replay.length_gate(data.pairs)
         data.pairs = replay.margins_of(data.pairs)
         if options.drop_disagreement is not None:
-            drop_disagreement(data, options.drop_disagreement)
+            disagreement_by_kind(data, options.drop_disagreement)
         data.conversational = summary.conversational
         data.label_index.sources = set(summary.label_index.sources)
         data.pair_tally = summary.pair_tally
+        data.drops = summary.drops  # pass 1 counted the reading's and the gates' drops
+        data.drops.at("rows")
         for name, content in exporter.side_files(data, options).items():
             with side[name].open("ab") as f:
                 f.write(content)
-        yield from exporter.batches(data, options)
+        yield data  # the exporter writes this chunk's rows before it asks for the next
+        part = exporter.note_counts(data, options)
+        if part is not None:
+            counts = counts if counts is not None else {}
+            add_counts(counts, part)
         done += len(chunk)
         report.step("write", done)
         del chunk, data  # the last references: chunks() sweeps their cycles
+    if counts is not None:  # no chunk at all: the manifest reads the (empty) summary's notes
+        summary.format_notes = exporter.notes_from_counts(counts, options)
 
 
 def exact_batches(
@@ -354,6 +446,5 @@ def write_streamed(
             name = f"{options.split}.jsonl"
             return {name: writers.write_jsonl(directory / name, batches, schema, exporter)}
         name = f"{options.split}.parquet"
-        return {
-            name: writers.write_parquet(directory / name, exact_batches(batches, schema), schema)
-        }
+        cut = exact_batches(batches, schema) if exporter.recut else batches
+        return {name: writers.write_parquet(directory / name, cut, schema)}
