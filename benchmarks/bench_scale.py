@@ -73,6 +73,11 @@ EXPORTS = (
     "verl",
     "rollouts",
     "to-label",
+    # these read every item and judgment too, and write no row from comparisons alone
+    "trl-sft",
+    "trl-stepwise",
+    "trl-sft-agent",
+    "rlhf-2026.11",
 )
 PAGES = ("dashboard", "data-first", "data-middle", "data-last")
 #: the order steps run in: what the issue's criterion names first, the cheap ones early
@@ -293,10 +298,10 @@ def measure(
 # -- the databases ------------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
+def _env(src: Path = SRC) -> dict[str, str]:
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")])),
         "PREFLAB_LOG_LEVEL": "warning",
     }
 
@@ -544,7 +549,7 @@ def _request(
 def run_case(
     args: argparse.Namespace, name: str, n: int, kind: str, steps: list[str], say
 ) -> dict[str, Any]:
-    env = _env()
+    env = _env(args.src)
     tag = f"{name}-s{args.seed}-r{args.raters}-p{args.raters_per_item}-b{args.batches}"
     case = args.work / tag
     data_dir = case / "data"
@@ -751,6 +756,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--work", type=Path, default=Path(tempfile.gettempdir()) / "preflab-bench-scale"
     )
     parser.add_argument("--fresh", action="store_true", help="regenerate and reimport")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=SRC,
+        help="the preflab source tree whose steps are measured (default: this checkout's src; "
+        "a before/after comparison runs twice, e.g. with an exported older commit)",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per step")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--quiet", action="store_true")

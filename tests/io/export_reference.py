@@ -3,8 +3,8 @@ held byte-identical to (``test_export_streaming.py``): the whole project read in
 ``ExportData``, the length gate tokenizing one text at a time, the agreement figures from one
 label table. Copied, not imported, so that a change to ``src/`` cannot move the reference;
 exporters, writers, resolvers and readers are the project's own, except the code the streamed
-export changed in two exporters (``verl``'s rows and notes, ``rollouts``' rows), copied below as
-it was.
+export changed (``verl``'s rows and notes, ``rollouts``' rows, the Dawid-Skene aggregator),
+copied below as it was.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,12 @@ import numpy as np
 import orjson
 
 from preflab.io.export import EXPORT_FORMATS
+from preflab.io.export.aggregators import (
+    MIRROR,
+    aggregate_pairwise_dawid_skene,
+    posterior_gap,
+    separates,
+)
 from preflab.io.export.agreement_gate import (
     NOT_GATED,
     _level,
@@ -48,8 +54,11 @@ from preflab.io.export.length_gate import (
 from preflab.io.export.manifest import build_manifest, dump_manifest, render_card
 from preflab.io.export.pipeline import _name, check_options
 from preflab.io.export.resolve import (
+    DropLog,
     LengthFn,
     PairAggregator,
+    PairVote,
+    ResolvedPair,
     accepted_demonstrations,
     aggregate_pairwise,
     counts_as_label,
@@ -57,6 +66,7 @@ from preflab.io.export.resolve import (
     item_pair_votes,
     resolve_steps,
     resolve_unary,
+    resolved_pair,
     word_length,
 )
 from preflab.io.export.rollouts import Rollouts, _reward
@@ -83,6 +93,7 @@ from preflab.io.export.verl import (
     left_out,
 )
 from preflab.io.export.writers import CARD, MANIFEST, file_hashes, gc_paused, write_data
+from preflab.quality.aggregation.dawid_skene import dawid_skene
 from preflab.quality.agreement import krippendorff_alpha_ci
 from preflab.quality.bias import length_parity_gate as quality_length_parity_gate
 from preflab.quality.gold import gold_accuracy, gold_outcomes
@@ -549,6 +560,7 @@ def export_reference(
 ) -> dict[str, Any]:
     """Today's ``export_project`` into ``options.out`` (no atomic swap, no ``ExportLog`` row)."""
     exporter = check_options(options, REFERENCE_FORMATS)
+    aggregator = REFERENCE_AGGREGATORS.get(aggregator, aggregator)
     with session_factory(engine)() as session:
         if "pairs" in exporter.needs:
             policy = (get_project(session, project_name).settings or {}).get("policy") or {}
@@ -710,3 +722,71 @@ REFERENCE_FORMATS = {
     Verl.name: _VerlReference(),
     Rollouts.name: _RolloutsReference(),
 }
+
+
+def _dawid_skene_reference(
+    votes: Iterable[PairVote], drops: DropLog | None = None
+) -> list[ResolvedPair]:
+    """Winner per pair = the Dawid-Skene posterior mode; strength = the median strength of the
+    winning votes times the posterior gap between the two sides (:func:`posterior_gap`).
+
+    The model is fitted with :data:`MIRROR` symmetry and the library's evidence rule (raters with
+    fewer than :data:`~preflab.quality.aggregation.dawid_skene.MIN_LABELS` labels share one
+    confusion matrix, so they weigh alike). ``agreement`` reports the posterior probability of
+    the winning side. Units whose posterior
+    does not separate the sides by :data:`POSTERIOR_MARGIN` are dropped as ``no-majority``;
+    units whose mode is a tie as ``tie``, like the plurality rule.
+    """
+    votes = list(votes)
+    if not votes:
+        return []
+    units = [f"{v.item_id}\x1f{v.lo}\x1f{v.hi}" for v in votes]
+    signs = [int((v.score > 0) - (v.score < 0)) for v in votes]
+    # Only the classes that occur: an unused class (e.g. no rater ever said "tie") gives EM a
+    # degenerate direction to absorb probability mass into.
+    # "first better" and "second better" are sides of a canonical order (sorted ids) that says
+    # nothing about the answers: the model is symmetric under swapping them (``mirror``).
+    classes = sorted({*signs, *(-s for s in signs)})
+    result = dawid_skene(units, [v.rater for v in votes], signs, classes=classes, mirror=MIRROR)
+    by_unit: dict[str, list[PairVote]] = {}
+    for unit, v in zip(units, votes, strict=True):
+        by_unit.setdefault(unit, []).append(v)
+    out: list[ResolvedPair] = []
+    for unit, posterior, label in zip(
+        result.units.tolist(), result.posteriors, result.labels.tolist(), strict=True
+    ):
+        vs = by_unit[unit]
+        item_id, lo, hi = unit.split("\x1f")
+        if not separates(posterior):
+            if drops is not None:
+                drops.drop("aggregation", "no-majority", item_id)
+            continue
+        side = int(label)
+        if side == 0:
+            if drops is not None:
+                drops.drop("aggregation", "tie", item_id)
+            continue
+        strengths = [abs(v.score) for v in vs if (v.score > 0) - (v.score < 0) == side]
+        if not strengths:  # the model overrode every vote on this unit: no strength to report
+            if drops is not None:
+                drops.drop("aggregation", "no-supporting-vote", item_id)
+            continue
+        pair = resolved_pair(
+            item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior))
+        )
+        if pair.strength is not None:
+            pair = replace(
+                pair, strength=pair.strength * posterior_gap(posterior, result.classes, side)
+            )
+        out.append(pair)
+    return out
+
+
+_dawid_skene_reference.margin = aggregate_pairwise_dawid_skene.margin  # type: ignore[attr-defined]
+# the manifest names the aggregator
+_dawid_skene_reference.__name__ = _dawid_skene_reference.__qualname__ = (
+    "aggregate_pairwise_dawid_skene"
+)
+#: the aggregators as they were: the streamed export fits Dawid-Skene once and decides chunk by
+#: chunk (``DawidSkeneFit``); the reference keeps the one-call version
+REFERENCE_AGGREGATORS = {aggregate_pairwise_dawid_skene: _dawid_skene_reference}

@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, iter_items_with_judgments
+from .aggregators import aggregate_pairwise_dawid_skene
 from .agreement_gate import (
     agreement_gate,
     project_min_alpha,
@@ -46,10 +47,13 @@ from .resolve import (
     word_length,
 )
 from .stream import (
+    FittedDawidSkene,
     Progress,
     Reporter,
+    VoteTable,
     count_items,
     disagreement_gate,
+    fit_dawid_skene,
     raters_behind,
     read_figures,
     resolved_counts,
@@ -266,13 +270,24 @@ def _export_streamed(
     """:func:`export_project` in two passes (:mod:`.stream`), inside ``session``'s snapshot."""
     report = Reporter(progress, count_items(session, project) if progress else 0)
 
-    def collector() -> Collector:
+    def collector(decide: PairAggregator) -> Collector:
         return Collector(
-            session, project, exporter, options, aggregator=aggregator, length_fn=length_fn
+            session, project, exporter, options, aggregator=decide, length_fn=length_fn
         )
 
+    decide = aggregator
+    fitted = None
+    if aggregator is aggregate_pairwise_dawid_skene and "pairs" in exporter.needs:
+        with gc_paused():  # pass 0: the model, fitted once on every vote
+            fitted = fit_dawid_skene(collector(VoteTable()), session, report)
+        if fitted is not None:
+            decide = FittedDawidSkene(fitted[0])
     with gc_paused():
-        first = collector()
+        first = collector(decide)
+        if fitted is not None:  # what the aggregation drops, in the whole project's order
+            first.shared.drops.at("aggregate")
+            fitted[0].drops(fitted[1].sides, first.shared.drops)
+            del fitted
         figures, stats = read_figures(first, session, report)
     summary = summary_data(first, figures)
     min_alpha = (
@@ -283,7 +298,9 @@ def _export_streamed(
     )
 
     def write(directory: Path) -> dict[str, Any]:
-        batches = row_batches(collector(), session, exporter, figures, summary, directory, report)
+        batches = row_batches(
+            collector(decide), session, exporter, figures, summary, directory, report
+        )
         rows_out = write_streamed(exporter, options, directory, batches, summary)
         session.rollback()
         return write_manifest(

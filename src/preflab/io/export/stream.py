@@ -27,9 +27,10 @@ Dawid-Skene aggregator (its EM pools every vote of the project) and the ``hf`` f
 from __future__ import annotations
 
 import gc
+import sys
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
@@ -42,6 +43,7 @@ from sqlalchemy import func, select
 from ...store import ItemRow
 from ...store.repo import iter_items_with_judgments
 from . import writers
+from .aggregators import DawidSkeneFit, aggregate_pairwise_dawid_skene, unit_key
 from .agreement_gate import AgreementTally, drop_disagreement, labels_dropped
 from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
 from .collector import Collector
@@ -53,7 +55,7 @@ from .length_gate import (
     project_verbosity_penalty,
 )
 from .provenance import LabelIndex
-from .resolve import PairAggregator, aggregate_pairwise
+from .resolve import PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
 from .routing import VERIFIER_ORIGIN
 from .truth import truth_gate
 from .writers import batch_table, gc_paused
@@ -67,9 +69,12 @@ Progress = Callable[[str, int, int], None]
 
 
 def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggregator) -> bool:
-    """Every format, written as JSONL or Parquet, with an aggregator that decides each pair
-    from its own votes (plurality)."""
-    return options.file_format in ("jsonl", "parquet") and aggregator is aggregate_pairwise
+    """Every format, written as JSONL or Parquet, with plurality (each pair decided from its own
+    votes) or Dawid-Skene (fitted once on every vote first: :func:`fit_dawid_skene`)."""
+    return options.file_format in ("jsonl", "parquet") and aggregator in (
+        aggregate_pairwise,
+        aggregate_pairwise_dawid_skene,
+    )
 
 
 # -- the row gates, shared with the in-memory path ------------------------------------------
@@ -215,6 +220,69 @@ class Reporter:
     def step(self, name: str, done: int) -> None:
         if self.progress is not None and done - self.last >= PROGRESS_EVERY:
             self.phase(name, done)
+
+
+# -- pass 0, Dawid-Skene only: the fit -----------------------------------------------------
+
+
+class VoteTable:
+    """An aggregator that decides nothing: it keeps each vote's unit, rater and side, the input
+    of the Dawid-Skene fit (strings interned: one copy a unit and a rater), and the sides each
+    unit's votes took."""
+
+    margin = None
+
+    def __init__(self) -> None:
+        self.units: list[str] = []
+        self.raters: list[str] = []
+        self.signs: list[int] = []
+        self.masks: dict[str, int] = {}
+
+    def __call__(self, votes: Iterable[PairVote], drops: Any = None) -> list[ResolvedPair]:
+        for v in votes:
+            unit, sign = sys.intern(unit_key(v)), int((v.score > 0) - (v.score < 0))
+            self.units.append(unit)
+            self.raters.append(sys.intern(v.rater))
+            self.signs.append(sign)
+            self.masks[unit] = self.masks.get(unit, 0) | 1 << (sign + 1)
+        return []
+
+    def sides(self, unit: str) -> set[int]:
+        mask = self.masks[unit]
+        return {side for side in (-1, 0, 1) if mask >> (side + 1) & 1}
+
+
+class FittedDawidSkene:
+    """The Dawid-Skene aggregator of a streamed export: each chunk's pairs decided by the model
+    fitted on every vote (pass 0); what it drops was logged once, in the whole-project order,
+    so a chunk logs nothing."""
+
+    margin = aggregate_pairwise_dawid_skene.margin  # type: ignore[attr-defined]
+
+    def __init__(self, fit: DawidSkeneFit) -> None:
+        self.fit = fit
+
+    def __call__(self, votes: Iterable[PairVote], drops: Any = None) -> list[ResolvedPair]:
+        return self.fit.decide(votes, None)
+
+
+def fit_dawid_skene(
+    collector: Collector, session: Any, report: Reporter
+) -> tuple[DawidSkeneFit, VoteTable] | None:
+    """Pass 0: every chunk read and resolved into votes (``collector``'s aggregator is a
+    :class:`VoteTable`), then the model fitted once; None when there is no vote."""
+    table = collector.aggregator
+    assert isinstance(table, VoteTable)
+    done = 0
+    report.phase("fit", 0)
+    for chunk in chunks(session, collector.project):
+        collector.read(chunk)
+        done += len(chunk)
+        report.step("fit", done)
+        del chunk
+    if not table.units:
+        return None
+    return DawidSkeneFit(table.units, table.raters, table.signs), table
 
 
 # -- pass 1: the figures ----------------------------------------------------------------------
