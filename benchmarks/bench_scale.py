@@ -21,6 +21,7 @@ process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
 - ``report``: ``preflab quality report --json --out report.html``;
 - ``export:FORMAT``: ``preflab export`` for every format that reads a pairwise project
   (:data:`EXPORTS`; ``--force``: the figures are the work, not the agreement gate);
+  ``export:trl-preference:dawid-skene`` with ``--aggregation dawid-skene``;
 - ``status``: ``preflab status --json``;
 - ``page:dashboard``, ``page:data-first``, ``page:data-middle``, ``page:data-last``: a real
   ``preflab serve`` (one worker) on the same database, an admin logged in over HTTP; per request
@@ -89,6 +90,8 @@ STEPS = (
     "export:trl-preference",
     *(f"page:{p}" for p in PAGES),
     *(f"export:{f}" for f in EXPORTS if f != "trl-preference"),
+    # FORMAT:AGGREGATION: the model aggregator, fitted on every vote of the project
+    "export:trl-preference:dawid-skene",
 )
 
 # -- generation ---------------------------------------------------------------------------------
@@ -624,7 +627,7 @@ def run_case(
                     tmp / "report.json",
                 )
             elif step.startswith("export:"):
-                fmt = step.split(":", 1)[1]
+                fmt, _, aggregation = step.split(":", 1)[1].partition(":")
                 target = tmp / f"export-{fmt}"
                 r = measure(
                     _preflab(
@@ -635,13 +638,14 @@ def run_case(
                         "--out",
                         str(target),
                         "--force",
+                        *(["--aggregation", aggregation] if aggregation else []),
                         "--db",
                         url,
                         "--json",
                     ),
                     args.timeout,
                     env,
-                    tmp / f"export-{fmt}.json",
+                    tmp / f"export-{fmt}{'-' + aggregation if aggregation else ''}.json",
                 )
                 r["bytes"] = (
                     sum(f.stat().st_size for f in target.rglob("*") if f.is_file())

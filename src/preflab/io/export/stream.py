@@ -3,6 +3,11 @@
 The files are byte-identical to those of the in-memory path (:func:`.pipeline.collect`, then
 every gate over every row), but no pass holds more than one chunk of items and their labels:
 
+0. **Fit** (``--aggregation dawid-skene`` only). Every chunk is read and resolved into votes,
+   kept as three columns (unit, rater, side; strings interned), and the model is fitted once
+   (:class:`~.aggregators.DawidSkeneFit`: its EM iterations need every vote, so they run over
+   these arrays, not over the database again). What the aggregation drops is logged here, in
+   the whole project's order; passes 1 and 2 decide each chunk's pairs from the fit.
 1. **Figures.** Every chunk is read, resolved and gated as the in-memory path does (truth,
    ``min_raters``, length parity, the verbosity penalty, ``--drop-disagreement``), and only what
    a whole-project decision needs is kept: the counts and drops of the manifest, whether any
@@ -12,16 +17,23 @@ every gate over every row), but no pass holds more than one chunk of items and t
    (:class:`~.agreement_gate.AgreementTally`). The agreement gate decides here, before a file is
    written.
 2. **Rows.** Every chunk is read and resolved again; the length gate's verdicts and the margins
-   of pass 1 are replayed (no text is tokenized twice), and the exporter's column batches go to
-   the writer as they come: JSONL appended batch by batch, Parquet in row groups of exactly
-   :data:`~.base.BATCH_ROWS` rows, as the in-memory writer cuts them. Side files are appended
-   chunk by chunk.
+   of pass 1 are replayed (no text is tokenized twice), and the exporter turns the chunks into
+   column batches (:meth:`~.base.Exporter.rows`) that go to the writer as they come: JSONL
+   appended batch by batch, Parquet in row groups of exactly :data:`~.base.BATCH_ROWS` rows, as
+   the in-memory writer cuts them. Side files are appended chunk by chunk; what the exporter
+   drops while writing goes to the manifest's log, and its notes are summed over the chunks
+   (:meth:`~.base.Exporter.note_counts`).
+
+The drop log files each sample under the pipeline step that dropped it
+(:data:`~.resolve.DROP_PHASES`), so its sample ids come out in the whole-project order although
+the steps run chunk after chunk.
 
 Memory: one chunk of items (:data:`CHUNK_ITEMS`), plus a few bytes per resolved pair (a ratio,
-a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap
-resamples units). Formats whose rows are pairs stream (:func:`streamable`); the others, the
-Dawid-Skene aggregator (its EM pools every vote of the project) and the ``hf`` file format
-(``datasets`` writes one table) take the in-memory path.
+a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap resamples
+units); ``rollouts``: a 16-byte digest per distinct answer (repeats are left out) and one batch
+of rows; Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
+unit. Every format streams (:func:`streamable`) except to the ``hf`` file format (``datasets``
+writes one table), which takes the in-memory path.
 """
 
 from __future__ import annotations
