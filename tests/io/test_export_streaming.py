@@ -398,3 +398,27 @@ def test_the_length_cohort_field_sees_items_of_chunks_without_pairs(
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["gates"]["length_parity"]["cohorts"]["by"] == "difficulty"
     engine.dispose()
+
+
+def test_rollouts_leave_out_a_repeat_in_another_chunk(db_url, tmp_path, frozen_clock, monkeypatch):
+    """The same answer to the same prompt on items read in different chunks is one row, as in
+    the whole-project export (``rollouts`` keeps a digest of every answer it wrote)."""
+    monkeypatch.setattr(stream, "CHUNK_ITEMS", 1)
+    engine = db.open_db(db_url)
+    with transaction(engine) as s:
+        repo.create_project(s, "repeats", kinds=["pairwise"])
+    records = [
+        {"id": f"r{n}", "prompt": "Q", "chosen": "A", "rejected": f"B{n}", "labeler": "u"}
+        for n in range(4)
+    ]
+    path = tmp_path / "repeats.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    import_files(engine, "repeats", [path])
+    for file_format in ("jsonl", "parquet"):
+        assert assert_identical(
+            engine, "repeats", "rollouts", file_format, {}, "majority", tmp_path
+        )
+    (written,) = (tmp_path / "new").rglob("train.jsonl")
+    rows = [orjson.loads(line) for line in written.read_bytes().splitlines()]
+    assert sorted(r["response"] for r in rows) == ["A", "B0", "B1", "B2", "B3"]
+    engine.dispose()
