@@ -149,6 +149,10 @@ class Exporter:
     #: :data:`BATCH_ROWS` rows, as :meth:`batches` cuts a whole export; False when :meth:`rows`
     #: already cuts the stream as :meth:`batches` cuts the whole (rollouts: at item boundaries)
     recut: ClassVar[bool] = True
+    #: The rows need nothing of the whole export (a fixed schema; no pairs, so no length gate,
+    #: no margin or ``source`` column): a streamed export writes them in the pass that counts
+    #: the manifest's figures, reading the project once instead of twice
+    one_pass: ClassVar[bool] = False
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         raise NotImplementedError

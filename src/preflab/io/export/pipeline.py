@@ -47,12 +47,15 @@ from .resolve import (
     word_length,
 )
 from .stream import (
+    Figures,
     FittedDawidSkene,
     Progress,
     Reporter,
     VoteTable,
     count_items,
     disagreement_gate,
+    figures_and_rows,
+    finish_figures,
     fit_dawid_skene,
     raters_behind,
     read_figures,
@@ -288,6 +291,10 @@ def _export_streamed(
             first.shared.drops.at("aggregate")
             fitted[0].drops(fitted[1].sides, first.shared.drops)
             del fitted
+        if exporter.one_pass:
+            return _export_one_pass(
+                engine, session, first, exporter, report, aggregator, length_name
+            )
         figures, stats = read_figures(first, session, report)
     summary = summary_data(first, figures)
     min_alpha = (
@@ -317,6 +324,61 @@ def _export_streamed(
         )
 
     return _publish(engine, project.name, exporter, options, write)
+
+
+def _export_one_pass(
+    engine: Engine,
+    session: Any,
+    collector: Collector,
+    exporter: Exporter,
+    report: Reporter,
+    aggregator: PairAggregator,
+    length_name: str,
+) -> dict[str, Any]:
+    """A format whose rows need nothing of the whole export (:attr:`.Exporter.one_pass`): the
+    rows are written as the figures are counted; the agreement gate decides once every chunk
+    is read (a refusal leaves nothing: the directory is not published)."""
+    options = collector.options
+
+    def write(directory: Path) -> dict[str, Any]:
+        figures = Figures(options, collector.shared.policy, collector.needs)
+        figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
+        schema_of = ExportData(project=collector.project.name, items={})  # a fixed schema
+        with gc_paused():
+            chunks = figures_and_rows(collector, session, exporter, figures, report)
+            rows_out = write_streamed(
+                exporter, options, directory, exporter.rows(chunks, options), schema_of
+            )
+        stats = finish_figures(collector, figures)
+        session.rollback()
+        summary = summary_data(collector, figures)
+        summary.format_notes = (
+            exporter.notes_from_counts(figures.notes, options)
+            if figures.notes is not None
+            else None
+        )
+        min_alpha = (
+            options.min_alpha
+            if options.min_alpha is not None
+            else project_min_alpha(summary.policy)
+        )
+        agreement = agreement_gate(
+            figures.agreement, min_alpha, options.force, refuse=exporter.training
+        )
+        return write_manifest(
+            exporter,
+            summary,
+            options,
+            directory,
+            stats,
+            rows_out,
+            figures.card_sources,
+            aggregator_name=_name(aggregator),
+            length_fn_name=length_name,
+            agreement=agreement,
+        )
+
+    return _publish(engine, collector.project.name, exporter, options, write)
 
 
 def _publish(

@@ -321,6 +321,8 @@ class Figures:
         self.known = 0
         self.pairs = 0
         self.resolved: Counter[str] = Counter()
+        #: the exporter's notes summed over the chunks (one-pass formats)
+        self.notes: dict[str, Any] | None = None
         self.stats: dict[str, Any] = {}
 
     def add(self, data: ExportData) -> None:
@@ -354,7 +356,7 @@ def read_figures(
 ) -> tuple[Figures, dict[str, Any]]:
     """Pass 1 over the project: ``(figures, stats)``."""
     figures = Figures(collector.options, collector.shared.policy, collector.needs)
-    figures.stats = collector.stats
+    figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
     done = 0
     report.phase("read", 0)
     for chunk in chunks(session, collector.project):
@@ -362,12 +364,40 @@ def read_figures(
         done += len(chunk)
         report.step("read", done)
         del chunk  # the last reference: chunks() sweeps its cycles before reading the next
-    stats = collector.finish()
+    return figures, finish_figures(collector, figures)
+
+
+def finish_figures(collector: Collector, figures: Figures) -> dict[str, Any]:
+    """The manifest's counts once every chunk is read."""
+    figures.stats = stats = collector.finish()
     stats["raters_out"] = len(figures.raters_out)
     stats["resolved"] = {
         k: figures.resolved[k] for k in ("pairs", "unary", "steps", "demonstrations")
     }
-    return figures, stats
+    return stats
+
+
+def figures_and_rows(
+    collector: Collector, session: Any, exporter: Exporter, figures: Figures, report: Reporter
+) -> Iterator[ExportData]:
+    """One pass for a format whose rows need nothing of the whole export
+    (:attr:`~.base.Exporter.one_pass`): each chunk is read, gated and counted into ``figures``
+    as pass 1 does, then handed to the exporter; its notes summed into ``figures.notes``."""
+    options = collector.options
+    done = 0
+    report.phase("write", 0)
+    for chunk in chunks(session, collector.project):
+        data = collector.read(chunk)
+        figures.add(data)
+        data.drops.at("rows")
+        yield data
+        part = exporter.note_counts(data, options)
+        if part is not None:
+            figures.notes = figures.notes if figures.notes is not None else {}
+            add_counts(figures.notes, part)
+        done += len(chunk)
+        report.step("write", done)
+        del chunk, data
 
 
 def summary_data(collector: Collector, figures: Figures) -> ExportData:

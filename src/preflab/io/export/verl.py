@@ -108,6 +108,7 @@ class Verl(Exporter):
         "verl RL prompts (data_source, prompt, ability, reward_model, extra_info): PPO/GRPO"
     )
     needs = frozenset()
+    one_pass = True
     reference = "https://verl.readthedocs.io/en/latest/preparation/prepare_data.html"
     params = {"require_reference": False, "data_source": None}
     task_categories = ("reinforcement-learning", "text-generation")
