@@ -24,6 +24,10 @@ every gate over every row), but no pass holds more than one chunk of items and t
    drops while writing goes to the manifest's log, and its notes are summed over the chunks
    (:meth:`~.base.Exporter.note_counts`).
 
+A format whose rows need nothing of the whole export (:attr:`~.base.Exporter.one_pass`)
+runs passes 1 and 2 as one (:func:`figures_and_rows`): each chunk's rows are written as its
+figures are counted.
+
 The drop log files each sample under the pipeline step that dropped it
 (:data:`~.resolve.DROP_PHASES`), so its sample ids come out in the whole-project order although
 the steps run chunk after chunk.
