@@ -191,8 +191,9 @@ def export_project(
     there is kept) and no log row is written. ``progress(phase, done, total)``, when given, is
     called at each phase and every few thousand items (``done`` of ``total`` items).
 
-    Formats whose rows are pairs stream (:mod:`.stream`: two passes, one chunk of items at a
-    time); the others read the project into memory (:func:`collect`). The files are the same.
+    Every format written as JSONL or Parquet streams (:mod:`.stream`: one or two passes, a
+    third first for Dawid-Skene, one chunk of items at a time); ``hf`` output reads the project
+    into memory (:func:`collect`). The files are the same.
     """
     from . import EXPORT_FORMATS
 
