@@ -24,6 +24,7 @@ process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
   and the near-duplicate rationales);
 - ``export:FORMAT``: ``preflab export`` for every format that reads a pairwise project
   (:data:`EXPORTS`; ``--force``: the figures are the work, not the agreement gate);
+  ``export:trl-preference:dawid-skene`` with ``--aggregation dawid-skene``;
 - ``status``: ``preflab status --json``;
 - ``page:dashboard``, ``page:data-first``, ``page:data-middle``, ``page:data-last``: a real
   ``preflab serve`` (one worker) on the same database, an admin logged in over HTTP; per request
@@ -76,6 +77,11 @@ EXPORTS = (
     "verl",
     "rollouts",
     "to-label",
+    # these read every item and judgment too, and write no row from comparisons alone
+    "trl-sft",
+    "trl-stepwise",
+    "trl-sft-agent",
+    "rlhf-2026.11",
 )
 PAGES = ("dashboard", "data-first", "data-middle", "data-last")
 #: the order steps run in: what the issue's criterion names first, the cheap ones early
@@ -88,6 +94,8 @@ STEPS = (
     "export:trl-preference",
     *(f"page:{p}" for p in PAGES),
     *(f"export:{f}" for f in EXPORTS if f != "trl-preference"),
+    # FORMAT:AGGREGATION: the model aggregator, fitted on every vote of the project
+    "export:trl-preference:dawid-skene",
 )
 
 # -- generation ---------------------------------------------------------------------------------
@@ -297,10 +305,10 @@ def measure(
 # -- the databases ------------------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
+def _env(src: Path = SRC) -> dict[str, str]:
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")])),
         "PREFLAB_LOG_LEVEL": "warning",
     }
 
@@ -548,7 +556,7 @@ def _request(
 def run_case(
     args: argparse.Namespace, name: str, n: int, kind: str, steps: list[str], say
 ) -> dict[str, Any]:
-    env = _env()
+    env = _env(args.src)
     tag = f"{name}-s{args.seed}-r{args.raters}-p{args.raters_per_item}-b{args.batches}"
     case = args.work / tag
     data_dir = case / "data"
@@ -629,7 +637,7 @@ def run_case(
                     env,
                 )
             elif step.startswith("export:"):
-                fmt = step.split(":", 1)[1]
+                fmt, _, aggregation = step.split(":", 1)[1].partition(":")
                 target = tmp / f"export-{fmt}"
                 r = measure(
                     _preflab(
@@ -640,13 +648,14 @@ def run_case(
                         "--out",
                         str(target),
                         "--force",
+                        *(["--aggregation", aggregation] if aggregation else []),
                         "--db",
                         url,
                         "--json",
                     ),
                     args.timeout,
                     env,
-                    tmp / f"export-{fmt}.json",
+                    tmp / f"export-{fmt}{'-' + aggregation if aggregation else ''}.json",
                 )
                 r["bytes"] = (
                     sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
@@ -761,6 +770,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--work", type=Path, default=Path(tempfile.gettempdir()) / "preflab-bench-scale"
     )
     parser.add_argument("--fresh", action="store_true", help="regenerate and reimport")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=SRC,
+        help="the preflab source tree whose steps are measured (default: this checkout's src; "
+        "a before/after comparison runs twice, e.g. with an exported older commit)",
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per step")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--quiet", action="store_true")

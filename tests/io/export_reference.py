@@ -2,7 +2,9 @@
 held byte-identical to (``test_export_streaming.py``): the whole project read into one
 ``ExportData``, the length gate tokenizing one text at a time, the agreement figures from one
 label table. Copied, not imported, so that a change to ``src/`` cannot move the reference;
-exporters, writers, resolvers and readers are the project's own.
+exporters, writers, resolvers and readers are the project's own, except the code the streamed
+export changed (``verl``'s rows and notes, ``rollouts``' rows, the Dawid-Skene aggregator),
+copied below as it was.
 """
 
 from __future__ import annotations
@@ -10,13 +12,21 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from preflab.io.export import EXPORT_FORMATS
+from preflab.io.export.aggregators import (
+    MIRROR,
+    aggregate_pairwise_dawid_skene,
+    posterior_gap,
+    separates,
+)
 from preflab.io.export.agreement_gate import (
     NOT_GATED,
     _level,
@@ -24,7 +34,18 @@ from preflab.io.export.agreement_gate import (
     drop_disagreement,
     labels_dropped,
 )
-from preflab.io.export.base import ExportData, Exporter, ExportError, ExportOptions, project_policy
+from preflab.io.export.base import (
+    BATCH_ROWS,
+    Batch,
+    ExportData,
+    Exporter,
+    ExportError,
+    ExportOptions,
+    TextCache,
+    chunked,
+    project_policy,
+    prompt_value,
+)
 from preflab.io.export.length_gate import (
     VerbosityPenalty,
     export_length,
@@ -32,8 +53,11 @@ from preflab.io.export.length_gate import (
 from preflab.io.export.manifest import build_manifest, dump_manifest, render_card
 from preflab.io.export.pipeline import _name, check_options
 from preflab.io.export.resolve import (
+    DropLog,
     LengthFn,
     PairAggregator,
+    PairVote,
+    ResolvedPair,
     accepted_demonstrations,
     aggregate_pairwise,
     counts_as_label,
@@ -41,11 +65,14 @@ from preflab.io.export.resolve import (
     item_pair_votes,
     resolve_steps,
     resolve_unary,
+    resolved_pair,
     word_length,
 )
+from preflab.io.export.rollouts import Rollouts, _reward
 from preflab.io.export.routing import (
     VERIFIER_ORIGIN,
     verifier_pairs,
+    verifier_reward,
     verifier_unary,
     without_people_preferences,
 )
@@ -56,13 +83,26 @@ from preflab.io.export.telemetry_gate import (
     telemetry_filter,
 )
 from preflab.io.export.truth import truth_gate
+from preflab.io.export.verl import (
+    CONFIG_LINES,
+    Verl,
+    _extra_info,
+    _reward_model,
+    is_verl_builtin,
+    left_out,
+)
 from preflab.io.export.writers import CARD, MANIFEST, file_hashes, gc_paused, write_data
+from preflab.quality.aggregation.dawid_skene import dawid_skene
 from preflab.quality.agreement import krippendorff_alpha_ci
 from preflab.quality.bias import length_parity_gate as quality_length_parity_gate
 from preflab.quality.gold import gold_accuracy, gold_outcomes
 from preflab.quality.table import LabelTable
 from preflab.schema import Item, JudgmentBase, Rubric
-from preflab.schema.routing import scored_by_verifier
+from preflab.schema.routing import (
+    scored_by_verifier,
+    verifiable_route,
+    verify_task,
+)
 from preflab.store import session_factory
 from preflab.store.repo import get_project, get_rubric, iter_items_with_judgments
 
@@ -517,7 +557,8 @@ def export_reference(
     aggregator: PairAggregator = aggregate_pairwise,
 ) -> dict[str, Any]:
     """Today's ``export_project`` into ``options.out`` (no atomic swap, no ``ExportLog`` row)."""
-    exporter = check_options(options, EXPORT_FORMATS)
+    exporter = check_options(options, REFERENCE_FORMATS)
+    aggregator = REFERENCE_AGGREGATORS.get(aggregator, aggregator)
     with session_factory(engine)() as session:
         if "pairs" in exporter.needs:
             policy = project_policy(get_project(session, project_name).settings)
@@ -552,3 +593,196 @@ def export_reference(
         length_fn_name=length_name,
         agreement=agreement,
     )
+
+
+# -- the exporters' methods as they were (main at e968715) -----------------------------------
+# The streamed export changed how these formats build rows and notes (a running row index, notes
+# summed over chunks, repeats named by a digest); the reference keeps the old code.
+
+
+class _VerlReference(Verl):
+    def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
+        items = self._items(data, options)
+        for rows in chunked(len(items)):
+            part = items[rows.start : rows.stop]
+            yield {
+                "data_source": [self._data_source(i, data, options) for i in part],
+                "prompt": [prompt_value(i.prompt, True) for i in part],
+                "ability": [i.domains[0] if i.domains else "general" for i in part],
+                "reward_model": [_reward_model(i) for i in part],
+                "extra_info": [
+                    _extra_info(i, options.split, rows.start + k) for k, i in enumerate(part)
+                ],
+            }
+
+    def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        """Which ``data_source`` values verl's default reward would refuse (``warnings``)."""
+        items = self._items(data, options)
+        styles = {"rule": 0, "model": 0}
+        unknown: dict[str, int] = {}
+        model_rows_builtin = 0
+        repo_level = 0
+        for item in items:
+            if verifiable_route(item) == "code" and (verify_task(item) or {}).get("mode") == "repo":
+                repo_level += 1
+            style = _reward_model(item)["style"]
+            styles[style] += 1
+            source = self._data_source(item, data, options)
+            if not is_verl_builtin(source):
+                unknown[source] = unknown.get(source, 0) + 1
+            elif style == "model":
+                model_rows_builtin += 1
+        warnings = [
+            f"data_source {source!r} ({n} rows) is not one of verl's built-in keys: verl's default reward raises "
+            "NotImplementedError for it; train with the shipped reward function ("
+            + " ".join(CONFIG_LINES)
+            + ")"
+            for source, n in sorted(unknown.items())
+        ]
+        if model_rows_builtin:
+            warnings.append(
+                f"{model_rows_builtin} preference rows (style 'model') carry a built-in data_source: verl's "
+                "default reward would score them with a rule; use the shipped reward function"
+            )
+        if repo_level:
+            warnings.append(
+                f"{repo_level} rows are repo-level code tasks (mode 'repo'): their tests import the "
+                "candidate's code into the process that judges it, so their reward is trusted only "
+                "as far as the static screen and the in-process checks reach (a policy may learn "
+                "what they miss); function-level tasks run the candidate in a process of its own. "
+                "See docs/verify.md, 'Trust limit'"
+            )
+        dropped: dict[str, list[str]] = {}
+        for item in data.items.values():
+            why = left_out(item)
+            if why is not None:
+                dropped.setdefault(why, []).append(str(item.id))
+        if dropped.get("guessable"):
+            warnings.append(
+                f"{len(dropped['guessable'])} verifiable items left out as guessable (a trivial "
+                "answer passes their verifier; `preflab verify project` flags them): "
+                + ", ".join(sorted(dropped["guessable"])[:20])
+            )
+        if dropped.get("reference_unsettled"):
+            warnings.append(
+                f"{len(dropped['reference_unsettled'])} items left out: their reference needs two "
+                "independent experts who agree, or an adjudication (metadata.reference_provenance): "
+                + ", ".join(sorted(dropped["reference_unsettled"])[:20])
+            )
+        tasks = [verify_task(i) for i in items if verifiable_route(i) is not None]
+        provenance = {
+            "tasks": len(tasks),
+            "with_author": sum(1 for t in tasks if t and t.get("author")),
+            "with_approver": sum(1 for t in tasks if t and t.get("approver")),
+        }
+        return {
+            "rows_by_style": styles,
+            "warnings": warnings,
+            "repo_level_code_rows": repo_level,
+            "left_out": {k: sorted(v) for k, v in sorted(dropped.items())},
+            "task_provenance": provenance,
+        }
+
+
+class _RolloutsReference(Rollouts):
+    def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
+        text = TextCache(data.items, data.conversational)
+        names = ("prompt", "response", "reward", "model")
+        batch: Batch = {n: [] for n in names}
+        seen: set[tuple[str, str, str | None]] = set()
+        for item_id, item in data.items.items():
+            reward = _reward(item.metadata, len(item.candidates))
+            for cand in item.candidates:
+                key = (
+                    orjson.dumps(item.model_dump(mode="json")["prompt"]).decode(),
+                    orjson.dumps(cand.body_json()).decode(),
+                    cand.model,
+                )
+                if key in seen:  # the same model's same answer on two items: one row
+                    continue
+                seen.add(key)
+                batch["prompt"].append(text.prompt(item_id))
+                batch["response"].append(text.completion(item_id, cand.id))
+                verified = verifier_reward(item, cand.id)
+                batch["reward"].append(reward if verified is None else verified)
+                batch["model"].append(cand.model)
+            if len(batch["prompt"]) >= BATCH_ROWS:
+                yield batch
+                batch = {n: [] for n in names}
+        if batch["prompt"]:
+            yield batch
+
+
+REFERENCE_FORMATS = {
+    **EXPORT_FORMATS,
+    Verl.name: _VerlReference(),
+    Rollouts.name: _RolloutsReference(),
+}
+
+
+def _dawid_skene_reference(
+    votes: Iterable[PairVote], drops: DropLog | None = None
+) -> list[ResolvedPair]:
+    """Winner per pair = the Dawid-Skene posterior mode; strength = the median strength of the
+    winning votes times the posterior gap between the two sides (:func:`posterior_gap`).
+
+    The model is fitted with :data:`MIRROR` symmetry and the library's evidence rule (raters with
+    fewer than :data:`~preflab.quality.aggregation.dawid_skene.MIN_LABELS` labels share one
+    confusion matrix, so they weigh alike). ``agreement`` reports the posterior probability of
+    the winning side. Units whose posterior
+    does not separate the sides by :data:`POSTERIOR_MARGIN` are dropped as ``no-majority``;
+    units whose mode is a tie as ``tie``, like the plurality rule.
+    """
+    votes = list(votes)
+    if not votes:
+        return []
+    units = [f"{v.item_id}\x1f{v.lo}\x1f{v.hi}" for v in votes]
+    signs = [int((v.score > 0) - (v.score < 0)) for v in votes]
+    # Only the classes that occur: an unused class (e.g. no rater ever said "tie") gives EM a
+    # degenerate direction to absorb probability mass into.
+    # "first better" and "second better" are sides of a canonical order (sorted ids) that says
+    # nothing about the answers: the model is symmetric under swapping them (``mirror``).
+    classes = sorted({*signs, *(-s for s in signs)})
+    result = dawid_skene(units, [v.rater for v in votes], signs, classes=classes, mirror=MIRROR)
+    by_unit: dict[str, list[PairVote]] = {}
+    for unit, v in zip(units, votes, strict=True):
+        by_unit.setdefault(unit, []).append(v)
+    out: list[ResolvedPair] = []
+    for unit, posterior, label in zip(
+        result.units.tolist(), result.posteriors, result.labels.tolist(), strict=True
+    ):
+        vs = by_unit[unit]
+        item_id, lo, hi = unit.split("\x1f")
+        if not separates(posterior):
+            if drops is not None:
+                drops.drop("aggregation", "no-majority", item_id)
+            continue
+        side = int(label)
+        if side == 0:
+            if drops is not None:
+                drops.drop("aggregation", "tie", item_id)
+            continue
+        strengths = [abs(v.score) for v in vs if (v.score > 0) - (v.score < 0) == side]
+        if not strengths:  # the model overrode every vote on this unit: no strength to report
+            if drops is not None:
+                drops.drop("aggregation", "no-supporting-vote", item_id)
+            continue
+        pair = resolved_pair(
+            item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior))
+        )
+        if pair.strength is not None:
+            pair = replace(
+                pair, strength=pair.strength * posterior_gap(posterior, result.classes, side)
+            )
+        out.append(pair)
+    return out
+
+
+_dawid_skene_reference.margin = aggregate_pairwise_dawid_skene.margin  # type: ignore[attr-defined]
+# the manifest names the aggregator
+_dawid_skene_reference.__name__ = _dawid_skene_reference.__qualname__ = (
+    "aggregate_pairwise_dawid_skene"
+)
+#: the aggregators as they were: the streamed export fits Dawid-Skene once and decides chunk by
+#: chunk (``DawidSkeneFit``); the reference keeps the one-call version
+REFERENCE_AGGREGATORS = {aggregate_pairwise_dawid_skene: _dawid_skene_reference}

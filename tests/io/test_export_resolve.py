@@ -388,3 +388,24 @@ def test_rubric_in_tokens_uses_the_default_tokenizer_when_the_export_counts_word
     (pair,) = rubric_pairs(ITEM, judgments, lookup(rubric))
     texts = {c.id: c.as_text() for c in ITEM.candidates}
     assert pair.strength == pytest.approx(3 * 0.01 * abs(tokens(texts["z"]) - tokens(texts["x"])))
+
+
+def test_the_drop_log_samples_follow_the_pipeline_steps_not_the_call_order():
+    """A streamed export runs the steps chunk after chunk; the samples come out as the
+    whole-project pipeline would drop them: every item of an earlier step first."""
+    chunked, whole = DropLog(sample_size=3), DropLog(sample_size=3)
+    for chunk in (["a", "b"], ["c", "d"]):
+        chunked.at("read")
+        for item in chunk:
+            chunked.drop("aggregation", "no-majority", f"thumb-{item}")
+        chunked.at("aggregate")
+        for item in chunk:
+            chunked.drop("aggregation", "no-majority", f"pair-{item}")
+    for phase, kind in (("read", "thumb"), ("aggregate", "pair")):
+        whole.at(phase)
+        for item in "abcd":
+            whole.drop("aggregation", "no-majority", f"{kind}-{item}")
+    assert chunked.summary() == whole.summary()
+    sample = chunked.summary()["aggregation"]["sample_item_ids"]["no-majority"]
+    assert sample == ["thumb-a", "thumb-b", "thumb-c"]
+    assert chunked.summary()["aggregation"]["dropped"] == 8

@@ -68,6 +68,9 @@ FIXTURES = {
 }
 ALL_KINDS = [*KINDS, "rubric"]
 STREAMED = ("trl-preference", "trl-reward", "openrlhf")
+#: the formats whose rows are not pairs: thumbs (and pairs unpaired), judgments, demonstrations,
+#: steps, items; they stream too, through the same two passes
+ROW_FORMATS = ("trl-kto", "raw", "trl-sft", "trl-stepwise", "verl", "to-label", "rollouts")
 #: option sets: (label, ExportOptions keywords, aggregator)
 OPTIONS = [
     ("default", {}, "majority"),
@@ -225,6 +228,23 @@ def test_pairs_formats_on_generated_projects_are_byte_identical(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("label,kw,agg", OPTIONS[1:], ids=[o[0] for o in OPTIONS[1:]])
+def test_row_formats_on_generated_projects_are_byte_identical(
+    generated_engine, label, kw, agg, frozen_clock, small_chunks, fewer_replicates, tmp_path
+):
+    """Every option that changes what is read, aggregated or gated, on the formats whose rows
+    are not pairs (the default set runs in the test below)."""
+    written = 0
+    for project in ("g3", "g17"):
+        for fmt in ROW_FORMATS:
+            file_format = "parquet" if fmt in ("trl-kto", "raw") else "jsonl"
+            written += assert_identical(
+                generated_engine, project, fmt, file_format, kw, agg, tmp_path
+            )
+    assert written >= len(ROW_FORMATS)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("file_format", ["jsonl", "parquet"])
 def test_every_format_on_a_generated_project_is_byte_identical(
     generated_engine, file_format, frozen_clock, small_chunks, fewer_replicates, tmp_path
@@ -289,10 +309,20 @@ def test_progress_reports_phases_and_items(db_url, tmp_path):
     assert [c[0] for c in calls] == ["read", "write"]
     assert all(total == items for _, _, total in calls)
     calls.clear()
-    export_project(
+    export_project(  # Dawid-Skene: a first pass fits the model on every vote
         engine,
         "g5",
-        ExportOptions(format="raw", out=tmp_path / "raw"),
+        ExportOptions(format="trl-kto", out=tmp_path / "ds", force=True),
+        aggregator=AGGREGATORS["dawid-skene"],
+        progress=lambda phase, done, total: calls.append((phase, done, total)),
+    )
+    assert [c[0] for c in calls] == ["fit", "read", "write"]
+    assert all(total == items for _, _, total in calls)
+    calls.clear()
+    export_project(  # a `datasets` directory is written from one table, read in memory
+        engine,
+        "g5",
+        ExportOptions(format="trl-kto", out=tmp_path / "hf", file_format="hf", force=True),
         progress=lambda phase, done, total: calls.append((phase, done, total)),
     )
     assert [c[0] for c in calls] == ["read", "gates", "write"]
@@ -367,4 +397,28 @@ def test_the_length_cohort_field_sees_items_of_chunks_without_pairs(
     (out,) = (tmp_path / "new").iterdir()
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["gates"]["length_parity"]["cohorts"]["by"] == "difficulty"
+    engine.dispose()
+
+
+def test_rollouts_leave_out_a_repeat_in_another_chunk(db_url, tmp_path, frozen_clock, monkeypatch):
+    """The same answer to the same prompt on items read in different chunks is one row, as in
+    the whole-project export (``rollouts`` keeps a digest of every answer it wrote)."""
+    monkeypatch.setattr(stream, "CHUNK_ITEMS", 1)
+    engine = db.open_db(db_url)
+    with transaction(engine) as s:
+        repo.create_project(s, "repeats", kinds=["pairwise"])
+    records = [
+        {"id": f"r{n}", "prompt": "Q", "chosen": "A", "rejected": f"B{n}", "labeler": "u"}
+        for n in range(4)
+    ]
+    path = tmp_path / "repeats.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    import_files(engine, "repeats", [path])
+    for file_format in ("jsonl", "parquet"):
+        assert assert_identical(
+            engine, "repeats", "rollouts", file_format, {}, "majority", tmp_path
+        )
+    (written,) = (tmp_path / "new").rglob("train.jsonl")
+    rows = [orjson.loads(line) for line in written.read_bytes().splitlines()]
+    assert sorted(r["response"] for r in rows) == ["A", "B0", "B1", "B2", "B3"]
     engine.dispose()

@@ -15,7 +15,7 @@ no tie is ever broken by candidate order. Each aggregator states its rule in ``m
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import numpy as np
@@ -39,6 +39,18 @@ POSTERIOR_MARGIN = 0.1
 MIRROR = {-1: 1, 0: 0, 1: -1}
 
 
+#: Joins a unit's item and canonical pair into one key (ids never hold it).
+UNIT_SEP = "\x1f"
+
+
+def unit_key(v: PairVote) -> str:
+    return f"{v.item_id}{UNIT_SEP}{v.lo}{UNIT_SEP}{v.hi}"
+
+
+def _sign(score: float) -> int:
+    return int((score > 0) - (score < 0))
+
+
 def aggregate_pairwise_dawid_skene(
     votes: Iterable[PairVote], drops: DropLog | None = None
 ) -> list[ResolvedPair]:
@@ -55,46 +67,78 @@ def aggregate_pairwise_dawid_skene(
     votes = list(votes)
     if not votes:
         return []
-    units = [f"{v.item_id}\x1f{v.lo}\x1f{v.hi}" for v in votes]
-    signs = [int((v.score > 0) - (v.score < 0)) for v in votes]
-    # Only the classes that occur: an unused class (e.g. no rater ever said "tie") gives EM a
-    # degenerate direction to absorb probability mass into.
-    # "first better" and "second better" are sides of a canonical order (sorted ids) that says
-    # nothing about the answers: the model is symmetric under swapping them (``mirror``).
-    classes = sorted({*signs, *(-s for s in signs)})
-    result = dawid_skene(units, [v.rater for v in votes], signs, classes=classes, mirror=MIRROR)
-    by_unit: dict[str, list[PairVote]] = {}
-    for unit, v in zip(units, votes, strict=True):
-        by_unit.setdefault(unit, []).append(v)
-    out: list[ResolvedPair] = []
-    for unit, posterior, label in zip(
-        result.units.tolist(), result.posteriors, result.labels.tolist(), strict=True
-    ):
-        vs = by_unit[unit]
-        item_id, lo, hi = unit.split("\x1f")
-        if not separates(posterior):
-            if drops is not None:
-                drops.drop("aggregation", "no-majority", item_id)
-            continue
-        side = int(label)
+    fit = DawidSkeneFit(
+        [unit_key(v) for v in votes], [v.rater for v in votes], [_sign(v.score) for v in votes]
+    )
+    return fit.decide(votes, drops)
+
+
+class DawidSkeneFit:
+    """The model fitted on every vote of an export (unit, rater, side of each): each unit's
+    posterior and mode. :meth:`decide` resolves any subset of the units (a chunk of items of a
+    streamed export) as :func:`aggregate_pairwise_dawid_skene` resolves them all.
+
+    Held: the posteriors (a row of 2-3 floats a unit) and the unit keys; the fit itself holds
+    the votes as integer codes and one sparse design matrix while EM runs (its iterations need
+    every vote, so the votes are read once into arrays, not again from the database for each).
+    """
+
+    def __init__(self, units: list[str], raters: list[str], signs: list[int]) -> None:
+        # Only the classes that occur: an unused class (e.g. no rater ever said "tie") gives EM
+        # a degenerate direction to absorb probability mass into.
+        # "first better" and "second better" are sides of a canonical order (sorted ids) that
+        # says nothing about the answers: the model is symmetric under swapping them (``mirror``).
+        classes = sorted({*signs, *(-s for s in signs)})
+        result = dawid_skene(units, raters, signs, classes=classes, mirror=MIRROR)
+        self.classes = result.classes
+        self.posteriors = result.posteriors
+        self.labels = result.labels.tolist()
+        self.units = result.units.tolist()
+        self.index = {unit: k for k, unit in enumerate(self.units)}
+
+    def verdict(self, k: int, sides: set[int]) -> int | str:
+        """Unit ``k``'s winning side, or why it is dropped; ``sides``: those its votes took."""
+        if not separates(self.posteriors[k]):
+            return "no-majority"
+        side = int(self.labels[k])
         if side == 0:
-            if drops is not None:
-                drops.drop("aggregation", "tie", item_id)
-            continue
-        strengths = [abs(v.score) for v in vs if (v.score > 0) - (v.score < 0) == side]
-        if not strengths:  # the model overrode every vote on this unit: no strength to report
-            if drops is not None:
-                drops.drop("aggregation", "no-supporting-vote", item_id)
-            continue
-        pair = resolved_pair(
-            item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior))
-        )
-        if pair.strength is not None:
-            pair = replace(
-                pair, strength=pair.strength * posterior_gap(posterior, result.classes, side)
+            return "tie"
+        if side not in sides:  # the model overrode every vote on this unit: no strength
+            return "no-supporting-vote"
+        return side
+
+    def drops(self, sides: Callable[[str], set[int]], drops: DropLog) -> None:
+        """Log what :meth:`decide` over every unit would drop, in its order (``sides(unit)``:
+        the sides the unit's votes took)."""
+        for k, unit in enumerate(self.units):
+            why = self.verdict(k, sides(unit))
+            if isinstance(why, str):
+                drops.drop("aggregation", why, unit.split(UNIT_SEP, 1)[0])
+
+    def decide(self, votes: Iterable[PairVote], drops: DropLog | None = None) -> list[ResolvedPair]:
+        by_unit: dict[str, list[PairVote]] = {}
+        for v in votes:
+            by_unit.setdefault(unit_key(v), []).append(v)
+        out: list[ResolvedPair] = []
+        for unit in sorted(by_unit, key=self.index.__getitem__):
+            k, vs = self.index[unit], by_unit[unit]
+            item_id, lo, hi = unit.split(UNIT_SEP)
+            side = self.verdict(k, {_sign(v.score) for v in vs})
+            if isinstance(side, str):
+                if drops is not None:
+                    drops.drop("aggregation", side, item_id)
+                continue
+            posterior = self.posteriors[k]
+            strengths = [abs(v.score) for v in vs if _sign(v.score) == side]
+            pair = resolved_pair(
+                item_id, lo, hi, side, vs, strengths, agreement=float(np.max(posterior))
             )
-        out.append(pair)
-    return out
+            if pair.strength is not None:
+                pair = replace(
+                    pair, strength=pair.strength * posterior_gap(posterior, self.classes, side)
+                )
+            out.append(pair)
+        return out
 
 
 def posterior_gap(posterior: np.ndarray, classes: np.ndarray, side: int) -> float:

@@ -9,7 +9,7 @@ building columns rather than row dicts keeps the Parquet path close to raw pyarr
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, ClassVar, Literal, overload
@@ -91,6 +91,9 @@ class ExportData:
     #: ``(pairs with a known strength, pairs)`` of the whole export, when ``pairs`` holds only
     #: some of them (a streamed export's chunk, or its summary for the manifest)
     pair_tally: tuple[int, int] | None = None
+    #: the manifest's ``format_notes`` when already summed over a streamed export's chunks
+    #: (:meth:`Exporter.note_counts`); None: :meth:`Exporter.notes` of this data
+    format_notes: dict[str, Any] | None = None
 
 
 class Exporter:
@@ -108,6 +111,14 @@ class Exporter:
     training: ClassVar[bool] = True
     #: Hugging Face task categories for the dataset card
     task_categories: ClassVar[tuple[str, ...]] = ("text-generation",)
+    #: A streamed export's Parquet file is re-cut into row groups of exactly
+    #: :data:`BATCH_ROWS` rows, as :meth:`batches` cuts a whole export; False when :meth:`rows`
+    #: already cuts the stream as :meth:`batches` cuts the whole (rollouts: at item boundaries)
+    recut: ClassVar[bool] = True
+    #: The rows need nothing of the whole export (a fixed schema; no pairs, so no length gate,
+    #: no margin or ``source`` column): a streamed export writes them in the pass that counts
+    #: the manifest's figures, reading the project once instead of twice
+    one_pass: ClassVar[bool] = False
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         raise NotImplementedError
@@ -115,10 +126,29 @@ class Exporter:
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         raise NotImplementedError
 
+    def rows(self, chunks: Iterable[ExportData], options: ExportOptions) -> Iterator[Batch]:
+        """The batches of an export handed over as consecutive chunks of items (a streamed
+        export, :mod:`.stream`): each chunk's :meth:`batches`. A format whose rows depend on
+        earlier chunks (a running row index, repeats left out) overrides it, and its
+        :meth:`batches` is ``rows([data])``."""
+        for data in chunks:
+            yield from self.batches(data, options)
+
     def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
         """Format-specific facts for the manifest's ``format_notes`` (e.g. which rows carry a
         margin, and ``warnings`` the CLI prints)."""
         return {}
+
+    def note_counts(self, data: ExportData, options: ExportOptions) -> dict[str, Any] | None:
+        """One chunk's share of :meth:`notes` in a streamed export, summed over the chunks
+        (numbers added, mappings merged, lists joined, anything else equal in every chunk) and
+        turned into the notes by :meth:`notes_from_counts`. None: the notes need only the
+        whole export's summary (counts, sources), and :meth:`notes` reads it."""
+        return None
+
+    def notes_from_counts(self, counts: dict[str, Any], options: ExportOptions) -> dict[str, Any]:
+        """The notes from :meth:`note_counts` summed over every chunk."""
+        return counts
 
     def side_files(self, data: ExportData, options: ExportOptions) -> dict[str, bytes]:
         """Extra files written beside the data (name -> content), hashed in the manifest."""

@@ -114,6 +114,7 @@ class Collector:
             policy=shared.policy,
             telemetry=shared.telemetry,
         )
+        data.drops.at("read")
         rubric_for = self.rubric_for
         votes = []
         rubric_resolved = []
@@ -204,6 +205,7 @@ class Collector:
                 chat = chat or any(d.messages is not None for d in demos)
         if "pairs" in needs:
             position = {item_id: i for i, item_id in enumerate(data.items)}
+            data.drops.at("aggregate")
             pairs = list(self.aggregator(votes, data.drops)) + rubric_resolved + verifier_resolved
             pairs.sort(
                 key=lambda p: (

@@ -143,7 +143,9 @@ def build_manifest(
         ],
         "raters": {"in": stats["raters_in"], "out": stats["raters_out"]},
         "schema": {f.name: str(f.type) for f in exporter.schema(data, options)},
-        "format_notes": exporter.notes(data, options),
+        "format_notes": (
+            exporter.notes(data, options) if data.format_notes is None else data.format_notes
+        ),
         "files": files,
     }
     if sum(rows_out.values()) == 0:

@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, iter_items_with_judgments
-from .aggregators import AGGREGATORS
+from .aggregators import AGGREGATORS, aggregate_pairwise_dawid_skene
 from .agreement_gate import agreement_gate
 from .base import (
     FILE_FORMATS,
@@ -44,11 +44,19 @@ from .resolve import (
     word_length,
 )
 from .stream import (
+    Figures,
+    FittedDawidSkene,
     Progress,
     Reporter,
+    VoteTable,
     count_items,
     disagreement_gate,
+    figures_and_rows,
+    finish_figures,
+    fit_dawid_skene,
+    raters_behind,
     read_figures,
+    resolved_counts,
     row_batches,
     row_gates,
     streamable,
@@ -118,6 +126,7 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
     """Truth (verifier failures), min-raters (pairs, thumbs, steps), length parity (pairs, on
     by default) and the verbosity penalty on the margins of the pairs that are left."""
     row_gates(data, options)
+    data.drops.at("length")
     if options.length_gate is not None and data.pairs:
         data.pairs = length_parity_gate(data, options.length_gate)
     if data.pairs:
@@ -125,28 +134,9 @@ def apply_gates(data: ExportData, options: ExportOptions) -> None:
 
 
 def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -> dict[str, Any]:
-    raters_out: set[str] = set()
-    for rows in (
-        data.pairs if "pairs" in exporter.needs else (),
-        data.unary if "unary" in exporter.needs else (),
-        data.steps if "steps" in exporter.needs else (),
-    ):
-        for r in rows:
-            raters_out.update(r.rater_hashes)
-    if "demonstrations" in exporter.needs:
-        raters_out.update(
-            d.provenance.rater_hash or d.provenance.rater_id for d in data.demonstrations
-        )
-    if "judgments" in exporter.needs:
-        raters_out.update(j.provenance.rater_hash or j.provenance.rater_id for j in data.judgments)
     return {
-        "raters_out": len(raters_out),
-        "resolved": {
-            "pairs": len(data.pairs),
-            "unary": len(data.unary),
-            "steps": len(data.steps),
-            "demonstrations": len(data.demonstrations),
-        },
+        "raters_out": len(raters_behind(data, exporter.needs)),
+        "resolved": resolved_counts(data),
     }
 
 
@@ -202,8 +192,9 @@ def export_project(
     there is kept) and no log row is written. ``progress(phase, done, total)``, when given, is
     called at each phase and every few thousand items (``done`` of ``total`` items).
 
-    Formats whose rows are pairs stream (:mod:`.stream`: two passes, one chunk of items at a
-    time); the others read the project into memory (:func:`collect`). The files are the same.
+    Every format written as JSONL or Parquet streams (:mod:`.stream`: one or two passes, a
+    third first for Dawid-Skene, one chunk of items at a time); ``hf`` output reads the project
+    into memory (:func:`collect`). The files are the same.
     ``aggregator``: the pair aggregator (default: ``options.aggregation``'s, of
     :data:`~.aggregators.AGGREGATORS`).
     """
@@ -252,6 +243,7 @@ def export_project(
         data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
     )
     report.phase("write", 0)
+    data.drops.at("rows")
     return _publish(
         engine,
         project_name,
@@ -285,13 +277,28 @@ def _export_streamed(
     """:func:`export_project` in two passes (:mod:`.stream`), inside ``session``'s snapshot."""
     report = Reporter(progress, count_items(session, project) if progress else 0)
 
-    def collector() -> Collector:
+    def collector(decide: PairAggregator) -> Collector:
         return Collector(
-            session, project, exporter, options, aggregator=aggregator, length_fn=length_fn
+            session, project, exporter, options, aggregator=decide, length_fn=length_fn
         )
 
+    decide = aggregator
+    fitted = None
+    if aggregator is aggregate_pairwise_dawid_skene and "pairs" in exporter.needs:
+        with gc_paused():  # pass 0: the model, fitted once on every vote
+            fitted = fit_dawid_skene(collector(VoteTable()), session, report)
+        if fitted is not None:
+            decide = FittedDawidSkene(fitted[0])
     with gc_paused():
-        first = collector()
+        first = collector(decide)
+        if fitted is not None:  # what the aggregation drops, in the whole project's order
+            first.shared.drops.at("aggregate")
+            fitted[0].drops(fitted[1].sides, first.shared.drops)
+            del fitted
+        if exporter.one_pass:
+            return _export_one_pass(
+                engine, session, first, exporter, report, aggregator, length_name
+            )
         figures, stats = read_figures(first, session, report)
     summary = summary_data(first, figures)
     min_alpha = options.min_alpha if options.min_alpha is not None else summary.policy.min_alpha
@@ -300,7 +307,9 @@ def _export_streamed(
     )
 
     def write(directory: Path) -> dict[str, Any]:
-        batches = row_batches(collector(), session, exporter, figures, summary, directory, report)
+        batches = row_batches(
+            collector(decide), session, exporter, figures, summary, directory, report
+        )
         rows_out = write_streamed(exporter, options, directory, batches, summary)
         session.rollback()
         return write_manifest(
@@ -317,6 +326,57 @@ def _export_streamed(
         )
 
     return _publish(engine, project.name, exporter, options, write)
+
+
+def _export_one_pass(
+    engine: Engine,
+    session: Any,
+    collector: Collector,
+    exporter: Exporter,
+    report: Reporter,
+    aggregator: PairAggregator,
+    length_name: str,
+) -> dict[str, Any]:
+    """A format whose rows need nothing of the whole export (:attr:`.Exporter.one_pass`): the
+    rows are written as the figures are counted; the agreement gate decides once every chunk
+    is read (a refusal leaves nothing: the directory is not published)."""
+    options = collector.options
+
+    def write(directory: Path) -> dict[str, Any]:
+        figures = Figures(options, collector.shared.policy, collector.needs)
+        figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
+        schema_of = ExportData(project=collector.project.name, items={})  # a fixed schema
+        with gc_paused():
+            chunks = figures_and_rows(collector, session, exporter, figures, report)
+            rows_out = write_streamed(
+                exporter, options, directory, exporter.rows(chunks, options), schema_of
+            )
+        stats = finish_figures(collector, figures)
+        session.rollback()
+        summary = summary_data(collector, figures)
+        summary.format_notes = (
+            exporter.notes_from_counts(figures.notes, options)
+            if figures.notes is not None
+            else None
+        )
+        min_alpha = options.min_alpha if options.min_alpha is not None else summary.policy.min_alpha
+        agreement = agreement_gate(
+            figures.agreement, min_alpha, options.force, refuse=exporter.training
+        )
+        return write_manifest(
+            exporter,
+            summary,
+            options,
+            directory,
+            stats,
+            rows_out,
+            figures.card_sources,
+            aggregator_name=_name(aggregator),
+            length_fn_name=length_name,
+            agreement=agreement,
+        )
+
+    return _publish(engine, collector.project.name, exporter, options, write)
 
 
 def _publish(

@@ -74,6 +74,7 @@ class Raw(Exporter):
     name = "raw"
     description = "every judgment with provenance and its item (quality-report input)"
     needs = frozenset({"judgments"})
+    one_pass = True
     training = False
     reference = "preflab.schema.parse_judgment (one judgment per line, plus 'item')"
 

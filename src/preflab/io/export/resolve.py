@@ -149,28 +149,62 @@ class ResolvedSteps:
     rater_hashes: tuple[str, ...]
 
 
+#: The steps of an export in the order the whole-project pipeline runs them: reading each item,
+#: aggregating the pairs of every item, then each gate over every row of one kind, then writing.
+#: A streamed export runs them chunk by chunk; the drop log files each sample under its step,
+#: so a gate's sample ids come out in the whole-project order either way.
+DROP_PHASES = (
+    "read",
+    "aggregate",
+    "truth",
+    "min_raters.pairs",
+    "min_raters.unary",
+    "min_raters.steps",
+    "length",
+    "disagreement.pairs",
+    "disagreement.unary",
+    "rows",
+)
+
+
 @dataclass
 class DropLog:
-    """What a gate (or the aggregation) dropped and why: counts per reason, sample item ids."""
+    """What a gate (or the aggregation) dropped and why: counts per reason, sample item ids.
+
+    The samples are the first :attr:`sample_size` distinct items dropped, in the order of
+    :data:`DROP_PHASES` (``phase``: the step now running), then of the items.
+    """
 
     sample_size: int = 10
     counts: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    samples: dict[str, dict[str, list[str]]] = field(default_factory=lambda: defaultdict(dict))
+    phased: dict[tuple[str, str], dict[int, list[str]]] = field(default_factory=dict)
+    phase: int = 0
+
+    def at(self, phase: str) -> None:
+        """The step now dropping (one of :data:`DROP_PHASES`)."""
+        self.phase = DROP_PHASES.index(phase)
 
     def drop(self, gate: str, reason: str, item_id: str, n: int = 1) -> None:
         self.counts[gate][reason] += n
-        sample = self.samples[gate].setdefault(reason, [])
+        sample = self.phased.setdefault((gate, reason), {}).setdefault(self.phase, [])
         if len(sample) < self.sample_size and item_id not in sample:
             sample.append(item_id)
+
+    def sample(self, gate: str, reason: str) -> list[str]:
+        """The first :attr:`sample_size` distinct items, phase after phase."""
+        out: list[str] = []
+        for _, ids in sorted(self.phased.get((gate, reason), {}).items()):
+            for item_id in ids:
+                if len(out) < self.sample_size and item_id not in out:
+                    out.append(item_id)
+        return out
 
     def summary(self) -> dict[str, dict[str, Any]]:
         return {
             gate: {
                 "dropped": sum(reasons.values()),
                 "reasons": dict(sorted(reasons.items())),
-                "sample_item_ids": {
-                    r: list(self.samples[gate].get(r, [])) for r in sorted(reasons)
-                },
+                "sample_item_ids": {r: self.sample(gate, r) for r in sorted(reasons)},
             }
             for gate, reasons in sorted(self.counts.items())
         }

@@ -26,6 +26,7 @@ class RLHFTrajectory(Exporter):
     name = "rlhf-2026.11"
     description = "agent trajectories as RLHF-2026.11 records (round-trips through import)"
     needs = frozenset()
+    one_pass = True
     reference = "preflab.schema.Trajectory (wire format RLHF-2026.11)"
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:

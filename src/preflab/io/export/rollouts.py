@@ -10,7 +10,8 @@ stored verifier verdict (``preflab verify project``) gets the verifier's reward 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -31,6 +32,7 @@ class Rollouts(Exporter):
     name = "rollouts"
     description = "every answer as rollouts.jsonl: prompt, response, reward, model (input of rm score / eval create)"
     reference = "preflab rollouts.jsonl: {prompt, response, reward, model}"
+    recut = False  # rows() cuts batches at item boundaries, as batches() does
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         t = text_type(data.conversational)
@@ -39,28 +41,41 @@ class Rollouts(Exporter):
         )
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
-        text = TextCache(data.items, data.conversational)
+        return self.rows([data], options)
+
+    def rows(self, chunks: Iterable[ExportData], options: ExportOptions) -> Iterator[Batch]:
+        """Repeats are left out across the whole export (a digest of each answer seen, not its
+        text), and a batch ends at the first item boundary at or past :data:`BATCH_ROWS` rows,
+        whichever chunk it falls in."""
         names = ("prompt", "response", "reward", "model")
         batch: Batch = {n: [] for n in names}
-        seen: set[tuple[str, str, str | None]] = set()
-        for item_id, item in data.items.items():
-            reward = _reward(item.metadata, len(item.candidates))
-            for cand in item.candidates:
-                key = (
-                    orjson.dumps(item.model_dump(mode="json")["prompt"]).decode(),
-                    orjson.dumps(cand.body_json()).decode(),
-                    cand.model,
-                )
-                if key in seen:  # the same model's same answer on two items: one row
-                    continue
-                seen.add(key)
-                batch["prompt"].append(text.prompt(item_id))
-                batch["response"].append(text.completion(item_id, cand.key))
-                verified = verifier_reward(item, cand.key)
-                batch["reward"].append(reward if verified is None else verified)
-                batch["model"].append(cand.model)
-            if len(batch["prompt"]) >= BATCH_ROWS:
-                yield batch
-                batch = {n: [] for n in names}
+        seen: set[bytes] = set()
+        for data in chunks:
+            text = TextCache(data.items, data.conversational)
+            for item_id, item in data.items.items():
+                reward = _reward(item.metadata, len(item.candidates))
+                prompt = orjson.dumps(item.model_dump(mode="json")["prompt"])
+                for cand in item.candidates:
+                    key = _digest(prompt, orjson.dumps(cand.body_json()), cand.model)
+                    if key in seen:  # the same model's same answer on two items: one row
+                        continue
+                    seen.add(key)
+                    batch["prompt"].append(text.prompt(item_id))
+                    batch["response"].append(text.completion(item_id, cand.key))
+                    verified = verifier_reward(item, cand.key)
+                    batch["reward"].append(reward if verified is None else verified)
+                    batch["model"].append(cand.model)
+                if len(batch["prompt"]) >= BATCH_ROWS:
+                    yield batch
+                    batch = {n: [] for n in names}
         if batch["prompt"]:
             yield batch
+
+
+def _digest(prompt: bytes, body: bytes, model: str | None) -> bytes:
+    """16 bytes that name ``(prompt, answer, model)``: what a repeat is, without its text."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (prompt, body, orjson.dumps(model)):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()

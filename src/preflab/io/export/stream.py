@@ -3,6 +3,11 @@
 The files are byte-identical to those of the in-memory path (:func:`.pipeline.collect`, then
 every gate over every row), but no pass holds more than one chunk of items and their labels:
 
+0. **Fit** (``--aggregation dawid-skene`` only). Every chunk is read and resolved into votes,
+   kept as three columns (unit, rater, side; strings interned), and the model is fitted once
+   (:class:`~.aggregators.DawidSkeneFit`: its EM iterations need every vote, so they run over
+   these arrays, not over the database again). What the aggregation drops is logged here, in
+   the whole project's order; passes 1 and 2 decide each chunk's pairs from the fit.
 1. **Figures.** Every chunk is read, resolved and gated as the in-memory path does (truth,
    ``min_raters``, length parity, the verbosity penalty, ``--drop-disagreement``), and only what
    a whole-project decision needs is kept: the counts and drops of the manifest, whether any
@@ -12,27 +17,40 @@ every gate over every row), but no pass holds more than one chunk of items and t
    (:class:`~.agreement_gate.AgreementTally`). The agreement gate decides here, before a file is
    written.
 2. **Rows.** Every chunk is read and resolved again; the length gate's verdicts and the margins
-   of pass 1 are replayed (no text is tokenized twice), and the exporter's column batches go to
-   the writer as they come: JSONL appended batch by batch, Parquet in row groups of exactly
-   :data:`~.base.BATCH_ROWS` rows, as the in-memory writer cuts them. Side files are appended
-   chunk by chunk.
+   of pass 1 are replayed (no text is tokenized twice), and the exporter turns the chunks into
+   column batches (:meth:`~.base.Exporter.rows`) that go to the writer as they come: JSONL
+   appended batch by batch, Parquet in row groups of exactly :data:`~.base.BATCH_ROWS` rows, as
+   the in-memory writer cuts them. Side files are appended chunk by chunk; what the exporter
+   drops while writing goes to the manifest's log, and its notes are summed over the chunks
+   (:meth:`~.base.Exporter.note_counts`).
+
+A format whose rows need nothing of the whole export (:attr:`~.base.Exporter.one_pass`)
+runs passes 1 and 2 as one (:func:`figures_and_rows`): each chunk's rows are written as its
+figures are counted.
+
+The drop log files each sample under the pipeline step that dropped it
+(:data:`~.resolve.DROP_PHASES`), so its sample ids come out in the whole-project order although
+the steps run chunk after chunk.
 
 Memory: one chunk of items (:data:`CHUNK_ITEMS`), plus a few bytes per resolved pair (a ratio,
-a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap
-resamples units). Formats whose rows are pairs stream (:func:`streamable`); the others, the
-Dawid-Skene aggregator (its EM pools every vote of the project) and the ``hf`` file format
-(``datasets`` writes one table) take the in-memory path.
+a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap resamples
+units); ``rollouts``: a 16-byte digest per distinct answer (repeats are left out) and one batch
+of rows; Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
+unit. Every format streams (:func:`streamable`) except to the ``hf`` file format (``datasets``
+writes one table), which takes the in-memory path.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +60,7 @@ from ...schema.policy import Policy
 from ...store import ItemRow
 from ...store.repo import iter_items_with_judgments
 from . import writers
+from .aggregators import DawidSkeneFit, aggregate_pairwise_dawid_skene, unit_key
 from .agreement_gate import AgreementTally, drop_disagreement, labels_dropped
 from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
 from .collector import Collector
@@ -52,9 +71,8 @@ from .length_gate import (
     length_parity_gate,
 )
 from .provenance import LabelIndex
-from .resolve import PairAggregator, aggregate_pairwise
+from .resolve import PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
 from .routing import VERIFIER_ORIGIN
-from .trl_preference import TRLPreference
 from .truth import truth_gate
 from .writers import batch_table, gc_paused
 
@@ -67,13 +85,11 @@ Progress = Callable[[str, int, int], None]
 
 
 def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggregator) -> bool:
-    """Formats whose rows are resolved pairs, written as JSONL or Parquet, with an aggregator
-    that decides each pair from its own votes (plurality)."""
-    return (
-        isinstance(exporter, TRLPreference)
-        and exporter.needs == frozenset({"pairs"})
-        and options.file_format in ("jsonl", "parquet")
-        and aggregator is aggregate_pairwise
+    """Every format, written as JSONL or Parquet, with plurality (each pair decided from its own
+    votes) or Dawid-Skene (fitted once on every vote first: :func:`fit_dawid_skene`)."""
+    return options.file_format in ("jsonl", "parquet") and aggregator in (
+        aggregate_pairwise,
+        aggregate_pairwise_dawid_skene,
     )
 
 
@@ -83,11 +99,13 @@ def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggre
 def row_gates(data: ExportData, options: ExportOptions) -> None:
     """Truth (verifier failures) and min-raters (pairs, thumbs, steps): gates that look at one
     row at a time."""
+    data.drops.at("truth")
     truth_gate(data)
     n = options.min_raters
     if n > 1:
         reason = f"fewer-than-{n}-raters"
         for name in ("pairs", "unary", "steps"):
+            data.drops.at(f"min_raters.{name}")
             rows = getattr(data, name)
             # verifier labels are one oracle's call, not a vote (see .routing)
             kept = [
@@ -108,12 +126,73 @@ def _discount(counts: Counter[str], key: str) -> None:
 def disagreement_gate(data: ExportData, threshold: float, stats: dict[str, Any]) -> None:
     """``--drop-disagreement``: drop the rows, and take the labels that reach no row out of the
     manifest's ``judgments_used`` (issue 28 section 7)."""
-    dropped = drop_disagreement(data, threshold)
+    dropped = disagreement_by_kind(data, threshold)
     labels = (j for j, _ in data.labels_with_batch)
     for j in labels_dropped(labels, dropped, data.items) if dropped else ():
         stats["judgments_used"] -= 1
         _discount(stats["judgments_used_by_kind"], j.kind)
         _discount(stats["judgments_used_by_source"], j.provenance.source)
+
+
+def raters_behind(data: ExportData, needs: frozenset[str]) -> set[str]:
+    """The raters (hashes) behind the rows ``data`` gives a format that ``needs`` these."""
+    raters: set[str] = set()
+    for rows in (
+        data.pairs if "pairs" in needs else (),
+        data.unary if "unary" in needs else (),
+        data.steps if "steps" in needs else (),
+    ):
+        for r in rows:
+            raters.update(r.rater_hashes)
+    if "demonstrations" in needs:
+        raters.update(d.provenance.rater_hash or d.provenance.rater_id for d in data.demonstrations)
+    if "judgments" in needs:
+        raters.update(j.provenance.rater_hash or j.provenance.rater_id for j in data.judgments)
+    return raters
+
+
+def resolved_counts(data: ExportData) -> dict[str, int]:
+    return {
+        "pairs": len(data.pairs),
+        "unary": len(data.unary),
+        "steps": len(data.steps),
+        "demonstrations": len(data.demonstrations),
+    }
+
+
+def add_counts(total: dict[str, Any], part: dict[str, Any]) -> None:
+    """Sum ``part`` into ``total``: numbers added, mappings merged, lists joined, anything
+    else the same in every part (:meth:`.base.Exporter.note_counts`)."""
+    for key, value in part.items():
+        if key not in total:
+            total[key] = (
+                {} if isinstance(value, dict) else list(value) if isinstance(value, list) else value
+            )
+            if isinstance(value, dict):
+                add_counts(total[key], value)
+        elif isinstance(value, dict):
+            add_counts(total[key], value)
+        elif isinstance(value, list):
+            total[key].extend(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            total[key] += value
+        elif total[key] != value:
+            raise ValueError(
+                f"format notes: {key!r} is {total[key]!r} in one chunk, {value!r} in another"
+            )
+
+
+def disagreement_by_kind(data: ExportData, threshold: float) -> set[tuple[str, frozenset[str]]]:
+    """:func:`~.agreement_gate.drop_disagreement` over the pairs, then over the thumbs, each
+    its own step of the drop log (:data:`~.resolve.DROP_PHASES`)."""
+    dropped: set[tuple[str, frozenset[str]]] = set()
+    for name in ("pairs", "unary"):
+        data.drops.at(f"disagreement.{name}")
+        rows = SimpleNamespace(pairs=[], unary=[], drops=data.drops)
+        setattr(rows, name, getattr(data, name))
+        dropped |= drop_disagreement(rows, threshold)
+        setattr(data, name, getattr(rows, name))
+    return dropped
 
 
 # -- reading in chunks ----------------------------------------------------------------------
@@ -159,14 +238,77 @@ class Reporter:
             self.phase(name, done)
 
 
+# -- pass 0, Dawid-Skene only: the fit -----------------------------------------------------
+
+
+class VoteTable:
+    """An aggregator that decides nothing: it keeps each vote's unit, rater and side, the input
+    of the Dawid-Skene fit (strings interned: one copy a unit and a rater), and the sides each
+    unit's votes took."""
+
+    margin = None
+
+    def __init__(self) -> None:
+        self.units: list[str] = []
+        self.raters: list[str] = []
+        self.signs: list[int] = []
+        self.masks: dict[str, int] = {}
+
+    def __call__(self, votes: Iterable[PairVote], drops: Any = None) -> list[ResolvedPair]:
+        for v in votes:
+            unit, sign = sys.intern(unit_key(v)), int((v.score > 0) - (v.score < 0))
+            self.units.append(unit)
+            self.raters.append(sys.intern(v.rater))
+            self.signs.append(sign)
+            self.masks[unit] = self.masks.get(unit, 0) | 1 << (sign + 1)
+        return []
+
+    def sides(self, unit: str) -> set[int]:
+        mask = self.masks[unit]
+        return {side for side in (-1, 0, 1) if mask >> (side + 1) & 1}
+
+
+class FittedDawidSkene:
+    """The Dawid-Skene aggregator of a streamed export: each chunk's pairs decided by the model
+    fitted on every vote (pass 0); what it drops was logged once, in the whole-project order,
+    so a chunk logs nothing."""
+
+    margin = aggregate_pairwise_dawid_skene.margin  # type: ignore[attr-defined]
+
+    def __init__(self, fit: DawidSkeneFit) -> None:
+        self.fit = fit
+
+    def __call__(self, votes: Iterable[PairVote], drops: Any = None) -> list[ResolvedPair]:
+        return self.fit.decide(votes, None)
+
+
+def fit_dawid_skene(
+    collector: Collector, session: Any, report: Reporter
+) -> tuple[DawidSkeneFit, VoteTable] | None:
+    """Pass 0: every chunk read and resolved into votes (``collector``'s aggregator is a
+    :class:`VoteTable`), then the model fitted once; None when there is no vote."""
+    table = collector.aggregator
+    assert isinstance(table, VoteTable)
+    done = 0
+    report.phase("fit", 0)
+    for chunk in chunks(session, collector.project):
+        collector.read(chunk)
+        done += len(chunk)
+        report.step("fit", done)
+        del chunk
+    if not table.units:
+        return None
+    return DawidSkeneFit(table.units, table.raters, table.signs), table
+
+
 # -- pass 1: the figures ----------------------------------------------------------------------
 
 
 class Figures:
     """What pass 1 keeps of the whole project (see the module docstring)."""
 
-    def __init__(self, options: ExportOptions, policy: Policy) -> None:
-        self.options = options
+    def __init__(self, options: ExportOptions, policy: Policy, needs: frozenset[str]) -> None:
+        self.options, self.needs = options, needs
         self.penalty = policy.verbosity_penalty
         self.length = LengthTally()
         self.length_ran = False
@@ -180,6 +322,9 @@ class Figures:
         self.raters_out: set[str] = set()
         self.known = 0
         self.pairs = 0
+        self.resolved: Counter[str] = Counter()
+        #: the exporter's notes summed over the chunks (one-pass formats)
+        self.notes: dict[str, Any] | None = None
         self.stats: dict[str, Any] = {}
 
     def add(self, data: ExportData) -> None:
@@ -190,6 +335,7 @@ class Figures:
         # the cohort field looks at every exported item, a chunk's pairs or not
         self.length.see_items(data)
         row_gates(data, options)
+        data.drops.at("length")
         if options.length_gate is not None and data.pairs:
             data.pairs = length_parity_gate(data, options.length_gate, self.length)
             self.length_ran = True
@@ -201,8 +347,8 @@ class Figures:
             disagreement_gate(data, options.drop_disagreement, self.stats)
         self.agreement.add(data.labels_with_batch)
         self.sources |= data.label_index.sources
-        for p in data.pairs:
-            self.raters_out.update(p.rater_hashes)
+        self.raters_out |= raters_behind(data, self.needs)
+        self.resolved.update(resolved_counts(data))
         self.known += sum(p.strength is not None for p in data.pairs)
         self.pairs += len(data.pairs)
 
@@ -211,8 +357,8 @@ def read_figures(
     collector: Collector, session: Any, report: Reporter
 ) -> tuple[Figures, dict[str, Any]]:
     """Pass 1 over the project: ``(figures, stats)``."""
-    figures = Figures(collector.options, collector.shared.policy)
-    figures.stats = collector.stats
+    figures = Figures(collector.options, collector.shared.policy, collector.needs)
+    figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
     done = 0
     report.phase("read", 0)
     for chunk in chunks(session, collector.project):
@@ -220,10 +366,40 @@ def read_figures(
         done += len(chunk)
         report.step("read", done)
         del chunk  # the last reference: chunks() sweeps its cycles before reading the next
-    stats = collector.finish()
+    return figures, finish_figures(collector, figures)
+
+
+def finish_figures(collector: Collector, figures: Figures) -> dict[str, Any]:
+    """The manifest's counts once every chunk is read."""
+    figures.stats = stats = collector.finish()
     stats["raters_out"] = len(figures.raters_out)
-    stats["resolved"] = {"pairs": figures.pairs, "unary": 0, "steps": 0, "demonstrations": 0}
-    return figures, stats
+    stats["resolved"] = {
+        k: figures.resolved[k] for k in ("pairs", "unary", "steps", "demonstrations")
+    }
+    return stats
+
+
+def figures_and_rows(
+    collector: Collector, session: Any, exporter: Exporter, figures: Figures, report: Reporter
+) -> Iterator[ExportData]:
+    """One pass for a format whose rows need nothing of the whole export
+    (:attr:`~.base.Exporter.one_pass`): each chunk is read, gated and counted into ``figures``
+    as pass 1 does, then handed to the exporter; its notes summed into ``figures.notes``."""
+    options = collector.options
+    done = 0
+    report.phase("write", 0)
+    for chunk in chunks(session, collector.project):
+        data = collector.read(chunk)
+        figures.add(data)
+        data.drops.at("rows")
+        yield data
+        part = exporter.note_counts(data, options)
+        if part is not None:
+            figures.notes = figures.notes if figures.notes is not None else {}
+            add_counts(figures.notes, part)
+        done += len(chunk)
+        report.step("write", done)
+        del chunk, data
 
 
 def summary_data(collector: Collector, figures: Figures) -> ExportData:
@@ -282,12 +458,32 @@ def row_batches(
     directory: Path,
     report: Reporter,
 ) -> Iterator[Batch]:
-    """Pass 2: the exporter's column batches, chunk by chunk; side files appended as it goes."""
+    """Pass 2: the exporter's column batches (:meth:`~.base.Exporter.rows` over the chunks)."""
+    return exporter.rows(
+        chunk_data(collector, session, exporter, figures, summary, directory, report),
+        collector.options,
+    )
+
+
+def chunk_data(
+    collector: Collector,
+    session: Any,
+    exporter: Exporter,
+    figures: Figures,
+    summary: ExportData,
+    directory: Path,
+    report: Reporter,
+) -> Iterator[ExportData]:
+    """Pass 2: every chunk read, resolved and gated again, pass 1's verdicts replayed; side
+    files appended as it goes. What the exporter drops while it writes a chunk's rows goes to
+    the manifest's drop log (``summary.drops``); its :meth:`~.base.Exporter.note_counts` are
+    summed into ``summary.format_notes``."""
     options = collector.options
     replay = _Replay(figures)
     side = {name: directory / name for name in exporter.side_files(summary, options)}
     for path in side.values():
         path.write_bytes(b"")
+    counts: dict[str, Any] | None = None
     done = 0
     report.phase("write", 0)
     for chunk in chunks(session, collector.project):
@@ -297,17 +493,25 @@ def row_batches(
             data.pairs = replay.length_gate(data.pairs)
         data.pairs = replay.margins_of(data.pairs)
         if options.drop_disagreement is not None:
-            drop_disagreement(data, options.drop_disagreement)
+            disagreement_by_kind(data, options.drop_disagreement)
         data.conversational = summary.conversational
         data.label_index.sources = set(summary.label_index.sources)
         data.pair_tally = summary.pair_tally
+        data.drops = summary.drops  # pass 1 counted the reading's and the gates' drops
+        data.drops.at("rows")
         for name, content in exporter.side_files(data, options).items():
             with side[name].open("ab") as f:
                 f.write(content)
-        yield from exporter.batches(data, options)
+        yield data  # the exporter writes this chunk's rows before it asks for the next
+        part = exporter.note_counts(data, options)
+        if part is not None:
+            counts = counts if counts is not None else {}
+            add_counts(counts, part)
         done += len(chunk)
         report.step("write", done)
         del chunk, data  # the last references: chunks() sweeps their cycles
+    if counts is not None:  # no chunk at all: the manifest reads the (empty) summary's notes
+        summary.format_notes = exporter.notes_from_counts(counts, options)
 
 
 def exact_batches(
@@ -354,6 +558,5 @@ def write_streamed(
             name = f"{options.split}.jsonl"
             return {name: writers.write_jsonl(directory / name, batches, schema, exporter)}
         name = f"{options.split}.parquet"
-        return {
-            name: writers.write_parquet(directory / name, exact_batches(batches, schema), schema)
-        }
+        cut = exact_batches(batches, schema) if exporter.recut else batches
+        return {name: writers.write_parquet(directory / name, cut, schema)}

@@ -115,6 +115,10 @@ class TRLKTO(Exporter):
         mode = self._mode(options)
         return {"kto_conflicts": {"completions": len(conflicts), "rows": rows, "mode": mode}}
 
+    def note_counts(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        # a conflict is one completion's: each chunk of items counts its own
+        return self.notes(data, options)
+
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         cache = TextCache(data.items, data.conversational)
         extra = [name for name, _ in row_provenance_fields(data, options)]

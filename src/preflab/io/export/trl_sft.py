@@ -77,6 +77,9 @@ class TRLSFT(Exporter):
             }
         }
 
+    def note_counts(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        return self.notes(data, options)
+
     def usage(self, manifest: dict[str, Any]) -> list[str]:
         accepted = manifest.get("format_notes", {}).get("accepted_by") or {}
         if not accepted.get("import"):

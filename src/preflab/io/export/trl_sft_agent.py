@@ -69,6 +69,7 @@ class TRLSFTAgent(Exporter):
         "TRL conversational SFT from agent trajectories, loss_mask honoured, tool calls kept"
     )
     needs = frozenset()
+    one_pass = True
     reference = "https://huggingface.co/docs/trl/dataset_formats"
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:

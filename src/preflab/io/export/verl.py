@@ -40,7 +40,7 @@ verl's default reward would refuse. Config lines for verl 0.9.1 (also on the dat
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -108,6 +108,7 @@ class Verl(Exporter):
         "verl RL prompts (data_source, prompt, ability, reward_model, extra_info): PPO/GRPO"
     )
     needs = frozenset()
+    one_pass = True
     reference = "https://verl.readthedocs.io/en/latest/preparation/prepare_data.html"
     params = {"require_reference": False, "data_source": None}
     task_categories = ("reinforcement-learning", "text-generation")
@@ -124,18 +125,26 @@ class Verl(Exporter):
         )
 
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
-        items = self._items(data, options)
-        for rows in chunked(len(items)):
-            part = items[rows.start : rows.stop]
-            yield {
-                "data_source": [self._data_source(i, data, options) for i in part],
-                "prompt": [prompt_value(i.prompt, True) for i in part],
-                "ability": [i.domains[0] if i.domains else "general" for i in part],
-                "reward_model": [_reward_model(i) for i in part],
-                "extra_info": [
-                    _extra_info(i, options.split, rows.start + k) for k, i in enumerate(part)
-                ],
-            }
+        return self.rows([data], options)
+
+    def rows(self, chunks: Iterable[ExportData], options: ExportOptions) -> Iterator[Batch]:
+        """``extra_info.index`` runs over the whole export, chunk after chunk."""
+        index = 0
+        for data in chunks:
+            items = self._items(data, options)
+            for rows in chunked(len(items)):
+                part = items[rows.start : rows.stop]
+                yield {
+                    "data_source": [self._data_source(i, data, options) for i in part],
+                    "prompt": [prompt_value(i.prompt, True) for i in part],
+                    "ability": [i.domains[0] if i.domains else "general" for i in part],
+                    "reward_model": [_reward_model(i) for i in part],
+                    "extra_info": [
+                        _extra_info(i, options.split, index + rows.start + k)
+                        for k, i in enumerate(part)
+                    ],
+                }
+            index += len(items)
 
     def _items(self, data: ExportData, options: ExportOptions) -> list:
         items = [i for i in data.items.values() if left_out(i) is None]
@@ -150,6 +159,11 @@ class Verl(Exporter):
 
     def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
         """Which ``data_source`` values verl's default reward would refuse (``warnings``)."""
+        return self.notes_from_counts(self.note_counts(data, options), options)
+
+    def note_counts(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
+        """The rows by style and data source, the items left out and the tasks' provenance of
+        ``data``'s items: sums over the items."""
         items = self._items(data, options)
         styles = {"rule": 0, "model": 0}
         unknown: dict[str, int] = {}
@@ -165,6 +179,33 @@ class Verl(Exporter):
                 unknown[source] = unknown.get(source, 0) + 1
             elif style == "model":
                 model_rows_builtin += 1
+        dropped: dict[str, list[str]] = {}
+        for item in data.items.values():
+            why = left_out(item)
+            if why is not None:
+                dropped.setdefault(why, []).append(str(item.id))
+        tasks = [verify_task(i) for i in items if verifiable_route(i) is not None]
+        provenance = {
+            "tasks": len(tasks),
+            "with_author": sum(1 for t in tasks if t and t.get("author")),
+            "with_approver": sum(1 for t in tasks if t and t.get("approver")),
+        }
+        return {
+            "rows_by_style": styles,
+            "unknown_data_sources": unknown,
+            "model_rows_builtin": model_rows_builtin,
+            "repo_level_code_rows": repo_level,
+            "left_out": dropped,
+            "task_provenance": provenance,
+        }
+
+    def notes_from_counts(self, counts: dict[str, Any], options: ExportOptions) -> dict[str, Any]:
+        unknown: dict[str, int] = counts["unknown_data_sources"]
+        model_rows_builtin, repo_level = (
+            counts["model_rows_builtin"],
+            counts["repo_level_code_rows"],
+        )
+        dropped: dict[str, list[str]] = counts["left_out"]
         warnings = [
             f"data_source {source!r} ({n} rows) is not one of verl's built-in keys: verl's default reward raises "
             "NotImplementedError for it; train with the shipped reward function ("
@@ -185,11 +226,6 @@ class Verl(Exporter):
                 "what they miss); function-level tasks run the candidate in a process of its own. "
                 "See docs/verify.md, 'Trust limit'"
             )
-        dropped: dict[str, list[str]] = {}
-        for item in data.items.values():
-            why = left_out(item)
-            if why is not None:
-                dropped.setdefault(why, []).append(str(item.id))
         if dropped.get("guessable"):
             warnings.append(
                 f"{len(dropped['guessable'])} verifiable items left out as guessable (a trivial "
@@ -202,18 +238,12 @@ class Verl(Exporter):
                 "independent experts who agree, or an adjudication (metadata.reference_provenance): "
                 + ", ".join(sorted(dropped["reference_unsettled"])[:20])
             )
-        tasks = [verify_task(i) for i in items if verifiable_route(i) is not None]
-        provenance = {
-            "tasks": len(tasks),
-            "with_author": sum(1 for t in tasks if t and t.get("author")),
-            "with_approver": sum(1 for t in tasks if t and t.get("approver")),
-        }
         return {
-            "rows_by_style": styles,
+            "rows_by_style": counts["rows_by_style"],
             "warnings": warnings,
             "repo_level_code_rows": repo_level,
             "left_out": {k: sorted(v) for k, v in sorted(dropped.items())},
-            "task_provenance": provenance,
+            "task_provenance": counts["task_provenance"],
         }
 
     def usage(self, manifest: dict[str, Any]) -> list[str]:

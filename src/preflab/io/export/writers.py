@@ -26,6 +26,8 @@ from .base import Batch, ExportData, Exporter, ExportError, ExportOptions
 PARQUET_COMPRESSION = "zstd"
 MANIFEST = "manifest.json"
 CARD = "README.md"
+#: JSONL lines encoded and written at a time
+JSONL_LINES = 4_096
 
 
 def batch_table(batch: Batch, schema: pa.Schema) -> pa.Table:
@@ -54,9 +56,10 @@ def write_jsonl(path: Path, batches: Iterator[Batch], schema: pa.Schema, exporte
         for batch in batches:
             batch = _pylists(batch)
             n = len(batch[names[0]])
-            if n:
-                f.write(b"\n".join(dumps(record(batch, names, i)) for i in range(n)))
-                f.write(b"\n")
+            # a few thousand lines a write: a batch's whole text is never one more copy in memory
+            for part in range(0, n, JSONL_LINES):
+                end = min(n, part + JSONL_LINES)
+                f.write(b"".join(dumps(record(batch, names, i)) + b"\n" for i in range(part, end)))
             rows += n
     return rows
 
