@@ -65,17 +65,21 @@ class WordCounter:
                 unseen.append(len(out))
                 out.append(-1)
         if unseen:
-            self._measure({w for i in unseen for w in str(texts[i]).split(" ")})
+            # counted from this call's own table: another thread may clear the shared cache
+            known = self._measure({w for i in unseen for w in str(texts[i]).split(" ")})
             for i in unseen:
-                out[i] = sum(map(get, str(texts[i]).split(" ")))
+                out[i] = sum(map(known.__getitem__, str(texts[i]).split(" ")))
         return out
 
-    def _measure(self, pieces: set[str]) -> None:
+    def _measure(self, pieces: set[str]) -> dict[str, int]:
+        """The count of each piece: from the cache, the others tokenized in one batch (and
+        cached)."""
         cache = self.words
-        todo = [w for w in pieces if w not in cache]
+        known = {w: n for w in pieces if (n := cache.get(w)) is not None}
+        todo = [w for w in pieces if w not in known]
         if len(cache) + len(todo) > self.size:
             cache.clear()
-            todo = list(pieces)
         encoded = self.tok.encode_batch(todo, add_special_tokens=False)
         for word, e in zip(todo, encoded, strict=True):
-            cache[word] = len(e.ids)
+            known[word] = cache[word] = len(e.ids)
+        return known
