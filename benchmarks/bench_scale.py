@@ -39,7 +39,10 @@ A step that runs past ``--timeout`` is killed and recorded as ``timeout``, a fai
 ``--work`` keyed by size and seed (``--fresh`` regenerates and reimports); a cached import keeps
 the figures it was measured with. Prints a table per database (figures, ratio to the baseline's
 CPU and RSS, load average at the step) and the RSS growth between sizes (the criterion: peak RSS
-does not grow with the project); ``--json PATH`` writes every figure.
+does not grow with the project); ``--json PATH`` writes every figure. ``--against OTHER/src``
+runs ``status``, the report and the exports with another checkout's code too (e.g. main's, the
+baseline of a change), each just before this checkout's on the same database and under the same
+load, recorded as ``STEP@base``.
 """
 
 from __future__ import annotations
@@ -602,9 +605,8 @@ def run_case(
     with tempfile.TemporaryDirectory(prefix="preflab-scale-", dir=args.work) as tmp_s:
         tmp = Path(tmp_s)
         pages = [s.split(":", 1)[1] for s in steps if s.startswith("page:")]
-        for step in steps:
-            if step == "import":
-                continue
+
+        def one(step: str, env: dict[str, str]) -> dict[str, Any] | None:
             if step == "baseline":
                 r = measure([sys.executable, __file__, "--child-baseline", url], args.timeout, env)
             elif step == "status":
@@ -667,10 +669,22 @@ def run_case(
                 if step.split(":", 1)[1] == pages[0]:  # one server for all the pages
                     for page, pr in step_pages(url, pages, args.timeout, env, tmp).items():
                         record(f"page:{page}", pr)
-                continue
+                return None
             else:
                 raise SystemExit(f"unknown step {step!r}")
-            record(step, r)
+            return r
+
+        for step in steps:
+            if step == "import":
+                continue
+            if args.against and (step in ("status", "report") or step.startswith("export:")):
+                # the other checkout's code on the same database, just before: the same load
+                base = one(step, {**env, "PYTHONPATH": str(args.against)})
+                if base is not None:
+                    record(f"{step}@base", base)
+            r = one(step, env)
+            if r is not None:
+                record(step, r)
     return out
 
 
@@ -780,6 +794,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per step")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout's src (e.g. main's): status, report and exports run with it too, "
+        "each just before this checkout's, recorded as STEP@base",
+    )
     parser.add_argument("--child-baseline", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_baseline:

@@ -122,3 +122,32 @@ def test_tiny_run_measures_every_step_and_caches_the_import(tmp_path):
     assert again["import"]["cached"] is True
     assert again["import"]["cpu_s"] == case["steps"]["import"]["cpu_s"]
     assert again["baseline"]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_against_runs_the_other_checkouts_code_just_before(tmp_path):
+    bench = load_bench()
+    other = tmp_path / "other-src"
+    (other / "preflab").mkdir(parents=True)  # a checkout whose CLI fails: its step says so
+    (other / "preflab" / "__init__.py").write_text("raise SystemExit('the other checkout')\n")
+    out = tmp_path / "scale.json"
+    bench.main(
+        [
+            "--judgments",
+            "600",
+            "--work",
+            str(tmp_path),
+            "--json",
+            str(out),
+            "--quiet",
+            "--against",
+            str(other),
+            "--steps",
+            "status",
+        ]
+    )
+    steps = json.loads(out.read_text())["cases"][0]["steps"]
+    assert list(steps) == ["import", "status@base", "status"]
+    assert steps["status@base"]["status"] == "failed"
+    assert "the other checkout" in steps["status@base"]["stderr"]
+    assert steps["status"]["status"] == "ok"

@@ -9,8 +9,10 @@ is kept but what the statistics need. :meth:`ReportAccumulator.result` gives the
 What is exact and what is sampled (``bounds``, :class:`Bounds`):
 
 * Exact at any size (sums over units or judgments): the label-set counts, every count in the
-  report, alpha's point estimate (the coincidence matrix is a sum over units), percent agreement
-  and Gwet's AC (sums over units), leave-one-out agreement and the confusion tables against the
+  report, alpha's point estimate (the coincidence matrix is a sum over units; kept as the
+  integer sums of :class:`~.mergeable.GroupAgreement`, which the sharded path merges, and
+  finished by the same :func:`~.mergeable.alpha_figures`), percent agreement and Gwet's AC
+  (sums over units), leave-one-out agreement and the confusion tables against the
   others' consensus (per unit, summed per rater), gold accuracy, position bias, formatting bias,
   the length-bias counts, share and histogram, intransitive triads, every telemetry flag of a
   judgment's own telemetry, the adjudication queue's top ``max_queue`` rows and its total.
@@ -55,7 +57,7 @@ from .adjudication import (
 )
 from .agreement.cohen import Weights
 from .agreement.gwet import gwet_ac, gwet_weights
-from .agreement.krippendorff import alpha_from_coincidence, krippendorff_alpha_ci
+from .agreement.krippendorff import krippendorff_alpha_ci
 from .agreement.percent import percent_agreement
 from .agreement.preference import DEFAULT_LEVELS, level_for
 from .bias import (
@@ -68,6 +70,7 @@ from .bias import (
 )
 from .gold import gold_accuracy_from_counts, score_gold
 from .labels import LABEL_SET_RULE, resolve_labels
+from .mergeable import GroupAgreement, alpha_figures, fold_unit_values
 from .telemetry import TelemetrySettings, judgment_flags, near_duplicate_pairs
 
 Batches = Mapping[str, Any] | Callable[[JudgmentBase], Any] | None
@@ -136,9 +139,11 @@ class AgreementGroup:
         self.sample: Reservoir | None = None
         self.patterns: Counter[tuple[float, ...]] = Counter()
         self.n_pairable = 0  # units with two or more values (the bootstrap's units)
-        # sums over units (only once sampled): alpha's coincidences, percent agreement, Gwet
-        self.coincidence: defaultdict[tuple[float, float], float] = defaultdict(float)
-        self.pct = [0.0, 0]
+        # sums over units (only once sampled): alpha's coincidences and percent agreement as
+        # the integer sums of mergeable.GroupAgreement (one implementation with the sharded
+        # path's), Gwet's
+        self.coincidence: dict[int, dict[tuple[float, float], int]] = {}
+        self.agree: dict[int, tuple[int, int]] = {}
         self.gwet_s: defaultdict[tuple[float, float], float] = defaultdict(float)
         self.gwet_t = 0.0
         self.gwet_pi: defaultdict[float, float] = defaultdict(float)
@@ -186,14 +191,10 @@ class AgreementGroup:
                 self.gwet_pi[c] += times * n_c / m
             if m < 2:
                 continue
-            self.pct[0] += times * sum(n * (n - 1) for n in counts.values()) / (m * (m - 1))
-            self.pct[1] += times
+            fold_unit_values(self.coincidence, self.agree, counts, times)
             self.gwet_t += times / (m - 1)
             for c, n_c in counts.items():
                 for k, n_k in counts.items():
-                    pair = n_c * n_k - (n_c if c == k else 0)
-                    if pair:
-                        self.coincidence[(c, k)] += times * pair / (m - 1)
                     self.gwet_s[(c, k)] += times * n_c * n_k / (m * (m - 1))
         self.patterns.clear()
 
@@ -229,32 +230,31 @@ class AgreementGroup:
         self._fold()
         units, values = _long([(str(k), v) for k, v in enumerate(self.sample.items)])
         ci = krippendorff_alpha_ci(units, values, level, n_boot=n_boot, seed=0)
+        sums = GroupAgreement(
+            self.n_labels,
+            self.n_units,
+            self.n_pairable,
+            self.n_pairable_units,
+            frozenset(),
+            self.integral,
+            self.coincidence,
+            self.agree,
+        )
+        figures = alpha_figures(sums, level)
         return {
             **head,
-            "alpha": self._alpha(level),
+            "alpha": figures["alpha"],
             "alpha_low": ci.low,
             "alpha_high": ci.high,
-            "percent_agreement": self.pct[0] / self.pct[1] if self.pct[1] else float("nan"),
+            "percent_agreement": figures["percent_agreement"],
             "gwet_ac": self._gwet(gwet_w),
             "ci_sample": {"units": len(self.sample.items), "of": self.sample.seen},
         }
 
-    def _alpha(self, level: Any) -> float:
-        domain = np.array(
-            sorted({c for c, _ in self.coincidence} | {k for _, k in self.coincidence})
-        )
-        if not len(domain):
-            return float("nan")
-        index = {v: i for i, v in enumerate(domain.tolist())}
-        o = np.zeros((len(domain), len(domain)))
-        for (c, k), w in self.coincidence.items():
-            o[index[c], index[k]] = w
-        return alpha_from_coincidence(o, domain, level)
-
     def _gwet(self, weights: Weights) -> float:
         cats = np.array(sorted(self.gwet_pi))
         q = len(cats)
-        paired = self.pct[1]
+        paired = sum(units for units, _ in self.agree.values())
         if q < 2:
             return 1.0 if paired else float("nan")
         if not paired:

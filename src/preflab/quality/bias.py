@@ -28,6 +28,8 @@ from scipy.stats import binomtest, false_discovery_control, norm
 
 from preflab.schema import PairwiseJudgment
 
+from .token_count import WordCounter, additive
+
 Length = Callable[[str], int]
 
 
@@ -60,11 +62,18 @@ def default_token_length() -> Length:
     tok.no_padding()
     tok.no_truncation()
 
+    # the shipped MiniLM WordPiece counts a text as the sum of its words' counts (.token_count)
+    words = WordCounter(tok) if additive(tok) else None
+
     def count(t: str) -> int:
+        if words is not None:
+            return words.counts([t])[0]
         return len(tok.encode(str(t), add_special_tokens=False).ids)
 
     def count_batch(texts: list[str]) -> list[int]:
         """:func:`count` of each text, through the fast tokenizer's batch API (same rules)."""
+        if words is not None:
+            return words.counts(texts)
         return [
             len(e.ids) for e in tok.encode_batch([str(t) for t in texts], add_special_tokens=False)
         ]

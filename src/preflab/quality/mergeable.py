@@ -298,6 +298,28 @@ def _group_agreement(chunk: Chunk) -> GroupAgreement:
     )
 
 
+def fold_unit_values(
+    coincidence: dict[int, dict[tuple[float, float], int]],
+    agree: dict[int, tuple[int, int]],
+    counts: Mapping[float, int],
+    times: int = 1,
+) -> None:
+    """Add ``times`` units whose non-missing values have the ``counts`` (value: how many; two or
+    more values in all) to the integer sums of :class:`GroupAgreement` (``coincidence`` and
+    ``agree``, in place): what :func:`_group_agreement` sums over a chunk's units, one unit
+    pattern at a time (the streaming report's :class:`~.accumulate.AgreementGroup` folds its
+    units' patterns here and finishes with :func:`alpha_figures`)."""
+    m = sum(counts.values())
+    table = coincidence.setdefault(m, {})
+    for c, n_c in counts.items():
+        for k, n_k in counts.items():
+            pair = n_c * n_k - (n_c if c == k else 0)
+            if pair:
+                table[(c, k)] = table.get((c, k), 0) + times * pair
+    units, within = agree.get(m, (0, 0))
+    agree[m] = (units + times, within + times * sum(n * (n - 1) for n in counts.values()))
+
+
 def agreement_from_chunk(chunk: Chunk) -> AgreementState:
     """Per ``(batch, kind, dimension)`` group of the chunk: its integer statistics."""
     out: dict[GroupKey, GroupAgreement] = {}

@@ -22,6 +22,7 @@ The defaults are :class:`TelemetrySettings`; a project overrides them in its pol
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -85,18 +86,46 @@ def shingles(text: str, k: int = 5) -> set[str]:
 
 def minhash_signature(text: str, k: int = 5, num_perm: int = 64, seed: int = 1) -> np.ndarray:
     """MinHash of the character k-shingles: ``num_perm`` minima of salted 64-bit hashes."""
-    sh = shingles(text, k)
-    base = np.array(
-        [int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little") for s in sh],
-        dtype=np.uint64,
-    )
+    result: np.ndarray = minhash_signatures([text], k, num_perm, seed)[0]
+    return result
+
+
+@functools.lru_cache(maxsize=8)
+def _salts(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     a = rng.integers(1, 2**61 - 1, num_perm, dtype=np.uint64) | np.uint64(1)
     b = rng.integers(0, 2**61 - 1, num_perm, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        hashed = base[None, :] * a[:, None] + b[:, None]
-    result: np.ndarray = hashed.min(axis=1)
-    return result
+    return a, b
+
+
+def _shingle_hash(s: str) -> int:
+    return int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little")
+
+
+def minhash_signatures(
+    texts: Sequence[str], k: int = 5, num_perm: int = 64, seed: int = 1, block: int = 256
+) -> np.ndarray:
+    """:func:`minhash_signature` of each text, one row each: a shingle's hash is computed once
+    for all the texts, and the salted minima of ``block`` texts at a time in one array operation
+    (the same values: a minimum does not depend on the order of the shingles)."""
+    a, b = _salts(num_perm, seed)
+    hashes: dict[str, int] = {}
+    out = np.empty((len(texts), num_perm), dtype=np.uint64)
+    for start in range(0, len(texts), block):
+        flat: list[int] = []
+        starts: list[int] = []
+        for text in texts[start : start + block]:
+            starts.append(len(flat))
+            for sh in shingles(text, k):
+                h = hashes.get(sh)
+                if h is None:
+                    h = hashes[sh] = _shingle_hash(sh)
+                flat.append(h)
+        base = np.array(flat, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            hashed = base[None, :] * a[:, None] + b[:, None]
+        out[start : start + len(starts)] = np.minimum.reduceat(hashed, starts, axis=1).T
+    return out
 
 
 def jaccard(a: str, b: str, k: int = 5) -> float:
@@ -115,12 +144,14 @@ def near_duplicate_pairs(
     (candidates from LSH banding, then confirmed with the exact Jaccard)."""
     if len(texts) != len(owners):
         raise ValueError(f"{len(texts)} texts but {len(owners)} owners")
-    sigs = [minhash_signature(t, k, num_perm) for t in texts]
+    sigs = minhash_signatures(texts, k, num_perm)
     bands, rows = 16, num_perm // 16
     buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)
+    width = rows * sigs.dtype.itemsize
     for i, s in enumerate(sigs):
+        raw = s.tobytes()  # a band's bytes, sliced from the row's (cheaper than a view each)
         for b in range(bands):
-            buckets[(b, s[b * rows : (b + 1) * rows].tobytes())].append(i)
+            buckets[(b, raw[b * width : (b + 1) * width])].append(i)
     seen, out = set(), []
     for members in buckets.values():
         for x in range(len(members)):

@@ -129,8 +129,8 @@ class PairwiseJudgment(JudgmentBase):
 
     @property
     def pair(self) -> tuple[str, str]:
-        lo, hi = sorted(self.shown_order)
-        return (lo, hi)
+        a, b = self.shown_order  # two candidates (validated); compared, not sorted (hot path)
+        return (a, b) if a <= b else (b, a)
 
     @property
     def chosen(self) -> str | None:
@@ -147,9 +147,12 @@ class PairwiseJudgment(JudgmentBase):
     @property
     def direction(self) -> int:
         """-1: ``pair[0]`` better, 1: ``pair[1]`` better, 0: tie (known even when the strength is not)."""
-        if self.winner == "tie":
+        winner = self.winner
+        if winner == "tie":
             return 0
-        return -1 if self.chosen == self.pair[0] else 1
+        a, b = self.shown_order
+        chosen = a if winner == "a" else b
+        return -1 if chosen == min(a, b) else 1
 
     @property
     def score(self) -> int | None:

@@ -63,13 +63,30 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
 
 @dataclass
 class _Cell:
-    """One batch x dimension: unit counts, and the labels of its pairable units."""
+    """One batch x dimension: unit counts, and the labels of its pairable units: each unit's id
+    once (per chunk, ``unit_parts``), each label's value and the index of its unit in that
+    chunk's ids (``code_parts``)."""
 
     units: int = 0
     units_2plus: int = 0
     rows: int = 0
     unit_parts: list[np.ndarray] = field(default_factory=list)
+    code_parts: list[np.ndarray] = field(default_factory=list)
     value_parts: list[np.ndarray] = field(default_factory=list)
+
+    def labels(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(units, values)`` of the pairable units, a unit as its rank in the sorted unit ids:
+        alpha numbers units in that order (``np.unique``), so the integer codes give the same
+        coincidences and the same bootstrap draws as the ids would, without sorting a copy of
+        an id per label."""
+        ids = _joined(self.unit_parts)
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+        offsets = np.cumsum([0] + [len(p) for p in self.unit_parts[:-1]])
+        codes = [c + int(o) for c, o in zip(self.code_parts, offsets, strict=True)]
+        units = rank[np.concatenate(codes)] if codes else np.zeros(0, dtype=np.int64)
+        values = np.concatenate(self.value_parts) if self.value_parts else np.zeros(0)
+        return units, values
 
 
 @dataclass
@@ -79,8 +96,8 @@ class AgreementTally:
     A unit (an item's pair, candidate or step) lies in one item, so one chunk: per batch x
     dimension the tally keeps the number of units, of units with 2+ labels and of labels, and
     the labels of the *pairable* units (two or more non-missing values), the only ones alpha
-    and its unit bootstrap read. That is O(labels on units labelled twice): the bootstrap
-    resamples units, so it needs each unit's values.
+    and its unit bootstrap read: the bootstrap resamples units, so it needs each unit's values
+    (a float and a 4-byte unit index a label, the unit's id once).
     """
 
     cells: dict[tuple[str, str], _Cell] = field(default_factory=dict)
@@ -104,7 +121,10 @@ class AgreementTally:
                 known = ~np.isnan(values)
                 pairable = known & (np.bincount(inverse[known], minlength=len(uniq))[inverse] >= 2)
                 if pairable.any():
-                    cell.unit_parts.append(_compact(units[pairable]))
+                    # each pairable unit's id once, each label as the index of its unit
+                    kept, local = np.unique(inverse[pairable], return_inverse=True)
+                    cell.unit_parts.append(_compact(uniq[kept]))
+                    cell.code_parts.append(local.reshape(-1).astype(np.int32))
                     cell.value_parts.append(values[pairable])
 
     def figures(self, n_boot: int = 200) -> list[dict[str, Any]]:
@@ -123,8 +143,7 @@ class AgreementTally:
                 "ci95": None,
             }
             if entry["items_with_2plus_raters"]:
-                units = np.concatenate(cell.unit_parts) if cell.unit_parts else np.array([], object)
-                values = np.concatenate(cell.value_parts) if cell.value_parts else np.zeros(0)
+                units, values = cell.labels()
                 # no interval for dimensions that are not gated (the bootstrap is most of the cost)
                 ci = krippendorff_alpha_ci(
                     units, values, _level(dim), n_boot=0 if dim in NOT_GATED else n_boot

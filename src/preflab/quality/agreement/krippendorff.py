@@ -22,6 +22,7 @@ Worked example (Krippendorff 2011, section C: two observers, binary data, 10 uni
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -32,6 +33,8 @@ from ..table import as_array, factorize, matrix_to_long
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS = ("nominal", "ordinal", "interval", "ratio")
+#: Most distinct values for which the bootstrap holds the unit x value counts dense.
+DENSE_DOMAIN = 64
 
 
 def as_level(value: str) -> Level:
@@ -59,6 +62,24 @@ class Coincidences:
         o[np.diag_indices_from(o)] -= np.asarray(weighted.sum(axis=0)).ravel()
         result: np.ndarray = o
         return result
+
+    def resampler(self) -> Callable[[np.ndarray], np.ndarray]:
+        """``matrix(w)`` for many weight vectors (the bootstrap's): with a small domain the
+        counts are held dense and each matrix is one product of a units x values array (the
+        same sums, in another order: equal to rounding, ~1e-16 relative)."""
+        if self.counts.shape[1] > DENSE_DOMAIN:
+            return self.matrix
+        dense = self.counts.toarray()
+        scale = 1.0 / (self.m - 1.0)
+
+        def matrix(unit_weights: np.ndarray) -> np.ndarray:
+            ws = scale * unit_weights
+            weighted_t = dense.T * ws
+            o: np.ndarray = weighted_t @ dense
+            o[np.diag_indices_from(o)] -= weighted_t.sum(axis=1)
+            return o
+
+        return matrix
 
 
 def coincidences(units: Any, values: Any) -> Coincidences:
@@ -231,9 +252,10 @@ def krippendorff_alpha_ci(
     estimate = alpha_from_coincidence(co.matrix(), co.domain, level)
     rng = np.random.default_rng(seed)
     samples = np.empty(n_boot)
+    resample = co.resampler()
     for b in range(n_boot):
         w = np.bincount(rng.integers(0, n_units, n_units), minlength=n_units).astype(float)
-        samples[b] = alpha_from_coincidence(co.matrix(w), co.domain, level)
+        samples[b] = alpha_from_coincidence(resample(w), co.domain, level)
     samples = samples[~np.isnan(samples)]
     if len(samples) == 0:
         nan = float("nan")
