@@ -137,3 +137,54 @@ def test_a_model_judges_labels_do_not_fill_the_overlap(db_url) -> None:
         filled = dict(s.execute(select(PoolEntry.item_pk, PoolEntry.filled)).all())
     db.dispose()
     assert sorted(filled.values()) == [0, 2], filled
+
+
+def test_excluding_a_model_judges_label_moves_no_count(db_url) -> None:
+    """The exclusion trigger (migration 0017) ignores ``source: ai`` labels: excluding a judge's
+    label and including it again leaves ``filled`` as it was; a person's still moves it."""
+    from sqlalchemy import update
+
+    from preflab.schema import PairwiseJudgment
+    from preflab.server.database import Database
+    from preflab.server.services.projects import current_settings, sync_pool
+    from preflab.store import repo
+    from preflab.store.models import JudgmentRow
+    from preflab.store.server_models import PoolEntry
+
+    seed(db_url, n_items=1, raters=1, extra_roles=False, policy=POLICY)
+    db = Database(db_url, pool_size=1, max_overflow=0)
+    with db.writing() as s:
+        project = repo.get_project(s, "demo")
+        for rater, source in (("judge:m", "ai"), ("person", "human")):
+            repo.add_judgment(
+                s,
+                project,
+                PairwiseJudgment(
+                    item_id="item-00000",
+                    shown_order=("a", "b"),
+                    winner="a",
+                    strength=2,
+                    provenance={"rater_id": rater, "source": source},
+                ),
+            )
+        s.execute(PoolEntry.__table__.delete().where(PoolEntry.project_pk == project.pk))
+        sync_pool(s, project.pk, current_settings(project).policy)
+
+    def filled() -> int:
+        with db.reading() as s:
+            return s.scalar(select(PoolEntry.filled))
+
+    def exclude(source: str, value: bool) -> None:
+        with db.writing() as s:
+            s.execute(
+                update(JudgmentRow).where(JudgmentRow.source == source).values(excluded=value)
+            )
+
+    assert filled() == 1
+    exclude("ai", True)
+    assert filled() == 1
+    exclude("ai", False)
+    assert filled() == 1
+    exclude("human", True)
+    assert filled() == 0
+    db.dispose()

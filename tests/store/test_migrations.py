@@ -153,22 +153,30 @@ def test_autogenerate_against_the_models_finds_no_difference(db_url):
     engine.dispose()
 
 
-def test_0012_freezes_the_trigger_ddl_of_its_day():
-    """The migration carries its own copy of the triggers' DDL; the module that ``create_all``
-    uses must create the same, or a change to it needs a new migration."""
+def test_the_migrations_freeze_the_trigger_ddl_of_their_day():
+    """Each migration carries its own copy of the triggers' DDL: 0012 all three, 0017 the
+    exclusion trigger it re-creates. The module that ``create_all`` uses must create what the
+    migrations leave, or a change to it needs a new migration."""
     import importlib
 
     from preflab.store import triggers
 
-    m = importlib.import_module("preflab.store.migrations.versions.0012_label_count_triggers")
+    m12 = importlib.import_module("preflab.store.migrations.versions.0012_label_count_triggers")
+    m17 = importlib.import_module("preflab.store.migrations.versions.0017_ai_labels_not_counted")
     for dialect in ("sqlite", "postgresql"):
-        assert list(m.CREATE[dialect]) == triggers.create_statements(dialect)
-        assert list(m.DROP[dialect]) == triggers.drop_statements(dialect)
+        replaced = [s for s in m12.CREATE[dialect] if "judgments_exclusion_count" in s]
+        kept = [s for s in m12.CREATE[dialect] if "judgments_exclusion_count" not in s]
+        assert len(replaced) == len(m17.CREATE[dialect]), dialect
+        assert sorted(kept + list(m17.CREATE[dialect])) == sorted(
+            triggers.create_statements(dialect)
+        )
+        assert list(m12.DROP[dialect]) == triggers.drop_statements(dialect)
 
 
 def test_0012_recounts_the_pool_and_then_keeps_the_count(db_url):
     """Existing counters are made right once (a suspension used to take a revised label off
-    twice), and from then on the triggers keep them: excluding a label takes it off."""
+    twice; 0017: a judge's label counted), and from then on the triggers keep them: excluding a
+    person's label takes it off, a judge's moves nothing."""
     engine = db.make_engine(db_url)
     db.upgrade(engine, "0011_audit_log")
     now = "2026-11-30 00:00:00"
@@ -204,6 +212,9 @@ def test_0012_recounts_the_pool_and_then_keeps_the_count(db_url):
             (5, 0, "true", "NULL"),  # excluded: not counted
         ]:
             conn.execute(text(judgment.format(pk=pk, rp=rp, excluded=excluded, sup=sup, now=now)))
+        # a model judge's label (0017): never counted, its exclusion moves nothing
+        conn.execute(text(judgment.format(pk=6, rp=0, excluded="false", sup="NULL", now=now)))
+        conn.execute(text("UPDATE judgments SET source = 'ai' WHERE pk = 6"))
         conn.execute(
             text(
                 "INSERT INTO task_pool (project_pk, item_pk, role, target, filled, order_key) "
@@ -213,6 +224,8 @@ def test_0012_recounts_the_pool_and_then_keeps_the_count(db_url):
     db.upgrade(engine)
     filled = "SELECT filled FROM task_pool WHERE item_pk = 1"
     with engine.begin() as conn:
+        assert conn.execute(text(filled)).scalar_one() == 2
+        conn.execute(text("UPDATE judgments SET excluded = true WHERE pk = 6"))
         assert conn.execute(text(filled)).scalar_one() == 2
         conn.execute(text("UPDATE judgments SET excluded = true WHERE pk = 2"))
         assert conn.execute(text(filled)).scalar_one() == 1

@@ -1,7 +1,8 @@
 """The label counter and the lease close, kept by the database itself (migration 0012).
 
 One rule, so no path can count by hand or drift: the task pool's ``filled`` is the number of
-the item's production labels (review pass 0, not a revision, not excluded), counted when the
+the item's production labels (review pass 0, not a revision, not excluded, made by a person: a
+model judge's ``source: ai`` label never takes a rater's place; migration 0017), counted when the
 pool row is made (``server.services.projects.sync_pool``) and kept from then on by three triggers:
 
 * ``judgments_close_lease``: a rater's label stored by the server (no import batch, review pass
@@ -11,8 +12,8 @@ pool row is made (``server.services.projects.sync_pool``) and kept from then on 
 * ``assignments_count_label``: a lease going from ``active`` to ``submitted`` counts one label
   on the item's pool row if it is a production row (gold and qualification rows are never
   filled);
-* ``judgments_exclusion_count``: excluding a production label (a suspension) takes it off the
-  count; including it again puts it back. Revisions and review passes were never counted.
+* ``judgments_exclusion_count``: excluding a person's production label (a suspension) takes it
+  off the count; including it again puts it back. Revisions and review passes were never counted.
 
 So a submit is one ``INSERT INTO judgments`` on every path (fast lane on SQLite and
 PostgreSQL, the ORM path); the statements a trigger runs are part of the statement that fired
@@ -57,7 +58,8 @@ TRIGGERS = (
         "judgments_exclusion_count",
         "judgments",
         "AFTER UPDATE OF excluded",
-        "OLD.excluded <> NEW.excluded AND NEW.supersedes_pk IS NULL AND NEW.review_pass = 0",
+        "OLD.excluded <> NEW.excluded AND NEW.supersedes_pk IS NULL AND NEW.review_pass = 0 "
+        "AND NEW.source <> 'ai'",
         "UPDATE task_pool SET filled = filled + CASE WHEN NEW.excluded THEN -1 ELSE 1 END "
         "WHERE item_pk = NEW.item_pk AND role = 'production';",
     ),
