@@ -34,7 +34,7 @@ from ..store.server_models import (
     User,
     WebSession,
 )
-from .database import Database
+from .database import Database, must_get
 
 USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
 DOMAIN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
@@ -207,13 +207,13 @@ def change_own_password(
     transaction, in a slot of the login's concurrency cap). ``NotAllowed`` when it is wrong,
     ``Gone`` when the password changed meanwhile; then nothing changes."""
     with db.reading() as s:
-        stored = s.get(User, user_pk).password_hash
+        stored = must_get(s, User, user_pk).password_hash
     with gate.slot():
         right = verify_password(stored, current)
     if not right:
         raise NotAllowed("current_password: wrong password; nothing was changed")
     with db.writing() as s:
-        user = s.get(User, user_pk)
+        user = must_get(s, User, user_pk)
         if user.password_hash != stored:
             raise Gone("the password was changed meanwhile; log in again")
         set_password(s, user, new, keep_api_tokens=not revoke_api_tokens)
@@ -292,11 +292,11 @@ def login(
         with db.reading() as s:
             since = now - timedelta(seconds=limit.window_s)
             per_user, per_address = (
-                s.scalar(
+                s.execute(
                     select(func.count())
                     .select_from(LoginAttempt)
                     .where(LoginAttempt.key == k, LoginAttempt.at > since)
-                )
+                ).scalar_one()  # a count is one row (session.scalar is typed optional)
                 for k in keys
             )
         if per_user > limit.attempts:
@@ -318,6 +318,7 @@ def login(
             ok = verify_password(user.password_hash if user else _DUMMY_HASH, password)
             if not (ok and user is not None and user.is_active):
                 raise BadCredentials("wrong username or password")
+            assert user.password_hash is not None  # verify_password accepted it
             rehash = (
                 hash_password(password) if _hasher.check_needs_rehash(user.password_hash) else None
             )
@@ -497,7 +498,7 @@ def accept_invite(session: Session, token: str, username: str, password: str) ->
         raise Gone("this invite link has expired; ask a project admin for a new one")
     user, _ = create_user(session, username, password=password, email=claimed.email)
     if claimed.project_pk is not None:
-        set_membership(session, session.get(Project, claimed.project_pk), user, claimed.role)
+        set_membership(session, must_get(session, Project, claimed.project_pk), user, claimed.role)
     session.execute(update(Invite).where(Invite.pk == claimed.pk).values(used_by=user.pk))
     return user
 
@@ -623,6 +624,6 @@ def claim_reset_link(session: Session, token: str, password: str) -> User:
             else "has expired or was replaced by a newer link"
         )
         raise Gone(f"this reset link {why}; ask an admin for a new one")
-    user = session.get(User, claimed.user_pk)
+    user = must_get(session, User, claimed.user_pk)
     set_password(session, user, password)
     return user

@@ -34,14 +34,16 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
 import orjson
+from starlette.applications import Starlette
 from starlette.requests import cookie_parser
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..store.db import _sqlite_pragmas
 from ..store.models import utcnow
@@ -52,7 +54,7 @@ from .exec import Busy
 from .exec.sqlite import SqliteExecutor
 from .flow import NotCommon
 from .flow.lane import Credential, Flow, Lane, run_next, run_submit
-from .flow.submit import parse_submit
+from .flow.submit import Submit, parse_submit
 from .permissions import SESSION_COOKIE, iter_api_routes
 from .services import gold_scoring
 
@@ -158,13 +160,17 @@ class _Shared:
 
     def _sqlite(self, db: Database) -> SqliteExecutor:
         path = db.engine.url.database
+        if path is None:  # sqlite:// (in memory) has no file to share with the lane
+            raise ValueError("the fast lane needs a SQLite file, not an in-memory database")
+        lock = db.write_lock
+        assert not isinstance(lock, nullcontext)  # a SQLite Database's is a threading.Lock
         conn = _connect(path)  # busy_timeout 0: never wait on the event loop, hand on
         conn.execute("PRAGMA wal_autocheckpoint=0")
         if TRACE is not None:
             conn.set_trace_callback(TRACE)
         self.checkpointer = _Checkpointer(path)
         self.checkpointer.start()
-        return SqliteExecutor(conn, db.write_lock)
+        return SqliteExecutor(conn, lock)
 
     def close(self) -> None:
         """Close the lane's connections (the app's shutdown, through ``Database.dispose``)."""
@@ -223,9 +229,10 @@ class LaneEndpoint:
         status = 200 if self.kind == _NEXT else 201
         await _send_json(send, status, out)
 
-    def _flow(self, lane: Lane, cred: Credential, project_name: str, submit: tuple | None) -> Flow:
+    def _flow(self, lane: Lane, cred: Credential, project_name: str, submit: Submit | None) -> Flow:
         if self.kind == _NEXT:
             return run_next(lane, cred, project_name)
+        assert submit is not None  # __call__ parses the body of every submit
         lease_id, judgment, telemetry, idem = submit
         return run_submit(
             lane,
@@ -237,7 +244,7 @@ class LaneEndpoint:
             telemetry=telemetry,
         )
 
-    async def _run(self, cred: Credential, project_name: str, submit: tuple | None) -> Any:
+    async def _run(self, cred: Credential, project_name: str, submit: Submit | None) -> Any:
         """One transaction on the executor; ``NotCommon`` (rolled back) for the framework."""
         shared = self.shared
         ex = shared.ex
@@ -259,8 +266,10 @@ class LaneEndpoint:
             raise NotCommon(f"{type(exc).__module__.split('.')[0]} {type(exc).__name__}") from None
         if shared.checkpointer is not None:
             shared.checkpointer.dirty.set()
+        db = shared.db
+        assert db is not None  # set with the executor that just ran
         for pool_role, judgment_pk in lane.after_commit:
-            gold_scoring.after_submit(shared.db, pool_role, judgment_pk)
+            gold_scoring.after_submit(db, pool_role, judgment_pk)
         return out
 
 
@@ -318,7 +327,7 @@ async def _send_json(send: Send, status: int, out: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def install(app: ASGIApp) -> None:
+def install(app: Starlette) -> None:
     """Put the lane in front of the two hot FastAPI routes (same paths, POST only)."""
     shared = _Shared(lambda: app.state.db)
     routes = {(r.path, m): r for r in iter_api_routes(app.router.routes) for m in r.methods}
@@ -332,11 +341,11 @@ def install(app: ASGIApp) -> None:
     app.router.routes[0:0] = lanes
 
 
-def _replay(body: bytes, receive: Receive) -> Callable[[], Awaitable[dict[str, Any]]]:
+def _replay(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that hands out the already-read body once, then defers to the server's."""
     sent = False
 
-    async def replay() -> dict[str, Any]:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True

@@ -16,11 +16,25 @@ The executors (:mod:`preflab.server.exec`) run these; the decisions on what they
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, Text, and_, bindparam, cast, exists, func, or_, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    exists,
+    func,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.engine import Dialect
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from ..store.models import CandidateRow, ItemRow, JudgmentRow, Project, Rater, RubricVersion
 from ..store.server_models import (
@@ -69,9 +83,11 @@ class Compiled:
 
     __slots__ = ("defaults", "names", "sql")
 
-    def __init__(self, stmt: Executable, dialect: Dialect) -> None:
+    def __init__(self, stmt: ClauseElement, dialect: Dialect) -> None:
         compiled = stmt.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)  # a statement's compiler, not a DDL's
         self.sql = compiled.string
+        assert compiled.positiontup is not None  # the executors' paramstyles are positional
         self.names = tuple(compiled.positiontup)
         # values fixed in the statement (a JSON path, a literal) as the driver must receive them:
         # the lane runs the SQL on the DBAPI cursor, past SQLAlchemy's bind processors
@@ -288,7 +304,9 @@ STATUS_REASON = select(_RS.c.reason).where(_MY_STATUS)
 
 #: A new status with its reason (qualification decided when the set ran out, or not needed).
 STATUS_UPDATE = (
-    _RS.update()
+    # typing.cast: a model's ``__table__`` is typed ``FromClause``; a declarative one is a Table
+    typing.cast(Table, _RS)
+    .update()
     .where(_MY_STATUS)
     .values(status=bindparam("status"), reason=bindparam("reason"), updated_at=bindparam("now"))
 )
@@ -537,7 +555,7 @@ class Statements:
     """Every statement of the flow, compiled once for one backend."""
 
     def __init__(self, backend: Backend) -> None:
-        def c(stmt: Executable) -> Compiled:
+        def c(stmt: ClauseElement) -> Compiled:
             return Compiled(stmt, backend.dialect)
 
         self.auth_next = {by: c(auth_next(lock=backend.is_pg, by=by)) for by in BY}

@@ -53,10 +53,11 @@ def pandalm_item(rec: dict[str, Any], *, gold: bool = False) -> dict[str, Any]:
     a unanimous record can carry its agreed label as the hidden gold answer."""
     from ..io.formats import ConvertOptions
     from ..io.formats.shared_datasets import PANDALM
+    from ..schema import Item
 
-    item = (
-        PANDALM.convert(rec, ConvertOptions()).items[0].model_dump(mode="json", exclude_none=True)
-    )
+    converted = PANDALM.convert(rec, ConvertOptions()).items[0]
+    assert isinstance(converted, Item)  # the PandaLM format builds Items (rows: fast paths only)
+    item = converted.model_dump(mode="json", exclude_none=True)
     if gold:
         vote = rec["annotator1"]
         item["gold"] = {
@@ -193,6 +194,7 @@ def serve_demo(
     secrets = directory / "demo-passwords.txt"
     url = f"sqlite:///{db_file.resolve()}"
     kept = read_passwords(secrets) if db_file.exists() else None
+    demo: dict[str, Any]
     if kept is not None and demo_counts(url)["items"]:
         # a second `make demo` keeps what people labelled (issue 31): the accounts, their
         # passwords and every label stay; removing the directory starts afresh

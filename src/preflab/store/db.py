@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..settings import get_settings
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from alembic.config import Config
     from sqlalchemy.engine.interfaces import DBAPIConnection
 
@@ -44,7 +46,11 @@ def normalise_url(url: str) -> str:
 #: Read when a connection opens (:mod:`preflab.settings`), not at import time.
 
 
-def _sqlite_pragmas(dbapi_connection: DBAPIConnection, _record: object) -> None:
+def _sqlite_pragmas(
+    dbapi_connection: DBAPIConnection | sqlite3.Connection, _record: object
+) -> None:
+    """The connection settings of every SQLite connection: the engine's ("connect" event) and
+    the fast lane's own (:mod:`preflab.server.fastlane`, a plain ``sqlite3`` connection)."""
     cursor = dbapi_connection.cursor()
     # Only takes effect on a database that has no tables yet, so it must come first.
     cursor.execute(f"PRAGMA page_size={get_settings().sqlite_page_size}")

@@ -33,7 +33,7 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads
 from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Dialect
 
 from ..flow.lane import ALL, BEGIN, EXEC, ONE, Flow
 from . import Busy
@@ -63,7 +63,7 @@ def conninfo(sqlalchemy_url: URL) -> str:
 
 class PgExecutor:
     is_pg = True
-    dialect = DIALECT
+    dialect: Dialect = DIALECT
     mark = "%s"
     errors = (psycopg.Error,)
 

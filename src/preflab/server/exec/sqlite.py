@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import orjson
 from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Dialect
 
 from ...store.models import ItemRow
 from ..flow.common import NotCommon, aware
@@ -21,7 +23,16 @@ from ..flow.lane import BEGIN, Flow
 from . import Busy, answer, drive
 
 DIALECT = sqlite_dialect.dialect(paramstyle="qmark")
-_DT = ItemRow.__table__.c.created_at.type.dialect_impl(DIALECT).bind_processor(DIALECT)
+
+
+def _datetime_binder() -> Callable[[datetime | None], Any]:
+    """SQLAlchemy's SQLite ``DateTime`` bind processor (a datetime as the ISO text it stores)."""
+    process = ItemRow.__table__.c.created_at.type.dialect_impl(DIALECT).bind_processor(DIALECT)
+    assert process is not None  # SQLite's DateTime stores text: it always has a bind processor
+    return process
+
+
+_DT = _datetime_binder()
 
 
 def _dumps(value: Any) -> str:
@@ -31,7 +42,7 @@ def _dumps(value: Any) -> str:
 
 class SqliteExecutor:
     is_pg = False
-    dialect = DIALECT
+    dialect: Dialect = DIALECT
     mark = "?"
     errors = (sqlite3.Error,)
 

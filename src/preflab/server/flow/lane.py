@@ -48,6 +48,7 @@ from ..sql import (
     JUDGMENT_DT_COLS,
     JUDGMENT_JSON_COLS,
     PG_LEASE_IF_ROOM,
+    Backend,
     Statements,
     auth_next,
     positions,
@@ -87,12 +88,11 @@ SESSION = "session"
 Flow = Generator[tuple, Any, Any]
 
 
-class Executor(Protocol):
+class Executor(Backend, Protocol):
     """What the flow needs of an executor (:mod:`preflab.server.exec`): the backend's
-    conventions for values; the executor runs the requests the flow yields."""
+    conventions for values (and its dialect and parameter mark, :class:`..sql.Backend`, for
+    compiling the statements); the executor runs the requests the flow yields."""
 
-    is_pg: bool
-    mark: str
     #: Rubric versions read, by (project pk, rubric key, version) (:func:`_rubric`).
     rubrics: dict[tuple[int, str, int], Rubric]
 
@@ -496,12 +496,14 @@ def run_submit(
     if not rows and cred.by == "user":  # no such lease here, or the caller left since the guard
         caller = q.auth_next["user"]
         _caller((yield ONE, caller.sql, caller.args(params)), cred)  # 403 when they left
+        guard_pk = cred.user_pk
+        assert guard_pk is not None  # a "user" credential carries the guard's user
         if idempotency_key:
             first = yield from _framework_step(
                 lane,
                 "replay",
                 lambda s: submissions.replay_by_key(
-                    s, project_name, cred.user_pk, idempotency_key, judgment, assignment_id
+                    s, project_name, guard_pk, idempotency_key, judgment, assignment_id
                 ),
             )
             if first is not None:
@@ -515,6 +517,7 @@ def run_submit(
     rater_pk, rater_user_pk, idem_pk, settings_version, item_kinds = first_row[_RATER_COLS]
     candidate_keys = [r[_CANDIDATE] for r in rows]
     if idem_pk is not None:  # the key was used: this request repeats that one, or 409
+        assert idempotency_key is not None  # idem_pk: the judgment stored under the key sent
         first = yield from _framework_step(
             lane,
             "replay",
@@ -628,10 +631,10 @@ def _not_found(assignment_id: str, now: datetime) -> ServiceError:
     return found
 
 
-def _rubric(lane: Lane, project: ProjectRef) -> Flow:
+def _rubric(lane: Lane, key: tuple[int, str, int]) -> Flow:
     """The project's current rubric version, read once per executor (one database; a version
-    is immutable once stored): ``Executor.rubrics`` by (project pk, rubric key, version)."""
-    key = (project.pk, project.rubric_key, project.rubric_version)
+    is immutable once stored): ``Executor.rubrics`` by ``key``, (project pk, rubric key,
+    version)."""
     cache = lane.ex.rubrics
     if key in cache:
         return cache[key]
@@ -665,7 +668,9 @@ def _validated(
     rubric: Any = None  # no rubric: build_judgment says "no rubric yet"
     if judgment.get("kind") == "rubric" and project.rubric_key:
         if project.rubric_version:
-            rubric = yield from _rubric(lane, project)
+            rubric = yield from _rubric(
+                lane, (project.pk, project.rubric_key, project.rubric_version)
+            )
         else:  # a key without a version: the newest one, read by the session (never seen here)
             rubric = yield from _framework_step(
                 lane, "rubric", lambda s: current_rubric(s, s.get(Project, project.pk))

@@ -186,9 +186,12 @@ def telemetry_fast(raw: Any) -> dict[str, Any] | None:
     return {k: raw[k] for k in _TEL_ORDER if raw.get(k) is not None}
 
 
-def parse_submit(
-    body: bytes, header_idem: str | None
-) -> tuple[str, dict[str, Any], dict[str, Any] | None, str | None]:
+#: A submit's body as :func:`parse_submit` reads it: assignment id, judgment, telemetry and
+#: idempotency key.
+Submit = tuple[str, dict[str, Any], dict[str, Any] | None, str | None]
+
+
+def parse_submit(body: bytes, header_idem: str | None) -> Submit:
     """``SubmitIn`` for plain values (``NotCommon`` for anything the model might treat otherwise)."""
     try:
         data = orjson.loads(body)

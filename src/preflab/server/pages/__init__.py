@@ -13,7 +13,9 @@ images from anywhere but this server) on every page; model output is rendered by
 
 from __future__ import annotations
 
+import inspect
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -71,6 +73,16 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+async def _delegate(
+    handler: Callable[[Request, Exception], Response | Awaitable[Response]],
+    request: Request,
+    exc: Exception,
+) -> Response:
+    """Answer with another of the app's exception handlers (Starlette allows sync ones too)."""
+    response = handler(request, exc)
+    return await response if inspect.isawaitable(response) else response
+
+
 def mount(app: FastAPI) -> None:
     """Add the web UI to the app: pages, static files, the API docs page, headers."""
     from . import views
@@ -82,14 +94,15 @@ def mount(app: FastAPI) -> None:
 
     api_handler = app.exception_handlers.get(StarletteHTTPException)
 
-    async def html_errors(request: Request, exc: StarletteHTTPException) -> Response:
+    async def html_errors(request: Request, exc: Exception) -> Response:
         """The API's JSON for API paths and non-browser clients; for a browser asking for a page,
         a login redirect (401) or an error page, keeping the guard's headers."""
+        assert isinstance(exc, StarletteHTTPException)  # registered for that class below
         wants_html = "text/html" in request.headers.get("accept", "")
         if api_handler is not None and (
             request.url.path.startswith(("/api/", "/static/")) or not wants_html
         ):
-            return await api_handler(request, exc)
+            return await _delegate(api_handler, request, exc)
         headers = {
             k: v
             for k, v in (getattr(exc, "headers", None) or {}).items()
@@ -124,7 +137,7 @@ def mount(app: FastAPI) -> None:
         if service_handler is not None and (
             request.url.path.startswith(("/api/", "/static/")) or not wants_html
         ):
-            return await service_handler(request, exc)
+            return await _delegate(service_handler, request, exc)
         return views.error_page(request, exc.status, exc.message)
 
     app.add_exception_handler(ServiceError, service_errors)

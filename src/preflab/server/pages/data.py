@@ -83,7 +83,8 @@ def label_progress(
 
     policy = settings_of(project.settings).policy
     seen = exists().where(Assignment.item_pk == PoolEntry.item_pk, Assignment.user_pk == user_pk)
-    remaining = session.scalar(
+    # a count is one row: execute().scalar_one() says so (session.scalar is typed optional)
+    remaining = session.execute(
         select(func.count())
         .select_from(PoolEntry)
         .where(
@@ -93,8 +94,8 @@ def label_progress(
             ~seen,
             domain_ok(PoolEntry.item_pk, verified_domains(session, user_pk), policy.domain_match),
         )
-    )
-    done = session.scalar(
+    ).scalar_one()
+    done = session.execute(
         select(func.count())
         .select_from(Assignment)
         .where(
@@ -103,7 +104,7 @@ def label_progress(
             Assignment.status == "submitted",
             Assignment.role != "qualification",
         )
-    )
+    ).scalar_one()
     started = (
         session.scalar(select(WebSession.created_at).where(WebSession.pk == web_session_pk))
         if web_session_pk
@@ -112,7 +113,7 @@ def label_progress(
     this_session = (
         0
         if started is None
-        else session.scalar(
+        else session.execute(
             select(func.count())
             .select_from(Assignment)
             .where(
@@ -121,7 +122,7 @@ def label_progress(
                 Assignment.status == "submitted",
                 Assignment.created_at >= started,
             )
-        )
+        ).scalar_one()
     )
     current = 1 if has_task else 0
     return {
@@ -246,7 +247,7 @@ def past_exports(session: Session, project_pk: int, limit: int = 20) -> list[dic
         from ...io.export.manifest import manifest_summary
     except ImportError:  # EXPORTER HOOK: the list still shows the files
 
-        def manifest_summary(_manifest: dict[str, Any]) -> list[str]:
+        def manifest_summary(manifest: dict[str, Any]) -> list[str]:
             return []
 
     out = []

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, case, exists, func, select
 from sqlalchemy.orm import Session, aliased, selectinload
 
 from ... import audit
-from ...quality import LabelTable, route_for_adjudication
-from ...quality import telemetry_flags as quality_telemetry_flags
+from ...quality.adjudication import route_for_adjudication
 from ...quality.bias import word_length
+from ...quality.table import LabelTable
 from ...quality.telemetry import Assessment, TelemetrySettings, assess
-from ...schema import ReviewPass
+from ...quality.telemetry import telemetry_flags as quality_telemetry_flags
+from ...schema import JudgmentBase, ReviewPass
 from ...schema.authorship import ReferenceProvenance
+from ...schema.judgments import DemonstrationJudgment
 from ...schema.policy import settings_of
 from ...store import repo
 from ...store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
@@ -41,7 +43,7 @@ from ...store.server_models import (
     User,
 )
 from ...verify.references import reference_status
-from ..database import Database
+from ..database import Database, must_get
 from ..errors import ServiceError
 from ..flow.submit import build_judgment
 from ..permissions import ProjectRef
@@ -85,7 +87,7 @@ def active_judgments(
 
 def parsed_judgments(rows: list[JudgmentRow]) -> list[Any]:
     """Each row as its judgment model (``None`` for a row that no longer parses)."""
-    out = []
+    out: list[JudgmentBase | None] = []
     for r in rows:
         try:
             out.append(repo.judgment_from_row(r))
@@ -143,7 +145,7 @@ def assessments(
         if tel.active_ms is not None:
             if row.item_pk not in items:
                 item = repo.item_from_row(row.item)
-                items[row.item_pk] = {c.id: word_length(c.as_text()) for c in item.candidates}
+                items[row.item_pk] = {c.key: word_length(c.as_text()) for c in item.candidates}
             lengths = items[row.item_pk]
             words = sum(lengths.get(c, 0) for c in j.candidate_ids())
         found = assess(j, words, settings)
@@ -181,7 +183,9 @@ def telemetry_decisions(
     }
 
 
-def is_held_out(a: Assessment | None, row: JudgmentRow, decided: dict[int, Any]) -> bool:
+def is_held_out(
+    a: Assessment | None, row: JudgmentRow, decided: dict[int, Any]
+) -> TypeGuard[Assessment]:
     """A production label its telemetry keeps out of exports, no reviewer having decided it."""
     return a is not None and a.exclude and row.review_pass == 0 and row.pk not in decided
 
@@ -199,7 +203,7 @@ def review_queues(
     reviewer. A reviewer sees weak flags where they help: per rater (a pattern over many
     labels), on the item page with their evidence, and beside the other reasons of a queued item.
     """
-    p = session.get(Project, project.pk)
+    p = must_get(session, Project, project.pk)
     policy = settings_of(project.settings).policy
     share = policy.spot_review_share if share is None else share
     rows = active_judgments(session, project.pk)
@@ -341,7 +345,7 @@ def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[st
     """Everything a reviewer sees about one item: the full item (gold and reference included),
     every counting judgment with its rater (a hash when the project is blind), rationale,
     telemetry, flags and open review requests."""
-    p = session.get(Project, project.pk)
+    p = must_get(session, Project, project.pk)
     blind = settings_of(project.settings).policy.blind
     row = repo.get_item(session, p, item_key)
     rows = active_judgments(session, project.pk, row.pk)
@@ -384,7 +388,10 @@ def item_review(session: Session, project: ProjectRef, item_key: str) -> dict[st
                 "submitted_at": j.submitted_at.isoformat() if j.submitted_at else None,
                 "shown_order": j.shown_order,
                 "revision_of": j.supersedes_pk,
-                "sent_back": {"note": req.note, "by": reviewers.get(req.reviewer_pk)}
+                "sent_back": {
+                    "note": req.note,
+                    "by": reviewers.get(req.reviewer_pk) if req.reviewer_pk is not None else None,
+                }
                 if req
                 else None,
                 "label_rows": [r.model_dump() for r in pj.label_rows()] if pj is not None else [],
@@ -441,7 +448,7 @@ def decide_telemetry(
         row = s.get(JudgmentRow, judgment_pk)
         if row is None or row.project_pk != project.pk:
             raise ServiceError(404, f"no judgment {judgment_pk} in this project")
-        p = s.get(Project, project.pk)
+        p = must_get(s, Project, project.pk)
         parsed = parsed_judgments([row])
         found = assessments([row], parsed, telemetry_settings(p)).get(0)
         if found is None:
@@ -509,7 +516,7 @@ def adjudicate(
             [{"loc": ["body", "note"], "msg": "required", "type": "value_error"}],
         )
     with db.writing() as s:
-        p = s.get(Project, project.pk)
+        p = must_get(s, Project, project.pk)
         item_row = repo.get_item(s, p, item_key)
         data = {**judgment, "rationale": note}
         parsed = build_judgment(
@@ -525,7 +532,7 @@ def adjudicate(
         )
         parsed.provenance.review_pass = ReviewPass.ADJUDICATION
         row, created = repo.add_judgment(s, p, parsed, item_row=item_row)
-        rater = s.get(Rater, row.rater_pk)
+        rater = must_get(s, Rater, row.rater_pk)
         if rater.user_pk is None:
             rater.user_pk = reviewer.user_pk
         if created:  # a retry with the same key returns the first result and is no new event
@@ -573,7 +580,7 @@ def adjudicate_reference(
     its adjudicator, the item's ``reference`` becomes ``answer``, and the event is audited with
     the note and the answer it replaced. Re-adjudicating replaces the answer the same way."""
     with db.writing() as s:
-        p = s.get(Project, project.pk)
+        p = must_get(s, Project, project.pk)
         row = repo.get_item(s, p, item_key)
         raw = (row.meta or {}).get("reference_provenance")
         if raw is None or not raw.get("require_two"):
@@ -704,24 +711,26 @@ def decide_demonstration(
             f"review judgment {newer} instead",
         )
     demo = repo.judgment_from_row(old)
+    assert isinstance(demo, DemonstrationJudgment)  # its row's kind is "demonstration"
+    reviewed_at = utcnow()
     reviewed = demo.model_copy(
         update={
             "status": decision,
             "reviewed_by": reviewer,
-            "reviewed_at": utcnow(),
+            "reviewed_at": reviewed_at,
             "review_note": note.strip() or None,
             # the key belongs to the author's submission; the decision is a new row
             "provenance": demo.provenance.model_copy(update={"idempotency_key": None}),
         }
     )
-    item_row = session.get(ItemRow, old.item_pk)
+    item_row = must_get(session, ItemRow, old.item_pk)
+    project = must_get(session, Project, project_pk)
     row = repo.judgment_row_from_judgment(
-        session.get(Project, project_pk), item_row, session.get(Rater, old.rater_pk), reviewed
+        project, item_row, must_get(session, Rater, old.rater_pk), reviewed
     )
     row.supersedes_pk = old.pk
     session.add(row)
     session.flush()
-    project = session.get(Project, project_pk)
     audit.record(
         session,
         actor if actor is not None else reviewer,
@@ -735,7 +744,7 @@ def decide_demonstration(
         "item_id": item_row.item_key,
         "status": decision,
         "reviewed_by": reviewer,
-        "reviewed_at": reviewed.reviewed_at.isoformat(),
+        "reviewed_at": reviewed_at.isoformat(),
         "note": reviewed.review_note,
     }
 
@@ -837,7 +846,7 @@ def quality_summary(
     """Counts, pool progress, excluded judgments, expired leases and every rater's figures.
     ``counts=False`` leaves out the two that read every judgment (the counts per kind, rater,
     batch and source, and the excluded judgments): the dashboard takes them from its snapshot."""
-    p = session.get(Project, project.pk)
+    p = must_get(session, Project, project.pk)
     pool = session.execute(
         select(PoolEntry.role, func.count(), func.sum(PoolEntry.target), func.sum(PoolEntry.filled))
         .where(PoolEntry.project_pk == p.pk)
