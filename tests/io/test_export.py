@@ -586,6 +586,7 @@ def test_helpful_errors(engine, tmp_path):
     with pytest.raises(ExportError, match="not a preflab export"):
         export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "busy"))
     assert sorted(EXPORT_FORMATS) == [
+        "critiques",
         "openrlhf",
         "raw",
         "rlhf-2026.11",

@@ -30,11 +30,11 @@ class CritiqueSpan(StrictModel):
     >>> s = CritiqueSpan(candidate_id="a", start=0, end=5, category="factual_error", note="no")
     >>> "Paris is big"[s.start : s.end]
     'Paris'
-    >>> CritiqueSpan(candidate_id="a", start=3, end=3, category="x")
-    Traceback (most recent call last):
-    ...
-    pydantic_core._pydantic_core.ValidationError: 1 validation error for CritiqueSpan
-      Value error, end (3) must be greater than start (3): a span marks at least one character [type=value_error, input_value={'candidate_id': 'a', 'st...: 3, 'category': 'x'}, input_type=dict]
+    >>> try:
+    ...     CritiqueSpan(candidate_id="a", start=3, end=3, category="x")
+    ... except ValueError as exc:
+    ...     print(exc.errors()[0]["msg"])
+    Value error, end (3) must be greater than start (3): a span marks at least one character
     """
 
     candidate_id: Identifier = Field(description="The answer the span marks.")
