@@ -40,6 +40,7 @@ from .gold import gold_accuracy, gold_outcomes, leave_one_out_agreement
 from .html_parts import axis_ticks as axis_ticks  # re-exported: its name before html_parts
 from .html_parts import bar_svg, escape, fmt, hist_svg, html_table
 from .labels import resolve_labels
+from .spans import SpanTally
 from .table import LabelTable
 from .telemetry import telemetry_flags
 
@@ -248,6 +249,14 @@ def build_report(
         if honeypots
         else None,
     }
+    spans = SpanTally()
+    by_item: dict[str, list[JudgmentBase]] = {}
+    for j in js:
+        by_item.setdefault(j.item_id, []).append(j)
+    for group in by_item.values():
+        spans.add(group)
+    if spans.any_spans:  # only a project with critique spans has the section
+        report["spans"] = spans.result()
     cleaned: dict[str, Any] = _clean(report)
     return cleaned
 
