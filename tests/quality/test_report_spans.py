@@ -100,3 +100,14 @@ def test_no_spans_no_section():
     plain = [pair("r1", None), pair("r2", None)]
     assert "spans" not in build_report(plain, items=[Q1], n_boot=10)
     assert "spans" not in report_from_items([(plain, Q1)], n_boot=10)
+
+
+def test_the_html_report_shows_the_section_only_with_spans():
+    from preflab.quality.report import render_html
+
+    html = render_html(build_report(JUDGMENTS, items=[Q1, Q2], n_boot=10))
+    assert (
+        "Critique spans: agreement" in html and "<td>factual</td><td>0.667</td><td>2</td>" in html
+    )
+    plain = render_html(build_report([pair("r1", None), pair("r2", None)], items=[Q1], n_boot=10))
+    assert "Critique spans" not in plain

@@ -503,6 +503,19 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             ]
         )
     )
+    spans = report.get("spans")
+    if spans:  # only a project with critique spans (docs/critiques.md)
+        out.append("<h2>Critique spans: agreement</h2>")
+        out.append(
+            f"<p>{escape(spans['measure'])}: {fmt(spans['f1'])} over {spans['units']} answer(s) "
+            f"marked by 2+ raters ({spans['judgments_with_spans']} judgments with spans).</p>"
+        )
+        out.append(
+            html_table(
+                ["category", "F1", "answers"],
+                [[c, v["f1"], v["units"]] for c, v in spans["by_category"].items()],
+            )
+        )
     out.append("<h2>Raters</h2>")
     rows = []
     for r, s in (report.get("raters") or {}).items():
