@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from preflab.quality import build_report
-from preflab.quality.report import report_from_items
+from preflab.quality.report import render_html, report_from_items
 from preflab.quality.spans import char_f1
 from preflab.schema import Item, parse_judgment
 
@@ -103,8 +103,6 @@ def test_no_spans_no_section():
 
 
 def test_the_html_report_shows_the_section_only_with_spans():
-    from preflab.quality.report import render_html
-
     html = render_html(build_report(JUDGMENTS, items=[Q1, Q2], n_boot=10))
     assert (
         "Critique spans: agreement" in html and "<td>factual</td><td>0.667</td><td>2</td>" in html

@@ -3,6 +3,7 @@ checks against the item, and the round trip through the store, a raw export and 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -13,6 +14,9 @@ from preflab.io.export import ExportOptions, export_project
 from preflab.io.importer import ImportFailed, import_files
 from preflab.schema import CritiqueSpan, Item, dump_judgment, parse_judgment
 from preflab.schema.policy import Policy, PolicyError, stored_policy
+from preflab.server.errors import ServiceError
+from preflab.server.flow.submit import build_judgment
+from preflab.server.permissions import ProjectRef
 from preflab.store import db, repo, transaction
 from preflab.store.models import JudgmentRow
 
@@ -218,3 +222,35 @@ def test_an_import_with_a_category_outside_the_list_names_file_line_and_field(db
     with transaction(engine) as s:  # nothing half-written
         assert list(repo.iter_items_with_judgments(s, repo.get_project(s, "imp"))) == []
     engine.dispose()
+
+
+# -- the web submit (the span UI is the next step) -----------------------------------------------
+
+
+def test_the_web_submit_still_refuses_spans_with_a_field_error():
+    project = ProjectRef(
+        pk=1,
+        name="sp",
+        title="sp",
+        kinds=["pairwise"],
+        settings=SETTINGS,
+        rubric_key=None,
+        rubric_version=None,
+    )
+    body = {"kind": "pairwise", "winner": "a", "strength": 2, "spans": [span("a", 0, 5)]}
+    with pytest.raises(ServiceError) as refused:
+        build_judgment(
+            None,
+            project,
+            None,
+            "r1",
+            body,
+            shown_order=["a", "b"],
+            started_at=datetime(2026, 1, 1, tzinfo=UTC),
+            idempotency_key=None,
+            telemetry=None,
+            item_key="q1",
+            candidate_keys=["a", "b"],
+        )
+    assert refused.value.status == 422
+    assert [e["loc"] for e in refused.value.errors] == [["body", "judgment", "spans"]]
