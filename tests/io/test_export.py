@@ -570,7 +570,8 @@ def test_a_failing_log_write_unpublishes_the_export(engine, tmp_path, monkeypatc
 
 def test_helpful_errors(engine, tmp_path):
     with pytest.raises(
-        ExportError, match="choose one of: openrlhf, raw, rlhf-2026.11, rollouts, to-label, trl-kto"
+        ExportError,
+        match="choose one of: critiques, openrlhf, raw, rlhf-2026.11, rollouts, to-label, trl-kto",
     ):
         export_project(engine, "demo", ExportOptions(format="dpo", out=tmp_path / "x"))
     with pytest.raises(ExportError, match="jsonl, parquet, hf"):
@@ -586,6 +587,7 @@ def test_helpful_errors(engine, tmp_path):
     with pytest.raises(ExportError, match="not a preflab export"):
         export_project(engine, "demo", ExportOptions(format="raw", out=tmp_path / "busy"))
     assert sorted(EXPORT_FORMATS) == [
+        "critiques",
         "openrlhf",
         "raw",
         "rlhf-2026.11",

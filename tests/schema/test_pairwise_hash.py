@@ -44,6 +44,7 @@ def test_the_hashed_field_set_is_frozen():
         "strength",
         "rationale",
         "provenance",
+        "spans",  # critique spans: only when present, so no stored hash changed (test_spans.py)
     }, WHY
     assert UNHASHED_PROVENANCE == {"idempotency_key", "rater_hash"}, WHY
 

@@ -71,6 +71,7 @@ from .bias import (
 from .gold import gold_accuracy_from_counts, score_gold
 from .labels import LABEL_SET_RULE, resolve_labels
 from .mergeable import GroupAgreement, alpha_figures, fold_unit_values
+from .spans import SpanTally
 from .telemetry import TelemetrySettings, judgment_flags, near_duplicate_pairs
 
 Batches = Mapping[str, Any] | Callable[[JudgmentBase], Any] | None
@@ -373,6 +374,7 @@ class ReportAccumulator:
         self.queue: list[tuple[Any, ...]] = []  # a heap of the top max_queue rows
         self.queue_total = 0
         self._queue_seq = 0
+        self.span_tally = SpanTally()
 
     # ---------------------------------------------------------------- per item
 
@@ -395,6 +397,7 @@ class ReportAccumulator:
             self.any_item = True
         if not js:
             return
+        self.span_tally.add(js)
         cols: dict[str, list[Any]] = {k: [] for k in ("u", "r", "v", "i", "d", "k", "b", "g")}
         for j in js:
             rater = j.provenance.rater_id
@@ -731,6 +734,8 @@ class ReportAccumulator:
             if honeypots
             else None,
         }
+        if self.span_tally.any_spans:  # only a project with critique spans has the section
+            report["spans"] = self.span_tally.result()
         if self.n_rationales > len(self.rationales):
             report["telemetry_flags_sample"] = {
                 "rationales": len(self.rationales),

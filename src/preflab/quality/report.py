@@ -40,6 +40,7 @@ from .gold import gold_accuracy, gold_outcomes, leave_one_out_agreement
 from .html_parts import axis_ticks as axis_ticks  # re-exported: its name before html_parts
 from .html_parts import bar_svg, escape, fmt, hist_svg, html_table
 from .labels import resolve_labels
+from .spans import SpanTally
 from .table import LabelTable
 from .telemetry import telemetry_flags
 
@@ -248,6 +249,14 @@ def build_report(
         if honeypots
         else None,
     }
+    spans = SpanTally()
+    by_item: dict[str, list[JudgmentBase]] = {}
+    for j in js:
+        by_item.setdefault(j.item_id, []).append(j)
+    for group in by_item.values():
+        spans.add(group)
+    if spans.any_spans:  # only a project with critique spans has the section
+        report["spans"] = spans.result()
     cleaned: dict[str, Any] = _clean(report)
     return cleaned
 
@@ -494,6 +503,19 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             ]
         )
     )
+    spans = report.get("spans")
+    if spans:  # only a project with critique spans (docs/critiques.md)
+        out.append("<h2>Critique spans: agreement</h2>")
+        out.append(
+            f"<p>{escape(spans['measure'])}: {fmt(spans['f1'])} over {spans['units']} answer(s) "
+            f"marked by 2+ raters ({spans['judgments_with_spans']} judgments with spans).</p>"
+        )
+        out.append(
+            html_table(
+                ["category", "F1", "answers"],
+                [[c, v["f1"], v["units"]] for c, v in spans["by_category"].items()],
+            )
+        )
     out.append("<h2>Raters</h2>")
     rows = []
     for r, s in (report.get("raters") or {}).items():

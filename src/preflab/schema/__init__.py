@@ -18,6 +18,7 @@ from .judgments import (
     PairwiseJudgment,
     RankingJudgment,
     RubricJudgment,
+    SpannedJudgment,
     StepsJudgment,
     UnaryJudgment,
     describe_need,
@@ -38,12 +39,14 @@ from .provenance import (
     rater_hash,
 )
 from .rubric import Dimension, Rubric, VerbosityPenalty, Veto
+from .spans import CritiqueSpan
 from .trajectory import TRAJECTORY_SCHEMA_VERSION, Trajectory
 
 __all__ = [
     "JUDGMENT_KINDS",
     "TRAJECTORY_SCHEMA_VERSION",
     "Candidate",
+    "CritiqueSpan",
     "DemonstrationJudgment",
     "Dimension",
     "GoldAnswer",
@@ -62,6 +65,7 @@ __all__ = [
     "ReviewPass",
     "Rubric",
     "RubricJudgment",
+    "SpannedJudgment",
     "StepsJudgment",
     "Telemetry",
     "Trajectory",

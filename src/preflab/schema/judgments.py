@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
-from .common import Identifier, Message, StrictModel
+from .common import FieldProblem, Identifier, Message, StrictModel
 from .provenance import Provenance
+from .spans import MAX_SPANS, CritiqueSpan, canonical_spans, span_candidate_problems
 
 
 class LabelRow(BaseModel):
@@ -64,10 +65,29 @@ class JudgmentBase(StrictModel):
         )
 
 
+class SpannedJudgment(JudgmentBase):
+    """A kind that compares or grades answers, so it may carry critique spans on them
+    (:mod:`.spans`): each on an answer the judgment names, kept in their canonical order (an
+    exact duplicate refused); no spans is ``None``, left out of the stored form."""
+
+    spans: list[CritiqueSpan] | None = Field(default=None, max_length=MAX_SPANS)
+
+    @field_validator("spans")
+    @classmethod
+    def _canonical(cls, v: list[CritiqueSpan] | None) -> list[CritiqueSpan] | None:
+        return canonical_spans(v)
+
+    @model_validator(mode="after")
+    def _spans_on_named_answers(self) -> SpannedJudgment:
+        for i, reason in span_candidate_problems(self.spans or [], self.candidate_ids()):
+            raise FieldProblem(("spans", i, "candidate_id"), reason)
+        return self
+
+
 STRENGTH_NAMES = {0: "tie", 1: "slightly better", 2: "better", 3: "much better"}
 
 
-class PairwiseJudgment(JudgmentBase):
+class PairwiseJudgment(SpannedJudgment):
     """A vs B with a strength (0 tie, 1 slightly, 2 better, 3 much better), or ``None``:
     strength unknown (a source that records only the winner, e.g. PandaLM or hh-rlhf). An
     unknown strength stays unknown: it is never filled in, so no export invents a margin.
@@ -177,7 +197,7 @@ class PairwiseJudgment(JudgmentBase):
         return rows
 
 
-class RankingJudgment(JudgmentBase):
+class RankingJudgment(SpannedJudgment):
     """An order over N candidates, best first; each entry is a group of tied candidates.
 
     >>> j = RankingJudgment(item_id="i", order=[["b"], ["a", "c"]], provenance={"rater_id": "r"})
@@ -225,7 +245,7 @@ class RankingJudgment(JudgmentBase):
         ]
 
 
-class RubricJudgment(JudgmentBase):
+class RubricJudgment(SpannedJudgment):
     """A score per rubric dimension for one candidate, plus the veto criteria that failed."""
 
     kind: ClassVar[str] = "rubric"
@@ -242,7 +262,7 @@ class RubricJudgment(JudgmentBase):
         return [self._row(unit, dim, value) for dim, value in sorted(self.scores.items())]
 
 
-class UnaryJudgment(JudgmentBase):
+class UnaryJudgment(SpannedJudgment):
     """Thumbs up (``True``) or down (``False``) on one candidate (KTO data)."""
 
     kind: ClassVar[str] = "unary"

@@ -24,9 +24,11 @@ from .common import content_hash
 UNHASHED_PROVENANCE = frozenset({"idempotency_key", "rater_hash"})
 
 #: The top-level fields of a pairwise judgment's wire form, all covered by its content hash
-#: (``rationale`` and ``strength`` only when present; ``provenance`` less UNHASHED_PROVENANCE).
+#: (``rationale``, ``strength`` and ``spans`` only when present; ``provenance`` less
+#: UNHASHED_PROVENANCE). ``spans`` (critique spans) came later: a judgment without spans leaves
+#: them out of its wire form, so its hash is what it always was and no stored hash changes.
 PAIRWISE_HASHED_FIELDS = frozenset(
-    {"item_id", "kind", "shown_order", "winner", "strength", "rationale", "provenance"}
+    {"item_id", "kind", "shown_order", "winner", "strength", "rationale", "provenance", "spans"}
 )
 
 

@@ -239,6 +239,29 @@ class Policy(BaseModel):
         "item is still assigned and the rater's verdicts are the label).",
     )
 
+    # -- spans branch: critique spans (issue 30 item 4, docs/critiques.md) ----------------------
+    span_categories: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list,
+        max_length=200,
+        description="Categories a critique span may take (e.g. 'factual_error'); empty: the "
+        "project takes no spans, and a judgment carrying spans is refused.",
+    )
+    require_spans: bool = Field(
+        default=False,
+        description="Preference data needs critique spans (the DPO floor: agreement and spans); "
+        "recorded now, enforced by the export gate in a later step.",
+    )
+
+    @field_validator("span_categories")
+    @classmethod
+    def _distinct_categories(cls, v: list[str]) -> list[str]:
+        cleaned = [c.strip() for c in v]
+        if any(not c for c in cleaned):
+            raise ValueError("a span category cannot be blank")
+        if len(set(cleaned)) != len(cleaned):
+            raise ValueError("a span category is listed twice")
+        return cleaned
+
     @field_validator("required_domains")
     @classmethod
     def _lower(cls, v: list[str]) -> list[str]:

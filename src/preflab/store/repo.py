@@ -21,9 +21,12 @@ from ..schema import (
     Item,
     JudgmentBase,
     Rubric,
+    SpannedJudgment,
     parse_judgment,
     rater_hash,
 )
+from ..schema.policy import stored_policy
+from ..schema.spans import span_category_problems, span_offset_problems
 from . import trusted
 from .models import CandidateRow, ItemRow, JudgmentRow, Project, Rater, RubricVersion
 from .rows import ItemRows, JudgmentRows, as_utc, item_rows, judgment_rows
@@ -295,6 +298,9 @@ def check_judgment_against_item(judgment: JudgmentBase, item: Item) -> list[str]
             problems.append(
                 f"candidate {cid!r}: not a candidate of item {item.id!r} (has {sorted(known, key=str)})"
             )
+    if isinstance(judgment, SpannedJudgment) and judgment.spans:
+        lengths = {c.id: len(c.as_text()) for c in item.candidates if c.id is not None}
+        problems += [f"{f}: {r}" for f, r in span_offset_problems(judgment.spans, lengths)]
     return problems
 
 
@@ -334,6 +340,9 @@ def add_judgment(
     if existing is not None:
         return existing, False
     problems = check_judgment_against_item(judgment, item_from_row(item_row))
+    if isinstance(judgment, SpannedJudgment) and judgment.spans:
+        categories = stored_policy(project.settings).span_categories
+        problems += [f"{f}: {r}" for f, r in span_category_problems(judgment.spans, categories)]
     if problems:
         raise StoreError("; ".join(problems))
     rater = get_or_create_rater(session, project, judgment.provenance.rater_id)

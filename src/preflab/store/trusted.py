@@ -16,7 +16,7 @@ below write each model's fields out directly.
 
 What validation would change is done here by hand, and only that: JSON lists that the models
 hold as tuples (``shown_order``), nested models (messages, candidates, gold, provenance,
-telemetry), the review pass as :class:`~preflab.schema.ReviewPass`, timestamps as aware UTC
+telemetry, critique spans), the review pass as :class:`~preflab.schema.ReviewPass`, timestamps as aware UTC
 (SQLite keeps no offset), and defaults for fields the stored form leaves out.
 """
 
@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from ..schema import (
     JUDGMENT_KINDS,
     Candidate,
+    CritiqueSpan,
     GoldAnswer,
     Item,
     JudgeRecord,
@@ -131,7 +132,7 @@ def construct(cls: type[M], values: dict[str, Any]) -> M:
 
 
 _DEFAULTS: dict[type[BaseModel], tuple[tuple[str, Callable[[], Any]], ...]] = {
-    cls: _defaults(cls) for cls in (GoldAnswer, Telemetry)
+    cls: _defaults(cls) for cls in (GoldAnswer, Telemetry, CritiqueSpan)
 }
 
 
@@ -284,6 +285,8 @@ def judgment(
         fields["shown_order"] = tuple(fields["shown_order"])  # a JSON list; the model holds a tuple
     elif kind == "demonstration" and fields["messages"] is not None:
         fields["messages"] = messages(fields["messages"])
+    if fields.get("spans") is not None:  # stored in their canonical order (critique spans)
+        fields["spans"] = [construct(CritiqueSpan, span) for span in fields["spans"]]
     # validation sees the body's keys (``kind`` is the alias of ``type``) and the base fields
     fields_set = set(body)
     fields_set.discard("kind")

@@ -2,7 +2,7 @@
 
 >>> from preflab.io.export import EXPORT_FORMATS, ExportOptions, export_project
 >>> sorted(EXPORT_FORMATS)
-['openrlhf', 'raw', 'rlhf-2026.11', 'rollouts', 'to-label', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-sft-agent', 'trl-stepwise', 'verl']
+['critiques', 'openrlhf', 'raw', 'rlhf-2026.11', 'rollouts', 'to-label', 'trl-kto', 'trl-preference', 'trl-reward', 'trl-sft', 'trl-sft-agent', 'trl-stepwise', 'verl']
 
 ``export_project(engine, "my-project", ExportOptions(format="trl-preference", out=Path("out")))``
 writes ``out/train.jsonl``, ``out/README.md`` (dataset card) and ``out/manifest.json`` atomically
@@ -21,6 +21,7 @@ from .base import (
     ExportError,
     ExportOptions,
 )
+from .critiques import Critiques
 from .openrlhf import OpenRLHF
 from .pipeline import apply_gates, collect, export_project, length_parity_gate, write_export
 from .raw import Raw
@@ -59,6 +60,7 @@ EXPORT_FORMATS: dict[str, Exporter] = {
         OpenRLHF(),
         Verl(),
         Raw(),
+        Critiques(),
         ToLabel(),
         Rollouts(),
     )

@@ -9,10 +9,11 @@ checked), so both report a problem with the same ``field: reason``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from ...schema import Rubric, unfit_item_reason
+from ...schema import CritiqueSpan, Rubric, unfit_item_reason
+from ...schema.spans import span_category_problems
 from ...store.rows import (
     ItemRows,
     JudgmentRows,
@@ -36,6 +37,8 @@ class ProjectRules:
     #: the project's kinds when its items go to raters (the server's routes): an item none of
     #: them can label is refused (:func:`preflab.schema.unfit_item_reason`); ``None``: not checked
     labelled_by: Collection[str] | None = None
+    #: ``policy.span_categories`` (docs/critiques.md); ``None``: not checked
+    span_categories: Sequence[str] | None = None
 
 
 #: ``validate``: the files alone. Judgments of items outside the files may name items a project has.
@@ -302,6 +305,14 @@ def _check_judgments(
         if problem is not None:
             checked.problems.append(problem)
             continue
+        spans = j.values["body"].get("spans")
+        if spans and rules.span_categories is not None:
+            span_problems = span_category_problems(
+                [CritiqueSpan.model_validate(s) for s in spans], rules.span_categories
+            )
+            if span_problems:
+                checked.problems.extend(span_problems)
+                continue
         if j.rubric is not None and rules.rubric is not None:
             rubric_problems = _rubric_problems(j, rules)
             if rubric_problems:

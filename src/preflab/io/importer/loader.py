@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from ...schema import Rubric, rater_hash
+from ...schema.policy import stored_policy
 from ...store import repo
 from ...store.models import Project, utcnow
 from ...store.rows import ItemRows, JudgmentRows, PairRows, pair_key
@@ -66,7 +67,12 @@ class Loader:
         self.options = options
         self.report = report
         self.kinds = set(project.kinds)
-        self.rules = ProjectRules(name=project.name, kinds=self.kinds, rubric=self._rubric)
+        self.rules = ProjectRules(
+            name=project.name,
+            kinds=self.kinds,
+            rubric=self._rubric,
+            span_categories=stored_policy(project.settings).span_categories,
+        )
         self.rater_pks: dict[str, int] = {}
         self.rubrics: dict[tuple[str, int | None], Rubric | None] = {}
         self.formats_seen: set[str] = set()

@@ -372,6 +372,14 @@ def build_judgment(
             "item_id does not match the assignment",
             [problem("item_id", f"this assignment is for item {item_key!r}")],
         )
+    if "spans" in data:
+        # critique spans come over the web with their page (offsets checked against the answer's
+        # text and the project's categories there); until then they are refused as before
+        raise ServiceError(
+            422,
+            "critique spans are not taken by the web submit yet",
+            [problem("spans", "leave spans out; import judgments with spans instead")],
+        )
     if "provenance" in data:
         raise ServiceError(
             422,
