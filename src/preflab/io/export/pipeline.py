@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from ...schema.policy import Policy
 from ...store import ExportLog, session_factory, transaction
 from ...store.repo import get_project, iter_items_with_judgments
 from .aggregators import AGGREGATORS, aggregate_pairwise_dawid_skene
@@ -238,10 +239,7 @@ def export_project(
     apply_gates(data, options)
     if options.drop_disagreement is not None:
         disagreement_gate(data, options.drop_disagreement, stats)
-    min_alpha = options.min_alpha if options.min_alpha is not None else data.policy.min_alpha
-    agreement = agreement_gate(
-        data.labels_with_batch, min_alpha, options.force, refuse=exporter.training
-    )
+    agreement = _agreement(data.labels_with_batch, options, data.policy, exporter)
     report.phase("write", 0)
     data.drops.at("rows")
     return _publish(
@@ -301,10 +299,7 @@ def _export_streamed(
             )
         figures, stats = read_figures(first, session, report)
     summary = summary_data(first, figures)
-    min_alpha = options.min_alpha if options.min_alpha is not None else summary.policy.min_alpha
-    agreement = agreement_gate(
-        figures.agreement, min_alpha, options.force, refuse=exporter.training
-    )
+    agreement = _agreement(figures.agreement, options, summary.policy, exporter)
 
     def write(directory: Path) -> dict[str, Any]:
         batches = row_batches(
@@ -359,10 +354,7 @@ def _export_one_pass(
             if figures.notes is not None
             else None
         )
-        min_alpha = options.min_alpha if options.min_alpha is not None else summary.policy.min_alpha
-        agreement = agreement_gate(
-            figures.agreement, min_alpha, options.force, refuse=exporter.training
-        )
+        agreement = _agreement(figures.agreement, options, summary.policy, exporter)
         return write_manifest(
             exporter,
             summary,
@@ -377,6 +369,15 @@ def _export_one_pass(
         )
 
     return _publish(engine, collector.project.name, exporter, options, write)
+
+
+def _agreement(
+    labels: Any, options: ExportOptions, policy: Policy, exporter: Exporter
+) -> dict[str, Any]:
+    """The agreement gate at the export's floor: ``--min-alpha`` when given, else the project's
+    ``policy.min_alpha`` (one rule for the in-memory, streamed and one-pass paths)."""
+    min_alpha = options.min_alpha if options.min_alpha is not None else policy.min_alpha
+    return agreement_gate(labels, min_alpha, options.force, refuse=exporter.training)
 
 
 def _publish(
