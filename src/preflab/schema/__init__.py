@@ -30,6 +30,7 @@ from .judgments import (
     unfit_item_reason,
 )
 from .provenance import (
+    AssistRecord,
     JudgeRecord,
     JudgeVerdict,
     LabelSource,
@@ -58,6 +59,7 @@ __all__ = [
     "Message",
     "PairwiseJudgment",
     "Prompt",
+    "AssistRecord",
     "JudgeRecord",
     "JudgeVerdict",
     "Provenance",

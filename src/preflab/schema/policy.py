@@ -239,6 +239,17 @@ class Policy(BaseModel):
         "item is still assigned and the rater's verdicts are the label).",
     )
 
+    # -- assist branch: AI assistance in the labelling UI (issue 30 item 3, docs/judges.md) ----
+    ai_assist: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Opt-in AI assistance: the model of the judge (as in judgments.judge, rater "
+        "'judge:MODEL') whose latest label on an item the label page shows raters as a suggestion; "
+        "their label is then stored as source 'ai_assisted'. None (the default): no suggestion. "
+        "Gold and qualification items never show one.",
+    )
+
     # -- spans branch: critique spans (issue 30 item 4, docs/critiques.md) ----------------------
     span_categories: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
         default_factory=list,
@@ -261,6 +272,12 @@ class Policy(BaseModel):
         if len(set(cleaned)) != len(cleaned):
             raise ValueError("a span category is listed twice")
         return cleaned
+
+    @field_validator("ai_assist", mode="before")
+    @classmethod
+    def _assist_off(cls, v: Any) -> Any:
+        """A blank judge (the admin form's empty field) is no assistance."""
+        return None if isinstance(v, str) and not v.strip() else v
 
     @field_validator("required_domains")
     @classmethod

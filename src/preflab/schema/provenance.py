@@ -70,6 +70,22 @@ class JudgeRecord(StrictModel):
     verdicts: list[JudgeVerdict] | None = None
 
 
+class AssistRecord(StrictModel):
+    """A suggestion the server showed a rater beside the item (``docs/judges.md``, "AI
+    assistance"); a label submitted with one in view is ``source: ai_assisted``.
+
+    ``origin``: ``judge`` (a model judge's label: its judgment id and the judge's model) or
+    ``imported_step_verdicts`` (an imported trajectory's step verdicts, taken as suggestions).
+    ``content_hash``: what was shown (the judge label's content hash, or the hash of the
+    imported verdicts), so a later change of the suggestion cannot rewrite what was seen.
+    """
+
+    origin: Literal["judge", "imported_step_verdicts"]
+    content_hash: str = Field(min_length=1, max_length=64)
+    judgment_id: int | None = Field(default=None, ge=1)
+    judge: str | None = Field(default=None, max_length=200)
+
+
 class Provenance(StrictModel):
     rater_id: Identifier
     rater_hash: str | None = Field(
@@ -90,6 +106,8 @@ class Provenance(StrictModel):
     idempotency_key: str | None = Field(default=None, max_length=200)
     #: set on labels a model judge made (``source: ai``): model, template and its version, endpoint
     judge: JudgeRecord | None = None
+    #: set on ``ai_assisted`` labels: the suggestions the rater had in view when submitting
+    assisted_by: list[AssistRecord] | None = None
 
 
 HASHED_RATER = re.compile(r"^hmac_sha256:[0-9a-f]{64}$")

@@ -249,6 +249,7 @@ def submit_read(by: str = "token"):
                 .label("idem_pk"),
                 _A.c.settings_version,  # the guidelines the rater saw: the judgment's guideline_version
                 _I.c["metadata"]["kinds"].label("item_kinds"),  # the kinds the item takes, if any
+                _A.c.suggestion,  # what the label page served with the lease (AI assistance, 0018)
             ),
             by,
         )
@@ -544,7 +545,7 @@ def guarded_store(mark: str, lock: str, returning: str) -> str:
 
 #: How each judgment column is bound (JSON and datetimes by the executor; NULLs left out: the
 #: columns have no defaults; ``excluded`` and ``created_at`` get the model defaults).
-JUDGMENT_JSON_COLS = frozenset({"body", "shown_order", "telemetry"})
+JUDGMENT_JSON_COLS = frozenset({"body", "shown_order", "telemetry", "assisted_by"})
 JUDGMENT_DT_COLS = frozenset({"started_at", "submitted_at"})
 
 

@@ -228,6 +228,9 @@ class JudgmentRow(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     #: a model judge's record (``Provenance.judge``: model, template, endpoint; 0016), else NULL
     judge: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    #: the suggestions in view when an ``ai_assisted`` label was made (``Provenance.assisted_by``;
+    #: 0018), else NULL
+    assisted_by: Mapped[list[Any] | None] = mapped_column(JSONType)
     content_hash: Mapped[str] = mapped_column(String(64))
     batch_pk: Mapped[int | None] = mapped_column(ForeignKey("import_batches.pk"))
     #: The judgment this one revises (a revision is a new row; the old one is kept).

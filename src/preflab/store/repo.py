@@ -368,6 +368,7 @@ def judgment_from_row(row: JudgmentRow, *, with_rater_hash: str | None = None) -
         "telemetry": row.telemetry,
         "idempotency_key": row.idempotency_key,
         "judge": row.judge,
+        "assisted_by": row.assisted_by,
     }
     data = {
         **row.body,
@@ -455,6 +456,7 @@ def iter_items_with_judgments(
             judgments.idempotency_key,
             judgments.guideline_version,
             judgments.judge,
+            judgments.assisted_by,
             judgments.batch_pk,
             judgments.excluded,
             judgments.exclusion_reason,
@@ -509,6 +511,7 @@ def iter_items_with_judgments(
             idempotency_key,
             guideline_version,
             judge,
+            assisted_by,
             batch_pk,
             excluded,
             exclusion_reason,
@@ -530,6 +533,7 @@ def iter_items_with_judgments(
                 idempotency_key,
                 guideline_version,
                 judge,
+                assisted_by,
             )
             js, meta = judged[item_pk]
             js.append(trusted.judgment(kind, body, keys[item_pk], rationale, prov))

@@ -254,6 +254,8 @@ def _judgment_rows_from_dump(
     }
     if prov.get("judge") is not None:  # only a model judge's labels carry one (0016)
         values["judge"] = prov["judge"]
+    if prov.get("assisted_by") is not None:  # only ai_assisted labels carry one (0018)
+        values["assisted_by"] = prov["assisted_by"]
     rubric = None
     if kind == "pairwise":
         a, b = data["shown_order"]

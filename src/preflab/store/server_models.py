@@ -223,6 +223,9 @@ class Assignment(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     judgment_pk: Mapped[int | None] = mapped_column(ForeignKey("judgments.pk", ondelete="SET NULL"))
+    #: the suggestions the label page served with this lease (``AssistRecord`` dicts; 0018), else
+    #: NULL: a label submitted on it is ``ai_assisted`` and records them (``docs/judges.md``)
+    suggestion: Mapped[list[Any] | None] = mapped_column(JSONType)
 
 
 class RaterStatus(Base):

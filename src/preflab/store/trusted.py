@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from ..schema import (
     JUDGMENT_KINDS,
+    AssistRecord,
     Candidate,
     CritiqueSpan,
     GoldAnswer,
@@ -227,6 +228,7 @@ def provenance(
     idempotency_key: str | None,
     guideline_version: int | None = None,
     judge: dict[str, Any] | None = None,
+    assisted_by: list[Any] | None = None,
 ) -> Provenance:
     fields = {
         "rater_id": rater_key,
@@ -241,6 +243,9 @@ def provenance(
         "idempotency_key": idempotency_key,
         "guideline_version": guideline_version,
         "judge": None if judge is None else JudgeRecord.model_validate(judge),
+        "assisted_by": None
+        if assisted_by is None
+        else [AssistRecord.model_validate(a) for a in assisted_by],
     }
     # judgment_from_row leaves None values out of what it validates: not in fields-set either
     # (rater, hash, pass and source are NOT NULL columns; the rest is mostly NULL)
@@ -261,6 +266,8 @@ def provenance(
         fields_set.add("guideline_version")
     if judge is not None:
         fields_set.add("judge")
+    if assisted_by is not None:
+        fields_set.add("assisted_by")
     return _new(Provenance, fields, fields_set)
 
 

@@ -66,6 +66,7 @@ class JudgmentColumns(NamedTuple):
     telemetry: Any
     idempotency_key: str | None
     judge: Any
+    assisted_by: Any
     content_hash: str
     batch_pk: int
     excluded: Any
@@ -170,6 +171,7 @@ class RowBuilder:
                 "telemetry": None,
                 "idempotency_key": None,
                 "judge": None,
+                "assisted_by": None,
                 "batch_pk": self.batch_pk,
                 "excluded": self.excluded,
                 "created_at": self.now,
@@ -233,6 +235,7 @@ class RowBuilder:
             telemetry=j(v["telemetry"]),
             idempotency_key=v["idempotency_key"],
             judge=j(v.get("judge")),
+            assisted_by=j(v.get("assisted_by")),
             content_hash=v["content_hash"],
             batch_pk=self.batch_pk,
             excluded=self.excluded,

@@ -146,6 +146,7 @@ _RATER_COLS = span(_SUBMIT, "rater_pk", "item_kinds")
 _ROLE, _STATUS, _IS_ADMIN = _CALLER["role"], _CALLER["rater_status"], _CALLER["is_admin"]
 _USER, _USERNAME = _CALLER["user_pk"], _CALLER["username"]
 _LIVE_LEASE, _CANDIDATE = _CALLER["live_lease_id"], _SUBMIT["candidate_key"]
+_SUGGESTION = _SUBMIT["suggestion"]
 
 
 def _project(row: Sequence[Any]) -> tuple[ProjectRef, Policy]:
@@ -562,7 +563,9 @@ def run_submit(
             lambda s: submissions.rater_pk_for(s, project.pk, username, user_pk),
         )
     values = parsed = None
-    if judgment.get("kind") == "pairwise" and not scored_now:  # the cheap equal of the below
+    # the suggestions the server served with this lease (AI assistance): the label is ai_assisted
+    assisted = ex.load_json(first_row[_SUGGESTION]) or None
+    if judgment.get("kind") == "pairwise" and not scored_now and assisted is None:  # cheap equal
         try:
             values = pairwise_values(
                 judgment,
@@ -593,6 +596,7 @@ def run_submit(
             lease=(shown, created, settings_version),
             telemetry=telemetry,
             idempotency_key=idempotency_key,
+            assisted_by=assisted,
         )
         values = judgment_rows(parsed).values
     columns = judgment_columns(project.pk, item_pk, rater_pk, values)
@@ -660,6 +664,7 @@ def _validated(
     lease: tuple[Any, Any, int | None],
     telemetry: dict[str, Any] | None,
     idempotency_key: str | None,
+    assisted_by: list[Any] | None = None,
 ) -> Flow:
     """The judgment through the one validation every submit path shares
     (:func:`.submit.build_judgment`; a refusal is its ``ServiceError``). ``lease``: its shown
@@ -689,6 +694,7 @@ def _validated(
         candidate_keys=candidate_keys,
         guideline_version=settings_version,
         rubric=rubric,
+        assisted_by=assisted_by,
     )
 
 

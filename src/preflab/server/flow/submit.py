@@ -344,6 +344,7 @@ def build_judgment(
     candidate_keys: list[str] | None = None,
     guideline_version: int | None = None,
     rubric: Rubric | None | object = READ_RUBRIC,
+    assisted_by: list[Any] | None = None,
 ):
     """Validate a submitted judgment body into its schema class (422 field-by-field); every
     submit path's one validation (the flow's on every executor for every kind but
@@ -401,7 +402,9 @@ def build_judgment(
         # the settings (guidelines) version the assignment showed; 0: an assignment from before
         # settings were versioned, not recorded
         "guideline_version": guideline_version or None,
-        "source": "human",
+        # the server's record of suggestions served with the lease, never the client's word
+        "source": "ai_assisted" if assisted_by else "human",
+        "assisted_by": assisted_by or None,
         "started_at": aware(started_at).isoformat() if started_at else None,
         "submitted_at": utcnow().isoformat(),
         "telemetry": telemetry,

@@ -26,7 +26,7 @@ from ...store.server_models import SKIP_REASONS
 from .. import auth, export_jobs, snapshot
 from ..errors import ServiceError
 from ..permissions import SESSION_COOKIE, Ctx, ProjectCtx, _authenticate, guard
-from ..services import browse, files, queries
+from ..services import assist, browse, files, queries
 from ..services import review as review_service
 from ..services import revisions as revision_service
 from ..services.browse import BrowseFilters
@@ -301,6 +301,18 @@ def label_page(
             task = {**task, "item": with_masks(task["item"], meta)}
             if bits["policy"].imported_step_verdicts == "suggestion":
                 task["step_suggestions"] = step_suggestions(meta)
+    if task is not None and (bits["policy"].ai_assist or task.get("step_suggestions")):
+        # AI assistance: what is shown is recorded on the lease (services/assist.py); none on gold
+        with _db(request).writing() as s:
+            task["suggestion"], steps_ok = assist.serve(
+                s,
+                ctx.project.pk,
+                bits["policy"],
+                task["assignment_id"],
+                task.get("step_suggestions"),
+            )
+        if not steps_ok:
+            task.pop("step_suggestions", None)
     # Only the kinds this item can take (the assignment engine's task payload says which).
     kinds = task["kinds"] if task else ctx.project.kinds
     status = read(request, queries.my_status, ctx.project.pk, ctx.user.user_pk)

@@ -133,6 +133,9 @@ def revise_in(
         started_at=None,
         idempotency_key=idempotency_key,
         telemetry=telemetry,
+        # a revision of a label made with a suggestion in view is still ai_assisted (the rule
+        # of AI assistance, docs/judges.md): the record goes with it
+        assisted_by=old.assisted_by,
     )
     row = repo.judgment_row_from_judgment(
         project, item_row, must_get(session, Rater, old.rater_pk), parsed
