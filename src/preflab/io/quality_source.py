@@ -123,6 +123,8 @@ def _report_in(
     project = repo.get_project(session, name)
     if has_judge_labels(session, project.pk):
         report["judges"] = judge_section(session, project, n_boot=n_boot)
+    if has_assisted_labels(session, project.pk):  # AI assistance: the anchoring audit
+        report["anchoring"] = anchoring_section(session, project)
     return report
 
 
@@ -175,6 +177,36 @@ def has_judge_labels(session: Session, project_pk: int) -> bool:
         )
         is not None
     )
+
+
+def has_assisted_labels(session: Session, project_pk: int) -> bool:
+    """Whether any label was made with a suggestion in view (``judgments.assisted_by``, 0018)."""
+    from sqlalchemy import select
+
+    from ..store import JudgmentRow
+
+    return (
+        session.scalar(
+            select(JudgmentRow.pk)
+            .where(JudgmentRow.project_pk == project_pk, JudgmentRow.assisted_by.is_not(None))
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def anchoring_section(session: Session, project: Any) -> dict[str, Any] | None:
+    """The anchoring audit of AI assistance (``quality.anchoring.anchoring_audit``) over the
+    project's labels that are not excluded, with their stored ids (what a suggestion names)."""
+    from ..quality.anchoring import anchoring_audit
+    from ..store import repo
+
+    judgments: list[JudgmentBase] = []
+    ids: list[int | None] = []
+    for record in repo.iter_items_with_judgments(session, project):
+        judgments.extend(record.judgments)
+        ids.extend(m.get("pk") for m in record.meta)
+    return anchoring_audit(judgments, ids)
 
 
 def judge_section(

@@ -35,6 +35,7 @@ from .accumulate import Batches, Bounds, ReportAccumulator, guideline_version_of
 from .adjudication import AdjudicationSettings, route_for_adjudication
 from .agreement.cohen import confusion_table
 from .agreement.preference import agreement_summary, intransitive_triads
+from .anchoring import anchoring_html
 from .bias import formatting_bias, length_bias, position_bias, word_length
 from .gold import gold_accuracy, gold_outcomes, leave_one_out_agreement
 from .html_parts import axis_ticks as axis_ticks  # re-exported: its name before html_parts
@@ -637,6 +638,8 @@ def render_html(report: Mapping[str, Any], title: str = "preflab quality report"
             )
     if report.get("judges"):
         out.append(_judges_html(report["judges"]))
+    if report.get("anchoring"):  # AI assistance (quality/anchoring.py)
+        out.append(anchoring_html(report["anchoring"]))
     q = report.get("adjudication_queue") or []
     out.append(f"<h2>Adjudication queue ({escape(report.get('adjudication_total', len(q)))})</h2>")
     out.append(
