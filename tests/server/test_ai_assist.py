@@ -6,6 +6,7 @@ lease what it showed, and the label submitted on that lease is ``source: ai_assi
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -207,3 +208,44 @@ def test_an_edit_of_an_assisted_label_stays_assisted(db_url):
     edited = rows[r.json()["judgment_id"]]
     assert edited.supersedes_pk == first
     assert edited.source == "ai_assisted" and edited.assisted_by == rows[first].assisted_by
+
+
+def test_imported_step_suggestions_follow_the_same_rule(db_url):
+    """A trajectory whose imported step verdicts are suggestions: the rater who saw them on the
+    label page made an ai_assisted label that names the imported verdicts."""
+    from preflab.io.importer import import_files
+    from preflab.server.app import create_app
+    from preflab.server.database import Database
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    seeded = seed(
+        db_url, items=[], kinds=["steps"], raters=1, policy={"imported_step_verdicts": "suggestion"}
+    )
+    db = Database(db_url, pool_size=1, max_overflow=1)
+    import_files(db.write_engine, seeded.project, [data / "trajectory-rlhf-2026.11.json"])
+    db.dispose()
+    token = seeded.tokens["rater000"]
+    with TestClient(create_app(db_url)) as c:
+        task = c.post("/api/v1/projects/demo/assignments/next", headers=_bearer(token)).json()[
+            "task"
+        ]
+        page = c.get("/p/demo/label", headers=_bearer(token))
+        assert "suggested +1" in page.text
+        r = c.post(
+            "/api/v1/projects/demo/judgments",
+            json={
+                "assignment_id": task["assignment_id"],
+                "judgment": {
+                    "kind": "steps",
+                    "candidate_id": task["item"]["candidates"][0]["id"],
+                    "steps": ["1", "2"],
+                    "verdicts": [1, -1],
+                },
+            },
+            headers=_bearer(token),
+        )
+        assert r.status_code in (200, 201), r.text
+    mine = next(row for row in _rows(db_url) if row.pk == r.json()["judgment_id"])
+    assert mine.source == "ai_assisted"
+    (record,) = mine.assisted_by
+    assert record["origin"] == "imported_step_verdicts" and len(record["content_hash"]) == 64
