@@ -142,3 +142,27 @@ def test_the_suggestion_is_shown_and_labels_by_keyboard_and_mouse_are_ai_assiste
         assert assisted[0]["origin"] == "judge" and assisted[0]["judge"] == JUDGE
         assert assisted[0]["judgment_id"] == judged[item], "the suggestion that was on screen"
     page.guard.assert_clean()
+
+
+def _latest_policy(site) -> dict:
+    with site.api() as c:
+        history = c.get("/api/v1/projects/assist/settings/history").json()
+    return history[-1]["after"]["policy"]
+
+
+def test_an_admin_turns_assistance_on_and_off_in_the_project_form(site, new_page):
+    page = new_page(site)
+    login(page, "root", next_path="/admin/p/assist")
+    form = page.locator("#policy-form")
+    field = form.locator("#pf-ai-assist")
+    expect(field).to_have_value(JUDGE)
+    field.fill("")  # off
+    with page.expect_navigation():
+        form.locator("button[type=submit]").click()
+    assert _latest_policy(site)["ai_assist"] is None
+    expect(page.locator("#pf-ai-assist")).to_have_value("")
+    page.locator("#pf-ai-assist").fill(JUDGE)  # on again, by the keyboard's Enter
+    with page.expect_navigation():
+        page.locator("#pf-ai-assist").press("Enter")
+    assert _latest_policy(site)["ai_assist"] == JUDGE
+    page.guard.assert_clean()

@@ -72,7 +72,8 @@ def _rows(url: str) -> list[Any]:
 def _label_and_submit(
     c: TestClient, token: str, winner: str = "b"
 ) -> tuple[dict[str, Any], str, dict[str, Any]]:
-    """Next task, the label page (as the browser shows it), then the submit: (task, page, answer)."""
+    """Next task, the label page (as the browser shows it), then the submit (sent twice: the
+    retry is the first answer again, not a second label): (task, page, answer)."""
     r = c.post("/api/v1/projects/demo/assignments/next", headers=_bearer(token))
     assert r.status_code in (200, 201), r.text
     task = r.json()["task"]
@@ -85,6 +86,9 @@ def _label_and_submit(
     }
     r = c.post("/api/v1/projects/demo/judgments", json=body, headers=_bearer(token))
     assert r.status_code in (200, 201), r.text
+    again = c.post("/api/v1/projects/demo/judgments", json=body, headers=_bearer(token))
+    assert again.status_code == 200, again.text
+    assert again.json()["judgment_id"] == r.json()["judgment_id"]
     return task, page.text, r.json()
 
 
