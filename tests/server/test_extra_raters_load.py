@@ -1,5 +1,5 @@
-"""More raters where they disagree, under load: 200 simulated raters against a real server on
-SQLite (2 workers) and PostgreSQL (4 workers), every item overlapped by k = 3 with up to 2 extra
+"""More raters where they disagree, under load: 200 simulated raters against a real server (2
+workers) on SQLite and PostgreSQL, every item overlapped by k = 3 with up to 2 extra
 raters, random votes (three in four items split at k).
 
 Checked in the database afterwards: no item ever gets more than k + max_extra labels or more
@@ -112,7 +112,7 @@ def test_two_hundred_raters_never_exceed_the_extra_budget(db_url, start_server) 
             "adaptive_overlap": {"max_extra": MAX_EXTRA},
         },
     )
-    server = start_server(db_url, workers=2 if db_url.startswith("sqlite") else 4)
+    server = start_server(db_url, workers=2)
     acked: dict[str, int] = {}
     errors: list = []
     stop = threading.Event()
