@@ -100,6 +100,14 @@ def test_the_budget_spent_the_item_goes_to_adjudication(db_url, monkeypatch, lan
         assert queued(c, s.admin_token) == ["item-00000"]  # now the usual rule: adjudication
         f = c.get(f"{P}/extra-raters", headers=bearer(s.admin_token)).json()
         assert (f["resolved_by_extra"], f["sent_to_adjudication"], f["extra_spent"]) == (0, 1, 1)
+        page = c.get("/admin/p/demo/dashboard", headers=bearer(s.admin_token))
+        assert page.status_code == 200, page.text
+        card = page.text[page.text.index('id="extra-raters"') :]
+        assert "Up to 1 extra rater per overlap item" in card
+        assert (
+            '<th scope="row">Sent to adjudication (budget spent, still split)</th><td>1</td>'
+            in card
+        )
 
 
 def test_agreement_at_k_and_off_by_default(db_url, monkeypatch) -> None:
@@ -122,6 +130,8 @@ def test_off_the_overlap_is_exactly_k(sqlite_url, monkeypatch) -> None:
         assert pool(sqlite_url) == (2, 2, 0, None)  # split, but nothing asks for more
         assert not label(c, tok[2], "a")
         assert queued(c, s.admin_token) == ["item-00000"]
+        page = c.get("/admin/p/demo/dashboard", headers=bearer(s.admin_token))
+        assert page.status_code == 200 and 'id="extra-raters"' not in page.text  # off: no card
 
 
 def test_max_extra_is_checked_against_k(db_url, monkeypatch) -> None:
