@@ -70,6 +70,7 @@ EXPECTED = {
     ),
     ("GET", "/api/v1/projects/{project}/raters"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/quality"): ("project.review", STAFF),
+    ("GET", "/api/v1/projects/{project}/extra-raters"): ("project.review", STAFF),
     ("GET", "/api/v1/projects/{project}/members"): ("project.review", STAFF),
     ("PATCH", "/api/v1/projects/{project}/settings"): ("project.manage", ADMINS),
     ("GET", "/api/v1/projects/{project}/settings/history"): ("project.manage", ADMINS),

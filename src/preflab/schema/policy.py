@@ -19,7 +19,14 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 
 class Qualification(BaseModel):
@@ -156,6 +163,60 @@ class VerbosityPolicy(BaseModel):
         return min(self.max_penalty, self.per_log_ratio * math.log(ratio / self.free_ratio))
 
 
+class AdaptiveOverlap(BaseModel):
+    """More raters where they disagree (issue 30 item 6; docs/extra-raters.md): when the k-th
+    (and each later) person's label lands on an overlap item whose labels disagree by the rule
+    of their kind, the item gets one more distinct rater, up to ``max_extra`` more, before it may
+    go to adjudication. ``max_extra`` 0 (the default): off, the overlap is exactly k.
+
+    The thresholds' defaults match the adjudication queue's routing rule
+    (``preflab.quality.adjudication``) so that an extra label is spent exactly where a senior
+    reviewer would otherwise be asked: a 2-1 split of three raters (winner entropy 0.92 bits >
+    0.90) is below a 0.75 majority, a 3-1 split (0.81 bits) is not.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_extra: int = Field(
+        default=0,
+        ge=0,
+        le=50,
+        description="Extra raters an overlap item may get when its labels disagree (0: off; "
+        "at most overlap_k).",
+    )
+    # ties are a side of their own, as the export's plurality counts them
+    pairwise_min_majority: float = Field(
+        default=0.75,
+        gt=0,
+        le=1,
+        description="Pairwise: the largest share of one side (first better, second better, tie) "
+        "below which the raters disagree.",
+    )
+    unary_min_majority: float = Field(
+        default=0.75,
+        gt=0,
+        le=1,
+        description="Unary: the larger share of thumbs up or down below which they disagree.",
+    )
+    ranking_min_top_share: float = Field(
+        default=0.75,
+        gt=0,
+        le=1,
+        description="Ranking: the largest share of one top choice (the first tier) below which "
+        "they disagree.",
+    )
+    rubric_max_range: float = Field(
+        default=2.0,
+        ge=0,
+        description="Rubric: a dimension's range (max - min) of one answer's scores above which "
+        "they disagree.",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_extra > 0
+
+
 class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -163,6 +224,7 @@ class Policy(BaseModel):
         default=0.0, ge=0, le=1, description="Share of items labelled by k raters."
     )
     overlap_k: int = Field(default=2, ge=2, le=50, description="Labels per overlap item (k >= 2).")
+    adaptive_overlap: AdaptiveOverlap = Field(default_factory=AdaptiveOverlap)
     gold_rate: float = Field(
         default=0.0, ge=0, le=0.5, description="Share of production tasks that are gold."
     )
@@ -262,6 +324,15 @@ class Policy(BaseModel):
         description="Preference data needs critique spans (the DPO floor: agreement and spans); "
         "recorded now, enforced by the export gate in a later step.",
     )
+
+    @model_validator(mode="after")
+    def _extra_within_k(self) -> Policy:
+        if self.adaptive_overlap.max_extra > self.overlap_k:
+            raise ValueError(
+                f"adaptive_overlap.max_extra {self.adaptive_overlap.max_extra} is more than "
+                f"overlap_k {self.overlap_k}: at most k extra raters per item"
+            )
+        return self
 
     @field_validator("span_categories")
     @classmethod

@@ -184,6 +184,14 @@ class PoolEntry(Base):
     filled: Mapped[int] = mapped_column(Integer, default=0)
     #: A stable pseudo-random order (from the item hash) so raters spread over the pool.
     order_key: Mapped[int] = mapped_column(Integer, default=0)
+    #: Extra raters granted because the labels disagreed (``Policy.adaptive_overlap``; 0021):
+    #: ``target`` is the item's k plus these. Raised only by one conditional ``UPDATE`` under
+    #: the pool row's lock (``server.flow.extra``), never past the policy's ``max_extra``.
+    extra: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: The adaptive rule's last verdict on the full item: NULL (never judged), ``agreed``,
+    #: ``waiting`` (an extra label is due: held from adjudication) or ``split`` (the budget is
+    #: spent and the labels still disagree: the usual adjudication rule applies).
+    extra_state: Mapped[str | None] = mapped_column(String(8))
 
 
 class PoolDomain(Base):

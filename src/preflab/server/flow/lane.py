@@ -36,8 +36,9 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
+from ...quality.extra_raters import disagreement
 from ...schema import Item, Rubric
-from ...schema.policy import Policy, policy_of
+from ...schema.policy import AdaptiveOverlap, Policy, policy_of
 from ...store.models import Project
 from ...store.rows import judgment_rows
 from ..csrf import token_matches
@@ -56,6 +57,7 @@ from ..sql import (
     submit_read,
 )
 from ..sql import statements as compiled_statements
+from . import extra
 from . import next as rules
 from .common import Changed, NotCommon
 from .submit import (
@@ -600,7 +602,12 @@ def run_submit(
         )
         values = judgment_rows(parsed).values
     columns = judgment_columns(project.pk, item_pk, rater_pk, values)
+    adaptive = policy.adaptive_overlap.enabled and pool_role == "production"
+    if adaptive:  # more raters where they disagree: the rule runs under the store's locks
+        yield (BEGIN,)
     j_pk = yield from _store_judgment(lane, columns, user_pk, project.pk, a_pk, pool_pk)
+    if adaptive:
+        yield from after_label(lane, policy.adaptive_overlap, pool_pk, item_pk)
     if scored_now:
         return (
             yield (
@@ -619,6 +626,25 @@ def run_submit(
         "replayed": False,
         "submitted_at": (values.get("submitted_at") or now).isoformat(),
     }
+
+
+def after_label(lane: Lane, rule: AdaptiveOverlap, pool_pk: int, item_pk: int) -> Flow:
+    """``Policy.adaptive_overlap`` after a production label is stored, in its transaction
+    (:mod:`.extra`): on a full overlap item whose labels disagree, one more place while the
+    budget lasts (a conditional ``UPDATE``), else the verdict recorded. The verdict, or None."""
+    m = lane.ex.mark
+    row = yield ONE, extra.POOL_ROW.format(m=m), [pool_pk]
+    if row is None or not extra.needs_labels(*row[:3]):
+        return None
+    target, filled, n_extra, state = row
+    rows = yield ALL, extra.LABELS.format(m=m), [item_pk]
+    reasons = disagreement(extra.labels_of(rows, lane.ex.load_json), rule)
+    verdict = extra.decide(n_extra, reasons, rule)
+    if verdict.grant:
+        yield EXEC, extra.GRANT.format(m=m), [pool_pk, rule.max_extra]
+    elif verdict.state != state:
+        yield EXEC, extra.STATE.format(m=m), [verdict.state, pool_pk]
+    return verdict
 
 
 def _not_found(assignment_id: str, now: datetime) -> ServiceError:

@@ -26,7 +26,7 @@ from ...store.server_models import SKIP_REASONS
 from .. import auth, export_jobs, snapshot
 from ..errors import ServiceError
 from ..permissions import SESSION_COOKIE, Ctx, ProjectCtx, _authenticate, guard
-from ..services import assist, browse, files, queries
+from ..services import assist, browse, extra_raters, files, queries
 from ..services import review as review_service
 from ..services import revisions as revision_service
 from ..services.browse import BrowseFilters
@@ -587,6 +587,9 @@ def dashboard_page(
             q.update(data.snapshot_counts(s, ctx.project, snap))
         dash = data.dashboard(s, ctx.project, q, snap)
         dash["skips"] = review_service.skip_summary(s, ctx.project)
+        dash["extra_raters"] = extra_raters.figures(
+            s, ctx.project.pk, settings_of(ctx.project.settings).policy
+        )
     return render(
         request,
         "dashboard.html",

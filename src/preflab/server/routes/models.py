@@ -194,6 +194,23 @@ class QualityOut(Out):
     raters: list[RaterOut]
 
 
+class ExtraRatersOut(Out):
+    """More raters where they disagree (``Policy.adaptive_overlap``; docs/extra-raters.md)."""
+
+    enabled: bool
+    max_extra: int
+    overlap_items: int
+    items_extended: int = Field(description="Overlap items that got at least one extra rater.")
+    extra_granted: int
+    extra_spent: int = Field(description="Extra labels in.")
+    extra_due: int = Field(description="Extra labels granted and not in yet.")
+    budget_left: int = Field(description="overlap items x max_extra - extra granted.")
+    resolved_by_extra: int = Field(description="Items that agree after their extra labels.")
+    sent_to_adjudication: int = Field(description="Budget spent, still split.")
+    agreed_at_k: int
+    waiting: int
+
+
 class RaterStatusOut(Out):
     username: str
     status: str

@@ -12,14 +12,14 @@ from pydantic import Field
 from sqlalchemy import select
 
 from ... import audit
-from ...schema.policy import Policy
+from ...schema.policy import Policy, settings_of
 from ...store.models import Project, utcnow
 from ...store.server_models import User
 from .. import auth
 from ..database import must_get
 from ..errors import ServiceError
 from ..permissions import Ctx, ProjectCtx, guard
-from ..services import gold_scoring, projects, queries, review
+from ..services import extra_raters, gold_scoring, projects, queries, review
 from . import models as m
 from .common import DbId, ExportIn, Strict, db_of, ok
 
@@ -205,6 +205,17 @@ def quality(request: Request, project: str, ctx: ProjectCtx = guard("project.rev
     """Counts, pool progress, gold accuracy per rater (Wilson intervals), suspensions."""
     with db_of(request).reading() as s:
         return ok(review.quality_summary(s, ctx.project))
+
+
+@router.get("/projects/{project}/extra-raters", tags=["quality"], response_model=m.ExtraRatersOut)
+def extra_raters_figures(
+    request: Request, project: str, ctx: ProjectCtx = guard("project.review")
+) -> Response:
+    """More raters where they disagree: items extended, extra labels spent and due, items
+    resolved by them vs sent to adjudication (SQL aggregates over the pool)."""
+    with db_of(request).reading() as s:
+        policy = settings_of(ctx.project.settings).policy
+        return ok(extra_raters.figures(s, ctx.project.pk, policy))
 
 
 @router.post(

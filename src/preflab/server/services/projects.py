@@ -211,16 +211,17 @@ def sync_pool(session: Session, project_pk: int, policy: Policy) -> int:
 
 def retarget_pool(session: Session, project: Project, policy: Policy) -> None:
     rows = session.execute(
-        select(PoolEntry.pk, ItemRow.content_hash, ItemRow.meta)
+        select(PoolEntry.pk, ItemRow.content_hash, ItemRow.meta, PoolEntry.extra)
         .join(ItemRow, ItemRow.pk == PoolEntry.item_pk)
         .where(PoolEntry.project_pk == project.pk, PoolEntry.role == "production")
     ).all()
-    for pk, digest, meta in rows:
-        session.execute(
-            update(PoolEntry)
-            .where(PoolEntry.pk == pk)
-            .values(target=production_target(digest, policy, meta))
-        )
+    for pk, digest, meta, extra in rows:
+        target = production_target(digest, policy, meta)
+        # extra raters granted (Policy.adaptive_overlap) stay on an item that is still overlapped
+        values: dict[str, Any] = {"target": target + extra if target >= 2 else target}
+        if extra and target < 2:
+            values.update(extra=0, extra_state=None)
+        session.execute(update(PoolEntry).where(PoolEntry.pk == pk).values(**values))
 
 
 # -- importer / exporter adapters ----------------------------------------------------------------

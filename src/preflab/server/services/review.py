@@ -48,6 +48,7 @@ from ..errors import ServiceError
 from ..flow.submit import build_judgment
 from ..permissions import ProjectRef
 from ..quality_adapter import wilson_interval
+from . import extra_raters
 from .leases import expired_leases
 
 # -- judgments under review -----------------------------------------------------------------------
@@ -213,6 +214,8 @@ def review_queues(
     decided = telemetry_decisions(session, project.pk)
     blind = policy.blind
     disagree = disagreement_reasons(parsed)
+    for item_id in extra_raters.waiting_items(session, project.pk):
+        disagree.pop(item_id, None)  # one more rater first (Policy.adaptive_overlap)
     failed_gold = set(
         session.scalars(
             select(GoldOutcome.judgment_pk).where(
