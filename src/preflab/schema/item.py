@@ -102,6 +102,8 @@ class Item(StrictModel):
             self._check_gold(self.gold, ids)
         if "reference_provenance" in self.metadata:
             self._check_reference_provenance(self.metadata["reference_provenance"])
+        if "criteria" in self.metadata:
+            self._check_criteria(self.metadata["criteria"])
         return self
 
     @property
@@ -125,6 +127,17 @@ class Item(StrictModel):
             raise FieldProblem(
                 ("metadata", "reference_provenance", *first["loc"]), first["msg"]
             ) from None
+
+    def _check_criteria(self, raw: Any) -> None:
+        """``metadata.criteria`` (:mod:`.criteria`, the item's own rubric) is validated at import."""
+        from .criteria import CriteriaSet
+
+        try:
+            CriteriaSet.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            raise FieldProblem(("metadata", "criteria", *first["loc"]), msg) from None
 
     def _check_gold(self, gold: GoldAnswer, ids: list[str | None]) -> None:
         """The gold answer must be a judgment of this item (:meth:`GoldAnswer.expected`, what every
