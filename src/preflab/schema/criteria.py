@@ -26,9 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+import orjson
+import yaml
+from pydantic import Field, ValidationError, model_validator
 
 from .authorship import check_approver
 from .common import Identifier, StrictModel
@@ -177,3 +180,43 @@ def criteria_judgment_problems(
     problems = [f"met.{c}: not a criterion of this item" for c in sorted(set(judgment.met) - ids)]
     problems += [f"met.{c}: missing (say met or not)" for c in sorted(ids - set(judgment.met))]
     return problems
+
+
+def load_criteria_file(path: str | Path) -> list[Criterion]:
+    """Criteria from a YAML (``.yaml``/``.yml``) or JSON file: a list of criteria, or a mapping
+    with ``criteria`` (a whole set's other fields are ignored: the author and the version are
+    the writer's). Problems are ``path[:line]: criteria.N.field: reason``."""
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        data = (
+            yaml.safe_load(raw) if path.suffix.lower() in {".yaml", ".yml"} else orjson.loads(raw)
+        )
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ValueError(f"{where}: not valid YAML; fix the file") from None
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix the file") from None
+    if isinstance(data, dict):
+        data = data.get("criteria")
+    if not isinstance(data, list) or not data:
+        raise ValueError(
+            f"{path}: criteria: expected a non-empty list of criteria (id, text, weight, "
+            "must_have), or a mapping with 'criteria'"
+        )
+    out = []
+    for i, entry in enumerate(data):
+        try:
+            out.append(Criterion.model_validate(entry))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            field = ".".join(str(p) for p in ("criteria", i, *first["loc"]))
+            raise ValueError(f"{path}: {field}: {first['msg']}") from None
+    ids = [c.id for c in out]
+    if len(set(ids)) != len(ids):
+        raise ValueError(
+            f"{path}: criteria: ids must be unique, repeated: "
+            f"{sorted({i for i in ids if ids.count(i) > 1})}"
+        )
+    return out
