@@ -42,10 +42,12 @@ from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
 LATER_KINDS = frozenset({"criteria"})
 
 
-def raw_jsonl_keys(kinds: Iterable[str] = ()) -> list[str]:
-    """Every top-level key of a raw JSONL line: the fields of every judgment kind (a later kind's
-    only when ``kinds`` names it), and ``item``."""
-    wanted = {k for k in JUDGMENT_KINDS if k not in LATER_KINDS} | (set(kinds) & LATER_KINDS)
+def raw_jsonl_keys(kinds: Iterable[str] | None = None) -> list[str]:
+    """Every top-level key of a raw JSONL line: the fields of every judgment kind (with
+    ``kinds``, a later kind's only when ``kinds`` names it), and ``item``."""
+    wanted = set(JUDGMENT_KINDS)
+    if kinds is not None:
+        wanted = (wanted - LATER_KINDS) | (set(kinds) & LATER_KINDS)
     return sorted(
         {
             f.alias or name
@@ -57,13 +59,13 @@ def raw_jsonl_keys(kinds: Iterable[str] = ()) -> list[str]:
     )
 
 
-#: Every top-level key of a raw JSONL line of the first six kinds, and ``item``.
+#: Every top-level key of a raw JSONL line of any kind, and ``item``.
 RAW_JSONL_KEYS = raw_jsonl_keys()
 #: Keys that are always a string; the others load as ``datasets.Json``.
 RAW_STRING_KEYS = ("kind", "item_id")
 
 
-def raw_jsonl_features(kinds: Iterable[str] = ()):
+def raw_jsonl_features(kinds: Iterable[str] | None = None):
     """``datasets.Features`` that load a raw JSONL export of any size and mix of kinds."""
     from datasets import Features, Json, Value
 
