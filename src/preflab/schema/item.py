@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from .common import FieldProblem, Identifier, Message, Prompt, StrictModel, content_hash
+from .criteria import CriteriaSet, approved_criteria
 from .identity import candidate_key, identity, item_content, item_key
 from .judgments import JudgmentBase, parse_judgment
 
@@ -130,8 +131,6 @@ class Item(StrictModel):
 
     def _check_criteria(self, raw: Any) -> None:
         """``metadata.criteria`` (:mod:`.criteria`, the item's own rubric) is validated at import."""
-        from .criteria import CriteriaSet
-
         try:
             CriteriaSet.model_validate(raw)
         except ValidationError as exc:
@@ -191,4 +190,14 @@ class Item(StrictModel):
             "domains": list(self.domains),
             # the kinds the item's author allows (``metadata.kinds``); harmless to show
             **({"kinds": list(self.metadata["kinds"])} if self.metadata.get("kinds") else {}),
+            # the item's own approved criteria, what a rater's checklist grades (no secret)
+            **self._public_criteria(),
         }
+
+    def _public_criteria(self) -> dict[str, Any]:
+        if "criteria" not in self.metadata:
+            return {}
+        found = approved_criteria(self.metadata)
+        if found is None:
+            return {}
+        return {"criteria": {"version": found.version, "criteria": found.as_json()["criteria"]}}
