@@ -27,7 +27,8 @@ version), or the same as arguments (verl: ``+reward.custom_reward_function.rewar
 ``parse_retries`` more asks: not one JSON object, or not naming every criterion once) is never
 guessed: verl gets ``score`` = ``failure_score`` (default 0.0) with ``judge_failed`` = 1.0 in its
 extra info, TRL gets ``None`` (``GRPOTrainer`` sums rewards with ``nansum``: the sample gets no
-reward from this function); both record the reason (``CriteriaReward.failures``, and the
+reward from this function, and one no function scored is kept out of its group's baseline with
+advantage 0, TRL 1.16); both record the reason (``CriteriaReward.failures``, and the
 ``preflab.judge`` logger).
 
 Absolute imports only: verl may load this file by its path.
