@@ -329,3 +329,42 @@ def test_trl_reward_function_from_a_column_and_from_the_verl_export(sqlite_url, 
         assert reward(["How?"], ["dose"], criteria=[json.dumps(approved())]) == [None]
         (failure,) = reward.failures
         assert failure.startswith("malformed reply, 1 times; last: not a JSON object")
+
+
+def test_the_quality_report_measures_agreement_per_criterion(sqlite_url):
+    engine = db.open_db(sqlite_url)
+    with transaction(engine) as s:
+        project = create_project(s, "m", kinds=["criteria"])
+        for k in range(6):
+            add_item(
+                s,
+                project,
+                Item(
+                    id=f"q{k}",
+                    prompt=f"p{k}",
+                    candidates=[Candidate(id="c", text="a")],
+                    metadata={"criteria": approved()},
+                ),
+            )
+            for rater in ("r1", "r2"):
+                met = {"dose": k % 2 == 0 or rater == "r1", "doctor": k < 3, "water": True}
+                add_judgment(
+                    s,
+                    project,
+                    CriteriaJudgment(
+                        item_id=f"q{k}",
+                        candidate_id="c",
+                        criteria_version=1,
+                        met=met,
+                        provenance={"rater_id": rater},
+                    ),
+                )
+    engine.dispose()
+    result = CliRunner().invoke(app, ["quality", "report", "m", "--db", sqlite_url, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["dimension"]: r for r in json.loads(result.stdout)["agreement"]}
+    dose = rows["criterion:dose"]
+    # 12 labels, 9 met; 3 units disagree: D_o = 6/12, D_e = 2*9*3/(12*11) -> 1 - (1/2)/(54/132)
+    assert (dose["n_units"], dose["percent_agreement"]) == (6, 0.5)
+    assert dose["alpha"] == pytest.approx(1 - 0.5 / (54 / 132), abs=1e-12)
+    assert rows["criterion:doctor"]["alpha"] == 1.0
