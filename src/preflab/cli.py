@@ -939,6 +939,16 @@ def _mount_judge_commands() -> None:
 _mount_judge_commands()
 
 
+def _mount_criteria_commands() -> None:
+    """``preflab criteria ...``: an item's own criteria (docs/rubric-rewards.md)."""
+    from .criteria_cli import criteria_app
+
+    app.add_typer(criteria_app, name="criteria")
+
+
+_mount_criteria_commands()
+
+
 def _mount_verify_commands() -> None:
     """``preflab verify ...`` lives with the verifiers."""
     from .verify.cli import verify_app

@@ -10,6 +10,7 @@ from preflab.io.export import ExportOptions, export_project
 from preflab.io.export.raw import raw_jsonl_features
 from preflab.schema import (
     JUDGMENT_KINDS,
+    CriteriaJudgment,
     DemonstrationJudgment,
     Item,
     PairwiseJudgment,
@@ -97,6 +98,23 @@ def labels() -> dict[str, list]:
             ),
             DemonstrationJudgment(item_id="one", text="draft", provenance=prov("r2")),
         ],
+        "criteria": [
+            CriteriaJudgment(
+                item_id="four",
+                candidate_id="m",
+                criteria_version=1,
+                met={"dose": True, "doctor": False},
+                provenance=prov("r1"),
+            ),
+            CriteriaJudgment(
+                item_id="four",
+                candidate_id="m",
+                criteria_version=1,
+                met={"dose": False, "doctor": False},
+                rationale="no dose",
+                provenance=prov("r2"),
+            ),
+        ],
     }
 
 
@@ -113,6 +131,23 @@ ITEMS = [
         id="three",
         prompt=[{"role": "user", "content": "Rank these."}],
         candidates=[{"id": f"c{k}", "text": f"answer {k}"} for k in (1, 2, 3)],
+    ),
+    Item(
+        id="four",
+        prompt="Dose of X?",
+        candidates=[{"id": "m", "text": "500 mg"}],
+        metadata={
+            "criteria": {
+                "version": 1,
+                "author": "e1",
+                "approved_by": "e2",
+                "approved_at": "2026-12-01T00:00:00Z",
+                "criteria": [
+                    {"id": "dose", "text": "States the dose", "weight": 2, "must_have": True},
+                    {"id": "doctor", "text": "Says when to see a doctor"},
+                ],
+            }
+        },
     ),
 ]
 
@@ -157,14 +192,18 @@ def test_the_raw_jsonl_of_each_kind_loads_with_datasets(sqlite_url, tmp_path, ki
 def test_the_raw_jsonl_of_a_project_with_every_kind_loads_with_datasets(sqlite_url, tmp_path):
     out = raw_export(sqlite_url, tmp_path, JUDGMENT_KINDS)
     ds = load_as_the_card_says(out)
-    assert ds.num_rows == 12 and sorted(set(ds["kind"])) == sorted(JUDGMENT_KINDS)
+    assert ds.num_rows == 2 * len(JUDGMENT_KINDS) and sorted(set(ds["kind"])) == sorted(
+        JUDGMENT_KINDS
+    )
     assert [p.get("guideline_version") for p in ds["provenance"]].count(2) == 1
 
 
 def test_the_raw_parquet_of_every_kind_loads_in_any_number_of_blocks(sqlite_url, tmp_path):
     out = raw_export(sqlite_url, tmp_path, JUDGMENT_KINDS, file_format="parquet")
     ds = load_as_the_card_says(out, "parquet")
-    assert ds.num_rows == 12 and sorted(set(ds["kind"])) == sorted(JUDGMENT_KINDS)
+    assert ds.num_rows == 2 * len(JUDGMENT_KINDS) and sorted(set(ds["kind"])) == sorted(
+        JUDGMENT_KINDS
+    )
 
 
 def test_without_declared_features_a_mix_over_several_blocks_fails_to_load(sqlite_url, tmp_path):
@@ -178,7 +217,9 @@ def test_without_declared_features_a_mix_over_several_blocks_fails_to_load(sqlit
 def test_with_the_cards_features_every_kind_loads_over_several_blocks(sqlite_url, tmp_path):
     out = raw_export(sqlite_url, tmp_path, JUDGMENT_KINDS)
     ds = load_as_the_card_says(out, chunksize=2_000, features=raw_jsonl_features())
-    assert ds.num_rows == 12 and sorted(set(ds["kind"])) == sorted(JUDGMENT_KINDS)
+    assert ds.num_rows == 2 * len(JUDGMENT_KINDS) and sorted(set(ds["kind"])) == sorted(
+        JUDGMENT_KINDS
+    )
     # values load as written: nested objects as dicts, optional fields None where absent
     pairwise = [r for r in ds if r["kind"] == "pairwise"]
     assert {r["winner"] for r in pairwise} == {"a", "tie"} and pairwise[0]["order"] is None
@@ -194,4 +235,4 @@ def test_the_cards_loading_code_runs_as_written(sqlite_url, tmp_path):
     code = code.replace("path/to/export", str(out))
     code = code.replace('split="train",', f'split="train", cache_dir="{tmp_path / "hf"}",')
     exec(code, scope)
-    assert scope["ds"].num_rows == 12
+    assert scope["ds"].num_rows == 2 * len(JUDGMENT_KINDS)

@@ -75,6 +75,13 @@ def test_every_kind_round_trips_through_its_dict():
             "text": "An expert answer.",
             "status": "accepted",
         },
+        {
+            "kind": "criteria",
+            "item_id": "i",
+            "candidate_id": "a",
+            "criteria_version": 2,
+            "met": {"dose": True, "doctor": False},
+        },
     ]
     assert sorted(e["kind"] for e in examples) == sorted(JUDGMENT_KINDS)
     for example in examples:

@@ -41,7 +41,7 @@ def run(
     template: Annotated[
         str,
         typer.Option(
-            help="pairwise, rubric, unary, steps (newest version), NAME@VERSION, or a template JSON file "
+            help="pairwise, rubric, unary, steps, criteria (newest version), NAME@VERSION, or a template JSON file "
             "(`preflab judge templates`)."
         ),
     ] = "pairwise",
@@ -140,6 +140,12 @@ def run(
             err.print(
                 f"{stats.no_steps} steps item(s) skipped: no step split (give the answer "
                 "metadata.steps, or label it once on the web page)",
+                highlight=False,
+            )
+        if stats.no_criteria:
+            err.print(
+                f"{stats.no_criteria} item(s) skipped: no approved criteria (preflab criteria "
+                "add / approve)",
                 highlight=False,
             )
         for line in stats.failures[:10]:

@@ -13,7 +13,14 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from ..io.quality_source import judge_section
-from ..schema import Item, JudgmentBase, StepsJudgment, kinds_for_item
+from ..schema import (
+    CriteriaSet,
+    Item,
+    JudgmentBase,
+    StepsJudgment,
+    approved_criteria,
+    kinds_for_item,
+)
 from ..store import JudgmentRow, Rater, repo, transaction
 from .runner import JudgeConfig, JudgeStats, Outcome, judge_rater, plan_tasks, run_tasks
 
@@ -75,6 +82,7 @@ def judge_project(
             dimensions, rubric_ref = list(rubric.dimensions), (rubric.id, rubric.version)
         items = []
         splits: dict[str, list[str]] = {}
+        criteria: dict[str, CriteriaSet] = {}
         for record in repo.iter_items_with_judgments(session, project):
             if not _fits(record.item, project.kinds, kind):
                 continue
@@ -84,6 +92,12 @@ def judge_project(
                     stats.no_steps += 1
                     continue
                 splits[str(record.item.id)] = split
+            if kind == "criteria":  # only approved criteria are graded
+                cset = approved_criteria(record.item.metadata)
+                if cset is None:
+                    stats.no_criteria += 1
+                    continue
+                criteria[str(record.item.id)] = cset
             items.append(record.item)
             if limit is not None and len(items) >= limit:
                 break
@@ -98,7 +112,9 @@ def judge_project(
                 )
             )
         )
-    tasks = plan_tasks(items, config, dimensions=dimensions, rubric=rubric_ref, steps=splits)
+    tasks = plan_tasks(
+        items, config, dimensions=dimensions, rubric=rubric_ref, steps=splits, criteria=criteria
+    )
     stats.tasks = len(tasks)
     todo = [t for t in tasks if t.idempotency_key not in stored]
     stats.already_stored = len(tasks) - len(todo)

@@ -51,11 +51,18 @@ class StepsReply(_Reply):
     verdicts: list[Literal[-1, 0, 1]] = Field(min_length=1)
 
 
+class CriteriaReply(_Reply):
+    """``met``: every criterion id of the request, true or false (the runner checks the ids)."""
+
+    met: dict[str, bool] = Field(min_length=1)
+
+
 REPLIES: dict[str, type[_Reply]] = {
     "pairwise": PairwiseReply,
     "rubric": ScoreReply,
     "unary": UnaryReply,
     "steps": StepsReply,
+    "criteria": CriteriaReply,
 }
 
 

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import (
+    CriteriaJudgment,
+    CriteriaSet,
     Dimension,
     Item,
     JudgeRecord,
@@ -84,6 +86,8 @@ class Ask:
     messages: list[dict[str, str]]
     dimension: Dimension | None = None
     steps: tuple[str, ...] | None = None
+    #: a criteria request: the criterion ids the reply must name, each once
+    criteria: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -97,6 +101,8 @@ class Task:
     asks: list[Ask]
     rubric: tuple[str, int] | None = None
     steps: tuple[str, ...] | None = None
+    #: the version of the item's approved criteria a criteria task grades against
+    criteria_version: int | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -117,6 +123,8 @@ class JudgeStats:
     already_stored: int = 0
     #: steps items skipped: no step split known (``project.step_split``)
     no_steps: int = 0
+    #: criteria items skipped: no approved criteria (``metadata.criteria``)
+    no_criteria: int = 0
     requests_planned: int = 0
     cached_replies: int = 0
     requests: int = 0
@@ -162,9 +170,11 @@ def plan_tasks(
     dimensions: Sequence[Dimension] = (),
     rubric: tuple[str, int] | None = None,
     steps: Mapping[str, Sequence[str]] | None = None,
+    criteria: Mapping[str, CriteriaSet] | None = None,
 ) -> list[Task]:
     """The tasks of ``items`` for the template's kind (items the caller found fit it; for
-    ``steps``, the step split of each item's answer in ``steps``, by item id)."""
+    ``steps``, the step split of each item's answer in ``steps``, by item id; for ``criteria``,
+    each item's approved criteria in ``criteria``, by item id)."""
     t = config.template
     params = {"temperature": config.temperature, "max_tokens": config.max_tokens}
     base = {"template": t.label, "model": config.model, "params": params}
@@ -215,6 +225,10 @@ def plan_tasks(
             split = tuple(steps[item.id])
             numbered = "\n".join(f"{i}. {text}" for i, text in enumerate(split, start=1))
             asks = [ask(t.messages(prompt=prompt, steps=numbered), split=split)]
+        elif t.kind == "criteria" and criteria is not None and item.id in criteria:
+            (cid,) = texts
+            tasks.append(criteria_task(item.id, cid, prompt, texts[cid], criteria[item.id], config))
+            continue
         else:
             raise ValueError(f"the judge runner does not label {t.kind!r} items yet")
         key = _digest({**base, "item": item.id, "asks": [a.key for a in asks]})
@@ -232,6 +246,33 @@ def plan_tasks(
     return tasks
 
 
+def criteria_text(cset: CriteriaSet) -> str:
+    """The criteria as the template shows them: one ``- [id] text`` line each (no weights: the
+    judge says what is met, the reward is computed from that)."""
+    return "\n".join(f"- [{c.id}] {c.text}" for c in cset.criteria)
+
+
+def criteria_task(
+    item_id: str,
+    candidate_id: str,
+    prompt: str,
+    answer: str,
+    cset: CriteriaSet,
+    config: JudgeConfig,
+) -> Task:
+    """One request grading ``answer`` against an approved criteria set (the project's runs and
+    the reward functions of :mod:`.rubric_reward` both build it here)."""
+    t = config.template
+    if t.kind != "criteria":
+        raise ValueError(f"template {t.label} is a {t.kind} template, not a criteria one")
+    params = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+    base = {"template": t.label, "model": config.model, "params": params}
+    messages = t.messages(prompt=prompt, answer=answer, criteria=criteria_text(cset))
+    ask = Ask(_digest({**base, "messages": messages}), messages, criteria=tuple(cset.ids()))
+    key = _digest({**base, "item": item_id, "asks": [ask.key], "criteria": cset.version})
+    return Task(key, item_id, "criteria", (candidate_id,), [ask], criteria_version=cset.version)
+
+
 # -- asking ------------------------------------------------------------------------------
 
 
@@ -245,6 +286,17 @@ def _parse(ask: Ask, kind: str, text: str) -> dict[str, Any]:
         why = steps_problem(reply["verdicts"], len(ask.steps))
         if why is not None:
             raise Malformed(f"verdicts: {why}")
+    if ask.criteria is not None:
+        named, wanted = set(reply["met"]), set(ask.criteria)
+        if named != wanted:
+            missing, unknown = sorted(wanted - named), sorted(named - wanted)
+            raise Malformed(
+                "met: "
+                + "; ".join(
+                    ([f"missing {missing}"] if missing else [])
+                    + ([f"not criteria of this item {unknown}"] if unknown else [])
+                )
+            )
     return reply
 
 
@@ -416,6 +468,16 @@ def outcome_of(task: Task, replies: list[dict[str, Any]], config: JudgeConfig) -
             item_id=task.item_id,
             candidate_id=cid,
             scores=scores,
+            rationale=rationale,
+            provenance=prov,
+        )
+    elif task.kind == "criteria":
+        assert task.criteria_version is not None
+        judgment = CriteriaJudgment(
+            item_id=task.item_id,
+            candidate_id=cid,
+            criteria_version=task.criteria_version,
+            met=replies[0]["met"],
             rationale=rationale,
             provenance=prov,
         )

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-KINDS = ("pairwise", "rubric", "unary", "steps")
+KINDS = ("pairwise", "rubric", "unary", "steps", "criteria")
 
 #: the placeholders each kind's ``user`` text may use
 PLACEHOLDERS = {
@@ -25,6 +25,7 @@ PLACEHOLDERS = {
     "rubric": {"prompt", "answer", "dimension", "dimension_description", "scale"},
     "unary": {"prompt", "answer"},
     "steps": {"prompt", "steps"},
+    "criteria": {"prompt", "answer", "criteria"},
 }
 
 

@@ -8,9 +8,11 @@ from .common import (
     prompt_as_messages,
     prompt_as_text,
 )
+from .criteria import CriteriaSet, Criterion, approved_criteria, criteria_reward, item_criteria
 from .item import Candidate, GoldAnswer, Item
 from .judgments import (
     JUDGMENT_KINDS,
+    CriteriaJudgment,
     DemonstrationJudgment,
     Judgment,
     JudgmentBase,
@@ -47,6 +49,9 @@ __all__ = [
     "JUDGMENT_KINDS",
     "TRAJECTORY_SCHEMA_VERSION",
     "Candidate",
+    "CriteriaJudgment",
+    "CriteriaSet",
+    "Criterion",
     "CritiqueSpan",
     "DemonstrationJudgment",
     "Dimension",
@@ -74,10 +79,13 @@ __all__ = [
     "UnaryJudgment",
     "VerbosityPenalty",
     "Veto",
+    "approved_criteria",
     "canonical_json",
+    "criteria_reward",
     "content_hash",
     "describe_need",
     "dump_judgment",
+    "item_criteria",
     "kind_fits",
     "kinds_for_item",
     "unfit_item_reason",

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from .common import FieldProblem, Identifier, Message, Prompt, StrictModel, content_hash
+from .criteria import CriteriaSet, approved_criteria
 from .identity import candidate_key, identity, item_content, item_key
 from .judgments import JudgmentBase, parse_judgment
 
@@ -102,6 +103,8 @@ class Item(StrictModel):
             self._check_gold(self.gold, ids)
         if "reference_provenance" in self.metadata:
             self._check_reference_provenance(self.metadata["reference_provenance"])
+        if "criteria" in self.metadata:
+            self._check_criteria(self.metadata["criteria"])
         return self
 
     @property
@@ -125,6 +128,15 @@ class Item(StrictModel):
             raise FieldProblem(
                 ("metadata", "reference_provenance", *first["loc"]), first["msg"]
             ) from None
+
+    def _check_criteria(self, raw: Any) -> None:
+        """``metadata.criteria`` (:mod:`.criteria`, the item's own rubric) is validated at import."""
+        try:
+            CriteriaSet.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            raise FieldProblem(("metadata", "criteria", *first["loc"]), msg) from None
 
     def _check_gold(self, gold: GoldAnswer, ids: list[str | None]) -> None:
         """The gold answer must be a judgment of this item (:meth:`GoldAnswer.expected`, what every
@@ -178,4 +190,14 @@ class Item(StrictModel):
             "domains": list(self.domains),
             # the kinds the item's author allows (``metadata.kinds``); harmless to show
             **({"kinds": list(self.metadata["kinds"])} if self.metadata.get("kinds") else {}),
+            # the item's own approved criteria, what a rater's checklist grades (no secret)
+            **self._public_criteria(),
         }
+
+    def _public_criteria(self) -> dict[str, Any]:
+        if "criteria" not in self.metadata:
+            return {}
+        found = approved_criteria(self.metadata)
+        if found is None:
+            return {}
+        return {"criteria": {"version": found.version, "criteria": found.as_json()["criteria"]}}

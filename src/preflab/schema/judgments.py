@@ -84,6 +84,9 @@ class SpannedJudgment(JudgmentBase):
         return self
 
 
+#: the most criteria an item may carry (:mod:`.criteria`)
+MAX_CRITERIA = 200
+
 STRENGTH_NAMES = {0: "tie", 1: "slightly better", 2: "better", 3: "much better"}
 
 
@@ -322,6 +325,33 @@ class StepsJudgment(JudgmentBase):
         return rows
 
 
+class CriteriaJudgment(SpannedJudgment):
+    """Whether one candidate meets each of its item's criteria (the approved version
+    ``criteria_version``, :mod:`.criteria`): a person's checklist or a judge's ``criteria`` template.
+
+    Label rows: one per criterion, unit ``item::candidate``, dimension ``criterion:<id>``, value
+    1 (met) or 0.
+    """
+
+    kind: ClassVar[str] = "criteria"
+    type: Literal["criteria"] = Field(default="criteria", alias="kind")
+    candidate_id: Identifier
+    criteria_version: int = Field(ge=1)
+    met: dict[Identifier, bool] = Field(min_length=1, max_length=MAX_CRITERIA)
+
+    @field_validator("met")
+    @classmethod
+    def _sorted(cls, v: dict[str, bool]) -> dict[str, bool]:
+        return dict(sorted(v.items()))
+
+    def candidate_ids(self) -> list[str]:
+        return [self.candidate_id]
+
+    def label_rows(self) -> list[LabelRow]:
+        unit = f"{self.item_id}::{self.candidate_id}"
+        return [self._row(unit, f"criterion:{cid}", int(ok)) for cid, ok in self.met.items()]
+
+
 class DemonstrationJudgment(JudgmentBase):
     """An expert-written answer (SFT data) with its review status."""
 
@@ -363,6 +393,7 @@ JUDGMENT_KINDS: dict[str, type[JudgmentBase]] = {
         UnaryJudgment,
         StepsJudgment,
         DemonstrationJudgment,
+        CriteriaJudgment,
     )
 }
 
@@ -372,7 +403,8 @@ Judgment = Annotated[
     | RubricJudgment
     | UnaryJudgment
     | StepsJudgment
-    | DemonstrationJudgment,
+    | DemonstrationJudgment
+    | CriteriaJudgment,
     Field(discriminator="type"),
 ]
 

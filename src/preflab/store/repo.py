@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from ..schema import (
     JUDGMENT_KINDS,
+    CriteriaJudgment,
     Item,
     JudgmentBase,
     Rubric,
@@ -25,6 +26,7 @@ from ..schema import (
     parse_judgment,
     rater_hash,
 )
+from ..schema.criteria import criteria_judgment_problems
 from ..schema.policy import stored_policy
 from ..schema.spans import span_category_problems, span_offset_problems
 from . import trusted
@@ -301,6 +303,8 @@ def check_judgment_against_item(judgment: JudgmentBase, item: Item) -> list[str]
     if isinstance(judgment, SpannedJudgment) and judgment.spans:
         lengths = {c.id: len(c.as_text()) for c in item.candidates if c.id is not None}
         problems += [f"{f}: {r}" for f, r in span_offset_problems(judgment.spans, lengths)]
+    if isinstance(judgment, CriteriaJudgment):  # against the item's approved criteria
+        problems += criteria_judgment_problems(judgment, item.metadata)
     return problems
 
 

@@ -71,6 +71,12 @@ def compute_score(
             )
         prompt = str(info.get("prompt_text") or "")
         return {"score": _reward_model(reward_model_path).score(prompt, solution_str), "route": 2.0}
+    if style == "rubric":  # an item's own criteria: graded by a judge, not here
+        raise RoutingError(
+            "a rubric row (extra_info.style 'rubric') is graded by a judge: set "
+            "reward.custom_reward_function.path=pkg://preflab.judge.rubric_reward (it routes "
+            "every other row here)"
+        )
     raise RoutingError(
         f"extra_info.style: expected 'rule' or 'model', got {style!r} (data_source {data_source!r}); "
         "the row does not come from preflab's verl export"

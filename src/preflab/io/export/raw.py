@@ -28,7 +28,7 @@ the file still re-imports as it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -37,27 +37,46 @@ import pyarrow as pa
 from ...schema import JUDGMENT_KINDS, dump_judgment
 from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
 
-#: Every top-level key of a raw JSONL line: the fields of every judgment kind, and ``item``.
-RAW_JSONL_KEYS = sorted(
-    {f.alias or name for cls in JUDGMENT_KINDS.values() for name, f in cls.model_fields.items()}
-    | {"item"}
-)
+#: Kinds whose keys a raw export's card lists only when the export holds one (a kind added
+#: later: exports without it keep their card byte for byte).
+LATER_KINDS = frozenset({"criteria"})
+
+
+def raw_jsonl_keys(kinds: Iterable[str] | None = None) -> list[str]:
+    """Every top-level key of a raw JSONL line: the fields of every judgment kind (with
+    ``kinds``, a later kind's only when ``kinds`` names it), and ``item``."""
+    wanted = set(JUDGMENT_KINDS)
+    if kinds is not None:
+        wanted = (wanted - LATER_KINDS) | (set(kinds) & LATER_KINDS)
+    return sorted(
+        {
+            f.alias or name
+            for kind, cls in JUDGMENT_KINDS.items()
+            if kind in wanted
+            for name, f in cls.model_fields.items()
+        }
+        | {"item"}
+    )
+
+
+#: Every top-level key of a raw JSONL line of any kind, and ``item``.
+RAW_JSONL_KEYS = raw_jsonl_keys()
 #: Keys that are always a string; the others load as ``datasets.Json``.
 RAW_STRING_KEYS = ("kind", "item_id")
 
 
-def raw_jsonl_features():
+def raw_jsonl_features(kinds: Iterable[str] | None = None):
     """``datasets.Features`` that load a raw JSONL export of any size and mix of kinds."""
     from datasets import Features, Json, Value
 
     return Features(
-        {k: Value("string") if k in RAW_STRING_KEYS else Json() for k in RAW_JSONL_KEYS}
+        {k: Value("string") if k in RAW_STRING_KEYS else Json() for k in raw_jsonl_keys(kinds)}
     )
 
 
-def features_snippet(path: str) -> list[str]:
+def features_snippet(path: str, kinds: Iterable[str] = ()) -> list[str]:
     """The card's code: :func:`raw_jsonl_features` written out, then the load call."""
-    others = [k for k in RAW_JSONL_KEYS if k not in RAW_STRING_KEYS]
+    others = [k for k in raw_jsonl_keys(kinds) if k not in RAW_STRING_KEYS]
     return [
         "from datasets import Features, Json, Value, load_dataset",
         "",
@@ -140,7 +159,10 @@ class Raw(Exporter):
             "(needs a `datasets` release with the `Json` feature, 5.2 checked):",
             "",
             "```python",
-            *features_snippet(f"path/to/export/{manifest['split']}.jsonl"),
+            *features_snippet(
+                f"path/to/export/{manifest['split']}.jsonl",
+                manifest.get("counts", {}).get("judgments_in_by_kind", {}),
+            ),
             "```",
             "",
         ]

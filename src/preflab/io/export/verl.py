@@ -13,6 +13,10 @@ the verifier's ground truth (the math answer, or the task's JSON) and ``extra_in
 naming the verifier (``extra_info.verify_task``: the task's JSON, so a math task's
 ``tolerance`` survives verl's bare-answer ``ground_truth``); else ``"rule"`` with the item's hidden ``reference`` as ``ground_truth``
 when it has one, else ``"model"`` (a reward model scores the rollout; ``ground_truth`` is null).
+An item with approved criteria of its own (``metadata.criteria``, not verifiable) is a
+``"rubric"`` row: ``ground_truth`` is the criteria set's JSON, ``extra_info.verifier``
+``preflab.judge:criteria``, ``extra_info.prompt_text`` the prompt, graded by a judge in
+:mod:`preflab.judge.rubric_reward` (docs/rubric-rewards.md).
 ``data_source`` is the item's ``metadata.source`` or the project name, or
 ``params={"data_source": ...}`` for every row (CLI ``--data-source``); ``ability`` the item's
 first domain, else ``"general"``. With ``params={"require_reference": True}`` (CLI
@@ -45,7 +49,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...schema import prompt_as_text
+from ...schema import approved_criteria, item_criteria, prompt_as_text
 from ...schema.routing import rule_ground_truth, verifiable_route, verify_task
 from .base import MESSAGES, Batch, ExportData, Exporter, ExportOptions, chunked, prompt_value
 
@@ -95,6 +99,12 @@ VERL_BUILTIN_DATA_SOURCES = frozenset(
 )
 CONFIG_LINES = (
     "reward.custom_reward_function.path=pkg://preflab.verify.verl_reward",
+    "reward.custom_reward_function.name=compute_score",
+)
+#: ``extra_info.verifier`` of a rubric row (an item with approved criteria, graded by a judge)
+RUBRIC_VERIFIER = "preflab.judge:criteria"
+RUBRIC_CONFIG_LINES = (
+    "reward.custom_reward_function.path=pkg://preflab.judge.rubric_reward",
     "reward.custom_reward_function.name=compute_score",
 )
 REWARD_MODEL_LINE = (
@@ -169,11 +179,14 @@ class Verl(Exporter):
         unknown: dict[str, int] = {}
         model_rows_builtin = 0
         repo_level = 0
+        rubric_unapproved = 0
         for item in items:
+            if _criteria_unapproved(item):
+                rubric_unapproved += 1
             if verifiable_route(item) == "code" and (verify_task(item) or {}).get("mode") == "repo":
                 repo_level += 1
             style = _reward_model(item)["style"]
-            styles[style] += 1
+            styles[style] = styles.get(style, 0) + 1
             source = self._data_source(item, data, options)
             if not is_verl_builtin(source):
                 unknown[source] = unknown.get(source, 0) + 1
@@ -190,7 +203,7 @@ class Verl(Exporter):
             "with_author": sum(1 for t in tasks if t and t.get("author")),
             "with_approver": sum(1 for t in tasks if t and t.get("approver")),
         }
-        return {
+        counts: dict[str, Any] = {
             "rows_by_style": styles,
             "unknown_data_sources": unknown,
             "model_rows_builtin": model_rows_builtin,
@@ -198,6 +211,9 @@ class Verl(Exporter):
             "left_out": dropped,
             "task_provenance": provenance,
         }
+        if rubric_unapproved:  # only then: exports without criteria keep their manifest
+            counts["criteria_unapproved"] = rubric_unapproved
+        return counts
 
     def notes_from_counts(self, counts: dict[str, Any], options: ExportOptions) -> dict[str, Any]:
         unknown: dict[str, int] = counts["unknown_data_sources"]
@@ -238,8 +254,18 @@ class Verl(Exporter):
                 "independent experts who agree, or an adjudication (metadata.reference_provenance): "
                 + ", ".join(sorted(dropped["reference_unsettled"])[:20])
             )
+        if counts.get("criteria_unapproved"):
+            warnings.append(
+                f"{counts['criteria_unapproved']} items carry criteria not approved yet: exported "
+                "without them (a reference or model row); approve them (preflab criteria approve) "
+                "to reward with them"
+            )
+        by_style = counts["rows_by_style"]
+        styles = {"rule": by_style["rule"], "model": by_style["model"]}
+        if by_style.get("rubric"):
+            styles["rubric"] = by_style["rubric"]
         return {
-            "rows_by_style": counts["rows_by_style"],
+            "rows_by_style": styles,
             "warnings": warnings,
             "repo_level_code_rows": repo_level,
             "left_out": {k: sorted(v) for k, v in sorted(dropped.items())},
@@ -248,10 +274,26 @@ class Verl(Exporter):
 
     def usage(self, manifest: dict[str, Any]) -> list[str]:
         split, file_format = manifest["split"], manifest["file_format"]
-        model_rows = manifest.get("format_notes", {}).get("rows_by_style", {}).get("model", 0)
-        lines = [f"data.train_files=path/to/export/{split}.{file_format}", *CONFIG_LINES]
+        by_style = manifest.get("format_notes", {}).get("rows_by_style", {})
+        model_rows, rubric_rows = by_style.get("model", 0), by_style.get("rubric", 0)
+        lines = [
+            f"data.train_files=path/to/export/{split}.{file_format}",
+            *(RUBRIC_CONFIG_LINES if rubric_rows else CONFIG_LINES),
+        ]
         if model_rows:
             lines.append(REWARD_MODEL_LINE)
+        rubric = (
+            [
+                f"{rubric_rows} rows carry their item's approved criteria (`style: rubric`, the "
+                "criteria set as JSON in `ground_truth`): `preflab.judge.rubric_reward` grades "
+                "them with the judge named by `PREFLAB_JUDGE_ENDPOINT` and `PREFLAB_JUDGE_MODEL` "
+                "(weighted share of criteria met, an unmet must-have gives 0) and hands every "
+                "other row to `preflab.verify.verl_reward` (docs/rubric-rewards.md).",
+                "",
+            ]
+            if rubric_rows
+            else []
+        )
         return [
             "## Training with verl (checked against verl 0.9.1)",
             "",
@@ -265,6 +307,7 @@ class Verl(Exporter):
             *lines,
             "```",
             "",
+            *rubric,
             *[f"- warning: {w}" for w in manifest.get("format_notes", {}).get("warnings", [])],
             "",
         ]
@@ -290,11 +333,25 @@ def is_verl_builtin(data_source: str) -> bool:
     return data_source in VERL_BUILTIN_DATA_SOURCES or data_source.startswith("aime")
 
 
+def _criteria_unapproved(item) -> bool:
+    return (
+        verifiable_route(item) is None
+        and item_criteria(item.metadata) is not None
+        and (approved_criteria(item.metadata) is None)
+    )
+
+
 def _reward_model(item) -> dict:
     """Verifiable items (see :mod:`preflab.schema.routing`) are scored by their verifier: rule
-    style with the verifier's ground truth; else rule with the hidden reference, else a model."""
+    style with the verifier's ground truth; else, with approved criteria
+    (``metadata.criteria``), ``rubric`` style with the criteria set's JSON (a judge grades the
+    rollout against it: :mod:`preflab.judge.rubric_reward`); else rule with the hidden
+    reference, else a model."""
     if verifiable_route(item) is not None:
         return {"style": "rule", "ground_truth": rule_ground_truth(item)}
+    criteria = approved_criteria(item.metadata)
+    if criteria is not None:
+        return {"style": "rubric", "ground_truth": json.dumps(criteria.as_json(), sort_keys=True)}
     return {
         "style": "rule" if item.reference is not None else "model",
         "ground_truth": item.reference,
@@ -317,6 +374,8 @@ def _extra_info(item, split: str, index: int) -> dict:
             if spec
             else None
         )
+    elif style == "rubric":
+        verifier = RUBRIC_VERIFIER
     else:
         verifier = "preflab.verify:exact" if style == "rule" else None
     return {
@@ -325,6 +384,6 @@ def _extra_info(item, split: str, index: int) -> dict:
         "item_id": item.id,
         "style": style,
         "verifier": verifier,
-        "prompt_text": prompt_as_text(item.prompt) if style == "model" else None,
+        "prompt_text": prompt_as_text(item.prompt) if style in ("model", "rubric") else None,
         "verify_task": task,
     }

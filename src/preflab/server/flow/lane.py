@@ -60,6 +60,7 @@ from ..sql import statements as compiled_statements
 from . import extra
 from . import next as rules
 from .common import Changed, NotCommon
+from .criteria import item_meta
 from .submit import (
     SCORED_LATER,
     ServiceError,
@@ -240,7 +241,9 @@ def item_view(
     )
     if len(VIEWS) > 20_000:
         VIEWS.clear()
-    hit = VIEWS[key] = (item.public_view(), [r[7] for r in rows])
+    hit = (item.public_view(), [r[7] for r in rows])
+    if "criteria" not in hit[0]:  # criteria (metadata) change without the content hash
+        VIEWS[key] = hit
     return hit
 
 
@@ -706,6 +709,11 @@ def _validated(
             rubric = yield from _framework_step(
                 lane, "rubric", lambda s: current_rubric(s, s.get(Project, project.pk))
             )
+    meta: Any = None  # a checklist is checked against the item's criteria (metadata)
+    if judgment.get("kind") == "criteria":
+        meta = yield from _framework_step(
+            lane, "criteria", lambda s: item_meta(s, project.pk, item_key)
+        )
     return build_judgment(
         None,
         project,  # type: ignore[arg-type]  # a ProjectRef: what build_judgment reads of it
@@ -721,6 +729,7 @@ def _validated(
         guideline_version=settings_version,
         rubric=rubric,
         assisted_by=assisted_by,
+        item_meta=meta,
     )
 
 

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.orm import Session
 
 from ...schema import (
+    CriteriaJudgment,
     PairwiseJudgment,
     Rubric,
     RubricJudgment,
@@ -34,6 +35,7 @@ from ...store.rows import pairwise_judgment_values
 from ..errors import ServiceError
 from ..wire import wire_problems
 from .common import NotCommon, aware
+from .criteria import criteria_problems
 
 #: Pool roles whose answers are scored after the response: production and production gold look and cost the same,
 #: gold being scored after the response (:func:`preflab.server.services.gold_scoring.defer_gold_scoring`).
@@ -345,6 +347,7 @@ def build_judgment(
     guideline_version: int | None = None,
     rubric: Rubric | None | object = READ_RUBRIC,
     assisted_by: list[Any] | None = None,
+    item_meta: dict[str, Any] | None | object = READ_RUBRIC,
 ):
     """Validate a submitted judgment body into its schema class (422 field-by-field); every
     submit path's one validation (the flow's on every executor for every kind but
@@ -449,6 +452,12 @@ def build_judgment(
                 problem(p.split(":")[0], p.split(": ", 1)[-1])
                 for p in rubric.check_scores(judgment.scores, judgment.vetoes_failed)
             ]
+    if isinstance(judgment, CriteriaJudgment):  # against the item's approved criteria
+        if item_row is not None:
+            item_meta = item_row.meta
+        elif item_meta is READ_RUBRIC:
+            raise NotCommon("criteria")  # the item's metadata: read by the framework
+        problems += criteria_problems(judgment, item_meta)
     short = rationale_refusal(
         judgment.rationale, policy_of(project.settings or {}).min_rationale_chars
     )

@@ -494,7 +494,7 @@
     const updateCount = () => { count.textContent = rationale.value.length + (minChars ? " / " + minChars : ""); };
     rationale.addEventListener("input", updateCount);
     updateCount();
-    const w = widgets[kind];
+    const w = widgets[kind] || (window.preflabWidgets || {})[kind];  // criteria.js and the like
     const onKey = w.init(root, task.initial, telemetry);
     const idem = uuid();
     let busy = false, done = false;
