@@ -67,6 +67,7 @@ from .submit import (
     kind_refusal,
     lease_refusal,
     pairwise_values,
+    read_answer_lengths,
 )
 
 _RNG = random.SystemRandom()
@@ -675,6 +676,11 @@ def _validated(
             rubric = yield from _framework_step(
                 lane, "rubric", lambda s: current_rubric(s, s.get(Project, project.pk))
             )
+    lengths = None
+    if judgment.get("spans"):  # critique spans: checked against the answers' texts, read here
+        lengths = yield from _framework_step(
+            lane, "spans", lambda s: read_answer_lengths(s, project.pk, item_key)
+        )
     return build_judgment(
         None,
         project,  # type: ignore[arg-type]  # a ProjectRef: what build_judgment reads of it
@@ -689,6 +695,7 @@ def _validated(
         candidate_keys=candidate_keys,
         guideline_version=settings_version,
         rubric=rubric,
+        answer_lengths=lengths,
     )
 
 
