@@ -193,6 +193,20 @@ def span_markdown(text: Any, base: int = 0) -> Markup:
     return Markup(md.renderer.render(tokens, md.options, env))
 
 
+#: The kinds whose label page offers critique spans (those whose judgments take ``spans``).
+SPAN_KINDS = frozenset({"pairwise", "ranking", "rubric", "unary"})
+
+
+def marks_spans(policy: Any, kind: Any, mode: Any) -> bool:
+    """Whether the label page offers span marking: the project lists span categories, the kind
+    takes spans, and a rater is labelling (a new label, a revision or an edit)."""
+    return bool(
+        getattr(policy, "span_categories", None)
+        and kind in SPAN_KINDS
+        and mode in ("label", "revise", "edit")
+    )
+
+
 def marked_text(text: str, spans: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The raw answer cut at every span edge: ``[{text, categories}]`` in order, for a
     reviewer's view (rendered inert by Jinja's escaping; no Markdown, so offsets are exact)."""
