@@ -91,7 +91,10 @@ def test_a_rater_marks_spans_with_keyboard_and_mouse(site, new_page):
     with page.expect_navigation():
         page.keyboard.press("Control+Enter")
     (j,) = [j for j in site.judgments("critiques") if j["rater"] == "alice"]
-    got = {(s["candidate_id"], ANSWER[s["start"] : s["end"]], s["category"], s["note"]) for s in j["body"]["spans"]}
+    got = {
+        (s["candidate_id"], ANSWER[s["start"] : s["end"]], s["category"], s["note"])
+        for s in j["body"]["spans"]
+    }
     assert got == {
         ("x", "Bold", "style", "too loud"),
         ("x", FIRST_LINE, "factual_error", "Paris, not Lyon"),

@@ -24,6 +24,7 @@ from ...schema import (
     kinds_for_item,
     parse_judgment,
 )
+from ...schema.common import FieldProblem
 from ...schema.pairwise import (
     judgment_content_hash,
     pairwise_hashed,
@@ -314,10 +315,15 @@ def pairwise_values(
 def _field_errors(
     exc: ValidationError, prefix: tuple = ("body", "judgment")
 ) -> list[dict[str, Any]]:
-    return [
-        {"loc": [*prefix, *[str(p) for p in e["loc"]]], "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_input=False)
-    ]
+    out = []
+    for e in exc.errors(include_url=False, include_input=False):
+        named = (e.get("ctx") or {}).get("error")
+        if isinstance(named, FieldProblem):  # a model validator that names its field (spans.N...)
+            loc = [*e["loc"], *named.field]
+            out.append({"loc": [*prefix, *map(str, loc)], "msg": named.reason, "type": e["type"]})
+            continue
+        out.append({"loc": [*prefix, *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]})
+    return out
 
 
 #: ``build_judgment(rubric=...)`` left out: read it through the session.

@@ -147,7 +147,9 @@ def _text(self: Any, tokens: list[Token], idx: int, options: Any, env: dict[str,
     return _runs(pieces, env["base"])
 
 
-def _code_inline(self: Any, tokens: list[Token], idx: int, options: Any, env: dict[str, Any]) -> str:
+def _code_inline(
+    self: Any, tokens: list[Token], idx: int, options: Any, env: dict[str, Any]
+) -> str:
     return f"<code>{_text(self, tokens, idx, options, env)}</code>"
 
 
