@@ -59,7 +59,7 @@ def test_a_rater_marks_spans_with_keyboard_and_mouse(site, new_page):
 
     # keyboard: focus the answer's text, move past the emoji and the space, extend over "Bold"
     page.select_option("#span-category", "style")
-    page.fill("#span-note", "too loud")
+    page.fill("#span-note", "too <b>loud</b>")
     source.focus()
     for _ in range(2):
         page.keyboard.press("ArrowRight")
@@ -96,8 +96,22 @@ def test_a_rater_marks_spans_with_keyboard_and_mouse(site, new_page):
         for s in j["body"]["spans"]
     }
     assert got == {
-        ("x", "Bold", "style", "too loud"),
+        ("x", "Bold", "style", "too <b>loud</b>"),
         ("x", FIRST_LINE, "factual_error", "Paris, not Lyon"),
         ("x", "here", "factual_error", ""),
     }
     page.guard.assert_clean()
+
+    # a reviewer sees each span on the answer's raw text, with its category and note (inert)
+    review = new_page(site)
+    login(review, "root", next_path="/p/critiques/review/item/s-1")
+    card = review.locator(f"#judgment-{j['judgment_id']}")
+    marks = card.locator(".span-marks mark")
+    expect(marks.first).to_be_visible()
+    assert "Bold" in marks.all_text_contents()
+    notes = card.locator(".span-notes li")
+    expect(notes).to_have_count(3)
+    expect(notes.filter(has_text="style")).to_contain_text("too <b>loud</b>")  # shown as text
+    expect(card.locator(".span-notes b")).to_have_count(0)
+    shot(review, "71-review-critique-spans")
+    review.guard.assert_clean()
