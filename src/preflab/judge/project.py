@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 
 from ..io.quality_source import judge_section
 from ..schema import Item, JudgmentBase, StepsJudgment, kinds_for_item
+from ..schema.policy import stored_policy
 from ..store import JudgmentRow, Rater, repo, transaction
 from .runner import JudgeConfig, JudgeStats, Outcome, judge_rater, plan_tasks, run_tasks
 
@@ -63,6 +64,7 @@ def judge_project(
                 f"project {project_name!r} collects {project.kinds}, not {kind!r}: pick a "
                 f"template of one of those kinds (preflab judge templates)"
             )
+        categories = stored_policy(project.settings).span_categories
         dimensions: list[Any] = []
         rubric_ref = None
         if kind == "rubric":
@@ -98,7 +100,14 @@ def judge_project(
                 )
             )
         )
-    tasks = plan_tasks(items, config, dimensions=dimensions, rubric=rubric_ref, steps=splits)
+    tasks = plan_tasks(
+        items,
+        config,
+        dimensions=dimensions,
+        rubric=rubric_ref,
+        steps=splits,
+        span_categories=categories,
+    )
     stats.tasks = len(tasks)
     todo = [t for t in tasks if t.idempotency_key not in stored]
     stats.already_stored = len(tasks) - len(todo)
