@@ -209,15 +209,6 @@ def marks_spans(policy: Any, kind: Any, mode: Any) -> bool:
     )
 
 
-def answer_text(candidate: Any) -> str:
-    """``Candidate.as_text()`` of a candidate's public view (a mapping): its text, or its
-    assistant turns joined by a blank line; what span offsets index."""
-    if candidate.get("text") is not None:
-        return str(candidate["text"])
-    turns = [m for m in candidate.get("messages") or [] if m.get("role") == "assistant"]
-    return "\n\n".join(str(m.get("content") or "") for m in turns)
-
-
 def marked_text(text: str, spans: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The raw answer cut at every span edge: ``[{text, categories}]`` in order, for a
     reviewer's view (rendered inert by Jinja's escaping; no Markdown, so offsets are exact)."""
