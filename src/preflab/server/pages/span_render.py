@@ -5,7 +5,8 @@ into ``Candidate.as_text()`` (docs/critiques.md).
 The parse is markdown-it's (the one :mod:`.render` uses, same options and link rules); before
 rendering, every text-bearing token (text, inline code, soft breaks, code blocks) is aligned
 with the raw text inside its block's lines: the token's text found whole at or after the cursor
-(the common case: plain words, code), else character by character within a short window
+(the common case: plain words, code; a match that would skip a letter is not taken), else
+character by character within a short window
 (escapes such as ``\\*`` and entities such as ``&amp;`` render one character for several).
 A character that cannot be placed (an entity like ``&copy;``) is shown without an offset, so a
 selection edge on it moves to the nearest placed character: offsets are never guessed. Each
@@ -57,7 +58,9 @@ class _Aligner:
         if not text:
             return []
         pos = self.src.find(text, self.cursor, end)
-        if pos >= 0:
+        # whole, unless the match skips a letter (then it is a later occurrence: the text here
+        # is escaped or has an entity, and is placed character by character instead)
+        if pos >= 0 and not any(ch.isalpha() for ch in self.src[self.cursor : pos]):
             self.cursor = pos + len(text)
             return [(text, pos)]
         pieces: list[Piece] = []
@@ -126,6 +129,9 @@ def _align(tokens: list[Token], src: str) -> None:
                         al.skip_link_tail(end)
         elif tok.type in ("fence", "code_block"):
             _, end = al.region(tok)
+            if tok.type == "fence":  # past the opening fence and its info string
+                nl = src.find("\n", al.cursor, end)
+                al.cursor = nl + 1 if nl >= 0 else al.cursor
             body = tok.content[:-1] if tok.content.endswith("\n") else tok.content
             tok.meta["pieces"] = al.place(body, end)
 
