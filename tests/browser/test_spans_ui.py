@@ -48,6 +48,41 @@ def site(tmp_path_factory):
     s.server.stop()
 
 
+@pytest.fixture(scope="module")
+def ranking_site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("spans-ranking-site")
+    s = build_site(
+        tmp,
+        {"root": True, "alice": False},
+        [
+            {
+                "name": "ranked",
+                "kinds": ["ranking"],
+                "policy": {
+                    **OPEN,
+                    "overlap_share": 0.0,
+                    "randomise_order": False,
+                    "span_categories": ["style"],
+                },  # fmt: skip
+                "members": {"alice": "rater"},
+                "items": [
+                    {
+                        "id": "r-1",
+                        "prompt": "Name a colour.",
+                        "candidates": [
+                            {"id": "c1", "text": "Red."},
+                            {"id": "c2", "text": "*Blue*, **surely** green."},
+                            {"id": "c3", "text": "Yellow."},
+                        ],
+                    }
+                ],
+            }
+        ],
+    )
+    yield s
+    s.server.stop()
+
+
 def test_a_rater_marks_spans_with_keyboard_and_mouse(site, new_page):
     page = new_page(site)
     login(page, "alice", next_path="/p/critiques/label")
@@ -115,3 +150,22 @@ def test_a_rater_marks_spans_with_keyboard_and_mouse(site, new_page):
     expect(card.locator(".span-notes b")).to_have_count(0)
     shot(review, "71-review-critique-spans")
     review.guard.assert_clean()
+
+
+def test_a_word_in_a_ranking_answer_is_selected_not_dragged(ranking_site, new_page):
+    page = new_page(ranking_site)
+    login(page, "alice", next_path="/p/ranked/label")
+    page.locator('[data-action="get-task"]').click()
+    page.locator("#label-app").wait_for()
+    source = page.locator('.span-source[data-span-candidate="c2"]')
+    source.get_by_text("surely").dblclick()
+    expect(page.locator("#span-selection")).to_contain_text("surely")
+    page.locator('[data-action="mark-span"]').click()
+    expect(page.locator("#span-list li")).to_have_count(1)
+    with page.expect_navigation():
+        page.keyboard.press("Control+Enter")
+    (j,) = [j for j in ranking_site.judgments("ranked") if j["rater"] == "alice"]
+    (span,) = j["body"]["spans"]
+    text = "*Blue*, **surely** green."
+    assert (span["candidate_id"], text[span["start"] : span["end"]]) == ("c2", "surely")
+    page.guard.assert_clean()

@@ -147,12 +147,13 @@
       sel.modify(ev.shiftKey ? "extend" : "move", dir, unit);
     });
   }
-  /* A ranking's answers are draggable: pressing in an answer's text selects text instead. */
+  /* A ranking's answers are draggable: over an answer's text the pointer selects text instead
+     (the answer is dragged by its bar). */
   for (const src of sources) {
     const drag = src.closest('[draggable="true"]');
     if (!drag) continue;
-    src.addEventListener("pointerdown", () => { drag.draggable = false; });
-    document.addEventListener("pointerup", () => { drag.draggable = true; });
+    src.addEventListener("pointerenter", () => { drag.draggable = false; });
+    src.addEventListener("pointerleave", () => { drag.draggable = true; });
   }
   document.addEventListener("keydown", (ev) => {
     if (ev.key !== "m" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
