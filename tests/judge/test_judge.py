@@ -123,12 +123,12 @@ def test_self_preferring_judge_audit_equals_the_hand_computation(sqlite_url, tmp
         assert len(rows) == 5
         for r in rows:
             assert r.judge["model"] == "gpt-4o-mini" and r.judge["template"] == "pairwise"
-            assert r.judge["template_version"] == 1 and r.judge["endpoint"] == server.url
+            assert r.judge["template_version"] == 2 and r.judge["endpoint"] == server.url
             assert r.score == -2 and not r.excluded  # x (canonical first) better, strength 2
 
     audit = audit_project(engine, "p", n_boot=200)
     (judge,) = audit["judges"]
-    assert judge["judge"] == "gpt-4o-mini · pairwise@1" and judge["family"] == "gpt"
+    assert judge["judge"] == "gpt-4o-mini · pairwise@2" and judge["family"] == "gpt"
     # self-preference: the judge chose its family's answer (x) on all 5 pairs; the people's
     # own-family share per pair (a tie counts half): .5, 0, 1, 0, .25 -> mean .35
     sp = judge["self_preference"]
@@ -362,7 +362,7 @@ def test_rubric_and_unary_templates_end_to_end(sqlite_url, tmp_path):
     assert by_kind[("rubric", "q0")].judge["template"] == "rubric"
     assert [by_kind[("unary", f"q{k}")].body["label"] for k in range(3)] == [True, False, True]
     (judge_unary,) = [
-        j for j in audit_project(engine, "r", n_boot=10)["judges"] if j["template"] == "unary@1"
+        j for j in audit_project(engine, "r", n_boot=10)["judges"] if j["template"] == "unary@2"
     ]
     (thumb,) = judge_unary["agreement"]
     assert (thumb["dimension"], thumb["n_units"], thumb["judge_human_equal_share"]) == (
@@ -384,7 +384,7 @@ def test_cli_run_and_audit(sqlite_url, tmp_path):
         )  # fmt: skip
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["labels"] == 5 and summary["template"] == "pairwise@1"
+    assert summary["labels"] == 5 and summary["template"] == "pairwise@2"
     assert summary["total_tokens"] == summary["prompt_tokens"] + summary["completion_tokens"] > 0
     result = runner.invoke(app, ["judge", "audit", "p", "--db", sqlite_url, "--n-boot", "50"])
     assert result.exit_code == 0, result.output
@@ -421,7 +421,7 @@ def test_the_quality_report_gets_a_judges_section_and_keeps_its_numbers(sqlite_u
     (judge,) = after["judges"]["judges"]
     assert judge["position_consistency"]["share_consistent"] == pytest.approx(0.4)
     page = render_html(after)
-    assert "<h2>Model judges</h2>" in page and "gpt-4o · pairwise@1" in page
+    assert "<h2>Model judges</h2>" in page and "gpt-4o · pairwise@2" in page
     assert "<h2>Model judges</h2>" not in render_html(before)
 
 

@@ -48,7 +48,7 @@ def test_malformed_replies_say_why(text, kind, why):
 def test_templates_are_versioned_and_checked(tmp_path):
     names = {t.label for t in shipped()}
     assert {"pairwise@1", "rubric@1", "unary@1", "steps@1"} <= names
-    assert load_template("pairwise").label == "pairwise@1"
+    assert load_template("pairwise").label == "pairwise@2"
     assert load_template("unary@1").kind == "unary"
     with pytest.raises(TemplateError, match="no such template"):
         load_template("pairwise@9")

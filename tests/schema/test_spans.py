@@ -15,6 +15,7 @@ from preflab.io.importer import ImportFailed, import_files
 from preflab.schema import CritiqueSpan, Item, dump_judgment, parse_judgment
 from preflab.schema.policy import Policy, PolicyError, stored_policy
 from preflab.server.errors import ServiceError
+from preflab.server.flow.common import NotCommon
 from preflab.server.flow.submit import build_judgment
 from preflab.server.permissions import ProjectRef
 from preflab.store import db, repo, transaction
@@ -227,7 +228,10 @@ def test_an_import_with_a_category_outside_the_list_names_file_line_and_field(db
 # -- the web submit (the span UI is the next step) -----------------------------------------------
 
 
-def test_the_web_submit_still_refuses_spans_with_a_field_error():
+def test_the_web_submit_checks_spans_against_the_answers_and_categories():
+    """The web submit takes spans now (the label page's span UI): offsets against the answers'
+    lengths as the caller read them, categories against the project's; without the lengths and
+    without a session the lane hands the request to the framework (``NotCommon``)."""
     project = ProjectRef(
         pk=1,
         name="sp",
@@ -237,9 +241,10 @@ def test_the_web_submit_still_refuses_spans_with_a_field_error():
         rubric_key=None,
         rubric_version=None,
     )
-    body = {"kind": "pairwise", "winner": "a", "strength": 2, "spans": [span("a", 0, 5)]}
-    with pytest.raises(ServiceError) as refused:
-        build_judgment(
+
+    def submit(spans: list[dict], lengths: dict[str, int] | None):
+        body = {"kind": "pairwise", "winner": "a", "strength": 2, "spans": spans}
+        return build_judgment(
             None,
             project,
             None,
@@ -251,6 +256,16 @@ def test_the_web_submit_still_refuses_spans_with_a_field_error():
             telemetry=None,
             item_key="q1",
             candidate_keys=["a", "b"],
+            answer_lengths=lengths,
         )
+
+    assert submit([span("a", 0, 5)], {"a": 5, "b": 3}).spans[0].end == 5
+    with pytest.raises(ServiceError) as refused:
+        submit([span("b", 0, 2), span("a", 0, 6), span("b", 0, 1, "typo")], {"a": 5, "b": 3})
     assert refused.value.status == 422
-    assert [e["loc"] for e in refused.value.errors] == [["body", "judgment", "spans"]]
+    assert [e["loc"][2:] for e in refused.value.errors] == [
+        ["spans", "2", "category"],
+        ["spans", "1", "end"],
+    ]
+    with pytest.raises(NotCommon):
+        submit([span("a", 0, 5)], None)

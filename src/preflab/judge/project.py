@@ -21,6 +21,7 @@ from ..schema import (
     approved_criteria,
     kinds_for_item,
 )
+from ..schema.policy import stored_policy
 from ..store import JudgmentRow, Rater, repo, transaction
 from .runner import JudgeConfig, JudgeStats, Outcome, judge_rater, plan_tasks, run_tasks
 
@@ -70,6 +71,7 @@ def judge_project(
                 f"project {project_name!r} collects {project.kinds}, not {kind!r}: pick a "
                 f"template of one of those kinds (preflab judge templates)"
             )
+        categories = stored_policy(project.settings).span_categories
         dimensions: list[Any] = []
         rubric_ref = None
         if kind == "rubric":
@@ -113,7 +115,13 @@ def judge_project(
             )
         )
     tasks = plan_tasks(
-        items, config, dimensions=dimensions, rubric=rubric_ref, steps=splits, criteria=criteria
+        items,
+        config,
+        dimensions=dimensions,
+        rubric=rubric_ref,
+        steps=splits,
+        criteria=criteria,
+        span_categories=categories,
     )
     stats.tasks = len(tasks)
     todo = [t for t in tasks if t.idempotency_key not in stored]

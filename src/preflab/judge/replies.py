@@ -28,7 +28,24 @@ class _Reply(BaseModel):
     rationale: str = Field(default="", max_length=20_000)
 
 
-class PairwiseReply(_Reply):
+class SpanReply(BaseModel):
+    """A critique span as a judge gives it (templates ``pairwise@2``, ``unary@2``): the marked
+    text quoted exactly, the answer it is in (``A``/``B``; a unary reply's one answer needs
+    none), a category and a note. The runner finds the quote in the answer (exact match only)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    answer: Literal["A", "B"] | None = None
+    quote: str = Field(min_length=1, max_length=5000)
+    category: str = Field(min_length=1, max_length=200)
+    note: str = Field(default="", max_length=5000)
+
+
+class _Spanned(_Reply):
+    spans: list[SpanReply] = Field(default_factory=list, max_length=500)
+
+
+class PairwiseReply(_Spanned):
     winner: Literal["A", "B", "tie"]
     strength: int = Field(ge=0, le=3)
 
@@ -43,7 +60,7 @@ class ScoreReply(_Reply):
     score: float
 
 
-class UnaryReply(_Reply):
+class UnaryReply(_Spanned):
     acceptable: bool
 
 
@@ -81,9 +98,12 @@ def parse_reply(text: str, kind: str) -> dict[str, Any]:
     if kind == "rubric" and type(data.get("score")) is int:  # not a bool, which is an int too
         data["score"] = float(data["score"])  # strict mode: an integer grade is a number too
     try:
-        return REPLIES[kind].model_validate(data).model_dump()
+        reply = REPLIES[kind].model_validate(data).model_dump()
     except ValidationError as e:
         problems = "; ".join(
             f"{'.'.join(map(str, err['loc'])) or '(reply)'}: {err['msg']}" for err in e.errors()
         )
         raise Malformed(problems) from None
+    if not reply.get("spans"):
+        reply.pop("spans", None)  # no spans: the reply as before spans existed (its cache line too)
+    return reply

@@ -15,6 +15,10 @@ and stores labels).
 * The **cache** (one JSONL line per valid reply, appended as each arrives) is keyed by the
   SHA-256 of (template name and version, model, sampling parameters, the request's messages,
   which hold the item's prompt, the answers and their order): a rerun asks only what is missing.
+* **Critique spans** (``pairwise@2``, ``unary@2``, when the project lists span categories): the
+  judge quotes each span; the runner places a quote where it occurs exactly once in its answer
+  (code points of ``Candidate.as_text()``) and drops, counted, one it cannot place or whose
+  category the project lacks (:func:`placed_spans`).
 * **Tokens**: the replies' ``usage`` summed, malformed replies included (they were paid for).
 """
 
@@ -34,6 +38,7 @@ from typing import Any
 from ..schema import (
     CriteriaJudgment,
     CriteriaSet,
+    CritiqueSpan,
     Dimension,
     Item,
     JudgeRecord,
@@ -103,6 +108,10 @@ class Task:
     steps: tuple[str, ...] | None = None
     #: the version of the item's approved criteria a criteria task grades against
     criteria_version: int | None = None
+    #: candidate id -> ``Candidate.as_text()``: where a reply's quoted spans are looked for
+    texts: dict[str, str] = field(default_factory=dict)
+    #: the project's span categories (a span in another is dropped and counted)
+    span_categories: tuple[str, ...] = ()
 
     @property
     def idempotency_key(self) -> str:
@@ -133,6 +142,12 @@ class JudgeStats:
     labels: int = 0
     order_inconsistent: int = 0
     failed: int = 0
+    #: critique spans (templates pairwise@2, unary@2): placed in an answer; dropped because the
+    #: quote is not in its answer, is in it more than once, or has a category the project lacks
+    spans: int = 0
+    spans_not_found: int = 0
+    spans_ambiguous: int = 0
+    spans_other_category: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     wall_s: float = 0.0
@@ -163,6 +178,24 @@ def _scale_text(d: Dimension) -> str:
     return text
 
 
+def span_request(kind: str, categories: Sequence[str]) -> str:
+    """The text a ``$spans`` placeholder becomes: a request for critique spans in the project's
+    categories, quoted exactly (the runner places a quote by exact match only); nothing when the
+    project lists no categories."""
+    if not categories or kind not in ("pairwise", "unary"):
+        return ""
+    answer = '"answer": "A" | "B", ' if kind == "pairwise" else ""
+    return (
+        "\n\nAlso mark critique spans: short stretches of "
+        + ("an answer" if kind == "pairwise" else "the answer")
+        + " that are wrong or problematic. Quote each exactly as it appears in the answer "
+        "(copy the characters, do not paraphrase; quote enough to be unique), give it one "
+        f"category of: {', '.join(categories)}, and a short note. Add them to the JSON object "
+        f'as "spans": [{{{answer}"quote": "exact text", "category": "...", "note": "..."}}] '
+        "(an empty list when there is nothing to mark)."
+    )
+
+
 def plan_tasks(
     items: Sequence[Item],
     config: JudgeConfig,
@@ -171,11 +204,14 @@ def plan_tasks(
     rubric: tuple[str, int] | None = None,
     steps: Mapping[str, Sequence[str]] | None = None,
     criteria: Mapping[str, CriteriaSet] | None = None,
+    span_categories: Sequence[str] = (),
 ) -> list[Task]:
     """The tasks of ``items`` for the template's kind (items the caller found fit it; for
     ``steps``, the step split of each item's answer in ``steps``, by item id; for ``criteria``,
-    each item's approved criteria in ``criteria``, by item id)."""
+    each item's approved criteria in ``criteria``, by item id). A template with ``$spans`` asks
+    for critique spans in ``span_categories`` (:func:`span_request`)."""
     t = config.template
+    spans = span_request(t.kind, span_categories)
     params = {"temperature": config.temperature, "max_tokens": config.max_tokens}
     base = {"template": t.label, "model": config.model, "params": params}
 
@@ -196,7 +232,7 @@ def plan_tasks(
             lo, hi = sorted(texts)
             cands: tuple[str, ...] = (lo, hi)
             asks = [
-                ask(t.messages(prompt=prompt, answer_a=texts[a], answer_b=texts[b]))
+                ask(t.messages(prompt=prompt, answer_a=texts[a], answer_b=texts[b], spans=spans))
                 for a, b in ((lo, hi), (hi, lo))
             ]
         elif t.kind == "rubric":
@@ -218,7 +254,7 @@ def plan_tasks(
         elif t.kind == "unary":
             (cid,) = texts
             cands = (cid,)
-            asks = [ask(t.messages(prompt=prompt, answer=texts[cid]))]
+            asks = [ask(t.messages(prompt=prompt, answer=texts[cid], spans=spans))]
         elif t.kind == "steps" and steps is not None and item.id in steps:
             (cid,) = texts
             cands = (cid,)
@@ -241,6 +277,8 @@ def plan_tasks(
                 asks,
                 rubric if t.kind == "rubric" else None,
                 asks[0].steps if t.kind == "steps" else None,
+                texts=texts,
+                span_categories=tuple(span_categories),
             )
         )
     return tasks
@@ -410,7 +448,52 @@ def _winner(reply: dict[str, Any]) -> str:
     return {"A": "a", "B": "b", "tie": "tie"}[reply["winner"]]
 
 
-def pairwise_outcome(task: Task, replies: list[dict[str, Any]], config: JudgeConfig) -> Outcome:
+def placed_spans(
+    task: Task,
+    replies: Sequence[dict[str, Any]],
+    orders: Sequence[Sequence[str]],
+    stats: JudgeStats,
+) -> list[CritiqueSpan] | None:
+    """The replies' quoted spans as offsets into their answers (``orders``: each reply's answers
+    as shown, A first). A quote is placed only where it occurs exactly once in its answer; one
+    not found, found more than once, or in a category the project lacks is dropped and counted,
+    never guessed. The same span from both orders of a pair is one span."""
+    found: dict[tuple[str, int, int, str, str], CritiqueSpan] = {}
+    for reply, order in zip(replies, orders, strict=True):
+        for sp in reply.get("spans") or []:
+            letter = sp.get("answer") or "A"
+            index = "AB".index(letter)
+            if index >= len(order):
+                stats.spans_not_found += 1
+                continue
+            cid = order[index]
+            text, quote = task.texts.get(cid, ""), sp["quote"]
+            start = text.find(quote)
+            if start < 0:
+                stats.spans_not_found += 1
+            elif text.find(quote, start + 1) >= 0:
+                stats.spans_ambiguous += 1
+            elif sp["category"] not in task.span_categories:
+                stats.spans_other_category += 1
+            else:
+                span = CritiqueSpan(
+                    candidate_id=cid,
+                    start=start,
+                    end=start + len(quote),
+                    category=sp["category"],
+                    note=sp.get("note") or "",
+                )
+                found.setdefault(span.sort_key(), span)
+    stats.spans += len(found)
+    return list(found.values()) or None
+
+
+def pairwise_outcome(
+    task: Task,
+    replies: list[dict[str, Any]],
+    config: JudgeConfig,
+    stats: JudgeStats | None = None,
+) -> Outcome:
     """Both orders' replies as one label, or an order-inconsistent one (excluded)."""
     lo, hi = task.candidates
     verdicts = [
@@ -424,6 +507,7 @@ def pairwise_outcome(task: Task, replies: list[dict[str, Any]], config: JudgeCon
     now = datetime.now(UTC)
     record = _record(config, verdicts)
     rationale = replies[0]["rationale"] or None
+    spans = placed_spans(task, replies, ((lo, hi), (hi, lo)), stats or JudgeStats())
     if directions[0] == directions[1]:
         d = directions[0]
         strength = min(v.strength for v in verdicts)
@@ -433,6 +517,7 @@ def pairwise_outcome(task: Task, replies: list[dict[str, Any]], config: JudgeCon
             winner="tie" if d == 0 else ("a" if d < 0 else "b"),
             strength=strength,
             rationale=rationale,
+            spans=spans,
             provenance=_provenance(task, record, now),
         )
         return Outcome(task, judgment)
@@ -444,15 +529,21 @@ def pairwise_outcome(task: Task, replies: list[dict[str, Any]], config: JudgeCon
         winner=first.winner,
         strength=first.strength,
         rationale=rationale,
+        spans=spans,
         provenance=_provenance(task, record, now),
     )
     said = "; ".join(f"shown {v.shown_order[0]} first: {v.winner} {v.strength}" for v in verdicts)
     return Outcome(task, judgment, exclusion_reason=f"judge order-inconsistent ({said})")
 
 
-def outcome_of(task: Task, replies: list[dict[str, Any]], config: JudgeConfig) -> Outcome:
+def outcome_of(
+    task: Task,
+    replies: list[dict[str, Any]],
+    config: JudgeConfig,
+    stats: JudgeStats | None = None,
+) -> Outcome:
     if task.kind == "pairwise":
-        return pairwise_outcome(task, replies, config)
+        return pairwise_outcome(task, replies, config, stats)
     now = datetime.now(UTC)
     prov = _provenance(task, _record(config), now)
     rationale = "\n".join(r["rationale"] for r in replies if r["rationale"]) or None
@@ -497,6 +588,7 @@ def outcome_of(task: Task, replies: list[dict[str, Any]], config: JudgeConfig) -
             candidate_id=cid,
             label=replies[0]["acceptable"],
             rationale=rationale,
+            spans=placed_spans(task, replies[:1], [(cid,)], stats or JudgeStats()),
             provenance=prov,
         )
     return Outcome(task, judgment)
@@ -537,7 +629,7 @@ def run_tasks(
             outcomes.append(Outcome(task, failure=reason))
             continue
         replies = [cache.rows[a.key]["reply"] for a in task.asks]
-        outcome = outcome_of(task, replies, config)
+        outcome = outcome_of(task, replies, config, stats)
         if outcome.exclusion_reason is not None:
             stats.order_inconsistent += 1
         else:

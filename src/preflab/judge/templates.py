@@ -4,6 +4,8 @@ A template is ``{"name", "version", "kind", "description", "system", "user"}``; 
 :class:`string.Template` (``$prompt``, ``$answer_a`` ...), so the JSON examples it shows need no
 escaping. A template is immutable once shipped: a change is a new file with version + 1, and
 every label records the name and version it was asked with (``Provenance.judge``).
+``$spans`` (``pairwise@2``, ``unary@2``) is the runner's request for critique spans in the
+project's categories (:func:`preflab.judge.runner.span_request`), empty when it has none.
 ``--template pairwise`` takes the newest version, ``--template pairwise@1`` that one, and a path
 to a JSON file of the same shape a template of one's own.
 """
@@ -21,9 +23,9 @@ KINDS = ("pairwise", "rubric", "unary", "steps", "criteria")
 
 #: the placeholders each kind's ``user`` text may use
 PLACEHOLDERS = {
-    "pairwise": {"prompt", "answer_a", "answer_b"},
+    "pairwise": {"prompt", "answer_a", "answer_b", "spans"},
     "rubric": {"prompt", "answer", "dimension", "dimension_description", "scale"},
-    "unary": {"prompt", "answer"},
+    "unary": {"prompt", "answer", "spans"},
     "steps": {"prompt", "steps"},
     "criteria": {"prompt", "answer", "criteria"},
 }

@@ -91,6 +91,9 @@ def build_manifest(
     gates["source"]["include_ai"] = options.include_ai
     gates["gold"]["include_gold"] = options.include_gold
     gates["gold"]["gold_items"] = stats.get("gold_items", 0)
+    if data.policy.require_spans:  # the DPO floor's critique spans (io/export/spans_gate.py)
+        spans = gates.setdefault("spans", {"dropped": 0, "reasons": {}, "sample_item_ids": {}})
+        spans["required"] = True
     if data.telemetry is not None:  # issue 28: what the telemetry gate kept, and its rule
         tel = gates.setdefault("telemetry", {"dropped": 0, "reasons": {}, "sample_item_ids": {}})
         tel.update(data.telemetry.manifest(options.include_flagged))

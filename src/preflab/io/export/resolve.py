@@ -160,6 +160,7 @@ DROP_PHASES = (
     "min_raters.pairs",
     "min_raters.unary",
     "min_raters.steps",
+    "spans.pairs",
     "length",
     "disagreement.pairs",
     "disagreement.unary",

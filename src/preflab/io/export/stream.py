@@ -73,6 +73,7 @@ from .length_gate import (
 from .provenance import LabelIndex
 from .resolve import PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
 from .routing import VERIFIER_ORIGIN
+from .spans_gate import spans_gate
 from .truth import truth_gate
 from .writers import batch_table, gc_paused
 
@@ -97,7 +98,8 @@ def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggre
 
 
 def row_gates(data: ExportData, options: ExportOptions) -> None:
-    """Truth (verifier failures) and min-raters (pairs, thumbs, steps): gates that look at one
+    """Truth (verifier failures), min-raters (pairs, thumbs, steps) and, with
+    ``policy.require_spans``, critique spans (pairs, :mod:`.spans_gate`): gates that look at one
     row at a time."""
     data.drops.at("truth")
     truth_gate(data)
@@ -115,6 +117,9 @@ def row_gates(data: ExportData, options: ExportOptions) -> None:
                 if r.n_raters < n and getattr(r, "origin", None) != VERIFIER_ORIGIN:
                     data.drops.drop("min_raters", reason, r.item_id)
             setattr(data, name, kept)
+    if data.policy.require_spans:  # the DPO floor: pairs with a critique span only
+        data.drops.at("spans.pairs")
+        spans_gate(data)
 
 
 def _discount(counts: Counter[str], key: str) -> None:

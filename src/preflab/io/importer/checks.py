@@ -9,11 +9,12 @@ checked), so both report a problem with the same ``field: reason``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...schema import CritiqueSpan, Rubric, unfit_item_reason
-from ...schema.spans import span_category_problems
+from ...schema.spans import span_category_problems, span_offset_problems
 from ...store.rows import (
     ItemRows,
     JudgmentRows,
@@ -66,6 +67,10 @@ class CheckState:
     seen_idem: set[tuple[str, str]] = field(default_factory=set)
     #: alias -> item key, to write with the chunk
     new_aliases: dict[str, str] = field(default_factory=dict)
+    #: item key -> candidate key -> ``len(Candidate.as_text())`` of a stored item, read only for
+    #: a judgment with critique spans (their offsets are checked against the answers); ``None``:
+    #: no database (``validate``)
+    stored_lengths: Callable[[str], Mapping[str, int]] | None = None
 
 
 @dataclass(slots=True)
@@ -306,10 +311,11 @@ def _check_judgments(
             checked.problems.append(problem)
             continue
         spans = j.values["body"].get("spans")
-        if spans and rules.span_categories is not None:
-            span_problems = span_category_problems(
-                [CritiqueSpan.model_validate(s) for s in spans], rules.span_categories
-            )
+        if spans:
+            parsed = [CritiqueSpan.model_validate(s) for s in spans]
+            span_problems = span_offset_problems(parsed, _answer_lengths(j.item_key, items, state))
+            if rules.span_categories is not None:
+                span_problems += span_category_problems(parsed, rules.span_categories)
             if span_problems:
                 checked.problems.extend(span_problems)
                 continue
@@ -376,3 +382,28 @@ def _rubric_problems(j: JudgmentRows, rules: ProjectRules) -> list[tuple[str, st
         (fld, reason)
         for fld, _, reason in (p.partition(": ") for p in rubric.check_scores(scores, vetoes))
     ]
+
+
+def answer_length(candidate: Mapping[str, Any]) -> int:
+    """``len(Candidate.as_text())`` from a candidate's column values (``text``, else the
+    assistant turns of ``messages`` joined by a blank line): what span offsets index."""
+    if candidate.get("text") is not None:
+        return len(candidate["text"])
+    turns = [m for m in candidate.get("messages") or [] if m.get("role") == "assistant"]
+    return len("\n\n".join(str(m.get("content") or "") for m in turns))
+
+
+def _answer_lengths(key: str, items: _RecordItems, state: CheckState) -> Mapping[str, int]:
+    """The answers' lengths of item ``key``: one of this record or chunk, else the stored one
+    (an item not found: nothing, its spans are checked by the candidate rule)."""
+    for rows in items.new:
+        if rows.key == key:
+            return {c["candidate_key"]: answer_length(c) for c in rows.candidates}
+    accepted = state.accepted_items.get(key)
+    if isinstance(accepted, ItemRows):
+        return {c["candidate_key"]: answer_length(c) for c in accepted.candidates}
+    if accepted is not None:  # a plain pair: two texts
+        return {c: len(t) for c, t in zip(accepted.candidate_keys, accepted.texts)}
+    if state.stored_lengths is not None and key in state.existing_items:
+        return state.stored_lengths(key)
+    return {}

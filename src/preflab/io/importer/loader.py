@@ -15,7 +15,7 @@ from ...store import repo
 from ...store.models import Project, utcnow
 from ...store.rows import ItemRows, JudgmentRows, PairRows, pair_key
 from ..formats import FORMATS
-from .checks import CheckState, ProjectRules, check_record
+from .checks import CheckState, ProjectRules, answer_length, check_record
 from .columns import RowBuilder
 from .convert import Pair, Record
 from .options import MAX_SKIPPED, ImportOptions, ImportReport, Problem
@@ -196,6 +196,17 @@ class Loader:
                 by_pk[pk].add(key)
         return {key: by_pk[pk] for key, pk in item_pks.items()}
 
+    def _answer_lengths(self, item_pk: int) -> dict[str, int]:
+        """A stored item's answers' lengths (critique span offsets are checked against them)."""
+        rows = self.conn.execute(
+            select(CANDIDATES.c.candidate_key, CANDIDATES.c.text, CANDIDATES.c.messages).where(
+                CANDIDATES.c.item_pk == item_pk
+            )
+        )
+        return {
+            key: answer_length({"text": text, "messages": messages}) for key, text, messages in rows
+        }
+
     def _hashes_of_items(self, item_pks: set[int]) -> set[str]:
         """Content hashes of the judgments of these items (served by ``uq_judgments_item_content``)."""
         found: set[str] = set()
@@ -346,6 +357,7 @@ class Loader:
             outside_candidates=self._candidate_keys(outside) if outside else {},
             existing_hashes=self._hashes_of_items(judged),
             existing_idem=self._existing_idem(idem),
+            stored_lengths=lambda key: self._answer_lengths(existing_items[key][0]),
         )
         report = self.report
         formats = report.formats

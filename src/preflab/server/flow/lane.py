@@ -70,6 +70,7 @@ from .submit import (
     kind_refusal,
     lease_refusal,
     pairwise_values,
+    read_answer_lengths,
 )
 
 _RNG = random.SystemRandom()
@@ -714,6 +715,11 @@ def _validated(
         meta = yield from _framework_step(
             lane, "criteria", lambda s: item_meta(s, project.pk, item_key)
         )
+    lengths = None
+    if judgment.get("spans"):  # critique spans: checked against the answers' texts, read here
+        lengths = yield from _framework_step(
+            lane, "spans", lambda s: read_answer_lengths(s, project.pk, item_key)
+        )
     return build_judgment(
         None,
         project,  # type: ignore[arg-type]  # a ProjectRef: what build_judgment reads of it
@@ -730,6 +736,7 @@ def _validated(
         rubric=rubric,
         assisted_by=assisted_by,
         item_meta=meta,
+        answer_lengths=lengths,
     )
 
 

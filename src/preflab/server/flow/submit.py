@@ -6,7 +6,7 @@ revisions (:mod:`preflab.server.services.revisions`) and by the tests' ORM oracl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,16 +19,19 @@ from ...schema import (
     PairwiseJudgment,
     Rubric,
     RubricJudgment,
+    SpannedJudgment,
     describe_need,
     kind_fits,
     kinds_for_item,
     parse_judgment,
 )
+from ...schema.common import FieldProblem
 from ...schema.pairwise import (
     judgment_content_hash,
     pairwise_hashed,
 )
 from ...schema.policy import policy_of
+from ...schema.spans import CritiqueSpan, span_category_problems, span_offset_problems
 from ...store import repo
 from ...store.models import ItemRow, Project, utcnow
 from ...store.rows import pairwise_judgment_values
@@ -314,10 +317,15 @@ def pairwise_values(
 def _field_errors(
     exc: ValidationError, prefix: tuple = ("body", "judgment")
 ) -> list[dict[str, Any]]:
-    return [
-        {"loc": [*prefix, *[str(p) for p in e["loc"]]], "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_input=False)
-    ]
+    out = []
+    for e in exc.errors(include_url=False, include_input=False):
+        named = (e.get("ctx") or {}).get("error")
+        if isinstance(named, FieldProblem):  # a model validator that names its field (spans.N...)
+            loc = [*e["loc"], *named.field]
+            out.append({"loc": [*prefix, *map(str, loc)], "msg": named.reason, "type": e["type"]})
+            continue
+        out.append({"loc": [*prefix, *map(str, e["loc"])], "msg": e["msg"], "type": e["type"]})
+    return out
 
 
 #: ``build_judgment(rubric=...)`` left out: read it through the session.
@@ -348,6 +356,7 @@ def build_judgment(
     rubric: Rubric | None | object = READ_RUBRIC,
     assisted_by: list[Any] | None = None,
     item_meta: dict[str, Any] | None | object = READ_RUBRIC,
+    answer_lengths: Mapping[str, int] | None = None,
 ):
     """Validate a submitted judgment body into its schema class (422 field-by-field); every
     submit path's one validation (the flow's on every executor for every kind but
@@ -375,14 +384,6 @@ def build_judgment(
             422,
             "item_id does not match the assignment",
             [problem("item_id", f"this assignment is for item {item_key!r}")],
-        )
-    if "spans" in data:
-        # critique spans come over the web with their page (offsets checked against the answer's
-        # text and the project's categories there); until then they are refused as before
-        raise ServiceError(
-            422,
-            "critique spans are not taken by the web submit yet",
-            [problem("spans", "leave spans out; import judgments with spans instead")],
         )
     if "provenance" in data:
         raise ServiceError(
@@ -463,6 +464,41 @@ def build_judgment(
     )
     if short is not None:
         problems.append(short)
+    if isinstance(judgment, SpannedJudgment) and judgment.spans:
+        if answer_lengths is None:
+            if item_row is not None:
+                answer_lengths = lengths_of(item_row)
+            elif session is not None:
+                answer_lengths = read_answer_lengths(session, project.pk, item_key or "")
+            else:
+                raise NotCommon("spans")  # the caller did not read the answers: the framework does
+        problems += span_submit_problems(
+            data.get("spans") or [],
+            policy_of(project.settings or {}).span_categories,
+            answer_lengths,
+        )
     if problems:
         raise ServiceError(422, "the judgment does not fit this item or rubric", problems)
     return judgment
+
+
+def lengths_of(item_row: ItemRow) -> dict[str, int]:
+    """``len(Candidate.as_text())`` of each of the item's answers: what span offsets index."""
+    item = repo.item_from_row(item_row)
+    return {c.id: len(c.as_text()) for c in item.candidates if c.id is not None}
+
+
+def read_answer_lengths(session: Session, project_pk: int, item_key: str) -> dict[str, int]:
+    """:func:`lengths_of` the item ``item_key`` of the project, read through ``session``."""
+    project = session.get(Project, project_pk)
+    return lengths_of(repo.get_item(session, project, item_key)) if project is not None else {}
+
+
+def span_submit_problems(
+    raw: list[Any], categories: Sequence[str], lengths: Mapping[str, int]
+) -> list[dict[str, Any]]:
+    """The spans as submitted (indices as the rater sent them, not the stored order) against the
+    project's categories and the answers' lengths; ``spans.N.field: reason`` problems."""
+    spans = [CritiqueSpan.model_validate(s) for s in raw]  # each already valid: parse passed
+    found = span_category_problems(spans, categories) + span_offset_problems(spans, lengths)
+    return [problem(field, reason) for field, reason in found]

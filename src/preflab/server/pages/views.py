@@ -32,6 +32,7 @@ from ..services import revisions as revision_service
 from ..services.browse import BrowseFilters
 from . import TEMPLATES, data, panels
 from .render import markdown, steps_of
+from .span_render import marked_text, marks_spans, span_markdown
 from .trajectory import step_blocks, step_suggestions, trajectory_view, with_masks
 
 router = APIRouter(include_in_schema=False)
@@ -44,6 +45,9 @@ env = Environment(
 )
 env.filters["markdown"] = markdown
 env.filters["steps"] = steps_of
+env.filters["span_markdown"] = span_markdown
+env.globals["marks_spans"] = marks_spans
+env.globals["marked_text"] = marked_text
 env.filters["step_blocks"] = step_blocks
 env.globals["version"] = __version__
 

@@ -521,6 +521,10 @@
         return;
       }
       const body = Object.assign({}, got.body, text.trim() ? { rationale: text } : {});
+      if (window.preflabSpans) {  // critique spans (static/spans.js), on the label page when the project takes them
+        const spans = window.preflabSpans.list();
+        if (spans.length) body.spans = spans;
+      }
       busy = true;
       let r;
       if (mode === "revise" || mode === "edit") {  // a new revision of a stored judgment
