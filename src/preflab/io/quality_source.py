@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy.orm import Session
 
 from ..quality.accumulate import Bounds, ReportAccumulator
+from ..quality.anchoring import AnchoringTally
 from ..quality.table import time_window_batches
 from ..schema import Item, JudgmentBase, parse_judgment
 
@@ -196,17 +197,14 @@ def has_assisted_labels(session: Session, project_pk: int) -> bool:
 
 
 def anchoring_section(session: Session, project: Any) -> dict[str, Any] | None:
-    """The anchoring audit of AI assistance (``quality.anchoring.anchoring_audit``) over the
-    project's labels that are not excluded, with their stored ids (what a suggestion names)."""
-    from ..quality.anchoring import anchoring_audit
+    """The anchoring audit of AI assistance (``quality.anchoring``) over the project's labels
+    that are not excluded, with their stored ids (what a suggestion names), item by item."""
     from ..store import repo
 
-    judgments: list[JudgmentBase] = []
-    ids: list[int | None] = []
+    tally = AnchoringTally()
     for record in repo.iter_items_with_judgments(session, project):
-        judgments.extend(record.judgments)
-        ids.extend(m.get("pk") for m in record.meta)
-    return anchoring_audit(judgments, ids)
+        tally.add_item(record.judgments, [m.get("pk") for m in record.meta])
+    return tally.result()
 
 
 def judge_section(

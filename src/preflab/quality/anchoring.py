@@ -55,7 +55,8 @@ def anchoring_audit(
 ) -> dict[str, Any] | None:
     """The audit over a project's labels (``ids``: each judgment's stored id, parallel, what
     ``assisted_by[].judgment_id`` points to); ``None`` when no label was made with a judge's
-    suggestion in view.
+    suggestion in view. The labels of one item at a time are enough (a suggestion is a label
+    of the same item): :class:`AnchoringTally` is this over a stream of items.
 
     >>> from preflab.schema import UnaryJudgment
     >>> def u(rater, label, source="human", **prov):
@@ -70,73 +71,100 @@ def anchoring_audit(
     ...  row["human_vs_human"]["rate"])
     (1.0, 0.0, 1.0)
     """
-    by_id = {i: j for i, j in zip(ids, judgments, strict=True) if i is not None}
-    # per judge x key: [agree, n] of assisted labels against the suggestion they saw
-    assisted: dict[str, dict[Key, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    judge_models: dict[str, str] = {}  # the judge's rater id -> the name the policy uses
-    latest_assisted: dict[tuple[str, str, int], JudgmentBase] = {}  # (rater, item, id) -> label
-    for j in judgments:
-        p = j.provenance
-        if p.source != "ai_assisted" or not p.assisted_by:
-            continue
-        for rec in p.assisted_by:
-            if rec.origin == "judge" and rec.judgment_id is not None:
-                latest_assisted[(p.rater_id, j.item_id, rec.judgment_id)] = j
-    for (_, _, sid), j in latest_assisted.items():
-        suggestion = by_id.get(sid)
-        if suggestion is None:  # the judge's label is gone (deleted project data): not countable
-            continue
-        rec = next(r for r in j.provenance.assisted_by or [] if r.judgment_id == sid)
-        name = rec.judge or suggestion.provenance.rater_id
-        judge_models[suggestion.provenance.rater_id] = name
-        theirs = {(r.unit, r.kind, r.dimension): r.value for r in suggestion.label_rows()}
-        for r in j.label_rows():
-            value = theirs.get((r.unit, r.kind, r.dimension))
-            if value is not None:
-                cell = assisted[name][(r.kind, r.dimension)]
-                cell[0] += value == r.value
-                cell[1] += 1
-    if not assisted:
-        return None
-    human = _latest([j for j in judgments if j.provenance.source == "human"])
-    judge_values = _latest(
-        [
-            j
-            for j in judgments
-            if j.provenance.source == "ai" and j.provenance.rater_id in judge_models
-        ]
-    )
-    # human vs human: pairs of unassisted raters on one unit, per key
-    per_unit: dict[tuple[str, Key], list[float]] = defaultdict(list)
-    for (unit, key, _), v in human.items():
-        per_unit[(unit, key)].append(v)
-    hh: dict[Key, list[int]] = defaultdict(lambda: [0, 0])
-    for (_, key), values in per_unit.items():
-        for a, b in combinations(values, 2):
-            hh[key][0] += a == b
-            hh[key][1] += 1
-    # unassisted vs judge: each human value on a unit the judge labelled
-    hj: dict[str, dict[Key, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for (unit, key, judge_rater), jv in judge_values.items():
-        name = judge_models[judge_rater]
-        for hv in per_unit.get((unit, key), ()):
-            hj[name][key][0] += hv == jv
-            hj[name][key][1] += 1
-    judges = []
-    for name in sorted(assisted):
-        rows = []
-        for key in sorted(assisted[name]):
-            rows.append(
-                {
-                    "kind": key[0],
-                    "dimension": key[1],
-                    "assisted_vs_suggestion": _rate(*assisted[name][key]),
-                    "unassisted_vs_judge": _rate(*hj[name][key]),
-                    "human_vs_human": _rate(*hh[key]),
-                }
-            )
-        judges.append({"judge": name, "rows": rows})
-    return {"confidence": CONFIDENCE, "judges": judges}
+    by_item: dict[str, tuple[list[JudgmentBase], list[int | None]]] = defaultdict(lambda: ([], []))
+    for j, i in zip(judgments, ids, strict=True):
+        by_item[j.item_id][0].append(j)
+        by_item[j.item_id][1].append(i)
+    tally = AnchoringTally()
+    for js, item_ids in by_item.values():
+        tally.add_item(js, item_ids)
+    return tally.result()
+
+
+def _cells() -> defaultdict[Key, list[int]]:
+    return defaultdict(lambda: [0, 0])
+
+
+class AnchoringTally:
+    """The audit's counts, item by item (memory: a few counts per judge x kind x dimension).
+
+    Every rate pairs labels of one unit, and a suggestion is a judge's label of the same item,
+    so an item's labels are all one step needs; counts of every ``ai`` rater against people are
+    kept and the ones of judges that made no suggestion dropped at :meth:`result`."""
+
+    def __init__(self) -> None:
+        #: judge name -> key -> [agree, n] of assisted labels against the suggestion they saw
+        self.assisted: defaultdict[str, defaultdict[Key, list[int]]] = defaultdict(_cells)
+        #: the judge's rater id -> the name the policy uses (judges that suggested something)
+        self.judge_models: dict[str, str] = {}
+        #: human vs human: [agree, n] over pairs of unassisted raters on one unit, per key
+        self.hh: defaultdict[Key, list[int]] = _cells()
+        #: ai rater id -> key -> [agree, n] of unassisted people against that rater's label
+        self.hj: defaultdict[str, defaultdict[Key, list[int]]] = defaultdict(_cells)
+
+    def add_item(self, judgments: Sequence[JudgmentBase], ids: Sequence[int | None]) -> None:
+        """Count one item's labels (every label of the item, with their stored ids)."""
+        by_id = {i: j for i, j in zip(ids, judgments, strict=True) if i is not None}
+        latest_assisted: dict[tuple[str, int], JudgmentBase] = {}  # (rater, id) -> label
+        for j in judgments:
+            p = j.provenance
+            if p.source != "ai_assisted" or not p.assisted_by:
+                continue
+            for rec in p.assisted_by:
+                if rec.origin == "judge" and rec.judgment_id is not None:
+                    latest_assisted[(p.rater_id, rec.judgment_id)] = j
+        for (_, sid), j in latest_assisted.items():
+            suggestion = by_id.get(sid)
+            if suggestion is None:  # the judge's label is gone (deleted data): not countable
+                continue
+            rec = next(r for r in j.provenance.assisted_by or [] if r.judgment_id == sid)
+            name = rec.judge or suggestion.provenance.rater_id
+            self.judge_models[suggestion.provenance.rater_id] = name
+            theirs = {(r.unit, r.kind, r.dimension): r.value for r in suggestion.label_rows()}
+            for r in j.label_rows():
+                value = theirs.get((r.unit, r.kind, r.dimension))
+                if value is not None:
+                    cell = self.assisted[name][(r.kind, r.dimension)]
+                    cell[0] += value == r.value
+                    cell[1] += 1
+        human = _latest([j for j in judgments if j.provenance.source == "human"])
+        per_unit: dict[tuple[str, Key], list[float]] = defaultdict(list)
+        for (unit, key, _), v in human.items():
+            per_unit[(unit, key)].append(v)
+        for (_, key), values in per_unit.items():
+            for a, b in combinations(values, 2):
+                self.hh[key][0] += a == b
+                self.hh[key][1] += 1
+        judge_values = _latest([j for j in judgments if j.provenance.source == "ai"])
+        for (unit, key, judge_rater), jv in judge_values.items():
+            for hv in per_unit.get((unit, key), ()):
+                self.hj[judge_rater][key][0] += hv == jv
+                self.hj[judge_rater][key][1] += 1
+
+    def result(self) -> dict[str, Any] | None:
+        """The audit (``None`` when no label was made with a judge's suggestion in view)."""
+        if not self.assisted:
+            return None
+        hj: defaultdict[str, defaultdict[Key, list[int]]] = defaultdict(_cells)
+        for rater, name in self.judge_models.items():  # a judge's name may cover rater ids
+            for key, (agree, n) in self.hj.get(rater, {}).items():
+                hj[name][key][0] += agree
+                hj[name][key][1] += n
+        judges = []
+        for name in sorted(self.assisted):
+            rows = []
+            for key in sorted(self.assisted[name]):
+                rows.append(
+                    {
+                        "kind": key[0],
+                        "dimension": key[1],
+                        "assisted_vs_suggestion": _rate(*self.assisted[name][key]),
+                        "unassisted_vs_judge": _rate(*hj[name][key]),
+                        "human_vs_human": _rate(*self.hh[key]),
+                    }
+                )
+            judges.append({"judge": name, "rows": rows})
+        return {"confidence": CONFIDENCE, "judges": judges}
 
 
 def anchoring_rows(section: Mapping[str, Any]) -> list[list[Any]]:
