@@ -118,7 +118,9 @@ class AgreementTally:
     dimension the tally keeps the number of units, of units with 2+ labels and of labels, and
     the labels of the *pairable* units (two or more non-missing values), the only ones alpha
     and its unit bootstrap read: the bootstrap resamples units, so it needs each unit's values
-    (a float and a 4-byte unit index a label, the unit's id once).
+    (a float and a 4-byte unit index a label, the unit's id once). A dimension that is not
+    gated (:data:`NOT_GATED`) has no interval: its pairable units are folded into alpha's
+    integer sums at once (:func:`_fold`) and nothing of them is kept.
     """
 
     cells: dict[tuple[str, str], _Cell] = field(default_factory=dict)
