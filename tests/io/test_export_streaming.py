@@ -33,6 +33,7 @@ from preflab.io.export import (
     stream,
 )
 from preflab.io.export import manifest as export_manifest
+from preflab.io.export import seen as export_seen
 from preflab.io.export.base import chunked
 from preflab.io.export.token_cache import CachedLength
 from preflab.io.export.writers import write_parquet
@@ -421,4 +422,36 @@ def test_rollouts_leave_out_a_repeat_in_another_chunk(db_url, tmp_path, frozen_c
     (written,) = (tmp_path / "new").rglob("train.jsonl")
     rows = [orjson.loads(line) for line in written.read_bytes().splitlines()]
     assert sorted(r["response"] for r in rows) == ["A", "B0", "B1", "B2", "B3"]
+    engine.dispose()
+
+
+def test_rollouts_leave_out_repeats_once_the_written_answers_are_on_disk(
+    db_url, tmp_path, frozen_clock, monkeypatch
+):
+    """Past ``SEEN_IN_MEMORY`` answers the digests move to a temporary SQLite table: the rows
+    are still the whole-project export's, byte for byte."""
+    monkeypatch.setattr(stream, "CHUNK_ITEMS", 2)
+    monkeypatch.setattr(export_seen, "SEEN_IN_MEMORY", 3)
+    engine = db.open_db(db_url)
+    with transaction(engine) as s:
+        repo.create_project(s, "spill", kinds=["pairwise"])
+    records = [
+        {
+            "id": f"r{n}",
+            "prompt": f"Q{n % 3}",
+            "chosen": "A",
+            "rejected": f"B{n % 5}",
+            "labeler": "u",
+        }
+        for n in range(20)
+    ]
+    path = tmp_path / "spill.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    import_files(engine, "spill", [path])
+    for file_format in ("jsonl", "parquet"):
+        assert assert_identical(engine, "spill", "rollouts", file_format, {}, "majority", tmp_path)
+    (written,) = (tmp_path / "new").rglob("train.jsonl")
+    rows = [orjson.loads(line) for line in written.read_bytes().splitlines()]
+    expected = {(f"Q{n % 3}", a) for n in range(20) for a in ("A", f"B{n % 5}")}
+    assert sorted((r["prompt"], r["response"]) for r in rows) == sorted(expected)
     engine.dispose()

@@ -39,7 +39,7 @@ import math
 import random
 from array import array
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -121,13 +121,73 @@ class Reservoir:
             self.items[k] = thing
 
 
+class Patterns:
+    """Units' sorted values (their *patterns*) interned: a unit is kept as a 4-byte pattern id,
+    the pattern once (a preference label takes a handful of values, so a row of 200,000 units
+    has a few dozen patterns)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[float, ...], int] = {}
+        self.values: list[tuple[float, ...]] = []
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def id(self, pattern: tuple[float, ...]) -> int:
+        found = self.ids.get(pattern)
+        if found is None:
+            found = self.ids[pattern] = len(self.values)
+            self.values.append(pattern)
+        return found
+
+    def compacted(self, kept: MutableSequence[int]) -> Patterns:
+        """A table of the patterns ``kept`` refers to, ``kept`` renumbered in place (a
+        reservoir's replaced units leave patterns behind: with continuous values, many)."""
+        out = Patterns()
+        for k, old in enumerate(kept):
+            kept[k] = out.id(self.values[old])
+        return out
+
+
+class KeptUnits:
+    """The units of an agreement row while it is exact, compactly: each unit's name as UTF-8 in
+    one buffer (bytes sort as the strings do, but the names are decoded back for the same
+    ``np.unique`` order as the reference) and its pattern id; ~50 bytes a unit instead of the
+    ~280 of a tuple of a string and a tuple of floats."""
+
+    def __init__(self) -> None:
+        self.names = bytearray()
+        self.ends = array("q")
+        self.pattern_ids = array("I")
+        self.patterns = Patterns()
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def add(self, unit: str, values: tuple[float, ...]) -> None:
+        self.names += unit.encode("utf-8", "surrogatepass")
+        self.ends.append(len(self.names))
+        self.pattern_ids.append(self.patterns.id(values))
+
+    def values(self) -> Iterator[tuple[float, ...]]:
+        patterns = self.patterns.values
+        return (patterns[i] for i in self.pattern_ids)
+
+    def unit_names(self) -> list[str]:
+        out, start, names = [], 0, self.names
+        for end in self.ends:
+            out.append(names[start:end].decode("utf-8", "surrogatepass"))
+            start = end
+        return out
+
+
 class AgreementGroup:
     """One agreement row (a batch or guideline version, kind and dimension), unit by unit.
 
-    Keeps each unit's values (with its name, for the unit order the bootstrap draws from) until
-    more than ``bound`` units have values; then only sums over units (patterns of values, folded
-    into the coincidence matrix and Gwet's sums) and a reservoir of pairable units for the
-    interval."""
+    Keeps each unit's values (with its name, for the unit order the bootstrap draws from;
+    :class:`KeptUnits`) until more than ``bound`` units have values; then only sums over units
+    (patterns of values, folded into the coincidence matrix and Gwet's sums) and a reservoir of
+    pairable units for the interval (their pattern ids)."""
 
     def __init__(self, bound: int) -> None:
         self.bound = bound
@@ -136,8 +196,9 @@ class AgreementGroup:
         self.n_pairable_units = 0
         self.raters: set[Any] = set()
         self.integral = True
-        self.units: list[tuple[str, tuple[float, ...]]] = []  # units with a value, while exact
+        self.units = KeptUnits()  # units with a value, while exact
         self.sample: Reservoir | None = None
+        self.sample_patterns = Patterns()
         self.patterns: Counter[tuple[float, ...]] = Counter()
         self.n_pairable = 0  # units with two or more values (the bootstrap's units)
         # sums over units (only once sampled): alpha's coincidences and percent agreement as
@@ -163,23 +224,29 @@ class AgreementGroup:
         if len(finite) >= 2:
             self.n_pairable += 1
         if self.sample is None:
-            self.units.append((unit, finite))
+            self.units.add(unit, finite)
             if len(self.units) > self.bound:
                 self._start_sampling()
             return
         self.patterns[finite] += 1
         if len(finite) >= 2:
-            self.sample.add(finite)
+            self._keep(finite)
         if len(self.patterns) > 4 * self.bound:
             self._fold()
 
+    def _keep(self, finite: tuple[float, ...]) -> None:
+        assert self.sample is not None
+        self.sample.add(self.sample_patterns.id(finite))
+        if len(self.sample_patterns) > 2 * self.bound:
+            self.sample_patterns = self.sample_patterns.compacted(self.sample.items)
+
     def _start_sampling(self) -> None:
-        self.sample = Reservoir(self.bound, seed=0)
-        for _, finite in self.units:
+        self.sample = Reservoir(self.bound, seed=0, typecode="I")
+        for finite in self.units.values():
             self.patterns[finite] += 1
             if len(finite) >= 2:
-                self.sample.add(finite)
-        self.units = []
+                self._keep(finite)
+        self.units = KeptUnits()
         self._fold()
 
     def _fold(self) -> None:
@@ -218,7 +285,7 @@ class AgreementGroup:
             "n_raters": len(self.raters),
         }
         if self.sample is None:
-            units, values = _long(self.units)
+            units, values = _long(self.units.unit_names(), list(self.units.values()))
             ci = krippendorff_alpha_ci(units, values, level, n_boot=n_boot, seed=0)
             return {
                 **head,
@@ -229,7 +296,11 @@ class AgreementGroup:
                 "gwet_ac": gwet_ac(units, values, gwet_w),
             }
         self._fold()
-        units, values = _long([(str(k), v) for k, v in enumerate(self.sample.items)])
+        patterns = self.sample_patterns.values
+        units, values = _long(
+            [str(k) for k in range(len(self.sample.items))],
+            [patterns[i] for i in self.sample.items],
+        )
         ci = krippendorff_alpha_ci(units, values, level, n_boot=n_boot, seed=0)
         sums = GroupAgreement(
             self.n_labels,
@@ -272,12 +343,14 @@ class AgreementGroup:
         return float((p_a - p_e) / (1 - p_e))
 
 
-def _long(units: Sequence[tuple[str, tuple[float, ...]]]) -> tuple[np.ndarray, np.ndarray]:
-    """The long ``(units, values)`` columns of kept units."""
-    names = np.empty(len(units), dtype=object)
-    names[:] = [u for u, _ in units]
-    lengths = np.fromiter((len(v) for _, v in units), dtype=np.int64, count=len(units))
-    values = np.fromiter((x for _, v in units for x in v), dtype=float, count=int(lengths.sum()))
+def _long(
+    unit_names: Sequence[str], patterns: Sequence[tuple[float, ...]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The long ``(units, values)`` columns of kept units (a name and its values each)."""
+    names = np.empty(len(unit_names), dtype=object)
+    names[:] = unit_names
+    lengths = np.fromiter((len(v) for v in patterns), dtype=np.int64, count=len(patterns))
+    values = np.fromiter((x for v in patterns for x in v), dtype=float, count=int(lengths.sum()))
     return np.repeat(names, lengths), values
 
 

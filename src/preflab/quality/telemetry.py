@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +78,11 @@ class TelemetrySettings:
         return cls(**policy.model_dump())
 
 
+#: distinct shingles whose hash :func:`minhash_signatures` keeps between texts (cleared when
+#: full: the same hashes, computed again)
+SHINGLE_CACHE = 200_000
+
+
 def shingles(text: str, k: int = 5) -> set[str]:
     t = " ".join(str(text).lower().split())
     return {t[i : i + k] for i in range(max(1, len(t) - k + 1))}
@@ -112,6 +116,8 @@ def minhash_signatures(
     hashes: dict[str, int] = {}
     out = np.empty((len(texts), num_perm), dtype=np.uint64)
     for start in range(0, len(texts), block):
+        if len(hashes) > SHINGLE_CACHE:  # bounded: a shingle seen again is hashed again
+            hashes.clear()
         flat: list[int] = []
         starts: list[int] = []
         for text in texts[start : start + block]:
@@ -146,24 +152,38 @@ def near_duplicate_pairs(
         raise ValueError(f"{len(texts)} texts but {len(owners)} owners")
     sigs = minhash_signatures(texts, k, num_perm)
     bands, rows = 16, num_perm // 16
-    buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)
-    width = rows * sigs.dtype.itemsize
-    for i, s in enumerate(sigs):
-        raw = s.tobytes()  # a band's bytes, sliced from the row's (cheaper than a view each)
-        for b in range(bands):
-            buckets[(b, raw[b * width : (b + 1) * width])].append(i)
     seen, out = set(), []
-    for members in buckets.values():
-        for x in range(len(members)):
-            for y in range(x + 1, len(members)):
-                i, j = members[x], members[y]
-                if (i, j) in seen or owners[i] == owners[j]:
-                    continue
-                seen.add((i, j))
-                sim = jaccard(texts[i], texts[j], k)
-                if sim >= min_jaccard:
-                    out.append((i, j, sim))
+    # band by band (the pairs found do not depend on the order, and the result is sorted): one
+    # band's buckets in memory, found by sorting the band's bytes
+    for b in range(bands):
+        for members in _buckets(sigs[:, b * rows : (b + 1) * rows]):
+            for x in range(len(members)):
+                for y in range(x + 1, len(members)):
+                    i, j = members[x], members[y]
+                    if (i, j) in seen or owners[i] == owners[j]:
+                        continue
+                    seen.add((i, j))
+                    sim = jaccard(texts[i], texts[j], k)
+                    if sim >= min_jaccard:
+                        out.append((i, j, sim))
     return sorted(out)
+
+
+def _buckets(band: np.ndarray) -> list[list[int]]:
+    """The rows of ``band`` (texts x rows of a signature) that are equal, two or more each, in
+    ascending order within a bucket."""
+    if not len(band):
+        return []
+    keys = np.ascontiguousarray(band).view(np.dtype((np.void, band.shape[1] * band.itemsize)))
+    _, inverse, counts = np.unique(keys.ravel(), return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    shared = np.flatnonzero(counts >= 2)
+    if not len(shared):
+        return []
+    rows = np.flatnonzero(np.isin(inverse, shared))
+    order = rows[np.argsort(inverse[rows], kind="stable")]
+    cuts = np.flatnonzero(np.diff(inverse[order])) + 1
+    return [part.tolist() for part in np.split(order, cuts)]
 
 
 def summary_flags(

@@ -15,6 +15,7 @@ does not refuse the export (a project that collects no overlap has no agreement 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ import numpy as np
 
 from ...quality.agreement import krippendorff_alpha_ci
 from ...quality.agreement.krippendorff import Level
+from ...quality.mergeable import GroupAgreement, alpha_figures, fold_unit_values
 from ...quality.table import LabelTable
 from ...schema import (
     Item,
@@ -70,6 +72,11 @@ class _Cell:
     units: int = 0
     units_2plus: int = 0
     rows: int = 0
+    #: a dimension that is not gated (no interval): alpha's integer sums over the pairable
+    #: units (:func:`~preflab.quality.mergeable.fold_unit_values`) instead of their labels
+    pairable: int = 0
+    coincidence: dict[int, dict[tuple[float, float], int]] = field(default_factory=dict)
+    agree: dict[int, tuple[int, int]] = field(default_factory=dict)
     unit_parts: list[np.ndarray] = field(default_factory=list)
     code_parts: list[np.ndarray] = field(default_factory=list)
     value_parts: list[np.ndarray] = field(default_factory=list)
@@ -89,6 +96,20 @@ class _Cell:
         return units, values
 
 
+def _fold(cell: _Cell, units: np.ndarray, values: np.ndarray) -> None:
+    """Add the pairable units of one chunk (each label's unit index and value) to the cell's
+    integer sums of alpha: each unit's values counted, a pattern folded once per unit."""
+    order = np.lexsort((values, units))
+    units, values = units[order], values[order]
+    starts = np.flatnonzero(np.r_[True, units[1:] != units[:-1]])
+    patterns: Counter[tuple[float, ...]] = Counter(
+        tuple(part.tolist()) for part in np.split(values, starts[1:])
+    )
+    for pattern, times in patterns.items():
+        fold_unit_values(cell.coincidence, cell.agree, Counter(pattern), times)
+    cell.pairable += len(starts)
+
+
 @dataclass
 class AgreementTally:
     """The agreement figures' inputs, added up one chunk of items at a time.
@@ -97,7 +118,9 @@ class AgreementTally:
     dimension the tally keeps the number of units, of units with 2+ labels and of labels, and
     the labels of the *pairable* units (two or more non-missing values), the only ones alpha
     and its unit bootstrap read: the bootstrap resamples units, so it needs each unit's values
-    (a float and a 4-byte unit index a label, the unit's id once).
+    (a float and a 4-byte unit index a label, the unit's id once). A dimension that is not
+    gated (:data:`NOT_GATED`) has no interval: its pairable units are folded into alpha's
+    integer sums at once (:func:`_fold`) and nothing of them is kept.
     """
 
     cells: dict[tuple[str, str], _Cell] = field(default_factory=dict)
@@ -120,7 +143,9 @@ class AgreementTally:
                 cell.rows += len(units)
                 known = ~np.isnan(values)
                 pairable = known & (np.bincount(inverse[known], minlength=len(uniq))[inverse] >= 2)
-                if pairable.any():
+                if pairable.any() and dim in NOT_GATED:
+                    _fold(cell, inverse[pairable], values[pairable])
+                elif pairable.any():
                     # each pairable unit's id once, each label as the index of its unit
                     kept, local = np.unique(inverse[pairable], return_inverse=True)
                     cell.unit_parts.append(_compact(uniq[kept]))
@@ -142,7 +167,14 @@ class AgreementTally:
                 "alpha": None,
                 "ci95": None,
             }
-            if entry["items_with_2plus_raters"]:
+            if entry["items_with_2plus_raters"] and dim in NOT_GATED:
+                sums = GroupAgreement(
+                    0, 0, cell.pairable, 0, frozenset(), True, cell.coincidence, cell.agree
+                )
+                estimate = alpha_figures(sums, _level(dim))["alpha"]
+                if np.isfinite(estimate):
+                    entry["alpha"] = round(float(estimate), 4)
+            elif entry["items_with_2plus_raters"]:
                 units, values = cell.labels()
                 # no interval for dimensions that are not gated (the bootstrap is most of the cost)
                 ci = krippendorff_alpha_ci(

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions, TextCache, text_type
 from .routing import verifier_reward
+from .seen import SeenKeys
 
 
 def _reward(metadata: dict[str, Any], n_candidates: int) -> float | None:
@@ -45,11 +46,20 @@ class Rollouts(Exporter):
 
     def rows(self, chunks: Iterable[ExportData], options: ExportOptions) -> Iterator[Batch]:
         """Repeats are left out across the whole export (a digest of each answer seen, not its
-        text), and a batch ends at the first item boundary at or past :data:`BATCH_ROWS` rows,
-        whichever chunk it falls in."""
+        text; :class:`~.seen.SeenKeys` moves them to disk past a bound), and a batch ends at
+        the first item boundary at or past :data:`BATCH_ROWS` rows, whichever chunk it falls
+        in."""
         names = ("prompt", "response", "reward", "model")
+        seen = SeenKeys()
+        try:
+            yield from self._rows(chunks, seen, names)
+        finally:
+            seen.close()
+
+    def _rows(
+        self, chunks: Iterable[ExportData], seen: SeenKeys, names: tuple[str, ...]
+    ) -> Iterator[Batch]:
         batch: Batch = {n: [] for n in names}
-        seen: set[bytes] = set()
         for data in chunks:
             text = TextCache(data.items, data.conversational)
             for item_id, item in data.items.items():
@@ -57,9 +67,8 @@ class Rollouts(Exporter):
                 prompt = orjson.dumps(item.model_dump(mode="json")["prompt"])
                 for cand in item.candidates:
                     key = _digest(prompt, orjson.dumps(cand.body_json()), cand.model)
-                    if key in seen:  # the same model's same answer on two items: one row
+                    if not seen.add(key):  # the same model's same answer on two items: one row
                         continue
-                    seen.add(key)
                     batch["prompt"].append(text.prompt(item_id))
                     batch["response"].append(text.completion(item_id, cand.key))
                     verified = verifier_reward(item, cand.key)

@@ -34,8 +34,8 @@ the steps run chunk after chunk.
 
 Memory: one chunk of items (:data:`CHUNK_ITEMS`), plus a few bytes per resolved pair (a ratio,
 a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap resamples
-units); ``rollouts``: a 16-byte digest per distinct answer (repeats are left out) and one batch
-of rows; Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
+units); ``rollouts``: a 16-byte digest per distinct answer (repeats are left out; past
+100,000 of them in a temporary on-disk table, :mod:`.seen`) and one batch of rows; Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
 unit. Every format streams (:func:`streamable`) except to the ``hf`` file format (``datasets``
 writes one table), which takes the in-memory path.
 """
