@@ -184,7 +184,7 @@ class PoolEntry(Base):
     filled: Mapped[int] = mapped_column(Integer, default=0)
     #: A stable pseudo-random order (from the item hash) so raters spread over the pool.
     order_key: Mapped[int] = mapped_column(Integer, default=0)
-    #: Extra raters granted because the labels disagreed (``Policy.adaptive_overlap``; 0021):
+    #: Extra raters granted because the labels disagreed (``Policy.adaptive_overlap``; 0019):
     #: ``target`` is the item's k plus these. Raised only by one conditional ``UPDATE`` under
     #: the pool row's lock (``server.flow.extra``), never past the policy's ``max_extra``.
     extra: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

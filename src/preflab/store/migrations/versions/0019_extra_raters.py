@@ -1,7 +1,7 @@
 """More raters where they disagree (issue 30 item 6): the pool row's extra raters.
 
-Revision ID: 0021_extra_raters
-Revises: 0017_ai_labels_not_counted
+Revision ID: 0019_extra_raters
+Revises: 0018_ai_assistance
 Create Date: 2026-12-02
 
 ``task_pool.extra``: raters granted beyond the item's k because its labels disagreed
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0021_extra_raters"
+revision: str = "0019_extra_raters"
 down_revision: str | None = "0018_ai_assistance"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
