@@ -21,7 +21,6 @@ from preflab.server.services.review import (
     disagreement_reasons,
     is_held_out,
     parsed_judgments,
-    pending_demonstrations,
     reference_disagreements,
     telemetry_decisions,
     telemetry_flags,
@@ -169,10 +168,25 @@ def review_queues(
         "adjudication": ordered,
         "spot": spot,
         "spot_share": share,
-        "demonstrations": pending_demonstrations(session, project),
+        "demonstrations": review.pending_demonstrations(session, project),
         "telemetry": {
             "held_out": held_out,
             "weak_by_rater": weak_rows,
             "decided": len(decided),
         },
     }
+
+
+def pending_demonstrations(session: Session, project: ProjectRef) -> list[dict[str, Any]]:
+    """The pending demonstrations as they were read before: every counting judgment loaded."""
+    blind = settings_of(project.settings).policy.blind
+    return [
+        {
+            "judgment_id": r.pk,
+            "item_id": r.item.item_key,
+            "rater": r.rater.rater_hash[:24] if blind else r.rater.rater_key,
+            "submitted_at": r.submitted_at.isoformat() if r.submitted_at else None,
+        }
+        for r in active_judgments(session, project.pk)
+        if r.kind == "demonstration" and (r.body or {}).get("status", "pending") == "pending"
+    ]

@@ -5,6 +5,8 @@ present, on both databases and with chunks that split the project."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sqlalchemy import func, select, update
 
@@ -18,6 +20,7 @@ from . import review_oracle
 from .conftest import seed
 from .test_browse_snapshot import _item, _judgment, _ref
 
+T1 = "2026-11-21T10:00:00Z"
 #: one weak signal (no deletion while typing): exported, shown to reviewers as evidence
 WEAK_TEL = {"typed_chars": 400, "pasted_chars": 0, "revision_ratio": 0.0}
 
@@ -133,4 +136,42 @@ def test_streamed_queues_equal_the_whole_project_queues(db_url, monkeypatch):
         tel = old["telemetry"]
         assert tel["held_out"] and tel["weak_by_rater"] and tel["decided"] == 2
         assert review_oracle.review_queues(s, project, share=0.35)["spot"]
+    db.dispose()
+
+
+def test_pending_demonstrations_equal_the_whole_project_read(db_url):
+    """Pending demonstrations in one query: accepted, rejected and excluded ones left out, a
+    decided one's revision neither pending nor counted twice; blind and not."""
+    from preflab.schema import parse_judgment
+
+    _project(db_url, n_items=12, raters=3)
+    db = Database(db_url, pool_size=2, max_overflow=2)
+    with db.writing() as s:
+        project = repo.get_project(s, "demo")
+        project.kinds = [*project.kinds, "demonstration"]
+        pks = []
+        for i in range(6):
+            demo = parse_judgment(
+                {
+                    "kind": "demonstration",
+                    "item_id": f"item-{i:05d}",
+                    "text": f"An expert answer {i}.",
+                    "provenance": {"rater_id": f"rater{i % 3:03d}", "submitted_at": T1},
+                }
+            )
+            pks.append(repo.add_judgment(s, project, demo)[0].pk)
+        review.decide_demonstration(s, project.pk, "rev", pks[1], "accepted", "")
+        review.decide_demonstration(s, project.pk, "rev", pks[2], "rejected", "vague")
+        s.execute(update(JudgmentRow).where(JudgmentRow.pk == pks[3]).values(excluded=True))
+    project_ref = _ref(db)
+    with db.reading() as s:
+        new = review.pending_demonstrations(s, project_ref)
+        assert new == review_oracle.pending_demonstrations(s, project_ref)
+        assert [d["judgment_id"] for d in new] == [pks[0], pks[4], pks[5]]
+        assert all(d["submitted_at"] for d in new)
+        policy = {**project_ref.settings.get("policy", {}), "blind": False}
+        open_project = replace(project_ref, settings={**project_ref.settings, "policy": policy})
+        shown = review.pending_demonstrations(s, open_project)
+        assert shown == review_oracle.pending_demonstrations(s, open_project)
+        assert [d["rater"] for d in shown] == ["rater000", "rater001", "rater002"]
     db.dispose()
