@@ -30,8 +30,8 @@ process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
   ``page:review`` (the review queues): a real ``preflab serve`` (one worker) on the same database,
   an admin logged in over HTTP; per request the server's wall time, CPU (``/proc/PID/stat``) and
   peak RSS during that request (the peak is reset by writing 5 to ``/proc/PID/clear_refs`` before
-  it, ``VmHWM`` read after); ``--repeat N`` requests each page N times (one after the other, in
-  the order given) and records the medians, every run kept under ``runs``;
+  it, ``VmHWM`` read after); ``--repeat N`` requests each page N times in a row (the pages in the
+  order above, the review queues last) and records the medians, every run kept under ``runs``;
 - ``baseline``: a bare streaming read of the judgments table (the columns the readers use,
   ``fetchmany``, every JSON column parsed with orjson) through sqlite3 / psycopg: what reading
   the project once costs, to which each step is compared.
@@ -505,11 +505,14 @@ def step_pages(
                 "data-last": f"/admin/p/{PROJECT}/data?offset={last}",
                 "review": f"/p/{PROJECT}/review",
             }
-            runs: dict[str, list[dict[str, Any]]] = {p: [] for p in pages}
-            for _ in range(max(1, repeat)):
-                for page in pages:
-                    runs[page].append(_request(client, server.pid, paths[page], timeout, idle_mb))
-            results = {page: _median_of(rs) for page, rs in runs.items()}
+            # a page's requests one after the other (a page that leaves the process larger, as
+            # the review queues do, then weighs on no other page's peak but the later ones')
+            for page in pages:
+                runs = [
+                    _request(client, server.pid, paths[page], timeout, idle_mb)
+                    for _ in range(max(1, repeat))
+                ]
+                results[page] = _median_of(runs)
     except (httpx.HTTPError, RuntimeError) as exc:
         for page in pages:
             results.setdefault(page, {"status": "failed", "stderr": str(exc)[-2000:]})
