@@ -26,10 +26,12 @@ process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
   (:data:`EXPORTS`; ``--force``: the figures are the work, not the agreement gate);
   ``export:trl-preference:dawid-skene`` with ``--aggregation dawid-skene``;
 - ``status``: ``preflab status --json``;
-- ``page:dashboard``, ``page:data-first``, ``page:data-middle``, ``page:data-last``: a real
-  ``preflab serve`` (one worker) on the same database, an admin logged in over HTTP; per request
-  the server's wall time, CPU (``/proc/PID/stat``) and peak RSS during that request (the peak is
-  reset by writing 5 to ``/proc/PID/clear_refs`` before it, ``VmHWM`` read after);
+- ``page:dashboard``, ``page:data-first``, ``page:data-middle``, ``page:data-last``,
+  ``page:review`` (the review queues): a real ``preflab serve`` (one worker) on the same database,
+  an admin logged in over HTTP; per request the server's wall time, CPU (``/proc/PID/stat``) and
+  peak RSS during that request (the peak is reset by writing 5 to ``/proc/PID/clear_refs`` before
+  it, ``VmHWM`` read after); ``--repeat N`` requests each page N times in a row (the pages in the
+  order above, the review queues last) and records the medians, every run kept under ``runs``;
 - ``baseline``: a bare streaming read of the judgments table (the columns the readers use,
   ``fetchmany``, every JSON column parsed with orjson) through sqlite3 / psycopg: what reading
   the project once costs, to which each step is compared.
@@ -42,7 +44,7 @@ CPU and RSS, load average at the step) and the RSS growth between sizes (the cri
 does not grow with the project); ``--json PATH`` writes every figure. ``--against OTHER/src``
 runs ``status``, the report and the exports with another checkout's code too (e.g. main's, the
 baseline of a change), each just before this checkout's on the same database and under the same
-load, recorded as ``STEP@base``.
+load, recorded as ``STEP@base`` (the pages: a server of each checkout, the other's first).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ EXPORTS = (
     "trl-sft-agent",
     "rlhf-2026.11",
 )
-PAGES = ("dashboard", "data-first", "data-middle", "data-last")
+PAGES = ("dashboard", "data-first", "data-middle", "data-last", "review")
 #: the order steps run in: what the issue's criterion names first, the cheap ones early
 STEPS = (
     "baseline",
@@ -443,9 +445,10 @@ def _count_items(url: str) -> int:
 
 
 def step_pages(
-    url: str, pages: list[str], timeout: float, env: dict[str, str], tmp: Path
+    url: str, pages: list[str], timeout: float, env: dict[str, str], tmp: Path, repeat: int = 1
 ) -> dict[str, dict[str, Any]]:
-    """Start ``preflab serve`` on ``url``, log in as an admin, request each page once."""
+    """Start ``preflab serve`` on ``url``, log in as an admin, request each page ``repeat``
+    times; per page the medians of wall time, CPU and peak RSS (:func:`_median_of`)."""
     import httpx
 
     # (already there from an earlier run on this cached database: the same password)
@@ -500,9 +503,16 @@ def step_pages(
                 "data-first": f"/admin/p/{PROJECT}/data",
                 "data-middle": f"/admin/p/{PROJECT}/data?offset={last // 2 // 50 * 50}",
                 "data-last": f"/admin/p/{PROJECT}/data?offset={last}",
+                "review": f"/p/{PROJECT}/review",
             }
+            # a page's requests one after the other (a page that leaves the process larger, as
+            # the review queues do, then weighs on no other page's peak but the later ones')
             for page in pages:
-                results[page] = _request(client, server.pid, paths[page], timeout, idle_mb)
+                runs = [
+                    _request(client, server.pid, paths[page], timeout, idle_mb)
+                    for _ in range(max(1, repeat))
+                ]
+                results[page] = _median_of(runs)
     except (httpx.HTTPError, RuntimeError) as exc:
         for page in pages:
             results.setdefault(page, {"status": "failed", "stderr": str(exc)[-2000:]})
@@ -516,6 +526,23 @@ def step_pages(
             server.wait()
         log.close()
     return results
+
+
+def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run as is; several: the first's fields with the medians of wall time, CPU and peak
+    RSS over the runs that succeeded (every run under ``runs``), a failure when none did."""
+    if len(runs) == 1:
+        return runs[0]
+    ok = [r for r in runs if r["status"] == "ok"]
+    if not ok:
+        return {**runs[0], "runs": runs}
+    import statistics
+
+    out = dict(ok[0])
+    for field in ("wall_s", "cpu_s", "peak_rss_mb"):
+        out[field] = round(statistics.median(r[field] for r in ok), 3)
+    out["load"] = max(r["load"] for r in runs)
+    return {**out, "repeat": len(runs), "failed_runs": len(runs) - len(ok), "runs": runs}
 
 
 def _request(
@@ -606,7 +633,7 @@ def run_case(
         tmp = Path(tmp_s)
         pages = [s.split(":", 1)[1] for s in steps if s.startswith("page:")]
 
-        def one(step: str, env: dict[str, str]) -> dict[str, Any] | None:
+        def one(step: str, env: dict[str, str], suffix: str = "") -> dict[str, Any] | None:
             if step == "baseline":
                 r = measure([sys.executable, __file__, "--child-baseline", url], args.timeout, env)
             elif step == "status":
@@ -667,8 +694,10 @@ def run_case(
                 shutil.rmtree(target, ignore_errors=True)
             elif step.startswith("page:"):
                 if step.split(":", 1)[1] == pages[0]:  # one server for all the pages
-                    for page, pr in step_pages(url, pages, args.timeout, env, tmp).items():
-                        record(f"page:{page}", pr)
+                    for page, pr in step_pages(
+                        url, pages, args.timeout, env, tmp, args.repeat
+                    ).items():
+                        record(f"page:{page}{suffix}", pr)
                 return None
             else:
                 raise SystemExit(f"unknown step {step!r}")
@@ -677,9 +706,13 @@ def run_case(
         for step in steps:
             if step == "import":
                 continue
-            if args.against and (step in ("status", "report") or step.startswith("export:")):
+            if args.against and (
+                step in ("status", "report", "snapshot")
+                or step.startswith("export:")
+                or step == f"page:{pages[0] if pages else ''}"
+            ):
                 # the other checkout's code on the same database, just before: the same load
-                base = one(step, {**env, "PYTHONPATH": str(args.against)})
+                base = one(step, {**env, "PYTHONPATH": str(args.against)}, "@base")
                 if base is not None:
                     record(f"{step}@base", base)
             r = one(step, env)
@@ -799,6 +832,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=Path,
         help="another checkout's src (e.g. main's): status, report and exports run with it too, "
         "each just before this checkout's, recorded as STEP@base",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="requests of each page (the medians are recorded)"
     )
     parser.add_argument("--child-baseline", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -151,3 +151,35 @@ def test_against_runs_the_other_checkouts_code_just_before(tmp_path):
     assert steps["status@base"]["status"] == "failed"
     assert "the other checkout" in steps["status@base"]["stderr"]
     assert steps["status"]["status"] == "ok"
+
+
+def test_several_runs_of_a_page_give_their_medians():
+    bench = load_bench()
+    runs = [
+        {"status": "ok", "wall_s": w, "cpu_s": c, "peak_rss_mb": m, "load": ld, "path": "/p"}
+        for w, c, m, ld in ((3.0, 1.0, 300.0, 2.0), (1.0, 0.5, 250.0, 4.0), (2.0, 2.0, 200.0, 3.0))
+    ]
+    failed = {"status": "timeout", "wall_s": 9.0, "cpu_s": 9.0, "peak_rss_mb": 900.0, "load": 5.0}
+    out = bench._median_of([*runs, failed])
+    assert (out["wall_s"], out["cpu_s"], out["peak_rss_mb"]) == (2.0, 1.0, 250.0)
+    assert out["repeat"] == 4 and out["failed_runs"] == 1 and out["load"] == 5.0
+    assert out["runs"][3] is failed and out["status"] == "ok"
+    assert bench._median_of(runs[:1]) == runs[0]  # one run: as measured
+    assert bench._median_of([failed, failed])["status"] == "timeout"
+
+
+@pytest.mark.slow
+def test_the_review_page_and_pages_of_the_other_checkout(tmp_path):
+    bench = load_bench()
+    other = tmp_path / "other-src"
+    (other / "preflab").mkdir(parents=True)  # a checkout whose CLI fails: its server says so
+    (other / "preflab" / "__init__.py").write_text("raise SystemExit('the other checkout')\n")
+    out = tmp_path / "scale.json"
+    argv = ["--judgments", "600", "--work", str(tmp_path), "--json", str(out), "--quiet"]
+    bench.main([*argv, "--against", str(other), "--repeat", "2", "--steps", "page:review"])
+    steps = json.loads(out.read_text())["cases"][0]["steps"]
+    assert list(steps) == ["import", "page:review@base", "page:review"]
+    assert steps["page:review@base"]["status"] == "failed"
+    review = steps["page:review"]
+    assert review["status"] == "ok" and review["path"] == "/p/bench/review"
+    assert review["repeat"] == 2 and len(review["runs"]) == 2 and review["bytes"] > 1000

@@ -443,6 +443,10 @@ class ReportAccumulator:
         self.flag_counts: list[dict[str, dict[str, int]]] = [{}, {}]
         self.rationales: list[tuple[int, str, str, str]] = []
         self.n_rationales = 0
+        #: the near-duplicate search (``near_duplicate_pairs``'s signature); a caller that searched
+        #: these rationales already answers from that search
+        #: (:class:`~preflab.quality.near_duplicate_index.NearDuplicateIndex`)
+        self.pair_search: Callable[..., list[tuple[int, int, float]]] = near_duplicate_pairs
         self.triads: dict[str, list[int]] = {}
         self.queue: list[tuple[Any, ...]] = []  # a heap of the top max_queue rows
         self.queue_total = 0
@@ -843,7 +847,7 @@ class ReportAccumulator:
     def _near_duplicates(self) -> list[dict[str, Any]]:
         cfg = self.telemetry
         kept = self.rationales
-        dups = near_duplicate_pairs(
+        dups = self.pair_search(
             [t for *_, t in kept],
             [r for _, _, r, _ in kept],
             cfg.min_jaccard,

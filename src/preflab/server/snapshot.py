@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -43,11 +43,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
 from ..io.quality_source import accumulate_in
+from ..quality.near_duplicate_index import NearDuplicateIndex
 from ..quality.report import finish_report
-from ..quality.telemetry import TelemetrySettings, near_duplicate_pairs
+from ..quality.telemetry import TelemetrySettings
 from ..settings import get_settings
 from ..store import repo
-from ..store.models import ItemRow, JudgmentRow, Project, utcnow
+from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import QualitySnapshot, ReviewRequest
 from .database import Database
 from .pages.panels import quality_panels
@@ -160,78 +161,113 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _judgment_chunks(session: Session, project_pk: int) -> Iterator[list[JudgmentRow]]:
-    """The project's counting judgments (:func:`review.active_judgments`), ``CHUNK`` at a time in
-    pk order, with their raters and items' candidates."""
-    last = 0
-    while True:
+def _activity_rows(session: Session, project_pk: int) -> Iterator[Any]:
+    """The project's counting judgments (:func:`review.active_judgments`' rule) in pk order, the
+    columns the per-rater pass reads (no ORM object, no parsing): one query, streamed."""
+    stmt = (
+        select(
+            JudgmentRow.pk,
+            JudgmentRow.review_pass,
+            JudgmentRow.started_at,
+            JudgmentRow.submitted_at,
+            JudgmentRow.telemetry,
+            JudgmentRow.rationale,
+            Rater.rater_key,
+        )
+        .join(Rater, Rater.pk == JudgmentRow.rater_pk)
+        .where(
+            JudgmentRow.project_pk == project_pk,
+            JudgmentRow.excluded.is_(False),
+            review.not_revised(),
+        )
+        .order_by(JudgmentRow.pk)
+        .execution_options(yield_per=CHUNK)
+    )
+    yield from session.execute(stmt)
+
+
+def _held_out(
+    session: Session,
+    pks: list[int],
+    settings: TelemetrySettings,
+    decided: dict[int, Any],
+) -> list[str]:
+    """The rater key of each of these judgments (production labels with telemetry) that its
+    telemetry holds out (the export's rule, no reviewer's decision): read whole, as the review
+    pages read them, ``CHUNK`` at a time."""
+    out: list[str] = []
+    for start in range(0, len(pks), CHUNK):
         rows = list(
             session.scalars(
                 select(JudgmentRow)
-                .where(
-                    JudgmentRow.project_pk == project_pk,
-                    JudgmentRow.excluded.is_(False),
-                    review.not_revised(),
-                    JudgmentRow.pk > last,
-                )
+                .where(JudgmentRow.pk.in_(pks[start : start + CHUNK]))
                 .options(
                     selectinload(JudgmentRow.rater),
                     selectinload(JudgmentRow.item).selectinload(ItemRow.candidates),
                 )
                 .order_by(JudgmentRow.pk)
-                .limit(CHUNK)
             )
         )
-        if not rows:
-            return
-        yield rows
-        last = rows[-1].pk
+        parsed = review.parsed_judgments(rows)
+        for i, found in review.assessments(rows, parsed, settings).items():
+            if found.exclude and rows[i].pk not in decided:
+                out.append(rows[i].rater.rater_key)
         session.expunge_all()  # keep the identity map to one chunk
+    return out
+
+
+def activity(
+    session: Session, project: ProjectRef | Project
+) -> tuple[dict[str, Any], NearDuplicateIndex]:
+    """:func:`rater_activity`, and its near-duplicate search (for the report's flags)."""
+    settings = review.telemetry_settings(project)
+    decided = review.telemetry_decisions(session, project.pk)
+    times: dict[str, array[float]] = {}
+    held: dict[str, int] = {}
+    with_telemetry: list[int] = []
+    texts: list[str] = []
+    owners: list[str] = []
+    pks: list[int] = []
+    for pk, review_pass, started, submitted, telemetry, rationale, key in _activity_rows(
+        session, project.pk
+    ):
+        if rationale and len(rationale) >= 20:
+            pks.append(pk)
+            texts.append(rationale)
+            owners.append(key)
+        if review_pass != 0:
+            continue
+        held.setdefault(key, 0)
+        if submitted is not None and started is not None:
+            times.setdefault(key, array("d")).append((submitted - started).total_seconds())
+        if telemetry is not None:
+            with_telemetry.append(pk)
+    for key in _held_out(session, with_telemetry, settings, decided):
+        held[key] += 1
+    cfg = TelemetrySettings()  # the data browser's flags use the engine's defaults, as before
+    index = NearDuplicateIndex(texts, owners, cfg.min_jaccard, cfg.shingle, cfg.num_perm)
+    dups: set[int] = set()
+    for first, second, _sim in index.found:
+        dups.update((pks[first], pks[second]))
+    out = {
+        "median_s": {k: _median(v) for k, v in times.items()},
+        "held_out": held,
+        "near_duplicate_pks": sorted(dups),
+    }
+    return out, index
 
 
 def rater_activity(session: Session, project: ProjectRef | Project) -> dict[str, Any]:
     """Per rater (``rater_key``): the median seconds from start to submission of their production
     labels and the labels held out by telemetry (the export's rule, no reviewer's decision); and
     the judgment pks whose rationale nearly duplicates another's anywhere in the project (the rule
-    of :func:`preflab.quality.telemetry_flags`). One pass in pk order, ``CHUNK`` rows at a time."""
-    settings = review.telemetry_settings(project)
-    decided = review.telemetry_decisions(session, project.pk)
-    times: dict[str, list[float]] = defaultdict(list)
-    held: dict[str, int] = defaultdict(int)
-    with_text: list[tuple[int, str, str]] = []  # (pk, rationale, rater) for the duplicate check
-    for rows in _judgment_chunks(session, project.pk):
-        parsed = review.parsed_judgments(rows)
-        assessed = review.assessments(rows, parsed, settings)
-        for i, (r, j) in enumerate(zip(rows, parsed, strict=True)):
-            if j is not None and j.rationale and len(j.rationale) >= 20:
-                with_text.append((r.pk, j.rationale, j.provenance.rater_id))
-            if r.review_pass != 0:
-                continue
-            key = r.rater.rater_key
-            held[key] += 0
-            if r.submitted_at is not None and r.started_at is not None:
-                times[key].append((r.submitted_at - r.started_at).total_seconds())
-            found = assessed.get(i)
-            if found is not None and found.exclude and r.pk not in decided:
-                held[key] += 1
-    cfg = TelemetrySettings()  # the data browser's flags use the engine's defaults, as before
-    dups: set[int] = set()
-    for first, second, _sim in near_duplicate_pairs(
-        [t for _, t, _ in with_text],
-        [r for _, _, r in with_text],
-        cfg.min_jaccard,
-        cfg.shingle,
-        cfg.num_perm,
-    ):
-        dups.update((with_text[first][0], with_text[second][0]))
-    return {
-        "median_s": {k: _median(v) for k, v in times.items()},
-        "held_out": dict(held),
-        "near_duplicate_pks": sorted(dups),
-    }
+    of :func:`preflab.quality.telemetry_flags`). One streamed query of the counting judgments'
+    columns (no ORM object); only the production labels with telemetry are read whole (their
+    assessment needs the judgment and its item's answers), ``CHUNK`` at a time."""
+    return activity(session, project)[0]
 
 
-def _median(values: list[float]) -> float:
+def _median(values: Sequence[float]) -> float:
     import statistics
 
     return float(statistics.median(values))
@@ -243,10 +279,13 @@ def compute_panels(
     """The snapshot's panels: the quality report streamed in ``session`` (memory that does not
     grow with the project, the figures ``preflab quality report`` prints), and
     :func:`rater_activity`."""
+    per_rater, searched = activity(session, project)
     acc = accumulate_in(session, project.name)
+    # the report's near-duplicate flags: its rationales are among those searched just now
+    acc.pair_search = searched.pairs
     chosen, rejected = acc.length_pairs()
     panels = quality_panels(finish_report(acc), chosen, rejected)
-    del acc, chosen, rejected
+    del acc, chosen, rejected, searched
     project_row = session.get(Project, project.pk)
     assert project_row is not None
     excluded = session.scalar(
@@ -257,7 +296,7 @@ def compute_panels(
     return jsonable(
         {
             **panels,
-            **rater_activity(session, project),
+            **per_rater,
             # the dashboard's progress figures and throughput, as of the watermark
             "counts": repo.project_counts(session, project_row),
             "excluded_judgments": int(excluded or 0),

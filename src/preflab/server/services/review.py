@@ -14,8 +14,8 @@ from collections import defaultdict
 from typing import Any, TypeGuard
 
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, case, exists, func, select
-from sqlalchemy.orm import Session, aliased, selectinload
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session, selectinload
 
 from ... import audit
 from ...quality.adjudication import route_for_adjudication
@@ -50,15 +50,9 @@ from ..permissions import ProjectRef
 from ..quality_adapter import wilson_interval
 from . import extra_raters
 from .leases import expired_leases
+from .review_scan import item_chunks, near_duplicate_partners, not_revised
 
 # -- judgments under review -----------------------------------------------------------------------
-
-
-def not_revised() -> ColumnElement[bool]:
-    """No other judgment revises this one: a probe of the partial ``supersedes_pk`` index per
-    row (``active_judgments``' rule, without reading the project's revisions)."""
-    newer = aliased(JudgmentRow)
-    return ~exists().where(newer.supersedes_pk == JudgmentRow.pk)
 
 
 def active_judgments(
@@ -194,10 +188,10 @@ def is_held_out(
 def review_queues(
     session: Session, project: ProjectRef, *, share: float | None = None
 ) -> dict[str, Any]:
-    """The adjudication queue (low agreement, failed gold, near-duplicate rationales), the
-    labels held out by telemetry waiting for a reviewer's decision, weak telemetry signals per
-    rater, and the spot-review queue (a stable pseudo-random ``share`` of the other production
-    judgments).
+    """The adjudication queue (low agreement, failed gold, near-duplicate rationales, disputed
+    references, labels a machine check sent back), the labels held out by telemetry waiting for
+    a reviewer's decision, weak telemetry signals per rater, and the spot-review queue (a stable
+    pseudo-random ``share`` of the other production judgments).
 
     A weak telemetry flag (one signal, such as a clean sentence typed without a deletion) does
     not queue its item: most honest labels carry one, and a queue of them hides what needs a
@@ -207,15 +201,10 @@ def review_queues(
     p = must_get(session, Project, project.pk)
     policy = settings_of(project.settings).policy
     share = policy.spot_review_share if share is None else share
-    rows = active_judgments(session, project.pk)
-    parsed = parsed_judgments(rows)
-    flags = telemetry_flags(parsed)
-    assessed = assessments(rows, parsed, telemetry_settings(project))
+    settings = telemetry_settings(project)
     decided = telemetry_decisions(session, project.pk)
     blind = policy.blind
-    disagree = disagreement_reasons(parsed)
-    for item_id in extra_raters.waiting_items(session, project.pk):
-        disagree.pop(item_id, None)  # one more rater first (Policy.adaptive_overlap)
+    waiting = set(extra_raters.waiting_items(session, project.pk))  # Policy.adaptive_overlap
     failed_gold = set(
         session.scalars(
             select(GoldOutcome.judgment_pk).where(
@@ -225,108 +214,124 @@ def review_queues(
             )
         )
     )
-    adjudicated = {r.item.item_key for r in rows if r.review_pass == int(ReviewPass.ADJUDICATION)}
-    queue: dict[str, dict[str, Any]] = {}
-
-    def entry(item_id: str) -> dict[str, Any]:
-        return queue.setdefault(
-            item_id,
-            {
-                "item_id": item_id,
-                "reasons": [],
-                "judgments": 0,
-                "adjudicated": item_id in adjudicated,
-            },
-        )
-
-    for item_id, reasons in disagree.items():
-        entry(item_id)["reasons"] += reasons
-    flagged_pks = set()
-    for i, row in enumerate(rows):
-        key = row.item.item_key
-        if row.pk in failed_gold:
-            entry(key)["reasons"].append(f"failed gold (judgment {row.pk})")
-            flagged_pks.add(row.pk)
-        # a cross-rater finding (not the rater's own telemetry): still a reason to look
-        others = flags.get(i, {}).get("near_duplicate_rationale")
-        if others is not None:
-            like = f", like judgment{'s' if len(others) > 1 else ''} " + ", ".join(
-                str(rows[o].pk) for o in others
-            )
-            entry(key)["reasons"].append(
-                f"telemetry: near_duplicate_rationale (judgment {row.pk}{like})"
-            )
-            flagged_pks.add(row.pk)
-    # references two experts wrote that disagree (issue 29): adjudicate the reference
-    for item_key, reason in reference_disagreements(session, project.pk).items():
-        entry(item_key)["reasons"].append(reason)
+    references = reference_disagreements(session, project.pk)
     # labels a machine check sent back (no reviewer: ``preflab verify steps --send-back``)
-    by_pk = {r.pk: r for r in rows}
+    sent_back: dict[int, list[tuple[int, str]]] = defaultdict(list)  # (request pk, first line)
     for req in session.scalars(
-        select(ReviewRequest).where(
+        select(ReviewRequest)
+        .where(
             ReviewRequest.project_pk == project.pk,
             ReviewRequest.status == "open",
             ReviewRequest.reviewer_pk.is_(None),
         )
+        .order_by(ReviewRequest.pk)
     ):
-        sent = by_pk.get(req.judgment_pk)
-        if sent is not None:
-            first = req.note.splitlines()[0] if req.note else "sent back"
-            entry(sent.item.item_key)["reasons"].append(f"{first} (judgment {sent.pk})")
-            flagged_pks.add(sent.pk)
-    held_out = []
+        first = req.note.splitlines()[0] if req.note else "sent back"
+        sent_back[req.judgment_pk].append((req.pk, first))
+    partners = near_duplicate_partners(session, project.pk)
+    queue: list[dict[str, Any]] = []
+    held_out: list[dict[str, Any]] = []
+    spot: list[dict[str, Any]] = []
     weak_by_rater: dict[str, dict[str, Any]] = {}
-    for i, row in enumerate(rows):
-        a = assessed.get(i)
-        if row.review_pass != 0:
-            continue
-        who = row.rater.rater_hash[:24] if blind else row.rater.rater_key
-        per = weak_by_rater.setdefault(who, {"rater": who, "labels": 0, "weak": 0, "flags": {}})
-        per["labels"] += 1
-        if row.item.item_key in adjudicated:  # the final label replaced the raters' labels
-            continue
-        if is_held_out(a, row, decided):
-            held_out.append(
-                {
-                    "judgment_id": row.pk,
-                    "item_id": row.item.item_key,
-                    "rater": who,
-                    "flags": a.names,
-                    "why": a.why,
-                    "evidence": {n: e for n, e in a.flags},
-                }
+    first_seen: dict[str, dict[str, int]] = defaultdict(dict)  # rater -> reason -> first pk
+    for chunk, rows in item_chunks(session, project.pk):
+        parsed = parsed_judgments(rows)
+        assessed = assessments(rows, parsed, settings)
+        disagree = disagreement_reasons(parsed)
+        for item_id in waiting & disagree.keys():
+            disagree.pop(item_id)  # one more rater first (Policy.adaptive_overlap)
+        per_item: dict[int, list[int]] = defaultdict(list)
+        for i, r in enumerate(rows):
+            per_item[r.item_pk].append(i)
+        for item_pk, item_key in chunk:
+            idx = per_item.get(item_pk, [])
+            adjudicated = any(rows[i].review_pass == int(ReviewPass.ADJUDICATION) for i in idx)
+            reasons = list(disagree.get(item_key, []))
+            flagged: set[int] = set()
+            for i in idx:
+                row = rows[i]
+                if row.pk in failed_gold:
+                    reasons.append(f"failed gold (judgment {row.pk})")
+                    flagged.add(row.pk)
+                others = partners.get(row.pk)
+                if others is not None:
+                    like = f", like judgment{'s' if len(others) > 1 else ''} " + ", ".join(
+                        str(o) for o in others
+                    )
+                    reasons.append(f"telemetry: near_duplicate_rationale (judgment {row.pk}{like})")
+                    flagged.add(row.pk)
+            if item_key in references:
+                reasons.append(references[item_key])
+            # in the order the requests were made
+            sent = sorted(
+                (req, rows[i].pk, first)
+                for i in idx
+                for req, first in sent_back.get(rows[i].pk, ())
             )
-            flagged_pks.add(row.pk)
-        elif a is not None and a.weak and row.pk not in decided:
-            per["weak"] += 1
-            per["flags"][a.reason] = per["flags"].get(a.reason, 0) + 1
+            for _req, pk, first in sent:
+                reasons.append(f"{first} (judgment {pk})")
+                flagged.add(pk)
+            queued = item_key in disagree or bool(reasons)
+            production = [i for i in idx if rows[i].review_pass == 0]
+            for i in production:
+                row = rows[i]
+                a = assessed.get(i)
+                who = row.rater.rater_hash[:24] if blind else row.rater.rater_key
+                per = weak_by_rater.setdefault(
+                    who, {"rater": who, "labels": 0, "weak": 0, "flags": {}}
+                )
+                per["labels"] += 1
+                if adjudicated:  # the final label replaced the raters' labels
+                    continue
+                if is_held_out(a, row, decided):
+                    held_out.append(
+                        {
+                            "judgment_id": row.pk,
+                            "item_id": item_key,
+                            "rater": who,
+                            "flags": a.names,
+                            "why": a.why,
+                            "evidence": {n: e for n, e in a.flags},
+                        }
+                    )
+                    flagged.add(row.pk)
+                elif a is not None and a.weak and row.pk not in decided:
+                    per["weak"] += 1
+                    per["flags"][a.reason] = per["flags"].get(a.reason, 0) + 1
+                    seen = first_seen[who]
+                    seen[a.reason] = min(seen.get(a.reason, row.pk), row.pk)
+            if queued:
+                entry: dict[str, Any] = {
+                    "item_id": item_key,
+                    "reasons": reasons,
+                    "judgments": len(production),
+                    "adjudicated": adjudicated,
+                }
+                # weak telemetry flags as context of items queued for another reason
+                for i in idx:
+                    a = assessed.get(i)
+                    if a is not None and a.weak and rows[i].pk not in decided:
+                        entry.setdefault("evidence", []).append(
+                            f"weak telemetry signals on judgment {rows[i].pk} (exported): "
+                            f"{', '.join(a.names)}"
+                        )
+                queue.append(entry)
+                continue
+            for i in production:
+                row = rows[i]
+                if row.pk not in flagged and unit_hash(p.secret, row.pk) < share:
+                    spot.append({"judgment_id": row.pk, "item_id": item_key, "kind": row.kind})
+    # a rater's weak flags in the order they first occur (judgment pk order)
+    for who, per in weak_by_rater.items():
+        seen = first_seen[who]
+        per["flags"] = dict(sorted(per["flags"].items(), key=lambda kv: seen[kv[0]]))
     weak_rows = sorted(
         (r for r in weak_by_rater.values() if r["weak"]),
         key=lambda r: (-r["weak"] / r["labels"], r["rater"]),
     )
-    counts: dict[str, int] = defaultdict(int)
-    for r in rows:
-        if r.review_pass == 0:
-            counts[r.item.item_key] += 1
-    for item_id, e in queue.items():
-        e["judgments"] = counts.get(item_id, 0)
-    # weak telemetry flags as context of items queued for another reason
-    for i, row in enumerate(rows):
-        a = assessed.get(i)
-        key = row.item.item_key
-        if key in queue and a is not None and a.weak and row.pk not in decided:
-            queue[key].setdefault("evidence", []).append(
-                f"weak telemetry signals on judgment {row.pk} (exported): {', '.join(a.names)}"
-            )
-    ordered = sorted(
-        queue.values(), key=lambda e: (e["adjudicated"], -len(e["reasons"]), e["item_id"])
-    )
-    spot = []
-    for r in rows:
-        if r.review_pass != 0 or r.pk in flagged_pks or r.item.item_key in queue:
-            continue
-        if _unit_hash(p.secret, r.pk) < share:
-            spot.append({"judgment_id": r.pk, "item_id": r.item.item_key, "kind": r.kind})
+    ordered = sorted(queue, key=lambda e: (e["adjudicated"], -len(e["reasons"]), e["item_id"]))
+    held_out.sort(key=lambda h: h["judgment_id"])
+    spot.sort(key=lambda s: s["judgment_id"])
     return {
         "adjudication": ordered,
         "spot": spot,
@@ -340,7 +345,8 @@ def review_queues(
     }
 
 
-def _unit_hash(secret: str, pk: int) -> float:
+def unit_hash(secret: str, pk: int) -> float:
+    """A judgment's stable pseudo-random number in [0, 1) (the spot-review draw)."""
     return int(hashlib.sha256(f"{secret}:{pk}".encode()).hexdigest()[:8], 16) / 2**32
 
 
@@ -652,17 +658,38 @@ DEMO_DECISIONS = ("accepted", "rejected")
 
 
 def pending_demonstrations(session: Session, project: ProjectRef | Project) -> list[dict[str, Any]]:
-    """Demonstrations waiting for a reviewer's decision, oldest first."""
+    """Demonstrations waiting for a reviewer's decision, oldest first: the counting judgments
+    (:func:`active_judgments`' rule) of kind ``demonstration`` in SQL, their item id and rater
+    joined, the status read from the body of those rows only."""
     blind = settings_of(project.settings).policy.blind
+    rows = session.execute(
+        select(
+            JudgmentRow.pk,
+            JudgmentRow.body,
+            JudgmentRow.submitted_at,
+            ItemRow.item_key,
+            Rater.rater_key,
+            Rater.rater_hash,
+        )
+        .join(ItemRow, ItemRow.pk == JudgmentRow.item_pk)
+        .join(Rater, Rater.pk == JudgmentRow.rater_pk)
+        .where(
+            JudgmentRow.project_pk == project.pk,
+            JudgmentRow.kind == "demonstration",
+            JudgmentRow.excluded.is_(False),
+            not_revised(),
+        )
+        .order_by(JudgmentRow.pk)
+    )
     return [
         {
-            "judgment_id": r.pk,
-            "item_id": r.item.item_key,
-            "rater": r.rater.rater_hash[:24] if blind else r.rater.rater_key,
-            "submitted_at": r.submitted_at.isoformat() if r.submitted_at else None,
+            "judgment_id": pk,
+            "item_id": item_key,
+            "rater": rater_hash[:24] if blind else rater_key,
+            "submitted_at": submitted_at.isoformat() if submitted_at else None,
         }
-        for r in active_judgments(session, project.pk)
-        if r.kind == "demonstration" and (r.body or {}).get("status", "pending") == "pending"
+        for pk, body, submitted_at, item_key, rater_key, rater_hash in rows
+        if (body or {}).get("status", "pending") == "pending"
     ]
 
 
