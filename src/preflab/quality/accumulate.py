@@ -636,6 +636,8 @@ class ReportAccumulator:
         gold = item.gold.model_dump() if item is not None and item.gold is not None else None
         chosen: list[int] = []
         rejected: list[int] = []
+        # an item's candidates' features, looked up once an item (its raters share them)
+        feats: dict[str, dict[str, int]] = {}
         for j in js:
             rater = j.provenance.rater_id
             if gold is not None and item is not None and int(j.provenance.review_pass) == 0:
@@ -651,12 +653,19 @@ class ReportAccumulator:
                 pos = self.position[rater]
                 pos[0] += int(j.first_shown_chosen)
                 pos[1] += 1
-            if j.chosen is None or j.chosen not in lens or j.rejected not in lens:
+            c_id, r_id = j.chosen, j.rejected
+            if c_id is None or r_id is None or c_id not in lens or r_id not in lens:
                 continue
-            (text_c, len_c), (text_r, len_r) = lens[j.chosen], lens[j.rejected]
+            (text_c, len_c), (text_r, len_r) = lens[c_id], lens[r_id]
             chosen.append(len_c)
             rejected.append(len_r)
-            self.formatting.add(self.texts.features(text_c), self.texts.features(text_r))
+            f_c = feats.get(c_id)
+            if f_c is None:
+                f_c = feats[c_id] = self.texts.features(text_c)
+            f_r = feats.get(r_id)
+            if f_r is None:
+                f_r = feats[r_id] = self.texts.features(text_r)
+            self.formatting.add(f_c, f_r)
         if chosen:
             self.pending_c.extend(chosen)
             self.pending_r.extend(rejected)

@@ -330,10 +330,37 @@ OPENING_VALIDATION = re.compile(
 FEATURE_NAMES = ["headers", "bullets", "bold", "sycophancy", "opening_validation"]
 
 
+#: one of these is in every match of :data:`SYCOPHANCY`, lower-cased: a text without any has none
+#: (the regex, tried at every position, is most of :func:`text_features`' time)
+_SYCOPHANCY_WORDS = (
+    "great question",
+    "excellent question",
+    "absolutely right",
+    "totally right",
+    "apologi",
+    "happy to help",
+    "what a great",
+    "what a wonderful",
+    "you are correct",
+    "good point",
+)
+
+
+def _may_flatter(text: str) -> bool:
+    """False only where :data:`SYCOPHANCY` cannot match. ``re.I`` matches a pattern letter
+    to a character whose simple lower case is that letter, and also ``ı`` to ``i`` and ``ſ``
+    to ``s``; ``str.lower`` gives the same lower case but for ``İ`` (``i`` and a combining dot):
+    those three are mapped back before looking for the words."""
+    low = text.lower()
+    if not low.isascii():
+        low = low.replace("\u0307", "").replace("\u0131", "i").replace("\u017f", "s")
+    return any(word in low for word in _SYCOPHANCY_WORDS)
+
+
 def text_features(text: str) -> dict[str, int]:
     t = str(text)
     out = {name: len(rx.findall(t)) for name, rx in _FEATURES.items()}
-    out["sycophancy"] = len(SYCOPHANCY.findall(t))
+    out["sycophancy"] = len(SYCOPHANCY.findall(t)) if _may_flatter(t) else 0
     out["opening_validation"] = int(bool(OPENING_VALIDATION.match(t)))
     return out
 

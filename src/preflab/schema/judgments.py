@@ -35,7 +35,7 @@ class LabelRow(BaseModel):
 
 
 def pair_unit(item_id: str, a: str, b: str) -> str:
-    lo, hi = sorted((a, b))
+    lo, hi = (a, b) if a <= b else (b, a)  # sorted((a, b)), without the list (hot path)
     return f"{item_id}::{lo}|{hi}"
 
 
@@ -193,10 +193,11 @@ class PairwiseJudgment(SpannedJudgment):
         return list(self.shown_order)
 
     def label_rows(self) -> list[LabelRow]:
-        unit = pair_unit(self.item_id, *self.pair)
-        rows = [self._row(unit, "winner", self.direction)]
-        if self.score is not None:  # an unknown strength is no row, not a made-up value
-            rows.append(self._row(unit, "strength", self.score))
+        unit = pair_unit(self.item_id, *self.shown_order)
+        direction = self.direction
+        rows = [self._row(unit, "winner", direction)]
+        if self.strength is not None:  # an unknown strength is no row, not a made-up value
+            rows.append(self._row(unit, "strength", direction * self.strength))  # self.score
         return rows
 
 
