@@ -127,7 +127,8 @@ class _Pending:
             self.freeze()
             table = pa.concat_tables(self.tables).combine_chunks()
             self.tables = []
-            out = {n: table.column(n).chunk(0) for n in NAMES}
+            columns = {n: table.column(n) for n in NAMES}
+            out = {n: c.chunk(0) if c.num_chunks == 1 else c for n, c in columns.items()}
         self.rows = 0
         return out
 
