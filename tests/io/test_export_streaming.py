@@ -425,6 +425,37 @@ def test_rollouts_leave_out_a_repeat_in_another_chunk(db_url, tmp_path, frozen_c
     engine.dispose()
 
 
+def test_rollouts_row_groups_span_chunks(db_url, tmp_path, frozen_clock, monkeypatch):
+    """A ``rollouts`` batch (a Parquet row group) ends at the first item boundary past
+    ``BATCH_ROWS`` rows whatever chunk that falls in: the earlier chunks' rows wait as Arrow
+    columns, and the files are the whole-project export's, byte for byte, JSONL (a chunk's rows
+    at a time) and Parquet (several row groups, each from several chunks)."""
+    import pyarrow.parquet as pq
+
+    from preflab.io.export import rollouts as export_rollouts
+
+    monkeypatch.setattr(stream, "CHUNK_ITEMS", 3)
+    monkeypatch.setattr(export_rollouts, "BATCH_ROWS", 7)
+    monkeypatch.setattr(_reference, "BATCH_ROWS", 7)
+    engine = db.open_db(db_url)
+    with transaction(engine) as s:
+        repo.create_project(s, "groups", kinds=["pairwise"])
+    records = [
+        {"id": f"g{n}", "prompt": f"Q{n}", "chosen": f"A{n}", "rejected": "B", "labeler": "u"}
+        for n in range(15)
+    ]
+    path = tmp_path / "groups.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    import_files(engine, "groups", [path])
+    for file_format in ("jsonl", "parquet"):
+        assert assert_identical(engine, "groups", "rollouts", file_format, {}, "majority", tmp_path)
+    (written,) = (tmp_path / "new").rglob("train.parquet")
+    meta = pq.ParquetFile(written).metadata
+    # 2 rows an item, 6 a chunk: a group ends inside a chunk, after rows of the chunk before
+    assert [meta.row_group(k).num_rows for k in range(meta.num_row_groups)] == [8, 8, 8, 6]
+    engine.dispose()
+
+
 def test_rollouts_leave_out_repeats_once_the_written_answers_are_on_disk(
     db_url, tmp_path, frozen_clock, monkeypatch
 ):

@@ -7,6 +7,12 @@ sets 0.84 for preference data). A project sets it as ``policy.min_alpha`` (defau
 measurable agreement is below it, or with ``force`` writes and marks the card. The figures (alpha with a 95% unit-bootstrap interval, items with 2+ raters, raters
 per item) go into the manifest's ``agreement`` and the dataset card, for every delivery.
 
+Memory is bounded as the quality report's agreement rows are (:mod:`preflab.quality.accumulate`):
+a batch x dimension keeps the labels of up to :data:`KEPT_UNITS` pairable units (200,000); past
+that, alpha is computed from its integer sums over every unit (exact, as for ``strength``) and
+the interval from a seeded uniform sample of that many units (reservoir sampling, each unit's
+values as an interned pattern id), and the entry says so: ``"ci_sample": {"units", "of"}``.
+
 Only production labels count (review and adjudication passes are not independent raters). The
 ``strength`` dimension of a pairwise label refines its ``winner`` and is not gated separately. A
 batch x dimension without any item labelled twice cannot be measured: it is reported as such, and
@@ -22,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ...quality.accumulate import Patterns, Reservoir
 from ...quality.agreement import krippendorff_alpha_ci
 from ...quality.agreement.krippendorff import Level
 from ...quality.mergeable import GroupAgreement, alpha_figures, fold_unit_values
@@ -37,6 +44,9 @@ from ...schema import (
 from .base import ExportError
 
 NOT_GATED = frozenset({"strength"})
+#: pairable units a batch x dimension keeps whole; past it, the interval is a sample's
+#: (the quality report's bound, :class:`preflab.quality.accumulate.Bounds` ``units``)
+KEPT_UNITS = 200_000
 
 
 def _level(dimension: str) -> Level:
@@ -80,6 +90,40 @@ class _Cell:
     unit_parts: list[np.ndarray] = field(default_factory=list)
     code_parts: list[np.ndarray] = field(default_factory=list)
     value_parts: list[np.ndarray] = field(default_factory=list)
+    kept: int = 0  # pairable units in unit_parts
+    #: past :data:`KEPT_UNITS` pairable units: alpha's sums over every unit (``coincidence``,
+    #: ``agree``, ``pairable``) and a seeded sample of the units' patterns for the interval
+    sample: Reservoir | None = None
+    sample_patterns: Patterns = field(default_factory=Patterns)
+
+    def start_sampling(self, bound: int) -> None:
+        """Fold the kept units into alpha's sums and the sample (in the order they came: chunk
+        by chunk, a chunk's units in id order), then drop them."""
+        self.sample = Reservoir(bound, seed=0, typecode="I")
+        for codes, values in zip(self.code_parts, self.value_parts, strict=True):
+            self.add_sampled(codes, values)
+        self.unit_parts, self.code_parts, self.value_parts, self.kept = [], [], [], 0
+
+    def add_sampled(self, units: np.ndarray, values: np.ndarray) -> None:
+        """One chunk's pairable units (each label's unit index and value), once sampling."""
+        assert self.sample is not None
+        patterns = _patterns(units, values)
+        _fold_patterns(self, patterns)
+        for pattern in patterns:
+            self.sample.add(self.sample_patterns.id(pattern))
+        if len(self.sample_patterns) > 2 * self.sample.bound:
+            self.sample_patterns = self.sample_patterns.compacted(self.sample.items)
+
+    def sampled_labels(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(units, values)`` of the sample: unit k is the k-th unit kept."""
+        assert self.sample is not None
+        table = self.sample_patterns.values
+        patterns = [table[i] for i in self.sample.items]
+        lengths = np.fromiter((len(p) for p in patterns), dtype=np.int64, count=len(patterns))
+        values = np.fromiter(
+            (x for p in patterns for x in p), dtype=float, count=int(lengths.sum())
+        )
+        return np.repeat(np.arange(len(patterns), dtype=np.int64), lengths), values
 
     def labels(self) -> tuple[np.ndarray, np.ndarray]:
         """``(units, values)`` of the pairable units, a unit as its rank in the sorted unit ids:
@@ -96,18 +140,26 @@ class _Cell:
         return units, values
 
 
-def _fold(cell: _Cell, units: np.ndarray, values: np.ndarray) -> None:
-    """Add the pairable units of one chunk (each label's unit index and value) to the cell's
-    integer sums of alpha: each unit's values counted, a pattern folded once per unit."""
+def _patterns(units: np.ndarray, values: np.ndarray) -> list[tuple[float, ...]]:
+    """Each unit's sorted values (its pattern), in unit index order, of one chunk's labels
+    (each label's unit index and value)."""
     order = np.lexsort((values, units))
     units, values = units[order], values[order]
     starts = np.flatnonzero(np.r_[True, units[1:] != units[:-1]])
-    patterns: Counter[tuple[float, ...]] = Counter(
-        tuple(part.tolist()) for part in np.split(values, starts[1:])
-    )
-    for pattern, times in patterns.items():
+    return [tuple(part.tolist()) for part in np.split(values, starts[1:])]
+
+
+def _fold(cell: _Cell, units: np.ndarray, values: np.ndarray) -> None:
+    """Add the pairable units of one chunk (each label's unit index and value) to the cell's
+    integer sums of alpha: each unit's values counted, a pattern folded once per unit."""
+    _fold_patterns(cell, _patterns(units, values))
+
+
+def _fold_patterns(cell: _Cell, patterns: list[tuple[float, ...]]) -> None:
+    """Add units (their patterns) to the cell's integer sums of alpha."""
+    for pattern, times in Counter(patterns).items():
         fold_unit_values(cell.coincidence, cell.agree, Counter(pattern), times)
-    cell.pairable += len(starts)
+    cell.pairable += len(patterns)
 
 
 @dataclass
@@ -120,10 +172,12 @@ class AgreementTally:
     and its unit bootstrap read: the bootstrap resamples units, so it needs each unit's values
     (a float and a 4-byte unit index a label, the unit's id once). A dimension that is not
     gated (:data:`NOT_GATED`) has no interval: its pairable units are folded into alpha's
-    integer sums at once (:func:`_fold`) and nothing of them is kept.
+    integer sums at once (:func:`_fold`) and nothing of them is kept. A gated dimension keeps
+    up to ``bound`` pairable units so; past it, their sums and a sample (module docstring).
     """
 
     cells: dict[tuple[str, str], _Cell] = field(default_factory=dict)
+    bound: int = field(default_factory=lambda: KEPT_UNITS)
 
     def add(self, labels: Iterable[tuple[JudgmentBase, Any]]) -> None:
         production = [(j, b) for j, b in labels if int(j.provenance.review_pass) == 0]
@@ -145,12 +199,17 @@ class AgreementTally:
                 pairable = known & (np.bincount(inverse[known], minlength=len(uniq))[inverse] >= 2)
                 if pairable.any() and dim in NOT_GATED:
                     _fold(cell, inverse[pairable], values[pairable])
+                elif pairable.any() and cell.sample is not None:
+                    cell.add_sampled(inverse[pairable], values[pairable])
                 elif pairable.any():
                     # each pairable unit's id once, each label as the index of its unit
                     kept, local = np.unique(inverse[pairable], return_inverse=True)
                     cell.unit_parts.append(_compact(uniq[kept]))
                     cell.code_parts.append(local.reshape(-1).astype(np.int32))
                     cell.value_parts.append(values[pairable])
+                    cell.kept += len(kept)
+                    if cell.kept > self.bound:
+                        cell.start_sampling(self.bound)
 
     def figures(self, n_boot: int = 200) -> list[dict[str, Any]]:
         """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters
@@ -174,6 +233,18 @@ class AgreementTally:
                 estimate = alpha_figures(sums, _level(dim))["alpha"]
                 if np.isfinite(estimate):
                     entry["alpha"] = round(float(estimate), 4)
+            elif entry["items_with_2plus_raters"] and cell.sample is not None:
+                sums = GroupAgreement(
+                    0, 0, cell.pairable, 0, frozenset(), True, cell.coincidence, cell.agree
+                )
+                estimate = alpha_figures(sums, _level(dim))["alpha"]
+                units, values = cell.sampled_labels()
+                ci = krippendorff_alpha_ci(units, values, _level(dim), n_boot=n_boot)
+                if np.isfinite(estimate):
+                    entry["alpha"] = round(float(estimate), 4)
+                    if np.isfinite(ci.low) and np.isfinite(ci.high):
+                        entry["ci95"] = [round(float(ci.low), 4), round(float(ci.high), 4)]
+                entry["ci_sample"] = {"units": len(cell.sample.items), "of": cell.sample.seen}
             elif entry["items_with_2plus_raters"]:
                 units, values = cell.labels()
                 # no interval for dimensions that are not gated (the bootstrap is most of the cost)
@@ -260,6 +331,8 @@ def agreement_card(agreement: dict[str, Any] | None) -> str:
         alpha = "not measured" if f["alpha"] is None else str(f["alpha"])
         if f["ci95"]:
             alpha += f" ({f['ci95'][0]}, {f['ci95'][1]})"
+        if f.get("ci_sample"):
+            alpha += f"; interval on {f['ci_sample']['units']} of {f['ci_sample']['of']} units"
         lines.append(
             f"| {f['batch']} | {f['dimension']} | {alpha} | {f['items']} | "
             f"{f['items_with_2plus_raters']} | {f['raters_per_item']} |"

@@ -20,6 +20,9 @@ import pyarrow as pa
 from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions, TextCache, text_type
 from .routing import verifier_reward
 from .seen import SeenKeys
+from .writers import batch_table
+
+NAMES = ("prompt", "response", "reward", "model")
 
 
 def _reward(metadata: dict[str, Any], n_candidates: int) -> float | None:
@@ -48,19 +51,22 @@ class Rollouts(Exporter):
         """Repeats are left out across the whole export (a digest of each answer seen, not its
         text; :class:`~.seen.SeenKeys` moves them to disk past a bound), and a batch ends at
         the first item boundary at or past :data:`BATCH_ROWS` rows, whichever chunk it falls
-        in."""
-        names = ("prompt", "response", "reward", "model")
+        in: a Parquet row group. The rows of a batch wait in Arrow columns (their text in one
+        buffer, not a Python string a row), a chunk's at a time; JSONL, whose bytes do not
+        depend on where batches end, gets each chunk's rows as they come."""
         seen = SeenKeys()
         try:
-            yield from self._rows(chunks, seen, names)
+            yield from self._rows(chunks, seen, options)
         finally:
             seen.close()
 
     def _rows(
-        self, chunks: Iterable[ExportData], seen: SeenKeys, names: tuple[str, ...]
+        self, chunks: Iterable[ExportData], seen: SeenKeys, options: ExportOptions
     ) -> Iterator[Batch]:
-        batch: Batch = {n: [] for n in names}
+        by_chunk = options.file_format == "jsonl"
+        pending = _Pending()
         for data in chunks:
+            pending.schema = self.schema(data, options)
             text = TextCache(data.items, data.conversational)
             for item_id, item in data.items.items():
                 reward = _reward(item.metadata, len(item.candidates))
@@ -69,16 +75,62 @@ class Rollouts(Exporter):
                     key = _digest(prompt, orjson.dumps(cand.body_json()), cand.model)
                     if not seen.add(key):  # the same model's same answer on two items: one row
                         continue
-                    batch["prompt"].append(text.prompt(item_id))
-                    batch["response"].append(text.completion(item_id, cand.key))
                     verified = verifier_reward(item, cand.key)
-                    batch["reward"].append(reward if verified is None else verified)
-                    batch["model"].append(cand.model)
-                if len(batch["prompt"]) >= BATCH_ROWS:
-                    yield batch
-                    batch = {n: [] for n in names}
-        if batch["prompt"]:
-            yield batch
+                    pending.add(
+                        text.prompt(item_id),
+                        text.completion(item_id, cand.key),
+                        reward if verified is None else verified,
+                        cand.model,
+                    )
+                if pending.rows >= BATCH_ROWS:  # an item boundary
+                    yield pending.take()
+            if by_chunk and pending.rows:
+                yield pending.take()
+            else:
+                pending.freeze()
+        if pending.rows:
+            yield pending.take()
+
+
+class _Pending:
+    """The rows of the batch being built: earlier chunks' as Arrow tables, this chunk's as
+    lists."""
+
+    def __init__(self) -> None:
+        self.schema: pa.Schema | None = None
+        self.tables: list[pa.Table] = []
+        self.batch: Batch = self._empty()
+        self.rows = 0
+
+    @staticmethod
+    def _empty() -> Batch:
+        return {n: [] for n in NAMES}
+
+    def add(self, prompt: Any, response: Any, reward: float | None, model: str | None) -> None:
+        for name, value in zip(NAMES, (prompt, response, reward, model), strict=True):
+            self.batch[name].append(value)
+        self.rows += 1
+
+    def freeze(self) -> None:
+        """This chunk's rows into Arrow columns (the chunk's items are about to go)."""
+        if self.batch["prompt"]:
+            assert self.schema is not None
+            self.tables.append(batch_table(self.batch, self.schema))
+            self.batch = self._empty()
+
+    def take(self) -> Batch:
+        """The batch: its rows as lists (all of one chunk) or as one contiguous Arrow array a
+        column (the same values, hence the same Parquet bytes)."""
+        if not self.tables:
+            out, self.batch = self.batch, self._empty()
+        else:
+            self.freeze()
+            table = pa.concat_tables(self.tables).combine_chunks()
+            self.tables = []
+            columns = {n: table.column(n) for n in NAMES}
+            out = {n: c.chunk(0) if c.num_chunks == 1 else c for n, c in columns.items()}
+        self.rows = 0
+        return out
 
 
 def _digest(prompt: bytes, body: bytes, model: str | None) -> bytes:

@@ -34,8 +34,10 @@ the steps run chunk after chunk.
 
 Memory: one chunk of items (:data:`CHUNK_ITEMS`), plus a few bytes per resolved pair (a ratio,
 a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap resamples
-units); ``rollouts``: a 16-byte digest per distinct answer (repeats are left out; past
-100,000 of them in a temporary on-disk table, :mod:`.seen`) and one batch of rows; Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
+units; up to 200,000 pairable units a batch x dimension, then a sample,
+:mod:`.agreement_gate`); ``rollouts``: a 16-byte digest per distinct answer (repeats are left
+out; past 100,000 of them in a temporary on-disk table, :mod:`.seen`) and, for Parquet, one row
+group's rows as Arrow columns (JSONL: one chunk's rows); Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
 unit. Every format streams (:func:`streamable`) except to the ``hf`` file format (``datasets``
 writes one table), which takes the in-memory path.
 """
