@@ -97,8 +97,9 @@ def digest(url: str) -> str:
     with engine.connect() as conn:
         for model in (ItemRow, CandidateRow, ItemAlias, Rater, JudgmentRow, ImportBatch):
             table = model.__table__
-            # judge (migration 0016, NULL on every imported label) left out: the digest predates it
-            skip = ("created_at", "rater_hash", "sources", "judge")
+            # judge (0016) and assisted_by (0018), NULL on every imported label, left out: the
+            # digest predates them
+            skip = ("created_at", "rater_hash", "sources", "judge", "assisted_by")
             columns = [c for c in table.c if c.name not in skip]
             for row in conn.execute(select(*columns).order_by(table.c.pk)):
                 h.update(orjson.dumps(list(row), option=orjson.OPT_SORT_KEYS) + b"\n")
