@@ -295,6 +295,7 @@ def label_page(
     ctx: ProjectCtx = guard("project.label"),
 ) -> Response:
     bits = _project_bits(request, ctx)
+    to_record: list[dict[str, Any]] | None = None  # AI assistance: the lease's record to store
     with _db(request).reading() as s:
         task = data.live_task(s, ctx.project, ctx.user.user_pk)
         progress = data.label_progress(
@@ -305,18 +306,20 @@ def label_page(
             task = {**task, "item": with_masks(task["item"], meta)}
             if bits["policy"].imported_step_verdicts == "suggestion":
                 task["step_suggestions"] = step_suggestions(meta)
-    if task is not None and (bits["policy"].ai_assist or task.get("step_suggestions")):
-        # AI assistance: what is shown is recorded on the lease (services/assist.py); none on gold
+            if bits["policy"].ai_assist or task.get("step_suggestions"):
+                # AI assistance (services/assist.py): none on gold; what is shown is recorded
+                task["suggestion"], steps_ok, to_record = assist.served(
+                    s,
+                    ctx.project.pk,
+                    bits["policy"],
+                    task["assignment_id"],
+                    task.get("step_suggestions"),
+                )
+                if not steps_ok:
+                    task.pop("step_suggestions", None)
+    if task is not None and to_record:
         with _db(request).writing() as s:
-            task["suggestion"], steps_ok = assist.serve(
-                s,
-                ctx.project.pk,
-                bits["policy"],
-                task["assignment_id"],
-                task.get("step_suggestions"),
-            )
-        if not steps_ok:
-            task.pop("step_suggestions", None)
+            assist.record(s, ctx.project.pk, task["assignment_id"], to_record)
     # Only the kinds this item can take (the assignment engine's task payload says which).
     kinds = task["kinds"] if task else ctx.project.kinds
     status = read(request, queries.my_status, ctx.project.pk, ctx.user.user_pk)

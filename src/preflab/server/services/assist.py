@@ -4,9 +4,9 @@ A project opts in with ``policy.ai_assist`` (a judge's model): the label page sh
 latest label on the item, with its rationale, as a suggestion. Imported step verdicts taken as
 suggestions (``policy.imported_step_verdicts == "suggestion"``) follow the same rule.
 
-The server decides provenance, never the client: :func:`serve` records on the rater's live lease
-(``assignments.suggestion``, migration 0018) which suggestions the page showed, in the page's own
-write transaction; the submit flow (``flow/lane.py: run_submit``) reads that record with the
+The server decides provenance, never the client: :func:`served` reads what the page shows and
+:func:`record` stores it on the rater's live lease (``assignments.suggestion``, migration 0018),
+in a write transaction of the page's own, only when the lease does not hold it yet; the submit flow (``flow/lane.py: run_submit``) reads that record with the
 lease and stores the label ``source: ai_assisted`` with ``provenance.assisted_by``. A label whose
 lease served nothing is stored exactly as before.
 
@@ -109,30 +109,25 @@ def describe(row: JudgmentRow, shown: list[str]) -> dict[str, Any]:
     return {"kind": row.kind, "lines": lines, "rationale": row.rationale}
 
 
-def serve(
+def served(
     session: Session,
     project_pk: int,
     policy: Policy,
     assignment_id: str,
     step_suggestions: dict[str, int] | None,
-) -> tuple[dict[str, Any] | None, bool]:
-    """The judge's suggestion to show with the rater's live lease (``None``: none) and whether
-    the imported step suggestions may be shown; records what is shown on the lease.
-
-    Inside the caller's write transaction. Once a lease served a suggestion it stays recorded
-    (a later page view adds what it shows, never removes): the rater saw it.
-    """
+) -> tuple[dict[str, Any] | None, bool, list[dict[str, Any]] | None]:
+    """What the label page shows with the rater's live lease: the judge's suggestion (``None``:
+    none), whether the imported step suggestions may be shown, and the lease's suggestion record
+    to store (:func:`record`; ``None``: it already holds what is shown). A read."""
     lease = session.scalar(
-        select(Assignment)
-        .where(
+        select(Assignment).where(
             Assignment.project_pk == project_pk,
             Assignment.lease_id == assignment_id,
             Assignment.status == "active",
         )
-        .with_for_update()
     )
     if lease is None or lease.role != ASSISTED_ROLE:
-        return None, False
+        return None, False, None
     records: list[dict[str, Any]] = []
     shown_judge = None
     if policy.ai_assist:
@@ -151,9 +146,26 @@ def serve(
         records.append(
             {"origin": IMPORTED_STEPS, "content_hash": content_hash(step_suggestions, length=64)}
         )
-    if records:
+    before = list(lease.suggestion or [])
+    added = [r for r in records if r not in before]
+    return shown_judge, True, (before + added if added else None)
+
+
+def record(
+    session: Session, project_pk: int, assignment_id: str, suggestion: list[dict[str, Any]]
+) -> None:
+    """Store on the live lease what its page showed (what :func:`served` returned), adding to
+    what it holds, never removing: once a lease served a suggestion the rater saw it. A lease
+    submitted or released meanwhile is left as it is (its label, if any, was made without)."""
+    lease = session.scalar(
+        select(Assignment)
+        .where(
+            Assignment.project_pk == project_pk,
+            Assignment.lease_id == assignment_id,
+            Assignment.status == "active",
+        )
+        .with_for_update()
+    )
+    if lease is not None:
         before = list(lease.suggestion or [])
-        added = [r for r in records if r not in before]
-        if added:
-            lease.suggestion = before + added
-    return shown_judge, True
+        lease.suggestion = before + [r for r in suggestion if r not in before]
