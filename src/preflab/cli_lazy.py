@@ -56,16 +56,19 @@ class LazyCommand:
         else:
             app.command(self.name, help=self.help)(_stand_in)
 
-    def load(self, rich_markup_mode: MarkupMode) -> Any:
-        """Import the module and build the click command as mounting it on the app would."""
+    def imported(self) -> Any:
+        """Import the module: the ``typer.Typer`` or the command function it names."""
         module, _, attribute = self.target.partition(":")
-        found = getattr(importlib.import_module(module), attribute)
+        return getattr(importlib.import_module(module), attribute)
+
+    def load(self, rich_markup_mode: MarkupMode) -> Any:
+        """The click command, built by Typer as mounting it on the app would build it."""
         app = typer.Typer(add_completion=False, rich_markup_mode=rich_markup_mode)
         app.callback()(_stand_in)  # a group, whatever it holds, so the command is one of its own
         if self.group:
-            app.add_typer(found, name=self.name)
+            app.add_typer(self.imported(), name=self.name)
         else:
-            app.command(self.name)(found)
+            app.command(self.name)(self.imported())
         group = typer.main.get_command(app)
         assert isinstance(group, TyperGroup)
         return group.commands[self.name]
