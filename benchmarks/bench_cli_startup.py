@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -121,6 +122,7 @@ def main() -> None:
         print(f"import preflab.cli  {tree:<6} {statistics.median(values):.2f} s (-X importtime)")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
+    shutil.rmtree(out_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
