@@ -25,7 +25,6 @@ from .cli_common import (
     LineProgress,
     LogFormatOption,
     LogLevelOption,
-    OneLineErrors,
     engine_for,
     err,
     fail,
@@ -33,14 +32,94 @@ from .cli_common import (
     out,
     print_json,
 )
+from .cli_lazy import LazyCommand, LazyGroup
 from .logs import configure_logging
 from .settings import effective_settings
+
+# -- the packages' commands: imported when they run -------------------------------------------
+#
+# Each lives with its package and pulls in that package's dependencies (scipy, pyarrow, HTTP
+# clients, ...): mounted lazily (`cli_lazy.py`), a command costs only its own imports and
+# `preflab --help` imports none of them. The help is the first sentence of the command's own
+# (tests/test_cli_lazy.py fails when they differ).
+
+LAZY_COMMANDS = (
+    LazyCommand("serve", "preflab.server.cli:serve", "Run the collection server (uvicorn)."),
+    LazyCommand(
+        "user", "preflab.server.cli:user_app", "Accounts of the collection server.", group=True
+    ),
+    LazyCommand(
+        "eval",
+        "preflab.evaluate.cli:eval_app",
+        "Blind side-by-side evaluation of model versions by people.",
+        group=True,
+    ),
+    LazyCommand(
+        "judge",
+        "preflab.judge.cli:judge_app",
+        "Label a project with a model judge (source: ai) and audit it against the people.",
+        group=True,
+    ),
+    LazyCommand(
+        "criteria",
+        "preflab.criteria_cli:criteria_app",
+        "An item's own criteria (a per-item rubric): written, approved by someone else, graded.",
+        group=True,
+    ),
+    LazyCommand(
+        "verify",
+        "preflab.verify.cli:verify_app",
+        "Score code, SQL and math completions with sandboxed verifiers.",
+        group=True,
+    ),
+    LazyCommand(
+        "scale",
+        "preflab.scale.cli:scale_app",
+        "Statistics and the unary (KTO) export over Parquet shards, in-process or on Dask.",
+        group=True,
+    ),
+    LazyCommand(
+        "rm",
+        "preflab.train.cli:rm_app",
+        "Reward model: train on an export, evaluate against baselines, score answers.",
+        group=True,
+    ),
+    LazyCommand(
+        "bestofn",
+        "preflab.train.cli:bestofn",
+        "Best-of-N (rejection sampling): keep the reward model's best answer per prompt as SFT rows.",
+    ),
+    LazyCommand(
+        "rl",
+        "preflab.train.cli:rl",
+        "RL with TRL GRPO and a KL anchor against the verifiers, a reward model or both; reports "
+        "reward, KL, entropy, length, zero-variance groups and language drift per step.",
+    ),
+    LazyCommand(
+        "sample",
+        "preflab.train.stage_cli:sample_command",
+        "Sample N answers per prompt from an endpoint or a local model into rollouts.jsonl.",
+    ),
+    LazyCommand(
+        "advise",
+        "preflab.train.stage_cli:advise_command",
+        "Decide each domain's stage from pass@k (cold start SFT, stop SFT, preference data, "
+        "GRPO) and write the prompt lists: demonstrations, grpo, preference, drop.",
+    ),
+)
+
+
+class PreflabGroup(LazyGroup):
+    """The top group: one-line usage errors, the packages' commands imported when they run."""
+
+    lazy = {entry.name: entry for entry in LAZY_COMMANDS}
+
 
 app = typer.Typer(
     name="preflab",
     help="Auditable human feedback data for post-training: import, label, measure, export.",
     no_args_is_help=True,
-    cls=OneLineErrors,
+    cls=PreflabGroup,
     context_settings={"max_content_width": 120},
     rich_markup_mode=None,  # help text is literal: "[default: x]" or "[CLS]" must not be read as markup
 )
@@ -908,85 +987,10 @@ def audit_list(
         err.print("no audit events match")
 
 
-def _mount_server_commands() -> None:
-    """``preflab serve`` and ``preflab user ...`` live with the server package."""
-    from .server.cli import serve, user_app
-
-    app.add_typer(user_app, name="user")
-    app.command("serve")(serve)
-
-
-_mount_server_commands()
-
-
-def _mount_evaluate_commands() -> None:
-    """``preflab eval ...`` lives with the evaluation package."""
-    from .evaluate.cli import eval_app
-
-    app.add_typer(eval_app, name="eval")
-
-
-_mount_evaluate_commands()
-
-
-def _mount_judge_commands() -> None:
-    """``preflab judge ...`` lives with the judge package."""
-    from .judge.cli import judge_app
-
-    app.add_typer(judge_app, name="judge")
-
-
-_mount_judge_commands()
-
-
-def _mount_criteria_commands() -> None:
-    """``preflab criteria ...``: an item's own criteria (docs/rubric-rewards.md)."""
-    from .criteria_cli import criteria_app
-
-    app.add_typer(criteria_app, name="criteria")
-
-
-_mount_criteria_commands()
-
-
-def _mount_verify_commands() -> None:
-    """``preflab verify ...`` lives with the verifiers."""
-    from .verify.cli import verify_app
-
-    app.add_typer(verify_app, name="verify")
-
-
-_mount_verify_commands()
-
-
-def _mount_scale_commands() -> None:
-    """``preflab scale ...`` lives with the sharded statistics (Dask only when a cluster is asked for)."""
-    from .scale.cli import scale_app
-
-    app.add_typer(scale_app, name="scale")
-
-
-_mount_scale_commands()
-
-
-def _mount_train_commands() -> None:
-    """``preflab rm ...``, ``preflab bestofn`` and ``preflab rl`` live with the train package."""
-    from .train.cli import mount
-
-    mount(app)
-
-
-_mount_train_commands()
-
-
-def _mount_stage_commands() -> None:
-    """``preflab sample`` and ``preflab advise`` (issue 29) live with the train package."""
-    from .train.stage_cli import mount
-
-    mount(app)
-
-
-_mount_stage_commands()
+# the packages' commands (LAZY_COMMANDS, above) take their places here, where they were mounted
+# before they were lazy: `preflab --help` lists them in the same order as ever
+for _entry in LAZY_COMMANDS:
+    _entry.hold_place(app)
 
 
 # -- configuration ----------------------------------------------------------------------

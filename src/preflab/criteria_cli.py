@@ -1,6 +1,6 @@
 """``preflab criteria add / approve / show``: an item's own criteria (docs/rubric-rewards.md).
 Thin: parse, call :mod:`preflab.store.criteria`, print. ``preflab/cli.py`` mounts
-:data:`criteria_app` as ``criteria``."""
+:data:`criteria_app` as ``criteria``, lazily (``LAZY_COMMANDS``)."""
 
 from __future__ import annotations
 

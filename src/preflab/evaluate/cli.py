@@ -1,6 +1,6 @@
 """``preflab eval create`` and ``preflab eval report``. Thin: parse, call :mod:`preflab.evaluate`, print.
 
-``preflab/cli.py`` mounts :data:`eval_app` as ``eval``.
+``preflab/cli.py`` mounts :data:`eval_app` as ``eval``, lazily (``LAZY_COMMANDS``).
 """
 
 from __future__ import annotations

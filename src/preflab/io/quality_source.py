@@ -23,7 +23,7 @@ from ..quality.accumulate import Bounds, ReportAccumulator
 from ..quality.anchoring import AnchoringTally
 from ..quality.table import time_window_batches
 from ..schema import Item, JudgmentBase, parse_judgment
-from .export.writers import gc_paused
+from .gc_pause import gc_paused
 
 #: items folded between two sweeps of the youngest generation while the collector is paused
 SWEEP_ITEMS = 2000

@@ -1,5 +1,6 @@
 """``preflab judge run``, ``preflab judge audit``, ``preflab judge templates``. Thin: parse, call
-:mod:`preflab.judge`, print. ``preflab/cli.py`` mounts :data:`judge_app` as ``judge``.
+:mod:`preflab.judge`, print. ``preflab/cli.py`` mounts :data:`judge_app` as ``judge``,
+lazily (``LAZY_COMMANDS``: imported when it runs).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """CLI of the server: ``preflab serve`` and ``preflab user ...``.
 
-Main's ``preflab/cli.py`` mounts these: ``app.add_typer(user_app, name="user")`` and
-``app.command("serve")(serve)``. Thin: parse, call :mod:`preflab.server.auth`, print.
+Main's ``preflab/cli.py`` mounts :data:`user_app` as ``user`` and :func:`serve` as ``serve``,
+lazily (``LAZY_COMMANDS``: this module is imported when they run). Thin: parse, call :mod:`preflab.server.auth`, print.
 """
 
 from __future__ import annotations

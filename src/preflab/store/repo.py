@@ -12,7 +12,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import orjson
 from sqlalchemy import Text, func, select, type_coerce
 from sqlalchemy.orm import Session, selectinload
@@ -481,6 +480,10 @@ def iter_items_with_judgments(
     )
     if not include_excluded:
         judg_stmt = judg_stmt.where(judgments.excluded.is_(False))
+    # imported here, for laziness: the other store commands (`preflab status`, `project ...`)
+    # need no numpy
+    import numpy as np
+
     # the pks as one int64 array: 8 bytes an item (a list of Python ints costs 36)
     all_pks = np.fromiter(
         session.scalars(select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)),

@@ -1,6 +1,7 @@
 """CLI commands of the train layer: ``preflab rm train|eval|score``, ``preflab bestofn``, ``preflab rl``.
 
-Thin: parse, call :mod:`preflab.train`, print with Rich. Mounted by :mod:`preflab.cli`.
+Thin: parse, call :mod:`preflab.train`, print with Rich. Mounted by :mod:`preflab.cli`, lazily
+(``LAZY_COMMANDS``: imported when one of them runs).
 """
 
 from __future__ import annotations
@@ -567,10 +568,3 @@ def rl(
 
 def _f(value: Any) -> str:
     return "n/a" if value is None else f"{value:.4g}"
-
-
-def mount(app: typer.Typer) -> None:
-    """Add ``rm``, ``bestofn`` and ``rl`` to the main app."""
-    app.add_typer(rm_app, name="rm")
-    app.command("bestofn")(bestofn)
-    app.command("rl")(rl)

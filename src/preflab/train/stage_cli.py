@@ -1,6 +1,7 @@
 """``preflab sample`` and ``preflab advise``: measure what the policy can do, decide the stage.
 
-Thin: parse, call :mod:`.sampling` / :mod:`.advise`, print. Mounted by :mod:`preflab.cli`.
+Thin: parse, call :mod:`.sampling` / :mod:`.advise`, print. Mounted by :mod:`preflab.cli`,
+lazily (``LAZY_COMMANDS``).
 """
 
 from __future__ import annotations
@@ -213,9 +214,3 @@ def advise_command(
     if advice.get("demonstration_project"):
         p = advice["demonstration_project"]
         out.print(f"created project {p['name']!r} with {p['items']} prompts", highlight=False)
-
-
-def mount(app: typer.Typer) -> None:
-    """Add ``sample`` and ``advise`` to the main app."""
-    app.command("sample")(sample_command)
-    app.command("advise")(advise_command)

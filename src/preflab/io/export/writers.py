@@ -8,19 +8,18 @@ kept). Replacing an older export swaps directories, then deletes the old one.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..gc_pause import gc_paused
 from .base import Batch, ExportData, Exporter, ExportError, ExportOptions
 
 PARQUET_COMPRESSION = "zstd"
@@ -94,24 +93,6 @@ def write_hf(directory: Path, batches: Iterator[Batch], schema: pa.Schema, split
     shards = max(1, -(-table.nbytes // (500 << 20)))  # ~500 MB shards, as `datasets` defaults
     datasets.DatasetDict({split: dataset}).save_to_disk(str(directory), num_shards={split: shards})
     return table.num_rows
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while columns are built (or a project is read).
-
-    Building columns allocates many short-lived objects; with millions of long-lived ones in
-    memory (items, resolved pairs) each full collection walks all of them, which made column
-    building 2-3x slower. Nothing built here forms reference cycles, so reference counting
-    frees it all.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def write_data(
