@@ -13,6 +13,12 @@ rejected, labeler, strength``: the rows of one pair by several raters join one i
 as items with candidate ids followed by ``judgment`` records carrying the order the rater was
 shown (``shown_order``). The records are split into ``--batches`` import files (batches).
 
+``10m`` is not generated (about two hours of generation and import here): it is the 1m
+database tiled ten times in SQL by ``bench_tile.py`` (each tile's prompts marked, every key and
+content hash recomputed as the importer does; a test holds the result equal to the import of the
+tiled files). ``--tile-from SIZE`` tiles every larger size from that one (``nN`` for
+``--judgments N``), ``--tile-from none`` generates and imports 10m too. SQLite only.
+
 Each step runs in a fresh subprocess (CPU user+sys from ``wait4``, wall time, peak RSS of the
 process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
 
