@@ -13,6 +13,12 @@ rejected, labeler, strength``: the rows of one pair by several raters join one i
 as items with candidate ids followed by ``judgment`` records carrying the order the rater was
 shown (``shown_order``). The records are split into ``--batches`` import files (batches).
 
+``10m`` is not generated (about two hours of generation and import here): it is the 1m
+database tiled ten times in SQL by ``bench_tile.py`` (each tile's prompts marked, every key and
+content hash recomputed as the importer does; a test holds the result equal to the import of the
+tiled files). ``--tile-from SIZE`` tiles every larger size from that one (``nN`` for
+``--judgments N``), ``--tile-from none`` generates and imports 10m too. SQLite only.
+
 Each step runs in a fresh subprocess (CPU user+sys from ``wait4``, wall time, peak RSS of the
 process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
 
@@ -53,6 +59,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -72,6 +79,9 @@ SRC = HERE.parent / "src"
 PROJECT = "bench"
 ADMIN, ADMIN_PASSWORD = "scale-admin", "scale-bench-password-1"
 SIZES = {"20k": 20_000, "100k": 100_000, "300k": 300_000, "1m": 1_000_000, "10m": 10_000_000}
+#: sizes built by tiling a smaller one in the database (``bench_tile.py``) unless ``--tile-from``
+#: says otherwise: generating and importing 10M judgments takes about two hours
+TILED_FROM = {"10m": "1m"}
 #: every export format that reads a project of pairwise judgments
 EXPORTS = (
     "trl-preference",
@@ -583,12 +593,61 @@ def _request(
 # -- one case: a size on a database -------------------------------------------------------------
 
 
-def run_case(
-    args: argparse.Namespace, name: str, n: int, kind: str, steps: list[str], say
-) -> dict[str, Any]:
+def _tag(args: argparse.Namespace, name: str) -> str:
+    return f"{name}-s{args.seed}-r{args.raters}-p{args.raters_per_item}-b{args.batches}"
+
+
+def tile_source(args: argparse.Namespace, name: str, n: int) -> tuple[str, int] | None:
+    """The smaller size this one is tiled from (``--tile-from``; ``10m`` from ``1m`` unless
+    ``--tile-from none``), or ``None``: generated and imported."""
+    source = args.tile_from or TILED_FROM.get(name)
+    if source in (None, "none"):
+        return None
+    source_n = SIZES.get(source) or int(source[1:])
+    if source_n >= n:
+        return None
+    if n % source_n:
+        raise SystemExit(f"{name} is not a whole number of {source} tiles")
+    return source, source_n
+
+
+def prepare(
+    args: argparse.Namespace, name: str, n: int, kind: str, say
+) -> tuple[str, dict[str, Any], float | None]:
+    """The database URL of a size holding its project (generated and imported, or tiled from a
+    smaller size's, unless cached), the import's figures and the generation's seconds."""
     env = _env(args.src)
-    tag = f"{name}-s{args.seed}-r{args.raters}-p{args.raters_per_item}-b{args.batches}"
+    tag = _tag(args, name)
     case = args.work / tag
+    marker = case / f"imported-{kind}.json"
+    tiled = tile_source(args, name, n)
+    if tiled is not None:
+        if kind != "sqlite":
+            raise SystemExit("a tiled size (--tile-from) is built on SQLite only")
+        source, source_n = tiled
+        source_url, source_import, _ = prepare(args, source, source_n, kind, say)
+        if source_import["status"] != "ok":
+            return source_url, {**source_import, "tiled_from": source}, None
+        case.mkdir(parents=True, exist_ok=True)
+        url, imported = database(kind, case, tag, args.fresh)
+        if imported:
+            return url, {**json.loads(marker.read_text())["import"], "cached": True}, None
+        say(f"[{name}] tiling {source} x{n // source_n} ...")
+        r = measure(
+            [
+                sys.executable,
+                str(HERE / "bench_tile.py"),
+                source_url.split("///", 1)[1],
+                url.split("///", 1)[1],
+                str(n // source_n),
+            ],
+            args.timeout * 4,
+            _env(),  # this checkout's hashing rules, whatever --src measures
+        )
+        r.update(tiled_from=source, tiles=n // source_n)
+        if r["status"] == "ok":
+            marker.write_text(json.dumps({"import": r, "server": None}))
+        return url, r, None
     data_dir = case / "data"
     done = data_dir / "complete"
     if args.fresh and data_dir.exists():
@@ -603,7 +662,21 @@ def run_case(
     files = sorted(data_dir.glob("batch-*.jsonl"))
     generation_s = json.loads(done.read_text())["seconds"]
     url, imported = database(kind, case, tag, args.fresh)
-    marker = case / f"imported-{kind}.json"
+    if imported:
+        return url, {**json.loads(marker.read_text())["import"], "cached": True}, generation_s
+    r = step_import(url, files, args.timeout, env)
+    if r["status"] == "ok":
+        marker.write_text(
+            json.dumps({"import": r, "server": os.environ.get("PREFLAB_TEST_PG_URL")})
+        )
+    return url, r, generation_s
+
+
+def run_case(
+    args: argparse.Namespace, name: str, n: int, kind: str, steps: list[str], say
+) -> dict[str, Any]:
+    env = _env(args.src)
+    url, imported, generation_s = prepare(args, name, n, kind, say)
     out: dict[str, Any] = {
         "size": name,
         "judgments": n,
@@ -619,16 +692,9 @@ def run_case(
         if args.json:  # every figure as it comes: a long run stopped halfway keeps what it had
             _write_json(args, out)
 
-    if imported:
-        record("import", {**json.loads(marker.read_text())["import"], "cached": True})
-    else:
-        r = step_import(url, files, args.timeout, env)
-        record("import", r)
-        if r["status"] != "ok":
-            return out
-        marker.write_text(
-            json.dumps({"import": r, "server": os.environ.get("PREFLAB_TEST_PG_URL")})
-        )
+    record("import", imported)
+    if imported["status"] != "ok":
+        return out
     with tempfile.TemporaryDirectory(prefix="preflab-scale-", dir=args.work) as tmp_s:
         tmp = Path(tmp_s)
         pages = [s.split(":", 1)[1] for s in steps if s.startswith("page:")]
@@ -818,6 +884,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--fresh", action="store_true", help="regenerate and reimport")
     parser.add_argument(
+        "--tile-from",
+        help="build every larger size by tiling this size's database (bench_tile.py; SQLite): "
+        f"one of {' '.join(SIZES)}, nN (--judgments N); default: 10m from 1m; none: generate "
+        "and import every size",
+    )
+    parser.add_argument(
         "--src",
         type=Path,
         default=SRC,
@@ -841,6 +913,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.child_baseline:
         child_baseline(args.child_baseline)
         return {}
+    if args.tile_from not in (None, "none", *SIZES) and not re.fullmatch(
+        r"n[1-9][0-9]*", args.tile_from
+    ):
+        parser.error(f"--tile-from {args.tile_from}: a size ({' '.join(SIZES)}), nN or none")
     unknown = [s for s in args.steps if s not in STEPS]
     if unknown:
         parser.error(f"unknown steps {unknown}; choose from {' '.join(STEPS)}")

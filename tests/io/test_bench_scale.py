@@ -183,3 +183,28 @@ def test_the_review_page_and_pages_of_the_other_checkout(tmp_path):
     review = steps["page:review"]
     assert review["status"] == "ok" and review["path"] == "/p/bench/review"
     assert review["repeat"] == 2 and len(review["runs"]) == 2 and review["bytes"] > 1000
+
+
+@pytest.mark.slow
+def test_a_larger_size_is_tiled_from_a_smaller_ones_database(tmp_path):
+    bench = load_bench()
+    out = tmp_path / "scale.json"
+    argv = ["--judgments", "300", "--judgments", "900", "--tile-from", "n300", "--db", "sqlite"]
+    argv += ["--work", str(tmp_path), "--json", str(out), "--quiet", "--steps", "status"]
+    bench.main(argv)
+    small, large = json.loads(out.read_text())["cases"]
+    assert "tiled_from" not in small["steps"]["import"]
+    built = large["steps"]["import"]
+    assert built["status"] == "ok" and (built["tiled_from"], built["tiles"]) == ("n300", 3)
+    assert large["steps"]["status"]["status"] == "ok"
+    assert not (tmp_path / "n900-s0-r100-p3-b4" / "data").exists()  # nothing generated
+    with closing(sqlite3.connect(tmp_path / "n900-s0-r100-p3-b4" / "preflab.db")) as conn:
+        counts = [
+            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("judgments", "items", "import_batches")
+        ]
+    assert counts == [900, 300, 4]
+    # cached like every size: a second run tiles nothing
+    bench.main(argv)
+    again = json.loads(out.read_text())["cases"][1]["steps"]["import"]
+    assert again["cached"] is True and again["tiles"] == 3
