@@ -53,7 +53,7 @@ from ..store.server_models import QualitySnapshot, ReviewRequest
 from .database import Database
 from .pages.panels import quality_panels
 from .permissions import ProjectRef
-from .services import review
+from .services import review, review_store
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,9 @@ class Snapshot:
     inline: bool = False
     #: the labels it covers (``None``: computed now, or none stored yet)
     mark: Watermark | None = None
+    #: the review queues' counts and spot share (``None``: not computed with these panels);
+    #: their entries are in ``review_queue_entries`` (:mod:`.services.review_store`)
+    review: dict[str, Any] | None = None
 
     @property
     def labels_since(self) -> int:
@@ -364,6 +367,7 @@ def stored(session: Session, project_pk: int, labels_now: int) -> Snapshot | Non
         running,
         row.error,
         mark=Watermark(row.labels, row.max_judgment_pk, row.max_review_pk),
+        review=row.review,
     )
 
 
@@ -387,6 +391,11 @@ def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool =
                 project = get_project(s, project_name)
                 mark = watermark(s, project.pk)  # before reading: later labels count as "since"
                 panels = compute_panels(s, project, mark)
+                # the review queues over the same labels (the review page reads a page of them)
+                queues = review.review_queues(s, project)
+                queue_rows = review_store.entries(queues, project.secret)
+                queue_summary = review_store.summary(queues)
+                del queues
         except Exception as exc:
             with db.writing() as s:
                 s.execute(
@@ -396,10 +405,12 @@ def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool =
                 )
             raise
         with db.writing() as s:
+            review_store.replace(s, project_pk, queue_rows)
             s.execute(
                 update(QualitySnapshot)
                 .where(QualitySnapshot.project_pk == project_pk)
                 .values(
+                    review=queue_summary,
                     panels=panels,
                     computed_at=utcnow(),
                     labels=mark.labels,
@@ -475,7 +486,7 @@ def current(
 def is_stale(snap: Snapshot, mark: Watermark, max_age_s: float) -> bool:
     """None computed yet (and the last run did not fail on these very labels), or older than
     ``max_age_s`` with labels changed since."""
-    if snap.panels is None:
+    if snap.panels is None or snap.review is None:  # (a snapshot stored before the queues were)
         return not (snap.error and snap.mark == mark)  # a failure is shown, not retried in a loop
     if snap.mark == mark or snap.computed_at is None:
         return False
