@@ -19,7 +19,7 @@ from preflab.server.database import Database
 from preflab.server.errors import ServiceError
 from preflab.server.services import review, review_pages
 from preflab.store import repo
-from preflab.store.models import JudgmentRow, Project, utcnow
+from preflab.store.models import Project, utcnow
 from preflab.store.server_models import ReviewRequest, User
 
 from . import review_oracle
