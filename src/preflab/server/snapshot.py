@@ -7,7 +7,10 @@ does not grow with the project (:func:`preflab.io.quality_source.accumulate_in`)
 and the labels held out by telemetry, and the judgments whose rationale nearly duplicates
 another's (the data browser's ``near_duplicate_rationale`` flag, a comparison across the whole
 project). One row per project in ``quality_snapshots`` holds them as JSON with the time they were
-computed and the labels they cover (:class:`Watermark`).
+computed and the labels they cover (:class:`Watermark`). The same run computes the review queues
+(:func:`.services.review.review_queues`) and stores them whole, in one transaction with the
+panels (``review_queue_entries``, counts in ``quality_snapshots.review``): the review page reads
+one page of them (:mod:`.services.review_pages`).
 
 Freshness: a request never computes a large project's statistics. It shows the stored snapshot and
 starts ``python -m preflab.server.snapshot PROJECT`` (a separate process) when there is none yet,
