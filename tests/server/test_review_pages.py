@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import select, update
 
@@ -117,6 +118,8 @@ def test_pages_end_to_end_equal_the_whole_project_queues(db_url, monkeypatch):
             for limit in (1, 4, 1000):
                 whole, pages = _walk(db, limit, share)
                 assert whole == old, (share, limit)
+                # the same order inside the entries too (a rater's flags, a label's evidence)
+                assert orjson.dumps(whole) == orjson.dumps(old), (share, limit)
                 assert {p["page"]["status"] for p in pages} == {"stored"}
                 _check_counts(pages[0], whole)
             if share:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     Boolean,
     DateTime,
     Float,
@@ -469,7 +470,9 @@ class ReviewQueueEntry(Base):
     judgment_pk: Mapped[int | None] = mapped_column(PK)
     draw: Mapped[float | None] = mapped_column(Float)
     done: Mapped[bool] = mapped_column(Boolean, default=False)
-    entry: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    #: plain JSON on PostgreSQL too (not JSONB): an entry's keys keep their order (a rater's
+    #: weak flags in the order they first occur, a held-out label's evidence)
+    entry: Mapped[dict[str, Any]] = mapped_column(JSON(none_as_null=True))
 
 
 # The label counter and the lease close are kept by triggers (migration 0012); ``create_all``

@@ -40,7 +40,8 @@ def upgrade() -> None:
         sa.Column("judgment_pk", PK, nullable=True),
         sa.Column("draw", sa.Float(), nullable=True),
         sa.Column("done", sa.Boolean(), nullable=False),
-        sa.Column("entry", JSONType, nullable=False),
+        # plain JSON on PostgreSQL too: an entry's keys keep their order
+        sa.Column("entry", sa.JSON(none_as_null=True), nullable=False),
         sa.ForeignKeyConstraint(["project_pk"], ["projects.pk"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("pk"),
         sa.UniqueConstraint("project_pk", "queue", "position"),
