@@ -462,13 +462,15 @@ def current(
     project: ProjectRef,
     *,
     start: Callable[[str, str], Any] | None = None,
+    mark: Watermark | None = None,
 ) -> Snapshot:
     """The snapshot a page shows, never computing a large project in the request: the stored one,
     after starting a refresh (``start``, default :func:`spawn`) when it is missing or stale (the
-    rule in this module's docstring); a small project's, computed now."""
+    rule in this module's docstring); a small project's, computed now. ``mark``: the project's
+    :func:`watermark`, when the caller has just read it."""
     settings = get_settings()
     with db.reading() as s:
-        mark = watermark(s, project.pk)
+        mark = watermark(s, project.pk) if mark is None else mark
         if mark.labels <= settings.snapshot_inline_labels:
             return compute_inline(s, project)
         snap = stored(s, project.pk, mark.labels)

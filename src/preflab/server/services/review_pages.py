@@ -114,8 +114,8 @@ def queues_page(
         raise ServiceError(422, f"limit: between 1 and {MAX_LIMIT}, not {limit}")
     cursor = Cursor.parse(after) if after is not None else None
     with db.reading() as s:
-        small = snapshot.watermark(s, project.pk).labels <= get_settings().snapshot_inline_labels
-        if small:
+        mark = snapshot.watermark(s, project.pk)
+        if mark.labels <= get_settings().snapshot_inline_labels:
             queues = review.review_queues(s, project, share=share)
             source: Source = MemorySource(entries(queues, None))
             return _page(
@@ -135,7 +135,8 @@ def queues_page(
                 queues["telemetry"]["decided"],
                 lambda out: None,
             )
-    snap = snapshot.current(db, project)  # starts a refresh when missing or stale, never computes
+    # starts a refresh when missing or stale, never computes one
+    snap = snapshot.current(db, project, mark=mark)
     state = {
         "computed_at": snap.computed_at.isoformat() if snap.computed_at else None,
         "refreshing_since": snap.refreshing_since.isoformat() if snap.refreshing_since else None,
@@ -304,13 +305,14 @@ def next_open_item(db: Database, project: ProjectRef, item_key: str) -> str | No
     item page's "next item"): the queue computed now for a small project; else the stored queue's
     open entries in order, each re-checked live, ``None`` while none is stored."""
     with db.reading() as s:
-        if snapshot.watermark(s, project.pk).labels <= get_settings().snapshot_inline_labels:
+        mark = snapshot.watermark(s, project.pk)
+        if mark.labels <= get_settings().snapshot_inline_labels:
             queue = review.review_queues(s, project)["adjudication"]
             return next(
                 (e["item_id"] for e in queue if not e["adjudicated"] and e["item_id"] != item_key),
                 None,
             )
-    snap = snapshot.current(db, project)
+    snap = snapshot.current(db, project, mark=mark)
     if snap.review is None:
         return None
     after = -1
