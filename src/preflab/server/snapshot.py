@@ -7,7 +7,10 @@ does not grow with the project (:func:`preflab.io.quality_source.accumulate_in`)
 and the labels held out by telemetry, and the judgments whose rationale nearly duplicates
 another's (the data browser's ``near_duplicate_rationale`` flag, a comparison across the whole
 project). One row per project in ``quality_snapshots`` holds them as JSON with the time they were
-computed and the labels they cover (:class:`Watermark`).
+computed and the labels they cover (:class:`Watermark`). The same run computes the review queues
+(:func:`.services.review.review_queues`) and stores them whole, in one transaction with the
+panels (``review_queue_entries``, counts in ``quality_snapshots.review``): the review page reads
+one page of them (:mod:`.services.review_pages`).
 
 Freshness: a request never computes a large project's statistics. It shows the stored snapshot and
 starts ``python -m preflab.server.snapshot PROJECT`` (a separate process) when there is none yet,
@@ -53,7 +56,7 @@ from ..store.server_models import QualitySnapshot, ReviewRequest
 from .database import Database
 from .pages.panels import quality_panels
 from .permissions import ProjectRef
-from .services import review
+from .services import review, review_store
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +135,9 @@ class Snapshot:
     inline: bool = False
     #: the labels it covers (``None``: computed now, or none stored yet)
     mark: Watermark | None = None
+    #: the review queues' counts and spot share (``None``: not computed with these panels);
+    #: their entries are in ``review_queue_entries`` (:mod:`.services.review_store`)
+    review: dict[str, Any] | None = None
 
     @property
     def labels_since(self) -> int:
@@ -364,6 +370,7 @@ def stored(session: Session, project_pk: int, labels_now: int) -> Snapshot | Non
         running,
         row.error,
         mark=Watermark(row.labels, row.max_judgment_pk, row.max_review_pk),
+        review=row.review,
     )
 
 
@@ -387,6 +394,11 @@ def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool =
                 project = get_project(s, project_name)
                 mark = watermark(s, project.pk)  # before reading: later labels count as "since"
                 panels = compute_panels(s, project, mark)
+                # the review queues over the same labels (the review page reads a page of them)
+                queues = review.review_queues(s, project)
+                queue_rows = review_store.entries(queues, project.secret)
+                queue_summary = review_store.summary(queues)
+                del queues
         except Exception as exc:
             with db.writing() as s:
                 s.execute(
@@ -396,10 +408,12 @@ def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool =
                 )
             raise
         with db.writing() as s:
+            review_store.replace(s, project_pk, queue_rows)
             s.execute(
                 update(QualitySnapshot)
                 .where(QualitySnapshot.project_pk == project_pk)
                 .values(
+                    review=queue_summary,
                     panels=panels,
                     computed_at=utcnow(),
                     labels=mark.labels,
@@ -448,13 +462,15 @@ def current(
     project: ProjectRef,
     *,
     start: Callable[[str, str], Any] | None = None,
+    mark: Watermark | None = None,
 ) -> Snapshot:
     """The snapshot a page shows, never computing a large project in the request: the stored one,
     after starting a refresh (``start``, default :func:`spawn`) when it is missing or stale (the
-    rule in this module's docstring); a small project's, computed now."""
+    rule in this module's docstring); a small project's, computed now. ``mark``: the project's
+    :func:`watermark`, when the caller has just read it."""
     settings = get_settings()
     with db.reading() as s:
-        mark = watermark(s, project.pk)
+        mark = watermark(s, project.pk) if mark is None else mark
         if mark.labels <= settings.snapshot_inline_labels:
             return compute_inline(s, project)
         snap = stored(s, project.pk, mark.labels)
@@ -475,7 +491,7 @@ def current(
 def is_stale(snap: Snapshot, mark: Watermark, max_age_s: float) -> bool:
     """None computed yet (and the last run did not fail on these very labels), or older than
     ``max_age_s`` with labels changed since."""
-    if snap.panels is None:
+    if snap.panels is None or snap.review is None:  # (a snapshot stored before the queues were)
         return not (snap.error and snap.mark == mark)  # a failure is shown, not retried in a loop
     if snap.mark == mark or snap.computed_at is None:
         return False

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     Boolean,
     DateTime,
     Float,
@@ -444,6 +445,34 @@ class QualitySnapshot(Base):
     seconds: Mapped[float | None] = mapped_column(Float)
     running_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)
+    #: the review queues' counts and spot share as of ``computed_at`` (``None``: not yet computed;
+    #: their entries are :class:`ReviewQueueEntry` rows)
+    review: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+
+
+class ReviewQueueEntry(Base):
+    """One entry of a project's review queues as the snapshot process computed them
+    (:func:`preflab.server.services.review.review_queues`): ``queue`` is ``adjudication``,
+    ``spot``, ``held_out``, ``weak_by_rater`` or ``demonstrations``; ``position`` its place in
+    that queue's order (the rank for the adjudication queue and the raters, the judgment pk for
+    the others: keyset pages read ``position > after``); ``draw`` a spot entry's pseudo-random
+    number (a smaller share is a filter); ``done`` an adjudicated queue entry; ``entry`` the
+    entry as the API answers it. Replaced whole, with ``quality_snapshots.review``, by each run."""
+
+    __tablename__ = "review_queue_entries"
+    __table_args__ = (UniqueConstraint("project_pk", "queue", "position"),)
+
+    pk: Mapped[int] = mapped_column(PK, primary_key=True)
+    project_pk: Mapped[int] = mapped_column(ForeignKey("projects.pk", ondelete="CASCADE"))
+    queue: Mapped[str] = mapped_column(String(16))
+    position: Mapped[int] = mapped_column(PK)
+    item_key: Mapped[str | None] = mapped_column(String(200))
+    judgment_pk: Mapped[int | None] = mapped_column(PK)
+    draw: Mapped[float | None] = mapped_column(Float)
+    done: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: plain JSON on PostgreSQL too (not JSONB): an entry's keys keep their order (a rater's
+    #: weak flags in the order they first occur, a held-out label's evidence)
+    entry: Mapped[dict[str, Any]] = mapped_column(JSON(none_as_null=True))
 
 
 # The label counter and the lease close are kept by triggers (migration 0012); ``create_all``

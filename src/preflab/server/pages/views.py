@@ -26,7 +26,7 @@ from ...store.server_models import SKIP_REASONS
 from .. import auth, export_jobs, snapshot
 from ..errors import ServiceError
 from ..permissions import SESSION_COOKIE, Ctx, ProjectCtx, _authenticate, guard
-from ..services import assist, browse, extra_raters, files, queries
+from ..services import assist, browse, extra_raters, files, queries, review_pages
 from ..services import review as review_service
 from ..services import revisions as revision_service
 from ..services.browse import BrowseFilters
@@ -447,10 +447,22 @@ def review_page(
     request: Request,
     project: str,
     share: float | None = Query(default=None, ge=0, le=1),
+    after: str | None = Query(default=None, min_length=1, max_length=200),
+    limit: int = Query(default=review_pages.DEFAULT_LIMIT, ge=1, le=review_pages.MAX_LIMIT),
     ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
-    with _db(request).reading() as s:
-        queues = review_service.review_queues(s, ctx.project, share=share)
+    """One page of the review queues (:func:`review_pages.queues_page`), "previous" and "next"
+    links between pages; a cursor of an earlier snapshot shows the first page with a note."""
+    db = _db(request)
+    recomputed = False
+    try:
+        queues = review_pages.queues_page(db, ctx.project, after=after, limit=limit, share=share)
+    except ServiceError as e:
+        if e.status != 409:
+            raise
+        queues = review_pages.queues_page(db, ctx.project, limit=limit, share=share)
+        recomputed = True
+    with db.reading() as s:
         skips = review_service.skip_summary(s, ctx.project)
     return render(
         request,
@@ -459,6 +471,8 @@ def review_page(
         project=read(request, queries.project, ctx.project, ctx.role, ctx.user),
         queues=queues,
         skips=skips,
+        recomputed=recomputed,
+        share=share,
     )
 
 
@@ -469,11 +483,8 @@ def review_item_page(
     bits = _project_bits(request, ctx)
     with _db(request).reading() as s:
         review = review_service.item_review(s, ctx.project, item_id)
-        queue = review_service.review_queues(s, ctx.project)["adjudication"]
     # the next open item of the adjudication queue, for "next item" after recording a final label
-    next_item = next(
-        (e["item_id"] for e in queue if not e["adjudicated"] and e["item_id"] != item_id), None
-    )
+    next_item = review_pages.next_open_item(_db(request), ctx.project, item_id)
     item = review["item"]
     order = [c["id"] for c in item["candidates"]]
     task = {"item": item, "shown_order": order, "phase": "adjudication"}

@@ -395,12 +395,45 @@ class TelemetryReviewOut(Out):
     decided: int
 
 
+class ReviewQueueCounts(Out):
+    """Every queue's size (the whole queue, not the page)."""
+
+    adjudication: int
+    adjudication_open: int
+    spot: int
+    held_out: int
+    weak_by_rater: int
+    demonstrations: int
+
+
+class ReviewQueuesPage(Out):
+    """Which page this is and where its entries come from (issue 27 item 2)."""
+
+    status: str = Field(
+        description="current: computed now (a small project); stored: the quality snapshot's "
+        "queues as of computed_at, the page's items re-checked live; computing: none stored "
+        "yet (a refresh runs); failed: the last run failed (error)"
+    )
+    computed_at: str | None
+    refreshing_since: str | None
+    labels_since: int = Field(description="labels stored since computed_at")
+    error: str | None
+    after: str | None = Field(description="the cursor this page starts after (none: the first)")
+    limit: int = Field(description="entries of each queue per page (default 100, at most 1000)")
+    next: str | None = Field(description="`after` of the next page; none: every queue is through")
+    previous: str | None = Field(description="`after` of the page before; none: the first page")
+    counts: ReviewQueueCounts | None
+
+
 class ReviewQueuesOut(Out):
+    """One page of each queue: ``limit`` entries after the cursor (``page``)."""
+
     adjudication: list[QueueEntry]
     spot: list[SpotEntry]
     spot_share: float
     demonstrations: list[PendingDemonstration]
     telemetry: TelemetryReviewOut
+    page: ReviewQueuesPage
 
 
 class ReviewedJudgment(Out):

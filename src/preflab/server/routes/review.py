@@ -13,7 +13,7 @@ from pydantic import Field
 
 from .. import snapshot
 from ..permissions import ProjectCtx, guard
-from ..services import browse, revisions
+from ..services import browse, review_pages, revisions
 from ..services import review as service
 from ..services.browse import BrowseFilters
 from . import models as m
@@ -107,11 +107,19 @@ def get_review_queues(
     request: Request,
     project: str,
     share: float | None = Query(default=None, ge=0, le=1),
+    after: str | None = Query(default=None, min_length=1, max_length=200),
+    limit: int = Query(default=review_pages.DEFAULT_LIMIT, ge=1, le=review_pages.MAX_LIMIT),
     ctx: ProjectCtx = guard("project.review"),
 ) -> Response:
-    """The adjudication queue and the spot-review queue."""
-    with db_of(request).reading() as s:
-        return ok(service.review_queues(s, ctx.project, share=share))
+    """One page of the review queues: the adjudication queue, spot review, the labels held out
+    by telemetry, weak signals per rater and pending demonstrations, ``limit`` entries of each
+    (default 100, at most 1000) after the cursor ``after`` (``page.next`` of the previous
+    answer; none: the first page). A large project's queues come from the quality snapshot
+    (``page.status`` ``stored``, ``page.computed_at``; ``computing`` until the first is stored),
+    the page's items re-checked live; a small one's are computed now (``current``)."""
+    return ok(
+        review_pages.queues_page(db_of(request), ctx.project, after=after, limit=limit, share=share)
+    )
 
 
 @router.get(

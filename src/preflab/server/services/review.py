@@ -186,7 +186,7 @@ def is_held_out(
 
 
 def review_queues(
-    session: Session, project: ProjectRef, *, share: float | None = None
+    session: Session, project: ProjectRef | Project, *, share: float | None = None
 ) -> dict[str, Any]:
     """The adjudication queue (low agreement, failed gold, near-duplicate rationales, disputed
     references, labels a machine check sent back), the labels held out by telemetry waiting for

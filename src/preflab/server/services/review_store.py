@@ -1,0 +1,185 @@
+"""The review queues as rows (issue 27 item 2): what the snapshot process stores of
+:func:`preflab.server.services.review.review_queues` (table ``review_queue_entries``, counts in
+``quality_snapshots.review``) and the keyset reads of one page of each queue, from that table or
+from queues computed in the request (a small project's).
+
+Each queue keeps the order ``review_queues`` gives it, as ``position``: the rank for the
+adjudication queue (its order, adjudicated last, then more reasons first, then item id, needs
+every item assessed, so it is stored ranked: no SQL collation re-sorts item ids) and the weak
+signals per rater; the judgment pk for spot review, the held-out labels and the demonstrations
+(their order). A page of a queue is the entries with ``position > after``, ``limit`` of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session
+
+from ...store.server_models import ReviewQueueEntry
+from .review import unit_hash
+
+#: The queues, in the order a cursor lists their positions.
+QUEUES = ("adjudication", "spot", "held_out", "weak_by_rater", "demonstrations")
+#: Rows inserted per statement when the snapshot stores the queues.
+BATCH = 5000
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stored entry: its queue, place, the spot draw, the adjudicated mark, the entry."""
+
+    queue: str
+    position: int
+    entry: dict[str, Any]
+    draw: float | None = None
+    done: bool = False
+
+
+def entries(queues: dict[str, Any], secret: str | None) -> list[Entry]:
+    """The rows of ``review_queues``' answer, each queue in its order. ``secret``: the project's,
+    to store each spot entry's draw (a smaller share is then a filter); ``None``: no draw."""
+    tel = queues["telemetry"]
+    out = [
+        Entry("adjudication", i, e, done=bool(e["adjudicated"]))
+        for i, e in enumerate(queues["adjudication"])
+    ]
+    out += [
+        Entry(
+            "spot",
+            s["judgment_id"],
+            s,
+            draw=None if secret is None else unit_hash(secret, s["judgment_id"]),
+        )
+        for s in queues["spot"]
+    ]
+    out += [Entry("held_out", h["judgment_id"], h) for h in tel["held_out"]]
+    out += [Entry("weak_by_rater", i, w) for i, w in enumerate(tel["weak_by_rater"])]
+    out += [Entry("demonstrations", d["judgment_id"], d) for d in queues["demonstrations"]]
+    return out
+
+
+def summary(queues: dict[str, Any]) -> dict[str, Any]:
+    """The counts a page shows beside its entries, and the share spot review was drawn at."""
+    tel = queues["telemetry"]
+    return {
+        "counts": {
+            "adjudication": len(queues["adjudication"]),
+            "adjudication_open": sum(1 for e in queues["adjudication"] if not e["adjudicated"]),
+            "spot": len(queues["spot"]),
+            "held_out": len(tel["held_out"]),
+            "weak_by_rater": len(tel["weak_by_rater"]),
+            "demonstrations": len(queues["demonstrations"]),
+        },
+        "spot_share": queues["spot_share"],
+        "decided": tel["decided"],
+    }
+
+
+def replace(session: Session, project_pk: int, rows: Sequence[Entry]) -> None:
+    """The project's stored entries become ``rows`` (in the caller's write transaction)."""
+    session.execute(delete(ReviewQueueEntry).where(ReviewQueueEntry.project_pk == project_pk))
+    for start in range(0, len(rows), BATCH):
+        session.execute(
+            insert(ReviewQueueEntry),
+            [
+                {
+                    "project_pk": project_pk,
+                    "queue": r.queue,
+                    "position": r.position,
+                    "item_key": r.entry.get("item_id"),
+                    "judgment_pk": r.entry.get("judgment_id"),
+                    "draw": r.draw,
+                    "done": r.done,
+                    "entry": r.entry,
+                }
+                for r in rows[start : start + BATCH]
+            ],
+        )
+
+
+class Source(Protocol):
+    """Where a page's entries come from: the stored table or queues computed now."""
+
+    def after(
+        self, queue: str, after: int, limit: int, below: float | None
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Up to ``limit`` entries with ``position > after``, in order; ``below``: only spot
+        entries drawn below this share."""
+
+    def start_before(self, queue: str, upto: int, limit: int, below: float | None) -> int:
+        """The ``after`` of the page whose last entry is the last one at or before ``upto``
+        (``-1``: from the first)."""
+
+    def count(self, queue: str, below: float | None) -> int:
+        """Entries of the queue (drawn below ``below``)."""
+
+
+class StoredSource:
+    """The entries the snapshot process stored, read by keyset on ``position``."""
+
+    def __init__(self, session: Session, project_pk: int) -> None:
+        self.session, self.project_pk = session, project_pk
+
+    def _where(self, queue: str, below: float | None) -> list[Any]:
+        where = [ReviewQueueEntry.project_pk == self.project_pk, ReviewQueueEntry.queue == queue]
+        if below is not None and queue == "spot":
+            where.append(ReviewQueueEntry.draw < below)
+        return where
+
+    def after(
+        self, queue: str, after: int, limit: int, below: float | None
+    ) -> list[tuple[int, dict[str, Any]]]:
+        stmt = (
+            select(ReviewQueueEntry.position, ReviewQueueEntry.entry)
+            .where(*self._where(queue, below), ReviewQueueEntry.position > after)
+            .order_by(ReviewQueueEntry.position)
+            .limit(limit)
+        )
+        return [(int(p), dict(e)) for p, e in self.session.execute(stmt)]
+
+    def start_before(self, queue: str, upto: int, limit: int, below: float | None) -> int:
+        stmt = (
+            select(ReviewQueueEntry.position)
+            .where(*self._where(queue, below), ReviewQueueEntry.position <= upto)
+            .order_by(ReviewQueueEntry.position.desc())
+            .offset(limit)
+            .limit(1)
+        )
+        found = self.session.scalar(stmt)
+        return -1 if found is None else int(found)
+
+    def count(self, queue: str, below: float | None) -> int:
+        stmt = select(func.count()).select_from(ReviewQueueEntry).where(*self._where(queue, below))
+        return int(self.session.scalar(stmt) or 0)
+
+
+class MemorySource:
+    """Entries of queues computed in the request (a small project), paged the same way."""
+
+    def __init__(self, rows: Iterable[Entry]) -> None:
+        self.by_queue: dict[str, list[Entry]] = {q: [] for q in QUEUES}
+        for r in rows:
+            self.by_queue[r.queue].append(r)
+
+    def _rows(self, queue: str, below: float | None) -> list[Entry]:
+        rows = self.by_queue[queue]
+        if below is not None and queue == "spot":
+            rows = [r for r in rows if r.draw is None or r.draw < below]
+        return rows
+
+    def after(
+        self, queue: str, after: int, limit: int, below: float | None
+    ) -> list[tuple[int, dict[str, Any]]]:
+        rows = [r for r in self._rows(queue, below) if r.position > after]
+        return [(r.position, r.entry) for r in rows[:limit]]
+
+    def start_before(self, queue: str, upto: int, limit: int, below: float | None) -> int:
+        rows = [r for r in self._rows(queue, below) if r.position <= upto]
+        return rows[-limit - 1].position if len(rows) > limit else -1
+
+    def count(self, queue: str, below: float | None) -> int:
+        return len(self._rows(queue, below))
