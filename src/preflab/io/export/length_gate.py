@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...quality.bias import (
     DEFAULT_TOKENIZER_PACKAGE,
     default_token_length,
@@ -37,7 +39,9 @@ from ...quality.bias import (
 from ...quality.bias import length_parity_gate as quality_length_parity_gate
 from ...schema.policy import Policy, VerbosityPolicy
 from .base import ExportData, ExportError, ExportOptions
+from .median import FloatFile
 from .resolve import LengthFn
+from .spill import Spill, Tape, memory_values
 from .token_cache import lengths_of
 
 #: the penalty is a project's ``policy.verbosity_penalty``: the rule and its defaults are there
@@ -133,13 +137,22 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(finite), 4) if finite else None
 
 
+def _round_median(median: float | None) -> float | None:
+    return None if median is None else round(median, 4)
+
+
 @dataclass
 class LengthTally:
     """The length gate's per-cohort figures, added up over the pairs of one or more chunks.
 
     The cohort field (``difficulty`` when any exported item has one) is a whole-project fact,
-    known only once every item is seen: each pair keeps its cohort both ways, and its ratio
-    (the medians need every ratio: 8 bytes a pair) and whether it was kept (1 byte).
+    known only once every item is seen: each pair keeps its cohort both ways, its ratio (the
+    medians need every ratio) and whether it was kept, 17 bytes a pair. With a ``spill`` (a
+    streamed export), past ``memory`` pairs (:data:`~.spill.MEMORY_VALUES`) these go to disk:
+    the pairs and drops counted per cohort both ways, the finite ratios appended to a file per
+    cohort both ways, before and after the gate (:class:`~.median.FloatFile`), whose exact
+    medians :meth:`cohorts` reads back in bounded memory. ``verdicts``: each pair's verdict in
+    order, for pass 2 to replay (a :class:`~.spill.Tape`).
     """
 
     any_difficulty: bool = False
@@ -148,6 +161,17 @@ class LengthTally:
     by_difficulty: array = field(default_factory=lambda: array("i"))
     by_domain: array = field(default_factory=lambda: array("i"))
     names: dict[str, int] = field(default_factory=dict)
+    spill: Spill | None = None
+    memory: int | None = None
+    verdicts: Tape = field(init=False)
+    #: once spilled: per cohort field, pairs and drops per cohort code
+    pairs_of: dict[str, Counter[int]] = field(init=False, default_factory=dict)
+    dropped_of: dict[str, Counter[int]] = field(init=False, default_factory=dict)
+    #: once spilled: the finite ratios per (cohort field, code, "before" | "after")
+    files: dict[tuple[str, int, str], FloatFile] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.verdicts = Tape("B", self.spill, self.memory)
 
     def see_items(self, data: ExportData) -> None:
         self.any_difficulty = self.any_difficulty or cohort_field(data) == "difficulty"
@@ -155,8 +179,44 @@ class LengthTally:
     def _code(self, name: str) -> int:
         return self.names.setdefault(name, len(self.names))
 
+    @property
+    def spilled(self) -> bool:
+        return bool(self.pairs_of)
+
+    def full(self) -> None:
+        """Move the pairs held to disk when there are ``memory`` of them (and a ``spill``)."""
+        if self.spill is not None and len(self.keep) >= memory_values(self.memory):
+            self._to_disk()
+
+    def _to_disk(self) -> None:
+        assert self.spill is not None
+        ratios = np.frombuffer(self.ratios, dtype=np.float64)
+        keep = np.frombuffer(bytes(self.keep), dtype=np.uint8).astype(bool)
+        finite = np.isfinite(ratios)
+        for by, codes in (
+            ("difficulty", np.frombuffer(self.by_difficulty, dtype=np.intc)),
+            ("domain", np.frombuffer(self.by_domain, dtype=np.intc)),
+        ):
+            pairs, dropped = (
+                self.pairs_of.setdefault(by, Counter()),
+                self.dropped_of.setdefault(by, Counter()),
+            )
+            for code in np.unique(codes).tolist():
+                at = codes == code
+                pairs[code] += int(at.sum())
+                dropped[code] += int((at & ~keep).sum())
+                for when, chosen in (("before", at & finite), ("after", at & finite & keep)):
+                    key = (by, code, when)
+                    if key not in self.files:
+                        self.files[key] = FloatFile(self.spill, f"ratios-{by}-{code}-{when}.f64")
+                    self.files[key].append(ratios[chosen])
+        self.ratios, self.keep = array("d"), bytearray()
+        self.by_difficulty, self.by_domain = array("i"), array("i")
+
     def cohorts(self) -> dict[str, Any]:
         """The manifest's ``gates.length_parity.cohorts``."""
+        if self.spilled:
+            return self._cohorts_from_disk()
         by = "difficulty" if self.any_difficulty else "domain"
         codes = self.by_difficulty if self.any_difficulty else self.by_domain
         name_of = {code: name for name, code in self.names.items()}
@@ -185,6 +245,36 @@ class LengthTally:
                     "removed_wholesale": dropped[cohort] == len(ratios[cohort]),
                 }
                 for cohort in sorted(ratios)
+            },
+        }
+
+    def _cohorts_from_disk(self) -> dict[str, Any]:
+        """:meth:`cohorts` once pairs went to disk: the same figures, from the counts and the
+        exact medians of the ratio files."""
+        if self.keep:
+            self._to_disk()
+        by = "difficulty" if self.any_difficulty else "domain"
+        name_of = {code: name for name, code in self.names.items()}
+        pairs, dropped = self.pairs_of[by], self.dropped_of[by]
+
+        def median(code: int, when: str) -> float | None:
+            ratios = self.files.get((by, code, when))
+            return None if ratios is None else _round_median(ratios.median(self.memory))
+
+        codes = sorted(pairs, key=lambda code: name_of[code])
+        return {
+            "by": by,
+            "cohorts": {
+                name_of[code]: {
+                    "pairs": pairs[code],
+                    "dropped": dropped[code],
+                    "kept": pairs[code] - dropped[code],
+                    "parity_share": round((pairs[code] - dropped[code]) / pairs[code], 4),
+                    "median_ratio_before": median(code, "before"),
+                    "median_ratio_after": median(code, "after"),
+                    "removed_wholesale": dropped[code] == pairs[code],
+                }
+                for code in codes
             },
         }
 
@@ -218,6 +308,8 @@ def length_parity_gate(
             kept.append(p)
         else:
             data.drops.drop("length_parity", str(reason).split(":")[0], p.item_id)
+    tally.verdicts.extend(bool(keep) for keep in result.keep)
+    tally.full()  # past its bound, a streamed export's tally moves its pairs to disk
     if own:
         data.length_cohorts = tally.cohorts()
     return kept

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import gc
 import sys
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -76,6 +75,7 @@ from .provenance import LabelIndex
 from .resolve import PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
 from .routing import VERIFIER_ORIGIN
 from .spans_gate import spans_gate
+from .spill import Spill, Tape
 from .truth import truth_gate
 from .writers import batch_table, gc_paused
 
@@ -314,15 +314,22 @@ def fit_dawid_skene(
 class Figures:
     """What pass 1 keeps of the whole project (see the module docstring)."""
 
-    def __init__(self, options: ExportOptions, policy: Policy, needs: frozenset[str]) -> None:
+    def __init__(
+        self,
+        options: ExportOptions,
+        policy: Policy,
+        needs: frozenset[str],
+        spill: Spill | None = None,
+    ) -> None:
         self.options, self.needs = options, needs
         self.penalty = policy.verbosity_penalty
-        self.length = LengthTally()
+        #: per pair, bounded in memory: past :data:`~.spill.MEMORY_VALUES` pairs on ``spill``
+        self.length = LengthTally(spill=spill)
         self.length_ran = False
         self.verbosity = VerbosityTally()
         self.verbosity_ran = False
         #: the margin each pair with a strength ends with (NaN: none), in export order
-        self.margins = array("d")
+        self.margins = Tape("d", spill)
         self.agreement = AgreementTally()
         self.sources: set[str] = set()
         self.card_sources: Counter[str] = Counter()
@@ -361,10 +368,11 @@ class Figures:
 
 
 def read_figures(
-    collector: Collector, session: Any, report: Reporter
+    collector: Collector, session: Any, report: Reporter, spill: Spill | None = None
 ) -> tuple[Figures, dict[str, Any]]:
-    """Pass 1 over the project: ``(figures, stats)``."""
-    figures = Figures(collector.options, collector.shared.policy, collector.needs)
+    """Pass 1 over the project: ``(figures, stats)``; what it keeps per pair goes to ``spill``
+    past its bound (:mod:`.spill`)."""
+    figures = Figures(collector.options, collector.shared.policy, collector.needs, spill)
     figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
     done = 0
     report.phase("read", 0)
@@ -433,27 +441,31 @@ def summary_data(collector: Collector, figures: Figures) -> ExportData:
 
 
 class _Replay:
-    """Pass 1's length verdicts and margins, handed out pair by pair in the same order."""
+    """Pass 1's length verdicts and margins, handed out pair by pair in the same order (read
+    back from their :class:`~.spill.Tape`, a buffer at a time)."""
 
     def __init__(self, figures: Figures) -> None:
-        self.keep, self.margins = figures.length.keep, figures.margins
-        self.at_keep = self.at_margin = 0
+        self.keep = figures.length.verdicts.reader()
+        self.margins = figures.margins.reader()
 
     def length_gate(self, pairs: list) -> list:
-        verdicts = self.keep[self.at_keep : self.at_keep + len(pairs)]
-        self.at_keep += len(pairs)
+        verdicts = self.keep.take(len(pairs))
         return [p for p, keep in zip(pairs, verdicts, strict=True) if keep]
 
     def margins_of(self, pairs: list) -> list:
+        margins = iter(self.margins.take(sum(p.strength is not None for p in pairs)))
         out = []
         for p in pairs:
             if p.strength is not None:
-                margin = self.margins[self.at_margin]
-                self.at_margin += 1
+                margin = next(margins)
                 if margin != p.strength:
                     p = replace(p, strength=margin)
             out.append(p)
         return out
+
+    def close(self) -> None:
+        self.keep.close()
+        self.margins.close()
 
 
 def row_batches(
@@ -517,6 +529,7 @@ def chunk_data(
         done += len(chunk)
         report.step("write", done)
         del chunk, data  # the last references: chunks() sweeps their cycles
+    replay.close()
     if counts is not None:  # no chunk at all: the manifest reads the (empty) summary's notes
         summary.format_notes = exporter.notes_from_counts(counts, options)
 
