@@ -17,7 +17,7 @@ every gate over every row), but no pass holds more than one chunk of items and t
    (:class:`~.agreement_gate.AgreementTally`). The agreement gate decides here, before a file is
    written.
 2. **Rows.** Every chunk is read and resolved again; the length gate's verdicts and the margins
-   of pass 1 are replayed (no text is tokenized twice), and the exporter turns the chunks into
+   of pass 1 are replayed in the order pass 1 decided them (no text is tokenized twice), and the exporter turns the chunks into
    column batches (:meth:`~.base.Exporter.rows`) that go to the writer as they come: JSONL
    appended batch by batch, Parquet in row groups of exactly :data:`~.base.BATCH_ROWS` rows, as
    the in-memory writer cuts them. Side files are appended chunk by chunk; what the exporter
@@ -32,10 +32,16 @@ The drop log files each sample under the pipeline step that dropped it
 (:data:`~.resolve.DROP_PHASES`), so its sample ids come out in the whole-project order although
 the steps run chunk after chunk.
 
-Memory: one chunk of items (:data:`CHUNK_ITEMS`), plus a few bytes per resolved pair (a ratio,
-a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap resamples
-units; up to 200,000 pairable units a batch x dimension, then a sample,
-:mod:`.agreement_gate`); ``rollouts``: a 16-byte digest per distinct answer (repeats are left
+Memory: one chunk of items (:data:`CHUNK_ITEMS`); what pass 1 keeps per resolved pair (the
+length gate's ratio, cohort codes and verdict, 17 bytes, and the margin, 8 bytes) up to
+:data:`~.spill.MEMORY_VALUES` pairs, then on disk in a private temporary directory beside the
+output (:mod:`.spill`, removed when the export ends, on errors and cancels too): the verdicts
+and margins on a file each, written in order in pass 1 and read back in that order in pass 2
+a buffer at a time; the ratios on a file per cohort (both cohort fields: which one the manifest
+uses is known only at the end), whose medians are selected exactly in bounded memory
+(:mod:`.median`: the manifest is the same bytes); the labels of units labelled twice (the
+agreement bootstrap resamples units; up to 200,000 pairable units a batch x dimension, then a
+sample, :mod:`.agreement_gate`); per rater, label source and cohort name, a set entry; ``rollouts``: a 16-byte digest per distinct answer (repeats are left
 out; past 100,000 of them in a temporary on-disk table, :mod:`.seen`) and, for Parquet, one row
 group's rows as Arrow columns (JSONL: one chunk's rows); Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
 unit. Every format streams (:func:`streamable`) except to the ``hf`` file format (``datasets``
