@@ -2,12 +2,14 @@
 
 A streamed export's length gate reports each cohort's median length ratio (:mod:`.length_gate`);
 past :data:`~.spill.MEMORY_VALUES` pairs the ratios go to a file per cohort (:class:`FloatFile`).
-:func:`file_median` returns what :func:`statistics.median` returns for the file's values: with
-no more than ``memory`` of them, it *is* ``statistics.median`` of them; else each order statistic
-it needs is selected exactly by radix selection on the floats' bits: a pass counts the values
-per 16-bit digit (65,536 counters) among those that share the digits chosen so far, the digit
+:func:`file_median` returns what :func:`statistics.median` returns for the file's values (the
+middle value of the sorted values, or the mean of the two middle ones, ``(a + b) / 2``): with
+no more than ``memory`` of them, from the values read and sorted; else each order statistic it
+needs is selected exactly by radix selection on the floats' bits: a pass counts the values per
+16-bit digit (65,536 counters) among those that share the digits chosen so far, the digit
 holding the wanted rank is chosen, and once no more than ``memory`` values share the chosen
-digits, a last pass reads them and sorts them (at most four counting passes: 64 bits).
+digits, a last pass reads them and sorts them (at most four counting passes: 64 bits). The
+file is read :data:`READ_BLOCK` values at a time.
 
 The values must not be NaN (no order) and should not mix ``0.0`` with ``-0.0`` (equal to
 ``statistics.median``, distinct here); a length ratio is neither.
@@ -15,7 +17,6 @@ The values must not be NaN (no order) and should not mix ``0.0`` with ``-0.0`` (
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from .spill import Spill, memory_values
 
 _SIGN = np.uint64(1 << 63)
 _DIGIT = 16
+#: values read from a file at a time (512 KB)
+READ_BLOCK = 1 << 16
 
 
 class FloatFile:
@@ -54,7 +57,7 @@ class FloatFile:
 def _blocks(path: Path, memory: int) -> Iterator[np.ndarray]:
     with path.open("rb") as f:
         while True:
-            block = np.fromfile(f, dtype=np.float64, count=memory)
+            block = np.fromfile(f, dtype=np.float64, count=min(memory, READ_BLOCK))
             if not len(block):
                 return
             yield block
@@ -108,9 +111,12 @@ def file_median(path: Path, n: int, memory: int | None = None) -> float | None:
     memory; None when ``n`` is 0."""
     if n == 0:
         return None
-    if n <= memory_values(memory):
-        return statistics.median(np.fromfile(path, dtype=np.float64, count=n).tolist())
     middle = n // 2
+    if n <= memory_values(memory):
+        ordered = np.sort(np.fromfile(path, dtype=np.float64, count=n))
+        if n % 2:
+            return float(ordered[middle])
+        return (float(ordered[middle - 1]) + float(ordered[middle])) / 2
     if n % 2:
         return kth(path, middle, memory)
     return (kth(path, middle - 1, memory) + kth(path, middle, memory)) / 2
