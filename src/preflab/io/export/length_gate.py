@@ -201,15 +201,19 @@ class LengthTally:
                 self.pairs_of.setdefault(by, Counter()),
                 self.dropped_of.setdefault(by, Counter()),
             )
-            for code in np.unique(codes).tolist():
-                at = codes == code
-                pairs[code] += int(at.sum())
-                dropped[code] += int((at & ~keep).sum())
-                for when, chosen in (("before", at & finite), ("after", at & finite & keep)):
+            order = np.argsort(codes, kind="stable")  # each cohort's pairs together
+            found, starts = np.unique(codes[order], return_index=True)
+            ends = [*starts[1:].tolist(), len(order)]
+            for code, start, end in zip(found.tolist(), starts.tolist(), ends, strict=True):
+                at = order[start:end]
+                kept = keep[at]
+                pairs[code] += len(at)
+                dropped[code] += len(at) - int(kept.sum())
+                for when, chosen in (("before", finite[at]), ("after", finite[at] & kept)):
                     key = (by, code, when)
                     if key not in self.files:
                         self.files[key] = FloatFile(self.spill, f"ratios-{by}-{code}-{when}.f64")
-                    self.files[key].append(ratios[chosen])
+                    self.files[key].append(ratios[at][chosen])
         self.ratios, self.keep = array("d"), bytearray()
         self.by_difficulty, self.by_domain = array("i"), array("i")
 
