@@ -179,6 +179,19 @@ def test_cohort_figures_from_disk_equal_the_in_memory_ones(tmp_path, with_diffic
             assert len(tally.keep) < memory
         assert got == expected
     assert expected["by"] == ("difficulty" if with_difficulty else "domain")
+    cohort_of = ["(none)" if d is None else d for d in difficulty] if with_difficulty else domain
+    for name, figures in expected["cohorts"].items():  # main's rule, written out
+        mine = [(r, k) for r, k, c in zip(ratios, keeps, cohort_of, strict=True) if c == name]
+        before = [r for r, _ in mine if math.isfinite(r)]
+        after = [r for r, k in mine if k and math.isfinite(r)]
+        assert figures["pairs"] == len(mine)
+        assert figures["dropped"] == sum(not k for _, k in mine)
+        assert figures["median_ratio_before"] == (
+            round(statistics.median(before), 4) if before else None
+        )
+        assert figures["median_ratio_after"] == (
+            round(statistics.median(after), 4) if after else None
+        )
     assert expected["cohorts"]["nan-only"]["median_ratio_before"] is None
     assert expected["cohorts"]["gone"]["median_ratio_after"] is None
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 from array import array
-from collections import Counter, defaultdict
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from ...quality.bias import (
 from ...quality.bias import length_parity_gate as quality_length_parity_gate
 from ...schema.policy import Policy, VerbosityPolicy
 from .base import ExportData, ExportError, ExportOptions
-from .median import FloatFile
+from .median import FloatFile, sorted_median
 from .resolve import LengthFn
 from .spill import Spill, Tape, memory_values
 from .token_cache import lengths_of
@@ -132,11 +132,6 @@ def _ratio(c: int, r: int) -> float:
     return c / r if r else math.nan
 
 
-def _median(values: list[float]) -> float | None:
-    finite = [v for v in values if math.isfinite(v)]
-    return round(statistics.median(finite), 4) if finite else None
-
-
 def _round_median(median: float | None) -> float | None:
     return None if median is None else round(median, 4)
 
@@ -188,97 +183,72 @@ class LengthTally:
         if self.spill is not None and len(self.keep) >= memory_values(self.memory):
             self._to_disk()
 
-    def _to_disk(self) -> None:
-        assert self.spill is not None
+    def _groups(self, by: str) -> Iterator[tuple[int, int, int, np.ndarray, np.ndarray]]:
+        """Per cohort code of ``by`` among the pairs held: ``(code, pairs, dropped, finite
+        ratios, finite ratios of the kept pairs)`` (one stable sort, no mask a cohort)."""
+        codes = np.frombuffer(
+            self.by_difficulty if by == "difficulty" else self.by_domain, dtype=np.intc
+        )
         ratios = np.frombuffer(self.ratios, dtype=np.float64)
         keep = np.frombuffer(bytes(self.keep), dtype=np.uint8).astype(bool)
-        finite = np.isfinite(ratios)
-        for by, codes in (
-            ("difficulty", np.frombuffer(self.by_difficulty, dtype=np.intc)),
-            ("domain", np.frombuffer(self.by_domain, dtype=np.intc)),
-        ):
-            pairs, dropped = (
-                self.pairs_of.setdefault(by, Counter()),
-                self.dropped_of.setdefault(by, Counter()),
-            )
-            order = np.argsort(codes, kind="stable")  # each cohort's pairs together
-            found, starts = np.unique(codes[order], return_index=True)
-            ends = [*starts[1:].tolist(), len(order)]
-            for code, start, end in zip(found.tolist(), starts.tolist(), ends, strict=True):
-                at = order[start:end]
-                kept = keep[at]
-                pairs[code] += len(at)
-                dropped[code] += len(at) - int(kept.sum())
-                for when, chosen in (("before", finite[at]), ("after", finite[at] & kept)):
+        order = np.argsort(codes, kind="stable")  # each cohort's pairs together
+        found, starts = np.unique(codes[order], return_index=True)
+        ends = [*starts[1:].tolist(), len(order)]
+        for code, start, end in zip(found.tolist(), starts.tolist(), ends, strict=True):
+            at = order[start:end]
+            values, kept = ratios[at], keep[at]
+            finite = np.isfinite(values)
+            yield code, len(at), len(at) - int(kept.sum()), values[finite], values[finite & kept]
+
+    def _to_disk(self) -> None:
+        assert self.spill is not None
+        for by in ("difficulty", "domain"):
+            pairs = self.pairs_of.setdefault(by, Counter())
+            dropped = self.dropped_of.setdefault(by, Counter())
+            for code, n, gone, before, after in self._groups(by):
+                pairs[code] += n
+                dropped[code] += gone
+                for when, values in (("before", before), ("after", after)):
                     key = (by, code, when)
                     if key not in self.files:
                         self.files[key] = FloatFile(self.spill, f"ratios-{by}-{code}-{when}.f64")
-                    self.files[key].append(ratios[at][chosen])
+                    self.files[key].append(values)
         self.ratios, self.keep = array("d"), bytearray()
         self.by_difficulty, self.by_domain = array("i"), array("i")
 
     def cohorts(self) -> dict[str, Any]:
-        """The manifest's ``gates.length_parity.cohorts``."""
-        if self.spilled:
-            return self._cohorts_from_disk()
+        """The manifest's ``gates.length_parity.cohorts``: per cohort, its pairs, drops and
+        the median ratio (of the finite ones) before and after the gate."""
         by = "difficulty" if self.any_difficulty else "domain"
-        codes = self.by_difficulty if self.any_difficulty else self.by_domain
         name_of = {code: name for name, code in self.names.items()}
-        ratios: dict[str, list[float]] = defaultdict(list)
-        kept_ratios: dict[str, list[float]] = defaultdict(list)
-        dropped: Counter[str] = Counter()
-        for code, ratio, keep in zip(codes, self.ratios, self.keep, strict=True):
-            cohort = name_of[code]
-            ratios[cohort].append(ratio)
-            if keep:
-                kept_ratios[cohort].append(ratio)
-            else:
-                dropped[cohort] += 1
+        figures: dict[str, tuple[int, int, float | None, float | None]] = {}
+        if self.spilled:  # counted as the pairs went to disk; the medians from their files
+            if self.keep:
+                self._to_disk()
+
+            def median(code: int, when: str) -> float | None:
+                ratios = self.files.get((by, code, when))
+                return None if ratios is None else ratios.median(self.memory)
+
+            for code, n in self.pairs_of[by].items():
+                gone = self.dropped_of[by][code]
+                figures[name_of[code]] = (n, gone, median(code, "before"), median(code, "after"))
+        else:
+            for code, n, gone, before, after in self._groups(by):
+                figures[name_of[code]] = (n, gone, sorted_median(before), sorted_median(after))
         return {
             "by": by,
             "cohorts": {
                 cohort: {
-                    "pairs": len(ratios[cohort]),
-                    "dropped": dropped[cohort],
-                    "kept": len(ratios[cohort]) - dropped[cohort],
-                    "parity_share": round(
-                        (len(ratios[cohort]) - dropped[cohort]) / len(ratios[cohort]), 4
-                    ),
-                    "median_ratio_before": _median(ratios[cohort]),
-                    "median_ratio_after": _median(kept_ratios[cohort]),
-                    "removed_wholesale": dropped[cohort] == len(ratios[cohort]),
+                    "pairs": n,
+                    "dropped": gone,
+                    "kept": n - gone,
+                    "parity_share": round((n - gone) / n, 4),
+                    "median_ratio_before": _round_median(before),
+                    "median_ratio_after": _round_median(after),
+                    "removed_wholesale": gone == n,
                 }
-                for cohort in sorted(ratios)
-            },
-        }
-
-    def _cohorts_from_disk(self) -> dict[str, Any]:
-        """:meth:`cohorts` once pairs went to disk: the same figures, from the counts and the
-        exact medians of the ratio files."""
-        if self.keep:
-            self._to_disk()
-        by = "difficulty" if self.any_difficulty else "domain"
-        name_of = {code: name for name, code in self.names.items()}
-        pairs, dropped = self.pairs_of[by], self.dropped_of[by]
-
-        def median(code: int, when: str) -> float | None:
-            ratios = self.files.get((by, code, when))
-            return None if ratios is None else _round_median(ratios.median(self.memory))
-
-        codes = sorted(pairs, key=lambda code: name_of[code])
-        return {
-            "by": by,
-            "cohorts": {
-                name_of[code]: {
-                    "pairs": pairs[code],
-                    "dropped": dropped[code],
-                    "kept": pairs[code] - dropped[code],
-                    "parity_share": round((pairs[code] - dropped[code]) / pairs[code], 4),
-                    "median_ratio_before": median(code, "before"),
-                    "median_ratio_after": median(code, "after"),
-                    "removed_wholesale": dropped[code] == pairs[code],
-                }
-                for code in codes
+                for cohort, (n, gone, before, after) in sorted(figures.items())
             },
         }
 

@@ -111,12 +111,21 @@ def file_median(path: Path, n: int, memory: int | None = None) -> float | None:
     memory; None when ``n`` is 0."""
     if n == 0:
         return None
-    middle = n // 2
     if n <= memory_values(memory):
-        ordered = np.sort(np.fromfile(path, dtype=np.float64, count=n))
-        if n % 2:
-            return float(ordered[middle])
-        return (float(ordered[middle - 1]) + float(ordered[middle])) / 2
+        return sorted_median(np.fromfile(path, dtype=np.float64, count=n))
+    middle = n // 2
     if n % 2:
         return kth(path, middle, memory)
     return (kth(path, middle - 1, memory) + kth(path, middle, memory)) / 2
+
+
+def sorted_median(values: np.ndarray) -> float | None:
+    """``statistics.median`` of ``values`` (held in memory), from a sorted copy; None when
+    there is none."""
+    n = len(values)
+    if not n:
+        return None
+    ordered, middle = np.sort(values), n // 2
+    if n % 2:
+        return float(ordered[middle])
+    return (float(ordered[middle - 1]) + float(ordered[middle])) / 2
