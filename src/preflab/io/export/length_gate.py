@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 from array import array
-from collections import Counter, defaultdict
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ...quality.bias import (
     DEFAULT_TOKENIZER_PACKAGE,
@@ -37,7 +39,9 @@ from ...quality.bias import (
 from ...quality.bias import length_parity_gate as quality_length_parity_gate
 from ...schema.policy import Policy, VerbosityPolicy
 from .base import ExportData, ExportError, ExportOptions
+from .median import FloatFile, sorted_median
 from .resolve import LengthFn
+from .spill import Spill, Tape, memory_values
 from .token_cache import lengths_of
 
 #: the penalty is a project's ``policy.verbosity_penalty``: the rule and its defaults are there
@@ -128,9 +132,8 @@ def _ratio(c: int, r: int) -> float:
     return c / r if r else math.nan
 
 
-def _median(values: list[float]) -> float | None:
-    finite = [v for v in values if math.isfinite(v)]
-    return round(statistics.median(finite), 4) if finite else None
+def _round_median(median: float | None) -> float | None:
+    return None if median is None else round(median, 4)
 
 
 @dataclass
@@ -138,8 +141,13 @@ class LengthTally:
     """The length gate's per-cohort figures, added up over the pairs of one or more chunks.
 
     The cohort field (``difficulty`` when any exported item has one) is a whole-project fact,
-    known only once every item is seen: each pair keeps its cohort both ways, and its ratio
-    (the medians need every ratio: 8 bytes a pair) and whether it was kept (1 byte).
+    known only once every item is seen: each pair keeps its cohort both ways, its ratio (the
+    medians need every ratio) and whether it was kept, 17 bytes a pair. With a ``spill`` (a
+    streamed export), past ``memory`` pairs (:data:`~.spill.MEMORY_VALUES`) these go to disk:
+    the pairs and drops counted per cohort both ways, the finite ratios appended to a file per
+    cohort both ways, before and after the gate (:class:`~.median.FloatFile`), whose exact
+    medians :meth:`cohorts` reads back in bounded memory. ``verdicts``: each pair's verdict in
+    order, for pass 2 to replay (a :class:`~.spill.Tape`).
     """
 
     any_difficulty: bool = False
@@ -148,6 +156,17 @@ class LengthTally:
     by_difficulty: array = field(default_factory=lambda: array("i"))
     by_domain: array = field(default_factory=lambda: array("i"))
     names: dict[str, int] = field(default_factory=dict)
+    spill: Spill | None = None
+    memory: int | None = None
+    verdicts: Tape = field(init=False)
+    #: once spilled: per cohort field, pairs and drops per cohort code
+    pairs_of: dict[str, Counter[int]] = field(init=False, default_factory=dict)
+    dropped_of: dict[str, Counter[int]] = field(init=False, default_factory=dict)
+    #: once spilled: the finite ratios per (cohort field, code, "before" | "after")
+    files: dict[tuple[str, int, str], FloatFile] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.verdicts = Tape("B", self.spill, self.memory)
 
     def see_items(self, data: ExportData) -> None:
         self.any_difficulty = self.any_difficulty or cohort_field(data) == "difficulty"
@@ -155,36 +174,81 @@ class LengthTally:
     def _code(self, name: str) -> int:
         return self.names.setdefault(name, len(self.names))
 
+    @property
+    def spilled(self) -> bool:
+        return bool(self.pairs_of)
+
+    def full(self) -> None:
+        """Move the pairs held to disk when there are ``memory`` of them (and a ``spill``)."""
+        if self.spill is not None and len(self.keep) >= memory_values(self.memory):
+            self._to_disk()
+
+    def _groups(self, by: str) -> Iterator[tuple[int, int, int, np.ndarray, np.ndarray]]:
+        """Per cohort code of ``by`` among the pairs held: ``(code, pairs, dropped, finite
+        ratios, finite ratios of the kept pairs)`` (one stable sort, no mask a cohort)."""
+        codes = np.frombuffer(
+            self.by_difficulty if by == "difficulty" else self.by_domain, dtype=np.intc
+        )
+        ratios = np.frombuffer(self.ratios, dtype=np.float64)
+        keep = np.frombuffer(bytes(self.keep), dtype=np.uint8).astype(bool)
+        order = np.argsort(codes, kind="stable")  # each cohort's pairs together
+        found, starts = np.unique(codes[order], return_index=True)
+        ends = [*starts[1:].tolist(), len(order)]
+        for code, start, end in zip(found.tolist(), starts.tolist(), ends, strict=True):
+            at = order[start:end]
+            values, kept = ratios[at], keep[at]
+            finite = np.isfinite(values)
+            yield code, len(at), len(at) - int(kept.sum()), values[finite], values[finite & kept]
+
+    def _to_disk(self) -> None:
+        assert self.spill is not None
+        for by in ("difficulty", "domain"):
+            pairs = self.pairs_of.setdefault(by, Counter())
+            dropped = self.dropped_of.setdefault(by, Counter())
+            for code, n, gone, before, after in self._groups(by):
+                pairs[code] += n
+                dropped[code] += gone
+                for when, values in (("before", before), ("after", after)):
+                    key = (by, code, when)
+                    if key not in self.files:
+                        self.files[key] = FloatFile(self.spill, f"ratios-{by}-{code}-{when}.f64")
+                    self.files[key].append(values)
+        self.ratios, self.keep = array("d"), bytearray()
+        self.by_difficulty, self.by_domain = array("i"), array("i")
+
     def cohorts(self) -> dict[str, Any]:
-        """The manifest's ``gates.length_parity.cohorts``."""
+        """The manifest's ``gates.length_parity.cohorts``: per cohort, its pairs, drops and
+        the median ratio (of the finite ones) before and after the gate."""
         by = "difficulty" if self.any_difficulty else "domain"
-        codes = self.by_difficulty if self.any_difficulty else self.by_domain
         name_of = {code: name for name, code in self.names.items()}
-        ratios: dict[str, list[float]] = defaultdict(list)
-        kept_ratios: dict[str, list[float]] = defaultdict(list)
-        dropped: Counter[str] = Counter()
-        for code, ratio, keep in zip(codes, self.ratios, self.keep, strict=True):
-            cohort = name_of[code]
-            ratios[cohort].append(ratio)
-            if keep:
-                kept_ratios[cohort].append(ratio)
-            else:
-                dropped[cohort] += 1
+        figures: dict[str, tuple[int, int, float | None, float | None]] = {}
+        if self.spilled:  # counted as the pairs went to disk; the medians from their files
+            if self.keep:
+                self._to_disk()
+
+            def median(code: int, when: str) -> float | None:
+                ratios = self.files.get((by, code, when))
+                return None if ratios is None else ratios.median(self.memory)
+
+            for code, n in self.pairs_of[by].items():
+                gone = self.dropped_of[by][code]
+                figures[name_of[code]] = (n, gone, median(code, "before"), median(code, "after"))
+        else:
+            for code, n, gone, before, after in self._groups(by):
+                figures[name_of[code]] = (n, gone, sorted_median(before), sorted_median(after))
         return {
             "by": by,
             "cohorts": {
                 cohort: {
-                    "pairs": len(ratios[cohort]),
-                    "dropped": dropped[cohort],
-                    "kept": len(ratios[cohort]) - dropped[cohort],
-                    "parity_share": round(
-                        (len(ratios[cohort]) - dropped[cohort]) / len(ratios[cohort]), 4
-                    ),
-                    "median_ratio_before": _median(ratios[cohort]),
-                    "median_ratio_after": _median(kept_ratios[cohort]),
-                    "removed_wholesale": dropped[cohort] == len(ratios[cohort]),
+                    "pairs": n,
+                    "dropped": gone,
+                    "kept": n - gone,
+                    "parity_share": round((n - gone) / n, 4),
+                    "median_ratio_before": _round_median(before),
+                    "median_ratio_after": _round_median(after),
+                    "removed_wholesale": gone == n,
                 }
-                for cohort in sorted(ratios)
+                for cohort, (n, gone, before, after) in sorted(figures.items())
             },
         }
 
@@ -218,6 +282,8 @@ def length_parity_gate(
             kept.append(p)
         else:
             data.drops.drop("length_parity", str(reason).split(":")[0], p.item_id)
+    tally.verdicts.extend(bool(keep) for keep in result.keep)
+    tally.full()  # past its bound, a streamed export's tally moves its pairs to disk
     if own:
         data.length_cohorts = tally.cohorts()
     return kept

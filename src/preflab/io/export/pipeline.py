@@ -44,6 +44,7 @@ from .resolve import (
     aggregate_pairwise,
     word_length,
 )
+from .spill import Spill
 from .stream import (
     Figures,
     FittedDawidSkene,
@@ -272,7 +273,40 @@ def _export_streamed(
     length_name: str,
     progress: Progress | None,
 ) -> dict[str, Any]:
-    """:func:`export_project` in two passes (:mod:`.stream`), inside ``session``'s snapshot."""
+    """:func:`export_project` in two passes (:mod:`.stream`), inside ``session``'s snapshot;
+    what pass 1 keeps per pair past its bound lies in a temporary directory (:mod:`.spill`)
+    removed when the export ends, whichever way it ends."""
+    spill = Spill(near=options.out)
+    try:
+        return _export_spilling(
+            engine,
+            session,
+            project,
+            exporter,
+            options,
+            aggregator=aggregator,
+            length_fn=length_fn,
+            length_name=length_name,
+            progress=progress,
+            spill=spill,
+        )
+    finally:
+        spill.close()
+
+
+def _export_spilling(
+    engine: Engine,
+    session: Any,
+    project: Any,
+    exporter: Exporter,
+    options: ExportOptions,
+    *,
+    aggregator: PairAggregator,
+    length_fn: LengthFn,
+    length_name: str,
+    progress: Progress | None,
+    spill: Spill,
+) -> dict[str, Any]:
     report = Reporter(progress, count_items(session, project) if progress else 0)
 
     def collector(decide: PairAggregator) -> Collector:
@@ -295,9 +329,9 @@ def _export_streamed(
             del fitted
         if exporter.one_pass:
             return _export_one_pass(
-                engine, session, first, exporter, report, aggregator, length_name
+                engine, session, first, exporter, report, aggregator, length_name, spill
             )
-        figures, stats = read_figures(first, session, report)
+        figures, stats = read_figures(first, session, report, spill)
     summary = summary_data(first, figures)
     agreement = _agreement(figures.agreement, options, summary.policy, exporter)
 
@@ -331,6 +365,7 @@ def _export_one_pass(
     report: Reporter,
     aggregator: PairAggregator,
     length_name: str,
+    spill: Spill,
 ) -> dict[str, Any]:
     """A format whose rows need nothing of the whole export (:attr:`.Exporter.one_pass`): the
     rows are written as the figures are counted; the agreement gate decides once every chunk
@@ -338,7 +373,7 @@ def _export_one_pass(
     options = collector.options
 
     def write(directory: Path) -> dict[str, Any]:
-        figures = Figures(options, collector.shared.policy, collector.needs)
+        figures = Figures(options, collector.shared.policy, collector.needs, spill)
         figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
         schema_of = ExportData(project=collector.project.name, items={})  # a fixed schema
         with gc_paused():

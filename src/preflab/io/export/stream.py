@@ -17,7 +17,7 @@ every gate over every row), but no pass holds more than one chunk of items and t
    (:class:`~.agreement_gate.AgreementTally`). The agreement gate decides here, before a file is
    written.
 2. **Rows.** Every chunk is read and resolved again; the length gate's verdicts and the margins
-   of pass 1 are replayed (no text is tokenized twice), and the exporter turns the chunks into
+   of pass 1 are replayed in the order pass 1 decided them (no text is tokenized twice), and the exporter turns the chunks into
    column batches (:meth:`~.base.Exporter.rows`) that go to the writer as they come: JSONL
    appended batch by batch, Parquet in row groups of exactly :data:`~.base.BATCH_ROWS` rows, as
    the in-memory writer cuts them. Side files are appended chunk by chunk; what the exporter
@@ -32,10 +32,16 @@ The drop log files each sample under the pipeline step that dropped it
 (:data:`~.resolve.DROP_PHASES`), so its sample ids come out in the whole-project order although
 the steps run chunk after chunk.
 
-Memory: one chunk of items (:data:`CHUNK_ITEMS`), plus a few bytes per resolved pair (a ratio,
-a verdict, a margin) and the labels of units labelled twice (the agreement bootstrap resamples
-units; up to 200,000 pairable units a batch x dimension, then a sample,
-:mod:`.agreement_gate`); ``rollouts``: a 16-byte digest per distinct answer (repeats are left
+Memory: one chunk of items (:data:`CHUNK_ITEMS`); what pass 1 keeps per resolved pair (the
+length gate's ratio, cohort codes and verdict, 17 bytes, and the margin, 8 bytes) up to
+:data:`~.spill.MEMORY_VALUES` pairs, then on disk in a private temporary directory beside the
+output (:mod:`.spill`, removed when the export ends, on errors and cancels too): the verdicts
+and margins on a file each, written in order in pass 1 and read back in that order in pass 2
+a buffer at a time; the ratios on a file per cohort (both cohort fields: which one the manifest
+uses is known only at the end), whose medians are selected exactly in bounded memory
+(:mod:`.median`: the manifest is the same bytes); the labels of units labelled twice (the
+agreement bootstrap resamples units; up to 200,000 pairable units a batch x dimension, then a
+sample, :mod:`.agreement_gate`); per rater, label source and cohort name, a set entry; ``rollouts``: a 16-byte digest per distinct answer (repeats are left
 out; past 100,000 of them in a temporary on-disk table, :mod:`.seen`) and, for Parquet, one row
 group's rows as Arrow columns (JSONL: one chunk's rows); Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
 unit. Every format streams (:func:`streamable`) except to the ``hf`` file format (``datasets``
@@ -46,7 +52,6 @@ from __future__ import annotations
 
 import gc
 import sys
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -76,6 +81,7 @@ from .provenance import LabelIndex
 from .resolve import PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
 from .routing import VERIFIER_ORIGIN
 from .spans_gate import spans_gate
+from .spill import Spill, Tape
 from .truth import truth_gate
 from .writers import batch_table, gc_paused
 
@@ -314,15 +320,22 @@ def fit_dawid_skene(
 class Figures:
     """What pass 1 keeps of the whole project (see the module docstring)."""
 
-    def __init__(self, options: ExportOptions, policy: Policy, needs: frozenset[str]) -> None:
+    def __init__(
+        self,
+        options: ExportOptions,
+        policy: Policy,
+        needs: frozenset[str],
+        spill: Spill | None = None,
+    ) -> None:
         self.options, self.needs = options, needs
         self.penalty = policy.verbosity_penalty
-        self.length = LengthTally()
+        #: per pair, bounded in memory: past :data:`~.spill.MEMORY_VALUES` pairs on ``spill``
+        self.length = LengthTally(spill=spill)
         self.length_ran = False
         self.verbosity = VerbosityTally()
         self.verbosity_ran = False
         #: the margin each pair with a strength ends with (NaN: none), in export order
-        self.margins = array("d")
+        self.margins = Tape("d", spill)
         self.agreement = AgreementTally()
         self.sources: set[str] = set()
         self.card_sources: Counter[str] = Counter()
@@ -361,10 +374,11 @@ class Figures:
 
 
 def read_figures(
-    collector: Collector, session: Any, report: Reporter
+    collector: Collector, session: Any, report: Reporter, spill: Spill | None = None
 ) -> tuple[Figures, dict[str, Any]]:
-    """Pass 1 over the project: ``(figures, stats)``."""
-    figures = Figures(collector.options, collector.shared.policy, collector.needs)
+    """Pass 1 over the project: ``(figures, stats)``; what it keeps per pair goes to ``spill``
+    past its bound (:mod:`.spill`)."""
+    figures = Figures(collector.options, collector.shared.policy, collector.needs, spill)
     figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
     done = 0
     report.phase("read", 0)
@@ -433,27 +447,31 @@ def summary_data(collector: Collector, figures: Figures) -> ExportData:
 
 
 class _Replay:
-    """Pass 1's length verdicts and margins, handed out pair by pair in the same order."""
+    """Pass 1's length verdicts and margins, handed out pair by pair in the same order (read
+    back from their :class:`~.spill.Tape`, a buffer at a time)."""
 
     def __init__(self, figures: Figures) -> None:
-        self.keep, self.margins = figures.length.keep, figures.margins
-        self.at_keep = self.at_margin = 0
+        self.keep = figures.length.verdicts.reader()
+        self.margins = figures.margins.reader()
 
     def length_gate(self, pairs: list) -> list:
-        verdicts = self.keep[self.at_keep : self.at_keep + len(pairs)]
-        self.at_keep += len(pairs)
+        verdicts = self.keep.take(len(pairs))
         return [p for p, keep in zip(pairs, verdicts, strict=True) if keep]
 
     def margins_of(self, pairs: list) -> list:
+        margins = iter(self.margins.take(sum(p.strength is not None for p in pairs)))
         out = []
         for p in pairs:
             if p.strength is not None:
-                margin = self.margins[self.at_margin]
-                self.at_margin += 1
+                margin = next(margins)
                 if margin != p.strength:
                     p = replace(p, strength=margin)
             out.append(p)
         return out
+
+    def close(self) -> None:
+        self.keep.close()
+        self.margins.close()
 
 
 def row_batches(
@@ -517,6 +535,7 @@ def chunk_data(
         done += len(chunk)
         report.step("write", done)
         del chunk, data  # the last references: chunks() sweeps their cycles
+    replay.close()
     if counts is not None:  # no chunk at all: the manifest reads the (empty) summary's notes
         summary.format_notes = exporter.notes_from_counts(counts, options)
 
