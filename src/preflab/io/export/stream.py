@@ -61,10 +61,10 @@ from sqlalchemy import func, select
 from ...schema.policy import Policy
 from ...store import ItemRow
 from ...store.repo import iter_items_with_judgments
-from . import writers
+from . import hf_writer, writers
 from .aggregators import DawidSkeneFit, aggregate_pairwise_dawid_skene, unit_key
 from .agreement_gate import AgreementTally, drop_disagreement, labels_dropped
-from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
+from .base import BATCH_ROWS, FILE_FORMATS, Batch, ExportData, Exporter, ExportOptions
 from .collector import Collector
 from .length_gate import (
     LengthTally,
@@ -88,9 +88,11 @@ Progress = Callable[[str, int, int], None]
 
 
 def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggregator) -> bool:
-    """Every format, written as JSONL or Parquet, with plurality (each pair decided from its own
-    votes) or Dawid-Skene (fitted once on every vote first: :func:`fit_dawid_skene`)."""
-    return options.file_format in ("jsonl", "parquet") and aggregator in (
+    """Every format, written as JSONL, Parquet or a ``datasets`` directory (``hf``), with
+    plurality (each pair decided from its own votes) or Dawid-Skene (fitted once on every vote
+    first: :func:`fit_dawid_skene`). Another aggregator may look at every pair at once: the
+    in-memory path (:func:`.pipeline.collect`)."""
+    return options.file_format in FILE_FORMATS and aggregator in (
         aggregate_pairwise,
         aggregate_pairwise_dawid_skene,
     )
@@ -564,6 +566,9 @@ def write_streamed(
         if options.file_format == "jsonl":
             name = f"{options.split}.jsonl"
             return {name: writers.write_jsonl(directory / name, batches, schema, exporter)}
-        name = f"{options.split}.parquet"
         cut = exact_batches(batches, schema) if exporter.recut else batches
+        if options.file_format == "hf":  # the in-memory writer's tables, cut as it cuts them
+            tables = (batch_table(b, schema) for b in cut)
+            return {options.split: hf_writer.write_hf(directory, tables, schema, options.split)}
+        name = f"{options.split}.parquet"
         return {name: writers.write_parquet(directory / name, cut, schema)}
