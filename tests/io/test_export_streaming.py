@@ -1,7 +1,7 @@
 """The streamed export writes the same bytes as today's in-memory pipeline (issue 27 item 1).
 
 The reference is main's pipeline at 93c9a20, copied into ``export_reference.py``. Every export
-format x JSONL / Parquet (and ``hf``) x the options that change what is read or gated, on the
+format x JSONL / Parquet / ``hf`` x the options that change what is read or gated, on the
 fixtures in ``tests/data`` and on generated projects (revisions, adjudications, AI labels, gold
 items, several import batches, telemetry flags): every file of the export, manifest and card
 included (their clock frozen), is byte-identical. Chunks of 3 items make every chunk boundary
@@ -243,7 +243,7 @@ def generated_engine(db_url, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("file_format", ["jsonl", "parquet"])
+@pytest.mark.parametrize("file_format", ["jsonl", "parquet", "hf"])
 def test_every_format_on_the_fixtures_is_byte_identical(
     fixtures_engine, file_format, frozen_clock, small_chunks, fewer_replicates, tmp_path
 ):
@@ -289,7 +289,7 @@ def test_row_formats_on_generated_projects_are_byte_identical(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("file_format", ["jsonl", "parquet"])
+@pytest.mark.parametrize("file_format", ["jsonl", "parquet", "hf"])
 def test_every_format_on_a_generated_project_is_byte_identical(
     generated_engine, file_format, frozen_clock, small_chunks, fewer_replicates, tmp_path
 ):

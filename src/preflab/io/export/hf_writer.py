@@ -99,8 +99,15 @@ def shard_sizes(rows: int, shards: int) -> list[int]:
 
 
 class _Shards:
-    """Tables written into shard files of ``sizes`` rows (any number of rows: ``None``), each
-    shard cut into tables of ``batch`` rows (the last fewer), as ``save_to_disk`` writes them."""
+    """Tables written into shard files of ``sizes`` rows (``None``: any number), each shard
+    written in tables of ``batch`` rows cut as ``save_to_disk`` cuts them.
+
+    ``save_to_disk`` writes shard ``i`` as ``datasets.table.table_iter(shard, batch)``: the
+    shard's chunks (the whole table's, cut at the shard's ends) split into pieces of ``batch``
+    rows from each chunk's start, pieces gathered until ``batch`` rows (the last piece cropped,
+    its rest starting the next table). A table of one piece is written as a slice of its chunk,
+    one of several pieces concatenated; the Arrow stream writer writes a slice's buffers (and
+    padding) otherwise than a fresh array's, so the same cuts are what make the same bytes."""
 
     def __init__(
         self, directory: Path, features: Any, sizes: list[int | None], batch: int, digest: Any
@@ -110,8 +117,8 @@ class _Shards:
         self.index = -1
         self.writer: Any = None
         self.left = 0  # rows the current shard still takes
-        self.pending: list[pa.Table] = []
-        self.pending_rows = 0
+        self.pieces: list[pa.RecordBatch] = []
+        self.piece_rows = 0
 
     def _open(self) -> None:
         from datasets.arrow_writer import ArrowWriter
@@ -126,46 +133,53 @@ class _Shards:
         size = self.sizes[self.index]
         self.left = size if size is not None else sys.maxsize
 
+    def _emit(self) -> None:
+        self.writer.write_table(pa.Table.from_batches(self.pieces))
+        self.pieces, self.piece_rows = [], 0
+
     def _close(self) -> None:
+        if self.pieces:
+            self._emit()
         self.writer.finalize(close_stream=False)
         self.stream.close()
         self.writer = None
 
-    def _flush(self, rows: int) -> None:
-        """Write the first ``rows`` pending rows as one table."""
-        whole = self.pending[0] if len(self.pending) == 1 else pa.concat_tables(self.pending)
-        self.writer.write_table(whole.slice(0, rows))
-        rest = whole.slice(rows)
-        self.pending = [rest] if rest.num_rows else []
-        self.pending_rows -= rows
-        self.left -= rows
+    def _piece(self, piece: pa.RecordBatch) -> None:
+        """``table_iter``'s gathering of one piece (at most ``batch`` rows)."""
+        n = piece.num_rows
+        if self.piece_rows + n < self.batch:
+            self.pieces.append(piece)
+            self.piece_rows += n
+        elif self.piece_rows + n == self.batch:
+            self.pieces.append(piece)
+            self._emit()
+        else:
+            crop = self.batch - self.piece_rows
+            self.pieces.append(piece.slice(0, crop))
+            self._emit()
+            self.pieces, self.piece_rows = [piece.slice(crop)], n - crop
 
     def write(self, table: pa.Table) -> None:
-        if not table.num_rows:
-            return
-        self.pending.append(table)
-        self.pending_rows += table.num_rows
-        while self.pending_rows:
-            if self.writer is None:
-                self._open()
-            if not self.left:  # this shard is full (or has no row at all)
-                self._close()
-                continue
-            take = min(self.batch, self.left)
-            if self.pending_rows < take:
-                return
-            self._flush(take)
+        """One chunk of the whole table (one array a column)."""
+        for chunk in table.to_batches():
+            while chunk.num_rows:
+                if self.writer is None:
+                    self._open()
+                if not self.left:  # this shard is full (or has no row at all)
+                    self._close()
+                    continue
+                part = chunk.slice(0, min(chunk.num_rows, self.left))
+                for start in range(0, part.num_rows, self.batch):
+                    self._piece(part.slice(start, self.batch))
+                self.left -= part.num_rows
+                chunk = chunk.slice(part.num_rows)
 
     def finish(self) -> None:
-        """Write what is pending; every shard left (an empty export: one) gets its file."""
+        """Close the last shard; every shard left (an empty export: one) gets its file."""
         while self.index < self.shards - 1 or self.writer is not None:
             if self.writer is None:
                 self._open()
-            while self.pending_rows and self.left:
-                self._flush(min(self.batch, self.left, self.pending_rows))
             self._close()
-        if self.pending_rows:
-            raise ExportError(f"hf writer: {self.pending_rows} rows past the last shard")
 
 
 def write_hf(directory: Path, tables: Iterable[pa.Table], schema: pa.Schema, split: str) -> int:
@@ -192,7 +206,6 @@ def write_hf(directory: Path, tables: Iterable[pa.Table], schema: pa.Schema, spl
             continue
         if table.schema != target:  # as `Dataset(table)` casts it to its features
             table = table_cast(table, target)
-        table = _contiguous(table)
         rows += table.num_rows
         nbytes += table.nbytes
         cuts.append(table.num_rows)
@@ -214,8 +227,8 @@ def write_hf(directory: Path, tables: Iterable[pa.Table], schema: pa.Schema, spl
 
 def _contiguous(table: pa.Table) -> pa.Table:
     """``table`` with each column one array of its own buffers, sized to its rows, as
-    ``pa.array`` builds a batch's columns. The bytes ``save_to_disk`` writes depend on it: a
-    record batch that starts a chunk carries that chunk's whole validity bitmap."""
+    ``pa.array`` builds a batch's columns (a batch read back from a stream file has the file's
+    padding, which the stream writer would write again)."""
     return pa.Table.from_arrays(
         [pa.concat_arrays(c.chunks) for c in table.columns], schema=table.schema
     )
