@@ -4,7 +4,9 @@ The reference is main's pipeline at 93c9a20, copied into ``export_reference.py``
 format x JSONL / Parquet / ``hf`` x the options that change what is read or gated, on the
 fixtures in ``tests/data`` and on generated projects (revisions, adjudications, AI labels, gold
 items, several import batches, telemetry flags): every file of the export, manifest and card
-included (their clock frozen), is byte-identical. Chunks of 3 items make every chunk boundary
+included (their clock frozen), is byte-identical (``hf``: but ``state.json``'s ``_fingerprint``,
+and so that file's digest in the manifest; the rows, features and info load the same). Chunks
+of 3 items make every chunk boundary
 fall inside the project. Also: batched token lengths equal one-at-a-time ones, and the Parquet
 re-cutting keeps row groups as the in-memory writer cuts them.
 """

@@ -260,7 +260,7 @@ def _write_state(
     out: Path, datasets: Any, features: Any, split: str, shards: int, fingerprint: str
 ) -> None:
     """``state.json`` and ``dataset_info.json`` as ``Dataset.save_to_disk`` writes them."""
-    state = {
+    state: dict[str, Any] = {
         "_data_files": [{"filename": shard_name(i, shards)} for i in range(shards)],
         "_fingerprint": fingerprint,
         "_format_columns": None,

@@ -20,7 +20,7 @@ every gate over every row), but no pass holds more than one chunk of items and t
    of pass 1 are replayed (no text is tokenized twice), and the exporter turns the chunks into
    column batches (:meth:`~.base.Exporter.rows`) that go to the writer as they come: JSONL
    appended batch by batch, Parquet in row groups of exactly :data:`~.base.BATCH_ROWS` rows, as
-   the in-memory writer cuts them. Side files are appended chunk by chunk; what the exporter
+   the in-memory writer cuts them, ``hf`` from those same batches (:mod:`.hf_writer`). Side files are appended chunk by chunk; what the exporter
    drops while writing goes to the manifest's log, and its notes are summed over the chunks
    (:meth:`~.base.Exporter.note_counts`).
 
@@ -38,8 +38,9 @@ units; up to 200,000 pairable units a batch x dimension, then a sample,
 :mod:`.agreement_gate`); ``rollouts``: a 16-byte digest per distinct answer (repeats are left
 out; past 100,000 of them in a temporary on-disk table, :mod:`.seen`) and, for Parquet, one row
 group's rows as Arrow columns (JSONL: one chunk's rows); Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
-unit. Every format streams (:func:`streamable`) except to the ``hf`` file format (``datasets``
-writes one table), which takes the in-memory path.
+unit. Every format streams (:func:`streamable`), to every file format (``hf``: a ``datasets``
+directory written batch by batch, :mod:`.hf_writer`); only an aggregator other than plurality
+and Dawid-Skene (one that may look at every pair at once) takes the in-memory path.
 """
 
 from __future__ import annotations
