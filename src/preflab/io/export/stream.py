@@ -20,8 +20,9 @@ every gate over every row), but no pass holds more than one chunk of items and t
    of pass 1 are replayed (no text is tokenized twice), and the exporter turns the chunks into
    column batches (:meth:`~.base.Exporter.rows`) that go to the writer as they come: JSONL
    appended batch by batch, Parquet in row groups of exactly :data:`~.base.BATCH_ROWS` rows, as
-   the in-memory writer cuts them, ``hf`` from those same batches (:mod:`.hf_writer`). Side files are appended chunk by chunk; what the exporter
-   drops while writing goes to the manifest's log, and its notes are summed over the chunks
+   the in-memory writer cuts them, ``hf`` from those same batches (:mod:`.hf_writer`). Side
+   files are appended chunk by chunk; what the exporter drops while writing goes to the
+   manifest's log, and its notes are summed over the chunks
    (:meth:`~.base.Exporter.note_counts`).
 
 A format whose rows need nothing of the whole export (:attr:`~.base.Exporter.one_pass`)
