@@ -31,6 +31,7 @@ process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
 - ``export:FORMAT``: ``preflab export`` for every format that reads a pairwise project
   (:data:`EXPORTS`; ``--force``: the figures are the work, not the agreement gate);
   ``export:trl-preference:dawid-skene`` with ``--aggregation dawid-skene``;
+  ``export:trl-preference:hf`` with ``--file-format hf`` (a ``datasets`` directory);
 - ``status``: ``preflab status --json``;
 - ``page:dashboard``, ``page:data-first``, ``page:data-middle``, ``page:data-last``,
   ``page:review`` (the review queues): a real ``preflab serve`` (one worker) on the same database,
@@ -98,6 +99,8 @@ EXPORTS = (
     "trl-sft-agent",
     "rlhf-2026.11",
 )
+#: the file formats a step may name (export:FORMAT:FILE-FORMAT)
+FILE_FORMATS = ("jsonl", "parquet", "hf")
 PAGES = ("dashboard", "data-first", "data-middle", "data-last", "review")
 #: the order steps run in: what the issue's criterion names first, the cheap ones early
 STEPS = (
@@ -111,6 +114,8 @@ STEPS = (
     *(f"export:{f}" for f in EXPORTS if f != "trl-preference"),
     # FORMAT:AGGREGATION: the model aggregator, fitted on every vote of the project
     "export:trl-preference:dawid-skene",
+    # FORMAT:FILE-FORMAT: a Hugging Face `datasets` directory (`--file-format hf`)
+    "export:trl-preference:hf",
 )
 
 # -- generation ---------------------------------------------------------------------------------
@@ -732,7 +737,10 @@ def run_case(
                     env,
                 )
             elif step.startswith("export:"):
-                fmt, _, aggregation = step.split(":", 1)[1].partition(":")
+                fmt, _, variant = step.split(":", 1)[1].partition(":")
+                # FORMAT:AGGREGATION or FORMAT:FILE-FORMAT
+                file_format = variant if variant in FILE_FORMATS else ""
+                aggregation = "" if file_format else variant
                 target = tmp / f"export-{fmt}"
                 r = measure(
                     _preflab(
@@ -744,13 +752,14 @@ def run_case(
                         str(target),
                         "--force",
                         *(["--aggregation", aggregation] if aggregation else []),
+                        *(["--file-format", file_format] if file_format else []),
                         "--db",
                         url,
                         "--json",
                     ),
                     args.timeout,
                     env,
-                    tmp / f"export-{fmt}{'-' + aggregation if aggregation else ''}.json",
+                    tmp / f"export-{fmt}{'-' + variant if variant else ''}.json",
                 )
                 r["bytes"] = (
                     sum(f.stat().st_size for f in target.rglob("*") if f.is_file())

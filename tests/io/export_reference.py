@@ -3,8 +3,8 @@ held byte-identical to (``test_export_streaming.py``): the whole project read in
 ``ExportData``, the length gate tokenizing one text at a time, the agreement figures from one
 label table. Copied, not imported, so that a change to ``src/`` cannot move the reference;
 exporters, writers, resolvers and readers are the project's own, except the code the streamed
-export changed (``verl``'s rows and notes, ``rollouts``' rows, the Dawid-Skene aggregator),
-copied below as it was.
+export changed (``verl``'s rows and notes, ``rollouts``' rows, the Dawid-Skene aggregator, the
+``hf`` writer: one table handed to ``datasets``' ``save_to_disk``), copied below as it was.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pyarrow as pa
 
 from preflab.io.export import EXPORT_FORMATS
 from preflab.io.export.aggregators import (
@@ -91,7 +92,8 @@ from preflab.io.export.verl import (
     is_verl_builtin,
     left_out,
 )
-from preflab.io.export.writers import CARD, MANIFEST, file_hashes, gc_paused, write_data
+from preflab.io.export.writers import CARD, MANIFEST, batch_table, file_hashes, gc_paused
+from preflab.io.export.writers import write_data as project_write_data
 from preflab.quality.aggregation.dawid_skene import dawid_skene
 from preflab.quality.agreement import krippendorff_alpha_ci
 from preflab.quality.bias import length_parity_gate as quality_length_parity_gate
@@ -332,6 +334,32 @@ def output_stats(data: ExportData, exporter: Exporter, options: ExportOptions) -
             "demonstrations": len(data.demonstrations),
         },
     }
+
+
+def write_hf(directory: Path, batches: Iterator[Batch], schema: pa.Schema, split: str) -> int:
+    """A ``DatasetDict({split: ...})`` saved with ``save_to_disk`` (main's writer before the
+    streamed one, :mod:`preflab.io.export.hf_writer`)."""
+    import datasets
+
+    tables = [batch_table(b, schema) for b in batches]
+    if not tables:  # one empty chunk: ``datasets`` cannot wrap a table with no chunks
+        tables = [pa.Table.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)]
+    table = pa.concat_tables(tables)
+    dataset = datasets.Dataset(table, split=datasets.NamedSplit(split))
+    shards = max(1, -(-table.nbytes // (500 << 20)))
+    datasets.DatasetDict({split: dataset}).save_to_disk(str(directory), num_shards={split: shards})
+    return table.num_rows
+
+
+def write_data(
+    exporter: Exporter, data: ExportData, options: ExportOptions, directory: Path
+) -> dict[str, int]:
+    if options.file_format != "hf":
+        return project_write_data(exporter, data, options, directory)
+    with gc_paused():
+        schema = exporter.schema(data, options)
+        rows = write_hf(directory, exporter.batches(data, options), schema, options.split)
+    return {options.split: rows}
 
 
 def write_export(

@@ -1,10 +1,12 @@
 """The streamed export writes the same bytes as today's in-memory pipeline (issue 27 item 1).
 
 The reference is main's pipeline at 93c9a20, copied into ``export_reference.py``. Every export
-format x JSONL / Parquet (and ``hf``) x the options that change what is read or gated, on the
+format x JSONL / Parquet / ``hf`` x the options that change what is read or gated, on the
 fixtures in ``tests/data`` and on generated projects (revisions, adjudications, AI labels, gold
 items, several import batches, telemetry flags): every file of the export, manifest and card
-included (their clock frozen), is byte-identical. Chunks of 3 items make every chunk boundary
+included (their clock frozen), is byte-identical (``hf``: but ``state.json``'s ``_fingerprint``,
+and so that file's digest in the manifest; the rows, features and info load the same). Chunks
+of 3 items make every chunk boundary
 fall inside the project. Also: batched token lengths equal one-at-a-time ones, and the Parquet
 re-cutting keeps row groups as the in-memory writer cuts them.
 """
@@ -13,10 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import datasets
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,8 +39,9 @@ from preflab.io.export import (
 from preflab.io.export import manifest as export_manifest
 from preflab.io.export import seen as export_seen
 from preflab.io.export.base import chunked
+from preflab.io.export.resolve import aggregate_pairwise
 from preflab.io.export.token_cache import CachedLength
-from preflab.io.export.writers import write_parquet
+from preflab.io.export.writers import MANIFEST, write_parquet
 from preflab.io.importer import ImportOptions, import_files
 from preflab.quality.bias import default_token_length
 from preflab.store import ItemRow, JudgmentRow, db, repo, session_factory, transaction
@@ -158,10 +163,50 @@ def assert_identical(
         return False
     ref_files, new_files = _files(ref_out), _files(new_out)
     assert sorted(new_files) == sorted(ref_files), (tag, options)
+    if file_format == "hf":
+        assert_same_dataset(ref_out, new_out)
+        ref, new = _fingerprint_free(ref_files, ref), _fingerprint_free(new_files, new)
     for name, content in ref_files.items():
         assert new_files[name] == content, (tag, options, name)
     assert new == ref
     return True
+
+
+def _fingerprint_free(files: dict[str, bytes], manifest: dict) -> dict:
+    """An ``hf`` export's files and manifest less ``state.json``'s ``_fingerprint`` (``datasets``
+    hashes a pickle of the whole in-memory table; the streamed writer the shards' bytes,
+    :mod:`preflab.io.export.hf_writer`) and the digest of that file, which is all it changes;
+    ``files`` in place (the manifest file parsed), the returned manifest likewise."""
+    states = [n for n in files if n.endswith("/state.json")]
+    assert states
+
+    def without(manifest: dict) -> dict:
+        return {
+            **manifest,
+            "files": {
+                name: ({"bytes": info["bytes"]} if name in states else info)
+                for name, info in manifest["files"].items()
+            },
+        }
+
+    for name in states:
+        state = orjson.loads(files[name])
+        assert re.fullmatch(r"[0-9a-f]{16}", state.pop("_fingerprint"))
+        files[name] = orjson.dumps(state, option=orjson.OPT_SORT_KEYS)
+    files[MANIFEST] = orjson.dumps(without(orjson.loads(files[MANIFEST])))
+    return without(manifest)
+
+
+def assert_same_dataset(ref_out: Path, new_out: Path) -> None:
+    """``datasets.load_from_disk`` reads the same splits, rows, features and info from both."""
+    ref, new = datasets.load_from_disk(str(ref_out)), datasets.load_from_disk(str(new_out))
+    assert list(new) == list(ref)
+    for split in ref:
+        assert new[split].features == ref[split].features
+        assert new[split].to_list() == ref[split].to_list()
+        assert new[split].info == ref[split].info
+        assert new[split].split == ref[split].split
+        assert new[split].num_rows == ref[split].num_rows
 
 
 @pytest.fixture
@@ -200,7 +245,7 @@ def generated_engine(db_url, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("file_format", ["jsonl", "parquet"])
+@pytest.mark.parametrize("file_format", ["jsonl", "parquet", "hf"])
 def test_every_format_on_the_fixtures_is_byte_identical(
     fixtures_engine, file_format, frozen_clock, small_chunks, fewer_replicates, tmp_path
 ):
@@ -246,7 +291,7 @@ def test_row_formats_on_generated_projects_are_byte_identical(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("file_format", ["jsonl", "parquet"])
+@pytest.mark.parametrize("file_format", ["jsonl", "parquet", "hf"])
 def test_every_format_on_a_generated_project_is_byte_identical(
     generated_engine, file_format, frozen_clock, small_chunks, fewer_replicates, tmp_path
 ):
@@ -320,10 +365,19 @@ def test_progress_reports_phases_and_items(db_url, tmp_path):
     assert [c[0] for c in calls] == ["fit", "read", "write"]
     assert all(total == items for _, _, total in calls)
     calls.clear()
-    export_project(  # a `datasets` directory is written from one table, read in memory
+    export_project(  # a `datasets` directory streams too (issue 27)
         engine,
         "g5",
         ExportOptions(format="trl-kto", out=tmp_path / "hf", file_format="hf", force=True),
+        progress=lambda phase, done, total: calls.append((phase, done, total)),
+    )
+    assert [c[0] for c in calls] == ["read", "write"]
+    calls.clear()
+    export_project(  # another aggregator may look at every pair: read into memory
+        engine,
+        "g5",
+        ExportOptions(format="trl-kto", out=tmp_path / "custom", file_format="hf", force=True),
+        aggregator=lambda votes, drops=None: aggregate_pairwise(votes, drops),
         progress=lambda phase, done, total: calls.append((phase, done, total)),
     )
     assert [c[0] for c in calls] == ["read", "gates", "write"]

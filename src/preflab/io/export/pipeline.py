@@ -194,9 +194,9 @@ def export_project(
     there is kept) and no log row is written. ``progress(phase, done, total)``, when given, is
     called at each phase and every few thousand items (``done`` of ``total`` items).
 
-    Every format written as JSONL or Parquet streams (:mod:`.stream`: one or two passes, a
-    third first for Dawid-Skene, one chunk of items at a time); ``hf`` output reads the project
-    into memory (:func:`collect`). The files are the same.
+    Every format streams (:mod:`.stream`: one or two passes, a third first for Dawid-Skene,
+    one chunk of items at a time), to JSONL, Parquet or ``hf``; another aggregator than those
+    two reads the project into memory (:func:`collect`). The files are the same.
     ``aggregator``: the pair aggregator (default: ``options.aggregation``'s, of
     :data:`~.aggregators.AGGREGATORS`).
     """

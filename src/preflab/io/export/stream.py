@@ -20,8 +20,9 @@ every gate over every row), but no pass holds more than one chunk of items and t
    of pass 1 are replayed in the order pass 1 decided them (no text is tokenized twice), and the exporter turns the chunks into
    column batches (:meth:`~.base.Exporter.rows`) that go to the writer as they come: JSONL
    appended batch by batch, Parquet in row groups of exactly :data:`~.base.BATCH_ROWS` rows, as
-   the in-memory writer cuts them. Side files are appended chunk by chunk; what the exporter
-   drops while writing goes to the manifest's log, and its notes are summed over the chunks
+   the in-memory writer cuts them, ``hf`` from those same batches (:mod:`.hf_writer`). Side
+   files are appended chunk by chunk; what the exporter drops while writing goes to the
+   manifest's log, and its notes are summed over the chunks
    (:meth:`~.base.Exporter.note_counts`).
 
 A format whose rows need nothing of the whole export (:attr:`~.base.Exporter.one_pass`)
@@ -44,8 +45,9 @@ agreement bootstrap resamples units; up to 200,000 pairable units a batch x dime
 sample, :mod:`.agreement_gate`); per rater, label source and cohort name, a set entry; ``rollouts``: a 16-byte digest per distinct answer (repeats are left
 out; past 100,000 of them in a temporary on-disk table, :mod:`.seen`) and, for Parquet, one row
 group's rows as Arrow columns (JSONL: one chunk's rows); Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
-unit. Every format streams (:func:`streamable`) except to the ``hf`` file format (``datasets``
-writes one table), which takes the in-memory path.
+unit. Every format streams (:func:`streamable`), to every file format (``hf``: a ``datasets``
+directory written batch by batch, :mod:`.hf_writer`); only an aggregator other than plurality
+and Dawid-Skene (one that may look at every pair at once) takes the in-memory path.
 """
 
 from __future__ import annotations
@@ -66,10 +68,10 @@ from sqlalchemy import func, select
 from ...schema.policy import Policy
 from ...store import ItemRow
 from ...store.repo import iter_items_with_judgments
-from . import writers
+from . import hf_writer, writers
 from .aggregators import DawidSkeneFit, aggregate_pairwise_dawid_skene, unit_key
 from .agreement_gate import AgreementTally, drop_disagreement, labels_dropped
-from .base import BATCH_ROWS, Batch, ExportData, Exporter, ExportOptions
+from .base import BATCH_ROWS, FILE_FORMATS, Batch, ExportData, Exporter, ExportOptions
 from .collector import Collector
 from .length_gate import (
     LengthTally,
@@ -94,9 +96,11 @@ Progress = Callable[[str, int, int], None]
 
 
 def streamable(exporter: Exporter, options: ExportOptions, aggregator: PairAggregator) -> bool:
-    """Every format, written as JSONL or Parquet, with plurality (each pair decided from its own
-    votes) or Dawid-Skene (fitted once on every vote first: :func:`fit_dawid_skene`)."""
-    return options.file_format in ("jsonl", "parquet") and aggregator in (
+    """Every format, written as JSONL, Parquet or a ``datasets`` directory (``hf``), with
+    plurality (each pair decided from its own votes) or Dawid-Skene (fitted once on every vote
+    first: :func:`fit_dawid_skene`). Another aggregator may look at every pair at once: the
+    in-memory path (:func:`.pipeline.collect`)."""
+    return options.file_format in FILE_FORMATS and aggregator in (
         aggregate_pairwise,
         aggregate_pairwise_dawid_skene,
     )
@@ -583,6 +587,9 @@ def write_streamed(
         if options.file_format == "jsonl":
             name = f"{options.split}.jsonl"
             return {name: writers.write_jsonl(directory / name, batches, schema, exporter)}
-        name = f"{options.split}.parquet"
         cut = exact_batches(batches, schema) if exporter.recut else batches
+        if options.file_format == "hf":  # the in-memory writer's tables, cut as it cuts them
+            tables = (batch_table(b, schema) for b in cut)
+            return {options.split: hf_writer.write_hf(directory, tables, schema, options.split)}
+        name = f"{options.split}.parquet"
         return {name: writers.write_parquet(directory / name, cut, schema)}

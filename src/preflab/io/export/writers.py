@@ -1,4 +1,5 @@
-"""Writers: JSONL, Parquet and Hugging Face ``datasets`` directories, written atomically.
+"""Writers: JSONL, Parquet and Hugging Face ``datasets`` directories (:mod:`.hf_writer`),
+written atomically.
 
 Every export is built in a temporary directory beside the target and renamed into place only
 when every file, the manifest and the card are written; on any error the temporary directory
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..gc_pause import gc_paused
+from . import hf_writer
 from .base import Batch, ExportData, Exporter, ExportError, ExportOptions
 
 PARQUET_COMPRESSION = "zstd"
@@ -75,26 +77,6 @@ def write_parquet(path: Path, batches: Iterator[Batch], schema: pa.Schema) -> in
     return rows
 
 
-def write_hf(directory: Path, batches: Iterator[Batch], schema: pa.Schema, split: str) -> int:
-    """A ``DatasetDict({split: ...})`` saved with ``save_to_disk`` (read with ``load_from_disk``)."""
-    try:
-        import datasets
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ExportError(
-            "file format 'hf' needs the 'datasets' package: pip install 'preflab[train]' "
-            "(or choose --file-format jsonl/parquet)"
-        ) from exc
-    tables = [batch_table(b, schema) for b in batches]
-    if not tables:  # one empty chunk: ``datasets`` cannot wrap a table with no chunks
-        tables = [pa.Table.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)]
-    table = pa.concat_tables(tables)
-    dataset = datasets.Dataset(table, split=datasets.NamedSplit(split))
-    # an explicit shard count: with 0 rows `datasets` would write no shard, and could not load it back
-    shards = max(1, -(-table.nbytes // (500 << 20)))  # ~500 MB shards, as `datasets` defaults
-    datasets.DatasetDict({split: dataset}).save_to_disk(str(directory), num_shards={split: shards})
-    return table.num_rows
-
-
 def write_data(
     exporter: Exporter, data: ExportData, options: ExportOptions, directory: Path
 ) -> dict[str, int]:
@@ -115,8 +97,8 @@ def _write_data(
         name = f"{options.split}.parquet"
         return {name: write_parquet(directory / name, batches, schema)}
     if options.file_format == "hf":
-        rows = write_hf(directory, batches, schema, options.split)
-        return {options.split: rows}
+        tables = (batch_table(b, schema) for b in batches)
+        return {options.split: hf_writer.write_hf(directory, tables, schema, options.split)}
     raise ExportError(f"unknown file format {options.file_format!r}; choose jsonl, parquet or hf")
 
 
