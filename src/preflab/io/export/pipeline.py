@@ -276,85 +276,55 @@ def _export_streamed(
     """:func:`export_project` in two passes (:mod:`.stream`), inside ``session``'s snapshot;
     what pass 1 keeps per pair past its bound lies in a temporary directory (:mod:`.spill`)
     removed when the export ends, whichever way it ends."""
-    spill = Spill(near=options.out)
-    try:
-        return _export_spilling(
-            engine,
-            session,
-            project,
-            exporter,
-            options,
-            aggregator=aggregator,
-            length_fn=length_fn,
-            length_name=length_name,
-            progress=progress,
-            spill=spill,
-        )
-    finally:
-        spill.close()
+    with Spill(near=options.out) as spill:
+        report = Reporter(progress, count_items(session, project) if progress else 0)
 
-
-def _export_spilling(
-    engine: Engine,
-    session: Any,
-    project: Any,
-    exporter: Exporter,
-    options: ExportOptions,
-    *,
-    aggregator: PairAggregator,
-    length_fn: LengthFn,
-    length_name: str,
-    progress: Progress | None,
-    spill: Spill,
-) -> dict[str, Any]:
-    report = Reporter(progress, count_items(session, project) if progress else 0)
-
-    def collector(decide: PairAggregator) -> Collector:
-        return Collector(
-            session, project, exporter, options, aggregator=decide, length_fn=length_fn
-        )
-
-    decide = aggregator
-    fitted = None
-    if aggregator is aggregate_pairwise_dawid_skene and "pairs" in exporter.needs:
-        with gc_paused():  # pass 0: the model, fitted once on every vote
-            fitted = fit_dawid_skene(collector(VoteTable()), session, report)
-        if fitted is not None:
-            decide = FittedDawidSkene(fitted[0])
-    with gc_paused():
-        first = collector(decide)
-        if fitted is not None:  # what the aggregation drops, in the whole project's order
-            first.shared.drops.at("aggregate")
-            fitted[0].drops(fitted[1].sides, first.shared.drops)
-            del fitted
-        if exporter.one_pass:
-            return _export_one_pass(
-                engine, session, first, exporter, report, aggregator, length_name, spill
+        def collector(decide: PairAggregator) -> Collector:
+            return Collector(
+                session, project, exporter, options, aggregator=decide, length_fn=length_fn
             )
-        figures, stats = read_figures(first, session, report, spill)
-    summary = summary_data(first, figures)
-    agreement = _agreement(figures.agreement, options, summary.policy, exporter)
 
-    def write(directory: Path) -> dict[str, Any]:
-        batches = row_batches(
-            collector(decide), session, exporter, figures, summary, directory, report
-        )
-        rows_out = write_streamed(exporter, options, directory, batches, summary)
-        session.rollback()
-        return write_manifest(
-            exporter,
-            summary,
-            options,
-            directory,
-            stats,
-            rows_out,
-            figures.card_sources,
-            aggregator_name=_name(aggregator),
-            length_fn_name=length_name,
-            agreement=agreement,
-        )
+        decide = aggregator
+        fitted = None
+        if aggregator is aggregate_pairwise_dawid_skene and "pairs" in exporter.needs:
+            with gc_paused():  # pass 0: the model, fitted once on every vote
+                fitted = fit_dawid_skene(collector(VoteTable()), session, report)
+            if fitted is not None:
+                decide = FittedDawidSkene(fitted[0])
+        with gc_paused():
+            first = collector(decide)
+            if fitted is not None:  # what the aggregation drops, in the whole project's order
+                first.shared.drops.at("aggregate")
+                fitted[0].drops(fitted[1].sides, first.shared.drops)
+                del fitted
+            if exporter.one_pass:
+                return _export_one_pass(
+                    engine, session, first, exporter, report, aggregator, length_name, spill
+                )
+            figures, stats = read_figures(first, session, report, spill)
+        summary = summary_data(first, figures)
+        agreement = _agreement(figures.agreement, options, summary.policy, exporter)
 
-    return _publish(engine, project.name, exporter, options, write)
+        def write(directory: Path) -> dict[str, Any]:
+            batches = row_batches(
+                collector(decide), session, exporter, figures, summary, directory, report
+            )
+            rows_out = write_streamed(exporter, options, directory, batches, summary)
+            session.rollback()
+            return write_manifest(
+                exporter,
+                summary,
+                options,
+                directory,
+                stats,
+                rows_out,
+                figures.card_sources,
+                aggregator_name=_name(aggregator),
+                length_fn_name=length_name,
+                agreement=agreement,
+            )
+
+        return _publish(engine, project.name, exporter, options, write)
 
 
 def _export_one_pass(
