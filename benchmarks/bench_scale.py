@@ -630,13 +630,13 @@ def prepare(
         if kind != "sqlite":
             raise SystemExit("a tiled size (--tile-from) is built on SQLite only")
         source, source_n = tiled
+        case.mkdir(parents=True, exist_ok=True)
+        url, imported = database(kind, case, tag, args.fresh)
+        if imported:  # the source is not needed then (nor made)
+            return url, {**json.loads(marker.read_text())["import"], "cached": True}, None
         source_url, source_import, _ = prepare(args, source, source_n, kind, say)
         if source_import["status"] != "ok":
             return source_url, {**source_import, "tiled_from": source}, None
-        case.mkdir(parents=True, exist_ok=True)
-        url, imported = database(kind, case, tag, args.fresh)
-        if imported:
-            return url, {**json.loads(marker.read_text())["import"], "cached": True}, None
         say(f"[{name}] tiling {source} x{n // source_n} ...")
         r = measure(
             [

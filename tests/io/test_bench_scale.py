@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import shutil
 import sqlite3
 import sys
 from contextlib import closing
@@ -208,3 +209,9 @@ def test_a_larger_size_is_tiled_from_a_smaller_ones_database(tmp_path):
     bench.main(argv)
     again = json.loads(out.read_text())["cases"][1]["steps"]["import"]
     assert again["cached"] is True and again["tiles"] == 3
+    # a cached tiled size needs its source no more: nothing is generated or imported again
+    shutil.rmtree(tmp_path / "n300-s0-r100-p3-b4")
+    bench.main([*argv[2:]])
+    (alone,) = json.loads(out.read_text())["cases"]
+    assert alone["steps"]["import"]["cached"] is True and alone["steps"]["status"]["status"] == "ok"
+    assert not (tmp_path / "n300-s0-r100-p3-b4").exists()
