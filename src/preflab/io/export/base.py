@@ -119,6 +119,9 @@ class Exporter:
     #: no margin or ``source`` column): a streamed export writes them in the pass that counts
     #: the manifest's figures, reading the project once instead of twice
     one_pass: ClassVar[bool] = False
+    #: A two-pass streamed export builds the rows in pass 1 (:meth:`chunk_rows`, kept on disk
+    #: by :mod:`.row_cache`) and pass 2 writes them without reading the project again
+    rows_in_pass_1: ClassVar[bool] = False
 
     def schema(self, data: ExportData, options: ExportOptions) -> pa.Schema:
         raise NotImplementedError
@@ -133,6 +136,17 @@ class Exporter:
         :meth:`batches` is ``rows([data])``."""
         for data in chunks:
             yield from self.batches(data, options)
+
+    def chunk_rows(self, data: ExportData, options: ExportOptions) -> Iterator[Batch] | None:
+        """A streamed export's chunk rows built in pass 1 (:mod:`.row_cache`), or None (the
+        default: pass 2 reads the project again). Only for a format whose :meth:`rows` are each
+        chunk's :meth:`batches`, that drops nothing while writing, has no
+        :meth:`note_counts`, and whose :meth:`side_files` of a chunk need nothing of the whole
+        export: the batches carry every column the whole export's :meth:`schema` may name,
+        of the types it would give them with this chunk's ``conversational`` and label
+        sources; pass 2 keeps the schema's columns, or reads the project again when a chunk's
+        batches lack one or differ in type."""
+        return None
 
     def notes(self, data: ExportData, options: ExportOptions) -> dict[str, Any]:
         """Format-specific facts for the manifest's ``format_notes`` (e.g. which rows carry a

@@ -44,6 +44,7 @@ from .resolve import (
     aggregate_pairwise,
     word_length,
 )
+from .row_cache import RowCache
 from .spill import Spill
 from .stream import (
     Figures,
@@ -301,13 +302,17 @@ def _export_streamed(
                 return _export_one_pass(
                     engine, session, first, exporter, report, aggregator, length_name, spill
                 )
-            figures, stats = read_figures(first, session, report, spill)
+            # pass 1 builds the rows of a format that can (the pair formats): pass 2 reads them
+            cache = RowCache(exporter, options, spill) if exporter.rows_in_pass_1 else None
+            figures, stats = read_figures(first, session, report, spill, cache)
+            if cache is not None:
+                cache.close()  # written: pass 2 reads it, or the agreement gate refuses
         summary = summary_data(first, figures)
         agreement = _agreement(figures.agreement, options, summary.policy, exporter)
 
         def write(directory: Path) -> dict[str, Any]:
             batches = row_batches(
-                collector(decide), session, exporter, figures, summary, directory, report
+                collector(decide), session, exporter, figures, summary, directory, report, cache
             )
             rows_out = write_streamed(exporter, options, directory, batches, summary)
             session.rollback()

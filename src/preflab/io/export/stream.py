@@ -81,6 +81,7 @@ from .length_gate import (
 )
 from .provenance import LabelIndex
 from .resolve import PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
+from .row_cache import RowCache
 from .routing import VERIFIER_ORIGIN
 from .spans_gate import spans_gate
 from .spill import Spill, Tape
@@ -378,19 +379,28 @@ class Figures:
 
 
 def read_figures(
-    collector: Collector, session: Any, report: Reporter, spill: Spill | None = None
+    collector: Collector,
+    session: Any,
+    report: Reporter,
+    spill: Spill | None = None,
+    cache: RowCache | None = None,
 ) -> tuple[Figures, dict[str, Any]]:
     """Pass 1 over the project: ``(figures, stats)``; what it keeps per pair goes to ``spill``
-    past its bound (:mod:`.spill`)."""
+    past its bound (:mod:`.spill`), each chunk's rows to ``cache`` (:mod:`.row_cache`)."""
     figures = Figures(collector.options, collector.shared.policy, collector.needs, spill)
     figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
     done = 0
     report.phase("read", 0)
     for chunk in chunks(session, collector.project):
-        figures.add(collector.read(chunk))
+        data = collector.read(chunk)
+        figures.add(data)
+        if cache is not None:
+            # the label sources so far: a chunk's ``source`` column as later chunks will have it
+            data.label_index.sources = set(figures.sources)
+            cache.add(data, len(chunk))
         done += len(chunk)
         report.step("read", done)
-        del chunk  # the last reference: chunks() sweeps its cycles before reading the next
+        del chunk, data  # the last references: chunks() sweeps their cycles before the next
     return figures, finish_figures(collector, figures)
 
 
@@ -486,12 +496,37 @@ def row_batches(
     summary: ExportData,
     directory: Path,
     report: Reporter,
+    cache: RowCache | None = None,
 ) -> Iterator[Batch]:
-    """Pass 2: the exporter's column batches (:meth:`~.base.Exporter.rows` over the chunks)."""
+    """Pass 2: the exporter's column batches (:meth:`~.base.Exporter.rows` over the chunks),
+    or pass 1's from ``cache`` when they serve (:meth:`.row_cache.RowCache.usable`)."""
+    if cache is not None and cache.usable(summary):
+        return cached_batches(cache, exporter, summary, directory, report, collector.options)
     return exporter.rows(
         chunk_data(collector, session, exporter, figures, summary, directory, report),
         collector.options,
     )
+
+
+def cached_batches(
+    cache: RowCache,
+    exporter: Exporter,
+    summary: ExportData,
+    directory: Path,
+    report: Reporter,
+    options: ExportOptions,
+) -> Iterator[Batch]:
+    """Pass 2 from pass 1's rows (:mod:`.row_cache`): the schema's columns of every chunk's
+    batches, the side files as pass 1 appended them; the project is not read again."""
+    cache.copy_side_files(directory, list(exporter.side_files(summary, options)))
+    summary.drops.at("rows")
+    names = exporter.schema(summary, options).names
+    done = 0
+    report.phase("write", 0)
+    for items, batches in cache.read(names):
+        yield from batches
+        done += items
+        report.step("write", done)
 
 
 def chunk_data(

@@ -39,6 +39,7 @@ class TRLPreference(Exporter):
     description = "TRL preference (prompt, chosen, rejected): DPOTrainer, RewardTrainer, ORPO, CPO"
     needs = frozenset({"pairs"})
     reference = "https://huggingface.co/docs/trl/dataset_formats#preference"
+    rows_in_pass_1 = True
     #: ``margin`` column: ``None`` never; ``"any"`` when any pair has a known strength (null
     #: in the others); ``"all"`` only when every pair has one (see :meth:`margin_written`)
     margin: str | None = None
@@ -68,6 +69,13 @@ class TRLPreference(Exporter):
     def batches(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
         extra = [name for name, _ in row_provenance_fields(data, options)]
         return pair_columns(data, margin=self.margin_written(data), extra=extra)
+
+    def chunk_rows(self, data: ExportData, options: ExportOptions) -> Iterator[Batch]:
+        """Pass 1's rows of a chunk (:meth:`.Exporter.chunk_rows`): the ``margin`` column
+        whenever the format may write one (whether it does is known at the end), ``source``
+        and the provenance columns as the chunk's label sources ask."""
+        extra = [name for name, _ in row_provenance_fields(data, options)]
+        return pair_columns(data, margin=self.margin is not None, extra=extra)
 
     def side_files(self, data: ExportData, options: ExportOptions) -> dict[str, bytes]:
         """``pair_metadata.jsonl``: item id, domain tags, raters and agreement of each row.
