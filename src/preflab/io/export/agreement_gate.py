@@ -32,7 +32,6 @@ from ...quality.accumulate import Patterns, Reservoir
 from ...quality.agreement import krippendorff_alpha_ci
 from ...quality.agreement.krippendorff import Level
 from ...quality.mergeable import GroupAgreement, alpha_figures, fold_unit_values
-from ...quality.table import LabelTable
 from ...schema import (
     Item,
     JudgmentBase,
@@ -40,6 +39,7 @@ from ...schema import (
     RankingJudgment,
     RubricJudgment,
     UnaryJudgment,
+    pair_unit,
 )
 from .base import ExportError
 
@@ -163,6 +163,53 @@ def _fold_patterns(cell: _Cell, patterns: list[tuple[float, ...]]) -> None:
 
 
 @dataclass
+class LabelColumns:
+    """The columns of :class:`~preflab.quality.table.LabelTable` that the tally reads."""
+
+    units: np.ndarray
+    values: np.ndarray
+    dimensions: np.ndarray
+    batches: np.ndarray
+
+
+def label_columns(labels: list[tuple[JudgmentBase, Any]]) -> LabelColumns:
+    """The rows of ``LabelTable.from_judgments`` over ``(judgment, batch pk)``, batch
+    ``batch-PK`` or ``unbatched``: a pairwise judgment's rows written out here as its
+    :meth:`~preflab.schema.PairwiseJudgment.label_rows` gives them (without a validated
+    ``LabelRow`` each, once per label of the export), any other kind's from ``label_rows``."""
+    units: list[str] = []
+    values: list[float] = []
+    dims: list[str] = []
+    batches: list[str] = []
+    for j, b in labels:
+        batch = "unbatched" if b is None else f"batch-{b}"
+        if type(j) is PairwiseJudgment:
+            unit = pair_unit(j.item_id, *j.shown_order)
+            direction = j.direction
+            units.append(unit)
+            values.append(float(direction))
+            dims.append("winner")
+            batches.append(batch)
+            if j.strength is not None:  # an unknown strength is no row
+                units.append(unit)
+                values.append(float(direction * j.strength))
+                dims.append("strength")
+                batches.append(batch)
+            continue
+        for row in j.label_rows():
+            units.append(row.unit)
+            values.append(row.value)
+            dims.append(row.dimension)
+            batches.append(batch)
+    return LabelColumns(
+        units=np.array(units, dtype=object),
+        values=np.array(values, dtype=float),
+        dimensions=np.array(dims, dtype=object),
+        batches=np.array(batches, dtype=object),
+    )
+
+
+@dataclass
 class AgreementTally:
     """The agreement figures' inputs, added up one chunk of items at a time.
 
@@ -183,8 +230,7 @@ class AgreementTally:
         production = [(j, b) for j, b in labels if int(j.provenance.review_pass) == 0]
         if not production:
             return
-        batch_of = {id(j): ("unbatched" if b is None else f"batch-{b}") for j, b in production}
-        table = LabelTable.from_judgments([j for j, _ in production], lambda j: batch_of[id(j)])
+        table = label_columns(production)
         for batch in sorted(set(table.batches.tolist())):
             for dim in sorted(set(table.dimensions[table.batches == batch].tolist())):
                 mask = (table.batches == batch) & (table.dimensions == dim)

@@ -81,8 +81,8 @@ from .length_gate import (
 )
 from .provenance import LabelIndex
 from .resolve import PairAggregator, PairVote, ResolvedPair, aggregate_pairwise
-from .row_cache import RowCache
 from .routing import VERIFIER_ORIGIN
+from .row_cache import RowCache
 from .spans_gate import spans_gate
 from .spill import Spill, Tape
 from .truth import truth_gate
