@@ -12,7 +12,8 @@ schema names: the same arrays, hence the same bytes, without a second read of th
 When a chunk's rows cannot serve (a later chunk turned the export conversational, or its
 label sources added the ``source`` column that earlier chunks lack: the batches' schemas
 differ), :meth:`RowCache.usable` says no and pass 2 reads the project again, as before.
-Memory: one chunk's batches while they are written, one record batch while read back.
+Memory: one chunk's batches while they are written, one record batch while read back (read
+into memory, not mapped: mapped pages would count in the process's resident set).
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ class RowCache:
             for items, _ in self.chunks:
                 yield items, []
             return
-        with pa.memory_map(str(self.path)) as source:
+        # read, not memory-mapped: a mapped file's pages touched count in the process's RSS
+        with pa.OSFile(str(self.path), "rb") as source:
             reader = pa.ipc.open_stream(source)
             for items, n in self.chunks:
                 batches: list[Batch] = []
