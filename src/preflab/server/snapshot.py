@@ -41,7 +41,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import BigInteger, String, cast, func, literal, or_, select, type_coerce, update
+from sqlalchemy import (
+    BigInteger,
+    String,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
@@ -485,7 +496,8 @@ def near_duplicates_among(session: Session, project_pk: int, pks: Sequence[int])
         value = each.c.value
     rows = session.scalars(
         select(value)
-        .select_from(QualitySnapshot, each)
+        .select_from(QualitySnapshot)
+        .join(each, true())  # the function reads the row's panels (LATERAL)
         .where(QualitySnapshot.project_pk == project_pk, value.in_(list(pks)))
     )
     return {int(pk) for pk in rows}
