@@ -33,8 +33,10 @@ process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
   ``export:trl-preference:dawid-skene`` with ``--aggregation dawid-skene``;
   ``export:trl-preference:hf`` with ``--file-format hf`` (a ``datasets`` directory);
 - ``status``: ``preflab status --json``;
-- ``page:dashboard``, ``page:data-first``, ``page:data-middle``, ``page:data-last``,
-  ``page:review`` (the review queues): a real ``preflab serve`` (one worker) on the same database,
+- ``page:dashboard``, ``page:data-first``, ``page:data-middle``, ``page:data-last`` (the data
+  browser's pages as its links reach them: ``after=`` the previous page's last item),
+  ``page:data-offset`` (the last page by ``offset=``, as older links and API clients ask: SQL
+  ``OFFSET``, O(offset)), ``page:review`` (the review queues): a real ``preflab serve`` (one worker) on the same database,
   an admin logged in over HTTP; per request the server's wall time, CPU (``/proc/PID/stat``) and
   peak RSS during that request (the peak is reset by writing 5 to ``/proc/PID/clear_refs`` before
   it, ``VmHWM`` read after); ``--repeat N`` requests each page N times in a row (the pages in the
@@ -101,7 +103,7 @@ EXPORTS = (
 )
 #: the file formats a step may name (export:FORMAT:FILE-FORMAT)
 FILE_FORMATS = ("jsonl", "parquet", "hf")
-PAGES = ("dashboard", "data-first", "data-middle", "data-last", "review")
+PAGES = ("dashboard", "data-first", "data-middle", "data-last", "data-offset", "review")
 #: the order steps run in: what the issue's criterion names first, the cheap ones early
 STEPS = (
     "baseline",
@@ -459,6 +461,26 @@ def _count_items(url: str) -> int:
     return int(n)
 
 
+def _item_pk_before(url: str, offset: int) -> int:
+    """The pk of the item just before the ``offset``-th (0: none), the ``after`` of a keyset link
+    to the page that starts there."""
+    if offset <= 0:
+        return 0
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        pk = conn.execute(
+            text(
+                "SELECT i.pk FROM items i JOIN projects p ON p.pk = i.project_pk WHERE p.name = :p "
+                "ORDER BY i.pk LIMIT 1 OFFSET :o"
+            ),
+            {"p": PROJECT, "o": offset - 1},
+        ).scalar_one()
+    engine.dispose()
+    return int(pk)
+
+
 def step_pages(
     url: str, pages: list[str], timeout: float, env: dict[str, str], tmp: Path, repeat: int = 1
 ) -> dict[str, dict[str, Any]]:
@@ -513,11 +535,20 @@ def step_pages(
             idle_mb = sum(_status_kib(p, "VmRSS") for p in _tree(server.pid)) / 1024
             n_items = _count_items(url) if any(p.startswith("data") for p in pages) else 0
             last = max(0, (n_items - 1) // 50 * 50)
+            middle = last // 2 // 50 * 50
+            # the middle and last pages as the page's own links reach them (keyset: after the
+            # previous page's last item); data-offset: the last page by `offset=` (older links)
+            after = {
+                o: _item_pk_before(url, o)
+                for o in {middle, last}
+                if any(p in ("data-middle", "data-last") for p in pages)
+            }
             paths = {
                 "dashboard": f"/admin/p/{PROJECT}/dashboard",
                 "data-first": f"/admin/p/{PROJECT}/data",
-                "data-middle": f"/admin/p/{PROJECT}/data?offset={last // 2 // 50 * 50}",
-                "data-last": f"/admin/p/{PROJECT}/data?offset={last}",
+                "data-middle": f"/admin/p/{PROJECT}/data?after={after.get(middle, 0)}",
+                "data-last": f"/admin/p/{PROJECT}/data?after={after.get(last, 0)}",
+                "data-offset": f"/admin/p/{PROJECT}/data?offset={last}",
                 "review": f"/p/{PROJECT}/review",
             }
             # a page's requests one after the other (a page that leaves the process larger, as

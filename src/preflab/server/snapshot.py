@@ -39,9 +39,20 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import (
+    BigInteger,
+    String,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
@@ -51,7 +62,7 @@ from ..quality.report import finish_report
 from ..quality.telemetry import TelemetrySettings
 from ..settings import get_settings
 from ..store import repo
-from ..store.models import ItemRow, JudgmentRow, Project, Rater, utcnow
+from ..store.models import ItemRow, JSONType, JudgmentRow, Project, Rater, utcnow
 from ..store.server_models import QualitySnapshot, ReviewRequest
 from .database import Database
 from .pages.panels import quality_panels
@@ -78,17 +89,63 @@ class Watermark:
 
 
 def watermark(session: Session, project_pk: int) -> Watermark:
-    """Three aggregates answered from indexes (no judgment row is read)."""
+    """The project's watermark, its judgments counted (an index scan: O(project)); the snapshot's
+    process reads it before computing. A request reads :func:`live_mark` instead."""
     labels = session.scalar(
         select(func.count()).select_from(JudgmentRow).where(JudgmentRow.project_pk == project_pk)
     )
+    max_pk, max_review = _highest(session, project_pk)
+    return Watermark(int(labels or 0), max_pk, max_review)
+
+
+#: The condition of ``ix_judgments_project_pk`` (partial, so that only these reads use it).
+_INDEXED = JudgmentRow.pk.is_not(None)
+
+
+def _highest(session: Session, project_pk: int) -> tuple[int, int]:
+    """The highest judgment pk (one probe of ``ix_judgments_project_pk``, migration 0021) and
+    review-request pk."""
     max_pk = session.scalar(
-        select(func.max(JudgmentRow.pk)).where(JudgmentRow.project_pk == project_pk)
+        select(func.max(JudgmentRow.pk)).where(JudgmentRow.project_pk == project_pk, _INDEXED)
     )
     max_review = session.scalar(
         select(func.max(ReviewRequest.pk)).where(ReviewRequest.project_pk == project_pk)
     )
-    return Watermark(int(labels or 0), int(max_pk or 0), int(max_review or 0))
+    return int(max_pk or 0), int(max_review or 0)
+
+
+#: Judgments stored after a snapshot's mark that a request counts at most ("N+ new since").
+SINCE_CAP = 100_000
+
+
+def is_small(session: Session, project_pk: int) -> bool:
+    """At most ``PREFLAB_SNAPSHOT_INLINE_LABELS`` judgments (counted up to one more: bounded)."""
+    limit = get_settings().snapshot_inline_labels
+    some = select(JudgmentRow.pk).where(JudgmentRow.project_pk == project_pk).limit(limit + 1)
+    return session.execute(select(func.count()).select_from(some.subquery())).scalar_one() <= limit
+
+
+def live_mark(session: Session, project_pk: int, since: Watermark) -> tuple[Watermark, bool]:
+    """The project's watermark now, counted from a stored one (``since``, a snapshot's): its
+    labels plus the judgments stored after its highest pk, a range of ``ix_judgments_project_pk``
+    read up to :data:`SINCE_CAP` (the flag: more were there). Judgments are never deleted and get
+    increasing pks, so on SQLite this is the count :func:`watermark` reads by scanning the
+    project. On PostgreSQL a judgment whose transaction committed after the snapshot read its
+    mark, with a lower pk than the mark's highest, is not counted until the next snapshot."""
+    max_pk, max_review = _highest(session, project_pk)
+    new = 0
+    if max_pk > since.max_judgment_pk:
+        after = (
+            select(JudgmentRow.pk)
+            .where(
+                JudgmentRow.project_pk == project_pk,
+                _INDEXED,
+                JudgmentRow.pk > since.max_judgment_pk,
+            )
+            .limit(SINCE_CAP + 1)
+        )
+        new = session.execute(select(func.count()).select_from(after.subquery())).scalar_one()
+    return Watermark(since.labels + min(new, SINCE_CAP), max_pk, max_review), new > SINCE_CAP
 
 
 def utc_day(session: Session, at: Any) -> Any:
@@ -118,6 +175,8 @@ def labels_per_day(
     )
     if upto_pk is not None:
         stmt = stmt.where(JudgmentRow.pk <= upto_pk)
+    if after_pk:  # a request's "since the snapshot": a range of ix_judgments_project_pk
+        stmt = stmt.where(_INDEXED)
     return {str(d): int(n) for d, n in session.execute(stmt)}
 
 
@@ -138,6 +197,10 @@ class Snapshot:
     #: the review queues' counts and spot share (``None``: not computed with these panels);
     #: their entries are in ``review_queue_entries`` (:mod:`.services.review_store`)
     review: dict[str, Any] | None = None
+    #: ``labels_now`` counted up to :data:`SINCE_CAP` after the mark: there are more
+    labels_capped: bool = False
+    #: the project's watermark when this was read (:func:`live_mark`; ``None``: not read)
+    now: Watermark | None = None
 
     @property
     def labels_since(self) -> int:
@@ -354,24 +417,90 @@ def _as_utc(t: datetime | None) -> datetime | None:
     return None if t is None else (t if t.tzinfo else t.replace(tzinfo=UTC))
 
 
-def stored(session: Session, project_pk: int, labels_now: int) -> Snapshot | None:
-    """The project's stored snapshot (a claim past :data:`CLAIM_TIMEOUT` reads as no refresh)."""
-    row = session.scalar(select(QualitySnapshot).where(QualitySnapshot.project_pk == project_pk))
+#: What :func:`stored` reads of the panels: all of them; all but the near-duplicate judgment pks
+#: (``shown``: the dashboard, which does not show them, and they grow with the project); or none
+#: (``none``: a page that needs the freshness only; ``{}`` stands for stored panels).
+PanelsRead = Literal["all", "shown", "none"]
+
+_DUPS = "near_duplicate_pks"
+
+
+def _panels_column(session: Session, panels: PanelsRead) -> Any:
+    col = QualitySnapshot.panels
+    if panels == "none":
+        return col.is_not(None)
+    if panels == "shown":  # the key removed in SQL: its list never reaches Python
+        if session.get_bind().dialect.name == "postgresql":
+            return type_coerce(col.op("-")(literal(_DUPS, String)), JSONType)
+        return type_coerce(func.json_remove(col, f"$.{_DUPS}"), JSONType)
+    return col
+
+
+def stored(
+    session: Session, project_pk: int, labels_now: int | None = None, *, panels: PanelsRead = "all"
+) -> Snapshot | None:
+    """The project's stored snapshot (a claim past :data:`CLAIM_TIMEOUT` reads as no refresh).
+    ``labels_now``: the project's labels now; ``None``: counted from the row's mark
+    (:func:`live_mark`: bounded, what a request does)."""
+    row = session.execute(
+        select(
+            _panels_column(session, panels),
+            QualitySnapshot.computed_at,
+            QualitySnapshot.labels,
+            QualitySnapshot.max_judgment_pk,
+            QualitySnapshot.max_review_pk,
+            QualitySnapshot.running_since,
+            QualitySnapshot.error,
+            QualitySnapshot.review,
+        ).where(QualitySnapshot.project_pk == project_pk)
+    ).one_or_none()
     if row is None:
         return None
-    running = _as_utc(row.running_since)
+    found, computed_at, labels, max_pk, max_review, running, error, queues = row
+    if panels == "none":
+        found = {} if found else None
+    running = _as_utc(running)
     if running is not None and running < utcnow() - CLAIM_TIMEOUT:
         running = None
+    mark = Watermark(labels, max_pk, max_review)
+    now, capped = None, False
+    if labels_now is None:
+        now, capped = live_mark(session, project_pk, mark)
+        labels_now = now.labels
     return Snapshot(
-        row.panels,
-        _as_utc(row.computed_at),
-        row.labels,
+        found,
+        _as_utc(computed_at),
+        labels,
         labels_now,
         running,
-        row.error,
-        mark=Watermark(row.labels, row.max_judgment_pk, row.max_review_pk),
-        review=row.review,
+        error,
+        mark=mark,
+        review=queues,
+        labels_capped=capped,
+        now=now,
     )
+
+
+def near_duplicates_among(session: Session, project_pk: int, pks: Sequence[int]) -> set[int]:
+    """Which of these judgment pks the stored snapshot flags ``near_duplicate_rationale``: its
+    list is searched in SQL (SQLite's ``json_each``, PostgreSQL's ``jsonb_array_elements_text``),
+    only the matches come back."""
+    if not pks:
+        return set()
+    col = QualitySnapshot.panels
+    if session.get_bind().dialect.name == "postgresql":
+        each = func.jsonb_array_elements_text(col[_DUPS]).table_valued("value")
+        value: Any = cast(each.c.value, BigInteger)
+    else:
+        each = func.json_each(col, f"$.{_DUPS}").table_valued("value")
+        value = each.c.value
+    rows = session.scalars(
+        select(value)
+        .select_from(QualitySnapshot)
+        .join(each, true())  # the function reads the row's panels (LATERAL)
+        .where(QualitySnapshot.project_pk == project_pk, value.in_(list(pks)))
+    )
+    return {int(pk) for pk in rows}
 
 
 def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool = False) -> Snapshot:
@@ -463,27 +592,37 @@ def current(
     *,
     start: Callable[[str, str], Any] | None = None,
     mark: Watermark | None = None,
+    panels: PanelsRead = "all",
 ) -> Snapshot:
     """The snapshot a page shows, never computing a large project in the request: the stored one,
     after starting a refresh (``start``, default :func:`spawn`) when it is missing or stale (the
     rule in this module's docstring); a small project's, computed now. ``mark``: the project's
-    :func:`watermark`, when the caller has just read it."""
+    :func:`watermark`, when the caller has just read it (else the labels are counted from the
+    stored mark, :func:`live_mark`). ``panels``: what to read of the stored panels
+    (:data:`PanelsRead`). Every read is bounded: an index probe or a capped range."""
     settings = get_settings()
     with db.reading() as s:
-        mark = watermark(s, project.pk) if mark is None else mark
-        if mark.labels <= settings.snapshot_inline_labels:
+        small = (
+            is_small(s, project.pk)
+            if mark is None
+            else mark.labels <= settings.snapshot_inline_labels
+        )
+        if small:
             return compute_inline(s, project)
-        snap = stored(s, project.pk, mark.labels)
-    if snap is not None and (
-        snap.refreshing_since is not None or not is_stale(snap, mark, settings.snapshot_max_age_s)
-    ):
-        return snap
+        snap = stored(s, project.pk, None if mark is None else mark.labels, panels=panels)
+    if snap is not None:
+        now = mark or snap.now
+        assert now is not None  # read by stored() when no mark was given
+        if snap.refreshing_since is not None or not is_stale(
+            snap, now, settings.snapshot_max_age_s
+        ):
+            return snap
     with db.writing() as s:
         won = claim(s, project.pk)
     if won:
         (start or spawn)(db.url, project.name)
     with db.reading() as s:
-        out = stored(s, project.pk, mark.labels)
+        out = stored(s, project.pk, None if mark is None else mark.labels, panels=panels)
     assert out is not None  # the claim inserted the row
     return out
 
@@ -498,14 +637,22 @@ def is_stale(snap: Snapshot, mark: Watermark, max_age_s: float) -> bool:
     return (utcnow() - snap.computed_at).total_seconds() > max_age_s
 
 
-def near_duplicates(db: Database, project: ProjectRef) -> tuple[set[int], Snapshot | None]:
+def near_duplicates(
+    db: Database, project: ProjectRef
+) -> tuple[set[int] | Callable[[Session, Sequence[int]], set[int]], Snapshot | None]:
     """The judgment pks the data browser flags ``near_duplicate_rationale`` and the snapshot they
-    come from (``None`` for a small project: computed now, current)."""
+    come from: for a small project the set, computed now (the snapshot ``None``: current); else a
+    lookup of a page's judgment pks in the stored snapshot (:func:`near_duplicates_among`), its
+    panels not read."""
     with db.reading() as s:
-        if watermark(s, project.pk).labels <= get_settings().snapshot_inline_labels:
+        if is_small(s, project.pk):
             return set(rater_activity(s, project)["near_duplicate_pks"]), None
-    snap = current(db, project)
-    return snap.near_duplicates, snap
+    snap = current(db, project, panels="none")
+
+    def among(session: Session, pks: Sequence[int]) -> set[int]:
+        return near_duplicates_among(session, project.pk, pks)
+
+    return among, snap
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -184,6 +184,15 @@ class JudgmentRow(Base):
         Index("ix_judgments_project_rater", "project_pk", "rater_pk"),
         # the dashboard's labels of the last 24 hours, a range of this index (0014)
         Index("ix_judgments_project_submitted", "project_pk", "submitted_at"),
+        # a project's highest judgment pk and the judgments after a pk, a probe and a range; for
+        # queries that say `pk IS NOT NULL` only (0021: SQLite's planner would take it for others)
+        Index(
+            "ix_judgments_project_pk",
+            "project_pk",
+            "pk",
+            sqlite_where=text("pk IS NOT NULL"),
+            postgresql_where=text("pk IS NOT NULL"),
+        ),
         # "not revised" without reading every judgment: only revisions have an entry (0014)
         Index(
             "ix_judgments_supersedes",

@@ -180,17 +180,27 @@ def throughput(session: Session, project_pk: int, snap: snapshot.Snapshot) -> di
 def snapshot_counts(
     session: Session, project: ProjectRef, snap: snapshot.Snapshot
 ) -> dict[str, Any]:
-    """The progress panel's counts: items and judgments now (index counts), judgments per kind
-    and excluded as of the snapshot (``None`` before the first)."""
+    """The progress panel's counts of a large project, none of them a scan of the project:
+    judgments now (the snapshot's count plus those stored after its mark, up to
+    :data:`snapshot.SINCE_CAP`: ``judgments_capped``), items, judgments per kind and excluded as of
+    the snapshot (``items_as_of_snapshot``); before the first snapshot the items counted up to
+    :data:`snapshot.SINCE_CAP` (``items_capped``), the rest ``None``."""
     panels = snap.panels or {}
     stored = panels.get("counts") or {}
-    items = session.scalar(
-        select(func.count()).select_from(ItemRow).where(ItemRow.project_pk == project.pk)
-    )
+    items, capped = stored.get("items"), False
+    if items is None:
+        some = select(ItemRow.pk).where(ItemRow.project_pk == project.pk)
+        counted = session.execute(
+            select(func.count()).select_from(some.limit(snapshot.SINCE_CAP + 1).subquery())
+        ).scalar_one()
+        items, capped = min(counted, snapshot.SINCE_CAP), counted > snapshot.SINCE_CAP
     return {
         "counts": {
-            "items": int(items or 0),
+            "items": int(items),
+            "items_capped": capped,
+            "items_as_of_snapshot": "items" in stored,
             "judgments": snap.labels_now,
+            "judgments_capped": snap.labels_capped,
             "per_kind": stored.get("per_kind") or {},
         },
         "excluded_judgments": panels.get("excluded_judgments"),

@@ -597,7 +597,8 @@ def admin_import_page(
 def dashboard_page(
     request: Request, project: str, ctx: ProjectCtx = guard("project.review")
 ) -> Response:
-    snap = snapshot.current(_db(request), ctx.project)  # starts a refresh, never computes one
+    # starts a refresh, never computes one; the panels but the near-duplicate pks (not shown)
+    snap = snapshot.current(_db(request), ctx.project, panels="shown")
     with _db(request).reading() as s:
         # the counts that read every judgment: now for a small project, else the snapshot's
         q = review_service.quality_summary(s, ctx.project, counts=snap.inline)

@@ -9,7 +9,8 @@ the prompt as text, the answers or the item id). The facts a row shows (labels, 
 telemetry flags, labels held out, disagreement reasons) are computed for the page's items only:
 one query for their judgments (with raters and candidates), the rules of
 :mod:`preflab.server.services.review`. The ``near_duplicate_rationale`` flag compares rationales across
-the whole project: it comes from the quality snapshot (:mod:`preflab.server.snapshot`).
+the whole project: it comes from the quality snapshot (:mod:`preflab.server.snapshot`), whose
+list of flagged judgments is searched in SQL for the page's judgments only.
 
 ``flagged``, ``disagreement`` and ``q`` depend on those per-item facts: the browser then reads
 items in keyset order ``SCAN_CHUNK`` at a time until the page is full or ``SCAN_BUDGET`` items
@@ -20,6 +21,7 @@ The total is a SQL ``count`` when every filter is SQL; otherwise there is none (
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,13 +144,20 @@ def _page_judgments(session: Session, project_pk: int, item_pks: list[int]) -> l
     )
 
 
+#: The judgment pks flagged ``near_duplicate_rationale``: a set, or a lookup of some pks (the
+#: stored snapshot's, :func:`preflab.server.snapshot.near_duplicates_among`).
+NearDuplicates = Collection[int] | Callable[[Session, Sequence[int]], set[int]]
+
+
 def item_facts(
-    session: Session, project: ProjectRef, items: list[ItemRow], near_duplicates: set[int]
+    session: Session, project: ProjectRef, items: list[ItemRow], near_duplicates: NearDuplicates
 ) -> list[dict[str, Any]]:
     """The browser's row of each item, from its judgments only (the page's, one query)."""
     if not items:
         return []
     rows = _page_judgments(session, project.pk, [i.pk for i in items])
+    if callable(near_duplicates):
+        near_duplicates = near_duplicates(session, [r.pk for r in rows])
     parsed = review.parsed_judgments(rows)
     assessed = review.assessments(rows, parsed, review.telemetry_settings(project))
     decided = review.telemetry_decisions(session, project.pk, [r.pk for r in rows])
@@ -206,7 +215,7 @@ def browse(
     after: int = 0,
     offset: int = 0,
     limit: int = 50,
-    near_duplicates: set[int] | frozenset[int] = frozenset(),
+    near_duplicates: NearDuplicates = frozenset(),
     budget: int = SCAN_BUDGET,
 ) -> dict[str, Any]:
     """One page of items after item pk ``after``: ``items``, ``total`` (``None`` when a per-item
@@ -217,7 +226,7 @@ def browse(
     ``OFFSET`` when every filter is SQL, else counted by the scan (within its budget)."""
     where = _sql_filters(session, project, filters)
     base = select(ItemRow).where(*where).options(selectinload(ItemRow.candidates))
-    dups = set(near_duplicates)
+    dups = near_duplicates if callable(near_duplicates) else set(near_duplicates)
     found: list[dict[str, Any]] = []
     cursor, scanned, stopped, more, skip = after, 0, False, False, offset
     if not filters.scanning:

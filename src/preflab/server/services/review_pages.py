@@ -33,7 +33,6 @@ from sqlalchemy.orm import Session
 
 from ...schema import ReviewPass
 from ...schema.policy import settings_of
-from ...settings import get_settings
 from ...store.models import ItemRow, JudgmentRow, utcnow
 from ...store.server_models import ReviewQueueEntry
 from .. import snapshot
@@ -114,8 +113,7 @@ def queues_page(
         raise ServiceError(422, f"limit: between 1 and {MAX_LIMIT}, not {limit}")
     cursor = Cursor.parse(after) if after is not None else None
     with db.reading() as s:
-        mark = snapshot.watermark(s, project.pk)
-        if mark.labels <= get_settings().snapshot_inline_labels:
+        if snapshot.is_small(s, project.pk):
             queues = review.review_queues(s, project, share=share)
             source: Source = MemorySource(entries(queues, None))
             return _page(
@@ -136,7 +134,7 @@ def queues_page(
                 lambda out: None,
             )
     # starts a refresh when missing or stale, never computes one
-    snap = snapshot.current(db, project, mark=mark)
+    snap = snapshot.current(db, project, panels="none")  # the queues, not the panels
     state = {
         "computed_at": snap.computed_at.isoformat() if snap.computed_at else None,
         "refreshing_since": snap.refreshing_since.isoformat() if snap.refreshing_since else None,
@@ -305,14 +303,13 @@ def next_open_item(db: Database, project: ProjectRef, item_key: str) -> str | No
     item page's "next item"): the queue computed now for a small project; else the stored queue's
     open entries in order, each re-checked live, ``None`` while none is stored."""
     with db.reading() as s:
-        mark = snapshot.watermark(s, project.pk)
-        if mark.labels <= get_settings().snapshot_inline_labels:
+        if snapshot.is_small(s, project.pk):
             queue = review.review_queues(s, project)["adjudication"]
             return next(
                 (e["item_id"] for e in queue if not e["adjudicated"] and e["item_id"] != item_key),
                 None,
             )
-    snap = snapshot.current(db, project, mark=mark)
+    snap = snapshot.current(db, project, panels="none")  # the queues, not the panels
     if snap.review is None:
         return None
     after = -1
