@@ -212,11 +212,17 @@ class AgreementGroup:
         self.gwet_rated = 0
 
     def add_unit(self, unit: str, values: Sequence[float], raters: Iterable[Any]) -> None:
-        self.n_labels += len(values)
+        self.add_sorted(unit, len(values), _finite_sorted(values), raters)
+
+    def add_sorted(
+        self, unit: str, n_values: int, finite: tuple[float, ...], raters: Iterable[Any]
+    ) -> None:
+        """:meth:`add_unit` of a unit of ``n_values`` values whose finite ones, sorted, are
+        ``finite`` (an item's unit is in two rows: its batch's and its guideline version's)."""
+        self.n_labels += n_values
         self.n_units += 1
-        self.n_pairable_units += len(values) >= 2
+        self.n_pairable_units += n_values >= 2
         self.raters.update(raters)
-        finite = tuple(sorted(v for v in values if not math.isnan(v)))
         if not finite:
             return
         if self.integral and any(v != round(v) for v in finite):
@@ -341,6 +347,10 @@ class AgreementGroup:
         if p_e >= 1:
             return float("nan")
         return float((p_a - p_e) / (1 - p_e))
+
+
+def _finite_sorted(values: Iterable[float]) -> tuple[float, ...]:
+    return tuple(sorted(v for v in values if not math.isnan(v)))
 
 
 def _long(
@@ -533,9 +543,13 @@ class ReportAccumulator:
                     g_add(version)
             self._time(j)
         self.n_labels += len(cols["v"])
-        self._agreement(cols)
+        units = _item_units(cols)
+        if units is None:
+            self._agreement(cols)
+        else:
+            self._agreement_of_units(units, cols["b"][0], cols["g"][0])
         self._main(cols)
-        self._item_tables(cols, js)
+        self._item_tables(cols, js, units)
         lens = self._candidate_lengths(item)
         self._gold_and_bias(js, item, lens)
         self._telemetry(js, base, lens)
@@ -604,6 +618,19 @@ class ReportAccumulator:
                     group = groups[(b, kind, dim)] = AgreementGroup(bound)
                 group.add_unit(unit, vals, raters)
 
+    def _agreement_of_units(self, units: ItemUnits, batch: Any, version: str) -> None:
+        """:meth:`_agreement` of an item of one batch and guideline version: each unit's
+        values sorted once for both its rows (the same calls to each row as there)."""
+        bound = self.bounds.units
+        groups, by_version = self.groups, self.by_version
+        for (kind, dim, unit), (vals, raters) in units.items():
+            finite = _finite_sorted(vals)
+            for rows, key in ((groups, (batch, kind, dim)), (by_version, (version, kind, dim))):
+                group = rows.get(key)
+                if group is None:
+                    group = rows[key] = AgreementGroup(bound)
+                group.add_sorted(unit, len(vals), finite, raters)
+
     def _main(self, cols: Mapping[str, list[Any]]) -> None:
         """Leave-one-out agreement and confusion against the others' consensus (winner, thumb)."""
         by_unit: dict[str, list[tuple[str, float]]] = {}
@@ -657,8 +684,14 @@ class ReportAccumulator:
                 if not (math.isnan(v) or math.isnan(tops[0])):
                     table[(v, tops[0])] += 1
 
-    def _item_tables(self, cols: Mapping[str, list[Any]], js: Sequence[JudgmentBase]) -> None:
-        """Intransitive triads and the adjudication queue: both per item."""
+    def _item_tables(
+        self,
+        cols: Mapping[str, list[Any]],
+        js: Sequence[JudgmentBase],
+        units: ItemUnits | None = None,
+    ) -> None:
+        """Intransitive triads and the adjudication queue: both per item (``units``: the
+        item's :func:`_item_units`, when it has them)."""
         # a triad needs three pairs of one item judged by one rater (a pairwise item has one)
         if len({u for u, d in zip(cols["u"], cols["d"]) if d == "winner"}) >= 3:
             for rater, t in _triads(cols).items():
@@ -667,7 +700,10 @@ class ReportAccumulator:
                 acc[1] += t[1]
         if any(int(j.provenance.review_pass) == 2 for j in js):
             return  # an item an adjudicator already settled is not queued again
-        groups, item_of = group_labels(cols["u"], cols["i"], cols["k"], cols["d"], cols["v"])
+        if units is None or "step_verdict" in cols["d"]:
+            groups, item_of = group_labels(cols["u"], cols["i"], cols["k"], cols["d"], cols["v"])
+        else:
+            groups, item_of = _unit_groups(units, str(cols["i"][0]))
         for (kind, unit), dims in groups.items():
             row = unit_scores(kind, unit, item_of[(kind, unit)], dims)
             reasons = reasons_for(row, self.adjudication)
@@ -951,6 +987,52 @@ class ReportAccumulator:
                 }
             )
         return out
+
+
+#: an item's label values and raters per ``(kind, dimension, unit)``, in row order
+ItemUnits = dict[tuple[str, str, str], tuple[list[float], list[Any]]]
+
+
+def _item_units(cols: Mapping[str, list[Any]]) -> ItemUnits | None:
+    """The item's values and raters per ``(kind, dimension, unit)`` (each key where its first
+    row is), when every row has one item id, one batch and one guideline version (the usual
+    item); ``None`` otherwise."""
+    b_col, g_col, i_col = cols["b"], cols["g"], cols["i"]
+    n = len(b_col)
+    if not n or b_col.count(b_col[0]) != n or g_col.count(g_col[0]) != n:
+        return None
+    if i_col.count(i_col[0]) != n:
+        return None
+    units: ItemUnits = {}
+    for key, v, r in zip(zip(cols["k"], cols["d"], cols["u"]), cols["v"], cols["r"]):
+        vals_raters = units.get(key)
+        if vals_raters is None:
+            units[key] = ([v], [r])
+        else:
+            vals_raters[0].append(v)
+            vals_raters[1].append(r)
+    return units
+
+
+def _unit_groups(
+    units: ItemUnits, item_id: str
+) -> tuple[dict[tuple[str, str], dict[str, list[float]]], dict[tuple[str, str], str]]:
+    """:func:`~.adjudication.group_labels` of an item's units (no step verdicts: those group
+    by candidate), from :func:`_item_units`: values per ``(kind, unit)`` and dimension, NaN
+    left out, in row order."""
+    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    item_of: dict[tuple[str, str], str] = {}
+    for (kind, dim, unit), (vals, _) in units.items():
+        finite = [float(v) for v in vals if not math.isnan(v)]
+        if not finite:
+            continue
+        key = (str(kind), str(unit))
+        dims = groups.get(key)
+        if dims is None:
+            dims = groups[key] = {}
+            item_of[key] = item_id
+        dims[str(dim)] = finite
+    return groups, item_of
 
 
 class _Desc:

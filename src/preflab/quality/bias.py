@@ -354,12 +354,22 @@ def _may_flatter(text: str) -> bool:
     low = text.lower()
     if not low.isascii():
         low = low.replace("\u0307", "").replace("\u0131", "i").replace("\u017f", "s")
-    return any(word in low for word in _SYCOPHANCY_WORDS)
+    return _FLATTER_WORDS.search(low) is not None
+
+
+#: any of :data:`_SYCOPHANCY_WORDS` as a substring, in one scan of the text
+_FLATTER_WORDS = re.compile("|".join(re.escape(word) for word in _SYCOPHANCY_WORDS))
 
 
 def text_features(text: str) -> dict[str, int]:
     t = str(text)
-    out = {name: len(rx.findall(t)) for name, rx in _FEATURES.items()}
+    # a header needs a "#", bold a "**" or "__": without one the count is 0, no regex run
+    # (each regex is tried at every position of the text: most of this function's time)
+    out = {
+        "headers": len(_FEATURES["headers"].findall(t)) if "#" in t else 0,
+        "bullets": len(_FEATURES["bullets"].findall(t)),
+        "bold": len(_FEATURES["bold"].findall(t)) if "**" in t or "__" in t else 0,
+    }
     out["sycophancy"] = len(SYCOPHANCY.findall(t)) if _may_flatter(t) else 0
     out["opening_validation"] = int(bool(OPENING_VALIDATION.match(t)))
     return out
