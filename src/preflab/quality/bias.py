@@ -354,11 +354,7 @@ def _may_flatter(text: str) -> bool:
     low = text.lower()
     if not low.isascii():
         low = low.replace("\u0307", "").replace("\u0131", "i").replace("\u017f", "s")
-    return _FLATTER_WORDS.search(low) is not None
-
-
-#: any of :data:`_SYCOPHANCY_WORDS` as a substring, in one scan of the text
-_FLATTER_WORDS = re.compile("|".join(re.escape(word) for word in _SYCOPHANCY_WORDS))
+    return any(word in low for word in _SYCOPHANCY_WORDS)
 
 
 def text_features(text: str) -> dict[str, int]:
