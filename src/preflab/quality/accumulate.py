@@ -635,8 +635,13 @@ class ReportAccumulator:
         """Leave-one-out agreement and confusion against the others' consensus (winner, thumb)."""
         by_unit: dict[str, list[tuple[str, float]]] = {}
         for u, r, v, d in zip(cols["u"], cols["r"], cols["v"], cols["d"]):
-            if d in ("winner", "thumb"):
-                by_unit.setdefault(u, []).append((r, float(v)))
+            if d == "winner" or d == "thumb":
+                unit_labels = by_unit.get(u)
+                if unit_labels is None:
+                    by_unit[u] = [(r, float(v))]
+                else:
+                    unit_labels.append((r, float(v)))
+        loo, confusion = self.loo, self.confusion
         for labels in by_unit.values():
             finite = [(r, v) for r, v in labels if not math.isnan(v)]
             counts: dict[float, int] = {}
@@ -647,7 +652,9 @@ class ReportAccumulator:
             # the confusion table is the leave-one-out top
             simple = len(finite) == len(labels) and len({r for r, _ in labels}) == len(labels)
             for r, v in finite:
-                acc = self.loo.setdefault(r, [0.0, 0])
+                acc = loo.get(r)
+                if acc is None:
+                    acc = loo[r] = [0.0, 0]
                 if len(finite) < 2:
                     continue  # nobody else labelled the unit
                 top, n_top, top_value = -1, 0, v
@@ -662,7 +669,10 @@ class ReportAccumulator:
                 acc[0] += (1.0 if mine_top else 0.0) if n_top == 1 else (0.5 if mine_top else 0.0)
                 acc[1] += 1
                 if simple and n_top == 1:
-                    self.confusion.setdefault(r, Counter())[(v, top_value)] += 1
+                    table = confusion.get(r)
+                    if table is None:
+                        table = confusion[r] = Counter()
+                    table[(v, top_value)] += 1
             if not simple:
                 self._confusion(labels)
 
