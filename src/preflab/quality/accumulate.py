@@ -69,7 +69,7 @@ from .bias import (
     word_length,
 )
 from .gold import gold_accuracy_from_counts, score_gold
-from .labels import LABEL_SET_RULE, resolve_labels
+from .labels import ADJUDICATION, LABEL_SET_RULE, resolve_labels
 from .mergeable import GroupAgreement, alpha_figures, fold_unit_values
 from .spans import SpanTally
 from .telemetry import TelemetrySettings, judgment_flags, near_duplicate_pairs
@@ -212,11 +212,17 @@ class AgreementGroup:
         self.gwet_rated = 0
 
     def add_unit(self, unit: str, values: Sequence[float], raters: Iterable[Any]) -> None:
-        self.n_labels += len(values)
+        self.add_sorted(unit, len(values), _finite_sorted(values), raters)
+
+    def add_sorted(
+        self, unit: str, n_values: int, finite: tuple[float, ...], raters: Iterable[Any]
+    ) -> None:
+        """:meth:`add_unit` of a unit of ``n_values`` values whose finite ones, sorted, are
+        ``finite`` (an item's unit is in two rows: its batch's and its guideline version's)."""
+        self.n_labels += n_values
         self.n_units += 1
-        self.n_pairable_units += len(values) >= 2
+        self.n_pairable_units += n_values >= 2
         self.raters.update(raters)
-        finite = tuple(sorted(v for v in values if not math.isnan(v)))
         if not finite:
             return
         if self.integral and any(v != round(v) for v in finite):
@@ -343,6 +349,10 @@ class AgreementGroup:
         return float((p_a - p_e) / (1 - p_e))
 
 
+def _finite_sorted(values: Iterable[float]) -> tuple[float, ...]:
+    return tuple(sorted(v for v in values if not math.isnan(v)))
+
+
 def _long(
     unit_names: Sequence[str], patterns: Sequence[tuple[float, ...]]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -356,36 +366,43 @@ def _long(
 
 class TextFeatures:
     """Word length and formatting features of candidate texts, computed once per distinct text
-    (a bounded LRU keyed by a hash of the text)."""
+    (a bounded LRU keyed by a hash of the text): one hash and one entry a text, its length at
+    once, its features when first asked for (only a decided pair's texts need them)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._lengths: OrderedDict[bytes, int] = OrderedDict()
-        self._features: OrderedDict[bytes, dict[str, int]] = OrderedDict()
+        self._entries: OrderedDict[bytes, list[Any]] = OrderedDict()
 
     @staticmethod
     def key(text: str) -> bytes:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
-    def _get(self, cache: OrderedDict[bytes, Any], text: str, fn: Callable[[str], Any]) -> Any:
+    def entry(self, text: str) -> list[Any]:
+        """``[word length, features or None]`` of ``text`` (:meth:`features_of` fills the second)."""
         key = self.key(text)
+        cache = self._entries
         hit = cache.get(key)
         if hit is not None:
             cache.move_to_end(key)
             return hit
-        value = fn(text)
-        cache[key] = value
+        made = cache[key] = [word_length(text), None]
         if len(cache) > self.size:
             cache.popitem(last=False)
-        return value
+        return made
+
+    @staticmethod
+    def features_of(entry: list[Any], text: str) -> dict[str, int]:
+        feats: dict[str, int] | None = entry[1]
+        if feats is None:
+            feats = entry[1] = text_features(text)
+        return feats
 
     def length(self, text: str) -> int:
-        result: int = self._get(self._lengths, text, word_length)
+        result: int = self.entry(text)[0]
         return result
 
     def features(self, text: str) -> dict[str, int]:
-        result: dict[str, int] = self._get(self._features, text, text_features)
-        return result
+        return self.features_of(self.entry(text), text)
 
 
 class ReportAccumulator:
@@ -464,10 +481,7 @@ class ReportAccumulator:
 
     def add(self, judgments: Sequence[JudgmentBase], item: Item | None = None) -> None:
         """One item's judgments (all of them, in row order) and the item when known."""
-        label_set = resolve_labels(judgments, include_ai=self.include_ai)
-        self.judgments_in += label_set.judgments_in
-        self.set_aside.update(label_set.set_aside)
-        js = label_set.judgments
+        js = self._resolve(judgments)
         base = self.n_used
         self.n_used += len(js)
         if item is not None:
@@ -476,31 +490,96 @@ class ReportAccumulator:
             return
         self.span_tally.add(js)
         cols: dict[str, list[Any]] = {k: [] for k in ("u", "r", "v", "i", "d", "k", "b", "g")}
+        # the label table's columns, appended to directly: a pairwise judgment's rows are
+        # spelled out here (its ``label_rows``, without building a LabelRow per row: ~15 % of
+        # the report's time at 1M judgments); every other kind goes through ``label_rows``
+        u_add, r_add, v_add, i_add = (cols[c].append for c in "urvi")
+        d_add, k_add, b_add, g_add = (cols[c].append for c in "dkbg")
+        labels, rater_order, kinds = self.labels, self.rater_order, self.kinds
         for j in js:
-            rater = j.provenance.rater_id
-            self.kinds.add(j.kind)
-            self.labels[rater] += 1
-            self.rater_order.setdefault(rater, None)
-            if j.provenance.guideline_version is not None:
+            p = j.provenance
+            rater = p.rater_id
+            kind = j.kind
+            kinds.add(kind)
+            labels[rater] += 1
+            rater_order.setdefault(rater, None)
+            gv = p.guideline_version
+            if gv is not None:
                 self.any_version = True
-            batch, version = self._batch(j), guideline_version_of(j)
-            for row in j.label_rows():
-                cols["u"].append(row.unit)
-                cols["r"].append(row.rater)
-                cols["v"].append(row.value)
-                cols["i"].append(row.item_id)
-                cols["d"].append(row.dimension)
-                cols["k"].append(row.kind)
-                cols["b"].append(batch)
-                cols["g"].append(version)
+            batch, version = self._batch(j), "unrecorded" if gv is None else f"v{gv}"
+            if type(j) is PairwiseJudgment:
+                # PairwiseJudgment.label_rows: the pair's unit, the direction, the signed strength
+                item_id = j.item_id
+                a, b = j.shown_order
+                lo, hi = (a, b) if a <= b else (b, a)
+                unit = f"{item_id}::{lo}|{hi}"
+                winner = j.winner
+                direction = (
+                    0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
+                )
+                strength = j.strength
+                for dim, value in (
+                    (("winner", direction),)
+                    if strength is None
+                    else (("winner", direction), ("strength", direction * strength))
+                ):
+                    u_add(unit)
+                    r_add(rater)
+                    v_add(float(value))
+                    i_add(item_id)
+                    d_add(dim)
+                    k_add(kind)
+                    b_add(batch)
+                    g_add(version)
+            else:
+                for row in j.label_rows():
+                    u_add(row.unit)
+                    r_add(row.rater)
+                    v_add(row.value)
+                    i_add(row.item_id)
+                    d_add(row.dimension)
+                    k_add(row.kind)
+                    b_add(batch)
+                    g_add(version)
             self._time(j)
         self.n_labels += len(cols["v"])
-        self._agreement(cols)
+        units = _item_units(cols)
+        if units is None:
+            self._agreement(cols)
+        else:
+            self._agreement_of_units(units, cols["b"][0], cols["g"][0])
         self._main(cols)
-        self._item_tables(cols, js)
+        self._item_tables(cols, js, units)
         lens = self._candidate_lengths(item)
         self._gold_and_bias(js, item, lens)
         self._telemetry(js, base, lens)
+
+    def _resolve(self, judgments: Sequence[JudgmentBase]) -> Sequence[JudgmentBase]:
+        """The item's label set (:func:`~.labels.resolve_labels`), its counts added. The usual
+        item takes a shortcut with the same result: pairwise labels of one item, each of a
+        different (pair, rater), none adjudicated, none by a model unless those count (then
+        every label counts: no revision, no adjudication, nothing set aside)."""
+        seen: set[tuple[str, str, str]] = set()
+        include_ai = self.include_ai
+        item_id = judgments[0].item_id if judgments else None
+        for j in judgments:
+            if type(j) is not PairwiseJudgment or j.item_id != item_id:
+                break
+            p = j.provenance
+            if (p.source == "ai" and not include_ai) or int(p.review_pass) >= ADJUDICATION:
+                break
+            a, b = j.shown_order
+            key = (a, b, p.rater_id) if a <= b else (b, a, p.rater_id)
+            if key in seen:
+                break
+            seen.add(key)
+        else:
+            self.judgments_in += len(judgments)
+            return judgments
+        label_set = resolve_labels(judgments, include_ai=self.include_ai)
+        self.judgments_in += label_set.judgments_in
+        self.set_aside.update(label_set.set_aside)
+        return label_set.judgments
 
     def _time(self, j: JudgmentBase) -> None:
         p = j.provenance
@@ -519,31 +598,50 @@ class ReportAccumulator:
         times.add(ms)
 
     def _agreement(self, cols: Mapping[str, list[Any]]) -> None:
+        bound = self.bounds.units
+        keys = list(zip(cols["k"], cols["d"], cols["u"]))
         for groups, batch_col in ((self.groups, "b"), (self.by_version, "g")):
-            units: dict[tuple[str, str, str], dict[str, tuple[list[float], list[Any]]]] = {}
-            for u, r, v, d, k, b in zip(
-                cols["u"], cols["r"], cols["v"], cols["d"], cols["k"], cols[batch_col]
-            ):
-                per_unit = units.setdefault((b, k, d), {})
-                vals_raters = per_unit.get(u)
+            # per (batch, kind, dimension, unit): its values and raters in row order; each row
+            # of agreement gets its units in the order they first appear (as the reference's)
+            units: dict[tuple[Any, str, str, str], tuple[list[float], list[Any]]] = {}
+            for b, key, v, r in zip(cols[batch_col], keys, cols["v"], cols["r"]):
+                full = (b, *key)
+                vals_raters = units.get(full)
                 if vals_raters is None:
-                    per_unit[u] = ([v], [r])
+                    units[full] = ([v], [r])
                 else:
                     vals_raters[0].append(v)
                     vals_raters[1].append(r)
-            for key, per_unit in units.items():
-                group = groups.get(key)
+            for (b, kind, dim, unit), (vals, raters) in units.items():
+                group = groups.get((b, kind, dim))
                 if group is None:
-                    group = groups[key] = AgreementGroup(self.bounds.units)
-                for unit, (vals, raters) in per_unit.items():
-                    group.add_unit(unit, vals, raters)
+                    group = groups[(b, kind, dim)] = AgreementGroup(bound)
+                group.add_unit(unit, vals, raters)
+
+    def _agreement_of_units(self, units: ItemUnits, batch: Any, version: str) -> None:
+        """:meth:`_agreement` of an item of one batch and guideline version: each unit's
+        values sorted once for both its rows (the same calls to each row as there)."""
+        bound = self.bounds.units
+        groups, by_version = self.groups, self.by_version
+        for (kind, dim, unit), (vals, raters) in units.items():
+            finite = _finite_sorted(vals)
+            for rows, key in ((groups, (batch, kind, dim)), (by_version, (version, kind, dim))):
+                group = rows.get(key)
+                if group is None:
+                    group = rows[key] = AgreementGroup(bound)
+                group.add_sorted(unit, len(vals), finite, raters)
 
     def _main(self, cols: Mapping[str, list[Any]]) -> None:
         """Leave-one-out agreement and confusion against the others' consensus (winner, thumb)."""
         by_unit: dict[str, list[tuple[str, float]]] = {}
         for u, r, v, d in zip(cols["u"], cols["r"], cols["v"], cols["d"]):
-            if d in ("winner", "thumb"):
-                by_unit.setdefault(u, []).append((r, float(v)))
+            if d == "winner" or d == "thumb":
+                unit_labels = by_unit.get(u)
+                if unit_labels is None:
+                    by_unit[u] = [(r, float(v))]
+                else:
+                    unit_labels.append((r, float(v)))
+        loo, confusion = self.loo, self.confusion
         for labels in by_unit.values():
             finite = [(r, v) for r, v in labels if not math.isnan(v)]
             counts: dict[float, int] = {}
@@ -554,7 +652,9 @@ class ReportAccumulator:
             # the confusion table is the leave-one-out top
             simple = len(finite) == len(labels) and len({r for r, _ in labels}) == len(labels)
             for r, v in finite:
-                acc = self.loo.setdefault(r, [0.0, 0])
+                acc = loo.get(r)
+                if acc is None:
+                    acc = loo[r] = [0.0, 0]
                 if len(finite) < 2:
                     continue  # nobody else labelled the unit
                 top, n_top, top_value = -1, 0, v
@@ -569,7 +669,10 @@ class ReportAccumulator:
                 acc[0] += (1.0 if mine_top else 0.0) if n_top == 1 else (0.5 if mine_top else 0.0)
                 acc[1] += 1
                 if simple and n_top == 1:
-                    self.confusion.setdefault(r, Counter())[(v, top_value)] += 1
+                    table = confusion.get(r)
+                    if table is None:
+                        table = confusion[r] = Counter()
+                    table[(v, top_value)] += 1
             if not simple:
                 self._confusion(labels)
 
@@ -591,16 +694,26 @@ class ReportAccumulator:
                 if not (math.isnan(v) or math.isnan(tops[0])):
                     table[(v, tops[0])] += 1
 
-    def _item_tables(self, cols: Mapping[str, list[Any]], js: Sequence[JudgmentBase]) -> None:
-        """Intransitive triads and the adjudication queue: both per item."""
-        if "winner" in cols["d"]:
+    def _item_tables(
+        self,
+        cols: Mapping[str, list[Any]],
+        js: Sequence[JudgmentBase],
+        units: ItemUnits | None = None,
+    ) -> None:
+        """Intransitive triads and the adjudication queue: both per item (``units``: the
+        item's :func:`_item_units`, when it has them)."""
+        # a triad needs three pairs of one item judged by one rater (a pairwise item has one)
+        if len({u for u, d in zip(cols["u"], cols["d"]) if d == "winner"}) >= 3:
             for rater, t in _triads(cols).items():
                 acc = self.triads.setdefault(rater, [0, 0])
                 acc[0] += t[0]
                 acc[1] += t[1]
         if any(int(j.provenance.review_pass) == 2 for j in js):
             return  # an item an adjudicator already settled is not queued again
-        groups, item_of = group_labels(cols["u"], cols["i"], cols["k"], cols["d"], cols["v"])
+        if units is None or "step_verdict" in cols["d"]:
+            groups, item_of = group_labels(cols["u"], cols["i"], cols["k"], cols["d"], cols["v"])
+        else:
+            groups, item_of = _unit_groups(units, str(cols["i"][0]))
         for (kind, unit), dims in groups.items():
             row = unit_scores(kind, unit, item_of[(kind, unit)], dims)
             reasons = reasons_for(row, self.adjudication)
@@ -618,26 +731,27 @@ class ReportAccumulator:
             elif self.max_queue and key > self.queue[0][0]:
                 heapq.heapreplace(self.queue, entry)
 
-    def _candidate_lengths(self, item: Item | None) -> dict[str | None, tuple[str, int]]:
+    def _candidate_lengths(self, item: Item | None) -> dict[str | None, tuple[str, list[Any]]]:
+        """Each candidate's text and its :meth:`TextFeatures.entry` (word length first)."""
         if item is None:
             return {}
-        out: dict[str | None, tuple[str, int]] = {}
+        out: dict[str | None, tuple[str, list[Any]]] = {}
+        entry = self.texts.entry
         for c in item.candidates:
             text = c.as_text()
-            out[c.id] = (text, self.texts.length(text))
+            out[c.id] = (text, entry(text))
         return out
 
     def _gold_and_bias(
         self,
         js: Sequence[JudgmentBase],
         item: Item | None,
-        lens: Mapping[str | None, tuple[str, int]],
+        lens: Mapping[str | None, tuple[str, list[Any]]],
     ) -> None:
         gold = item.gold.model_dump() if item is not None and item.gold is not None else None
         chosen: list[int] = []
         rejected: list[int] = []
-        # an item's candidates' features, looked up once an item (its raters share them)
-        feats: dict[str, dict[str, int]] = {}
+        features_of = self.texts.features_of
         for j in js:
             rater = j.provenance.rater_id
             if gold is not None and item is not None and int(j.provenance.review_pass) == 0:
@@ -656,16 +770,11 @@ class ReportAccumulator:
             c_id, r_id = j.chosen, j.rejected
             if c_id is None or r_id is None or c_id not in lens or r_id not in lens:
                 continue
-            (text_c, len_c), (text_r, len_r) = lens[c_id], lens[r_id]
-            chosen.append(len_c)
-            rejected.append(len_r)
-            f_c = feats.get(c_id)
-            if f_c is None:
-                f_c = feats[c_id] = self.texts.features(text_c)
-            f_r = feats.get(r_id)
-            if f_r is None:
-                f_r = feats[r_id] = self.texts.features(text_r)
-            self.formatting.add(f_c, f_r)
+            (text_c, entry_c), (text_r, entry_r) = lens[c_id], lens[r_id]
+            chosen.append(entry_c[0])
+            rejected.append(entry_r[0])
+            # an entry keeps its text's features once computed (an item's raters share them)
+            self.formatting.add(features_of(entry_c, text_c), features_of(entry_r, text_r))
         if chosen:
             self.pending_c.extend(chosen)
             self.pending_r.extend(rejected)
@@ -701,12 +810,15 @@ class ReportAccumulator:
             self.pair_sample.add(c_len << 32 | r_len)
 
     def _telemetry(
-        self, js: Sequence[JudgmentBase], base: int, lens: Mapping[str | None, tuple[str, int]]
+        self,
+        js: Sequence[JudgmentBase],
+        base: int,
+        lens: Mapping[str | None, tuple[str, list[Any]]],
     ) -> None:
         cfg = self.telemetry
         for k, j in enumerate(js):
-            words = sum(lens[c][1] for c in j.candidate_ids() if c in lens) if lens else 0
             if j.provenance.telemetry is not None:
+                words = sum(lens[c][1][0] for c in j.candidate_ids() if c in lens) if lens else 0
                 for name, evidence in judgment_flags(j, words or None, cfg):
                     entry = self._flag_entry(base + k, j, name, evidence)
                     self._count_flag(entry, 0)
@@ -885,6 +997,52 @@ class ReportAccumulator:
                 }
             )
         return out
+
+
+#: an item's label values and raters per ``(kind, dimension, unit)``, in row order
+ItemUnits = dict[tuple[str, str, str], tuple[list[float], list[Any]]]
+
+
+def _item_units(cols: Mapping[str, list[Any]]) -> ItemUnits | None:
+    """The item's values and raters per ``(kind, dimension, unit)`` (each key where its first
+    row is), when every row has one item id, one batch and one guideline version (the usual
+    item); ``None`` otherwise."""
+    b_col, g_col, i_col = cols["b"], cols["g"], cols["i"]
+    n = len(b_col)
+    if not n or b_col.count(b_col[0]) != n or g_col.count(g_col[0]) != n:
+        return None
+    if i_col.count(i_col[0]) != n:
+        return None
+    units: ItemUnits = {}
+    for key, v, r in zip(zip(cols["k"], cols["d"], cols["u"]), cols["v"], cols["r"]):
+        vals_raters = units.get(key)
+        if vals_raters is None:
+            units[key] = ([v], [r])
+        else:
+            vals_raters[0].append(v)
+            vals_raters[1].append(r)
+    return units
+
+
+def _unit_groups(
+    units: ItemUnits, item_id: str
+) -> tuple[dict[tuple[str, str], dict[str, list[float]]], dict[tuple[str, str], str]]:
+    """:func:`~.adjudication.group_labels` of an item's units (no step verdicts: those group
+    by candidate), from :func:`_item_units`: values per ``(kind, unit)`` and dimension, NaN
+    left out, in row order."""
+    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    item_of: dict[tuple[str, str], str] = {}
+    for (kind, dim, unit), (vals, _) in units.items():
+        finite = [float(v) for v in vals if not math.isnan(v)]
+        if not finite:
+            continue
+        key = (str(kind), str(unit))
+        dims = groups.get(key)
+        if dims is None:
+            dims = groups[key] = {}
+            item_of[key] = item_id
+        dims[str(dim)] = finite
+    return groups, item_of
 
 
 class _Desc:

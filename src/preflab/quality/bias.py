@@ -359,7 +359,16 @@ def _may_flatter(text: str) -> bool:
 
 def text_features(text: str) -> dict[str, int]:
     t = str(text)
-    out = {name: len(rx.findall(t)) for name, rx in _FEATURES.items()}
+    # a header needs a "#", bold a "**" or "__": without one the count is 0, no regex run
+    # (each regex is tried at every position of the text: most of this function's time); a
+    # bullet starts a line, and without a "\n" (the only line break of re.M's "^") the one
+    # line start is the text's
+    bullets = _FEATURES["bullets"]
+    out = {
+        "headers": len(_FEATURES["headers"].findall(t)) if "#" in t else 0,
+        "bullets": len(bullets.findall(t)) if "\n" in t else int(bullets.match(t) is not None),
+        "bold": len(_FEATURES["bold"].findall(t)) if "**" in t or "__" in t else 0,
+    }
     out["sycophancy"] = len(SYCOPHANCY.findall(t)) if _may_flatter(t) else 0
     out["opening_validation"] = int(bool(OPENING_VALIDATION.match(t)))
     return out

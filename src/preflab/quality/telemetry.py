@@ -81,6 +81,8 @@ class TelemetrySettings:
 #: distinct shingles whose hash :func:`minhash_signatures` keeps between texts (cleared when
 #: full: the same hashes, computed again)
 SHINGLE_CACHE = 200_000
+#: texts whose shingle sets :func:`near_duplicate_pairs` keeps while confirming candidates
+SHINGLE_SETS = 1_000
 
 
 def shingles(text: str, k: int = 5) -> set[str]:
@@ -153,6 +155,18 @@ def near_duplicate_pairs(
     sigs = minhash_signatures(texts, k, num_perm)
     bands, rows = 16, num_perm // 16
     seen, out = set(), []
+    # each text's shingles once for every candidate pair it is in (a stock phrase is in many),
+    # by text, at most SHINGLE_SETS at a time: :func:`jaccard`'s value
+    shingled: dict[str, set[str]] = {}
+
+    def shingle_set(text: str) -> set[str]:
+        found = shingled.get(text)
+        if found is None:
+            if len(shingled) >= SHINGLE_SETS:
+                shingled.clear()
+            found = shingled[text] = shingles(text, k)
+        return found
+
     # band by band (the pairs found do not depend on the order, and the result is sorted): one
     # band's buckets in memory, found by sorting the band's bytes
     for b in range(bands):
@@ -163,7 +177,9 @@ def near_duplicate_pairs(
                     if (i, j) in seen or owners[i] == owners[j]:
                         continue
                     seen.add((i, j))
-                    sim = jaccard(texts[i], texts[j], k)
+                    sa, sb = shingle_set(texts[i]), shingle_set(texts[j])
+                    union = len(sa | sb)
+                    sim = len(sa & sb) / union if union else 1.0
                     if sim >= min_jaccard:
                         out.append((i, j, sim))
     return sorted(out)
