@@ -587,9 +587,10 @@ def write_streamed(
         if options.file_format == "jsonl":
             name = f"{options.split}.jsonl"
             return {name: writers.write_jsonl(directory / name, batches, schema, exporter)}
-        cut = exact_batches(batches, schema) if exporter.recut else batches
         if options.file_format == "hf":  # the in-memory writer's tables, cut as it cuts them
-            tables = (batch_table(b, schema) for b in cut)
+            tables = writers.tables_of(batches, schema, exporter.recut)
             return {options.split: hf_writer.write_hf(directory, tables, schema, options.split)}
         name = f"{options.split}.parquet"
-        return {name: writers.write_parquet(directory / name, cut, schema)}
+        return {
+            name: writers.write_parquet(directory / name, batches, schema, regroup=exporter.recut)
+        }
