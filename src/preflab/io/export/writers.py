@@ -11,8 +11,9 @@ bounded twice, whatever batches the rows came in (:func:`row_groups`): at most
 :data:`ROW_GROUP_ROWS` rows and at most :data:`ROW_GROUP_BYTES` bytes of Arrow data (each row's
 values and offsets, :func:`row_bytes`); a group ends before the row that would pass either
 bound (a single row larger than the byte bound is a group of its own). The writer holds one
-group's rows, in the batches they came in, then once as contiguous columns: memory that does
-not grow with the project or with the size of its texts. A project whose every 65,536 rows are
+group's rows, in the batches they came in, and copies them into contiguous columns one column
+at a time, letting each column's pieces go once copied: memory that does not grow with the
+project or with the size of its texts. A project whose every 65,536 rows are
 under the byte bound gets the row groups it always had (the same bytes); past it the groups are
 smaller, the rows and values the same.
 """
@@ -42,8 +43,8 @@ CARD = "README.md"
 JSONL_LINES = 4_096
 #: rows of a Parquet row group at most (the exporters' batches: :data:`~.base.BATCH_ROWS`)
 ROW_GROUP_ROWS = BATCH_ROWS
-#: bytes of Arrow data a Parquet row group holds at most (32 MiB; :func:`row_bytes`)
-ROW_GROUP_BYTES = 32 << 20
+#: bytes of Arrow data a Parquet row group holds at most (16 MiB; :func:`row_bytes`)
+ROW_GROUP_BYTES = 16 << 20
 
 
 def batch_table(batch: Batch, schema: pa.Schema) -> pa.Table:
@@ -130,10 +131,11 @@ def row_groups(
 ) -> Iterator[pa.Table]:
     """``batches`` as tables of at most ``rows`` (:data:`ROW_GROUP_ROWS`) rows and ``nbytes``
     (:data:`ROW_GROUP_BYTES`) bytes of :func:`row_bytes`, cut where the rows pass a bound
-    whatever the batches were (at least one row a table), each column one contiguous array."""
+    whatever the batches were (at least one row a table), each column one contiguous array.
+    Held: one group's rows as they came, and one column of it copied at a time."""
     max_rows = ROW_GROUP_ROWS if rows is None else rows
     max_bytes = ROW_GROUP_BYTES if nbytes is None else nbytes
-    pending: list[pa.Table] = []
+    columns: list[list[pa.Array]] = [[] for _ in schema]  # the group's rows, column by column
     have_rows = have_bytes = 0
     for batch in batches:
         table = batch_table(batch, schema)
@@ -151,22 +153,30 @@ def row_groups(
             if take <= 0 and not have_rows:  # a row over the byte bound: a group of its own
                 take = 1
             if take > 0:
-                pending.append(table.slice(start, take))
+                for held, column in zip(columns, table.slice(start, take).columns, strict=True):
+                    held.extend(column.chunks)
                 have_rows += take
                 have_bytes += int(ends[start + take - 1]) - base
                 start += take
             if start < table.num_rows or have_rows >= max_rows:  # a bound is reached
-                group = _contiguous(pending)
-                pending, have_rows, have_bytes = [], 0, 0
+                group = _contiguous(columns, schema)
+                have_rows, have_bytes = 0, 0
                 yield group
                 del group
-    if pending:
-        yield _contiguous(pending)
+        del table
+    if have_rows:
+        yield _contiguous(columns, schema)
 
 
-def _contiguous(tables: list[pa.Table]) -> pa.Table:
-    """One table of ``tables``, each column one array (as :func:`batch_table` builds one)."""
-    return pa.concat_tables(tables).combine_chunks()
+def _contiguous(columns: list[list[pa.Array]], schema: pa.Schema) -> pa.Table:
+    """One table of the held ``columns`` (emptied), each column one array as
+    :func:`batch_table` builds one: a column's pieces are let go once it is copied."""
+    arrays = []
+    for i, pieces in enumerate(columns):
+        columns[i] = []
+        arrays.append(pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces))
+        del pieces
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def tables_of(batches: Iterable[Batch], schema: pa.Schema, regroup: bool) -> Iterator[pa.Table]:
