@@ -31,7 +31,8 @@ process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
 - ``export:FORMAT``: ``preflab export`` for every format that reads a pairwise project
   (:data:`EXPORTS`; ``--force``: the figures are the work, not the agreement gate);
   ``export:trl-preference:dawid-skene`` with ``--aggregation dawid-skene``;
-  ``export:trl-preference:hf`` with ``--file-format hf`` (a ``datasets`` directory);
+  ``export:trl-preference:hf`` with ``--file-format hf`` (a ``datasets`` directory),
+  ``export:trl-preference:parquet`` with ``--file-format parquet``;
 - ``status``: ``preflab status --json``;
 - ``page:dashboard``, ``page:data-first``, ``page:data-middle``, ``page:data-last`` (the data
   browser's pages as its links reach them: ``after=`` the previous page's last item),
@@ -116,8 +117,9 @@ STEPS = (
     *(f"export:{f}" for f in EXPORTS if f != "trl-preference"),
     # FORMAT:AGGREGATION: the model aggregator, fitted on every vote of the project
     "export:trl-preference:dawid-skene",
-    # FORMAT:FILE-FORMAT: a Hugging Face `datasets` directory (`--file-format hf`)
+    # FORMAT:FILE-FORMAT: a Hugging Face `datasets` directory (`--file-format hf`), Parquet
     "export:trl-preference:hf",
+    "export:trl-preference:parquet",
 )
 
 # -- generation ---------------------------------------------------------------------------------

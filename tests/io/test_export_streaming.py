@@ -35,6 +35,7 @@ from preflab.io.export import (
     agreement_gate,
     export_project,
     stream,
+    writers,
 )
 from preflab.io.export import manifest as export_manifest
 from preflab.io.export import seen as export_seen
@@ -407,7 +408,10 @@ def test_batched_token_lengths_equal_one_at_a_time(tmp_path):
     engine.dispose()
 
 
-def test_parquet_row_groups_are_cut_as_the_in_memory_writer_cuts_them(tmp_path):
+def test_parquet_row_groups_are_cut_as_the_in_memory_writer_cuts_them(tmp_path, monkeypatch):
+    """The writer cuts row groups itself, whatever batches the rows came in
+    (``writers.row_groups``; the streamed export hands it each chunk's rows)."""
+    monkeypatch.setattr(writers, "ROW_GROUP_ROWS", 10)
     rng = random.Random(0)
     schema = pa.schema([("prompt", pa.string()), ("margin", pa.float64())])
     rows = [(f"p{rng.randrange(50)}" * rng.randrange(1, 4), rng.random()) for _ in range(103)]
@@ -421,7 +425,7 @@ def test_parquet_row_groups_are_cut_as_the_in_memory_writer_cuts_them(tmp_path):
         pieces.append(batch(rows[start:stop]))
         start = stop
     write_parquet(tmp_path / "a.parquet", iter(whole), schema)
-    write_parquet(tmp_path / "b.parquet", stream.exact_batches(iter(pieces), schema, 10), schema)
+    write_parquet(tmp_path / "b.parquet", iter(pieces), schema)
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
     assert pq.ParquetFile(tmp_path / "b.parquet").num_row_groups == 11
 
@@ -540,3 +544,36 @@ def test_rollouts_leave_out_repeats_once_the_written_answers_are_on_disk(
     expected = {(f"Q{n % 3}", a) for n in range(20) for a in ("A", f"B{n % 5}")}
     assert sorted((r["prompt"], r["response"]) for r in rows) == sorted(expected)
     engine.dispose()
+
+
+@pytest.mark.slow
+def test_row_groups_past_the_byte_bound_hold_the_same_rows(
+    fixtures_engine, frozen_clock, small_chunks, tmp_path, monkeypatch
+):
+    """Past ``writers.ROW_GROUP_BYTES`` a Parquet file has more, smaller row groups: the
+    streamed and the in-memory export still write the same bytes, and the rows, values and
+    schema are those of the export with the default bound; an ``hf`` directory cut from those
+    groups loads the same dataset."""
+    unbounded = {}
+    for file_format in ("parquet", "hf"):
+        out = tmp_path / f"default-{file_format}"
+        options = ExportOptions(
+            format="trl-preference", out=out, file_format=file_format, force=True
+        )
+        export_project(fixtures_engine, "panda", options)
+        unbounded[file_format] = out
+    monkeypatch.setattr(writers, "ROW_GROUP_BYTES", 4096)
+    assert assert_identical(
+        fixtures_engine, "panda", "trl-preference", "parquet", {}, "majority", tmp_path
+    )
+    (bounded,) = (tmp_path / "new").rglob("train.parquet")
+    meta = pq.ParquetFile(bounded).metadata
+    assert (
+        meta.num_row_groups > 3
+        and pq.ParquetFile(unbounded["parquet"] / "train.parquet").metadata.num_row_groups == 1
+    )
+    assert pq.read_table(bounded).equals(pq.read_table(unbounded["parquet"] / "train.parquet"))
+    out = tmp_path / "bounded-hf"
+    options = ExportOptions(format="trl-preference", out=out, file_format="hf", force=True)
+    export_project(fixtures_engine, "panda", options)
+    assert_same_dataset(unbounded["hf"], out)

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -535,3 +536,44 @@ def test_a_running_job_survives_a_server_restart(labelled, db_url, no_spawn, app
         assert _wait(restarted, token, job["id"])["status"] == "cancelled"
     finally:
         proc.kill()
+
+
+def test_no_export_thread_outlives_the_app(labelled, db_url, tmp_path, monkeypatch):
+    """The watcher of a job's process and the cancel being enforced stop when the app shuts
+    down (the process goes on): no thread is left to use a database that may be gone."""
+    from preflab.server.app import ServerConfig, create_app
+
+    _, seeded = labelled
+    token = seeded.admin_token
+    real_popen = subprocess.Popen
+    started: list[subprocess.Popen] = []
+
+    def held(argv: list[str], **kw) -> subprocess.Popen:
+        """The job's real process, held once its files are written (it does not stop)."""
+        stub = [sys.executable, str(STUB), export_runner.WORKER_MODULE, "write", argv[-1]]
+        proc = real_popen(stub, stdout=subprocess.PIPE, text=True, **kw)
+        started.append(proc)
+        return proc
+
+    def export_threads() -> set[str]:
+        return {t.name for t in threading.enumerate() if t.name.startswith("export-")}
+
+    before = export_threads()  # the labelled fixture's own app: its sweep
+    config = ServerConfig(db_url=db_url, exports_dir=tmp_path / "exports", pool_size=2)
+    try:
+        with TestClient(create_app(config=config)) as c:
+            with monkeypatch.context() as m:
+                m.setattr(export_runner.subprocess, "Popen", held)
+                job = _start(c, token)
+            (proc,) = started
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "written"
+            r = c.post(f"{JOBS}/{job['id']}/cancel", headers=_as(token))
+            assert r.status_code == 202 and r.json()["cancel_requested"] is True
+            mine = {f"export-job-{job['id']}", f"export-cancel-{job['id']}"}
+            assert mine <= export_threads(), "a watcher and the cancel's enforcer run"
+        assert export_threads() == before, "every thread of the app's export jobs stopped"
+        assert proc.poll() is None, "the job's process goes on after the server"
+    finally:
+        for p in started:
+            export_runner.signal_group(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)

@@ -5,7 +5,15 @@ Never silently lost: a ``running`` job whose process is gone (its pid no longer 
 process on this host; on another host, no heartbeat for :data:`STALE_S`) becomes ``failed`` with
 :data:`RESTART_REASON` when a server starts, and with :data:`LOST_REASON` when a running
 server notices (its watcher of the processes it started, a sweep every :data:`SWEEP_S`).
-Queued jobs are started when a server starts.
+Queued jobs are started when a server starts, and a cancel asked of a job still running on this
+host is enforced again (the server that was enforcing it stopped).
+
+Threads: the sweep, one watcher per process started (``export-job-PK``) and one per cancel being
+enforced (``export-cancel-PK``). Each ends when its job ends, and all of them when the app shuts
+down (:meth:`Runner.close`: they wait on its stop event, never in a sleep or a blocking
+``wait()``, and are joined), so none outlives the app and its database: a job's process goes on
+after a shutdown, and what a stopped watcher would have recorded the next server's restart rule
+records.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,6 +45,10 @@ SWEEP_S = 30.0
 #: Seconds a running job has to stop after a cancel before its process group is terminated
 #: (SIGTERM), and then killed (SIGKILL) after as many again.
 CANCEL_GRACE_S = 5.0
+#: Seconds between two looks of a watcher at its process or job (and at the app's shutdown).
+POLL_S = 0.2
+#: Seconds :meth:`Runner.close` waits for its threads, all together.
+CLOSE_S = 10.0
 RESTART_REASON = "the server stopped while this export ran; start it again"
 LOST_REASON = "the export process stopped before it finished; start it again"
 WORKER_MODULE = "preflab.server.export_job"
@@ -117,6 +130,25 @@ class Runner:
         self.db = db
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._threads: set[threading.Thread] = set()
+
+    def _spawn(self, target: Callable[[int], None], pk: int, name: str) -> None:
+        """Run ``target(pk)`` in a thread of its own, joined by :meth:`close`."""
+
+        def run() -> None:
+            try:
+                target(pk)
+            finally:
+                with self._lock:
+                    self._threads.discard(thread)
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        with self._lock:
+            if self._stop.is_set():  # the app is shutting down: nothing new starts
+                return
+            self._threads.add(thread)
+        thread.start()
 
     def start(self, pk: int) -> None:
         """Start the process of job ``pk`` (it claims the job; a second process for the same
@@ -138,9 +170,7 @@ class Runner:
         except OSError as exc:
             self._fail_queued(pk, f"the export process could not start: {exc}")
             return
-        threading.Thread(
-            target=self._watch, args=(proc, pk), name=f"export-job-{pk}", daemon=True
-        ).start()
+        self._spawn(lambda job: self._watch(proc, job), pk, f"export-job-{pk}")
 
     def _fail_queued(self, pk: int, reason: str) -> None:
         with self.db.writing() as s:
@@ -152,8 +182,15 @@ class Runner:
             )
 
     def _watch(self, proc: subprocess.Popen[bytes], pk: int) -> None:
-        """Reap the process; a job it left running (killed, out of memory) becomes failed."""
-        code = proc.wait()
+        """Reap the process; a job it left running (killed, out of memory) becomes failed.
+        At the app's shutdown the watcher stops and the process goes on."""
+        while True:
+            try:
+                code = proc.wait(POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if self._stop.is_set():
+                    return
         try:
             if code != 0:
                 self._fail_queued(
@@ -181,9 +218,7 @@ class Runner:
     def enforce_cancel(self, pk: int) -> None:
         """In the background: end the job's process group if it has not stopped after
         :data:`CANCEL_GRACE_S` (SIGTERM, then SIGKILL), and record the job cancelled."""
-        threading.Thread(
-            target=self._enforce, args=(pk,), name=f"export-cancel-{pk}", daemon=True
-        ).start()
+        self._spawn(self._enforce, pk, f"export-cancel-{pk}")
 
     def _running(self, pk: int) -> tuple[int | None, str | None, str] | None:
         with self.db.reading() as s:
@@ -195,12 +230,15 @@ class Runner:
         return None if row is None else (row[0], row[1], row[2])
 
     def _wait_stopped(self, pk: int, seconds: float) -> bool:
+        """Whether job ``pk`` stopped running within ``seconds``, or the app is shutting
+        down (then the enforcing ends: the cancel mark stays, the next server enforces it)."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self._running(pk) is None:
                 return True
-            time.sleep(0.2)
-        return self._running(pk) is None
+            if self._stop.wait(POLL_S):
+                return True
+        return self._stop.is_set() or self._running(pk) is None
 
     def _enforce(self, pk: int) -> None:
         try:
@@ -228,10 +266,25 @@ class Runner:
 
     def recover(self) -> None:
         """At start-up: running jobs whose process is gone become failed
-        (:data:`RESTART_REASON`); queued jobs are started. A failure here is logged and does
-        not stop the server (the sweep tries again)."""
+        (:data:`RESTART_REASON`); a cancel asked of a running job of this host is enforced;
+        queued jobs are started. A failure here is logged and does not stop the server (the
+        sweep tries again)."""
         try:
             fail_lost(self.db, RESTART_REASON)
+            with self.db.reading() as s:
+                cancelling = list(
+                    s.scalars(
+                        select(ExportJob.pk)
+                        .where(
+                            ExportJob.status == "running",
+                            ExportJob.cancel_requested_at.is_not(None),
+                            ExportJob.worker_host == this_host(),
+                        )
+                        .order_by(ExportJob.pk)
+                    )
+                )
+            for pk in cancelling:
+                self.enforce_cancel(pk)
             with self.db.reading() as s:
                 queued = list(
                     s.scalars(
@@ -255,8 +308,14 @@ class Runner:
                 log.exception("export job sweep failed")
 
     def close(self) -> None:
-        """Stop the sweep (the shutdown). Running jobs go on: their processes outlive the
+        """Stop the sweep, the watchers and the cancels being enforced, and wait for them (the
+        shutdown; at most :data:`CLOSE_S`). Running jobs go on: their processes outlive the
         server, and the next server finds them running, or failed."""
-        self._stop.set()
+        deadline = time.monotonic() + CLOSE_S
+        with self._lock:
+            self._stop.set()
+            threads = list(self._threads)
         if self._sweeper is not None:
-            self._sweeper.join(5)
+            threads.append(self._sweeper)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))

@@ -19,8 +19,8 @@ every gate over every row), but no pass holds more than one chunk of items and t
 2. **Rows.** Every chunk is read and resolved again; the length gate's verdicts and the margins
    of pass 1 are replayed in the order pass 1 decided them (no text is tokenized twice), and the exporter turns the chunks into
    column batches (:meth:`~.base.Exporter.rows`) that go to the writer as they come: JSONL
-   appended batch by batch, Parquet in row groups of exactly :data:`~.base.BATCH_ROWS` rows, as
-   the in-memory writer cuts them, ``hf`` from those same batches (:mod:`.hf_writer`). Side
+   appended batch by batch, Parquet in the row groups the writer cuts whatever the batches
+   (:func:`.writers.row_groups`), ``hf`` from those same groups (:mod:`.hf_writer`). Side
    files are appended chunk by chunk; what the exporter drops while writing goes to the
    manifest's log, and its notes are summed over the chunks
    (:meth:`~.base.Exporter.note_counts`).
@@ -62,7 +62,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pyarrow as pa
 from sqlalchemy import func, select
 
 from ...schema.policy import Policy
@@ -71,7 +70,7 @@ from ...store.repo import iter_items_with_judgments
 from . import hf_writer, writers
 from .aggregators import DawidSkeneFit, aggregate_pairwise_dawid_skene, unit_key
 from .agreement_gate import AgreementTally, drop_disagreement, labels_dropped
-from .base import BATCH_ROWS, FILE_FORMATS, Batch, ExportData, Exporter, ExportOptions
+from .base import FILE_FORMATS, Batch, ExportData, Exporter, ExportOptions
 from .collector import Collector
 from .length_gate import (
     LengthTally,
@@ -86,7 +85,7 @@ from .row_cache import RowCache
 from .spans_gate import spans_gate
 from .spill import Spill, Tape
 from .truth import truth_gate
-from .writers import batch_table, gc_paused
+from .writers import gc_paused
 
 #: Items read and resolved at a time.
 CHUNK_ITEMS = 2_000
@@ -579,36 +578,6 @@ def chunk_data(
         summary.format_notes = exporter.notes_from_counts(counts, options)
 
 
-def exact_batches(
-    batches: Iterator[Batch], schema: pa.Schema, size: int = BATCH_ROWS
-) -> Iterator[Batch]:
-    """Batches re-cut to exactly ``size`` rows (the last one fewer), each column contiguous:
-    the Parquet row groups of the in-memory writer, whatever the chunks were."""
-    pending: list[pa.Table] = []
-    rows = 0
-    for batch in batches:
-        table = batch_table(batch, schema)
-        if not table.num_rows:
-            continue
-        pending.append(table)
-        rows += table.num_rows
-        while rows >= size:
-            whole = pa.concat_tables(pending)
-            yield _columns(whole.slice(0, size))
-            rest = whole.slice(size)
-            pending, rows = ([rest] if rest.num_rows else []), rest.num_rows
-    if rows:
-        yield _columns(pa.concat_tables(pending))
-
-
-def _columns(table: pa.Table) -> Batch:
-    table = table.combine_chunks()
-    return {
-        name: table.column(name).chunk(0) if table.column(name).num_chunks else table.column(name)
-        for name in table.column_names
-    }
-
-
 def write_streamed(
     exporter: Exporter,
     options: ExportOptions,
@@ -622,9 +591,10 @@ def write_streamed(
         if options.file_format == "jsonl":
             name = f"{options.split}.jsonl"
             return {name: writers.write_jsonl(directory / name, batches, schema, exporter)}
-        cut = exact_batches(batches, schema) if exporter.recut else batches
         if options.file_format == "hf":  # the in-memory writer's tables, cut as it cuts them
-            tables = (batch_table(b, schema) for b in cut)
+            tables = writers.tables_of(batches, schema, exporter.recut)
             return {options.split: hf_writer.write_hf(directory, tables, schema, options.split)}
         name = f"{options.split}.parquet"
-        return {name: writers.write_parquet(directory / name, cut, schema)}
+        return {
+            name: writers.write_parquet(directory / name, batches, schema, regroup=exporter.recut)
+        }
