@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeGuard
+from functools import partial
+from typing import Any, Protocol, TypeGuard, cast
 
 from pydantic import ValidationError
 from sqlalchemy import case, func, select
@@ -51,7 +53,7 @@ from ..permissions import ProjectRef
 from ..quality_adapter import wilson_interval
 from . import extra_raters
 from .leases import expired_leases
-from .review_scan import item_chunks, near_duplicate_partners, not_revised
+from .review_scan import ScanRow, item_answers, item_chunks, near_duplicate_partners, not_revised
 
 # -- judgments under review -----------------------------------------------------------------------
 
@@ -81,12 +83,13 @@ def active_judgments(
     return list(session.scalars(stmt))
 
 
-def parsed_judgments(rows: list[JudgmentRow]) -> list[Any]:
-    """Each row as its judgment model (``None`` for a row that no longer parses)."""
+def parsed_judgments(rows: Sequence[JudgmentRow | ScanRow]) -> list[Any]:
+    """Each row as its judgment model (``None`` for a row that no longer parses); a
+    :class:`.review_scan.ScanRow` has the attributes ``judgment_from_row`` reads."""
     out: list[JudgmentBase | None] = []
     for r in rows:
         try:
-            out.append(repo.judgment_from_row(r))
+            out.append(repo.judgment_from_row(cast(JudgmentRow, r)))
         except ValidationError:  # pragma: no cover - stored rows were validated on the way in
             out.append(None)
     return out
@@ -126,11 +129,15 @@ def telemetry_settings(project: ProjectRef | Project) -> TelemetrySettings:
 
 
 def assessments(
-    rows: list[JudgmentRow], parsed: list[Any], settings: TelemetrySettings
+    rows: Sequence[JudgmentRow | ScanRow],
+    parsed: list[Any],
+    settings: TelemetrySettings,
+    item_of: Callable[[int], ItemRow] | None = None,
 ) -> dict[int, Assessment]:
     """Index in ``rows`` -> the :class:`~preflab.quality.telemetry.Assessment` of each judgment
     with a telemetry flag: the export's rule (:func:`preflab.quality.telemetry.assess`, words to
-    read counted on the item's answers the judgment names, as the export counts them)."""
+    read counted on the item's answers the judgment names, as the export counts them).
+    ``item_of``: an item (with its answers) by pk, for rows that do not carry theirs."""
     items: dict[int, dict[str, int]] = {}
     out: dict[int, Assessment] = {}
     for i, (row, j) in enumerate(zip(rows, parsed, strict=True)):
@@ -140,7 +147,9 @@ def assessments(
         words = None
         if tel.active_ms is not None:
             if row.item_pk not in items:
-                item = repo.item_from_row(row.item)
+                loaded = item_of(row.item_pk) if item_of is not None else row.item
+                assert isinstance(loaded, ItemRow)
+                item = repo.item_from_row(loaded)
                 items[row.item_pk] = {c.key: word_length(c.as_text()) for c in item.candidates}
             lengths = items[row.item_pk]
             words = sum(lengths.get(c, 0) for c in j.candidate_ids())
@@ -180,7 +189,7 @@ def telemetry_decisions(
 
 
 def is_held_out(
-    a: Assessment | None, row: JudgmentRow, decided: dict[int, Any]
+    a: Assessment | None, row: JudgmentRow | ScanRow, decided: dict[int, Any]
 ) -> TypeGuard[Assessment]:
     """A production label its telemetry keeps out of exports, no reviewer having decided it."""
     return a is not None and a.exclude and row.review_pass == 0 and row.pk not in decided
@@ -317,7 +326,7 @@ def scan_queues(
     first_seen: dict[str, dict[str, int]] = defaultdict(dict)  # rater -> reason -> first pk
     for chunk, rows in item_chunks(session, project.pk):
         parsed = parsed_judgments(rows)
-        assessed = assessments(rows, parsed, settings)
+        assessed = assessments(rows, parsed, settings, partial(item_answers, session))
         disagree = disagreement_reasons(parsed)
         for item_id in waiting & disagree.keys():
             disagree.pop(item_id)  # one more rater first (Policy.adaptive_overlap)
