@@ -152,21 +152,40 @@ def near_duplicate_pairs(
         raise ValueError(f"{len(texts)} texts but {len(owners)} owners")
     sigs = minhash_signatures(texts, k, num_perm)
     bands, rows = 16, num_perm // 16
-    seen, out = set(), []
+    width = rows * sigs.itemsize  # a band's bytes in a signature row
+    out: list[tuple[int, int, float]] = []
     # band by band (the pairs found do not depend on the order, and the result is sorted): one
-    # band's buckets in memory, found by sorting the band's bytes
+    # band's buckets in memory, found by sorting the band's bytes. A pair is checked in the
+    # first band that buckets it (its signatures' bytes are equal in no band before): no set of
+    # the pairs checked. A text's shingles are made once per bucket, not once per pair.
     for b in range(bands):
         for members in _buckets(sigs[:, b * rows : (b + 1) * rows]):
+            raw = {m: sigs[m].tobytes() for m in members} if b else {}
+            made: dict[int, set[str]] = {}
             for x in range(len(members)):
+                i = members[x]
                 for y in range(x + 1, len(members)):
-                    i, j = members[x], members[y]
-                    if (i, j) in seen or owners[i] == owners[j]:
+                    j = members[y]
+                    if owners[i] == owners[j]:
                         continue
-                    seen.add((i, j))
-                    sim = jaccard(texts[i], texts[j], k)
+                    if b and _bucketed_before(raw[i], raw[j], b, width):
+                        continue
+                    sa = made.get(i)
+                    if sa is None:
+                        sa = made[i] = shingles(texts[i], k)
+                    sb = made.get(j)
+                    if sb is None:
+                        sb = made[j] = shingles(texts[j], k)
+                    union = sa | sb
+                    sim = len(sa & sb) / len(union) if union else 1.0  # :func:`jaccard`
                     if sim >= min_jaccard:
                         out.append((i, j, sim))
     return sorted(out)
+
+
+def _bucketed_before(a: bytes, b: bytes, band: int, width: int) -> bool:
+    """Whether two signatures (their rows' bytes) are equal in a band before ``band``."""
+    return any(a[s : s + width] == b[s : s + width] for s in range(0, band * width, width))
 
 
 def _buckets(band: np.ndarray) -> list[list[int]]:
