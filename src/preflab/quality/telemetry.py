@@ -154,7 +154,8 @@ def near_duplicate_pairs(
         raise ValueError(f"{len(texts)} texts but {len(owners)} owners")
     sigs = minhash_signatures(texts, k, num_perm)
     bands, rows = 16, num_perm // 16
-    seen, out = set(), []
+    width = rows * sigs.itemsize  # a band's bytes in a signature row
+    out: list[tuple[int, int, float]] = []
     # each text's shingles once for every candidate pair it is in (a stock phrase is in many),
     # by text, at most SHINGLE_SETS at a time: :func:`jaccard`'s value
     shingled: dict[str, set[str]] = {}
@@ -168,21 +169,31 @@ def near_duplicate_pairs(
         return found
 
     # band by band (the pairs found do not depend on the order, and the result is sorted): one
-    # band's buckets in memory, found by sorting the band's bytes
+    # band's buckets in memory, found by sorting the band's bytes. A pair is checked in the
+    # first band that buckets it (its signatures' bytes are equal in no band before): no set of
+    # the pairs checked.
     for b in range(bands):
         for members in _buckets(sigs[:, b * rows : (b + 1) * rows]):
+            raw = {m: sigs[m].tobytes() for m in members} if b else {}
             for x in range(len(members)):
+                i = members[x]
                 for y in range(x + 1, len(members)):
-                    i, j = members[x], members[y]
-                    if (i, j) in seen or owners[i] == owners[j]:
+                    j = members[y]
+                    if owners[i] == owners[j]:
                         continue
-                    seen.add((i, j))
+                    if b and _bucketed_before(raw[i], raw[j], b, width):
+                        continue
                     sa, sb = shingle_set(texts[i]), shingle_set(texts[j])
                     union = len(sa | sb)
-                    sim = len(sa & sb) / union if union else 1.0
+                    sim = len(sa & sb) / union if union else 1.0  # :func:`jaccard`
                     if sim >= min_jaccard:
                         out.append((i, j, sim))
     return sorted(out)
+
+
+def _bucketed_before(a: bytes, b: bytes, band: int, width: int) -> bool:
+    """Whether two signatures (their rows' bytes) are equal in a band before ``band``."""
+    return any(a[s : s + width] == b[s : s + width] for s in range(0, band * width, width))
 
 
 def _buckets(band: np.ndarray) -> list[list[int]]:

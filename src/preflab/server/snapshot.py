@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from array import array
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -289,14 +290,25 @@ def activity(
     session: Session, project: ProjectRef | Project
 ) -> tuple[dict[str, Any], NearDuplicateIndex]:
     """:func:`rater_activity`, and its near-duplicate search (for the report's flags)."""
+    out, index, _partners = _activity(session, project, held_out=True)
+    return out, index
+
+
+def _activity(
+    session: Session, project: ProjectRef | Project, *, held_out: bool
+) -> tuple[dict[str, Any], NearDuplicateIndex, dict[int, list[int]]]:
+    """:func:`activity`, and the search's pairs as the review queues read them (judgment pk ->
+    the pks it nearly duplicates, :func:`.services.review_scan.near_duplicate_partners`' answer:
+    the same rationales, owners and order). ``held_out=False``: every rater's held-out count is
+    0, the caller adds them (the review queues' pass assesses the same labels)."""
     settings = review.telemetry_settings(project)
-    decided = review.telemetry_decisions(session, project.pk)
+    decided = review.telemetry_decisions(session, project.pk) if held_out else {}
     times: dict[str, array[float]] = {}
     held: dict[str, int] = {}
     with_telemetry: list[int] = []
     texts: list[str] = []
     owners: list[str] = []
-    pks: list[int] = []
+    pks = array("q")
     for pk, review_pass, started, submitted, telemetry, rationale, key in _activity_rows(
         session, project.pk
     ):
@@ -309,21 +321,25 @@ def activity(
         held.setdefault(key, 0)
         if submitted is not None and started is not None:
             times.setdefault(key, array("d")).append((submitted - started).total_seconds())
-        if telemetry is not None:
+        if telemetry is not None and held_out:
             with_telemetry.append(pk)
     for key in _held_out(session, with_telemetry, settings, decided):
         held[key] += 1
     cfg = TelemetrySettings()  # the data browser's flags use the engine's defaults, as before
     index = NearDuplicateIndex(texts, owners, cfg.min_jaccard, cfg.shingle, cfg.num_perm)
+    del texts, owners
     dups: set[int] = set()
+    partners: dict[int, set[int]] = defaultdict(set)
     for first, second, _sim in index.found:
         dups.update((pks[first], pks[second]))
+        partners[pks[first]].add(pks[second])
+        partners[pks[second]].add(pks[first])
     out = {
         "median_s": {k: _median(v) for k, v in times.items()},
         "held_out": held,
         "near_duplicate_pks": sorted(dups),
     }
-    return out, index
+    return out, index, {pk: sorted(others) for pk, others in partners.items()}
 
 
 def rater_activity(session: Session, project: ProjectRef | Project) -> dict[str, Any]:
@@ -349,6 +365,34 @@ def compute_panels(
     grow with the project, the figures ``preflab quality report`` prints), and
     :func:`rater_activity`."""
     per_rater, searched = activity(session, project)
+    return _panels(session, project, mark, per_rater, searched)
+
+
+def compute_snapshot(
+    session: Session, project: ProjectRef | Project, mark: Watermark, spool: review_store.Spool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The panels (:func:`compute_panels`) and the review queues (into ``spool``, the entries
+    :func:`.services.review.review_queues` gives, as they are computed) with their
+    :func:`.services.review_store.summary`: one near-duplicate search for the three of them (the
+    per-rater figures, the report's flags, the queue's reasons), and the labels held out by
+    telemetry assessed once, in the queues' pass."""
+    per_rater, searched, partners = _activity(session, project, held_out=False)
+    tally = review.scan_queues(session, project, spool, partners=partners)
+    del partners
+    held = per_rater["held_out"]
+    for key, n in tally.held_by_rater.items():
+        held[key] += n
+    summary = spool.finish(tally, review.pending_demonstrations(session, project))
+    return _panels(session, project, mark, per_rater, searched), summary
+
+
+def _panels(
+    session: Session,
+    project: ProjectRef | Project,
+    mark: Watermark,
+    per_rater: dict[str, Any],
+    searched: NearDuplicateIndex,
+) -> dict[str, Any]:
     acc = accumulate_in(session, project.name)
     # the report's near-duplicate flags: its rationales are among those searched just now
     acc.pair_search = searched.pairs
@@ -518,42 +562,41 @@ def refresh(url: str, project_name: str, *, claimed: bool = False, force: bool =
                     "wait for it, or pass --force"
                 )
         started = time.monotonic()
-        try:
-            with db.reading() as s:
-                project = get_project(s, project_name)
-                mark = watermark(s, project.pk)  # before reading: later labels count as "since"
-                panels = compute_panels(s, project, mark)
-                # the review queues over the same labels (the review page reads a page of them)
-                queues = review.review_queues(s, project)
-                queue_rows = review_store.entries(queues, project.secret)
-                queue_summary = review_store.summary(queues)
-                del queues
-        except Exception as exc:
+        with review_store.Spool(None) as spool:
+            try:
+                with db.reading() as s:
+                    project = get_project(s, project_name)
+                    spool.secret = project.secret  # each spot entry's draw
+                    mark = watermark(s, project.pk)  # before reading: later labels are "since"
+                    # the panels and the review queues over the same labels (the review page
+                    # reads a page of them), the queues spooled as they are computed
+                    panels, queue_summary = compute_snapshot(s, project, mark, spool)
+            except Exception as exc:
+                with db.writing() as s:
+                    s.execute(
+                        update(QualitySnapshot)
+                        .where(QualitySnapshot.project_pk == project_pk)
+                        .values(running_since=None, error=f"{type(exc).__name__}: {exc}")
+                    )
+                raise
             with db.writing() as s:
+                review_store.replace(s, project_pk, spool.rows())
                 s.execute(
                     update(QualitySnapshot)
                     .where(QualitySnapshot.project_pk == project_pk)
-                    .values(running_since=None, error=f"{type(exc).__name__}: {exc}")
+                    .values(
+                        review=queue_summary,
+                        panels=panels,
+                        computed_at=utcnow(),
+                        labels=mark.labels,
+                        max_judgment_pk=mark.max_judgment_pk,
+                        max_review_pk=mark.max_review_pk,
+                        seconds=time.monotonic() - started,
+                        running_since=None,
+                        error=None,
+                    )
                 )
-            raise
-        with db.writing() as s:
-            review_store.replace(s, project_pk, queue_rows)
-            s.execute(
-                update(QualitySnapshot)
-                .where(QualitySnapshot.project_pk == project_pk)
-                .values(
-                    review=queue_summary,
-                    panels=panels,
-                    computed_at=utcnow(),
-                    labels=mark.labels,
-                    max_judgment_pk=mark.max_judgment_pk,
-                    max_review_pk=mark.max_review_pk,
-                    seconds=time.monotonic() - started,
-                    running_since=None,
-                    error=None,
-                )
-            )
-            out = stored(s, project_pk, mark.labels)
+                out = stored(s, project_pk, mark.labels)
         assert out is not None
         return out
     finally:

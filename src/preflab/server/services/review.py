@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from typing import Any, TypeGuard
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol, TypeGuard, cast
 
 from pydantic import ValidationError
 from sqlalchemy import case, func, select
@@ -50,7 +53,7 @@ from ..permissions import ProjectRef
 from ..quality_adapter import wilson_interval
 from . import extra_raters
 from .leases import expired_leases
-from .review_scan import item_chunks, near_duplicate_partners, not_revised
+from .review_scan import ScanRow, item_answers, item_chunks, near_duplicate_partners, not_revised
 
 # -- judgments under review -----------------------------------------------------------------------
 
@@ -80,12 +83,13 @@ def active_judgments(
     return list(session.scalars(stmt))
 
 
-def parsed_judgments(rows: list[JudgmentRow]) -> list[Any]:
-    """Each row as its judgment model (``None`` for a row that no longer parses)."""
+def parsed_judgments(rows: Sequence[JudgmentRow | ScanRow]) -> list[Any]:
+    """Each row as its judgment model (``None`` for a row that no longer parses); a
+    :class:`.review_scan.ScanRow` has the attributes ``judgment_from_row`` reads."""
     out: list[JudgmentBase | None] = []
     for r in rows:
         try:
-            out.append(repo.judgment_from_row(r))
+            out.append(repo.judgment_from_row(cast(JudgmentRow, r)))
         except ValidationError:  # pragma: no cover - stored rows were validated on the way in
             out.append(None)
     return out
@@ -125,11 +129,15 @@ def telemetry_settings(project: ProjectRef | Project) -> TelemetrySettings:
 
 
 def assessments(
-    rows: list[JudgmentRow], parsed: list[Any], settings: TelemetrySettings
+    rows: Sequence[JudgmentRow | ScanRow],
+    parsed: list[Any],
+    settings: TelemetrySettings,
+    item_of: Callable[[int], ItemRow] | None = None,
 ) -> dict[int, Assessment]:
     """Index in ``rows`` -> the :class:`~preflab.quality.telemetry.Assessment` of each judgment
     with a telemetry flag: the export's rule (:func:`preflab.quality.telemetry.assess`, words to
-    read counted on the item's answers the judgment names, as the export counts them)."""
+    read counted on the item's answers the judgment names, as the export counts them).
+    ``item_of``: an item (with its answers) by pk, for rows that do not carry theirs."""
     items: dict[int, dict[str, int]] = {}
     out: dict[int, Assessment] = {}
     for i, (row, j) in enumerate(zip(rows, parsed, strict=True)):
@@ -139,7 +147,9 @@ def assessments(
         words = None
         if tel.active_ms is not None:
             if row.item_pk not in items:
-                item = repo.item_from_row(row.item)
+                loaded = item_of(row.item_pk) if item_of is not None else row.item
+                assert isinstance(loaded, ItemRow)
+                item = repo.item_from_row(loaded)
                 items[row.item_pk] = {c.key: word_length(c.as_text()) for c in item.candidates}
             lengths = items[row.item_pk]
             words = sum(lengths.get(c, 0) for c in j.candidate_ids())
@@ -179,10 +189,60 @@ def telemetry_decisions(
 
 
 def is_held_out(
-    a: Assessment | None, row: JudgmentRow, decided: dict[int, Any]
+    a: Assessment | None, row: JudgmentRow | ScanRow, decided: dict[int, Any]
 ) -> TypeGuard[Assessment]:
     """A production label its telemetry keeps out of exports, no reviewer having decided it."""
     return a is not None and a.exclude and row.review_pass == 0 and row.pk not in decided
+
+
+class QueueSink(Protocol):
+    """Where :func:`scan_queues` puts each entry as it is computed (item pk order): a list
+    (:func:`review_queues`) or the snapshot's spool (:class:`.review_store.Spool`)."""
+
+    def adjudication(self, entry: dict[str, Any]) -> None:
+        """An item queued for adjudication (the queue is ordered afterwards)."""
+
+    def spot(self, entry: dict[str, Any]) -> None:
+        """A production judgment drawn for spot review."""
+
+    def held_out(self, entry: dict[str, Any]) -> None:
+        """A production label held out by telemetry, no reviewer having decided it."""
+
+
+@dataclass
+class ListSink:
+    """The entries in lists, as computed."""
+
+    queue: list[dict[str, Any]] = field(default_factory=list)
+    spots: list[dict[str, Any]] = field(default_factory=list)
+    held: list[dict[str, Any]] = field(default_factory=list)
+
+    def adjudication(self, entry: dict[str, Any]) -> None:
+        self.queue.append(entry)
+
+    def spot(self, entry: dict[str, Any]) -> None:
+        self.spots.append(entry)
+
+    def held_out(self, entry: dict[str, Any]) -> None:
+        self.held.append(entry)
+
+
+@dataclass
+class Tally:
+    """What :func:`scan_queues` answers beside the entries: the weak signals per rater (in the
+    queue's order), the reviewer's decisions counted, the spot share, and per ``rater_key`` the
+    production labels held out by telemetry whatever the item's adjudication (the dashboard's
+    per-rater figure, :func:`preflab.server.snapshot.rater_activity`)."""
+
+    weak_by_rater: list[dict[str, Any]]
+    decided: int
+    share: float
+    held_by_rater: dict[str, int]
+
+
+def adjudication_order(entry: dict[str, Any]) -> tuple[bool, int, str]:
+    """The adjudication queue's order: adjudicated last, then more reasons first, then item id."""
+    return (bool(entry["adjudicated"]), -len(entry["reasons"]), str(entry["item_id"]))
 
 
 def review_queues(
@@ -197,7 +257,38 @@ def review_queues(
     not queue its item: most honest labels carry one, and a queue of them hides what needs a
     reviewer. A reviewer sees weak flags where they help: per rater (a pattern over many
     labels), on the item page with their evidence, and beside the other reasons of a queued item.
+    The entries are computed by :func:`scan_queues` (which the snapshot streams to its table).
     """
+    sink = ListSink()
+    tally = scan_queues(session, project, sink, share=share)
+    sink.held.sort(key=lambda h: h["judgment_id"])
+    sink.spots.sort(key=lambda s: s["judgment_id"])
+    return {
+        "adjudication": sorted(sink.queue, key=adjudication_order),
+        "spot": sink.spots,
+        "spot_share": tally.share,
+        "demonstrations": pending_demonstrations(session, project),
+        "telemetry": {
+            "held_out": sink.held,
+            "weak_by_rater": tally.weak_by_rater,
+            "decided": tally.decided,
+        },
+    }
+
+
+def scan_queues(
+    session: Session,
+    project: ProjectRef | Project,
+    sink: QueueSink,
+    *,
+    share: float | None = None,
+    partners: dict[int, list[int]] | None = None,
+) -> Tally:
+    """:func:`review_queues`' entries, each handed to ``sink`` as it is computed (items in pk
+    order, ``CHUNK`` items a query: memory bounded by a chunk, not the project; the
+    adjudication queue and the spot and held-out entries unsorted). ``partners``: the
+    near-duplicate rationales (:func:`.review_scan.near_duplicate_partners`' answer) when the
+    caller searched them already."""
     p = must_get(session, Project, project.pk)
     policy = settings_of(project.settings).policy
     share = policy.spot_review_share if share is None else share
@@ -228,15 +319,14 @@ def review_queues(
     ):
         first = req.note.splitlines()[0] if req.note else "sent back"
         sent_back[req.judgment_pk].append((req.pk, first))
-    partners = near_duplicate_partners(session, project.pk)
-    queue: list[dict[str, Any]] = []
-    held_out: list[dict[str, Any]] = []
-    spot: list[dict[str, Any]] = []
+    if partners is None:
+        partners = near_duplicate_partners(session, project.pk)
+    held_by_rater: dict[str, int] = defaultdict(int)
     weak_by_rater: dict[str, dict[str, Any]] = {}
     first_seen: dict[str, dict[str, int]] = defaultdict(dict)  # rater -> reason -> first pk
     for chunk, rows in item_chunks(session, project.pk):
         parsed = parsed_judgments(rows)
-        assessed = assessments(rows, parsed, settings)
+        assessed = assessments(rows, parsed, settings, partial(item_answers, session))
         disagree = disagreement_reasons(parsed)
         for item_id in waiting & disagree.keys():
             disagree.pop(item_id)  # one more rater first (Policy.adaptive_overlap)
@@ -276,6 +366,8 @@ def review_queues(
             for i in production:
                 row = rows[i]
                 a = assessed.get(i)
+                if a is not None and a.exclude and row.pk not in decided:
+                    held_by_rater[row.rater.rater_key] += 1  # the dashboard's count
                 who = row.rater.rater_hash[:24] if blind else row.rater.rater_key
                 per = weak_by_rater.setdefault(
                     who, {"rater": who, "labels": 0, "weak": 0, "flags": {}}
@@ -284,7 +376,7 @@ def review_queues(
                 if adjudicated:  # the final label replaced the raters' labels
                     continue
                 if is_held_out(a, row, decided):
-                    held_out.append(
+                    sink.held_out(
                         {
                             "judgment_id": row.pk,
                             "item_id": item_key,
@@ -315,12 +407,12 @@ def review_queues(
                             f"weak telemetry signals on judgment {rows[i].pk} (exported): "
                             f"{', '.join(a.names)}"
                         )
-                queue.append(entry)
+                sink.adjudication(entry)
                 continue
             for i in production:
                 row = rows[i]
                 if row.pk not in flagged and unit_hash(p.secret, row.pk) < share:
-                    spot.append({"judgment_id": row.pk, "item_id": item_key, "kind": row.kind})
+                    sink.spot({"judgment_id": row.pk, "item_id": item_key, "kind": row.kind})
     # a rater's weak flags in the order they first occur (judgment pk order)
     for who, per in weak_by_rater.items():
         seen = first_seen[who]
@@ -329,20 +421,7 @@ def review_queues(
         (r for r in weak_by_rater.values() if r["weak"]),
         key=lambda r: (-r["weak"] / r["labels"], r["rater"]),
     )
-    ordered = sorted(queue, key=lambda e: (e["adjudicated"], -len(e["reasons"]), e["item_id"]))
-    held_out.sort(key=lambda h: h["judgment_id"])
-    spot.sort(key=lambda s: s["judgment_id"])
-    return {
-        "adjudication": ordered,
-        "spot": spot,
-        "spot_share": share,
-        "demonstrations": pending_demonstrations(session, project),
-        "telemetry": {
-            "held_out": held_out,
-            "weak_by_rater": weak_rows,
-            "decided": len(decided),
-        },
-    }
+    return Tally(weak_rows, len(decided), share, dict(held_by_rater))
 
 
 def unit_hash(secret: str, pk: int) -> float:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from typing import Any
 
 from sqlalchemy import ColumnElement, exists, select
 from sqlalchemy.orm import Session, aliased, selectinload
@@ -60,11 +62,60 @@ def near_duplicate_partners(session: Session, project_pk: int) -> dict[int, list
     return {pk: sorted(set(others)) for pk, others in out.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class RaterCols:
+    """The rater columns a scanned judgment carries."""
+
+    rater_key: str
+    rater_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class ItemCols:
+    """The item column a scanned judgment carries (its answers are loaded when needed)."""
+
+    item_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRow:
+    """A counting judgment's columns, read as a row (no ORM object): the attributes of
+    :class:`~preflab.store.models.JudgmentRow` that :func:`preflab.store.repo.judgment_from_row`
+    and the review queues read, with ``rater`` and ``item`` as their columns."""
+
+    pk: int
+    item_pk: int
+    kind: str
+    body: dict[str, Any]
+    rationale: str | None
+    rubric_key: str | None
+    rubric_version: int | None
+    guideline_version: int | None
+    review_pass: int
+    source: str | None
+    started_at: Any
+    submitted_at: Any
+    telemetry: dict[str, Any] | None
+    idempotency_key: str | None
+    judge: Any
+    assisted_by: Any
+    rater: RaterCols
+    item: ItemCols
+
+
+#: the judgment columns of :class:`ScanRow`, in its order (then the rater's and the item's)
+_COLUMNS = [
+    getattr(JudgmentRow, f.name) for f in fields(ScanRow) if f.name not in ("rater", "item")
+]
+
+
 def item_chunks(
     session: Session, project_pk: int
-) -> Iterator[tuple[list[tuple[int, str]], list[JudgmentRow]]]:
+) -> Iterator[tuple[list[tuple[int, str]], list[ScanRow]]]:
     """The project's items (pk, id) ``CHUNK`` at a time in pk order, each chunk with its
-    counting judgments (pk order, raters and items' answers loaded)."""
+    counting judgments (pk order) as :class:`ScanRow` (columns, no ORM object: loading and
+    tracking objects was most of the queues' pass); :func:`item_answers` loads an item's
+    answers when a judgment needs them."""
     dialect = session.get_bind().dialect.name
     # SQLite: `+0` keeps the planner on the primary key for the keyset (as the data browser)
     mine = ItemRow.project_pk + 0 if dialect == "sqlite" else ItemRow.project_pk
@@ -82,21 +133,29 @@ def item_chunks(
         if not chunk:
             return
         last = chunk[-1][0]
-        rows = list(
-            session.scalars(
-                select(JudgmentRow)
-                .where(
-                    JudgmentRow.project_pk == project_pk,
-                    JudgmentRow.item_pk.in_([pk for pk, _ in chunk]),
-                    JudgmentRow.excluded.is_(False),
-                    not_revised(),
-                )
-                .options(
-                    selectinload(JudgmentRow.rater),
-                    selectinload(JudgmentRow.item).selectinload(ItemRow.candidates),
-                )
-                .order_by(JudgmentRow.pk)
+        keys = dict(chunk)
+        raters: dict[tuple[str, str], RaterCols] = {}
+        rows: list[ScanRow] = []
+        for *cols, rater_key, rater_hash in session.execute(
+            select(*_COLUMNS, Rater.rater_key, Rater.rater_hash)
+            .join(Rater, Rater.pk == JudgmentRow.rater_pk)
+            .where(
+                JudgmentRow.project_pk == project_pk,
+                JudgmentRow.item_pk.in_(list(keys)),
+                JudgmentRow.excluded.is_(False),
+                not_revised(),
             )
-        )
+            .order_by(JudgmentRow.pk)
+        ):
+            rater = raters.get((rater_key, rater_hash))
+            if rater is None:
+                rater = raters[(rater_key, rater_hash)] = RaterCols(rater_key, rater_hash)
+            rows.append(ScanRow(*[*cols, rater, ItemCols(keys[cols[1]])]))
         yield chunk, rows
-        session.expunge_all()  # keep the identity map to one chunk
+
+
+def item_answers(session: Session, item_pk: int) -> ItemRow:
+    """An item with its answers (for the words a judgment's telemetry is measured against)."""
+    item = session.get(ItemRow, item_pk, options=[selectinload(ItemRow.candidates)])
+    assert item is not None  # a counting judgment's item
+    return item

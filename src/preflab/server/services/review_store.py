@@ -12,15 +12,18 @@ signals per rater; the judgment pk for spot review, the held-out labels and the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import pickle
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Protocol
 
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from ...store.server_models import ReviewQueueEntry
-from .review import unit_hash
+from .review import Tally, adjudication_order, unit_hash
 
 #: The queues, in the order a cursor lists their positions.
 QUEUES = ("adjudication", "spot", "held_out", "weak_by_rater", "demonstrations")
@@ -79,10 +82,12 @@ def summary(queues: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def replace(session: Session, project_pk: int, rows: Sequence[Entry]) -> None:
-    """The project's stored entries become ``rows`` (in the caller's write transaction)."""
+def replace(session: Session, project_pk: int, rows: Iterable[Entry]) -> None:
+    """The project's stored entries become ``rows`` (in the caller's write transaction),
+    inserted ``BATCH`` at a time as they are read from ``rows``."""
     session.execute(delete(ReviewQueueEntry).where(ReviewQueueEntry.project_pk == project_pk))
-    for start in range(0, len(rows), BATCH):
+    it = iter(rows)
+    while batch := list(islice(it, BATCH)):
         session.execute(
             insert(ReviewQueueEntry),
             [
@@ -96,9 +101,92 @@ def replace(session: Session, project_pk: int, rows: Sequence[Entry]) -> None:
                     "done": r.done,
                     "entry": r.entry,
                 }
-                for r in rows[start : start + BATCH]
+                for r in batch
             ],
         )
+
+
+class Spool:
+    """The snapshot's queues as they are computed (a :class:`.review.QueueSink`), in a temporary
+    file rather than in memory: each entry pickled as it comes (the very object, so what is
+    stored is what :func:`entries` stores), and in memory only the adjudication queue's sort
+    keys with each entry's place in the file. :meth:`rows` reads them back in :func:`entries`'
+    order and positions (the adjudication queue ranked; spot, held-out and demonstration entries
+    at their judgment pk, which is their order), so the write transaction inserts them in
+    batches (:func:`replace`) and readers never see a half-written queue. Close it (or use it
+    as a context manager) to remove the file."""
+
+    def __init__(self, secret: str | None) -> None:
+        self.secret = secret
+        self.file = tempfile.TemporaryFile(prefix="preflab-queues-")
+        #: (adjudication order, offset) of each queued item
+        self.ranked: list[tuple[tuple[bool, int, str], int]] = []
+        self.counts = dict.fromkeys(
+            ("adjudication", "adjudication_open", "spot", "held_out", "weak_by_rater"), 0
+        )
+        self.tail: list[Entry] = []  # weak signals per rater and demonstrations (no pass)
+        self._others: list[int] = []  # offsets of the spot and held-out entries
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.file.close()
+
+    def _put(self, queue: str, entry: dict[str, Any]) -> int:
+        self.file.seek(0, 2)
+        at = self.file.tell()
+        pickle.dump((queue, entry), self.file, protocol=pickle.HIGHEST_PROTOCOL)
+        return at
+
+    def adjudication(self, entry: dict[str, Any]) -> None:
+        self.ranked.append((adjudication_order(entry), self._put("adjudication", entry)))
+        self.counts["adjudication"] += 1
+        self.counts["adjudication_open"] += not entry["adjudicated"]
+
+    def spot(self, entry: dict[str, Any]) -> None:
+        self._others.append(self._put("spot", entry))
+        self.counts["spot"] += 1
+
+    def held_out(self, entry: dict[str, Any]) -> None:
+        self._others.append(self._put("held_out", entry))
+        self.counts["held_out"] += 1
+
+    def finish(self, tally: Tally, demonstrations: list[dict[str, Any]]) -> dict[str, Any]:
+        """The scan is over: the raters' weak signals and the pending demonstrations join the
+        entries; answers :func:`summary` of the queues."""
+        self.ranked.sort()
+        self.tail = [Entry("weak_by_rater", i, w) for i, w in enumerate(tally.weak_by_rater)]
+        self.tail += [Entry("demonstrations", d["judgment_id"], d) for d in demonstrations]
+        self.counts["weak_by_rater"] = len(tally.weak_by_rater)
+        return {
+            "counts": {**self.counts, "demonstrations": len(demonstrations)},
+            "spot_share": tally.share,
+            "decided": tally.decided,
+        }
+
+    def _read(self, at: int) -> tuple[str, dict[str, Any]]:
+        self.file.seek(at)
+        queue, entry = pickle.load(self.file)
+        return queue, entry
+
+    def rows(self) -> Iterator[Entry]:
+        """The entries, as :func:`entries` gives them for the same queues (call :meth:`finish`
+        first); read back one at a time."""
+        for rank, (_key, at) in enumerate(self.ranked):
+            _q, e = self._read(at)
+            yield Entry("adjudication", rank, e, done=bool(e["adjudicated"]))
+        for at in self._others:
+            queue, e = self._read(at)
+            pk = e["judgment_id"]
+            draw = None
+            if queue == "spot" and self.secret is not None:
+                draw = unit_hash(self.secret, pk)
+            yield Entry(queue, pk, e, draw=draw)
+        yield from self.tail
 
 
 class Source(Protocol):
