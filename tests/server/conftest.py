@@ -234,6 +234,27 @@ def start_server(tmp_path: Path):
         server.kill()
 
 
+@pytest.fixture
+def app_for(tmp_path: Path):
+    """``make(url)``: the app on ``url`` in process, its lifespan started (closed at the end)."""
+    from fastapi.testclient import TestClient
+
+    from preflab.server.app import ServerConfig, create_app
+
+    clients: list[TestClient] = []
+
+    def make(url: str) -> TestClient:
+        config = ServerConfig(db_url=url, exports_dir=tmp_path / "exports", pool_size=2)
+        client = TestClient(create_app(config=config))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for c in clients:
+        c.__exit__(None, None, None)
+
+
 def expire_now(url: str, model: Any, *where: Any) -> int:
     """Move ``expires_at`` of the matching rows one second into the past: the server's own clock
     then sees them expired, as if the time had passed (instead of sleeping in the test)."""

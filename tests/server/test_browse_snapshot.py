@@ -15,7 +15,6 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
 from preflab.io.quality_source import load_for_report
@@ -52,24 +51,6 @@ WORDS = (
     "useful valid verbose vague wrong missing confused rambling outdated partial risky sloppy "
     "terse unclear unsafe hedged generic repetitive offtopic"
 ).split()
-
-
-@pytest.fixture
-def app_for(tmp_path):
-    clients = []
-
-    def make(url: str) -> TestClient:
-        from preflab.server.app import ServerConfig, create_app
-
-        config = ServerConfig(db_url=url, exports_dir=tmp_path / "exports", pool_size=2)
-        client = TestClient(create_app(config=config))
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for c in clients:
-        c.__exit__(None, None, None)
 
 
 def _as(token: str) -> dict[str, str]:

@@ -45,25 +45,6 @@ def _as(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-@pytest.fixture
-def app_for(tmp_path):
-    """``make(url)``: the app on ``url`` with its lifespan started (closed at the end)."""
-    clients: list[TestClient] = []
-
-    def make(url: str) -> TestClient:
-        from preflab.server.app import ServerConfig, create_app
-
-        config = ServerConfig(db_url=url, exports_dir=tmp_path / "exports", pool_size=2)
-        client = TestClient(create_app(config=config))
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for c in clients:
-        c.__exit__(None, None, None)
-
-
 def _label(c: TestClient, token: str, prefer: str) -> None:
     while True:
         r = c.post("/api/v1/projects/demo/assignments/next", headers=_as(token))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import func, select, text, update
 
 from preflab.server import snapshot
@@ -22,24 +21,6 @@ from preflab.store.models import ItemRow, JudgmentRow
 from preflab.store.server_models import QualitySnapshot
 
 from .test_browse_snapshot import _as, _judgment, _project, _ref
-
-
-@pytest.fixture
-def app_for(tmp_path):
-    clients = []
-
-    def make(url: str) -> TestClient:
-        from preflab.server.app import ServerConfig, create_app
-
-        config = ServerConfig(db_url=url, exports_dir=tmp_path / "exports", pool_size=2)
-        client = TestClient(create_app(config=config))
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for c in clients:
-        c.__exit__(None, None, None)
 
 
 def _add_labels(db: Database, items: range, rater: int = 3) -> None:

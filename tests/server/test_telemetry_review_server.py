@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from fastapi.testclient import TestClient
 
 from .conftest import seed
@@ -39,24 +38,6 @@ PASTED_TEL = {
     "active_ms": 60_000,
     "focus_losses": 1,
 }
-
-
-@pytest.fixture
-def app_for(tmp_path):
-    clients = []
-
-    def make(url: str) -> TestClient:
-        from preflab.server.app import ServerConfig, create_app
-
-        config = ServerConfig(db_url=url, exports_dir=tmp_path / "exports", pool_size=2)
-        client = TestClient(create_app(config=config))
-        client.__enter__()
-        clients.append(client)
-        return client
-
-    yield make
-    for c in clients:
-        c.__exit__(None, None, None)
 
 
 def _as(token: str) -> dict[str, str]:
