@@ -852,6 +852,9 @@ class ReportAccumulator:
     def result(self) -> dict[str, Any]:
         """The report dict (as :func:`preflab.quality.report.build_report`'s, plus the
         ``*_sample`` notes of the module docstring where a bound was passed)."""
+        # the text cache serves the feed only (an item added after this fills it again): ~28 MB
+        # freed before the rows' bootstraps and the length fit, the report's peak
+        self.texts = TextFeatures(self.bounds.text_cache)
         agreement = [
             g.row(key, self.metrics, self.n_boot) for key, g in sorted(self.groups.items())
         ]
@@ -953,15 +956,21 @@ class ReportAccumulator:
     def _length(self) -> dict[str, Any]:
         if self.pair_sample is None:
             return length_bias(self.pairs_c, self.pairs_r)
+        # the sample as two numpy columns, not lists: a list of 2,000,000 numpy scalars costs
+        # ~80 MB a column (the report's peak at 10M judgments: docs/benchmarks.md)
         sample = np.asarray(self.pair_sample.items, dtype=np.int64)
-        out = length_bias(list(sample >> 32), list(sample & 0xFFFFFFFF))
+        chosen = (sample >> 32).astype(float)  # as length_bias reads them: no copy there
+        rejected = (sample & 0xFFFFFFFF).astype(float)
+        del sample
+        out = length_bias(chosen, rejected)
+        del chosen, rejected
         n, n_differ, longer = self.pair_sums
         out.update(
             n_pairs=n,
             n_differ=n_differ,
             share_chosen_longer=longer / n_differ if n_differ else float("nan"),
             ratio_histogram=self.pair_hist.tolist(),
-            sample={"pairs": len(sample), "of": self.pair_sample.seen},
+            sample={"pairs": len(self.pair_sample.items), "of": self.pair_sample.seen},
         )
         return out
 
