@@ -24,7 +24,7 @@ from preflab.store.models import Project, utcnow
 from preflab.store.server_models import ReviewRequest, User
 
 from . import review_oracle
-from .test_browse_snapshot import _as, _judgment, _ref, app_for  # noqa: F401 (a fixture)
+from .test_browse_snapshot import _as, _judgment, _ref
 from .test_review_queues_oracle import _project
 
 SHARE = 0.5
@@ -215,7 +215,7 @@ def _token(db: Database, username: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stored", [False, True])
-def test_the_api_and_the_page_walk_the_pages(db_url, app_for, monkeypatch, stored):  # noqa: F811
+def test_the_api_and_the_page_walk_the_pages(db_url, app_for, monkeypatch, stored):
     db = _setup(db_url)
     started: list[str] = []
     monkeypatch.setattr(snapshot, "spawn", lambda url, name: started.append(name))
