@@ -23,7 +23,9 @@ every gate over every row), but no pass holds more than one chunk of items and t
    (:func:`.writers.row_groups`), ``hf`` from those same groups (:mod:`.hf_writer`). Side
    files are appended chunk by chunk; what the exporter drops while writing goes to the
    manifest's log, and its notes are summed over the chunks
-   (:meth:`~.base.Exporter.note_counts`).
+   (:meth:`~.base.Exporter.note_counts`). A format that builds its rows in pass 1
+   (:attr:`~.base.Exporter.rows_in_pass_1`: the pair formats) skips this read: pass 1 kept its
+   rows on disk (:mod:`.row_cache`) and pass 2 writes them.
 
 A format whose rows need nothing of the whole export (:attr:`~.base.Exporter.one_pass`)
 runs passes 1 and 2 as one (:func:`figures_and_rows`): each chunk's rows are written as its
