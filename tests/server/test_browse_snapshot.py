@@ -118,9 +118,9 @@ def _hash_prefix(s, rater_key: str) -> str:
     return s.scalar(select(Rater.rater_hash).where(Rater.rater_key == rater_key))[:24]
 
 
-def _ref(db: Database) -> ProjectRef:
+def _ref(db: Database, name: str = "demo") -> ProjectRef:
     with db.reading() as s:
-        p = repo.get_project(s, "demo")
+        p = repo.get_project(s, name)
         return ProjectRef(
             pk=p.pk,
             name=p.name,

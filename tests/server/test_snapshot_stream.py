@@ -17,12 +17,12 @@ from sqlalchemy import select
 
 from preflab.server import snapshot
 from preflab.server.database import Database, init_schema
-from preflab.server.permissions import ProjectRef
 from preflab.server.services import review_scan, review_store
 from preflab.store import repo
 from preflab.store.server_models import QualitySnapshot, ReviewQueueEntry
 
 from . import review_oracle, snapshot_oracle
+from .test_browse_snapshot import _ref
 from .test_review_queues_oracle import _project as queues_project
 
 
@@ -44,20 +44,6 @@ def _spot_share(db: Database, name: str, share: float = 0.4) -> None:
         settings = dict(p.settings or {})
         settings["policy"] = {**settings.get("policy", {}), "spot_review_share": share}
         p.settings = settings
-
-
-def _ref(db: Database, name: str) -> ProjectRef:
-    with db.reading() as s:
-        p = repo.get_project(s, name)
-        return ProjectRef(
-            pk=p.pk,
-            name=p.name,
-            title=p.title,
-            kinds=p.kinds,
-            settings=p.settings,
-            rubric_key=None,
-            rubric_version=None,
-        )
 
 
 def _plain(value: Any) -> Any:
