@@ -395,16 +395,57 @@ class ItemWithJudgments:
     batch_pk: int | None = None
 
 
-def iter_items_with_judgments(
-    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 1000
-) -> Iterator[ItemWithJudgments]:
-    """Every item of a project with its judgments, in item order, ``chunk`` items at a time.
+@dataclass(slots=True)
+class RawChunk:
+    """One chunk of a project's stored rows, as SQL returns them, before any schema object.
 
-    Yields exactly what :func:`iter_items_with_judgments_validated` does, several times faster
-    (an export of 10,000 items x 3 raters spent most of its time there): Core selects of just
-    the needed columns instead of ORM rows, and the schema objects are built from the stored
-    values without validating them again (:mod:`preflab.store.trusted`). Reads happen in the
-    caller's transaction (the exporter's PostgreSQL REPEATABLE READ snapshot).
+    What :func:`iter_items_with_judgments` builds its objects from, for readers that need no
+    objects (the columnar report and export paths): ``items`` are ``(pk, project_pk,
+    item_key, prompt, domains, reference, gold, metadata, batch_pk)`` in pk order (this
+    project's only); ``candidates[item_pk]`` are ``(candidate_key, text, messages, model,
+    source, metadata)`` in position order; ``judgments[item_pk]`` are the
+    :data:`JUDGMENT_COLUMNS` in judgment pk order. Every item of ``items`` has an entry (maybe
+    empty) in both dicts. When ``raw_json`` is true (SQLite) the JSON columns are their stored
+    text: read them with :func:`json_value`; on PostgreSQL the driver has parsed them.
+    """
+
+    items: list[Any]
+    candidates: dict[int, list[Any]]
+    judgments: dict[int, list[Any]]
+    raw_json: bool
+
+
+#: the columns of a :class:`RawChunk`'s judgment rows, in order
+JUDGMENT_COLUMNS = (
+    "pk",
+    "item_pk",
+    "kind",
+    "body",
+    "rationale",
+    "rater_key",
+    "rater_hash",
+    "rubric_key",
+    "rubric_version",
+    "review_pass",
+    "source",
+    "started_at",
+    "submitted_at",
+    "telemetry",
+    "idempotency_key",
+    "guideline_version",
+    "judge",
+    "assisted_by",
+    "batch_pk",
+    "excluded",
+    "exclusion_reason",
+    "rater_pk",
+)
+
+
+def iter_raw_chunks(
+    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 1000
+) -> Iterator[RawChunk]:
+    """A project's items, candidates and judgments, ``chunk`` items at a time, as stored rows.
 
     Queries: the project's item pks once (the ``(project_pk, item_key)`` index), then per chunk
     of consecutive pks ``first..last`` three range scans: items by primary key, candidates by
@@ -413,7 +454,8 @@ def iter_items_with_judgments(
     planner takes the ``(project_pk, item_key)`` index instead, reading and sorting every item
     of the project for each chunk (quadratic, as ``pk > last ORDER BY pk LIMIT n`` keyset
     pages are there). Rows of other projects' items inside a range are skipped here; each row
-    of the table is read at most once.
+    of the table is read at most once. Reads happen in the caller's transaction (the
+    exporter's PostgreSQL REPEATABLE READ snapshot).
     """
     items, cands, judgments, raters = (
         ItemRow.__table__.c,
@@ -421,8 +463,8 @@ def iter_items_with_judgments(
         JudgmentRow.__table__.c,
         Rater.__table__.c,
     )
-    # SQLite: the JSON columns read as their text and parsed here (``_json``), not through
-    # SQLAlchemy's JSON result processor (two Python calls a value around the same
+    # SQLite: the JSON columns read as their text and parsed by the caller (``json_value``),
+    # not through SQLAlchemy's JSON result processor (two Python calls a value around the same
     # ``orjson.loads``; ~650,000 values per 100,000 judgments). PostgreSQL's driver parses JSONB.
     raw = session.get_bind().dialect.name == "sqlite"
 
@@ -472,6 +514,7 @@ def iter_items_with_judgments(
             judgments.batch_pk,
             judgments.excluded,
             judgments.exclusion_reason,
+            judgments.rater_pk,
         )
         .join(Rater.__table__, raters.pk == judgments.rater_pk)
         # every writer sets a judgment's project to its item's: this is the (project_pk, item_pk) index
@@ -492,59 +535,58 @@ def iter_items_with_judgments(
     for start in range(0, len(all_pks), chunk):
         first = int(all_pks[start])
         last = int(all_pks[min(start + chunk, len(all_pks)) - 1])
-        # rows unpacked into names: several times cheaper than indexing them column by column
         rows = [
             r
             for r in session.execute(item_stmt.where(items.pk.between(first, last))).all()
             if r[1] == project.pk
         ]
-        keys = {pk: key for pk, _, key, *_ in rows}
-        candidates: dict[int, list[Any]] = {pk: [] for pk in keys}
-        for item_pk, key, text, msgs, model, source, meta in session.execute(
-            cand_stmt.where(cands.item_pk.between(first, last))
-        ).all():
-            if item_pk in candidates:
+        candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
+        for row in session.execute(cand_stmt.where(cands.item_pk.between(first, last))).all():
+            listed = candidates.get(row[0])
+            if listed is not None:
+                listed.append(row[1:])
+        judged: dict[int, list[Any]] = {r[0]: [] for r in rows}
+        for row in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
+            listed = judged.get(row[1])
+            # None: an item added to the range since the pks were read (SQLite: no snapshot)
+            if listed is not None:
+                listed.append(row)
+        yield RawChunk(rows, candidates, judged, raw)
+
+
+def iter_items_with_judgments(
+    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 1000
+) -> Iterator[ItemWithJudgments]:
+    """Every item of a project with its judgments, in item order, ``chunk`` items at a time.
+
+    Yields exactly what :func:`iter_items_with_judgments_validated` does, several times faster
+    (an export of 10,000 items x 3 raters spent most of its time there): Core selects of just
+    the needed columns (:func:`iter_raw_chunks`) instead of ORM rows, and the schema objects are
+    built from the stored values without validating them again (:mod:`preflab.store.trusted`).
+    """
+    for part in iter_raw_chunks(session, project, include_excluded=include_excluded, chunk=chunk):
+        raw = part.raw_json
+        keys = {r[0]: r[2] for r in part.items}
+        candidates: dict[int, list[Any]] = {}
+        for item_pk, listed in part.candidates.items():
+            built = []
+            for key, text, msgs, model, source, meta in listed:
                 if raw:
                     msgs, meta = _json(msgs), _json(meta)
-                candidates[item_pk].append(trusted.candidate(key, text, msgs, model, source, meta))
+                built.append(trusted.candidate(key, text, msgs, model, source, meta))
+            candidates[item_pk] = built
         # per item: (judgments, meta), filled in judgment pk order
-        judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {
-            pk: ([], []) for pk in keys
-        }
-        for (
-            pk,
-            item_pk,
-            kind,
-            body,
-            rationale,
-            rater_key,
-            stored_hash,
-            rubric_key,
-            rubric_version,
-            review_pass,
-            source,
-            started_at,
-            submitted_at,
-            telemetry,
-            idempotency_key,
-            guideline_version,
-            judge,
-            assisted_by,
-            batch_pk,
-            excluded,
-            exclusion_reason,
-        ) in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
-            if (
-                item_pk not in judged
-            ):  # an item added to the range since the pks were read (SQLite: no snapshot)
-                continue
-            if raw:
-                body, telemetry = _json(body), _json(telemetry)
-                if judge is not None:
-                    judge = _json(judge)
-                if assisted_by is not None:
-                    assisted_by = _json(assisted_by)
-            prov = trusted.provenance(
+        judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {}
+        for item_pk, listed in part.judgments.items():
+            js: list[JudgmentBase] = []
+            meta: list[dict[str, Any]] = []
+            key = keys[item_pk]
+            for (
+                pk,
+                _item_pk,
+                kind,
+                body,
+                rationale,
                 rater_key,
                 stored_hash,
                 rubric_key,
@@ -558,20 +600,48 @@ def iter_items_with_judgments(
                 guideline_version,
                 judge,
                 assisted_by,
-            )
-            js, meta = judged[item_pk]
-            js.append(trusted.judgment(kind, body, keys[item_pk], rationale, prov))
-            meta.append(
-                {
-                    "pk": pk,
-                    "batch_pk": batch_pk,
-                    "excluded": excluded,
-                    "exclusion_reason": exclusion_reason,
-                }
-            )
+                batch_pk,
+                excluded,
+                exclusion_reason,
+                _rater_pk,
+            ) in listed:
+                if raw:
+                    body, telemetry = _json(body), _json(telemetry)
+                    if judge is not None:
+                        judge = _json(judge)
+                    if assisted_by is not None:
+                        assisted_by = _json(assisted_by)
+                prov = trusted.provenance(
+                    rater_key,
+                    stored_hash,
+                    rubric_key,
+                    rubric_version,
+                    review_pass,
+                    source,
+                    started_at,
+                    submitted_at,
+                    telemetry,
+                    idempotency_key,
+                    guideline_version,
+                    judge,
+                    assisted_by,
+                )
+                js.append(trusted.judgment(kind, body, key, rationale, prov))
+                meta.append(
+                    {
+                        "pk": pk,
+                        "batch_pk": batch_pk,
+                        "excluded": excluded,
+                        "exclusion_reason": exclusion_reason,
+                    }
+                )
+            judged[item_pk] = (js, meta)
+        part.judgments.clear()
+        part.candidates.clear()
         # popped as yielded: once the caller drops an item, nothing here keeps it alive (the
         # exporter and the report sweep the young generation between chunks; what a paused
         # generator still held was traversed there and promoted, ~24,000 objects a sweep)
+        rows, part.items = part.items, []
         for pk, _, key, prompt, domains, reference, gold, item_meta, batch_pk in rows:
             js, meta = judged.pop(pk)
             if raw:
@@ -585,6 +655,11 @@ def iter_items_with_judgments(
                 meta=meta,
                 batch_pk=batch_pk,
             )
+
+
+def json_value(value: Any) -> Any:
+    """A :class:`RawChunk` JSON column's value, parsed when it is stored text (SQLite)."""
+    return _json(value)
 
 
 def _json(value: Any, _loads: Any = orjson.loads) -> Any:
