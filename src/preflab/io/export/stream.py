@@ -55,7 +55,6 @@ and Dawid-Skene (one that may look at every pair at once) takes the in-memory pa
 from __future__ import annotations
 
 import gc
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -70,7 +69,7 @@ from ...schema.policy import Policy
 from ...store import ItemRow
 from ...store.repo import iter_items_with_judgments
 from . import hf_writer, writers
-from .aggregators import DawidSkeneFit, aggregate_pairwise_dawid_skene, unit_key
+from .aggregators import DawidSkeneFit, VoteColumns, aggregate_pairwise_dawid_skene
 from .agreement_gate import AgreementTally, drop_disagreement, labels_dropped
 from .base import FILE_FORMATS, Batch, ExportData, Exporter, ExportOptions
 from .collector import Collector
@@ -262,29 +261,20 @@ class Reporter:
 
 class VoteTable:
     """An aggregator that decides nothing: it keeps each vote's unit, rater and side, the input
-    of the Dawid-Skene fit (strings interned: one copy a unit and a rater), and the sides each
-    unit's votes took."""
+    of the Dawid-Skene fit, as compact columns (:class:`~.aggregators.VoteColumns`), and the
+    sides each unit's votes took."""
 
     margin = None
 
     def __init__(self) -> None:
-        self.units: list[str] = []
-        self.raters: list[str] = []
-        self.signs: list[int] = []
-        self.masks: dict[str, int] = {}
+        self.columns = VoteColumns()
 
     def __call__(self, votes: Iterable[PairVote], drops: Any = None) -> list[ResolvedPair]:
-        for v in votes:
-            unit, sign = sys.intern(unit_key(v)), int((v.score > 0) - (v.score < 0))
-            self.units.append(unit)
-            self.raters.append(sys.intern(v.rater))
-            self.signs.append(sign)
-            self.masks[unit] = self.masks.get(unit, 0) | 1 << (sign + 1)
+        self.columns.add(votes)
         return []
 
     def sides(self, unit: str) -> set[int]:
-        mask = self.masks[unit]
-        return {side for side in (-1, 0, 1) if mask >> (side + 1) & 1}
+        return self.columns.sides(unit)
 
 
 class FittedDawidSkene:
@@ -315,9 +305,9 @@ def fit_dawid_skene(
         done += len(chunk)
         report.step("fit", done)
         del chunk
-    if not table.units:
+    if not len(table.columns):
         return None
-    return DawidSkeneFit(table.units, table.raters, table.signs), table
+    return DawidSkeneFit(table.columns), table
 
 
 # -- pass 1: the figures ----------------------------------------------------------------------
