@@ -129,9 +129,10 @@ def add_plain_item(
             g_col.append(version)
             n_rows += 1
         # _time: no telemetry, so the submission's time after the start, when both are known
-        started, submitted = row[_STARTED], row[_SUBMITTED]
-        if started and submitted:
-            ms = (as_utc(submitted) - as_utc(started)).total_seconds() * 1000
+        # (a stored time is a datetime, never false: as_utc gives None for NULL only)
+        started, submitted = as_utc(row[_STARTED]), as_utc(row[_SUBMITTED])
+        if started is not None and submitted is not None:
+            ms = (submitted - started).total_seconds() * 1000
             kept = times.get(rater)
             if kept is None:
                 kept = times[rater] = Reservoir(acc.bounds.times_per_rater, seed=0, typecode="d")
