@@ -20,7 +20,7 @@ import orjson
 from sqlalchemy.orm import Session
 
 from ..quality.accumulate import Bounds, ReportAccumulator
-from ..quality.accumulate_columns import add_plain_item, columns_apply, plain_item
+from ..quality.accumulate_columns import ScoresCache, add_plain_item, columns_apply, plain_item
 from ..quality.anchoring import AnchoringTally
 from ..quality.table import time_window_batches
 from ..schema import Item, JudgmentBase, parse_judgment
@@ -166,6 +166,7 @@ def accumulate_in(
     # plain pairwise items are folded from their stored columns, every other item through its
     # schema objects and ``add`` (quality/accumulate_columns.py: the same state either way)
     columns = columns_apply(acc)
+    scores = ScoresCache()
     include_ai = acc.include_ai
     json_value = repo.json_value
     n = 0
@@ -186,7 +187,7 @@ def accumulate_in(
                     if plain_item(
                         judg_rows, bodies, cand_rows, json_value(gold) if raw else gold, include_ai
                     ):
-                        add_plain_item(acc, key, judg_rows, bodies, cand_rows, batch)
+                        add_plain_item(acc, key, judg_rows, bodies, cand_rows, batch, scores)
                         if n % SWEEP_ITEMS == 0:
                             gc.collect(0)
                         continue

@@ -27,11 +27,21 @@ something this path does not):
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from typing import Any
 
 from ..store.rows import as_utc
-from .accumulate import ReportAccumulator, Reservoir, _item_units
+from .accumulate import (
+    ItemUnits,
+    ReportAccumulator,
+    Reservoir,
+    _Desc,
+    _item_units,
+    _triads,
+    _unit_groups,
+)
+from .adjudication import queue_order, reasons_for, unit_scores
 from .labels import ADJUDICATION
 
 # positions in a RawChunk's judgment row (store.repo.JUDGMENT_COLUMNS)
@@ -82,9 +92,12 @@ def add_plain_item(
     bodies: list[dict[str, Any]],
     candidate_rows: list[Any],
     batch: str,
+    scores_cache: ScoresCache | None = None,
 ) -> None:
     """``acc.add(judgments, item)`` of a plain pairwise item (:func:`plain_item`) from its rows:
-    ``bodies`` the judgments' parsed bodies, ``batch`` what ``acc._batch`` gives its judgments."""
+    ``bodies`` the judgments' parsed bodies, ``batch`` what ``acc._batch`` gives its judgments;
+    ``scores_cache`` (:class:`ScoresCache`, one per accumulator) saves the adjudication scores
+    of value patterns already seen."""
     n = len(judgment_rows)
     acc.judgments_in += n  # _resolve: the item is its own label set
     base = acc.n_used
@@ -154,7 +167,10 @@ def add_plain_item(
     else:
         acc._agreement_of_units(units, batch, cols["g"][0])
     acc._main(cols)
-    acc._item_tables(cols, (), units)  # no review pass 2: nothing settled
+    if units is None:
+        acc._item_tables(cols, (), units)  # no review pass 2: nothing settled
+    else:
+        _item_tables(acc, cols, units, item_key, scores_cache)
     # _candidate_lengths: every candidate's text and its cache entry, in position order
     entry = acc.texts.entry
     lens: dict[Any, tuple[str, list[Any]]] = {}
@@ -169,6 +185,70 @@ def add_plain_item(
             acc.n_rationales += 1
             if len(acc.rationales) < acc.bounds.rationales:
                 acc.rationales.append((base + k, item_key, row[_RATER], rationale))
+
+
+class ScoresCache:
+    """A unit's adjudication scores and reasons (:func:`~.adjudication.unit_scores`,
+    :func:`~.adjudication.reasons_for`) by its kind and its values per dimension in row order:
+    both are functions of those alone (the item and unit only name the row), and a pairwise
+    unit's values take few patterns (a few raters' -1/0/1 and -3..3), so most units look up
+    what an earlier unit computed. Cleared past ``size`` patterns."""
+
+    def __init__(self, size: int = 65_536) -> None:
+        self.size = size
+        self.entries: dict[Any, tuple[dict[str, Any], list[str]]] = {}
+
+    def scores(
+        self, kind: str, dims: Mapping[str, list[float]], settings: Any
+    ) -> tuple[dict[str, Any], list[str]]:
+        """``(the row's scores after its item, unit and kind; its reasons)``."""
+        key = (kind, *((d, *v) for d, v in dims.items()))
+        hit = self.entries.get(key)
+        if hit is None:
+            row = unit_scores(kind, "", "", dims)
+            reasons = reasons_for(row, settings)
+            del row["item_id"], row["unit"], row["kind"]
+            if len(self.entries) >= self.size:
+                self.entries.clear()
+            hit = self.entries[key] = (row, reasons)
+        return hit
+
+
+def _item_tables(
+    acc: ReportAccumulator,
+    cols: Mapping[str, list[Any]],
+    units: ItemUnits,
+    item_key: str,
+    cache: ScoresCache | None,
+) -> None:
+    """``acc._item_tables(cols, (), units)`` (the triads, the adjudication queue) of a plain
+    item, its units' scores looked up in ``cache``."""
+    if cache is None:
+        acc._item_tables(cols, (), units)
+        return
+    if len({u for u, d in zip(cols["u"], cols["d"]) if d == "winner"}) >= 3:
+        for rater, t in _triads(cols).items():
+            tally = acc.triads.setdefault(rater, [0, 0])
+            tally[0] += t[0]
+            tally[1] += t[1]
+    groups, _ = _unit_groups(units, item_key)
+    settings = acc.adjudication
+    for (kind, unit), dims in groups.items():
+        scores, reasons = cache.scores(kind, dims, settings)
+        if not reasons:
+            continue
+        # unit_scores' row (its keys in the same order), then reasons_for's
+        row = {"item_id": item_key, "unit": unit, "kind": kind, **scores}
+        row["reasons"] = list(reasons)
+        acc.queue_total += 1
+        most, highest = queue_order(row)
+        key = (-most, -highest, _Desc(kind), _Desc(unit))
+        entry = (key, acc._queue_seq, row)
+        acc._queue_seq += 1
+        if len(acc.queue) < acc.max_queue:
+            heapq.heappush(acc.queue, entry)
+        elif acc.max_queue and key > acc.queue[0][0]:
+            heapq.heapreplace(acc.queue, entry)
 
 
 def _bias(
