@@ -19,6 +19,7 @@ from preflab.io import quality_source
 from preflab.io.quality_source import accumulate_in, load_project, report_from_store
 from preflab.quality import accumulate_columns, build_report
 from preflab.quality.accumulate import Bounds
+from preflab.quality.adjudication import reasons_for, unit_scores
 from preflab.schema import Item, JudgmentBase, PairwiseJudgment, UnaryJudgment
 from preflab.store import db, repo, transaction
 from preflab.store.models import ImportBatch
@@ -266,3 +267,20 @@ def test_a_time_window_leaves_the_column_path(db_url, monkeypatch):
     fast, slow, taken = both_paths(db_url, "window", monkeypatch, window=timedelta(minutes=45))
     assert taken == 0
     identical(slow, fast)
+
+
+def test_scores_cache_equals_unit_scores_and_clears() -> None:
+    cache = accumulate_columns.ScoresCache(size=2)
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 5)
+        winners = [float(rng.choice([-1, 0, 1])) for _ in range(n)]
+        dims = {"winner": winners, "strength": [w * rng.randint(1, 3) for w in winners]}
+        if rng.random() < 0.3:
+            del dims["strength"]
+        row = unit_scores("pairwise", "u", "i", dims)
+        expected = ({k: v for k, v in row.items() if k not in ("item_id", "unit", "kind")},)
+        got = cache.scores("pairwise", dims, None)
+        identical(expected[0], got[0])
+        assert got[1] == reasons_for(row, None)
+        assert len(cache.entries) <= 2
