@@ -20,6 +20,7 @@ import orjson
 from sqlalchemy.orm import Session
 
 from ..quality.accumulate import Bounds, ReportAccumulator
+from ..quality.accumulate_columns import ScoresCache, add_plain_item, columns_apply, plain_item
 from ..quality.anchoring import AnchoringTally
 from ..quality.table import time_window_batches
 from ..schema import Item, JudgmentBase, parse_judgment
@@ -162,17 +163,42 @@ def accumulate_in(
     # (kept units, rationales, text caches) was walked by each automatic collection, ~15 % of
     # the report's CPU; the youngest generation is swept every SWEEP_ITEMS items, so a cycle
     # made while folding an item (none is known) does not outlive its chunk
+    # plain pairwise items are folded from their stored columns, every other item through its
+    # schema objects and ``add`` (quality/accumulate_columns.py: the same state either way)
+    columns = columns_apply(acc)
+    scores = ScoresCache()
+    include_ai = acc.include_ai
+    json_value = repo.json_value
+    n = 0
     with gc_paused():
-        for n, record in enumerate(repo.iter_items_with_judgments(session, project), 1):
-            batch_of.clear()
-            if record.item.id is not None:
-                # agreement is reported per import batch of the item
-                batch_of[record.item.id] = (
-                    f"batch {record.batch_pk}" if record.batch_pk is not None else "none"
-                )
-            acc.add(record.judgments, record.item)
-            if n % SWEEP_ITEMS == 0:
-                gc.collect(0)
+        for part in repo.iter_raw_chunks(session, project):
+            raw = part.raw_json
+            rows, part.items = part.items, []
+            for row in rows:
+                n += 1
+                pk, key, gold, batch_pk = row[0], row[2], row[6], row[8]
+                cand_rows = part.candidates.pop(pk)
+                judg_rows = part.judgments.pop(pk)
+                batch = f"batch {batch_pk}" if batch_pk is not None else "none"
+                if columns:
+                    bodies = (
+                        [json_value(r[3]) for r in judg_rows] if raw else [r[3] for r in judg_rows]
+                    )
+                    if plain_item(
+                        judg_rows, bodies, cand_rows, json_value(gold) if raw else gold, include_ai
+                    ):
+                        add_plain_item(acc, key, judg_rows, bodies, cand_rows, batch, scores)
+                        if n % SWEEP_ITEMS == 0:
+                            gc.collect(0)
+                        continue
+                record = repo.item_with_judgments(row, cand_rows, judg_rows, raw)
+                batch_of.clear()
+                if record.item.id is not None:
+                    # agreement is reported per import batch of the item
+                    batch_of[record.item.id] = batch
+                acc.add(record.judgments, record.item)
+                if n % SWEEP_ITEMS == 0:
+                    gc.collect(0)
     return acc
 
 

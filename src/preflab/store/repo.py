@@ -566,95 +566,94 @@ def iter_items_with_judgments(
     """
     for part in iter_raw_chunks(session, project, include_excluded=include_excluded, chunk=chunk):
         raw = part.raw_json
-        keys = {r[0]: r[2] for r in part.items}
-        candidates: dict[int, list[Any]] = {}
-        for item_pk, listed in part.candidates.items():
-            built = []
-            for key, text, msgs, model, source, meta in listed:
-                if raw:
-                    msgs, meta = _json(msgs), _json(meta)
-                built.append(trusted.candidate(key, text, msgs, model, source, meta))
-            candidates[item_pk] = built
-        # per item: (judgments, meta), filled in judgment pk order
-        judged: dict[int, tuple[list[JudgmentBase], list[dict[str, Any]]]] = {}
-        for item_pk, listed in part.judgments.items():
-            js: list[JudgmentBase] = []
-            meta: list[dict[str, Any]] = []
-            key = keys[item_pk]
-            for (
-                pk,
-                _item_pk,
-                kind,
-                body,
-                rationale,
-                rater_key,
-                stored_hash,
-                rubric_key,
-                rubric_version,
-                review_pass,
-                source,
-                started_at,
-                submitted_at,
-                telemetry,
-                idempotency_key,
-                guideline_version,
-                judge,
-                assisted_by,
-                batch_pk,
-                excluded,
-                exclusion_reason,
-                _rater_pk,
-            ) in listed:
-                if raw:
-                    body, telemetry = _json(body), _json(telemetry)
-                    if judge is not None:
-                        judge = _json(judge)
-                    if assisted_by is not None:
-                        assisted_by = _json(assisted_by)
-                prov = trusted.provenance(
-                    rater_key,
-                    stored_hash,
-                    rubric_key,
-                    rubric_version,
-                    review_pass,
-                    source,
-                    started_at,
-                    submitted_at,
-                    telemetry,
-                    idempotency_key,
-                    guideline_version,
-                    judge,
-                    assisted_by,
-                )
-                js.append(trusted.judgment(kind, body, key, rationale, prov))
-                meta.append(
-                    {
-                        "pk": pk,
-                        "batch_pk": batch_pk,
-                        "excluded": excluded,
-                        "exclusion_reason": exclusion_reason,
-                    }
-                )
-            judged[item_pk] = (js, meta)
-        part.judgments.clear()
-        part.candidates.clear()
-        # popped as yielded: once the caller drops an item, nothing here keeps it alive (the
-        # exporter and the report sweep the young generation between chunks; what a paused
-        # generator still held was traversed there and promoted, ~24,000 objects a sweep)
+        # popped as built and yielded: once the caller drops an item, nothing here keeps it
+        # alive (the exporter and the report sweep the young generation between chunks; what a
+        # paused generator still held was traversed there and promoted, ~24,000 objects a sweep)
         rows, part.items = part.items, []
-        for pk, _, key, prompt, domains, reference, gold, item_meta, batch_pk in rows:
-            js, meta = judged.pop(pk)
-            if raw:
-                prompt, domains = _json(prompt), _json(domains)
-                gold, item_meta = _json(gold), _json(item_meta)
-            yield ItemWithJudgments(
-                item=trusted.item(
-                    key, prompt, candidates.pop(pk), domains, reference, gold, item_meta
-                ),
-                judgments=js,
-                meta=meta,
-                batch_pk=batch_pk,
+        for row in rows:
+            yield item_with_judgments(
+                row, part.candidates.pop(row[0]), part.judgments.pop(row[0]), raw
             )
+
+
+def item_with_judgments(
+    row: Any, candidate_rows: list[Any], judgment_rows: list[Any], raw: bool
+) -> ItemWithJudgments:
+    """One item of a :class:`RawChunk` built into schema objects (what
+    :func:`iter_items_with_judgments` yields for it): its item row, its candidate rows and its
+    judgment rows (:data:`JUDGMENT_COLUMNS`), ``raw`` the chunk's ``raw_json``. The columnar
+    report builds only the items it cannot read from the columns through this."""
+    pk, _, key, prompt, domains, reference, gold, item_meta, batch_pk = row
+    candidates = []
+    for ckey, text, msgs, model, source, cmeta in candidate_rows:
+        if raw:
+            msgs, cmeta = _json(msgs), _json(cmeta)
+        candidates.append(trusted.candidate(ckey, text, msgs, model, source, cmeta))
+    js: list[JudgmentBase] = []
+    meta: list[dict[str, Any]] = []
+    for (
+        jpk,
+        _item_pk,
+        kind,
+        body,
+        rationale,
+        rater_key,
+        stored_hash,
+        rubric_key,
+        rubric_version,
+        review_pass,
+        source,
+        started_at,
+        submitted_at,
+        telemetry,
+        idempotency_key,
+        guideline_version,
+        judge,
+        assisted_by,
+        jbatch_pk,
+        excluded,
+        exclusion_reason,
+        _rater_pk,
+    ) in judgment_rows:
+        if raw:
+            body, telemetry = _json(body), _json(telemetry)
+            if judge is not None:
+                judge = _json(judge)
+            if assisted_by is not None:
+                assisted_by = _json(assisted_by)
+        prov = trusted.provenance(
+            rater_key,
+            stored_hash,
+            rubric_key,
+            rubric_version,
+            review_pass,
+            source,
+            started_at,
+            submitted_at,
+            telemetry,
+            idempotency_key,
+            guideline_version,
+            judge,
+            assisted_by,
+        )
+        js.append(trusted.judgment(kind, body, key, rationale, prov))
+        meta.append(
+            {
+                "pk": jpk,
+                "batch_pk": jbatch_pk,
+                "excluded": excluded,
+                "exclusion_reason": exclusion_reason,
+            }
+        )
+    if raw:
+        prompt, domains = _json(prompt), _json(domains)
+        gold, item_meta = _json(gold), _json(item_meta)
+    return ItemWithJudgments(
+        item=trusted.item(key, prompt, candidates, domains, reference, gold, item_meta),
+        judgments=js,
+        meta=meta,
+        batch_pk=batch_pk,
+    )
 
 
 def json_value(value: Any) -> Any:

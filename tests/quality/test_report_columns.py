@@ -1,0 +1,286 @@
+"""The report's store path folds plain pairwise items from their stored columns
+(``quality/accumulate_columns.py``) and every other item through ``add``: the accumulator's
+result is bit for bit what ``add`` on every item's objects gives, on SQLite and PostgreSQL, on
+projects with and without each twist that leaves the column path (revisions, pass 1 and pass 2
+labels, AI labels, gold, telemetry, critique spans, other kinds, message candidates) and each
+that stays on it (ties, a missing strength, the shown order, several import batches and
+guideline versions, rationales, times, candidates shared between items)."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from preflab.io import quality_source
+from preflab.io.quality_source import accumulate_in, load_project, report_from_store
+from preflab.quality import accumulate_columns, build_report
+from preflab.quality.accumulate import Bounds
+from preflab.quality.adjudication import reasons_for, unit_scores
+from preflab.schema import Item, JudgmentBase, PairwiseJudgment, UnaryJudgment
+from preflab.store import db, repo, transaction
+from preflab.store.models import ImportBatch
+
+from .test_report_streaming import assert_same
+
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+#: twists that leave the column path, then twists it takes
+LEAVING = ("revision", "ai", "adjudicated", "gold", "telemetry", "spans", "unary", "messages")
+STAYING = ("plain", "pass1", "two_versions", "no_strength", "tie", "no_times", "empty")
+TEXTS = [
+    "## Plan\n- **one** step\n- two",
+    "Great question! Here it is.",
+    "plain short answer",
+    "a much longer plain answer with many many words in it for the length",
+    "You're absolutely right, I apologize.",
+]
+RATIONALES = [
+    "the first answer is clearly more helpful and correct",
+    "the first answer is clearly more helpful and correct!",
+    "B explains the steps better than A does here",
+]
+
+
+def twisted_project(
+    seed: int, twists: tuple[str, ...], n_items: int = 90
+) -> tuple[list[JudgmentBase], list[tuple[Item, int]]]:
+    """Pairwise items (two or three candidates), item ``n`` with twist ``twists[n % len]``;
+    each item with the import batch (0, 1 or 2: none) it goes in."""
+    rng = random.Random(seed)
+    raters = [f"r{k}" for k in range(6)]
+    items: list[tuple[Item, int]] = []
+    js: list[JudgmentBase] = []
+    minute = 0
+    for n in range(n_items):
+        twist = twists[n % len(twists)]
+        item_id = f"q{n}"
+        cands = ["a", "b", "c"] if n % 4 == 0 else ["a", "b"]
+        candidates: list[dict[str, Any]] = [{"id": c, "text": rng.choice(TEXTS)} for c in cands]
+        if twist == "messages":
+            candidates[0] = {
+                "id": "a",
+                "messages": [{"role": "assistant", "content": rng.choice(TEXTS)}],
+            }
+        gold = None
+        if twist == "gold":
+            gold = {
+                "judgment": {
+                    "kind": "pairwise",
+                    "shown_order": ["a", "b"],
+                    "winner": "a",
+                    "strength": 2,
+                }
+            }
+        items.append(
+            (Item(id=item_id, prompt=f"prompt {n}", candidates=candidates, gold=gold), n % 3)
+        )
+        if twist == "empty":
+            continue
+        version = rng.choice([None, 1, 2])
+        for k, rater in enumerate(rng.sample(raters, rng.randint(1, 5))):
+            minute += 1
+            prov: dict[str, Any] = {
+                "rater_id": rater,
+                "submitted_at": T0 + timedelta(minutes=minute),
+                "guideline_version": version,
+            }
+            if twist != "no_times" and rng.random() < 0.8:
+                prov["started_at"] = T0 + timedelta(minutes=minute, seconds=-rng.randint(1, 90))
+            if twist == "two_versions" and k == 1:
+                prov["guideline_version"] = 3
+            if twist == "pass1" and k == 0:
+                prov["review_pass"] = 1
+            if twist == "ai" and k == 0:
+                prov["source"] = "ai"
+            if twist == "adjudicated" and k == 0:
+                prov["review_pass"] = 2
+            if twist == "telemetry" and k == 0:
+                prov["telemetry"] = {"active_ms": 200, "typed_chars": 5, "pasted_chars": 400}
+            shown = tuple(rng.sample(cands, 2))
+            winner = rng.choice(["a", "b"])
+            strength: int | None = rng.randint(1, 3)
+            if twist == "tie" and k % 2 == 0:
+                winner, strength = "tie", 0
+            if twist == "no_strength" and k != 1:
+                strength = None
+            rationale = rng.choice(RATIONALES) if rng.random() < 0.4 else None
+            if rng.random() < 0.1:
+                rationale = "too short"
+            if twist == "unary" and k == 0:
+                js.append(
+                    UnaryJudgment(
+                        item_id=item_id,
+                        candidate_id="a",
+                        label=rng.random() < 0.5,
+                        provenance=prov,
+                        rationale=rationale,
+                    )
+                )
+                continue
+            extra: dict[str, Any] = {}
+            if twist == "spans" and k < 2:
+                extra["spans"] = [
+                    {"candidate_id": shown[0], "start": 0, "end": 4, "category": "factual"}
+                ]
+            js.append(
+                PairwiseJudgment(
+                    item_id=item_id,
+                    shown_order=shown,
+                    winner=winner,
+                    strength=strength,
+                    provenance=prov,
+                    rationale=rationale,
+                    **extra,
+                )
+            )
+            if twist == "revision" and k == 0:  # the same rater and pair again, later
+                minute += 1
+                js.append(
+                    PairwiseJudgment(
+                        item_id=item_id,
+                        shown_order=shown[::-1],
+                        winner="a",
+                        strength=1,
+                        provenance={**prov, "submitted_at": T0 + timedelta(minutes=minute)},
+                    )
+                )
+    return js, items
+
+
+def store(url: str, js: list[JudgmentBase], items: list[tuple[Item, int]], name: str) -> None:
+    engine = db.open_db(url)
+    with transaction(engine) as s:
+        settings = {"policy": {"span_categories": ["factual"]}}
+        project = repo.create_project(s, name, kinds=("pairwise", "unary"), settings=settings)
+        other = repo.create_project(
+            s, f"{name}-other", kinds=("pairwise", "unary"), settings=settings
+        )
+        batches = []
+        for k in range(2):
+            batch = ImportBatch(project_pk=project.pk, content_hash=f"{k:064d}", format="jsonl")
+            s.add(batch)
+            s.flush()
+            batches.append(batch.pk)
+        for it, b in items:
+            repo.add_item(s, project, it, batch_pk=batches[b] if b < 2 else None)
+            repo.add_item(s, other, it)  # another project's items interleaved
+        for j in js:
+            repo.add_judgment(s, project, j)
+        repo.add_judgment(s, other, js[0])
+    engine.dispose()
+
+
+def identical(a: Any, b: Any, path: str = "report") -> None:
+    """Equal bit for bit (NaN equal to NaN), key order and types included."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), f"{path}: {list(a)} != {b!r}"
+        for k in a:
+            identical(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list | tuple):
+        assert type(a) is type(b) and len(a) == len(b), f"{path}: {a!r} != {b!r}"
+        for k, (x, y) in enumerate(zip(a, b)):
+            identical(x, y, f"{path}[{k}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), f"{path}: {a!r} != {b!r}"
+    else:
+        assert a == b and type(a) is type(b), f"{path}: {a!r} != {b!r}"
+
+
+def both_paths(
+    url: str, name: str, monkeypatch: pytest.MonkeyPatch, **kw: Any
+) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The result of ``accumulate_in`` with the column path and with ``add`` only (and its
+    length pairs), and how many items the column path took."""
+    taken = 0
+    add_plain = accumulate_columns.add_plain_item
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        nonlocal taken
+        taken += 1
+        add_plain(*args, **kwargs)
+
+    engine = db.open_db(url)
+    try:
+        with transaction(engine) as s:
+            monkeypatch.setattr(quality_source, "add_plain_item", counting)
+            fast = accumulate_in(s, name, n_boot=30, **kw)
+            monkeypatch.setattr(quality_source, "columns_apply", lambda acc: False)
+            slow = accumulate_in(s, name, n_boot=30, **kw)
+            monkeypatch.undo()
+        out_fast = {"result": fast.result(), "pairs": fast.length_pairs()}
+        out_slow = {"result": slow.result(), "pairs": slow.length_pairs()}
+    finally:
+        engine.dispose()
+    return out_fast, out_slow, taken
+
+
+def check_paths(
+    url: str, monkeypatch: pytest.MonkeyPatch, twists: tuple[str, ...], **kw: Any
+) -> None:
+    js, items = twisted_project(len(twists), twists, n_items=45 if len(twists) < 3 else 90)
+    store(url, js, items, "cols")
+    fast, slow, taken = both_paths(url, "cols", monkeypatch, **kw)
+    identical(slow, fast)
+    # every plain item takes the column path; an item with a twist that leaves it does not
+    # (the AI twist stays on it when AI labels count)
+    staying = set(STAYING) | ({"ai"} if kw.get("include_ai") else set())
+    expected = sum(1 for n in range(len(items)) if twists[n % len(twists)] in staying)
+    assert taken == expected > 0
+
+
+@pytest.mark.parametrize("twist", LEAVING)
+def test_column_path_equals_add_with_each_twist(db_url, monkeypatch, twist):
+    check_paths(db_url, monkeypatch, (twist, "plain"))
+
+
+@pytest.mark.parametrize("include_ai", [False, True])
+@pytest.mark.parametrize("twists", [STAYING, LEAVING + STAYING], ids=["staying", "all"])
+def test_column_path_equals_add_and_build_report(db_url, monkeypatch, twists, include_ai):
+    check_paths(db_url, monkeypatch, twists, include_ai=include_ai)
+    # and the finished report equals build_report on the loaded project
+    judgments, loaded, batches = load_project("cols", db_url)
+    reference = build_report(
+        judgments, items=loaded, batches=batches, n_boot=30, include_ai=include_ai
+    )
+    assert_same(reference, report_from_store(db_url, "cols", n_boot=30, include_ai=include_ai))
+
+
+def test_column_path_above_the_bounds(db_url, monkeypatch):
+    """The kept units, length pairs, times and rationales pass their bounds: sampled alike."""
+    js, items = twisted_project(5, LEAVING + STAYING, n_items=150)
+    store(db_url, js, items, "bounded")
+    bounds = Bounds(units=7, pairs=9, times_per_rater=4, rationales=3, text_cache=2)
+    fast, slow, taken = both_paths(db_url, "bounded", monkeypatch, bounds=bounds)
+    assert taken > 50
+    assert fast["result"]["length_bias"]["sample"]["pairs"] == 9
+    assert fast["result"]["telemetry_flags_sample"]["rationales"] == 3
+    assert any("ci_sample" in row for row in fast["result"]["agreement"])
+    identical(slow, fast)
+
+
+def test_a_time_window_leaves_the_column_path(db_url, monkeypatch):
+    js, items = twisted_project(2, STAYING, n_items=30)
+    store(db_url, js, items, "window")
+    fast, slow, taken = both_paths(db_url, "window", monkeypatch, window=timedelta(minutes=45))
+    assert taken == 0
+    identical(slow, fast)
+
+
+def test_scores_cache_equals_unit_scores_and_clears() -> None:
+    cache = accumulate_columns.ScoresCache(size=2)
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 5)
+        winners = [float(rng.choice([-1, 0, 1])) for _ in range(n)]
+        dims = {"winner": winners, "strength": [w * rng.randint(1, 3) for w in winners]}
+        if rng.random() < 0.3:
+            del dims["strength"]
+        row = unit_scores("pairwise", "u", "i", dims)
+        expected = ({k: v for k, v in row.items() if k not in ("item_id", "unit", "kind")},)
+        got = cache.scores("pairwise", dims, None)
+        identical(expected[0], got[0])
+        assert got[1] == reasons_for(row, None)
+        assert len(cache.entries) <= 2
