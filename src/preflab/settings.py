@@ -54,7 +54,10 @@ class Settings(BaseSettings):
         "by file size and idle cores.",
     )
     import_cache_kib: int = Field(
-        160 * 1024, ge=0, description="SQLite page cache of an import's connection, in KiB."
+        32 * 1024,
+        ge=0,
+        description="SQLite page cache of an import's connection, in KiB (bounded: allocated as "
+        "it fills, it was the import's memory that grew with the project).",
     )
     header_timeout_s: float = Field(
         10.0, gt=0, description="Seconds a client has to send a request's headers."

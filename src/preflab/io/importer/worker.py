@@ -300,6 +300,9 @@ def converting_process(
                     "the files; nothing was imported (see its message above)"
                 )
             tag, *body = pickle.loads(message)  # from our own child process
+            # Let go of the message before its chunk is written: it holds a copy of the chunk's
+            # stage image and records (~10 MB a chunk of 10k comparisons).
+            del message
             if tag == "error":
                 raise WorkerFailed(f"converting the records failed: {body[0]}")
             if progress is not None and body[0]:
