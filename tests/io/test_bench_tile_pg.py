@@ -148,6 +148,11 @@ def test_a_tiled_project_copied_into_postgresql_equals_the_import_of_the_tiled_f
             seq = con.execute("SELECT pg_get_serial_sequence(%s, 'pk')", (table,)).fetchone()[0]
             top = con.execute(f"SELECT max(pk) FROM {table}").fetchone()[0]
             assert con.execute("SELECT nextval(%s)", (seq,)).fetchone()[0] == top + 1, table
+        # vacuumed: every page of the judgments all-visible (index-only scans are planned)
+        pages, visible = con.execute(
+            "SELECT relpages, relallvisible FROM pg_class WHERE relname = 'judgments'"
+        ).fetchone()
+        assert visible == pages > 0
         # a copy into a database that holds judgments is refused
     with pytest.raises(SystemExit, match="holds judgments"):
         pgcopy.copy_database(built, pg_url2, say=lambda _: None, init=False)
