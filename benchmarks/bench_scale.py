@@ -17,7 +17,9 @@ shown (``shown_order``). The records are split into ``--batches`` import files (
 database tiled ten times in SQL by ``bench_tile.py`` (each tile's prompts marked, every key and
 content hash recomputed as the importer does; a test holds the result equal to the import of the
 tiled files). ``--tile-from SIZE`` tiles every larger size from that one (``nN`` for
-``--judgments N``), ``--tile-from none`` generates and imports 10m too. SQLite only.
+``--judgments N``), ``--tile-from none`` generates and imports 10m too. On PostgreSQL a tiled size
+is the tiled SQLite project copied in with ``COPY`` by ``bench_tile_pg.py`` (the same rows; a
+test holds it equal to the PostgreSQL import of the tiled files).
 
 Each step runs in a fresh subprocess (CPU user+sys from ``wait4``, wall time, peak RSS of the
 process tree sampled from ``/proc``, the main process's own ``VmHWM`` included):
@@ -483,12 +485,37 @@ def _item_pk_before(url: str, offset: int) -> int:
     return int(pk)
 
 
+def hold_snapshot_claim(url: str, env: dict[str, str]) -> None:
+    """Claim the project's next snapshot refresh (``snapshot.claim``, held for an hour) so that
+    no page request starts the background process, whose CPU and memory would count in the
+    server's process tree; the pages then show the stored snapshot, or "computing"."""
+    code = (
+        "import sys; from preflab.server.database import Database; "
+        "from preflab.server import snapshot; from preflab.store import repo\n"
+        "db = Database(sys.argv[1], pool_size=1, max_overflow=0)\n"
+        "with db.writing() as s:\n"
+        "    snapshot.claim(s, repo.get_project(s, sys.argv[2]).pk, force=True)\n"
+        "db.dispose()"
+    )
+    subprocess.run([sys.executable, "-c", code, url, PROJECT], check=True, env=env)
+
+
 def step_pages(
-    url: str, pages: list[str], timeout: float, env: dict[str, str], tmp: Path, repeat: int = 1
+    url: str,
+    pages: list[str],
+    timeout: float,
+    env: dict[str, str],
+    tmp: Path,
+    repeat: int = 1,
+    hold_claim: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Start ``preflab serve`` on ``url``, log in as an admin, request each page ``repeat``
-    times; per page the medians of wall time, CPU and peak RSS (:func:`_median_of`)."""
+    times; per page the medians of wall time, CPU and peak RSS (:func:`_median_of`).
+    ``hold_claim``: :func:`hold_snapshot_claim` first."""
     import httpx
+
+    if hold_claim:
+        hold_snapshot_claim(url, env)
 
     # (already there from an earlier run on this cached database: the same password)
     create = subprocess.run(
@@ -659,9 +686,28 @@ def prepare(
     case = args.work / tag
     marker = case / f"imported-{kind}.json"
     tiled = tile_source(args, name, n)
+    if tiled is not None and kind == "postgres":
+        # the tiled SQLite project of this size (made unless cached), copied in with COPY
+        case.mkdir(parents=True, exist_ok=True)
+        url, imported = database(kind, case, tag, args.fresh)
+        if imported:
+            return url, {**json.loads(marker.read_text())["import"], "cached": True}, None
+        sqlite_url, sqlite_import, _ = prepare(args, name, n, "sqlite", say)
+        if sqlite_import["status"] != "ok":
+            return url, {**sqlite_import, "tiled_from": tiled[0]}, None
+        say(f"[{name}] copying the tiled SQLite project into PostgreSQL ...")
+        r = measure(
+            [sys.executable, str(HERE / "bench_tile_pg.py"), sqlite_url.split("///", 1)[1], url],
+            args.timeout * 4,
+            _env(),
+        )
+        r.update(tiled_from=tiled[0], tiles=n // tiled[1], copied_from="sqlite")
+        if r["status"] == "ok":
+            marker.write_text(
+                json.dumps({"import": r, "server": os.environ.get("PREFLAB_TEST_PG_URL")})
+            )
+        return url, r, None
     if tiled is not None:
-        if kind != "sqlite":
-            raise SystemExit("a tiled size (--tile-from) is built on SQLite only")
         source, source_n = tiled
         case.mkdir(parents=True, exist_ok=True)
         url, imported = database(kind, case, tag, args.fresh)
@@ -803,7 +849,7 @@ def run_case(
             elif step.startswith("page:"):
                 if step.split(":", 1)[1] == pages[0]:  # one server for all the pages
                     for page, pr in step_pages(
-                        url, pages, args.timeout, env, tmp, args.repeat
+                        url, pages, args.timeout, env, tmp, args.repeat, args.hold_snapshot_claim
                     ).items():
                         record(f"page:{page}{suffix}", pr)
                 return None
@@ -949,6 +995,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--repeat", type=int, default=1, help="requests of each page (the medians are recorded)"
+    )
+    parser.add_argument(
+        "--hold-snapshot-claim",
+        action="store_true",
+        help="before the pages, claim the project's snapshot refresh so that no request starts "
+        "the background snapshot process (counted in the server's tree otherwise)",
     )
     parser.add_argument("--child-baseline", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
