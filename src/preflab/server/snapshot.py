@@ -30,6 +30,7 @@ older than :data:`CLAIM_TIMEOUT` counts as a crashed run. A project of at most
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import math
 import os
@@ -393,6 +394,8 @@ def compute_snapshot(
     for key, n in tally.held_by_rater.items():
         held[key] += n
     summary = spool.finish(tally, review.pending_demonstrations(session, project))
+    del tally
+    gc.collect()  # its cycles freed before the report's accumulator grows
     return _panels(session, project, mark, per_rater, searched), summary
 
 
