@@ -21,8 +21,10 @@ What is exact and what is sampled (``bounds``, :class:`Bounds`):
   is computed on a sample of that many pairable units, the row says
   ``"ci_sample": {"units": 200000, "of": N}``; the chosen/rejected length pairs (``pairs``,
   2,000,000): above it the length ratio quantiles and the logistic slope come from a sample,
-  ``length_bias["sample"] = {"pairs": ..., "of": ...}``; one rater's active times
-  (``times_per_rater``, 250,000): above it the median is a sample's,
+  ``length_bias["sample"] = {"pairs": ..., "of": ...}``; the raters' active times, a budget
+  shared by all raters (``times``, 2,000,000 times, 16 MB, :class:`SharedReservoirs`; and at
+  most ``times_per_rater``, 250,000, for one rater): above it the raters with the most times
+  keep an equal share and their median is a sample's,
   ``raters[r]["median_seconds_sample"] = {"labels": ..., "of": ...}``; the rationales compared
   for near duplicates (``rationales``, 50,000): the first that many,
   ``telemetry_flags_sample = {"rationales": ..., "of": ...}`` in the report.
@@ -85,6 +87,8 @@ class Bounds:
     units: int = 200_000
     pairs: int = 2_000_000
     times_per_rater: int = 250_000
+    #: the active times kept over all raters (:class:`SharedReservoirs`): 8 bytes each
+    times: int = 2_000_000
     rationales: int = 50_000
     text_cache: int = 65_536
 
@@ -119,6 +123,58 @@ class Reservoir:
         k = self._rng.randrange(self.seen)
         if k < self.bound:
             self.items[k] = thing
+
+
+class SharedReservoirs:
+    """One :class:`Reservoir` per key (a rater's active times) under a total budget: every
+    value is kept while the values added number at most ``total`` (exact below it), and no
+    reservoir holds more than ``per_key``. When the kept values pass ``total``, the reservoirs
+    are given one common bound, the largest that fits them in 7/8 of ``total`` (water-filling:
+    a key with fewer values keeps all of them, the others an equal share), and each one over it
+    is cut to a uniform subsample of that size (seeded) and goes on sampling with that bound
+    (algorithm R's invariant holds: a uniform subsample of a uniform sample is uniform). A key
+    added later starts with the common bound. So the memory is ``8 * total`` bytes however many
+    keys and values there are (with ``total`` >= the number of keys: each keeps one value)."""
+
+    def __init__(self, total: int, per_key: int, seed: int = 0, typecode: str = "d") -> None:
+        self.total = total
+        self.bound = per_key
+        self.seed = seed
+        self.typecode = typecode
+        self.by_key: dict[Any, Reservoir] = {}
+        self.kept = 0
+
+    def add(self, key: Any, value: Any) -> None:
+        res = self.by_key.get(key)
+        if res is None:
+            res = self.by_key[key] = Reservoir(self.bound, seed=self.seed, typecode=self.typecode)
+        grew = len(res.items) < res.bound
+        res.add(value)
+        if grew:
+            self.kept += 1
+            if self.kept > self.total:
+                self._shrink()
+
+    def _shrink(self) -> None:
+        target = max(self.total - self.total // 8, len(self.by_key))
+        sizes = sorted(len(r.items) for r in self.by_key.values())
+        # the largest common bound b with sum(min(size, b)) <= target
+        below, bound = 0, sizes[-1]
+        for i, size in enumerate(sizes):
+            share = (target - below) // (len(sizes) - i)
+            if size > share:
+                bound = max(share, 1)
+                break
+            below += size
+        self.bound = min(self.bound, bound)
+        self.kept = 0
+        for res in self.by_key.values():
+            res.bound = self.bound
+            items = res.items
+            if len(items) > self.bound:
+                keep = sorted(res._rng.sample(range(len(items)), self.bound))
+                res.items = array(self.typecode, [items[i] for i in keep])
+            self.kept += len(res.items)
 
 
 class Patterns:
@@ -441,7 +497,7 @@ class ReportAccumulator:
         self.any_version = False
         self.labels: Counter[str] = Counter()
         self.rater_order: dict[str, None] = {}
-        self.times: dict[str, Reservoir] = {}
+        self.times = SharedReservoirs(self.bounds.times, self.bounds.times_per_rater)
         self.loo: dict[str, list[float]] = {}
         self.confusion: dict[str, Counter[tuple[float, float]]] = {}
         self.main_values: set[float] = set()
@@ -590,12 +646,7 @@ class ReportAccumulator:
             ms = (p.submitted_at - p.started_at).total_seconds() * 1000
         if ms is None:
             return
-        times = self.times.get(p.rater_id)
-        if times is None:
-            times = self.times[p.rater_id] = Reservoir(
-                self.bounds.times_per_rater, seed=0, typecode="d"
-            )
-        times.add(ms)
+        self.times.add(p.rater_id, ms)
 
     def _agreement(self, cols: Mapping[str, list[Any]]) -> None:
         bound = self.bounds.units
@@ -866,7 +917,7 @@ class ReportAccumulator:
         raters: dict[str, dict[str, Any]] = {
             r: {"labels": self.labels[r]} for r in self.rater_order
         }
-        for r, times in self.times.items():
+        for r, times in self.times.by_key.items():
             raters[r]["median_seconds"] = float(np.median(np.asarray(times.items))) / 1000
             if times.sampled:
                 raters[r]["median_seconds_sample"] = {"labels": len(times.items), "of": times.seen}
@@ -952,6 +1003,15 @@ class ReportAccumulator:
             return list(self.pairs_c), list(self.pairs_r)
         sample = np.asarray(self.pair_sample.items, dtype=np.int64)
         return [int(v) for v in sample >> 32], [int(v) for v in sample & 0xFFFFFFFF]
+
+    def length_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`length_pairs` as two int64 numpy columns (8 bytes a pair, not a Python int's
+        ~36: ~70 MB less for the 983,070 pairs of a 1M project), after :meth:`result`."""
+        self._pairs()
+        if self.pair_sample is None:
+            return np.array(self.pairs_c, dtype=np.int64), np.array(self.pairs_r, dtype=np.int64)
+        sample = np.asarray(self.pair_sample.items, dtype=np.int64)
+        return sample >> 32, sample & 0xFFFFFFFF
 
     def _length(self) -> dict[str, Any]:
         if self.pair_sample is None:
@@ -1099,4 +1159,11 @@ def _triads(cols: Mapping[str, list[Any]]) -> dict[str, tuple[int, int]]:
     return out
 
 
-__all__ = ["DEFAULT_LEVELS", "FEATURE_NAMES", "Bounds", "ReportAccumulator", "Reservoir"]
+__all__ = [
+    "DEFAULT_LEVELS",
+    "FEATURE_NAMES",
+    "Bounds",
+    "ReportAccumulator",
+    "Reservoir",
+    "SharedReservoirs",
+]

@@ -4,7 +4,10 @@ The panels (agreement with CIs, agreement with consensus, position and length bi
 set they measured) are the quality report's figures, streamed from the database in memory that
 does not grow with the project (:func:`preflab.io.quality_source.accumulate_in`) and drawn by
 :func:`preflab.server.pages.panels.quality_panels`; beside them, per rater, the median time
-and the labels held out by telemetry, and the judgments whose rationale nearly duplicates
+(every time while the project's production labels with times number at most
+``Bounds.times``, 2,000,000; above it the raters share that budget and
+``median_s_sample`` names the raters whose median is a sample's,
+:class:`~preflab.quality.accumulate.SharedReservoirs`) and the labels held out by telemetry, and the judgments whose rationale nearly duplicates
 another's (the data browser's ``near_duplicate_rationale`` flag, a comparison across the whole
 project). One row per project in ``quality_snapshots`` holds them as JSON with the time they were
 computed and the labels they cover (:class:`Watermark`). The same run computes the review queues
@@ -27,6 +30,7 @@ older than :data:`CLAIM_TIMEOUT` counts as a crashed run. A project of at most
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import math
 import os
@@ -58,6 +62,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
 from ..io.quality_source import accumulate_in
+from ..quality.accumulate import Bounds, ReportAccumulator, SharedReservoirs
 from ..quality.near_duplicate_index import NearDuplicateIndex
 from ..quality.report import finish_report
 from ..quality.telemetry import TelemetrySettings
@@ -303,7 +308,8 @@ def _activity(
     0, the caller adds them (the review queues' pass assesses the same labels)."""
     settings = review.telemetry_settings(project)
     decided = review.telemetry_decisions(session, project.pk) if held_out else {}
-    times: dict[str, array[float]] = {}
+    bounds = Bounds()  # the report's: one budget of active times shared by the raters
+    times = SharedReservoirs(bounds.times, bounds.times_per_rater)
     held: dict[str, int] = {}
     with_telemetry: list[int] = []
     texts: list[str] = []
@@ -320,7 +326,7 @@ def _activity(
             continue
         held.setdefault(key, 0)
         if submitted is not None and started is not None:
-            times.setdefault(key, array("d")).append((submitted - started).total_seconds())
+            times.add(key, (submitted - started).total_seconds())
         if telemetry is not None and held_out:
             with_telemetry.append(pk)
     for key in _held_out(session, with_telemetry, settings, decided):
@@ -334,11 +340,16 @@ def _activity(
         dups.update((pks[first], pks[second]))
         partners[pks[first]].add(pks[second])
         partners[pks[second]].add(pks[first])
-    out = {
-        "median_s": {k: _median(v) for k, v in times.items()},
+    out: dict[str, Any] = {
+        "median_s": {k: _median(r.items) for k, r in times.by_key.items()},
         "held_out": held,
         "near_duplicate_pks": sorted(dups),
     }
+    sampled = {
+        k: {"labels": len(r.items), "of": r.seen} for k, r in times.by_key.items() if r.sampled
+    }
+    if sampled:  # past the budget: these raters' medians are a sample's (none below it)
+        out["median_s_sample"] = sampled
     return out, index, {pk: sorted(others) for pk, others in partners.items()}
 
 
@@ -383,6 +394,8 @@ def compute_snapshot(
     for key, n in tally.held_by_rater.items():
         held[key] += n
     summary = spool.finish(tally, review.pending_demonstrations(session, project))
+    del tally
+    gc.collect()  # its cycles freed before the report's accumulator grows
     return _panels(session, project, mark, per_rater, searched), summary
 
 
@@ -393,12 +406,8 @@ def _panels(
     per_rater: dict[str, Any],
     searched: NearDuplicateIndex,
 ) -> dict[str, Any]:
-    acc = accumulate_in(session, project.name)
-    # the report's near-duplicate flags: its rationales are among those searched just now
-    acc.pair_search = searched.pairs
-    chosen, rejected = acc.length_pairs()
-    panels = quality_panels(finish_report(acc), chosen, rejected)
-    del acc, chosen, rejected, searched
+    panels = _report_panels(accumulate_in(session, project.name), searched)
+    del searched
     project_row = session.get(Project, project.pk)
     assert project_row is not None
     excluded = session.scalar(
@@ -416,6 +425,19 @@ def _panels(
             "per_day": labels_per_day(session, project.pk, upto_pk=mark.max_judgment_pk),
         }
     )
+
+
+def _report_panels(acc: ReportAccumulator, searched: NearDuplicateIndex) -> dict[str, Any]:
+    """The panels of a fed accumulator (pass the only reference: this drops it), its
+    near-duplicate flags read from ``searched`` (its rationales are among those searched): the
+    report finished, then only the decided pairs' length columns (int64 numpy, the length
+    chart's) kept of the accumulator while the panels are drawn (the accumulator, ~300 MB at
+    1M judgments, is gone by then)."""
+    acc.pair_search = searched.pairs
+    report = finish_report(acc)
+    chosen, rejected = acc.length_columns()
+    del acc
+    return quality_panels(report, chosen, rejected)
 
 
 def compute_inline(session: Session, project: ProjectRef | Project) -> Snapshot:

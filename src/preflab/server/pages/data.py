@@ -135,6 +135,7 @@ def label_progress(
 #: What the snapshot holds beside the statistics panels.
 SNAPSHOT_EXTRAS = (
     "median_s",
+    "median_s_sample",
     "held_out",
     "near_duplicate_pks",
     "counts",

@@ -56,7 +56,9 @@ def svg_bars(
 
 
 def quality_panels(
-    report: Mapping[str, Any], chosen: list[int] | None = None, rejected: list[int] | None = None
+    report: Mapping[str, Any],
+    chosen: plots.Lengths | None = None,
+    rejected: plots.Lengths | None = None,
 ) -> dict[str, Any]:
     """The panels of a quality report (:func:`preflab.quality.report.report_from_items`, the
     very figures ``preflab quality report`` prints): agreement per batch and dimension with CIs,
@@ -112,7 +114,11 @@ def quality_panels(
             out["length"] = {
                 **lb,
                 "chart": svg_bars(coarse, hi=max([1, *(v for _, v in coarse)])),
-                "curve": plots.length_bias_curve(chosen or [], rejected or [], lb.get("logistic")),
+                "curve": plots.length_bias_curve(
+                    [] if chosen is None else chosen,
+                    [] if rejected is None else rejected,
+                    lb.get("logistic"),
+                ),
             }
     except Exception as exc:  # a panel failing must not take the dashboard down
         out["error"] = f"{type(exc).__name__}: {exc}"
