@@ -252,7 +252,7 @@ def test_column_path_above_the_bounds(db_url, monkeypatch):
     """The kept units, length pairs, times and rationales pass their bounds: sampled alike."""
     js, items = twisted_project(5, LEAVING + STAYING, n_items=150)
     store(db_url, js, items, "bounded")
-    bounds = Bounds(units=7, pairs=9, times_per_rater=4, rationales=3, text_cache=2)
+    bounds = Bounds(units=7, pairs=9, times_per_rater=4, times=6, rationales=3, text_cache=2)
     fast, slow, taken = both_paths(db_url, "bounded", monkeypatch, bounds=bounds)
     assert taken > 50
     assert fast["result"]["length_bias"]["sample"]["pairs"] == 9

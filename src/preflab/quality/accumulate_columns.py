@@ -35,7 +35,6 @@ from ..store.rows import as_utc
 from .accumulate import (
     ItemUnits,
     ReportAccumulator,
-    Reservoir,
     _Desc,
     _item_units,
     _triads,
@@ -145,11 +144,7 @@ def add_plain_item(
         # (a stored time is a datetime, never false: as_utc gives None for NULL only)
         started, submitted = as_utc(row[_STARTED]), as_utc(row[_SUBMITTED])
         if started is not None and submitted is not None:
-            ms = (submitted - started).total_seconds() * 1000
-            kept = times.get(rater)
-            if kept is None:
-                kept = times[rater] = Reservoir(acc.bounds.times_per_rater, seed=0, typecode="d")
-            kept.add(ms)
+            times.add(rater, (submitted - started).total_seconds() * 1000)
     cols: dict[str, list[Any]] = {
         "u": u_col,
         "r": r_col,
