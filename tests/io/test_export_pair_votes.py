@@ -46,7 +46,12 @@ def _random_labels(rng: random.Random, n: int) -> list[tuple[int, PairwiseJudgme
             (
                 rng.randrange(1000),
                 _pairwise(
-                    "item", (x, y), winner, strength, rater, at=at,
+                    "item",
+                    (x, y),
+                    winner,
+                    strength,
+                    rater,
+                    at=at,
                     rater_hash=rng.choice([None, "h-" + rater]),
                 ),
             )
@@ -90,7 +95,39 @@ def test_shapes_it_does_not_cover_go_to_the_general_path():
     adjudicated = [(0, one), (1, _pairwise("i", ("x", "y"), "b", 3, "adj", review_pass=2))]
     assert resolve._plain_pair_votes(adjudicated) is None
     assert [v.rater for v in resolve.pair_votes(adjudicated)] == ["adj"]  # the override
-    ranked = [(0, one), (1, RankingJudgment(item_id="i", order=[["x"], ["y"]], provenance={"rater_id": "r2"}))]
+    ranked = [
+        (0, one),
+        (1, RankingJudgment(item_id="i", order=[["x"], ["y"]], provenance={"rater_id": "r2"})),
+    ]
     assert resolve._plain_pair_votes(ranked) is None
     assert resolve.pair_votes(ranked) == _general(ranked)
     assert {v.origin for v in resolve.pair_votes(ranked)} == {"pairwise", "ranking"}
+
+
+# -- one item's label set and votes at once (Collector.read's plain items) ----------------
+
+
+def _effective_then_votes(judgments, order):
+    effective = resolve.effective_judgments(judgments, order)
+    return effective, resolve.pair_votes(effective, [])
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_plain_pairwise_equals_the_label_set_then_the_votes(seed):
+    rng = random.Random(seed)
+    labelled = _random_labels(rng, rng.randrange(1, 10))
+    judgments = [j for _, j in labelled]
+    order = rng.sample(range(100), len(judgments))  # row orders, not in list order
+    fast = resolve.plain_pairwise(judgments, order)
+    assert fast is not None
+    assert fast == _effective_then_votes(judgments, order)
+
+
+def test_a_revision_or_an_adjudication_is_not_plain():
+    first = _pairwise("i", ("x", "y"), "a", 1, "r1", at=datetime(2026, 1, 1))
+    revised = _pairwise("i", ("y", "x"), "a", 3, "r1", at=datetime(2026, 1, 2))
+    assert resolve.plain_pairwise([first, revised], [1, 2]) is None
+    effective, votes = _effective_then_votes([first, revised], [1, 2])
+    assert [j for _, j in effective] == [revised] and len(votes) == 1
+    adj = _pairwise("i", ("x", "y"), "b", 2, "r9", review_pass=2)
+    assert resolve.plain_pairwise([first, adj], [1, 2]) is None

@@ -96,7 +96,9 @@ class ExportData:
     format_notes: dict[str, Any] | None = None
     #: the length gate's measures, ``{id(pair): (pair, chosen length, rejected length)}``, for
     #: the verbosity penalty that follows it on the same pairs (:func:`.length_gate.pair_lengths`)
-    measured: dict[int, tuple[Any, int, int]] | None = field(default=None, repr=False, compare=False)
+    measured: dict[int, tuple[Any, int, int]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 class Exporter:

@@ -275,9 +275,7 @@ def length_parity_gate(
     tally.see_items(data)
     data.measured = None
     chosen, rejected = pair_lengths(data, data.pairs)
-    data.measured = {
-        id(p): (p, c, r) for p, c, r in zip(data.pairs, chosen, rejected, strict=True)
-    }
+    data.measured = {id(p): (p, c, r) for p, c, r in zip(data.pairs, chosen, rejected, strict=True)}
     # One gate for audits and exports: the quality engine decides, the manifest records why.
     result = quality_length_parity_gate(chosen, rejected, low=lo, high=hi)
     kept = []

@@ -48,6 +48,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 from ...quality.bias import length_in
@@ -320,7 +321,9 @@ def _plain_pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[Pair
         lo, hi = (a, b) if a <= b else (b, a)
         winner, strength = j.winner, j.strength
         direction = 0 if winner == "tie" else -1 if (a if winner == "a" else b) == lo else 1
-        score = UNKNOWN_VOTE_STRENGTH * direction if strength is None else float(direction * strength)
+        score = (
+            UNKNOWN_VOTE_STRENGTH * direction if strength is None else float(direction * strength)
+        )
         rater = prov.rater_id
         votes.append(
             PairVote(
@@ -342,6 +345,19 @@ def _plain_pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[Pair
         if k1 == k2:  # a rater with two labels on one pair: the general path chooses
             return None
     return [votes[i] for _, i in keyed]
+
+
+def plain_pairwise(
+    judgments: Sequence[JudgmentBase], order: Sequence[int]
+) -> tuple[list[tuple[int, JudgmentBase]], list[PairVote]] | None:
+    """``(effective_judgments(judgments, order), pair_votes(that))`` for one item whose labels
+    are all pairwise judgments of production passes, one per ``(pair, rater)``: no label
+    revises or overrides another, so the label set is every label in row order, and the votes
+    are :func:`_plain_pair_votes`'. None for any other item (the caller takes the general
+    steps; ``tests/io/test_export_pair_votes.py`` holds the two equal)."""
+    labelled = sorted(zip(order, judgments, strict=True), key=itemgetter(0))
+    votes = _plain_pair_votes(labelled)
+    return None if votes is None else (labelled, votes)
 
 
 # -- step 5: aggregation --------------------------------------------------------------------
