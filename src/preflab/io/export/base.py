@@ -94,6 +94,11 @@ class ExportData:
     #: the manifest's ``format_notes`` when already summed over a streamed export's chunks
     #: (:meth:`Exporter.note_counts`); None: :meth:`Exporter.notes` of this data
     format_notes: dict[str, Any] | None = None
+    #: the length gate's measures, ``{id(pair): (pair, chosen length, rejected length)}``, for
+    #: the verbosity penalty that follows it on the same pairs (:func:`.length_gate.pair_lengths`)
+    measured: dict[int, tuple[Any, int, int]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 class Exporter:

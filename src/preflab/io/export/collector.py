@@ -23,6 +23,7 @@ from .resolve import (
     counts_as_label,
     effective_judgments,
     item_pair_votes,
+    plain_pairwise,
     resolve_steps,
     resolve_unary,
     word_length,
@@ -174,8 +175,14 @@ class Collector:
                 data.judgments.extend(kept)
             if not kept:
                 continue
-            # the label set every measure uses (quality.labels): a revised label counts once
-            effective = effective_judgments(kept, order)
+            # the label set every measure uses (quality.labels): a revised label counts once;
+            # an item of plain pairwise labels has its label set and votes at once
+            fast = resolving and not routed and "pairs" in needs
+            plain = plain_pairwise(kept, order) if fast else None
+            if plain is not None:
+                effective, plain_votes = plain
+            else:
+                effective, plain_votes = effective_judgments(kept, order), None
             # "used": what the export reads. A resolving export reads the resolved label set, so
             # the labels a revision or an adjudication set aside are not counted (issue 28 s. 7).
             for j in (j for _, j in effective) if resolving else kept:
@@ -188,7 +195,11 @@ class Collector:
                 continue
             if routed:  # the verifier's call, not people's (see .routing)
                 effective = without_people_preferences(effective, item.id, data.drops)
-            plain = [j for _, j in effective]
+            if plain_votes is not None:  # pairwise judgments only: no thumb, step or demo
+                if "pairs" in needs:
+                    votes.extend(plain_votes)
+                continue
+            labels = [j for _, j in effective]
             if "pairs" in needs:
                 item_votes, rubric_only = item_pair_votes(
                     item, effective, rubric_for, self.length_fn, data.drops
@@ -196,11 +207,11 @@ class Collector:
                 votes.extend(item_votes)
                 rubric_resolved.extend(rubric_only)
             if "unary" in needs:
-                data.unary.extend(resolve_unary(plain, data.drops))
+                data.unary.extend(resolve_unary(labels, data.drops))
             if "steps" in needs:
-                data.steps.extend(resolve_steps(plain, data.drops))
+                data.steps.extend(resolve_steps(labels, data.drops))
             if "demonstrations" in needs:
-                demos = accepted_demonstrations(plain, data.drops)
+                demos = accepted_demonstrations(labels, data.drops)
                 data.demonstrations.extend(demos)
                 chat = chat or any(d.messages is not None for d in demos)
         if "pairs" in needs:

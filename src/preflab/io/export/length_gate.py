@@ -118,7 +118,13 @@ def cohort_of(data: ExportData, item_id: str, by: str) -> str:
 
 def pair_lengths(data: ExportData, pairs: list) -> tuple[list[int], list[int]]:
     """Lengths of each pair's chosen and rejected answers (one batch through a
-    :class:`~.token_cache.CachedLength`, each distinct text measured once)."""
+    :class:`~.token_cache.CachedLength`, each distinct text measured once); pairs the length
+    gate just measured (``data.measured``, the very objects) are not measured again."""
+    memo = data.measured
+    if memo is not None:
+        known = [memo.get(id(p)) for p in pairs]
+        if all(m is not None and m[0] is p for m, p in zip(known, pairs, strict=True)):
+            return [m[1] for m in known], [m[2] for m in known]  # type: ignore[index]
     texts = []
     for p in pairs:
         item = data.items[p.item_id]
@@ -267,7 +273,9 @@ def length_parity_gate(
     own = tally is None
     tally = LengthTally() if tally is None else tally
     tally.see_items(data)
+    data.measured = None
     chosen, rejected = pair_lengths(data, data.pairs)
+    data.measured = {id(p): (p, c, r) for p, c, r in zip(data.pairs, chosen, rejected, strict=True)}
     # One gate for audits and exports: the quality engine decides, the manifest records why.
     result = quality_length_parity_gate(chosen, rejected, low=lo, high=hi)
     kept = []
@@ -323,6 +331,7 @@ def apply_verbosity_penalty(
     tally = VerbosityTally() if tally is None else tally
     with_margin = [p for p in data.pairs if p.strength is not None]
     chosen, rejected = pair_lengths(data, with_margin)
+    data.measured = None  # the gate's measures served: the pairs change below
     new = {}
     tally.with_margin += len(with_margin)
     for p, c, r in zip(with_margin, chosen, rejected, strict=True):

@@ -48,6 +48,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 from ...quality.bias import length_in
@@ -234,6 +235,10 @@ def pair_votes(
     overrides production rankings of the same pair); a rater who voted on a pair through
     several kinds keeps the latest vote.
     """
+    if extra == ():  # the common case: pairwise labels only, one vote per pair and rater
+        fast = _plain_pair_votes(labelled)
+        if fast is not None:
+            return fast
     votes: list[PairVote] = list(extra)
     for pos, j in labelled:
         if not isinstance(j, (PairwiseJudgment, RankingJudgment)):
@@ -295,6 +300,64 @@ def pair_votes(
                 max(group, key=lambda v: (v.order[0], v.order[1] if timed else 0, v.order[2]))
             )
     return out
+
+
+def _plain_pair_votes(labelled: Sequence[tuple[int, JudgmentBase]]) -> list[PairVote] | None:
+    """:func:`pair_votes` of labels that are all pairwise judgments of production passes with
+    one label per ``(pair, rater)``: nothing to override or deduplicate, so the votes sorted by
+    ``(lo, hi, rater)`` are exactly the general path's (pairs sorted, raters sorted within a
+    pair). None when the labels are not of that shape (the caller takes the general path).
+    Each vote's fields are those of the general path, the properties (``pair``,
+    ``direction``, ``score``) read once each (``tests/io/test_export_pair_votes.py``)."""
+    votes: list[PairVote] = []
+    for pos, j in labelled:
+        if j.__class__ is not PairwiseJudgment:
+            return None
+        prov = j.provenance
+        review_pass = int(prov.review_pass)
+        if review_pass >= ADJUDICATION:
+            return None
+        a, b = j.shown_order
+        lo, hi = (a, b) if a <= b else (b, a)
+        winner, strength = j.winner, j.strength
+        direction = 0 if winner == "tie" else -1 if (a if winner == "a" else b) == lo else 1
+        score = (
+            UNKNOWN_VOTE_STRENGTH * direction if strength is None else float(direction * strength)
+        )
+        rater = prov.rater_id
+        votes.append(
+            PairVote(
+                j.item_id,
+                lo,
+                hi,
+                rater,
+                prov.rater_hash or rater,
+                score,
+                "pairwise",
+                review_pass,
+                (review_pass, _when(j), pos),
+            )
+        )
+    if len(votes) <= 1:
+        return votes
+    keyed = sorted(((v.lo, v.hi, v.rater), i) for i, v in enumerate(votes))
+    for (k1, _), (k2, _) in zip(keyed, keyed[1:], strict=False):
+        if k1 == k2:  # a rater with two labels on one pair: the general path chooses
+            return None
+    return [votes[i] for _, i in keyed]
+
+
+def plain_pairwise(
+    judgments: Sequence[JudgmentBase], order: Sequence[int]
+) -> tuple[list[tuple[int, JudgmentBase]], list[PairVote]] | None:
+    """``(effective_judgments(judgments, order), pair_votes(that))`` for one item whose labels
+    are all pairwise judgments of production passes, one per ``(pair, rater)``: no label
+    revises or overrides another, so the label set is every label in row order, and the votes
+    are :func:`_plain_pair_votes`'. None for any other item (the caller takes the general
+    steps; ``tests/io/test_export_pair_votes.py`` holds the two equal)."""
+    labelled = sorted(zip(order, judgments, strict=True), key=itemgetter(0))
+    votes = _plain_pair_votes(labelled)
+    return None if votes is None else (labelled, votes)
 
 
 # -- step 5: aggregation --------------------------------------------------------------------

@@ -1,0 +1,127 @@
+"""The export's fast path for plain pairwise items (issue 27, the export's CPU): every file
+of an export is the same bytes with the fast path as with it switched off (the general label
+set, :func:`~preflab.io.export.resolve.pair_votes`' general path), on projects with each twist
+the fast path must leave to the general steps (rankings, revisions, adjudications, AI labels,
+gold items, thumbs, steps, demonstrations, flagged labels: the generated projects of
+``test_export_oracle.py``) and on a project of plain pairwise labels only; both paths run."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from preflab.io.export import collector as collector_module
+from preflab.io.export import resolve
+from preflab.io.importer import ImportOptions, import_files
+from preflab.store import db, repo, transaction
+
+HERE = Path(__file__).resolve().parent
+
+
+def _module(name: str, file: str):
+    """A helper module beside this file (``tests/io`` is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, HERE / file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_streaming = _module("export_streaming_helpers_plain", "test_export_streaming.py")
+_files, frozen_clock, small_chunks = (
+    _streaming._files,
+    _streaming.frozen_clock,
+    _streaming.small_chunks,
+)
+generate, load, flag_some_labels = (
+    _streaming.generate,
+    _streaming.load,
+    _streaming.flag_some_labels,
+)
+
+FORMATS = ("trl-preference", "trl-reward", "openrlhf", "trl-kto", "raw", "verl")
+
+
+def _plain_project(engine, tmp_path: Path) -> None:
+    """Twelve items, three raters each, pairwise labels only (TRL rows with a labeler)."""
+    import orjson
+
+    rows = [
+        {
+            "prompt": f"Question {n}?",
+            "chosen": f"a fine answer to question {n} " + "word " * (n % 5),
+            "rejected": f"a poor answer to question {n}",
+            "labeler": rater,
+            "strength": 1 + (n + k) % 3,
+        }
+        for n in range(12)
+        for k, rater in enumerate(("ann", "bob", "cyd"))
+    ]
+    path = tmp_path / "plain.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    with transaction(engine) as s:
+        repo.create_project(s, "plain", kinds=["pairwise"])
+    import_files(engine, "plain", [path], ImportOptions())
+
+
+@pytest.fixture
+def engine(db_url, tmp_path):
+    engine = db.open_db(db_url)
+    for seed in (3, 17):
+        load(engine, f"g{seed}", generate(seed), tmp_path)
+    flag_some_labels(engine)
+    _plain_project(engine, tmp_path)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How often the fast path served an item and declined one."""
+    seen = {"plain": 0, "general": 0}
+    real = resolve.plain_pairwise
+
+    def counting(judgments, order):
+        out = real(judgments, order)
+        seen["plain" if out is not None else "general"] += 1
+        return out
+
+    monkeypatch.setattr(collector_module, "plain_pairwise", counting)
+    return seen
+
+
+def _export(engine, project, fmt, file_format, out: Path, **kw):
+    from preflab.io.export import ExportError, ExportOptions, export_project
+
+    options = ExportOptions(out=out, format=fmt, file_format=file_format, force=True, **kw)
+    try:
+        export_project(engine, project, options)
+    except ExportError as exc:
+        return str(exc)
+    return _files(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("file_format", ["jsonl", "parquet", "hf"])
+def test_the_fast_path_writes_the_general_paths_bytes(
+    engine, file_format, counted, frozen_clock, small_chunks, monkeypatch, tmp_path
+):
+    written = 0
+    for project in ("g3", "g17", "plain"):
+        for fmt in FORMATS if file_format == "jsonl" else FORMATS[:3]:
+            for kw in ({}, {"aggregation": "dawid-skene"}, {"include_ai": True}):
+                tag = f"{project}-{fmt}-{file_format}-{sorted(kw)}"
+                # the same directory name: the manifest and card name the output
+                fast = _export(engine, project, fmt, file_format, tmp_path / "f" / tag, **kw)
+                with monkeypatch.context() as m:
+                    m.setattr(collector_module, "plain_pairwise", lambda j, o: None)
+                    m.setattr(resolve, "_plain_pair_votes", lambda labelled: None)
+                    general = _export(engine, project, fmt, file_format, tmp_path / "g" / tag, **kw)
+                assert fast == general, tag
+                written += not isinstance(fast, str)
+    assert written >= 10
+    assert counted["plain"] > 0 and counted["general"] > 0  # both paths ran
