@@ -541,10 +541,10 @@ def iter_raw_chunks(
             if r[1] == project.pk
         ]
         candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
-        for row in session.execute(cand_stmt.where(cands.item_pk.between(first, last))).all():
-            listed = candidates.get(row[0])
+        for cand in session.execute(cand_stmt.where(cands.item_pk.between(first, last))).all():
+            listed = candidates.get(cand[0])
             if listed is not None:
-                listed.append(row[1:])
+                listed.append(cand[1:])
         judged: dict[int, list[Any]] = {r[0]: [] for r in rows}
         for row in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
             listed = judged.get(row[1])
