@@ -4,7 +4,8 @@ The files are byte-identical to those of the in-memory path (:func:`.pipeline.co
 every gate over every row), but no pass holds more than one chunk of items and their labels:
 
 0. **Fit** (``--aggregation dawid-skene`` only). Every chunk is read and resolved into votes,
-   kept as three columns (unit, rater, side; strings interned), and the model is fitted once
+   kept as compact columns (a unit code, a rater code and a side a vote:
+   :class:`~.aggregators.VoteColumns`), and the model is fitted once
    (:class:`~.aggregators.DawidSkeneFit`: its EM iterations need every vote, so they run over
    these arrays, not over the database again). What the aggregation drops is logged here, in
    the whole project's order; passes 1 and 2 decide each chunk's pairs from the fit.
