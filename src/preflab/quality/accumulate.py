@@ -826,6 +826,10 @@ class ReportAccumulator:
             rejected.append(entry_r[0])
             # an entry keeps its text's features once computed (an item's raters share them)
             self.formatting.add(features_of(entry_c, text_c), features_of(entry_r, text_r))
+        self._queue_pairs(chosen, rejected)
+
+    def _queue_pairs(self, chosen: list[int], rejected: list[int]) -> None:
+        """An item's (chosen, rejected) lengths onto the pending columns, folded every 65,536."""
         if chosen:
             self.pending_c.extend(chosen)
             self.pending_r.extend(rejected)

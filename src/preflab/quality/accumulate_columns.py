@@ -272,8 +272,4 @@ def _bias(
         chosen.append(entry_c[0])
         rejected.append(entry_r[0])
         acc.formatting.add(features_of(entry_c, text_c), features_of(entry_r, text_r))
-    if chosen:
-        acc.pending_c.extend(chosen)
-        acc.pending_r.extend(rejected)
-        if len(acc.pending_c) >= 65_536:
-            acc._pairs()
+    acc._queue_pairs(chosen, rejected)
