@@ -219,27 +219,30 @@ def both_paths(
 
 def check_paths(
     url: str, monkeypatch: pytest.MonkeyPatch, twists: tuple[str, ...], **kw: Any
-) -> None:
+) -> tuple[int, int]:
+    """Both paths' results identical (asserted here); returns how many items took the column
+    path and how many should have (every plain item; an item with a twist that leaves it
+    does not, the AI twist stays on it when AI labels count), for the test to assert."""
     js, items = twisted_project(len(twists), twists, n_items=45 if len(twists) < 3 else 90)
     store(url, js, items, "cols")
     fast, slow, taken = both_paths(url, "cols", monkeypatch, **kw)
     identical(slow, fast)
-    # every plain item takes the column path; an item with a twist that leaves it does not
-    # (the AI twist stays on it when AI labels count)
     staying = set(STAYING) | ({"ai"} if kw.get("include_ai") else set())
     expected = sum(1 for n in range(len(items)) if twists[n % len(twists)] in staying)
-    assert taken == expected > 0
+    return taken, expected
 
 
 @pytest.mark.parametrize("twist", LEAVING)
 def test_column_path_equals_add_with_each_twist(db_url, monkeypatch, twist):
-    check_paths(db_url, monkeypatch, (twist, "plain"))
+    taken, expected = check_paths(db_url, monkeypatch, (twist, "plain"))
+    assert taken == expected > 0
 
 
 @pytest.mark.parametrize("include_ai", [False, True])
 @pytest.mark.parametrize("twists", [STAYING, LEAVING + STAYING], ids=["staying", "all"])
 def test_column_path_equals_add_and_build_report(db_url, monkeypatch, twists, include_ai):
-    check_paths(db_url, monkeypatch, twists, include_ai=include_ai)
+    taken, expected = check_paths(db_url, monkeypatch, twists, include_ai=include_ai)
+    assert taken == expected > 0
     # and the finished report equals build_report on the loaded project
     judgments, loaded, batches = load_project("cols", db_url)
     reference = build_report(
