@@ -195,17 +195,17 @@ def both_paths(
     """The result of ``accumulate_in`` with the column path and with ``add`` only (and its
     length pairs), and how many items the column path took."""
     taken = 0
-    add_plain = accumulate_columns.add_plain_item
+    add_plain = accumulate_columns.add_plain_items
 
-    def counting(*args: Any, **kwargs: Any) -> None:
+    def counting(acc: Any, run: Any, *args: Any, **kwargs: Any) -> None:
         nonlocal taken
-        taken += 1
-        add_plain(*args, **kwargs)
+        taken += len(run)
+        add_plain(acc, run, *args, **kwargs)
 
     engine = db.open_db(url)
     try:
         with transaction(engine) as s:
-            monkeypatch.setattr(quality_source, "add_plain_item", counting)
+            monkeypatch.setattr(quality_source, "add_plain_items", counting)
             fast = accumulate_in(s, name, n_boot=30, **kw)
             monkeypatch.setattr(quality_source, "columns_apply", lambda acc: False)
             slow = accumulate_in(s, name, n_boot=30, **kw)
