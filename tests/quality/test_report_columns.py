@@ -287,3 +287,26 @@ def test_scores_cache_equals_unit_scores_and_clears() -> None:
         identical(expected[0], got[0])
         assert got[1] == reasons_for(row, None)
         assert len(cache.entries) <= 2
+
+
+@pytest.mark.parametrize("units", [40, 200_000])
+def test_long_runs_of_plain_items(db_url, monkeypatch, units):
+    """Items that stay on the column path only: the plain items of a chunk are folded as one
+    run (add_plain_items), broken only by items of two guideline versions; the agreement rows
+    fill in bulk and (units=40) pass their bound in the middle of a run; a 3-entry text cache."""
+    js, items = twisted_project(7, STAYING, n_items=160)
+    store(db_url, js, items, "runs")
+    runs: list[int] = []
+    add_runs = accumulate_columns.add_plain_items
+
+    def recording(acc: Any, run: Any, *args: Any) -> None:
+        runs.append(len(run))
+        add_runs(acc, run, *args)
+
+    monkeypatch.setattr(accumulate_columns, "add_plain_items", recording)
+    bounds = Bounds(units=units, text_cache=3)
+    fast, slow, taken = both_paths(db_url, "runs", monkeypatch, bounds=bounds)
+    assert taken == len(items)  # every item is plain (an empty one too)
+    assert runs == [taken]  # one chunk: one run
+    assert bool(units == 40) == any("ci_sample" in row for row in fast["result"]["agreement"])
+    identical(slow, fast)

@@ -453,12 +453,17 @@ def _finite_sorted(values: Iterable[float]) -> tuple[float, ...]:
 def _long(
     unit_names: Sequence[str], patterns: Sequence[tuple[float, ...]]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The long ``(units, values)`` columns of kept units (a name and its values each)."""
+    """The long ``(units, values)`` columns of kept units (a name and its values each), each
+    unit as its name's rank among the names (``np.unique``'s codes): the agreement functions
+    read units only through :func:`~.table.factorize`, whose codes of these ranks are the
+    ranks themselves, as its codes of the names are; one sort of the names, not one per
+    function of every label's name."""
     names = np.empty(len(unit_names), dtype=object)
     names[:] = unit_names
+    _, ranks = np.unique(names, return_inverse=True)
     lengths = np.fromiter((len(v) for v in patterns), dtype=np.int64, count=len(patterns))
     values = np.fromiter((x for v in patterns for x in v), dtype=float, count=int(lengths.sum()))
-    return np.repeat(names, lengths), values
+    return np.repeat(ranks.reshape(-1).astype(np.int64), lengths), values
 
 
 class TextFeatures:

@@ -383,8 +383,9 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
             m_unit.append(won[2])
             m_rater.append(code)
             m_value.append(direction + 1)
-            started, submitted = as_utc(row[_STARTED]), as_utc(row[_SUBMITTED])
-            if started is not None and submitted is not None:
+            started, submitted = row[_STARTED], row[_SUBMITTED]
+            if started is not None and submitted is not None:  # as_utc: None for NULL only
+                started, submitted = as_utc(started), as_utc(submitted)
                 times.add(rater, (submitted - started).total_seconds() * 1000)
             if winner != "tie":
                 first_shown.append(int(winner == "a"))
