@@ -30,7 +30,8 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 import numpy as np
 
@@ -385,8 +386,8 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
             m_value.append(direction + 1)
             started, submitted = row[_STARTED], row[_SUBMITTED]
             if started is not None and submitted is not None:  # as_utc: None for NULL only
-                started, submitted = as_utc(started), as_utc(submitted)
-                times.add(rater, (submitted - started).total_seconds() * 1000)
+                elapsed = cast(datetime, as_utc(submitted)) - cast(datetime, as_utc(started))
+                times.add(rater, elapsed.total_seconds() * 1000)
             if winner != "tie":
                 first_shown.append(int(winner == "a"))
                 decided_rater.append(code)
