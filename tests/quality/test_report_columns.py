@@ -195,17 +195,17 @@ def both_paths(
     """The result of ``accumulate_in`` with the column path and with ``add`` only (and its
     length pairs), and how many items the column path took."""
     taken = 0
-    add_plain = accumulate_columns.add_plain_item
+    add_plain = accumulate_columns.add_plain_items
 
-    def counting(*args: Any, **kwargs: Any) -> None:
+    def counting(acc: Any, run: Any, *args: Any, **kwargs: Any) -> None:
         nonlocal taken
-        taken += 1
-        add_plain(*args, **kwargs)
+        taken += len(run)
+        add_plain(acc, run, *args, **kwargs)
 
     engine = db.open_db(url)
     try:
         with transaction(engine) as s:
-            monkeypatch.setattr(quality_source, "add_plain_item", counting)
+            monkeypatch.setattr(quality_source, "add_plain_items", counting)
             fast = accumulate_in(s, name, n_boot=30, **kw)
             monkeypatch.setattr(quality_source, "columns_apply", lambda acc: False)
             slow = accumulate_in(s, name, n_boot=30, **kw)
@@ -287,3 +287,26 @@ def test_scores_cache_equals_unit_scores_and_clears() -> None:
         identical(expected[0], got[0])
         assert got[1] == reasons_for(row, None)
         assert len(cache.entries) <= 2
+
+
+@pytest.mark.parametrize("units", [40, 200_000])
+def test_long_runs_of_plain_items(db_url, monkeypatch, units):
+    """Items that stay on the column path only: the plain items of a chunk are folded as one
+    run (add_plain_items), broken only by items of two guideline versions; the agreement rows
+    fill in bulk and (units=40) pass their bound in the middle of a run; a 3-entry text cache."""
+    js, items = twisted_project(7, STAYING, n_items=160)
+    store(db_url, js, items, "runs")
+    runs: list[int] = []
+    add_runs = accumulate_columns.add_plain_items
+
+    def recording(acc: Any, run: Any, *args: Any) -> None:
+        runs.append(len(run))
+        add_runs(acc, run, *args)
+
+    monkeypatch.setattr(accumulate_columns, "add_plain_items", recording)
+    bounds = Bounds(units=units, text_cache=3)
+    fast, slow, taken = both_paths(db_url, "runs", monkeypatch, bounds=bounds)
+    assert taken == len(items)  # every item is plain (an empty one too)
+    assert runs == [taken]  # one chunk: one run
+    assert bool(units == 40) == any("ci_sample" in row for row in fast["result"]["agreement"])
+    identical(slow, fast)

@@ -20,7 +20,13 @@ import orjson
 from sqlalchemy.orm import Session
 
 from ..quality.accumulate import Bounds, ReportAccumulator
-from ..quality.accumulate_columns import ScoresCache, add_plain_item, columns_apply, plain_item
+from ..quality.accumulate_columns import (
+    PlainItem,
+    ScoresCache,
+    add_plain_items,
+    columns_apply,
+    plain_item,
+)
 from ..quality.anchoring import AnchoringTally
 from ..quality.table import time_window_batches
 from ..schema import Item, JudgmentBase, parse_judgment
@@ -161,8 +167,8 @@ def accumulate_in(
     acc = ReportAccumulator(batches=batches, n_boot=n_boot, include_ai=include_ai, bounds=bounds)
     # the cyclic collector paused (as an export's read): the accumulator's long-lived state
     # (kept units, rationales, text caches) was walked by each automatic collection, ~15 % of
-    # the report's CPU; the youngest generation is swept every SWEEP_ITEMS items, so a cycle
-    # made while folding an item (none is known) does not outlive its chunk
+    # the report's CPU; the youngest generation is swept every SWEEP_ITEMS items and after each
+    # chunk, so a cycle made while folding an item (none is known) does not outlive its chunk
     # plain pairwise items are folded from their stored columns, every other item through its
     # schema objects and ``add`` (quality/accumulate_columns.py: the same state either way)
     columns = columns_apply(acc)
@@ -170,6 +176,9 @@ def accumulate_in(
     include_ai = acc.include_ai
     json_value = repo.json_value
     n = 0
+    # consecutive plain items of a chunk are folded together (add_plain_items: the same state
+    # as one item at a time); the run is folded before any other item goes through add
+    run: list[PlainItem] = []
     with gc_paused():
         for part in repo.iter_raw_chunks(session, project):
             raw = part.raw_json
@@ -187,10 +196,11 @@ def accumulate_in(
                     if plain_item(
                         judg_rows, bodies, cand_rows, json_value(gold) if raw else gold, include_ai
                     ):
-                        add_plain_item(acc, key, judg_rows, bodies, cand_rows, batch, scores)
-                        if n % SWEEP_ITEMS == 0:
-                            gc.collect(0)
+                        run.append((key, judg_rows, bodies, cand_rows, batch))
                         continue
+                    if run:
+                        add_plain_items(acc, run, scores)
+                        run = []
                 record = repo.item_with_judgments(row, cand_rows, judg_rows, raw)
                 batch_of.clear()
                 if record.item.id is not None:
@@ -199,6 +209,10 @@ def accumulate_in(
                 acc.add(record.judgments, record.item)
                 if n % SWEEP_ITEMS == 0:
                     gc.collect(0)
+            if run:
+                add_plain_items(acc, run, scores)
+                run = []
+            gc.collect(0)
     return acc
 
 

@@ -43,7 +43,7 @@ from array import array
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import accumulate, combinations
 from typing import Any
 
 import numpy as np
@@ -225,6 +225,20 @@ class KeptUnits:
         self.ends.append(len(self.names))
         self.pattern_ids.append(self.patterns.id(values))
 
+    def add_many(self, units: Sequence[str], values: Iterable[tuple[float, ...]]) -> None:
+        """:meth:`add` of each unit in order (an ASCII run of names in one append)."""
+        joined = "".join(units)
+        if joined.isascii():
+            ends = accumulate(map(len, units), initial=len(self.names))
+            next(ends)
+            self.names += joined.encode("ascii")
+            self.ends.extend(ends)
+        else:
+            for unit in units:
+                self.names += unit.encode("utf-8", "surrogatepass")
+                self.ends.append(len(self.names))
+        self.pattern_ids.extend(map(self.patterns.id, values))
+
     def values(self) -> Iterator[tuple[float, ...]]:
         patterns = self.patterns.values
         return (patterns[i] for i in self.pattern_ids)
@@ -295,6 +309,33 @@ class AgreementGroup:
             self._keep(finite)
         if len(self.patterns) > 4 * self.bound:
             self._fold()
+
+    def add_sorted_many(
+        self,
+        units: Sequence[str],
+        n_values: Sequence[int],
+        finites: Sequence[tuple[float, ...]],
+        raters: Iterable[Any],
+    ) -> None:
+        """:meth:`add_sorted` of each unit in order (``raters``: all their raters): while the
+        row stays exact (its kept units at most ``bound``) and every unit has a value, the
+        counts and kept units in bulk; the rest unit by unit."""
+        self.raters.update(raters)
+        done = 0
+        if self.sample is None and all(finites):
+            done = min(len(units), max(self.bound - len(self.units), 0))
+        if done:
+            head = finites[:done]
+            counts = n_values[:done]
+            self.n_labels += sum(counts)
+            self.n_units += done
+            self.n_pairable_units += sum(n >= 2 for n in counts)
+            if self.integral and any(v != round(v) for f in set(head) for v in f):
+                self.integral = False
+            self.n_pairable += sum(len(f) >= 2 for f in head)
+            self.units.add_many(units[:done], head)
+        for k in range(done, len(units)):
+            self.add_sorted(units[k], n_values[k], finites[k], ())
 
     def _keep(self, finite: tuple[float, ...]) -> None:
         assert self.sample is not None
@@ -412,12 +453,17 @@ def _finite_sorted(values: Iterable[float]) -> tuple[float, ...]:
 def _long(
     unit_names: Sequence[str], patterns: Sequence[tuple[float, ...]]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The long ``(units, values)`` columns of kept units (a name and its values each)."""
+    """The long ``(units, values)`` columns of kept units (a name and its values each), each
+    unit as its name's rank among the names (``np.unique``'s codes): the agreement functions
+    read units only through :func:`~.table.factorize`, whose codes of these ranks are the
+    ranks themselves, as its codes of the names are; one sort of the names, not one per
+    function of every label's name."""
     names = np.empty(len(unit_names), dtype=object)
     names[:] = unit_names
+    _, ranks = np.unique(names, return_inverse=True)
     lengths = np.fromiter((len(v) for v in patterns), dtype=np.int64, count=len(patterns))
     values = np.fromiter((x for v in patterns for x in v), dtype=float, count=int(lengths.sum()))
-    return np.repeat(names, lengths), values
+    return np.repeat(ranks.reshape(-1).astype(np.int64), lengths), values
 
 
 class TextFeatures:

@@ -28,14 +28,20 @@ something this path does not):
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
-from typing import Any
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+import numpy as np
 
 from ..store.rows import as_utc
 from .accumulate import (
+    AgreementGroup,
     ItemUnits,
     ReportAccumulator,
     _Desc,
+    _finite_sorted,
     _item_units,
     _triads,
     _unit_groups,
@@ -273,3 +279,292 @@ def _bias(
         rejected.append(entry_r[0])
         acc.formatting.add(features_of(entry_c, text_c), features_of(entry_r, text_r))
     acc._queue_pairs(chosen, rejected)
+
+
+#: one plain item of a run (:func:`add_plain_items`): its key, judgment rows, parsed bodies,
+#: candidate rows and batch, as :func:`add_plain_item` takes them
+PlainItem = tuple[str, list[Any], list[dict[str, Any]], list[Any], str]
+
+
+def add_plain_items(
+    acc: ReportAccumulator,
+    run: Sequence[PlainItem],
+    scores_cache: ScoresCache | None = None,
+) -> None:
+    """:func:`add_plain_item` of each item of ``run`` (consecutive plain items, in order), the
+    accumulator's state left exactly as those calls leave it, with the per-item work done once
+    for the run: each helper's state depends only on the order of its own updates, so the run is
+    folded helper by helper (label counts, times, rationales and the text cache in one pass over
+    the judgments; the agreement rows' units in bulk per row; leave-one-out and confusion from
+    per-unit value counts with numpy; the adjudication queue, position and formatting counts
+    and length pairs per run). An item whose judgments carry more than one guideline version
+    (``_item_units`` is ``None`` there) goes through :func:`add_plain_item` between the runs
+    around it."""
+    cache = scores_cache if scores_cache is not None else ScoresCache()
+    start = 0
+    for k, item in enumerate(run):
+        rows = item[1]
+        if rows and any(r[_VERSION] != rows[0][_VERSION] for r in rows):
+            _fold_run(acc, run[start:k], cache)
+            add_plain_item(acc, *item, cache)
+            start = k + 1
+    _fold_run(acc, run[start:], cache)
+
+
+def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCache) -> None:
+    """:func:`add_plain_items` of a run whose items each have one guideline version."""
+    if not run:
+        return
+    labels, rater_order, times = acc.labels, acc.rater_order, acc.times
+    entry = acc.texts.entry
+    max_rationales = acc.bounds.rationales
+    rationales = acc.rationales
+    acc.any_item = True
+    # the agreement rows' units per row, in the order add would give them
+    pending: dict[tuple[int, tuple[str, str, str]], list[Any]] = {}
+    # the winner rows for _main: unit code, rater code, direction + 1
+    m_unit: list[int] = []
+    m_rater: list[int] = []
+    m_value: list[int] = []
+    rater_code: dict[str, int] = {}
+    # the adjudication queue's units: (item key, unit, winner values, strength values)
+    queue_units: list[tuple[str, str, list[float], list[float]]] = []
+    triad_items: list[tuple[str, list[Any], list[dict[str, Any]]]] = []
+    # position counts and the decided pairs' candidate entries
+    first_shown: list[int] = []
+    decided_rater: list[int] = []
+    chosen_entries: list[tuple[str, list[Any]]] = []
+    rejected_entries: list[tuple[str, list[Any]]] = []
+    n_unit = 0
+    for item_key, judgment_rows, bodies, candidate_rows, batch in run:
+        n = len(judgment_rows)
+        acc.judgments_in += n
+        base = acc.n_used
+        acc.n_used += n
+        if not n:
+            continue
+        acc.kinds.add("pairwise")
+        gv = judgment_rows[0][_VERSION]
+        if gv is not None:
+            acc.any_version = True
+        version = "unrecorded" if gv is None else f"v{gv}"
+        # per unit of the item (first-appearance order): winner values and raters; the units
+        # with a strength in the order of their first strength
+        w_units: dict[str, tuple[list[float], list[Any], int]] = {}
+        s_units: dict[str, tuple[list[float], list[Any]]] = {}
+        n_rows = 0
+        lens: dict[Any, tuple[str, list[Any]]] = {}
+        for c in candidate_rows:
+            text = c[1]
+            lens[c[0]] = (text, entry(text))
+        for k, (row, body) in enumerate(zip(judgment_rows, bodies)):
+            rater = row[_RATER]
+            a, b = body["shown_order"]
+            lo, hi = (a, b) if a <= b else (b, a)
+            unit = f"{item_key}::{lo}|{hi}"
+            winner = body["winner"]
+            direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
+            strength = body.get("strength")
+            won = w_units.get(unit)
+            if won is None:
+                won = w_units[unit] = ([], [], n_unit + len(w_units))
+            won[0].append(float(direction))
+            won[1].append(rater)
+            n_rows += 1
+            if strength is not None:
+                got = s_units.get(unit)
+                if got is None:
+                    got = s_units[unit] = ([], [])
+                got[0].append(float(direction * strength))
+                got[1].append(rater)
+                n_rows += 1
+            code = rater_code.get(rater)
+            if code is None:
+                code = rater_code[rater] = len(rater_code)
+            m_unit.append(won[2])
+            m_rater.append(code)
+            m_value.append(direction + 1)
+            started, submitted = row[_STARTED], row[_SUBMITTED]
+            if started is not None and submitted is not None:  # as_utc: None for NULL only
+                elapsed = cast(datetime, as_utc(submitted)) - cast(datetime, as_utc(started))
+                times.add(rater, elapsed.total_seconds() * 1000)
+            if winner != "tie":
+                first_shown.append(int(winner == "a"))
+                decided_rater.append(code)
+                c_id, r_id = (a, b) if winner == "a" else (b, a)
+                if c_id in lens and r_id in lens:
+                    chosen_entries.append(lens[c_id])
+                    rejected_entries.append(lens[r_id])
+            rationale = row[_RATIONALE]
+            if rationale and len(rationale) >= 20:
+                acc.n_rationales += 1
+                if len(rationales) < max_rationales:
+                    rationales.append((base + k, item_key, rater, rationale))
+        raters = [r[_RATER] for r in judgment_rows]
+        labels.update(raters)
+        rater_order.update(dict.fromkeys(raters))
+        acc.n_labels += n_rows
+        n_unit += len(w_units)
+        # the agreement rows (_agreement_of_units: each unit to its batch's row and its
+        # version's; a row's state depends only on the order of its own units: the winner
+        # units in the order of their first row, the strength units of their first strength)
+        for dim, units in (("winner", w_units), ("strength", s_units)):
+            for unit, (vals, unit_raters, *_) in units.items():
+                finite = _finite_sorted(vals)
+                for which, key in ((0, (batch, "pairwise", dim)), (1, (version, "pairwise", dim))):
+                    listed = pending.get((which, key))
+                    if listed is None:
+                        listed = pending[(which, key)] = [[], [], [], []]
+                    listed[0].append(unit)
+                    listed[1].append(len(vals))
+                    listed[2].append(finite)
+                    listed[3].extend(unit_raters)
+        for unit, (vals, *_) in w_units.items():
+            s = s_units.get(unit)
+            queue_units.append((item_key, unit, vals, s[0] if s is not None else []))
+        if len(w_units) >= 3:
+            triad_items.append((item_key, judgment_rows, bodies))
+    acc.any_pairwise = acc.any_pairwise or bool(m_unit)
+    _agreement_rows(acc, pending)
+    _main_of_run(acc, m_unit, m_rater, m_value, list(rater_code), n_unit)
+    for item_key, judgment_rows, bodies in triad_items:
+        cols = _winner_cols(item_key, judgment_rows, bodies)
+        for rater, t in _triads(cols).items():
+            tally = acc.triads.setdefault(rater, [0, 0])
+            tally[0] += t[0]
+            tally[1] += t[1]
+    _queue_of_run(acc, queue_units, cache)
+    if first_shown:
+        names = list(rater_code)
+        codes = np.asarray(decided_rater, dtype=np.int64)
+        firsts = np.bincount(codes[np.asarray(first_shown, dtype=bool)], minlength=len(names))
+        decided = np.bincount(codes, minlength=len(names))
+        for code in np.flatnonzero(decided).tolist():
+            pos = acc.position[names[code]]
+            pos[0] += int(firsts[code])
+            pos[1] += int(decided[code])
+    if chosen_entries:
+        features_of = acc.texts.features_of
+        acc.formatting.add_many(
+            [features_of(e, t) for t, e in chosen_entries],
+            [features_of(e, t) for t, e in rejected_entries],
+        )
+        acc._queue_pairs([e[0] for _, e in chosen_entries], [e[0] for _, e in rejected_entries])
+
+
+def _agreement_rows(
+    acc: ReportAccumulator, pending: Mapping[tuple[int, tuple[str, str, str]], list[Any]]
+) -> None:
+    """A run's units into their agreement rows (0: the batch's, 1: the guideline version's),
+    each row's units in bulk (:meth:`~.accumulate.AgreementGroup.add_sorted_many`)."""
+    bound = acc.bounds.units
+    for (which, key), (units, n_values, finites, raters) in pending.items():
+        rows = acc.groups if which == 0 else acc.by_version
+        group = rows.get(key)
+        if group is None:
+            group = rows[key] = AgreementGroup(bound)
+        group.add_sorted_many(units, n_values, finites, raters)
+
+
+def _main_of_run(
+    acc: ReportAccumulator,
+    m_unit: list[int],
+    m_rater: list[int],
+    m_value: list[int],
+    names: list[str],
+    n_unit: int,
+) -> None:
+    """``acc._main`` of a run's winner rows (``m_unit``: the unit's code, in first-appearance
+    order; ``m_rater``: the rater's code in ``names``; ``m_value``: the direction + 1). In a
+    plain item every unit's raters are distinct and no value is missing (``_main``'s simple
+    unit): per row, the others' counts are the unit's counts less the row's own value, the
+    leave-one-out score is 1 (the row's value the others' one top), 0.5 (among tied tops) or
+    0, and the confusion table counts (value, the others' top) where the top is unique. The
+    scores are multiples of 0.5, so their sums are exact in any order; the confusion tables are
+    made in the order ``_main`` makes them (unit by unit, rows in order)."""
+    if not m_unit:
+        return
+    u = np.asarray(m_unit, dtype=np.int64)
+    r = np.asarray(m_rater, dtype=np.int64)
+    v = np.asarray(m_value, dtype=np.int64)
+    counts = np.bincount(u * 3 + v, minlength=3 * n_unit).reshape(n_unit, 3)
+    acc.main_values.update(float(x - 1) for x in np.flatnonzero(counts.sum(axis=0)).tolist())
+    loo, confusion = acc.loo, acc.confusion
+    for name in names:
+        if name not in loo:
+            loo[name] = [0.0, 0]
+    rows = np.arange(len(u))
+    others = counts[u]
+    others[rows, v] -= 1
+    valid = others.sum(axis=1) >= 1  # someone else labelled the unit
+    top = others.max(axis=1)
+    n_top = (others == top[:, None]).sum(axis=1)
+    mine_top = others[rows, v] == top
+    score = np.where(mine_top, np.where(n_top == 1, 1.0, 0.5), 0.0)
+    k = len(names)
+    sums = np.bincount(r[valid], weights=score[valid], minlength=k)
+    ns = np.bincount(r[valid], minlength=k)
+    for code in np.flatnonzero(ns).tolist():
+        tally = loo[names[code]]
+        tally[0] += float(sums[code])
+        tally[1] += int(ns[code])
+    decided = valid & (n_top == 1)
+    if not decided.any():
+        return
+    order = np.argsort(u, kind="stable")
+    order = order[decided[order]]
+    # new raters' tables in the order of their first decided row
+    raters_in_order = r[order]
+    _, first = np.unique(raters_in_order, return_index=True)
+    for code in raters_in_order[np.sort(first)].tolist():
+        if names[code] not in confusion:
+            confusion[names[code]] = Counter()
+    tops = others.argmax(axis=1)
+    cell = (r * 3 + v) * 3 + tops
+    cells, n_cells = np.unique(cell[decided], return_counts=True)
+    for c, n in zip(cells.tolist(), n_cells.tolist()):
+        code, rest = divmod(c, 9)
+        mine, cons = divmod(rest, 3)
+        confusion[names[code]][(float(mine - 1), float(cons - 1))] += n
+
+
+def _queue_of_run(
+    acc: ReportAccumulator,
+    queue_units: list[tuple[str, str, list[float], list[float]]],
+    cache: ScoresCache,
+) -> None:
+    """The adjudication queue's rows of a run's units, in order (:func:`_item_tables`)."""
+    settings = acc.adjudication
+    for item_key, unit, winners, strengths in queue_units:
+        dims = {"winner": winners, "strength": strengths} if strengths else {"winner": winners}
+        scores, reasons = cache.scores("pairwise", dims, settings)
+        if not reasons:
+            continue
+        row = {"item_id": item_key, "unit": unit, "kind": "pairwise", **scores}
+        row["reasons"] = list(reasons)
+        acc.queue_total += 1
+        most, highest = queue_order(row)
+        key = (-most, -highest, _Desc("pairwise"), _Desc(unit))
+        entry = (key, acc._queue_seq, row)
+        acc._queue_seq += 1
+        if len(acc.queue) < acc.max_queue:
+            heapq.heappush(acc.queue, entry)
+        elif acc.max_queue and key > acc.queue[0][0]:
+            heapq.heapreplace(acc.queue, entry)
+
+
+def _winner_cols(
+    item_key: str, judgment_rows: list[Any], bodies: list[dict[str, Any]]
+) -> dict[str, list[Any]]:
+    """The winner rows of a plain item's label columns (what :func:`_triads` reads)."""
+    cols: dict[str, list[Any]] = {"u": [], "r": [], "v": [], "d": []}
+    for row, body in zip(judgment_rows, bodies):
+        a, b = body["shown_order"]
+        lo, hi = (a, b) if a <= b else (b, a)
+        winner = body["winner"]
+        direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
+        cols["u"].append(f"{item_key}::{lo}|{hi}")
+        cols["r"].append(row[_RATER])
+        cols["v"].append(float(direction))
+        cols["d"].append("winner")
+    return cols
