@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from preflab.io.export import collector as collector_module
-from preflab.io.export import resolve
+from preflab.io.export import columnar, resolve
 from preflab.io.importer import ImportOptions, import_files
 from preflab.store import db, repo, transaction
 
@@ -81,16 +81,24 @@ def engine(db_url, tmp_path):
 
 @pytest.fixture
 def counted(monkeypatch):
-    """How often the fast path served an item and declined one."""
-    seen = {"plain": 0, "general": 0}
+    """How often each fast path served an item and declined one: the label set at once
+    (``plain``/``general``) and the item read from its rows (``rows``/``objects``)."""
+    seen = {"plain": 0, "general": 0, "rows": 0, "objects": 0}
     real = resolve.plain_pairwise
+    real_rows = columnar.plain_item
 
     def counting(judgments, order):
         out = real(judgments, order)
         seen["plain" if out is not None else "general"] += 1
         return out
 
+    def counting_rows(*args):
+        out = real_rows(*args)
+        seen["rows" if out is not None else "objects"] += 1
+        return out
+
     monkeypatch.setattr(collector_module, "plain_pairwise", counting)
+    monkeypatch.setattr(columnar, "plain_item", counting_rows)
     return seen
 
 
@@ -120,8 +128,10 @@ def test_the_fast_path_writes_the_general_paths_bytes(
                 with monkeypatch.context() as m:
                     m.setattr(collector_module, "plain_pairwise", lambda j, o: None)
                     m.setattr(resolve, "_plain_pair_votes", lambda labelled: None)
+                    m.setattr(columnar, "plain_item", lambda *args: None)
                     general = _export(engine, project, fmt, file_format, tmp_path / "g" / tag, **kw)
                 assert fast == general, tag
                 written += not isinstance(fast, str)
     assert written >= 10
     assert counted["plain"] > 0 and counted["general"] > 0  # both paths ran
+    assert counted["rows"] > 0 and counted["objects"] > 0
