@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from preflab.io.export import collector as collector_module
-from preflab.io.export import resolve
+from preflab.io.export import columnar, resolve
 from preflab.io.importer import ImportOptions, import_files
 from preflab.store import db, repo, transaction
 
@@ -66,6 +66,25 @@ def _plain_project(engine, tmp_path: Path) -> None:
     with transaction(engine) as s:
         repo.create_project(s, "plain", kinds=["pairwise"])
     import_files(engine, "plain", [path], ImportOptions())
+    # plain items still, with labels the reading sets aside or marks: excluded, AI, AI-assisted
+    from sqlalchemy import select, update
+
+    from preflab.store import JudgmentRow
+
+    with transaction(engine) as s:
+        project = repo.get_project(s, "plain")
+        pks = s.scalars(
+            select(JudgmentRow.pk)
+            .where(JudgmentRow.project_pk == project.pk)
+            .order_by(JudgmentRow.pk)
+        ).all()
+        s.execute(
+            update(JudgmentRow)
+            .where(JudgmentRow.pk == pks[0])
+            .values(excluded=True, exclusion_reason="spam")
+        )
+        s.execute(update(JudgmentRow).where(JudgmentRow.pk.in_(pks[4:6])).values(source="ai"))
+        s.execute(update(JudgmentRow).where(JudgmentRow.pk == pks[9]).values(source="ai_assisted"))
 
 
 @pytest.fixture
@@ -81,16 +100,24 @@ def engine(db_url, tmp_path):
 
 @pytest.fixture
 def counted(monkeypatch):
-    """How often the fast path served an item and declined one."""
-    seen = {"plain": 0, "general": 0}
+    """How often each fast path served an item and declined one: the label set at once
+    (``plain``/``general``) and the item read from its rows (``rows``/``objects``)."""
+    seen = {"plain": 0, "general": 0, "rows": 0, "objects": 0}
     real = resolve.plain_pairwise
+    real_rows = columnar.plain_item
 
     def counting(judgments, order):
         out = real(judgments, order)
         seen["plain" if out is not None else "general"] += 1
         return out
 
+    def counting_rows(*args):
+        out = real_rows(*args)
+        seen["rows" if out is not None else "objects"] += 1
+        return out
+
     monkeypatch.setattr(collector_module, "plain_pairwise", counting)
+    monkeypatch.setattr(columnar, "plain_item", counting_rows)
     return seen
 
 
@@ -120,8 +147,108 @@ def test_the_fast_path_writes_the_general_paths_bytes(
                 with monkeypatch.context() as m:
                     m.setattr(collector_module, "plain_pairwise", lambda j, o: None)
                     m.setattr(resolve, "_plain_pair_votes", lambda labelled: None)
+                    m.setattr(columnar, "plain_item", lambda *args: None)
                     general = _export(engine, project, fmt, file_format, tmp_path / "g" / tag, **kw)
                 assert fast == general, tag
                 written += not isinstance(fast, str)
     assert written >= 10
     assert counted["plain"] > 0 and counted["general"] > 0  # both paths ran
+    assert counted["rows"] > 0 and counted["objects"] > 0
+
+
+@pytest.mark.parametrize("kw", [{"provenance_columns": True}, {"include_flagged": True}])
+def test_the_rows_path_with_provenance_columns_and_flags(
+    engine, kw, counted, frozen_clock, small_chunks, monkeypatch, tmp_path
+):
+    """The provenance columns read the plain labels (:class:`~.columnar.PlainLabel`) as they
+    read the judgments; with ``include_flagged`` no telemetry is read (items with telemetry
+    still take the objects: the rows path leaves every label with telemetry to them)."""
+    for project in ("g3", "plain"):
+        for fmt in ("trl-preference", "trl-kto"):
+            tag = f"{project}-{fmt}-{sorted(kw)}"
+            fast = _export(engine, project, fmt, "jsonl", tmp_path / "f" / tag, **kw)
+            with monkeypatch.context() as m:
+                m.setattr(columnar, "plain_item", lambda *args: None)
+                general = _export(engine, project, fmt, "jsonl", tmp_path / "g" / tag, **kw)
+            assert fast == general, tag
+            assert not isinstance(fast, str), tag
+    assert counted["rows"] > 0 and counted["objects"] > 0
+
+
+def _raw_items(engine, project: str):
+    with transaction(engine) as s:
+        p = repo.get_project(s, project)
+        for part in repo.iter_raw_chunks(s, p, include_excluded=True):
+            for row in part.items:
+                yield row, part.candidates[row[0]], part.judgments[row[0]], part.raw_json
+
+
+def test_a_plain_item_has_the_objects_votes_and_labels(engine):
+    """Every item the rows path takes has the votes of the label set at once
+    (:func:`~.resolve.plain_pairwise` on its judgment objects) and a label per judgment with
+    the fields the export reads; every item it declines is one the objects show is not
+    plain (another kind, a pass-2 label, telemetry, a rater twice on a pair)."""
+    from preflab.schema import PairwiseJudgment
+
+    taken = declined = 0
+    for project in ("g3", "g17", "plain"):
+        for row, cands, judgments, raw in _raw_items(engine, project):
+            plain = columnar.plain_item(row, cands, judgments, raw, False)
+            full = repo.item_with_judgments(row, cands, judgments, raw)
+            if plain is None:
+                declined += 1
+                kept = [
+                    (m["pk"], j)
+                    for j, m in zip(full.judgments, full.meta, strict=True)
+                    if not m["excluded"] and j.provenance.source != "ai"
+                ]
+                assert (
+                    any(
+                        type(j) is not PairwiseJudgment
+                        or j.provenance.telemetry is not None
+                        or int(j.provenance.review_pass) >= 2
+                        or j.provenance.rubric_id is not None
+                        for j in full.judgments
+                    )
+                    or resolve.plain_pairwise([j for _, j in kept], [pk for pk, _ in kept]) is None
+                )
+                continue
+            taken += 1
+            assert plain.item == full.item
+            kept = [
+                (m["pk"], j)
+                for j, m in zip(full.judgments, full.meta, strict=True)
+                if not m["excluded"] and j.provenance.source != "ai"
+            ]
+            expected = resolve.plain_pairwise([j for _, j in kept], [pk for pk, _ in kept])
+            assert expected is not None
+            assert plain.votes == expected[1]
+            for (label, pk, batch, excluded, _), j, m in zip(
+                plain.labels, full.judgments, full.meta, strict=True
+            ):
+                assert (pk, batch, excluded) == (m["pk"], m["batch_pk"], m["excluded"])
+                p = j.provenance
+                assert (label.item_id, label.shown_order, label.winner, label.strength) == (
+                    j.item_id,
+                    j.shown_order,
+                    j.winner,
+                    j.strength,
+                )
+                assert label.direction == j.direction
+                assert label.candidate_ids() == j.candidate_ids()
+                assert (
+                    label.provenance.rater_id,
+                    label.provenance.rater_hash,
+                    label.provenance.source,
+                    label.provenance.guideline_version,
+                    label.provenance.rubric_id,
+                    label.provenance.review_pass,
+                ) == (
+                    p.rater_id,
+                    p.rater_hash,
+                    p.source,
+                    p.guideline_version,
+                    p.rubric_id,
+                    int(p.review_pass),
+                )
+    assert taken >= 10 and declined >= 10

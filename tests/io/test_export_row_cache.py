@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from preflab.io.export import stream
+from preflab.io.export import columnar, stream
 from preflab.io.importer import ImportOptions, import_files
 from preflab.store import db, repo, transaction
 
@@ -81,6 +81,14 @@ def reads(monkeypatch):
         return reader(*args, **kw)
 
     monkeypatch.setattr(stream, "iter_items_with_judgments", counted)
+    # the items of plain pairwise labels read from their rows (.columnar): the same one read
+    rows_reader = columnar.plain_chunks
+
+    def counted_rows(*args, **kw):
+        calls.append(1)
+        return rows_reader(*args, **kw)
+
+    monkeypatch.setattr(columnar, "plain_chunks", counted_rows)
     monkeypatch.setattr(stream, "CHUNK_ITEMS", 3)
     return calls
 

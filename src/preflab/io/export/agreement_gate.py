@@ -42,6 +42,7 @@ from ...schema import (
     pair_unit,
 )
 from .base import ExportError
+from .columnar import PlainLabel
 
 NOT_GATED = frozenset({"strength"})
 #: pairable units a batch x dimension keeps whole; past it, the interval is a sample's
@@ -162,6 +163,10 @@ def _fold_patterns(cell: _Cell, patterns: list[tuple[float, ...]]) -> None:
     cell.pairable += len(patterns)
 
 
+#: a pairwise label: a judgment, or a plain label read from its row (:mod:`.columnar`)
+_PAIRWISE = (PairwiseJudgment, PlainLabel)
+
+
 @dataclass
 class LabelColumns:
     """The columns of :class:`~preflab.quality.table.LabelTable` that the tally reads."""
@@ -183,7 +188,8 @@ def label_columns(labels: list[tuple[JudgmentBase, Any]]) -> LabelColumns:
     batches: list[str] = []
     for j, b in labels:
         batch = "unbatched" if b is None else f"batch-{b}"
-        if type(j) is PairwiseJudgment:
+        if type(j) in _PAIRWISE:
+            assert isinstance(j, _PAIRWISE)  # narrowed for the type checker
             unit = pair_unit(j.item_id, *j.shown_order)
             direction = j.direction
             units.append(unit)

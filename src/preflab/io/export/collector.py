@@ -15,6 +15,7 @@ from ...schema import Item, Rubric
 from ...schema.routing import scored_by_verifier
 from ...store.repo import get_rubric
 from .base import ExportData, Exporter, ExportOptions, project_policy
+from .columnar import PlainItem
 from .resolve import (
     LengthFn,
     PairAggregator,
@@ -81,6 +82,14 @@ class Collector:
             "aggregation_margin": getattr(aggregator, "margin", None),
         }
         self.raters_in: set[str] = set()
+        #: an item of plain pairwise labels may come as its rows (:class:`.columnar.PlainItem`):
+        #: an export that resolves pairs and reads no judgment object (the raw export's
+        #: ``judgments``, ``--drop-disagreement``'s labels dropped)
+        self.plain_ok = (
+            "judgments" not in self.needs
+            and "pairs" in self.needs
+            and options.drop_disagreement is None
+        )
         self.chat = False
         self.gold_labels: list = []
         self.gold_of: dict[str, dict[str, Any]] = {}
@@ -131,7 +140,36 @@ class Collector:
         keep_gold = self.keep_gold
         to_raters = self.to_raters
         flag_filter = self.flag_filter
+        plain_ok = self.plain_ok
+        labels_with_batch, label_index = data.labels_with_batch, data.label_index
         for iwj in chunk:
+            if iwj.__class__ is PlainItem:
+                item: Any = iwj.item
+                if (
+                    plain_ok
+                    and item.gold is None
+                    and not scored_by_verifier(item.metadata, to_raters)
+                ):
+                    # what the loop below does for these labels (see .columnar)
+                    stats["items_in"] += 1
+                    data.items[item.id] = item
+                    chat = chat or _is_chat(item)
+                    for label, _, batch_pk, excluded, reason in iwj.labels:
+                        in_by_kind["pairwise"] += 1
+                        if excluded:
+                            data.drops.drop("excluded", reason or "excluded", item.id)
+                            continue
+                        if not include_ai and label.source == "ai":
+                            data.drops.drop("source", "ai", item.id)
+                            continue
+                        raters_in.add(label.rater_id)
+                        used_by_kind["pairwise"] += 1
+                        used_by_source[label.source] += 1
+                        labels_with_batch.append((label, batch_pk))  # type: ignore[arg-type]
+                        label_index.add(label)  # type: ignore[arg-type]
+                    votes.extend(iwj.votes)
+                    continue
+                iwj = iwj.full()
             item = iwj.item
             stats["items_in"] += 1
             if item.gold is not None:

@@ -109,6 +109,8 @@ def provenance_columns(
 ) -> dict[str, pa.Array]:
     """Columns ``names`` (from :func:`provenance_fields`) for ``rows``; ``candidates_of(row)``
     gives the candidate ids a row is about."""
+    if not names:  # no column asked: nothing to look up
+        return {}
     values = [row_provenance(r, index, candidates_of(r)) for r in rows]
     types = dict([(SOURCE, pa.string()), *PROVENANCE_FIELDS])
     return {n: pa.array([v[n] for v in values], type=types[n]) for n in names}

@@ -69,7 +69,7 @@ from sqlalchemy import func, select
 from ...schema.policy import Policy
 from ...store import ItemRow
 from ...store.repo import iter_items_with_judgments
-from . import hf_writer, writers
+from . import columnar, hf_writer, writers
 from .aggregators import DawidSkeneFit, VoteColumns, aggregate_pairwise_dawid_skene
 from .agreement_gate import AgreementTally, drop_disagreement, labels_dropped
 from .base import FILE_FORMATS, Batch, ExportData, Exporter, ExportOptions
@@ -217,17 +217,29 @@ def disagreement_by_kind(data: ExportData, threshold: float) -> set[tuple[str, f
 # -- reading in chunks ----------------------------------------------------------------------
 
 
-def chunks(session: Any, project: Any, size: int | None = None) -> Iterator[list[Any]]:
+def chunks(
+    session: Any, project: Any, size: int | None = None, collector: Collector | None = None
+) -> Iterator[list[Any]]:
     """The project's items with their judgments, ``size`` (:data:`CHUNK_ITEMS`) items at a
-    time, in item order."""
+    time, in item order. For a ``collector`` that takes them (:attr:`.Collector.plain_ok`),
+    an item of plain pairwise labels comes as its rows (:mod:`.columnar`)."""
     size = size or CHUNK_ITEMS
+    if collector is not None and collector.plain_ok:
+        yield from columnar.plain_chunks(
+            session, project, size, collector.options.include_ai, _sweep
+        )
+        return
     items = iter_items_with_judgments(session, project, include_excluded=True)
     while chunk := list(islice(items, size)):
         yield chunk
         del chunk
-        # the cyclic collector is paused while an export runs (writers.gc_paused): the youngest
-        # generation, this chunk's objects, is swept once a chunk so no cycle outlives it
-        gc.collect(0)
+        _sweep()
+
+
+def _sweep() -> None:
+    # the cyclic collector is paused while an export runs (writers.gc_paused): the youngest
+    # generation, this chunk's objects, is swept once a chunk so no cycle outlives it
+    gc.collect(0)
 
 
 def count_items(session: Any, project: Any) -> int:
@@ -301,7 +313,7 @@ def fit_dawid_skene(
     assert isinstance(table, VoteTable)
     done = 0
     report.phase("fit", 0)
-    for chunk in chunks(session, collector.project):
+    for chunk in chunks(session, collector.project, collector=collector):
         collector.read(chunk)
         done += len(chunk)
         report.step("fit", done)
@@ -383,7 +395,7 @@ def read_figures(
     figures.stats = collector.stats  # --drop-disagreement takes labels out of its counts
     done = 0
     report.phase("read", 0)
-    for chunk in chunks(session, collector.project):
+    for chunk in chunks(session, collector.project, collector=collector):
         data = collector.read(chunk)
         figures.add(data)
         if cache is not None:
@@ -415,7 +427,7 @@ def figures_and_rows(
     options = collector.options
     done = 0
     report.phase("write", 0)
-    for chunk in chunks(session, collector.project):
+    for chunk in chunks(session, collector.project, collector=collector):
         data = collector.read(chunk)
         figures.add(data)
         data.drops.at("rows")
@@ -542,7 +554,7 @@ def chunk_data(
     counts: dict[str, Any] | None = None
     done = 0
     report.phase("write", 0)
-    for chunk in chunks(session, collector.project):
+    for chunk in chunks(session, collector.project, collector=collector):
         data = collector.read(chunk)
         row_gates(data, options)
         if options.length_gate is not None and data.pairs:

@@ -1,0 +1,238 @@
+"""Pass 1 on the stored columns for an item of plain pairwise labels (issue 27, export CPU).
+
+A streamed export (:mod:`.stream`) used to build every judgment of the project into a schema
+object (a ``PairwiseJudgment`` and its ``Provenance``, :mod:`preflab.store.trusted`) only to
+read a handful of fields back: the shown order, the winner and strength, the rater, the
+review pass, the source, the batch. For an item whose stored labels are **plain pairwise**
+that is all the export reads, so :func:`plain_item` takes them straight from the rows of
+:func:`~preflab.store.repo.iter_raw_chunks` (:data:`~preflab.store.repo.JUDGMENT_COLUMNS`)
+into a :class:`PlainItem`: the item built as before, each label a small :class:`PlainLabel`,
+the votes as :func:`~.resolve.plain_pairwise` gives them. :meth:`.collector.Collector.read`
+counts, filters and indexes it as it does the objects.
+
+Plain, checked on the rows of the item (anything else is built into objects,
+:func:`~preflab.store.repo.item_with_judgments`, and takes the general path unchanged):
+every judgment is of kind ``pairwise``, of a production pass (review pass 0 or 1: no
+adjudication), with no telemetry (the telemetry gate reads nothing), no rubric, judge or
+assist record, and a body of ``shown_order``, ``winner`` and ``strength`` only (no critique
+spans); among the labels the export keeps (not excluded, not AI unless ``include_ai``), no
+rater has two on one canonical pair (no revision to resolve). The collector adds what needs
+the item: no gold answer, not routed to a verifier (:meth:`.collector.Collector.read`), and
+takes the path only for an export that resolves pairs and reads no judgment objects
+(:attr:`.collector.Collector.plain_ok`). ``tests/io/test_export_plain_pairwise.py`` holds
+every file equal to the general path's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from itertools import islice
+from typing import Any
+
+from ...schema import Item
+from ...store.repo import ItemWithJudgments, item_with_judgments, iter_raw_chunks, json_value
+from ...store.rows import as_utc
+from .resolve import UNKNOWN_VOTE_STRENGTH, PairVote
+
+#: the stored body keys of a plain pairwise label
+PLAIN_BODY = frozenset({"kind", "shown_order", "winner", "strength"})
+
+
+class PlainLabel:
+    """One kept plain pairwise label, with the attributes the export reads of a
+    ``PairwiseJudgment`` and of its provenance (the label index, the provenance columns, the
+    agreement tally): ``label.provenance`` is the label itself."""
+
+    __slots__ = (
+        "item_id",
+        "shown_order",
+        "winner",
+        "strength",
+        "direction",
+        "rater_id",
+        "rater_hash",
+        "review_pass",
+        "source",
+        "guideline_version",
+    )
+    kind = "pairwise"
+    rubric_id = None
+    rubric_version = None
+
+    def __init__(
+        self,
+        item_id: str,
+        shown_order: tuple[str, str],
+        winner: str,
+        strength: int | None,
+        direction: int,
+        rater_id: str,
+        rater_hash: str | None,
+        review_pass: int,
+        source: str,
+        guideline_version: int | None,
+    ) -> None:
+        self.item_id = item_id
+        self.shown_order = shown_order
+        self.winner = winner
+        self.strength = strength
+        self.direction = direction
+        self.rater_id = rater_id
+        self.rater_hash = rater_hash
+        self.review_pass = review_pass
+        self.source = source
+        self.guideline_version = guideline_version
+
+    @property
+    def provenance(self) -> PlainLabel:
+        return self
+
+    def candidate_ids(self) -> list[str]:
+        return list(self.shown_order)
+
+
+class PlainItem:
+    """An item of plain pairwise labels read from its rows (see the module docstring):
+    ``item`` built as before; per stored judgment in pk order ``(label, pk, batch pk, excluded,
+    exclusion reason)``; the kept labels' votes in :func:`~.resolve.plain_pairwise`'s order
+    (computed by :meth:`.collector.Collector.read` once it knows which labels it keeps: here
+    for the labels kept with and without AI ones). :meth:`full` builds the objects instead."""
+
+    __slots__ = ("item", "labels", "votes", "_rows")
+
+    def __init__(
+        self,
+        item: Item,
+        labels: list[tuple[PlainLabel, int, int | None, bool, str | None]],
+        votes: list[PairVote],
+        rows: tuple[Any, list[Any], list[Any], bool],
+    ) -> None:
+        self.item, self.labels, self.votes, self._rows = item, labels, votes, rows
+
+    def full(self) -> ItemWithJudgments:
+        """The item and its judgments as schema objects (the general path)."""
+        row, candidates, judgments, raw = self._rows
+        return item_with_judgments(row, candidates, judgments, raw)
+
+
+def plain_item(
+    row: Any, candidate_rows: list[Any], judgment_rows: list[Any], raw: bool, include_ai: bool
+) -> PlainItem | None:
+    """The item of :func:`~preflab.store.repo.item_with_judgments`'s arguments as a
+    :class:`PlainItem`, or None when its labels are not plain (module docstring)."""
+    key = row[2]
+    labels: list[tuple[PlainLabel, int, int | None, bool, str | None]] = []
+    voted: list[tuple[tuple[str, str, str], PairVote]] = []
+    for (
+        jpk,
+        _item_pk,
+        kind,
+        body,
+        _rationale,
+        rater_key,
+        stored_hash,
+        rubric_key,
+        _rubric_version,
+        review_pass,
+        source,
+        _started_at,
+        submitted_at,
+        telemetry,
+        _idempotency_key,
+        guideline_version,
+        judge,
+        assisted_by,
+        jbatch_pk,
+        excluded,
+        exclusion_reason,
+        _rater_pk,
+    ) in judgment_rows:
+        if (
+            kind != "pairwise"
+            or telemetry is not None
+            or rubric_key is not None
+            or judge is not None
+            or assisted_by is not None
+            or review_pass not in (0, 1)
+        ):
+            return None
+        if raw:
+            body = json_value(body)
+        if not PLAIN_BODY.issuperset(body):
+            return None
+        a, b = body["shown_order"]
+        winner = body["winner"]
+        strength = body.get("strength")
+        lo, hi = (a, b) if a <= b else (b, a)
+        direction = 0 if winner == "tie" else -1 if (a if winner == "a" else b) == lo else 1
+        label = PlainLabel(
+            key,
+            (a, b),
+            winner,
+            strength,
+            direction,
+            rater_key,
+            stored_hash,
+            review_pass,
+            source,
+            guideline_version,
+        )
+        labels.append((label, jpk, jbatch_pk, excluded, exclusion_reason))
+        if excluded or (source == "ai" and not include_ai):
+            continue
+        score = (
+            UNKNOWN_VOTE_STRENGTH * direction if strength is None else float(direction * strength)
+        )
+        vote = PairVote(
+            key,
+            lo,
+            hi,
+            rater_key,
+            stored_hash or rater_key,
+            score,
+            "pairwise",
+            review_pass,
+            (review_pass, as_utc(submitted_at), jpk),
+        )
+        voted.append(((lo, hi, rater_key), vote))
+    voted.sort(key=_first)
+    for (k1, _), (k2, _) in zip(voted, voted[1:], strict=False):
+        if k1 == k2:  # a rater with two labels on one pair: a revision, the general path
+            return None
+    built = item_with_judgments(row, candidate_rows, [], raw).item
+    return PlainItem(
+        built, labels, [v for _, v in voted], (row, candidate_rows, judgment_rows, raw)
+    )
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+def plain_chunks(
+    session: Any,
+    project: Any,
+    size: int,
+    include_ai: bool,
+    after_chunk: Callable[[], None],
+) -> Iterator[list[ItemWithJudgments | PlainItem]]:
+    """:func:`.stream.chunks` of ``size`` items read from the stored rows: each item a
+    :class:`PlainItem` when its labels are plain, else built as
+    :func:`~preflab.store.repo.iter_items_with_judgments` builds it."""
+
+    def items() -> Iterator[ItemWithJudgments | PlainItem]:
+        for part in iter_raw_chunks(session, project, include_excluded=True):
+            raw = part.raw_json
+            rows, part.items = part.items, []
+            for row in rows:
+                cands, judgments = part.candidates.pop(row[0]), part.judgments.pop(row[0])
+                plain = plain_item(row, cands, judgments, raw, include_ai)
+                yield (
+                    plain if plain is not None else item_with_judgments(row, cands, judgments, raw)
+                )
+
+    stream = items()
+    while chunk := list(islice(stream, size)):
+        yield chunk
+        del chunk
+        after_chunk()
