@@ -262,20 +262,17 @@ class Reporter:
 
 class VoteTable:
     """An aggregator that decides nothing: it keeps each vote's unit, rater and side, the input
-    of the Dawid-Skene fit, as compact columns (:class:`~.aggregators.VoteColumns`), and the
-    sides each unit's votes took."""
+    of the Dawid-Skene fit, as compact columns (:class:`~.aggregators.VoteColumns`: the unit
+    keys in sorted runs on ``spill``'s disk)."""
 
     margin = None
 
-    def __init__(self) -> None:
-        self.columns = VoteColumns()
+    def __init__(self, spill: Spill | None = None) -> None:
+        self.columns = VoteColumns(spill)
 
     def __call__(self, votes: Iterable[PairVote], drops: Any = None) -> list[ResolvedPair]:
         self.columns.add(votes)
         return []
-
-    def sides(self, unit: str) -> set[int]:
-        return self.columns.sides(unit)
 
 
 class FittedDawidSkene:
@@ -292,9 +289,7 @@ class FittedDawidSkene:
         return self.fit.decide(votes, None)
 
 
-def fit_dawid_skene(
-    collector: Collector, session: Any, report: Reporter
-) -> tuple[DawidSkeneFit, VoteTable] | None:
+def fit_dawid_skene(collector: Collector, session: Any, report: Reporter) -> DawidSkeneFit | None:
     """Pass 0: every chunk read and resolved into votes (``collector``'s aggregator is a
     :class:`VoteTable`), then the model fitted once; None when there is no vote."""
     table = collector.aggregator
@@ -308,7 +303,7 @@ def fit_dawid_skene(
         del chunk
     if not len(table.columns):
         return None
-    return DawidSkeneFit(table.columns), table
+    return DawidSkeneFit(table.columns)
 
 
 # -- pass 1: the figures ----------------------------------------------------------------------

@@ -249,3 +249,118 @@ def dawid_skene(
         n_iter=it,
         log_likelihood=history,
     )
+
+
+# -- the same fit on integer codes, in memory bounded per vote ---------------------------------
+
+#: units per block of the blockwise E-step (its temporaries: a few ``block x K`` arrays)
+E_STEP_ROWS = 1 << 18
+
+
+def design_from_keys(key: np.ndarray, n_units: int, n_cols: int) -> sparse.csr_matrix:
+    """The ``units x columns`` count matrix of the votes whose ``unit * n_cols + column`` are
+    ``key`` (int64; sorted here, in place): the arrays :func:`dawid_skene` gets from COO
+    (``tocsr``: rows in order, sorted column indices, duplicates summed), built without the COO
+    triplets. ``data`` holds the counts as floats, exact."""
+    key.sort()
+    n = len(key)
+    start = np.empty(n, dtype=bool)
+    if n:
+        start[0] = True
+        np.not_equal(key[1:], key[:-1], out=start[1:])
+    nnz = int(np.count_nonzero(start))
+    index = np.int32 if max(nnz, n_cols, n_units) < np.iinfo(np.int32).max else np.int64
+    indices = np.empty(nnz, dtype=index)
+    data = np.empty(nnz, dtype=np.float64)
+    row_nnz = np.zeros(n_units, dtype=np.int64)
+    at = done = 0
+    block = 1 << 20
+    while at < n:
+        end = min(at + block, n)
+        while end < n and not start[end]:  # a block ends where a run of equal keys ends
+            end += 1
+        first = np.flatnonzero(start[at:end])
+        counts = np.diff(np.append(first, end - at))
+        distinct = key[at:end][first]
+        m = len(first)
+        indices[done : done + m] = distinct % n_cols
+        data[done : done + m] = counts
+        row_nnz += np.bincount(distinct // n_cols, minlength=n_units)
+        done += m
+        at = end
+        del first, counts, distinct
+    del start
+    indptr = np.zeros(n_units + 1, dtype=index)
+    np.cumsum(row_nnz, out=indptr[1:])
+    return sparse.csr_matrix((data, indices, indptr), shape=(n_units, n_cols), copy=False)
+
+
+def _rows(design: sparse.csr_matrix, a: int, b: int) -> sparse.csr_matrix:
+    s, e = int(design.indptr[a]), int(design.indptr[b])
+    return sparse.csr_matrix(
+        (design.data[s:e], design.indices[s:e], design.indptr[a : b + 1] - s),
+        shape=(b - a, design.shape[1]),
+        copy=False,
+    )
+
+
+def dawid_skene_design(
+    design: sparse.csr_matrix,
+    fit_of: np.ndarray,
+    n_fit: int,
+    classes: np.ndarray,
+    n_votes: int,
+    n_iter: int = 100,
+    tol: float = 1e-7,
+    confusion_prior: float = CONFUSION_PRIOR,
+    prior_accuracy: float = PRIOR_ACCURACY,
+    class_prior: float = CLASS_PRIOR,
+    mirror: Any = None,
+    rows: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`dawid_skene`'s EM on its design matrix (:func:`design_from_keys`, columns
+    ``fit rater * K + class``; ``fit_of``, ``n_fit``: :func:`pooled_raters`), the same
+    operations in the same order, so the same numbers to the bit: ``(posteriors, labels,
+    iterations)``. The E-step runs ``rows`` units at a time into one posterior array (each
+    unit's row is computed alone either way), so the fit holds the matrix, one ``units x K``
+    array of posteriors and one float per unit, not the several ``units x K`` temporaries of a
+    whole-matrix step (``rows``: :data:`E_STEP_ROWS` unless given). ``n_votes``: the votes' count (the objective is per vote)."""
+    n_u = design.shape[0]
+    k = len(classes)
+    rows = max(1, E_STEP_ROWS if rows is None else rows)
+    pseudo = confusion_pseudo_counts(k, confusion_prior, prior_accuracy)
+    observed = (np.bincount(design.indices, minlength=n_fit * k) > 0).reshape(n_fit, k)
+    perm = mirror_permutation(classes, mirror)
+    if perm is not None:
+        observed = observed | observed[:, perm]
+    post = np.zeros((n_u, k), dtype=np.float64)
+    flat = post.reshape(-1)
+    for a in range(0, n_u, rows):  # the vote counts per unit and class (exact as floats)
+        b = min(a + rows, n_u)
+        s, e = int(design.indptr[a]), int(design.indptr[b])
+        at = np.repeat(np.arange(b - a, dtype=np.int64), np.diff(design.indptr[a : b + 1]))
+        flat[a * k : b * k] = np.bincount(
+            at * k + design.indices[s:e] % k, weights=design.data[s:e], minlength=(b - a) * k
+        )
+    post /= post.sum(axis=1, keepdims=True)
+    priors = class_priors(post, class_prior)
+    pi = confusion_m_step(design, post, n_fit, k, observed, pseudo)
+    if perm is not None:
+        pi, priors = mirrored(pi, priors, perm)
+    unit_ll = np.empty(n_u, dtype=np.float64)
+    history: list[float] = []
+    it = 0
+    for it in range(1, n_iter + 1):  # noqa: B007 -- the count is reported after the loop
+        log_priors, log_pi = np.log(np.maximum(priors, EPS)), log_pi_matrix(pi)
+        for a in range(0, n_u, rows):
+            b = min(a + rows, n_u)
+            post[a:b], unit_ll[a:b] = em_e_step(_rows(design, a, b), log_priors, log_pi)
+        objective = unit_ll.sum() + log_prior_density(pi, priors, pseudo, class_prior)
+        priors = class_priors(post, class_prior)
+        pi = confusion_m_step(design, post, n_fit, k, observed, pseudo)
+        if perm is not None:
+            pi, priors = mirrored(pi, priors, perm)
+        history.append(float(objective / n_votes))
+        if len(history) > 1 and history[-1] - history[-2] < tol:
+            break
+    return post, argmax_labels(post, classes), it
