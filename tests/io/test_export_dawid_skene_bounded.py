@@ -26,6 +26,7 @@ from scipy import sparse
 
 from preflab.io.export import AGGREGATORS, ExportOptions, aggregators, export_project, stream
 from preflab.io.export import manifest as export_manifest
+from preflab.io.export import spill as export_spill
 from preflab.schema import Item, PairwiseJudgment
 from preflab.store import db, repo, transaction
 
@@ -120,6 +121,7 @@ def test_bounded_fit_writes_the_reference_files(db_url, tmp_path, monkeypatch, s
                 monkeypatch.setattr(stream, "CHUNK_ITEMS", chunk)
                 if run_keys is not None:
                     monkeypatch.setattr(aggregators, "RUN_KEYS", run_keys)
+                    monkeypatch.setattr(export_spill, "MEMORY_VALUES", 2 * run_keys + 1)
                     monkeypatch.setattr(ds, "E_STEP_ROWS", rows)
                 else:
                     monkeypatch.undo()
@@ -176,6 +178,8 @@ def test_design_and_em_on_codes_equal_the_fit_on_labels(seed):
     key = uu.astype(np.int64) * (n_fit * k) + fit_of[rr] * k + c
     design = ds.design_from_keys(key, n_units, n_fit * k)
     assert design.data.max() > 1  # some duplicate votes summed
+    assert design.indices.dtype == np.uint16 and design.data.dtype == np.uint8  # compact
+    assert design.shape == coo.shape
     for name in ("indptr", "indices", "data"):
         assert np.array_equal(getattr(design, name), getattr(coo, name)), name
     for rows in (1, int(rng.integers(2, 50)), ds.E_STEP_ROWS):

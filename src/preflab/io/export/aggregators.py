@@ -39,7 +39,7 @@ from .resolve import (
     aggregate_pairwise,
     resolved_pair,
 )
-from .spill import Spill
+from .spill import Spill, Tape
 
 #: The least gap between the winning side's posterior and any other side's for a model
 #: aggregator to decide a unit (see the module docstring).
@@ -103,9 +103,11 @@ class VoteColumns:
         self.spill = spill
         self.run_keys = max(1, RUN_KEYS if run_keys is None else run_keys)
         self.rater_code: dict[str, int] = {}
-        self.units = array("i")
-        self.raters = array("i")
-        self.signs = array("b")
+        #: per vote, in reading order (up to :data:`~.spill.MEMORY_VALUES` in memory, the rest
+        #: on ``spill``'s disk; all three spill at the same counts, so their blocks align)
+        self.units = Tape("i", spill)
+        self.raters = Tape("i", spill)
+        self.signs = Tape("b", spill)
         #: per unit sequence number: bit ``side + 1`` set when one of its votes took ``side``
         self.masks = bytearray()
         #: a call's digest of its distinct unit keys in order -> (first sequence number, count)
@@ -125,7 +127,7 @@ class VoteColumns:
         rater_code, masks = self.rater_code, self.masks
         base = len(masks)
         local: dict[str, int] = {}
-        units, raters, signs = self.units, self.raters, self.signs
+        units, raters, signs = array("i"), array("i"), array("b")
         for v in votes:
             unit = unit_key(v)
             u = local.get(unit)
@@ -140,6 +142,9 @@ class VoteColumns:
             raters.append(r)
             signs.append(sign)
             masks[u] |= 1 << (sign + 1)
+        self.units.extend(units)
+        self.raters.extend(raters)
+        self.signs.extend(signs)
         if not local:
             return
         self.calls.setdefault(call_digest(local), (base, len(local)))
@@ -168,9 +173,22 @@ class VoteColumns:
         self.flush()
         return heapq.merge(*(_read_run(run) for run in self.runs))
 
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The votes' ``(unit sequence numbers, rater codes, sides)``, a block at a time."""
+        for units, raters, signs in zip(
+            self.units.blocks(), self.raters.blocks(), self.signs.blocks(), strict=True
+        ):
+            assert len(units) == len(raters) == len(signs)
+            yield (
+                np.frombuffer(units, dtype=np.int32),
+                np.frombuffer(raters, dtype=np.int32),
+                np.frombuffer(signs, dtype=np.int8),
+            )
+
     def release(self) -> None:
         """Drop the per-vote columns (the fit has what it needs of them)."""
-        self.units, self.raters, self.signs = array("i"), array("i"), array("b")
+        spill = self.units.spill
+        self.units, self.raters, self.signs = Tape("i", spill), Tape("i", spill), Tape("b", spill)
 
 
 #: unit keys per sorted run of :class:`VoteColumns` (~200 bytes each while gathered)
@@ -213,9 +231,6 @@ def _sorted_codes(names: dict[str, int]) -> tuple[np.ndarray, list[str]]:
 #: why :meth:`DawidSkeneFit.drops` drops a unit, by code (0: decided)
 DROP_REASONS = {1: "no-majority", 2: "tie", 3: "no-supporting-vote"}
 
-#: votes per block when the fit's keys are computed
-KEY_BLOCK = 1 << 20
-
 
 class DawidSkeneFit:
     """The model fitted on every vote of an export (unit, rater, side of each): each unit's
@@ -238,8 +253,9 @@ class DawidSkeneFit:
         # "first better" and "second better" are sides of a canonical order (sorted ids) that
         # says nothing about the answers: the model is symmetric under swapping them (``mirror``).
         self.votes = votes
-        signs = np.frombuffer(votes.signs, dtype=np.int8)
-        present = set(np.unique(signs).tolist())
+        masks = np.frombuffer(votes.masks, dtype=np.uint8)
+        seen = int(np.bitwise_or.reduce(masks)) if len(masks) else 0
+        present = {side for side in (-1, 0, 1) if seen >> (side + 1) & 1}
         self.classes = np.array(sorted({*present, *(-s for s in present)}), dtype=np.int64)
         k = len(self.classes)
         code_of = np.zeros(3, dtype=np.int64)  # side + 1 -> class index
@@ -255,28 +271,25 @@ class DawidSkeneFit:
             rank[seq] = n_u - 1
         del previous
         rater_rank, _ = _sorted_codes(votes.rater_code)
-        fit_of, n_fit = pooled_from_counts(
-            np.bincount(
-                rater_rank[np.frombuffer(votes.raters, dtype=np.int32)], minlength=len(rater_rank)
-            )
-            if len(votes)
-            else np.zeros(len(rater_rank), dtype=np.int64),
-            MIN_LABELS,
-        )
+        counts = np.zeros(len(rater_rank), dtype=np.int64)
+        for _, raters_in, _ in votes.blocks():
+            counts += np.bincount(rater_rank[raters_in], minlength=len(rater_rank))
+        fit_of, n_fit = pooled_from_counts(counts, MIN_LABELS)
         # a vote's key: unit rank * columns + fit rater * K + class, a block at a time
         n_cols = n_fit * k
         n_votes = len(votes)
         key = np.empty(n_votes, dtype=np.int64)
-        units_in = np.frombuffer(votes.units, dtype=np.int32)
-        raters_in = np.frombuffer(votes.raters, dtype=np.int32)
-        for a in range(0, n_votes, KEY_BLOCK):
-            b = min(a + KEY_BLOCK, n_votes)
-            part = rank[units_in[a:b]].astype(np.int64)
+        a = 0
+        for units_in, raters_in, signs in votes.blocks():
+            b = a + len(units_in)
+            part = rank[units_in].astype(np.int64)
             part *= n_cols
-            part += fit_of[rater_rank[raters_in[a:b]]] * k
-            part += code_of[signs[a:b].astype(np.int64) + 1]
+            part += fit_of[rater_rank[raters_in]] * k
+            part += code_of[signs.astype(np.int64) + 1]
             key[a:b] = part
-        del units_in, raters_in, signs, part
+            a = b
+            del part, units_in, raters_in, signs
+        assert a == n_votes
         votes.release()
         design = design_from_keys(key, n_u, n_cols)
         del key
