@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from preflab.io.export.aggregators import (
+    DROP_REASONS,
     MIRROR,
     DawidSkeneFit,
     VoteColumns,
@@ -25,6 +26,7 @@ from preflab.io.export.aggregators import (
     unit_key,
 )
 from preflab.io.export.resolve import DropLog, PairVote
+from preflab.io.export.spill import Spill
 from preflab.quality.aggregation.dawid_skene import dawid_skene
 
 
@@ -58,9 +60,35 @@ def _votes(seed: int, n_items: int = 60, ties: bool = True) -> list[PairVote]:
     return out
 
 
+def _chunked(votes: list[PairVote], n_chunks: int) -> list[list[PairVote]]:
+    """The votes in calls of whole items (as a streamed export reads chunks of items), the
+    items in an order of their own (first appearance here, not the keys' sorted order)."""
+    items = list(dict.fromkeys(v.item_id for v in votes))
+    per = max(1, -(-len(items) // n_chunks))
+    chunk_of = {item: i // per for i, item in enumerate(items)}
+    calls: list[list[PairVote]] = [[] for _ in range(n_chunks)]
+    for v in votes:
+        calls[chunk_of[v.item_id]].append(v)
+    return [c for c in calls if c]
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("ties", [True, False])
-def test_fit_on_codes_equals_fit_on_strings(seed: int, ties: bool) -> None:
+@pytest.mark.parametrize(
+    ("n_chunks", "run_keys", "rows", "on_disk"),
+    [(1, None, None, False), (7, 5, 3, True), (7, 5, 3, False), (3, 1, 1000, True)],
+)
+def test_fit_on_codes_equals_fit_on_strings(
+    seed: int,
+    ties: bool,
+    n_chunks: int,
+    run_keys: int | None,
+    rows: int | None,
+    on_disk: bool,
+    tmp_path: Path,
+) -> None:
+    """Across chunks (calls), sorted runs of keys (on disk or in memory, tiny runs: many) and
+    E-step blocks, the fit is the fit on the strings, unit for unit."""
     votes = _votes(seed, ties=ties)
     signs = [int((v.score > 0) - (v.score < 0)) for v in votes]
     classes = sorted({*signs, *(-s for s in signs)})
@@ -71,18 +99,58 @@ def test_fit_on_codes_equals_fit_on_strings(seed: int, ties: bool) -> None:
         classes=classes,
         mirror=MIRROR,
     )
-    columns = VoteColumns()
-    columns.add(votes)
-    fit = DawidSkeneFit(columns)
-    assert fit.units == reference.units.tolist()
-    assert fit.index == {u: k for k, u in enumerate(reference.units.tolist())}
-    assert np.array_equal(fit.posteriors, reference.posteriors)  # bit for bit
-    assert fit.labels == reference.labels.tolist()
-    assert np.array_equal(fit.classes, reference.classes)
-    # each unit's sides, after the renumbering
-    for unit in fit.units:
-        took = {s for v, s in zip(votes, signs, strict=True) if unit_key(v) == unit}
-        assert columns.sides(unit) == took
+    with Spill(near=tmp_path / "out.jsonl") as spill:
+        columns = VoteColumns(spill if on_disk else None, run_keys=run_keys)
+        calls = _chunked(votes, n_chunks)
+        for call in calls:
+            columns.add(call)
+        if run_keys == 1:
+            assert len(columns.runs) >= len(calls) > 1
+        assert spill.used == on_disk
+        fit = DawidSkeneFit(columns, rows=rows)
+        units = reference.units.tolist()
+        assert list(fit.keys()) == units
+        # the keys' sorted order is not the order they were read in (else the test is idle)
+        read = list(dict.fromkeys(unit_key(v) for call in calls for v in call))
+        assert read != units
+        assert np.array_equal(fit.classes, reference.classes)
+        for call in calls:
+            order = list(dict.fromkeys(unit_key(v) for v in call))
+            posteriors, labels = fit._rows_of(order)
+            ranks = [units.index(u) for u in order]
+            assert np.array_equal(posteriors, reference.posteriors[ranks])  # bit for bit
+            assert labels.tolist() == reference.labels[ranks].tolist()
+        # what drops() logs: the reference's verdict of each unit on the sides its votes took
+        for k, unit in enumerate(units):
+            took = {s for v, s in zip(votes, signs, strict=True) if unit_key(v) == unit}
+            posterior, label = reference.posteriors[k], int(reference.labels[k])
+            why = fit.verdict(posterior, label, took)
+            code = int(fit.drop_code[k])
+            assert (DROP_REASONS[code] if code else label) == why
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_chunked_decisions_equal_the_one_call_decisions(seed: int, tmp_path: Path) -> None:
+    """A streamed export's fit (calls of whole items, keys in tiny runs on disk) decides each
+    chunk as the one-call aggregator decides those pairs; its drop log over every unit equals
+    the one-call log; a subset of a chunk (not a call of pass 0) is decided by key too."""
+    votes = _votes(seed, n_items=120)
+    ref_drops = DropLog()
+    ref = aggregate_pairwise_dawid_skene(votes, ref_drops)
+    with Spill(near=tmp_path / "out.jsonl") as spill:
+        columns = VoteColumns(spill, run_keys=7)
+        calls = _chunked(votes, 9)
+        for call in calls:
+            columns.add(call)
+        fit = DawidSkeneFit(columns, rows=5)
+        got = [pair for call in calls for pair in fit.decide(call)]
+        key = lambda p: (p.item_id, min(p.chosen_id, p.rejected_id))  # noqa: E731
+        assert sorted(got, key=key) == sorted(ref, key=key)
+        logged = DropLog()
+        fit.drops(logged)
+        assert logged.summary() == ref_drops.summary()
+        part = [v for v in calls[0] if v.item_id == calls[0][0].item_id]
+        assert fit.decide(part) == [p for p in ref if p.item_id == part[0].item_id]
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -289,14 +289,14 @@ def _export_streamed(
         fitted = None
         if aggregator is aggregate_pairwise_dawid_skene and "pairs" in exporter.needs:
             with gc_paused():  # pass 0: the model, fitted once on every vote
-                fitted = fit_dawid_skene(collector(VoteTable()), session, report)
+                fitted = fit_dawid_skene(collector(VoteTable(spill)), session, report)
             if fitted is not None:
-                decide = FittedDawidSkene(fitted[0])
+                decide = FittedDawidSkene(fitted)
         with gc_paused():
             first = collector(decide)
             if fitted is not None:  # what the aggregation drops, in the whole project's order
                 first.shared.drops.at("aggregate")
-                fitted[0].drops(fitted[1].sides, first.shared.drops)
+                fitted.drops(first.shared.drops)
                 del fitted
             if exporter.one_pass:
                 return _export_one_pass(

@@ -4,11 +4,12 @@ The files are byte-identical to those of the in-memory path (:func:`.pipeline.co
 every gate over every row), but no pass holds more than one chunk of items and their labels:
 
 0. **Fit** (``--aggregation dawid-skene`` only). Every chunk is read and resolved into votes,
-   kept as compact columns (a unit code, a rater code and a side a vote:
-   :class:`~.aggregators.VoteColumns`), and the model is fitted once
-   (:class:`~.aggregators.DawidSkeneFit`: its EM iterations need every vote, so they run over
-   these arrays, not over the database again). What the aggregation drops is logged here, in
-   the whole project's order; passes 1 and 2 decide each chunk's pairs from the fit.
+   kept as compact columns (a unit sequence number, a rater code and a side a vote:
+   :class:`~.aggregators.VoteColumns`; the unit keys in sorted runs on the spill's disk), and
+   the model is fitted once (:class:`~.aggregators.DawidSkeneFit`: its EM iterations need every
+   vote, so they run over these arrays, not over the database again). What the aggregation
+   drops is logged here, in the whole project's order; passes 1 and 2 decide each chunk's pairs
+   from the fit (the chunk's posterior rows read back from disk by its first sequence number).
 1. **Figures.** Every chunk is read, resolved and gated as the in-memory path does (truth,
    ``min_raters``, length parity, the verbosity penalty, ``--drop-disagreement``), and only what
    a whole-project decision needs is kept: the counts and drops of the manifest, whether any
@@ -47,8 +48,8 @@ uses is known only at the end), whose medians are selected exactly in bounded me
 agreement bootstrap resamples units; up to 200,000 pairable units a batch x dimension, then a
 sample, :mod:`.agreement_gate`); per rater, label source and cohort name, a set entry; ``rollouts``: a 16-byte digest per distinct answer (repeats are left
 out; past 100,000 of them in a temporary on-disk table, :mod:`.seen`) and, for Parquet, one row
-group's rows as Arrow columns (JSONL: one chunk's rows); Dawid-Skene: its vote columns and fit during pass 0, then a posterior row and a key per
-unit. Every format streams (:func:`streamable`), to every file format (``hf``: a ``datasets``
+group's rows as Arrow columns (JSONL: one chunk's rows); Dawid-Skene: its vote columns (9 bytes a vote) and fit (its CSR design
+matrix and a posterior row a unit) during pass 0, then a byte a unit and a digest a chunk. Every format streams (:func:`streamable`), to every file format (``hf``: a ``datasets``
 directory written batch by batch, :mod:`.hf_writer`); only an aggregator other than plurality
 and Dawid-Skene (one that may look at every pair at once) takes the in-memory path.
 """
@@ -274,20 +275,17 @@ class Reporter:
 
 class VoteTable:
     """An aggregator that decides nothing: it keeps each vote's unit, rater and side, the input
-    of the Dawid-Skene fit, as compact columns (:class:`~.aggregators.VoteColumns`), and the
-    sides each unit's votes took."""
+    of the Dawid-Skene fit, as compact columns (:class:`~.aggregators.VoteColumns`: the unit
+    keys in sorted runs on ``spill``'s disk)."""
 
     margin = None
 
-    def __init__(self) -> None:
-        self.columns = VoteColumns()
+    def __init__(self, spill: Spill | None = None) -> None:
+        self.columns = VoteColumns(spill)
 
     def __call__(self, votes: Iterable[PairVote], drops: Any = None) -> list[ResolvedPair]:
         self.columns.add(votes)
         return []
-
-    def sides(self, unit: str) -> set[int]:
-        return self.columns.sides(unit)
 
 
 class FittedDawidSkene:
@@ -304,9 +302,7 @@ class FittedDawidSkene:
         return self.fit.decide(votes, None)
 
 
-def fit_dawid_skene(
-    collector: Collector, session: Any, report: Reporter
-) -> tuple[DawidSkeneFit, VoteTable] | None:
+def fit_dawid_skene(collector: Collector, session: Any, report: Reporter) -> DawidSkeneFit | None:
     """Pass 0: every chunk read and resolved into votes (``collector``'s aggregator is a
     :class:`VoteTable`), then the model fitted once; None when there is no vote."""
     table = collector.aggregator
@@ -320,7 +316,7 @@ def fit_dawid_skene(
         del chunk
     if not len(table.columns):
         return None
-    return DawidSkeneFit(table.columns), table
+    return DawidSkeneFit(table.columns)
 
 
 # -- pass 1: the figures ----------------------------------------------------------------------

@@ -23,10 +23,12 @@ Worked example: two careful raters and one who always says 0::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse import _sparsetools
 
 from .base import AggregationResult, argmax_labels, em_e_step, encode
 
@@ -249,3 +251,167 @@ def dawid_skene(
         n_iter=it,
         log_likelihood=history,
     )
+
+
+# -- the same fit on integer codes, in memory bounded per vote ---------------------------------
+
+#: units per block of the blockwise E-step (its temporaries: a few ``block x K`` arrays)
+E_STEP_ROWS = 1 << 18
+
+
+@dataclass
+class Design:
+    """A ``units x columns`` count matrix as CSR arrays, compact (see :func:`design_from_keys`):
+    scipy's constructor would widen them, so blocks of rows become scipy matrices only as the
+    EM steps reach them (:func:`_rows`)."""
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    shape: tuple[int, int]
+
+
+def design_from_keys(key: np.ndarray, n_units: int, n_cols: int) -> Design:
+    """The ``units x columns`` count matrix of the votes whose ``unit * n_cols + column`` are
+    ``key`` (int64; sorted here, in place, and then overwritten): the arrays :func:`dawid_skene`
+    gets from COO (``tocsr``: rows in order, sorted column indices, duplicates summed), built
+    without the COO triplets, compact: ``indices`` as ``uint16`` when the columns fit,
+    ``data`` the counts as ``uint8`` (1 byte a stored vote;
+    floats when a count passes 255): :func:`dawid_skene_design` turns a block at a time into the
+    floats the COO matrix holds, the same values."""
+    key.sort()
+    n = len(key)
+    start = np.empty(n, dtype=bool)
+    if n:
+        start[0] = True
+        np.not_equal(key[1:], key[:-1], out=start[1:])
+    nnz = int(np.count_nonzero(start))
+    index = np.int32 if max(nnz, n_cols, n_units) < np.iinfo(np.int32).max else np.int64
+    # the columns a byte pair each while they fit (:func:`_rows` widens a block at a time)
+    indices = np.empty(nnz, dtype=np.uint16 if n_cols <= 1 << 16 else index)
+    # each distinct key's count is written over keys already read: ``done <= at`` throughout
+    data = key.view(np.float64)
+    top = 0
+    row_nnz = np.zeros(n_units, dtype=np.int64)
+    at = done = 0
+    block = 1 << 20
+    while at < n:
+        end = min(at + block, n)
+        while end < n and not start[end]:  # a block ends where a run of equal keys ends
+            end += 1
+        first = np.flatnonzero(start[at:end])
+        counts = np.diff(np.append(first, end - at))
+        distinct = key[at:end][first]  # a copy, taken before ``data`` overwrites the block
+        m = len(first)
+        indices[done : done + m] = distinct % n_cols
+        rows = distinct // n_cols  # sorted
+        low = int(rows[0])
+        spread = np.bincount(rows - low)
+        row_nnz[low : low + len(spread)] += spread
+        data[done : done + m] = counts
+        top = max(top, int(counts.max()))
+        done += m
+        at = end
+        del first, counts, distinct, rows, spread
+    del start
+    data = data[:nnz].astype(np.uint8) if top <= 255 else data[:nnz].copy()
+    del key
+    indptr = np.zeros(n_units + 1, dtype=index)
+    np.cumsum(row_nnz, out=indptr[1:])
+    return Design(data, indices, indptr, (n_units, n_cols))
+
+
+def _rows(design: Design, a: int, b: int) -> sparse.csr_matrix:
+    """Rows ``a:b`` of ``design``, their data as floats (what the COO-built matrix holds)."""
+    s, e = int(design.indptr[a]), int(design.indptr[b])
+    return sparse.csr_matrix(
+        (
+            design.data[s:e].astype(np.float64),
+            design.indices[s:e].astype(design.indptr.dtype),
+            design.indptr[a : b + 1] - design.indptr[a],
+        ),
+        shape=(b - a, design.shape[1]),
+        copy=False,
+    )
+
+
+def _mass(design: Design, post: np.ndarray, rows: int) -> np.ndarray:
+    """``design.T @ post`` as scipy computes it (``csc_matvecs`` over the transposed arrays:
+    for each unit in order, its row's entries added into the output), a block of units at a
+    time into the same output, so the same sums in the same order: the same floats."""
+    n_u, n_cols = design.shape
+    k = post.shape[1]
+    out = np.zeros((n_cols, k), dtype=np.float64)
+    flat = out.reshape(-1)
+    for a in range(0, n_u, rows):
+        b = min(a + rows, n_u)
+        block = _rows(design, a, b)
+        x = np.ascontiguousarray(post[a:b], dtype=np.float64).reshape(-1)
+        _sparsetools.csc_matvecs(n_cols, b - a, k, block.indptr, block.indices, block.data, x, flat)
+    return out
+
+
+def dawid_skene_design(
+    design: Design,
+    fit_of: np.ndarray,
+    n_fit: int,
+    classes: np.ndarray,
+    n_votes: int,
+    n_iter: int = 100,
+    tol: float = 1e-7,
+    confusion_prior: float = CONFUSION_PRIOR,
+    prior_accuracy: float = PRIOR_ACCURACY,
+    class_prior: float = CLASS_PRIOR,
+    mirror: Any = None,
+    rows: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`dawid_skene`'s EM on its design matrix (:func:`design_from_keys`, columns
+    ``fit rater * K + class``; ``fit_of``, ``n_fit``: :func:`pooled_raters`), the same
+    operations in the same order, so the same numbers to the bit: ``(posteriors, labels,
+    iterations)``. The E-step runs ``rows`` units at a time into one posterior array (each
+    unit's row is computed alone either way) and the M-step's sums go into one output a block
+    at a time in scipy's order (:func:`_mass`), so the fit holds the matrix (its counts a byte
+    each), one ``units x K`` array of posteriors and one float per unit, not the several
+    ``units x K`` temporaries of a whole-matrix step (``rows``: :data:`E_STEP_ROWS` unless
+    given). ``n_votes``: the votes' count (the objective is per vote)."""
+    n_u = design.shape[0]
+    k = len(classes)
+    rows = max(1, E_STEP_ROWS if rows is None else rows)
+    pseudo = confusion_pseudo_counts(k, confusion_prior, prior_accuracy)
+    observed = (np.bincount(design.indices, minlength=n_fit * k) > 0).reshape(n_fit, k)
+    perm = mirror_permutation(classes, mirror)
+    if perm is not None:
+        observed = observed | observed[:, perm]
+    post = np.zeros((n_u, k), dtype=np.float64)
+    flat = post.reshape(-1)
+    for a in range(0, n_u, rows):  # the vote counts per unit and class (exact as floats)
+        b = min(a + rows, n_u)
+        s, e = int(design.indptr[a]), int(design.indptr[b])
+        at = np.repeat(np.arange(b - a, dtype=np.int64), np.diff(design.indptr[a : b + 1]))
+        flat[a * k : b * k] = np.bincount(
+            at * k + design.indices[s:e].astype(np.int64) % k,
+            weights=design.data[s:e].astype(np.float64),
+            minlength=(b - a) * k,
+        )
+    post /= post.sum(axis=1, keepdims=True)
+    priors = class_priors(post, class_prior)
+    pi = confusion_from_mass(_mass(design, post, rows), n_fit, k, observed, pseudo)
+    if perm is not None:
+        pi, priors = mirrored(pi, priors, perm)
+    unit_ll = np.empty(n_u, dtype=np.float64)
+    history: list[float] = []
+    it = 0
+    for it in range(1, n_iter + 1):  # noqa: B007 -- the count is reported after the loop
+        log_priors, log_pi = np.log(np.maximum(priors, EPS)), log_pi_matrix(pi)
+        for a in range(0, n_u, rows):
+            b = min(a + rows, n_u)
+            post[a:b], unit_ll[a:b] = em_e_step(_rows(design, a, b), log_priors, log_pi)
+        objective = unit_ll.sum() + log_prior_density(pi, priors, pseudo, class_prior)
+        priors = class_priors(post, class_prior)
+        pi = confusion_from_mass(_mass(design, post, rows), n_fit, k, observed, pseudo)
+        if perm is not None:
+            pi, priors = mirrored(pi, priors, perm)
+        history.append(float(objective / n_votes))
+        if len(history) > 1 and history[-1] - history[-2] < tol:
+            break
+    return post, argmax_labels(post, classes), it
