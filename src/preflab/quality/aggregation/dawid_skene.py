@@ -28,9 +28,13 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
-from scipy.sparse import _sparsetools
 
 from .base import AggregationResult, argmax_labels, em_e_step, encode
+
+try:  # scipy's kernel of ``csr.T @ dense`` (private): blocks of rows into one output, in its order
+    from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
+except ImportError:  # pragma: no cover -- a scipy without it: the whole matrix at once (_mass)
+    _csc_matvecs = None
 
 EPS = 1e-10  # floor of probabilities, so no log(0)
 
@@ -341,13 +345,16 @@ def _mass(design: Design, post: np.ndarray, rows: int) -> np.ndarray:
     time into the same output, so the same sums in the same order: the same floats."""
     n_u, n_cols = design.shape
     k = post.shape[1]
+    if _csc_matvecs is None:  # the public product of the whole matrix: the same floats
+        whole: np.ndarray = _rows(design, 0, n_u).T @ post
+        return whole
     out = np.zeros((n_cols, k), dtype=np.float64)
     flat = out.reshape(-1)
     for a in range(0, n_u, rows):
         b = min(a + rows, n_u)
         block = _rows(design, a, b)
         x = np.ascontiguousarray(post[a:b], dtype=np.float64).reshape(-1)
-        _sparsetools.csc_matvecs(n_cols, b - a, k, block.indptr, block.indices, block.data, x, flat)
+        _csc_matvecs(n_cols, b - a, k, block.indptr, block.indices, block.data, x, flat)
     return out
 
 
