@@ -97,3 +97,16 @@ def test_the_files_are_removed(tmp_path):
         search.add("a", "some text long enough to be searched")
         raise RuntimeError("stopped")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("group", [1, 3, 65_536])
+def test_tiled_copies_and_groups_of_buckets(monkeypatch, group):
+    """A tiled project's shape (each rationale again by the same rater, as ``bench_tile.py``
+    copies them: buckets of one owner, no pair to check) beside real pairs, with the buckets'
+    earlier-band ids read a few members at a time (a bucket larger than ``GROUP`` alone)."""
+    monkeypatch.setattr(near_duplicate_index, "GROUP", group)
+    texts, owners = corpus(200, 11)
+    texts, owners = texts * 3, owners * 3  # three tiles: the same texts and raters again
+    want = near_duplicate_pairs(texts, owners, *PARAMS)
+    assert want
+    assert _spilled(texts, owners, 50).found == want

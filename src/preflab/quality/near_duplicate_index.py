@@ -39,7 +39,7 @@ import os
 import tempfile
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -48,6 +48,8 @@ from .telemetry import SHINGLE_SETS, minhash_signatures, near_duplicate_pairs, s
 #: texts :class:`SpilledSearch` signs at a time (their signatures: 512 bytes a text at 64
 #: permutations)
 SPILL_CHUNK = 8192
+#: members of a band's buckets whose earlier bands' bucket ids are read at a time
+GROUP = 65_536
 
 Key = tuple[Hashable, str]
 
@@ -227,37 +229,52 @@ class SpilledSearch:
 
         out: list[tuple[int, int, float]] = []
         ids_paths: list[str] = []
+        codes = np.frombuffer(owners, dtype=f"i{owners.itemsize}") if n else np.empty(0, "i4")
         for b in range(self.bands):
             band = np.fromfile(self._band_paths[b], dtype=np.uint64).reshape(n, self.rows)
-            ids, buckets = _band_buckets(band)
+            ids, order, starts = _band_buckets(band)
             del band
             path = os.path.join(self._dir.name, f"ids{b}")
             ids.tofile(path)
             ids_paths.append(path)
             del ids
-            if not buckets:
+            if not len(order):
                 continue
-            members = np.unique(np.concatenate([np.asarray(m) for m in buckets]))
-            # each member's bucket ids in the earlier bands, a row each (members in order)
-            earlier = np.empty((len(members), b), dtype=np.int32)
-            for c in range(b):
-                earlier[:, c] = np.fromfile(ids_paths[c], dtype=np.int32)[members]
-            for bucket in buckets:
-                at = np.searchsorted(members, bucket)
-                prior = [tuple(r) for r in earlier[at].tolist()]
-                for x in range(len(bucket)):
-                    i, pi = bucket[x], prior[x]
-                    for y in range(x + 1, len(bucket)):
-                        j = bucket[y]
-                        if owners[i] == owners[j]:
-                            continue
-                        if b and any(p == q for p, q in zip(pi, prior[y], strict=True)):
-                            continue  # bucketed in an earlier band: checked there
-                        sa, sb = shingle_set(i), shingle_set(j)
-                        union = len(sa | sb)
-                        sim = len(sa & sb) / union if union else 1.0  # :func:`jaccard`
-                        if sim >= min_jaccard:
-                            out.append((i, j, sim))
+            ends = np.append(starts[1:], len(order))
+            # only buckets of two owners or more hold a pair to check (one owner's copies: none)
+            own = codes[order]
+            mixed = np.flatnonzero(
+                np.minimum.reduceat(own, starts) != np.maximum.reduceat(own, starts)
+            )
+            del own
+            for group in _groups(starts[mixed], ends[mixed], GROUP):
+                at = np.concatenate([np.arange(s, e) for s, e in group])
+                members = order[at]
+                # each member's bucket ids in the earlier bands (equal ids: bucketed there)
+                earlier = np.empty((len(members), b), dtype=np.int32)
+                for c in range(b):
+                    ids_c = np.memmap(ids_paths[c], dtype=np.int32, mode="r")
+                    earlier[:, c] = ids_c[members]
+                    del ids_c
+                rows = earlier.tolist()
+                pos = 0
+                for s, e in group:
+                    bucket = members[pos : pos + e - s].tolist()
+                    prior = rows[pos : pos + e - s]
+                    pos += e - s
+                    for x in range(len(bucket)):
+                        i, pi = bucket[x], prior[x]
+                        for y in range(x + 1, len(bucket)):
+                            j = bucket[y]
+                            if owners[i] == owners[j]:
+                                continue
+                            if b and any(p == q for p, q in zip(pi, prior[y], strict=True)):
+                                continue  # bucketed in an earlier band: checked there
+                            sa, sb = shingle_set(i), shingle_set(j)
+                            union = len(sa | sb)
+                            sim = len(sa & sb) / union if union else 1.0  # :func:`jaccard`
+                            if sim >= min_jaccard:
+                                out.append((i, j, sim))
         return sorted(out)
 
     def index(self) -> NearDuplicateIndex:
@@ -276,21 +293,35 @@ class SpilledSearch:
         return out
 
 
-def _band_buckets(band: np.ndarray) -> tuple[np.ndarray, list[list[int]]]:
+def _band_buckets(band: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's bucket id in ``band`` (texts x rows of a signature), int32: rows with equal
-    bytes, and only they, get equal ids; and the buckets of two or more rows, as
-    ``telemetry._buckets`` gives them (ascending within a bucket, by id)."""
+    bytes, and only they, get equal ids; the rows of the buckets of two or more, grouped by
+    bucket as ``telemetry._buckets`` gives them (by id, ascending within a bucket); and where
+    each bucket starts among them."""
     if not len(band):
-        return np.empty(0, dtype=np.int32), []
+        empty = np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype=np.int32), empty, empty
     keys = np.ascontiguousarray(band).view(np.dtype((np.void, band.shape[1] * band.itemsize)))
     _, inverse, counts = np.unique(keys.ravel(), return_inverse=True, return_counts=True)
     del keys
     ids = inverse.reshape(-1).astype(np.int32)
     del inverse
-    shared = np.flatnonzero(counts >= 2)
-    if not len(shared):
-        return ids, []
-    rows = np.flatnonzero(np.isin(ids, shared))
+    rows = np.flatnonzero((counts >= 2)[ids])
     order = rows[np.argsort(ids[rows], kind="stable")]
-    cuts = np.flatnonzero(np.diff(ids[order])) + 1
-    return ids, [part.tolist() for part in np.split(order, cuts)]
+    in_order = ids[order]
+    starts = np.flatnonzero(np.diff(in_order, prepend=-1)) if len(order) else rows[:0]
+    return ids, order, starts
+
+
+def _groups(starts: np.ndarray, ends: np.ndarray, limit: int) -> Iterator[list[tuple[int, int]]]:
+    """The buckets ``[start, end)`` in runs of at most ``limit`` members (a larger bucket alone)."""
+    group: list[tuple[int, int]] = []
+    size = 0
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+        if group and size + e - s > limit:
+            yield group
+            group, size = [], 0
+        group.append((s, e))
+        size += e - s
+    if group:
+        yield group
