@@ -52,6 +52,10 @@ from .telemetry import SHINGLE_SETS, minhash_signatures, near_duplicate_pairs, s
 SPILL_CHUNK = 8192
 #: members of a band's buckets whose earlier bands' bucket ids are read at a time
 GROUP = 65_536
+#: texts :func:`minhash_signatures` takes in one array operation (its ``block``: the same
+#: values; 256 held ~50 MB of salted hashes at once for the bench's rationales, 64 ~13 MB, at
+#: the same CPU)
+SIGN_BLOCK = 64
 
 Key = tuple[Hashable, str]
 
@@ -199,7 +203,7 @@ class SpilledSearch:
         if not self._pending:
             return
         _min_jaccard, k, num_perm = self.params
-        sigs = minhash_signatures(self._pending, k, num_perm)
+        sigs = minhash_signatures(self._pending, k, num_perm, block=SIGN_BLOCK)
         for b, f in enumerate(self._band_files):
             f.write(np.ascontiguousarray(sigs[:, b * self.rows : (b + 1) * self.rows]).tobytes())
         keys = zip(self._pending_owners, self._pending, strict=True)
