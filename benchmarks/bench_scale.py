@@ -84,10 +84,17 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 PROJECT = "bench"
 ADMIN, ADMIN_PASSWORD = "scale-admin", "scale-bench-password-1"
-SIZES = {"20k": 20_000, "100k": 100_000, "300k": 300_000, "1m": 1_000_000, "10m": 10_000_000}
+SIZES = {
+    "20k": 20_000,
+    "100k": 100_000,
+    "300k": 300_000,
+    "1m": 1_000_000,
+    "3m": 3_000_000,
+    "10m": 10_000_000,
+}
 #: sizes built by tiling a smaller one in the database (``bench_tile.py``) unless ``--tile-from``
 #: says otherwise: generating and importing 10M judgments takes about two hours
-TILED_FROM = {"10m": "1m"}
+TILED_FROM = {"3m": "1m", "10m": "1m"}
 #: every export format that reads a project of pairwise judgments
 EXPORTS = (
     "trl-preference",
@@ -663,7 +670,7 @@ def _tag(args: argparse.Namespace, name: str) -> str:
 
 
 def tile_source(args: argparse.Namespace, name: str, n: int) -> tuple[str, int] | None:
-    """The smaller size this one is tiled from (``--tile-from``; ``10m`` from ``1m`` unless
+    """The smaller size this one is tiled from (``--tile-from``; ``3m`` and ``10m`` from ``1m`` unless
     ``--tile-from none``), or ``None``: generated and imported."""
     source = args.tile_from or TILED_FROM.get(name)
     if source in (None, "none"):
@@ -974,7 +981,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--tile-from",
         help="build every larger size by tiling this size's database (bench_tile.py; SQLite): "
-        f"one of {' '.join(SIZES)}, nN (--judgments N); default: 10m from 1m; none: generate "
+        f"one of {' '.join(SIZES)}, nN (--judgments N); default: 3m and 10m from 1m; none: generate "
         "and import every size",
     )
     parser.add_argument(

@@ -3,7 +3,9 @@ near-duplicate search and one assessment of the held-out labels, spools the queu
 they are computed (:class:`preflab.server.services.review_store.Spool`) and inserts them in
 batches; what it stores equals the old computation (the panels of :func:`snapshot.compute_panels`,
 the queues of :mod:`review_oracle`, whole), on a generated project with every kind of label and
-on the review queues' project with every reason, on both databases."""
+on the review queues' project with every reason, on both databases; with the near-duplicate
+search's chunks and the adjudication keys' runs (both spilled to disk past a bound) splitting
+the project and with the defaults (one chunk, one run in memory)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from preflab.quality import near_duplicate_index
 from preflab.server import snapshot
 from preflab.server.database import Database, init_schema
 from preflab.server.services import review_scan, review_store
@@ -105,8 +108,39 @@ def _same(db: Database, name: str) -> list[tuple[Any, ...]]:
     return rows
 
 
+def _spill(monkeypatch: pytest.MonkeyPatch, spill: bool) -> dict[str, int]:
+    """Bounds that split this small project: the search's texts signed and spilled 5 at a time,
+    the adjudication keys sorted into runs of 2 and merged. Answers the chunks and runs written
+    (counted as the runs go)."""
+    written = {"chunks": 0, "runs": 0}
+    if not spill:
+        return written
+    monkeypatch.setattr(near_duplicate_index, "SPILL_CHUNK", 5)
+    monkeypatch.setattr(review_store, "RUN", 2)
+    for cls, name, what in (
+        (near_duplicate_index.SpilledSearch, "_flush", "chunks"),
+        (review_store.Spool, "_spill", "runs"),
+    ):
+
+        def counted(self: Any, _orig: Any = getattr(cls, name), _what: str = what) -> None:
+            written[_what] += 1
+            _orig(self)
+
+        monkeypatch.setattr(cls, name, counted)
+    return written
+
+
+def _split(written: dict[str, int], spill: bool) -> None:
+    """Each refresh (two in all) split the texts into more than one chunk and the keys into
+    more than one run when spilling."""
+    if spill:
+        assert written["chunks"] > 2 and written["runs"] > 2, written
+
+
 @pytest.mark.slow
-def test_streamed_snapshot_equals_the_old_computation_every_kind(db_url, monkeypatch):
+@pytest.mark.parametrize("spill", [False, True], ids=["in-memory", "spilled"])
+def test_streamed_snapshot_equals_the_old_computation_every_kind(db_url, monkeypatch, spill):
+    written = _spill(monkeypatch, spill)
     init_schema(db_url)
     _store_project(db_url)
     db = Database(db_url, pool_size=2, max_overflow=2)
@@ -122,11 +156,14 @@ def test_streamed_snapshot_equals_the_old_computation_every_kind(db_url, monkeyp
     assert panels["near_duplicate_pks"] and panels["median_s"]
     # a second run replaces the entries (no duplicate, no leftover)
     assert _same(db, "gen") == rows
+    _split(written, spill)
     db.dispose()
 
 
 @pytest.mark.slow
-def test_streamed_snapshot_equals_the_old_computation_every_reason(db_url, monkeypatch):
+@pytest.mark.parametrize("spill", [False, True], ids=["in-memory", "spilled"])
+def test_streamed_snapshot_equals_the_old_computation_every_reason(db_url, monkeypatch, spill):
+    written = _spill(monkeypatch, spill)
     queues_project(db_url)
     db = Database(db_url, pool_size=2, max_overflow=2)
     _spot_share(db, "demo")
@@ -139,6 +176,7 @@ def test_streamed_snapshot_equals_the_old_computation_every_reason(db_url, monke
     with db.reading() as s:
         held = s.scalar(select(QualitySnapshot.panels))["held_out"]
     assert any(held.values())
+    _split(written, spill)
     db.dispose()
 
 
@@ -148,5 +186,37 @@ def test_the_spool_removes_its_file(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError), review_store.Spool("s") as spool:
         spool.adjudication({"item_id": "x", "reasons": ["r"], "adjudicated": False})
         raise RuntimeError("stopped")
-    assert spool.file.closed
+    assert spool.file.closed and spool.runs.closed
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("run", [1, 2, 7, 1000])
+def test_the_spools_runs_merge_to_the_sorted_order(monkeypatch, run):
+    """The adjudication keys past ``RUN``: sorted runs on disk, merged to the very order one
+    sort in memory gives (ties in reasons and item ids, adjudicated or not, runs of every
+    length, a last run not full)."""
+    import random
+
+    monkeypatch.setattr(review_store, "RUN", run)
+    monkeypatch.setattr(review_store, "RUN_BLOCK", 3)
+    rng = random.Random(run)
+    entries = [
+        {
+            "item_id": f"it{rng.randrange(40)}",
+            "reasons": ["r"] * rng.randrange(1, 4),
+            "adjudicated": rng.random() < 0.3,
+        }
+        for _ in range(257)
+    ]
+    with review_store.Spool("s") as spool:
+        for e in entries:
+            spool.adjudication(e)
+            assert len(spool.ranked) < run  # the keys held are bounded
+        summary = spool.finish(review_store.Tally([], 0, 0.0, {}), [])
+        got = [(e.position, e.entry) for e in spool.rows() if e.queue == "adjudication"]
+        assert bool(spool._run_starts) == (run < len(entries))
+    order = sorted(
+        range(len(entries)), key=lambda i: (review_store.adjudication_order(entries[i]), i)
+    )
+    assert got == [(rank, entries[i]) for rank, i in enumerate(order)]
+    assert summary["counts"]["adjudication"] == len(entries)

@@ -63,7 +63,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from ..io.quality_source import accumulate_in
 from ..quality.accumulate import Bounds, ReportAccumulator, SharedReservoirs
-from ..quality.near_duplicate_index import NearDuplicateIndex
+from ..quality.near_duplicate_index import NearDuplicateIndex, SpilledSearch
 from ..quality.report import finish_report
 from ..quality.telemetry import TelemetrySettings
 from ..settings import get_settings
@@ -318,28 +318,26 @@ def _activity(
     times = SharedReservoirs(bounds.times, bounds.times_per_rater)
     held: dict[str, int] = {}
     with_telemetry: list[int] = []
-    texts: list[str] = []
-    owners: list[str] = []
+    cfg = TelemetrySettings()  # the data browser's flags use the engine's defaults, as before
     pks = array("q")
-    for pk, review_pass, started, submitted, telemetry, rationale, key in _activity_rows(
-        session, project.pk
-    ):
-        if rationale and len(rationale) >= 20:
-            pks.append(pk)
-            texts.append(rationale)
-            owners.append(key)
-        if review_pass != 0:
-            continue
-        held.setdefault(key, 0)
-        if submitted is not None and started is not None:
-            times.add(key, (submitted - started).total_seconds())
-        if telemetry is not None and held_out:
-            with_telemetry.append(pk)
+    # every counting rationale searched, held on disk (not in memory) until the search ends
+    with SpilledSearch(cfg.min_jaccard, cfg.shingle, cfg.num_perm) as search:
+        for pk, review_pass, started, submitted, telemetry, rationale, key in _activity_rows(
+            session, project.pk
+        ):
+            if rationale and len(rationale) >= 20:
+                pks.append(pk)
+                search.add(key, rationale)
+            if review_pass != 0:
+                continue
+            held.setdefault(key, 0)
+            if submitted is not None and started is not None:
+                times.add(key, (submitted - started).total_seconds())
+            if telemetry is not None and held_out:
+                with_telemetry.append(pk)
+        index = search.index()
     for key in _held_out(session, with_telemetry, settings, decided):
         held[key] += 1
-    cfg = TelemetrySettings()  # the data browser's flags use the engine's defaults, as before
-    index = NearDuplicateIndex(texts, owners, cfg.min_jaccard, cfg.shingle, cfg.num_perm)
-    del texts, owners
     dups: set[int] = set()
     partners: dict[int, set[int]] = defaultdict(set)
     for first, second, _sim in index.found:

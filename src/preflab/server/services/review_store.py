@@ -12,6 +12,7 @@ signals per rater; the judgment pk for spot review, the held-out labels and the 
 
 from __future__ import annotations
 
+import heapq
 import pickle
 import tempfile
 from array import array
@@ -30,6 +31,11 @@ from .review import Tally, adjudication_order, unit_hash
 QUEUES = ("adjudication", "spot", "held_out", "weak_by_rater", "demonstrations")
 #: Rows inserted per statement when the snapshot stores the queues.
 BATCH = 5000
+#: Adjudication sort keys :class:`Spool` holds at most (~200 bytes each); past it each full run
+#: is sorted and written to its file, and :meth:`Spool.finish` merges the runs
+RUN = 50_000
+#: (key, offset) pairs pickled together in a run's file (what the merge holds of each run)
+RUN_BLOCK = 2_000
 
 
 @dataclass(frozen=True)
@@ -121,8 +127,13 @@ class Spool:
         self.secret = secret
         self.file = tempfile.TemporaryFile(prefix="preflab-queues-")
         #: (adjudication order, offset) of each queued item, until :meth:`finish` sorts them
-        #: into :attr:`order` (the keys, ~15 MB at 1M judgments, are not kept past it)
+        #: into :attr:`order` (the keys, ~15 MB at 1M judgments, are not kept past it); at most
+        #: ``run`` of them: past it each full run is sorted into :attr:`runs`' file
         self.ranked: list[tuple[tuple[bool, int, str], int]] = []
+        self.run = RUN
+        #: the sorted runs spilled, in blocks of ``RUN_BLOCK``: each run's first block's offset
+        self.runs = tempfile.TemporaryFile(prefix="preflab-queue-keys-")
+        self._run_starts: list[int] = []
         self.order = array("q")  # the queued items' offsets, ranked
         self.counts = dict.fromkeys(
             ("adjudication", "adjudication_open", "spot", "held_out", "weak_by_rater"), 0
@@ -138,6 +149,7 @@ class Spool:
 
     def close(self) -> None:
         self.file.close()
+        self.runs.close()
 
     def _put(self, queue: str, entry: dict[str, Any]) -> int:
         self.file.seek(0, 2)
@@ -149,6 +161,40 @@ class Spool:
         self.ranked.append((adjudication_order(entry), self._put("adjudication", entry)))
         self.counts["adjudication"] += 1
         self.counts["adjudication_open"] += not entry["adjudicated"]
+        if len(self.ranked) >= self.run:
+            self._spill()
+
+    def _spill(self) -> None:
+        """The keys held, sorted, written as one run (blocks of ``RUN_BLOCK``, then ``None``)."""
+        self.ranked.sort()
+        self.runs.seek(0, 2)
+        self._run_starts.append(self.runs.tell())
+        for start in range(0, len(self.ranked), RUN_BLOCK):
+            block = self.ranked[start : start + RUN_BLOCK]
+            pickle.dump(block, self.runs, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(None, self.runs, protocol=pickle.HIGHEST_PROTOCOL)
+        self.ranked = []
+
+    def _run(self, at: int) -> Iterator[tuple[tuple[bool, int, str], int]]:
+        """One spilled run's (key, offset) pairs in order, a block at a time."""
+        while True:
+            self.runs.seek(at)
+            block = pickle.load(self.runs)
+            at = self.runs.tell()
+            if block is None:
+                return
+            yield from block
+
+    def _ranked_offsets(self) -> array[int]:
+        """The queued items' offsets in adjudication order: the keys sorted (one run in memory)
+        or the spilled runs merged (the same order: each (key, offset) is distinct)."""
+        if not self._run_starts:
+            self.ranked.sort()
+            return array("q", (at for _key, at in self.ranked))
+        if self.ranked:
+            self._spill()
+        merged = heapq.merge(*(self._run(at) for at in self._run_starts))
+        return array("q", (at for _key, at in merged))
 
     def spot(self, entry: dict[str, Any]) -> None:
         self._others.append(self._put("spot", entry))
@@ -161,8 +207,7 @@ class Spool:
     def finish(self, tally: Tally, demonstrations: list[dict[str, Any]]) -> dict[str, Any]:
         """The scan is over: the raters' weak signals and the pending demonstrations join the
         entries; answers :func:`summary` of the queues."""
-        self.ranked.sort()
-        self.order = array("q", (at for _key, at in self.ranked))
+        self.order = self._ranked_offsets()
         self.ranked = []
         self.tail = [Entry("weak_by_rater", i, w) for i, w in enumerate(tally.weak_by_rater)]
         self.tail += [Entry("demonstrations", d["judgment_id"], d) for d in demonstrations]
