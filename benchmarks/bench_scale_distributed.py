@@ -12,7 +12,7 @@ thumbs per candidate, two candidates per prompt, 100,000 raters) in ``--shards``
 2. **stats**: ``run_stats`` without Dawid-Skene (alpha, percent agreement, per-rater counts and
    up-rates, the thumbs resolution's counts, Bradley-Terry when there are winner rows), with
    ``--scheduler sync`` and with ``local:N`` (``--workers``, default 2). The figures of both
-   must be equal (checked; the run fails otherwise).
+   must be equal (checked; the run fails otherwise). ``--no-sync``: the cluster only, unchecked.
 3. **dawid-skene** (``--dawid-skene``): the EM on the thumbs, one pass per iteration.
 4. **export**: the distributed unary export, sync and ``local:N``; the SHA-256 of every output
    file must be equal (checked). ``--no-export`` skips it (the 100M run's statistics alone).
@@ -140,6 +140,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="the most unfinished tasks of a reduction on the cluster (default: 2 per worker)",
     )
     parser.add_argument("--no-export", action="store_true", help="skip the export steps")
+    parser.add_argument(
+        "--no-sync",
+        action="store_true",
+        help="statistics on the cluster only (no in-process run, so no identity check)",
+    )
+    parser.add_argument("--no-baseline", action="store_true", help="skip the pyarrow floor")
     args = parser.parse_args(argv)
     n = parse_count(args.labels)
     work = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.workdir))
@@ -153,14 +159,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         figures.append(fig)
         shards = open_shards(work / "shards")
-        fig, counted = measure(
-            "baseline: pyarrow read + numpy bincount", lambda: baseline(shards.shards), n
-        )
-        assert counted == n
-        figures.append(fig)
+        if not args.no_baseline:
+            fig, counted = measure(
+                "baseline: pyarrow read + numpy bincount", lambda: baseline(shards.shards), n
+            )
+            assert counted == n
+            figures.append(fig)
         local = f"local:{args.workers}"
         results: dict[str, Any] = {}
-        for scheduler in ("sync", local):
+        for scheduler in (local,) if args.no_sync else ("sync", local):
 
             def stats(s: str = scheduler) -> Any:
                 with Runner(s, in_flight=args.in_flight) as r:
@@ -168,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
             fig, results[scheduler] = measure(f"stats {scheduler}", stats, n)
             figures.append(fig)
-        if results["sync"] != results[local]:
+        if "sync" in results and results["sync"] != results[local]:
             raise SystemExit("stats differ between sync and the cluster")
         if args.dawid_skene:
             for scheduler in ("sync", local):
@@ -198,10 +205,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "rows_per_shard": n // args.shards,
             "workers": args.workers,
             "cpus": os.cpu_count(),
-            "identical_stats": True,
+            "identical_stats": True if "sync" in results else None,
             "in_flight": args.in_flight or 2 * args.workers,
             "identical_export_files": True if manifests else None,
-            "thumbs": results["sync"]["thumbs"],
+            "thumbs": results[local]["thumbs"],
             "figures": figures,
         }
         print(json.dumps({k: v for k, v in summary.items() if k != "figures"}), flush=True)

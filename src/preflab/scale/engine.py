@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -149,7 +148,9 @@ class Runner:
         limit = self.in_flight or max(2, 2 * self.workers)
         running: list[Any] = []  # submitted and not seen finished
         stack: list[tuple[int, Any]] = []
-        task = partial(_on_shard, fn)
+        # the function once to every worker (a Dawid-Skene pass's carries the global encoding,
+        # 10^5 rater names), not pickled into each of the shards' tasks
+        [shipped] = client.scatter([fn], hash=False, broadcast=True)
         for path in shards:
             while len(running) >= limit:
                 wait(running, return_when="FIRST_COMPLETED")
@@ -157,7 +158,7 @@ class Runner:
                     if f.status == "error":
                         f.result()  # raises the task's exception (a broken shard's name)
                 running = [f for f in running if not f.done()]
-            state = client.submit(task, path, pure=False)
+            state = client.submit(_on_shard, shipped, path, pure=False)
             running.append(state)
             size = 1
             while stack and stack[-1][0] == size:
@@ -172,6 +173,7 @@ class Runner:
             acc = client.submit(merge, stack.pop()[1], acc, pure=False)
         del running
         result: T = acc.result()
+        del shipped
         return result
 
     def map(self, fn: Callable[[int, Path], R], shards: Sequence[Path]) -> list[R]:
