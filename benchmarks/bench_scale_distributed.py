@@ -146,6 +146,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="statistics on the cluster only (no in-process run, so no identity check)",
     )
     parser.add_argument("--no-baseline", action="store_true", help="skip the pyarrow floor")
+    parser.add_argument(
+        "--cluster-first",
+        action="store_true",
+        help="the cluster's statistics before the in-process run (its figure first)",
+    )
     args = parser.parse_args(argv)
     n = parse_count(args.labels)
     work = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.workdir))
@@ -167,7 +172,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             figures.append(fig)
         local = f"local:{args.workers}"
         results: dict[str, Any] = {}
-        for scheduler in (local,) if args.no_sync else ("sync", local):
+        order = ("sync", local) if not args.cluster_first else (local, "sync")
+        for scheduler in (local,) if args.no_sync else order:
 
             def stats(s: str = scheduler) -> Any:
                 with Runner(s, in_flight=args.in_flight) as r:
