@@ -12,10 +12,13 @@ thumbs per candidate, two candidates per prompt, 100,000 raters) in ``--shards``
 2. **stats**: ``run_stats`` without Dawid-Skene (alpha, percent agreement, per-rater counts and
    up-rates, the thumbs resolution's counts, Bradley-Terry when there are winner rows), with
    ``--scheduler sync`` and with ``local:N`` (``--workers``, default 2). The figures of both
-   must be equal (checked; the run fails otherwise).
+   must be equal (checked; the run fails otherwise). ``--no-sync``: the cluster only, unchecked.
 3. **dawid-skene** (``--dawid-skene``): the EM on the thumbs, one pass per iteration.
 4. **export**: the distributed unary export, sync and ``local:N``; the SHA-256 of every output
-   file must be equal (checked).
+   file must be equal (checked). ``--no-export`` skips it (the 100M run's statistics alone).
+
+``--in-flight N`` bounds the unfinished tasks of a reduction on the cluster (default: 2 per
+worker; ``preflab.scale.engine.Runner``).
 
 CPU is this process's plus its reaped children's (the cluster's worker processes, counted once
 the cluster is closed; the start of the cluster is inside the figure). Peak RSS during each step
@@ -130,6 +133,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dawid-skene", action="store_true", help="also time the EM (slow)")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temp dir, removed")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=None,
+        help="the most unfinished tasks of a reduction on the cluster (default: 2 per worker)",
+    )
+    parser.add_argument("--no-export", action="store_true", help="skip the export steps")
+    parser.add_argument(
+        "--no-sync",
+        action="store_true",
+        help="statistics on the cluster only (no in-process run, so no identity check)",
+    )
+    parser.add_argument("--no-baseline", action="store_true", help="skip the pyarrow floor")
+    parser.add_argument(
+        "--cluster-first",
+        action="store_true",
+        help="the cluster's statistics before the in-process run (its figure first)",
+    )
     args = parser.parse_args(argv)
     n = parse_count(args.labels)
     work = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.workdir))
@@ -143,28 +164,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         figures.append(fig)
         shards = open_shards(work / "shards")
-        fig, counted = measure(
-            "baseline: pyarrow read + numpy bincount", lambda: baseline(shards.shards), n
-        )
-        assert counted == n
-        figures.append(fig)
+        if not args.no_baseline:
+            fig, counted = measure(
+                "baseline: pyarrow read + numpy bincount", lambda: baseline(shards.shards), n
+            )
+            assert counted == n
+            figures.append(fig)
         local = f"local:{args.workers}"
         results: dict[str, Any] = {}
-        for scheduler in ("sync", local):
+        order = ("sync", local) if not args.cluster_first else (local, "sync")
+        for scheduler in (local,) if args.no_sync else order:
 
             def stats(s: str = scheduler) -> Any:
-                with Runner(s) as r:
+                with Runner(s, in_flight=args.in_flight) as r:
                     return run_stats(shards, r, dawid_skene=None)
 
             fig, results[scheduler] = measure(f"stats {scheduler}", stats, n)
             figures.append(fig)
-        if results["sync"] != results[local]:
+        if "sync" in results and results["sync"] != results[local]:
             raise SystemExit("stats differ between sync and the cluster")
         if args.dawid_skene:
             for scheduler in ("sync", local):
 
                 def ds(s: str = scheduler) -> Any:
-                    with Runner(s) as r:
+                    with Runner(s, in_flight=args.in_flight) as r:
                         return run_stats(shards, r)["dawid_skene"]
 
                 fig, out = measure(f"dawid-skene {scheduler}", ds, n)
@@ -172,15 +195,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 fig["passes"] = out["n_iter"] + 2  # counts, start, iterations
                 figures.append(fig)
         manifests = {}
-        for scheduler in ("sync", local):
+        for scheduler in () if args.no_export else ("sync", local):
 
             def export(s: str = scheduler) -> Any:
-                with Runner(s) as r:
+                with Runner(s, in_flight=args.in_flight) as r:
                     return export_unary(shards, work / f"out-{s.replace(':', '-')}", r)
 
             fig, manifests[scheduler] = measure(f"export {scheduler}", export, n)
             figures.append(fig)
-        if manifests["sync"]["files"] != manifests[local]["files"]:
+        if manifests and manifests["sync"]["files"] != manifests[local]["files"]:
             raise SystemExit("export files differ between sync and the cluster")
         summary = {
             "labels": n,
@@ -188,9 +211,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "rows_per_shard": n // args.shards,
             "workers": args.workers,
             "cpus": os.cpu_count(),
-            "identical_stats": True,
-            "identical_export_files": True,
-            "thumbs": results["sync"]["thumbs"],
+            "identical_stats": True if "sync" in results else None,
+            "in_flight": args.in_flight or 2 * args.workers,
+            "identical_export_files": True if manifests else None,
+            "thumbs": results[local]["thumbs"],
             "figures": figures,
         }
         print(json.dumps({k: v for k, v in summary.items() if k != "figures"}), flush=True)

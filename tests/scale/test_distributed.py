@@ -16,7 +16,7 @@ from preflab.quality.agreement import krippendorff_alpha, percent_agreement
 from preflab.quality.table import LabelTable
 from preflab.scale.engine import Runner
 from preflab.scale.export import export_unary
-from preflab.scale.shards import ShardError, generate_unary, open_shards, shard_name
+from preflab.scale.shards import ShardError, generate_unary, open_shards, read_shard, shard_name
 from preflab.scale.stats import run_stats
 
 pytestmark = pytest.mark.slow
@@ -117,3 +117,72 @@ def test_a_shard_broken_under_the_cluster_fails_the_run_with_its_name(cluster, s
     with pytest.raises(ShardError, match=r"labels-00003.parquet"):
         export_unary(checked, tmp_path / "out", cluster)
     assert not (tmp_path / "out").exists()
+
+
+def first_unit(chunk: m.Chunk) -> str:
+    return str(chunk.unit.labels[chunk.unit.codes[0]])
+
+
+def bracket(a: str, b: str) -> str:
+    return f"({a} {b})"
+
+
+@pytest.fixture(scope="module")
+def many_shards(tmp_path_factory):
+    """13 shards (odd, not a power of two, more than any in-flight bound tried)."""
+    out = tmp_path_factory.mktemp("scale13") / "shards"
+    generate_unary(out, 26_000, n_shards=13, seed=5, n_raters=200, block=4_000)
+    return open_shards(out)
+
+
+@pytest.mark.parametrize("in_flight", [1, 2, 5, None])
+def test_the_bounded_cluster_merges_in_the_fixed_tree(cluster, many_shards, in_flight):
+    """Submitted in waves of at most ``in_flight`` unfinished tasks, the merges still follow
+    ``tree_reduce``'s tree over the shard order (the bracketing of the shards' names)."""
+    leaves = [first_unit(read_shard(p)) for p in many_shards.shards]
+    expected = m.tree_reduce(leaves, bracket)
+    assert expected.count("(") == 12
+    cluster.in_flight, cluster.peak_in_flight = in_flight, 0
+    try:
+        got = cluster.map_reduce(many_shards.shards, first_unit, bracket)
+    finally:
+        cluster.in_flight = None
+    assert got == expected
+    with Runner("sync") as sync:
+        assert sync.map_reduce(many_shards.shards, first_unit, bracket) == expected
+    limit = in_flight or 2 * 3
+    # below the bound before each shard's task, then that task and its merges (log2 13 < 4)
+    assert 1 <= cluster.peak_in_flight <= limit + 4
+    if in_flight == 1:
+        assert cluster.peak_in_flight <= 4
+
+
+@pytest.mark.parametrize("in_flight", [1, 3])
+def test_bounded_cluster_stats_are_the_sync_figures_to_the_bit(cluster, many_shards, in_flight):
+    with Runner("sync") as sync:
+        ref = run_stats(many_shards, sync)
+    cluster.in_flight = in_flight
+    try:
+        ours = run_stats(many_shards, cluster)
+    finally:
+        cluster.in_flight = None
+    assert ours == ref  # Dawid-Skene's float sums included
+    assert ref["n_shards"] == 13 and ref["dawid_skene"]["n_iter"] > 2
+
+
+def test_a_broken_shard_fails_a_bounded_run_with_its_name(cluster, many_shards, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(many_shards.path, copy)
+    checked = open_shards(copy)
+    (copy / shard_name(1)).write_bytes(b"broken after the check")
+    cluster.in_flight = 1
+    try:
+        with pytest.raises(ShardError, match=r"labels-00001.parquet: not a readable Parquet"):
+            cluster.map_reduce(checked.shards, first_unit, bracket)
+    finally:
+        cluster.in_flight = None
+
+
+def test_in_flight_must_be_positive():
+    with pytest.raises(ValueError, match="in_flight"):
+        Runner("local:1", in_flight=0)

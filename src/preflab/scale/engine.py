@@ -6,7 +6,9 @@ states). ``local:N`` starts a ``distributed.LocalCluster`` of ``N`` worker proce
 each); ``tcp://host:port`` joins a running scheduler. On a cluster every shard is one task and
 the partial states are merged by tasks in the same fixed binary tree
 (:func:`~preflab.quality.mergeable.tree_reduce`), so results are identical to ``sync`` to the
-bit. Dask (``pip install 'preflab[scale]'``) is imported only when a cluster is asked for.
+bit. The tree is submitted in its order with a bounded number of unfinished tasks (2 per worker
+unless ``in_flight`` says otherwise), so a worker holds a few states, not every shard's result
+(all the shards submitted at once ran first and piled up: 4.6 GB a worker at 100M). Dask (``pip install 'preflab[scale]'``) is imported only when a cluster is asked for.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ..quality.mergeable import Chunk, TreeFold, tree_split
+from ..quality.mergeable import Chunk, TreeFold
 from .shards import read_shard
 
 T = TypeVar("T")
@@ -52,8 +53,14 @@ def _on_shard(fn: Callable[[Chunk], T], path: Path) -> T:
 class Runner:
     """A context manager that maps functions over shards and merges their results."""
 
-    def __init__(self, scheduler: str = "sync") -> None:
+    def __init__(self, scheduler: str = "sync", in_flight: int | None = None) -> None:
         self.scheduler = check_scheduler(scheduler)
+        if in_flight is not None and in_flight < 1:
+            raise ValueError(f"in_flight must be >= 1, not {in_flight}")
+        #: the most unfinished tasks of a reduction on the cluster (default: 2 per worker)
+        self.in_flight = in_flight
+        #: the most unfinished tasks seen at once (a check for the tests)
+        self.peak_in_flight = 0
         self.client: Any = None
         self.cluster: Any = None
 
@@ -121,16 +128,52 @@ class Runner:
                 fold.add(fn(read_shard(path)))
             result: T = fold.result()
             return result
-        leaves = self.client.map(partial(_on_shard, fn), list(shards), pure=False)
+        return self._tree_on_cluster(shards, fn, merge)
 
-        def tree(lo: int, hi: int) -> Any:
-            if hi - lo == 1:
-                return leaves[lo]
-            cut = lo + tree_split(hi - lo)
-            return self.client.submit(merge, tree(lo, cut), tree(cut, hi), pure=False)
+    def _tree_on_cluster(
+        self,
+        shards: Sequence[Path],
+        fn: Callable[[Chunk], T],
+        merge: Callable[[T, T], T],
+    ) -> T:
+        """:class:`TreeFold`'s binary counter played with futures: a shard's task is submitted
+        only while fewer than :attr:`in_flight` tasks are unfinished, and each merge as soon as
+        both halves are submitted, so a worker holds a bounded number of states (the running
+        tasks', their inputs and the counter's ``log2(n)`` partial states), not every shard's
+        result at once. The tree is :func:`tree_reduce`'s (the same bits as ``sync``); a future
+        is dropped once merged, so the cluster frees its state."""
+        from distributed import wait
 
-        future = tree(0, len(leaves))
-        result = future.result()
+        client = self.client
+        limit = self.in_flight or max(2, 2 * self.workers)
+        running: list[Any] = []  # submitted and not seen finished
+        stack: list[tuple[int, Any]] = []
+        # the function once to every worker (a Dawid-Skene pass's carries the global encoding,
+        # 10^5 rater names), not pickled into each of the shards' tasks
+        [shipped] = client.scatter([fn], hash=False, broadcast=True)
+        for path in shards:
+            while len(running) >= limit:
+                wait(running, return_when="FIRST_COMPLETED")
+                for f in running:
+                    if f.status == "error":
+                        f.result()  # raises the task's exception (a broken shard's name)
+                running = [f for f in running if not f.done()]
+            state = client.submit(_on_shard, shipped, path, pure=False)
+            running.append(state)
+            size = 1
+            while stack and stack[-1][0] == size:
+                _, left = stack.pop()
+                state = client.submit(merge, left, state, pure=False)
+                running.append(state)
+                size *= 2
+            stack.append((size, state))
+            self.peak_in_flight = max(self.peak_in_flight, len(running))
+        acc = stack.pop()[1]
+        while stack:
+            acc = client.submit(merge, stack.pop()[1], acc, pure=False)
+        del running
+        result: T = acc.result()
+        del shipped
         return result
 
     def map(self, fn: Callable[[int, Path], R], shards: Sequence[Path]) -> list[R]:
