@@ -817,16 +817,20 @@ class ReportAccumulator:
             if not reasons:
                 continue
             row["reasons"] = reasons
-            self.queue_total += 1
-            # build_report's order: most reasons, then highest scores, then (kind, unit)
-            most, highest = queue_order(row)
-            key = (-most, -highest, _Desc(kind), _Desc(unit))
-            entry = (key, self._queue_seq, row)
-            self._queue_seq += 1
-            if len(self.queue) < self.max_queue:
-                heapq.heappush(self.queue, entry)
-            elif self.max_queue and key > self.queue[0][0]:
-                heapq.heapreplace(self.queue, entry)
+            self.queue_push(row, kind, unit)
+
+    def queue_push(self, row: dict[str, Any], kind: str, unit: str) -> None:
+        """A unit's adjudication row (its ``reasons`` set) into the bounded queue, in
+        build_report's order: most reasons, then highest scores, then (kind, unit)."""
+        self.queue_total += 1
+        most, highest = queue_order(row)
+        key = (-most, -highest, _Desc(kind), _Desc(unit))
+        entry = (key, self._queue_seq, row)
+        self._queue_seq += 1
+        if len(self.queue) < self.max_queue:
+            heapq.heappush(self.queue, entry)
+        elif self.max_queue and key > self.queue[0][0]:
+            heapq.heapreplace(self.queue, entry)
 
     def _candidate_lengths(self, item: Item | None) -> dict[str | None, tuple[str, list[Any]]]:
         """Each candidate's text and its :meth:`TextFeatures.entry` (word length first)."""

@@ -27,7 +27,6 @@ something this path does not):
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -40,13 +39,12 @@ from .accumulate import (
     AgreementGroup,
     ItemUnits,
     ReportAccumulator,
-    _Desc,
     _finite_sorted,
     _item_units,
     _triads,
     _unit_groups,
 )
-from .adjudication import queue_order, reasons_for, unit_scores
+from .adjudication import reasons_for, unit_scores
 from .labels import ADJUDICATION
 
 # positions in a RawChunk's judgment row (store.repo.JUDGMENT_COLUMNS)
@@ -241,15 +239,7 @@ def _item_tables(
         # unit_scores' row (its keys in the same order), then reasons_for's
         row = {"item_id": item_key, "unit": unit, "kind": kind, **scores}
         row["reasons"] = list(reasons)
-        acc.queue_total += 1
-        most, highest = queue_order(row)
-        key = (-most, -highest, _Desc(kind), _Desc(unit))
-        entry = (key, acc._queue_seq, row)
-        acc._queue_seq += 1
-        if len(acc.queue) < acc.max_queue:
-            heapq.heappush(acc.queue, entry)
-        elif acc.max_queue and key > acc.queue[0][0]:
-            heapq.heapreplace(acc.queue, entry)
+        acc.queue_push(row, kind, unit)
 
 
 def _bias(
@@ -542,15 +532,7 @@ def _queue_of_run(
             continue
         row = {"item_id": item_key, "unit": unit, "kind": "pairwise", **scores}
         row["reasons"] = list(reasons)
-        acc.queue_total += 1
-        most, highest = queue_order(row)
-        key = (-most, -highest, _Desc("pairwise"), _Desc(unit))
-        entry = (key, acc._queue_seq, row)
-        acc._queue_seq += 1
-        if len(acc.queue) < acc.max_queue:
-            heapq.heappush(acc.queue, entry)
-        elif acc.max_queue and key > acc.queue[0][0]:
-            heapq.heapreplace(acc.queue, entry)
+        acc.queue_push(row, "pairwise", unit)
 
 
 def _winner_cols(
