@@ -47,8 +47,6 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
-from scipy.sparse.csgraph import connected_components
-from scipy.special import expit
 
 from ..table import as_array, factorize
 
@@ -209,6 +207,8 @@ class _Newton:
 
     def p(self, s: np.ndarray) -> np.ndarray:
         """P(i beats j) per pair."""
+        from scipy.special import expit  # imported on use: not by every export (~0.3 s CPU)
+
         result: np.ndarray = expit(s[self.i] - s[self.j])
         return result
 
@@ -327,6 +327,8 @@ def mle_exists(pc: PairCounts) -> bool:
     graph = sparse.csr_matrix(
         (np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(pc.n_items, pc.n_items)
     )
+    from scipy.sparse.csgraph import connected_components  # imported on use, as expit
+
     return bool(connected_components(graph, directed=True, connection="strong")[0] == 1)
 
 

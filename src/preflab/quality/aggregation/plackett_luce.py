@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 
 from .bradley_terry import BTResult, arena_ratings
 
@@ -73,6 +72,8 @@ def plackett_luce(
         loss += 0.5 * l2 * (s @ s)
         grad += l2 * s
         return loss / scale, grad / scale
+
+    from scipy.optimize import minimize  # imported on use: not by every export
 
     res = minimize(
         fun,
