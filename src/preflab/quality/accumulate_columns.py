@@ -88,6 +88,17 @@ def plain_item(
     return True
 
 
+def _decode(item_key: str, body: dict[str, Any]) -> tuple[str, str, str, str, str, int, Any]:
+    """A plain pairwise body's shown order ``a, b``, its canonical first candidate ``lo``, its
+    agreement unit (``item::lo|hi``), winner (``a``, ``b`` or ``tie``), direction (-1: ``lo`` won, 1: the other, 0: a tie) and
+    strength (None when not given)."""
+    a, b = body["shown_order"]
+    lo, hi = (a, b) if a <= b else (b, a)
+    winner = body["winner"]
+    direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
+    return a, b, lo, f"{item_key}::{lo}|{hi}", winner, direction, body.get("strength")
+
+
 def add_plain_item(
     acc: ReportAccumulator,
     item_key: str,
@@ -125,12 +136,7 @@ def add_plain_item(
         if gv is not None:
             acc.any_version = True
         version = "unrecorded" if gv is None else f"v{gv}"
-        a, b = body["shown_order"]
-        lo, hi = (a, b) if a <= b else (b, a)
-        unit = f"{item_key}::{lo}|{hi}"
-        winner = body["winner"]
-        direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
-        strength = body.get("strength")
+        a, b, lo, unit, winner, direction, strength = _decode(item_key, body)
         u_col.append(unit)
         r_col.append(rater)
         v_col.append(float(direction))
@@ -349,12 +355,7 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
             lens[c[0]] = (text, entry(text))
         for k, (row, body) in enumerate(zip(judgment_rows, bodies)):
             rater = row[_RATER]
-            a, b = body["shown_order"]
-            lo, hi = (a, b) if a <= b else (b, a)
-            unit = f"{item_key}::{lo}|{hi}"
-            winner = body["winner"]
-            direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
-            strength = body.get("strength")
+            a, b, lo, unit, winner, direction, strength = _decode(item_key, body)
             won = w_units.get(unit)
             if won is None:
                 won = w_units[unit] = ([], [], n_unit + len(w_units))
