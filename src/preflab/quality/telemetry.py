@@ -114,26 +114,79 @@ def minhash_signatures(
     """:func:`minhash_signature` of each text, one row each: a shingle's hash is computed once
     for all the texts, and the salted minima of ``block`` texts at a time in one array operation
     (the same values: a minimum does not depend on the order of the shingles)."""
+    return _sign(texts, k, num_perm, seed, block, False)[0]
+
+
+def _sign(
+    texts: Sequence[str], k: int, num_perm: int, seed: int, block: int, sketch: bool
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """:func:`minhash_signatures`, and with ``sketch`` each text's shingle count (``len`` of its
+    :func:`shingles`) and shingle bitmap (:data:`SKETCH_BITS` bits, packed: a shingle sets the
+    bit its hash's low bits name) for :func:`_may_reach`."""
     a, b = _salts(num_perm, seed)
-    hashes: dict[str, int] = {}
+    # the shingles hashed so far: a shingle's number in ``ids`` (given when first looked up),
+    # its hash in ``known`` (numbers read as small ints into an array in one pass, the hashes
+    # gathered from there: a Python loop a shingle, and 64-bit Python ints, are slow)
+    ids = _Numbering()
+    known = np.empty(0, dtype=np.uint64)
     out = np.empty((len(texts), num_perm), dtype=np.uint64)
+    sizes = np.empty(len(texts), dtype=np.int64) if sketch else None
+    bitmaps = np.empty((len(texts), SKETCH_BITS // 8), dtype=np.uint8) if sketch else None
     for start in range(0, len(texts), block):
-        if len(hashes) > SHINGLE_CACHE:  # bounded: a shingle seen again is hashed again
-            hashes.clear()
-        flat: list[int] = []
-        starts: list[int] = []
+        if len(ids) > SHINGLE_CACHE:  # bounded: a shingle seen again is hashed again
+            ids.clear()
+            known = known[:0]
+        numbers: list[int] = []
+        counts: list[int] = []
         for text in texts[start : start + block]:
-            starts.append(len(flat))
-            for sh in shingles(text, k):
-                h = hashes.get(sh)
-                if h is None:
-                    h = hashes[sh] = _shingle_hash(sh)
-                flat.append(h)
-        base = np.array(flat, dtype=np.uint64)
+            shingled = shingles(text, k)  # looked up while in the cache: ~25 % faster
+            numbers.extend(map(ids.__getitem__, shingled))
+            counts.append(len(shingled))
+        found = np.array(numbers, dtype=np.intp)
+        del numbers
+        if ids.new:
+            fresh = np.fromiter(map(_shingle_hash, ids.new), dtype=np.uint64, count=len(ids.new))
+            known = np.concatenate([known, fresh])
+            ids.new = []
+        base = known[found]
+        del found
+        count = np.array(counts, dtype=np.int64)
+        starts = np.cumsum(count) - count
         with np.errstate(over="ignore"):
             hashed = base[None, :] * a[:, None] + b[:, None]
         out[start : start + len(starts)] = np.minimum.reduceat(hashed, starts, axis=1).T
-    return out
+        del hashed
+        if sizes is not None and bitmaps is not None:
+            sizes[start : start + len(starts)] = count
+            bits = np.zeros((len(starts), SKETCH_BITS), dtype=bool)
+            rows = np.repeat(np.arange(len(starts)), count)
+            bits[rows, (base & np.uint64(SKETCH_BITS - 1)).astype(np.intp)] = True
+            bitmaps[start : start + len(starts)] = np.packbits(bits, axis=1)
+    return out, sizes, bitmaps
+
+
+class _Numbering(dict[str, int]):
+    """Shingles numbered in the order first looked up (``self[shingle]``); ``new``: the ones
+    numbered since it was last emptied."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.new: list[str] = []
+
+    def __missing__(self, key: str) -> int:
+        number = self[key] = len(self)
+        self.new.append(key)
+        return number
+
+    def clear(self) -> None:
+        super().clear()
+        self.new = []
+
+
+#: bits of a text's shingle bitmap (:func:`_sign`): 64 bytes a text
+SKETCH_BITS = 512
+#: candidate pairs :func:`near_duplicate_pairs` screens in one array operation
+PAIR_CHUNK = 65_536
 
 
 def jaccard(a: str, b: str, k: int = 5) -> float:
@@ -149,9 +202,137 @@ def near_duplicate_pairs(
     num_perm: int = 64,
 ) -> list[tuple[int, int, float]]:
     """Index pairs of texts by different owners with MinHash-estimated Jaccard >= ``min_jaccard``
-    (candidates from LSH banding, then confirmed with the exact Jaccard)."""
+    (candidates from LSH banding, then confirmed with the exact Jaccard).
+
+    The candidates are screened in bulk before the exact Jaccard: a pair is dropped when its
+    owners are equal, when an earlier band buckets it (it was checked there), or when even an
+    upper bound of its Jaccard is below ``min_jaccard`` (:func:`_may_reach`: from the texts'
+    shingle counts and bitmaps). The bound never drops a pair that reaches the threshold, so
+    the pairs, their Jaccard (computed from the shingle sets as :func:`jaccard` does) and their
+    order are those of checking every candidate (:func:`_near_duplicate_pairs_loop`, kept for
+    owners that are not all strings)."""
     if len(texts) != len(owners):
         raise ValueError(f"{len(texts)} texts but {len(owners)} owners")
+    if not all(type(o) is str for o in owners) or num_perm % 16:
+        return _near_duplicate_pairs_loop(texts, owners, min_jaccard, k, num_perm)
+    sigs, sizes, bitmaps = _sign(texts, k, num_perm, 1, 256, True)
+    assert sizes is not None and bitmaps is not None
+    codes: dict[str, int] = {}
+    owner = np.fromiter(
+        (codes.setdefault(o, len(codes)) for o in owners), dtype=np.int64, count=len(owners)
+    )
+    words = bitmaps.view(np.uint64)  # SKETCH_BITS / 64 words a text
+    bands, rows = 16, num_perm // 16
+    ids = np.empty((bands, len(texts)), dtype=np.int64)  # each text's bucket in each band
+    out: list[tuple[int, int, float]] = []
+    shingled: dict[str, set[str]] = {}
+
+    def shingle_set(text: str) -> set[str]:  # bounded, by text (a stock phrase is in many)
+        found = shingled.get(text)
+        if found is None:
+            if len(shingled) >= SHINGLE_SETS:
+                shingled.clear()
+            found = shingled[text] = shingles(text, k)
+        return found
+
+    for b in range(bands):
+        order, starts, ids[b] = _bucket_rows(sigs[:, b * rows : (b + 1) * rows])
+        for i, j in _pairs_in_buckets(order, starts, PAIR_CHUNK):
+            keep = owner[i] != owner[j]
+            for c in range(b):  # bucketed in an earlier band: checked there
+                keep &= ids[c, i] != ids[c, j]
+            i, j = i[keep], j[keep]
+            keep = _may_reach(sizes[i], sizes[j], words[i], words[j], min_jaccard)
+            for x, y in zip(i[keep].tolist(), j[keep].tolist(), strict=True):
+                sa, sb = shingle_set(texts[x]), shingle_set(texts[y])
+                union = len(sa | sb)
+                sim = len(sa & sb) / union if union else 1.0  # :func:`jaccard`
+                if sim >= min_jaccard:
+                    out.append((x, y, sim))
+    return sorted(out)
+
+
+def _may_reach(
+    size_a: np.ndarray,
+    size_b: np.ndarray,
+    words_a: np.ndarray,
+    words_b: np.ndarray,
+    min_jaccard: float,
+) -> np.ndarray:
+    """Whether pairs of texts may have a Jaccard of ``min_jaccard`` or more: False only where
+    an upper bound of it is below. A bit set in one text's bitmap and not the other's is a
+    shingle (one at least) of the first that the second lacks, so the shared shingles are at
+    most ``|A| - popcount(A & ~B)`` (and the same from B); the Jaccard ``I / (|A| + |B| - I)``
+    grows with ``I``, and so does its float quotient (a correctly rounded division is
+    monotonic): at the bound it is at least the pair's :func:`jaccard`."""
+    only_a = _popcount(words_a & ~words_b)
+    only_b = _popcount(words_b & ~words_a)
+    shared = np.minimum(size_a - only_a, size_b - only_b)
+    union = size_a + size_b - shared
+    reach: np.ndarray = shared / union >= min_jaccard
+    return reach
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    """Set bits of each row of ``words`` (uint64)."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        result: np.ndarray = np.bitwise_count(words).sum(axis=1, dtype=np.int64)
+        return result
+    bits = np.unpackbits(np.ascontiguousarray(words).view(np.uint8), axis=1)
+    result = bits.sum(axis=1, dtype=np.int64)
+    return result
+
+
+def _pairs_in_buckets(
+    order: np.ndarray, starts: np.ndarray, limit: int
+) -> Iterable[tuple[np.ndarray, np.ndarray]]:
+    """The pairs ``(members[x], members[y])``, ``x < y``, of each bucket (``order[starts[q]:
+    starts[q + 1]]``), as two index columns of about ``limit`` pairs at a time (more where one
+    member alone pairs with more)."""
+    if not len(order):
+        return
+    sizes = np.diff(np.append(starts, len(order)))
+    ends = np.repeat(starts + sizes, sizes)
+    follow = ends - np.arange(len(order)) - 1  # the members after each in its bucket
+    done = np.cumsum(follow)
+    pos = 0
+    while pos < len(order):
+        before = int(done[pos - 1]) if pos else 0
+        stop = max(int(np.searchsorted(done, before + limit, side="right")), pos + 1)
+        at = np.arange(pos, stop)
+        f = follow[pos:stop]
+        total = int(f.sum())
+        if total:
+            first = np.repeat(at, f)
+            step = np.arange(total) - np.repeat(np.cumsum(f) - f, f)
+            yield order[first], order[first + 1 + step]
+        pos = stop
+
+
+def _bucket_rows(band: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, starts, ids)``: the rows of ``band`` in buckets of two or more equal rows, as
+    :func:`_buckets` gives them (by bucket, ascending within one), where each bucket starts in
+    ``order``, and each row's bucket number (equal numbers: equal rows)."""
+    if not len(band):
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    keys = np.ascontiguousarray(band).view(np.dtype((np.void, band.shape[1] * band.itemsize)))
+    _, inverse, counts = np.unique(keys.ravel(), return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1).astype(np.int64, copy=False)
+    rows = np.flatnonzero((counts >= 2)[inverse])
+    order = rows[np.argsort(inverse[rows], kind="stable")]
+    starts = np.flatnonzero(np.diff(inverse[order], prepend=-1)) if len(order) else rows[:0]
+    return order, starts, inverse
+
+
+def _near_duplicate_pairs_loop(
+    texts: Sequence[str],
+    owners: Sequence[Any],
+    min_jaccard: float = 0.8,
+    k: int = 5,
+    num_perm: int = 64,
+) -> list[tuple[int, int, float]]:
+    """:func:`near_duplicate_pairs` checking every candidate in turn (owners of any type)."""
     sigs = minhash_signatures(texts, k, num_perm)
     bands, rows = 16, num_perm // 16
     width = rows * sigs.itemsize  # a band's bytes in a signature row
