@@ -96,3 +96,14 @@ def test_row_groups_number_equal_rows_alike():
         assert (dense[first][group] == dense).all()
         assert len(first) == len(np.unique(dense, axis=0))
         assert group.dtype == (np.uint8 if len(first) <= 256 else np.uint16)
+
+
+def test_uint32_draws_are_the_int64_draws(monkeypatch):
+    # this numpy draws them alike (the bootstrap's fast draws are in use); without them, the
+    # same interval
+    assert kr._uint32_draws_alike()
+    units, values = table(500, [3, 4], np.arange(1.0, 4.0), seed=7)
+    fast = krippendorff_alpha_ci(units, values, "ordinal", n_boot=50, seed=2)
+    monkeypatch.setattr(kr, "_uint32_draws_alike", lambda: False)
+    assert krippendorff_alpha_ci(units, values, "ordinal", n_boot=50, seed=2) == fast
+    close(fast, reference_ci(units, values, "ordinal", n_boot=50, seed=2), 1e-12)

@@ -22,6 +22,7 @@ Worked example (Krippendorff 2011, section C: two observers, binary data, 10 uni
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -101,6 +102,21 @@ class Coincidences:
         patterns = Coincidences(sparse.csr_matrix(rows), rows.sum(axis=1), self.domain)
         matrix = patterns.resampler()
         return group, matrix
+
+
+@functools.lru_cache(maxsize=1)
+def _uint32_draws_alike() -> bool:
+    """Whether ``Generator.integers(0, n, size)`` draws the same numbers as uint32 as it does as
+    int64 (its default) for ``n`` below 2**32: numpy draws both from one 32-bit bounded
+    generator (Lemire's method on the bit generator's 32-bit output), the uint32 array twice
+    as fast to fill. Checked once on this numpy, on bounds with rejections and without; if a
+    numpy draws them otherwise, the bootstrap draws int64 as before."""
+    for n in (1, 3, 1000, 83_334, 2**31 + 11, 2**32 - 1):
+        as_int64 = np.random.default_rng(2024).integers(0, n, 4099)
+        as_uint32 = np.random.default_rng(2024).integers(0, n, 4099, dtype=np.uint32)
+        if not np.array_equal(as_int64, as_uint32):
+            return False
+    return True
 
 
 def _row_groups(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -302,8 +318,9 @@ def krippendorff_alpha_ci(
         # the same draws (one ``integers`` call a replicate, as above), counted by pattern
         group, resample = grouped
         n_patterns = int(group.max()) + 1
+        small = np.uint32 if n_units < 2**32 and _uint32_draws_alike() else np.int64
         for b in range(n_boot):
-            drawn = group[rng.integers(0, n_units, n_units)]
+            drawn = group[rng.integers(0, n_units, n_units, dtype=small)]
             w = np.bincount(drawn, minlength=n_patterns).astype(float)
             samples[b] = alpha_from_coincidence(resample(w), co.domain, level)
     samples = samples[~np.isnan(samples)]
