@@ -223,7 +223,8 @@ def near_duplicate_pairs(
     )
     words = bitmaps.view(np.uint64)  # SKETCH_BITS / 64 words a text
     bands, rows = 16, num_perm // 16
-    ids = np.empty((bands, len(texts)), dtype=np.int64)  # each text's bucket in each band
+    # each text's bucket in each band (4 bytes a text a band, beside its 512-byte signature)
+    ids = np.empty((bands, len(texts)), dtype=np.int32)
     out: list[tuple[int, int, float]] = []
     shingled: dict[str, set[str]] = {}
 
