@@ -112,6 +112,11 @@ class Collector:
                 self.shared.rubrics[(rubric.id, rubric.version)] = rubric
         return self.rubric_cache[(key, version)]
 
+    def declines(self, item: Item) -> bool:
+        """Whether an item of plain labels takes the general path all the same: it has a
+        gold answer or is routed to a verifier (:meth:`read`)."""
+        return item.gold is not None or scored_by_verifier(item.metadata, self.to_raters)
+
     def read(self, chunk: Iterable[Any]) -> ExportData:
         """The resolved data of ``chunk`` (items with their judgments, in item order)."""
         shared, needs, stats = self.shared, self.needs, self.stats
@@ -145,11 +150,7 @@ class Collector:
         for iwj in chunk:
             if iwj.__class__ is PlainItem:
                 item: Any = iwj.item
-                if (
-                    plain_ok
-                    and item.gold is None
-                    and not scored_by_verifier(item.metadata, to_raters)
-                ):
+                if plain_ok and not self.declines(item):
                     # what the loop below does for these labels (see .columnar)
                     stats["items_in"] += 1
                     data.items[item.id] = item
