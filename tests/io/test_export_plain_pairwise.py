@@ -85,6 +85,15 @@ def _plain_project(engine, tmp_path: Path) -> None:
         )
         s.execute(update(JudgmentRow).where(JudgmentRow.pk.in_(pks[4:6])).values(source="ai"))
         s.execute(update(JudgmentRow).where(JudgmentRow.pk == pks[9]).values(source="ai_assisted"))
+        # plurality's outcomes on plain items: no majority (item 4: a, b, tie), a tie (item 5:
+        # two ties), a split vote (item 6: 2 to 1) and an unknown strength (item 7)
+        flip = {"a": "b", "b": "a"}
+        for pk, change in ((13, "flip"), (14, "tie"), (15, "tie"), (16, "tie"), (18, "flip")):
+            body = dict(s.get(JudgmentRow, pks[pk]).body)
+            body["winner"] = flip[body["winner"]] if change == "flip" else "tie"
+            s.execute(update(JudgmentRow).where(JudgmentRow.pk == pks[pk]).values(body=body))
+        body = {k: v for k, v in s.get(JudgmentRow, pks[21]).body.items() if k != "strength"}
+        s.execute(update(JudgmentRow).where(JudgmentRow.pk == pks[21]).values(body=body))
 
 
 @pytest.fixture

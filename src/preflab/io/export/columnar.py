@@ -33,7 +33,7 @@ from ...schema import Item
 from ...store.repo import ItemWithJudgments, item_with_judgments, json_value
 from ...store.rows import as_utc
 from . import plain_read
-from .resolve import UNKNOWN_VOTE_STRENGTH, PairVote
+from .resolve import UNKNOWN_VOTE_STRENGTH, PairVote, ResolvedPair, plurality_pair
 
 #: the stored body keys of a plain pairwise label
 PLAIN_BODY = frozenset({"kind", "shown_order", "winner", "strength"})
@@ -101,16 +101,21 @@ class PlainItem:
     (from its full rows, read again: :mod:`.plain_read` reads the items the collector
     declines in full up front, so this is a fallback)."""
 
-    __slots__ = ("item", "labels", "votes", "_full")
+    __slots__ = ("item", "labels", "votes", "resolved", "_full")
 
     def __init__(
         self,
         item: Item,
         labels: list[tuple[PlainLabel, int, int | None, bool, str | None]],
         votes: list[PairVote],
+        resolved: list[ResolvedPair | str] | None = None,
         full: Callable[[], ItemWithJudgments] | None = None,
     ) -> None:
         self.item, self.labels, self.votes, self._full = item, labels, votes, full
+        #: with ``plurality``: each unit decided (:func:`~.resolve.plurality_pair`: the pair
+        #: or the reason it drops) in the order :func:`~.resolve.aggregate_pairwise` meets
+        #: them in ``votes``, which is then empty
+        self.resolved = resolved
 
     def full(self) -> ItemWithJudgments:
         """The item and its judgments as schema objects (the general path)."""
@@ -120,15 +125,21 @@ class PlainItem:
 
 
 def plain_item(
-    row: Any, candidate_rows: list[Any], judgment_rows: list[Any], raw: bool, include_ai: bool
+    row: Any,
+    candidate_rows: list[Any],
+    judgment_rows: list[Any],
+    raw: bool,
+    include_ai: bool,
+    plurality: bool = False,
 ) -> PlainItem | None:
     """The item of an item row, its candidate rows and its lean judgment rows
     (:data:`.plain_read.LEAN_COLUMNS`, every one flagged plain in SQL: pairwise, a production
     pass, no telemetry, rubric, judge or assist record) as a :class:`PlainItem`, or None when
-    its labels are not plain (a body key beyond :data:`PLAIN_BODY`, a rater twice on a pair)."""
+    its labels are not plain (a body key beyond :data:`PLAIN_BODY`, a rater twice on a pair).
+    With ``plurality`` its units are decided here (:attr:`PlainItem.resolved`), no vote built."""
     key = row[2]
     labels: list[tuple[PlainLabel, int, int | None, bool, str | None]] = []
-    voted: list[tuple[tuple[str, str, str], PairVote]] = []
+    voted: list[tuple[tuple[str, str, str], Any, Any]] = []
     for (
         jpk,
         _item_pk,
@@ -171,6 +182,9 @@ def plain_item(
         score = (
             UNKNOWN_VOTE_STRENGTH * direction if strength is None else float(direction * strength)
         )
+        if plurality:
+            voted.append(((lo, hi, rater_key), score, stored_hash or rater_key))
+            continue
         vote = PairVote(
             key,
             lo,
@@ -182,16 +196,27 @@ def plain_item(
             review_pass,
             (review_pass, as_utc(submitted_at), jpk),
         )
-        voted.append(((lo, hi, rater_key), vote))
+        voted.append(((lo, hi, rater_key), vote, None))
     voted.sort(key=_first)
-    for (k1, _), (k2, _) in zip(voted, voted[1:], strict=False):
+    for (k1, _, _), (k2, _, _) in zip(voted, voted[1:], strict=False):
         if k1 == k2:  # a rater with two labels on one pair: a revision, the general path
             return None
     built = item_with_judgments(row, candidate_rows, [], raw).item
-    return PlainItem(built, labels, [v for _, v in voted])
+    if not plurality:
+        return PlainItem(built, labels, [v for _, v, _ in voted])
+    # aggregate_pairwise meets the units in vote order: sorted, each unit's votes together
+    resolved: list[ResolvedPair | str] = []
+    start = 0
+    for end in range(1, len(voted) + 1):
+        if end == len(voted) or voted[end][0][:2] != voted[start][0][:2]:
+            lo, hi = voted[start][0][:2]
+            unit = voted[start:end]
+            resolved.append(plurality_pair(key, lo, hi, [v[1] for v in unit], [v[2] for v in unit]))
+            start = end
+    return PlainItem(built, labels, [], resolved)
 
 
-def _first(pair: tuple[Any, Any]) -> Any:
+def _first(pair: tuple[Any, ...]) -> Any:
     return pair[0]
 
 
@@ -202,14 +227,17 @@ def plain_chunks(
     include_ai: bool,
     after_chunk: Callable[[], None],
     declines: Callable[[Item], bool] = lambda item: False,
+    plurality: bool = False,
 ) -> Iterator[list[ItemWithJudgments | PlainItem]]:
     """:func:`.stream.chunks` of ``size`` items read by :func:`.plain_read.read_items`: each
     item a :class:`PlainItem` when its labels are plain and ``declines`` (the collector's
-    test) does not refuse it, else built from its full rows as
+    test) does not refuse it (with ``plurality``, the collector's aggregator, its units
+    decided: :attr:`PlainItem.resolved`), else built from its full rows as
     :func:`~preflab.store.repo.iter_items_with_judgments` builds it."""
 
     def plain_of(row: Any, cands: list[Any], lean: list[Any], raw: bool) -> PlainItem | None:
-        return plain_item(row, cands, lean, raw, include_ai)  # a global: tests switch it off
+        # a global: tests switch it off
+        return plain_item(row, cands, lean, raw, include_ai, plurality)
 
     stream = plain_read.read_items(session, project, plain_of, declines)
     while chunk := list(islice(stream, size)):
