@@ -239,8 +239,15 @@ def read_items(
                 plain._full = partial(_refetch, session, st, row, cands)
                 out.append(plain)
         full = st.full_rows(session, general)
-        for (row, cands, _, _), plain in zip(part, out, strict=True):
-            yield plain if plain is not None else item_with_judgments(row, cands, full[row[0]], raw)
+        # each item let go once yielded: the export sweeps the young objects between two
+        # chunks (stream._sweep), and those a range still held would be walked and kept
+        for i, (row, cands, _, _) in enumerate(part):
+            plain, out[i], part[i] = out[i], None, None  # type: ignore[call-overload]
+            yield (
+                plain
+                if plain is not None
+                else item_with_judgments(row, cands, full.pop(row[0]), raw)
+            )
 
 
 def _refetch(session: Any, st: Statements, row: Any, cands: list[Any]) -> ItemWithJudgments:
