@@ -212,7 +212,9 @@ def lean_chunks(
                 listed.append(row)
                 if not row[12]:
                     flagged[row[1]] = False
-        yield [(r, candidates[r[0]], judged[r[0]], flagged[r[0]]) for r in rows]
+        part = [(r, candidates[r[0]], judged[r[0]], flagged[r[0]]) for r in rows]
+        del rows, candidates, judged, flagged  # the caller lets go of each item (read_items)
+        yield part
 
 
 def read_items(
