@@ -131,3 +131,32 @@ def test_a_revision_or_an_adjudication_is_not_plain():
     assert [j for _, j in effective] == [revised] and len(votes) == 1
     adj = _pairwise("i", ("x", "y"), "b", 2, "r9", review_pass=2)
     assert resolve.plain_pairwise([first, adj], [1, 2]) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_plurality_pair_is_aggregate_pairwises_decision(seed):
+    """:func:`~.resolve.plurality_pair` (the rows path's plurality, no vote object) decides a
+    unit as :func:`~.resolve.aggregate_pairwise` does: the same pair, or the same drop; scores
+    with unknown (infinite) and zero strengths, ties, no majority, repeated hashes."""
+    rng = random.Random(seed)
+    choices = [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, -resolve.UNKNOWN_VOTE_STRENGTH]
+    choices.append(resolve.UNKNOWN_VOTE_STRENGTH)
+    outcomes = set()
+    for _ in range(200):
+        n = rng.randint(1, 6)
+        scores = [rng.choice(choices) for _ in range(n)]
+        hashes = [rng.choice("hhijk") + str(rng.randint(0, 2)) for _ in range(n)]
+        votes = [
+            resolve.PairVote("it", "a", "b", f"r{k}", h, s, "pairwise", 0, (0, None, k))
+            for k, (s, h) in enumerate(zip(scores, hashes, strict=True))
+        ]
+        drops = resolve.DropLog()
+        expected = resolve.aggregate_pairwise(votes, drops)
+        got = resolve.plurality_pair("it", "a", "b", scores, hashes)
+        if expected:
+            assert [got] == expected
+            outcomes.add("pair")
+        else:
+            assert drops.counts["aggregation"] == {got: 1}
+            outcomes.add(got)
+    assert outcomes == {"pair", "tie", "no-majority"}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from preflab.io.export import collector as collector_module
-from preflab.io.export import columnar, resolve
+from preflab.io.export import columnar, plain_read, resolve
 from preflab.io.importer import ImportOptions, import_files
 from preflab.store import db, repo, transaction
 
@@ -85,6 +85,15 @@ def _plain_project(engine, tmp_path: Path) -> None:
         )
         s.execute(update(JudgmentRow).where(JudgmentRow.pk.in_(pks[4:6])).values(source="ai"))
         s.execute(update(JudgmentRow).where(JudgmentRow.pk == pks[9]).values(source="ai_assisted"))
+        # plurality's outcomes on plain items: no majority (item 4: a, b, tie), a tie (item 5:
+        # two ties), a split vote (item 6: 2 to 1) and an unknown strength (item 7)
+        flip = {"a": "b", "b": "a"}
+        for pk, change in ((13, "flip"), (14, "tie"), (15, "tie"), (16, "tie"), (18, "flip")):
+            body = dict(s.get(JudgmentRow, pks[pk]).body)
+            body["winner"] = flip[body["winner"]] if change == "flip" else "tie"
+            s.execute(update(JudgmentRow).where(JudgmentRow.pk == pks[pk]).values(body=body))
+        body = {k: v for k, v in s.get(JudgmentRow, pks[21]).body.items() if k != "strength"}
+        s.execute(update(JudgmentRow).where(JudgmentRow.pk == pks[21]).values(body=body))
 
 
 @pytest.fixture
@@ -101,10 +110,12 @@ def engine(db_url, tmp_path):
 @pytest.fixture
 def counted(monkeypatch):
     """How often each fast path served an item and declined one: the label set at once
-    (``plain``/``general``) and the item read from its rows (``rows``/``objects``)."""
+    (``plain``/``general``) and the item read from its rows (``rows``: lean rows, a
+    :class:`~.columnar.PlainItem`; ``objects``: read again in full and built into objects)."""
     seen = {"plain": 0, "general": 0, "rows": 0, "objects": 0}
     real = resolve.plain_pairwise
     real_rows = columnar.plain_item
+    real_full = plain_read.item_with_judgments
 
     def counting(judgments, order):
         out = real(judgments, order)
@@ -113,11 +124,16 @@ def counted(monkeypatch):
 
     def counting_rows(*args):
         out = real_rows(*args)
-        seen["rows" if out is not None else "objects"] += 1
+        seen["rows"] += out is not None
         return out
+
+    def counting_full(*args):
+        seen["objects"] += 1
+        return real_full(*args)
 
     monkeypatch.setattr(collector_module, "plain_pairwise", counting)
     monkeypatch.setattr(columnar, "plain_item", counting_rows)
+    monkeypatch.setattr(plain_read, "item_with_judgments", counting_full)
     return seen
 
 
@@ -176,11 +192,21 @@ def test_the_rows_path_with_provenance_columns_and_flags(
 
 
 def _raw_items(engine, project: str):
+    """Per item: its rows as ``iter_raw_chunks`` reads them, its lean judgment rows and whether
+    SQL flagged every one plain (:mod:`~preflab.io.export.plain_read`)."""
+    from preflab.io.export import plain_read
+
     with transaction(engine) as s:
         p = repo.get_project(s, project)
+        lean = (item for part in plain_read.lean_chunks(s, p) for item in part)
         for part in repo.iter_raw_chunks(s, p, include_excluded=True):
             for row in part.items:
-                yield row, part.candidates[row[0]], part.judgments[row[0]], part.raw_json
+                lean_row, lean_cands, lean_judgments, flagged = next(lean)
+                assert (lean_row, lean_cands) == (row, part.candidates[row[0]])
+                full = part.judgments[row[0]]
+                assert [j[0] for j in lean_judgments] == [j[0] for j in full]
+                yield row, part.candidates[row[0]], full, lean_judgments, flagged, part.raw_json
+        assert next(lean, None) is None
 
 
 def test_a_plain_item_has_the_objects_votes_and_labels(engine):
@@ -192,9 +218,20 @@ def test_a_plain_item_has_the_objects_votes_and_labels(engine):
 
     taken = declined = 0
     for project in ("g3", "g17", "plain"):
-        for row, cands, judgments, raw in _raw_items(engine, project):
-            plain = columnar.plain_item(row, cands, judgments, raw, False)
+        for row, cands, judgments, lean, flagged, raw in _raw_items(engine, project):
+            plain = columnar.plain_item(row, cands, lean, raw, False) if flagged else None
             full = repo.item_with_judgments(row, cands, judgments, raw)
+            # the SQL flag is exactly the columns' conditions (kind, pass, telemetry, rubric,
+            # judge, assist record) on every judgment of the item
+            assert flagged == all(
+                j[2] == "pairwise"
+                and j[9] in (0, 1)
+                and j[13] is None
+                and j[7] is None
+                and j[16] is None
+                and j[17] is None
+                for j in judgments
+            )
             if plain is None:
                 declined += 1
                 kept = [
@@ -252,3 +289,21 @@ def test_a_plain_item_has_the_objects_votes_and_labels(engine):
                     int(p.review_pass),
                 )
     assert taken >= 10 and declined >= 10
+
+
+def test_a_plain_items_full_objects_read_again(engine):
+    """:meth:`~.columnar.PlainItem.full` (the collector's fallback) reads the item's full rows
+    again: the objects ``iter_items_with_judgments`` builds."""
+    with transaction(engine) as s:
+        p = repo.get_project(s, "plain")
+        expected = list(repo.iter_items_with_judgments(s, p, include_excluded=True))
+        read = list(
+            plain_read.read_items(
+                s,
+                p,
+                lambda row, cands, lean, raw: columnar.plain_item(row, cands, lean, raw, False),
+                lambda item: False,
+            )
+        )
+        assert [x.__class__ for x in read] == [columnar.PlainItem] * len(expected)
+        assert [x.full() for x in read] == expected

@@ -19,6 +19,7 @@ from .columnar import PlainItem
 from .resolve import (
     LengthFn,
     PairAggregator,
+    ResolvedPair,
     accepted_demonstrations,
     aggregate_pairwise,
     counts_as_label,
@@ -112,6 +113,11 @@ class Collector:
                 self.shared.rubrics[(rubric.id, rubric.version)] = rubric
         return self.rubric_cache[(key, version)]
 
+    def declines(self, item: Item) -> bool:
+        """Whether an item of plain labels takes the general path all the same: it has a
+        gold answer or is routed to a verifier (:meth:`read`)."""
+        return item.gold is not None or scored_by_verifier(item.metadata, self.to_raters)
+
     def read(self, chunk: Iterable[Any]) -> ExportData:
         """The resolved data of ``chunk`` (items with their judgments, in item order)."""
         shared, needs, stats = self.shared, self.needs, self.stats
@@ -126,7 +132,11 @@ class Collector:
         )
         data.drops.at("read")
         rubric_for = self.rubric_for
-        votes = []
+        votes: list[Any] = []
+        #: plain items whose units are decided (:attr:`.columnar.PlainItem.resolved`), each
+        #: with the number of votes before it: their outcomes go where their votes would
+        decided: list[tuple[int, PlainItem]] = []
+        plurality = self.aggregator is aggregate_pairwise
         rubric_resolved = []
         verifier_resolved = []
         chat = self.chat
@@ -145,11 +155,7 @@ class Collector:
         for iwj in chunk:
             if iwj.__class__ is PlainItem:
                 item: Any = iwj.item
-                if (
-                    plain_ok
-                    and item.gold is None
-                    and not scored_by_verifier(item.metadata, to_raters)
-                ):
+                if plain_ok and not self.declines(item):
                     # what the loop below does for these labels (see .columnar)
                     stats["items_in"] += 1
                     data.items[item.id] = item
@@ -167,7 +173,12 @@ class Collector:
                         used_by_source[label.source] += 1
                         labels_with_batch.append((label, batch_pk))  # type: ignore[arg-type]
                         label_index.add(label)  # type: ignore[arg-type]
-                    votes.extend(iwj.votes)
+                    if iwj.resolved is None:
+                        votes.extend(iwj.votes)
+                    elif plurality:
+                        decided.append((len(votes), iwj))
+                    else:  # decided for plurality, read by another aggregator
+                        raise RuntimeError("a plain item decided for another aggregator")
                     continue
                 iwj = iwj.full()
             item = iwj.item
@@ -255,7 +266,12 @@ class Collector:
         if "pairs" in needs:
             position = {item_id: i for i, item_id in enumerate(data.items)}
             data.drops.at("aggregate")
-            pairs = list(self.aggregator(votes, data.drops)) + rubric_resolved + verifier_resolved
+            pairs = (
+                _with_decided(votes, decided, data.drops)
+                if decided
+                else list(self.aggregator(votes, data.drops))
+            )
+            pairs += rubric_resolved + verifier_resolved
             pairs.sort(
                 key=lambda p: (
                     position[p.item_id],
@@ -281,6 +297,29 @@ class Collector:
         stats["raters_in"] = len(self.raters_in)
         stats["gold_accuracy"] = gold_figures(self.gold_labels, self.gold_of)
         return stats
+
+
+def _with_decided(
+    votes: list[Any], decided: list[tuple[int, PlainItem]], drops: Any
+) -> list[ResolvedPair]:
+    """``aggregate_pairwise(votes, drops)`` with the units of ``decided``'s plain items, decided
+    already, where their votes would be: the pairs and the drops in the same order (a unit
+    lies in one item, an item's votes are consecutive)."""
+    pairs: list[ResolvedPair] = []
+    start = 0
+    for at, plain in decided:
+        if at > start:
+            pairs.extend(aggregate_pairwise(votes[start:at], drops))
+            start = at
+        item_id = plain.item.id
+        for outcome in plain.resolved or ():
+            if outcome.__class__ is str:
+                drops.drop("aggregation", outcome, item_id)
+            else:
+                pairs.append(outcome)  # type: ignore[arg-type]
+    if start < len(votes):
+        pairs.extend(aggregate_pairwise(votes[start:], drops))
+    return pairs
 
 
 def gold_figures(labels: list, gold_of: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

@@ -30,9 +30,10 @@ from itertools import islice
 from typing import Any
 
 from ...schema import Item
-from ...store.repo import ItemWithJudgments, item_with_judgments, iter_raw_chunks, json_value
+from ...store.repo import ItemWithJudgments, item_with_judgments, json_value
 from ...store.rows import as_utc
-from .resolve import UNKNOWN_VOTE_STRENGTH, PairVote
+from . import plain_read
+from .resolve import UNKNOWN_VOTE_STRENGTH, PairVote, ResolvedPair, plurality_pair
 
 #: the stored body keys of a plain pairwise label
 PLAIN_BODY = frozenset({"kind", "shown_order", "winner", "strength"})
@@ -96,66 +97,64 @@ class PlainItem:
     ``item`` built as before; per stored judgment in pk order ``(label, pk, batch pk, excluded,
     exclusion reason)``; the kept labels' votes in :func:`~.resolve.plain_pairwise`'s order
     (computed by :meth:`.collector.Collector.read` once it knows which labels it keeps: here
-    for the labels kept with and without AI ones). :meth:`full` builds the objects instead."""
+    for the labels kept with and without AI ones). :meth:`full` builds the objects instead
+    (from its full rows, read again: :mod:`.plain_read` reads the items the collector
+    declines in full up front, so this is a fallback)."""
 
-    __slots__ = ("item", "labels", "votes", "_rows")
+    __slots__ = ("item", "labels", "votes", "resolved", "_full")
 
     def __init__(
         self,
         item: Item,
         labels: list[tuple[PlainLabel, int, int | None, bool, str | None]],
         votes: list[PairVote],
-        rows: tuple[Any, list[Any], list[Any], bool],
+        resolved: list[ResolvedPair | str] | None = None,
+        full: Callable[[], ItemWithJudgments] | None = None,
     ) -> None:
-        self.item, self.labels, self.votes, self._rows = item, labels, votes, rows
+        self.item, self.labels, self.votes, self._full = item, labels, votes, full
+        #: with ``plurality``: each unit decided (:func:`~.resolve.plurality_pair`: the pair
+        #: or the reason it drops) in the order :func:`~.resolve.aggregate_pairwise` meets
+        #: them in ``votes``, which is then empty
+        self.resolved = resolved
 
     def full(self) -> ItemWithJudgments:
         """The item and its judgments as schema objects (the general path)."""
-        row, candidates, judgments, raw = self._rows
-        return item_with_judgments(row, candidates, judgments, raw)
+        if self._full is None:
+            raise RuntimeError("a plain item read without its full rows")
+        return self._full()
 
 
 def plain_item(
-    row: Any, candidate_rows: list[Any], judgment_rows: list[Any], raw: bool, include_ai: bool
+    row: Any,
+    candidate_rows: list[Any],
+    judgment_rows: list[Any],
+    raw: bool,
+    include_ai: bool,
+    plurality: bool = False,
 ) -> PlainItem | None:
-    """The item of :func:`~preflab.store.repo.item_with_judgments`'s arguments as a
-    :class:`PlainItem`, or None when its labels are not plain (module docstring)."""
+    """The item of an item row, its candidate rows and its lean judgment rows
+    (:data:`.plain_read.LEAN_COLUMNS`, every one flagged plain in SQL: pairwise, a production
+    pass, no telemetry, rubric, judge or assist record) as a :class:`PlainItem`, or None when
+    its labels are not plain (a body key beyond :data:`PLAIN_BODY`, a rater twice on a pair).
+    With ``plurality`` its units are decided here (:attr:`PlainItem.resolved`), no vote built."""
     key = row[2]
     labels: list[tuple[PlainLabel, int, int | None, bool, str | None]] = []
-    voted: list[tuple[tuple[str, str, str], PairVote]] = []
+    voted: list[tuple[tuple[str, str, str], Any, Any]] = []
     for (
         jpk,
         _item_pk,
-        kind,
         body,
-        _rationale,
         rater_key,
         stored_hash,
-        rubric_key,
-        _rubric_version,
         review_pass,
         source,
-        _started_at,
         submitted_at,
-        telemetry,
-        _idempotency_key,
         guideline_version,
-        judge,
-        assisted_by,
         jbatch_pk,
         excluded,
         exclusion_reason,
-        _rater_pk,
+        _flag,
     ) in judgment_rows:
-        if (
-            kind != "pairwise"
-            or telemetry is not None
-            or rubric_key is not None
-            or judge is not None
-            or assisted_by is not None
-            or review_pass not in (0, 1)
-        ):
-            return None
         if raw:
             body = json_value(body)
         if not PLAIN_BODY.issuperset(body):
@@ -183,6 +182,9 @@ def plain_item(
         score = (
             UNKNOWN_VOTE_STRENGTH * direction if strength is None else float(direction * strength)
         )
+        if plurality:
+            voted.append(((lo, hi, rater_key), score, stored_hash or rater_key))
+            continue
         vote = PairVote(
             key,
             lo,
@@ -194,18 +196,27 @@ def plain_item(
             review_pass,
             (review_pass, as_utc(submitted_at), jpk),
         )
-        voted.append(((lo, hi, rater_key), vote))
+        voted.append(((lo, hi, rater_key), vote, None))
     voted.sort(key=_first)
-    for (k1, _), (k2, _) in zip(voted, voted[1:], strict=False):
+    for (k1, _, _), (k2, _, _) in zip(voted, voted[1:], strict=False):
         if k1 == k2:  # a rater with two labels on one pair: a revision, the general path
             return None
     built = item_with_judgments(row, candidate_rows, [], raw).item
-    return PlainItem(
-        built, labels, [v for _, v in voted], (row, candidate_rows, judgment_rows, raw)
-    )
+    if not plurality:
+        return PlainItem(built, labels, [v for _, v, _ in voted])
+    # aggregate_pairwise meets the units in vote order: sorted, each unit's votes together
+    resolved: list[ResolvedPair | str] = []
+    start = 0
+    for end in range(1, len(voted) + 1):
+        if end == len(voted) or voted[end][0][:2] != voted[start][0][:2]:
+            lo, hi = voted[start][0][:2]
+            unit = voted[start:end]
+            resolved.append(plurality_pair(key, lo, hi, [v[1] for v in unit], [v[2] for v in unit]))
+            start = end
+    return PlainItem(built, labels, [], resolved)
 
 
-def _first(pair: tuple[Any, Any]) -> Any:
+def _first(pair: tuple[Any, ...]) -> Any:
     return pair[0]
 
 
@@ -215,23 +226,20 @@ def plain_chunks(
     size: int,
     include_ai: bool,
     after_chunk: Callable[[], None],
+    declines: Callable[[Item], bool] = lambda item: False,
+    plurality: bool = False,
 ) -> Iterator[list[ItemWithJudgments | PlainItem]]:
-    """:func:`.stream.chunks` of ``size`` items read from the stored rows: each item a
-    :class:`PlainItem` when its labels are plain, else built as
+    """:func:`.stream.chunks` of ``size`` items read by :func:`.plain_read.read_items`: each
+    item a :class:`PlainItem` when its labels are plain and ``declines`` (the collector's
+    test) does not refuse it (with ``plurality``, the collector's aggregator, its units
+    decided: :attr:`PlainItem.resolved`), else built from its full rows as
     :func:`~preflab.store.repo.iter_items_with_judgments` builds it."""
 
-    def items() -> Iterator[ItemWithJudgments | PlainItem]:
-        for part in iter_raw_chunks(session, project, include_excluded=True):
-            raw = part.raw_json
-            rows, part.items = part.items, []
-            for row in rows:
-                cands, judgments = part.candidates.pop(row[0]), part.judgments.pop(row[0])
-                plain = plain_item(row, cands, judgments, raw, include_ai)
-                yield (
-                    plain if plain is not None else item_with_judgments(row, cands, judgments, raw)
-                )
+    def plain_of(row: Any, cands: list[Any], lean: list[Any], raw: bool) -> PlainItem | None:
+        # a global: tests switch it off
+        return plain_item(row, cands, lean, raw, include_ai, plurality)
 
-    stream = items()
+    stream = plain_read.read_items(session, project, plain_of, declines)
     while chunk := list(islice(stream, size)):
         yield chunk
         del chunk

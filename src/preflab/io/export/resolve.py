@@ -408,6 +408,36 @@ def aggregate_pairwise(
 aggregate_pairwise.margin = "strict plurality: the winning side has more votes than any other side"  # type: ignore[attr-defined]
 
 
+def plurality_pair(
+    item_id: str, lo: str, hi: str, scores: Sequence[float], hashes: Sequence[str]
+) -> ResolvedPair | str:
+    """:func:`aggregate_pairwise`'s decision on one unit of pairwise votes (origin
+    ``pairwise``) with these scores and rater hashes, in vote order: the pair, or the reason
+    the unit is dropped (``no-majority``, ``tie``). The rows path (:mod:`.columnar`) decides a
+    plain item's units with it, without a :class:`PairVote` each;
+    ``tests/io/test_export_pair_votes.py`` holds it equal to :func:`aggregate_pairwise`."""
+    sides: dict[int, list[float]] = {-1: [], 0: [], 1: []}
+    for score in scores:
+        sides[(score > 0) - (score < 0)].append(abs(score))
+    counts = sorted(((len(s), side) for side, s in sides.items()), reverse=True)
+    (top, side), (second, _) = counts[0], counts[1]
+    if top == second:
+        return "no-majority"
+    if side == 0:
+        return "tie"
+    chosen, rejected = (lo, hi) if side < 0 else (hi, lo)
+    return ResolvedPair(
+        item_id=item_id,
+        chosen_id=chosen,
+        rejected_id=rejected,
+        strength=_median_known(sides[side]),
+        n_raters=len(scores),
+        agreement=top / len(scores),
+        rater_hashes=tuple(sorted(set(hashes))),
+        origin="pairwise",
+    )
+
+
 def resolved_pair(
     item_id: str,
     lo: str,

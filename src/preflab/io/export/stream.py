@@ -227,7 +227,13 @@ def chunks(
     size = size or CHUNK_ITEMS
     if collector is not None and collector.plain_ok:
         yield from columnar.plain_chunks(
-            session, project, size, collector.options.include_ai, _sweep
+            session,
+            project,
+            size,
+            collector.options.include_ai,
+            _sweep,
+            collector.declines,
+            plurality=collector.aggregator is aggregate_pairwise,
         )
         return
     items = iter_items_with_judgments(session, project, include_excluded=True)
