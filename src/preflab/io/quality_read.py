@@ -37,20 +37,26 @@ from ..quality.labels import ADJUDICATION
 from ..store.rows import as_utc
 
 #: a lean judgment (:func:`iter_lean_chunks`): rater, shown order ``a``, ``b``, winner,
-#: strength (None: not given), guideline version, rationale, milliseconds taken (or None)
-LeanJudgment = tuple[str, str, str, str, Any, Any, Any, Any]
+#: strength (None: not given), guideline version, rationale, milliseconds taken (or None),
+#: then what the reader used (item pk, flags, plain, the stored times)
+LeanJudgment = tuple[Any, ...]
 
-# judgment flags (the second column of a lean judgment row)
+# positions in a lean judgment row past the first eight
+_MS, _ITEM, _FLAGS, _PLAIN, _STARTED, _SUBMITTED = 7, 8, 9, 10, 11, 12
+# judgment flags
 JUDGE, ASSISTED, EXCLUDED = 1, 2, 4
 
 
 def _judgment_sql(dialect: str, include_ai: bool) -> str:
-    """The lean judgment query of a chunk: ``item_pk, flags, plain, rater, a, b, winner,
-    strength, guideline_version, rationale, started_at, submitted_at`` in judgment pk order."""
+    """The lean judgment query of a chunk: ``rater, a, b, winner, strength, guideline_version,
+    rationale, times known, item_pk, flags, plain, started_at, submitted_at`` (the first eight a
+    :data:`LeanJudgment` once the times are made milliseconds), in the order of the
+    ``(project_pk, item_pk)`` index: each item's judgments in pk order (no sort)."""
     if dialect == "sqlite":
         spans = "json_type(j.body, '$.spans')"
+        # a body that does not name spans has none (most: no JSON function called for them)
         no_spans = (
-            f"({spans} IS NULL OR {spans} = 'null'"
+            f"(instr(j.body, '\"spans\"') = 0 OR {spans} IS NULL OR {spans} = 'null'"
             f" OR ({spans} = 'array' AND json_array_length(j.body, '$.spans') = 0))"
         )
         flags = "(j.judge IS NOT NULL) + 2 * (j.assisted_by IS NOT NULL) + 4 * (j.excluded != 0)"
@@ -78,11 +84,12 @@ def _judgment_sql(dialect: str, include_ai: bool) -> str:
         f"{ai} AND {no_spans})"
     )
     return (
-        f"SELECT j.item_pk, {flags}, {plain}, r.rater_key, {fields}, j.guideline_version,"
-        " j.rationale, j.started_at, j.submitted_at"
+        f"SELECT r.rater_key, {fields}, j.guideline_version, j.rationale,"
+        " CASE WHEN j.started_at IS NULL OR j.submitted_at IS NULL THEN NULL ELSE 0 END,"
+        f" j.item_pk, {flags}, {plain}, j.started_at, j.submitted_at"
         " FROM judgments AS j JOIN raters AS r ON r.pk = j.rater_pk"
         f" WHERE j.project_pk = {param} AND j.item_pk BETWEEN {param} AND {param}"
-        " ORDER BY j.pk"
+        " ORDER BY j.item_pk, j.pk"
     )
 
 
@@ -174,57 +181,52 @@ def iter_lean_chunks(
                 if listed is not None:
                     listed.append((key, text))
             cursor.execute(judg_sql, (project.pk, first, last))
-            judged_rows = cursor.fetchall()
-            if any(r[1] for r in judged_rows):
+            judged_rows: list[Any] = list(cursor.fetchall())
+            if any(r[_FLAGS] for r in judged_rows):
                 for r in judged_rows:
-                    if r[1] & JUDGE:
+                    if r[_FLAGS] & JUDGE:
                         flags.judge = True
-                    if r[1] & ASSISTED:
+                    if r[_FLAGS] & ASSISTED:
                         flags.assisted = True
-                judged_rows = [r for r in judged_rows if not r[1] & EXCLUDED]
-            times = _elapsed_ms(judged_rows, to_datetime)
+                judged_rows = [r for r in judged_rows if not r[_FLAGS] & EXCLUDED]
+            # the rows whose times are both known get their milliseconds (0 from SQL, else NULL)
+            timed = [k for k, r in enumerate(judged_rows) if r[_MS] is not None]
+            if timed:
+                times = _elapsed_ms([judged_rows[k] for k in timed], to_datetime)
+                for k, ms in zip(timed, times):
+                    r = judged_rows[k]
+                    judged_rows[k] = (*r[:_MS], ms, *r[_ITEM:])
             judged: dict[int, list[LeanJudgment]] = {r[0]: [] for r in rows}
             not_plain: set[int] = set()
-            for r, ms in zip(judged_rows, times):
-                listed = judged.get(r[0])
+            for r in judged_rows:
+                listed = judged.get(r[_ITEM])
                 # None: an item added to the range since the pks were read (SQLite: no snapshot)
                 if listed is None:
                     continue
-                listed.append((r[3], r[4], r[5], r[6], r[7], r[8], r[9], ms))
-                if not r[2]:
-                    not_plain.add(r[0])
+                listed.append(r)
+                if not r[_PLAIN]:
+                    not_plain.add(r[_ITEM])
             yield LeanChunk(rows, candidates, judged, not_plain, first, last, session, project)
     finally:
         cursor.close()
 
 
-def _elapsed_ms(rows: Sequence[Any], to_datetime: Any) -> list[Any]:
-    """Per judgment row (its ``started_at``, ``submitted_at`` at positions 10 and 11), the
-    milliseconds from start to submission, or None: ``(as_utc(submitted) -
-    as_utc(started)).total_seconds() * 1000`` exactly (SQLite's stored text of SQLAlchemy's
-    format in bulk with numpy: whole microseconds, whose float division by 1e6 is the
-    correctly rounded quotient ``total_seconds`` gives)."""
-    started = [r[10] for r in rows]
-    submitted = [r[11] for r in rows]
-    known = [s is not None and t is not None for s, t in zip(started, submitted)]
-    if not any(known):
-        return [None] * len(rows)
-    if to_datetime is not None and all(
-        _sqlalchemy_text(s) and _sqlalchemy_text(t)
-        for s, t, k in zip(started, submitted, known)
-        if k
-    ):
-        s_arr = np.array([s if k else None for s, k in zip(started, known)], "datetime64[us]")
-        t_arr = np.array([t if k else None for t, k in zip(submitted, known)], "datetime64[us]")
-        us = (t_arr - s_arr).astype(np.int64)
-        if np.abs(us[np.asarray(known)]).max(initial=0) < 2**53:
-            ms = (us.astype(np.float64) / 1e6 * 1000).tolist()
-            return [m if k else None for m, k in zip(ms, known)]
-    out: list[Any] = []
-    for s, t, k in zip(started, submitted, known):
-        if not k:
-            out.append(None)
-            continue
+def _elapsed_ms(rows: Sequence[Any], to_datetime: Any) -> list[float]:
+    """Per lean judgment row whose two times are known, the milliseconds from its start to its
+    submission: ``(as_utc(submitted) - as_utc(started)).total_seconds() * 1000`` exactly
+    (SQLite's stored text in SQLAlchemy's format in bulk with numpy: whole microseconds, whose
+    float division by 1e6 is the correctly rounded quotient ``total_seconds`` gives; any other
+    text through SQLAlchemy's processor, PostgreSQL's datetimes as they come)."""
+    started = [r[_STARTED] for r in rows]
+    submitted = [r[_SUBMITTED] for r in rows]
+    if to_datetime is not None and all(map(_sqlalchemy_text, started + submitted)):
+        us = np.array(submitted, "datetime64[us]") - np.array(started, "datetime64[us]")
+        whole = us.astype(np.int64)
+        if np.abs(whole).max(initial=0) < 2**53:
+            ms: list[float] = (whole.astype(np.float64) / 1e6 * 1000).tolist()
+            return ms
+    out: list[float] = []
+    for s, t in zip(started, submitted):
         if to_datetime is not None:
             s, t = to_datetime(s), to_datetime(t)
         out.append((as_utc(t) - as_utc(s)).total_seconds() * 1000)  # type: ignore[operator]

@@ -37,14 +37,14 @@ from .accumulate import (
     AgreementGroup,
     ItemUnits,
     ReportAccumulator,
-    _finite_sorted,
     _item_units,
     _triads,
     _unit_groups,
 )
 from .adjudication import reasons_for, unit_scores
 
-# positions in a lean judgment (preflab.io.quality_read.LeanJudgment)
+# positions in a lean judgment (preflab.io.quality_read.LeanJudgment: 13 columns, the first
+# eight these)
 _RATER, _A, _B, _WINNER, _STRENGTH, _VERSION, _RATIONALE, _MS = range(8)
 
 
@@ -63,10 +63,11 @@ def plain_item(judgments: list[Any], candidates: list[Any], has_gold: bool) -> b
     for c in candidates:
         if c[1] is None:  # a message list: as_text joins its assistant turns
             return False
-    if len(judgments) < 2:
-        return True
+    if len(judgments) < 2 or len({j[_RATER] for j in judgments}) == len(judgments):
+        return True  # no rater twice: no (pair, rater) twice
     seen: set[tuple[str, str, str]] = set()
-    for rater, a, b, *_ in judgments:
+    for j in judgments:
+        rater, a, b = j[_RATER], j[_A], j[_B]
         key = (a, b, rater) if a <= b else (b, a, rater)
         if key in seen:
             return False
@@ -300,7 +301,9 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
     rationales = acc.rationales
     acc.any_item = True
     # the agreement rows' units per row, in the order add would give them
-    pending: dict[tuple[int, tuple[str, str, str]], list[Any]] = {}
+    pending: dict[tuple[int, tuple[str, str, str]], tuple[list[Any], ...]] = {}
+    # (batch, version, dimension): its two rows' lists in pending (made at its first unit)
+    targets: dict[tuple[str, str, str], tuple[tuple[list[Any], ...], ...]] = {}
     # the winner rows for _main: unit code, rater code, direction + 1
     m_unit: list[int] = []
     m_rater: list[int] = []
@@ -335,7 +338,9 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
         lens: dict[Any, tuple[str, list[Any]]] = {}
         for c_key, text in candidates:
             lens[c_key] = (text, entry(text))
-        for k, (rater, a, b, winner, strength, _, rationale, ms) in enumerate(judgments):
+        for k, j in enumerate(judgments):
+            # a lean judgment's 13 columns (io/quality_read.py), the last five the reader's
+            rater, a, b, winner, strength, _, rationale, ms, _, _, _, _, _ = j
             lo, hi = (a, b) if a <= b else (b, a)
             unit = f"{item_key}::{lo}|{hi}"
             direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
@@ -379,13 +384,19 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
         # the agreement rows (_agreement_of_units: each unit to its batch's row and its
         # version's; a row's state depends only on the order of its own units: the winner
         # units in the order of their first row, the strength units of their first strength)
+        # (a plain item's values are finite: _finite_sorted is their sorted tuple)
         for dim, units in (("winner", w_units), ("strength", s_units)):
+            if not units:
+                continue
+            pair = targets.get((batch, version, dim))
+            if pair is None:
+                pair = targets[(batch, version, dim)] = tuple(
+                    pending.setdefault((which, (key, "pairwise", dim)), ([], [], [], []))
+                    for which, key in ((0, batch), (1, version))
+                )
             for unit, (vals, unit_raters, *_) in units.items():
-                finite = _finite_sorted(vals)
-                for which, key in ((0, (batch, "pairwise", dim)), (1, (version, "pairwise", dim))):
-                    listed = pending.get((which, key))
-                    if listed is None:
-                        listed = pending[(which, key)] = [[], [], [], []]
+                finite = tuple(sorted(vals))
+                for listed in pair:
                     listed[0].append(unit)
                     listed[1].append(len(vals))
                     listed[2].append(finite)
@@ -424,7 +435,7 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
 
 
 def _agreement_rows(
-    acc: ReportAccumulator, pending: Mapping[tuple[int, tuple[str, str, str]], list[Any]]
+    acc: ReportAccumulator, pending: Mapping[tuple[int, tuple[str, str, str]], Sequence[Any]]
 ) -> None:
     """A run's units into their agreement rows (0: the batch's, 1: the guideline version's),
     each row's units in bulk (:meth:`~.accumulate.AgreementGroup.add_sorted_many`)."""
