@@ -63,8 +63,19 @@ def plain_item(judgments: list[Any], candidates: list[Any], has_gold: bool) -> b
     for c in candidates:
         if c[1] is None:  # a message list: as_text joins its assistant turns
             return False
-    if len(judgments) < 2 or len({j[_RATER] for j in judgments}) == len(judgments):
-        return True  # no rater twice: no (pair, rater) twice
+    n = len(judgments)
+    if n < 2:
+        return True
+    # no rater twice: no (pair, rater) twice (two or three judgments compared in place)
+    if n == 2:
+        if judgments[0][_RATER] != judgments[1][_RATER]:
+            return True
+    elif n == 3:
+        r0, r1, r2 = judgments[0][_RATER], judgments[1][_RATER], judgments[2][_RATER]
+        if r0 != r1 and r0 != r2 and r1 != r2:
+            return True
+    elif len({j[_RATER] for j in judgments}) == n:
+        return True
     seen: set[tuple[str, str, str]] = set()
     for j in judgments:
         rater, a, b = j[_RATER], j[_A], j[_B]
@@ -282,12 +293,15 @@ def add_plain_items(
     start = 0
     for k, item in enumerate(run):
         js = item[1]
-        if len(js) > 1:
-            gv = js[0][_VERSION]
-            if any(j[_VERSION] != gv for j in js):
+        if len(js) < 2:
+            continue
+        gv = js[0][_VERSION]
+        for j in js:
+            if j[_VERSION] != gv:
                 _fold_run(acc, run[start:k], cache)
                 add_plain_item(acc, *item, cache)
                 start = k + 1
+                break
     _fold_run(acc, run[start:], cache)
 
 
@@ -309,6 +323,7 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
     m_rater: list[int] = []
     m_value: list[int] = []
     rater_code: dict[str, int] = {}
+    run_raters: list[str] = []  # every judgment's rater, in order
     # the adjudication queue's units: (item key, unit, winner values, strength values)
     queue_units: list[tuple[str, str, list[float], list[float]]] = []
     triad_items: list[tuple[str, list[Any]]] = []
@@ -357,6 +372,7 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
                 got[0].append(float(direction * strength))
                 got[1].append(rater)
                 n_rows += 1
+            run_raters.append(rater)
             code = rater_code.get(rater)
             if code is None:
                 code = rater_code[rater] = len(rater_code)
@@ -376,9 +392,6 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
                 acc.n_rationales += 1
                 if len(rationales) < max_rationales:
                     rationales.append((base + k, item_key, rater, rationale))
-        raters = [j[_RATER] for j in judgments]
-        labels.update(raters)
-        rater_order.update(dict.fromkeys(raters))
         acc.n_labels += n_rows
         n_unit += len(w_units)
         # the agreement rows (_agreement_of_units: each unit to its batch's row and its
@@ -406,6 +419,9 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
             queue_units.append((item_key, unit, vals, s[0] if s is not None else []))
         if len(w_units) >= 3:
             triad_items.append((item_key, judgments))
+    # label counts and first-seen rater order: nothing reads them within a run
+    labels.update(run_raters)
+    rater_order.update(dict.fromkeys(run_raters))
     acc.any_pairwise = acc.any_pairwise or bool(m_unit)
     _agreement_rows(acc, pending)
     _main_of_run(acc, m_unit, m_rater, m_value, list(rater_code), n_unit)
