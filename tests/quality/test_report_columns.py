@@ -401,3 +401,24 @@ def test_lean_flags_equal_the_queries(db_url, column, excluded):
                     )
     finally:
         engine.dispose()
+
+
+def test_queue_of_run_finds_the_cached_scores() -> None:
+    """A run's units look up ScoresCache's own keys: units seen once are hits (no scoring)."""
+    acc = accumulate_columns.ReportAccumulator(batches={})
+    cache = accumulate_columns.ScoresCache()
+    units = [
+        ("i1", "i1::a|b", [1.0, -1.0, 1.0], [2.0, -1.0, 3.0]),
+        ("i2", "i2::a|b", [0.0, 1.0], []),
+        ("i3", "i3::a|c", [-1.0], [-2.0]),
+    ]
+    accumulate_columns._queue_of_run(acc, units, cache)
+    pushed = acc.queue_total
+    assert len(cache.entries) == 3
+
+    def no_scoring(*args: Any) -> Any:
+        raise AssertionError("a unit seen before was scored again")
+
+    cache.scores = no_scoring  # type: ignore[method-assign]
+    accumulate_columns._queue_of_run(acc, units, cache)
+    assert pushed > 0 and len(cache.entries) == 3 and acc.queue_total == 2 * pushed

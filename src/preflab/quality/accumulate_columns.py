@@ -533,9 +533,17 @@ def _queue_of_run(
 ) -> None:
     """The adjudication queue's rows of a run's units, in order (:func:`_item_tables`)."""
     settings = acc.adjudication
+    entries = cache.entries
     for item_key, unit, winners, strengths in queue_units:
-        dims = {"winner": winners, "strength": strengths} if strengths else {"winner": winners}
-        scores, reasons = cache.scores("pairwise", dims, settings)
+        # the cache's key (ScoresCache.scores) made in place: a hit needs no dims
+        if strengths:
+            hit = entries.get(("pairwise", ("winner", *winners), ("strength", *strengths)))
+        else:
+            hit = entries.get(("pairwise", ("winner", *winners)))
+        if hit is None:
+            dims = {"winner": winners, "strength": strengths} if strengths else {"winner": winners}
+            hit = cache.scores("pairwise", dims, settings)
+        scores, reasons = hit
         if not reasons:
             continue
         row = {"item_id": item_key, "unit": unit, "kind": "pairwise", **scores}
