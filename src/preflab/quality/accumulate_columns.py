@@ -1,18 +1,20 @@
 """The report's store path for plain pairwise items: the accumulator fed from stored columns.
 
-:func:`preflab.io.quality_source.accumulate_in` reads a project as
-:class:`~preflab.store.repo.RawChunk` s (the stored rows, before any schema object). Building a
-``PairwiseJudgment``, its ``Provenance`` and the ``Item`` with its ``Candidate`` s for every
-judgment cost ~17 % of the report at 1M judgments, and :meth:`ReportAccumulator.add
-<preflab.quality.accumulate.ReportAccumulator.add>` then reads back only a few of their fields.
-:func:`add_plain_item` folds a **plain pairwise** item straight from its rows into the same
+:func:`preflab.io.quality_source.accumulate_in` reads a project lean
+(:func:`preflab.io.quality_read.iter_lean_chunks`: a judgment's few fields the report reads, its
+shown order, winner and strength taken out of its body in SQL, a candidate's key and text; no
+schema object). Building a ``PairwiseJudgment``, its ``Provenance`` and the ``Item`` with its
+``Candidate`` s for every judgment cost ~17 % of the report at 1M judgments, and
+:meth:`ReportAccumulator.add <preflab.quality.accumulate.ReportAccumulator.add>` then reads back
+only a few of their fields. :func:`add_plain_item` folds a **plain pairwise** item straight from
+its lean judgments into the same
 sums, through the same helpers ``add`` calls (``_item_units``, ``_agreement_of_units``,
 ``_main``, ``_item_tables``, the text cache, ``_pairs``), in the same order, so the
 accumulator's state ends exactly as ``add`` leaves it; any other item is left to the caller,
 which builds its objects and calls ``add`` unchanged.
 
-Plain (:func:`plain_item`; each condition is where ``add`` or one of its helpers would do
-something this path does not):
+Plain (the reader's per-judgment test in SQL, then :func:`plain_item`; each condition is where
+``add`` or one of its helpers would do something this path does not):
 
 * every judgment is pairwise, none by a model unless those count (``include_ai``), none an
   adjudication (review pass 2 or more), and no two of one (pair, rater): ``_resolve``'s shortcut
