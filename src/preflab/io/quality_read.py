@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -85,7 +87,7 @@ def _judgment_sql(dialect: str, include_ai: bool) -> str:
     )
     return (
         f"SELECT r.rater_key, {fields}, j.guideline_version, j.rationale,"
-        " CASE WHEN j.started_at IS NULL OR j.submitted_at IS NULL THEN NULL ELSE 0 END,"
+        " CASE WHEN j.started_at IS NULL OR j.submitted_at IS NULL THEN NULL ELSE 1 END,"
         f" j.item_pk, {flags}, {plain}, j.started_at, j.submitted_at"
         " FROM judgments AS j JOIN raters AS r ON r.pk = j.rater_pk"
         f" WHERE j.project_pk = {param} AND j.item_pk BETWEEN {param} AND {param}"
@@ -167,6 +169,12 @@ def iter_lean_chunks(
         ),
         dtype=np.int64,
     )
+    get_item, get_flags, get_plain, get_ms = (
+        itemgetter(_ITEM),
+        itemgetter(_FLAGS),
+        itemgetter(_PLAIN),
+        itemgetter(_MS),
+    )
     cursor = session.connection().connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         for start in range(0, len(all_pks), chunk):
@@ -182,30 +190,32 @@ def iter_lean_chunks(
                     listed.append((key, text))
             cursor.execute(judg_sql, (project.pk, first, last))
             judged_rows: list[Any] = list(cursor.fetchall())
-            if any(r[_FLAGS] for r in judged_rows):
+            # (C-level scans: most chunks have no flag, no time, every judgment plain)
+            if any(map(get_flags, judged_rows)):
                 for r in judged_rows:
                     if r[_FLAGS] & JUDGE:
                         flags.judge = True
                     if r[_FLAGS] & ASSISTED:
                         flags.assisted = True
                 judged_rows = [r for r in judged_rows if not r[_FLAGS] & EXCLUDED]
-            # the rows whose times are both known get their milliseconds (0 from SQL, else NULL)
-            timed = [k for k, r in enumerate(judged_rows) if r[_MS] is not None]
-            if timed:
+            # the rows whose times are both known get their milliseconds (1 from SQL, else NULL)
+            if any(map(get_ms, judged_rows)):
+                timed = [k for k, r in enumerate(judged_rows) if r[_MS] is not None]
                 times = _elapsed_ms([judged_rows[k] for k in timed], to_datetime)
                 for k, ms in zip(timed, times):
                     r = judged_rows[k]
                     judged_rows[k] = (*r[:_MS], ms, *r[_ITEM:])
             judged: dict[int, list[LeanJudgment]] = {r[0]: [] for r in rows}
             not_plain: set[int] = set()
-            for r in judged_rows:
-                listed = judged.get(r[_ITEM])
+            # the rows come item by item (the index's order)
+            for item_pk, group in groupby(judged_rows, get_item):
+                listed = judged.get(item_pk)
                 # None: an item added to the range since the pks were read (SQLite: no snapshot)
                 if listed is None:
                     continue
-                listed.append(r)
-                if not r[_PLAIN]:
-                    not_plain.add(r[_ITEM])
+                listed.extend(group)
+                if not all(map(get_plain, listed)):
+                    not_plain.add(item_pk)
             yield LeanChunk(rows, candidates, judged, not_plain, first, last, session, project)
     finally:
         cursor.close()

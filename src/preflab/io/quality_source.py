@@ -226,6 +226,7 @@ def _fold_lean(
     from ..store import repo
 
     scores = ScoresCache()
+    batch_names: dict[Any, str] = {}  # an import batch's name by its pk
     n = 0
     run: list[PlainItem] = []
     for part in iter_lean_chunks(session, project, acc.include_ai, flags):
@@ -235,7 +236,10 @@ def _fold_lean(
             n += 1
             cands = part.candidates.pop(pk)
             judged = part.judgments.pop(pk)
-            batch = f"batch {batch_pk}" if batch_pk is not None else "none"
+            batch = batch_names.get(batch_pk)
+            if batch is None:
+                batch = f"batch {batch_pk}" if batch_pk is not None else "none"
+                batch_names[batch_pk] = batch
             if pk not in not_plain and plain_item(judged, cands, has_gold):
                 run.append((key, judged, cands, batch))
                 continue
