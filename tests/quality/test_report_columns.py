@@ -4,7 +4,10 @@ result is bit for bit what ``add`` on every item's objects gives, on SQLite and 
 projects with and without each twist that leaves the column path (revisions, pass 1 and pass 2
 labels, AI labels, gold, telemetry, critique spans, other kinds, message candidates) and each
 that stays on it (ties, a missing strength, the shown order, several import batches and
-guideline versions, rationales, times, candidates shared between items)."""
+guideline versions, rationales, times, candidates shared between items, a rater on two pairs of
+one item). The store path reads the project lean (``io/quality_read.py``): its times in bulk or
+through SQLAlchemy's parser, and whether any label, excluded ones too, has a judge or an
+assistance, as the queries of the table answer."""
 
 from __future__ import annotations
 
@@ -14,22 +17,32 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import func, select, update
 
-from preflab.io import quality_source
+from preflab.io import quality_read, quality_source
 from preflab.io.quality_source import accumulate_in, load_project, report_from_store
 from preflab.quality import accumulate_columns, build_report
 from preflab.quality.accumulate import Bounds
 from preflab.quality.adjudication import reasons_for, unit_scores
 from preflab.schema import Item, JudgmentBase, PairwiseJudgment, UnaryJudgment
 from preflab.store import db, repo, transaction
-from preflab.store.models import ImportBatch
+from preflab.store.models import ImportBatch, JudgmentRow
 
 from .test_report_streaming import assert_same
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 #: twists that leave the column path, then twists it takes
 LEAVING = ("revision", "ai", "adjudicated", "gold", "telemetry", "spans", "unary", "messages")
-STAYING = ("plain", "pass1", "two_versions", "no_strength", "tie", "no_times", "empty")
+STAYING = (
+    "plain",
+    "pass1",
+    "two_versions",
+    "no_strength",
+    "tie",
+    "no_times",
+    "empty",
+    "rater_twice",
+)
 TEXTS = [
     "## Plan\n- **one** step\n- two",
     "Great question! Here it is.",
@@ -57,7 +70,7 @@ def twisted_project(
     for n in range(n_items):
         twist = twists[n % len(twists)]
         item_id = f"q{n}"
-        cands = ["a", "b", "c"] if n % 4 == 0 else ["a", "b"]
+        cands = ["a", "b", "c"] if n % 4 == 0 or twist == "rater_twice" else ["a", "b"]
         candidates: list[dict[str, Any]] = [{"id": c, "text": rng.choice(TEXTS)} for c in cands]
         if twist == "messages":
             candidates[0] = {
@@ -136,6 +149,18 @@ def twisted_project(
                     **extra,
                 )
             )
+            if twist == "rater_twice" and k == 0:  # the same rater on another pair: plain
+                other = [c for c in cands if c not in shown] + [shown[0]]
+                minute += 1
+                js.append(
+                    PairwiseJudgment(
+                        item_id=item_id,
+                        shown_order=tuple(other),
+                        winner="b",
+                        strength=2,
+                        provenance={**prov, "submitted_at": T0 + timedelta(minutes=minute)},
+                    )
+                )
             if twist == "revision" and k == 0:  # the same rater and pair again, later
                 minute += 1
                 js.append(
@@ -310,3 +335,90 @@ def test_long_runs_of_plain_items(db_url, monkeypatch, units):
     assert runs == [taken]  # one chunk: one run
     assert bool(units == 40) == any("ci_sample" in row for row in fast["result"]["agreement"])
     identical(slow, fast)
+
+
+def test_times_through_sqlalchemys_parser(db_url, monkeypatch):
+    """Stored times not in SQLAlchemy's SQLite text take the per-value path: the same result."""
+    js, items = twisted_project(3, STAYING, n_items=60)
+    store(db_url, js, items, "times")
+    parsed = 0
+    as_utc = quality_read.as_utc
+
+    def counting(value: Any) -> Any:
+        nonlocal parsed
+        parsed += 1
+        return as_utc(value)
+
+    with monkeypatch.context() as m:
+        m.setattr(quality_read, "as_utc", counting)
+        bulk, slow, _ = both_paths(db_url, "times", m)
+    # SQLite's stored text in bulk with numpy; PostgreSQL's datetimes one by one
+    assert (parsed == 0) == db_url.startswith("sqlite")
+    parsed = 0
+    with monkeypatch.context() as m:
+        m.setattr(quality_read, "as_utc", counting)
+        m.setattr(quality_read, "_sqlalchemy_text", lambda value: False)
+        per_value, _, taken = both_paths(db_url, "times", m)
+    assert taken > 0 and parsed > 0
+    medians = [r.get("median_seconds") for r in bulk["result"]["raters"].values()]
+    assert sum(m is not None for m in medians) >= 3
+    identical(slow, bulk)
+    identical(slow, per_value)
+
+
+@pytest.mark.parametrize("column", ["judge", "assisted_by"])
+@pytest.mark.parametrize("excluded", [False, True])
+def test_lean_flags_equal_the_queries(db_url, column, excluded):
+    """The lean read's judge and assistance flags are what has_judge_labels and
+    has_assisted_labels ask of the table (excluded labels count), before and after one label
+    gets the column."""
+    js, items = twisted_project(4, STAYING, n_items=30)
+    store(db_url, js, items, "flags")
+    engine = db.open_db(db_url)
+    try:
+        for step in range(2):
+            with transaction(engine) as s:
+                project = repo.get_project(s, "flags")
+                flags = quality_read.Flags()
+                for _ in quality_read.iter_lean_chunks(s, project, False, flags, chunk=7):
+                    pass
+                judge = quality_source.has_judge_labels(s, project.pk)
+                assisted = quality_source.has_assisted_labels(s, project.pk)
+                assert (flags.judge, flags.assisted) == (judge, assisted)
+                assert (judge, assisted) == (
+                    step == 1 and column == "judge",
+                    step == 1 and column == "assisted_by",
+                )
+                if step == 0:
+                    pk = s.scalar(
+                        select(func.max(JudgmentRow.pk)).where(JudgmentRow.project_pk == project.pk)
+                    )
+                    value: Any = {"model": "m"} if column == "judge" else [{"origin": "judge"}]
+                    s.execute(
+                        update(JudgmentRow)
+                        .where(JudgmentRow.pk == pk)
+                        .values({column: value, "excluded": excluded})
+                    )
+    finally:
+        engine.dispose()
+
+
+def test_queue_of_run_finds_the_cached_scores() -> None:
+    """A run's units look up ScoresCache's own keys: units seen once are hits (no scoring)."""
+    acc = accumulate_columns.ReportAccumulator(batches={})
+    cache = accumulate_columns.ScoresCache()
+    units = [
+        ("i1", "i1::a|b", [1.0, -1.0, 1.0], [2.0, -1.0, 3.0]),
+        ("i2", "i2::a|b", [0.0, 1.0], []),
+        ("i3", "i3::a|c", [-1.0], [-2.0]),
+    ]
+    accumulate_columns._queue_of_run(acc, units, cache)
+    pushed = acc.queue_total
+    assert len(cache.entries) == 3
+
+    def no_scoring(*args: Any) -> Any:
+        raise AssertionError("a unit seen before was scored again")
+
+    cache.scores = no_scoring  # type: ignore[method-assign]
+    accumulate_columns._queue_of_run(acc, units, cache)
+    assert pushed > 0 and len(cache.entries) == 3 and acc.queue_total == 2 * pushed

@@ -31,6 +31,7 @@ from ..quality.anchoring import AnchoringTally
 from ..quality.table import time_window_batches
 from ..schema import Item, JudgmentBase, parse_judgment
 from .gc_pause import gc_paused
+from .quality_read import Flags, iter_lean_chunks
 
 #: items folded between two sweeps of the youngest generation while the collector is paused
 SWEEP_ITEMS = 2000
@@ -126,16 +127,27 @@ def _report_in(
     from ..quality.report import finish_report
     from ..store import repo
 
-    acc = accumulate_in(
-        session, name, window=window, include_ai=include_ai, n_boot=n_boot, bounds=bounds
+    flags = Flags()
+    acc = _accumulate(
+        session,
+        name,
+        window=window,
+        include_ai=include_ai,
+        n_boot=n_boot,
+        bounds=bounds,
+        flags=flags,
     )
     report = finish_report(acc)
     # a project a model judge labelled gets the judges' audit (a section of its own: every other
-    # figure of the report is what it was; a project with no judge labels has no such key)
+    # figure of the report is what it was; a project with no judge labels has no such key); the
+    # lean read saw every judgment's judge and assistance (excluded ones too), otherwise the
+    # table is asked
     project = repo.get_project(session, name)
-    if has_judge_labels(session, project.pk):
+    lean = flags.read
+    if flags.judge if lean else has_judge_labels(session, project.pk):
         report["judges"] = judge_section(session, project, n_boot=n_boot)
-    if has_assisted_labels(session, project.pk):  # AI assistance: the anchoring audit
+    # AI assistance: the anchoring audit
+    if flags.assisted if lean else has_assisted_labels(session, project.pk):
         report["anchoring"] = anchoring_section(session, project)
     return report
 
@@ -154,6 +166,28 @@ def accumulate_in(
     :meth:`~preflab.quality.accumulate.ReportAccumulator.result` is the report and whose
     kept figures (the length pairs) the dashboard draws. Raises ``LookupError`` for an
     unknown project."""
+    return _accumulate(
+        session,
+        name,
+        window=window,
+        include_ai=include_ai,
+        n_boot=n_boot,
+        bounds=bounds,
+        flags=Flags(),
+    )
+
+
+def _accumulate(
+    session: Session,
+    name: str,
+    *,
+    window: timedelta | None,
+    include_ai: bool,
+    n_boot: int,
+    bounds: Bounds | None,
+    flags: Flags,
+) -> ReportAccumulator:
+    """:func:`accumulate_in`, ``flags`` set by the lean read (``flags.read``) when it is made."""
     from ..store import repo
 
     try:
@@ -169,51 +203,89 @@ def accumulate_in(
     # (kept units, rationales, text caches) was walked by each automatic collection, ~15 % of
     # the report's CPU; the youngest generation is swept every SWEEP_ITEMS items and after each
     # chunk, so a cycle made while folding an item (none is known) does not outlive its chunk
-    # plain pairwise items are folded from their stored columns, every other item through its
-    # schema objects and ``add`` (quality/accumulate_columns.py: the same state either way)
-    columns = columns_apply(acc)
-    scores = ScoresCache()
-    include_ai = acc.include_ai
-    json_value = repo.json_value
-    n = 0
-    # consecutive plain items of a chunk are folded together (add_plain_items: the same state
-    # as one item at a time); the run is folded before any other item goes through add
-    run: list[PlainItem] = []
     with gc_paused():
-        for part in repo.iter_raw_chunks(session, project):
-            raw = part.raw_json
-            rows, part.items = part.items, []
-            for row in rows:
-                n += 1
-                pk, key, gold, batch_pk = row[0], row[2], row[6], row[8]
-                cand_rows = part.candidates.pop(pk)
-                judg_rows = part.judgments.pop(pk)
+        if columns_apply(acc):
+            flags.read = True
+            _fold_lean(session, project, acc, batch_of, flags)
+        else:
+            _fold_raw(session, project, acc, batch_of)
+    return acc
+
+
+def _fold_lean(
+    session: Session,
+    project: Any,
+    acc: ReportAccumulator,
+    batch_of: dict[str, str],
+    flags: Flags,
+) -> None:
+    """The project read lean (io/quality_read.py): plain pairwise items folded from their
+    columns (quality/accumulate_columns.py), consecutive ones of a chunk together
+    (add_plain_items: the same state as one item at a time, the run folded before any other
+    item goes through add); every other item built from its full rows and added."""
+    from ..store import repo
+
+    scores = ScoresCache()
+    batch_names: dict[Any, str] = {}  # an import batch's name by its pk
+    n = 0
+    run: list[PlainItem] = []
+    for part in iter_lean_chunks(session, project, acc.include_ai, flags):
+        not_plain = part.not_plain
+        rows, part.items = part.items, []
+        for pk, key, has_gold, batch_pk in rows:
+            n += 1
+            cands = part.candidates.pop(pk)
+            judged = part.judgments.pop(pk)
+            batch = batch_names.get(batch_pk)
+            if batch is None:
                 batch = f"batch {batch_pk}" if batch_pk is not None else "none"
-                if columns:
-                    bodies = (
-                        [json_value(r[3]) for r in judg_rows] if raw else [r[3] for r in judg_rows]
-                    )
-                    if plain_item(
-                        judg_rows, bodies, cand_rows, json_value(gold) if raw else gold, include_ai
-                    ):
-                        run.append((key, judg_rows, bodies, cand_rows, batch))
-                        continue
-                    if run:
-                        add_plain_items(acc, run, scores)
-                        run = []
-                record = repo.item_with_judgments(row, cand_rows, judg_rows, raw)
-                batch_of.clear()
-                if record.item.id is not None:
-                    # agreement is reported per import batch of the item
-                    batch_of[record.item.id] = batch
-                acc.add(record.judgments, record.item)
-                if n % SWEEP_ITEMS == 0:
-                    gc.collect(0)
+                batch_names[batch_pk] = batch
+            if pk not in not_plain and plain_item(judged, cands, has_gold):
+                run.append((key, judged, cands, batch))
+                continue
             if run:
                 add_plain_items(acc, run, scores)
                 run = []
-            gc.collect(0)
-    return acc
+            full, full_rows = part.full()
+            record = repo.item_with_judgments(
+                full_rows[pk], full.candidates[pk], full.judgments[pk], full.raw_json
+            )
+            batch_of.clear()
+            if record.item.id is not None:
+                # agreement is reported per import batch of the item
+                batch_of[record.item.id] = batch
+            acc.add(record.judgments, record.item)
+            if n % SWEEP_ITEMS == 0:
+                gc.collect(0)
+        if run:
+            add_plain_items(acc, run, scores)
+            run = []
+        gc.collect(0)
+
+
+def _fold_raw(
+    session: Session, project: Any, acc: ReportAccumulator, batch_of: dict[str, str]
+) -> None:
+    """Every item built from its stored rows and added (a time-window report)."""
+    from ..store import repo
+
+    n = 0
+    for part in repo.iter_raw_chunks(session, project):
+        raw = part.raw_json
+        rows, part.items = part.items, []
+        for row in rows:
+            n += 1
+            pk, batch_pk = row[0], row[8]
+            record = repo.item_with_judgments(
+                row, part.candidates.pop(pk), part.judgments.pop(pk), raw
+            )
+            batch_of.clear()
+            if record.item.id is not None:
+                batch_of[record.item.id] = f"batch {batch_pk}" if batch_pk is not None else "none"
+            acc.add(record.judgments, record.item)
+            if n % SWEEP_ITEMS == 0:
+                gc.collect(0)
+        gc.collect(0)
 
 
 def has_judge_labels(session: Session, project_pk: int) -> bool:

@@ -1,18 +1,20 @@
 """The report's store path for plain pairwise items: the accumulator fed from stored columns.
 
-:func:`preflab.io.quality_source.accumulate_in` reads a project as
-:class:`~preflab.store.repo.RawChunk` s (the stored rows, before any schema object). Building a
-``PairwiseJudgment``, its ``Provenance`` and the ``Item`` with its ``Candidate`` s for every
-judgment cost ~17 % of the report at 1M judgments, and :meth:`ReportAccumulator.add
-<preflab.quality.accumulate.ReportAccumulator.add>` then reads back only a few of their fields.
-:func:`add_plain_item` folds a **plain pairwise** item straight from its rows into the same
+:func:`preflab.io.quality_source.accumulate_in` reads a project lean
+(:func:`preflab.io.quality_read.iter_lean_chunks`: a judgment's few fields the report reads, its
+shown order, winner and strength taken out of its body in SQL, a candidate's key and text; no
+schema object). Building a ``PairwiseJudgment``, its ``Provenance`` and the ``Item`` with its
+``Candidate`` s for every judgment cost ~17 % of the report at 1M judgments, and
+:meth:`ReportAccumulator.add <preflab.quality.accumulate.ReportAccumulator.add>` then reads back
+only a few of their fields. :func:`add_plain_item` folds a **plain pairwise** item straight from
+its lean judgments into the same
 sums, through the same helpers ``add`` calls (``_item_units``, ``_agreement_of_units``,
 ``_main``, ``_item_tables``, the text cache, ``_pairs``), in the same order, so the
 accumulator's state ends exactly as ``add`` leaves it; any other item is left to the caller,
 which builds its objects and calls ``add`` unchanged.
 
-Plain (:func:`plain_item`; each condition is where ``add`` or one of its helpers would do
-something this path does not):
+Plain (the reader's per-judgment test in SQL, then :func:`plain_item`; each condition is where
+``add`` or one of its helpers would do something this path does not):
 
 * every judgment is pairwise, none by a model unless those count (``include_ai``), none an
   adjudication (review pass 2 or more), and no two of one (pair, rater): ``_resolve``'s shortcut
@@ -29,27 +31,23 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from ..store.rows import as_utc
 from .accumulate import (
     AgreementGroup,
     ItemUnits,
     ReportAccumulator,
-    _finite_sorted,
     _item_units,
     _triads,
     _unit_groups,
 )
 from .adjudication import reasons_for, unit_scores
-from .labels import ADJUDICATION
 
-# positions in a RawChunk's judgment row (store.repo.JUDGMENT_COLUMNS)
-_KIND, _BODY, _RATIONALE, _RATER = 2, 3, 4, 5
-_PASS, _SOURCE, _STARTED, _SUBMITTED, _TELEMETRY, _VERSION = 9, 10, 11, 12, 13, 15
+# positions in a lean judgment (preflab.io.quality_read.LeanJudgment: 13 columns, the first
+# eight these)
+_RATER, _A, _B, _WINNER, _STRENGTH, _VERSION, _RATIONALE, _MS = range(8)
 
 
 def columns_apply(acc: ReportAccumulator) -> bool:
@@ -57,30 +55,32 @@ def columns_apply(acc: ReportAccumulator) -> bool:
     return not callable(acc.batches)
 
 
-def plain_item(
-    judgment_rows: list[Any],
-    bodies: list[dict[str, Any]],
-    candidate_rows: list[Any],
-    gold: Any,
-    include_ai: bool,
-) -> bool:
-    """Whether an item (its stored rows, the judgments' bodies parsed) is plain pairwise (the
-    module docstring): ``add`` on its objects would do exactly what :func:`add_plain_item` does."""
-    if gold is not None:
+def plain_item(judgments: list[Any], candidates: list[Any], has_gold: bool) -> bool:
+    """Whether an item whose every judgment the reader found plain (pairwise, no telemetry, no
+    adjudication, no model's unless those count, no spans: ``preflab.io.quality_read``) is plain
+    pairwise (the module docstring): no gold, every candidate a text, no two judgments of one
+    (pair, rater); ``judgments`` its lean judgments, ``candidates`` its ``(key, text)``."""
+    if has_gold:
         return False
-    for c in candidate_rows:
+    for c in candidates:
         if c[1] is None:  # a message list: as_text joins its assistant turns
             return False
+    n = len(judgments)
+    if n < 2:
+        return True
+    # no rater twice: no (pair, rater) twice (two or three judgments compared in place)
+    if n == 2:
+        if judgments[0][_RATER] != judgments[1][_RATER]:
+            return True
+    elif n == 3:
+        r0, r1, r2 = judgments[0][_RATER], judgments[1][_RATER], judgments[2][_RATER]
+        if r0 != r1 and r0 != r2 and r1 != r2:
+            return True
+    elif len({j[_RATER] for j in judgments}) == n:
+        return True
     seen: set[tuple[str, str, str]] = set()
-    for row, body in zip(judgment_rows, bodies):
-        if row[_KIND] != "pairwise" or row[_TELEMETRY] is not None:
-            return False
-        if (row[_SOURCE] == "ai" and not include_ai) or row[_PASS] >= ADJUDICATION:
-            return False
-        if body.get("spans"):
-            return False
-        a, b = body["shown_order"]
-        rater = row[_RATER]
+    for j in judgments:
+        rater, a, b = j[_RATER], j[_A], j[_B]
         key = (a, b, rater) if a <= b else (b, a, rater)
         if key in seen:
             return False
@@ -88,31 +88,28 @@ def plain_item(
     return True
 
 
-def _decode(item_key: str, body: dict[str, Any]) -> tuple[str, str, str, str, str, int, Any]:
-    """A plain pairwise body's shown order ``a, b``, its canonical first candidate ``lo``, its
-    agreement unit (``item::lo|hi``), winner (``a``, ``b`` or ``tie``), direction (-1: ``lo`` won, 1: the other, 0: a tie) and
-    strength (None when not given)."""
-    a, b = body["shown_order"]
+def _decode(item_key: str, j: Sequence[Any]) -> tuple[str, str, int]:
+    """A lean judgment's canonical first candidate ``lo``, its agreement unit
+    (``item::lo|hi``) and direction (-1: ``lo`` won, 1: the other, 0: a tie)."""
+    a, b, winner = j[_A], j[_B], j[_WINNER]
     lo, hi = (a, b) if a <= b else (b, a)
-    winner = body["winner"]
     direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
-    return a, b, lo, f"{item_key}::{lo}|{hi}", winner, direction, body.get("strength")
+    return lo, f"{item_key}::{lo}|{hi}", direction
 
 
 def add_plain_item(
     acc: ReportAccumulator,
     item_key: str,
-    judgment_rows: list[Any],
-    bodies: list[dict[str, Any]],
-    candidate_rows: list[Any],
+    judgments: list[Any],
+    candidates: list[Any],
     batch: str,
     scores_cache: ScoresCache | None = None,
 ) -> None:
-    """``acc.add(judgments, item)`` of a plain pairwise item (:func:`plain_item`) from its rows:
-    ``bodies`` the judgments' parsed bodies, ``batch`` what ``acc._batch`` gives its judgments;
-    ``scores_cache`` (:class:`ScoresCache`, one per accumulator) saves the adjudication scores
-    of value patterns already seen."""
-    n = len(judgment_rows)
+    """``acc.add(judgments, item)`` of a plain pairwise item (:func:`plain_item`) from its lean
+    judgments and ``(key, text)`` candidates: ``batch`` what ``acc._batch`` gives its
+    judgments; ``scores_cache`` (:class:`ScoresCache`, one per accumulator) saves the
+    adjudication scores of value patterns already seen."""
+    n = len(judgments)
     acc.judgments_in += n  # _resolve: the item is its own label set
     base = acc.n_used
     acc.n_used += n
@@ -128,15 +125,16 @@ def add_plain_item(
     labels, rater_order, times = acc.labels, acc.rater_order, acc.times
     acc.kinds.add("pairwise")
     n_rows = 0
-    for row, body in zip(judgment_rows, bodies):
-        rater = row[_RATER]
+    for j in judgments:
+        rater = j[_RATER]
         labels[rater] += 1
         rater_order.setdefault(rater, None)
-        gv = row[_VERSION]
+        gv = j[_VERSION]
         if gv is not None:
             acc.any_version = True
         version = "unrecorded" if gv is None else f"v{gv}"
-        a, b, lo, unit, winner, direction, strength = _decode(item_key, body)
+        _, unit, direction = _decode(item_key, j)
+        strength = j[_STRENGTH]
         u_col.append(unit)
         r_col.append(rater)
         v_col.append(float(direction))
@@ -151,10 +149,8 @@ def add_plain_item(
             g_col.append(version)
             n_rows += 1
         # _time: no telemetry, so the submission's time after the start, when both are known
-        # (a stored time is a datetime, never false: as_utc gives None for NULL only)
-        started, submitted = as_utc(row[_STARTED]), as_utc(row[_SUBMITTED])
-        if started is not None and submitted is not None:
-            times.add(rater, (submitted - started).total_seconds() * 1000)
+        if j[_MS] is not None:
+            times.add(rater, j[_MS])
     cols: dict[str, list[Any]] = {
         "u": u_col,
         "r": r_col,
@@ -179,17 +175,16 @@ def add_plain_item(
     # _candidate_lengths: every candidate's text and its cache entry, in position order
     entry = acc.texts.entry
     lens: dict[Any, tuple[str, list[Any]]] = {}
-    for c in candidate_rows:
-        text = c[1]
-        lens[c[0]] = (text, entry(text))
-    _bias(acc, judgment_rows, bodies, lens)
+    for key, text in candidates:
+        lens[key] = (text, entry(text))
+    _bias(acc, judgments, lens)
     # _telemetry: no telemetry, so only the rationales kept for the near-duplicate search
-    for k, row in enumerate(judgment_rows):
-        rationale = row[_RATIONALE]
+    for k, j in enumerate(judgments):
+        rationale = j[_RATIONALE]
         if rationale and len(rationale) >= 20:
             acc.n_rationales += 1
             if len(acc.rationales) < acc.bounds.rationales:
-                acc.rationales.append((base + k, item_key, row[_RATER], rationale))
+                acc.rationales.append((base + k, item_key, j[_RATER], rationale))
 
 
 class ScoresCache:
@@ -250,23 +245,22 @@ def _item_tables(
 
 def _bias(
     acc: ReportAccumulator,
-    judgment_rows: list[Any],
-    bodies: list[dict[str, Any]],
+    judgments: list[Any],
     lens: Mapping[Any, tuple[str, list[Any]]],
 ) -> None:
     """``_gold_and_bias`` of an item without gold: position and the length and formatting pairs."""
     chosen: list[int] = []
     rejected: list[int] = []
     features_of = acc.texts.features_of
-    for row, body in zip(judgment_rows, bodies):
+    for j in judgments:
         acc.any_pairwise = True
-        winner = body["winner"]
+        winner = j[_WINNER]
         if winner == "tie":
             continue  # first_shown_chosen None, no chosen or rejected
-        pos = acc.position[row[_RATER]]
+        pos = acc.position[j[_RATER]]
         pos[0] += int(winner == "a")
         pos[1] += 1
-        a, b = body["shown_order"]
+        a, b = j[_A], j[_B]
         c_id, r_id = (a, b) if winner == "a" else (b, a)
         if c_id not in lens or r_id not in lens:
             continue
@@ -277,9 +271,10 @@ def _bias(
     acc._queue_pairs(chosen, rejected)
 
 
-#: one plain item of a run (:func:`add_plain_items`): its key, judgment rows, parsed bodies,
-#: candidate rows and batch, as :func:`add_plain_item` takes them
-PlainItem = tuple[str, list[Any], list[dict[str, Any]], list[Any], str]
+#: one plain item of a run (:func:`add_plain_items`): its key, lean judgments
+#: (``preflab.io.quality_read.LeanJudgment``), ``(key, text)`` candidates and batch, as
+#: :func:`add_plain_item` takes them
+PlainItem = tuple[str, list[Any], list[Any], str]
 
 
 def add_plain_items(
@@ -299,11 +294,16 @@ def add_plain_items(
     cache = scores_cache if scores_cache is not None else ScoresCache()
     start = 0
     for k, item in enumerate(run):
-        rows = item[1]
-        if rows and any(r[_VERSION] != rows[0][_VERSION] for r in rows):
-            _fold_run(acc, run[start:k], cache)
-            add_plain_item(acc, *item, cache)
-            start = k + 1
+        js = item[1]
+        if len(js) < 2:
+            continue
+        gv = js[0][_VERSION]
+        for j in js:
+            if j[_VERSION] != gv:
+                _fold_run(acc, run[start:k], cache)
+                add_plain_item(acc, *item, cache)
+                start = k + 1
+                break
     _fold_run(acc, run[start:], cache)
 
 
@@ -317,30 +317,33 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
     rationales = acc.rationales
     acc.any_item = True
     # the agreement rows' units per row, in the order add would give them
-    pending: dict[tuple[int, tuple[str, str, str]], list[Any]] = {}
+    pending: dict[tuple[int, tuple[str, str, str]], tuple[list[Any], ...]] = {}
+    # (batch, version, dimension): its two rows' lists in pending (made at its first unit)
+    targets: dict[tuple[str, str, str], tuple[tuple[list[Any], ...], ...]] = {}
     # the winner rows for _main: unit code, rater code, direction + 1
     m_unit: list[int] = []
     m_rater: list[int] = []
     m_value: list[int] = []
     rater_code: dict[str, int] = {}
+    run_raters: list[str] = []  # every judgment's rater, in order
     # the adjudication queue's units: (item key, unit, winner values, strength values)
     queue_units: list[tuple[str, str, list[float], list[float]]] = []
-    triad_items: list[tuple[str, list[Any], list[dict[str, Any]]]] = []
+    triad_items: list[tuple[str, list[Any]]] = []
     # position counts and the decided pairs' candidate entries
     first_shown: list[int] = []
     decided_rater: list[int] = []
     chosen_entries: list[tuple[str, list[Any]]] = []
     rejected_entries: list[tuple[str, list[Any]]] = []
     n_unit = 0
-    for item_key, judgment_rows, bodies, candidate_rows, batch in run:
-        n = len(judgment_rows)
+    for item_key, judgments, candidates, batch in run:
+        n = len(judgments)
         acc.judgments_in += n
         base = acc.n_used
         acc.n_used += n
         if not n:
             continue
         acc.kinds.add("pairwise")
-        gv = judgment_rows[0][_VERSION]
+        gv = judgments[0][_VERSION]
         if gv is not None:
             acc.any_version = True
         version = "unrecorded" if gv is None else f"v{gv}"
@@ -350,12 +353,14 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
         s_units: dict[str, tuple[list[float], list[Any]]] = {}
         n_rows = 0
         lens: dict[Any, tuple[str, list[Any]]] = {}
-        for c in candidate_rows:
-            text = c[1]
-            lens[c[0]] = (text, entry(text))
-        for k, (row, body) in enumerate(zip(judgment_rows, bodies)):
-            rater = row[_RATER]
-            a, b, lo, unit, winner, direction, strength = _decode(item_key, body)
+        for c_key, text in candidates:
+            lens[c_key] = (text, entry(text))
+        for k, j in enumerate(judgments):
+            # a lean judgment's 13 columns (io/quality_read.py), the last five the reader's
+            rater, a, b, winner, strength, _, rationale, ms, _, _, _, _, _ = j
+            lo, hi = (a, b) if a <= b else (b, a)
+            unit = f"{item_key}::{lo}|{hi}"
+            direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
             won = w_units.get(unit)
             if won is None:
                 won = w_units[unit] = ([], [], n_unit + len(w_units))
@@ -369,16 +374,15 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
                 got[0].append(float(direction * strength))
                 got[1].append(rater)
                 n_rows += 1
+            run_raters.append(rater)
             code = rater_code.get(rater)
             if code is None:
                 code = rater_code[rater] = len(rater_code)
             m_unit.append(won[2])
             m_rater.append(code)
             m_value.append(direction + 1)
-            started, submitted = row[_STARTED], row[_SUBMITTED]
-            if started is not None and submitted is not None:  # as_utc: None for NULL only
-                elapsed = cast(datetime, as_utc(submitted)) - cast(datetime, as_utc(started))
-                times.add(rater, elapsed.total_seconds() * 1000)
+            if ms is not None:
+                times.add(rater, ms)
             if winner != "tie":
                 first_shown.append(int(winner == "a"))
                 decided_rater.append(code)
@@ -386,26 +390,28 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
                 if c_id in lens and r_id in lens:
                     chosen_entries.append(lens[c_id])
                     rejected_entries.append(lens[r_id])
-            rationale = row[_RATIONALE]
             if rationale and len(rationale) >= 20:
                 acc.n_rationales += 1
                 if len(rationales) < max_rationales:
                     rationales.append((base + k, item_key, rater, rationale))
-        raters = [r[_RATER] for r in judgment_rows]
-        labels.update(raters)
-        rater_order.update(dict.fromkeys(raters))
         acc.n_labels += n_rows
         n_unit += len(w_units)
         # the agreement rows (_agreement_of_units: each unit to its batch's row and its
         # version's; a row's state depends only on the order of its own units: the winner
         # units in the order of their first row, the strength units of their first strength)
+        # (a plain item's values are finite: _finite_sorted is their sorted tuple)
         for dim, units in (("winner", w_units), ("strength", s_units)):
+            if not units:
+                continue
+            pair = targets.get((batch, version, dim))
+            if pair is None:
+                pair = targets[(batch, version, dim)] = tuple(
+                    pending.setdefault((which, (key, "pairwise", dim)), ([], [], [], []))
+                    for which, key in ((0, batch), (1, version))
+                )
             for unit, (vals, unit_raters, *_) in units.items():
-                finite = _finite_sorted(vals)
-                for which, key in ((0, (batch, "pairwise", dim)), (1, (version, "pairwise", dim))):
-                    listed = pending.get((which, key))
-                    if listed is None:
-                        listed = pending[(which, key)] = [[], [], [], []]
+                finite = tuple(sorted(vals))
+                for listed in pair:
                     listed[0].append(unit)
                     listed[1].append(len(vals))
                     listed[2].append(finite)
@@ -414,12 +420,15 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
             s = s_units.get(unit)
             queue_units.append((item_key, unit, vals, s[0] if s is not None else []))
         if len(w_units) >= 3:
-            triad_items.append((item_key, judgment_rows, bodies))
+            triad_items.append((item_key, judgments))
+    # label counts and first-seen rater order: nothing reads them within a run
+    labels.update(run_raters)
+    rater_order.update(dict.fromkeys(run_raters))
     acc.any_pairwise = acc.any_pairwise or bool(m_unit)
     _agreement_rows(acc, pending)
     _main_of_run(acc, m_unit, m_rater, m_value, list(rater_code), n_unit)
-    for item_key, judgment_rows, bodies in triad_items:
-        cols = _winner_cols(item_key, judgment_rows, bodies)
+    for item_key, judgments in triad_items:
+        cols = _winner_cols(item_key, judgments)
         for rater, t in _triads(cols).items():
             tally = acc.triads.setdefault(rater, [0, 0])
             tally[0] += t[0]
@@ -444,7 +453,7 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
 
 
 def _agreement_rows(
-    acc: ReportAccumulator, pending: Mapping[tuple[int, tuple[str, str, str]], list[Any]]
+    acc: ReportAccumulator, pending: Mapping[tuple[int, tuple[str, str, str]], Sequence[Any]]
 ) -> None:
     """A run's units into their agreement rows (0: the batch's, 1: the guideline version's),
     each row's units in bulk (:meth:`~.accumulate.AgreementGroup.add_sorted_many`)."""
@@ -526,9 +535,17 @@ def _queue_of_run(
 ) -> None:
     """The adjudication queue's rows of a run's units, in order (:func:`_item_tables`)."""
     settings = acc.adjudication
+    entries = cache.entries
     for item_key, unit, winners, strengths in queue_units:
-        dims = {"winner": winners, "strength": strengths} if strengths else {"winner": winners}
-        scores, reasons = cache.scores("pairwise", dims, settings)
+        # the cache's key (ScoresCache.scores) made in place: a hit needs no dims
+        if strengths:
+            hit = entries.get(("pairwise", ("winner", *winners), ("strength", *strengths)))
+        else:
+            hit = entries.get(("pairwise", ("winner", *winners)))
+        if hit is None:
+            dims = {"winner": winners, "strength": strengths} if strengths else {"winner": winners}
+            hit = cache.scores("pairwise", dims, settings)
+        scores, reasons = hit
         if not reasons:
             continue
         row = {"item_id": item_key, "unit": unit, "kind": "pairwise", **scores}
@@ -536,18 +553,13 @@ def _queue_of_run(
         acc.queue_push(row, "pairwise", unit)
 
 
-def _winner_cols(
-    item_key: str, judgment_rows: list[Any], bodies: list[dict[str, Any]]
-) -> dict[str, list[Any]]:
+def _winner_cols(item_key: str, judgments: list[Any]) -> dict[str, list[Any]]:
     """The winner rows of a plain item's label columns (what :func:`_triads` reads)."""
     cols: dict[str, list[Any]] = {"u": [], "r": [], "v": [], "d": []}
-    for row, body in zip(judgment_rows, bodies):
-        a, b = body["shown_order"]
-        lo, hi = (a, b) if a <= b else (b, a)
-        winner = body["winner"]
-        direction = 0 if winner == "tie" else (-1 if (a if winner == "a" else b) == lo else 1)
-        cols["u"].append(f"{item_key}::{lo}|{hi}")
-        cols["r"].append(row[_RATER])
+    for j in judgments:
+        _, unit, direction = _decode(item_key, j)
+        cols["u"].append(unit)
+        cols["r"].append(j[_RATER])
         cols["v"].append(float(direction))
         cols["d"].append("winner")
     return cols

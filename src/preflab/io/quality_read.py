@@ -1,0 +1,349 @@
+"""The quality report's lean read of a project (issue 27): only what the report's column path
+folds, plainness decided in SQL, the full rows only for the items that are not plain.
+
+:func:`iter_lean_chunks` reads a project in the chunks of item pks that
+:func:`preflab.store.repo.iter_raw_chunks` reads (the same three range scans per chunk), but
+through the driver's cursor (no SQLAlchemy row processing) and with a judgment's few fields the
+report reads taken out of its body in SQL (``json_extract`` on SQLite, ``->>`` on PostgreSQL's
+JSONB) instead of every body parsed in Python:
+
+* an item: its key, whether it has gold, its import batch;
+* a candidate: its key and its text (``None``: a message list);
+* a judgment (not excluded): whether it is **plain** (pairwise, no telemetry, not an
+  adjudication, not by a model unless those count, no critique spans: what
+  :mod:`preflab.quality.accumulate_columns` requires of each judgment), its rater, shown order,
+  winner, strength, guideline version, rationale and the milliseconds from its start to its
+  submission (``None`` unless both are known; computed exactly as ``as_utc(submitted) -
+  as_utc(started)`` gives them);
+* whether any judgment of the project, excluded or not, has a model judge or was assisted (what
+  ``has_judge_labels`` and ``has_assisted_labels`` asked in two more scans of the table).
+
+An item whose rows are not plain is built from its full rows (:meth:`LeanChunk.full`, the
+chunk's rows as :func:`~preflab.store.repo.iter_raw_chunks` gives them, read once per chunk that
+has such an item) and folded through ``add`` as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Text, select, type_coerce
+from sqlalchemy.orm import Session
+
+from ..quality.labels import ADJUDICATION
+from ..store.rows import as_utc
+
+#: a lean judgment (:func:`iter_lean_chunks`): rater, shown order ``a``, ``b``, winner,
+#: strength (None: not given), guideline version, rationale, milliseconds taken (or None),
+#: then what the reader used (item pk, flags, plain, the stored times)
+LeanJudgment = tuple[Any, ...]
+
+# positions in a lean judgment row past the first eight
+_MS, _ITEM, _FLAGS, _PLAIN, _STARTED, _SUBMITTED = 7, 8, 9, 10, 11, 12
+# judgment flags
+JUDGE, ASSISTED, EXCLUDED = 1, 2, 4
+
+
+def _judgment_sql(dialect: str, include_ai: bool) -> str:
+    """The lean judgment query of a chunk: ``rater, a, b, winner, strength, guideline_version,
+    rationale, times known, item_pk, flags, plain, started_at, submitted_at`` (the first eight a
+    :data:`LeanJudgment` once the times are made milliseconds), in the order of the
+    ``(project_pk, item_pk)`` index: each item's judgments in pk order (no sort)."""
+    if dialect == "sqlite":
+        spans = "json_type(j.body, '$.spans')"
+        # a body that does not name spans has none (most: no JSON function called for them)
+        no_spans = (
+            f"(instr(j.body, '\"spans\"') = 0 OR {spans} IS NULL OR {spans} = 'null'"
+            f" OR ({spans} = 'array' AND json_array_length(j.body, '$.spans') = 0))"
+        )
+        flags = "(j.judge IS NOT NULL) + 2 * (j.assisted_by IS NOT NULL) + 4 * (j.excluded != 0)"
+        fields = (
+            "json_extract(j.body, '$.shown_order[0]'), json_extract(j.body, '$.shown_order[1]'),"
+            " json_extract(j.body, '$.winner'), json_extract(j.body, '$.strength')"
+        )
+        param = "?"
+    else:
+        spans = "j.body -> 'spans'"
+        no_spans = f"({spans} IS NULL OR {spans} = 'null'::jsonb OR {spans} = '[]'::jsonb)"
+        flags = (
+            "(j.judge IS NOT NULL)::int + 2 * (j.assisted_by IS NOT NULL)::int"
+            " + 4 * (j.excluded)::int"
+        )
+        # the strength as JSONB, which the driver parses as it parses a whole body (int or float)
+        fields = (
+            "j.body -> 'shown_order' ->> 0, j.body -> 'shown_order' ->> 1,"
+            " j.body ->> 'winner', j.body -> 'strength'"
+        )
+        param = "%s"
+    ai = "" if include_ai else " AND (j.source IS NULL OR j.source <> 'ai')"
+    plain = (
+        f"(j.kind = 'pairwise' AND j.telemetry IS NULL AND j.review_pass < {ADJUDICATION}"
+        f"{ai} AND {no_spans})"
+    )
+    return (
+        f"SELECT r.rater_key, {fields}, j.guideline_version, j.rationale,"
+        " CASE WHEN j.started_at IS NULL OR j.submitted_at IS NULL THEN NULL ELSE 1 END,"
+        f" j.item_pk, {flags}, {plain}, j.started_at, j.submitted_at"
+        " FROM judgments AS j JOIN raters AS r ON r.pk = j.rater_pk"
+        f" WHERE j.project_pk = {param} AND j.item_pk BETWEEN {param} AND {param}"
+        " ORDER BY j.item_pk, j.pk"
+    )
+
+
+@dataclass(slots=True)
+class LeanChunk:
+    """One chunk of a project's items (:func:`iter_lean_chunks`).
+
+    ``items``: ``(pk, item key, has gold, import batch pk)`` in pk order; ``candidates`` and
+    ``judgments`` by item pk (every item has an entry in both): ``(key, text)`` in position
+    order and :data:`LeanJudgment` s in judgment pk order; ``plain``: the pks of the items whose
+    every judgment is plain (item and candidates not checked here)."""
+
+    items: list[Any]
+    candidates: dict[int, list[Any]]
+    judgments: dict[int, list[LeanJudgment]]
+    not_plain: set[int]
+    first: int
+    last: int
+    session: Session
+    project: Any
+    _full: Any = field(default=None)
+
+    def full(self) -> tuple[Any, dict[int, Any]]:
+        """The chunk's full rows (a :class:`~preflab.store.repo.RawChunk`) and its item rows by
+        pk, read once."""
+        if self._full is None:
+            raw = _full_chunk(self.session, self.project, self.first, self.last)
+            self._full = (raw, {r[0]: r for r in raw.items})
+        full: tuple[Any, dict[int, Any]] = self._full
+        return full
+
+
+class Flags:
+    """Whether any judgment read (excluded ones too) had a model judge, was made with a
+    suggestion in view; ``read``: whether the lean read was made (the flags are known)."""
+
+    __slots__ = ("judge", "assisted", "read")
+
+    def __init__(self) -> None:
+        self.judge = False
+        self.assisted = False
+        self.read = False
+
+
+def iter_lean_chunks(
+    session: Session, project: Any, include_ai: bool, flags: Flags, *, chunk: int = 1000
+) -> Iterator[LeanChunk]:
+    """A project's items, ``chunk`` items at a time, as :class:`LeanChunk` s, read in the
+    session's transaction; ``flags`` is set as the judgments go by."""
+    from ..store.models import ItemRow, JudgmentRow
+
+    bind = session.get_bind()
+    dialect = bind.dialect.name
+    sqlite = dialect == "sqlite"
+    param = "?" if sqlite else "%s"
+    item_sql = (
+        "SELECT pk, project_pk, item_key, gold IS NULL, batch_pk FROM items"
+        f" WHERE pk BETWEEN {param} AND {param} ORDER BY pk"
+    )
+    cand_sql = (
+        "SELECT item_pk, candidate_key, text FROM candidates"
+        f" WHERE item_pk BETWEEN {param} AND {param} ORDER BY item_pk, position"
+    )
+    judg_sql = _judgment_sql(dialect, include_ai)
+    # the time columns: SQLite holds SQLAlchemy's text (parsed here as its DateTime type does)
+    to_datetime = None
+    if sqlite:
+        to_datetime = (
+            JudgmentRow.__table__.c.started_at.type.dialect_impl(bind.dialect)
+        ).result_processor(bind.dialect, None)
+    items_t = ItemRow.__table__.c
+    all_pks = np.fromiter(
+        session.scalars(
+            select(items_t.pk).where(items_t.project_pk == project.pk).order_by(items_t.pk)
+        ),
+        dtype=np.int64,
+    )
+    get_item, get_flags, get_plain, get_ms = (
+        itemgetter(_ITEM),
+        itemgetter(_FLAGS),
+        itemgetter(_PLAIN),
+        itemgetter(_MS),
+    )
+    cursor = session.connection().connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        for start in range(0, len(all_pks), chunk):
+            first = int(all_pks[start])
+            last = int(all_pks[min(start + chunk, len(all_pks)) - 1])
+            cursor.execute(item_sql, (first, last))
+            rows = [(r[0], r[2], not r[3], r[4]) for r in cursor.fetchall() if r[1] == project.pk]
+            candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
+            cursor.execute(cand_sql, (first, last))
+            for pk, key, text in cursor.fetchall():
+                listed = candidates.get(pk)
+                if listed is not None:
+                    listed.append((key, text))
+            cursor.execute(judg_sql, (project.pk, first, last))
+            judged_rows: list[Any] = list(cursor.fetchall())
+            # (C-level scans: most chunks have no flag, no time, every judgment plain)
+            if any(map(get_flags, judged_rows)):
+                for r in judged_rows:
+                    if r[_FLAGS] & JUDGE:
+                        flags.judge = True
+                    if r[_FLAGS] & ASSISTED:
+                        flags.assisted = True
+                judged_rows = [r for r in judged_rows if not r[_FLAGS] & EXCLUDED]
+            # the rows whose times are both known get their milliseconds (1 from SQL, else NULL)
+            if any(map(get_ms, judged_rows)):
+                timed = [k for k, r in enumerate(judged_rows) if r[_MS] is not None]
+                times = _elapsed_ms([judged_rows[k] for k in timed], to_datetime)
+                for k, ms in zip(timed, times):
+                    r = judged_rows[k]
+                    judged_rows[k] = (*r[:_MS], ms, *r[_ITEM:])
+            judged: dict[int, list[LeanJudgment]] = {r[0]: [] for r in rows}
+            not_plain: set[int] = set()
+            # the rows come item by item (the index's order)
+            for item_pk, group in groupby(judged_rows, get_item):
+                listed = judged.get(item_pk)
+                # None: an item added to the range since the pks were read (SQLite: no snapshot)
+                if listed is None:
+                    continue
+                listed.extend(group)
+                if not all(map(get_plain, listed)):
+                    not_plain.add(item_pk)
+            yield LeanChunk(rows, candidates, judged, not_plain, first, last, session, project)
+    finally:
+        cursor.close()
+
+
+def _elapsed_ms(rows: Sequence[Any], to_datetime: Any) -> list[float]:
+    """Per lean judgment row whose two times are known, the milliseconds from its start to its
+    submission: ``(as_utc(submitted) - as_utc(started)).total_seconds() * 1000`` exactly
+    (SQLite's stored text in SQLAlchemy's format in bulk with numpy: whole microseconds, whose
+    float division by 1e6 is the correctly rounded quotient ``total_seconds`` gives; any other
+    text through SQLAlchemy's processor, PostgreSQL's datetimes as they come)."""
+    started = [r[_STARTED] for r in rows]
+    submitted = [r[_SUBMITTED] for r in rows]
+    if to_datetime is not None and all(map(_sqlalchemy_text, started + submitted)):
+        us = np.array(submitted, "datetime64[us]") - np.array(started, "datetime64[us]")
+        whole = us.astype(np.int64)
+        if np.abs(whole).max(initial=0) < 2**53:
+            ms: list[float] = (whole.astype(np.float64) / 1e6 * 1000).tolist()
+            return ms
+    out: list[float] = []
+    for s, t in zip(started, submitted):
+        if to_datetime is not None:
+            s, t = to_datetime(s), to_datetime(t)
+        out.append((as_utc(t) - as_utc(s)).total_seconds() * 1000)  # type: ignore[operator]
+    return out
+
+
+def _sqlalchemy_text(value: Any) -> bool:
+    """Whether a stored time is the text SQLAlchemy's SQLite DateTime writes
+    (``YYYY-MM-DD HH:MM:SS.ffffff``, naive: read as UTC)."""
+    return (
+        value.__class__ is str
+        and len(value) == 26
+        and value[4] == "-"
+        and value[10] == " "
+        and value[19] == "."
+        and value[:4].isdigit()
+    )
+
+
+def _full_chunk(session: Session, project: Any, first: int, last: int) -> Any:
+    """The rows of items ``first..last`` of ``project`` as
+    :func:`~preflab.store.repo.iter_raw_chunks` reads them (a
+    :class:`~preflab.store.repo.RawChunk`, excluded judgments left out)."""
+    from ..store.models import CandidateRow, ItemRow, JudgmentRow, Rater
+    from ..store.repo import RawChunk
+
+    items, cands, judgments, raters = (
+        ItemRow.__table__.c,
+        CandidateRow.__table__.c,
+        JudgmentRow.__table__.c,
+        Rater.__table__.c,
+    )
+    raw = session.get_bind().dialect.name == "sqlite"
+
+    def json_col(col: Any) -> Any:
+        return type_coerce(col, Text) if raw else col
+
+    item_stmt = (
+        select(
+            items.pk,
+            items.project_pk,
+            items.item_key,
+            json_col(items.prompt),
+            json_col(items.domains),
+            items.reference,
+            json_col(items.gold),
+            json_col(items["metadata"]),
+            items.batch_pk,
+        )
+        .where(items.pk.between(first, last))
+        .order_by(items.pk)
+    )
+    cand_stmt = (
+        select(
+            cands.item_pk,
+            cands.candidate_key,
+            cands.text,
+            json_col(cands.messages),
+            cands.model,
+            cands.source,
+            json_col(cands["metadata"]),
+        )
+        .where(cands.item_pk.between(first, last))
+        .order_by(cands.item_pk, cands.position)
+    )
+    judg_stmt = (
+        select(
+            judgments.pk,
+            judgments.item_pk,
+            judgments.kind,
+            json_col(judgments.body),
+            judgments.rationale,
+            raters.rater_key,
+            raters.rater_hash,
+            judgments.rubric_key,
+            judgments.rubric_version,
+            judgments.review_pass,
+            judgments.source,
+            judgments.started_at,
+            judgments.submitted_at,
+            json_col(judgments.telemetry),
+            judgments.idempotency_key,
+            judgments.guideline_version,
+            json_col(judgments.judge),
+            json_col(judgments.assisted_by),
+            judgments.batch_pk,
+            judgments.excluded,
+            judgments.exclusion_reason,
+            judgments.rater_pk,
+        )
+        .join(Rater.__table__, raters.pk == judgments.rater_pk)
+        .where(
+            judgments.project_pk == project.pk,
+            judgments.excluded.is_(False),
+            judgments.item_pk.between(first, last),
+        )
+        .order_by(judgments.pk)
+    )
+    rows = [r for r in session.execute(item_stmt).all() if r[1] == project.pk]
+    candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
+    for cand in session.execute(cand_stmt).all():
+        listed = candidates.get(cand[0])
+        if listed is not None:
+            listed.append(cand[1:])
+    judged: dict[int, list[Any]] = {r[0]: [] for r in rows}
+    for row in session.execute(judg_stmt).all():
+        listed = judged.get(row[1])
+        if listed is not None:
+            listed.append(row)
+    return RawChunk(rows, candidates, judged, raw)
