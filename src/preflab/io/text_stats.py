@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import bindparam, delete, insert, text
+from sqlalchemy import Table, bindparam, delete, insert, text
 from sqlalchemy.orm import Session
 
 from ..quality.bias import default_token_length, text_features, word_length
@@ -34,7 +34,7 @@ from ..store.text_stats import version_pk
 #: Candidates read, measured and written at a time.
 BATCH = 5_000
 
-_STATS = CandidateTextStats.__table__
+_STATS: Table = CandidateTextStats.__table__  # type: ignore[assignment]
 
 _MISSING = text(
     "SELECT c.pk, c.text, c.messages, s.version_pk FROM candidates c "

@@ -97,7 +97,7 @@ class StatsMemo:
                     fingerprint,
                     row[stats_at + 1],
                     row[stats_at + 2],
-                    tuple(row[stats_at + 3 : stats_at + 8]),  # type: ignore[arg-type]
+                    tuple(row[stats_at + 3 : stats_at + 8]),
                 ),
             )
 
