@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Table, bindparam, delete, insert, text
+from sqlalchemy import Table, bindparam, delete, text
 from sqlalchemy.orm import Session
 
 from ..quality.bias import default_token_length, text_features, word_length
@@ -33,6 +33,19 @@ from ..store.text_stats import version_pk
 
 #: Candidates read, measured and written at a time.
 BATCH = 5_000
+
+#: the columns :func:`fill` writes, in order
+COLUMNS = (
+    "candidate_pk",
+    "version_pk",
+    "tokens",
+    "words",
+    "headers",
+    "bullets",
+    "bold",
+    "sycophancy",
+    "opening_validation",
+)
 
 _STATS: Table = CandidateTextStats.__table__  # type: ignore[assignment]
 
@@ -96,6 +109,11 @@ def fill(
     version = version_pk(session, fingerprint)
     if commit:
         session.commit()
+    mark = "?" if session.get_bind().dialect.paramstyle == "qmark" else "%s"
+    insert_sql = (
+        f"INSERT INTO candidate_text_stats ({', '.join(COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * len(COLUMNS))})"
+    )
     done = 0
     while True:
         rows = session.execute(_MISSING, {"after": after, "version": version, "n": batch}).all()
@@ -108,22 +126,10 @@ def fill(
                 {"pks": stale},
             )
         values = compute([_as_text(t, m) for _, t, m, _ in rows], count_batch)
-        session.execute(
-            insert(_STATS),
-            [
-                {
-                    "candidate_pk": pk,
-                    "version_pk": version,
-                    "tokens": v[0],
-                    "words": v[1],
-                    "headers": v[2],
-                    "bullets": v[3],
-                    "bold": v[4],
-                    "sycophancy": v[5],
-                    "opening_validation": v[6],
-                }
-                for (pk, *_), v in zip(rows, values, strict=True)
-            ],
+        # the driver's executemany of plain tuples (SQLAlchemy's per-row parameter processing
+        # was a fifth of this function's CPU)
+        session.connection().exec_driver_sql(
+            insert_sql, [(pk, version, *v) for (pk, *_), v in zip(rows, values, strict=True)]
         )
         if commit:
             session.commit()
