@@ -4,7 +4,8 @@
 
 Generating 10M judgments and importing them takes about two hours on a small machine;
 :func:`tile_database` makes the same project from the 1M one in minutes. It copies the source
-database and appends ``K - 1`` tiles of its items, candidates, item aliases and judgments with
+database and appends ``K - 1`` tiles of its items, candidates (with their stored text
+statistics), item aliases and judgments with
 disjoint primary keys (tile ``t`` adds ``t x`` the largest pk of each table) and distinct
 content: tile ``t >= 1`` appends :func:`marker` to each prompt (so every tiled item is a new
 item) and :func:`suffix` to every id given in the files (explicit item ids and aliases), and
@@ -43,6 +44,9 @@ from preflab.store.rows import judgment_rows
 
 #: the tables whose rows are tiled, in insert order
 TILED = ("items", "candidates", "item_aliases", "judgments")
+#: tiled too, keyed by a candidate's pk: the stored text statistics (a tile's candidate texts
+#: are the source's, so are their statistics)
+CANDIDATE_STATS = "candidate_text_stats"
 
 
 def marker(t: int) -> str:
@@ -177,7 +181,7 @@ def _refuse_server_state(con: sqlite3.Connection) -> None:
     """Rows of other tables that point at tiled rows would need tiling too: refuse them."""
     tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     for table in tables:
-        if table in TILED:
+        if table in TILED or table == CANDIDATE_STATS:
             continue
         refs = {r[2] for r in con.execute(f'PRAGMA foreign_key_list("{table}")')}
         if refs & set(TILED) and con.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone():
@@ -311,6 +315,9 @@ def tile_database(
     con.execute("PRAGMA synchronous=OFF")
     con.execute("PRAGMA cache_size=-262144")
     _refuse_server_state(con)
+    has_stats = con.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (CANDIDATE_STATS,)
+    ).fetchone()
     maxima = {
         table: con.execute(f'SELECT coalesce(max(pk), 0) FROM "{table}"').fetchone()[0]
         for table in TILED
@@ -355,6 +362,15 @@ def tile_database(
             "candidates t WHERE t.pk <= :candidates_max ORDER BY t.pk",
             params,
         )
+        if has_stats:
+            _copy(
+                con,
+                CANDIDATE_STATS,
+                {"candidate_pk": "t.candidate_pk + :candidates_off"},
+                f"{CANDIDATE_STATS} t WHERE t.candidate_pk <= :candidates_max "
+                "ORDER BY t.candidate_pk",
+                params,
+            )
         _copy(
             con,
             "item_aliases",

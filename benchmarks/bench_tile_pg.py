@@ -173,10 +173,12 @@ def copy_database(
                 f"{len(again)} indexes and constraints made again in {time.perf_counter() - t0:.0f}s"
             )
             for table in tables:
+                if "pk" not in _types(pg, table):  # keyed by another table's pk (text stats)
+                    continue
                 seq = pg.execute(
                     "SELECT pg_get_serial_sequence(%s, 'pk')", (f'"{table}"',)
                 ).fetchone()
-                if "pk" in _types(pg, table) and seq and seq[0]:
+                if seq and seq[0]:
                     pg.execute(
                         f'SELECT setval(%s, coalesce((SELECT max(pk) FROM "{table}"), 0) + 1, false)',
                         (seq[0],),

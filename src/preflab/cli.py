@@ -175,6 +175,28 @@ def init(db: DbOption = None) -> None:
     )
 
 
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("text-stats")
+def db_text_stats(
+    db: DbOption = None,
+    batch: Annotated[int, typer.Option(min=1, help="Candidates a batch (one commit each).")] = 5000,
+) -> None:
+    """Compute the stored text statistics (token count, word length, formatting features) of
+    every candidate that has none: a database written before they existed. Batches in pk
+    order, each committed: stop it any time and run it again to resume; a second run does
+    nothing. Exports and reports are right with or without it (they compute what is missing)."""
+    from .io import text_stats
+    from .store.db import session_factory
+
+    engine = engine_for(db)
+    with session_factory(engine)() as session:  # each batch commits (fill(commit=True))
+        done = text_stats.fill(session, batch=batch, commit=True)
+    out.print(f"text statistics computed for {done} candidate(s)", highlight=False)
+
+
 @project_app.command("create")
 def project_create(
     name: str,

@@ -52,7 +52,16 @@ def normalised(path: Path) -> dict[str, list[bytes]]:
         items = dict(con.execute("SELECT pk, item_key FROM items").fetchall())
         raters = dict(con.execute("SELECT pk, rater_key FROM raters").fetchall())
         judgments = dict(con.execute("SELECT pk, content_hash FROM judgments").fetchall())
-        refs = {"item_pk": items, "rater_pk": raters, "supersedes_pk": judgments}
+        candidates = {
+            pk: f"{items[item_pk]}/{key}"
+            for pk, item_pk, key in con.execute("SELECT pk, item_pk, candidate_key FROM candidates")
+        }
+        refs = {
+            "item_pk": items,
+            "rater_pk": raters,
+            "supersedes_pk": judgments,
+            "candidate_pk": candidates,  # a candidate's stored text statistics
+        }
         out = {}
         tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         for table in tables:
@@ -104,7 +113,7 @@ def test_a_tiled_database_equals_the_import_of_the_tiled_files(tmp_path):
     for table in want:
         assert got[table] == want[table], table
     # the tiles are new items and judgments: k times the source's
-    for table in ("items", "candidates", "item_aliases", "judgments"):
+    for table in ("items", "candidates", "candidate_text_stats", "item_aliases", "judgments"):
         assert len(got[table]) == k * len(before[table]) > 0, table
     with closing(sqlite3.connect(built)) as con:
         # the secondary indexes are back, and the database is what a server opens (WAL)

@@ -28,7 +28,16 @@ def normalised_pg(url: str) -> dict[str, list[bytes]]:
         items = dict(con.execute("SELECT pk, item_key FROM items").fetchall())
         raters = dict(con.execute("SELECT pk, rater_key FROM raters").fetchall())
         judgments = dict(con.execute("SELECT pk, content_hash FROM judgments").fetchall())
-        refs = {"item_pk": items, "rater_pk": raters, "supersedes_pk": judgments}
+        candidates = {
+            pk: f"{items[item_pk]}/{key}"
+            for pk, item_pk, key in con.execute("SELECT pk, item_pk, candidate_key FROM candidates")
+        }
+        refs = {
+            "item_pk": items,
+            "rater_pk": raters,
+            "supersedes_pk": judgments,
+            "candidate_pk": candidates,  # a candidate's stored text statistics
+        }
         tables = [
             r[0]
             for r in con.execute(

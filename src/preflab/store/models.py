@@ -153,6 +153,50 @@ class CandidateRow(Base):
     item: Mapped[ItemRow] = relationship(back_populates="candidates")
 
 
+class TextStatsVersion(Base):
+    """What a :class:`CandidateTextStats` row was computed with (migration 0022): the version
+    of the formatting features and word length (:data:`preflab.quality.text_stats.FEATURES_VERSION`)
+    and the SHA-256 of the tokenizer its token counts are of ('' when none was installed).
+    Each stats row names one by a small key, so a changed tokenizer or feature code never reads
+    another's values: readers use a row only when its version is theirs."""
+
+    __tablename__ = "text_stats_versions"
+    __table_args__ = (UniqueConstraint("features_version", "tokenizer"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    features_version: Mapped[int] = mapped_column(SmallInteger)
+    tokenizer: Mapped[str] = mapped_column(String(100))
+
+
+class CandidateTextStats(Base):
+    """The statistics of a candidate's text (its ``as_text()``), computed once when it is
+    written (migration 0022; :mod:`preflab.io.text_stats`): its token count under the default
+    tokenizer, its word length and the five formatting features of
+    :func:`preflab.quality.bias.text_features`. No row: not computed yet (readers compute).
+
+    A side table keyed by the candidate's pk, not columns of ``candidates``: filling a row
+    never rewrites the candidate (its text, often on overflow pages in SQLite; a new tuple
+    version in PostgreSQL), so the backfill of a 10M database appends ~25 bytes a candidate
+    (SQLite's record of 9 small integers and the rowid) instead of rewriting gigabytes of
+    text; a write path that does not know the table leaves the candidate correct, just
+    uncomputed. The readers' cost is one primary-key probe a candidate row in the range scan
+    they already make (:func:`preflab.store.repo.iter_raw_chunks`)."""
+
+    __tablename__ = "candidate_text_stats"
+
+    candidate_pk: Mapped[int] = mapped_column(
+        PK, ForeignKey("candidates.pk", ondelete="CASCADE"), primary_key=True
+    )
+    version_pk: Mapped[int] = mapped_column(ForeignKey("text_stats_versions.pk"))
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    words: Mapped[int] = mapped_column(Integer)
+    headers: Mapped[int] = mapped_column(Integer)
+    bullets: Mapped[int] = mapped_column(Integer)
+    bold: Mapped[int] = mapped_column(Integer)
+    sycophancy: Mapped[int] = mapped_column(Integer)
+    opening_validation: Mapped[int] = mapped_column(SmallInteger)
+
+
 class Rater(Base):
     """A rater identity within a project (the wire ``rater_id``)."""
 

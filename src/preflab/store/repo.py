@@ -16,6 +16,7 @@ import orjson
 from sqlalchemy import Text, func, select, type_coerce
 from sqlalchemy.orm import Session, selectinload
 
+from ..quality import text_stats as stored_text
 from ..schema import (
     JUDGMENT_KINDS,
     CriteriaJudgment,
@@ -30,8 +31,17 @@ from ..schema.criteria import criteria_judgment_problems
 from ..schema.policy import stored_policy
 from ..schema.spans import span_category_problems, span_offset_problems
 from . import trusted
-from .models import CandidateRow, ItemRow, JudgmentRow, Project, Rater, RubricVersion
+from .models import (
+    CandidateRow,
+    CandidateTextStats,
+    ItemRow,
+    JudgmentRow,
+    Project,
+    Rater,
+    RubricVersion,
+)
 from .rows import ItemRows, JudgmentRows, as_utc, item_rows, judgment_rows
+from .text_stats import current_versions
 
 PROJECT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
 
@@ -482,15 +492,24 @@ def iter_raw_chunks(
         json_col(items["metadata"]),
         items.batch_pk,
     ).order_by(items.pk)
-    cand_stmt = select(
-        cands.item_pk,
-        cands.candidate_key,
-        cands.text,
-        json_col(cands.messages),
-        cands.model,
-        cands.source,
-        json_col(cands["metadata"]),
-    ).order_by(cands.item_pk, cands.position)
+    # each candidate's stored text statistics at the end (NULL: not computed), put in the text
+    # statistics memo for the readers that measure texts (quality/text_stats.py)
+    stats = CandidateTextStats.__table__
+    cand_stmt = (
+        select(
+            cands.item_pk,
+            cands.candidate_key,
+            cands.text,
+            json_col(cands.messages),
+            cands.model,
+            cands.source,
+            json_col(cands["metadata"]),
+            *(stats.c[name] for name in stored_text.STATS_COLUMNS),
+        )
+        .select_from(CandidateRow.__table__.outerjoin(stats, stats.c.candidate_pk == cands.pk))
+        .order_by(cands.item_pk, cands.position)
+    )
+    versions = current_versions(session)
     judg_stmt = (
         select(
             judgments.pk,
@@ -541,7 +560,10 @@ def iter_raw_chunks(
             if r[1] == project.pk
         ]
         candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
-        for cand in session.execute(cand_stmt.where(cands.item_pk.between(first, last))).all():
+        cand_rows = session.execute(cand_stmt.where(cands.item_pk.between(first, last))).all()
+        if versions:
+            stored_text.MEMO.remember(cand_rows, versions, 2, 7)
+        for cand in cand_rows:
             listed = candidates.get(cand[0])
             if listed is not None:
                 listed.append(cand[1:])
@@ -585,7 +607,7 @@ def item_with_judgments(
     report builds only the items it cannot read from the columns through this."""
     pk, _, key, prompt, domains, reference, gold, item_meta, batch_pk = row
     candidates = []
-    for ckey, text, msgs, model, source, cmeta in candidate_rows:
+    for ckey, text, msgs, model, source, cmeta, *_stats in candidate_rows:
         if raw:
             msgs, cmeta = _json(msgs), _json(cmeta)
         candidates.append(trusted.candidate(ckey, text, msgs, model, source, cmeta))

@@ -9,6 +9,11 @@ distinct text's length is kept under a 128-bit BLAKE2b digest of the text, so a 
 once while it is in the cache. The cache is bounded (:data:`CACHE_SIZE` entries, the oldest
 leave first), so its memory does not grow with the project. Lengths are the wrapped function's
 own: the batch API applies the same rules (no special tokens, no truncation, no padding).
+
+A text whose token count was stored when it was written (:mod:`preflab.quality.text_stats`,
+found in its memo by the text itself) is neither hashed nor tokenized, when the count is of the
+wrapped function's tokenizer (its ``fingerprint``, see
+:func:`preflab.quality.bias.default_token_length`); any other text is measured as above.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import Any
+
+from ...quality.text_stats import MEMO
 
 #: Most lengths kept (about 100 bytes each): far more than the candidates of one chunk of items.
 CACHE_SIZE = 200_000
@@ -36,8 +43,20 @@ class CachedLength:
         self._lengths: dict[bytes, int] = {}
         # the quality engine reads the unit of an export's length function (bias.length_in)
         self.unit = getattr(fn, "unit", None)
+        #: the tokenizer stored counts must be of to be taken (None: never taken)
+        self.fingerprint: str | None = getattr(fn, "fingerprint", None)
+
+    def stored(self, text: str) -> int | None:
+        """The text's stored token count when it is of this function's tokenizer, else None."""
+        found = MEMO.get(text) if self.fingerprint is not None else None
+        if found is None or found[0] != self.fingerprint:
+            return None
+        return found[1]
 
     def __call__(self, text: str) -> int:
+        value = self.stored(text)
+        if value is not None:
+            return value
         key = _key(text)
         value = self._lengths.get(key)
         if value is None:
@@ -45,7 +64,18 @@ class CachedLength:
         return value
 
     def lengths(self, texts: Sequence[str]) -> list[int]:
-        """The length of each text; the ones not in the cache are measured in one batch."""
+        """The length of each text: stored, else from the cache, the others measured in one
+        batch."""
+        if self.fingerprint is None:
+            return self._lengths_of(texts)
+        out: list[int | None] = [self.stored(t) for t in texts]
+        rest = [i for i, v in enumerate(out) if v is None]
+        if rest:
+            for i, v in zip(rest, self._lengths_of([texts[i] for i in rest]), strict=True):
+                out[i] = v
+        return out  # type: ignore[return-value]
+
+    def _lengths_of(self, texts: Sequence[str]) -> list[int]:
         keys = [_key(t) for t in texts]
         cache = self._lengths
         found: dict[bytes, int] = {}

@@ -17,7 +17,8 @@ from ...schema.policy import stored_policy
 from ...settings import get_settings
 from ...store import repo
 from ...store.bulk import bulk_transaction
-from ...store.models import ImportBatch, JudgmentRow, Project
+from ...store.models import CandidateRow, ImportBatch, JudgmentRow, Project
+from .. import text_stats
 from ..formats.generic import ai_labeler_rule, model_like
 from .checks import NO_PROJECT, CheckState, check_record
 from .convert import Record, forced_format, records
@@ -117,6 +118,8 @@ def _import(
         given = options
         options = _with_project_step_verdicts(_with_project_ai_labelers(options, project), project)
         report.step_verdicts = options.step_verdicts
+        # the candidates this import adds are those past the largest pk now (text statistics)
+        first_new = session.scalar(select(func.coalesce(func.max(CandidateRow.pk), 0)))
         loader = Loader(session, project, batch.pk, options, report)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # millions of short-lived objects, no cycles: the collector only costs time here
@@ -135,6 +138,8 @@ def _import(
         if loader.problem_count and not options.skip_invalid:
             raise ImportFailed(loader.problems, loader.problem_count, options.max_errors)
         report.skipped_count = loader.problem_count if options.skip_invalid else 0
+        # each added candidate's text statistics, once, in this transaction (io/text_stats.py)
+        text_stats.fill(session, after=int(first_new or 0))
         report.ai_labelers, report.model_like_people = ai_labeler_summary(
             loader.conn, batch.pk, loader.rater_pks, given, project
         )
