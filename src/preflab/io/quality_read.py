@@ -32,11 +32,13 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Text, select, type_coerce
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ..quality import text_stats as stored_text
 from ..quality.labels import ADJUDICATION
 from ..store.rows import as_utc
+from ..store.text_stats import current_versions
 
 #: a lean judgment (:func:`iter_lean_chunks`): rater, shown order ``a``, ``b``, winner,
 #: strength (None: not given), guideline version, rationale, milliseconds taken (or None),
@@ -110,15 +112,14 @@ class LeanChunk:
     not_plain: set[int]
     first: int
     last: int
-    session: Session
-    project: Any
+    reads: FullReads
     _full: Any = field(default=None)
 
     def full(self) -> tuple[Any, dict[int, Any]]:
         """The chunk's full rows (a :class:`~preflab.store.repo.RawChunk`) and its item rows by
         pk, read once."""
         if self._full is None:
-            raw = _full_chunk(self.session, self.project, self.first, self.last)
+            raw = self.reads.chunk(self.first, self.last)
             self._full = (raw, {r[0]: r for r in raw.items})
         full: tuple[Any, dict[int, Any]] = self._full
         return full
@@ -151,10 +152,16 @@ def iter_lean_chunks(
         "SELECT pk, project_pk, item_key, gold IS NULL, batch_pk FROM items"
         f" WHERE pk BETWEEN {param} AND {param} ORDER BY pk"
     )
+    # each candidate's stored text statistics after its text (NULL: not computed), put in the
+    # text statistics memo for the report's text features (quality/text_stats.py)
+    versions = current_versions(session)
+    stats = ", ".join(f"s.{name}" for name in stored_text.STATS_COLUMNS)
     cand_sql = (
-        "SELECT item_pk, candidate_key, text FROM candidates"
-        f" WHERE item_pk BETWEEN {param} AND {param} ORDER BY item_pk, position"
+        f"SELECT c.item_pk, c.candidate_key, c.text, {stats} FROM candidates c"
+        " LEFT JOIN candidate_text_stats s ON s.candidate_pk = c.pk"
+        f" WHERE c.item_pk BETWEEN {param} AND {param} ORDER BY c.item_pk, c.position"
     )
+    reads = FullReads(session, project)
     judg_sql = _judgment_sql(dialect, include_ai)
     # the time columns: SQLite holds SQLAlchemy's text (parsed here as its DateTime type does)
     to_datetime = None
@@ -184,7 +191,10 @@ def iter_lean_chunks(
             rows = [(r[0], r[2], not r[3], r[4]) for r in cursor.fetchall() if r[1] == project.pk]
             candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
             cursor.execute(cand_sql, (first, last))
-            for pk, key, text in cursor.fetchall():
+            cand_rows = cursor.fetchall()
+            if versions:
+                stored_text.MEMO.remember(cand_rows, versions, 2, 3)
+            for pk, key, text, *_ in cand_rows:
                 listed = candidates.get(pk)
                 if listed is not None:
                     listed.append((key, text))
@@ -216,7 +226,7 @@ def iter_lean_chunks(
                 listed.extend(group)
                 if not all(map(get_plain, listed)):
                     not_plain.add(item_pk)
-            yield LeanChunk(rows, candidates, judged, not_plain, first, last, session, project)
+            yield LeanChunk(rows, candidates, judged, not_plain, first, last, reads)
     finally:
         cursor.close()
 
@@ -256,94 +266,19 @@ def _sqlalchemy_text(value: Any) -> bool:
     )
 
 
-def _full_chunk(session: Session, project: Any, first: int, last: int) -> Any:
-    """The rows of items ``first..last`` of ``project`` as
-    :func:`~preflab.store.repo.iter_raw_chunks` reads them (a
-    :class:`~preflab.store.repo.RawChunk`, excluded judgments left out)."""
-    from ..store.models import CandidateRow, ItemRow, JudgmentRow, Rater
-    from ..store.repo import RawChunk
+class FullReads:
+    """The full rows of a chunk's items, read as :func:`~preflab.store.repo.iter_raw_chunks`
+    reads them (excluded judgments left out) with selects made once, when a chunk first needs
+    them (most chunks of a plain project never do)."""
 
-    items, cands, judgments, raters = (
-        ItemRow.__table__.c,
-        CandidateRow.__table__.c,
-        JudgmentRow.__table__.c,
-        Rater.__table__.c,
-    )
-    raw = session.get_bind().dialect.name == "sqlite"
+    def __init__(self, session: Session, project: Any) -> None:
+        self.session, self.project = session, project
+        self._selects: Any = None
 
-    def json_col(col: Any) -> Any:
-        return type_coerce(col, Text) if raw else col
+    def chunk(self, first: int, last: int) -> Any:
+        """The :class:`~preflab.store.repo.RawChunk` of the items with pks ``first..last``."""
+        from ..store.repo import RawSelects
 
-    item_stmt = (
-        select(
-            items.pk,
-            items.project_pk,
-            items.item_key,
-            json_col(items.prompt),
-            json_col(items.domains),
-            items.reference,
-            json_col(items.gold),
-            json_col(items["metadata"]),
-            items.batch_pk,
-        )
-        .where(items.pk.between(first, last))
-        .order_by(items.pk)
-    )
-    cand_stmt = (
-        select(
-            cands.item_pk,
-            cands.candidate_key,
-            cands.text,
-            json_col(cands.messages),
-            cands.model,
-            cands.source,
-            json_col(cands["metadata"]),
-        )
-        .where(cands.item_pk.between(first, last))
-        .order_by(cands.item_pk, cands.position)
-    )
-    judg_stmt = (
-        select(
-            judgments.pk,
-            judgments.item_pk,
-            judgments.kind,
-            json_col(judgments.body),
-            judgments.rationale,
-            raters.rater_key,
-            raters.rater_hash,
-            judgments.rubric_key,
-            judgments.rubric_version,
-            judgments.review_pass,
-            judgments.source,
-            judgments.started_at,
-            judgments.submitted_at,
-            json_col(judgments.telemetry),
-            judgments.idempotency_key,
-            judgments.guideline_version,
-            json_col(judgments.judge),
-            json_col(judgments.assisted_by),
-            judgments.batch_pk,
-            judgments.excluded,
-            judgments.exclusion_reason,
-            judgments.rater_pk,
-        )
-        .join(Rater.__table__, raters.pk == judgments.rater_pk)
-        .where(
-            judgments.project_pk == project.pk,
-            judgments.excluded.is_(False),
-            judgments.item_pk.between(first, last),
-        )
-        .order_by(judgments.pk)
-    )
-    rows = [r for r in session.execute(item_stmt).all() if r[1] == project.pk]
-    candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
-    for cand in session.execute(cand_stmt).all():
-        listed = candidates.get(cand[0])
-        if listed is not None:
-            listed.append(cand[1:])
-    judged: dict[int, list[Any]] = {r[0]: [] for r in rows}
-    for row in session.execute(judg_stmt).all():
-        listed = judged.get(row[1])
-        if listed is not None:
-            listed.append(row)
-    return RawChunk(rows, candidates, judged, raw)
+        if self._selects is None:
+            self._selects = RawSelects(self.session, self.project, include_excluded=False)
+        return self._selects.chunk(self.session, first, last)

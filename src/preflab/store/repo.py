@@ -452,128 +452,168 @@ JUDGMENT_COLUMNS = (
 )
 
 
-def iter_raw_chunks(
-    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 1000
-) -> Iterator[RawChunk]:
-    """A project's items, candidates and judgments, ``chunk`` items at a time, as stored rows.
+class RawSelects:
+    """The selects of :func:`iter_raw_chunks` for one session and project, and the reads of a
+    range of item pks with them: shared by every reader of stored rows (this module's, the
+    export's lean read ``io/export/plain_read.py``, the report's ``io/quality_read.py``), so
+    the columns a :class:`RawChunk` holds are written once.
 
-    Queries: the project's item pks once (the ``(project_pk, item_key)`` index), then per chunk
-    of consecutive pks ``first..last`` three range scans: items by primary key, candidates by
-    ``(item_pk, candidate_key)``, judgments (joined to raters) by ``(project_pk, item_pk)``.
     Items and candidates are not filtered by project in SQL: with ``project_pk = ?`` SQLite's
     planner takes the ``(project_pk, item_key)`` index instead, reading and sorting every item
-    of the project for each chunk (quadratic, as ``pk > last ORDER BY pk LIMIT n`` keyset
-    pages are there). Rows of other projects' items inside a range are skipped here; each row
-    of the table is read at most once. Reads happen in the caller's transaction (the
-    exporter's PostgreSQL REPEATABLE READ snapshot).
+    of the project for each range (quadratic, as ``pk > last ORDER BY pk LIMIT n`` keyset
+    pages are there). Rows of other projects' items inside a range are skipped here. Each
+    candidate's stored text statistics come at the end of its row (NULL: not computed) and are
+    put in the text statistics memo for the readers that measure texts
+    (``quality/text_stats.py``).
     """
-    items, cands, judgments, raters = (
-        ItemRow.__table__.c,
-        CandidateRow.__table__.c,
-        JudgmentRow.__table__.c,
-        Rater.__table__.c,
-    )
-    # SQLite: the JSON columns read as their text and parsed by the caller (``json_value``),
-    # not through SQLAlchemy's JSON result processor (two Python calls a value around the same
-    # ``orjson.loads``; ~650,000 values per 100,000 judgments). PostgreSQL's driver parses JSONB.
-    raw = session.get_bind().dialect.name == "sqlite"
 
-    def json_col(col: Any) -> Any:
-        return type_coerce(col, Text) if raw else col
+    def __init__(self, session: Session, project: Project, *, include_excluded: bool) -> None:
+        self.project_pk = project.pk
+        self.items, self.cands, self.judgments = (
+            ItemRow.__table__.c,
+            CandidateRow.__table__.c,
+            JudgmentRow.__table__.c,
+        )
+        items, cands, judgments = self.items, self.cands, self.judgments
+        raters = Rater.__table__.c
+        # SQLite: the JSON columns read as their text and parsed by the caller
+        # (``json_value``), not through SQLAlchemy's JSON result processor (two Python calls a
+        # value around the same ``orjson.loads``; ~650,000 values per 100,000 judgments).
+        # PostgreSQL's driver parses JSONB.
+        self.raw = raw = session.get_bind().dialect.name == "sqlite"
 
-    item_stmt = select(
-        items.pk,
-        items.project_pk,
-        items.item_key,
-        json_col(items.prompt),
-        json_col(items.domains),
-        items.reference,
-        json_col(items.gold),
-        json_col(items["metadata"]),
-        items.batch_pk,
-    ).order_by(items.pk)
-    # each candidate's stored text statistics at the end (NULL: not computed), put in the text
-    # statistics memo for the readers that measure texts (quality/text_stats.py)
-    stats = CandidateTextStats.__table__
-    cand_stmt = (
-        select(
-            cands.item_pk,
-            cands.candidate_key,
-            cands.text,
-            json_col(cands.messages),
-            cands.model,
-            cands.source,
-            json_col(cands["metadata"]),
-            *(stats.c[name] for name in stored_text.STATS_COLUMNS),
+        def json_col(col: Any) -> Any:
+            return type_coerce(col, Text) if raw else col
+
+        self.item = select(
+            items.pk,
+            items.project_pk,
+            items.item_key,
+            json_col(items.prompt),
+            json_col(items.domains),
+            items.reference,
+            json_col(items.gold),
+            json_col(items["metadata"]),
+            items.batch_pk,
+        ).order_by(items.pk)
+        stats = CandidateTextStats.__table__
+        self.cand = (
+            select(
+                cands.item_pk,
+                cands.candidate_key,
+                cands.text,
+                json_col(cands.messages),
+                cands.model,
+                cands.source,
+                json_col(cands["metadata"]),
+                *(stats.c[name] for name in stored_text.STATS_COLUMNS),
+            )
+            .select_from(CandidateRow.__table__.outerjoin(stats, stats.c.candidate_pk == cands.pk))
+            .order_by(cands.item_pk, cands.position)
         )
-        .select_from(CandidateRow.__table__.outerjoin(stats, stats.c.candidate_pk == cands.pk))
-        .order_by(cands.item_pk, cands.position)
-    )
-    versions = current_versions(session)
-    judg_stmt = (
-        select(
-            judgments.pk,
-            judgments.item_pk,
-            judgments.kind,
-            json_col(judgments.body),
-            judgments.rationale,
-            raters.rater_key,
-            raters.rater_hash,
-            judgments.rubric_key,
-            judgments.rubric_version,
-            judgments.review_pass,
-            judgments.source,
-            judgments.started_at,
-            judgments.submitted_at,
-            json_col(judgments.telemetry),
-            judgments.idempotency_key,
-            judgments.guideline_version,
-            json_col(judgments.judge),
-            json_col(judgments.assisted_by),
-            judgments.batch_pk,
-            judgments.excluded,
-            judgments.exclusion_reason,
-            judgments.rater_pk,
+        self.versions = current_versions(session)
+        judg = (
+            select(
+                judgments.pk,
+                judgments.item_pk,
+                judgments.kind,
+                json_col(judgments.body),
+                judgments.rationale,
+                raters.rater_key,
+                raters.rater_hash,
+                judgments.rubric_key,
+                judgments.rubric_version,
+                judgments.review_pass,
+                judgments.source,
+                judgments.started_at,
+                judgments.submitted_at,
+                json_col(judgments.telemetry),
+                judgments.idempotency_key,
+                judgments.guideline_version,
+                json_col(judgments.judge),
+                json_col(judgments.assisted_by),
+                judgments.batch_pk,
+                judgments.excluded,
+                judgments.exclusion_reason,
+                judgments.rater_pk,
+            )
+            .join(Rater.__table__, raters.pk == judgments.rater_pk)
+            # every writer sets a judgment's project to its item's: the (project_pk, item_pk) index
+            .where(judgments.project_pk == project.pk)
+            .order_by(judgments.pk)
         )
-        .join(Rater.__table__, raters.pk == judgments.rater_pk)
-        # every writer sets a judgment's project to its item's: this is the (project_pk, item_pk) index
-        .where(judgments.project_pk == project.pk)
-        .order_by(judgments.pk)
-    )
-    if not include_excluded:
-        judg_stmt = judg_stmt.where(judgments.excluded.is_(False))
+        self.judg = judg if include_excluded else judg.where(judgments.excluded.is_(False))
+
+    def item_rows(self, session: Session, first: int, last: int) -> list[Any]:
+        """The project's item rows with pks ``first..last``, in pk order."""
+        pk = self.project_pk
+        stmt = self.item.where(self.items.pk.between(first, last))
+        return [r for r in session.execute(stmt).all() if r[1] == pk]
+
+    def candidate_rows(
+        self, session: Session, first: int, last: int, rows: list[Any]
+    ) -> dict[int, list[Any]]:
+        """The candidates of the items ``rows`` (whose pks are in ``first..last``) by item pk, in
+        position order, their stored text statistics put in the memo."""
+        candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
+        cand_rows = session.execute(self.cand.where(self.cands.item_pk.between(first, last))).all()
+        if self.versions:
+            stored_text.MEMO.remember(cand_rows, self.versions, 2, 7)
+        for cand in cand_rows:
+            listed = candidates.get(cand[0])
+            if listed is not None:
+                listed.append(cand[1:])
+        return candidates
+
+    def judgment_rows(self, session: Session, stmt: Any, rows: list[Any]) -> dict[int, list[Any]]:
+        """The rows of judgment select ``stmt`` (of a range) by item pk for the items ``rows``."""
+        judged: dict[int, list[Any]] = {r[0]: [] for r in rows}
+        for row in session.execute(stmt).all():
+            listed = judged.get(row[1])
+            # None: an item added to the range since the pks were read (SQLite: no snapshot)
+            if listed is not None:
+                listed.append(row)
+        return judged
+
+    def chunk(self, session: Session, first: int, last: int) -> RawChunk:
+        """The :class:`RawChunk` of the project's items with pks ``first..last``."""
+        rows = self.item_rows(session, first, last)
+        candidates = self.candidate_rows(session, first, last, rows)
+        stmt = self.judg.where(self.judgments.item_pk.between(first, last))
+        return RawChunk(rows, candidates, self.judgment_rows(session, stmt, rows), self.raw)
+
+
+def item_pk_ranges(session: Session, project: Project, size: int) -> Iterator[tuple[int, int]]:
+    """The project's item pks as ranges ``(first, last)`` of ``size`` items, in pk order (the
+    pks read once through the ``(project_pk, item_key)`` index)."""
     # imported here, for laziness: the other store commands (`preflab status`, `project ...`)
     # need no numpy
     import numpy as np
 
+    items = ItemRow.__table__.c
     # the pks as one int64 array: 8 bytes an item (a list of Python ints costs 36)
     all_pks = np.fromiter(
         session.scalars(select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)),
         dtype=np.int64,
     )
-    for start in range(0, len(all_pks), chunk):
-        first = int(all_pks[start])
-        last = int(all_pks[min(start + chunk, len(all_pks)) - 1])
-        rows = [
-            r
-            for r in session.execute(item_stmt.where(items.pk.between(first, last))).all()
-            if r[1] == project.pk
-        ]
-        candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
-        cand_rows = session.execute(cand_stmt.where(cands.item_pk.between(first, last))).all()
-        if versions:
-            stored_text.MEMO.remember(cand_rows, versions, 2, 7)
-        for cand in cand_rows:
-            listed = candidates.get(cand[0])
-            if listed is not None:
-                listed.append(cand[1:])
-        judged: dict[int, list[Any]] = {r[0]: [] for r in rows}
-        for row in session.execute(judg_stmt.where(judgments.item_pk.between(first, last))).all():
-            listed = judged.get(row[1])
-            # None: an item added to the range since the pks were read (SQLite: no snapshot)
-            if listed is not None:
-                listed.append(row)
-        yield RawChunk(rows, candidates, judged, raw)
+    for start in range(0, len(all_pks), size):
+        yield int(all_pks[start]), int(all_pks[min(start + size, len(all_pks)) - 1])
+
+
+def iter_raw_chunks(
+    session: Session, project: Project, *, include_excluded: bool = False, chunk: int = 1000
+) -> Iterator[RawChunk]:
+    """A project's items, candidates and judgments, ``chunk`` items at a time, as stored rows.
+
+    Queries (:class:`RawSelects`): the project's item pks once (the ``(project_pk, item_key)``
+    index), then per chunk of consecutive pks ``first..last`` three range scans: items by
+    primary key, candidates by ``(item_pk, candidate_key)``, judgments (joined to raters) by
+    ``(project_pk, item_pk)``. Each row of the table is read at most once. Reads happen in the
+    caller's transaction (the exporter's PostgreSQL REPEATABLE READ snapshot).
+    """
+    selects = RawSelects(session, project, include_excluded=include_excluded)
+    for first, last in item_pk_ranges(session, project, chunk):
+        yield selects.chunk(session, first, last)
 
 
 def iter_items_with_judgments(

@@ -28,8 +28,8 @@ from typing import Any
 
 from sqlalchemy import Integer, Text, and_, case, select, type_coerce
 
-from ...store import CandidateRow, ItemRow, JudgmentRow, Rater
-from ...store.repo import ItemWithJudgments, item_with_judgments
+from ...store import JudgmentRow, Rater
+from ...store.repo import ItemWithJudgments, RawSelects, item_pk_ranges, item_with_judgments
 
 #: the columns of a lean judgment row, in order (the last: the SQL flag, 1 or 0)
 LEAN_COLUMNS = (
@@ -52,46 +52,19 @@ LEAN_COLUMNS = (
 RANGE_ITEMS = 1_000
 
 
-class Statements:
-    """The selects of one export's session: items, candidates, lean and full judgments."""
+class Statements(RawSelects):
+    """The selects of one export's session: items, candidates and full judgments as
+    :func:`~preflab.store.repo.iter_raw_chunks` reads them (excluded labels included), and the
+    lean judgments."""
 
     def __init__(self, session: Any, project: Any) -> None:
-        items, cands, judgments, raters = (
-            ItemRow.__table__.c,
-            CandidateRow.__table__.c,
-            JudgmentRow.__table__.c,
-            Rater.__table__.c,
-        )
-        self.raw = raw = session.get_bind().dialect.name == "sqlite"
+        super().__init__(session, project, include_excluded=True)
+        judgments, raters = self.judgments, Rater.__table__.c
+        raw = self.raw
 
         def json_col(col: Any) -> Any:
             return type_coerce(col, Text) if raw else col
 
-        self.items, self.cands, self.judgments = items, cands, judgments
-        self.item = select(
-            items.pk,
-            items.project_pk,
-            items.item_key,
-            json_col(items.prompt),
-            json_col(items.domains),
-            items.reference,
-            json_col(items.gold),
-            json_col(items["metadata"]),
-            items.batch_pk,
-        ).order_by(items.pk)
-        self.cand = select(
-            cands.item_pk,
-            cands.candidate_key,
-            cands.text,
-            json_col(cands.messages),
-            cands.model,
-            cands.source,
-            json_col(cands["metadata"]),
-        ).order_by(cands.item_pk, cands.position)
-        joined = (
-            JudgmentRow.__table__.join(Rater.__table__, raters.pk == judgments.rater_pk),
-            judgments.project_pk == project.pk,
-        )
         self.lean = (
             select(
                 judgments.pk,
@@ -108,39 +81,13 @@ class Statements:
                 judgments.exclusion_reason,
                 _plain_flag(judgments),
             )
-            .select_from(joined[0])
-            .where(joined[1])
-            .order_by(judgments.pk)
-        )
-        self.full = (
-            select(
-                judgments.pk,
-                judgments.item_pk,
-                judgments.kind,
-                json_col(judgments.body),
-                judgments.rationale,
-                raters.rater_key,
-                raters.rater_hash,
-                judgments.rubric_key,
-                judgments.rubric_version,
-                judgments.review_pass,
-                judgments.source,
-                judgments.started_at,
-                judgments.submitted_at,
-                json_col(judgments.telemetry),
-                judgments.idempotency_key,
-                judgments.guideline_version,
-                json_col(judgments.judge),
-                json_col(judgments.assisted_by),
-                judgments.batch_pk,
-                judgments.excluded,
-                judgments.exclusion_reason,
-                judgments.rater_pk,
+            .select_from(
+                JudgmentRow.__table__.join(Rater.__table__, raters.pk == judgments.rater_pk)
             )
-            .select_from(joined[0])
-            .where(joined[1])
+            .where(judgments.project_pk == project.pk)
             .order_by(judgments.pk)
         )
+        self.full = self.judg
 
     def full_rows(self, session: Any, item_pks: list[int]) -> dict[int, list[Any]]:
         """The full judgment rows (:data:`~preflab.store.repo.JUDGMENT_COLUMNS`) of
@@ -182,36 +129,15 @@ def lean_chunks(
     """The project's items ``size`` pks at a time, in pk order, with their lean judgment rows
     (:data:`LEAN_COLUMNS`, excluded labels included), as ``iter_raw_chunks`` reads its ranges
     (three range scans a range; other projects' items in a range skipped)."""
-    import numpy as np
 
     st = statements or Statements(session, project)
-    items = st.items
-    all_pks = np.fromiter(
-        session.scalars(select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)),
-        dtype=np.int64,
-    )
-    for start in range(0, len(all_pks), size):
-        first = int(all_pks[start])
-        last = int(all_pks[min(start + size, len(all_pks)) - 1])
-        rows = [
-            r
-            for r in session.execute(st.item.where(items.pk.between(first, last))).all()
-            if r[1] == project.pk
-        ]
-        candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
-        for cand in session.execute(st.cand.where(st.cands.item_pk.between(first, last))).all():
-            listed = candidates.get(cand[0])
-            if listed is not None:
-                listed.append(cand[1:])
-        judged: dict[int, list[Any]] = {r[0]: [] for r in rows}
-        flagged: dict[int, bool] = dict.fromkeys(judged, True)
-        for row in session.execute(st.lean.where(st.judgments.item_pk.between(first, last))).all():
-            listed = judged.get(row[1])
-            # None: an item added to the range since the pks were read (SQLite: no snapshot)
-            if listed is not None:
-                listed.append(row)
-                if not row[12]:
-                    flagged[row[1]] = False
+    for first, last in item_pk_ranges(session, project, size):
+        rows = st.item_rows(session, first, last)
+        candidates = st.candidate_rows(session, first, last, rows)
+        stmt = st.lean.where(st.judgments.item_pk.between(first, last))
+        judged = st.judgment_rows(session, stmt, rows)
+        # every judgment of the item flagged plain in SQL (the flag is the rows' last column)
+        flagged = {pk: all(r[12] for r in listed) for pk, listed in judged.items()}
         part = [(r, candidates[r[0]], judged[r[0]], flagged[r[0]]) for r in rows]
         del rows, candidates, judged, flagged  # the caller lets go of each item (read_items)
         yield part
