@@ -21,17 +21,19 @@ whose digest is there counts as searched: two different (owner, text) keys with 
 per-rater pass streams them from the database) without holding them or their signatures: each
 chunk of :data:`SPILL_CHUNK` texts is signed as it comes (:func:`minhash_signatures`' values: a
 text's signature is its own) and written to temporary files, band by band, with the texts
-(UTF-8) and their owners as small integers. Then band by band: the band's bytes read back
-(``rows x 8`` bytes a text) and bucketed as :func:`near_duplicate_pairs` buckets them; only a
+(UTF-8) and their owners as small integers. Then band by band, a part of :data:`PART` texts at
+a time (the texts whose band bytes hash to that part: equal bytes are in one part, so the parts'
+buckets are the band's; a band of more texts is split through temporary files): the part's bytes
+(``rows x 8`` bytes a text) bucketed as :func:`near_duplicate_pairs` buckets them; only a
 bucket of two owners or more holds a pair to check (a tiled project puts every text in a bucket
 of its own rater's copies); a candidate pair is checked in the first band that buckets it, told
 from the earlier bands' bucket ids (int32 a text a band, on disk, read :data:`GROUP` members at
 a time; equal ids are equal bytes), its texts read back from the file for the exact Jaccard.
 The pairs, their Jaccard and their order are ``near_duplicate_pairs``'
 (``tests/quality/test_near_duplicate_spilled.py``). In memory: a chunk of texts and their
-signatures, one band's bytes and its sort (~100 bytes a text while a band is bucketed, then
-freed), a group's earlier-band ids, and per text 12 bytes (its text's offset in the file and
-its owner's number) plus the 16-byte digest above.
+signatures, one part's bytes and its sort (~100 bytes a text of the part, ~13 MB, then freed),
+a group's earlier-band ids, and per text 16 bytes (its text's offset in the file, its owner's
+number and its bucket id in the band being sorted) plus the 16-byte digest above.
 """
 
 from __future__ import annotations
