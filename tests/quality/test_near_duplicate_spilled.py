@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from preflab.quality import near_duplicate_index
 from preflab.quality.near_duplicate_index import NearDuplicateIndex, SpilledSearch
-from preflab.quality.telemetry import TelemetrySettings, near_duplicate_pairs
+from preflab.quality.telemetry import (
+    TelemetrySettings,
+    minhash_signatures,
+    near_duplicate_pairs,
+)
 
 from .test_near_duplicate_index import corpus
 
@@ -110,3 +115,67 @@ def test_tiled_copies_and_groups_of_buckets(monkeypatch, group):
     want = near_duplicate_pairs(texts, owners, *PARAMS)
     assert want
     assert _spilled(texts, owners, 50).found == want
+
+
+@pytest.mark.parametrize("part", [3, 7, 131_072])
+def test_a_band_bucketed_a_part_at_a_time(monkeypatch, tmp_path, part):
+    """A band sorted in parts of at most ``PART`` texts (by a hash of its bytes, through
+    temporary files: equal bytes in one part): the same pairs, Jaccard and order as the search
+    in memory, on twisted texts, tiled copies and one text copied by every rater (one bucket of
+    all of them), with groups of a few buckets; the parts' files removed as they are read."""
+    monkeypatch.setattr(near_duplicate_index, "PART", part)
+    monkeypatch.setattr(near_duplicate_index, "GROUP", 5)
+    texts, owners = _twisted(60, 3)
+    tiled, tiled_owners = corpus(40, 11)
+    edited, edited_owners = _edited(60, 4)
+    texts += tiled * 3 + ["every rater wrote exactly this same rationale here"] * 12
+    owners += tiled_owners * 3 + [f"r{i % 9}" for i in range(12)]
+    for params, (all_texts, all_owners) in (
+        (PARAMS, (texts + edited, owners + edited_owners)),
+        ((0.5, 3, 32), (tiled * 2 + edited, tiled_owners * 2 + edited_owners)),
+    ):
+        want = NearDuplicateIndex(all_texts, all_owners, *params)
+        assert len(want.found) > 10
+        # some pairs are bucketed first in a later band (told apart by the earlier bands' ids)
+        sigs = minhash_signatures(all_texts, params[1], params[2])
+        rows = params[2] // 16
+        assert any((sigs[a, :rows] != sigs[b, :rows]).any() for a, b, _ in want.found)
+        with SpilledSearch(*params, chunk=64, directory=str(tmp_path)) as search:
+            for owner, text in zip(all_owners, all_texts, strict=True):
+                search.add(owner, text)
+            got = search.index()
+            (folder,) = tmp_path.iterdir()
+            assert not [p for p in folder.iterdir() if ".part" in p.name]
+        assert got.found == want.found
+        assert got.similar == want.similar
+        assert got.searched.tobytes() == want.searched.tobytes()
+
+
+def _edited(n: int, seed: int) -> tuple[list[str], list[str]]:
+    """Long sentences and copies of them with a word or two changed, by other raters: pairs
+    near the threshold, many of them bucketed in some bands and not others."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(400)]
+    texts, owners = [], []
+    for k in range(n):
+        base = [rng.choice(words) for _ in range(30)]
+        texts.append(" ".join(base))
+        owners.append(f"e{k % 5}")
+        for _ in range(2):
+            copy = list(base)
+            for _ in range(rng.randint(1, 3)):
+                copy[rng.randrange(len(copy))] = rng.choice(words)
+            texts.append(" ".join(copy))
+            owners.append(f"e{rng.randrange(5)}")
+    return texts, owners
+
+
+def test_the_parts_keep_equal_bytes_together():
+    """:func:`_part_of` gives equal rows one part, and spreads distinct rows over the parts."""
+    rng = np.random.default_rng(0)
+    band = rng.integers(0, 2**63, size=(5000, 4), dtype=np.int64).astype(np.uint64)
+    band[2500:] = band[:2500]  # every row twice
+    parts = near_duplicate_index._part_of(band, 7)
+    assert (parts[2500:] == parts[:2500]).all()
+    counts = np.bincount(parts.astype(np.int64), minlength=7)
+    assert len(counts) == 7 and counts.min() > 500  # ~714 each

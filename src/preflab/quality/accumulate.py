@@ -38,7 +38,10 @@ from __future__ import annotations
 import hashlib
 import heapq
 import math
+import os
 import random
+import tempfile
+import weakref
 from array import array
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableSequence, Sequence
@@ -206,25 +209,40 @@ class Patterns:
         return out
 
 
-class KeptUnits:
-    """The units of an agreement row while it is exact, compactly: each unit's name as UTF-8 in
-    one buffer (bytes sort as the strings do, but the names are decoded back for the same
-    ``np.unique`` order as the reference) and its pattern id; ~50 bytes a unit instead of the
-    ~280 of a tuple of a string and a tuple of floats."""
+#: the bytes of unit names a :class:`KeptUnits` holds in memory; past it they are appended to
+#: a temporary file (a row's kept units: up to ``Bounds.units`` names, ~60 bytes each)
+KEPT_NAMES = 1 << 20
 
-    def __init__(self) -> None:
-        self.names = bytearray()
-        self.ends = array("q")
+
+class KeptUnits:
+    """The units of an agreement row while it is exact, compactly: each unit's pattern id in
+    memory (4 bytes), its name as UTF-8 (bytes sort as the strings do, but the names are decoded
+    back for the same ``np.unique`` order as the reference) with its end offset in a buffer of at
+    most ``spill`` (:data:`KEPT_NAMES`) bytes, written to a temporary file whenever it is full
+    and read back by :meth:`unit_names` (a row of 200,000 kept units held ~12 MB of names in
+    memory, the ten rows of a 3M project ~100 MB at the report's feed). The file is opened only
+    to append a buffer or to read the names, and removed with the units (or :meth:`close`)."""
+
+    def __init__(self, spill: int | None = None) -> None:
+        self.spill = KEPT_NAMES if spill is None else spill
+        self.names = bytearray()  # the names not written yet
+        self.ends = array("q")  # their ends in ``names``
         self.pattern_ids = array("I")
         self.patterns = Patterns()
+        #: the temporary file's path (``None``: nothing written) and the names written to it
+        self.path: str | None = None
+        self.n_written = 0
+        self._remove: weakref.finalize[[str], KeptUnits] | None = None
 
     def __len__(self) -> int:
-        return len(self.ends)
+        return len(self.pattern_ids)
 
     def add(self, unit: str, values: tuple[float, ...]) -> None:
         self.names += unit.encode("utf-8", "surrogatepass")
         self.ends.append(len(self.names))
         self.pattern_ids.append(self.patterns.id(values))
+        if len(self.names) > self.spill:
+            self._write()
 
     def add_many(self, units: Sequence[str], values: Iterable[tuple[float, ...]]) -> None:
         """:meth:`add` of each unit in order (an ASCII run of names in one append)."""
@@ -239,17 +257,60 @@ class KeptUnits:
                 self.names += unit.encode("utf-8", "surrogatepass")
                 self.ends.append(len(self.names))
         self.pattern_ids.extend(map(self.patterns.id, values))
+        if len(self.names) > self.spill:
+            self._write()
+
+    def _write(self) -> None:
+        """The buffer appended to the file: its names' count and byte length, their ends,
+        their bytes."""
+        if not self.ends:
+            return
+        if self.path is None:
+            fd, self.path = tempfile.mkstemp(prefix="preflab-kept-units-")
+            os.close(fd)
+            self._remove = weakref.finalize(self, _remove_file, self.path)
+        with open(self.path, "ab") as f:
+            f.write(array("q", (len(self.ends), len(self.names))).tobytes())
+            f.write(self.ends.tobytes())
+            f.write(self.names)
+        self.n_written += len(self.ends)
+        self.names = bytearray()
+        self.ends = array("q")
+
+    def close(self) -> None:
+        """Remove the file (the names written are gone)."""
+        if self._remove is not None:
+            self._remove()
 
     def values(self) -> Iterator[tuple[float, ...]]:
         patterns = self.patterns.values
         return (patterns[i] for i in self.pattern_ids)
 
     def unit_names(self) -> list[str]:
-        out, start, names = [], 0, self.names
-        for end in self.ends:
-            out.append(names[start:end].decode("utf-8", "surrogatepass"))
-            start = end
+        out: list[str] = []
+        if self.path is not None:
+            with open(self.path, "rb") as f:
+                while head := f.read(16):
+                    n, size = array("q", head)
+                    ends = array("q")
+                    ends.frombytes(f.read(8 * n))
+                    _decode(out, f.read(size), ends)
+        _decode(out, self.names, self.ends)
         return out
+
+
+def _decode(out: list[str], names: bytes | bytearray, ends: Sequence[int]) -> None:
+    start = 0
+    for end in ends:
+        out.append(names[start:end].decode("utf-8", "surrogatepass"))
+        start = end
+
+
+def _remove_file(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
 
 
 class AgreementGroup:
@@ -350,6 +411,7 @@ class AgreementGroup:
             self.patterns[finite] += 1
             if len(finite) >= 2:
                 self._keep(finite)
+        self.units.close()
         self.units = KeptUnits()
         self._fold()
 

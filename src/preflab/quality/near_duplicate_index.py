@@ -21,17 +21,19 @@ whose digest is there counts as searched: two different (owner, text) keys with 
 per-rater pass streams them from the database) without holding them or their signatures: each
 chunk of :data:`SPILL_CHUNK` texts is signed as it comes (:func:`minhash_signatures`' values: a
 text's signature is its own) and written to temporary files, band by band, with the texts
-(UTF-8) and their owners as small integers. Then band by band: the band's bytes read back
-(``rows x 8`` bytes a text) and bucketed as :func:`near_duplicate_pairs` buckets them; only a
+(UTF-8) and their owners as small integers. Then band by band, a part of :data:`PART` texts at
+a time (the texts whose band bytes hash to that part: equal bytes are in one part, so the parts'
+buckets are the band's; a band of more texts is split through temporary files): the part's bytes
+(``rows x 8`` bytes a text) bucketed as :func:`near_duplicate_pairs` buckets them; only a
 bucket of two owners or more holds a pair to check (a tiled project puts every text in a bucket
 of its own rater's copies); a candidate pair is checked in the first band that buckets it, told
 from the earlier bands' bucket ids (int32 a text a band, on disk, read :data:`GROUP` members at
 a time; equal ids are equal bytes), its texts read back from the file for the exact Jaccard.
 The pairs, their Jaccard and their order are ``near_duplicate_pairs``'
 (``tests/quality/test_near_duplicate_spilled.py``). In memory: a chunk of texts and their
-signatures, one band's bytes and its sort (~100 bytes a text while a band is bucketed, then
-freed), a group's earlier-band ids, and per text 12 bytes (its text's offset in the file and
-its owner's number) plus the 16-byte digest above.
+signatures, one part's bytes and its sort (~100 bytes a text of the part, ~13 MB, then freed),
+a group's earlier-band ids, and per text 16 bytes (its text's offset in the file, its owner's
+number and its bucket id in the band being sorted) plus the 16-byte digest above.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ GROUP = 65_536
 #: values; 256 held ~50 MB of salted hashes at once for the bench's rationales, 64 ~13 MB, at
 #: the same CPU)
 SIGN_BLOCK = 64
+#: texts of a band bucketed at a time (a part of the band, by a hash of its bytes): ~100 bytes a
+#: text while a part is sorted, 13 MB; a band of more texts goes through temporary files
+PART = 131_072
 
 Key = tuple[Hashable, str]
 
@@ -220,9 +225,8 @@ class SpilledSearch:
         self._texts.flush()
         for f in self._band_files:
             f.close()
-        min_jaccard, k, _num_perm = self.params
+        _min_jaccard, k, _num_perm = self.params
         n = len(self.owners)
-        owners = self.owners
         shingled: dict[int, set[str]] = {}
 
         def shingle_set(i: int) -> set[str]:  # near_duplicate_pairs' bounded cache
@@ -235,53 +239,120 @@ class SpilledSearch:
 
         out: list[tuple[int, int, float]] = []
         ids_paths: list[str] = []
+        owners = self.owners
         codes = np.frombuffer(owners, dtype=f"i{owners.itemsize}") if n else np.empty(0, "i4")
         for b in range(self.bands):
-            band = np.fromfile(self._band_paths[b], dtype=np.uint64).reshape(n, self.rows)
-            ids, order, starts = _band_buckets(band)
-            del band
+            # the band a part at a time (equal bytes in one part): each text's bucket id, the
+            # parts' ids apart; the buckets of two owners or more checked as each part is sorted
+            ids = np.empty(n, dtype=np.int32)
+            next_id = 0
+            for members, band in self._band_parts(b, n):
+                part_ids, part_order, starts = _band_buckets(band)
+                del band
+                ids[members] = part_ids + next_id
+                next_id += int(part_ids.max()) + 1 if len(part_ids) else 0
+                del part_ids
+                if not len(part_order):
+                    continue
+                order = members[part_order]  # ascending within a bucket, as members are
+                del members, part_order
+                self._check(b, order, starts, codes, ids_paths, shingle_set, out)
             path = os.path.join(self._dir.name, f"ids{b}")
             ids.tofile(path)
             ids_paths.append(path)
             del ids
-            if not len(order):
-                continue
-            ends = np.append(starts[1:], len(order))
-            # only buckets of two owners or more hold a pair to check (one owner's copies: none)
-            own = codes[order]
-            mixed = np.flatnonzero(
-                np.minimum.reduceat(own, starts) != np.maximum.reduceat(own, starts)
-            )
-            del own
-            for group in _groups(starts[mixed], ends[mixed], GROUP):
-                at = np.concatenate([np.arange(s, e) for s, e in group])
-                members = order[at]
-                # each member's bucket ids in the earlier bands (equal ids: bucketed there)
-                earlier = np.empty((len(members), b), dtype=np.int32)
-                for c in range(b):
-                    ids_c = np.memmap(ids_paths[c], dtype=np.int32, mode="r")
-                    earlier[:, c] = ids_c[members]
-                    del ids_c
-                rows = earlier.tolist()
-                pos = 0
-                for s, e in group:
-                    bucket = members[pos : pos + e - s].tolist()
-                    prior = rows[pos : pos + e - s]
-                    pos += e - s
-                    for x in range(len(bucket)):
-                        i, pi = bucket[x], prior[x]
-                        for y in range(x + 1, len(bucket)):
-                            j = bucket[y]
-                            if owners[i] == owners[j]:
-                                continue
-                            if b and any(p == q for p, q in zip(pi, prior[y], strict=True)):
-                                continue  # bucketed in an earlier band: checked there
-                            sa, sb = shingle_set(i), shingle_set(j)
-                            union = len(sa | sb)
-                            sim = len(sa & sb) / union if union else 1.0  # :func:`jaccard`
-                            if sim >= min_jaccard:
-                                out.append((i, j, sim))
         return sorted(out)
+
+    def _check(
+        self,
+        b: int,
+        order: np.ndarray,
+        starts: np.ndarray,
+        codes: np.ndarray,
+        ids_paths: Sequence[str],
+        shingle_set: Callable[[int], set[str]],
+        out: list[tuple[int, int, float]],
+    ) -> None:
+        """The pairs of band ``b``'s buckets (``order``: their members, grouped by bucket,
+        ascending within one; ``starts``: where each bucket starts) onto ``out``: each pair of
+        two owners not bucketed in an earlier band, its exact Jaccard from its texts."""
+        min_jaccard = self.params[0]
+        owners = self.owners
+        ends = np.append(starts[1:], len(order))
+        # only buckets of two owners or more hold a pair to check (one owner's copies: none)
+        own = codes[order]
+        mixed = np.flatnonzero(np.minimum.reduceat(own, starts) != np.maximum.reduceat(own, starts))
+        del own
+        for group in _groups(starts[mixed], ends[mixed], GROUP):
+            at = np.concatenate([np.arange(s, e) for s, e in group])
+            members = order[at]
+            # each member's bucket ids in the earlier bands (equal ids: bucketed there)
+            earlier = np.empty((len(members), b), dtype=np.int32)
+            for c in range(b):
+                ids_c = np.memmap(ids_paths[c], dtype=np.int32, mode="r")
+                earlier[:, c] = ids_c[members]
+                del ids_c
+            rows = earlier.tolist()
+            pos = 0
+            for s, e in group:
+                bucket = members[pos : pos + e - s].tolist()
+                prior = rows[pos : pos + e - s]
+                pos += e - s
+                for x in range(len(bucket)):
+                    i, pi = bucket[x], prior[x]
+                    for y in range(x + 1, len(bucket)):
+                        j = bucket[y]
+                        if owners[i] == owners[j]:
+                            continue
+                        if b and any(p == q for p, q in zip(pi, prior[y], strict=True)):
+                            continue  # bucketed in an earlier band: checked there
+                        sa, sb = shingle_set(i), shingle_set(j)
+                        union = len(sa | sb)
+                        sim = len(sa & sb) / union if union else 1.0  # :func:`jaccard`
+                        if sim >= min_jaccard:
+                            out.append((i, j, sim))
+
+    def _band_parts(self, b: int, n: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Band ``b`` of the ``n`` texts in parts of about :data:`PART` texts: each part's text
+        numbers (ascending, int64) and their band (texts x rows, uint64). A part is the texts
+        whose band bytes hash to it (:func:`_part_of`), so equal bytes are in one part; with
+        more than one part, the band is written to one temporary file a part, a chunk of
+        ``PART`` texts at a time, and each part read back whole (then removed)."""
+        path = self._band_paths[b]
+        parts = -(-n // PART)
+        if parts <= 1:
+            yield (
+                np.arange(n, dtype=np.int64),
+                np.fromfile(path, dtype=np.uint64).reshape(n, self.rows),
+            )
+            return
+        record = np.dtype([("i", "<i8"), ("v", "<u8", (self.rows,))])
+        part_paths = [f"{path}.part{p}" for p in range(parts)]
+        files = [open(p, "wb") for p in part_paths]
+        try:
+            with open(path, "rb") as f:
+                for start in range(0, n, PART):
+                    chunk = np.fromfile(f, dtype=np.uint64, count=min(PART, n - start) * self.rows)
+                    chunk = chunk.reshape(-1, self.rows)
+                    part = _part_of(chunk, parts)
+                    order = np.argsort(part, kind="stable")
+                    cuts = np.searchsorted(part[order], np.arange(parts + 1))
+                    records = np.empty(len(chunk), dtype=record)
+                    records["i"] = start + order
+                    records["v"] = chunk[order]
+                    del chunk, part, order
+                    for p, fp in enumerate(files):
+                        fp.write(records[cuts[p] : cuts[p + 1]].tobytes())
+                    del records
+        finally:
+            for fp in files:
+                fp.close()
+        for part_path in part_paths:
+            got = np.fromfile(part_path, dtype=record)
+            os.remove(part_path)
+            members, band = np.ascontiguousarray(got["i"]), np.ascontiguousarray(got["v"])
+            del got
+            yield members, band
 
     def index(self) -> NearDuplicateIndex:
         """The :class:`NearDuplicateIndex` of the texts added (what it would be of them as
@@ -331,3 +402,14 @@ def _groups(starts: np.ndarray, ends: np.ndarray, limit: int) -> Iterator[list[t
         size += e - s
     if group:
         yield group
+
+
+def _part_of(band: np.ndarray, parts: int) -> np.ndarray:
+    """Each row's part (of ``parts``): a 64-bit mix of the row's values (equal rows, equal
+    parts; MinHash values are already uniform, the mix spreads them over every part)."""
+    mult = np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        h = band[:, 0] * mult
+        for c in range(1, band.shape[1]):
+            h = (h ^ band[:, c]) * mult
+    return (h >> np.uint64(32)) % np.uint64(parts)
