@@ -554,7 +554,8 @@ class RawSelects:
         self, session: Session, first: int, last: int, rows: list[Any]
     ) -> dict[int, list[Any]]:
         """The candidates of the items ``rows`` (whose pks are in ``first..last``) by item pk, in
-        position order, their stored text statistics put in the memo."""
+        position order (:class:`RawChunk`'s six columns), their stored text statistics put in the
+        memo."""
         candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
         cand_rows = session.execute(self.cand.where(self.cands.item_pk.between(first, last))).all()
         if self.versions:
@@ -562,7 +563,7 @@ class RawSelects:
         for cand in cand_rows:
             listed = candidates.get(cand[0])
             if listed is not None:
-                listed.append(cand[1:])
+                listed.append(cand[1:7])  # the statistics are in the memo
         return candidates
 
     def judgment_rows(self, session: Session, stmt: Any, rows: list[Any]) -> dict[int, list[Any]]:
@@ -647,7 +648,7 @@ def item_with_judgments(
     report builds only the items it cannot read from the columns through this."""
     pk, _, key, prompt, domains, reference, gold, item_meta, batch_pk = row
     candidates = []
-    for ckey, text, msgs, model, source, cmeta, *_stats in candidate_rows:
+    for ckey, text, msgs, model, source, cmeta in candidate_rows:
         if raw:
             msgs, cmeta = _json(msgs), _json(cmeta)
         candidates.append(trusted.candidate(ckey, text, msgs, model, source, cmeta))
