@@ -27,6 +27,7 @@ import orjson
 from sqlalchemy import Table, bindparam, delete, text
 from sqlalchemy.orm import Session
 
+from ..quality import text_stats as stored_text
 from ..quality.bias import default_token_length, text_features, word_length
 from ..store.models import CandidateTextStats
 from ..store.text_stats import version_pk
@@ -35,17 +36,7 @@ from ..store.text_stats import version_pk
 BATCH = 5_000
 
 #: the columns :func:`fill` writes, in order
-COLUMNS = (
-    "candidate_pk",
-    "version_pk",
-    "tokens",
-    "words",
-    "headers",
-    "bullets",
-    "bold",
-    "sycophancy",
-    "opening_validation",
-)
+COLUMNS = ("candidate_pk", *stored_text.STATS_COLUMNS)
 
 _STATS: Table = CandidateTextStats.__table__  # type: ignore[assignment]
 

@@ -189,6 +189,23 @@ SKETCH_BITS = 512
 PAIR_CHUNK = 65_536
 
 
+class _ShingleSets(dict[str, set[str]]):
+    """Each text's :func:`shingles`, kept by text for the candidate pairs it is in, at most
+    :data:`SHINGLE_SETS` at a time (all dropped when full): ``self(text)``."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+
+    def __call__(self, text: str) -> set[str]:
+        found = self.get(text)
+        if found is None:
+            if len(self) >= SHINGLE_SETS:
+                self.clear()
+            found = self[text] = shingles(text, self.k)
+        return found
+
+
 def jaccard(a: str, b: str, k: int = 5) -> float:
     sa, sb = shingles(a, k), shingles(b, k)
     return len(sa & sb) / len(sa | sb) if sa | sb else 1.0
@@ -226,15 +243,7 @@ def near_duplicate_pairs(
     # each text's bucket in each band (4 bytes a text a band, beside its 512-byte signature)
     ids = np.empty((bands, len(texts)), dtype=np.int32)
     out: list[tuple[int, int, float]] = []
-    shingled: dict[str, set[str]] = {}
-
-    def shingle_set(text: str) -> set[str]:  # bounded, by text (a stock phrase is in many)
-        found = shingled.get(text)
-        if found is None:
-            if len(shingled) >= SHINGLE_SETS:
-                shingled.clear()
-            found = shingled[text] = shingles(text, k)
-        return found
+    shingle_set = _ShingleSets(k)  # bounded, by text (a stock phrase is in many)
 
     for b in range(bands):
         order, starts, ids[b] = _bucket_rows(sigs[:, b * rows : (b + 1) * rows])
@@ -340,15 +349,7 @@ def _near_duplicate_pairs_loop(
     out: list[tuple[int, int, float]] = []
     # each text's shingles once for every candidate pair it is in (a stock phrase is in many),
     # by text, at most SHINGLE_SETS at a time: :func:`jaccard`'s value
-    shingled: dict[str, set[str]] = {}
-
-    def shingle_set(text: str) -> set[str]:
-        found = shingled.get(text)
-        if found is None:
-            if len(shingled) >= SHINGLE_SETS:
-                shingled.clear()
-            found = shingled[text] = shingles(text, k)
-        return found
+    shingle_set = _ShingleSets(k)
 
     # band by band (the pairs found do not depend on the order, and the result is sorted): one
     # band's buckets in memory, found by sorting the band's bytes. A pair is checked in the
