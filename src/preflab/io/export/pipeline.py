@@ -402,11 +402,17 @@ def _publish(
     target = AtomicDir(Path(options.out))
     try:
         manifest = write(target.tmp)
+        # the project's pk read in a transaction of its own, so that the log's transaction
+        # writes first: on SQLite a transaction that has read holds a WAL snapshot, and its
+        # write fails at once ("database is locked", SQLITE_BUSY_SNAPSHOT, no busy wait) when
+        # another connection committed since (an export job's progress, the snapshot's
+        # refresh); one whose first statement writes waits under the busy timeout
         with transaction(engine) as session:
-            project = get_project(session, project_name)
+            project_pk = get_project(session, project_name).pk
+        with transaction(engine) as session:
             session.add(
                 ExportLog(
-                    project_pk=project.pk,
+                    project_pk=project_pk,
                     format=exporter.name,
                     path=str(target.target),
                     manifest=manifest,
