@@ -209,6 +209,15 @@ def _raw_items(engine, project: str):
         assert next(lean, None) is None
 
 
+def _python_plain(row, raw: bool) -> bool:
+    """:func:`~.plain_read.python_plain` of a full judgment row (``JUDGMENT_COLUMNS``)."""
+    names = ("kind", "rubric_key", "review_pass", "telemetry", "judge", "assisted_by")
+    at = (2, 7, 9, 13, 16, 17)
+    columns = {n: row[k] for n, k in zip(names, at, strict=True)}
+    body = repo.json_value(row[3]) if raw else row[3]
+    return plain_read.python_plain(columns, body, sqlite=raw)
+
+
 def test_a_plain_item_has_the_objects_votes_and_labels(engine):
     """Every item the rows path takes has the votes of the label set at once
     (:func:`~.resolve.plain_pairwise` on its judgment objects) and a label per judgment with
@@ -221,17 +230,10 @@ def test_a_plain_item_has_the_objects_votes_and_labels(engine):
         for row, cands, judgments, lean, flagged, raw in _raw_items(engine, project):
             plain = columnar.plain_item(row, cands, lean, raw, False) if flagged else None
             full = repo.item_with_judgments(row, cands, judgments, raw)
-            # the SQL flag is exactly the columns' conditions (kind, pass, telemetry, rubric,
-            # judge, assist record) on every judgment of the item
-            assert flagged == all(
-                j[2] == "pairwise"
-                and j[9] in (0, 1)
-                and j[13] is None
-                and j[7] is None
-                and j[16] is None
-                and j[17] is None
-                for j in judgments
-            )
+            # the SQL flag is exactly the columns' and the body's conditions (kind, pass,
+            # telemetry, rubric, judge, assist record; the body's keys and values) on every
+            # judgment of the item
+            assert flagged == all(_python_plain(j, raw) for j in judgments)
             if plain is None:
                 declined += 1
                 kept = [

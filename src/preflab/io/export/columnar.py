@@ -29,14 +29,14 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
+from sqlalchemy import DateTime
+from sqlalchemy.dialects import sqlite
+
 from ...schema import Item
-from ...store.repo import ItemWithJudgments, item_with_judgments, json_value
+from ...store.repo import ItemWithJudgments, item_with_judgments
 from ...store.rows import as_utc
 from . import plain_read
 from .resolve import UNKNOWN_VOTE_STRENGTH, PairVote, ResolvedPair, plurality_pair
-
-#: the stored body keys of a plain pairwise label
-PLAIN_BODY = frozenset({"kind", "shown_order", "winner", "strength"})
 
 
 class PlainLabel:
@@ -134,8 +134,9 @@ def plain_item(
 ) -> PlainItem | None:
     """The item of an item row, its candidate rows and its lean judgment rows
     (:data:`.plain_read.LEAN_COLUMNS`, every one flagged plain in SQL: pairwise, a production
-    pass, no telemetry, rubric, judge or assist record) as a :class:`PlainItem`, or None when
-    its labels are not plain (a body key beyond :data:`PLAIN_BODY`, a rater twice on a pair).
+    pass, no telemetry, rubric, judge or assist record, a body of a shown order, winner and
+    strength only: :func:`.plain_read.plain_sql`) as a :class:`PlainItem`, or None when its
+    labels are not plain (a rater twice on a pair).
     With ``plurality`` its units are decided here (:attr:`PlainItem.resolved`), no vote built."""
     key = row[2]
     labels: list[tuple[PlainLabel, int, int | None, bool, str | None]] = []
@@ -143,7 +144,10 @@ def plain_item(
     for (
         jpk,
         _item_pk,
-        body,
+        a,
+        b,
+        winner,
+        strength,
         rater_key,
         stored_hash,
         review_pass,
@@ -155,13 +159,6 @@ def plain_item(
         exclusion_reason,
         _flag,
     ) in judgment_rows:
-        if raw:
-            body = json_value(body)
-        if not PLAIN_BODY.issuperset(body):
-            return None
-        a, b = body["shown_order"]
-        winner = body["winner"]
-        strength = body.get("strength")
         lo, hi = (a, b) if a <= b else (b, a)
         direction = 0 if winner == "tie" else -1 if (a if winner == "a" else b) == lo else 1
         label = PlainLabel(
@@ -176,6 +173,7 @@ def plain_item(
             source,
             guideline_version,
         )
+        excluded = bool(excluded)  # SQLite's driver: 0 or 1
         labels.append((label, jpk, jbatch_pk, excluded, exclusion_reason))
         if excluded or (source == "ai" and not include_ai):
             continue
@@ -185,6 +183,8 @@ def plain_item(
         if plurality:
             voted.append(((lo, hi, rater_key), score, stored_hash or rater_key))
             continue
+        if submitted_at.__class__ is str:  # SQLite's stored text, as SQLAlchemy parses it
+            submitted_at = _sqlite_datetime(submitted_at)
         vote = PairVote(
             key,
             lo,
@@ -214,6 +214,12 @@ def plain_item(
             resolved.append(plurality_pair(key, lo, hi, [v[1] for v in unit], [v[2] for v in unit]))
             start = end
     return PlainItem(built, labels, [], resolved)
+
+
+#: SQLAlchemy's SQLite ``DateTime`` result processor (its stored text to a ``datetime``)
+_sqlite_datetime: Any = (
+    DateTime().dialect_impl(sqlite.dialect()).result_processor(sqlite.dialect(), None)
+)
 
 
 def _first(pair: tuple[Any, ...]) -> Any:
