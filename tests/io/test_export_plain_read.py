@@ -1,7 +1,8 @@
 """The export's lean read (issue 27, branch ``expcol``): the plainness of a judgment decided in
-SQL (:func:`~preflab.io.export.plain_read.plain_sql`) equals its Python statement
+SQL and on the fields SQL takes out of its body (:func:`~preflab.io.export.plain_read.plain_sql`
+and :func:`~preflab.io.export.plain_read.lean_values`) equals its Python statement
 (:func:`~preflab.io.export.plain_read.python_plain`) on every twist of a stored row, the fields
-taken out of the body in SQL equal the parsed body's, and the files of an export of a project
+equal the parsed body's, and the files of an export of a project
 with those twists are the bytes of the general path's (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
@@ -178,15 +179,15 @@ def test_the_sql_flag_is_the_python_condition_on_every_twist(engine, tmp_path):
         body = repo.json_value(full[3]) if raw else full[3]
         columns = {n: full[k] for n, k in zip(names, at, strict=True)}
         expected = plain_read.python_plain(columns, body, sqlite=raw) and full[0] not in nulls
-        assert bool(lean[plain_read.PLAIN]) is expected, (full, lean)
+        values = plain_read.lean_values(lean[plain_read.FIELDS], raw)
+        assert (bool(lean[plain_read.PLAIN]) and values is not None) is expected, (full, lean)
         assert lean[plain_read.PK] == full[0] and lean[plain_read.ITEM] == full[1]
         if expected:
             flagged += 1
-            got = (lean[plain_read.A], lean[plain_read.B], lean[plain_read.WINNER])
-            assert got == (*body["shown_order"], body["winner"])
+            assert values is not None
+            assert values[:3] == (*body["shown_order"], body["winner"])
             strength = body.get("strength")
-            assert lean[plain_read.STRENGTH] == strength
-            assert type(lean[plain_read.STRENGTH]) is type(strength)
+            assert values[3] == strength and type(values[3]) is type(strength)
         else:
             unflagged += 1
     # not plain: 19 body twists (21 on SQLite: the float strengths) and 8 column twists

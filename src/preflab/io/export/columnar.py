@@ -36,6 +36,7 @@ from ...schema import Item
 from ...store.repo import ItemWithJudgments, item_with_judgments
 from ...store.rows import as_utc
 from . import plain_read
+from .plain_read import lean_values
 from .resolve import UNKNOWN_VOTE_STRENGTH, PairVote, ResolvedPair, plurality_pair
 
 
@@ -65,7 +66,7 @@ class PlainLabel:
         item_id: str,
         shown_order: tuple[str, str],
         winner: str,
-        strength: int | None,
+        strength: float | None,
         direction: int,
         rater_id: str,
         rater_hash: str | None,
@@ -144,10 +145,7 @@ def plain_item(
     for (
         jpk,
         _item_pk,
-        a,
-        b,
-        winner,
-        strength,
+        fields,
         rater_key,
         stored_hash,
         review_pass,
@@ -159,6 +157,10 @@ def plain_item(
         exclusion_reason,
         _flag,
     ) in judgment_rows:
+        values = lean_values(fields, raw)
+        if values is None:  # not a plain label's values: the general path
+            return None
+        a, b, winner, strength = values
         lo, hi = (a, b) if a <= b else (b, a)
         direction = 0 if winner == "tie" else -1 if (a if winner == "a" else b) == lo else 1
         label = PlainLabel(

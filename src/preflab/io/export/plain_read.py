@@ -5,20 +5,20 @@ datetimes parsed, the JSON columns as text) for every item, though an item of pl
 labels (:mod:`.columnar`) reads a few of them. :func:`lean_chunks` reads, per range of item
 pks, the items and candidates as ``iter_raw_chunks`` does and each judgment's
 :data:`LEAN_COLUMNS` only, through the driver's cursor (no SQLAlchemy row processing): the
-body's shown order, winner and strength taken out in SQL (``json_extract`` on SQLite, ``->`` /
-``->>`` on PostgreSQL's JSONB, as the report's lean read ``io/quality_read.py`` does) and a flag
-computed in SQL (:func:`plain_sql`): the judgment is of kind ``pairwise``, of a production pass
-(review pass 0 or 1), has no telemetry, rubric, judge or assist record, and its body is a plain
-pairwise label's (the keys of :data:`PLAIN_BODY` only, two strings shown, a winner ``a``, ``b``
-or ``tie``, an integer or no strength). What needs the item's labels together (no rater twice
-on a pair) and what the collector declines are checked in Python
-(:func:`.columnar.plain_item`). An item any of whose judgments is not flagged, or that
+body's shown order, winner and strength taken out in SQL as one small JSON array
+(:func:`fields_sql`: one ``json_extract`` on SQLite, ``jsonb_build_array`` on PostgreSQL's
+JSONB) and a flag computed in SQL (:func:`plain_sql`): the judgment is of kind ``pairwise``, of
+a production pass (review pass 0 or 1), has no telemetry, rubric, judge or assist record, and
+its body has the keys of :data:`PLAIN_BODY` only. The values (two strings shown, a winner
+``a``, ``b`` or ``tie``, an integer or no strength: :func:`lean_values`), what needs the item's
+labels together (no rater twice on a pair) and what the collector declines are checked in
+Python (:func:`.columnar.plain_item`). An item any of whose judgments is not flagged, or that
 :func:`.columnar.plain_item` or the collector declines, has its full rows read in one more
 query per range (``JUDGMENT_COLUMNS``, ``item_pk IN (...)``) and is built into objects as before
 (:func:`~preflab.store.repo.item_with_judgments`): the general path, unchanged.
 
-Flagged in SQL means plain in Python too (:func:`python_plain`, the Python condition a test
-holds the flag equal to on every twist of a body): a SQL ``NULL`` is ``None`` to the driver,
+Flagged in SQL with plain values means plain in Python too (:func:`python_plain`, the Python
+condition a test holds them equal to on every twist of a body): a SQL ``NULL`` is ``None`` to the driver,
 and ``IS NULL`` on a JSON column is false for a stored JSON ``null``, which only sends an item
 to the full path. The item and candidate selects mirror ``iter_raw_chunks``' (the rows
 :func:`~preflab.store.repo.item_with_judgments` reads): a column added there must be added
@@ -33,18 +33,18 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
+import orjson
+
 from ...quality import text_stats as stored_text
 from ...store.repo import ItemWithJudgments, RawSelects, item_pk_ranges, item_with_judgments
 
-#: the columns of a lean judgment row, in order: the body's shown order (``a``, ``b``),
-#: winner and strength taken out in SQL, the last the SQL flag (1: plain, else 0)
+#: the columns of a lean judgment row, in order: ``fields`` the body's shown order, winner
+#: and strength as one JSON array (SQLite: its text; PostgreSQL: parsed by the driver), taken
+#: out in SQL; the last the SQL flag (1: plain as far as SQL tells, else 0)
 LEAN_COLUMNS = (
     "pk",
     "item_pk",
-    "a",
-    "b",
-    "winner",
-    "strength",
+    "fields",
     "rater_key",
     "rater_hash",
     "review_pass",
@@ -57,55 +57,74 @@ LEAN_COLUMNS = (
     "plain",
 )
 #: positions in a lean judgment row
-PK, ITEM, A, B, WINNER, STRENGTH, RATER, HASH, PASS, SOURCE, SUBMITTED = range(11)
-GUIDELINE, BATCH, EXCLUDED, REASON, PLAIN = range(11, 16)
+PK, ITEM, FIELDS, RATER, HASH, PASS, SOURCE, SUBMITTED = range(8)
+GUIDELINE, BATCH, EXCLUDED, REASON, PLAIN = range(8, 13)
 
 #: items per range of pks (``iter_raw_chunks``' default)
 RANGE_ITEMS = 1_000
 
 #: the stored body keys of a plain pairwise label
 PLAIN_BODY = ("kind", "shown_order", "winner", "strength")
+_loads = orjson.loads
 
 
 def plain_sql(dialect: str) -> str:
-    """The SQL flag of a judgment: 1 when it is a plain pairwise label as far as its row says,
-    else 0 (a NULL anywhere is 0). Its columns: kind ``pairwise``, a production pass (review pass
-    0 or 1), no telemetry, rubric, judge or assist record. Its body: an object of the keys of
-    :data:`PLAIN_BODY` only; ``shown_order`` an array of exactly two strings; ``winner`` one of
-    ``a``, ``b``, ``tie``; ``strength`` missing, JSON ``null`` or an integer (SQLite: a JSON
-    real's text is not parsed as orjson parses it in every case, so a float strength is left to
-    the full path; PostgreSQL: a number, which the driver parses as it parses a whole body).
-    ``tests/io/test_export_plain_read.py`` holds it equal to :func:`python_plain` on every
-    twist."""
+    """The SQL flag of a judgment: 1 when it may be a plain pairwise label as far as its row
+    says, else 0 (a NULL anywhere is 0). Its columns: kind ``pairwise``, a production pass
+    (review pass 0 or 1), no telemetry, rubric, judge or assist record; its body: an object of
+    the keys of :data:`PLAIN_BODY` only. The values (two strings shown, a winner ``a``, ``b``
+    or ``tie``, a strength missing, ``null`` or an integer) are checked on the extracted
+    ``fields`` in Python (:func:`lean_values`): one JSON parse in SQL for them all, where a
+    ``json_type`` each cost one more parse of the body (SQLite). ``tests/io/
+    test_export_plain_read.py`` holds the flag and :func:`lean_values` together equal to
+    :func:`python_plain` on every twist."""
     columns = (
         "j.kind = 'pairwise' AND j.review_pass IN (0, 1) AND j.telemetry IS NULL"
         " AND j.rubric_key IS NULL AND j.judge IS NULL AND j.assisted_by IS NULL"
     )
     if dialect == "sqlite":
         keys = ", ".join(f"'$.{k}'" for k in PLAIN_BODY)
-        body = (
-            f"json_remove(j.body, {keys}) = '{{}}'"
-            " AND json_type(j.body, '$.shown_order[0]') = 'text'"
-            " AND json_type(j.body, '$.shown_order[1]') = 'text'"
-            " AND json_type(j.body, '$.shown_order[2]') IS NULL"
-            " AND json_type(j.body, '$.winner') = 'text'"
-            " AND json_extract(j.body, '$.winner') IN ('a', 'b', 'tie')"
-            " AND coalesce(json_type(j.body, '$.strength'), 'null') IN ('null', 'integer')"
-        )
+        # an array or a scalar body is not '{}' once the keys are removed
+        body = f"json_remove(j.body, {keys}) = '{{}}'"
     else:
         keys = " - ".join(f"'{k}'" for k in PLAIN_BODY)
         body = (
             "CASE WHEN jsonb_typeof(j.body) = 'object'"
             f" THEN (j.body - {keys}) = '{{}}'::jsonb ELSE false END"
-            " AND jsonb_typeof(j.body -> 'shown_order' -> 0) = 'string'"
-            " AND jsonb_typeof(j.body -> 'shown_order' -> 1) = 'string'"
-            " AND j.body -> 'shown_order' -> 2 IS NULL"
-            " AND jsonb_typeof(j.body -> 'shown_order') = 'array'"
-            " AND jsonb_typeof(j.body -> 'winner') = 'string'"
-            " AND j.body ->> 'winner' IN ('a', 'b', 'tie')"
-            " AND coalesce(jsonb_typeof(j.body -> 'strength'), 'null') IN ('null', 'number')"
         )
     return f"CASE WHEN {columns} AND {body} THEN 1 ELSE 0 END"
+
+
+def fields_sql(dialect: str) -> str:
+    """The body's shown order, winner and strength as one JSON array (a missing key: null)."""
+    if dialect == "sqlite":
+        return "json_extract(j.body, '$.shown_order', '$.winner', '$.strength')"
+    return "jsonb_build_array(j.body -> 'shown_order', j.body -> 'winner', j.body -> 'strength')"
+
+
+#: the winners of a plain label
+WINNERS = ("a", "b", "tie")
+
+
+def lean_values(fields: Any, sqlite: bool) -> tuple[str, str, str, int | float | None] | None:
+    """``(a, b, winner, strength)`` of a flagged lean row's ``fields``, or None when they are
+    not a plain label's: ``shown_order`` two strings, the winner ``a``, ``b`` or ``tie``, the
+    strength None (missing or ``null``) or an integer (PostgreSQL: or a float, parsed by the
+    driver as in a whole body; SQLite writes a real back as text with 15 digits, so a float
+    strength takes the full path there)."""
+    if sqlite:
+        fields = _loads(fields)
+    order, winner, strength = fields
+    if order.__class__ is not list or len(order) != 2:
+        return None
+    a, b = order
+    if a.__class__ is not str or b.__class__ is not str or winner not in WINNERS:
+        return None
+    if strength is None or strength.__class__ is int:
+        return a, b, winner, strength
+    if strength.__class__ is float and not sqlite:
+        return a, b, winner, strength
+    return None
 
 
 def python_plain(columns: dict[str, Any], body: Any, sqlite: bool) -> bool:
@@ -156,16 +175,7 @@ class Statements(RawSelects):
             " LEFT JOIN candidate_text_stats AS s ON s.candidate_pk = c.pk"
             f" WHERE c.item_pk BETWEEN {param} AND {param} ORDER BY c.item_pk, c.position"
         )
-        if self.sqlite:
-            fields = (
-                "json_extract(j.body, '$.shown_order[0]'), json_extract(j.body, '$.shown_order[1]'),"
-                " json_extract(j.body, '$.winner'), json_extract(j.body, '$.strength')"
-            )
-        else:  # the strength as JSONB, parsed by the driver as it parses a whole body
-            fields = (
-                "j.body -> 'shown_order' ->> 0, j.body -> 'shown_order' ->> 1,"
-                " j.body ->> 'winner', j.body -> 'strength'"
-            )
+        fields = fields_sql(dialect)
         # each item's judgments in pk order, in the (project_pk, item_pk) index's order
         self.lean_sql = (
             f"SELECT j.pk, j.item_pk, {fields}, r.rater_key, r.rater_hash, j.review_pass,"
