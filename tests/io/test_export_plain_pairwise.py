@@ -309,3 +309,48 @@ def test_a_plain_items_full_objects_read_again(engine):
         )
         assert [x.__class__ for x in read] == [columnar.PlainItem] * len(expected)
         assert [x.full() for x in read] == expected
+
+
+def test_the_agreement_tally_of_plain_labels_a_column_at_a_time(engine, monkeypatch):
+    """:func:`~.agreement_gate.label_columns` of plain labels only (a column at a time) gives
+    each (batch, dimension) cell the rows the label-by-label loop gives it, in the same order:
+    the same tally, cell for cell, and the same figures."""
+    import numpy as np
+
+    from preflab.io.export import agreement_gate
+
+    labels = []
+    with transaction(engine) as s:
+        p = repo.get_project(s, "plain")
+        for x in plain_read.read_items(
+            s,
+            p,
+            lambda row, cands, lean, raw: columnar.plain_item(row, cands, lean, raw, True),
+            lambda item: False,
+        ):
+            labels.extend((label, batch) for label, _, batch, _, _ in x.labels)
+    # every fourth label unbatched: two batches, so more than one cell a dimension
+    labels = [(j, b if k % 4 else None) for k, (j, b) in enumerate(labels)]
+    assert any(j.strength is None for j, _ in labels) and len(labels) > 30
+
+    def tally():
+        t = agreement_gate.AgreementTally()
+        for start in range(0, len(labels), 10):
+            t.add(labels[start : start + 10])
+        return t
+
+    fast = tally()
+    with monkeypatch.context() as m:
+        m.setattr(agreement_gate, "PlainLabel", type("NotPlain", (), {}))  # the loop instead
+        general = tally()
+    assert sorted(fast.cells) == sorted(general.cells) and len(fast.cells) >= 4
+    for key, cell in general.cells.items():
+        other = fast.cells[key]
+        for name in ("units", "units_2plus", "rows", "pairable", "coincidence", "agree", "kept"):
+            assert getattr(other, name) == getattr(cell, name), (key, name)
+        for name in ("unit_parts", "code_parts", "value_parts"):
+            got, want = getattr(other, name), getattr(cell, name)
+            assert len(got) == len(want)
+            for x, y in zip(got, want, strict=True):
+                assert x.dtype == y.dtype and np.array_equal(x, y), (key, name)
+    assert fast.figures() == general.figures()

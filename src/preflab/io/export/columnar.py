@@ -56,6 +56,7 @@ class PlainLabel:
         "review_pass",
         "source",
         "guideline_version",
+        "unit",
     )
     kind = "pairwise"
     rubric_id = None
@@ -73,6 +74,7 @@ class PlainLabel:
         review_pass: int,
         source: str,
         guideline_version: int | None,
+        unit: str,
     ) -> None:
         self.item_id = item_id
         self.shown_order = shown_order
@@ -84,6 +86,8 @@ class PlainLabel:
         self.review_pass = review_pass
         self.source = source
         self.guideline_version = guideline_version
+        #: the agreement unit, ``pair_unit(item_id, *shown_order)``
+        self.unit = unit
 
     @property
     def provenance(self) -> PlainLabel:
@@ -102,7 +106,7 @@ class PlainItem:
     (from its full rows, read again: :mod:`.plain_read` reads the items the collector
     declines in full up front, so this is a fallback)."""
 
-    __slots__ = ("item", "labels", "votes", "resolved", "_full")
+    __slots__ = ("item", "labels", "votes", "resolved", "_full", "kept", "dropped")
 
     def __init__(
         self,
@@ -111,8 +115,14 @@ class PlainItem:
         votes: list[PairVote],
         resolved: list[ResolvedPair | str] | None = None,
         full: Callable[[], ItemWithJudgments] | None = None,
+        kept: list[tuple[PlainLabel, int | None]] | None = None,
+        dropped: list[tuple[str, str]] | None = None,
     ) -> None:
         self.item, self.labels, self.votes, self._full = item, labels, votes, full
+        #: the labels the export keeps (not excluded, not AI unless ``include_ai``) with their
+        #: batch pk, and the ``(gate, reason)`` of each label it sets aside, in label order
+        self.kept: list[tuple[PlainLabel, int | None]] = kept if kept is not None else []
+        self.dropped: list[tuple[str, str]] = dropped if dropped is not None else []
         #: with ``plurality``: each unit decided (:func:`~.resolve.plurality_pair`: the pair
         #: or the reason it drops) in the order :func:`~.resolve.aggregate_pairwise` meets
         #: them in ``votes``, which is then empty
@@ -142,6 +152,8 @@ def plain_item(
     key = row[2]
     labels: list[tuple[PlainLabel, int, int | None, bool, str | None]] = []
     voted: list[tuple[tuple[str, str, str], Any, Any]] = []
+    kept: list[tuple[PlainLabel, int | None]] = []
+    dropped: list[tuple[str, str]] = []
     for (
         jpk,
         _item_pk,
@@ -174,11 +186,17 @@ def plain_item(
             review_pass,
             source,
             guideline_version,
+            f"{key}::{lo}|{hi}",
         )
         excluded = bool(excluded)  # SQLite's driver: 0 or 1
         labels.append((label, jpk, jbatch_pk, excluded, exclusion_reason))
-        if excluded or (source == "ai" and not include_ai):
+        if excluded:
+            dropped.append(("excluded", exclusion_reason or "excluded"))
             continue
+        if source == "ai" and not include_ai:
+            dropped.append(("source", "ai"))
+            continue
+        kept.append((label, jbatch_pk))
         score = (
             UNKNOWN_VOTE_STRENGTH * direction if strength is None else float(direction * strength)
         )
@@ -205,7 +223,7 @@ def plain_item(
             return None
     built = item_with_judgments(row, candidate_rows, [], raw).item
     if not plurality:
-        return PlainItem(built, labels, [v for _, v, _ in voted])
+        return PlainItem(built, labels, [v for _, v, _ in voted], None, None, kept, dropped)
     # aggregate_pairwise meets the units in vote order: sorted, each unit's votes together
     resolved: list[ResolvedPair | str] = []
     start = 0
@@ -215,7 +233,7 @@ def plain_item(
             unit = voted[start:end]
             resolved.append(plurality_pair(key, lo, hi, [v[1] for v in unit], [v[2] for v in unit]))
             start = end
-    return PlainItem(built, labels, [], resolved)
+    return PlainItem(built, labels, [], resolved, None, kept, dropped)
 
 
 #: SQLAlchemy's SQLite ``DateTime`` result processor (its stored text to a ``datetime``)
