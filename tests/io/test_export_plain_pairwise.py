@@ -209,6 +209,15 @@ def _raw_items(engine, project: str):
         assert next(lean, None) is None
 
 
+def _python_plain(row, raw: bool) -> bool:
+    """:func:`~.plain_read.python_plain` of a full judgment row (``JUDGMENT_COLUMNS``)."""
+    names = ("kind", "rubric_key", "review_pass", "telemetry", "judge", "assisted_by")
+    at = (2, 7, 9, 13, 16, 17)
+    columns = {n: row[k] for n, k in zip(names, at, strict=True)}
+    body = repo.json_value(row[3]) if raw else row[3]
+    return plain_read.python_plain(columns, body, sqlite=raw)
+
+
 def test_a_plain_item_has_the_objects_votes_and_labels(engine):
     """Every item the rows path takes has the votes of the label set at once
     (:func:`~.resolve.plain_pairwise` on its judgment objects) and a label per judgment with
@@ -221,17 +230,10 @@ def test_a_plain_item_has_the_objects_votes_and_labels(engine):
         for row, cands, judgments, lean, flagged, raw in _raw_items(engine, project):
             plain = columnar.plain_item(row, cands, lean, raw, False) if flagged else None
             full = repo.item_with_judgments(row, cands, judgments, raw)
-            # the SQL flag is exactly the columns' conditions (kind, pass, telemetry, rubric,
-            # judge, assist record) on every judgment of the item
-            assert flagged == all(
-                j[2] == "pairwise"
-                and j[9] in (0, 1)
-                and j[13] is None
-                and j[7] is None
-                and j[16] is None
-                and j[17] is None
-                for j in judgments
-            )
+            # the SQL flag is exactly the columns' and the body's conditions (kind, pass,
+            # telemetry, rubric, judge, assist record; the body's keys and values) on every
+            # judgment of the item
+            assert flagged == all(_python_plain(j, raw) for j in judgments)
             if plain is None:
                 declined += 1
                 kept = [
@@ -307,3 +309,48 @@ def test_a_plain_items_full_objects_read_again(engine):
         )
         assert [x.__class__ for x in read] == [columnar.PlainItem] * len(expected)
         assert [x.full() for x in read] == expected
+
+
+def test_the_agreement_tally_of_plain_labels_a_column_at_a_time(engine, monkeypatch):
+    """:func:`~.agreement_gate.label_columns` of plain labels only (a column at a time) gives
+    each (batch, dimension) cell the rows the label-by-label loop gives it, in the same order:
+    the same tally, cell for cell, and the same figures."""
+    import numpy as np
+
+    from preflab.io.export import agreement_gate
+
+    labels = []
+    with transaction(engine) as s:
+        p = repo.get_project(s, "plain")
+        for x in plain_read.read_items(
+            s,
+            p,
+            lambda row, cands, lean, raw: columnar.plain_item(row, cands, lean, raw, True),
+            lambda item: False,
+        ):
+            labels.extend((label, batch) for label, _, batch, _, _ in x.labels)
+    # every fourth label unbatched: two batches, so more than one cell a dimension
+    labels = [(j, b if k % 4 else None) for k, (j, b) in enumerate(labels)]
+    assert any(j.strength is None for j, _ in labels) and len(labels) > 30
+
+    def tally():
+        t = agreement_gate.AgreementTally()
+        for start in range(0, len(labels), 10):
+            t.add(labels[start : start + 10])
+        return t
+
+    fast = tally()
+    with monkeypatch.context() as m:
+        m.setattr(agreement_gate, "PlainLabel", type("NotPlain", (), {}))  # the loop instead
+        general = tally()
+    assert sorted(fast.cells) == sorted(general.cells) and len(fast.cells) >= 4
+    for key, cell in general.cells.items():
+        other = fast.cells[key]
+        for name in ("units", "units_2plus", "rows", "pairable", "coincidence", "agree", "kept"):
+            assert getattr(other, name) == getattr(cell, name), (key, name)
+        for name in ("unit_parts", "code_parts", "value_parts"):
+            got, want = getattr(other, name), getattr(cell, name)
+            assert len(got) == len(want)
+            for x, y in zip(got, want, strict=True):
+                assert x.dtype == y.dtype and np.array_equal(x, y), (key, name)
+    assert fast.figures() == general.figures()

@@ -182,6 +182,8 @@ def label_columns(labels: list[tuple[JudgmentBase, Any]]) -> LabelColumns:
     ``batch-PK`` or ``unbatched``: a pairwise judgment's rows written out here as its
     :meth:`~preflab.schema.PairwiseJudgment.label_rows` gives them (without a validated
     ``LabelRow`` each, once per label of the export), any other kind's from ``label_rows``."""
+    if all(j.__class__ is PlainLabel for j, _ in labels):
+        return _plain_label_columns(labels)  # type: ignore[arg-type]
     units: list[str] = []
     values: list[float] = []
     dims: list[str] = []
@@ -212,6 +214,27 @@ def label_columns(labels: list[tuple[JudgmentBase, Any]]) -> LabelColumns:
         values=np.array(values, dtype=float),
         dimensions=np.array(dims, dtype=object),
         batches=np.array(batches, dtype=object),
+    )
+
+
+def _plain_label_columns(labels: list[tuple[PlainLabel, Any]]) -> LabelColumns:
+    """:func:`label_columns` of plain labels only, a column at a time: the ``winner`` rows of
+    every label then the ``strength`` rows of those with a known strength. Each (batch,
+    dimension) cell reads its rows in label order either way (:meth:`AgreementTally.add`
+    masks by both), so the tally is the same."""
+    units = [j.unit for j, _ in labels]
+    directions = [j.direction for j, _ in labels]
+    batches = ["unbatched" if b is None else f"batch-{b}" for _, b in labels]
+    known = [(k, j.strength) for k, (j, _) in enumerate(labels) if j.strength is not None]
+    n, m = len(labels), len(known)
+    return LabelColumns(
+        units=np.array(units + [units[k] for k, _ in known], dtype=object),
+        values=np.array(
+            [float(d) for d in directions] + [float(directions[k] * s) for k, s in known],
+            dtype=float,
+        ),
+        dimensions=np.array(["winner"] * n + ["strength"] * m, dtype=object),
+        batches=np.array(batches + [batches[k] for k, _ in known], dtype=object),
     )
 
 

@@ -160,19 +160,19 @@ class Collector:
                     stats["items_in"] += 1
                     data.items[item.id] = item
                     chat = chat or _is_chat(item)
-                    for label, _, batch_pk, excluded, reason in iwj.labels:
-                        in_by_kind["pairwise"] += 1
-                        if excluded:
-                            data.drops.drop("excluded", reason or "excluded", item.id)
-                            continue
-                        if not include_ai and label.source == "ai":
-                            data.drops.drop("source", "ai", item.id)
-                            continue
-                        raters_in.add(label.rater_id)
-                        used_by_kind["pairwise"] += 1
-                        used_by_source[label.source] += 1
-                        labels_with_batch.append((label, batch_pk))  # type: ignore[arg-type]
-                        label_index.add(label)  # type: ignore[arg-type]
+                    # the labels set aside and kept as plain_item sorted them (with the
+                    # collector's include_ai); a count added only when there is one to add
+                    if iwj.labels:
+                        in_by_kind["pairwise"] += len(iwj.labels)
+                    for gate, reason in iwj.dropped:
+                        data.drops.drop(gate, reason, item.id)
+                    if iwj.kept:
+                        used_by_kind["pairwise"] += len(iwj.kept)
+                        for label, _ in iwj.kept:
+                            raters_in.add(label.rater_id)
+                            used_by_source[label.source] += 1
+                            label_index.add(label)  # type: ignore[arg-type]
+                        labels_with_batch.extend(iwj.kept)  # type: ignore[arg-type]
                     if iwj.resolved is None:
                         votes.extend(iwj.votes)
                     elif plurality:

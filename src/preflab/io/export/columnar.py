@@ -29,14 +29,15 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
+from sqlalchemy import DateTime
+from sqlalchemy.dialects import sqlite
+
 from ...schema import Item
-from ...store.repo import ItemWithJudgments, item_with_judgments, json_value
+from ...store.repo import ItemWithJudgments, item_with_judgments
 from ...store.rows import as_utc
 from . import plain_read
+from .plain_read import lean_values
 from .resolve import UNKNOWN_VOTE_STRENGTH, PairVote, ResolvedPair, plurality_pair
-
-#: the stored body keys of a plain pairwise label
-PLAIN_BODY = frozenset({"kind", "shown_order", "winner", "strength"})
 
 
 class PlainLabel:
@@ -55,6 +56,7 @@ class PlainLabel:
         "review_pass",
         "source",
         "guideline_version",
+        "unit",
     )
     kind = "pairwise"
     rubric_id = None
@@ -65,13 +67,14 @@ class PlainLabel:
         item_id: str,
         shown_order: tuple[str, str],
         winner: str,
-        strength: int | None,
+        strength: float | None,
         direction: int,
         rater_id: str,
         rater_hash: str | None,
         review_pass: int,
         source: str,
         guideline_version: int | None,
+        unit: str,
     ) -> None:
         self.item_id = item_id
         self.shown_order = shown_order
@@ -83,6 +86,8 @@ class PlainLabel:
         self.review_pass = review_pass
         self.source = source
         self.guideline_version = guideline_version
+        #: the agreement unit, ``pair_unit(item_id, *shown_order)``
+        self.unit = unit
 
     @property
     def provenance(self) -> PlainLabel:
@@ -101,7 +106,7 @@ class PlainItem:
     (from its full rows, read again: :mod:`.plain_read` reads the items the collector
     declines in full up front, so this is a fallback)."""
 
-    __slots__ = ("item", "labels", "votes", "resolved", "_full")
+    __slots__ = ("item", "labels", "votes", "resolved", "_full", "kept", "dropped")
 
     def __init__(
         self,
@@ -110,8 +115,14 @@ class PlainItem:
         votes: list[PairVote],
         resolved: list[ResolvedPair | str] | None = None,
         full: Callable[[], ItemWithJudgments] | None = None,
+        kept: list[tuple[PlainLabel, int | None]] | None = None,
+        dropped: list[tuple[str, str]] | None = None,
     ) -> None:
         self.item, self.labels, self.votes, self._full = item, labels, votes, full
+        #: the labels the export keeps (not excluded, not AI unless ``include_ai``) with their
+        #: batch pk, and the ``(gate, reason)`` of each label it sets aside, in label order
+        self.kept: list[tuple[PlainLabel, int | None]] = kept if kept is not None else []
+        self.dropped: list[tuple[str, str]] = dropped if dropped is not None else []
         #: with ``plurality``: each unit decided (:func:`~.resolve.plurality_pair`: the pair
         #: or the reason it drops) in the order :func:`~.resolve.aggregate_pairwise` meets
         #: them in ``votes``, which is then empty
@@ -134,16 +145,19 @@ def plain_item(
 ) -> PlainItem | None:
     """The item of an item row, its candidate rows and its lean judgment rows
     (:data:`.plain_read.LEAN_COLUMNS`, every one flagged plain in SQL: pairwise, a production
-    pass, no telemetry, rubric, judge or assist record) as a :class:`PlainItem`, or None when
-    its labels are not plain (a body key beyond :data:`PLAIN_BODY`, a rater twice on a pair).
+    pass, no telemetry, rubric, judge or assist record, a body of a shown order, winner and
+    strength only: :func:`.plain_read.plain_sql`) as a :class:`PlainItem`, or None when its
+    labels are not plain (a rater twice on a pair).
     With ``plurality`` its units are decided here (:attr:`PlainItem.resolved`), no vote built."""
     key = row[2]
     labels: list[tuple[PlainLabel, int, int | None, bool, str | None]] = []
     voted: list[tuple[tuple[str, str, str], Any, Any]] = []
+    kept: list[tuple[PlainLabel, int | None]] = []
+    dropped: list[tuple[str, str]] = []
     for (
         jpk,
         _item_pk,
-        body,
+        fields,
         rater_key,
         stored_hash,
         review_pass,
@@ -155,13 +169,10 @@ def plain_item(
         exclusion_reason,
         _flag,
     ) in judgment_rows:
-        if raw:
-            body = json_value(body)
-        if not PLAIN_BODY.issuperset(body):
+        values = lean_values(fields, raw)
+        if values is None:  # not a plain label's values: the general path
             return None
-        a, b = body["shown_order"]
-        winner = body["winner"]
-        strength = body.get("strength")
+        a, b, winner, strength = values
         lo, hi = (a, b) if a <= b else (b, a)
         direction = 0 if winner == "tie" else -1 if (a if winner == "a" else b) == lo else 1
         label = PlainLabel(
@@ -175,16 +186,25 @@ def plain_item(
             review_pass,
             source,
             guideline_version,
+            f"{key}::{lo}|{hi}",
         )
+        excluded = bool(excluded)  # SQLite's driver: 0 or 1
         labels.append((label, jpk, jbatch_pk, excluded, exclusion_reason))
-        if excluded or (source == "ai" and not include_ai):
+        if excluded:
+            dropped.append(("excluded", exclusion_reason or "excluded"))
             continue
+        if source == "ai" and not include_ai:
+            dropped.append(("source", "ai"))
+            continue
+        kept.append((label, jbatch_pk))
         score = (
             UNKNOWN_VOTE_STRENGTH * direction if strength is None else float(direction * strength)
         )
         if plurality:
             voted.append(((lo, hi, rater_key), score, stored_hash or rater_key))
             continue
+        if submitted_at.__class__ is str:  # SQLite's stored text, as SQLAlchemy parses it
+            submitted_at = _sqlite_datetime(submitted_at)
         vote = PairVote(
             key,
             lo,
@@ -203,7 +223,7 @@ def plain_item(
             return None
     built = item_with_judgments(row, candidate_rows, [], raw).item
     if not plurality:
-        return PlainItem(built, labels, [v for _, v, _ in voted])
+        return PlainItem(built, labels, [v for _, v, _ in voted], None, None, kept, dropped)
     # aggregate_pairwise meets the units in vote order: sorted, each unit's votes together
     resolved: list[ResolvedPair | str] = []
     start = 0
@@ -213,7 +233,13 @@ def plain_item(
             unit = voted[start:end]
             resolved.append(plurality_pair(key, lo, hi, [v[1] for v in unit], [v[2] for v in unit]))
             start = end
-    return PlainItem(built, labels, [], resolved)
+    return PlainItem(built, labels, [], resolved, None, kept, dropped)
+
+
+#: SQLAlchemy's SQLite ``DateTime`` result processor (its stored text to a ``datetime``)
+_sqlite_datetime: Any = (
+    DateTime().dialect_impl(sqlite.dialect()).result_processor(sqlite.dialect(), None)
+)
 
 
 def _first(pair: tuple[Any, ...]) -> Any:
