@@ -226,6 +226,9 @@ def iter_lean_chunks(
                 listed.extend(group)
                 if not all(map(get_plain, listed)):
                     not_plain.add(item_pk)
+            # the rows dropped before the chunk is folded: the fold's sweep of the youngest
+            # generation (quality_source.SWEEP_ITEMS) then finds them freed, not alive
+            del cand_rows, judged_rows
             yield LeanChunk(rows, candidates, judged, not_plain, first, last, reads)
     finally:
         cursor.close()
