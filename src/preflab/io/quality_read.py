@@ -8,7 +8,8 @@ report reads taken out of its body in SQL (``json_extract`` on SQLite, ``->>`` o
 JSONB) instead of every body parsed in Python:
 
 * an item: its key, whether it has gold, its import batch;
-* a candidate: its key and its text (``None``: a message list);
+* a candidate: its key, its text (``None``: a message list) and its stored word length and
+  formatting features (``None``: none stored of the current version);
 * a judgment (not excluded): whether it is **plain** (pairwise, no telemetry, not an
   adjudication, not by a model unless those count, no critique spans: what
   :mod:`preflab.quality.accumulate_columns` requires of each judgment), its rater, shown order,
@@ -102,8 +103,9 @@ class LeanChunk:
     """One chunk of a project's items (:func:`iter_lean_chunks`).
 
     ``items``: ``(pk, item key, has gold, import batch pk)`` in pk order; ``candidates`` and
-    ``judgments`` by item pk (every item has an entry in both): ``(key, text)`` in position
-    order and :data:`LeanJudgment` s in judgment pk order; ``plain``: the pks of the items whose
+    ``judgments`` by item pk (every item has an entry in both): ``(key, text, stored)`` in
+    position order (``stored``: ``(words, the five formatting features)`` stored for the text, a
+    :data:`~preflab.quality.text_stats.Stats`' last two, or ``None``) and :data:`LeanJudgment` s in judgment pk order; ``plain``: the pks of the items whose
     every judgment is plain (item and candidates not checked here)."""
 
     items: list[Any]
@@ -152,9 +154,12 @@ def iter_lean_chunks(
         "SELECT pk, project_pk, item_key, gold IS NULL, batch_pk FROM items"
         f" WHERE pk BETWEEN {param} AND {param} ORDER BY pk"
     )
-    # each candidate's stored text statistics after its text (NULL: not computed), put in the
-    # text statistics memo for the report's text features (quality/text_stats.py)
+    # each candidate's stored text statistics after its text (NULL: not computed): a plain
+    # item's candidates carry them (the report's text features read them as TextFeatures.entry
+    # reads them from the memo, quality/text_stats.py; the memo is not filled here)
     versions = current_versions(session)
+    # the versions whose stored rows a reader takes (StatsMemo.remember's test)
+    usable = {pk for pk, fingerprint in versions.items() if fingerprint is not None}
     stats = ", ".join(f"s.{name}" for name in stored_text.STATS_COLUMNS)
     cand_sql = (
         f"SELECT c.item_pk, c.candidate_key, c.text, {stats} FROM candidates c"
@@ -192,12 +197,16 @@ def iter_lean_chunks(
             candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
             cursor.execute(cand_sql, (first, last))
             cand_rows = cursor.fetchall()
-            if versions:
-                stored_text.MEMO.remember(cand_rows, versions, 2, 3)
-            for pk, key, text, *_ in cand_rows:
-                listed = candidates.get(pk)
+            for r in cand_rows:
+                listed = candidates.get(r[0])
                 if listed is not None:
-                    listed.append((key, text))
+                    # (key, text, (words, features) when stored for the text, else None)
+                    text = r[2]
+                    listed.append(
+                        (r[1], text, (r[5], r[6:11]))
+                        if text is not None and r[3] in usable
+                        else (r[1], text, None)
+                    )
             cursor.execute(judg_sql, (project.pk, first, last))
             judged_rows: list[Any] = list(cursor.fetchall())
             # (C-level scans: most chunks have no flag, no time, every judgment plain)

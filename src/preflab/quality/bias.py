@@ -472,6 +472,23 @@ class FormattingCounts:
             acc[2] += int(np.count_nonzero(a != b))
             acc[3] += int(np.count_nonzero(a > b))
 
+    def add_rows(self, chosen: Sequence[Sequence[int]], rejected: Sequence[Sequence[int]]) -> None:
+        """:meth:`add_many` of pairs given as rows of the features in :data:`FEATURE_NAMES`
+        order (the same integer sums)."""
+        n = len(chosen)
+        if not n:
+            return
+        self.n += n
+        a_all = np.array(chosen, dtype=np.int64).reshape(n, len(FEATURE_NAMES))
+        b_all = np.array(rejected, dtype=np.int64).reshape(n, len(FEATURE_NAMES))
+        for k, name in enumerate(FEATURE_NAMES):
+            acc = self.per_feature[name]
+            a, b = a_all[:, k], b_all[:, k]
+            acc[0] += int(np.count_nonzero(a > 0))
+            acc[1] += int(np.count_nonzero(b > 0))
+            acc[2] += int(np.count_nonzero(a != b))
+            acc[3] += int(np.count_nonzero(a > b))
+
     def merge(self, other: FormattingCounts) -> None:
         self.n += other.n
         for name, acc in self.per_feature.items():
