@@ -463,8 +463,9 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
         features_of = acc.texts.features_of
 
         def features(c: _Text) -> tuple[int, ...]:
-            if c[1] is not None:
-                return c[1]
+            stored: tuple[int, ...] | None = c[1]
+            if stored is not None:
+                return stored
             made = features_of(c[3], c[2])
             return tuple(made[name] for name in FEATURE_NAMES)
 
