@@ -56,7 +56,9 @@ def _judgment_sql(dialect: str, include_ai: bool) -> str:
     """The lean judgment query of a chunk: ``rater, a, b, winner, strength, guideline_version,
     rationale, times known, item_pk, flags, plain, started_at, submitted_at`` (the first eight a
     :data:`LeanJudgment` once the times are made milliseconds), in the order of the
-    ``(project_pk, item_pk)`` index: each item's judgments in pk order (no sort)."""
+    ``(project_pk, item_pk)`` index: each item's judgments in pk order (no sort). On SQLite the
+    rater is its pk (``raters`` not joined: a B-tree look-up a judgment, ~1 s CPU at 1M
+    judgments), made its key by :func:`_with_rater_keys`."""
     if dialect == "sqlite":
         spans = "json_type(j.body, '$.spans')"
         # a body that does not name spans has none (most: no JSON function called for them)
@@ -88,11 +90,16 @@ def _judgment_sql(dialect: str, include_ai: bool) -> str:
         f"(j.kind = 'pairwise' AND j.telemetry IS NULL AND j.review_pass < {ADJUDICATION}"
         f"{ai} AND {no_spans})"
     )
+    rater, join = (
+        ("j.rater_pk", "")
+        if dialect == "sqlite"
+        else ("r.rater_key", " JOIN raters AS r ON r.pk = j.rater_pk")
+    )
     return (
-        f"SELECT r.rater_key, {fields}, j.guideline_version, j.rationale,"
+        f"SELECT {rater}, {fields}, j.guideline_version, j.rationale,"
         " CASE WHEN j.started_at IS NULL OR j.submitted_at IS NULL THEN NULL ELSE 1 END,"
         f" j.item_pk, {flags}, {plain}, j.started_at, j.submitted_at"
-        " FROM judgments AS j JOIN raters AS r ON r.pk = j.rater_pk"
+        f" FROM judgments AS j{join}"
         f" WHERE j.project_pk = {param} AND j.item_pk BETWEEN {param} AND {param}"
         " ORDER BY j.item_pk, j.pk"
     )
@@ -167,6 +174,7 @@ def iter_lean_chunks(
         f" WHERE c.item_pk BETWEEN {param} AND {param} ORDER BY c.item_pk, c.position"
     )
     reads = FullReads(session, project)
+    rater_keys: dict[Any, Any] = {}  # SQLite: a rater's key by its pk (_with_rater_keys)
     judg_sql = _judgment_sql(dialect, include_ai)
     # the time columns: SQLite holds SQLAlchemy's text (parsed here as its DateTime type does)
     to_datetime = None
@@ -208,7 +216,9 @@ def iter_lean_chunks(
                         else (r[1], text, None)
                     )
             cursor.execute(judg_sql, (project.pk, first, last))
-            judged_rows: list[Any] = list(cursor.fetchall())
+            judged_rows: list[Any] = cursor.fetchall()
+            if sqlite and judged_rows:
+                judged_rows = _with_rater_keys(cursor, judged_rows, rater_keys)
             # (C-level scans: most chunks have no flag, no time, every judgment plain)
             if any(map(get_flags, judged_rows)):
                 for r in judged_rows:
@@ -241,6 +251,25 @@ def iter_lean_chunks(
             yield LeanChunk(rows, candidates, judged, not_plain, first, last, reads)
     finally:
         cursor.close()
+
+
+def _with_rater_keys(cursor: Any, rows: list[Any], keys: dict[Any, Any]) -> list[Any]:
+    """SQLite's lean judgment ``rows`` (the rater's pk first) with the rater's key in its
+    place, as the join with ``raters`` gives them (a row whose rater is not there dropped);
+    ``keys`` holds the keys read so far (the missing ones read here, by pk)."""
+    cols = list(zip(*rows))
+    missing = list(set(cols[0]).difference(keys))
+    for start in range(0, len(missing), 500):
+        some = missing[start : start + 500]
+        marks = ", ".join("?" * len(some))
+        cursor.execute(f"SELECT pk, rater_key FROM raters WHERE pk IN ({marks})", some)
+        keys.update(cursor.fetchall())
+    if missing and not keys.keys() >= set(missing):
+        rows = [r for r in rows if r[0] in keys]
+        if not rows:
+            return []
+        cols = list(zip(*rows))
+    return list(zip(map(keys.__getitem__, cols[0]), *cols[1:]))
 
 
 def _elapsed_ms(rows: Sequence[Any], to_datetime: Any) -> list[float]:
