@@ -216,7 +216,7 @@ def iter_lean_chunks(
                         else (r[1], text, None)
                     )
             cursor.execute(judg_sql, (project.pk, first, last))
-            judged_rows: list[Any] = cursor.fetchall()
+            judged_rows: list[Any] = list(cursor.fetchall())
             if sqlite and judged_rows:
                 judged_rows = _with_rater_keys(cursor, judged_rows, rater_keys)
             # (C-level scans: most chunks have no flag, no time, every judgment plain)
