@@ -9,7 +9,8 @@ JSONB) instead of every body parsed in Python:
 
 * an item: its key, whether it has gold, its import batch;
 * a candidate: its key, its text (``None``: a message list) and its stored word length and
-  formatting features (``None``: none stored of the current version);
+  formatting features (``None``: none stored of the current version; the text is ``''`` when
+  they are, as nothing reads it then);
 * a judgment (not excluded): whether it is **plain** (pairwise, no telemetry, not an
   adjudication, not by a model unless those count, no critique spans: what
   :mod:`preflab.quality.accumulate_columns` requires of each judgment), its rater, shown order,
@@ -112,7 +113,7 @@ class LeanChunk:
     ``items``: ``(pk, item key, has gold, import batch pk)`` in pk order; ``candidates`` and
     ``judgments`` by item pk (every item has an entry in both): ``(key, text, stored)`` in
     position order (``stored``: ``(words, the five formatting features)`` stored for the text, a
-    :data:`~preflab.quality.text_stats.Stats`' last two, or ``None``) and :data:`LeanJudgment` s in judgment pk order; ``plain``: the pks of the items whose
+    :data:`~preflab.quality.text_stats.Stats`' last two, the text then ``''``; or ``None``) and :data:`LeanJudgment` s in judgment pk order; ``plain``: the pks of the items whose
     every judgment is plain (item and candidates not checked here)."""
 
     items: list[Any]
@@ -168,8 +169,16 @@ def iter_lean_chunks(
     # the versions whose stored rows a reader takes (StatsMemo.remember's test)
     usable = {pk for pk, fingerprint in versions.items() if fingerprint is not None}
     stats = ", ".join(f"s.{name}" for name in stored_text.STATS_COLUMNS)
+    # a text whose statistics are stored is not read ('' in its place): nothing the fold does
+    # with a plain item's candidate reads it then (~0.15 s CPU a 100k judgments on SQLite)
+    text = "c.text"
+    if usable:
+        listed = ", ".join(str(int(pk)) for pk in sorted(usable))
+        text = (
+            f"CASE WHEN c.text IS NOT NULL AND s.version_pk IN ({listed}) THEN '' ELSE c.text END"
+        )
     cand_sql = (
-        f"SELECT c.item_pk, c.candidate_key, c.text, {stats} FROM candidates c"
+        f"SELECT c.item_pk, c.candidate_key, {text}, {stats} FROM candidates c"
         " LEFT JOIN candidate_text_stats s ON s.candidate_pk = c.pk"
         f" WHERE c.item_pk BETWEEN {param} AND {param} ORDER BY c.item_pk, c.position"
     )
@@ -208,7 +217,8 @@ def iter_lean_chunks(
             for r in cand_rows:
                 listed = candidates.get(r[0])
                 if listed is not None:
-                    # (key, text, (words, features) when stored for the text, else None)
+                    # (key, text, (words, features) when stored for the text, else None);
+                    # the text '' when they are stored
                     text = r[2]
                     listed.append(
                         (r[1], text, (r[5], r[6:11]))
