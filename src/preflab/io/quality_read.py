@@ -8,7 +8,9 @@ report reads taken out of its body in SQL (``json_extract`` on SQLite, ``->>`` o
 JSONB) instead of every body parsed in Python:
 
 * an item: its key, whether it has gold, its import batch;
-* a candidate: its key and its text (``None``: a message list);
+* a candidate: its key, its text (``None``: a message list) and its stored word length and
+  formatting features (``None``: none stored of the current version; the text is ``''`` when
+  they are, as nothing reads it then);
 * a judgment (not excluded): whether it is **plain** (pairwise, no telemetry, not an
   adjudication, not by a model unless those count, no critique spans: what
   :mod:`preflab.quality.accumulate_columns` requires of each judgment), its rater, shown order,
@@ -55,7 +57,9 @@ def _judgment_sql(dialect: str, include_ai: bool) -> str:
     """The lean judgment query of a chunk: ``rater, a, b, winner, strength, guideline_version,
     rationale, times known, item_pk, flags, plain, started_at, submitted_at`` (the first eight a
     :data:`LeanJudgment` once the times are made milliseconds), in the order of the
-    ``(project_pk, item_pk)`` index: each item's judgments in pk order (no sort)."""
+    ``(project_pk, item_pk)`` index: each item's judgments in pk order (no sort). On SQLite the
+    rater is its pk (``raters`` not joined: a B-tree look-up a judgment, ~1 s CPU at 1M
+    judgments), made its key by :func:`_with_rater_keys`."""
     if dialect == "sqlite":
         spans = "json_type(j.body, '$.spans')"
         # a body that does not name spans has none (most: no JSON function called for them)
@@ -87,11 +91,16 @@ def _judgment_sql(dialect: str, include_ai: bool) -> str:
         f"(j.kind = 'pairwise' AND j.telemetry IS NULL AND j.review_pass < {ADJUDICATION}"
         f"{ai} AND {no_spans})"
     )
+    rater, join = (
+        ("j.rater_pk", "")
+        if dialect == "sqlite"
+        else ("r.rater_key", " JOIN raters AS r ON r.pk = j.rater_pk")
+    )
     return (
-        f"SELECT r.rater_key, {fields}, j.guideline_version, j.rationale,"
+        f"SELECT {rater}, {fields}, j.guideline_version, j.rationale,"
         " CASE WHEN j.started_at IS NULL OR j.submitted_at IS NULL THEN NULL ELSE 1 END,"
         f" j.item_pk, {flags}, {plain}, j.started_at, j.submitted_at"
-        " FROM judgments AS j JOIN raters AS r ON r.pk = j.rater_pk"
+        f" FROM judgments AS j{join}"
         f" WHERE j.project_pk = {param} AND j.item_pk BETWEEN {param} AND {param}"
         " ORDER BY j.item_pk, j.pk"
     )
@@ -102,8 +111,9 @@ class LeanChunk:
     """One chunk of a project's items (:func:`iter_lean_chunks`).
 
     ``items``: ``(pk, item key, has gold, import batch pk)`` in pk order; ``candidates`` and
-    ``judgments`` by item pk (every item has an entry in both): ``(key, text)`` in position
-    order and :data:`LeanJudgment` s in judgment pk order; ``plain``: the pks of the items whose
+    ``judgments`` by item pk (every item has an entry in both): ``(key, text, stored)`` in
+    position order (``stored``: ``(words, the five formatting features)`` stored for the text, a
+    :data:`~preflab.quality.text_stats.Stats`' last two, the text then ``''``; or ``None``) and :data:`LeanJudgment` s in judgment pk order; ``plain``: the pks of the items whose
     every judgment is plain (item and candidates not checked here)."""
 
     items: list[Any]
@@ -152,16 +162,28 @@ def iter_lean_chunks(
         "SELECT pk, project_pk, item_key, gold IS NULL, batch_pk FROM items"
         f" WHERE pk BETWEEN {param} AND {param} ORDER BY pk"
     )
-    # each candidate's stored text statistics after its text (NULL: not computed), put in the
-    # text statistics memo for the report's text features (quality/text_stats.py)
+    # each candidate's stored text statistics after its text (NULL: not computed): a plain
+    # item's candidates carry them (the report's text features read them as TextFeatures.entry
+    # reads them from the memo, quality/text_stats.py; the memo is not filled here)
     versions = current_versions(session)
+    # the versions whose stored rows a reader takes (StatsMemo.remember's test)
+    usable = {pk for pk, fingerprint in versions.items() if fingerprint is not None}
     stats = ", ".join(f"s.{name}" for name in stored_text.STATS_COLUMNS)
+    # a text whose statistics are stored is not read ('' in its place): nothing the fold does
+    # with a plain item's candidate reads it then (~0.15 s CPU a 100k judgments on SQLite)
+    text_col = "c.text"
+    if usable:
+        in_list = ", ".join(str(int(pk)) for pk in sorted(usable))
+        text_col = (
+            f"CASE WHEN c.text IS NOT NULL AND s.version_pk IN ({in_list}) THEN '' ELSE c.text END"
+        )
     cand_sql = (
-        f"SELECT c.item_pk, c.candidate_key, c.text, {stats} FROM candidates c"
+        f"SELECT c.item_pk, c.candidate_key, {text_col}, {stats} FROM candidates c"
         " LEFT JOIN candidate_text_stats s ON s.candidate_pk = c.pk"
         f" WHERE c.item_pk BETWEEN {param} AND {param} ORDER BY c.item_pk, c.position"
     )
     reads = FullReads(session, project)
+    rater_keys: dict[Any, Any] = {}  # SQLite: a rater's key by its pk (_with_rater_keys)
     judg_sql = _judgment_sql(dialect, include_ai)
     # the time columns: SQLite holds SQLAlchemy's text (parsed here as its DateTime type does)
     to_datetime = None
@@ -192,14 +214,21 @@ def iter_lean_chunks(
             candidates: dict[int, list[Any]] = {r[0]: [] for r in rows}
             cursor.execute(cand_sql, (first, last))
             cand_rows = cursor.fetchall()
-            if versions:
-                stored_text.MEMO.remember(cand_rows, versions, 2, 3)
-            for pk, key, text, *_ in cand_rows:
-                listed = candidates.get(pk)
+            for r in cand_rows:
+                listed = candidates.get(r[0])
                 if listed is not None:
-                    listed.append((key, text))
+                    # (key, text, (words, features) when stored for the text, else None);
+                    # the text '' when they are stored
+                    text = r[2]
+                    listed.append(
+                        (r[1], text, (r[5], r[6:11]))
+                        if text is not None and r[3] in usable
+                        else (r[1], text, None)
+                    )
             cursor.execute(judg_sql, (project.pk, first, last))
             judged_rows: list[Any] = list(cursor.fetchall())
+            if sqlite and judged_rows:
+                judged_rows = _with_rater_keys(cursor, judged_rows, rater_keys)
             # (C-level scans: most chunks have no flag, no time, every judgment plain)
             if any(map(get_flags, judged_rows)):
                 for r in judged_rows:
@@ -226,9 +255,31 @@ def iter_lean_chunks(
                 listed.extend(group)
                 if not all(map(get_plain, listed)):
                     not_plain.add(item_pk)
+            # the rows dropped before the chunk is folded: the fold's sweep of the youngest
+            # generation (quality_source.SWEEP_ITEMS) then finds them freed, not alive
+            del cand_rows, judged_rows
             yield LeanChunk(rows, candidates, judged, not_plain, first, last, reads)
     finally:
         cursor.close()
+
+
+def _with_rater_keys(cursor: Any, rows: list[Any], keys: dict[Any, Any]) -> list[Any]:
+    """SQLite's lean judgment ``rows`` (the rater's pk first) with the rater's key in its
+    place, as the join with ``raters`` gives them (a row whose rater is not there dropped);
+    ``keys`` holds the keys read so far (the missing ones read here, by pk)."""
+    cols = list(zip(*rows))
+    missing = list(set(cols[0]).difference(keys))
+    for start in range(0, len(missing), 500):
+        some = missing[start : start + 500]
+        marks = ", ".join("?" * len(some))
+        cursor.execute(f"SELECT pk, rater_key FROM raters WHERE pk IN ({marks})", some)
+        keys.update(cursor.fetchall())
+    if missing and not keys.keys() >= set(missing):
+        rows = [r for r in rows if r[0] in keys]
+        if not rows:
+            return []
+        cols = list(zip(*rows))
+    return list(zip(map(keys.__getitem__, cols[0]), *cols[1:]))
 
 
 def _elapsed_ms(rows: Sequence[Any], to_datetime: Any) -> list[float]:

@@ -521,12 +521,28 @@ def _long(
     read units only through :func:`~.table.factorize`, whose codes of these ranks are the
     ranks themselves, as its codes of the names are; one sort of the names, not one per
     function of every label's name."""
-    names = np.empty(len(unit_names), dtype=object)
-    names[:] = unit_names
-    _, ranks = np.unique(names, return_inverse=True)
+    ranks = _ranks(unit_names)
     lengths = np.fromiter((len(v) for v in patterns), dtype=np.int64, count=len(patterns))
     values = np.fromiter((x for v in patterns for x in v), dtype=float, count=int(lengths.sum()))
-    return np.repeat(ranks.reshape(-1).astype(np.int64), lengths), values
+    return np.repeat(ranks, lengths), values
+
+
+def _ranks(unit_names: Sequence[str]) -> np.ndarray:
+    """Each name's rank among the distinct names (``np.unique(names, return_inverse=True)``'s
+    codes): distinct strings ranked by Python's sort of their positions (its string comparison
+    is the order ``np.unique`` sorts an object array in, ~3x faster than numpy's object
+    sort); anything else through ``np.unique``."""
+    names = list(unit_names)
+    n = len(names)
+    if all(type(x) is str for x in names) and len(set(names)) == n:
+        ranks = np.empty(n, dtype=np.int64)
+        ranks[sorted(range(n), key=names.__getitem__)] = np.arange(n, dtype=np.int64)
+        return ranks
+    objects = np.empty(n, dtype=object)
+    objects[:] = names
+    _, codes = np.unique(objects, return_inverse=True)
+    out: np.ndarray = codes.reshape(-1).astype(np.int64)
+    return out
 
 
 class TextFeatures:

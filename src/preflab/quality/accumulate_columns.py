@@ -44,6 +44,7 @@ from .accumulate import (
     _unit_groups,
 )
 from .adjudication import reasons_for, unit_scores
+from .bias import FEATURE_NAMES
 
 # positions in a lean judgment (preflab.io.quality_read.LeanJudgment: 13 columns, the first
 # eight these)
@@ -59,7 +60,7 @@ def plain_item(judgments: list[Any], candidates: list[Any], has_gold: bool) -> b
     """Whether an item whose every judgment the reader found plain (pairwise, no telemetry, no
     adjudication, no model's unless those count, no spans: ``preflab.io.quality_read``) is plain
     pairwise (the module docstring): no gold, every candidate a text, no two judgments of one
-    (pair, rater); ``judgments`` its lean judgments, ``candidates`` its ``(key, text)``."""
+    (pair, rater); ``judgments`` its lean judgments, ``candidates`` its ``(key, text, stored)``."""
     if has_gold:
         return False
     for c in candidates:
@@ -106,7 +107,7 @@ def add_plain_item(
     scores_cache: ScoresCache | None = None,
 ) -> None:
     """``acc.add(judgments, item)`` of a plain pairwise item (:func:`plain_item`) from its lean
-    judgments and ``(key, text)`` candidates: ``batch`` what ``acc._batch`` gives its
+    judgments and ``(key, text, stored)`` candidates: ``batch`` what ``acc._batch`` gives its
     judgments; ``scores_cache`` (:class:`ScoresCache`, one per accumulator) saves the
     adjudication scores of value patterns already seen."""
     n = len(judgments)
@@ -175,8 +176,8 @@ def add_plain_item(
     # _candidate_lengths: every candidate's text and its cache entry, in position order
     entry = acc.texts.entry
     lens: dict[Any, tuple[str, list[Any]]] = {}
-    for key, text in candidates:
-        lens[key] = (text, entry(text))
+    for key, text, stored in candidates:
+        lens[key] = (text, entry(text) if stored is None else _stored_entry(stored))
     _bias(acc, judgments, lens)
     # _telemetry: no telemetry, so only the rationales kept for the near-duplicate search
     for k, j in enumerate(judgments):
@@ -185,6 +186,12 @@ def add_plain_item(
             acc.n_rationales += 1
             if len(acc.rationales) < acc.bounds.rationales:
                 acc.rationales.append((base + k, item_key, j[_RATER], rationale))
+
+
+def _stored_entry(stored: tuple[int, tuple[int, ...]]) -> list[Any]:
+    """:meth:`TextFeatures.entry <.accumulate.TextFeatures.entry>` of a text whose statistics
+    are stored (a lean candidate's ``(words, features)``): what it makes of the memo's."""
+    return [stored[0], dict(zip(FEATURE_NAMES, stored[1], strict=True))]
 
 
 class ScoresCache:
@@ -271,8 +278,13 @@ def _bias(
     acc._queue_pairs(chosen, rejected)
 
 
+#: a candidate's text in a run (:func:`_fold_run`): its word length, its formatting features in
+#: FEATURE_NAMES order when stored (else None), its text and its text cache entry (None when
+#: stored)
+_Text = tuple[int, Any, Any, Any]
+
 #: one plain item of a run (:func:`add_plain_items`): its key, lean judgments
-#: (``preflab.io.quality_read.LeanJudgment``), ``(key, text)`` candidates and batch, as
+#: (``preflab.io.quality_read.LeanJudgment``), ``(key, text, stored)`` candidates and batch, as
 #: :func:`add_plain_item` takes them
 PlainItem = tuple[str, list[Any], list[Any], str]
 
@@ -329,11 +341,11 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
     # the adjudication queue's units: (item key, unit, winner values, strength values)
     queue_units: list[tuple[str, str, list[float], list[float]]] = []
     triad_items: list[tuple[str, list[Any]]] = []
-    # position counts and the decided pairs' candidate entries
+    # position counts and the decided pairs' candidates (_Text s)
     first_shown: list[int] = []
     decided_rater: list[int] = []
-    chosen_entries: list[tuple[str, list[Any]]] = []
-    rejected_entries: list[tuple[str, list[Any]]] = []
+    chosen_entries: list[_Text] = []
+    rejected_entries: list[_Text] = []
     n_unit = 0
     for item_key, judgments, candidates, batch in run:
         n = len(judgments)
@@ -352,9 +364,13 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
         w_units: dict[str, tuple[list[float], list[Any], int]] = {}
         s_units: dict[str, tuple[list[float], list[Any]]] = {}
         n_rows = 0
-        lens: dict[Any, tuple[str, list[Any]]] = {}
-        for c_key, text in candidates:
-            lens[c_key] = (text, entry(text))
+        lens: dict[Any, _Text] = {}
+        for c_key, text, stored in candidates:
+            if stored is None:
+                made = entry(text)  # the text cache's entry, in the order add makes them
+                lens[c_key] = (made[0], None, text, made)
+            else:
+                lens[c_key] = (stored[0], stored[1], text, None)
         for k, j in enumerate(judgments):
             # a lean judgment's 13 columns (io/quality_read.py), the last five the reader's
             rater, a, b, winner, strength, _, rationale, ms, _, _, _, _, _ = j
@@ -445,11 +461,18 @@ def _fold_run(acc: ReportAccumulator, run: Sequence[PlainItem], cache: ScoresCac
             pos[1] += int(decided[code])
     if chosen_entries:
         features_of = acc.texts.features_of
-        acc.formatting.add_many(
-            [features_of(e, t) for t, e in chosen_entries],
-            [features_of(e, t) for t, e in rejected_entries],
+
+        def features(c: _Text) -> tuple[int, ...]:
+            stored: tuple[int, ...] | None = c[1]
+            if stored is not None:
+                return stored
+            made = features_of(c[3], c[2])
+            return tuple(made[name] for name in FEATURE_NAMES)
+
+        acc.formatting.add_rows(
+            [features(c) for c in chosen_entries], [features(c) for c in rejected_entries]
         )
-        acc._queue_pairs([e[0] for _, e in chosen_entries], [e[0] for _, e in rejected_entries])
+        acc._queue_pairs([c[0] for c in chosen_entries], [c[0] for c in rejected_entries])
 
 
 def _agreement_rows(
