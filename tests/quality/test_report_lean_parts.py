@@ -125,43 +125,6 @@ def test_a_stored_entry_is_the_memos() -> None:
     assert accumulate_columns._stored_entry((4, features)) == expected
 
 
-def test_binomial_test_equals_scipys() -> None:
-    """Every (k, n) up to n = 160, and large n at random: the same float as binomtest."""
-    from scipy.stats import binomtest
-
-    from preflab.quality.bias import binom_two_sided
-
-    rng = random.Random(11)
-    cases = [(k, n) for n in range(1, 161) for k in range(n + 1)]
-    for _ in range(300):
-        n = rng.choice([rng.randint(161, 5000), rng.randint(5000, 2_000_000)])
-        center = n // 2 + rng.randint(-4 * int(n**0.5) - 2, 4 * int(n**0.5) + 2)
-        cases += [(max(0, min(n, center)), n), (rng.randint(0, n), n)]
-    differ = [(k, n) for k, n in cases if binom_two_sided(k, n) != binomtest(k, n, 0.5).pvalue]
-    assert differ == []
-    assert binom_two_sided(3, 6) == 1.0
-    assert binom_two_sided(0, 50) < 1e-10
-
-
-def test_bh_q_values_equal_scipys() -> None:
-    from scipy.stats import false_discovery_control
-
-    from preflab.quality.bias import bh_q_values
-
-    rng = np.random.default_rng(5)
-    for m in [0, 1, 2, 3, 10, 101, 1000]:
-        ps = rng.uniform(0, 1, m) ** 3
-        if m > 4:
-            ps[: m // 3] = ps[m // 3 : 2 * (m // 3)]  # ties
-            ps[0], ps[1] = 0.0, 1.0
-        listed = ps.tolist()
-        expected = false_discovery_control(listed, method="bh")
-        got = bh_q_values(listed)
-        assert np.asarray(got).tolist() == np.asarray(expected).tolist()
-    with pytest.raises(ValueError):
-        bh_q_values([0.5, 1.5])
-
-
 def test_ndtri_is_norm_ppf() -> None:
     from scipy.special import ndtri
     from scipy.stats import norm

@@ -16,7 +16,6 @@ pairs; the results are evidence to look at, not verdicts.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -158,7 +157,7 @@ def _logistic_fit(X: np.ndarray, y: np.ndarray, confidence: float) -> dict[str, 
     # scipy imported where it is used (~0.9 s CPU at import): the text features and the length
     # gate, which importers of this module use most, need none of it
     from scipy.optimize import minimize
-    from scipy.special import ndtri  # scipy.stats.norm.ppf's own function (its import ~0.3 s)
+    from scipy.special import ndtri  # what scipy.stats.norm.ppf computes (the same floats)
 
     # the same operations as ``1 / (1 + exp(-z))`` and ``y * z - logaddexp(0, z)``, in place
     # where a temporary is not needed again (the same floats; at the report's 2,000,000 pairs
@@ -302,87 +301,6 @@ def length_parity_gate(
     return GateResult(keep, reasons)
 
 
-def binom_two_sided(k: int, n: int) -> float:
-    """``scipy.stats.binomtest(k, n, 0.5).pvalue`` (two-sided, ``0 <= k <= n``, ``n >= 1``):
-    the same steps on the same functions (``binom``'s pmf, cdf and sf are
-    ``scipy.special``'s boost-based ``_binom_pmf``, ``_binom_cdf``, ``_binom_sf`` inside
-    ``rv_discrete``'s bounds and clipping), without importing ``scipy.stats`` (~0.3 s CPU, the
-    report's only other use of it). A scipy without those functions: ``binomtest`` itself."""
-    try:
-        from scipy.special._ufuncs import _binom_cdf, _binom_pmf, _binom_sf
-    except ImportError:  # pragma: no cover - another scipy
-        from scipy.stats import binomtest
-
-        return float(binomtest(k, n, 0.5).pvalue)
-    p = 0.5
-    nf = float(n)
-
-    def pmf(x: float) -> Any:
-        if 0 <= x <= n and math.floor(x) == x:
-            return np.clip(_binom_pmf(float(x), nf, p), 0, 1)
-        return np.float64(0.0)
-
-    def cdf(x: float) -> Any:
-        if x >= n:
-            return np.float64(1.0)
-        if x < 0:
-            return np.float64(0.0)
-        return np.clip(_binom_cdf(float(math.floor(x)), nf, p), 0, 1)
-
-    def sf(x: float) -> Any:
-        if x < 0:
-            return np.float64(1.0)
-        if x >= n:
-            return np.float64(0.0)
-        return np.clip(_binom_sf(float(math.floor(x)), nf, p), 0, 1)
-
-    def search(a: Any, d: Any, lo: Any, hi: Any) -> Any:  # _binary_search_for_binom_tst
-        while lo < hi:
-            mid = lo + (hi - lo) // 2
-            midval = a(mid)
-            if midval < d:
-                lo = mid + 1
-            elif midval > d:
-                hi = mid - 1
-            else:
-                return mid
-        return lo if a(lo) <= d else lo - 1
-
-    d = pmf(k)
-    rerr = 1 + 1e-7
-    if k == p * n:
-        return 1.0
-    if k < p * n:
-        ix = search(lambda x1: -pmf(x1), -d * rerr, np.ceil(p * n), n)
-        y = n - ix + int(d * rerr == pmf(ix))
-        pval = cdf(k) + sf(n - y)
-    else:
-        ix = search(pmf, d * rerr, 0, np.floor(p * n))
-        y = ix + 1
-        pval = cdf(y - 1) + sf(k - 1)
-    return float(min(1.0, pval))
-
-
-def bh_q_values(p_values: Sequence[float]) -> np.ndarray:
-    """``scipy.stats.false_discovery_control(p_values, method="bh")`` of p-values in [0, 1]
-    (the same operations: sorted, times ``m / i``, the running minimum from the largest,
-    put back, clipped), without importing ``scipy.stats``."""
-    ps = np.asarray(p_values)
-    if not (ps.dtype.kind in "iuf" and bool(np.all(ps == np.clip(ps, 0.0, 1.0)))):
-        raise ValueError("`ps` must include only numbers between 0 and 1.")
-    if ps.size <= 1:
-        return ps
-    m = ps.shape[-1]
-    order = np.argsort(ps, axis=-1)
-    ps = np.take_along_axis(ps, order, axis=-1)
-    i = np.arange(1, m + 1, dtype=ps.dtype)
-    ps = ps * (m / i)
-    np.minimum.accumulate(ps[..., ::-1], out=ps[..., ::-1], axis=-1)
-    np.put_along_axis(ps, order, values=ps.copy(), axis=-1)
-    out: np.ndarray = np.clip(ps, 0.0, 1.0)
-    return out
-
-
 def position_bias(judgments: Iterable[PairwiseJudgment], alpha: float = 0.05) -> dict[str, Any]:
     """Share of non-tied pairwise judgments where the first-shown answer won, per rater and
     overall, with an exact two-sided binomial test against 1/2.
@@ -407,9 +325,10 @@ def position_bias_from_counts(
 ) -> dict[str, Any]:
     """:func:`position_bias` from ``{rater: (first-shown chosen, non-tied judgments)}`` (the
     counts are sums over judgments: the streaming report adds them up item by item)."""
+    from scipy.stats import binomtest, false_discovery_control
 
     def stats(k: int, n: int) -> dict[str, Any]:
-        p = binom_two_sided(k, n) if n else 1.0
+        p = binomtest(k, n, 0.5).pvalue if n else 1.0
         return {
             "first_chosen": k,
             "n": n,
@@ -422,7 +341,7 @@ def position_bias_from_counts(
     total_n = sum(v[1] for v in per.values())
     per_rater = {r: stats(*v) for r, v in sorted(per.items())}
     if per_rater:
-        q_values = bh_q_values([s["p_value"] for s in per_rater.values()])
+        q_values = false_discovery_control([s["p_value"] for s in per_rater.values()], method="bh")
         for rater_stats, q in zip(per_rater.values(), q_values, strict=True):
             rater_stats["q_value"] = float(q)
             rater_stats["flagged"] = bool(q < alpha)
