@@ -111,6 +111,29 @@ def test_rater_keys_by_pk_equal_the_join() -> None:
     assert quality_read._with_rater_keys(cursor, [(2000, "x", 1)], keys) == []
 
 
+def test_rater_keys_past_the_bound_are_read_again(monkeypatch) -> None:
+    """The cache of keys is emptied past its bound (one rater a label does not grow it with
+    the project) and the rows are the join's all the same."""
+    monkeypatch.setattr(quality_read, "RATER_KEYS_BOUND", 50)
+    con = _raters_db()
+    cursor = con.cursor()
+    joined = cursor.execute(
+        "SELECT r.rater_key, j.x, j.y FROM j JOIN raters AS r ON r.pk = j.rater_pk ORDER BY j.pk"
+    ).fetchall()
+    keys: dict[object, object] = {}
+    got: list[object] = []
+    largest = 0
+    for start in range(0, 3000, 100):
+        rows = cursor.execute(
+            "SELECT rater_pk, x, y FROM j WHERE pk >= ? AND pk < ? ORDER BY pk",
+            (start, start + 100),
+        ).fetchall()
+        got.extend(quality_read._with_rater_keys(cursor, rows, keys))
+        largest = max(largest, len(keys))
+    assert got == joined
+    assert largest <= 50 + 100  # the bound plus one chunk's raters
+
+
 def test_a_stored_entry_is_the_memos() -> None:
     """A plain item's candidate whose statistics are stored gets the entry
     TextFeatures.entry makes of the memo's (the words, the features by name)."""

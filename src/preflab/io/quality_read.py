@@ -263,10 +263,17 @@ def iter_lean_chunks(
         cursor.close()
 
 
+#: rater keys kept by pk across chunks (SQLite's lean read) before the cache is emptied
+RATER_KEYS_BOUND = 100_000
+
+
 def _with_rater_keys(cursor: Any, rows: list[Any], keys: dict[Any, Any]) -> list[Any]:
     """SQLite's lean judgment ``rows`` (the rater's pk first) with the rater's key in its
     place, as the join with ``raters`` gives them (a row whose rater is not there dropped);
-    ``keys`` holds the keys read so far (the missing ones read here, by pk)."""
+    ``keys`` holds the keys read so far (the missing ones read here, by pk), emptied past
+    :data:`RATER_KEYS_BOUND` (a project of one rater a label: production feedback)."""
+    if len(keys) > RATER_KEYS_BOUND:
+        keys.clear()
     cols = list(zip(*rows))
     missing = list(set(cols[0]).difference(keys))
     for start in range(0, len(missing), 500):
