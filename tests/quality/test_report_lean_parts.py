@@ -88,21 +88,30 @@ def _raters_db() -> sqlite3.Connection:
     return con
 
 
-def test_rater_keys_by_pk_equal_the_join() -> None:
-    con = _raters_db()
-    cursor = con.cursor()
-    joined = cursor.execute(
-        "SELECT r.rater_key, j.x, j.y FROM j JOIN raters AS r ON r.pk = j.rater_pk ORDER BY j.pk"
-    ).fetchall()
-    keys: dict[object, object] = {}
+JOINED = "SELECT r.rater_key, j.x, j.y FROM j JOIN raters AS r ON r.pk = j.rater_pk ORDER BY j.pk"
+
+
+def _by_pk(cursor, keys: dict, chunk: int) -> tuple[list[object], int]:
+    """Every row of ``j`` through ``_with_rater_keys``, ``chunk`` rows at a time (the keys kept
+    between chunks), and the most keys held after a chunk."""
     got: list[object] = []
-    # in chunks (the keys kept between them), more than 500 missing at first
-    for start in range(0, 3000, 1200):
+    largest = 0
+    for start in range(0, 3000, chunk):
         rows = cursor.execute(
             "SELECT rater_pk, x, y FROM j WHERE pk >= ? AND pk < ? ORDER BY pk",
-            (start, start + 1200),
+            (start, start + chunk),
         ).fetchall()
         got.extend(quality_read._with_rater_keys(cursor, rows, keys))
+        largest = max(largest, len(keys))
+    return got, largest
+
+
+def test_rater_keys_by_pk_equal_the_join() -> None:
+    cursor = _raters_db().cursor()
+    joined = cursor.execute(JOINED).fetchall()
+    keys: dict[object, object] = {}
+    # in chunks, more than 500 missing at first
+    got, _ = _by_pk(cursor, keys, 1200)
     assert got == joined
     assert len(got) < 3000  # some rows had no rater
     used = {pk for (pk,) in cursor.execute("SELECT DISTINCT rater_pk FROM j WHERE rater_pk < 900")}
@@ -115,22 +124,9 @@ def test_rater_keys_past_the_bound_are_read_again(monkeypatch) -> None:
     """The cache of keys is emptied past its bound (one rater a label does not grow it with
     the project) and the rows are the join's all the same."""
     monkeypatch.setattr(quality_read, "RATER_KEYS_BOUND", 50)
-    con = _raters_db()
-    cursor = con.cursor()
-    joined = cursor.execute(
-        "SELECT r.rater_key, j.x, j.y FROM j JOIN raters AS r ON r.pk = j.rater_pk ORDER BY j.pk"
-    ).fetchall()
-    keys: dict[object, object] = {}
-    got: list[object] = []
-    largest = 0
-    for start in range(0, 3000, 100):
-        rows = cursor.execute(
-            "SELECT rater_pk, x, y FROM j WHERE pk >= ? AND pk < ? ORDER BY pk",
-            (start, start + 100),
-        ).fetchall()
-        got.extend(quality_read._with_rater_keys(cursor, rows, keys))
-        largest = max(largest, len(keys))
-    assert got == joined
+    cursor = _raters_db().cursor()
+    got, largest = _by_pk(cursor, {}, 100)
+    assert got == cursor.execute(JOINED).fetchall()
     assert largest <= 50 + 100  # the bound plus one chunk's raters
 
 
