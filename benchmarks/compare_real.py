@@ -1,7 +1,7 @@
 """Two checkouts' reports and exports of the real data sets compared (issue 27: "results
 identical to today's on the test projects and on PandaLM + Tulu-1").
 
-    python benchmarks/compare_real.py --data ../shared/data --work /tmp/realid \\
+    python benchmarks/compare_real.py --data DATA --work /tmp/realid \\
         --old OLD/src --new src
 
 imports PandaLM (3 annotators), Tulu-1 (17 evaluators, 5-level preferences and per-completion
@@ -143,7 +143,7 @@ def outputs(db: Path, src: str, work: Path) -> dict[str, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="shared/data")
+    parser.add_argument("--data", type=Path, required=True, help="a directory of the public source files named in PROJECTS")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--old", required=True, help="the base checkout's src")
     parser.add_argument("--new", required=True, help="the checkout's src under test")
