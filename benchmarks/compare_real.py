@@ -143,7 +143,12 @@ def outputs(db: Path, src: str, work: Path) -> dict[str, object]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="a directory of the public source files named in PROJECTS")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="a directory of the public source files named in PROJECTS",
+    )
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--old", required=True, help="the base checkout's src")
     parser.add_argument("--new", required=True, help="the checkout's src under test")
