@@ -32,11 +32,7 @@ def _module(name: str, file: str):
 
 
 _streaming = _module("export_streaming_helpers_plain", "test_export_streaming.py")
-_files, frozen_clock, small_chunks = (
-    _streaming._files,
-    _streaming.frozen_clock,
-    _streaming.small_chunks,
-)
+_files = _streaming._files
 generate, load, flag_some_labels = (
     _streaming.generate,
     _streaming.load,

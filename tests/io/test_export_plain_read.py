@@ -7,8 +7,6 @@ with those twists are the bytes of the general path's (SQLite and PostgreSQL).""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +21,11 @@ from preflab.store import JudgmentRow, db, repo, transaction
 HERE = Path(__file__).resolve().parent
 
 
-def _module(name: str, file: str):
-    spec = importlib.util.spec_from_file_location(name, HERE / file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def _files(out: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
+    }
 
-
-_streaming = _module("export_streaming_helpers_plain_read", "test_export_streaming.py")
-_files, frozen_clock, small_chunks = (
-    _streaming._files,
-    _streaming.frozen_clock,
-    _streaming.small_chunks,
-)
 
 #: body twists: ``fn(body) -> body`` of a stored plain label (a dict), or a JSON text stored
 #: as is (a JSON ``null``, an array, a string)

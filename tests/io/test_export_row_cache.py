@@ -33,7 +33,6 @@ def _module(name: str, file: str):
 
 _streaming = _module("export_streaming_helpers", "test_export_streaming.py")
 assert_identical = _streaming.assert_identical
-frozen_clock = _streaming.frozen_clock
 STREAMED = _streaming.STREAMED
 
 

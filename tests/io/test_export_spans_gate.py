@@ -5,24 +5,16 @@ bytes; off, the files are byte-identical to those of the same labels without spa
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from preflab.io.export import ExportOptions, export_project, pipeline, stream
-from preflab.io.export import manifest as export_manifest
 from preflab.schema import Item, parse_judgment
 from preflab.store import db, repo, transaction
 
 N = 8
 SPANNED = {0, 3, 5}  # the items whose first rater marks a span (on the rejected answer of 5)
-
-
-class _Clock(datetime):
-    @classmethod
-    def now(cls, tz=None):
-        return datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 def build(url: str, name: str, *, require: bool, spans: bool = True):
@@ -68,8 +60,8 @@ def files(out: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(autouse=True)
-def frozen_clock(monkeypatch):
-    monkeypatch.setattr(export_manifest, "datetime", _Clock)
+def _clock(frozen_clock):
+    """Every test here compares files: the clock frozen for all (``conftest.py``)."""
 
 
 @pytest.mark.postgres

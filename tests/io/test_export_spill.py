@@ -18,7 +18,6 @@ import pytest
 from sqlalchemy import select
 
 from preflab.io.export import ExportOptions, export_project, stream
-from preflab.io.export import manifest as export_manifest
 from preflab.io.export import spill as export_spill
 from preflab.io.export.length_gate import LengthTally
 from preflab.io.export.median import FloatFile, file_median, kth
@@ -40,7 +39,7 @@ def _module(name: str, file: str):
 
 
 _streaming = _module("export_streaming_harness", "test_export_streaming.py")
-assert_identical, _Clock = _streaming.assert_identical, _streaming._Clock
+assert_identical = _streaming.assert_identical
 
 
 @pytest.fixture
@@ -245,10 +244,8 @@ def spilled_engine(db_url, tmp_path):
     ids=["default-gate", "wide-gate", "no-gate", "min-raters-2"],
 )
 def test_streamed_exports_with_a_tiny_bound_are_byte_identical(
-    spilled_engine, tiny_bound, kw, monkeypatch, tmp_path
+    spilled_engine, tiny_bound, kw, frozen_clock, small_chunks, tmp_path
 ):
-    monkeypatch.setattr(export_manifest, "datetime", _Clock)
-    monkeypatch.setattr(stream, "CHUNK_ITEMS", 3)
     written = 0
     for fmt in ("trl-preference", "trl-kto", "openrlhf"):
         file_format = "parquet" if fmt == "openrlhf" else "jsonl"

@@ -17,7 +17,6 @@ import importlib.util
 import random
 import re
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import datasets
@@ -37,7 +36,6 @@ from preflab.io.export import (
     stream,
     writers,
 )
-from preflab.io.export import manifest as export_manifest
 from preflab.io.export import seen as export_seen
 from preflab.io.export.base import chunked
 from preflab.io.export.resolve import aggregate_pairwise
@@ -93,23 +91,6 @@ OPTIONS = [
     ("drop-disagreement", {"drop_disagreement": 0.7}, "majority"),
     ("words", {"length_unit": "words"}, "majority"),
 ]
-
-
-class _Clock(datetime):
-    @classmethod
-    def now(cls, tz=None):
-        return datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def frozen_clock(monkeypatch):
-    """The manifest's and the card's ``created_at``: the only bytes two runs may differ in."""
-    monkeypatch.setattr(export_manifest, "datetime", _Clock)
-
-
-@pytest.fixture
-def small_chunks(monkeypatch):
-    monkeypatch.setattr(stream, "CHUNK_ITEMS", 3)
 
 
 @pytest.fixture

@@ -36,11 +36,7 @@ def _module(name: str, path: Path):
 
 
 _streaming = _module("export_streaming_helpers_text_stats", HERE / "test_export_streaming.py")
-frozen_clock, small_chunks, _files = (
-    _streaming.frozen_clock,
-    _streaming.small_chunks,
-    _streaming._files,
-)
+_files = _streaming._files
 differences = _module(
     "compare_reports_text_stats", ROOT / "benchmarks" / "compare_reports.py"
 ).differences
