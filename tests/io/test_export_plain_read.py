@@ -18,8 +18,6 @@ from preflab.io.export import columnar, plain_read
 from preflab.io.importer import ImportOptions, import_files
 from preflab.store import JudgmentRow, db, repo, transaction
 
-HERE = Path(__file__).resolve().parent
-
 
 def _files(out: Path) -> dict[str, bytes]:
     return {
