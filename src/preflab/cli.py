@@ -764,7 +764,7 @@ def quality_report(
 
     Reads the project item by item in memory that does not grow with it: counts, alpha, percent
     agreement, Gwet's AC, the rater table and the bias audits are exact at any size; alpha's
-    interval is bootstrapped on a seeded sample of 200,000 units above that many (the row says
+    interval is bootstrapped on a seeded sample of 50,000 units above that many (the row says
     ``ci_sample``), and the other sampled figures say so too (docs/architecture.md, Quality).
     """
     from datetime import timedelta

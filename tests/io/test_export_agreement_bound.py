@@ -99,3 +99,63 @@ def test_the_card_states_the_sample(monkeypatch):
     (entry, *_) = [f for f in gate["by_batch_dimension"] if f["dimension"] == "winner"]
     card = agreement_card(gate)
     assert f"interval on 20 of {entry['ci_sample']['of']} units" in card
+
+
+def _kept(tally: AgreementTally) -> dict[tuple[str, str], int]:
+    return {key: c.kept for key, c in tally.cells.items() if c.sample is None and c.kept}
+
+
+def test_past_the_budget_over_all_batches_the_fullest_samples_first():
+    """Labels kept whole are bounded over every batch x dimension together: past the budget the
+    cell holding the most starts sampling (so a project of many batches keeps at most the budget,
+    not a bound's worth per batch); the cells left whole give the exact figures."""
+    exact_tally = _tally(10**9)
+    exact = _winner(exact_tally.figures(n_boot=50))
+    sizes = {b: exact_tally.cells[(b, "winner")].kept for b in exact}
+    assert len(set(sizes.values())) == 2  # two batches of different sizes
+    budget = max(sizes.values())  # both together do not fit; the larger alone does
+    tally = AgreementTally(bound=10**9, budget=budget)
+    for labels in _chunks():
+        tally.add(labels)
+        assert sum(_kept(tally).values()) <= budget  # after every chunk
+    got = _winner(tally.figures(n_boot=50))
+    fullest = max(sizes, key=sizes.get)
+    (smaller,) = set(sizes) - {fullest}
+    assert "ci_sample" in got[fullest] and got[fullest]["alpha"] == exact[fullest]["alpha"]
+    assert got[smaller] == exact[smaller]  # kept whole: the exact figures, no sample stated
+    # without a budget problem nothing changes
+    roomy = AgreementTally(bound=10**9, budget=sum(sizes.values()) + 10**6)
+    for labels in _chunks():
+        roomy.add(labels)
+    assert _winner(roomy.figures(n_boot=50)) == exact
+
+
+def test_many_batches_keep_at_most_the_budget():
+    """Twenty batches of a few units each: with a budget of 25 units, the labels kept whole
+    never exceed it, and every batch's alpha is still the exact one (its sums over every unit)."""
+    rng = random.Random(3)
+    chunks = []
+    for c in range(5):
+        labels = []
+        for b in range(20):
+            for i in range(4):
+                for r in range(3):
+                    j = PairwiseJudgment(
+                        item_id=f"b{b}-c{c}-i{i}",
+                        shown_order=("x", "y"),
+                        winner="a" if rng.random() < 0.7 else "b",
+                        strength=2,
+                        provenance={"rater_id": f"r{r}"},
+                    )
+                    labels.append((j, f"batch {b:02d}"))
+        chunks.append(labels)
+    tally, whole = AgreementTally(bound=10**9, budget=25), AgreementTally(bound=10**9)
+    for labels in chunks:
+        tally.add(labels)
+        whole.add(labels)
+        assert sum(_kept(tally).values()) <= 25
+    figures, exact = _winner(tally.figures(n_boot=20)), _winner(whole.figures(n_boot=20))
+    assert len(figures) == 20
+    assert [f["alpha"] for f in figures.values()] == [f["alpha"] for f in exact.values()]
+    assert sum("ci_sample" in f for f in figures.values()) >= 15
+    assert not any("ci_sample" in f for f in exact.values())

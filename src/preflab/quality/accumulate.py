@@ -17,12 +17,12 @@ What is exact and what is sampled (``bounds``, :class:`Bounds`):
   the length-bias counts, share and histogram, intransitive triads, every telemetry flag of a
   judgment's own telemetry, the adjudication queue's top ``max_queue`` rows and its total.
 * Kept whole up to a bound, then sampled (seeded, uniform, reservoir sampling), and said so:
-  the units of one agreement row (``units``, 200,000): above it the bootstrap interval of alpha
+  the units of one agreement row (``units``, 50,000): above it the bootstrap interval of alpha
   is computed on a sample of that many pairable units, the row says
-  ``"ci_sample": {"units": 200000, "of": N}``; the chosen/rejected length pairs (``pairs``,
-  2,000,000): above it the length ratio quantiles and the logistic slope come from a sample,
+  ``"ci_sample": {"units": 50000, "of": N}``; the chosen/rejected length pairs (``pairs``,
+  500,000): above it the length ratio quantiles and the logistic slope come from a sample,
   ``length_bias["sample"] = {"pairs": ..., "of": ...}``; the raters' active times, a budget
-  shared by all raters (``times``, 2,000,000 times, 16 MB, :class:`SharedReservoirs`; and at
+  shared by all raters (``times``, 500,000 times, 4 MB, :class:`SharedReservoirs`; and at
   most ``times_per_rater``, 250,000, for one rater): above it the raters with the most times
   keep an equal share and their median is a sample's,
   ``raters[r]["median_seconds_sample"] = {"labels": ..., "of": ...}``; the rationales compared
@@ -88,11 +88,16 @@ class Bounds:
     """Above these sizes a statistic that needs per-unit data works on a seeded sample (module
     docstring); below them everything is exact."""
 
-    units: int = 200_000
-    pairs: int = 2_000_000
+    # Chosen so that a project reaches every bound by a few hundred thousand judgments (the
+    # report's memory is flat from there, docs/benchmarks.md "Stop 44"), with samples still far
+    # larger than the figures need (the 1M bench project, 83,334 units a row and 1,000,000
+    # pairs: alpha's interval ends on a 50,000-unit sample within 0.0035 of the whole's, the
+    # length slope's standard error 0.011 on 500,000 pairs against 0.008 on all of them).
+    units: int = 50_000
+    pairs: int = 500_000
     times_per_rater: int = 250_000
     #: the active times kept over all raters (:class:`SharedReservoirs`): 8 bytes each
-    times: int = 2_000_000
+    times: int = 500_000
     rationales: int = 50_000
     text_cache: int = 65_536
 
@@ -220,7 +225,7 @@ class KeptUnits:
     back for the same ``np.unique`` order as the reference) with its end offset in a buffer of at
     most ``spill`` (:data:`KEPT_NAMES`) bytes, written to a temporary file whenever it is full
     and read back by :meth:`unit_names` (a row of 200,000 kept units held ~12 MB of names in
-    memory, the ten rows of a 3M project ~100 MB at the report's feed). The file is opened only
+    memory, the ten rows of a 3M project ~100 MB at the report's feed, when that was the bound). The file is opened only
     to append a buffer or to read the names, and removed with the units (or :meth:`close`)."""
 
     def __init__(self, spill: int | None = None) -> None:
@@ -1153,8 +1158,8 @@ class ReportAccumulator:
     def _length(self) -> dict[str, Any]:
         if self.pair_sample is None:
             return length_bias(self.pairs_c, self.pairs_r)
-        # the sample as two numpy columns, not lists: a list of 2,000,000 numpy scalars costs
-        # ~80 MB a column (the report's peak at 10M judgments: docs/benchmarks.md)
+        # the sample as two numpy columns, not lists: a list of 2,000,000 numpy scalars cost
+        # ~80 MB a column (the report's peak at 10M judgments when that was the bound)
         sample = np.asarray(self.pair_sample.items, dtype=np.int64)
         chosen = (sample >> 32).astype(float)  # as length_bias reads them: no copy there
         rejected = (sample & 0xFFFFFFFF).astype(float)

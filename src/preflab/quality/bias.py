@@ -160,7 +160,7 @@ def _logistic_fit(X: np.ndarray, y: np.ndarray, confidence: float) -> dict[str, 
     from scipy.special import ndtri  # what scipy.stats.norm.ppf computes (the same floats)
 
     # the same operations as ``1 / (1 + exp(-z))`` and ``y * z - logaddexp(0, z)``, in place
-    # where a temporary is not needed again (the same floats; at the report's 2,000,000 pairs
+    # where a temporary is not needed again (the same floats; at 2,000,000 pairs
     # each temporary is 16 MB)
     def sigmoid(z: np.ndarray) -> np.ndarray:
         p: np.ndarray = np.negative(z)
@@ -233,7 +233,7 @@ def length_bias(
     }
     ok = (c > 0) & (r > 0)
     ratio = c[ok] / r[ok]
-    # each column freed once used: at the report's 2,000,000 pairs a column is 16 MB, and the
+    # each column freed once used: at 2,000,000 pairs a column is 16 MB, and the
     # fit below holds several of its own (docs/benchmarks.md, "The report at 10M")
     del c, r, differ, ok
     if len(ratio):

@@ -11,8 +11,8 @@ untrusted).
 ``build_report`` holds every judgment (the reference). ``report_from_items`` gives the same dict
 from a project given item by item, in memory that does not grow with it
 (:mod:`.accumulate`): counts, alpha, percent agreement, Gwet's AC, the rater table and the bias
-audits stay exact at any size; above fixed bounds (200,000 units per agreement row, 2M length
-pairs, 250,000 times per rater, 50,000 rationales) the figure that needs per-unit data is
+audits stay exact at any size; above fixed bounds (50,000 units per agreement row, 500,000 length
+pairs, 500,000 active times, 250,000 of one rater, 50,000 rationales) the figure that needs per-unit data is
 computed on a seeded uniform sample and the report says so (``ci_sample``, ``sample``,
 ``median_seconds_sample``, ``telemetry_flags_sample``). Below the bounds both give the same
 numbers (to 1e-12, the same bootstrap draws).

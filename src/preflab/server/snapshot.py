@@ -5,7 +5,7 @@ set they measured) are the quality report's figures, streamed from the database 
 does not grow with the project (:func:`preflab.io.quality_source.accumulate_in`) and drawn by
 :func:`preflab.server.pages.panels.quality_panels`; beside them, per rater, the median time
 (every time while the project's production labels with times number at most
-``Bounds.times``, 2,000,000; above it the raters share that budget and
+``Bounds.times``, 500,000; above it the raters share that budget and
 ``median_s_sample`` names the raters whose median is a sample's,
 :class:`~preflab.quality.accumulate.SharedReservoirs`) and the labels held out by telemetry, and the judgments whose rationale nearly duplicates
 another's (the data browser's ``near_duplicate_rationale`` flag, a comparison across the whole

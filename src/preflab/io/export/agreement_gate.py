@@ -8,15 +8,14 @@ measurable agreement is below it, or with ``force`` writes and marks the card. T
 per item) go into the manifest's ``agreement`` and the dataset card, for every delivery.
 
 Memory is bounded as the quality report's agreement rows are (:mod:`preflab.quality.accumulate`):
-a batch x dimension keeps the labels of up to :data:`KEPT_UNITS` pairable units (200,000); past
+a batch x dimension keeps the labels of up to :data:`KEPT_UNITS` pairable units (50,000); past
 that, alpha is computed from its integer sums over every unit (exact, as for ``strength``) and
 the interval from a seeded uniform sample of that many units (reservoir sampling, each unit's
-values as an interned pattern id), and the entry says so: ``"ci_sample": {"units", "of"}``.
-
-Only production labels count (review and adjudication passes are not independent raters). The
-``strength`` dimension of a pairwise label refines its ``winner`` and is not gated separately. A
-batch x dimension without any item labelled twice cannot be measured: it is reported as such, and
-does not refuse the export (a project that collects no overlap has no agreement to gate on).
+values as an interned pattern id, 4 bytes a unit), and the entry says so:
+``"ci_sample": {"units", "of"}``. The labels kept whole cost ~100 bytes a unit (its id, a code
+and a value a label), so all batches together keep at most :data:`EXACT_UNITS` (200,000) of
+them: past that budget the batch x dimension holding the most starts sampling, so a project of
+many batches does not keep a bound's worth of labels per batch.
 """
 
 from __future__ import annotations
@@ -45,9 +44,12 @@ from .base import ExportError
 from .columnar import PlainLabel
 
 NOT_GATED = frozenset({"strength"})
-#: pairable units a batch x dimension keeps whole; past it, the interval is a sample's
-#: (the quality report's bound, :class:`preflab.quality.accumulate.Bounds` ``units``)
-KEPT_UNITS = 200_000
+#: pairable units a batch x dimension keeps whole, and the size of its sample past them (the
+#: quality report's bound, :class:`preflab.quality.accumulate.Bounds` ``units``): reached by a
+#: few hundred thousand judgments, so an export's memory is flat from there (docs/gates.md)
+KEPT_UNITS = 50_000
+#: pairable units kept whole over all batch x dimensions together (~100 bytes each, ~20 MB)
+EXACT_UNITS = 200_000
 
 
 def _level(dimension: str) -> Level:
@@ -254,6 +256,8 @@ class AgreementTally:
 
     cells: dict[tuple[str, str], _Cell] = field(default_factory=dict)
     bound: int = field(default_factory=lambda: KEPT_UNITS)
+    #: pairable units kept whole over every cell (:data:`EXACT_UNITS`)
+    budget: int = field(default_factory=lambda: EXACT_UNITS)
 
     def add(self, labels: Iterable[tuple[JudgmentBase, Any]]) -> None:
         production = [(j, b) for j, b in labels if int(j.provenance.review_pass) == 0]
@@ -285,6 +289,18 @@ class AgreementTally:
                     cell.kept += len(kept)
                     if cell.kept > self.bound:
                         cell.start_sampling(self.bound)
+        self._keep_within_budget()
+
+    def _keep_within_budget(self) -> None:
+        """Past :attr:`budget` pairable units kept whole over every cell, the cells holding the
+        most start sampling (ties: the first in (batch, dimension) order) until the rest fit."""
+        exact = [c for _, c in sorted(self.cells.items()) if c.sample is None and c.kept]
+        total = sum(c.kept for c in exact)
+        while total > self.budget and exact:
+            largest = max(exact, key=lambda c: c.kept)
+            total -= largest.kept
+            largest.start_sampling(self.bound)
+            exact.remove(largest)
 
     def figures(self, n_boot: int = 200) -> list[dict[str, Any]]:
         """One entry per (batch, dimension): alpha, its interval, items with 2+ raters, raters

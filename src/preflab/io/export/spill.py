@@ -18,8 +18,10 @@ from array import array
 from collections.abc import Generator, Iterable
 from pathlib import Path
 
-#: values of one kind held in memory before they go to disk (8 MB of floats)
-MEMORY_VALUES = 1_000_000
+#: values of one kind held in memory before they go to disk (2 MB of floats): reached by
+#: ~260,000 pairs, so an export's memory is flat from there; the files cost a write and a read
+#: of ~25 bytes a pair
+MEMORY_VALUES = 262_144
 
 
 def memory_values(memory: int | None) -> int:

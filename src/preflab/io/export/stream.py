@@ -45,8 +45,8 @@ and margins on a file each, written in order in pass 1 and read back in that ord
 a buffer at a time; the ratios on a file per cohort (both cohort fields: which one the manifest
 uses is known only at the end), whose medians are selected exactly in bounded memory
 (:mod:`.median`: the manifest is the same bytes); the labels of units labelled twice (the
-agreement bootstrap resamples units; up to 200,000 pairable units a batch x dimension, then a
-sample, :mod:`.agreement_gate`); per rater, label source and cohort name, a set entry; ``rollouts``: a 16-byte digest per distinct answer (repeats are left
+agreement bootstrap resamples units; up to 50,000 pairable units a batch x dimension and
+200,000 over all of them, then a sample, :mod:`.agreement_gate`); per rater, label source and cohort name, a set entry; ``rollouts``: a 16-byte digest per distinct answer (repeats are left
 out; past 100,000 of them in a temporary on-disk table, :mod:`.seen`) and, for Parquet, one row
 group's rows as Arrow columns (JSONL: one chunk's rows); Dawid-Skene: its vote columns (9 bytes a vote) and fit (its CSR design
 matrix and a posterior row a unit) during pass 0, then a byte a unit and a digest a chunk. Every format streams (:func:`streamable`), to every file format (``hf``: a ``datasets``

@@ -158,7 +158,7 @@ def length_bias_curve(
     pair counted from both sides, so the curve is symmetric about 1:1), with the fitted logistic
     curve ``sigmoid(slope * ln ratio)`` when there is one. Flat at 0.5: no length preference.
     ``chosen``/``rejected``: lists or numpy columns; each distinct (chosen, rejected) pair is
-    binned once with its count (a few MB for a 2,000,000-pair sample, not a tuple a side)."""
+    binned once with its count (a few MB for the report's 500,000-pair sample, not a tuple a side)."""
     if len(chosen) != len(rejected):
         raise ValueError(f"{len(chosen)} chosen lengths but {len(rejected)} rejected")
     c = np.asarray(chosen, dtype=np.float64)
