@@ -16,6 +16,11 @@ values as an interned pattern id, 4 bytes a unit), and the entry says so:
 and a value a label), so all batches together keep at most :data:`EXACT_UNITS` (200,000) of
 them: past that budget the batch x dimension holding the most starts sampling, so a project of
 many batches does not keep a bound's worth of labels per batch.
+
+Only production labels count (review and adjudication passes are not independent raters). The
+``strength`` dimension of a pairwise label refines its ``winner`` and is not gated separately. A
+batch x dimension without any item labelled twice cannot be measured: it is reported as such, and
+does not refuse the export (a project that collects no overlap has no agreement to gate on).
 """
 
 from __future__ import annotations
