@@ -271,3 +271,24 @@ def test_datetimes_are_stored_as_utc():
         JUDGMENTS[4], started_at=datetime(2025, 1, 1, 12, tzinfo=timezone(timedelta(hours=5)))
     )
     assert judgment_rows(j).values["started_at"] == datetime(2025, 1, 1, 7, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("size", [1, 3, 4, 100])
+def test_item_pk_ranges_cover_the_projects_pks_in_order(db_url, size):
+    """The ranges of ``size`` items are those of the sorted pks (keeping only the ranges, not
+    every pk): items of two projects interleaved, one deleted (a gap), the last range short or
+    full, an empty project none."""
+    engine = db.open_db(db_url)
+    with transaction(engine) as s:
+        ours, other = repo.create_project(s, "ours"), repo.create_project(s, "other")
+        empty = repo.create_project(s, "empty")
+        for i in range(12):
+            repo.add_item(s, ours if i % 3 else other, ITEM.model_copy(update={"id": f"q{i}"}))
+        s.delete(s.scalars(select(ItemRow).where(ItemRow.project_pk == ours.pk)).all()[4])
+        s.flush()
+        pks = sorted(s.scalars(select(ItemRow.pk).where(ItemRow.project_pk == ours.pk)))
+        assert len(pks) == 7
+        expected = [(pks[i], pks[min(i + size, len(pks)) - 1]) for i in range(0, len(pks), size)]
+        assert list(repo.item_pk_ranges(s, ours, size)) == expected
+        assert list(repo.item_pk_ranges(s, empty, size)) == []
+    engine.dispose()

@@ -586,19 +586,27 @@ class RawSelects:
 
 def item_pk_ranges(session: Session, project: Project, size: int) -> Iterator[tuple[int, int]]:
     """The project's item pks as ranges ``(first, last)`` of ``size`` items, in pk order (the
-    pks read once through the ``(project_pk, item_key)`` index)."""
-    # imported here, for laziness: the other store commands (`preflab status`, `project ...`)
-    # need no numpy
-    import numpy as np
+    pks read once, streamed, through the ``(project_pk, item_key)`` index).
 
+    Only the ranges are kept (two ints per ``size`` items), not the pks: holding every pk cost
+    8 bytes an item (27 MB at 3.3M items, the 10M-judgment project; 270 MB at 100M), the one
+    part of an export's read that grew with the project. All ranges are read before the first
+    is yielded, so the caller's chunk queries never interleave with this one's cursor (a server-
+    side cursor on PostgreSQL, ``yield_per``)."""
     items = ItemRow.__table__.c
-    # the pks as one int64 array: 8 bytes an item (a list of Python ints costs 36)
-    all_pks = np.fromiter(
-        session.scalars(select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)),
-        dtype=np.int64,
-    )
-    for start in range(0, len(all_pks), size):
-        yield int(all_pks[start]), int(all_pks[min(start + size, len(all_pks)) - 1])
+    stmt = select(items.pk).where(items.project_pk == project.pk).order_by(items.pk)
+    ranges: list[tuple[int, int]] = []
+    first = last = n = 0
+    for pk in session.scalars(stmt, execution_options={"yield_per": 65_536}):
+        if n % size == 0:
+            if n:
+                ranges.append((first, last))
+            first = pk
+        last = pk
+        n += 1
+    if n:
+        ranges.append((first, last))
+    yield from ranges
 
 
 def iter_raw_chunks(
