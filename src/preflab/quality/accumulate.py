@@ -224,9 +224,10 @@ class KeptUnits:
     memory (4 bytes), its name as UTF-8 (bytes sort as the strings do, but the names are decoded
     back for the same ``np.unique`` order as the reference) with its end offset in a buffer of at
     most ``spill`` (:data:`KEPT_NAMES`) bytes, written to a temporary file whenever it is full
-    and read back by :meth:`unit_names` (a row of 200,000 kept units held ~12 MB of names in
-    memory, the ten rows of a 3M project ~100 MB at the report's feed, when that was the bound). The file is opened only
-    to append a buffer or to read the names, and removed with the units (or :meth:`close`)."""
+    and read back by :meth:`unit_names` (a row of 200,000 kept units, the bound before stop 44,
+    held ~12 MB of names in memory, the ten rows of a 3M project ~100 MB at the report's feed).
+    The file is opened only to append a buffer or to read the names, and removed with the units
+    (or :meth:`close`)."""
 
     def __init__(self, spill: int | None = None) -> None:
         self.spill = KEPT_NAMES if spill is None else spill

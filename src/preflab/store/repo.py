@@ -589,8 +589,8 @@ def item_pk_ranges(session: Session, project: Project, size: int) -> Iterator[tu
     pks read once, streamed, through the ``(project_pk, item_key)`` index).
 
     Only the ranges are kept (two ints per ``size`` items), not the pks: holding every pk cost
-    8 bytes an item (27 MB at 3.3M items, the 10M-judgment project; 270 MB at 100M), the one
-    part of an export's read that grew with the project. All ranges are read before the first
+    8 bytes an item (27 MB at 3.3M items, the 10M-judgment project; 270 MB at 100M), a part of
+    an export's read that grew with the project. All ranges are read before the first
     is yielded, so the caller's chunk queries never interleave with this one's cursor (a server-
     side cursor on PostgreSQL, ``yield_per``)."""
     items = ItemRow.__table__.c
