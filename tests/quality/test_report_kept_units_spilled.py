@@ -11,7 +11,7 @@ import random
 import pytest
 
 from preflab.quality import accumulate, build_report
-from preflab.quality.accumulate import AgreementGroup, KeptUnits
+from preflab.quality.accumulate import AgreementGroup, KeptUnits, NamesInMemory
 from preflab.quality.report import report_from_items
 
 from .test_report_kept_units import _units
@@ -117,3 +117,56 @@ def test_the_report_from_the_store_with_names_on_disk(db_url, monkeypatch):
     monkeypatch.setattr(KeptUnits, "_write", counted)
     assert_same(want, report_from_store(db_url, "gen", n_boot=30))
     assert sum(written) > 100
+
+
+def test_many_rows_hold_at_most_the_shared_names_in_memory():
+    """Rows of a report share one budget of names in memory (``NamesInMemory``): with 60 rows
+    of 40 units each (no row near its own ``KEPT_NAMES``), the names held together never pass
+    the limit by more than one add, the fullest rows write theirs out, and every row gives back
+    its names and values in order."""
+    shared = NamesInMemory(limit=4096)
+    rng = random.Random(5)
+    rows = [KeptUnits(shared=shared) for _ in range(60)]
+    want: list[list[tuple[str, tuple[float, ...]]]] = [[] for _ in rows]
+    highest = 0
+    for step in range(40):
+        for k, kept in enumerate(rows):
+            name = f"batch{k}-item{step}-{rng.randrange(10**6)}::a|b" + "é" * (k % 2)
+            values = (float(rng.choice((-1, 1))),) * rng.randint(1, 3)
+            if step % 2:
+                kept.add_many([name], [values])
+            else:
+                kept.add(name, values)
+            want[k].append((name, values))
+            highest = max(highest, shared.held)
+            assert shared.held == sum(r.held() for r in rows)
+    assert 0 < highest <= 4096 + 100  # the limit and one name with its end
+    assert sum(kept.n_written > 0 for kept in rows) > 30  # without the budget: none written
+    for kept, units in zip(rows, want, strict=True):
+        assert kept.unit_names() == [n for n, _ in units]
+        assert list(kept.values()) == [v for _, v in units]
+    rows[0].close()
+    assert shared.held == sum(r.held() for r in rows[1:])
+    assert rows[0] not in shared.rows
+
+
+def test_the_report_of_many_batches_holds_its_names_within_the_shared_limit(monkeypatch):
+    """The generated project over 40 batches with 256 bytes of names held by all rows
+    together: names are written out though no row reaches its own limit, and the report
+    equals build_report's."""
+    js, items = generated_project()
+    batches = {i: f"batch {int(i[2:]) % 40}" if i.startswith("it") else "none" for i in items}
+    ordered = [j for g, _ in by_item(js, items) for j in g]
+    old = build_report(ordered, items=items, batches=batches, n_boot=40)
+    highest = []
+    original = NamesInMemory.grew
+
+    def grew(self, size):
+        original(self, size)
+        highest.append(self.held)
+
+    monkeypatch.setattr(accumulate, "KEPT_NAMES_TOTAL", 256)
+    monkeypatch.setattr(NamesInMemory, "grew", grew)
+    new = report_from_items(by_item(js, items), batches=batches, n_boot=40)
+    assert highest and max(highest) <= 256 + 200
+    assert_same(old, new)

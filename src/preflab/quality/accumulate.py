@@ -217,6 +217,33 @@ class Patterns:
 #: the bytes of unit names a :class:`KeptUnits` holds in memory; past it they are appended to
 #: a temporary file (a row's kept units: up to ``Bounds.units`` names, ~60 bytes each)
 KEPT_NAMES = 1 << 20
+#: the bytes of unit names (and their 8-byte ends) all the rows of one report hold in memory
+#: together (:class:`NamesInMemory`): a project of many batches has many rows below their own
+#: :data:`KEPT_NAMES`
+KEPT_NAMES_TOTAL = 8 << 20
+
+
+class NamesInMemory:
+    """The unit-name bytes the :class:`KeptUnits` of one report hold in memory together, and
+    those rows: past ``limit`` (:data:`KEPT_NAMES_TOTAL`) the rows holding the most write
+    theirs to their files until at most half the limit is held. Without it each row holds up
+    to :data:`KEPT_NAMES` of its own, so the report's memory grew with the number of batches
+    (a row per batch x kind x dimension: ~0.6 MB a row of 8,000 units, 80 rows at 40 batches
+    of 1M judgments). Writing names out changes nothing but where they are kept (they are read
+    back in order), so the report is the same."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = KEPT_NAMES_TOTAL if limit is None else limit
+        self.held = 0
+        self.rows: weakref.WeakSet[KeptUnits] = weakref.WeakSet()
+
+    def grew(self, size: int) -> None:
+        self.held += size
+        if self.held > self.limit:
+            for kept in sorted(self.rows, key=KeptUnits.held, reverse=True):
+                if self.held <= self.limit // 2:
+                    break
+                kept._write()
 
 
 class KeptUnits:
@@ -229,8 +256,12 @@ class KeptUnits:
     The file is opened only to append a buffer or to read the names, and removed with the units
     (or :meth:`close`)."""
 
-    def __init__(self, spill: int | None = None) -> None:
+    def __init__(self, spill: int | None = None, shared: NamesInMemory | None = None) -> None:
         self.spill = KEPT_NAMES if spill is None else spill
+        #: the names held by every row of the report together (``None``: this row's alone)
+        self.shared = shared
+        if shared is not None:
+            shared.rows.add(self)
         self.names = bytearray()  # the names not written yet
         self.ends = array("q")  # their ends in ``names``
         self.pattern_ids = array("I")
@@ -243,15 +274,23 @@ class KeptUnits:
     def __len__(self) -> int:
         return len(self.pattern_ids)
 
+    def held(self) -> int:
+        """The bytes of names (and their ends) in memory."""
+        return len(self.names) + 8 * len(self.ends)
+
     def add(self, unit: str, values: tuple[float, ...]) -> None:
-        self.names += unit.encode("utf-8", "surrogatepass")
+        name = unit.encode("utf-8", "surrogatepass")
+        self.names += name
         self.ends.append(len(self.names))
         self.pattern_ids.append(self.patterns.id(values))
+        if self.shared is not None:
+            self.shared.grew(len(name) + 8)
         if len(self.names) > self.spill:
             self._write()
 
     def add_many(self, units: Sequence[str], values: Iterable[tuple[float, ...]]) -> None:
         """:meth:`add` of each unit in order (an ASCII run of names in one append)."""
+        before = self.held()
         joined = "".join(units)
         if joined.isascii():
             ends = accumulate(map(len, units), initial=len(self.names))
@@ -263,6 +302,8 @@ class KeptUnits:
                 self.names += unit.encode("utf-8", "surrogatepass")
                 self.ends.append(len(self.names))
         self.pattern_ids.extend(map(self.patterns.id, values))
+        if self.shared is not None:
+            self.shared.grew(self.held() - before)
         if len(self.names) > self.spill:
             self._write()
 
@@ -280,11 +321,19 @@ class KeptUnits:
             f.write(self.ends.tobytes())
             f.write(self.names)
         self.n_written += len(self.ends)
+        self._drop_buffer()
+
+    def _drop_buffer(self) -> None:
+        if self.shared is not None:
+            self.shared.held -= self.held()
         self.names = bytearray()
         self.ends = array("q")
 
     def close(self) -> None:
-        """Remove the file (the names written are gone)."""
+        """Remove the file and the names in memory (the names are gone)."""
+        self._drop_buffer()
+        if self.shared is not None:
+            self.shared.rows.discard(self)
         if self._remove is not None:
             self._remove()
 
@@ -327,14 +376,14 @@ class AgreementGroup:
     (patterns of values, folded into the coincidence matrix and Gwet's sums) and a reservoir of
     pairable units for the interval (their pattern ids)."""
 
-    def __init__(self, bound: int) -> None:
+    def __init__(self, bound: int, names: NamesInMemory | None = None) -> None:
         self.bound = bound
         self.n_labels = 0
         self.n_units = 0
         self.n_pairable_units = 0
         self.raters: set[Any] = set()
         self.integral = True
-        self.units = KeptUnits()  # units with a value, while exact
+        self.units = KeptUnits(shared=names)  # units with a value, while exact
         self.sample: Reservoir | None = None
         self.sample_patterns = Patterns()
         self.patterns: Counter[tuple[float, ...]] = Counter()
@@ -418,7 +467,7 @@ class AgreementGroup:
             if len(finite) >= 2:
                 self._keep(finite)
         self.units.close()
-        self.units = KeptUnits()
+        self.units = KeptUnits()  # not added to again
         self._fold()
 
     def _fold(self) -> None:
@@ -629,6 +678,8 @@ class ReportAccumulator:
         self.any_pairwise = False
         self.groups: dict[tuple[str, str, str], AgreementGroup] = {}
         self.by_version: dict[tuple[str, str, str], AgreementGroup] = {}
+        #: the unit names every exact row holds in memory, together
+        self.kept_names = NamesInMemory()
         self.any_version = False
         self.labels: Counter[str] = Counter()
         self.rater_order: dict[str, None] = {}
@@ -801,7 +852,7 @@ class ReportAccumulator:
             for (b, kind, dim, unit), (vals, raters) in units.items():
                 group = groups.get((b, kind, dim))
                 if group is None:
-                    group = groups[(b, kind, dim)] = AgreementGroup(bound)
+                    group = groups[(b, kind, dim)] = AgreementGroup(bound, self.kept_names)
                 group.add_unit(unit, vals, raters)
 
     def _agreement_of_units(self, units: ItemUnits, batch: Any, version: str) -> None:
@@ -814,7 +865,7 @@ class ReportAccumulator:
             for rows, key in ((groups, (batch, kind, dim)), (by_version, (version, kind, dim))):
                 group = rows.get(key)
                 if group is None:
-                    group = rows[key] = AgreementGroup(bound)
+                    group = rows[key] = AgreementGroup(bound, self.kept_names)
                 group.add_sorted(unit, len(vals), finite, raters)
 
     def _main(self, cols: Mapping[str, list[Any]]) -> None:

@@ -485,7 +485,7 @@ def _agreement_rows(
         rows = acc.groups if which == 0 else acc.by_version
         group = rows.get(key)
         if group is None:
-            group = rows[key] = AgreementGroup(bound)
+            group = rows[key] = AgreementGroup(bound, acc.kept_names)
         group.add_sorted_many(units, n_values, finites, raters)
 
 
