@@ -28,6 +28,9 @@ What is exact and what is sampled (``bounds``, :class:`Bounds`):
   ``raters[r]["median_seconds_sample"] = {"labels": ..., "of": ...}``; the rationales compared
   for near duplicates (``rationales``, 50,000): the first that many,
   ``telemetry_flags_sample = {"rationales": ..., "of": ...}`` in the report.
+* Kept on disk past a bound, the result unchanged: the names of an exact agreement row's units
+  (:class:`KeptUnits`), past 1 MiB a row or 8 MiB over every row together
+  (:class:`NamesInMemory`: a project of many batches has many rows).
 
 Below every bound the result equals :func:`build_report` on the same judgments (the unit
 bootstrap draws the same units: the kept rows go through the same functions).
