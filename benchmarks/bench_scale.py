@@ -12,6 +12,9 @@ times over two weeks. Two thirds of the items come as comparison rows (``prompt,
 rejected, labeler, strength``: the rows of one pair by several raters join one item); one third
 as items with candidate ids followed by ``judgment`` records carrying the order the rater was
 shown (``shown_order``). The records are split into ``--batches`` import files (batches).
+``--kind unary`` generates production thumbs instead (the KTO path): items of one answer, each
+judged up or down by ``--raters-per-item`` raters (cached apart, ``...-unary``); measure it with
+``report``, ``snapshot``, ``status``, the pages and ``export:trl-kto``.
 
 ``10m`` is not generated (about two hours of generation and import here): it is the 1m
 database tiled ten times in SQL by ``bench_tile.py`` (each tile's prompts marked, every key and
@@ -231,8 +234,56 @@ def records(judgments: int, seed: int, raters: int = 100, per_item: int = 3):
         made += k
 
 
+def unary_records(judgments: int, seed: int, raters: int = 100, per_item: int = 3):
+    """A project of thumbs (production feedback, the KTO path), in order: items of one answer
+    each (``candidates`` with one id), each judged up or down by ``per_item`` raters; an
+    answer is good or not (60 % good) and a rater says so with their reliability."""
+    rng = random.Random(seed)
+    reliability = [rng.uniform(0.72, 0.98) for _ in range(raters)]
+    n_items = -(-judgments // per_item)
+    made = 0
+    span = 14 * 24 * 3600
+    for i in range(n_items):
+        k = min(per_item, judgments - made)
+        prompt = f"[{seed}:{i}] {rng.choice(TOPICS).capitalize()}: " + _text(
+            rng, rng.randint(8, 40)
+        )
+        good = rng.random() < 0.6
+        answer = _text(rng, rng.randint(25, 120) if good else rng.randint(5, 180))
+        item_id = f"s{seed}-thumb-{i}"
+        yield {"id": item_id, "prompt": prompt, "candidates": [{"id": "answer", "text": answer}]}
+        who = rng.sample(range(raters), k)
+        when = sorted(rng.randrange(span) for _ in range(k))
+        for r, t in zip(who, when, strict=True):
+            right = rng.random() < reliability[r]
+            rec: dict[str, Any] = {
+                "kind": "unary",
+                "item_id": item_id,
+                "candidate_id": "answer",
+                "label": good == right,
+                "provenance": {
+                    "rater_id": f"rater-{r:03d}",
+                    "submitted_at": (T0 + timedelta(seconds=t)).isoformat(),
+                },
+            }
+            if rng.random() < 0.2:
+                rec["rationale"] = _text(rng, rng.randint(5, 25))
+            yield rec
+        made += k
+
+
+#: what a generated project's judgments are (``--kind``)
+KINDS = {"pairwise": records, "unary": unary_records}
+
+
 def generate(
-    directory: Path, judgments: int, seed: int, raters: int, per_item: int, batches: int
+    directory: Path,
+    judgments: int,
+    seed: int,
+    raters: int,
+    per_item: int,
+    batches: int,
+    kind: str = "pairwise",
 ) -> list[Path]:
     """Write the records into ``batches`` JSONL files of about equal size; their paths."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -241,7 +292,7 @@ def generate(
     files = [open(p, "wb") for p in paths]
     try:
         seen = 0
-        for rec in records(judgments, seed, raters, per_item):
+        for rec in KINDS[kind](judgments, seed, raters, per_item):
             # an item's records stay in the file its first judgment falls in
             b = min(seen // per_file, batches - 1)
             files[b].write(orjson.dumps(rec) + b"\n")
@@ -395,8 +446,13 @@ def database(kind: str, case: Path, tag: str, fresh: bool) -> tuple[str, bool]:
     return f"{url.rsplit('/', 1)[0]}/{name}", False
 
 
-def step_import(url: str, files: list[Path], timeout: float, env: dict[str, str]) -> dict[str, Any]:
-    setup = [_preflab("init", "--db", url), _preflab("project", "create", PROJECT, "--db", url)]
+def step_import(
+    url: str, files: list[Path], timeout: float, env: dict[str, str], kind: str = "pairwise"
+) -> dict[str, Any]:
+    setup = [
+        _preflab("init", "--db", url),
+        _preflab("project", "create", PROJECT, "--kinds", kind, "--db", url),
+    ]
     for cmd in setup:
         r = measure(cmd, timeout, env)
         if r["status"] != "ok":
@@ -666,7 +722,8 @@ def _request(
 
 
 def _tag(args: argparse.Namespace, name: str) -> str:
-    return f"{name}-s{args.seed}-r{args.raters}-p{args.raters_per_item}-b{args.batches}"
+    tag = f"{name}-s{args.seed}-r{args.raters}-p{args.raters_per_item}-b{args.batches}"
+    return tag if args.kind == "pairwise" else f"{tag}-{args.kind}"
 
 
 def tile_source(args: argparse.Namespace, name: str, n: int) -> tuple[str, int] | None:
@@ -745,7 +802,9 @@ def prepare(
         shutil.rmtree(data_dir)
     if not done.exists():
         t = time.perf_counter()
-        files = generate(data_dir, n, args.seed, args.raters, args.raters_per_item, args.batches)
+        files = generate(
+            data_dir, n, args.seed, args.raters, args.raters_per_item, args.batches, args.kind
+        )
         done.write_text(json.dumps({"seconds": round(time.perf_counter() - t, 1)}))
         say(
             f"[{name}] generated {n:,} judgments in {time.perf_counter() - t:.0f}s ({sum(f.stat().st_size for f in files) / 2**20:.0f} MiB)"
@@ -755,7 +814,7 @@ def prepare(
     url, imported = database(kind, case, tag, args.fresh)
     if imported:
         return url, {**json.loads(marker.read_text())["import"], "cached": True}, generation_s
-    r = step_import(url, files, args.timeout, env)
+    r = step_import(url, files, args.timeout, env, args.kind)
     if r["status"] == "ok":
         marker.write_text(
             json.dumps({"import": r, "server": os.environ.get("PREFLAB_TEST_PG_URL")})
@@ -974,6 +1033,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--raters", type=int, default=100)
     parser.add_argument("--raters-per-item", type=int, default=3)
     parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument(
+        "--kind",
+        choices=list(KINDS),
+        default="pairwise",
+        help="the generated judgments: pairwise comparisons (default), or unary thumbs on one "
+        "answer an item (production feedback; measure it with report, snapshot, status, the "
+        "pages and export:trl-kto)",
+    )
     parser.add_argument(
         "--work", type=Path, default=Path(tempfile.gettempdir()) / "preflab-bench-scale"
     )

@@ -61,6 +61,38 @@ def test_generator_is_deterministic_and_makes_the_stated_project(tmp_path):
     assert len(pairs) == 200
 
 
+@pytest.mark.slow
+def test_a_thumbs_project_imports_and_its_report_and_kto_export_run(tmp_path):
+    """``--kind unary``: items of one answer, each judged up or down by its raters; the
+    project is created with that kind, imported, reported on and exported (trl-kto)."""
+    bench = load_bench()
+    files = bench.generate(
+        tmp_path / "g", 300, seed=1, raters=20, per_item=3, batches=2, kind="unary"
+    )
+    recs = [json.loads(line) for p in files for line in p.read_text().splitlines()]
+    items = [r for r in recs if "candidates" in r]
+    thumbs = [r for r in recs if r.get("kind") == "unary"]
+    assert len(items) == 100 and len(thumbs) == 300 and len(recs) == 400
+    assert all(len(r["candidates"]) == 1 for r in items)
+    assert {r["label"] for r in thumbs} == {True, False}
+    out = tmp_path / "scale.json"
+    bench.main(
+        [
+            "--judgments", "600", "--kind", "unary", "--db", "sqlite", "--work", str(tmp_path),
+            "--json", str(out), "--quiet", "--steps", "import", "report", "export:trl-kto",
+        ]
+    )  # fmt: skip
+    (case,) = json.loads(out.read_text())["cases"]
+    assert {s: r["status"] for s, r in case["steps"].items()} == dict.fromkeys(
+        ("import", "report", "export:trl-kto"), "ok"
+    )
+    assert case["steps"]["export:trl-kto"]["bytes"] > 50_000
+    (db,) = tmp_path.glob("*-unary/preflab.db")
+    with closing(sqlite3.connect(db)) as conn:
+        kinds = conn.execute("SELECT kind, count(*) FROM judgments GROUP BY kind").fetchall()
+    assert kinds == [("unary", 600)]
+
+
 def test_measure_reads_a_childs_cpu_and_peak_rss(tmp_path):
     bench = load_bench()
     code = "b = bytearray(300 * 2**20); b[::4096] = b'x' * len(range(0, len(b), 4096)); sum(range(3 * 10**7))"
