@@ -172,25 +172,35 @@ def _text(rng: random.Random, n_words: int) -> str:
     return " ".join(out)
 
 
-def records(judgments: int, seed: int, raters: int = 100, per_item: int = 3):
-    """The project's import records, in order (deterministic for ``seed``)."""
+#: submission times spread over two weeks
+SPAN = 14 * 24 * 3600
+
+
+def _items(judgments: int, seed: int, raters: int, per_item: int):
+    """Each item's ``(rng, reliability, index, raters judging it, prompt)``, in order: the
+    generators' common head, one seeded stream (the raters' reliabilities drawn first)."""
     rng = random.Random(seed)
     reliability = [rng.uniform(0.72, 0.98) for _ in range(raters)]
-    n_items = -(-judgments // per_item)
     made = 0
-    span = 14 * 24 * 3600
-    for i in range(n_items):
+    for i in range(-(-judgments // per_item)):
         k = min(per_item, judgments - made)
         prompt = f"[{seed}:{i}] {rng.choice(TOPICS).capitalize()}: " + _text(
             rng, rng.randint(8, 40)
         )
+        yield rng, reliability, i, k, prompt
+        made += k
+
+
+def records(judgments: int, seed: int, raters: int = 100, per_item: int = 3):
+    """The project's import records, in order (deterministic for ``seed``)."""
+    for rng, reliability, i, k, prompt in _items(judgments, seed, raters, per_item):
         # answers from ~25 to ~180 words (a few hundred to ~1,200 characters); lengths vary within
         # a pair so that the length gate keeps some pairs and drops others
         base = rng.randint(25, 120)
         good = _text(rng, base)
         bad = _text(rng, max(5, int(base * rng.uniform(0.6, 1.5))))
         who = rng.sample(range(raters), k)
-        when = sorted(rng.randrange(span) for _ in range(k))
+        when = sorted(rng.randrange(SPAN) for _ in range(k))
         explicit = i % 3 == 2  # a third: items with candidate ids, then judgments with shown_order
         if explicit:
             item_id = f"s{seed}-item-{i}"
@@ -231,29 +241,19 @@ def records(judgments: int, seed: int, raters: int = 100, per_item: int = 3):
             if rationale:
                 rec["rationale"] = rationale
             yield rec
-        made += k
 
 
 def unary_records(judgments: int, seed: int, raters: int = 100, per_item: int = 3):
     """A project of thumbs (production feedback, the KTO path), in order: items of one answer
     each (``candidates`` with one id), each judged up or down by ``per_item`` raters; an
     answer is good or not (60 % good) and a rater says so with their reliability."""
-    rng = random.Random(seed)
-    reliability = [rng.uniform(0.72, 0.98) for _ in range(raters)]
-    n_items = -(-judgments // per_item)
-    made = 0
-    span = 14 * 24 * 3600
-    for i in range(n_items):
-        k = min(per_item, judgments - made)
-        prompt = f"[{seed}:{i}] {rng.choice(TOPICS).capitalize()}: " + _text(
-            rng, rng.randint(8, 40)
-        )
+    for rng, reliability, i, k, prompt in _items(judgments, seed, raters, per_item):
         good = rng.random() < 0.6
         answer = _text(rng, rng.randint(25, 120) if good else rng.randint(5, 180))
         item_id = f"s{seed}-thumb-{i}"
         yield {"id": item_id, "prompt": prompt, "candidates": [{"id": "answer", "text": answer}]}
         who = rng.sample(range(raters), k)
-        when = sorted(rng.randrange(span) for _ in range(k))
+        when = sorted(rng.randrange(SPAN) for _ in range(k))
         for r, t in zip(who, when, strict=True):
             right = rng.random() < reliability[r]
             rec: dict[str, Any] = {
@@ -269,7 +269,6 @@ def unary_records(judgments: int, seed: int, raters: int = 100, per_item: int = 
             if rng.random() < 0.2:
                 rec["rationale"] = _text(rng, rng.randint(5, 25))
             yield rec
-        made += k
 
 
 #: what a generated project's judgments are (``--kind``)
