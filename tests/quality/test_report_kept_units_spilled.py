@@ -78,13 +78,20 @@ def test_an_exact_row_is_the_same_with_its_names_on_disk(continuous):
     assert rows[1] == rows[0] and rows[2] == rows[0]
 
 
+def _reference(n_batches: int):
+    """The generated project over ``n_batches`` batches and build_report's report of it."""
+    js, items = generated_project()
+    batches = {
+        i: f"batch {int(i[2:]) % n_batches}" if i.startswith("it") else "none" for i in items
+    }
+    ordered = [j for g, _ in by_item(js, items) for j in g]
+    return js, items, batches, build_report(ordered, items=items, batches=batches, n_boot=40)
+
+
 def test_the_report_is_the_same_with_a_few_bytes_of_names_in_memory(monkeypatch):
     """The generated project (every kind, batches) with 3 bytes of names held per row: its
     rows' names all go through the files; the report equals build_report's."""
-    js, items = generated_project()
-    batches = {i: f"batch {int(i[2:]) % 3}" if i.startswith("it") else "none" for i in items}
-    ordered = [j for g, _ in by_item(js, items) for j in g]
-    old = build_report(ordered, items=items, batches=batches, n_boot=40)
+    js, items, batches, old = _reference(n_batches=3)
     written = []
     original = KeptUnits._write
 
@@ -154,10 +161,7 @@ def test_the_report_of_many_batches_holds_its_names_within_the_shared_limit(monk
     """The generated project over 40 batches with 256 bytes of names held by all rows
     together: names are written out though no row reaches its own limit, and the report
     equals build_report's."""
-    js, items = generated_project()
-    batches = {i: f"batch {int(i[2:]) % 40}" if i.startswith("it") else "none" for i in items}
-    ordered = [j for g, _ in by_item(js, items) for j in g]
-    old = build_report(ordered, items=items, batches=batches, n_boot=40)
+    js, items, batches, old = _reference(n_batches=40)
     highest = []
     original = NamesInMemory.grew
 
