@@ -247,13 +247,17 @@ def _recut(tables: Iterator[pa.Table], cuts: Iterable[int]) -> Iterator[pa.Table
     have = 0
     for size in cuts:
         while have < size:
-            table = next(tables)
-            pending.append(table)
-            have += table.num_rows
+            pending.append(next(tables))
+            have += pending[-1].num_rows
         whole = pa.concat_tables(pending)
-        yield _contiguous(whole.slice(0, size))
         rest = whole.slice(size)
+        cut = _contiguous(whole.slice(0, size))
+        # the batches read are let go before the table is written (only its copy is held, and
+        # the rows of the last batch past the cut)
+        del whole
         pending, have = ([rest] if rest.num_rows else []), rest.num_rows
+        yield cut
+        del cut
 
 
 def _write_state(
