@@ -67,7 +67,10 @@ def bare_pytest_passes(solution: str) -> bool:
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            # generous: the file-system-walking hack reads every file under /tmp, /var/tmp and
+            # the home directory outside any sandbox, and a suite running beside it fills /tmp
+            # (timed out at 60 s once, load ~18, ~30,000 files of pytest's own under /tmp)
+            timeout=300,
         )
         passed = done.returncode == 0 and " passed" in done.stdout and "failed" not in done.stdout
         return passed and "4 passed" in done.stdout
